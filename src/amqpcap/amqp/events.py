@@ -1,0 +1,134 @@
+"""Events emitted by the sans-IO AMQP decoders (every protocol version).
+
+Every event carries where it came from: ``packet`` (1-based capture packet
+number that completed it, Wireshark's ``frame.number``), ``ts`` (ns since the
+epoch, UTC) and ``offset`` (byte offset of the frame in this direction's TCP
+stream).  The records layer turns events into table rows; the codecs never
+know about Arrow or files.
+
+Events are small frozen dataclasses (h11 style).  ``NEED_DATA`` is the
+explicit "feed me more" answer of a decoder's ``next_event()``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA = _Sentinel("NEED_DATA")
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolHeader:
+    """The 8-byte protocol header ("AMQP" + 4 octets) or a non-AMQP preamble."""
+
+    packet: int
+    ts: int
+    offset: int
+    raw: bytes
+    version: str | None  # "0-8", "0-9", "0-9-1", "0-10", "1.0", "1.0-sasl", "1.0-tls" or None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One wire frame (0-8/0-9/0-9-1 frame, or 0-10 frame), for the ``frames`` table."""
+
+    packet: int
+    ts: int
+    offset: int
+    channel: int
+    frame_type: int
+    type_name: str  # method, header, body, heartbeat, oob-method, ..., or 0-10 segment type
+    size: int  # payload size as on the wire (header and frame-end excluded)
+    wire_size: int  # whole frame including header and frame-end
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """A decoded method (0-8/0-9/0-9-1) or command/control (0-10)."""
+
+    packet: int
+    ts: int
+    offset: int
+    channel: int
+    class_id: int
+    method_id: int
+    name: str  # "class.method", spec spelling, e.g. "basic.get-empty"
+    args: dict[str, Any]  # argument name (spec spelling, hyphens) -> decoded value
+    synchronous: bool
+    has_content: bool
+    frame_size: int = 0
+    # 0-10: session command number, and for execution.result/exception the command answered.
+    command_id: int | None = None
+    answers_command_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """A complete (or incomplete) content: the method that carried it, its header and body."""
+
+    packet: int  # packet that completed the content (last body frame)
+    ts: int
+    offset: int  # stream offset of the carrying method frame
+    channel: int
+    method: Method
+    class_id: int
+    properties: dict[str, Any]  # property name (spec spelling) -> value; only those present
+    body_size: int  # declared in the content header (0-10: bytes received)
+    body_received: int
+    body_frames: int
+    body_hash: str  # sha256 hex of the body bytes received
+    body: bytes  # first N bytes (N = body_bytes option)
+    complete: bool
+    first_packet: int  # packet of the carrying method frame
+    header_packet: int | None = None
+    body_encoding: str | None = None  # 0-9 message.transfer body domain: "longstr" / "octet+longstr"
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    packet: int
+    ts: int
+    offset: int
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    """Something that could not be decoded cleanly.  Nothing is dropped silently."""
+
+    packet: int
+    ts: int
+    offset: int | None
+    kind: str  # gap, malformed-frame, bad-frame-end, unknown-frame-type, unknown-method, ...
+    detail: str
+    channel: int | None = None
+    skipped: int = 0  # bytes of the stream this anomaly accounts for
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Input to a decoder: ``size`` bytes of this direction's stream were never captured."""
+
+    packet: int
+    ts: int
+    offset: int
+    size: int
+
+
+@dataclass(slots=True)
+class Negotiation:
+    """Connection-level facts a decoder learns (mutable, one per connection)."""
+
+    version: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
