@@ -93,6 +93,10 @@ class Content:
     first_packet: int  # packet of the carrying method frame
     header_packet: int | None = None
     body_encoding: str | None = None  # 0-9 message.transfer body domain: "longstr" / "octet+longstr"
+    # Where the content went; None means "take it from method.args" (0-8/0-9/0-9-1).
+    # 0-10 fills these from message.transfer destination / delivery-properties.
+    exchange: str | None = None
+    routing_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
