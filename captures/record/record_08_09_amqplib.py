@@ -107,13 +107,39 @@ def bind_source(src):
     socket.socket = BoundSocket
 
 
+def wire_table(d):
+    """Describe a field table the way amqplib 0-8 puts it on the wire:
+    {key: [type_char, value]} (S longstr, I int32, D decimal as
+    [scale, unscaled], T timestamp seconds (mktime of the naive datetime), F table)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, bytes):
+            out[k] = ['S', v.decode('utf-8')]
+        elif isinstance(v, str):
+            out[k] = ['S', v]
+        elif isinstance(v, bool) or isinstance(v, int):
+            out[k] = ['I', int(v)]
+        elif isinstance(v, Decimal):
+            sign, digits, exp = v.as_tuple()
+            n = 0
+            for dg in digits:
+                n = n * 10 + dg
+            out[k] = ['D', [-exp, -n if sign else n]]
+        elif isinstance(v, datetime):
+            out[k] = ['T', int(time.mktime(v.timetuple()))]
+        elif isinstance(v, dict):
+            out[k] = ['F', wire_table(v)]
+        else:
+            out[k] = ['?', repr(v)]
+    return out
+
+
 def publish(ch, body, exchange, routing_key, mandatory=False, **props):
     msg = amqp.Message(body, **props)
     shown = {}
     for k, v in props.items():
-        if k == 'headers':
-            shown[k] = dict((hk, repr(hv) if not isinstance(hv, (str, int, dict))
-                             else hv) for hk, hv in v.items())
+        if k == 'application_headers':
+            shown[k] = wire_table(v)
         elif isinstance(v, datetime):
             shown[k] = int(time.mktime(v.timetuple()))  # what amqplib encodes
         else:
@@ -131,10 +157,8 @@ def msg_props(msg):
     for k, v in msg.properties.items():
         if isinstance(v, datetime):
             out[k] = int(time.mktime(v.timetuple()))
-        elif k == 'headers':
-            out[k] = dict((hk, (int(time.mktime(hv.timetuple())) if isinstance(hv, datetime)
-                                else str(hv) if isinstance(hv, Decimal) else hv))
-                          for hk, hv in v.items())
+        elif k == 'application_headers':
+            out[k] = wire_table(v)
         else:
             out[k] = v
     return out
@@ -202,7 +226,7 @@ def scenario(args):
             correlation_id='corr-0001', reply_to='amqpcap08.reply',
             message_id='msg-0001', timestamp=ts, type='amqpcap.test',
             user_id=USER, app_id='amqpcap-recorder',
-            headers={'str': 'text value', 'int': 42, 'neg': -7,
+            application_headers={'str': 'text value', 'int': 42, 'neg': -7,
                      'dec': Decimal('3.14'), 'when': ts,
                      'nested': {'inner': 'x', 'num': 1}})
 
@@ -222,6 +246,17 @@ def scenario(args):
     m = ch.basic_get(QUEUE, no_ack=False)
     op('basic.get', channel=ch.channel_id, queue=QUEUE, no_ack=False,
        result='get-empty' if m is None else 'get-ok')
+
+    # 1b. basic.reject of a fetched message (requeue=False drops it)
+    body_j = b'this one gets rejected'
+    publish(ch, body_j, EXCHANGE, 'rk.small', message_id='msg-0001b-reject')
+    m = ch.basic_get(QUEUE, no_ack=False)
+    op('basic.get', channel=ch.channel_id, queue=QUEUE, no_ack=False, result='get-ok',
+       delivery_tag=m.delivery_info['delivery_tag'],
+       message_id=m.properties.get('message_id'), **body_info(raw_body(m)))
+    ch.basic_reject(m.delivery_info['delivery_tag'], requeue=False)
+    op('basic.reject', channel=ch.channel_id, delivery_tag=m.delivery_info['delivery_tag'],
+       requeue=False)
 
     # 2. unroutable mandatory publish -> basic.return
     body_r = b'nobody is bound to rk.nowhere'
@@ -321,8 +356,9 @@ def scenario(args):
         op('exchange.delete', channel=ch.channel_id, exchange=EXCHANGE, result='error',
            error=repr(e))
         raise
+    chid = ch.channel_id
     ch.close()
-    op('channel.close', channel=ch.channel_id, reply_code=0, reply_text='')
+    op('channel.close', channel=chid, reply_code=0, reply_text='')
     conn.close()
     op('connection.close', reply_code=0, reply_text='')
 

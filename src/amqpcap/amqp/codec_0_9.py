@@ -354,6 +354,9 @@ class Decoder09:
         self.version = version
         self.tables = _spec.get(version)
         self.methods = self.tables.METHODS
+        # RabbitMQ speaks 0-9-1 extensions (confirm, basic.nack, exchange.bind, ...) to
+        # 0-8 and 0-9 clients too: a method the version lacks is looked up in 0-9-1.
+        self.fallback = _spec.get("0-9-1").METHODS if version != "0-9-1" else {}
         self.properties = self.tables.PROPERTIES
         self.frame_types = frozenset(self.tables.FRAME_TYPES) | ({8} if version != "0-8" else set())
         self.body_bytes = body_bytes
@@ -390,6 +393,12 @@ class Decoder09:
             else:
                 d.buf += data
         self._parse(direction, d)
+
+    def start_midstream(self, direction: int, offset: int) -> None:
+        """The capture starts inside this direction's stream: decode from the first provable frame."""
+        d = self.dirs[direction]
+        d.resync = True
+        d.resync_from = offset
 
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
         """``size`` bytes at ``offset`` were lost: account for the partial frame, resync after."""
@@ -507,7 +516,8 @@ class Decoder09:
                         d.pos = p
                         break
                     if buf[end] == FRAME_END and (
-                        ftype != 1 or (size >= 4 and _CM.unpack_from(buf, p + 7) in methods)
+                        ftype != 1 or (size >= 4 and (_CM.unpack_from(buf, p + 7) in methods
+                                                      or _CM.unpack_from(buf, p + 7) in self.fallback))
                     ) and (ftype != 8 or (size == 0 and channel == 0)):
                         skipped = d.base + p - d.resync_from
                         if skipped:
@@ -560,6 +570,10 @@ class Decoder09:
             return
         cid, mid = _CM.unpack_from(buf, start)
         spec = self.methods.get((cid, mid))
+        dialect = None
+        if spec is None:
+            spec = self.fallback.get((cid, mid))
+            dialect = "0-9-1"
         if spec is None:
             self._anomaly(direction, d, start - 7, "unknown-method",
                           f"class {cid} method {mid} is not defined in AMQP {self.version}", channel)
@@ -582,6 +596,8 @@ class Decoder09:
             except DecodeError:
                 self._anomaly(direction, d, start - 7, "malformed-method", f"{spec.name}: {e}", channel)
                 return
+        if dialect:
+            args["$dialect"] = dialect
         name = spec.name
         if name in SECRET_METHODS:
             self._redact(name, args)

@@ -1,0 +1,181 @@
+"""Sans-IO decoder of one AMQP conversation, any version.
+
+``ConnectionDecoder`` reads the protocol headers of both directions, picks the
+codec (``Decoder09`` for 0-8 / 0-9 / 0-9-1, ``Decoder010`` for 0-10), records
+the negotiation, and passes everything else to the codec.  It is the sink of
+the TCP reassembler (``data`` / ``gap``) and its events are drained with
+``pop_events()``.
+"""
+from __future__ import annotations
+
+from amqpcap.amqp import detect
+from amqpcap.amqp.codec_0_9 import Decoder09
+from amqpcap.amqp.events import Anomaly, ProtocolHeader
+
+INFER_BYTES = 64 * 1024  # how much a mid-stream conversation may buffer before giving up on it
+
+
+class ConnectionDecoder:
+    def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, amqp_port: bool = True) -> None:
+        self.body_bytes = body_bytes
+        self.keep_secrets = keep_secrets
+        self.amqp_port = amqp_port
+        self.codec = None
+        self.version: str | None = None
+        self.version_evidence: str | None = None
+        self.client_header: bytes | None = None
+        self.server_header: bytes | None = None
+        self.client_version: str | None = None
+        self.negotiation = "none"
+        self.tls = False
+        self.mid_stream = False
+        self.undecoded = False  # AMQP 1.0 / TLS / not AMQP: bytes are counted, not decoded
+        self.is_amqp = False
+        self._pre = [bytearray(), bytearray()]  # bytes before the header / codec was settled
+        self._pre_off = [None, None]
+        self._settled = [False, False]
+        self.events: list = []
+
+    # -- sink API (called by the TCP reassembler) ---------------------------------------
+
+    def data(self, direction: int, offset: int, data: bytes, packet: int, ts: int) -> None:
+        if self._settled[direction]:
+            if self.codec is not None:
+                self.codec.feed(direction, data, offset, packet, ts)
+            return
+        if self.undecoded:
+            return
+        pre = self._pre[direction]
+        if self._pre_off[direction] is None:
+            self._pre_off[direction] = offset
+        pre += data
+        self._settle(direction, packet, ts)
+
+    def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
+        if self.codec is not None and self._settled[direction]:
+            self.codec.gap(direction, offset, size, packet, ts)
+        elif not self.undecoded:
+            # Lost before we knew what the conversation was: the held bytes cannot be placed.
+            held = len(self._pre[direction])
+            self.events.append((direction, Anomaly(packet, ts, offset, "gap",
+                                f"{size} bytes lost before the protocol was identified", None, size + held)))
+            self._pre[direction] = bytearray()
+            self._pre_off[direction] = None
+
+    def finish(self, packet: int, ts: int) -> None:
+        for direction in (0, 1):
+            if not self._settled[direction] and self._pre[direction] and not self.undecoded:
+                if self.is_amqp or self.amqp_port:
+                    self._start_midstream(direction, packet, ts, force=True)
+        if self.codec is not None:
+            self.codec.finish(packet, ts)
+
+    def pop_events(self) -> list:
+        ev = self.events
+        if self.codec is not None:
+            ev.extend(self.codec.pop_events())
+        self.events = []
+        return ev
+
+    @property
+    def info(self) -> dict:
+        return self.codec.info if self.codec is not None else {}
+
+    @property
+    def frame_counts(self):
+        return getattr(self.codec, "frame_counts", None)
+
+    # -- header handling -----------------------------------------------------------------
+
+    def _settle(self, direction: int, packet: int, ts: int) -> None:
+        pre = self._pre[direction]
+        if pre[:4] == b"AMQP"[:len(pre)] and len(pre) < 8:
+            return  # a header is arriving in pieces
+        if pre[:4] == b"AMQP":
+            raw = bytes(pre[:8])
+            version = detect.header_version(raw)
+            self.events.append((direction, ProtocolHeader(packet, ts, self._pre_off[direction], raw, version)))
+            if direction == 0:
+                self.client_header = raw
+                self.client_version = version
+                self.is_amqp = True
+                if version in detect.DECODED_VERSIONS:
+                    self._use(version, "header")
+                else:
+                    self.version = version
+                    self.version_evidence = "header"
+                    self.undecoded = version is None
+                    if version is None:
+                        self.events.append((direction, Anomaly(packet, ts, self._pre_off[direction],
+                                            "unknown-protocol-header", f"protocol header {raw[4:].hex()}")))
+                    else:
+                        self.undecoded = True  # AMQP 1.0: recognised, not decoded
+            else:
+                self.server_header = raw
+                if self.client_header is not None and raw == self.client_header:
+                    self.negotiation = "accepted"  # 0-10 peers echo the header
+                else:
+                    self.negotiation = "rejected"
+                    if self.version is None and version in detect.DECODED_VERSIONS and self.client_header is None:
+                        self._use(version, "header")
+            rest = bytes(pre[8:])
+            off = self._pre_off[direction] + 8
+            self._settled[direction] = True
+            self._pre[direction] = bytearray()
+            if rest and self.codec is not None:
+                self.codec.feed(direction, rest, off, packet, ts)
+            return
+        if not self._settled[direction ^ 1] and self.client_header is None and detect.is_tls(pre):
+            self.tls = True
+            self.undecoded = True
+            self.version = "tls"
+            self.is_amqp = self.amqp_port
+            return
+        if self.codec is not None:
+            # The other side's header settled the version; this side starts with frames.
+            if self.negotiation == "none" and direction == 1:
+                self.negotiation = "accepted"
+            self._flush_pre(direction, packet, ts)
+            return
+        if not self.amqp_port and not self.is_amqp:
+            self.undecoded = True  # no AMQP header on a non-AMQP port: not ours
+            return
+        self._start_midstream(direction, packet, ts)
+
+    def _start_midstream(self, direction: int, packet: int, ts: int, force: bool = False) -> None:
+        pre = self._pre[direction]
+        if self.codec is None:
+            if detect.looks_like_0_10(pre):
+                version = "0-10"
+            elif detect.looks_like_0_9(pre) or force or len(pre) >= INFER_BYTES:
+                version = "0-9-1"
+            else:
+                return  # wait for more bytes before guessing
+            self.mid_stream = self.client_header is None
+            self.negotiation = "unknown"
+            self.is_amqp = True
+            self._use(version, "inferred")
+            if not detect.looks_like_0_9(pre) and not detect.looks_like_0_10(pre):
+                self.codec.start_midstream(direction, self._pre_off[direction])
+        self._flush_pre(direction, packet, ts)
+
+    def _flush_pre(self, direction: int, packet: int, ts: int) -> None:
+        self._settled[direction] = True
+        pre = bytes(self._pre[direction])
+        self._pre[direction] = bytearray()
+        if pre:
+            self.codec.feed(direction, pre, self._pre_off[direction], packet, ts)
+
+    def _use(self, version: str, evidence: str) -> None:
+        self.version = version
+        self.version_evidence = evidence
+        if version == "0-10":
+            from amqpcap.amqp.codec_0_10 import Decoder010
+
+            self.codec = Decoder010(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
+        else:
+            self.codec = Decoder09(version, body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
+        # A direction whose bytes arrived before the version was known is flushed on its next data.
+        other = 1
+        if self._pre[other] and not self._settled[other]:
+            pass

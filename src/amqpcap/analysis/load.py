@@ -1,0 +1,223 @@
+"""Load a dissect output (or a capture, dissected to a cache) as pandas tables.
+
+``load(path)`` returns a :class:`Tables` with one pandas DataFrame per table
+(``connections``, ``methods``, ``messages``, ``anomalies``, ``frames``), typed
+from :mod:`amqpcap.records.schema`:
+
+* timestamps are ``datetime64[ns, UTC]``;
+* integers are pandas nullable integers (``Int8`` .. ``Int64``), booleans are
+  nullable ``boolean`` (missing values are ``pd.NA``);
+* strings use the pandas default string dtype of the installed pandas
+  (``object`` in pandas 2, ``str`` in pandas 3); binary columns hold ``bytes``.
+
+A table that is absent from the output (``frames`` unless dissected with
+``--frames``) is an empty frame with the right columns and dtypes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from amqpcap.records.schema import SCHEMAS
+
+TABLE_NAMES = ("connections", "methods", "messages", "anomalies", "frames")
+
+_INT_DTYPES = {
+    pa.int8(): pd.Int8Dtype(),
+    pa.int16(): pd.Int16Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.uint8(): pd.UInt8Dtype(),
+    pa.uint16(): pd.UInt16Dtype(),
+    pa.uint32(): pd.UInt32Dtype(),
+    pa.uint64(): pd.UInt64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+}
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables of one dissect output, as pandas DataFrames."""
+
+    connections: pd.DataFrame
+    methods: pd.DataFrame
+    messages: pd.DataFrame
+    anomalies: pd.DataFrame
+    frames: pd.DataFrame
+    source: str | None = None  # directory the tables were read from
+    present: tuple = field(default=())  # names of the tables found on disk
+
+    @property
+    def has_frames(self) -> bool:
+        """True when the ``frames`` table was written (``dissect --frames``)."""
+        return "frames" in self.present
+
+    def __repr__(self) -> str:  # pragma: no cover - cosmetic
+        sizes = ", ".join(f"{f.name}={len(getattr(self, f.name))}" for f in fields(self) if f.name in TABLE_NAMES)
+        return f"Tables({self.source!r}: {sizes})"
+
+
+def arrow_to_pandas(table: pa.Table, name: str) -> pd.DataFrame:
+    """Convert an Arrow table of schema ``SCHEMAS[name]`` to a typed DataFrame."""
+    schema = SCHEMAS[name]
+    # Conform: add missing columns as nulls, order and cast as the schema says.
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if col.type != f.type:
+                col = col.cast(f.type)
+        else:
+            col = pa.nulls(len(table), type=f.type)
+        cols.append(col)
+    table = pa.Table.from_arrays(cols, schema=schema)
+    df = table.to_pandas(types_mapper=_INT_DTYPES.get, ignore_metadata=True)
+    for f in schema:  # timestamps: always ns, UTC
+        if pa.types.is_timestamp(f.type):
+            s = df[f.name]
+            if not isinstance(s.dtype, pd.DatetimeTZDtype):
+                s = pd.to_datetime(s, utc=True)
+            df[f.name] = s.astype("datetime64[ns, UTC]")
+    return df
+
+
+def empty_frame(name: str) -> pd.DataFrame:
+    """An empty DataFrame with the columns and dtypes of table ``name``."""
+    return arrow_to_pandas(SCHEMAS[name].empty_table(), name)
+
+
+def read_table(directory: str | os.PathLike, name: str) -> pd.DataFrame | None:
+    """Read the Parquet dataset ``directory/name`` (None if absent)."""
+    p = Path(directory) / name
+    candidates = [p, p.with_suffix(".parquet")]
+    for c in candidates:
+        if c.is_dir():
+            files = [x for x in c.rglob("*.parquet") if not x.name.startswith((".", "_"))]
+            if not files:
+                return empty_frame(name)
+            try:  # the schema fills columns a file lacks with nulls
+                dataset = ds.dataset([str(x) for x in sorted(files)], format="parquet", schema=SCHEMAS[name])
+                table = dataset.to_table()
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                table = pa.concat_tables(
+                    [ds.dataset(str(x), format="parquet").to_table() for x in sorted(files)],
+                    promote_options="permissive",
+                )
+            return arrow_to_pandas(table, name)
+        if c.is_file():
+            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name)
+    return None
+
+
+def load_dir(directory: str | os.PathLike) -> Tables:
+    """Read a dissect output directory."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: not a dissect output directory")
+    frames = {}
+    present = []
+    for name in TABLE_NAMES:
+        df = read_table(directory, name)
+        if df is None:
+            if name != "frames":
+                raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
+            df = empty_frame(name)
+        else:
+            present.append(name)
+        frames[name] = df
+    return Tables(**frames, source=str(directory), present=tuple(present))
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "amqpcap"
+
+
+def cache_key(capture: str | os.PathLike, **dissect_opts) -> str:
+    """sha256 of the capture's content and the dissect options."""
+    h = hashlib.sha256()
+    with open(capture, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    opts = {k: (list(v) if isinstance(v, (tuple, set)) else v) for k, v in sorted(dissect_opts.items())}
+    h.update(b"\0amqpcap-options\0")
+    h.update(json.dumps(opts, sort_keys=True, default=str).encode())
+    try:
+        from amqpcap import __version__
+    except Exception:  # pragma: no cover
+        __version__ = "?"
+    h.update(f"\0schema-1\0amqpcap-{__version__}".encode())
+    return h.hexdigest()
+
+
+_DONE = ".amqpcap-complete"
+
+
+def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, **dissect_opts) -> Path:
+    """Dissect ``capture`` into ``cache_dir/<key>`` (reused when complete) and return that directory."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    out = root / cache_key(capture, **dissect_opts)
+    if (out / _DONE).exists():
+        return out
+    from amqpcap.pipeline import dissect  # late import: the pipeline is heavy
+
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    try:
+        dissect([str(capture)], str(tmp / "out"), force=True, **dissect_opts)
+        (tmp / "out" / _DONE).write_text(str(capture) + "\n")
+        if out.exists():  # an incomplete earlier attempt
+            shutil.rmtree(out, ignore_errors=True)
+        try:
+            os.replace(tmp / "out", out)
+        except OSError:
+            if not (out / _DONE).exists():  # lost a race with nobody: re-raise
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def load(path, *, cache_dir=None, **dissect_opts) -> Tables:
+    """Load a dissect output directory, or dissect a capture file to a cache and load that.
+
+    ``dissect_opts`` (``body_bytes``, ``frames``, ``ports``, ``keep_secrets``)
+    are passed to :func:`amqpcap.pipeline.dissect` and are part of the cache
+    key; they are ignored when ``path`` is a directory.
+    """
+    if isinstance(path, Tables):
+        return path
+    p = Path(path)
+    if p.is_dir():
+        return load_dir(p)
+    if not p.exists():
+        raise FileNotFoundError(str(p))
+    return load_dir(dissect_cached(p, cache_dir=cache_dir, **dissect_opts))
+
+
+def as_tables(t) -> Tables:
+    """Accept a :class:`Tables` or anything :func:`load` accepts."""
+    return t if isinstance(t, Tables) else load(t)
+
+
+def from_frames(**frames) -> Tables:
+    """Build :class:`Tables` from DataFrames (missing tables empty); for tests and notebooks."""
+    out = {}
+    present = []
+    for name in TABLE_NAMES:
+        df = frames.get(name)
+        if df is None:
+            df = empty_frame(name)
+        else:
+            present.append(name)
+        out[name] = df
+    return Tables(**out, source=None, present=tuple(present))

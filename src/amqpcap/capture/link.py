@@ -1,0 +1,310 @@
+"""Link layer + IPv4/IPv6 + TCP header parsing (per-packet hot path).
+
+``parse_packet(linktype, data)`` returns
+
+* ``None`` -- not an IP/TCP packet we can use: another ethertype / address
+  family, another IP protocol, an IPv6 ``no next header``/ESP/unknown
+  extension header, or a *non-first* IP fragment (it carries no TCP header);
+* a ``str`` naming why an IP or TCP packet is malformed or unusable:
+
+  ``truncated-link-header``   the capture ends inside the link-layer header
+  ``truncated-ip-header``     ... inside the IPv4/IPv6 header or an extension header
+  ``truncated-tcp-header``    ... inside the fixed 20 bytes of the TCP header
+  ``bad-ip-header``           IPv4 IHL < 5, or a version nibble that contradicts
+                              the link layer
+  ``bad-ip-length``           IPv4 total length < header length, or the
+                              extension headers run past the IPv6 payload
+  ``bad-tcp-header``          TCP data offset < 5 or beyond the IP payload
+  ``ip-fragment``             the *first* fragment of a fragmented IP datagram
+                              (we do not reassemble IP; its TCP payload would be
+                              incomplete, so the whole datagram is reported here
+                              once and the TCP stage sees a gap)
+
+* otherwise ``(ip_version, src, dst, sport, dport, seq, ack, flags, window,
+  payload, missing)``: ``src``/``dst`` packed addresses (4 or 16 bytes),
+  ``flags`` the 9 TCP flag bits (NS..FIN, ``0x002`` = SYN, ``0x010`` = ACK),
+  ``payload`` the captured TCP payload (a ``bytes`` slice of ``data``),
+  ``missing`` the payload bytes the snapshot length cut off.
+
+Lengths come from the IP header, never from the captured length: Ethernet
+padding and trailers (FCS) are not payload.  An IPv4 total length of 0 or an
+IPv6 payload length of 0 (TCP segmentation offload on the capturing host, or a
+jumbogram) means "use what was captured".
+
+Link types: see ``LINKTYPE_NAMES`` / ``is_supported``.  For an unsupported
+link type ``parse_packet`` raises ``UnsupportedLinkType`` (a ``ValueError``)
+so that the caller can report it once per file/interface (check with
+``is_supported`` first to avoid the exception on the hot path).
+
+* 1 Ethernet, with any stack of 802.1Q / 802.1ad / QinQ tags (TPID 0x8100,
+  0x88a8, 0x9100, 0x9200); 802.3 length frames are not IP -> ``None``;
+* 113 Linux cooked (SLL) and 276 SLL2 (the protocol field is an ethertype;
+  VLAN tags after it are walked as for Ethernet);
+* 0 BSD loopback NULL: 4-byte address family in the *capturing host's* byte
+  order (both orders accepted); 108 LOOP: the same in network byte order;
+  AF_INET = 2, AF_INET6 = 10 (Linux), 24 (NetBSD/OpenBSD), 28 (FreeBSD),
+  30 (macOS);
+* 101 raw IP (version from the first nibble), also 12 and 14 which some
+  systems wrote for raw IP (12 is OpenBSD's LOOP: a 12 file whose packets
+  start with a LOOP header is parsed as LOOP); 228 raw IPv4, 229 raw IPv6.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+__all__ = [
+    "parse_packet",
+    "format_addr",
+    "is_supported",
+    "linktype_name",
+    "LINKTYPE_NAMES",
+    "SUPPORTED_LINKTYPES",
+    "UnsupportedLinkType",
+    "TCP_FIN", "TCP_SYN", "TCP_RST", "TCP_PSH", "TCP_ACK", "TCP_URG",
+    "TCP_ECE", "TCP_CWR", "TCP_NS",
+]
+
+TCP_FIN = 0x001
+TCP_SYN = 0x002
+TCP_RST = 0x004
+TCP_PSH = 0x008
+TCP_ACK = 0x010
+TCP_URG = 0x020
+TCP_ECE = 0x040
+TCP_CWR = 0x080
+TCP_NS = 0x100
+
+#: Names of link types (tcpdump.org LINKTYPE_* without the prefix).  Only
+#: those in ``SUPPORTED_LINKTYPES`` can be parsed; the rest are here so that
+#: an unsupported link type can be named in a report.
+LINKTYPE_NAMES: dict[int, str] = {
+    0: "NULL",
+    1: "ETHERNET",
+    6: "IEEE802_5",
+    8: "SLIP",
+    9: "PPP",
+    10: "FDDI",
+    12: "RAW",
+    14: "RAW",
+    50: "PPP_HDLC",
+    51: "PPP_ETHER",
+    101: "RAW",
+    104: "C_HDLC",
+    105: "IEEE802_11",
+    108: "LOOP",
+    113: "LINUX_SLL",
+    127: "IEEE802_11_RADIOTAP",
+    192: "PPI",
+    197: "ERF",
+    220: "USB_LINUX_MMAPPED",
+    228: "IPV4",
+    229: "IPV6",
+    239: "NFLOG",
+    249: "USBPCAP",
+    276: "LINUX_SLL2",
+}
+
+SUPPORTED_LINKTYPES = frozenset({0, 1, 12, 14, 101, 108, 113, 228, 229, 276})
+
+
+class UnsupportedLinkType(ValueError):
+    """``parse_packet`` was given a link type it cannot parse."""
+
+    def __init__(self, linktype: int) -> None:
+        super().__init__(f"unsupported link type {linktype} ({linktype_name(linktype)})")
+        self.linktype = linktype
+
+
+def linktype_name(linktype: int) -> str:
+    return LINKTYPE_NAMES.get(linktype, f"LINKTYPE_{linktype}")
+
+
+def is_supported(linktype: int) -> bool:
+    return linktype in SUPPORTED_LINKTYPES
+
+
+_AF_INET6 = frozenset({10, 24, 28, 30})
+_VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
+
+_u_H = struct.Struct("!H").unpack_from
+_u_tcp = struct.Struct("!HHIIHH").unpack_from  # sport dport seq ack off/flags window
+
+_inet_ntop = socket.inet_ntop
+_AF = {4: socket.AF_INET, 6: socket.AF_INET6}
+
+
+def format_addr(ip_version: int, packed: bytes) -> str:
+    """Text form of a packed address (``"192.0.2.1"``, ``"2001:db8::1"``)."""
+    return _inet_ntop(_AF[ip_version], packed)
+
+
+def _ethertype(data, off: int, et: int):
+    """Skip VLAN tags; return (ethertype, offset of the network header)."""
+    while et in _VLAN_TPIDS:
+        if len(data) < off + 4:
+            return -1, off
+        et = (data[off + 2] << 8) | data[off + 3]
+        off += 4
+    return et, off
+
+
+def parse_packet(linktype: int, data: bytes):
+    """Parse one captured packet; see the module docstring for the result."""
+    n = len(data)
+    if linktype == 1:
+        if n < 14:
+            return "truncated-link-header"
+        et = (data[12] << 8) | data[13]
+        off = 14
+        if et in _VLAN_TPIDS:
+            et, off = _ethertype(data, off, et)
+            if et < 0:
+                return "truncated-link-header"
+        if et == 0x0800:
+            return _ipv4(data, off, n)
+        if et == 0x86DD:
+            return _ipv6(data, off, n)
+        return None
+    if linktype == 113 or linktype == 276:
+        if linktype == 113:
+            if n < 16:
+                return "truncated-link-header"
+            et = (data[14] << 8) | data[15]
+            off = 16
+        else:
+            if n < 20:
+                return "truncated-link-header"
+            et = (data[0] << 8) | data[1]
+            off = 20
+        if et in _VLAN_TPIDS:
+            et, off = _ethertype(data, off, et)
+            if et < 0:
+                return "truncated-link-header"
+        if et == 0x0800:
+            return _ipv4(data, off, n)
+        if et == 0x86DD:
+            return _ipv6(data, off, n)
+        return None
+    if linktype == 0 or linktype == 108:
+        if n < 4:
+            return "truncated-link-header"
+        if linktype == 108 or data[0] == 0:
+            af = data[3] if data[0] == 0 and data[1] == 0 and data[2] == 0 else -1
+        else:  # little-endian host
+            af = data[0] if data[1] == 0 and data[2] == 0 and data[3] == 0 else -1
+        if af == 2:
+            return _ipv4(data, 4, n)
+        if af in _AF_INET6:
+            return _ipv6(data, 4, n)
+        return None
+    if linktype == 101 or linktype == 14 or linktype == 12:
+        if n < 1:
+            return "truncated-ip-header"
+        v = data[0] >> 4
+        if v == 4:
+            return _ipv4(data, 0, n)
+        if v == 6:
+            return _ipv6(data, 0, n)
+        if linktype == 12 and n >= 4 and data[0] == 0 and data[1] == 0 and data[2] == 0:
+            return parse_packet(108, data)  # OpenBSD DLT_LOOP
+        return None
+    if linktype == 228:
+        if n < 1:
+            return "truncated-ip-header"
+        if data[0] >> 4 != 4:
+            return "bad-ip-header"
+        return _ipv4(data, 0, n)
+    if linktype == 229:
+        if n < 1:
+            return "truncated-ip-header"
+        if data[0] >> 4 != 6:
+            return "bad-ip-header"
+        return _ipv6(data, 0, n)
+    raise UnsupportedLinkType(linktype)
+
+
+def _ipv4(data, off: int, n: int):
+    if n < off + 20:
+        return "truncated-ip-header"
+    vihl = data[off]
+    if vihl >> 4 != 4:
+        return "bad-ip-header"
+    ihl = (vihl & 0x0F) << 2
+    if ihl < 20:
+        return "bad-ip-header"
+    if n < off + ihl:
+        return "truncated-ip-header"
+    if data[off + 9] != 6:
+        return None
+    frag = (data[off + 6] << 8) | data[off + 7]
+    if frag & 0x3FFF:  # MF or a fragment offset
+        if frag & 0x1FFF:
+            return None  # non-first fragment: no TCP header in it
+        return "ip-fragment"
+    total = (data[off + 2] << 8) | data[off + 3]
+    if total == 0:  # TSO: length not filled in by the capturing host
+        end = n
+    else:
+        if total < ihl:
+            return "bad-ip-length"
+        end = off + total
+    return _tcp(4, data[off + 12:off + 16], data[off + 16:off + 20], data, off + ihl, end, n)
+
+
+def _ipv6(data, off: int, n: int):
+    if n < off + 40:
+        return "truncated-ip-header"
+    if data[off] >> 4 != 6:
+        return "bad-ip-header"
+    plen = (data[off + 4] << 8) | data[off + 5]
+    nh = data[off + 6]
+    p = off + 40
+    end = p + plen if plen else n  # 0: jumbogram or TSO
+    hops = 0
+    while nh != 6:
+        if nh == 0 or nh == 43 or nh == 60 or nh == 51:
+            if n < p + 2:
+                return "truncated-ip-header"
+            if nh == 51:
+                hlen = (data[p + 1] + 2) << 2
+            else:
+                hlen = (data[p + 1] + 1) << 3
+        elif nh == 44:
+            if n < p + 8:
+                return "truncated-ip-header"
+            fo = (data[p + 2] << 8) | data[p + 3]
+            if fo & 0xFFF8:
+                return None  # non-first fragment
+            if fo & 1:
+                return "ip-fragment"
+            hlen = 8  # atomic fragment: just a header
+        else:
+            return None  # 59 no next header, 50 ESP, other protocols
+        nh = data[p]
+        p += hlen
+        hops += 1
+        if p > end or hops > 32:
+            return "bad-ip-length"
+        if n < p:
+            return "truncated-ip-header"
+    return _tcp(6, data[off + 8:off + 24], data[off + 24:off + 40], data, p, end, n)
+
+
+def _tcp(version, src, dst, data, t: int, end: int, n: int):
+    if n < t + 20:
+        return "truncated-tcp-header"
+    sport, dport, seq, ack, offflags, window = _u_tcp(data, t)
+    doff = (offflags >> 10) & 0x3C
+    if doff < 20 or t + doff > end:
+        return "bad-tcp-header"
+    p = t + doff
+    if end <= n:
+        return (version, src, dst, sport, dport, seq, ack, offflags & 0x1FF, window,
+                data[p:end], 0)
+    if p >= n:
+        return (version, src, dst, sport, dport, seq, ack, offflags & 0x1FF, window,
+                b"", end - p)
+    return (version, src, dst, sport, dport, seq, ack, offflags & 0x1FF, window,
+            data[p:n], end - n)
