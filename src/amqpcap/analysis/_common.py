@@ -1,0 +1,250 @@
+"""Small helpers shared by the analysis modules (not public API)."""
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+NAT = np.iinfo(np.int64).min  # pandas' iNaT
+
+CONN_KEYS = ["capture", "tcp_stream"]
+CONTENT_REQUEST = ("basic.publish",)  # c2s content methods
+DELIVERY_METHODS = ("basic.deliver", "basic.get-ok")
+
+
+def ns(series: pd.Series) -> np.ndarray:
+    """A tz-aware timestamp column as int64 ns since the epoch (NaT -> NAT)."""
+    if len(series) == 0:
+        return np.zeros(0, dtype=np.int64)
+    s = pd.to_datetime(series, utc=True)
+    return s.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]").view("i8")
+
+
+def to_ts(values) -> pd.Series:
+    """int ns (None/NAT for missing) -> datetime64[ns, UTC] Series."""
+    arr = np.array([NAT if v is None else v for v in values], dtype=np.int64)
+    return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
+
+
+def latency_ms(req_ns, resp_ns) -> np.ndarray:
+    req = np.asarray(req_ns, dtype=np.int64)
+    resp = np.asarray(resp_ns, dtype=np.int64)
+    out = (resp - req).astype(np.float64) / 1e6
+    out[(req == NAT) | (resp == NAT)] = np.nan
+    return out
+
+
+def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
+    """Rows of ``df[cols]`` as plain tuples, missing values as None.
+
+    Timestamp columns (``ts``) come out as int ns.
+    """
+    if len(df) == 0:
+        return iter(())
+    arrays = []
+    for c in cols:
+        s = df[c]
+        if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
+            a = ns(s).astype(object)
+            a[a == NAT] = None
+        else:
+            a = s.astype(object).to_numpy()
+            a[pd.isna(a)] = None
+        arrays.append(a)
+    return zip(*arrays)
+
+
+def ordered(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in wire order: per conversation, by packet number then stream offset."""
+    if len(df) == 0:
+        return df
+    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
+    out = df.copy()
+    out["_pos"] = np.arange(len(out))
+    return out.sort_values(keys + ["_pos"], kind="stable", na_position="first").drop(columns="_pos")
+
+
+def parse_args(text) -> dict:
+    """The ``arguments`` JSON as a dict ({} when missing or unreadable)."""
+    if text is None or (isinstance(text, float) and np.isnan(text)) or text is pd.NA:
+        return {}
+    if isinstance(text, dict):
+        return text
+    try:
+        v = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def arg(args: dict, *names, default=None):
+    """First present argument among ``names`` (hyphen/underscore spellings tried)."""
+    for n in names:
+        for k in (n, n.replace("-", "_"), n.replace("_", "-")):
+            if k in args:
+                return args[k]
+    return default
+
+
+def truthy(v) -> bool:
+    if v is None or v is pd.NA:
+        return False
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    try:
+        return bool(v)
+    except (TypeError, ValueError):
+        return False
+
+
+_RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:(?:-|\.\.|:)\s*(\d+))?\s*$")
+
+
+def ranges(value: Any) -> list[tuple[int, int]]:
+    """A 0-10 sequence-set (``session.commands``) as inclusive (lo, hi) ranges.
+
+    Accepts the shapes a JSON encoder may produce: ``[[lo, hi], ...]``,
+    ``[{"lower": lo, "upper": hi}, ...]`` (also first/last, start/end, low/high),
+    ``[n, ...]`` (single ids), a flat even-length list of bounds ``[lo, hi, lo, hi]``
+    under a ``ranges`` key, or text like ``"1-5,7"``.
+    """
+    out: list[tuple[int, int]] = []
+    if value is None:
+        return out
+    if isinstance(value, dict):
+        for a, b in (("lower", "upper"), ("first", "last"), ("start", "end"), ("low", "high"), ("lo", "hi"), ("min", "max")):
+            if a in value:
+                lo = int(value[a])
+                hi = int(value.get(b, lo))
+                return [(min(lo, hi), max(lo, hi))]
+        for k in ("ranges", "commands", "transfers", "set", "value"):
+            if k in value:
+                v = value[k]
+                if k == "ranges" and isinstance(v, list) and v and all(isinstance(x, int) for x in v) and len(v) % 2 == 0:
+                    return [(min(v[i], v[i + 1]), max(v[i], v[i + 1])) for i in range(0, len(v), 2)]
+                return ranges(v)
+        return out
+    if isinstance(value, bool):
+        return out
+    if isinstance(value, int):
+        return [(value, value)]
+    if isinstance(value, str):
+        for part in value.replace(";", ",").split(","):
+            if not part.strip():
+                continue
+            m = _RANGE_RE.match(part)
+            if m:
+                lo = int(m.group(1))
+                hi = int(m.group(2)) if m.group(2) is not None else lo
+                out.append((min(lo, hi), max(lo, hi)))
+        return out
+    if isinstance(value, (list, tuple)):
+        if len(value) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+            return [(min(value), max(value))]  # a bare pair is one range (the wire form is bound pairs)
+        for item in value:
+            if isinstance(item, (list, tuple)) and len(item) == 2:
+                lo, hi = int(item[0]), int(item[1])
+                out.append((min(lo, hi), max(lo, hi)))
+            elif isinstance(item, (list, tuple)) and len(item) == 1:
+                out.append((int(item[0]), int(item[0])))
+            else:
+                out.extend(ranges(item))
+    return out
+
+
+def covered(n: int, rs: Iterable[tuple[int, int]]) -> bool:
+    return any(lo <= n <= hi for lo, hi in rs)
+
+
+@functools.lru_cache(maxsize=None)
+def spec_by_name(version: str | None) -> dict:
+    """``{"class.method": MethodSpec}`` for ``version`` ({} when tables are unavailable)."""
+    if not version:
+        return {}
+    try:
+        from amqpcap.amqp import spec
+        mod = spec.get(version)
+    except Exception:
+        return {}
+    return {ms.name: ms for ms in getattr(mod, "METHODS", {}).values()}
+
+
+@functools.lru_cache(maxsize=None)
+def spec_module(version: str | None):
+    try:
+        from amqpcap.amqp import spec
+        return spec.get(version or "0-9-1")
+    except Exception:
+        return None
+
+
+def code_info(version: str | None, code, table: str | None = None):
+    """(name, soft/hard) of a reply code; ``table`` names a specific code table (0-10)."""
+    if code is None or code is pd.NA:
+        return None
+    try:
+        code = int(code)
+    except (TypeError, ValueError):
+        return None
+    if table:
+        mod = spec_module(version)
+        t = getattr(mod, table, None) if mod is not None else None
+        if t and code in t:
+            return tuple(t[code])
+    try:
+        from amqpcap.amqp import spec
+        info = spec.reply_code_info(version, code)
+    except Exception:
+        info = None
+    return tuple(info) if info else None
+
+
+def stream_versions(t) -> dict:
+    """(capture, tcp_stream) -> decoded version, from connections (then methods)."""
+    out: dict = {}
+    for df in (t.methods, t.connections):
+        if len(df) and "version" in df.columns:
+            sub = df[["capture", "tcp_stream", "version"]].dropna(subset=["version"]).drop_duplicates(["capture", "tcp_stream"], keep="first")
+            for cap, st, v in records(sub, ["capture", "tcp_stream", "version"]):
+                out[(cap, st)] = v
+    return out
+
+
+def empty(columns: dict) -> pd.DataFrame:
+    """Empty DataFrame from {name: dtype}."""
+    return pd.DataFrame({k: pd.Series([], dtype=v) for k, v in columns.items()})
+
+
+def build(rows: list[dict], columns: dict) -> pd.DataFrame:
+    """DataFrame from row dicts with dtypes from {name: dtype}; ``*_ts`` int ns columns become timestamps."""
+    if not rows:
+        return empty(columns)
+    data = {}
+    for name, dtype in columns.items():
+        vals = [r.get(name) for r in rows]
+        if str(dtype).startswith("datetime64"):
+            data[name] = to_ts(vals)
+        elif dtype == "float64":
+            data[name] = pd.Series([np.nan if v is None else v for v in vals], dtype="float64")
+        elif dtype == STR:
+            data[name] = str_series(vals)
+        else:
+            data[name] = pd.Series(vals, dtype=dtype)
+    return pd.DataFrame(data)
+
+
+def str_series(vals) -> pd.Series:
+    """Strings with None for missing, in the installed pandas' default string dtype."""
+    s = pd.Series(list(vals), dtype=object)
+    if _STR_IS_STRING:
+        s = s.astype("str")
+    return s
+
+
+TS_DTYPE = "datetime64[ns, UTC]"
+STR = "str"
+_STR_IS_STRING = str(pd.Series([], dtype="str").dtype) != "object"

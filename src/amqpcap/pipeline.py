@@ -1,0 +1,334 @@
+"""The whole data flow: capture -> packets -> TCP streams -> AMQP events -> Parquet.
+
+``dissect()`` is what the CLI, ``amqpcap.load`` and the Spark job call.  The
+per-packet loop lives in ``Dissector.run`` and stays free of per-packet
+objects beyond the tuples the capture stage yields.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from amqpcap.amqp.decoder import ConnectionDecoder
+from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method, ProtocolHeader
+from amqpcap.capture import link as _link
+from amqpcap.capture.reader import CaptureError, open_capture
+from amqpcap.records import rows as R
+from amqpcap.records.writer import DatasetWriter
+from amqpcap.tcp.reassembly import Stream
+
+DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
+SYN, FIN, RST, ACK = 0x02, 0x01, 0x04, 0x10
+EXIT_LINKTYPE = 4
+MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
+
+
+@dataclass
+class Options:
+    body_bytes: int = 64
+    frames: bool = False
+    ports: frozenset = DEFAULT_PORTS
+    keep_secrets: bool = False
+
+
+@dataclass
+class Summary:
+    captures: int = 0
+    packets: int = 0
+    tcp_streams: int = 0
+    rows: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    bytes: int = 0
+
+
+class Conversation:
+    __slots__ = ("stream", "ip_version", "client", "server", "dir_source", "decoder", "streams", "packets",
+                 "first_packet", "first_ts", "last_ts", "last_packet", "syn_ts", "rst", "fin", "closed",
+                 "closed_by", "anomalies", "frames", "ignored")
+
+    def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
+        self.stream = stream
+        self.ip_version = ip_version
+        self.client = client  # (packed addr, port)
+        self.server = server
+        self.dir_source = dir_source
+        self.decoder = None
+        self.streams = None
+        self.packets = [0, 0]
+        self.first_packet = packet
+        self.first_ts = ts
+        self.last_ts = ts
+        self.last_packet = packet
+        self.syn_ts = None
+        self.rst = False
+        self.fin = [False, False]
+        self.closed = False
+        self.closed_by = None
+        self.anomalies = 0
+        self.frames = [0, 0]
+        self.ignored = False
+
+
+class Dissector:
+    """Dissects one capture into an open DatasetWriter."""
+
+    def __init__(self, capture: str, writer: DatasetWriter, opts: Options) -> None:
+        self.capture = capture
+        self.w = writer
+        self.opts = opts
+        self.flows: dict = {}
+        self.nstreams = 0
+        self.packets = 0
+        self.bytes = 0
+        self.t_conn = writer["connections"]
+        self.t_methods = writer["methods"]
+        self.t_messages = writer["messages"]
+        self.t_anom = writer["anomalies"]
+        self.t_frames = writer.tables.get("frames")
+
+    # -- the hot loop --------------------------------------------------------------------
+
+    def run(self, source, progress=None) -> None:
+        parse = _link.parse_packet
+        flows = self.flows
+        unsupported: set = set()
+        last_progress = time.monotonic()
+        number = ts = 0
+        for number, ts, linktype, data, wirelen in source:
+            self.bytes += wirelen
+            try:
+                r = parse(linktype, data)
+            except _link.UnsupportedLinkType:
+                if linktype not in unsupported:
+                    unsupported.add(linktype)
+                    self._capture_anomaly(number, ts, "unsupported-link-type",
+                                          f"link type {linktype} is not supported; its packets are skipped")
+                continue
+            if r is None:
+                continue
+            if type(r) is str:
+                self._capture_anomaly(number, ts, "malformed-packet", r)
+                continue
+            ipv, src, dst, sport, dport, seq, ack, flags, _win, payload, missing = r
+            entry = flows.get((src, sport, dst, dport))
+            if entry is None or (entry[0].closed and flags & SYN and not flags & ACK):
+                conv = self._new_conversation(ipv, src, sport, dst, dport, flags, payload, number, ts)
+                entry = flows[(src, sport, dst, dport)]
+            conv, d = entry
+            conv.packets[d] += 1
+            conv.last_ts = ts
+            conv.last_packet = number
+            if conv.closed or conv.ignored:
+                continue
+            streams = conv.streams
+            if flags & SYN:
+                streams[d].syn(seq)
+                if not flags & ACK and conv.syn_ts is None:
+                    conv.syn_ts = ts
+            if flags & ACK:
+                streams[d ^ 1].ack(ack, number, ts)
+            if payload or missing:
+                streams[d].segment(seq, payload, missing, number, ts)
+                if missing:
+                    self._stream_anomaly(conv, d, number, ts, "truncated-packet",
+                                         f"{missing} bytes of TCP payload cut by the snapshot length", missing)
+            dec = conv.decoder
+            if dec.events or dec.codec is not None and dec.codec.events:
+                self._emit(conv, dec.pop_events())
+            if dec.undecoded and not dec.is_amqp:
+                self._ignore(conv)
+                continue
+            if flags & (FIN | RST):
+                if flags & RST:
+                    conv.rst = True
+                    conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
+                    self._finish(conv, number, ts)
+                else:
+                    conv.fin[d] = True
+                    if conv.closed_by is None and not conv.fin[d ^ 1]:
+                        conv.closed_by = "client-fin" if d == 0 else "server-fin"
+                    if conv.fin[d ^ 1]:
+                        self._finish(conv, number, ts)
+            if progress is not None and not number & 0x3FFF:
+                now = time.monotonic()
+                if now - last_progress > 0.5:
+                    last_progress = now
+                    progress(number, self.bytes)
+        self.packets = number
+        for kind_number, kind_ts, kind, detail in getattr(source, "anomalies", ()):
+            self._capture_anomaly(kind_number, kind_ts, kind, detail)
+        seen = set()
+        for conv, _d in list(flows.values()):
+            if id(conv) not in seen:
+                seen.add(id(conv))
+                if not conv.closed and not conv.ignored:
+                    self._finish(conv, conv.last_packet, conv.last_ts)
+        if unsupported and self.nstreams == 0:
+            names = ", ".join(f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported))
+            raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
+
+    # -- conversations ---------------------------------------------------------------------
+
+    def _new_conversation(self, ipv, src, sport, dst, dport, flags, payload, number, ts):
+        ports = self.opts.ports
+        if flags & SYN and not flags & ACK:
+            client_is_src, how = True, "syn"
+        elif flags & SYN and flags & ACK:
+            client_is_src, how = False, "syn"
+        elif dport in ports and sport not in ports:
+            client_is_src, how = True, "port"
+        elif sport in ports and dport not in ports:
+            client_is_src, how = False, "port"
+        elif payload[:4] == b"AMQP":
+            client_is_src, how = True, "header"
+        else:
+            client_is_src, how = sport > dport, "guess"
+        a, b = (src, sport), (dst, dport)
+        client, server = (a, b) if client_is_src else (b, a)
+        conv = Conversation(self.nstreams, ipv, client, server, how, number, ts)
+        self.nstreams += 1
+        conv.decoder = ConnectionDecoder(body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets,
+                                         amqp_port=server[1] in ports)
+        conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))
+        self.flows[(client[0], client[1], server[0], server[1])] = (conv, 0)
+        self.flows[(server[0], server[1], client[0], client[1])] = (conv, 1)
+        if len(self.flows) > 2 * MAX_FLOWS:
+            self._prune()
+        return conv
+
+    def _prune(self) -> None:
+        for k in [k for k, (c, _) in self.flows.items() if c.closed or c.ignored]:
+            del self.flows[k]
+
+    def _ignore(self, conv) -> None:
+        conv.ignored = True
+        conv.decoder = None
+        conv.streams = None
+
+    def _finish(self, conv, number, ts) -> None:
+        dec = conv.decoder
+        for s in conv.streams:
+            s.close(number, ts)
+        dec.finish(number, ts)
+        self._emit(conv, dec.pop_events())
+        conv.closed = True
+        if dec.is_amqp or dec.tls:
+            self.t_conn.append(self._connection_row(conv))
+        conv.decoder = None
+        conv.streams = None
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def _emit(self, conv, events) -> None:
+        cap, st = self.capture, conv.stream
+        version = conv.decoder.version
+        tm, tmsg, ta, tf = self.t_methods, self.t_messages, self.t_anom, self.t_frames
+        for d, e in events:
+            t = type(e)
+            if t is Frame:
+                conv.frames[d] += 1
+                if tf is not None:
+                    tf.append(R.frame_row(cap, st, d, e))
+            elif t is Method:
+                tm.append(R.method_row(cap, st, d, e, version))
+            elif t is Content:
+                tmsg.append(R.message_row(cap, st, d, e, version))
+            elif t is Anomaly:
+                conv.anomalies += 1
+                ta.append(R.anomaly_row(cap, st, d, e, "tcp" if e.kind in ("truncated-packet",) else "amqp"))
+            elif t is Heartbeat or t is ProtocolHeader:
+                pass
+
+    def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
+        conv.anomalies += 1
+        self.t_anom.append((self.capture, conv.stream, number, ts, R.DIRS[d], None, None, "tcp", kind, detail,
+                            skipped))
+
+    def _capture_anomaly(self, number, ts, kind, detail) -> None:
+        self.t_anom.append((self.capture, None, number, ts, None, None, None, "capture", kind, detail, 0))
+
+    def _connection_row(self, conv):
+        dec = conv.decoder
+        info = dec.info
+        sp = info.get("server_properties") or {}
+        cp = info.get("client_properties") or {}
+        s0, s1 = conv.streams
+        fmt = _link.format_addr
+        gaps = s0.gaps + s1.gaps
+        evidence = dec.version_evidence
+        if evidence == "header" and info.get("version_major") is not None:
+            evidence = "header+start"
+
+        def prop(d, k):
+            v = d.get(k) if isinstance(d, dict) else None
+            return R._s(v) if v is not None else None
+
+        return (
+            self.capture, conv.stream, conv.first_packet, conv.first_ts,
+            fmt(conv.ip_version, conv.client[0]), conv.client[1], fmt(conv.ip_version, conv.server[0]),
+            conv.server[1], conv.ip_version, conv.dir_source,
+            dec.client_header[4:].hex() if dec.client_header else None,
+            dec.server_header[4:].hex() if dec.server_header else None,
+            dec.client_version, dec.version, evidence, dec.negotiation, dec.tls, dec.mid_stream,
+            prop(sp, "product"), prop(sp, "version"), prop(sp, "platform"), R.to_json(sp) if sp else None,
+            prop(cp, "product"), prop(cp, "version"), prop(cp, "platform"), prop(cp, "connection_name"),
+            R.to_json(cp) if cp else None,
+            R._s(info.get("mechanism")), R._s(info.get("user")), R._s(info.get("vhost")),
+            info.get("channel_max"), info.get("frame_max"), info.get("heartbeat"),
+            conv.syn_ts, info.get("open_ts"), info.get("close_ts"),
+            info.get("closed_by") or conv.closed_by, info.get("close_reply_code"),
+            R._s(info.get("close_reply_text")), conv.last_ts,
+            conv.packets[0], conv.packets[1], s0.delivered, s1.delivered,
+            conv.frames[0], conv.frames[1], gaps, s0.gap_bytes + s1.gap_bytes, conv.anomalies, conv.rst,
+        )
+
+
+def _progress_printer(path: str):
+    start = time.monotonic()
+
+    def show(packets: int, nbytes: int) -> None:
+        el = max(time.monotonic() - start, 1e-6)
+        sys.stderr.write(f"\r{os.path.basename(path)}: {packets:,} packets, {nbytes / 1e6:,.1f} MB "
+                         f"({nbytes / 1e6 / el:,.1f} MB/s)   ")
+        sys.stderr.flush()
+
+    return show
+
+
+def dissect(captures, out: str, *, body_bytes: int = 64, frames: bool = False, ports=(), keep_secrets: bool = False,
+            force: bool = False, progress: bool = False) -> Summary:
+    """Dissect ``captures`` into the Parquet dataset directory ``out``.
+
+    Raises CaptureError (a capture cannot be read at all) or OutputExists.
+    """
+    if isinstance(captures, (str, os.PathLike)):
+        captures = [captures]
+    opts = Options(body_bytes=body_bytes, frames=frames, ports=DEFAULT_PORTS | frozenset(ports),
+                   keep_secrets=keep_secrets)
+    sources = [(str(c), open_capture(c)) for c in captures]  # fail early, before writing anything
+    tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
+    writer = DatasetWriter(out, tables, force=force)
+    summary = Summary()
+    t0 = time.monotonic()
+    try:
+        for name, source in sources:
+            d = Dissector(name, writer, opts)
+            show = _progress_printer(name) if progress else None
+            d.run(source, show)
+            if show:
+                sys.stderr.write("\n")
+            summary.captures += 1
+            summary.packets += d.packets
+            summary.bytes += d.bytes
+            summary.tcp_streams += d.nstreams
+        summary.rows = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
+__all__ = ["dissect", "Options", "Summary", "CaptureError"]

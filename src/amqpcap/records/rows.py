@@ -1,0 +1,131 @@
+"""Events -> row tuples in the column order of records/schema.py."""
+from __future__ import annotations
+
+import base64
+import json
+
+from amqpcap.amqp import spec as _spec
+from amqpcap.amqp.events import Anomaly, Content, Frame, Method
+from amqpcap.records.schema import COLUMNS
+
+DIRS = ("c2s", "s2c")
+
+
+def _json_default(o):
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return {"$b64": base64.b64encode(bytes(o)).decode()}
+    return str(o)
+
+
+def to_json(obj) -> str | None:
+    if obj is None:
+        return None
+    return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
+def _s(v):
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
+
+
+def _i(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _b(v):
+    return v if isinstance(v, bool) else None
+
+
+_I64_MAX = (1 << 63) - 1
+
+# 0-10 commands whose "destination" names a subscription, not an exchange.
+_SUBSCRIPTION_DEST = {"message.subscribe", "message.cancel", "message.set-flow-mode", "message.flow",
+                      "message.stop", "message.flush"}
+
+
+def _failing(version, a):
+    cid = a.get("class-id", a.get("class-code"))
+    mid = a.get("method-id", a.get("command-code"))
+    if not cid:
+        return None
+    try:
+        m = _spec.get(version or "0-9-1").METHODS.get((cid, mid))
+    except Exception:
+        m = None
+    return m.name if m is not None else f"{cid}.{mid}"
+
+
+def method_row(capture, stream, direction, m: Method, version, channel_type=None):
+    a = m.args
+    name = m.name
+    exchange = a.get("exchange")
+    consumer_tag = a.get("consumer-tag")
+    if "destination" in a:
+        if name in _SUBSCRIPTION_DEST:
+            consumer_tag = a["destination"]
+        elif exchange is None:
+            exchange = a["destination"]
+    code = a.get("reply-code", a.get("error-code"))
+    info = _spec.reply_code_info(version, code) if isinstance(code, int) else None
+    dt = a.get("delivery-tag")
+    return (
+        capture, stream, m.packet, m.ts, DIRS[direction], m.channel,
+        m.offset, name, m.class_id, m.method_id, version, m.synchronous, m.has_content, m.frame_size,
+        _s(exchange), _s(a.get("routing-key", a.get("binding-key"))), _s(a.get("queue")), _s(consumer_tag),
+        dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
+        _b(a.get("multiple")), _b(a.get("requeue")), _b(a.get("redelivered")), _b(a.get("no-ack")),
+        _b(a.get("mandatory")),
+        _i(code), _s(a.get("reply-text", a.get("description"))), info[0] if info else None,
+        _failing(version, a) if name.endswith(".close") or name == "execution.exception" else None,
+        _i(a.get("prefetch-count")), _i(a.get("prefetch-size")),
+        _i(a.get("message-count")), _i(a.get("consumer-count")),
+        m.command_id, m.answers_command_id,
+        to_json(a),
+    )
+
+
+_PROP_COLS = ("content-type", "content-encoding", "headers", "delivery-mode", "priority", "correlation-id",
+              "reply-to", "expiration", "message-id", "timestamp", "type", "user-id", "app-id", "cluster-id")
+
+
+def message_row(capture, stream, direction, c: Content, version):
+    p = c.properties
+    a = c.method.args
+    ts_prop = p.get("timestamp")
+    headers = p.get("headers", p.get("application-headers"))
+    dt = a.get("delivery-tag")
+    return (
+        capture, stream, c.packet, c.ts, DIRS[direction], c.channel,
+        c.offset, c.method.name, version,
+        _s(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
+        _s(c.routing_key if c.routing_key is not None else a.get("routing-key")),
+        _s(a.get("consumer-tag")),
+        dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
+        _b(a.get("redelivered")), _i(a.get("reply-code")),
+        _s(p.get("content-type")), _s(p.get("content-encoding")),
+        to_json(headers) if headers is not None else None,
+        _i(p.get("delivery-mode")) if _i(p.get("delivery-mode")) is None or p["delivery-mode"] < 32768 else None,
+        _i(p.get("priority")) if _i(p.get("priority")) is None or p["priority"] < 32768 else None,
+        _s(p.get("correlation-id")), _s(p.get("reply-to")), _s(p.get("expiration")), _s(p.get("message-id")),
+        ts_prop * 1_000_000_000 if isinstance(ts_prop, int) and 0 <= ts_prop < 9_000_000_000 else None,
+        _s(p.get("type")), _s(p.get("user-id")), _s(p.get("app-id")), _s(p.get("cluster-id")),
+        to_json(p),
+        c.body_size, c.body_received, c.body_frames, c.body_hash, c.body, c.complete,
+        c.first_packet, c.packet,
+    )
+
+
+def anomaly_row(capture, stream, direction, e: Anomaly, layer="amqp"):
+    return (capture, stream, e.packet, e.ts, DIRS[direction] if direction is not None else None, e.channel,
+            e.offset, layer, e.kind, e.detail, e.skipped)
+
+
+def frame_row(capture, stream, direction, f: Frame):
+    return (capture, stream, f.packet, f.ts, DIRS[direction], f.channel, f.offset, f.frame_type, f.type_name,
+            f.size, f.wire_size)
+
+
+assert len(method_row.__code__.co_varnames) > 0 and len(COLUMNS["anomalies"]) == 11
