@@ -221,7 +221,8 @@ sub recv_frame {
             my ($type, $ch, $size) = unpack 'CnN', $c->{buf};
             if (length($c->{buf}) >= $size + 8) {
                 my $rawlen = $size + 8;
-                my ($frame) = Net::AMQP->parse_raw_frames(\$c->{buf});
+                my $one = substr $c->{buf}, 0, $rawlen, '';    # exactly one frame
+                my ($frame) = Net::AMQP->parse_raw_frames(\$one);
                 log_frame($c, 's2c', $frame, $rawlen);
                 return $frame;
             }
@@ -607,15 +608,43 @@ sub refused_connection {
         send_frames($c, 1, Net::AMQP::Protocol::Dtx::Select->new());
         op('dtx.select', conn => $c->{index}, channel => 1);
     }
-    # whatever the broker says: channel.close or connection.close
-    my $m = expect($c, 1, 'Channel::CloseOk');    # never sent by the broker here
-    if (method_name($m) eq 'Channel::Close') {
-        close_connection($c);
-    } else {
-        my $f = recv_frame($c, 3);
-        op('tcp.closed_by_broker', conn => $c->{index}) if !$f && $c->{closed};
-        close $c->{sock};
+    # whatever the broker does: channel.close, connection.close or a plain TCP close
+    while (1) {
+        my $f = recv_frame($c, 5);
+        if (!$f) {
+            op($c->{closed} ? 'tcp.closed_by_broker' : 'timeout', conn => $c->{index},
+               note => 'no AMQP close method was received before the TCP connection ended');
+            last;
+        }
+        next unless ref $f ne 'HASH' && $f->isa('Net::AMQP::Frame::Method');
+        my $m = $f->method_frame;
+        my $name = method_name($m);
+        if ($name eq 'Connection::Close') {
+            op('connection.close', conn => $c->{index}, direction => 's2c',
+               reply_code => 0 + $m->reply_code, reply_text => '' . $m->reply_text,
+               failing_class_id => 0 + ($m->{class_id} // 0),
+               failing_method_id => 0 + ($m->{method_id} // 0));
+            send_frames($c, 0, Net::AMQP::Protocol::Connection::CloseOk->new());
+            op('connection.close-ok', conn => $c->{index}, direction => 'c2s');
+            my $eof = recv_frame($c, 3);
+            op('tcp.closed_by_broker', conn => $c->{index}) if !$eof && $c->{closed};
+            last;
+        }
+        if ($name eq 'Channel::Close') {
+            op('channel.close', conn => $c->{index}, channel => 0 + $f->channel,
+               direction => 's2c', reply_code => 0 + $m->reply_code,
+               reply_text => '' . $m->reply_text,
+               failing_class_id => 0 + ($m->{class_id} // 0),
+               failing_method_id => 0 + ($m->{method_id} // 0));
+            send_frames($c, $f->channel, Net::AMQP::Protocol::Channel::CloseOk->new());
+            op('channel.close-ok', conn => $c->{index}, channel => 0 + $f->channel,
+               direction => 'c2s');
+            close_connection($c);
+            return;
+        }
     }
+    close $c->{sock};
+    op('tcp.close', conn => $c->{index});
 }
 
 my $err;
