@@ -1,0 +1,690 @@
+"""Latency pairings: one row per matched pair, ``latency_ms`` in milliseconds.
+
+Every result frame has the keys to find both packets: ``capture``,
+``tcp_stream``, ``channel``, ``request_frame`` / ``response_frame`` (packet
+numbers, Wireshark ``frame.number``), ``request_ts`` / ``response_ts``,
+``request_method`` / ``response_method``, and ``status`` / ``outcome``.
+Unmatched requests are rows too, with NaN latency.  docs/analysis.md has the
+exact definitions.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pandas as pd
+
+from amqpcap.analysis._common import (
+    NAT, STR, TS_DTYPE, arg, build, covered, latency_ms, ns, ordered, parse_args, ranges,
+    records, spec_by_name, truthy,
+)
+from amqpcap.analysis.load import as_tables
+
+__all__ = [
+    "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers",
+    "all_latencies",
+]
+
+# Methods that open a fresh channel / session scope: delivery tags, publish
+# sequence numbers and 0-10 command ids restart after them.
+_SCOPE_OPEN = ("channel.open", "session.attach")
+_CLOSE = ("channel.close", "connection.close")
+_CLOSE_OK = ("channel.close-ok", "connection.close-ok")
+
+
+def _with_content_completion(t) -> pd.DataFrame:
+    """methods in wire order, plus ``done_frame`` / ``done_ts`` (ns): the packet that completed
+    the content (from ``messages``, joined on stream and offset), else the method's own packet."""
+    m = ordered(t.methods)
+    m = m.reset_index(drop=True)
+    done_frame = m["frame_number"].astype("Int64").to_numpy(dtype=object, na_value=None)
+    done_ts = ns(m["ts"]) if len(m) else np.zeros(0, dtype=np.int64)
+    msgs = t.messages
+    if len(m) and len(msgs):
+        key = ["capture", "tcp_stream", "direction", "stream_offset"]
+        mm = msgs[key + ["frame_number", "ts"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+        mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
+        j = m[key].merge(mm, on=key, how="left")
+        has = j["_mframe"].notna().to_numpy()
+        done_frame = np.where(has, j["_mframe"].astype("Int64").to_numpy(dtype=object, na_value=None), done_frame)
+        mts = ns(j["_mts"].fillna(pd.NaT)) if has.any() else done_ts
+        done_ts = np.where(has, mts, done_ts)
+    m["_done_frame"] = pd.array(list(done_frame), dtype="Int64") if len(m) else pd.array([], dtype="Int64")
+    m["_done_ts"] = done_ts
+    return m
+
+
+_BASE_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "version": STR,
+    "request_method": STR, "request_direction": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
+    "response_method": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
+    "latency_ms": "float64",
+}
+
+
+def _finish(rows, columns) -> pd.DataFrame:
+    df = build(rows, columns)
+    if len(df):
+        req = np.array([NAT if r.get("request_ts") is None else r["request_ts"] for r in rows], dtype=np.int64)
+        resp = np.array([NAT if r.get("response_ts") is None else r["response_ts"] for r in rows], dtype=np.int64)
+        df["latency_ms"] = latency_ms(req, resp)
+    return df
+
+
+# --------------------------------------------------------------------------- method round trips
+
+RTT_COLS = dict(_BASE_COLS, status=STR, command_id="Int64")
+
+
+def method_rtt(t) -> pd.DataFrame:
+    """Synchronous request -> response on the same conversation and channel.
+
+    Responses come from the specification tables (``MethodSpec.responses``).
+    Asynchronous methods (deliver, ack, publish, ...) may interleave and are
+    ignored.  ``status``: ``ok`` (a listed response), ``error`` (the peer
+    closed the channel / connection instead; the response is that close),
+    ``missing`` (no response before the channel was closed or the capture
+    ended; NaN latency).  Requests sent with ``no-wait`` expect no response
+    and are left out.  0-10: execution.sync -> the first session.completed
+    from the peer whose command set covers the sync's command id; any command
+    -> execution.result (``ok``) / execution.exception (``error``) whose
+    ``answers_command_id`` is its command id.
+    """
+    t = as_tables(t)
+    m = ordered(t.methods)
+    cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts",
+            "version", "command_id", "answers_command_id", "arguments"]
+    rows: list[dict] = []
+    if len(m) == 0:
+        return _finish(rows, RTT_COLS)
+
+    state: dict = {}  # (capture, stream) -> {channel: [pending request dicts]}
+    commands: dict = {}  # (capture, stream, channel, direction) -> {command_id: request dict} (0-10)
+
+    def emit(req, resp, status):
+        req["done"] = True
+        rows.append(dict(
+            capture=req["capture"], tcp_stream=req["tcp_stream"], channel=req["channel"], version=req["version"],
+            request_method=req["method"], request_direction=req["direction"], request_frame=req["frame"],
+            request_ts=req["ts"], response_method=resp[4] if resp else None,
+            response_frame=resp[5] if resp else None, response_ts=resp[6] if resp else None,
+            status=status, command_id=req.get("command_id"),
+        ))
+
+    def flush(pend: list, status="missing"):
+        for req in pend:
+            if not req["done"]:
+                emit(req, None, status)
+        pend.clear()
+
+    for r in records(m, cols):
+        cap, st, ch, d, name, frame, ts, version, cmd, answers, args_text = r
+        conn = state.setdefault((cap, st), {})
+        pend = conn.setdefault(ch, [])
+        specs = spec_by_name(version)
+        matched = False
+
+        # 1. a response listed by the spec for the oldest pending request of the peer
+        for i, req in enumerate(pend):
+            if req["direction"] != d and name in req["responses"]:
+                emit(req, r, "ok")
+                del pend[i]
+                matched = True
+                break
+
+        # 2. 0-10 specials
+        if name == "session.completed":
+            rs = ranges(arg(parse_args(args_text), "commands"))
+            for req in list(pend):
+                if req["sync"] and req["direction"] != d and req.get("command_id") is not None and covered(req["command_id"], rs):
+                    emit(req, r, "ok")
+                    pend.remove(req)
+        elif name in ("execution.result", "execution.exception") and answers is not None:
+            peer = "s2c" if d == "c2s" else "c2s"
+            req = commands.get((cap, st, ch, peer), {}).pop(answers, None)
+            if req is not None and not req["done"]:
+                emit(req, r, "ok" if name == "execution.result" else "error")
+                if req in pend:
+                    pend.remove(req)
+                matched = True
+
+        # 3. the peer closed instead of answering
+        if not matched and name in _CLOSE:
+            targets = [pend] if name == "channel.close" else list(conn.values())
+            for lst in targets:
+                for req in list(lst):
+                    if req["direction"] != d:
+                        emit(req, r, "error")
+                        lst.remove(req)
+
+        # 4. a close-ok ends the channel (connection): whatever is left got no answer
+        if name == "channel.close-ok":
+            flush(pend)
+        elif name == "connection.close-ok":
+            for lst in conn.values():
+                flush(lst)
+        elif name in _SCOPE_OPEN:
+            flush(pend)
+
+        # 5. is this a request?
+        spec = specs.get(name)
+        responses = tuple(spec.responses) if spec is not None else ()
+        is_sync = name == "execution.sync"
+        if (responses or is_sync) and name not in _CLOSE_OK:
+            a = parse_args(args_text) if args_text else {}
+            if truthy(arg(a, "no-wait", "nowait")):
+                continue
+            req = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, method=name, frame=frame, ts=ts,
+                       version=version, responses=frozenset(responses), sync=is_sync, command_id=cmd, done=False)
+            pend.append(req)
+            if cmd is not None:
+                commands.setdefault((cap, st, ch, d), {})[cmd] = req
+        elif cmd is not None and version == "0-10":
+            # a command that may still get an execution.result: remember it (not reported if unanswered)
+            req = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, method=name, frame=frame, ts=ts,
+                       version=version, responses=frozenset(), sync=False, command_id=cmd, done=False)
+            commands.setdefault((cap, st, ch, d), {})[cmd] = req
+
+    for conn in state.values():
+        for lst in conn.values():
+            flush(lst)
+    df = _finish(rows, RTT_COLS)
+    return df.sort_values(["capture", "tcp_stream", "request_frame"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- publisher confirms
+
+CONFIRM_COLS = dict(_BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean",
+                    exchange=STR, routing_key=STR)
+
+
+def confirms(t) -> pd.DataFrame:
+    """Publisher confirms: after confirm.select on a channel, the n-th basic.publish (c2s)
+    -> the basic.ack / basic.nack (s2c) whose delivery-tag covers n.
+
+    ``multiple`` covers every outstanding n <= tag; tag 0 with ``multiple`` covers
+    every outstanding publish.  ``delivery_tag`` is n.  ``outcome``: ``ack``,
+    ``nack`` or ``unconfirmed`` (never settled before the channel was reopened
+    or the capture ended; NaN latency).  The publish is timed at the packet that
+    completed its content (``request_frame``).
+    """
+    t = as_tables(t)
+    m = _with_content_completion(t)
+    rows: list[dict] = []
+    if len(m) == 0:
+        return _finish(rows, CONFIRM_COLS)
+    cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number", "ts",
+            "version", "delivery_tag", "multiple", "exchange", "routing_key"]
+    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict}
+
+    def settle(pub, resp, outcome, multiple):
+        rows.append(dict(
+            capture=pub["capture"], tcp_stream=pub["tcp_stream"], channel=pub["channel"], version=pub["version"],
+            request_method="basic.publish", request_direction="c2s", request_frame=pub["frame"], request_ts=pub["ts"],
+            response_method=resp[4] if resp else None, response_frame=resp[7] if resp else None,
+            response_ts=resp[8] if resp else None, delivery_tag=pub["n"], outcome=outcome, multiple=multiple,
+            exchange=pub["exchange"], routing_key=pub["routing_key"],
+        ))
+
+    def drain(c):
+        for pub in c["out"].values():
+            settle(pub, None, "unconfirmed", None)
+        c["out"].clear()
+
+    for r in records(m, cols):
+        cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, ex, rk = r
+        key = (cap, st, ch)
+        c = chans.get(key)
+        if name in _SCOPE_OPEN:
+            if c is not None:
+                drain(c)
+                chans.pop(key)
+            continue
+        if name == "confirm.select" and d == "c2s":
+            if c is None:
+                c = chans[key] = {"on": True, "seq": 0, "out": OrderedDict()}
+            c["on"] = True
+            continue
+        if c is None or not c["on"]:
+            continue
+        if name == "basic.publish" and d == "c2s":
+            c["seq"] += 1
+            n = c["seq"]
+            c["out"][n] = dict(capture=cap, tcp_stream=st, channel=ch, version=version, n=n, frame=dframe,
+                               ts=dts, exchange=ex, routing_key=rk)
+        elif name in ("basic.ack", "basic.nack") and d == "s2c" and tag is not None:
+            outcome = "ack" if name == "basic.ack" else "nack"
+            out = c["out"]
+            if multiple:
+                done = [k for k in out if tag == 0 or k <= tag]
+                for k in done:
+                    settle(out.pop(k), r, outcome, True)
+            elif tag in out:
+                settle(out.pop(tag), r, outcome, bool(multiple) if multiple is not None else False)
+    for c in chans.values():
+        drain(c)
+    df = _finish(rows, CONFIRM_COLS)
+    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- consumers
+
+CONSUMER_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "consumer_tag": STR, "queue": STR,
+    "no_ack": "boolean", "consume_frame": "Int64", "consume_ts": TS_DTYPE, "cancel_frame": "Int64",
+    "cancel_ts": TS_DTYPE,
+}
+
+
+def _consumer_state(m: pd.DataFrame):
+    """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
+    0-10 transfer), its (queue, no_ack); also the consumer table rows.
+
+    Returns (delivery_info: {row position: (queue, no_ack, consumer_tag)}, consumer rows).
+    """
+    info: dict = {}
+    consumers: list[dict] = []
+    by_tag: dict = {}  # (cap, st, ch, tag) -> consumer row
+    pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
+    last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
+    cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "queue",
+            "consumer_tag", "no_ack", "arguments"]
+    for pos, r in enumerate(records(m, cols)):
+        cap, st, ch, d, name, frame, ts, queue, tag, no_ack, args_text = r
+        key = (cap, st, ch)
+        if name == "basic.consume" and d == "c2s":
+            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or None, queue=queue,
+                       no_ack=no_ack, consume_frame=frame, consume_ts=ts)
+            consumers.append(row)
+            if tag:
+                by_tag[key + (tag,)] = row
+            a = parse_args(args_text)
+            if not truthy(arg(a, "no-wait", "nowait")):
+                pending.setdefault(key, []).append(row)
+        elif name == "basic.consume-ok" and d == "s2c":
+            lst = pending.get(key)
+            if lst:
+                row = lst.pop(0)
+                if tag:
+                    row["consumer_tag"] = tag
+                    by_tag[key + (tag,)] = row
+        elif name == "message.subscribe" and d == "c2s":
+            a = parse_args(args_text)
+            mode = arg(a, "accept-mode")
+            none_mode = mode in (1, "1", "none")
+            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or arg(a, "destination"),
+                       queue=queue or arg(a, "queue"), no_ack=none_mode, consume_frame=frame, consume_ts=ts)
+            consumers.append(row)
+            by_tag[key + (row["consumer_tag"],)] = row
+        elif name in ("basic.cancel", "message.cancel") and tag:
+            row = by_tag.get(key + (tag,))
+            if row is not None and row.get("cancel_frame") is None:
+                row["cancel_frame"] = frame
+                row["cancel_ts"] = ts
+        elif name == "basic.get" and d == "c2s":
+            last_get[key] = (queue, no_ack)
+        elif name in ("basic.deliver", "message.transfer") and d == "s2c":
+            row = by_tag.get(key + (tag,)) if tag is not None else None
+            if row is None and tag is not None:  # consumer tags are unique per connection in practice
+                row = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), None)
+            info[pos] = (row["queue"], row["no_ack"], tag) if row else (None, None, tag)
+        elif name == "basic.get-ok" and d == "s2c":
+            q, na = last_get.get(key, (None, None))
+            info[pos] = (q, na, None)
+        elif name in _SCOPE_OPEN:
+            for k in [k for k in by_tag if k[:3] == key]:
+                by_tag.pop(k)
+            pending.pop(key, None)
+    return info, consumers
+
+
+def consumers(t) -> pd.DataFrame:
+    """One row per basic.consume (0-10 message.subscribe): consumer tag (server-assigned
+    ones taken from consume-ok), queue, no_ack (0-10: accept-mode none), consume and cancel packets."""
+    t = as_tables(t)
+    _, rows = _consumer_state(ordered(t.methods))
+    return build(rows, CONSUMER_COLS)
+
+
+# --------------------------------------------------------------------------- consumer acks
+
+ACK_COLS = dict(_BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean", requeue="boolean",
+                redelivered="boolean", consumer_tag=STR, queue=STR, exchange=STR, routing_key=STR)
+
+_SETTLE = {"basic.ack": "ack", "basic.nack": "nack", "basic.reject": "reject",
+           "message.accept": "ack", "message.release": "nack", "message.reject": "reject"}
+
+
+def consumer_acks(t) -> pd.DataFrame:
+    """basic.deliver / basic.get-ok (s2c) -> the basic.ack / nack / reject (c2s) covering
+    its delivery tag on the same channel.
+
+    ``multiple`` (ack, nack) covers every outstanding tag <= the tag; tag 0 with
+    ``multiple`` covers all outstanding.  Deliveries to no-ack consumers (and
+    get-ok answering a no-ack get) are left out.  ``outcome``: ``ack``,
+    ``nack``, ``reject``, ``recovered`` (basic.recover before any settlement)
+    or ``unsettled`` (NaN latency).  0-10: message.transfer (s2c) to a
+    subscription with accept-mode explicit -> message.accept (``ack``) /
+    message.release (``nack``) / message.reject (``reject``) whose ``transfers``
+    set covers the transfer's command id; ``delivery_tag`` holds that command id.
+    The delivery is timed at the packet that completed its content.
+    """
+    t = as_tables(t)
+    m = _with_content_completion(t)
+    rows: list[dict] = []
+    if len(m) == 0:
+        return _finish(rows, ACK_COLS)
+    info, _ = _consumer_state(m)
+    cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number",
+            "ts", "version", "delivery_tag", "multiple", "requeue", "redelivered", "consumer_tag", "exchange",
+            "routing_key", "command_id", "arguments"]
+    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
+
+    def settle(dl, resp, outcome, multiple, requeue):
+        rows.append(dict(
+            capture=dl["capture"], tcp_stream=dl["tcp_stream"], channel=dl["channel"], version=dl["version"],
+            request_method=dl["method"], request_direction="s2c", request_frame=dl["frame"], request_ts=dl["ts"],
+            response_method=resp[4] if resp else None, response_frame=resp[7] if resp else None,
+            response_ts=resp[8] if resp else None, delivery_tag=dl["tag"], outcome=outcome, multiple=multiple,
+            requeue=requeue, redelivered=dl["redelivered"], consumer_tag=dl["consumer_tag"], queue=dl["queue"],
+            exchange=dl["exchange"], routing_key=dl["routing_key"],
+        ))
+
+    for pos, r in enumerate(records(m, cols)):
+        (cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, requeue, redelivered, ctag,
+         ex, rk, cmd, args_text) = r
+        key = (cap, st, ch)
+        if name in _SCOPE_OPEN:
+            for dl in chans.pop(key, {}).values():
+                settle(dl, None, "unsettled", None, None)
+            continue
+        if d == "s2c" and name in ("basic.deliver", "basic.get-ok", "message.transfer"):
+            q, no_ack, _ = info.get(pos, (None, None, None))
+            if no_ack:
+                continue
+            if name == "message.transfer":
+                if cmd is None or ctag is None and q is None and pos not in info:
+                    continue
+                tag = cmd
+            if tag is None:
+                continue
+            chans.setdefault(key, OrderedDict())[tag] = dict(
+                capture=cap, tcp_stream=st, channel=ch, version=version, method=name, frame=dframe, ts=dts,
+                tag=tag, redelivered=redelivered, consumer_tag=ctag, queue=q, exchange=ex, routing_key=rk)
+            continue
+        if d != "c2s":
+            continue
+        out = chans.get(key)
+        if not out:
+            continue
+        outcome = _SETTLE.get(name)
+        if outcome is not None and name.startswith("basic."):
+            if tag is None:
+                continue
+            if multiple and name != "basic.reject":
+                for k in [k for k in out if tag == 0 or k <= tag]:
+                    settle(out.pop(k), r, outcome, True, requeue)
+            elif tag in out:
+                settle(out.pop(tag), r, outcome, False if name != "basic.reject" else None, requeue)
+        elif outcome is not None:  # 0-10 accept / release / reject
+            rs = ranges(arg(parse_args(args_text), "transfers"))
+            for k in [k for k in out if covered(k, rs)]:
+                settle(out.pop(k), r, outcome, None, None)
+        elif name in ("basic.recover", "basic.recover-async"):
+            for k in list(out):
+                settle(out.pop(k), r, "recovered", None, None)
+    for key, out in chans.items():
+        for dl in out.values():
+            settle(dl, None, "unsettled", None, None)
+    df = _finish(rows, ACK_COLS)
+    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- broker transit
+
+TRANSIT_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32",
+    "request_method": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
+    "response_capture": STR, "response_tcp_stream": "Int32", "response_channel": "Int32",
+    "response_method": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
+    "latency_ms": "float64", "match": STR, "message_id": STR, "exchange": STR, "routing_key": STR,
+    "body_hash": STR, "consumer_tag": STR, "redelivered": "boolean", "delivery_index": "Int32",
+    "first": "boolean", "same_connection": "boolean",
+}
+
+_PUBLISH = ("basic.publish", "message.transfer")
+_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
+
+
+def transit(t) -> pd.DataFrame:
+    """Broker transit: a publish (c2s ``messages`` row) -> each delivery (s2c deliver /
+    get-ok / 0-10 transfer) of the same message, on any connection.
+
+    Same message: equal ``message_id`` when the publish has one (the delivery is
+    matched to the latest such publish at or before it); otherwise equal
+    exchange + routing key + body hash, matched in FIFO order (the k-th
+    first-time delivery of that content to a consumer is the k-th publish of
+    it; redeliveries go to the latest publish at or before them).  Both ends
+    are timed at the packet that completed the content.  ``delivery_index``
+    orders a publish's deliveries by time; ``first`` marks index 0, the
+    transit time.  ``same_connection`` flags publish and delivery on one TCP
+    conversation.
+    """
+    t = as_tables(t)
+    msgs = t.messages
+    if len(msgs) == 0:
+        return build([], TRANSIT_COLS)
+    pubs = msgs[(msgs["direction"] == "c2s") & msgs["method"].isin(_PUBLISH)].copy()
+    dels = msgs[(msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER)].copy()
+    if len(pubs) == 0 or len(dels) == 0:
+        return build([], TRANSIT_COLS)
+    pubs["_ts"] = ns(pubs["ts"])
+    dels["_ts"] = ns(dels["ts"])
+    pubs["_pid"] = np.arange(len(pubs))
+    dels["_did"] = np.arange(len(dels))
+
+    pcols = ["capture", "tcp_stream", "channel", "method", "frame_number", "_ts", "_pid", "message_id",
+             "exchange", "routing_key", "body_hash"]
+    dcols = ["capture", "tcp_stream", "channel", "method", "frame_number", "_ts", "_did", "message_id",
+             "exchange", "routing_key", "body_hash", "consumer_tag", "redelivered"]
+    P = list(records(pubs, pcols))
+    D = list(records(dels, dcols))
+    pairs: list[tuple[int, int, str]] = []  # (pid, did, match)
+
+    # 1. message id: latest publish with that id at or before the delivery
+    by_id: dict = {}
+    for p in P:
+        if p[7]:
+            by_id.setdefault(p[7], []).append(p)
+    used_d = set()
+    for dl in D:
+        if dl[7] and dl[7] in by_id:
+            cands = [p for p in by_id[dl[7]] if p[5] <= dl[5]]
+            if cands:
+                p = max(cands, key=lambda p: (p[5], p[6]))
+                pairs.append((p[6], dl[6], "message_id"))
+                used_d.add(dl[6])
+
+    # 2. content: exchange + routing key + body hash, FIFO per consumer
+    def ckey(x):
+        return (x[8] or "", x[9] or "", x[10])
+
+    by_c: dict = {}
+    for p in P:
+        if not p[7] and p[10]:
+            by_c.setdefault(ckey(p), []).append(p)
+    for lst in by_c.values():
+        lst.sort(key=lambda p: (p[5], p[6]))
+    seen_rank: dict = {}
+    for dl in sorted(D, key=lambda x: (x[5], x[6])):
+        if dl[6] in used_d or not dl[10]:
+            continue
+        lst = by_c.get(ckey(dl))
+        if not lst:
+            continue
+        before = [p for p in lst if p[5] <= dl[5]]
+        if not before:
+            continue
+        if not dl[12]:  # first-time delivery: FIFO rank per consumer
+            ck = (dl[0], dl[1], dl[2], dl[11], ckey(dl))
+            k = seen_rank.get(ck, 0)
+            seen_rank[ck] = k + 1
+            p = lst[k] if k < len(lst) and lst[k][5] <= dl[5] else before[-1]
+        else:
+            p = before[-1]
+        pairs.append((p[6], dl[6], "content"))
+
+    if not pairs:
+        return build([], TRANSIT_COLS)
+    pmap = {p[6]: p for p in P}
+    dmap = {dl[6]: dl for dl in D}
+    rows = []
+    for pid, did, how in pairs:
+        p, dl = pmap[pid], dmap[did]
+        rows.append(dict(
+            capture=p[0], tcp_stream=p[1], channel=p[2], request_method=p[3], request_frame=p[4], request_ts=p[5],
+            response_capture=dl[0], response_tcp_stream=dl[1], response_channel=dl[2], response_method=dl[3],
+            response_frame=dl[4], response_ts=dl[5], match=how, message_id=p[7], exchange=p[8],
+            routing_key=p[9], body_hash=p[10], consumer_tag=dl[11], redelivered=dl[12],
+            same_connection=(p[0], p[1]) == (dl[0], dl[1]), _pid=pid,
+        ))
+    rows.sort(key=lambda r: (r["_pid"], r["response_ts"], r["response_frame"] or 0))
+    last = None
+    idx = 0
+    for r in rows:
+        idx = idx + 1 if r["_pid"] == last else 0
+        last = r["_pid"]
+        r["delivery_index"] = idx
+        r["first"] = idx == 0
+    df = _finish(rows, TRANSIT_COLS)
+    return df.sort_values(["capture", "tcp_stream", "request_frame", "delivery_index"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- application RPC
+
+RPC_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32",
+    "request_method": STR, "request_direction": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
+    "response_capture": STR, "response_tcp_stream": "Int32", "response_channel": "Int32",
+    "response_method": STR, "response_direction": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
+    "latency_ms": "float64", "status": STR, "correlation_id": STR, "reply_to": STR,
+    "delivered_frame": "Int64", "delivered_ts": TS_DTYPE, "client_latency_ms": "float64",
+}
+
+_DIRECT_REPLY = "amq.rabbitmq.reply-to"
+
+
+def _reply_key(reply_to: str | None, version: str | None):
+    if not reply_to:
+        return None
+    if version == "0-10" and "/" in reply_to:
+        reply_to = reply_to.split("/", 1)[1]
+    if reply_to.startswith(_DIRECT_REPLY):
+        return _DIRECT_REPLY
+    return reply_to
+
+
+def rpc(t) -> pd.DataFrame:
+    """Application RPC: a request (a message with reply_to and correlation_id) -> the reply
+    (the next message after it whose routing key is that reply_to and whose
+    correlation_id is the same).
+
+    Requests are publishes (c2s); a delivery (s2c) of a request counts only when
+    its publish was not captured.  The reply is the responder's publish (c2s)
+    when captured (``status`` ``ok``), else its delivery to the requester
+    (``ok-delivery``); ``missing`` when neither was seen (NaN latency).
+    ``delivered_*`` / ``client_latency_ms``: the reply's delivery (s2c), i.e.
+    the round trip the requesting client sees.  RabbitMQ direct reply-to
+    (``amq.rabbitmq.reply-to``, rewritten to ``amq.rabbitmq.reply-to.<id>``) is
+    matched by prefix; 0-10 ``exchange/key`` reply_to is matched on its key.
+    """
+    t = as_tables(t)
+    msgs = t.messages
+    if len(msgs) == 0:
+        return build([], RPC_COLS)
+    cols = ["capture", "tcp_stream", "channel", "method", "direction", "frame_number", "ts", "correlation_id",
+            "reply_to", "routing_key", "version"]
+    R = [r for r in records(ordered(msgs), cols)]
+    R.sort(key=lambda r: (r[6], r[5] or 0))
+    reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]
+    req_keys = {(_reply_key(r[8], r[10]), r[7]) for _, r in reqs_c2s}
+    reqs = list(reqs_c2s) + [(i, r) for i, r in enumerate(R) if r[4] == "s2c" and r[7] and r[8]
+                             and (_reply_key(r[8], r[10]), r[7]) not in req_keys]
+    req_ids = {i for i, _ in reqs}
+    replies: dict = {}  # (key, corr, direction) -> [(i, row)]
+    for i, r in enumerate(R):
+        if i in req_ids or not r[7] or not r[9]:
+            continue
+        k = _reply_key(r[9], None)
+        replies.setdefault((k, r[7], r[4]), []).append((i, r))
+    rows = []
+    used: set = set()
+    for i, q in sorted(reqs, key=lambda x: x[0]):
+        k = (_reply_key(q[8], q[10]), q[7])
+        pub = next((x for x in replies.get(k + ("c2s",), []) if x[0] > i and x[0] not in used), None)
+        dlv = next((x for x in replies.get(k + ("s2c",), []) if x[0] > i and x[0] not in used), None)
+        resp = pub or dlv
+        for x in (pub, dlv):
+            if x is not None:
+                used.add(x[0])
+        row = dict(capture=q[0], tcp_stream=q[1], channel=q[2], request_method=q[3], request_direction=q[4],
+                   request_frame=q[5], request_ts=q[6], correlation_id=q[7], reply_to=q[8],
+                   status="ok" if pub else ("ok-delivery" if dlv else "missing"))
+        if resp is not None:
+            rr = resp[1]
+            row.update(response_capture=rr[0], response_tcp_stream=rr[1], response_channel=rr[2],
+                       response_method=rr[3], response_direction=rr[4], response_frame=rr[5], response_ts=rr[6])
+        if dlv is not None:
+            row.update(delivered_frame=dlv[1][5], delivered_ts=dlv[1][6])
+        rows.append(row)
+    df = _finish(rows, RPC_COLS)
+    if len(df):
+        df["client_latency_ms"] = latency_ms(
+            [NAT if r["request_ts"] is None else r["request_ts"] for r in rows],
+            [NAT if r.get("delivered_ts") is None else r["delivered_ts"] for r in rows])
+    return df.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- connection setup
+
+SETUP_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "version": STR,
+    "client_ip": STR, "client_port": "Int32", "server_ip": STR, "server_port": "Int32",
+    "request_method": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
+    "response_method": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
+    "latency_ms": "float64", "status": STR,
+}
+
+
+def connection_setup(t) -> pd.DataFrame:
+    """TCP SYN (``connections.syn_ts``) -> connection.open-ok (``open_ts``), one row per
+    conversation whose SYN was captured.  ``status`` ``ok`` or ``missing``
+    (never opened: NaN latency).  ``request_frame`` is the conversation's first
+    packet (the SYN), ``response_frame`` the first connection.open-ok packet."""
+    t = as_tables(t)
+    c = t.connections
+    if len(c) == 0:
+        return build([], SETUP_COLS)
+    c = c[c["syn_ts"].notna()]
+    m = t.methods
+    ok = m[m["method"] == "connection.open-ok"].groupby(["capture", "tcp_stream"], sort=False)["frame_number"].min()
+    okmap = ok.to_dict()
+    rows = []
+    cols = ["capture", "tcp_stream", "version", "client_ip", "client_port", "server_ip", "server_port",
+            "frame_number", "syn_ts", "open_ts"]
+    for cap, st, v, cip, cport, sip, sport, frame, syn, opn in records(c, cols):
+        rows.append(dict(capture=cap, tcp_stream=st, channel=0, version=v, client_ip=cip, client_port=cport,
+                         server_ip=sip, server_port=sport, request_method="tcp.syn", request_frame=frame,
+                         request_ts=syn, response_method="connection.open-ok" if opn is not None else None,
+                         response_frame=okmap.get((cap, st)) if opn is not None else None, response_ts=opn,
+                         status="ok" if opn is not None else "missing"))
+    return _finish(rows, SETUP_COLS)
+
+
+def all_latencies(t) -> dict[str, pd.DataFrame]:
+    """Every latency kind, keyed as in the stats JSON."""
+    t = as_tables(t)
+    return {
+        "method_rtt": method_rtt(t), "confirm": confirms(t), "consumer_ack": consumer_acks(t),
+        "transit": transit(t), "rpc": rpc(t), "connection_setup": connection_setup(t),
+    }
