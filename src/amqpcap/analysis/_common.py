@@ -52,7 +52,7 @@ def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
             a = ns(s).astype(object)
             a[a == NAT] = None
         else:
-            a = s.astype(object).to_numpy()
+            a = np.array(s.astype(object).to_numpy(), dtype=object, copy=True)
             a[pd.isna(a)] = None
         arrays.append(a)
     return zip(*arrays)

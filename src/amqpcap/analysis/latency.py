@@ -30,6 +30,7 @@ __all__ = [
 _SCOPE_OPEN = ("channel.open", "session.attach")
 _CLOSE = ("channel.close", "connection.close")
 _CLOSE_OK = ("channel.close-ok", "connection.close-ok")
+_BY_ID = ("session.completed", "execution.result", "execution.exception")
 
 
 def _with_content_completion(t) -> pd.DataFrame:
@@ -47,7 +48,7 @@ def _with_content_completion(t) -> pd.DataFrame:
         j = m[key].merge(mm, on=key, how="left")
         has = j["_mframe"].notna().to_numpy()
         done_frame = np.where(has, j["_mframe"].astype("Int64").to_numpy(dtype=object, na_value=None), done_frame)
-        mts = ns(j["_mts"].fillna(pd.NaT)) if has.any() else done_ts
+        mts = ns(j["_mts"]) if has.any() else done_ts
         done_ts = np.where(has, mts, done_ts)
     m["_done_frame"] = pd.array(list(done_frame), dtype="Int64") if len(m) else pd.array([], dtype="Int64")
     m["_done_ts"] = done_ts
@@ -125,7 +126,8 @@ def method_rtt(t) -> pd.DataFrame:
         matched = False
 
         # 1. a response listed by the spec for the oldest pending request of the peer
-        for i, req in enumerate(pend):
+        # (0-10 results and completions are matched by command id below, never by name)
+        for i, req in enumerate(pend if name not in _BY_ID else ()):
             if req["direction"] != d and name in req["responses"]:
                 emit(req, r, "ok")
                 del pend[i]
@@ -403,8 +405,6 @@ def consumer_acks(t) -> pd.DataFrame:
             if no_ack:
                 continue
             if name == "message.transfer":
-                if cmd is None or ctag is None and q is None and pos not in info:
-                    continue
                 tag = cmd
             if tag is None:
                 continue
