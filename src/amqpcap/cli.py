@@ -136,14 +136,12 @@ class _ShowSink:
         def __init__(self, show):
             self.show = show
             self.rows = 0
-            self.cols = [[]]
 
         def append(self, row):
             self.show(row)
 
     class _Null:
         rows = 0
-        cols = [[]]
 
         def append(self, row):
             pass

@@ -24,29 +24,29 @@ class OutputExists(Exception):
 class TableBuffer:
     """Column lists for one table; flushed as a record batch every ROW_GROUP rows."""
 
-    __slots__ = ("name", "schema", "cols", "path", "writer", "rows", "ncols")
+    __slots__ = ("name", "schema", "pending", "path", "writer", "rows", "ncols")
 
     def __init__(self, name: str, path: str) -> None:
         self.name = name
         self.schema = SCHEMAS[name]
         self.ncols = len(self.schema)
-        self.cols: list[list] = [[] for _ in range(self.ncols)]
+        self.pending: list[tuple] = []  # row tuples; transposed into columns at flush
         self.path = path
         self.writer = None
         self.rows = 0
 
     def append(self, row) -> None:
         """``row``: a tuple in schema column order."""
-        for col, v in zip(self.cols, row):
-            col.append(v)
-        if len(self.cols[0]) >= ROW_GROUP:
+        self.pending.append(row)
+        if len(self.pending) >= ROW_GROUP:
             self.flush()
 
     def flush(self) -> None:
-        n = len(self.cols[0])
+        n = len(self.pending)
         if not n and self.writer is not None:
             return
-        arrays = [pa.array(c, type=f.type) for c, f in zip(self.cols, self.schema)]
+        cols = list(zip(*self.pending)) if n else [()] * self.ncols
+        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.schema)]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         if self.writer is None:
             os.makedirs(self.path, exist_ok=True)
@@ -55,7 +55,7 @@ class TableBuffer:
         if n:
             self.writer.write_batch(batch)
         self.rows += n
-        self.cols = [[] for _ in range(self.ncols)]
+        self.pending = []
 
     def close(self) -> None:
         self.flush()

@@ -1,0 +1,190 @@
+"""Throughput per time bucket: messages, body bytes, frames and wire bytes, per direction.
+
+Frames and wire bytes come from the ``frames`` table when the output has one
+(``dissect --frames``): exact, heartbeats included.  Without it they are
+estimated from ``methods`` and ``messages``: one frame per method
+(``frame_size`` + 8 bytes of framing, 12 for 0-10), one header frame per
+content (framing only: its payload size is not recorded) and ``body_frames``
+body frames (``body_size`` + framing); heartbeats are invisible.  The result's
+``attrs["frames_source"]`` says which (``"frames"`` / ``"estimate"``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from amqpcap.analysis._common import STR, ordered, records, str_series
+from amqpcap.analysis.latency import _consumer_state
+from amqpcap.analysis.load import as_tables
+
+__all__ = ["throughput", "totals", "message_queues", "BY"]
+
+BY = {
+    "connection": ["capture", "tcp_stream"],
+    "channel": ["capture", "tcp_stream", "channel"],
+    "exchange": ["exchange"],
+    "routing_key": ["routing_key"],
+    "queue": ["queue"],
+    "total": [],
+    None: [],
+}
+
+_VALUES = ["messages", "body_bytes", "frames", "wire_bytes"]
+
+
+def _overhead(version) -> int:
+    return 12 if version == "0-10" else 8
+
+
+def message_queues(t) -> pd.DataFrame:
+    """The ``messages`` table plus a ``queue`` column: for deliveries the queue of the
+    consumer (consumer tag -> basic.consume / consume-ok, 0-10 message.subscribe),
+    for get-ok the queue of the basic.get, for publishes to the default exchange
+    the routing key; null otherwise."""
+    t = as_tables(t)
+    msgs = t.messages.copy()
+    msgs["queue"] = str_series([None] * len(msgs))
+    if len(msgs) == 0 or len(t.methods) == 0:
+        return msgs
+    m = ordered(t.methods).reset_index(drop=True)
+    info, _ = _consumer_state(m)
+    key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    if info:
+        pos = np.fromiter(info.keys(), dtype=np.int64)
+        q = m.loc[pos, key].copy()
+        q["_q"] = str_series([v[0] for v in info.values()]).to_numpy()
+        q = q.dropna(subset=["stream_offset"]).drop_duplicates(key)
+        j = msgs[key].merge(q, on=key, how="left")
+        msgs["queue"] = str_series(j["_q"].astype(object).where(j["_q"].notna(), None).tolist()).to_numpy()
+    default = (msgs["direction"] == "c2s") & (msgs["exchange"].fillna("") == "") & msgs["queue"].isna()
+    default &= msgs["method"].isin(["basic.publish", "message.transfer"])
+    msgs.loc[default, "queue"] = msgs.loc[default, "routing_key"]
+    return msgs
+
+
+def _frames_events(t, msgs: pd.DataFrame) -> pd.DataFrame:
+    """One event per frame, attributed to the message its method frame started."""
+    f = t.frames[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "wire_size"]].copy()
+    f["frames"] = 1
+    f["wire_bytes"] = f["wire_size"].fillna(0).astype("int64")
+    f = f.drop(columns="wire_size")
+    # anchor: every method frame (methods table) by stream offset, with its message's attributes
+    m = t.methods[["capture", "tcp_stream", "channel", "direction", "stream_offset"]].dropna(subset=["stream_offset"])
+    key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    attrs = msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+    anchors = m.merge(attrs, on=key, how="left")
+    for c in ("exchange", "routing_key", "queue"):
+        f[c] = str_series([None] * len(f)).to_numpy()
+    if len(anchors) and len(f):
+        by = ["capture", "tcp_stream", "direction", "channel"]
+        fa = f.dropna(subset=["stream_offset"]).copy()
+        fa["_off"] = fa["stream_offset"].astype("int64")
+        an = anchors.copy()
+        an["_off"] = an["stream_offset"].astype("int64")
+        for c in ("tcp_stream", "channel"):
+            fa[c] = fa[c].fillna(-1).astype("int64")
+            an[c] = an[c].fillna(-1).astype("int64")
+        fa["_row"] = fa.index
+        fa = fa.sort_values("_off", kind="stable")
+        an = an.sort_values("_off", kind="stable")
+        j = pd.merge_asof(fa.drop(columns=["exchange", "routing_key", "queue"]),
+                          an[by + ["_off", "exchange", "routing_key", "queue"]],
+                          on="_off", by=by, direction="backward")
+        j = j.set_index("_row")
+        for c in ("exchange", "routing_key", "queue"):
+            f.loc[j.index, c] = j[c].astype(object).where(j[c].notna(), None)
+    f["messages"] = 0
+    f["body_bytes"] = 0
+    return f.drop(columns="stream_offset")
+
+
+def _estimated_events(t, msgs: pd.DataFrame) -> pd.DataFrame:
+    m = t.methods[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]].copy()
+    key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    attrs = msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+    m = m.merge(attrs, on=key, how="left")
+    over = np.array([_overhead(v) for v in m["version"].astype(object)], dtype=np.int64)
+    m["frames"] = 1
+    m["wire_bytes"] = m["frame_size"].fillna(0).astype("int64").to_numpy() + over
+    m["messages"] = 0
+    m["body_bytes"] = 0
+    return m.drop(columns=["stream_offset", "frame_size", "version"])
+
+
+def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataFrame:
+    """Messages, body bytes, frames and wire bytes per ``bucket`` (a pandas frequency
+    string: ``"1s"``, ``"100ms"``, ``"1min"``), per direction, grouped ``by``
+    ``connection`` (capture, tcp_stream), ``channel`` (capture, tcp_stream, channel),
+    ``exchange``, ``routing_key``, ``queue`` or ``"total"`` / None.
+
+    Columns: ``bucket`` (start of the bucket, UTC), the ``by`` keys, ``direction``,
+    ``messages``, ``body_bytes``, ``frames``, ``wire_bytes``; only non-empty
+    buckets appear.  A message counts in the bucket of the packet that completed
+    it, with its declared ``body_size``.  Frames of a content (method, header,
+    body) carry that message's exchange / routing key / queue; other frames
+    have none (null group) when grouping by those.  Queue: see
+    :func:`message_queues`.
+    """
+    if by not in BY:
+        raise ValueError(f"by must be one of {[k for k in BY if k]}, not {by!r}")
+    t = as_tables(t)
+    keys = BY[by]
+    msgs = message_queues(t)
+    mev = msgs[["capture", "tcp_stream", "channel", "direction", "ts", "exchange", "routing_key", "queue"]].copy()
+    mev["messages"] = 1
+    size = msgs["body_size"].fillna(msgs["body_received"]).fillna(0).astype("int64")
+    mev["body_bytes"] = size.to_numpy()
+    frames_source = "frames" if (t.has_frames or len(t.frames)) else "estimate"
+    if frames_source == "frames":
+        mev["frames"] = 0
+        mev["wire_bytes"] = 0
+        fev = _frames_events(t, msgs)
+    else:
+        over = np.array([_overhead(v) for v in msgs["version"].astype(object)], dtype=np.int64)
+        bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
+        mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
+        mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
+        fev = _estimated_events(t, msgs)
+    ev = pd.concat([mev, fev], ignore_index=True) if len(fev) else mev
+    out_cols = ["bucket"] + keys + ["direction"] + _VALUES
+    if len(ev) == 0:
+        df = pd.DataFrame({c: pd.Series([], dtype="int64") for c in out_cols})
+        df["bucket"] = pd.Series([], dtype="datetime64[ns, UTC]")
+        for k in keys + ["direction"]:
+            df[k] = pd.Series([], dtype=t.messages[k].dtype if k in t.messages.columns else STR)
+        df.attrs["frames_source"] = frames_source
+        df.attrs["bucket"] = bucket
+        return df
+    ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
+    for c in _VALUES:
+        ev[c] = ev[c].astype("int64")
+    g = ev.groupby(["bucket"] + keys + ["direction"], dropna=False, sort=True)[_VALUES].sum().reset_index()
+    for k in ("tcp_stream", "channel"):
+        if k in g.columns:
+            g[k] = g[k].astype("Int32")
+    g = g[out_cols]
+    g.attrs["frames_source"] = frames_source
+    g.attrs["bucket"] = bucket
+    return g
+
+
+def totals(t, bucket: str = "1s") -> pd.DataFrame:
+    """Every bucket from the first to the last (empty ones as 0), both directions
+    summed and per direction: columns ``bucket``, ``messages``, ``body_bytes``,
+    ``frames``, ``wire_bytes`` and the same with ``_c2s`` / ``_s2c`` suffixes."""
+    tp = throughput(t, bucket=bucket, by="total")
+    if len(tp) == 0:
+        return pd.DataFrame(columns=["bucket"] + _VALUES)
+    wide = tp.pivot_table(index="bucket", columns="direction", values=_VALUES, aggfunc="sum", fill_value=0)
+    wide.columns = [f"{v}_{d}" for v, d in wide.columns]
+    full = pd.date_range(tp["bucket"].min(), tp["bucket"].max(), freq=bucket)
+    wide = wide.reindex(full, fill_value=0)
+    for v in _VALUES:
+        for d in ("c2s", "s2c"):
+            if f"{v}_{d}" not in wide.columns:
+                wide[f"{v}_{d}"] = 0
+        wide[v] = wide[f"{v}_c2s"] + wide[f"{v}_s2c"]
+    wide.index.name = "bucket"
+    out = wide.reset_index()
+    out.attrs = dict(tp.attrs)
+    return out
