@@ -220,6 +220,79 @@ def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) ->
     return off
 
 
+_FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8), "timestamp": ("Q", 8)}
+_COMPILED: dict = {}
+
+
+def compile_fields(fields):
+    """A straight-line decoder for ``fields`` (dpkt style: compiled once per field list).
+
+    Returns ``f(buf, off, end, rabbit, args) -> end offset``; same behaviour as
+    ``_decode_fields`` (which stays the reference implementation).
+    """
+    fn = _COMPILED.get(fields)
+    if fn is not None:
+        return fn
+    lines = ["def _f(buf, off, end, rabbit, a):"]
+    env = {"DecodeError": DecodeError, "_decode_table": _decode_table, "_U32": _U32, "_ld": _longstr_value}
+    i = 0
+    nf = len(fields)
+    k = 0
+    while i < nf:
+        name, t = fields[i]
+        if t in _FIXED:
+            j, fmt, size, names = i, ">", 0, []
+            while j < nf and fields[j][1] in _FIXED:
+                c, n = _FIXED[fields[j][1]]
+                fmt, size = fmt + c, size + n
+                names.append(fields[j][0])
+                j += 1
+            k += 1
+            env[f"S{k}"] = Struct(fmt)
+            lines += [f"    if off + {size} > end: raise DecodeError({name + ': fixed fields past end'!r})",
+                      f"    {', '.join(f'a[{n!r}]' for n in names)}, = S{k}.unpack_from(buf, off)",
+                      f"    off += {size}"]
+            i = j
+        elif t == "bit":
+            lines += [f"    if off >= end: raise DecodeError({name + ': bit past end'!r})",
+                      "    b = buf[off]", "    off += 1"]
+            bit = 0
+            while i < nf and fields[i][1] == "bit" and bit < 8:
+                lines.append(f"    a[{fields[i][0]!r}] = bool(b & {1 << bit})")
+                bit += 1
+                i += 1
+        elif t == "shortstr":
+            lines += [f"    if off >= end: raise DecodeError({name + ': short string past end'!r})",
+                      "    n = buf[off] + 1",
+                      f"    if off + n > end: raise DecodeError({name + ': short string past end'!r})",
+                      f"    a[{name!r}] = buf[off + 1:off + n].decode('utf-8', 'replace')",
+                      "    off += n"]
+            i += 1
+        elif t == "table":
+            lines.append(f"    a[{name!r}], off = _decode_table(buf, off, end, 0, rabbit)")
+            i += 1
+        elif t in ("longstr", "content"):
+            lines.append(f"    a[{name!r}], off = _ld(buf, off, end, {name!r})")
+            i += 1
+        else:
+            raise ValueError(f"{name}: unsupported field type {t}")
+    lines.append("    return off")
+    exec("\n".join(lines), env)
+    fn = _COMPILED[fields] = env["_f"]
+    return fn
+
+
+def _longstr_value(buf, off, end, name):
+    if off + 4 > end:
+        raise DecodeError(f"{name}: long string past end")
+    n = _U32.unpack_from(buf, off)[0]
+    off += 4
+    if off + n > end:
+        raise DecodeError(f"{name}: long string of {n} bytes past end of frame")
+    raw = bytes(buf[off:off + n])
+    return (raw.decode("utf-8") if _is_text(raw) else raw), off + n
+
+
 def _is_text(raw: bytes) -> bool:
     try:
         s = raw.decode("utf-8")
@@ -228,32 +301,43 @@ def _is_text(raw: bytes) -> bool:
     return s.isprintable() or not raw
 
 
+_PROPS_CACHE: dict = {}
+
+
 def decode_properties(props, buf, off: int, end: int, rabbit: bool = True) -> dict:
     """Content-header properties: 16-bit flag words (bit 0 = continuation), then values."""
-    present = []
-    idx = 0
+    words = []
     while True:
         if off + 2 > end:
             raise DecodeError("property flags past end")
         flags = _U16.unpack_from(buf, off)[0]
         off += 2
-        for bit in range(15, 0, -1):
-            if flags & (1 << bit):
-                if idx >= len(props):
-                    raise DecodeError(f"property flag {idx} set beyond the {len(props)} defined")
-                present.append(props[idx])
-            idx += 1
+        words.append(flags)
         if not flags & 1:
             break
-        if idx > 15 * 8:
+        if len(words) > 8:
             raise DecodeError("too many property flag words")
+    key = (props, tuple(words))
+    plan = _PROPS_CACHE.get(key)
+    if plan is None:
+        present = []
+        idx = 0
+        for flags in words:
+            for bit in range(15, 0, -1):
+                if flags & (1 << bit):
+                    if idx >= len(props):
+                        raise DecodeError(f"property flag {idx} set beyond the {len(props)} defined")
+                    present.append(props[idx])
+                idx += 1
+        # A bit property is its flag alone: no value follows it.
+        bits = tuple(n for n, t in present if t == "bit")
+        plan = (compile_fields(tuple((n, t) for n, t in present if t != "bit")), bits)
+        if len(_PROPS_CACHE) < 4096:
+            _PROPS_CACHE[key] = plan
     out: dict = {}
-    # Properties are never packed as bits: each bit property is a flag by itself.
-    for name, ptype in present:
-        if ptype == "bit":
-            out[name] = True
-        else:
-            off = _decode_fields(((name, ptype),), buf, off, end, rabbit, out)
+    off = plan[0](buf, off, end, rabbit, out)
+    for n in plan[1]:
+        out[n] = True
     if off != end:
         raise DecodeError(f"{end - off} bytes after the last property")
     return out
@@ -580,7 +664,7 @@ class Decoder09:
             return
         args: dict = {}
         try:
-            off = _decode_fields(spec.fields, buf, start + 4, end, self.rabbit, args)
+            off = compile_fields(spec.fields)(buf, start + 4, end, self.rabbit, args)
             if off != end:
                 raise DecodeError(f"{end - off} bytes left after the last argument")
         except DecodeError as e:

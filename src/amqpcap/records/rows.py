@@ -17,10 +17,13 @@ def _json_default(o):
     return str(o)
 
 
+_encode = json.JSONEncoder(default=_json_default, ensure_ascii=False, separators=(",", ":")).encode
+
+
 def to_json(obj) -> str | None:
     if obj is None:
         return None
-    return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+    return _encode(obj)
 
 
 def _s(v):
