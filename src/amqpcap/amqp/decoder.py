@@ -43,7 +43,7 @@ class ConnectionDecoder:
             if self.codec is not None:
                 self.codec.feed(direction, data, offset, packet, ts)
             return
-        if self.undecoded:
+        if self.undecoded and (self._settled[direction] or not self.is_amqp):
             return
         pre = self._pre[direction]
         if self._pre_off[direction] is None:
@@ -89,6 +89,11 @@ class ConnectionDecoder:
 
     def _settle(self, direction: int, packet: int, ts: int) -> None:
         pre = self._pre[direction]
+        if self.undecoded and pre[:4] != b"AMQP"[:len(pre)]:
+            # Not decoded (AMQP 1.0, unknown header): only a header answer is still of interest.
+            self._settled[direction] = True
+            self._pre[direction] = bytearray()
+            return
         if pre[:4] == b"AMQP"[:len(pre)] and len(pre) < 8:
             return  # a header is arriving in pieces
         if pre[:4] == b"AMQP":
