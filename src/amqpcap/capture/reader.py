@@ -160,63 +160,139 @@ class CaptureError(Exception):
 
 
 class _GzipStream:
-    """Minimal gzip decompressor with ``read(n)`` that never loses data.
+    """gzip decompressor with ``read(n)`` that never loses data.
 
-    ``gzip.GzipFile.read`` raises ``EOFError`` on a cut stream and drops what
-    it had decompressed in that call; this keeps every byte and records the
-    problem in ``error`` (``None``, ``"cut"`` or a description of corruption).
+    ``gzip.GzipFile.read`` raises on a cut or corrupt stream and drops what it
+    had decompressed in that call; here the member header and trailer are
+    parsed by hand around a raw-deflate ``zlib`` decompressor, so every byte
+    that can be decompressed is returned and the problem is recorded in
+    ``error`` (``cut`` tells a cut stream from a corrupt one).  Handles
+    concatenated members and zero padding after them.
     """
 
-    __slots__ = ("_f", "_d", "_pending", "_in_member", "_done", "error", "cut")
+    __slots__ = ("_f", "_in", "_d", "_crc", "_size", "_state", "_members", "_eof_in",
+                 "_done", "error", "cut")
 
     def __init__(self, f) -> None:
         self._f = f
+        self._in = b""       # compressed bytes read but not given to zlib
         self._d = None
-        self._pending = b""
-        self._in_member = False
+        self._crc = 0
+        self._size = 0
+        self._state = 0      # 0 member header, 1 deflate data, 2 trailer
+        self._members = 0
+        self._eof_in = False
         self._done = False
         self.error: str | None = None
         self.cut = False
+
+    def _fill(self, need: int) -> bool:
+        while len(self._in) < need:
+            if self._eof_in:
+                return False
+            data = self._f.read(CHUNK)
+            if not data:
+                self._eof_in = True
+                return False
+            self._in += data
+        return True
+
+    def _stop(self, error: str | None, cut: bool = False) -> None:
+        self.error = error
+        self.cut = cut
+        self._done = True
+
+    def _header_len(self) -> int:
+        """Length of the member header at the start of ``_in``; 0 = need more."""
+        b = self._in
+        if len(b) < 10:
+            return 0
+        if b[0] != 0x1F or b[1] != 0x8B:
+            raise ValueError("trailing garbage after the gzip stream" if self._members
+                             else "bad gzip header")
+        if b[2] != 8:
+            raise ValueError(f"unknown gzip compression method {b[2]}")
+        flg = b[3]
+        p = 10
+        if flg & 4:
+            if len(b) < p + 2:
+                return 0
+            p += 2 + (b[p] | (b[p + 1] << 8))
+        for bit in (8, 16):
+            if flg & bit:
+                i = b.find(b"\0", p)
+                if i < 0:
+                    if len(b) > _PEEK:
+                        raise ValueError("gzip header name/comment too long")
+                    return 0
+                p = i + 1
+        if flg & 2:
+            p += 2
+        return p if len(b) >= p else 0
 
     def read(self, n: int) -> bytes:
         parts = []
         need = n
         while need > 0 and not self._done:
-            d = self._d
-            if self._in_member and d.unconsumed_tail:
-                data = d.unconsumed_tail
-            elif self._pending:
-                data = self._pending
-                self._pending = b""
+            st = self._state
+            if st == 1:
+                d = self._d
+                if d.unconsumed_tail:
+                    data = d.unconsumed_tail
+                elif self._in:
+                    data = self._in
+                    self._in = b""
+                else:
+                    data = b"" if self._eof_in else self._f.read(CHUNK)
+                    if not data:
+                        self._eof_in = True
+                try:
+                    out = d.decompress(data, need)
+                except zlib.error as e:
+                    self._stop(f"corrupt gzip data ({e})")
+                    break
+                if out:
+                    self._crc = zlib.crc32(out, self._crc)
+                    self._size += len(out)
+                    parts.append(out)
+                    need -= len(out)
+                if d.eof:
+                    self._in = d.unused_data
+                    self._state = 2
+                elif not data and not out:
+                    self._stop("gzip stream cut short", cut=True)
+            elif st == 2:
+                if not self._fill(8):
+                    self._stop("gzip stream cut short", cut=True)
+                    break
+                crc, isize = struct.unpack_from("<II", self._in)
+                self._in = self._in[8:]
+                if crc != self._crc or isize != self._size & 0xFFFFFFFF:
+                    self._stop("corrupt gzip data (CRC32/length check failed)")
+                    break
+                self._members += 1
+                self._state = 0
             else:
-                data = self._f.read(CHUNK)
-                if not data:
-                    if self._in_member:
-                        self.cut = True
-                        self.error = "gzip stream cut short"
-                    self._done = True
+                if not self._in and not self._fill(1):
+                    self._done = True  # clean end between members
                     break
-            if not self._in_member:
-                if not data.strip(b"\0"):
-                    continue  # zero padding after the last member
-                if data[:1] != b"\x1f" or (len(data) > 1 and data[1:2] != b"\x8b"):
-                    self.error = "trailing garbage after the gzip stream"
-                    self._done = True
+                if self._in[0] == 0:
+                    self._in = self._in.lstrip(b"\0")
+                    continue
+                try:
+                    hl = self._header_len()
+                except ValueError as e:
+                    self._stop(str(e))
                     break
-                d = self._d = zlib.decompressobj(31)
-                self._in_member = True
-            try:
-                out = d.decompress(data, need)
-            except zlib.error as e:
-                self.error = f"corrupt gzip data ({e})"
-                self._done = True
-                break
-            if out:
-                parts.append(out)
-                need -= len(out)
-            if d.eof:
-                self._in_member = False
-                self._pending = d.unused_data
+                if not hl:
+                    if not self._fill(len(self._in) + 1):
+                        self._stop("gzip stream cut short", cut=True)
+                    continue
+                self._in = self._in[hl:]
+                self._d = zlib.decompressobj(-15)
+                self._crc = 0
+                self._size = 0
+                self._state = 1
         return b"".join(parts)
 
     def close(self) -> None:
