@@ -49,7 +49,6 @@ KINDS = """
 | amqp | incomplete-content | a content cut short (by a method, a gap or the end of the capture); its `messages` row has `complete = false` |
 | amqp | body-overrun | more body bytes than the content header declared |
 | amqp | truncated-stream | the capture ends inside a frame |
-| amqp | unknown-protocol-header | "AMQP" followed by octets of no known version |
 """
 
 

@@ -109,12 +109,9 @@ class ConnectionDecoder:
                 else:
                     self.version = version
                     self.version_evidence = "header"
-                    self.undecoded = version is None
-                    if version is None:
-                        self.events.append((direction, Anomaly(packet, ts, self._pre_off[direction],
-                                            "unknown-protocol-header", f"protocol header {raw[4:].hex()}")))
-                    else:
-                        self.undecoded = True  # AMQP 1.0: recognised, not decoded
+                    # AMQP 1.0 (recognised) or an unknown header (a broker answers it with its own
+                    # and closes): recorded on the connection row, nothing more to decode.
+                    self.undecoded = True
             else:
                 self.server_header = raw
                 if self.client_header is not None and raw == self.client_header:
