@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
-# System packages: tshark (differential tests against Wireshark's dissector) and a
-# JRE (the Spark job's tests).  Python packages go into .venv.
+# System packages: tshark (differential tests against Wireshark's dissector).
+# Python packages go into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
-command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing ${need[*]} (apt)"
@@ -21,6 +20,6 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[test,spark]"
+.venv/bin/python -m pip install -q -e ".[test]"
 export AMQPCAP_REQUIRE_TSHARK="${AMQPCAP_REQUIRE_TSHARK:-${CI:-}}"
 exec .venv/bin/python -m pytest -q "$@"

@@ -1015,6 +1015,12 @@ def scenario_pika_full(truth: Truth):
 # --------------------------------------------------------------------------
 # Scenario: py-amqp
 # --------------------------------------------------------------------------
+def raw_body(msg):
+    """py-amqp leaves body == '' (a str) when a message has no body frame."""
+    b = msg.body
+    return b.encode() if isinstance(b, str) else bytes(b)
+
+
 def scenario_pyamqp_basic(truth: Truth):
     import amqp
     truth.d["client"] = {"library": "py-amqp", "version": amqp.__version__}
@@ -1042,6 +1048,7 @@ def scenario_pyamqp_basic(truth: Truth):
          note="AMQPLAIN: the start-ok response is a field table LOGIN/PASSWORD")
 
     ch = conn.channel()
+    ch.auto_decode = False      # keep bodies as the bytes received
     n1 = ch.channel_id
     c.op("channel.open", channel=n1, sent=["channel.open"], received=["channel.open-ok"])
     EX = "amqpcap.pyamqp.topic"
@@ -1129,7 +1136,7 @@ def scenario_pyamqp_basic(truth: Truth):
                         "delivery_tag": di["delivery_tag"],
                         "redelivered": di["redelivered"], "exchange": di["exchange"],
                         "routing_key": di["routing_key"], "body_len": len(msg.body),
-                        "body_sha256": sha256(bytes(msg.body)),
+                        "body_sha256": sha256(raw_body(msg)),
                         "properties": plain_json(msg.properties)})
 
     ctag = ch.basic_consume(Q, callback=cb, no_ack=False, consumer_tag="pyamqp-ctag")
@@ -1167,7 +1174,7 @@ def scenario_pyamqp_basic(truth: Truth):
              no_ack=True, observed="get-ok")
         c.add_received({"method": "basic.get-ok", "channel": n1,
                         "delivery_tag": m.delivery_info["delivery_tag"],
-                        "body_len": len(m.body), "body_sha256": sha256(bytes(m.body))})
+                        "body_len": len(m.body), "body_sha256": sha256(raw_body(m))})
     c.d["queue_after_cancel"] = after_cancel
     # publish once more then get it
     publish(body_of("pyamqp-get", 1), "orders.get", {"message_id": "pyamqp-5",
@@ -1188,7 +1195,7 @@ def scenario_pyamqp_basic(truth: Truth):
                     "redelivered": m.delivery_info.get("redelivered"),
                     "exchange": m.delivery_info.get("exchange"),
                     "routing_key": m.delivery_info.get("routing_key"),
-                    "body_len": len(m.body), "body_sha256": sha256(bytes(m.body)),
+                    "body_len": len(m.body), "body_sha256": sha256(raw_body(m)),
                     "properties": plain_json(m.properties)})
     ch.basic_ack(m.delivery_info["delivery_tag"])
     c.op("basic.ack", channel=n1, sent=["basic.ack"],
@@ -1314,12 +1321,16 @@ def scenario_pika_refused(truth: Truth):
                 if not d:
                     break
                 reply += d
+            end_reason = "FIN"
         except socket.timeout:
-            pass
+            end_reason = "timeout"
+        except ConnectionResetError:
+            end_reason = "RST"
         s.close()
         c = truth.conn("raw-socket", label=label, client_port=port, server_port=PORT,
                        protocol_header_sent=hdr.hex(),
-                       protocol_header_received=reply.hex())
+                       protocol_header_received=reply.hex(),
+                       socket_end_observed=end_reason)
         c.op("protocol-header", channel=None, sent=[], received=[],
              header_sent=hdr.hex(), header_received=reply.hex(),
              note="broker answers with the header it supports and closes the socket")

@@ -564,7 +564,9 @@ def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
     port = srv.getsockname()[1]
     path = tmp_path / "lo.pcap"
     # -Z root: do not drop to user "tcpdump", who cannot write into tmp_path
-    cmd = ["tcpdump", "-i", "lo", "-U", "-n", "-Z", "root", "-s", "0", "-w", str(path)]
+    # --immediate-mode: packets still in the TPACKET_V3 ring when SIGINT comes are lost
+    cmd = ["tcpdump", "-i", "lo", "-U", "--immediate-mode", "-n", "-Z", "root", "-s", "0",
+           "-w", str(path)]
     if nano:
         cmd += ["--time-stamp-precision=nano"]
     cmd += ["tcp", "port", str(port)]
@@ -609,6 +611,7 @@ def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
     assert src.format == "pcap" and src.linktypes == [1]
     scapy_pkts = rdpcap(str(path))
     assert len(recs) == len(scapy_pkts) > 5
+    print("largest frame", max(len(r[3]) for r in recs))
     for (num, ts, lt, data, wirelen), sp in zip(recs, scapy_pkts):
         assert bytes(sp) == data
         assert wirelen == sp.wirelen

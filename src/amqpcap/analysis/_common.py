@@ -200,7 +200,14 @@ def code_info(version: str | None, code, table: str | None = None):
         info = spec.reply_code_info(version, code)
     except Exception:
         info = None
+    if not info:
+        info = _EXTRA_CODES.get(code)
     return tuple(info) if info else None
+
+
+# Codes brokers send that the 0-9-1 specification text does not list
+# (RabbitMQ: 312 NO_ROUTE on basic.return of an unroutable mandatory publish).
+_EXTRA_CODES = {312: ("no-route", "soft")}
 
 
 def stream_versions(t) -> dict:
