@@ -1,0 +1,125 @@
+"""Errors: every failure the tables record, one row each, with the code's name and class."""
+from __future__ import annotations
+
+import pandas as pd
+
+from amqpcap.analysis._common import STR, TS_DTYPE, arg, build, code_info, ns, ordered, parse_args, records
+from amqpcap.analysis.load import as_tables
+
+__all__ = ["errors", "ERROR_COLS"]
+
+ERROR_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "frame_number": "Int64", "ts": TS_DTYPE, "direction": STR,
+    "channel": "Int32", "version": STR, "kind": STR, "method": STR, "code": "Int32", "name": STR,
+    "class": STR, "failing_method": STR, "text": STR,
+}
+
+# method -> (kind, 0-10 code table consulted first)
+_CODED = {
+    "connection.close": ("connection-close", "CLOSE_CODES"),
+    "channel.close": ("channel-close", None),
+    "basic.return": ("return", None),
+    "execution.exception": ("execution-exception", "ERROR_CODES"),
+    "session.detached": ("session-detached", "DETACH_CODES"),
+    "session.detach": ("session-detached", "DETACH_CODES"),
+    "message.reject": ("reject", None),
+}
+_UNCODED = {"basic.nack": "nack", "basic.reject": "reject"}
+_OK = {200}
+_OK_0_10 = {"connection.close": {200}, "session.detached": {0}, "session.detach": {0}}
+
+
+def errors(t) -> pd.DataFrame:
+    """One row per failure, in capture order.
+
+    ``kind``: ``connection-close`` / ``channel-close`` (reply code != 200),
+    ``return`` (basic.return), ``nack`` / ``reject`` (basic.nack, basic.reject,
+    0-10 message.reject; no code except 0-10 reject), ``execution-exception``
+    (0-10), ``session-detached`` (0-10 session.detached with a code other than
+    0 normal), ``tcp-reset`` (``connections.rst``; who from ``closed_by``),
+    ``protocol-rejected`` (``connections.negotiation == "rejected"``).
+
+    ``code`` / ``name`` / ``class`` (``soft`` / ``hard``; null when the spec gives
+    none) come from the spec tables of the conversation's version (0-10: the
+    table of the method: connection.close codes, execution error codes, detach
+    codes).  ``failing_method``: the method the peer objected to (close
+    class-id / method-id; 0-10 execution.exception: the command named by
+    ``answers_command_id``; basic.return: ``basic.publish``; a publisher nack:
+    ``basic.publish``; a consumer nack / reject: ``basic.deliver``).
+    ``frame_number`` is null for TCP resets (the tables do not record the RST
+    packet; ``ts`` is the conversation's last packet) and is the conversation's
+    first packet for rejected protocol headers.
+    """
+    t = as_tables(t)
+    rows: list[dict] = []
+    m = ordered(t.methods)
+    names = set(_CODED) | set(_UNCODED)
+    sub = m[m["method"].isin(names)] if len(m) else m
+    if len(sub):
+        # 0-10: find the command an execution.exception answers
+        cmds = {}
+        if (m["version"] == "0-10").any() and m["command_id"].notna().any():
+            c10 = m[m["command_id"].notna()]
+            for cap, st, ch, d, cid, meth in records(c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]):
+                cmds[(cap, st, ch, d, cid)] = meth
+        cols = ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "version", "method",
+                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "arguments"]
+        for (cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, args_text) in records(sub, cols):
+            a = None
+            if meth in _UNCODED:
+                kind = _UNCODED[meth]
+                if failing is None:
+                    failing = "basic.publish" if (meth == "basic.nack" and d == "s2c") else "basic.deliver"
+                rows.append(dict(capture=cap, tcp_stream=st, frame_number=frame, ts=ts, direction=d, channel=ch,
+                                 version=ver, kind=kind, method=meth, failing_method=failing, text=text))
+                continue
+            kind, table = _CODED[meth]
+            if code is None:
+                a = parse_args(args_text)
+                v = arg(a, "reply-code", "error-code", "code")
+                try:
+                    code = int(v) if v is not None else None
+                except (TypeError, ValueError):
+                    code = None
+            ok = _OK_0_10.get(meth, set()) if ver == "0-10" else _OK
+            if meth in ("connection.close", "channel.close", "session.detached", "session.detach") and (code is None or code in ok):
+                continue
+            if meth == "session.detach" and code is None:
+                continue
+            if text is None:
+                a = a if a is not None else parse_args(args_text)
+                text = arg(a, "reply-text", "description", "text")
+            info = code_info(ver, code, table if ver == "0-10" else None)
+            name = rname or (info[0] if info else None)
+            cls = info[1] if info else None
+            if meth == "basic.return" and failing is None:
+                failing = "basic.publish"
+            if meth == "execution.exception" and failing is None and answers is not None:
+                peer = "c2s" if d == "s2c" else "s2c"
+                failing = cmds.get((cap, st, ch, peer, answers))
+            if meth == "message.reject":
+                failing = failing or "message.transfer"
+            rows.append(dict(capture=cap, tcp_stream=st, frame_number=frame, ts=ts, direction=d, channel=ch,
+                             version=ver, kind=kind, method=meth, code=code, name=name, cls=cls,
+                             failing_method=failing, text=text))
+    c = t.connections
+    if len(c):
+        rst = c[c["rst"].fillna(False).astype(bool)]
+        for cap, st, end, ver, closed_by in records(rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]):
+            who = "server" if (closed_by or "").startswith("server") else ("client" if (closed_by or "").startswith("client") else None)
+            rows.append(dict(capture=cap, tcp_stream=st, frame_number=None, ts=end,
+                             direction={"client": "c2s", "server": "s2c"}.get(who), channel=None, version=ver,
+                             kind="tcp-reset", method=None, name="tcp-reset", cls="hard",
+                             text=f"reset by {who}" if who else "reset"))
+        rej = c[c["negotiation"] == "rejected"]
+        for cap, st, frame, ts, ver, ch_, sh in records(rej, ["capture", "tcp_stream", "frame_number", "ts", "client_version", "client_header", "server_header"]):
+            rows.append(dict(capture=cap, tcp_stream=st, frame_number=frame, ts=ts, direction="s2c", channel=None,
+                             version=ver, kind="protocol-rejected", method=None, name="protocol-rejected", cls="hard",
+                             text=f"client sent {ch_}, server answered {sh}"))
+    for r in rows:
+        r["class"] = r.pop("cls", None)
+    df = build(rows, ERROR_COLS)
+    if len(df):
+        df["_ts"] = ns(df["ts"])
+        df = df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable").drop(columns="_ts").reset_index(drop=True)
+    return df

@@ -1,0 +1,285 @@
+"""Connection health: heartbeat gaps, connection.blocked, channel.flow, unacked vs prefetch.
+
+TCP zero-window periods are not computed: the tables carry no TCP window
+information (see docs/analysis.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from amqpcap.analysis._common import (
+    NAT, STR, TS_DTYPE, arg, build, latency_ms, ns, ordered, parse_args, records, truthy,
+)
+from amqpcap.analysis.latency import consumer_acks
+from amqpcap.analysis.load import as_tables
+
+__all__ = ["heartbeat_gaps", "heartbeat_summary", "blocked", "flow", "unacked", "health"]
+
+GAP_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "direction": STR, "sender": STR, "heartbeat_s": "Int32",
+    "start_frame": "Int64", "start_ts": TS_DTYPE, "end_frame": "Int64", "end_ts": TS_DTYPE,
+    "gap_s": "float64", "intervals": "float64", "missed": "boolean", "open_ended": "boolean", "source": STR,
+}
+
+
+def _activity(t) -> tuple[pd.DataFrame, str]:
+    """Every sign of life per conversation and direction: (capture, tcp_stream, direction, ts ns, frame)."""
+    parts = []
+    source = "methods"
+    if t.has_frames or len(t.frames):
+        parts.append(t.frames[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
+        source = "frames"
+    parts.append(t.methods[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
+    parts.append(t.messages[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["capture", "tcp_stream", "direction", "_ts", "frame_number"]), source
+    a = pd.concat(parts, ignore_index=True)
+    a["_ts"] = ns(a["ts"])
+    a = a.drop(columns="ts").drop_duplicates(["capture", "tcp_stream", "direction", "frame_number"])
+    a = a.sort_values(["capture", "tcp_stream", "direction", "_ts", "frame_number"], kind="stable")
+    return a, source
+
+
+def heartbeat_gaps(t, *, all_gaps: bool = False) -> pd.DataFrame:
+    """Silences longer than the negotiated heartbeat interval, per conversation and direction.
+
+    Any traffic counts as a sign of life (the spec: any octet resets the
+    heartbeat timer): heartbeat frames from the ``frames`` table when the
+    output has one, and every method and content.  Without ``frames`` the
+    heartbeat frames themselves are invisible, so an idle but healthy
+    connection shows gaps: ``source`` says ``methods`` then, and the gaps are
+    upper bounds.  Only conversations with a negotiated heartbeat > 0 are
+    checked, from ``open_ts`` (else their first activity) to the conversation's
+    last packet.  ``intervals`` = gap / heartbeat; ``missed``: the gap exceeds
+    two intervals (where peers give up on the connection); ``open_ended``: the
+    gap ran to the end of the conversation.  ``all_gaps=True`` returns every
+    gap, not just those over one interval.
+    """
+    t = as_tables(t)
+    c = t.connections
+    c = c[c["heartbeat"].fillna(0) > 0] if len(c) else c
+    rows: list[dict] = []
+    if len(c) == 0:
+        return build(rows, GAP_COLS)
+    act, source = _activity(t)
+    groups = {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False)} if len(act) else {}
+    for cap, st, hb, open_ts, end_ts, close_ts in records(c, ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]):
+        hb_ns = int(hb) * 1_000_000_000
+        for d, sender in (("c2s", "client"), ("s2c", "server")):
+            g = groups.get((cap, st, d))
+            if g is None or len(g) == 0:
+                continue
+            ts = g["_ts"].to_numpy()
+            fr = g["frame_number"].to_numpy(dtype=object)
+            start = open_ts if open_ts is not None else ts[0]
+            keep = ts >= start
+            ts, fr = ts[keep], fr[keep]
+            if len(ts) == 0:
+                continue
+            stop = close_ts if close_ts is not None else end_ts
+            marks_ts = list(ts)
+            marks_fr = list(fr)
+            open_end = stop is not None and stop > ts[-1]
+            if open_end:
+                marks_ts.append(stop)
+                marks_fr.append(None)
+            mt = np.asarray(marks_ts, dtype=np.int64)
+            gaps = np.diff(mt)
+            for i in np.nonzero(gaps > (0 if all_gaps else hb_ns))[0]:
+                gap = int(gaps[i])
+                rows.append(dict(
+                    capture=cap, tcp_stream=st, direction=d, sender=sender, heartbeat_s=hb,
+                    start_frame=marks_fr[i], start_ts=int(mt[i]), end_frame=marks_fr[i + 1], end_ts=int(mt[i + 1]),
+                    gap_s=gap / 1e9, intervals=gap / hb_ns, missed=gap > 2 * hb_ns,
+                    open_ended=open_end and i == len(gaps) - 1, source=source,
+                ))
+    return build(rows, GAP_COLS)
+
+
+SUMMARY_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "direction": STR, "heartbeat_s": "Int32", "heartbeat_frames": "Int64",
+    "max_gap_s": "float64", "late": "Int64", "missed": "Int64", "source": STR,
+}
+
+
+def heartbeat_summary(t) -> pd.DataFrame:
+    """Per conversation (heartbeat > 0) and direction: heartbeat frames seen (``frames``
+    table; null without it), longest silence, gaps over one interval (``late``)
+    and over two (``missed``)."""
+    t = as_tables(t)
+    gaps = heartbeat_gaps(t, all_gaps=True)
+    c = t.connections
+    c = c[c["heartbeat"].fillna(0) > 0] if len(c) else c
+    hbf = {}
+    has_frames = t.has_frames or len(t.frames) > 0
+    if has_frames and len(t.frames):
+        f = t.frames[t.frames["type_name"] == "heartbeat"]
+        hbf = f.groupby(["capture", "tcp_stream", "direction"]).size().to_dict()
+    rows = []
+    for cap, st, hb in records(c, ["capture", "tcp_stream", "heartbeat"]):
+        for d in ("c2s", "s2c"):
+            g = gaps[(gaps["capture"] == cap) & (gaps["tcp_stream"] == st) & (gaps["direction"] == d)] if len(gaps) else gaps
+            rows.append(dict(
+                capture=cap, tcp_stream=st, direction=d, heartbeat_s=hb,
+                heartbeat_frames=int(hbf.get((cap, st, d), 0)) if has_frames else None,
+                max_gap_s=float(g["gap_s"].max()) if len(g) else None,
+                late=int((g["intervals"] > 1).sum()) if len(g) else 0,
+                missed=int(g["missed"].fillna(False).astype(bool).sum()) if len(g) else 0,
+                source="frames" if has_frames else "methods",
+            ))
+    return build(rows, SUMMARY_COLS)
+
+
+BLOCKED_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "reason": STR, "blocked_frame": "Int64", "blocked_ts": TS_DTYPE,
+    "unblocked_frame": "Int64", "unblocked_ts": TS_DTYPE, "duration_ms": "float64", "status": STR,
+}
+
+
+def blocked(t) -> pd.DataFrame:
+    """connection.blocked -> the next connection.unblocked on the same conversation.
+
+    ``status`` ``unblocked``, or ``still-blocked`` (NaN duration) when the
+    capture or conversation ended first.  Repeated blocked notifications while
+    blocked extend the same period (the first one is kept)."""
+    t = as_tables(t)
+    m = ordered(t.methods)
+    m = m[m["method"].isin(["connection.blocked", "connection.unblocked"])] if len(m) else m
+    rows: list[dict] = []
+    open_: dict = {}
+    for cap, st, name, frame, ts, args_text in records(m, ["capture", "tcp_stream", "method", "frame_number", "ts", "arguments"]):
+        key = (cap, st)
+        if name == "connection.blocked":
+            if key not in open_:
+                open_[key] = dict(capture=cap, tcp_stream=st, reason=arg(parse_args(args_text), "reason"),
+                                  blocked_frame=frame, blocked_ts=ts)
+        elif key in open_:
+            r = open_.pop(key)
+            r.update(unblocked_frame=frame, unblocked_ts=ts, status="unblocked")
+            rows.append(r)
+    for r in open_.values():
+        r["status"] = "still-blocked"
+        rows.append(r)
+    df = build(rows, BLOCKED_COLS)
+    if len(df):
+        df["duration_ms"] = latency_ms([r["blocked_ts"] for r in rows],
+                                       [NAT if r.get("unblocked_ts") is None else r["unblocked_ts"] for r in rows])
+        df = df.sort_values(["capture", "tcp_stream", "blocked_frame"], kind="stable").reset_index(drop=True)
+    return df
+
+
+FLOW_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "direction": STR, "frame_number": "Int64",
+    "ts": TS_DTYPE, "active": "boolean", "ok_frame": "Int64", "ok_ts": TS_DTYPE, "resumed_frame": "Int64",
+    "resumed_ts": TS_DTYPE, "paused_ms": "float64",
+}
+
+
+def flow(t) -> pd.DataFrame:
+    """One row per channel.flow request: who sent it, ``active``, its flow-ok, and for
+    ``active == False`` the next channel.flow(active=True) from the same sender
+    on the channel (``resumed_*``) and the pause length ``paused_ms`` (NaN if
+    never resumed).  0-10 credit-based flow control (message.flow / stop) is
+    not interpreted."""
+    t = as_tables(t)
+    m = ordered(t.methods)
+    m = m[m["method"].isin(["channel.flow", "channel.flow-ok"])] if len(m) else m
+    rows: list[dict] = []
+    pending_ok: dict = {}
+    paused: dict = {}
+    for cap, st, ch, d, name, frame, ts, args_text in records(
+            m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "arguments"]):
+        active = truthy(arg(parse_args(args_text), "active"))
+        if name == "channel.flow":
+            r = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, frame_number=frame, ts=ts, active=active)
+            rows.append(r)
+            pending_ok.setdefault((cap, st, ch, d), []).append(r)
+            key = (cap, st, ch, d)
+            if not active:
+                paused.setdefault(key, r)
+            elif key in paused:
+                p = paused.pop(key)
+                p.update(resumed_frame=frame, resumed_ts=ts)
+        else:  # flow-ok answers the peer's oldest unanswered flow
+            peer = "s2c" if d == "c2s" else "c2s"
+            lst = pending_ok.get((cap, st, ch, peer))
+            if lst:
+                r = lst.pop(0)
+                r.update(ok_frame=frame, ok_ts=ts)
+    df = build(rows, FLOW_COLS)
+    if len(df):
+        df["paused_ms"] = latency_ms(
+            [r["ts"] if not r["active"] else NAT for r in rows],
+            [NAT if r.get("resumed_ts") is None else r["resumed_ts"] for r in rows])
+    return df
+
+
+UNACKED_COLS = {
+    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "ts": TS_DTYPE, "frame_number": "Int64",
+    "event": STR, "unacked": "Int64", "prefetch_count": "Int32", "prefetch_global": "boolean",
+    "over_prefetch": "boolean",
+}
+
+
+def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Unacknowledged deliveries per channel over time, against basic.qos prefetch.
+
+    One row per change: ``event`` ``deliver`` (+1, at the packet completing the
+    delivery) or ``settle`` (-n, at the ack / nack / reject / recover; one row
+    per settling packet), ``qos`` (a basic.qos, unacked unchanged).
+    ``unacked`` is the count after the event (deliveries from :func:`consumer_acks`,
+    i.e. no-ack consumers excluded).  ``prefetch_count`` is the latest
+    basic.qos prefetch-count on the channel (null before any, and 0 means no
+    limit); ``over_prefetch`` is unacked > prefetch_count > 0.  With
+    ``global = false`` RabbitMQ applies the count per consumer, so a channel
+    with k consumers may hold k x prefetch: ``prefetch_global`` shows which.
+    """
+    t = as_tables(t)
+    acks = consumer_acks(t) if acks is None else acks
+    ev = []
+    keys = ["capture", "tcp_stream", "channel"]
+    if len(acks):
+        d = acks[keys + ["request_ts", "request_frame"]].rename(columns={"request_ts": "ts", "request_frame": "frame_number"})
+        d = d.assign(delta=1, event="deliver")
+        s = acks[acks["response_frame"].notna()]
+        s = s.groupby(keys + ["response_frame", "response_ts"], dropna=False).size().reset_index(name="n")
+        s = s.rename(columns={"response_ts": "ts", "response_frame": "frame_number"})
+        s = s.assign(delta=-s["n"], event="settle").drop(columns="n")
+        ev += [d, s]
+    m = t.methods
+    q = m[(m["method"] == "basic.qos") & (m["direction"] == "c2s")] if len(m) else m
+    if len(q):
+        qq = q[keys + ["ts", "frame_number", "prefetch_count", "arguments"]].copy()
+        qq["prefetch_global"] = [truthy(arg(parse_args(a), "global")) for a in qq["arguments"].astype(object)]
+        qq = qq.drop(columns="arguments").assign(delta=0, event="qos")
+        ev.append(qq)
+    if not ev:
+        return build([], UNACKED_COLS)
+    e = pd.concat(ev, ignore_index=True)
+    if "prefetch_count" not in e.columns:
+        e["prefetch_count"] = pd.NA
+        e["prefetch_global"] = pd.NA
+    e["_ts"] = ns(e["ts"])
+    # within a packet: settle before qos before deliver (an ack and the next delivery may share a packet)
+    e["_o"] = e["event"].map({"settle": 0, "qos": 1, "deliver": 2})
+    e = e.sort_values(keys + ["_ts", "frame_number", "_o"], kind="stable").reset_index(drop=True)
+    g = e.groupby(keys, sort=False, dropna=False)
+    e["unacked"] = g["delta"].cumsum()
+    e["prefetch_count"] = g["prefetch_count"].ffill()
+    e["prefetch_global"] = g["prefetch_global"].ffill()
+    rows = []
+    for r in records(e, keys + ["_ts", "frame_number", "event", "unacked", "prefetch_count", "prefetch_global"]):
+        cap, st, ch, ts, fr, evn, un, pc, pg = r
+        rows.append(dict(capture=cap, tcp_stream=st, channel=ch, ts=ts, frame_number=fr, event=evn, unacked=un,
+                         prefetch_count=pc, prefetch_global=pg,
+                         over_prefetch=bool(pc) and un is not None and un > pc))
+    return build(rows, UNACKED_COLS)
+
+
+def health(t) -> dict[str, pd.DataFrame]:
+    """All health frames: ``heartbeat_gaps``, ``heartbeat_summary``, ``blocked``, ``flow``, ``unacked``."""
+    t = as_tables(t)
+    return {"heartbeat_gaps": heartbeat_gaps(t), "heartbeat_summary": heartbeat_summary(t),
+            "blocked": blocked(t), "flow": flow(t), "unacked": unacked(t)}
