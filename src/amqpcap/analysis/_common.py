@@ -170,7 +170,11 @@ def spec_by_name(version: str | None) -> dict:
         mod = spec.get(version)
     except Exception:
         return {}
-    return {ms.name: ms for ms in getattr(mod, "METHODS", {}).values()}
+    table = getattr(mod, "METHODS", None)
+    if table:
+        return {ms.name: ms for ms in table.values()}
+    # 0-10 tables: controls and commands (OpSpec, with ``result`` for commands answered by execution.result)
+    return dict(getattr(mod, "OPS_BY_NAME", {}) or {})
 
 
 @functools.lru_cache(maxsize=None)

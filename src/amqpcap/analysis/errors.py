@@ -25,18 +25,20 @@ _CODED = {
     "message.reject": ("reject", None),
 }
 _UNCODED = {"basic.nack": "nack", "basic.reject": "reject"}
-_OK = {200}
+_OK = {0, 200}  # 0: what some 0-8 clients (py-amqplib) send on a normal close
 _OK_0_10 = {"connection.close": {200}, "session.detached": {0}, "session.detach": {0}}
 
 
 def errors(t) -> pd.DataFrame:
     """One row per failure, in capture order.
 
-    ``kind``: ``connection-close`` / ``channel-close`` (reply code != 200),
+    ``kind``: ``connection-close`` / ``channel-close`` (reply code other than
+    200, and other than 0, which some 0-8 clients send on a normal close),
     ``return`` (basic.return), ``nack`` / ``reject`` (basic.nack, basic.reject,
     0-10 message.reject; no code except 0-10 reject), ``execution-exception``
     (0-10), ``session-detached`` (0-10 session.detached with a code other than
-    0 normal), ``tcp-reset`` (``connections.rst``; who from ``closed_by``),
+    0 normal), ``tcp-reset`` (``connections.rst``, unless the conversation was
+    already closed by connection.close: ``closed_by`` ``client`` / ``server``),
     ``protocol-rejected`` (``connections.negotiation == "rejected"``).
 
     ``code`` / ``name`` / ``class`` (``soft`` / ``hard``; null when the spec gives
@@ -106,6 +108,8 @@ def errors(t) -> pd.DataFrame:
     if len(c):
         rst = c[c["rst"].fillna(False).astype(bool)]
         for cap, st, end, ver, closed_by in records(rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]):
+            if closed_by in ("client", "server"):
+                continue  # reset after an AMQP connection.close: socket teardown, not a failure
             who = "server" if (closed_by or "").startswith("server") else ("client" if (closed_by or "").startswith("client") else None)
             rows.append(dict(capture=cap, tcp_stream=st, frame_number=None, ts=end,
                              direction={"client": "c2s", "server": "s2c"}.get(who), channel=None, version=ver,

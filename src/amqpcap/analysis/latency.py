@@ -94,7 +94,7 @@ def method_rtt(t) -> pd.DataFrame:
     t = as_tables(t)
     m = ordered(t.methods)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts",
-            "version", "command_id", "answers_command_id", "arguments"]
+            "version", "command_id", "answers_command_id", "arguments", "synchronous"]
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, RTT_COLS)
@@ -119,7 +119,7 @@ def method_rtt(t) -> pd.DataFrame:
         pend.clear()
 
     for r in records(m, cols):
-        cap, st, ch, d, name, frame, ts, version, cmd, answers, args_text = r
+        cap, st, ch, d, name, frame, ts, version, cmd, answers, args_text, synchronous = r
         conn = state.setdefault((cap, st), {})
         pend = conn.setdefault(ch, [])
         specs = spec_by_name(version)
@@ -171,8 +171,11 @@ def method_rtt(t) -> pd.DataFrame:
         # 5. is this a request?
         spec = specs.get(name)
         responses = tuple(spec.responses) if spec is not None else ()
-        is_sync = name == "execution.sync"
-        if (responses or is_sync) and name not in _CLOSE_OK:
+        result = getattr(spec, "result", None)
+        # 0-10: execution.sync, and any command sent with the sync flag, is answered by session.completed
+        is_sync = name == "execution.sync" or (
+            version == "0-10" and cmd is not None and bool(synchronous) and not responses and result is None)
+        if (responses or is_sync or result is not None) and name not in _CLOSE_OK:
             a = parse_args(args_text) if args_text else {}
             if truthy(arg(a, "no-wait", "nowait")):
                 continue
