@@ -225,8 +225,14 @@ def plain_json(v):
 class ConnTruth:
     """Everything one client connection did, in order."""
 
-    def __init__(self, index: int, client: str, **info):
+    def __init__(self, index: int, client: str, compact=False, **info):
+        self.compact = compact
         self.d = {"index": index, "tcp_stream": index, "client": client}
+        if compact:
+            self.d["operations_compacted"] = (
+                "per-message basic.publish ops and asynchronous receive ops are "
+                "left out of 'operations'; they are in 'publishes', "
+                "'received_messages', 'c2s_methods' and the method counts")
         self.d.update(info)
         self.ops = []
         self.publishes = []
@@ -248,7 +254,8 @@ class ConnTruth:
             assert m in METHOD_IDS, m
         self.c2s.extend(sent)
         self.s2c.update(received)
-        self.ops.append(e)
+        if not (self.compact and op == "basic.publish"):
+            self.ops.append(e)
         return e
 
     def add_received(self, e):
@@ -257,6 +264,8 @@ class ConnTruth:
         self.s2c[e["method"]] += 1
         e.setdefault("seq", len(self.received))
         self.received.append(e)
+        if self.compact:
+            return e
         self.ops.append({"seq": len(self.ops), "ts": round(now(), 6),
                          "op": "recv " + e["method"], "channel": e.get("channel"),
                          "sent": [], "received": [e["method"]],
@@ -294,6 +303,7 @@ class Truth:
         self.conns = []
 
     def conn(self, client, **info):
+        info.setdefault("compact", self.d.get("compact_json", False))
         c = ConnTruth(len(self.conns), client, **info)
         self.conns.append(c)
         return c
@@ -311,20 +321,33 @@ class Truth:
 # Local ports of client sockets (also for connections refused at login)
 # --------------------------------------------------------------------------
 PORT_LOG = []
+# Every client socket of a scenario is bound to its own loopback source
+# address (127.0.91.N) and tcpdump filters on it, so other users of the same
+# broker on this machine never end up in the capture.
+SOURCE = {"addr": None}
 
 
 class _TracingSocket(socket.socket):
     def connect(self, address):
+        self._bind_source()
         try:
             return super().connect(address)
         finally:
             self._trace()
 
     def connect_ex(self, address):
+        self._bind_source()
         try:
             return super().connect_ex(address)
         finally:
             self._trace()
+
+    def _bind_source(self):
+        if SOURCE["addr"] and self.family == socket.AF_INET:
+            try:
+                self.bind((SOURCE["addr"], 0))
+            except OSError:
+                pass
 
     def _trace(self):
         try:
@@ -420,13 +443,20 @@ def reset_broker_state():
 
 
 class Tcpdump:
-    def __init__(self, path, iface="lo", port=PORT, nano=False):
+    """tcpdump on lo, stopped with SIGINT (by its own pid) and flushed.
+
+    --immediate-mode and a 64 MiB buffer (-B): without them packets of a
+    burst (the throughput scenario) were lost without tcpdump counting a drop.
+    """
+
+    def __init__(self, path, src, iface="lo", port=PORT, nano=False):
         self.path = path
-        self.cmd = ["tcpdump", "-i", iface, "-U", "-s", "0", "-Z", "root",
-                    "-w", path]
+        self.cmd = ["tcpdump", "-i", iface, "-U", "--immediate-mode",
+                    "-B", "65536", "-s", "0", "-Z", "root", "-w", path]
         if nano:
             self.cmd[1:1] = ["--time-stamp-precision=nano"]
-        self.cmd.append("tcp port %d" % port)
+        self.filter = "tcp port %d and host %s" % (port, src)
+        self.cmd.append(self.filter)
         self.proc = None
         self.stderr_lines = []
 
@@ -453,7 +483,7 @@ class Tcpdump:
         return self
 
     def __exit__(self, *exc):
-        time.sleep(0.5)   # let the last FIN/RST reach the capture
+        time.sleep(1.5)   # let the last FIN/RST reach the capture
         self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(30)
@@ -559,7 +589,7 @@ def pika_publish(c, ch, exchange, routing_key, body, props=None,
              "mandatory": mandatory, "immediate": False,
              "body_len": len(body), "body_sha256": sha256(body),
              "properties": pika_props_json(props)}
-    if len(body) <= 64:
+    if len(body) <= 64 and not c.compact:
         entry["body_hex"] = body.hex()
     if tx:
         entry["tx"] = tx
@@ -1015,6 +1045,14 @@ def scenario_pika_full(truth: Truth):
 # --------------------------------------------------------------------------
 # Scenario: py-amqp
 # --------------------------------------------------------------------------
+def pyamqp_received_props(props):
+    """py-amqp calls the headers property 'application_headers'."""
+    out = {}
+    for k, v in props.items():
+        out["headers" if k == "application_headers" else k] = plain_json(v)
+    return out
+
+
 def raw_body(msg):
     """py-amqp leaves body == '' (a str) when a message has no body frame."""
     b = msg.body
@@ -1137,7 +1175,7 @@ def scenario_pyamqp_basic(truth: Truth):
                         "redelivered": di["redelivered"], "exchange": di["exchange"],
                         "routing_key": di["routing_key"], "body_len": len(msg.body),
                         "body_sha256": sha256(raw_body(msg)),
-                        "properties": plain_json(msg.properties)})
+                        "properties": pyamqp_received_props(msg.properties)})
 
     ctag = ch.basic_consume(Q, callback=cb, no_ack=False, consumer_tag="pyamqp-ctag")
     c.op("basic.consume", channel=n1, sent=["basic.consume"], received=["basic.consume-ok"],
@@ -1196,7 +1234,7 @@ def scenario_pyamqp_basic(truth: Truth):
                     "exchange": m.delivery_info.get("exchange"),
                     "routing_key": m.delivery_info.get("routing_key"),
                     "body_len": len(m.body), "body_sha256": sha256(raw_body(m)),
-                    "properties": plain_json(m.properties)})
+                    "properties": pyamqp_received_props(m.properties)})
     ch.basic_ack(m.delivery_info["delivery_tag"])
     c.op("basic.ack", channel=n1, sent=["basic.ack"],
          delivery_tag=m.delivery_info["delivery_tag"], multiple=False)
@@ -1311,7 +1349,8 @@ def scenario_pika_refused(truth: Truth):
     # 4./5. raw sockets announcing other protocol versions
     for label, hdr in (("amqp-0-10-header", b"AMQP\x01\x01\x00\x0a"),
                        ("amqp-1-0-header", b"AMQP\x00\x01\x00\x00")):
-        s = socket.create_connection((HOST, PORT), timeout=5)
+        s = socket.create_connection((HOST, PORT), timeout=5,
+                                     source_address=(SOURCE["addr"], 0))
         port = s.getsockname()[1]
         s.sendall(hdr)
         reply = b""
@@ -1339,6 +1378,24 @@ def scenario_pika_refused(truth: Truth):
         time.sleep(0.3)
 
 
+def wait_broker_quiet(src, limit=120.0):
+    """The memory alarm blocks every publisher on the node: wait until the
+    only AMQP connections are ours, so other users of the broker are not hit."""
+    end = now() + limit
+    while True:
+        r = run(["rabbitmqctl", "-q", "list_connections", "peer_host"],
+                check=False, quiet=True)
+        hosts = [l.strip() for l in r.stdout.splitlines()
+                 if l.strip() and l.strip() != "peer_host"]
+        others = [h for h in hosts if h != src]
+        if r.returncode == 0 and not others:
+            return True
+        if now() > end:
+            log("other connections still open:", others)
+            return False
+        time.sleep(1.0)
+
+
 # --------------------------------------------------------------------------
 # Scenario: connection.blocked / unblocked
 # --------------------------------------------------------------------------
@@ -1355,6 +1412,8 @@ def scenario_pika_blocked(truth: Truth):
         events.append(("blocked", now(), m.method.reason))
         c.add_received({"method": "connection.blocked", "channel": 0,
                         "reason": m.method.reason})
+        c.errors.append({"level": "connection", "method": "connection.blocked",
+                         "reason": m.method.reason})
 
     def on_unblocked(_conn, m):
         events.append(("unblocked", now(), None))
@@ -1371,6 +1430,10 @@ def scenario_pika_blocked(truth: Truth):
     for i in (1, 2, 3):
         pika_publish(c, ch, "", Q, body_of("before-alarm", i))
     conn.process_data_events(0.2)
+    quiet = wait_broker_quiet(SOURCE["addr"])
+    if not quiet:
+        truth.note("other clients were connected to the broker when the memory "
+                   "alarm was raised; they were blocked too")
     try:
         t_alarm = now()
         ctl("set_vm_memory_high_watermark", "0.0000001")
@@ -1413,8 +1476,10 @@ def scenario_pika_blocked(truth: Truth):
 # --------------------------------------------------------------------------
 # Scenario: throughput (2 connections)
 # --------------------------------------------------------------------------
-def scenario_pika_throughput(truth: Truth, n_messages=1500, batch=100, rpc_every=100):
+def scenario_pika_throughput(truth: Truth, n_messages=1200, batch=100, rpc_every=100,
+                             pause=0.15):
     import pika
+    truth.d["compact_json"] = True
     truth.d["client"] = {"library": "pika", "version": pika.__version__}
     Q = "amqpcap.q.tp"
     REPLY_Q = "amqpcap.q.tp.replies"
@@ -1501,7 +1566,7 @@ def scenario_pika_throughput(truth: Truth, n_messages=1500, batch=100, rpc_every
             kw["correlation_id"] = "rpc-%05d" % i
         pika_publish(pc, pch, "", Q, body, pika.BasicProperties(**kw))
         if i % batch == 0:
-            pconn.process_data_events(0.02)
+            pconn.sleep(pause)
     end = now() + 30
     while (not done.is_set() or len(replies) < n_messages // rpc_every) and now() < end:
         pconn.process_data_events(0.05)
@@ -1523,7 +1588,7 @@ def scenario_pika_throughput(truth: Truth, n_messages=1500, batch=100, rpc_every
     pika_close(cc, cconn)
     truth.d["throughput"] = {
         "messages": n_messages, "body_len": 32, "publish_batch": batch,
-        "rpc_every": rpc_every, "rpc_requests": n_messages // rpc_every,
+        "rpc_every": rpc_every, "pause_between_batches_s": pause, "rpc_requests": n_messages // rpc_every,
         "rpc_replies_received": len(replies), "consumer_prefetch": 50,
         "consumer_ack_every": ack_every, "consumer_acks_multiple": True,
         "publisher_connection": 1, "consumer_connection": 0,
@@ -1589,6 +1654,12 @@ def tshark_crosscheck(pcap, truth_json):
             e["tshark_s2c_counts"] = dict(sorted(p["s2c"].items()))
         out["connections"].append(e)
     out["all_match"] = ok_all
+    ex = run(["tshark", "-r", pcap, "-q", "-z", "expert"], check=False, quiet=True).stdout
+    lost = [l.strip() for l in ex.splitlines()
+            if "not captured" in l or "unseen segment" in l]
+    out["tcp_segments_missing"] = lost
+    if lost:
+        out["all_match"] = False
     return out
 
 
@@ -1629,8 +1700,15 @@ SCENARIOS = {
 }
 
 
+SOURCE_ADDRS = {"pika_full": "127.0.91.1", "pyamqp_basic": "127.0.91.2",
+                "pika_refused": "127.0.91.3", "pika_blocked": "127.0.91.4",
+                "pika_throughput": "127.0.91.5"}
+
+
 def record(name, outdir, binfo):
     fn, desc, nano = SCENARIOS[name]
+    src = SOURCE_ADDRS[name]
+    SOURCE["addr"] = src
     base = "rabbitmq091_%s" % name
     pcap = os.path.join(outdir, base + ".pcap")
     truth_path = os.path.join(outdir, base + ".truth.json")
@@ -1638,24 +1716,30 @@ def record(name, outdir, binfo):
     truth = Truth(name, base + ".pcap", desc)
     truth.d["broker"] = binfo
     truth.d["python"] = platform.python_version()
+    truth.d["client_address"] = src
+    truth.d["server"]["address"] = HOST
     truth.d["credentials"] = {"user": USER, "password": PASSWORD,
                               "wrong_password": WRONG_PASSWORD, "vhost": VHOST,
                               "note": "PLAIN and AMQPLAIN carry the password in clear "
                                       "in connection.start-ok; decoded output must "
                                       "never contain it"}
     log("=== scenario", name, "->", pcap)
-    with Tcpdump(pcap, nano=nano) as td:
+    with Tcpdump(pcap, src, nano=nano) as td:
         time.sleep(0.2)
         fn(truth)
         time.sleep(0.3)
     truth.d["capture_info"] = {
-        "command": " ".join(td.cmd), "interface": "lo", "linktype": "EN10MB",
+        "command": " ".join(td.cmd), "filter": td.filter, "interface": "lo",
+        "linktype": "EN10MB",
         "timestamp_precision": "ns" if nano else "us",
         "tcpdump_stderr": td.stats(), "file_size": os.path.getsize(pcap)}
     tj = truth.as_json()
     tj["crosscheck"] = tshark_crosscheck(pcap, tj)
     with open(truth_path, "w") as f:
-        json.dump(tj, f, indent=1, sort_keys=False, default=str)
+        if tj.get("compact_json"):
+            json.dump(tj, f, separators=(",", ":"), default=str)
+        else:
+            json.dump(tj, f, indent=1, sort_keys=False, default=str)
         f.write("\n")
     log("wrote", pcap, os.path.getsize(pcap), "bytes;", truth_path,
         os.path.getsize(truth_path), "bytes; tshark crosscheck all_match =",
