@@ -199,10 +199,12 @@ def ensure_broker():
 def tool_versions():
     def first_line(cmd):
         try:
-            out = run(cmd).stdout.strip().splitlines()
-            return out[0] if out else None
+            out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 universal_newlines=True).stdout.splitlines()
         except OSError:
             return None
+        out = [l for l in out if l.lower().startswith(('tshark', 'tcpdump'))]
+        return out[0].strip() if out else None
 
     def dpkg(pkg):
         try:

@@ -377,7 +377,8 @@ def main():
         print(err, file=sys.stderr)
     with open(args.ops, 'w') as f:
         json.dump({'client': {'name': 'py-amqplib', 'module': 'amqplib.client_0_8',
-                              'version': getattr(amqplib, '__version__', None),
+                              'version': getattr(amqplib, '__version__', None)
+                              or 'python3-amqplib 1.0.2-3 (Debian; module has no version)',
                               'python': sys.version.split()[0]},
                    'protocol_header_sent_hex': (amqp_transport.AMQP_PROTOCOL_HEADER.hex()),
                    'user': USER, 'password': PASSWORD, 'vhost': VHOST,
