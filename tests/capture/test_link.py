@@ -256,7 +256,7 @@ def test_format_addr():
 
 # -- property: whatever scapy builds, we read back -------------------------------------
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     linktype=st.sampled_from([0, 1, 108, 101, 113, 276]),
     v6=st.booleans(),
@@ -265,19 +265,31 @@ def test_format_addr():
     flags=st.sampled_from(["S", "SA", "A", "PA", "FA", "RA", "F", "R"]),
     payload=st.binary(max_size=300),
     caplen=st.one_of(st.none(), st.integers(0, 500)),
+    extra=st.sampled_from([0, 4, 8, 16]),  # IPv4 option bytes / IPv6 ext headers
+    tcp_ts=st.booleans(),
 )
 def test_roundtrip_against_scapy_built_packets(linktype, v6, sport, dport, seq, ack,
-                                               flags, payload, caplen):
+                                               flags, payload, caplen, extra, tcp_ts):
     src, dst = V6 if v6 else V4
-    ip = g.tcp_ip(src, dst, sport, dport, seq, ack, flags, payload)
+    kw = {"tcp_options": [("NOP", None), ("NOP", None), ("Timestamp", (7, 9))] if tcp_ts else None}
+    if v6:
+        kw["ipv6_ext"] = {0: [], 4: ["hop"], 8: ["dest"], 16: ["hop", "routing"]}[extra]
+    elif extra:
+        kw["ip_options"] = b"\x01" * extra
+    ip = g.tcp_ip(src, dst, sport, dport, seq, ack, flags, payload, **kw)
     f = g.frame(linktype, ip)
     hdr = len(f) - len(ip) if linktype != 1 else 14
-    r = parse_packet(linktype, f if caplen is None else f[:caplen])
-    iplen = 40 if v6 else 20
-    if caplen is not None and caplen < hdr + iplen + 20:
+    cut_f = f if caplen is None else f[:caplen]
+    r = parse_packet(linktype, cut_f)
+    # the fast path and the careful parsers agree
+    if len(cut_f) >= hdr:
+        slow = (link._ipv6 if v6 else link._ipv4)(cut_f, hdr, len(cut_f))
+        assert r == slow
+    head = len(ip) - len(payload)  # IP + extension/option + TCP header bytes
+    if caplen is not None and caplen < hdr + head - (12 if tcp_ts else 0):
         assert isinstance(r, str)
         return
-    kept = len(payload) if caplen is None else max(0, min(len(payload), caplen - hdr - iplen - 20))
+    kept = len(payload) if caplen is None else max(0, min(len(payload), caplen - hdr - head))
     assert r[0] == (6 if v6 else 4)
     assert r[1:5] == (a(src), a(dst), sport, dport)
     assert r[5:7] == (seq, ack)

@@ -130,6 +130,10 @@ _VLAN_TPIDS = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
 
 _u_H = struct.Struct("!H").unpack_from
 _u_tcp = struct.Struct("!HHIIHH").unpack_from  # sport dport seq ack off/flags window
+# IPv4 (no options) + TCP: vihl, total length, frag, proto, src, dst, then TCP as above
+_u_v4 = struct.Struct("!BxHxxHxB2x4s4sHHIIHH").unpack_from
+# IPv6 + TCP: version/class, payload length, next header, src, dst, then TCP
+_u_v6 = struct.Struct("!BxxxHBx16s16sHHIIHH").unpack_from
 
 _inet_ntop = socket.inet_ntop
 _AF = {4: socket.AF_INET, 6: socket.AF_INET6}
@@ -153,6 +157,7 @@ def _ethertype(data, off: int, et: int):
 def parse_packet(linktype: int, data: bytes):
     """Parse one captured packet; see the module docstring for the result."""
     n = len(data)
+    # 1. link layer -> (offset of the IP header, IP version)
     if linktype == 1:
         if n < 14:
             return "truncated-link-header"
@@ -163,11 +168,12 @@ def parse_packet(linktype: int, data: bytes):
             if et < 0:
                 return "truncated-link-header"
         if et == 0x0800:
-            return _ipv4(data, off, n)
-        if et == 0x86DD:
-            return _ipv6(data, off, n)
-        return None
-    if linktype == 113 or linktype == 276:
+            v = 4
+        elif et == 0x86DD:
+            v = 6
+        else:
+            return None
+    elif linktype == 113 or linktype == 276:
         if linktype == 113:
             if n < 16:
                 return "truncated-link-header"
@@ -183,11 +189,12 @@ def parse_packet(linktype: int, data: bytes):
             if et < 0:
                 return "truncated-link-header"
         if et == 0x0800:
-            return _ipv4(data, off, n)
-        if et == 0x86DD:
-            return _ipv6(data, off, n)
-        return None
-    if linktype == 0 or linktype == 108:
+            v = 4
+        elif et == 0x86DD:
+            v = 6
+        else:
+            return None
+    elif linktype == 0 or linktype == 108:
         if n < 4:
             return "truncated-link-header"
         if linktype == 108 or data[0] == 0:
@@ -195,34 +202,51 @@ def parse_packet(linktype: int, data: bytes):
         else:  # little-endian host
             af = data[0] if data[1] == 0 and data[2] == 0 and data[3] == 0 else -1
         if af == 2:
-            return _ipv4(data, 4, n)
-        if af in _AF_INET6:
-            return _ipv6(data, 4, n)
-        return None
-    if linktype == 101 or linktype == 14 or linktype == 12:
+            v = 4
+        elif af in _AF_INET6:
+            v = 6
+        else:
+            return None
+        off = 4
+    elif linktype == 101 or linktype == 14 or linktype == 12:
         if n < 1:
             return "truncated-ip-header"
         v = data[0] >> 4
-        if v == 4:
-            return _ipv4(data, 0, n)
-        if v == 6:
-            return _ipv6(data, 0, n)
-        if linktype == 12 and n >= 4 and data[0] == 0 and data[1] == 0 and data[2] == 0:
-            return parse_packet(108, data)  # OpenBSD DLT_LOOP
-        return None
-    if linktype == 228:
+        if v != 4 and v != 6:
+            if linktype == 12 and n >= 4 and data[0] == 0 and data[1] == 0 and data[2] == 0:
+                return parse_packet(108, data)  # OpenBSD DLT_LOOP
+            return None
+        off = 0
+    elif linktype == 228 or linktype == 229:
         if n < 1:
             return "truncated-ip-header"
-        if data[0] >> 4 != 4:
+        v = data[0] >> 4
+        if v != (4 if linktype == 228 else 6):
             return "bad-ip-header"
-        return _ipv4(data, 0, n)
-    if linktype == 229:
-        if n < 1:
-            return "truncated-ip-header"
-        if data[0] >> 4 != 6:
-            return "bad-ip-header"
-        return _ipv6(data, 0, n)
-    raise UnsupportedLinkType(linktype)
+        off = 0
+    else:
+        raise UnsupportedLinkType(linktype)
+
+    # 2. fast path for the common case (no IP options / extension headers,
+    #    not fragmented, lengths consistent, not cut by the snaplen); anything
+    #    else goes to the careful parsers below, which give the same answer.
+    if v == 4:
+        if n >= off + 40:
+            vihl, total, frag, proto, src, dst, sport, dport, seq, ack, of, win = _u_v4(data, off)
+            if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and total >= 40 and of >= 0x5000:
+                end = off + total
+                p = off + 20 + ((of >> 10) & 0x3C)
+                if end <= n and p <= end:
+                    return (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
+        return _ipv4(data, off, n)
+    if n >= off + 60:
+        vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)
+        if nh == 6 and vf >> 4 == 6 and plen >= 20 and of >= 0x5000:
+            end = off + 40 + plen
+            p = off + 40 + ((of >> 10) & 0x3C)
+            if end <= n and p <= end:
+                return (6, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
+    return _ipv6(data, off, n)
 
 
 def _ipv4(data, off: int, n: int):

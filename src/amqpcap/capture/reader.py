@@ -57,22 +57,26 @@ header's ``thiszone`` (as Wireshark does).  pcapng converts ticks with
 which matches Wireshark for power-of-2 resolutions).  A simple packet block
 has no timestamp: it gets the previous packet's timestamp (0 if first).
 
-Implementation notes (why not scapy's raw readers): measured on this
-machine, ``scapy.utils.RawPcapReader`` reads ~0.75 M packets/s and
-``RawPcapNgReader`` ~0.3 M packets/s, against ~2-3 M packets/s for the
-chunked ``struct.unpack_from`` loops below.  Beyond speed, scapy 2.8's raw
-readers are wrong for our purposes in several ways (see
-``tests/capture/test_reader.py::test_scapy_raw_reader_limitations``):
+Implementation notes (why not scapy's raw readers): measured with
+``bench/bench_reader.py`` (1M mixed packets, 2 shared cores),
+``scapy.utils.RawPcapReader`` reads ~0.4 M packets/s and ``RawPcapNgReader``
+~0.3 M packets/s, against ~2.4 M packets/s (pcap) and ~1.4 M packets/s
+(pcapng) for the chunked ``struct.unpack_from`` loops below (scapy does two
+or three ``read`` calls and builds a namedtuple per packet).  Beyond speed,
+scapy 2.8's raw readers are wrong for our purposes in several ways:
 
 * they silently truncate every packet to ``MTU`` = 65535 bytes (a loopback
-  frame with a 64 KiB IP packet is 65549 bytes);
+  frame with a 64 KiB IP packet is 65549 bytes) -- see
+  ``test_packets_larger_than_64k_are_not_truncated``;
 * a file cut in the middle of a record ends iteration exactly like a clean
   end of file (pcap: the partial record is even returned as a short packet);
 * ``RawPcapNgReader`` computes an SPB's captured length as
   ``min(wirelen, snaplen)`` so an IDB with snaplen 0 ("no limit", the common
-  case) yields *empty* SPB packets, skips unknown blocks without telling,
-  ignores ``if_tsoffset``, keeps the previous section's interfaces after a new
-  SHB and reads whatever block length the file claims (up to 4 GiB).
+  case) yields *empty* SPB packets
+  (``test_pcapng_simple_packet_block_with_unlimited_snaplen_keeps_all_bytes``),
+  skips unknown blocks without telling, ignores ``if_tsoffset``, keeps the
+  previous section's interfaces after a new SHB and reads whatever block
+  length the file claims (up to 4 GiB).
 
 So both formats are parsed here, reading the file in ``CHUNK``-sized pieces
 and cutting records out of the chunk with ``struct.unpack_from``; the only
@@ -431,12 +435,31 @@ class PacketSource:
         n = 0
         last_ts = 0
         ifaces: list = []
-        u2 = u1 = u5 = None
+        u2 = struct.Struct("<II").unpack_from  # until the first SHB sets the order
+        u7 = struct.Struct("<7I").unpack_from
+        u1 = u5 = None
         try:
             buf = read(CHUNK)
             pos = 0
             blen = len(buf)
             while True:
+                # fast path: a well-formed EPB wholly in the buffer, known interface
+                if pos + 32 <= blen:
+                    btype, blk, iid, hi, lo, caplen, wirelen = u7(buf, pos)
+                    if btype == 6 and caplen <= blk - 32 and not blk & 3:
+                        end = pos + blk
+                        if end <= blen and iid < len(ifaces) and u1(buf, end - 4)[0] == blk:
+                            lt, num, den, off, _snap = ifaces[iid]
+                            if lt is not None:
+                                n += 1
+                                if den == 1:
+                                    last_ts = (((hi << 32) | lo) * num) + off
+                                else:
+                                    last_ts = (((hi << 32) | lo) * num) // den + off
+                                yield (n, last_ts, lt, buf[pos + 28:pos + 28 + caplen], wirelen)
+                                pos = end
+                                continue
+                # general path: every block type, refills, checks and anomalies
                 if pos + 12 > blen:
                     buf = buf[pos:] + read(CHUNK)
                     pos = 0
@@ -444,7 +467,8 @@ class PacketSource:
                     if blen < 12:
                         self._finish(stream, n + 1, last_ts, blen, "a block header")
                         return
-                if buf[pos:pos + 4] == _PCAPNG_SHB:
+                btype, blk = u2(buf, pos)
+                if btype == _SHB_TYPE:  # palindrome: reads the same in both byte orders
                     bom = buf[pos + 8:pos + 12]
                     if bom == _BOM_LE:
                         e = "<"
@@ -458,13 +482,14 @@ class PacketSource:
                     u2 = struct.Struct(e + "II").unpack_from
                     u1 = struct.Struct(e + "I").unpack_from
                     u5 = struct.Struct(e + "5I").unpack_from
+                    u7 = struct.Struct(e + "7I").unpack_from
                     uidb = struct.Struct(e + "HxxI").unpack_from
                     upb = struct.Struct(e + "HH4I").unpack_from
                     uopt = struct.Struct(e + "HH").unpack_from
                     uq = struct.Struct(e + "q").unpack_from
                     uh = struct.Struct(e + "H").unpack_from
                     ifaces = []
-                btype, blk = u2(buf, pos)
+                    btype, blk = u2(buf, pos)
                 if blk < 12 or blk & 3:
                     anomalies.append((n + 1, last_ts, "corrupt-block",
                                       f"block type 0x{btype:08x} has invalid length {blk}; "
