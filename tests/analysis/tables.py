@@ -87,7 +87,7 @@ def frame(table: str, rows: list[dict]) -> pd.DataFrame:
         d.update(r)
         for k in ("ts", "syn_ts", "open_ts", "close_ts", "end_ts", "msg_timestamp"):
             if k in d and isinstance(d[k], pd.Timestamp):
-                d[k] = d[k].to_pydatetime()
+                d[k] = d[k].value  # int ns: exact
         full.append(d)
     return arrow_to_pandas(pa.Table.from_pylist(full, schema=SCHEMAS[table]), table)
 

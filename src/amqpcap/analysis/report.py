@@ -1,0 +1,499 @@
+"""The HTML report: matplotlib PNGs and one self-contained page embedding them.
+
+``write_report(t, out_dir)`` writes ``throughput.png``, ``latency.png``,
+``errors.png``, ``timeline.png``, ``unacked.png`` and ``index.html`` (the PNGs
+inlined as base64, so the page alone can be mailed around).  No pyplot: the
+figures use the Agg canvas directly, so calling this from a notebook does not
+touch the notebook's backend.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, MaxNLocator
+
+from amqpcap.analysis._common import ns, ordered, records
+from amqpcap.analysis.errors import errors as errors_frame
+from amqpcap.analysis.health import unacked as unacked_frame
+from amqpcap.analysis.latency import all_latencies
+from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.stats import LATENCY_KINDS, _connection_rows, stats as stats_dict
+from amqpcap.analysis.throughput import totals
+
+__all__ = ["write_report", "pick_bucket", "FIGURES"]
+
+FIGURES = ("throughput", "latency", "errors", "timeline", "unacked")
+TOP_CONNECTIONS = 40
+TOP_CHANNELS = 8
+C2S, S2C = "#1f77b4", "#d62728"
+
+_NICE = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900,
+         1800, 3600, 7200, 21600, 43200, 86400]
+
+
+def pick_bucket(span_s: float | None, target: int = 120) -> str:
+    """A round bucket width giving about ``target`` buckets over ``span_s`` seconds."""
+    if not span_s or span_s <= 0:
+        return "1s"
+    want = span_s / target
+    b = next((x for x in _NICE if x >= want), _NICE[-1])
+    return f"{int(round(b * 1000))}ms" if b < 1 else f"{int(b)}s"
+
+
+def _fmt_bucket(bucket: str) -> str:
+    s = pd.Timedelta(bucket).total_seconds()
+    return f"{s * 1000:g} ms" if s < 1 else f"{s:g} s"
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", dpi=100)
+    return path
+
+
+def _empty(fig: Figure, title: str, text: str):
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=13, color="#555", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _t0(t) -> pd.Timestamp | None:
+    vals = []
+    for df in (t.connections, t.methods, t.messages, t.frames):
+        if len(df) and df["ts"].notna().any():
+            vals.append(df["ts"].min())
+    return min(vals) if vals else None
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
+    fig = Figure(figsize=(11, 6.5))
+    tot = totals(t, bucket=bucket)
+    if len(tot) == 0 or t0 is None:
+        _empty(fig, "Throughput", "no AMQP traffic")
+        return _save(fig, path)
+    secs = pd.Timedelta(bucket).total_seconds()
+    x = (pd.to_datetime(tot["bucket"], utc=True) - t0).dt.total_seconds().to_numpy()
+    ax1 = fig.add_subplot(2, 1, 1)
+    ax2 = fig.add_subplot(2, 1, 2, sharex=ax1)
+    for d, color, label in (("c2s", C2S, "client → server"), ("s2c", S2C, "server → client")):
+        ax1.step(x, tot[f"messages_{d}"] / secs, where="post", color=color, label=label)
+        ax2.step(x, tot[f"wire_bytes_{d}"] / secs, where="post", color=color, label=f"wire, {label}")
+        ax2.step(x, tot[f"body_bytes_{d}"] / secs, where="post", color=color, linestyle="--", alpha=0.7,
+                 label=f"body, {label}")
+    ax1.set_ylabel("messages / s")
+    ax1.set_title(f"Throughput per {_fmt_bucket(bucket)} bucket "
+                  f"(frames/wire bytes from {tot.attrs.get('frames_source', '?')})")
+    ax1.legend(loc="upper right", fontsize=8)
+    ax2.set_ylabel("bytes / s (wire solid, body dashed)")
+    ax2.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)")
+    ax2.legend(loc="upper right", fontsize=8, ncol=2)
+    ax1.yaxis.set_major_formatter(EngFormatter(sep=""))
+    ax2.yaxis.set_major_formatter(EngFormatter(unit="B/s", sep=" "))
+    for ax in (ax1, ax2):
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+_KIND_TITLES = {
+    "method_rtt": "method round trip", "confirm": "publisher confirm", "consumer_ack": "consumer ack",
+    "transit": "broker transit", "rpc": "application RPC", "connection_setup": "connection setup (SYN → open-ok)",
+}
+
+
+def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
+    if len(df) == 0:
+        return np.zeros(0)
+    if kind == "method_rtt" or kind == "connection_setup":
+        df = df[df["status"] == "ok"]
+    elif kind == "confirm":
+        df = df[df["outcome"].isin(["ack", "nack"])]
+    elif kind == "consumer_ack":
+        df = df[df["outcome"].isin(["ack", "nack", "reject"])]
+    elif kind == "transit":
+        df = df[df["first"].fillna(False).astype(bool)]
+    a = df["latency_ms"].to_numpy(dtype=float)
+    return a[np.isfinite(a)]
+
+
+def fig_latency(lat: dict, path: Path) -> Path:
+    fig = Figure(figsize=(12, 7))
+    kinds = list(LATENCY_KINDS)
+    for i, kind in enumerate(kinds):
+        ax = fig.add_subplot(2, 3, i + 1)
+        a = _ok_latencies(kind, lat[kind])
+        ax.set_title(f"{_KIND_TITLES[kind]} (n={len(a):,})", fontsize=10)
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("pairs")
+        if len(a) == 0:
+            ax.text(0.5, 0.5, "no pairs", ha="center", va="center", color="#777", transform=ax.transAxes)
+            ax.set_yticks([])
+            ax.set_xticks([])
+            continue
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        pos = a[a > 0]
+        lo, hi = (pos.min(), pos.max()) if len(pos) else (0.001, 1)
+        if len(pos) and hi / lo > 20:
+            bins = np.logspace(math.log10(lo), math.log10(hi) + 1e-9, 40)
+            ax.hist(np.clip(a, lo, None), bins=bins, color="#4c72b0")
+            ax.set_xscale("log")
+        else:
+            ax.hist(a, bins=min(40, max(5, len(a))), color="#4c72b0")
+        for q, style in ((50, "-"), (99, ":")):
+            v = np.percentile(a, q)
+            ax.axvline(v, color="k", linestyle=style, linewidth=1, label=f"p{q} = {v:,.3f} ms")
+        ax.legend(fontsize=7, loc="upper right")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("Latency distributions (matched pairs only)")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
+    if len(err) == 0:
+        fig = Figure(figsize=(9, 2.5))
+        _empty(fig, "Errors", "no errors")
+        return _save(fig, path)
+    e = err.copy()
+    def label(c, n, m, k):
+        head = " ".join(x for x in ("" if pd.isna(c) else str(int(c)), n if isinstance(n, str) else "") if x) or k
+        return f"{head} ({m})" if isinstance(m, str) and m != head else head
+
+    e["label"] = [label(c, n, m, k) for c, n, m, k in zip(e["code"], e["name"], e["method"], e["kind"])]
+    counts = e.groupby(["label", "class"], dropna=False).size().reset_index(name="n").sort_values("n", ascending=True)
+    more = len(counts) - top
+    counts = counts.tail(top)
+    fig = Figure(figsize=(10, max(2.5, 0.38 * len(counts) + 1.3)))
+    ax = fig.add_subplot(1, 1, 1)
+    colors = ["#d62728" if c == "hard" else ("#ff7f0e" if c == "soft" else "#7f7f7f") for c in counts["class"]]
+    ax.barh(counts["label"], counts["n"], color=colors)
+    for y, n in enumerate(counts["n"]):
+        ax.text(n, y, f" {n}", va="center", fontsize=8)
+    ax.set_xlabel("occurrences (count)")
+    ax.set_title("Errors by code (red: hard, orange: soft, grey: no class)"
+                 + (f" — top {top}, {more} more in the table" if more > 0 else ""))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def channel_lifetimes(t) -> pd.DataFrame:
+    """(capture, tcp_stream, channel, start_ns, end_ns or NAT): channel.open -> channel.close-ok
+    (0-10: session.attach -> session.detached)."""
+    m = ordered(t.methods)
+    m = m[m["method"].isin(["channel.open", "channel.close-ok", "session.attach", "session.detached"])] if len(m) else m
+    rows = []
+    open_: dict = {}
+    for cap, st, ch, name, ts in records(m, ["capture", "tcp_stream", "channel", "method", "ts"]):
+        k = (cap, st, ch)
+        if name in ("channel.open", "session.attach"):
+            open_.setdefault(k, ts)
+        elif k in open_:
+            rows.append((cap, st, ch, open_.pop(k), ts))
+    rows += [(k[0], k[1], k[2], v, None) for k, v in open_.items()]
+    cols = ["capture", "tcp_stream", "channel", "start", "end"]
+    return pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object) for i, c in enumerate(cols)})
+
+
+def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTIONS) -> Path:
+    c = t.connections
+    if len(c) == 0 or t0 is None:
+        fig = Figure(figsize=(10, 2.5))
+        _empty(fig, "Connections", "no connections")
+        return _save(fig, path)
+    t0n = int(pd.Timestamp(t0).value)
+    start = ns(c["ts"])
+    end = ns(c["end_ts"].fillna(c["ts"]))
+    c = c.assign(x_s=(start - t0n) / 1e9, x_e=(end - t0n) / 1e9,
+                 x_b=(c["bytes_c2s"].fillna(0).astype("int64") + c["bytes_s2c"].fillna(0).astype("int64")).to_numpy())
+    n = len(c)
+    shown = c.sort_values(["x_b", "x_s"], ascending=[False, True]).head(top).sort_values("x_s")
+    fig = Figure(figsize=(12, 3 + 0.28 * len(shown)))
+    gs = fig.add_gridspec(2, 1, height_ratios=[1, max(1.5, 0.28 * len(shown) / 2)])
+    ax0 = fig.add_subplot(gs[0])
+    ax = fig.add_subplot(gs[1], sharex=ax0)
+    # concurrency of every connection and channel (aggregate: readable at any scale)
+    ev = np.concatenate([np.c_[c["x_s"].to_numpy(), np.ones(n)], np.c_[c["x_e"].to_numpy(), -np.ones(n)]])
+    ev = ev[np.lexsort((ev[:, 1], ev[:, 0]))]
+    ax0.step(ev[:, 0], np.cumsum(ev[:, 1]), where="post", color="#2ca02c", label="open connections")
+    ch = channel_lifetimes(t)
+    if len(ch):
+        cs = (np.asarray(ch["start"], dtype=np.int64) - t0n) / 1e9
+        ends = np.array([e if e is not None and not pd.isna(e) else np.iinfo(np.int64).min for e in ch["end"]], dtype=np.int64)
+        conn_end = dict(zip(zip(c["capture"], c["tcp_stream"]), end))
+        fb = np.array([conn_end.get((a, b), np.int64(t0n)) for a, b in zip(ch["capture"], ch["tcp_stream"])], dtype=np.int64)
+        ce = (np.where(ends == np.iinfo(np.int64).min, fb, ends) - t0n) / 1e9
+        e2 = np.concatenate([np.c_[cs, np.ones(len(cs))], np.c_[ce, -np.ones(len(ce))]])
+        e2 = e2[np.lexsort((e2[:, 1], e2[:, 0]))]
+        ax0.step(e2[:, 0], np.cumsum(e2[:, 1]), where="post", color="#9467bd", label="open channels / sessions")
+    ax0.set_ylabel("open (count)")
+    ax0.set_title(f"{n:,} connection(s)" + (f"; timeline below: the {len(shown)} with most bytes" if n > len(shown) else ""))
+    ax0.legend(loc="upper right", fontsize=8)
+    ax0.grid(True, alpha=0.3)
+    ax0.set_ylim(bottom=0)
+    # per-connection bars with their channels and errors
+    labels = []
+    chmap = {}
+    if len(ch):
+        for cap, st, chn, s, e in ch.itertuples(index=False, name=None):
+            chmap.setdefault((cap, st), []).append((chn, s, e))
+    for y, r in enumerate(shown.itertuples(index=False)):
+        ax.barh(y, max(r.x_e - r.x_s, 1e-6), left=r.x_s, height=0.7, color="#c7d9ef", edgecolor="#4c72b0")
+        lst = chmap.get((r.capture, r.tcp_stream), [])
+        for i, (chn, s, e) in enumerate(sorted(lst, key=lambda x: x[1])[:6]):
+            s_ = (s - t0n) / 1e9
+            e_ = ((e if e is not None and not pd.isna(e) else r.x_e * 1e9 + t0n) - t0n) / 1e9
+            yy = y - 0.28 + i * 0.1
+            ax.plot([s_, e_], [yy, yy], color="#9467bd", linewidth=1.5, solid_capstyle="butt")
+        name = r.connection_name if isinstance(r.connection_name, str) and r.connection_name else ""
+        labels.append(f"#{r.tcp_stream} {r.client_ip}:{r.client_port}" + (f" {name[:24]}" if name else "")
+                      + (f" [{r.capture[-18:]}]" if t.connections['capture'].nunique() > 1 else ""))
+    if len(err):
+        pos = {(a, b): i for i, (a, b) in enumerate(zip(shown["capture"], shown["tcp_stream"]))}
+        ex, ey = [], []
+        for cap, st, ts in zip(err["capture"], err["tcp_stream"], err["ts"]):
+            if (cap, st) in pos and not pd.isna(ts):
+                ex.append((pd.Timestamp(ts).value - t0n) / 1e9)
+                ey.append(pos[(cap, st)])
+        if ex:
+            ax.scatter(ex, ey, marker="x", color="#d62728", zorder=5, label="error")
+            ax.legend(loc="upper right", fontsize=8)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=7 if len(labels) > 20 else 8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC); purple lines: channels")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
+    """Up to ``top`` channels: each channel's unacked count over time with its prefetch.
+    More channels: the total over time, and each channel's peak against its prefetch."""
+    un = unacked_frame(t, acks=acks)
+    if len(un) == 0 or t0 is None or not (un["event"] != "qos").any():
+        fig = Figure(figsize=(10, 2.5))
+        _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
+        return _save(fig, path)
+    keys = ["capture", "tcp_stream", "channel"]
+    t0n = int(pd.Timestamp(t0).value)
+    xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
+    peak = un.groupby(keys, dropna=False)["unacked"].max().sort_values(ascending=False)
+    if len(peak) <= top:
+        fig = Figure(figsize=(11, 5))
+        ax = fig.add_subplot(1, 1, 1)
+        for i, k in enumerate(peak.index):
+            g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
+            x = (ns(g["ts"]) - t0n) / 1e9
+            col = f"C{i % 10}"
+            ax.step(x, g["unacked"].astype(float), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
+            pc = g["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
+            if (pc > 0).any():
+                ax.step(x, np.where(pc > 0, pc, np.nan), where="post", color=col, linestyle="--", alpha=0.8,
+                        label=f"prefetch, stream {k[1]} ch {k[2]}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("unacknowledged deliveries (count)")
+        ax.set_title("Unacknowledged deliveries per channel (solid) vs basic.qos prefetch-count (dashed)")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right", ncol=2)
+        fig.tight_layout()
+        return _save(fig, path)
+    # many channels: aggregate
+    fig = Figure(figsize=(12, 5))
+    ax1 = fig.add_subplot(1, 2, 1)
+    ax2 = fig.add_subplot(1, 2, 2)
+    e = un[keys + ["ts", "unacked"]].copy()
+    e["_ts"] = ns(e["ts"])
+    e["_d"] = e.groupby(keys, sort=False, dropna=False)["unacked"].diff().fillna(e["unacked"]).astype(float)
+    e = e.sort_values("_ts", kind="stable")
+    x = (e["_ts"].to_numpy() - t0n) / 1e9
+    y = e["_d"].cumsum().to_numpy()
+    if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
+        span = float(x[-1] - x[0]) or 1.0
+        width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
+        b = np.floor((x - x[0]) / width)
+        mx = pd.Series(y).groupby(b).max()
+        ax1.step(x[0] + mx.index.to_numpy() * width, mx.to_numpy(), where="post", color="#4c72b0",
+                 label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}")
+        ax1.legend(fontsize=8, loc="upper right")
+    else:
+        ax1.step(x, y, where="post", color="#4c72b0")
+    ax1.set_xlabel(xlabel)
+    ax1.set_ylabel("unacknowledged deliveries, all channels (count)")
+    ax1.set_title(f"Total unacknowledged over {len(peak):,} channels")
+    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax1.set_ylim(bottom=0)
+    ax1.grid(True, alpha=0.3)
+    pf = un.groupby(keys, dropna=False)["prefetch_count"].max().astype("Float64").fillna(0).astype(float)
+    pk = peak.reindex(pf.index).astype(float)
+    over = pk.to_numpy() > np.where(pf.to_numpy() > 0, pf.to_numpy(), np.inf)
+    rng = np.random.default_rng(0)  # jitter: integer counts pile up on each other
+    jx = pf.to_numpy() + rng.uniform(-0.2, 0.2, len(pf))
+    jy = pk.to_numpy() + rng.uniform(-0.2, 0.2, len(pk))
+    ax2.scatter(jx[~over], jy[~over], s=8, alpha=0.4, color="#4c72b0", label="within prefetch (or no limit)")
+    if over.any():
+        ax2.scatter(jx[over], jy[over], s=12, alpha=0.8, color="#d62728", label=f"over prefetch ({int(over.sum())})")
+    hi = max(1.0, float(np.nanmax(pk.to_numpy())), float(np.nanmax(pf.to_numpy())))
+    ax2.plot([0, hi], [0, hi], color="#777", linestyle="--", linewidth=1, label="peak = prefetch")
+    ax2.set_xlabel("basic.qos prefetch-count (0 = none set / unlimited)")
+    ax2.set_ylabel("peak unacknowledged deliveries (count)")
+    ax2.set_title("Per channel: peak unacked vs prefetch")
+    ax2.legend(fontsize=8, loc="upper left")
+    ax2.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def _html_table(headers, rows, numeric=None) -> str:
+    numeric = numeric or set()
+    out = ["<table><thead><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in headers) + "</tr></thead><tbody>"]
+    for r in rows:
+        cells = []
+        for i, v in enumerate(r):
+            cls = ' class="num"' if i in numeric else ""
+            cells.append(f"<td{cls}>{html.escape('' if v is None else str(v))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _ms(v):
+    return "–" if v is None else f"{v:,.3f}"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
+th{background:#f3f5f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+.note{color:#666;font-size:.9em}
+"""
+
+
+def _page(s: dict, t, images: dict, limit: int = 50) -> str:
+    span = s.get("span", {})
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title><style>{_CSS}</style></head><body>",
+             "<h1>amqpcap report</h1>",
+             f"<p>Captures: {html.escape(', '.join(s.get('captures', [])) or '–')}<br>"
+             f"{s['connections']:,} connection(s); versions: "
+             + html.escape(", ".join(f"{k} ×{v}" for k, v in s.get("versions", {}).items()) or "–")
+             + (f"; span {span['duration_s']:.3f} s ({html.escape(span['start'])} → {html.escape(span['end'])})"
+                if span.get("duration_s") is not None else "") + "</p>"]
+    # latency
+    rows = []
+    for kind in LATENCY_KINDS:
+        d = s["latency"][kind]
+        extra = ", ".join(f"{k}={v}" for k, v in d.items()
+                          if k not in ("count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "by_method") and v)
+        rows.append([_KIND_TITLES[kind], f"{d['count']:,}", _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]),
+                     _ms(d["max_ms"]), extra])
+    parts += ["<h2>Latency</h2>", _html_table(["kind", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms", "other"], rows,
+                                               numeric={1, 2, 3, 4, 5}),
+              f"<img alt='latency distributions' src='data:image/png;base64,{images['latency']}'>"]
+    by_m = s["latency"]["method_rtt"].get("by_method", {})
+    if by_m:
+        items = sorted(by_m.items(), key=lambda kv: -kv[1]["count"])[:limit]
+        parts += ["<h3>Method round trips by request</h3>", _html_table(
+            ["request", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms"],
+            [[k, d["count"], _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]), _ms(d["max_ms"])] for k, d in items],
+            numeric={1, 2, 3, 4, 5})]
+    # throughput
+    tp = s["throughput"]
+    trows = []
+    for label, key in (("all", None), ("client → server", "c2s"), ("server → client", "s2c")):
+        d = tp if key is None else tp[key]
+        trows.append([label, f"{d['messages']:,}", d["msgs_per_s"]["mean"], d["msgs_per_s"]["peak"],
+                      d["body_bytes_per_s"]["mean"], d["body_bytes_per_s"]["peak"],
+                      d["wire_bytes_per_s"]["mean"], d["wire_bytes_per_s"]["peak"]])
+    parts += ["<h2>Throughput</h2>",
+              f"<p class='note'>Rates over {tp['bucket_s']:g} s buckets (stats); frames and wire bytes from "
+              f"{html.escape(str(tp['frames_source']))}.</p>",
+              _html_table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
+                           "wire B/s mean", "wire B/s peak"], trows, numeric={1, 2, 3, 4, 5, 6, 7}),
+              f"<img alt='throughput over time' src='data:image/png;base64,{images['throughput']}'>"]
+    # errors
+    errs = s["errors"]
+    parts.append("<h2>Errors</h2>")
+    if errs:
+        parts.append(_html_table(["count", "code", "name", "class", "method", "kind"],
+                                 [[e["count"], e["code"], e["name"], e["class"], e["method"], e["kind"]] for e in errs[:limit]],
+                                 numeric={0, 1}))
+    else:
+        parts.append("<p>No errors.</p>")
+    parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
+    # connections
+    parts.append("<h2>Connections and channels</h2>")
+    crow, n = _connection_rows(t, limit)
+    if crow:
+        if n > len(crow):
+            parts.append(f"<p class='note'>The {len(crow)} busiest of {n:,} connections.</p>")
+        parts.append(_html_table(["stream", "client", "server", "version", "server product", "name", "methods", "msgs",
+                                  "duration s", "bytes", "closed"], crow, numeric={0, 6, 7, 8, 9}))
+    parts.append(f"<img alt='connection and channel timeline' src='data:image/png;base64,{images['timeline']}'>")
+    # health
+    parts.append("<h2>Health</h2>")
+    parts.append(_html_table(["measure", "value"], [[k, v] for k, v in s.get("health", {}).items()], numeric={1}))
+    parts.append("<p class='note'>Heartbeat gaps use every frame when the output has the frames table, else methods "
+                 "and contents only (heartbeat frames then invisible: gaps are upper bounds). TCP zero-window periods "
+                 "are not in the tables.</p>")
+    parts.append(f"<img alt='unacknowledged deliveries vs prefetch' src='data:image/png;base64,{images['unacked']}'>")
+    # methods & anomalies
+    meths = list(s.get("methods", {}).items())
+    parts.append("<h2>Methods</h2>")
+    parts.append(_html_table(["method", "count"], [[k, f"{v:,}"] for k, v in meths[:limit]], numeric={1})
+                 + (f"<p class='note'>{len(meths) - limit} more in stats --json.</p>" if len(meths) > limit else ""))
+    an = s.get("anomalies", {})
+    parts.append("<h2>Anomalies</h2>")
+    parts.append(_html_table(["kind", "count"], [[k, v] for k, v in an.items()], numeric={1}) if an else "<p>None.</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = None) -> str:
+    """Write the PNGs and ``index.html`` into ``out_dir`` (created); return the HTML path.
+
+    ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
+    the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
+    """
+    t = as_tables(t)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    s = stats if stats is not None else stats_dict(t)
+    t0 = _t0(t)
+    bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
+    lat = all_latencies(t)
+    err = errors_frame(t)
+    paths = {
+        "throughput": fig_throughput(t, out / "throughput.png", bucket, t0),
+        "latency": fig_latency(lat, out / "latency.png"),
+        "errors": fig_errors(err, out / "errors.png"),
+        "timeline": fig_timeline(t, err, out / "timeline.png", t0),
+        "unacked": fig_unacked(t, lat["consumer_ack"], out / "unacked.png", t0),
+    }
+    images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
+    index = out / "index.html"
+    index.write_text(_page(s, t, images), encoding="utf-8")
+    return os.fspath(index)
