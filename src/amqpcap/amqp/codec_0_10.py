@@ -408,7 +408,12 @@ def _decode_packed(buf, off, end, fields, pack, depth):
         e = off + pack
         if e > end:
             raise _short("packing flags", off, pack, end)
-        flags = buf[off] if pack == 1 else int.from_bytes(buf[off:e], "little")
+        if pack == 2:
+            flags = buf[off] | (buf[off + 1] << 8)
+        elif pack == 1:
+            flags = buf[off]
+        else:
+            flags = int.from_bytes(buf[off:e], "little")
         off = e
     out = {}
     for mask, name, is_bit, dec in fields:
@@ -616,6 +621,7 @@ class Decoder010:
         self.frame_counts = [0, 0]
         self.frame_limit = HARD_MAX_FRAME
         self._mechanism = None
+        self._tuned: dict = {}
 
     # -- public API ------------------------------------------------------------------------
 
@@ -699,8 +705,9 @@ class Decoder010:
         if d.skip:
             if size <= d.skip:
                 d.skip -= size
-                self._anomaly(direction, offset, "gap", f"{size} bytes lost inside a frame already damaged",
-                              None, size)
+                # these bytes were counted when the frame was found damaged
+                self._anomaly(direction, offset, "gap", f"{size} bytes lost inside a frame already damaged by a gap",
+                              None, 0)
                 self._reset_buffer(d, gap_end)
                 return
             lost_tail = d.skip  # already counted by the anomaly of the gap that damaged the frame
@@ -1228,19 +1235,22 @@ class Decoder010:
         elif name == "connection.start-ok":
             info["client_properties"] = a.get("client-properties")
             info["mechanism"] = a.get("mechanism")
-        elif name in ("connection.tune", "connection.tune-ok"):
-            ok = name == "connection.tune-ok"
-            for src, dst in (("channel-max", "channel_max"), ("max-frame-size", "frame_max"),
-                             ("heartbeat", "heartbeat"), ("heartbeat-max", "heartbeat")):
-                if src in a and (ok or dst not in info):
-                    if src == "heartbeat-max" and "heartbeat" in info:
-                        continue
+        elif name == "connection.tune":
+            # the server's proposal; what connection.tune-ok says wins (the two
+            # directions may be decoded in either order)
+            info["heartbeat_min"] = a.get("heartbeat-min")
+            info["heartbeat_max"] = a.get("heartbeat-max")
+            for src, dst in (("channel-max", "channel_max"), ("max-frame-size", "frame_max")):
+                if src in a and not self._tuned.get(dst):
                     info[dst] = a[src]
-            if name == "connection.tune":
-                info["heartbeat_min"] = a.get("heartbeat-min")
-                info["heartbeat_max"] = a.get("heartbeat-max")
-            fm = a.get("max-frame-size")
-            if ok and fm:
+        elif name == "connection.tune-ok":
+            for src, dst in (("channel-max", "channel_max"), ("max-frame-size", "frame_max")):
+                if src in a:
+                    info[dst] = a[src]
+                    self._tuned[dst] = True
+            info["heartbeat"] = a.get("heartbeat", 0)  # absent: the client asked for none
+            fm = info.get("frame_max")
+            if fm:  # frames above the negotiated size are anomalies from here on
                 self.frame_limit = min(max(fm, SPEC.CONSTANTS.get("MIN-MAX-FRAME-SIZE", 4096)), HARD_MAX_FRAME)
         elif name == "connection.open":
             info["vhost"] = a.get("virtual-host")
