@@ -8,6 +8,7 @@ the small encoder in codec010_builders.py.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import random
@@ -29,16 +30,18 @@ import codec010_builders as B  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _find(name: str) -> str | None:
+def _find(*names: str) -> str | None:
+    """The project's copy in captures/ first, else the shared reference directory."""
     for d in (os.path.join(REPO, "captures"), os.path.join(os.path.dirname(REPO), "shared", "captures")):
-        p = os.path.join(d, name)
-        if os.path.exists(p):
-            return p
+        for name in names:
+            p = os.path.join(d, name)
+            if os.path.exists(p):
+                return p
     return None
 
 
 PCAP = _find("qpid010_basic.pcap")
-QPIDLOG = _find("qpid010_basic.qpidlog.txt")
+QPIDLOG = _find("qpid010_basic.qpidlog.txt", "qpid010_basic.qpidlog.txt.gz")
 PORT = 5673
 
 
@@ -104,7 +107,8 @@ def parse_log():
     """(client->server ops, server->client ops) as qpid received them (wire order), and as sent."""
     ns = _Names(serial=lambda n: n, UUID=lambda s: s, timestamp=lambda t: int(t), RS=_ranges)
     lines = []
-    for line in open(QPIDLOG, encoding="utf-8"):
+    opener = gzip.open if QPIDLOG.endswith(".gz") else open
+    for line in opener(QPIDLOG, "rt", encoding="utf-8"):
         m = LOG_LINE.match(line.rstrip("\n"))
         assert m, line[:200]
         op = re.sub(r"\b(commands|transfers)=\[([\d\-, ]*)\]", lambda g: f'{g[1]}=RS("{g[2]}")', m["op"])
