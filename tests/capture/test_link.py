@@ -327,3 +327,12 @@ def test_real_capture_matches_tshark_tcp_fields(name):
                     r[7], r[8])
     assert len(got) > 150
     assert got == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(linktype=st.sampled_from(sorted(link.SUPPORTED_LINKTYPES)), data=st.binary(max_size=120),
+       prefix=st.sampled_from([b"", b"\x45", b"\x60", b"\x00" * 12 + b"\x08\x00\x45",
+                               b"\x00" * 12 + b"\x86\xdd\x60", b"\x02\x00\x00\x00\x45"]))
+def test_random_bytes_never_raise(linktype, data, prefix):
+    r = parse_packet(linktype, prefix + data)
+    assert r is None or isinstance(r, str) or (isinstance(r, tuple) and len(r) == 11 and r[10] >= 0)

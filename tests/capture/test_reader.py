@@ -623,3 +623,53 @@ def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
         assert isinstance(r, tuple) and r[10] == 0
         streams[port if r[4] == port else "c"] += r[9]
     assert request in streams[port] and reply in streams["c"]
+
+
+# -- robustness: damaged files never raise during iteration -------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FUZZ_BASE = {}
+
+
+def _fuzz_base(kind):
+    if kind not in _FUZZ_BASE:
+        f = frames(4)
+        pk = [(T0 + i, 1, x) for i, x in enumerate(f)]
+        if kind == "pcap":
+            blob = g.pcap_bytes(pk)
+        elif kind == "pcapng":
+            blob = g.pcapng_bytes(pk + [(T0 + 9, 113, g.sll(f[0][14:]))], spb=[1],
+                                  unknown_after={2: 0x31})
+        else:
+            blob = g.gzip_bytes(g.pcap_bytes(pk))
+        _FUZZ_BASE[kind] = blob
+    return _FUZZ_BASE[kind]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["pcap", "pcapng", "gz"]),
+       edits=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=6),
+       cut_at=st.one_of(st.none(), st.integers(0, 2000)))
+def test_damaged_files_either_fail_to_open_or_iterate_without_raising(tmp_path, kind, edits, cut_at):
+    blob = bytearray(_fuzz_base(kind))
+    for off, val in edits:
+        if off < len(blob):
+            blob[off] = val
+    if cut_at is not None:
+        blob = blob[:cut_at]
+    path = g.write(tmp_path / "fuzz", bytes(blob))
+    try:
+        src = open_capture(path)
+    except CaptureError as e:
+        assert e.exit_code == EXIT_NOT_A_CAPTURE
+        return
+    last = 0
+    for num, ts, lt, data, wirelen in src:
+        assert num > last and isinstance(ts, int) and isinstance(data, bytes)
+        assert isinstance(lt, int) and isinstance(wirelen, int)
+        assert len(data) <= len(blob) or kind == "gz"
+        last = num
+    for num, ts, kind_, detail in src.anomalies:
+        assert isinstance(num, int) and isinstance(kind_, str) and "\n" not in detail
