@@ -199,3 +199,9 @@ class Capture:
 _MSG_ONLY = {"message_id", "correlation_id", "reply_to", "content_type", "headers", "delivery_mode",
              "priority", "expiration", "type", "user_id", "app_id", "cluster_id", "msg_timestamp",
              "content_encoding"}
+
+
+def rows(df: pd.DataFrame, cols: list[str]) -> list[tuple]:
+    """``df[cols]`` as plain tuples, missing values as None (for exact comparisons)."""
+    sub = df[cols].astype(object)
+    return [tuple(None if pd.isna(v) else v for v in r) for r in sub.itertuples(index=False, name=None)]
