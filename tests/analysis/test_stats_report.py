@@ -1,0 +1,102 @@
+"""stats JSON contract and the HTML report."""
+import base64
+import json
+import re
+
+import pytest
+from tables import Capture, at
+
+from amqpcap.analysis import render_text, stats, write_report
+
+
+def sample():
+    c = Capture()
+    c.connection(stream=0, syn_ts=at(-10), open_ts=at(0), end_ts=at(3000), heartbeat=0)
+    c.connection(stream=1, end_ts=at(3000))
+    c.method(0, "c2s", "basic.qos", channel=1, prefetch_count=10)
+    c.method(1, "s2c", "basic.qos-ok", channel=1)
+    c.method(2, "c2s", "basic.consume", channel=1, queue="q", consumer_tag="c")
+    c.method(4, "s2c", "basic.consume-ok", channel=1, consumer_tag="c")
+    c.method(5, "c2s", "confirm.select", channel=1, stream=1)
+    c.method(6, "s2c", "confirm.select-ok", channel=1, stream=1)
+    for i in range(1, 5):  # publishes at 10..13 on stream 1, deliveries at 20..23 on stream 0
+        c.method(9 + i, "c2s", "basic.publish", channel=1, stream=1, exchange="", routing_key="q", body=b"m%d" % i)
+    for i in range(1, 5):
+        c.method(19 + i, "s2c", "basic.deliver", channel=1, exchange="", routing_key="q", consumer_tag="c",
+                 delivery_tag=i, redelivered=False, body=b"m%d" % i)
+    c.method(30, "s2c", "basic.ack", channel=1, stream=1, delivery_tag=2, multiple=True)   # confirms 1, 2
+    c.method(31, "s2c", "basic.nack", channel=1, stream=1, delivery_tag=3)                 # nack 3; 4 unconfirmed
+    c.method(40, "c2s", "basic.ack", channel=1, delivery_tag=1)
+    c.method(41, "c2s", "basic.reject", channel=1, delivery_tag=2)
+    c.method(42, "c2s", "basic.nack", channel=1, delivery_tag=3)                           # 4 unsettled
+    c.method(1500, "c2s", "queue.declare", channel=2, queue="nope")
+    c.method(1502, "s2c", "channel.close", channel=2, reply_code=404, reply_text="NOT_FOUND")
+    c.method(1503, "c2s", "channel.close-ok", channel=2)
+    c.anomaly(2000, "gap")
+    return c.tables()
+
+
+def test_stats_contract_exact():
+    s = stats(sample())
+    json.dumps(s)  # JSON-able as is
+    assert set(s) >= {"connections", "latency", "errors", "throughput", "methods", "anomalies", "stats_version"}
+    assert s["connections"] == 2
+    lat = s["latency"]
+    assert set(lat) == {"method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup"}
+    for d in lat.values():
+        assert {"count", "p50_ms", "p90_ms", "p99_ms", "max_ms"} <= set(d)
+    # qos 1 ms, consume 2 ms, confirm.select 1 ms, channel.close 1 ms; queue.declare answered by a close: error
+    assert {k: lat["method_rtt"][k] for k in ("count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "missing", "errors")} == \
+        {"count": 4, "p50_ms": 1.0, "p90_ms": 1.7, "p99_ms": 1.97, "max_ms": 2.0, "missing": 0, "errors": 1}
+    # confirm latencies: 20, 19 (ack multiple), 19 (nack of #3)
+    assert lat["confirm"] == {"count": 3, "p50_ms": 19.0, "p90_ms": 19.8, "p99_ms": 19.98, "max_ms": 20.0,
+                              "acked": 2, "nacked": 1, "unconfirmed": 1}
+    ca = lat["consumer_ack"]
+    assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"]) == (3, 1, 1, 1, 1)
+    assert (ca["p50_ms"], ca["max_ms"]) == (20.0, 20.0)
+    assert {k: lat["transit"][k] for k in ("count", "p50_ms", "max_ms")} == {"count": 4, "p50_ms": 10.0, "max_ms": 10.0}
+    assert lat["rpc"] == {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None, "missing": 0}
+    assert lat["connection_setup"]["count"] == 1 and lat["connection_setup"]["p50_ms"] == 10.0
+    assert s["errors"] == [  # most frequent first
+        {"code": None, "name": None, "class": None, "method": "basic.nack", "kind": "nack", "count": 2},
+        {"code": 404, "name": "not-found", "class": "soft", "method": "channel.close", "kind": "channel-close", "count": 1},
+        {"code": None, "name": None, "class": None, "method": "basic.reject", "kind": "reject", "count": 1},
+    ]
+    assert s["methods"]["basic.publish"] == 4 and s["methods"]["basic.deliver"] == 4
+    assert s["anomalies"] == {"gap": 1}
+    tp = s["throughput"]
+    assert (tp["bucket_s"], tp["messages"], tp["buckets"]) == (1.0, 8, 2)  # traffic in seconds 0 and 1
+    assert tp["msgs_per_s"] == {"mean": 4.0, "peak": 8.0}
+    assert tp["c2s"]["messages"] == 4 and tp["s2c"]["messages"] == 4
+    assert tp["body_bytes"] == 16
+
+
+def test_render_text_has_every_section():
+    t = sample()
+    text = render_text(stats(t), t)
+    for heading in ("Connections", "Methods", "Latency (ms)", "Errors", "Throughput", "Anomalies: gap=1"):
+        assert heading in text
+    assert re.search(r"confirm\s+3\s+19\.000\s+19\.800\s+19\.980\s+20\.000\s+acked=2 nacked=1 unconfirmed=1", text)
+    assert re.search(r"1\s+404\s+not-found\s+soft\s+channel\.close", text)
+
+
+def test_stats_on_empty_tables():
+    s = stats(Capture().tables())
+    assert s["connections"] == 0 and s["errors"] == [] and s["latency"]["confirm"]["count"] == 0
+    assert s["throughput"]["msgs_per_s"] == {"mean": None, "peak": None}
+    render_text(s, Capture().tables())
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("make", [sample, lambda: Capture().tables()], ids=["sample", "empty"])
+def test_report_files(tmp_path, make):
+    index = write_report(make(), tmp_path / "rep")
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert index == str(tmp_path / "rep" / "index.html")
+    for name in ("throughput", "latency", "errors", "timeline", "unacked"):
+        data = (tmp_path / "rep" / f"{name}.png").read_bytes()
+        assert data[:8] == PNG and len(data) > 1000
+        assert f"data:image/png;base64,{base64.b64encode(data).decode()}" in html
+    assert "<table>" in html and "src='http" not in html

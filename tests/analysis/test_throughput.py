@@ -1,0 +1,74 @@
+"""Throughput buckets: exact counts, with and without the frames table."""
+from tables import Capture, rows
+
+from amqpcap.analysis import throughput
+from amqpcap.analysis.throughput import message_queues, totals
+
+
+def _capture():
+    c = Capture()
+    c.method(0, "c2s", "basic.consume", channel=1, queue="q1", consumer_tag="")               # 1
+    c.method(1, "s2c", "basic.consume-ok", channel=1, consumer_tag="amq.ctag-1")             # 2
+    c.method(100, "c2s", "basic.publish", channel=2, exchange="", routing_key="q1", body=b"hello", frame_size=30)  # 3
+    c.method(600, "c2s", "basic.publish", channel=2, exchange="ex", routing_key="k", body=b"x" * 20, frame_size=30)  # 4
+    c.method(1500, "s2c", "basic.deliver", channel=1, exchange="", routing_key="q1", consumer_tag="amq.ctag-1",
+             delivery_tag=1, body=b"hello", frame_size=40)                                   # 5
+    return c
+
+
+def test_estimated_frames_by_connection_and_direction():
+    t = _capture().tables()
+    df = throughput(t, bucket="1s", by="connection")
+    assert df.attrs["frames_source"] == "estimate"
+    # c2s second 0: consume (20+8) + 2 publishes (30+8 each + header 8 + body 8+size)
+    assert rows(df, ["tcp_stream", "direction", "messages", "body_bytes", "frames", "wire_bytes"]) == [
+        (0, "c2s", 2, 25, 7, 28 + 2 * 38 + 2 * 16 + 25),
+        (0, "s2c", 0, 0, 1, 28),
+        (0, "s2c", 1, 5, 3, 48 + 16 + 5),
+    ]
+    assert [str(b.time()) for b in df["bucket"]] == ["12:00:00", "12:00:00", "12:00:01"]
+
+
+def test_queue_from_consumer_tag_and_default_exchange():
+    t = _capture().tables()
+    q = message_queues(t)
+    assert q["queue"].tolist()[0] == "q1" and q["queue"].isna().tolist() == [False, True, False]
+    df = throughput(t, bucket="1s", by="queue")
+    got = rows(df[df["queue"].notna()], ["queue", "direction", "messages", "body_bytes", "frames"])
+    assert got == [("q1", "c2s", 1, 5, 3), ("q1", "s2c", 1, 5, 3)]
+    df = throughput(t, bucket="500ms", by="exchange")
+    assert rows(df[df["messages"] > 0], ["exchange", "messages", "body_bytes"]) == [("", 1, 5), ("ex", 1, 20), ("", 1, 5)]
+
+
+def test_frames_table_is_used_when_present():
+    c = _capture()
+    c.frame_row(1200, "s2c", "heartbeat", channel=0, wire_size=8)
+    c.frame_row(1300, "c2s", "heartbeat", channel=0, wire_size=8)
+    t = c.tables()
+    df = throughput(t, bucket="1s", by="channel")
+    assert df.attrs["frames_source"] == "frames"
+    # only the two heartbeat frames are in the frames table here: the methods' frames are not
+    assert rows(df, ["channel", "direction", "messages", "frames", "wire_bytes"]) == [
+        (2, "c2s", 2, 0, 0), (0, "c2s", 0, 1, 8), (0, "s2c", 0, 1, 8), (1, "s2c", 1, 0, 0)]
+    tot = totals(t, bucket="1s")
+    assert tot["frames"].tolist() == [0, 2]
+    assert tot["wire_bytes"].tolist() == [0, 16]
+    assert tot["messages"].tolist() == [2, 1]
+    assert tot["messages_c2s"].tolist() == [2, 0]
+
+
+def test_frames_attributed_to_their_message_by_stream_offset():
+    c = Capture()
+    c.method(0, "c2s", "basic.consume", channel=1, queue="q1", consumer_tag="t")
+    c.method(1, "s2c", "basic.consume-ok", channel=1, consumer_tag="t")
+    c.frame_row(1, "s2c", "method", channel=1, wire_size=28)           # consume-ok's frame: no queue
+    m = c.method(1500, "s2c", "basic.deliver", channel=1, consumer_tag="t", delivery_tag=1, body=b"hello")
+    # the deliver's three frames, at and after its stream offset
+    c.rows["frames"].append(dict(capture="t.pcap", tcp_stream=0, frame_number=m["frame_number"], ts=m["ts"],
+                                 direction="s2c", channel=1, stream_offset=m["stream_offset"], frame_type=1,
+                                 type_name="method", size=40, wire_size=48))
+    c.frame_row(1500, "s2c", "header", channel=1, size=14, wire_size=22)
+    c.frame_row(1500, "s2c", "body", channel=1, size=5, wire_size=13)
+    df = throughput(c.tables(), bucket="1s", by="queue")
+    assert rows(df, ["queue", "direction", "messages", "body_bytes", "frames", "wire_bytes"]) == [
+        (None, "s2c", 0, 0, 1, 28), ("q1", "s2c", 1, 5, 3, 48 + 22 + 13)]
