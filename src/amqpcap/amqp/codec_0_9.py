@@ -487,6 +487,7 @@ class Decoder09:
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
         """``size`` bytes at ``offset`` were lost: account for the partial frame, resync after."""
         d = self.dirs[direction]
+        self._flush_resync(direction, d)
         partial = len(d.buf) - d.pos
         if d.resync:
             start = d.resync_from
@@ -507,6 +508,7 @@ class Decoder09:
 
     def finish(self, packet: int, ts: int) -> None:
         for direction, d in enumerate(self.dirs):
+            self._flush_resync(direction, d)
             left = len(d.buf) - d.pos
             if d.resync:
                 skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
@@ -528,14 +530,21 @@ class Decoder09:
 
     # -- framing ---------------------------------------------------------------------
 
-    def _parse(self, direction: int, d: _Direction) -> None:
+    def _flush_resync(self, direction: int, d: _Direction) -> None:
+        """The stream ends here (end of capture or a gap): a resync candidate whose end
+        lies beyond it can never be proven, so scan past it for a boundary within the
+        bytes we have instead of discarding them all."""
+        if d.resync and d.base >= 0 and len(d.buf) > d.pos:
+            self._parse(direction, d, final=True)
+
+    def _parse(self, direction: int, d: _Direction, final: bool = False) -> None:
         buf = d.buf
         n = len(buf)
         pos = d.pos
         unpack = FRAME_HEADER.unpack_from
         while True:
             if d.resync:
-                pos = self._find_boundary(direction, d, pos)
+                pos = self._find_boundary(direction, d, pos, final)
                 if d.resync:
                     break
             if n - pos < 7:
@@ -581,7 +590,7 @@ class Decoder09:
         d.resync = True
         d.resync_from = d.base + pos
 
-    def _find_boundary(self, direction: int, d: _Direction, pos: int) -> int:
+    def _find_boundary(self, direction: int, d: _Direction, pos: int, final: bool = False) -> int:
         """Scan for a provable frame start; on success clear d.resync and account the skip."""
         buf = d.buf
         n = len(buf)
@@ -596,10 +605,12 @@ class Decoder09:
                 end = p + 7 + size
                 if size <= limit:
                     if end >= n:
-                        # Candidate whose end we cannot see yet: wait for more data.
-                        d.pos = p
-                        break
-                    if buf[end] == FRAME_END and (
+                        if not final:
+                            # Candidate whose end we cannot see yet: wait for more data.
+                            d.pos = p
+                            break
+                        # final: its end is past the end of the stream; not a boundary.
+                    elif buf[end] == FRAME_END and (
                         ftype != 1 or (size >= 4 and (_CM.unpack_from(buf, p + 7) in methods
                                                       or _CM.unpack_from(buf, p + 7) in self.fallback))
                     ) and (ftype != 8 or (size == 0 and channel == 0)):
@@ -740,8 +751,8 @@ class Decoder09:
     def _body(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
         if p is None or p.props is None:
-            self._anomaly(direction, d, start - 7, "unexpected-frame", "body frame without a content header", channel,
-                          end - start)
+            # No skipped bytes: the frame's own Frame event already accounts for them.
+            self._anomaly(direction, d, start - 7, "unexpected-frame", "body frame without a content header", channel)
             return
         chunk = buf[start:end]
         p.hash.update(chunk)
