@@ -9,6 +9,7 @@ from amqpcap.analysis import blocked, errors, flow, heartbeat_gaps, heartbeat_su
 def test_errors_every_kind():
     c = Capture()
     c.connection(stream=0, rst=True, closed_by="server-rst", end_ts=at(100))
+    c.connection(stream=3, rst=True, closed_by="server-rst", negotiation="rejected", end_ts=at(100), ts=at(200))
     c.connection(stream=1, negotiation="rejected", client_header="01010009", server_header="00000901",
                  client_version="0-9", version="0-9-1")
     c.connection(stream=2, rst=True, closed_by="client", end_ts=at(50))        # reset after close: not an error
@@ -28,6 +29,7 @@ def test_errors_every_kind():
         (0, 5, "reject", "basic.reject", None, None, None, "basic.deliver"),
         (0, 6, "connection-close", "connection.close", 320, "connection-forced", "hard", None),
         (0, None, "tcp-reset", None, None, "tcp-reset", "hard", None),
+        (3, 1, "protocol-rejected", None, None, "protocol-rejected", "hard", None),  # its reset not repeated
     ]
 
 
@@ -36,12 +38,14 @@ def test_errors_0_10():
     c.method(0, "c2s", "queue.query", channel=1, command_id=4)
     c.method(1, "s2c", "execution.exception", channel=1, command_id=0, answers_command_id=4,
              args={"error-code": 404, "command-id": 4, "description": "no such queue"})
+    c.method(1.5, "c2s", "message.reject", channel=1, command_id=5, args={"transfers": [[3, 3]], "code": 1})
     c.method(2, "s2c", "session.detached", channel=1, args={"name": "s", "code": 0})
     c.method(3, "s2c", "session.detached", channel=2, args={"name": "s2", "code": 1})
     c.method(4, "s2c", "connection.close", channel=0, reply_code=200)
     df = errors(c.tables())
     assert rows(df, ["kind", "method", "code", "name", "class", "failing_method", "text"]) == [
         ("execution-exception", "execution.exception", 404, "not-found", "soft", "queue.query", "no such queue"),
+        ("reject", "message.reject", 1, "unroutable", None, "message.transfer", None),
         ("session-detached", "session.detached", 1, "session-busy", "soft", None, None),
     ]
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from amqpcap.analysis._common import STR, TS_DTYPE, arg, build, code_info, ns, ordered, parse_args, records
+from amqpcap.analysis._common import (
+    STR, TS_DTYPE, arg, build, code_info, ns, ordered, parse_args, records, spec_module,
+)
 from amqpcap.analysis.load import as_tables
 
 __all__ = ["errors", "ERROR_COLS"]
@@ -29,6 +31,15 @@ _OK = {0, 200}  # 0: what some 0-8 clients (py-amqplib) send on a normal close
 _OK_0_10 = {"connection.close": {200}, "session.detached": {0}, "session.detach": {0}}
 
 
+def _domain_name(version, domain, code):
+    mod = spec_module(version)
+    dom = getattr(mod, "DOMAINS", {}).get(domain) if mod is not None else None
+    for value, name in getattr(dom, "choices", ()) or ():
+        if value == code:
+            return (name, None)
+    return None
+
+
 def errors(t) -> pd.DataFrame:
     """One row per failure, in capture order.
 
@@ -39,7 +50,8 @@ def errors(t) -> pd.DataFrame:
     (0-10), ``session-detached`` (0-10 session.detached with a code other than
     0 normal), ``tcp-reset`` (``connections.rst``, unless the conversation was
     already closed by connection.close: ``closed_by`` ``client`` / ``server``),
-    ``protocol-rejected`` (``connections.negotiation == "rejected"``).
+    ``protocol-rejected`` (``connections.negotiation == "rejected"``; the TCP
+    reset that follows is not reported again).
 
     ``code`` / ``name`` / ``class`` (``soft`` / ``hard``; null when the spec gives
     none) come from the spec tables of the conversation's version (0-10: the
@@ -91,7 +103,10 @@ def errors(t) -> pd.DataFrame:
             if text is None:
                 a = a if a is not None else parse_args(args_text)
                 text = arg(a, "reply-text", "description", "text")
-            info = code_info(ver, code, table if ver == "0-10" else None)
+            if meth == "message.reject" and ver == "0-10":
+                info = _domain_name(ver, "message.reject-code", code)
+            else:
+                info = code_info(ver, code, table if ver == "0-10" else None)
             name = rname or (info[0] if info else None)
             cls = info[1] if info else None
             if meth == "basic.return" and failing is None:
@@ -107,6 +122,7 @@ def errors(t) -> pd.DataFrame:
     c = t.connections
     if len(c):
         rst = c[c["rst"].fillna(False).astype(bool)]
+        rst = rst[rst["negotiation"] != "rejected"]  # the reset that follows a rejected header is that failure
         for cap, st, end, ver, closed_by in records(rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]):
             if closed_by in ("client", "server"):
                 continue  # reset after an AMQP connection.close: socket teardown, not a failure

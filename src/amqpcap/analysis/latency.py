@@ -329,10 +329,18 @@ def _consumer_state(m: pd.DataFrame):
         elif name == "basic.get" and d == "c2s":
             last_get[key] = (queue, no_ack)
         elif name in ("basic.deliver", "message.transfer") and d == "s2c":
+            mode = None
+            if name == "message.transfer":  # 0-10: the transfer names its subscription and accept-mode
+                a = parse_args(args_text)
+                tag = tag or arg(a, "destination")
+                mode = arg(a, "accept-mode")
             row = by_tag.get(key + (tag,)) if tag is not None else None
             if row is None and tag is not None:  # consumer tags are unique per connection in practice
                 row = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), None)
-            info[pos] = (row["queue"], row["no_ack"], tag) if row else (None, None, tag)
+            no_ack = row["no_ack"] if row else None
+            if mode is not None:
+                no_ack = mode in (1, "1", "none")
+            info[pos] = (row["queue"] if row else None, no_ack, tag)
         elif name == "basic.get-ok" and d == "s2c":
             q, na = last_get.get(key, (None, None))
             info[pos] = (q, na, None)
@@ -404,11 +412,12 @@ def consumer_acks(t) -> pd.DataFrame:
                 settle(dl, None, "unsettled", None, None)
             continue
         if d == "s2c" and name in ("basic.deliver", "basic.get-ok", "message.transfer"):
-            q, no_ack, _ = info.get(pos, (None, None, None))
+            q, no_ack, dest = info.get(pos, (None, None, None))
             if no_ack:
                 continue
-            if name == "message.transfer":
+            if name == "message.transfer":  # 0-10: settled by command id
                 tag = cmd
+                ctag = ctag or dest
             if tag is None:
                 continue
             chans.setdefault(key, OrderedDict())[tag] = dict(
