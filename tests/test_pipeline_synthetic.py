@@ -1,0 +1,633 @@
+"""End to end on synthetic captures: capture file -> dissect() -> Parquet -> pyarrow.
+
+Every capture is built from one known AMQP 0-9-1 conversation
+(``fixtures/amqpconv.py``) so each test can say exactly which rows, frame
+numbers, stream offsets and tcp_stream values the output must hold: the
+TCP cases (loss, reordering, retransmission, overlap, wraparound, mid-stream
+start, snaplen), every link layer and file format, port handling, output
+safety and the command line's exit codes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from amqpcap.capture.reader import CaptureError
+from amqpcap.pipeline import dissect
+from amqpcap.records.writer import OutputExists
+from fixtures import amqpconv as C
+from fixtures import pcapgen as P
+
+MASK = 0xFFFFFFFF
+TABLES = ("connections", "methods", "messages", "anomalies")
+# columns that move when packets move
+POSITION = ("capture", "frame_number", "ts", "first_frame_number", "last_frame_number")
+MSG_KEYS = ("direction", "channel", "stream_offset", "method", "frame_number", "first_frame_number", "body_size",
+            "body_received", "body_hash", "complete")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def read(out) -> dict[str, list[dict]]:
+    return {t: pq.read_table(os.path.join(out, t)).to_pylist() for t in TABLES}
+
+
+def run_blob(tmp_path, blob: bytes, name: str = "cap.pcap", **kw) -> dict[str, list[dict]]:
+    path = P.write(tmp_path / name, blob)
+    out = tmp_path / (name + ".out")
+    dissect([str(path)], str(out), **kw)
+    return read(out)
+
+
+def run(tmp_path, segs, name: str = "cap.pcap", linktype: int = 1, **kw) -> dict[str, list[dict]]:
+    return run_blob(tmp_path, P.pcap_bytes(P.to_packets(segs, linktype)), name, **kw)
+
+
+def order(rows, *extra):
+    return sorted(rows, key=lambda r: (r["tcp_stream"] if r["tcp_stream"] is not None else -1,
+                                       r.get("direction") or "", r.get("stream_offset") or 0,
+                                       *(r[e] for e in extra)))
+
+
+def strip(rows, drop=POSITION):
+    return [{k: v for k, v in r.items() if k not in drop} for r in order(rows)]
+
+
+def keys(rows, *cols):
+    cols = cols or ("direction", "channel", "stream_offset", "method", "frame_number")
+    return [{c: r[c] for c in cols} for r in order(rows)]
+
+
+def fix_acks(segs, conv):
+    """Make every ACK number one a receiver could have sent: never beyond the bytes
+    it has (contiguously) received so far in this capture order."""
+    have = {"c2s": set(), "s2c": set()}
+    prefix = {"c2s": 0, "s2c": 0}
+    other = {"c2s": "s2c", "s2c": "c2s"}
+    for s in segs:
+        o = other[s.direction]
+        if "A" in s.flags and "S" not in s.flags:
+            real = (conv.data_seq[o] + prefix[o]) & MASK
+            # (once the whole stream is in, the original ACK may also cover the peer's FIN)
+            if prefix[o] < len(conv.stream(o)) and 0 < (s.ack - real) & MASK < 1 << 31:
+                s.ack = real
+        if s.payload:
+            start = (s.seq - conv.data_seq[s.direction]) & MASK
+            have[s.direction].update(range(start, start + len(s.payload)))
+            while prefix[s.direction] in have[s.direction]:
+                prefix[s.direction] += 1
+    return segs
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return C.standard()
+
+
+@pytest.fixture(scope="module")
+def baseline(conv, tmp_path_factory):
+    """The conversation as captured in order: the reference every variant is compared to."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    return run(tmp, conv.segments())
+
+
+# -- the reference capture --------------------------------------------------------------------
+
+def test_in_order_capture_matches_the_builder(conv, baseline):
+    segs = conv.segments()
+    t = baseline
+    assert keys(t["methods"]) == C.expected_methods(conv, segs)
+    assert {r["tcp_stream"] for r in t["methods"]} == {0}
+    assert t["anomalies"] == []
+    # message rows: hashes, sizes, first / completing packets from the builder
+    assert keys(t["messages"], *MSG_KEYS) == C.expected_messages(conv, segs)
+    for r in t["messages"]:
+        assert r["last_frame_number"] == r["frame_number"]
+    (c,) = t["connections"]
+    assert (c["tcp_stream"], c["frame_number"], c["client_ip"], c["client_port"], c["server_port"]) == \
+        (0, 1, "10.0.0.1", 40000, 5672)
+    assert c["mid_stream"] is False and c["direction_source"] == "syn" and c["version"] == "0-9-1"
+    assert c["bytes_c2s"] == len(conv.stream("c2s")) and c["bytes_s2c"] == len(conv.stream("s2c"))
+    assert c["packets_c2s"] == sum(s.direction == "c2s" for s in segs)
+    assert c["packets_s2c"] == sum(s.direction == "s2c" for s in segs)
+    assert c["frames_c2s"] == sum(f.direction == "c2s" for f in conv.frames)
+    assert c["frames_s2c"] == sum(f.direction == "s2c" for f in conv.frames)
+    assert (c["gaps"], c["gap_bytes"], c["anomalies"], c["rst"]) == (0, 0, 0, False)
+    assert (c["user"], c["vhost"], c["frame_max"], c["closed_by"]) == ("guest", "/", 131072, "client")
+
+
+def test_password_is_never_written(baseline):
+    for rows in baseline.values():
+        for r in rows:
+            for v in r.values():
+                assert C.PASSWORD not in str(v)
+
+
+def test_segment_with_two_frames_and_the_start_of_a_third(conv, baseline):
+    segs = conv.segments()
+    first = conv.index(segs, "publish-2+3/1") + 1  # method + header + 20 body bytes
+    second = conv.index(segs, "publish-2+3/2") + 1  # rest of that body + a whole publish
+    pubs = [r for r in order(baseline["methods"]) if r["method"] == "basic.publish"]
+    assert [r["frame_number"] for r in pubs] == [first - 2, first, second]
+    assert [r["exchange"] for r in pubs] == ["", "amq.direct", ""]
+    msgs = [r for r in order(baseline["messages"]) if r["method"] == "basic.publish"]
+    assert [(r["first_frame_number"], r["frame_number"]) for r in msgs] == \
+        [(first - 2, first - 2), (first, second), (second, second)]
+    assert [r["body_hash"] for r in msgs] == [m.body_hash for m in conv.messages[:3]]
+    assert all(r["complete"] for r in msgs)
+
+
+def test_every_segment_one_byte_long(conv, baseline, tmp_path):
+    segs = conv.segments(mss=1)
+    t = run(tmp_path, segs)
+    assert strip(t["methods"]) == strip(baseline["methods"])
+    assert keys(t["methods"]) == C.expected_methods(conv, segs)
+    assert strip(t["messages"]) == strip(baseline["messages"])
+    assert keys(t["messages"], *MSG_KEYS) == C.expected_messages(conv, segs)
+    assert t["anomalies"] == []
+
+
+# -- TCP cases ---------------------------------------------------------------------------------
+
+def test_lost_segment_in_a_body(conv, baseline, tmp_path):
+    segs = conv.segments()
+    i = conv.index(segs, "deliver-1/2")
+    lost = segs[i]
+    lost_off = (lost.seq - conv.data_seq["s2c"]) & MASK
+    del segs[i]
+    t = run(tmp_path, segs)
+    # every method is still decoded, those after the hole too, at the packets that completed them
+    assert keys(t["methods"], "direction", "channel", "stream_offset", "method") == \
+        keys(baseline["methods"], "direction", "channel", "stream_offset", "method")
+    assert keys(t["methods"]) == C.expected_methods(conv, segs, lost={"s2c": [(lost_off, len(lost.payload))]})
+    # the content is reported, incomplete
+    d1 = [r for r in t["messages"] if r["method"] == "basic.deliver" and r["delivery_tag"] == 1]
+    assert len(d1) == 1 and d1[0]["complete"] is False
+    assert d1[0]["body_size"] == 4000 and d1[0]["body_received"] < 4000
+    others = [r for r in t["messages"] if r is not d1[0]]
+    assert len(others) == 4 and all(r["complete"] for r in others)
+    # the hole is an explicit anomaly where it is, declared by the next data packet after the ACK
+    gaps = [r for r in t["anomalies"] if r["kind"] == "gap"]
+    assert len(gaps) == 1
+    g = gaps[0]
+    assert (g["tcp_stream"], g["direction"], g["stream_offset"]) == (0, "s2c", lost_off)
+    assert g["skipped_bytes"] >= len(lost.payload)
+    assert g["frame_number"] == conv.index(conv.segments(), "deliver-1/3")  # one packet fewer before it
+    (c,) = t["connections"]
+    assert (c["gaps"], c["gap_bytes"]) == (1, len(lost.payload))
+    assert c["bytes_s2c"] == len(conv.stream("s2c")) - len(lost.payload)
+    assert c["anomalies"] == len(t["anomalies"])
+
+
+def test_lost_segment_at_the_end_of_a_direction_is_accounted(conv, tmp_path):
+    """The server's last data segment is lost; the client ACKs it and the FINs follow.
+    Those bytes were on the wire: they must show up as a gap, not vanish."""
+    segs = conv.segments()
+    i = conv.index(segs, "connection.close-ok")
+    lost = segs.pop(i)
+    t = run(tmp_path, segs)
+    (c,) = t["connections"]
+    assert (c["gaps"], c["gap_bytes"]) == (1, len(lost.payload))
+    gaps = [r for r in t["anomalies"] if r["kind"] == "gap"]
+    assert [(g["direction"], g["stream_offset"]) for g in gaps] == \
+        [("s2c", (lost.seq - conv.data_seq["s2c"]) & MASK)]
+
+
+def test_snaplen_cut_packet_in_a_body(conv, baseline, tmp_path):
+    segs = conv.segments()
+    i = conv.index(segs, "deliver-1/2")
+    pkts = P.to_packets(segs)
+    hdr = 14 + 20 + 20
+    pkts[i] = P.snap(pkts[i], hdr + 100)  # 100 of 1000 payload bytes captured
+    t = run_blob(tmp_path, P.pcap_bytes(pkts))
+    kinds = {(r["layer"], r["kind"]) for r in t["anomalies"]}
+    assert ("tcp", "truncated-packet") in kinds
+    trunc = [r for r in t["anomalies"] if r["kind"] == "truncated-packet"]
+    assert trunc[0]["frame_number"] == i + 1 and trunc[0]["direction"] == "s2c"
+    d1 = [r for r in t["messages"] if r["method"] == "basic.deliver" and r["delivery_tag"] == 1]
+    assert d1[0]["complete"] is False
+    assert keys(t["methods"], "direction", "stream_offset", "method") == \
+        keys(baseline["methods"], "direction", "stream_offset", "method")
+    (c,) = t["connections"]
+    assert (c["gaps"], c["gap_bytes"]) == (1, 900)
+
+
+def _swap(segs, a, b):
+    segs[a], segs[b] = segs[b], segs[a]
+    return P.retime(segs, C.START_NS, C.STEP_NS)
+
+
+def test_reordered_body_segments_give_identical_rows(conv, baseline, tmp_path):
+    segs = conv.segments()
+    _swap(segs, conv.index(segs, "deliver-1/2"), conv.index(segs, "deliver-1/3"))
+    fix_acks(segs, conv)
+    t = run(tmp_path, segs)
+    for table in TABLES:
+        assert strip(t[table], ("capture",)) == strip(baseline[table], ("capture",)), table
+
+
+def test_reordered_segments_holding_frame_starts(conv, baseline, tmp_path):
+    segs = conv.segments()
+    _swap(segs, conv.index(segs, "publish-2+3/1"), conv.index(segs, "publish-2+3/2"))
+    fix_acks(segs, conv)
+    t = run(tmp_path, segs)
+    assert strip(t["methods"]) == strip(baseline["methods"])
+    assert keys(t["methods"]) == C.expected_methods(conv, segs)
+    assert strip(t["messages"]) == strip(baseline["messages"])
+    assert keys(t["messages"], *MSG_KEYS) == C.expected_messages(conv, segs)
+    assert t["anomalies"] == []
+
+
+def test_reversed_run_of_segments(conv, baseline, tmp_path):
+    segs = conv.segments()
+    idx = [conv.index(segs, f"deliver-1/{k}") for k in (1, 2, 3, 4)]
+    data = [segs[i] for i in idx]
+    for i, s in zip(idx, reversed(data)):
+        segs[i] = s
+    P.retime(segs, C.START_NS, C.STEP_NS)
+    fix_acks(segs, conv)
+    t = run(tmp_path, segs)
+    assert strip(t["methods"]) == strip(baseline["methods"])
+    assert keys(t["methods"]) == C.expected_methods(conv, segs)
+    assert keys(t["messages"], *MSG_KEYS) == C.expected_messages(conv, segs)
+    assert t["anomalies"] == []
+    assert t["connections"][0]["gaps"] == 0
+
+
+def test_retransmitted_segments_give_no_duplicate_rows(conv, baseline, tmp_path):
+    segs = conv.segments()
+    dup = []
+    for s in segs:
+        dup.append(s)
+        if s.payload:
+            dup.append(s.copy())  # every data segment twice
+    P.retime(dup, C.START_NS, C.STEP_NS)
+    t = run(tmp_path, dup)
+    assert strip(t["methods"]) == strip(baseline["methods"])
+    assert keys(t["methods"]) == C.expected_methods(conv, dup)
+    assert strip(t["messages"]) == strip(baseline["messages"])
+    assert keys(t["messages"], *MSG_KEYS) == C.expected_messages(conv, dup)
+    assert t["anomalies"] == []
+    (c,) = t["connections"]
+    b = baseline["connections"][0]
+    assert (c["bytes_c2s"], c["bytes_s2c"], c["frames_c2s"], c["frames_s2c"], c["gaps"]) == \
+        (b["bytes_c2s"], b["bytes_s2c"], b["frames_c2s"], b["frames_s2c"], 0)
+    assert c["packets_c2s"] + c["packets_s2c"] == len(dup)
+
+
+def test_late_retransmission_after_later_data(conv, baseline, tmp_path):
+    segs = conv.segments()
+    late = segs[conv.index(segs, "publish-1")].copy()
+    segs.insert(conv.index(segs, "ack-2"), late)  # long after, between other traffic
+    P.retime(segs, C.START_NS, C.STEP_NS)
+    t = run(tmp_path, segs)
+    assert strip(t["methods"]) == strip(baseline["methods"])
+    assert len(t["messages"]) == len(baseline["messages"])
+    assert t["anomalies"] == []
+
+
+def test_overlapping_resegmented_retransmissions(conv, baseline, tmp_path):
+    segs = conv.segments()
+    i = conv.index(segs, "publish-2+3/2")
+    s = segs[i]
+    n = len(s.payload)
+    # the segment arrives as two overlapping pieces, then a piece straddling two old segments
+    a = s.copy(payload=s.payload[:n // 2 + 30])
+    b = s.copy(seq=(s.seq + n // 2 - 30) & MASK, payload=s.payload[n // 2 - 30:])
+    prev = segs[conv.index(segs, "publish-2+3/1")]
+    straddle = prev.copy(seq=(prev.seq + len(prev.payload) - 10) & MASK,
+                         payload=prev.payload[-10:] + s.payload[:10])
+    segs[i:i + 1] = [a, b, straddle]
+    P.retime(segs, C.START_NS, C.STEP_NS)
+    t = run(tmp_path, segs)
+    assert strip(t["methods"]) == strip(baseline["methods"])
+    assert keys(t["methods"]) == C.expected_methods(conv, segs)
+    assert strip(t["messages"]) == strip(baseline["messages"])
+    assert keys(t["messages"], *MSG_KEYS) == C.expected_messages(conv, segs)
+    assert t["anomalies"] == []
+    assert t["connections"][0]["bytes_c2s"] == len(conv.stream("c2s"))
+
+
+@pytest.mark.parametrize("client_isn,server_isn", [
+    ((1 << 32) - 300, (1 << 32) - 2000),  # both streams wrap mid-conversation (s2c inside a body)
+    ((1 << 32) - 1, (1 << 32) - 1),  # the SYN itself takes the last sequence number
+    ((1 << 32) - 9, 7),  # the first data segment (protocol header) ends exactly at 2**32
+])
+def test_sequence_wraparound(baseline, tmp_path, client_isn, server_isn):
+    segs = C.standard().segments(client_isn=client_isn, server_isn=server_isn)
+    t = run(tmp_path, segs)
+    for table in TABLES:
+        assert strip(t[table], ("capture",)) == strip(baseline[table], ("capture",)), table
+
+
+def test_mid_stream_start(conv, baseline, tmp_path):
+    segs = conv.segments()
+    first = conv.index(segs, "channel.open")
+    base = {"c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
+            "s2c": (segs[conv.index(segs, "channel.open-ok")].seq - conv.data_seq["s2c"]) & MASK}
+    cut = segs[first:]
+    t = run(tmp_path, cut)
+    assert keys(t["methods"]) == C.expected_methods(conv, cut, base=base)
+    assert [r["method"] for r in order(t["methods"]) if r["direction"] == "c2s"][:2] == \
+        ["channel.open", "queue.declare"]
+    assert len(t["messages"]) == 5 and all(r["complete"] for r in t["messages"])
+    (c,) = t["connections"]
+    assert c["mid_stream"] is True
+    assert (c["client_ip"], c["client_port"], c["server_port"], c["direction_source"]) == \
+        ("10.0.0.1", 40000, 5672, "port")
+    assert c["version"] == "0-9-1" and c["client_header"] is None
+    assert c["frame_number"] == 1 and c["tcp_stream"] == 0
+
+
+def test_mid_stream_start_inside_a_body(conv, baseline, tmp_path):
+    segs = conv.segments()
+    cut = segs[conv.index(segs, "deliver-1/3"):]  # s2c starts in the middle of a body frame
+    t = run(tmp_path, cut)
+    got = [(r["direction"], r["method"]) for r in order(t["methods"])]
+    assert got == [("c2s", "basic.ack"), ("c2s", "basic.ack"), ("c2s", "channel.close"),
+                   ("c2s", "connection.close"), ("s2c", "basic.deliver"), ("s2c", "channel.close-ok"),
+                   ("s2c", "connection.close-ok")]
+    (c,) = t["connections"]
+    assert c["mid_stream"] is True
+    # the skipped part of the body is accounted for as a resynchronisation (a capture that
+    # starts mid-frame is not a malformed frame), not decoded as frames
+    s2c = [r for r in t["anomalies"] if r["direction"] == "s2c"]
+    assert [(r["kind"], r["stream_offset"], r["skipped_bytes"]) for r in s2c] == [("resync", 0, 1000 + 1501)]
+    d2 = [r for r in t["messages"] if r["delivery_tag"] == 2]
+    assert len(d2) == 1 and d2[0]["complete"] is True
+
+
+def test_mid_stream_start_inside_a_frame_keeps_frame_numbers(conv, tmp_path):
+    """The client side starts inside publish-2's body; the server side starts later with
+    consume-ok.  Frames held while the version was being inferred must keep the packet
+    numbers that completed them."""
+    segs = conv.segments()
+    first = conv.index(segs, "publish-2+3/2")
+    base = {"c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
+            "s2c": (segs[conv.index(segs, "consume-ok")].seq - conv.data_seq["s2c"]) & MASK}
+    cut = segs[first:]
+    t = run(tmp_path, cut)
+    exp = C.expected_methods(conv, cut, base=base)
+    assert exp[0]["method"] == "basic.publish" and exp[0]["frame_number"] == 1
+    assert keys(t["methods"]) == exp
+    c2s = [r for r in t["anomalies"] if r["direction"] == "c2s"]
+    assert [(r["kind"], r["stream_offset"], r["skipped_bytes"]) for r in c2s] == [("resync", 0, 100 - 20 + 1)]
+    msgs = [r for r in t["messages"] if r["method"] == "basic.publish"]
+    assert [(r["frame_number"], r["body_hash"], r["complete"]) for r in msgs] == \
+        [(1, conv.messages[2].body_hash, True)]
+
+
+# -- link layers and file formats ---------------------------------------------------------------
+
+def _ipv6_segments(conv, ext=("hop", "routing", "dest")):
+    segs = conv.segments(client=("fd00::1", 40000), server=("fd00::2", 5672))
+    for s in segs:
+        s.ip_kw["ipv6_ext"] = ext
+    return segs
+
+
+LINKS = {
+    "ethernet": (1, {}),
+    "vlan": (1, {"vlans": [(0x8100, 100)]}),
+    "qinq": (1, {"vlans": [(0x88A8, 10), (0x8100, 20)]}),
+    "sll": (113, {}),
+    "sll2": (276, {}),
+    "null": (0, {}),
+    "null-big-endian": (0, {"byteorder": "big"}),
+    "loop": (108, {}),
+    "raw": (101, {}),
+    "raw-ipv4": (228, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINKS))
+def test_link_layers_give_the_same_rows(conv, baseline, tmp_path, name):
+    linktype, kw = LINKS[name]
+    pkts = P.to_packets(conv.segments(), linktype, **kw)
+    t = run_blob(tmp_path, P.pcap_bytes(pkts))
+    for table in ("methods", "messages", "anomalies"):
+        assert strip(t[table], ("capture",)) == strip(baseline[table], ("capture",)), table
+
+
+def test_ipv4_options_give_the_same_rows(conv, baseline, tmp_path):
+    segs = conv.segments()
+    for s in segs:
+        s.ip_kw["ip_options"] = b"\x01\x01\x01\x00"  # NOP NOP NOP EOL
+    t = run(tmp_path, segs)
+    assert strip(t["methods"], ("capture",)) == strip(baseline["methods"], ("capture",))
+
+
+@pytest.mark.parametrize("linktype", [1, 113, 229, 0])
+def test_ipv6_with_extension_headers_gives_the_same_rows(conv, baseline, tmp_path, linktype):
+    segs = _ipv6_segments(conv)
+    t = run_blob(tmp_path, P.pcap_bytes(P.to_packets(segs, linktype)))
+    for table in ("methods", "messages", "anomalies"):
+        assert strip(t[table], ("capture",)) == strip(baseline[table], ("capture",)), table
+    (c,) = t["connections"]
+    assert (c["ip_version"], c["client_ip"], c["server_ip"]) == (6, "fd00::1", "fd00::2")
+
+
+def _formats(conv):
+    segs = conv.segments()
+    pkts = P.to_packets(segs)
+    mixed = [s.packet(1) if s.direction == "c2s" else s.packet(113) for s in segs]
+    return {
+        "pcap-usec-le": P.pcap_bytes(pkts),
+        "pcap-usec-be": P.pcap_bytes(pkts, endian=">"),
+        "pcap-nsec-le": P.pcap_bytes(pkts, nano=True),
+        "pcap-nsec-be": P.pcap_bytes(pkts, nano=True, endian=">"),
+        "pcapng-le": P.pcapng_bytes(pkts),
+        "pcapng-be": P.pcapng_bytes(pkts, endian=">"),
+        "pcapng-2-interfaces": P.pcapng_bytes(mixed, tsresol={1: 9, 113: 6}),
+        "pcapng-2-interfaces-be": P.pcapng_bytes(mixed, endian=">", tsresol={1: 6, 113: 9}),
+        "pcap.gz": P.gzip_bytes(P.pcap_bytes(pkts, nano=True)),
+        "pcapng.gz": P.gzip_bytes(P.pcapng_bytes(mixed), members=3),
+    }
+
+
+FORMATS = ["pcap-usec-le", "pcap-usec-be", "pcap-nsec-le", "pcap-nsec-be", "pcapng-le", "pcapng-be",
+           "pcapng-2-interfaces", "pcapng-2-interfaces-be", "pcap.gz", "pcapng.gz"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_file_formats_give_the_same_rows(conv, baseline, tmp_path, fmt):
+    blob = _formats(conv)[fmt]
+    t = run_blob(tmp_path, blob, name="capture.bin")  # recognised by content, not by name
+    for table in TABLES:
+        assert strip(t[table], ("capture",)) == strip(baseline[table], ("capture",)), table
+    assert {r["capture"] for r in t["methods"]} == {str(tmp_path / "capture.bin")}
+
+
+# -- ports and conversation numbering -------------------------------------------------------------
+
+def _interleave(*convs):
+    """Round-robin merge of several segment lists; returns (merged, positions per list)."""
+    merged, where = [], [[] for _ in convs]
+    lists = [list(c) for c in convs]
+    while any(lists):
+        for k, lst in enumerate(lists):
+            if lst:
+                where[k].append(len(merged))
+                merged.append(lst.pop(0))
+    P.retime(merged, C.START_NS, C.STEP_NS)
+    return merged, where
+
+
+def _http(client, server):
+    return P.tcp_conversation([("c2s", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+                               ("s2c", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")],
+                              client=client, server=server)
+
+
+def test_ports_and_tcp_stream_numbering(conv, tmp_path):
+    http = _http(("10.0.0.9", 41000), ("10.0.0.2", 8080))  # not AMQP: ignored, still numbered
+    amqp_odd_port = C.standard()
+    odd = amqp_odd_port.segments(client=("10.0.0.1", 40001), server=("10.0.0.2", 15672))
+    std = conv.segments(client=("10.0.0.1", 40002))
+    merged, where = _interleave(http, odd, std)
+    t = run(tmp_path, merged)
+    conns = sorted(t["connections"], key=lambda r: r["tcp_stream"])
+    assert [(r["tcp_stream"], r["server_port"], r["direction_source"]) for r in conns] == \
+        [(1, 15672, "syn"), (2, 5672, "syn")]
+    assert all(r["frame_number"] == where[k][0] + 1 for r, k in zip(conns, (1, 2)))
+    for stream, c, segs, pos in ((1, amqp_odd_port, odd, where[1]), (2, conv, std, where[2])):
+        rows = [r for r in t["methods"] if r["tcp_stream"] == stream]
+        exp = C.expected_methods(c, segs)
+        for e in exp:
+            e["frame_number"] = pos[e["frame_number"] - 1] + 1
+        assert keys(rows) == exp
+    assert {r["tcp_stream"] for r in t["anomalies"]} <= {1, 2}
+    assert t["anomalies"] == []
+
+
+def test_non_amqp_port_without_header_is_ignored_unless_listed(conv, tmp_path):
+    segs = conv.segments(server=("10.0.0.2", 15673))
+    first = conv.index(segs, "channel.open")
+    base = {"c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
+            "s2c": (segs[conv.index(segs, "channel.open-ok")].seq - conv.data_seq["s2c"]) & MASK}
+    cut = segs[first:]  # mid-stream: no AMQP header to recognise
+    t = run(tmp_path, cut, name="a.pcap")
+    assert t["methods"] == [] and t["connections"] == [] and t["anomalies"] == []
+    t = run(tmp_path, cut, name="b.pcap", ports=[15673])
+    assert keys(t["methods"]) == C.expected_methods(conv, cut, base=base)
+    assert t["connections"][0]["mid_stream"] is True
+
+
+# -- output safety --------------------------------------------------------------------------------
+
+def _leftovers(path):
+    return [n for n in os.listdir(path) if ".tmp-" in n or ".old-" in n]
+
+
+def test_existing_output_needs_force(conv, tmp_path):
+    cap = P.write(tmp_path / "c.pcap", P.pcap_bytes(P.to_packets(conv.segments())))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(OutputExists):
+        dissect([str(cap)], str(out))
+    assert (out / "keep.txt").read_text() == "mine"
+    dissect([str(cap)], str(out), force=True)
+    assert not (out / "keep.txt").exists()
+    assert len(read(out)["methods"]) == 23
+    assert _leftovers(tmp_path) == []
+
+
+def test_failed_run_leaves_no_output_and_no_temporary_directory(conv, tmp_path):
+    good = P.write(tmp_path / "c.pcap", P.pcap_bytes(P.to_packets(conv.segments())))
+    bad = P.write(tmp_path / "bad.pcap", b"this is not a capture at all\n")
+    with pytest.raises(CaptureError) as e:
+        dissect([str(good), str(bad)], str(tmp_path / "out"))
+    assert e.value.exit_code == 2
+    # unsupported link type: detected while reading, after the writer was opened
+    odd = P.write(tmp_path / "odd.pcap", P.pcap_bytes([(C.START_NS, 147, b"\x00" * 40)]))
+    with pytest.raises(CaptureError) as e:
+        dissect([str(odd)], str(tmp_path / "out"))
+    assert e.value.exit_code == 4
+    assert not (tmp_path / "out").exists()
+    assert _leftovers(tmp_path) == []
+
+
+# -- command line -----------------------------------------------------------------------------------
+
+def _cli(*args, cwd=None):
+    exe = shutil.which("amqpcap")
+    cmd = [exe] if exe else [sys.executable, "-m", "amqpcap.cli"]
+    env = dict(os.environ)
+    env.pop("AMQPCAP_DEBUG", None)
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+
+
+def _one_line_error(p):
+    lines = p.stderr.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].startswith("amqpcap:"), p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.fixture
+def capture_file(conv, tmp_path):
+    return str(P.write(tmp_path / "c.pcap", P.pcap_bytes(P.to_packets(conv.segments()))))
+
+
+def test_cli_dissect_succeeds_and_summarises(capture_file, tmp_path):
+    p = _cli("dissect", capture_file, "-o", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    assert "methods 23" in p.stdout and "messages 5" in p.stdout and "anomalies 0" in p.stdout
+    assert len(read(tmp_path / "out")["methods"]) == 23
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
+def test_cli_not_a_capture_exits_2(tmp_path, content):
+    bad = P.write(tmp_path / "bad.pcap", content)
+    p = _cli("dissect", str(bad), "-o", str(tmp_path / "out"))
+    assert p.returncode == 2
+    _one_line_error(p)
+    assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_cli_unreadable_path_exits_3(tmp_path, what):
+    path = tmp_path / "nope.pcap"
+    if what == "directory":
+        path.mkdir()
+    p = _cli("dissect", str(path), "-o", str(tmp_path / "out"))
+    assert p.returncode == 3
+    _one_line_error(p)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_existing_output_exits_5_and_force_replaces(capture_file, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    p = _cli("dissect", capture_file, "-o", str(out))
+    assert p.returncode == 5
+    _one_line_error(p)
+    assert "--force" in p.stderr
+    p = _cli("dissect", capture_file, "-o", str(out), "--force", "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    assert len(read(out)["methods"]) == 23
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["dissect"],
+    ["dissect", "{cap}"],  # no -o
+    ["dissect", "{cap}", "-o", "{out}", "--no-such-option"],
+    ["dissect", "{cap}", "-o", "{out}", "--body-bytes", "-1"],
+    ["dissect", "{cap}", "-o", "{out}", "--ports", "http"],
+    ["dissect", "{cap}", "-o", "{out}", "--ports", "70000"],
+    ["frobnicate"],
+])
+def test_cli_bad_usage_exits_64(capture_file, tmp_path, args):
+    args = [a.format(cap=capture_file, out=tmp_path / "out") for a in args]
+    p = _cli(*args)
+    assert p.returncode == 64, (p.returncode, p.stderr)
+    _one_line_error(p)
+    assert not (tmp_path / "out").exists()
