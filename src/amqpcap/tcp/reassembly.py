@@ -12,20 +12,26 @@ after the SYN, or the first byte seen when the capture starts mid-stream),
 64-bit, so sequence-number wraparound is invisible to the sink.
 
 Buffering is bounded: only out-of-order bytes are held, at most
-``MAX_OUT_OF_ORDER`` per direction; beyond that the hole is declared lost.
-A hole is also declared as soon as the peer acknowledges bytes the capture
-never showed (they were on the wire, not in the capture), and at the end.
+``MAX_OUT_OF_ORDER`` bytes in at most ``MAX_OUT_OF_ORDER_SEGMENTS`` segments
+per direction (each held segment costs ~200 bytes of bookkeeping whatever its
+size); beyond that the hole is declared lost.  A hole is also declared when
+data arrives at or beyond a point the peer acknowledged (the bytes before it
+were on the wire, not in the capture), and at the end -- up to the FIN/RST
+sequence number when the caller reports it with ``fin()``.
 """
 from __future__ import annotations
+
+import heapq
 
 MASK = 0xFFFFFFFF
 HALF = 1 << 31
 MAX_OUT_OF_ORDER = 4 << 20
+MAX_OUT_OF_ORDER_SEGMENTS = 16384
 
 
 class Stream:
-    __slots__ = ("direction", "sink", "started", "next_seq", "next_off", "ooo", "ooo_bytes", "acked_off",
-                 "retransmitted", "delivered", "gaps", "gap_bytes", "fin", "packets")
+    __slots__ = ("direction", "sink", "started", "next_seq", "next_off", "ooo", "ooo_heap", "ooo_bytes",
+                 "acked_off", "retransmitted", "delivered", "gaps", "gap_bytes", "fin_off", "packets")
 
     def __init__(self, direction: int, sink) -> None:
         self.direction = direction
@@ -34,13 +40,14 @@ class Stream:
         self.next_seq = 0  # sequence number of the next expected byte
         self.next_off = 0  # stream offset of the next expected byte
         self.ooo: dict[int, tuple[bytes, int]] = {}  # offset -> (captured bytes, bytes cut by snaplen)
+        self.ooo_heap: list[int] = []  # the keys of ooo, smallest first (draining is O(log n) per segment)
         self.ooo_bytes = 0
         self.acked_off = -1  # highest offset the peer acknowledged
         self.retransmitted = 0
         self.delivered = 0
         self.gaps = 0
         self.gap_bytes = 0
-        self.fin = False
+        self.fin_off: int | None = None  # stream offset of the FIN (or RST) sequence number, if reported
         self.packets = 0
 
     def syn(self, seq: int) -> None:
@@ -80,14 +87,18 @@ class Stream:
             off = self.next_off + d
             old = self.ooo.get(off)
             if old is None or len(old[0]) + old[1] < total:
-                if old is not None:
+                if old is None:
+                    heapq.heappush(self.ooo_heap, off)
+                else:
                     self.ooo_bytes -= len(old[0])
+                    self.retransmitted += len(old[0]) + old[1]  # the longer copy covers it
                 self.ooo[off] = (payload, missing)
                 self.ooo_bytes += len(payload)
             else:
                 self.retransmitted += total
-            if self.ooo_bytes > MAX_OUT_OF_ORDER or off <= self.acked_off:
-                self._force(self.acked_off if self.ooo_bytes <= MAX_OUT_OF_ORDER else None, packet, ts)
+            full = self.ooo_bytes > MAX_OUT_OF_ORDER or len(self.ooo) > MAX_OUT_OF_ORDER_SEGMENTS
+            if full or off <= self.acked_off:
+                self._force(None if full else self.acked_off, packet, ts)
 
     def ack(self, ack: int, packet: int, ts: int) -> None:
         """The peer acknowledged up to ``ack``: bytes before it were on the wire."""
@@ -99,13 +110,31 @@ class Stream:
         off = self.next_off + d
         if off > self.acked_off:
             self.acked_off = off
-            if self.ooo and min(self.ooo) <= off:
+            if self.ooo and self.ooo_heap[0] <= off:
                 self._force(off, packet, ts)
 
+    def fin(self, seq: int) -> None:
+        """This direction's FIN or RST carries ``seq``: every byte before it was sent.
+
+        Nothing is declared yet (a retransmission may still fill a hole); ``close()``
+        declares whatever is missing before it.
+        """
+        if not self.started:
+            return
+        d = (seq - self.next_seq) & MASK
+        if d >= HALF:
+            return
+        off = self.next_off + d
+        if self.fin_off is None or off > self.fin_off:
+            self.fin_off = off
+
     def close(self, packet: int, ts: int) -> None:
-        """End of the conversation or capture: whatever is still held goes out after its hole."""
+        """End of the conversation or capture: whatever is still held goes out after its hole,
+        and bytes before a reported FIN/RST that never arrived are declared lost."""
         if self.ooo:
             self._force(None, packet, ts)
+        if self.fin_off is not None and self.fin_off > self.next_off:
+            self._hole(self.fin_off - self.next_off, packet, ts)
 
     # -- internals --------------------------------------------------------------------
 
@@ -121,12 +150,21 @@ class Stream:
             self.gap_bytes += missing
             self.sink.gap(self.direction, self.next_off - missing, missing, packet, ts)
 
+    def _hole(self, size: int, packet: int, ts: int) -> None:
+        self.gaps += 1
+        self.gap_bytes += size
+        self.sink.gap(self.direction, self.next_off, size, packet, ts)
+        self.next_off += size
+        self.next_seq = (self.next_seq + size) & MASK
+
     def _drain(self, packet: int, ts: int) -> None:
         ooo = self.ooo
+        heap = self.ooo_heap
         while ooo:
-            off = min(ooo)
+            off = heap[0]
             if off > self.next_off:
                 return
+            heapq.heappop(heap)
             payload, missing = ooo.pop(off)
             self.ooo_bytes -= len(payload)
             end = off + len(payload) + missing
@@ -134,6 +172,7 @@ class Stream:
                 self.retransmitted += len(payload) + missing
                 continue
             cut = self.next_off - off
+            self.retransmitted += cut  # the part already delivered
             if cut < len(payload):
                 self._deliver(payload[cut:], missing, packet, ts)
             else:
@@ -142,14 +181,9 @@ class Stream:
     def _force(self, upto: int | None, packet: int, ts: int) -> None:
         """Declare holes lost: all of them (upto None) or those before held data at or below ``upto``."""
         while self.ooo:
-            off = min(self.ooo)
+            off = self.ooo_heap[0]
             if upto is not None and off > upto:
                 return
             if off > self.next_off:
-                size = off - self.next_off
-                self.gaps += 1
-                self.gap_bytes += size
-                self.sink.gap(self.direction, self.next_off, size, packet, ts)
-                self.next_off = off
-                self.next_seq = (self.next_seq + size) & MASK
+                self._hole(off - self.next_off, packet, ts)
             self._drain(packet, ts)
