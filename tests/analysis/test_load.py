@@ -1,0 +1,92 @@
+"""amqpcap.load: typed tables from a dissect output directory, and the capture cache."""
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tables import Capture, at
+
+import amqpcap
+from amqpcap.analysis.load import Tables, cache_key, empty_frame, load
+from amqpcap.records.schema import SCHEMAS
+
+CAPTURES = os.path.join(os.path.dirname(__file__), "..", "..", "captures")
+
+
+def _write(out, t, names=("connections", "methods", "messages", "anomalies")):
+    for name in names:
+        df = getattr(t, name)
+        os.makedirs(out / name, exist_ok=True)
+        table = pa.Table.from_pandas(df, schema=SCHEMAS[name], preserve_index=False)
+        pq.write_table(table, out / name / "part-0.parquet")
+
+
+def test_load_directory_types_and_missing_frames(tmp_path):
+    c = Capture()
+    c.connection(heartbeat=5, syn_ts=at(-1))
+    c.method(0, "c2s", "basic.qos", channel=1, prefetch_count=3)
+    c.method(1, "c2s", "basic.publish", channel=1, exchange="x", routing_key="k", body=b"hi")
+    _write(tmp_path, c.tables())
+    t = amqpcap.load(tmp_path)
+    assert isinstance(t, Tables) and not t.has_frames
+    assert (len(t.connections), len(t.methods), len(t.messages), len(t.anomalies), len(t.frames)) == (1, 2, 1, 0, 0)
+    assert list(t.frames.columns) == [f.name for f in SCHEMAS["frames"]]
+    assert str(t.methods["ts"].dtype) == "datetime64[ns, UTC]"
+    assert str(t.connections["syn_ts"].dtype) == "datetime64[ns, UTC]"
+    assert str(t.methods["prefetch_count"].dtype) == "Int32"
+    assert str(t.methods["delivery_tag"].dtype) == "Int64" and t.methods["delivery_tag"].isna().all()
+    assert str(t.methods["multiple"].dtype) == "boolean"
+    assert t.methods["prefetch_count"].tolist()[0] == 3
+    assert t.messages["body"].tolist() == [b"hi"]
+    assert t.methods["ts"].tolist()[0] == pd.Timestamp("2024-05-01T12:00:00", tz="UTC")
+
+
+def test_load_reads_several_files_and_missing_columns(tmp_path):
+    c = Capture()
+    c.method(0, "c2s", "basic.qos", channel=1, prefetch_count=3)
+    _write(tmp_path, c.tables())
+    # a second part written by an older writer without some columns
+    pq.write_table(pa.table({"capture": ["b.pcap"], "tcp_stream": pa.array([4], pa.int32()),
+                             "method": ["basic.ack"]}), tmp_path / "methods" / "part-1.parquet")
+    t = load(tmp_path)
+    assert sorted(t.methods["method"]) == ["basic.ack", "basic.qos"]
+    assert t.methods["tcp_stream"].tolist() == [0, 4]
+
+
+def test_not_a_dissect_output(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path / "nope.pcap")
+
+
+def test_empty_frame_columns():
+    df = empty_frame("connections")
+    assert list(df.columns) == SCHEMAS["connections"].names and len(df) == 0
+
+
+def test_capture_is_dissected_once_into_the_cache(tmp_path, monkeypatch):
+    cap = tmp_path / "x.pcap"
+    cap.write_bytes(b"not really a capture")
+    calls = []
+
+    def fake_dissect(captures, out, *, force=False, **opts):
+        calls.append((captures, opts, force))
+        c = Capture(capture=captures[0])
+        c.method(0, "c2s", "basic.qos", channel=1)
+        _write(__import__("pathlib").Path(out), c.tables())
+
+    import amqpcap.pipeline
+    monkeypatch.setattr(amqpcap.pipeline, "dissect", fake_dissect)
+    t1 = load(cap, cache_dir=tmp_path / "cache", body_bytes=16)
+    t2 = load(cap, cache_dir=tmp_path / "cache", body_bytes=16)
+    assert len(calls) == 1 and calls[0][0] == [str(cap)] and calls[0][1] == {"body_bytes": 16} and calls[0][2]
+    assert t1.methods["capture"].tolist() == [str(cap)] == t2.methods["capture"].tolist()
+    assert t1.source == str(tmp_path / "cache" / cache_key(cap, body_bytes=16))
+    load(cap, cache_dir=tmp_path / "cache", body_bytes=32)  # other options: another entry
+    assert len(calls) == 2
+    cap.write_bytes(b"changed content")
+    load(cap, cache_dir=tmp_path / "cache", body_bytes=16)  # other content: another entry
+    assert len(calls) == 3
+    assert len([p for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")]) == 3

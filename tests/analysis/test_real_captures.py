@@ -1,0 +1,108 @@
+"""The analysis on the shipped captures, against what the recording scripts know
+(captures/*.truth.json, captures/qpid010_basic.qpidlog.txt.gz)."""
+import os
+
+import pytest
+
+import amqpcap
+from amqpcap.analysis import blocked, stats, write_report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CAPTURES = os.path.normpath(os.path.join(HERE, "..", "..", "captures"))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("amqpcap-cache")
+
+
+def _load(name, cache):
+    path = os.path.join(CAPTURES, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{name} not shipped")
+    pytest.importorskip("amqpcap.pipeline")
+    return amqpcap.load(path, cache_dir=cache, frames=True)
+
+
+def _errors(s):
+    return {(e["kind"], e["code"], e["name"], e["method"]): e["count"] for e in s["errors"]}
+
+
+def test_amqplib_0_8(cache):
+    s = stats(_load("rabbitmq08_amqplib.pcap", cache))
+    ca = s["latency"]["consumer_ack"]
+    assert (ca["count"], ca["acked"], ca["rejected"], ca["nacked"], ca["unsettled"]) == (4, 3, 1, 0, 0)
+    assert s["latency"]["transit"]["count"] == 5       # 7 publishes: 1 returned, 1 rolled back
+    assert s["latency"]["method_rtt"]["errors"] == 1   # the passive declare answered by 404
+    assert _errors(s) == {("return", 312, "no-route", "basic.return"): 1,
+                          ("channel-close", 404, "not-found", "channel.close"): 1,
+                          ("reject", None, None, "basic.reject"): 1}
+
+
+def test_pika_full_0_9_1(cache):
+    s = stats(_load("rabbitmq091_pika_full.pcap", cache))
+    lat = s["latency"]
+    c = lat["confirm"]
+    assert (c["count"], c["acked"], c["nacked"], c["unconfirmed"]) == (7, 5, 2, 0)
+    ca = lat["consumer_ack"]
+    # deliveries 1-5: ack, nack(requeue), nack, reject, reject(requeue); 6-7 acked (multiple); get-ok 8 acked;
+    # get-ok 9-11 were no-ack gets
+    assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"], ca["redelivered"]) == (8, 4, 2, 2, 0, 2)
+    assert (lat["transit"]["count"], lat["transit"]["deliveries"]) == (9, 11)
+    assert _errors(s) == {("nack", None, None, "basic.nack"): 4, ("return", 312, "no-route", "basic.return"): 2,
+                          ("reject", None, None, "basic.reject"): 2,
+                          ("channel-close", 403, "access-refused", "channel.close"): 1,
+                          ("channel-close", 404, "not-found", "channel.close"): 1,
+                          ("channel-close", 406, "precondition-failed", "channel.close"): 1}
+    # heartbeat 2 s, 5 s idle with heartbeats both ways: nothing missed
+    assert s["health"]["heartbeat_missed"] == 0 and s["health"]["heartbeat_source"] == "frames"
+
+
+def test_pika_throughput_0_9_1(cache):
+    s = stats(_load("rabbitmq091_pika_throughput.pcap", cache))
+    lat = s["latency"]
+    assert lat["consumer_ack"]["acked"] == 1200 and lat["consumer_ack"]["unsettled"] == 0
+    assert lat["rpc"]["count"] == 12 and lat["rpc"]["missing"] == 0
+    assert lat["transit"]["count"] == 1212            # 1200 messages + 12 RPC replies
+    assert s["throughput"]["messages"] == 2424        # each published once and delivered once
+    assert s["health"]["max_unacked"] == 50 and s["health"]["channels_over_prefetch"] == 0  # prefetch 50
+    assert s["errors"] == []
+
+
+def test_pika_blocked(cache):
+    t = _load("rabbitmq091_pika_blocked.pcap", cache)
+    b = blocked(t)
+    assert b["status"].tolist() == ["unblocked"] and b["reason"].tolist() == ["low on memory"]
+    assert 2300 < b["duration_ms"].iloc[0] < 2700     # the client saw 2.54 s
+
+
+def test_pyamqp_confirms(cache):
+    s = stats(_load("rabbitmq091_pyamqp_basic.pcap", cache))
+    assert (s["latency"]["confirm"]["acked"], s["latency"]["confirm"]["unconfirmed"]) == (5, 0)
+    ca = s["latency"]["consumer_ack"]
+    assert (ca["acked"], ca["rejected"], ca["unsettled"]) == (4, 1, 0)
+
+
+@pytest.mark.parametrize("name", ["rabbitmq08_rejected.pcap", "rabbitmq091_pika_refused.pcap"])
+def test_rejected_headers(cache, name):
+    s = stats(_load(name, cache))
+    assert _errors(s)[("protocol-rejected", None, "protocol-rejected", None)] == 2
+
+
+def test_qpid_0_10(cache):
+    s = stats(_load("qpid010_basic.pcap", cache))
+    rtt = s["latency"]["method_rtt"]
+    assert rtt["missing"] == 0 and rtt["count"] > 40  # sync commands -> session.completed
+    ca = s["latency"]["consumer_ack"]
+    # accept [5,7], release [8], reject [14], accept [9,13]
+    assert (ca["acked"], ca["nacked"], ca["rejected"]) == (8, 1, 1)
+    assert _errors(s) == {("reject", 0, "unspecified", "message.reject"): 1}
+
+
+def test_report_on_every_capture(cache, tmp_path):
+    names = sorted(n for n in os.listdir(CAPTURES) if n.endswith((".pcap", ".pcapng")))
+    if not names:
+        pytest.skip("no captures")
+    for name in names:
+        index = write_report(_load(name, cache), tmp_path / name)
+        assert os.path.getsize(index) > 10_000
