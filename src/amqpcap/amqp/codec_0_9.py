@@ -15,6 +15,7 @@ them are kept.
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from struct import Struct, error as StructError
 
 from amqpcap.amqp import spec as _spec
@@ -331,9 +332,13 @@ def decode_properties(props, buf, off: int, end: int, rabbit: bool = True) -> di
                 idx += 1
         # A bit property is its flag alone: no value follows it.
         bits = tuple(n for n, t in present if t == "bit")
-        plan = (compile_fields(tuple((n, t) for n, t in present if t != "bit")), bits)
+        fields = tuple((n, t) for n, t in present if t != "bit")
         if len(_PROPS_CACHE) < 4096:
-            _PROPS_CACHE[key] = plan
+            plan = _PROPS_CACHE[key] = (compile_fields(fields), bits)
+        else:
+            # Cache full (random flag words from corrupt data): compiling would grow
+            # _COMPILED without bound (2^14 flag sets for basic); use the reference decoder.
+            plan = (partial(_decode_fields, fields), bits)
     out: dict = {}
     off = plan[0](buf, off, end, rabbit, out)
     for n in plan[1]:
