@@ -100,3 +100,20 @@ def test_report_files(tmp_path, make):
         assert data[:8] == PNG and len(data) > 1000
         assert f"data:image/png;base64,{base64.b64encode(data).decode()}" in html
     assert "<table>" in html and "src='http" not in html
+
+
+def test_docs_list_every_result_column():
+    import importlib
+    import os
+
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "analysis.md"), encoding="utf-8").read()
+    L = importlib.import_module("amqpcap.analysis.latency")
+    H = importlib.import_module("amqpcap.analysis.health")
+    E = importlib.import_module("amqpcap.analysis.errors")
+    tables = [L.RTT_COLS, L.CONFIRM_COLS, L.ACK_COLS, L.TRANSIT_COLS, L.RPC_COLS, L.SETUP_COLS, L.CONSUMER_COLS,
+              E.ERROR_COLS, H.GAP_COLS, H.SUMMARY_COLS, H.BLOCKED_COLS, H.FLOW_COLS, H.UNACKED_COLS]
+    missing = sorted({c for cols in tables for c in cols if f"`{c}`" not in doc})
+    assert missing == []
+    s = stats(sample())
+    for key in list(s) + list(s["throughput"]) + list(s["health"]):
+        assert f'"{key}"' in doc or f"`{key}`" in doc, key

@@ -42,7 +42,7 @@ def _activity(t) -> tuple[pd.DataFrame, str]:
     return a, source
 
 
-def heartbeat_gaps(t, *, all_gaps: bool = False) -> pd.DataFrame:
+def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFrame:
     """Silences longer than the negotiated heartbeat interval, per conversation and direction.
 
     Any traffic counts as a sign of life (the spec: any octet resets the
@@ -52,10 +52,12 @@ def heartbeat_gaps(t, *, all_gaps: bool = False) -> pd.DataFrame:
     connection shows gaps: ``source`` says ``methods`` then, and the gaps are
     upper bounds.  Only conversations with a negotiated heartbeat > 0 are
     checked, from ``open_ts`` (else their first activity) to the conversation's
-    last packet.  ``intervals`` = gap / heartbeat; ``missed``: the gap exceeds
-    two intervals (where peers give up on the connection); ``open_ended``: the
-    gap ran to the end of the conversation.  ``all_gaps=True`` returns every
-    gap, not just those over one interval.
+    last packet.  Listed: silences longer than ``late`` intervals (default 1.5:
+    a peer sending heartbeats at the interval shows gaps of one interval plus
+    jitter, which are fine).  ``intervals`` = gap / heartbeat; ``missed``: the
+    gap exceeds two intervals (where the spec lets the peer give up on the
+    connection); ``open_ended``: the gap ran to the end of the conversation.
+    ``all_gaps=True`` returns every gap between signs of life.
     """
     t = as_tables(t)
     c = t.connections
@@ -87,7 +89,7 @@ def heartbeat_gaps(t, *, all_gaps: bool = False) -> pd.DataFrame:
                 marks_fr.append(None)
             mt = np.asarray(marks_ts, dtype=np.int64)
             gaps = np.diff(mt)
-            for i in np.nonzero(gaps > (0 if all_gaps else hb_ns))[0]:
+            for i in np.nonzero(gaps > (0 if all_gaps else late * hb_ns))[0]:
                 gap = int(gaps[i])
                 rows.append(dict(
                     capture=cap, tcp_stream=st, direction=d, sender=sender, heartbeat_s=hb,
@@ -106,7 +108,7 @@ SUMMARY_COLS = {
 
 def heartbeat_summary(t) -> pd.DataFrame:
     """Per conversation (heartbeat > 0) and direction: heartbeat frames seen (``frames``
-    table; null without it), longest silence, gaps over one interval (``late``)
+    table; null without it), longest silence, gaps over 1.5 intervals (``late``)
     and over two (``missed``)."""
     t = as_tables(t)
     gaps = heartbeat_gaps(t, all_gaps=True)
@@ -125,7 +127,7 @@ def heartbeat_summary(t) -> pd.DataFrame:
                 capture=cap, tcp_stream=st, direction=d, heartbeat_s=hb,
                 heartbeat_frames=int(hbf.get((cap, st, d), 0)) if has_frames else None,
                 max_gap_s=float(g["gap_s"].max()) if len(g) else None,
-                late=int((g["intervals"] > 1).sum()) if len(g) else 0,
+                late=int((g["intervals"] > 1.5).sum()) if len(g) else 0,
                 missed=int(g["missed"].fillna(False).astype(bool).sum()) if len(g) else 0,
                 source="frames" if has_frames else "methods",
             ))
