@@ -467,20 +467,16 @@ class Decoder09:
             d.base = offset
         d.packet = packet
         d.ts = ts
+        expect = d.base + len(d.buf)
+        if offset != expect:  # the TCP layer always reports gaps first; be defensive
+            self.gap(direction, expect, offset - expect, packet, ts)
         if d.pos == len(d.buf):
             # Fast path: nothing buffered; start afresh at this offset.
             d.buf = bytearray(data)
             d.pos = 0
             d.base = offset
         else:
-            expect = d.base + len(d.buf)
-            if offset != expect:  # the TCP layer always reports gaps first; be defensive
-                self.gap(direction, expect, offset - expect, packet, ts)
-                d.buf = bytearray(data)
-                d.pos = 0
-                d.base = offset
-            else:
-                d.buf += data
+            d.buf += data
         self._parse(direction, d)
 
     def start_midstream(self, direction: int, offset: int) -> None:
