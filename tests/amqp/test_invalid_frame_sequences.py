@@ -396,3 +396,14 @@ def test_valid_frames_behind_an_unresolvable_resync_candidate_decode_before_a_ga
         ("resync", len(head) + 1000, 16, 3)]
     assert names(events) == ["basic.ack", "basic.qos", "basic.qos"]
     assert A.account(events) == len(head) + 1000 + 16 + len(QOS)
+
+
+def test_feed_at_an_unexpected_offset_with_nothing_buffered_is_a_gap_too():
+    dec = Decoder09("0-9-1")
+    dec.feed(0, ACK, 0, 1, 1)  # a whole frame: nothing stays buffered
+    dec.feed(0, QOS, 100, 2, 2)
+    dec.finish(3, 3)
+    events = [e for _, e in dec.pop_events()]
+    assert [(a.kind, a.offset, a.skipped) for a in A.anomalies(events)] == [("gap", 21, 79)]
+    assert names(events) == ["basic.ack", "basic.qos"]
+    assert A.account(events) == 100 + len(QOS)
