@@ -10,9 +10,8 @@
 
 Definitions: docs/analysis.md.  Every function takes a ``Tables`` (or a path,
 loaded on the fly).  The submodules ``errors`` and ``health`` are shadowed here
-by their functions of the same name; import them as
-``amqpcap.analysis.errors`` / ``amqpcap.analysis.health`` modules via importlib
-if you need the modules themselves.
+by their functions of the same name (``importlib.import_module`` reaches the
+modules); ``stats`` is the submodule, callable as the function.
 """
 # Import every submodule first, then bind the functions: binding after the imports
 # keeps ``analysis.errors`` / ``analysis.health`` the functions, not the modules.
@@ -25,7 +24,11 @@ from amqpcap.analysis.latency import (
 from amqpcap.analysis.throughput import message_queues, throughput, totals
 from amqpcap.analysis.errors import errors
 from amqpcap.analysis.health import blocked, flow, health, heartbeat_gaps, heartbeat_summary, unacked
-from amqpcap.analysis.stats import latency_summary, render_text, stats
+from amqpcap.analysis.stats import latency_summary, render_text
+
+# ``stats`` stays the submodule, which is callable: ``analysis.stats(t)`` is the
+# summary function and ``analysis.stats.render_text`` / ``analysis.stats.stats`` work too.
+stats = _stats_mod
 
 
 def write_report(t, out_dir, **kwargs) -> str:

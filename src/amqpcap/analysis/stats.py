@@ -6,6 +6,8 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import numpy as np
 import pandas as pd
@@ -319,3 +321,14 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     out.append("")
     out.append("Anomalies: " + (", ".join(f"{k}={v}" for k, v in an.items()) if an else "none"))
     return "\n".join(out) + "\n"
+
+
+class _CallableModule(types.ModuleType):
+    """``amqpcap.analysis.stats`` is both this module (``stats.stats``, ``stats.render_text``)
+    and callable as the function: ``amqpcap.analysis.stats(t)``."""
+
+    def __call__(self, *args, **kwargs):
+        return stats(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
