@@ -9,6 +9,7 @@ exact definitions.
 """
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 
 import numpy as np
@@ -508,12 +509,16 @@ def transit(t) -> pd.DataFrame:
     for p in P:
         if p[7]:
             by_id.setdefault(p[7], []).append(p)
+    id_ts = {}
+    for k, lst in by_id.items():
+        lst.sort(key=lambda p: (p[5], p[6]))
+        id_ts[k] = [p[5] for p in lst]
     used_d = set()
     for dl in D:
         if dl[7] and dl[7] in by_id:
-            cands = [p for p in by_id[dl[7]] if p[5] <= dl[5]]
-            if cands:
-                p = max(cands, key=lambda p: (p[5], p[6]))
+            i = bisect.bisect_right(id_ts[dl[7]], dl[5])
+            if i:
+                p = by_id[dl[7]][i - 1]
                 pairs.append((p[6], dl[6], "message_id"))
                 used_d.add(dl[6])
 
@@ -525,8 +530,10 @@ def transit(t) -> pd.DataFrame:
     for p in P:
         if not p[7] and p[10]:
             by_c.setdefault(ckey(p), []).append(p)
-    for lst in by_c.values():
+    c_ts = {}
+    for k, lst in by_c.items():
         lst.sort(key=lambda p: (p[5], p[6]))
+        c_ts[k] = [p[5] for p in lst]
     seen_rank: dict = {}
     for dl in sorted(D, key=lambda x: (x[5], x[6])):
         if dl[6] in used_d or not dl[10]:
@@ -534,16 +541,17 @@ def transit(t) -> pd.DataFrame:
         lst = by_c.get(ckey(dl))
         if not lst:
             continue
-        before = [p for p in lst if p[5] <= dl[5]]
-        if not before:
+        n_before = bisect.bisect_right(c_ts[ckey(dl)], dl[5])
+        if not n_before:
             continue
+        latest = lst[n_before - 1]
         if not dl[12]:  # first-time delivery: FIFO rank per consumer
             ck = (dl[0], dl[1], dl[2], dl[11], ckey(dl))
             k = seen_rank.get(ck, 0)
             seen_rank[ck] = k + 1
-            p = lst[k] if k < len(lst) and lst[k][5] <= dl[5] else before[-1]
+            p = lst[k] if k < n_before else latest
         else:
-            p = before[-1]
+            p = latest
         pairs.append((p[6], dl[6], "content"))
 
     if not pairs:

@@ -481,10 +481,10 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     t = as_tables(t)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    s = stats if stats is not None else stats_dict(t)
+    lat = all_latencies(t)
+    s = stats if stats is not None else stats_dict(t, latencies=lat)
     t0 = _t0(t)
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
-    lat = all_latencies(t)
     err = errors_frame(t)
     paths = {
         "throughput": fig_throughput(t, out / "throughput.png", bucket, t0),

@@ -158,16 +158,17 @@ def _health(t, acks) -> dict:
     }
 
 
-def stats(t, *, bucket: str = "1s") -> dict:
+def stats(t, *, bucket: str = "1s", latencies: dict | None = None) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
     ``span``, ``latency`` (one entry per kind in :data:`LATENCY_KINDS`),
     ``errors``, ``throughput``, ``methods``, ``anomalies``, ``health``.
-    See docs/analysis.md for every field.
+    See docs/analysis.md for every field.  ``latencies``: a precomputed
+    :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.
     """
     t = as_tables(t)
-    lat = all_latencies(t)
+    lat = latencies if latencies is not None else all_latencies(t)
     c = t.connections
     return {
         "stats_version": STATS_VERSION,
