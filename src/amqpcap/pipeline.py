@@ -16,12 +16,14 @@ from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method, Prot
 from amqpcap.capture import link as _link
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.records import rows as R
+from amqpcap.records.schema import COLUMNS
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp.reassembly import Stream
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 SYN, FIN, RST, ACK = 0x02, 0x01, 0x04, 0x10
 EXIT_LINKTYPE = 4
+_CONN_IX = {c: i for i, c in enumerate(COLUMNS["connections"])}
 MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
 
 
@@ -46,7 +48,7 @@ class Summary:
 class Conversation:
     __slots__ = ("stream", "ip_version", "client", "server", "dir_source", "decoder", "streams", "packets",
                  "first_packet", "first_ts", "last_ts", "last_packet", "syn_ts", "rst", "fin", "closed",
-                 "closed_by", "anomalies", "frames", "ignored")
+                 "closed_by", "anomalies", "frames", "ignored", "row")
 
     def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
         self.stream = stream
@@ -69,6 +71,7 @@ class Conversation:
         self.anomalies = 0
         self.frames = [0, 0]
         self.ignored = False
+        self.row = None
 
 
 class Dissector:
@@ -87,6 +90,7 @@ class Dissector:
         self.t_messages = writer["messages"]
         self.t_anom = writer["anomalies"]
         self.t_frames = writer.tables.get("frames")
+        self.done: list = []  # finished conversations whose connection row is not written yet
 
     # -- the hot loop --------------------------------------------------------------------
 
@@ -141,6 +145,9 @@ class Dissector:
                 self._ignore(conv)
                 continue
             if flags & (FIN | RST):
+                if flags & FIN or flags & ACK:
+                    # Bytes before a FIN (or an acknowledging RST) were sent: a hole there is loss.
+                    streams[d].fin(seq + len(payload) + missing)
                 if flags & RST:
                     conv.rst = True
                     conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
@@ -165,6 +172,7 @@ class Dissector:
                 seen.add(id(conv))
                 if not conv.closed and not conv.ignored:
                     self._finish(conv, conv.last_packet, conv.last_ts)
+        self._write_done()
         if unsupported and self.nstreams == 0:
             names = ", ".join(f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported))
             raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
@@ -201,6 +209,17 @@ class Dissector:
     def _prune(self) -> None:
         for k in [k for k, (c, _) in self.flows.items() if c.closed or c.ignored]:
             del self.flows[k]
+        self._write_done()
+
+    def _write_done(self) -> None:
+        for conv in sorted(self.done, key=lambda c: c.stream):
+            row = list(conv.row)
+            for name, value in (("end_ts", conv.last_ts), ("packets_c2s", conv.packets[0]),
+                                ("packets_s2c", conv.packets[1])):
+                row[_CONN_IX[name]] = value
+            self.t_conn.append(tuple(row))
+            conv.row = None
+        self.done = []
 
     def _ignore(self, conv) -> None:
         conv.ignored = True
@@ -215,7 +234,10 @@ class Dissector:
         self._emit(conv, dec.pop_events())
         conv.closed = True
         if dec.is_amqp or dec.tls:
-            self.t_conn.append(self._connection_row(conv))
+            # The row is written at the end (or when the flow is reused or pruned), so the
+            # packets after the closing FIN/RST still count.
+            conv.row = self._connection_row(conv)
+            self.done.append(conv)
         conv.decoder = None
         conv.streams = None
 

@@ -34,6 +34,7 @@ class ConnectionDecoder:
         self._pre = [bytearray(), bytearray()]  # bytes before the header / codec was settled
         self._pre_off = [None, None]
         self._settled = [False, False]
+        self._pieces: list[list] = [[], []]
         self.events: list = []
 
     # -- sink API (called by the TCP reassembler) ---------------------------------------
@@ -49,6 +50,8 @@ class ConnectionDecoder:
         if self._pre_off[direction] is None:
             self._pre_off[direction] = offset
         pre += data
+        # Pieces keep their packet numbers and times for the replay into the codec.
+        self._pieces[direction].append((offset, data, packet, ts))
         self._settle(direction, packet, ts)
 
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
@@ -61,6 +64,7 @@ class ConnectionDecoder:
                                 f"{size} bytes lost before the protocol was identified", None, size + held)))
             self._pre[direction] = bytearray()
             self._pre_off[direction] = None
+            self._pieces[direction] = []
 
     def finish(self, packet: int, ts: int) -> None:
         for direction in (0, 1):
@@ -120,12 +124,11 @@ class ConnectionDecoder:
                     self.negotiation = "rejected"
                     if self.version is None and version in detect.DECODED_VERSIONS and self.client_header is None:
                         self._use(version, "header")
-            rest = bytes(pre[8:])
-            off = self._pre_off[direction] + 8
             self._settled[direction] = True
             self._pre[direction] = bytearray()
-            if rest and self.codec is not None:
-                self.codec.feed(direction, rest, off, packet, ts)
+            if self.codec is not None:
+                self._replay(direction, self._pre_off[direction] + 8)
+            self._pieces[direction] = []
             return
         if not self._settled[direction ^ 1] and self.client_header is None and detect.is_tls(pre):
             self.tls = True
@@ -134,10 +137,11 @@ class ConnectionDecoder:
             self.is_amqp = self.amqp_port
             return
         if self.codec is not None:
-            # The other side's header settled the version; this side starts with frames.
+            # The other side's header settled the version; this side starts with frames
+            # (or mid-frame, if the capture started late): decode from a provable boundary.
             if self.negotiation == "none" and direction == 1:
                 self.negotiation = "accepted"
-            self._flush_pre(direction, packet, ts)
+            self._begin_frames(direction)
             return
         if not self.amqp_port and not self.is_amqp:
             self.undecoded = True  # no AMQP header on a non-AMQP port: not ours
@@ -149,7 +153,7 @@ class ConnectionDecoder:
         if self.codec is None:
             if detect.looks_like_0_10(pre):
                 version = "0-10"
-            elif detect.looks_like_0_9(pre) or force or len(pre) >= INFER_BYTES:
+            elif detect.find_0_9_boundary(pre) is not None or force or len(pre) >= INFER_BYTES:
                 version = "0-9-1"
             else:
                 return  # wait for more bytes before guessing
@@ -157,16 +161,29 @@ class ConnectionDecoder:
             self.negotiation = "unknown"
             self.is_amqp = True
             self._use(version, "inferred")
-            if not detect.looks_like_0_9(pre) and not detect.looks_like_0_10(pre):
-                self.codec.start_midstream(direction, self._pre_off[direction])
-        self._flush_pre(direction, packet, ts)
+        self._begin_frames(direction)
 
-    def _flush_pre(self, direction: int, packet: int, ts: int) -> None:
+    def _begin_frames(self, direction: int) -> None:
+        """Hand a direction without a protocol header to the codec, decoding from the first
+        provable frame boundary (no bytes skipped when the data starts with a frame)."""
         self._settled[direction] = True
-        pre = bytes(self._pre[direction])
         self._pre[direction] = bytearray()
-        if pre:
-            self.codec.feed(direction, pre, self._pre_off[direction], packet, ts)
+        start = getattr(self.codec, "start_midstream", None)
+        if start is not None and self._pre_off[direction] is not None:
+            start(direction, self._pre_off[direction])
+        self._replay(direction, None)
+        self._pieces[direction] = []
+
+    def _replay(self, direction: int, skip_to) -> None:
+        """Feed the held pieces to the codec with their own packet numbers and times,
+        dropping the bytes before ``skip_to`` (the protocol header)."""
+        for off, data, packet, ts in self._pieces[direction]:
+            if skip_to is not None and off < skip_to:
+                cut = skip_to - off
+                if cut >= len(data):
+                    continue
+                off, data = skip_to, data[cut:]
+            self.codec.feed(direction, data, off, packet, ts)
 
     def _use(self, version: str, evidence: str) -> None:
         self.version = version

@@ -43,3 +43,17 @@ def looks_like_0_9(data: bytes) -> bool:
         return False
     size = int.from_bytes(data[3:7], "big")
     return data[0] in (1, 2, 3, 8) and 7 + size < len(data) and data[7 + size] == 0xCE
+
+
+def find_0_9_boundary(data, limit: int = 65536):
+    """Offset of the first provable 0-9-x frame start in ``data`` (a whole frame whose
+    frame-end octet is where its size says, followed by another frame start or the end
+    of the data), or None."""
+    n = len(data)
+    for p in range(min(n, limit)):
+        if data[p] in (1, 2, 3, 8) and p + 7 <= n:
+            size = int.from_bytes(data[p + 3:p + 7], "big")
+            end = p + 7 + size
+            if end < n and data[end] == 0xCE and (end + 1 == n or data[end + 1] in (1, 2, 3, 8)):
+                return p
+    return None
