@@ -67,7 +67,8 @@ def method_row(capture, stream, direction, m: Method, version, channel_type=None
     exchange = a.get("exchange")
     consumer_tag = a.get("consumer-tag")
     if "destination" in a:
-        if name in _SUBSCRIPTION_DEST:
+        # 0-10: a transfer from the broker names the subscription it is delivered to.
+        if name in _SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
             consumer_tag = a["destination"]
         elif exchange is None:
             exchange = a["destination"]
@@ -105,7 +106,7 @@ def message_row(capture, stream, direction, c: Content, version):
         c.offset, c.method.name, version,
         _s(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
         _s(c.routing_key if c.routing_key is not None else a.get("routing-key")),
-        _s(a.get("consumer-tag")),
+        _s(a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)),
         dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
         _b(a.get("redelivered")), _i(a.get("reply-code")),
         _s(p.get("content-type")), _s(p.get("content-encoding")),
