@@ -43,6 +43,7 @@ class Summary:
     rows: dict = field(default_factory=dict)
     seconds: float = 0.0
     bytes: int = 0
+    frames: int = 0  # AMQP frames decoded (whether or not the frames table is written)
 
 
 class Conversation:
@@ -90,6 +91,7 @@ class Dissector:
         self.t_messages = writer["messages"]
         self.t_anom = writer["anomalies"]
         self.t_frames = writer.tables.get("frames")
+        self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
 
     # -- the hot loop --------------------------------------------------------------------
@@ -251,6 +253,7 @@ class Dissector:
             t = type(e)
             if t is Frame:
                 conv.frames[d] += 1
+                self.frames += 1
                 if tf is not None:
                     tf.append(R.frame_row(cap, st, d, e))
             elif t is Method:
@@ -345,6 +348,7 @@ def dissect(captures, out: str, *, body_bytes: int = 64, frames: bool = False, p
             summary.packets += d.packets
             summary.bytes += d.bytes
             summary.tcp_streams += d.nstreams
+            summary.frames += d.frames
         summary.rows = writer.close()
     except BaseException:
         writer.abort()
