@@ -1,0 +1,159 @@
+"""The example notebooks run top to bottom and show the right numbers; they match the generator."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parent.parent
+NB_DIR = ROOT / "notebooks"
+CAPTURES = ROOT / "captures"
+NAMES = ["01_quickstart.ipynb", "02_latency.ipynb", "03_errors.ipynb", "04_throughput.ipynb"]
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("gen_notebooks", ROOT / "tools" / "gen_notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _truth(name):
+    return json.loads((CAPTURES / name).read_text())
+
+
+@pytest.fixture(scope="session")
+def nb_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("amqpcap-nb-cache"))
+
+
+@pytest.fixture(scope="session")
+def executed(nb_cache):
+    """Execute every notebook once (kernel python3, cwd notebooks/); name -> executed notebook."""
+    old = os.environ.get("AMQPCAP_CACHE")
+    os.environ["AMQPCAP_CACHE"] = nb_cache   # inherited by the kernel process
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    out = {}
+    try:
+        for name in NAMES:
+            nb = nbformat.read(NB_DIR / name, as_version=4)
+            client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                                             resources={"metadata": {"path": str(NB_DIR)}})
+            client.execute()   # raises CellExecutionError on any cell error
+            out[name] = nb
+    finally:
+        if old is None:
+            os.environ.pop("AMQPCAP_CACHE", None)
+        else:
+            os.environ["AMQPCAP_CACHE"] = old
+    return out
+
+
+def _stdout(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def _summary(nb) -> dict:
+    """The ``SUMMARY k=v ...`` line printed by the last cell."""
+    lines = [ln for ln in _stdout(nb).splitlines() if ln.startswith("SUMMARY ")]
+    assert lines, "no SUMMARY line printed"
+    return dict(re.findall(r"(\w+)=(\[[^\]]*\]|\S+)", lines[-1]))
+
+
+def _errors_in(nb):
+    return [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_without_errors(executed, name, nb_cache):
+    nb = executed[name]
+    assert not _errors_in(nb)
+    assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
+    assert os.listdir(nb_cache), "captures should be dissected into AMQPCAP_CACHE"
+
+
+def test_quickstart_facts(executed, nb_cache):
+    import amqpcap
+
+    t = amqpcap.load(CAPTURES / "rabbitmq091_pika_full.pcap", cache_dir=nb_cache)
+    truth = _truth("rabbitmq091_pika_full.truth.json")
+    s = _summary(executed["01_quickstart.ipynb"])
+    assert int(s["connections"]) == len(truth["connections"])
+    assert int(s["publishes"]) == sum(c["c2s_method_counts"].get("basic.publish", 0) for c in truth["connections"])
+    assert int(s["anomalies"]) == len(t.anomalies) == 0
+    assert int(s["methods"]) == len(t.methods) and int(s["messages"]) == len(t.messages)
+
+
+def test_latency_facts(executed, nb_cache):
+    import amqpcap
+    from amqpcap import analysis as A
+
+    truth = _truth("rabbitmq091_pika_throughput.truth.json")
+    publishes = sum(c["c2s_publish_count"] for c in truth["connections"])
+    t = amqpcap.load(CAPTURES / "rabbitmq091_pika_throughput.pcap", cache_dir=nb_cache)
+    s = _summary(executed["02_latency.ipynb"])
+    assert int(s["transit"]) == publishes == len(A.transit(t))
+    assert int(s["acks"]) == len(A.consumer_acks(t)) > 0
+    r = A.rpc(t)
+    assert int(s["rpc"]) == len(r) > 0
+    assert int(s["rpc_ok"]) == len(r)          # every RPC request was answered
+    assert int(s["confirms"]) == 0
+    assert int(s["rtt"]) == len(A.method_rtt(t))
+    # the histogram was rendered inline
+    nb = executed["02_latency.ipynb"]
+    assert any("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def test_errors_facts(executed, nb_cache):
+    import amqpcap
+    from amqpcap import analysis as A
+
+    truth = _truth("rabbitmq091_pika_full.truth.json")
+    conn = truth["connections"][0]
+    s = _summary(executed["03_errors.ipynb"])
+    assert int(s["confirm_ack"]) == conn["confirms"]["acks"] == 5
+    assert int(s["confirm_nack"]) == conn["confirms"]["nacks"] == 2
+    codes = sorted(e["reply_code"] for e in conn["errors"] if e.get("level") == "channel")
+    assert json.loads(s["channel_close_codes"].replace(" ", "")) == codes == [403, 404, 406]
+    assert int(s["returns"]) == sum(1 for e in conn["errors"] if e.get("method") == "basic.return")
+    q = amqpcap.load(CAPTURES / "qpid010_basic.pcap", cache_dir=nb_cache)
+    assert int(s["qpid_errors"]) == len(A.errors(q))
+    # the Wireshark filter lists the error packets
+    t = amqpcap.load(CAPTURES / "rabbitmq091_pika_full.pcap", cache_dir=nb_cache)
+    frames = sorted(int(f) for f in A.errors(t)["frame_number"].dropna())
+    assert "frame.number in {" + " ".join(map(str, frames)) + "}" in _stdout(executed["03_errors.ipynb"])
+
+
+def test_throughput_facts(executed):
+    truth = _truth("rabbitmq091_pika_throughput.truth.json")
+    publishes = sum(c["c2s_publish_count"] for c in truth["connections"])
+    s = _summary(executed["04_throughput.ipynb"])
+    assert int(s["messages_c2s"]) == publishes
+    assert int(s["publishes"]) == publishes
+    assert int(s["messages_s2c"]) >= 1200
+    nb = executed["04_throughput.ipynb"]
+    assert sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", [])) >= 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebooks_match_generator(name):
+    gen = _gen()
+    assert (NB_DIR / name).read_text(encoding="utf-8") == gen.render(name), \
+        f"{name} drifted: run python tools/gen_notebooks.py"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebooks_have_no_outputs(name):
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    for c in nb.cells:
+        if c.cell_type == "code":
+            assert c.outputs == [] and c.execution_count is None
