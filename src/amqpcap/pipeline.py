@@ -49,7 +49,7 @@ class Summary:
 class Conversation:
     __slots__ = ("stream", "ip_version", "client", "server", "dir_source", "decoder", "streams", "packets",
                  "first_packet", "first_ts", "last_ts", "last_packet", "syn_ts", "rst", "fin", "closed",
-                 "closed_by", "anomalies", "frames", "ignored", "row")
+                 "closed_by", "anomalies", "frames", "ignored", "row", "zw_open", "zero_windows")
 
     def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
         self.stream = stream
@@ -73,6 +73,8 @@ class Conversation:
         self.frames = [0, 0]
         self.ignored = False
         self.row = None
+        self.zw_open = None  # per direction: (frame, ts) where a zero window began, or None
+        self.zero_windows = None  # list of closed/open periods, created on the first one
 
 
 class Dissector:
@@ -117,7 +119,7 @@ class Dissector:
             if type(r) is str:
                 self._capture_anomaly(number, ts, "malformed-packet", r)
                 continue
-            ipv, src, dst, sport, dport, seq, ack, flags, _win, payload, missing = r
+            ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = r
             entry = flows.get((src, sport, dst, dport))
             if entry is None or (entry[0].closed and flags & SYN and not flags & ACK):
                 conv = self._new_conversation(ipv, src, sport, dst, dport, flags, payload, number, ts)
@@ -128,6 +130,8 @@ class Dissector:
             conv.last_packet = number
             if conv.closed or conv.ignored:
                 continue
+            if (win == 0 and not flags & (SYN | RST)) or conv.zw_open is not None:
+                self._zero_window(conv, d, win, flags, number, ts)
             streams = conv.streams
             if flags & SYN:
                 streams[d].syn(seq)
@@ -208,6 +212,21 @@ class Dissector:
             self._prune()
         return conv
 
+    def _zero_window(self, conv, d, win, flags, number, ts) -> None:
+        """Track periods in which side ``d`` advertises a zero receive window."""
+        if conv.zw_open is None:
+            conv.zw_open = [None, None]
+        if conv.zero_windows is None:
+            conv.zero_windows = []
+        opened = conv.zw_open[d]
+        if win == 0 and not flags & (SYN | RST):
+            if opened is None:
+                conv.zw_open[d] = len(conv.zero_windows)
+                conv.zero_windows.append([R.DIRS[d], number, ts, None, None])
+        elif opened is not None:
+            conv.zero_windows[opened][3:] = [number, ts]
+            conv.zw_open[d] = None
+
     def _prune(self) -> None:
         for k in [k for k, (c, _) in self.flows.items() if c.closed or c.ignored]:
             del self.flows[k]
@@ -217,7 +236,8 @@ class Dissector:
         for conv in sorted(self.done, key=lambda c: c.stream):
             row = list(conv.row)
             for name, value in (("end_ts", conv.last_ts), ("packets_c2s", conv.packets[0]),
-                                ("packets_s2c", conv.packets[1])):
+                                ("packets_s2c", conv.packets[1]),
+                                ("zero_windows", R.to_json(conv.zero_windows) if conv.zero_windows else None)):
                 row[_CONN_IX[name]] = value
             self.t_conn.append(tuple(row))
             conv.row = None
@@ -307,6 +327,7 @@ class Dissector:
             R._s(info.get("close_reply_text")), conv.last_ts,
             conv.packets[0], conv.packets[1], s0.delivered, s1.delivered,
             conv.frames[0], conv.frames[1], gaps, s0.gap_bytes + s1.gap_bytes, conv.anomalies, conv.rst,
+            None,  # zero_windows: filled in when the row is written (periods may close later)
         )
 
 

@@ -1,7 +1,5 @@
-"""Connection health: heartbeat gaps, connection.blocked, channel.flow, unacked vs prefetch.
-
-TCP zero-window periods are not computed: the tables carry no TCP window
-information (see docs/analysis.md).
+"""Connection health: heartbeat gaps, connection.blocked, channel.flow, unacked vs prefetch,
+TCP zero-window periods (from connections.zero_windows).
 """
 from __future__ import annotations
 
@@ -280,8 +278,38 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     return build(rows, UNACKED_COLS)
 
 
+ZERO_WINDOW_COLS = ["capture", "tcp_stream", "direction", "start_frame", "end_frame", "start_ts", "end_ts",
+                    "duration_ms", "reopened"]
+
+
+def zero_windows(t) -> pd.DataFrame:
+    """One row per period in which a side advertised a zero TCP receive window.
+
+    ``direction`` is the side that advertised it (``s2c``: the broker could not take
+    more; ``c2s``: the client stopped reading).  A period still open at the end of the
+    capture has ``reopened`` False and lasts until the conversation's last packet.
+    """
+    import json
+
+    t = as_tables(t)
+    c = t.connections
+    rows = []
+    if "zero_windows" in c.columns:
+        for cap, st, zw, end in zip(c["capture"], c["tcp_stream"], c["zero_windows"], c["end_ts"]):
+            if not isinstance(zw, str):
+                continue
+            for d, f0, t0, f1, t1 in json.loads(zw):
+                start = pd.Timestamp(t0, tz="UTC")
+                stop = pd.Timestamp(t1, tz="UTC") if t1 is not None else end
+                rows.append(dict(capture=cap, tcp_stream=st, direction=d, start_frame=f0, end_frame=f1,
+                                 start_ts=start, end_ts=stop, duration_ms=(stop - start).value / 1e6,
+                                 reopened=t1 is not None))
+    return pd.DataFrame(rows, columns=ZERO_WINDOW_COLS)
+
+
 def health(t) -> dict[str, pd.DataFrame]:
-    """All health frames: ``heartbeat_gaps``, ``heartbeat_summary``, ``blocked``, ``flow``, ``unacked``."""
+    """All health frames: ``heartbeat_gaps``, ``heartbeat_summary``, ``blocked``, ``flow``, ``unacked``,
+    ``zero_windows``."""
     t = as_tables(t)
     return {"heartbeat_gaps": heartbeat_gaps(t), "heartbeat_summary": heartbeat_summary(t),
-            "blocked": blocked(t), "flow": flow(t), "unacked": unacked(t)}
+            "blocked": blocked(t), "flow": flow(t), "unacked": unacked(t), "zero_windows": zero_windows(t)}

@@ -73,6 +73,7 @@ CONNECTIONS = [
     ("gap_bytes", pa.int64(), "Bytes missing in those holes."),
     ("anomalies", pa.int32(), "Anomaly rows for this conversation."),
     ("rst", pa.bool_(), "A TCP reset was seen."),
+    ("zero_windows", pa.string(), "TCP zero-window periods, JSON list of `[direction of the side advertising 0, first frame_number, first ts ns, end frame_number, end ts ns]` (end null if the window never reopened)."),
 ]
 
 METHODS = _KEYS + [
