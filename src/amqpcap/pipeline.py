@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from amqpcap.amqp.decoder import ConnectionDecoder
-from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method, ProtocolHeader
+from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.capture import link as _link
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.records import rows as R
@@ -283,8 +283,8 @@ class Dissector:
             elif t is Anomaly:
                 conv.anomalies += 1
                 ta.append(R.anomaly_row(cap, st, d, e, "tcp" if e.kind in ("truncated-packet",) else "amqp"))
-            elif t is Heartbeat or t is ProtocolHeader:
-                pass
+            # Heartbeat and ProtocolHeader events have no table of their own: heartbeats are
+            # frames rows, headers are connection facts.
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
         conv.anomalies += 1

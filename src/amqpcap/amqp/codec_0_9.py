@@ -490,10 +490,6 @@ class Decoder09:
         d = self.dirs[direction]
         self._flush_resync(direction, d)
         partial = len(d.buf) - d.pos
-        if d.resync:
-            start = d.resync_from
-        else:
-            start = d.base + d.pos if d.base >= 0 else offset
         lost_partial = partial if not d.resync else (d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0)
         self.events.append((direction, Anomaly(packet, ts, offset, "gap",
                             f"{size} bytes lost in capture"

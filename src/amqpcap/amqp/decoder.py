@@ -194,7 +194,3 @@ class ConnectionDecoder:
             self.codec = Decoder010(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         else:
             self.codec = Decoder09(version, body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
-        # A direction whose bytes arrived before the version was known is flushed on its next data.
-        other = 1
-        if self._pre[other] and not self._settled[other]:
-            pass
