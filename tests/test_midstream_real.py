@@ -114,30 +114,8 @@ def _expected(t, offs, K):
 
 CUTS = ["handshake", "handshake+9", "mid-frame", "mid-frame-2"]
 
-BUG_08 = ("decoder bug: a 0-8 conversation picked up mid-stream is always inferred as 0-9-1 (even after "
-          "0-8-only frames such as access.request 30.10 or 0-8 connection.close 10.60), so 0-8 layouts are "
-          "misdecoded: basic.consume and channel.open-ok become malformed-method, 10.60/10.61 become "
-          "connection.blocked/unblocked")
-BUG_ORPHAN = ("decoder bug: after a mid-stream resync that lands inside a content, the remaining body frames "
-              "of that content (header before the cut) are reported as unexpected-frame 'body frame without a "
-              "content header' instead of being accounted for by the start-of-stream resync")
-
-BUG_010_FIRST = ("decoder bug: a 0-10 stream cut cleanly between frames loses the first complete command(s) after "
-                 "the cut (cut after packet 16: session.attach frame 19 / session.attached frame 20 missing; "
-                 "after packet 25: exchange.declare frame 28 missing)")
-BUG_010_MID = ("decoder bug: a 0-10 stream whose capture starts inside a frame is inferred as version 0-9-1 "
-               "(version_evidence inferred); it then reports unknown-frame-type / unexpected-frame / resync-failed "
-               "and decodes no 0-10 command")
-
-
-def _params(xfails):
-    out = []
-    for name in CASES:
-        for label in CUTS:
-            reason = xfails.get((name, label)) or xfails.get((name, "*"))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            out.append(pytest.param(name, label, marks=marks, id=f"{name}-{label}"))
-    return out
+def _params():
+    return [pytest.param(name, label, id=f"{name}-{label}") for name in CASES for label in CUTS]
 
 
 def _k(t, offs, label):
@@ -173,11 +151,7 @@ def test_mid_frame_cuts_exist(full):
         assert len(_cut_points(t, offs)) >= 3, name
 
 
-@pytest.mark.parametrize("name,label", _params({("rabbitmq08_amqplib", "*"): BUG_08,
-                                                  ("qpid010_basic", "handshake"): BUG_010_FIRST,
-                                                  ("qpid010_basic", "handshake+9"): BUG_010_FIRST,
-                                                  ("qpid010_basic", "mid-frame"): BUG_010_MID,
-                                                  ("qpid010_basic", "mid-frame-2"): BUG_010_MID}))
+@pytest.mark.parametrize("name,label", _params())
 def test_midstream_methods_preserved(full, cuts, name, label):
     t, pkts, offs = full[name]
     K, c = cuts(name, label)
@@ -202,11 +176,7 @@ def test_midstream_methods_preserved(full, cuts, name, label):
     assert not extra, (K, extra[:5])
 
 
-@pytest.mark.parametrize("name,label", _params({("rabbitmq08_amqplib", "*"): BUG_08,
-                                                  ("rabbitmq091_pika_full", "mid-frame"): BUG_ORPHAN,
-                                                  ("rabbitmq091_pika_full", "mid-frame-2"): BUG_ORPHAN,
-                                                  ("qpid010_basic", "mid-frame"): BUG_010_MID,
-                                                  ("qpid010_basic", "mid-frame-2"): BUG_010_MID}))
+@pytest.mark.parametrize("name,label", _params())
 def test_midstream_anomalies_only_resync(cuts, name, label):
     K, c = cuts(name, label)
     an = c["anomalies"]

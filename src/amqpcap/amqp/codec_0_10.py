@@ -53,7 +53,9 @@ import uuid as _uuid
 from struct import Struct
 from struct import error as StructError
 
+from amqpcap.amqp.detect import frame_ok_0_10
 from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
+from amqpcap.amqp.midstream import MidstreamStart
 from amqpcap.amqp.spec import v0_10 as SPEC
 
 MAX_DEPTH = 64  # nesting of maps / lists / arrays / structs
@@ -542,7 +544,7 @@ def split_credentials(mechanism: str | None, response) -> tuple:
 
 class _Direction:
     __slots__ = ("buf", "pos", "base", "resync", "resync_from", "skip", "packet", "ts",
-                 "next_cmd", "ids_unknown")
+                 "next_cmd", "ids_unknown", "marks", "scan_from", "mid")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -555,6 +557,12 @@ class _Direction:
         self.ts = 0
         self.next_cmd: dict[int, int | None] = {}  # channel -> next command id of this sender
         self.ids_unknown = False  # after a loss: command ids are unknown until a command-point
+        # While resynchronising, (stream end offset, packet, ts) of each piece fed: a frame is
+        # only proven by the header after it, perhaps packets later, yet belongs to the packet
+        # that completed it.
+        self.marks: list = []
+        self.scan_from = 0  # stream offset before which no boundary is looked for
+        self.mid: MidstreamStart | None = None  # picked up mid-stream
 
 
 class _Segment:
@@ -593,22 +601,14 @@ class _Pending:
         self.why = ""
 
 
-def _frame_ok(buf, p: int, limit: int) -> int:
-    """Size of a strictly valid frame header at ``p`` (reserved bits zero, track matches type), else 0."""
-    flags = buf[p]
-    stype = buf[p + 1]
-    if flags & 0xF0 or stype > 3 or buf[p + 4] or buf[p + 5] > 1 or (stype == 0) != (buf[p + 5] == 0):
-        return 0
-    if buf[p + 8:p + 12] != _ZERO4:
-        return 0
-    size = (buf[p + 2] << 8) | buf[p + 3]
-    return size if 12 <= size <= limit else 0
+_frame_ok = frame_ok_0_10
 
 
 class Decoder010:
     """Sans-IO decoder of one AMQP 0-10 connection (both directions, after the protocol headers)."""
 
     version = "0-10"
+    candidates = ("0-10",)  # the framing alone proves the version
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False) -> None:
         self.body_bytes = body_bytes
@@ -651,7 +651,15 @@ class Decoder010:
             if not isinstance(d.buf, bytearray):
                 d.buf = bytearray(d.buf)
             d.buf += data
+        if d.resync:
+            marks = d.marks
+            if len(marks) > 64:  # pieces wholly before the scan position cannot complete a frame
+                marks[:] = [m for m in marks if m[0] > d.base + d.pos]
+            marks.append((d.base + len(d.buf), packet, ts))
         self._parse(direction, d)
+        if d.marks and not d.resync:
+            d.marks = []
+            d.packet, d.ts = packet, ts
         # Keep only the unparsed tail; never slice a big buffer per frame.
         buf = d.buf
         if d.pos == len(buf):
@@ -663,11 +671,14 @@ class Decoder010:
             d.buf = bytearray(buf[d.pos:])
             d.pos = 0
 
-    def start_midstream(self, direction: int, offset: int) -> None:
-        """The capture starts inside this direction's stream: decode from the first provable frame."""
+    def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
+        """The capture starts inside this direction's stream at ``offset``: decode from the first
+        provable frame (at or after ``at``, where the caller has proven one)."""
         d = self.dirs[direction]
         d.resync = True
         d.resync_from = offset
+        d.scan_from = offset if at is None else at
+        d.mid = MidstreamStart()
         d.ids_unknown = True
 
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
@@ -676,6 +687,7 @@ class Decoder010:
             return
         d = self.dirs[direction]
         d.packet, d.ts = packet, ts
+        self._release_held(direction, d)
         if d.base < 0:  # nothing seen yet: the stream starts unknown
             d.base = offset + size
             self._anomaly(direction, offset, "gap", f"{size} bytes lost before any data", None, size)
@@ -752,6 +764,7 @@ class Decoder010:
             d.ts = d.ts or ts
             if d.resync and len(d.buf) > d.pos:
                 self._parse(direction, d, final=True)
+            self._release_held(direction, d)
             left = len(d.buf) - d.pos
             if d.resync:
                 skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
@@ -787,8 +800,24 @@ class Decoder010:
         d = self.dirs[direction]
         self.events.append((direction, Anomaly(d.packet, d.ts, offset, kind, detail, channel, skipped)))
 
+    def _release_held(self, direction: int, d: _Direction) -> None:
+        if d.mid is not None and (a := d.mid.release()) is not None:
+            self.events.append((direction, a))
+
+    def _orphan(self, direction, d, key, channel, offset, size, what) -> bool:
+        """Content with no command before it on (channel, track): the rest of a message begun
+        before a mid-stream capture (True: accounted for), or not (False)."""
+        if d.mid is None:
+            return False
+        held = d.mid.orphan(key, channel, size)
+        if held is False:
+            self._anomaly(direction, offset, "resync",
+                          f"{what} of a message begun before the capture started ({size} bytes)", channel)
+        return held is not None
+
     @staticmethod
     def _reset_buffer(d: _Direction, base: int) -> None:
+        d.marks = []
         d.buf = bytearray()
         d.pos = 0
         d.base = base
@@ -869,7 +898,7 @@ class Decoder010:
         buf = d.buf
         n = len(buf)
         limit = self.frame_limit
-        p = d.pos
+        p = max(d.pos, min(d.scan_from - d.base, n))
         while True:
             z = buf.find(_ZERO4, p + 8)  # a header has 4 reserved zero octets at +8
             if z < 0:
@@ -895,9 +924,12 @@ class Decoder010:
             d.pos = min(p, n)
             return False
         skipped = d.base + p - d.resync_from
-        self._anomaly(direction, d.resync_from, "resync",
-                      f"resynchronised at stream offset {d.base + p} after {skipped} undecodable bytes",
-                      None, skipped)
+        if d.mid is not None and d.mid.starting:
+            d.mid.resynced(d.resync_from, skipped, d.packet, d.ts)
+        else:
+            self._anomaly(direction, d.resync_from, "resync",
+                          f"resynchronised at stream offset {d.base + p} after {skipped} undecodable bytes",
+                          None, skipped)
         d.pos = p
         d.resync = False
         return True
@@ -943,6 +975,8 @@ class Decoder010:
             if end > n:
                 break
             offset = d.base + pos
+            if d.marks:
+                self._frame_packet(d, offset + size)
             counts[direction] += 1
             events.append((direction, Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype],
                                             size - 12, size)))
@@ -959,6 +993,17 @@ class Decoder010:
             limit = self.frame_limit
         d.pos = pos
 
+    @staticmethod
+    def _frame_packet(d: _Direction, frame_end: int) -> None:
+        """Attribute a frame proven late to the packet that completed it."""
+        marks = d.marks
+        i = 0
+        while i < len(marks) - 1 and marks[i][0] < frame_end:
+            i += 1
+        if i:
+            del marks[:i]
+        _, d.packet, d.ts = marks[0]
+
     def _frame_part(self, direction, d, key, channel, stype, flags, buf, start, end, offset) -> None:
         """A frame of a segment spanning several frames (control / command / header)."""
         segs = self.segs[direction]
@@ -971,6 +1016,8 @@ class Decoder010:
                                   f"{SEGMENT_NAMES[s.type]} segment without its last frame", channel, s.length)
             s = segs[key] = _Segment(stype, offset)
         elif s is None:
+            if self._orphan(direction, d, key, channel, offset, n + 12, f"{SEGMENT_NAMES[stype]} frame"):
+                return
             s = segs[key] = _Segment(stype, offset)
             s.dropped = True
             s.why = "continuation frames without a first frame"
@@ -1052,6 +1099,9 @@ class Decoder010:
             self._learn(direction, d, m)
 
     def _command(self, direction, d, key, channel, flags, data, offset, length) -> None:
+        if d.mid is not None:
+            self._release_held(direction, d)
+            d.mid.fresh.add(key)
         pend = self.pending[direction]
         if key in pend:
             self._abort_one(direction, key, pend[key], "a new command began before its assembly ended")
@@ -1095,6 +1145,8 @@ class Decoder010:
 
     def _header(self, direction, d, key, channel, flags, data, offset, length) -> None:
         p = self.pending[direction].get(key)
+        if p is None and self._orphan(direction, d, key, channel, offset, length, "header segment"):
+            return
         if p is None:
             self._anomaly(direction, offset, "bad-segment-sequence", "header segment without a command", channel,
                           length)
@@ -1138,6 +1190,8 @@ class Decoder010:
     def _body_frame(self, direction, d, key, channel, flags, buf, start, end, offset) -> None:
         n = end - start
         p = self.pending[direction].get(key)
+        if p is None and self._orphan(direction, d, key, channel, offset, n + 12, "body frame"):
+            return
         if p is None:
             self._anomaly(direction, offset, "bad-segment-sequence", "body frame without a command", channel, n)
             if not flags & 4 or not flags & 1:

@@ -20,6 +20,7 @@ from struct import Struct, error as StructError
 
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
+from amqpcap.amqp.midstream import MidstreamStart
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
@@ -396,7 +397,7 @@ def split_credentials(mechanism: str | None, response, rabbit: bool = True):
 # --- the decoder ---------------------------------------------------------------------
 
 class _Direction:
-    __slots__ = ("buf", "pos", "base", "resync", "resync_from", "frames", "packet", "ts", "skip_until")
+    __slots__ = ("buf", "pos", "base", "resync", "resync_from", "packet", "ts", "scan_from", "mid")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -404,10 +405,10 @@ class _Direction:
         self.base = -1  # stream offset of buf[0]; -1 until the first feed
         self.resync = False  # looking for a provable frame boundary
         self.resync_from = 0  # stream offset where skipping began
-        self.frames = 0
         self.packet = 0
         self.ts = 0
-        self.skip_until = 0
+        self.scan_from = 0  # stream offset before which no boundary is looked for
+        self.mid: MidstreamStart | None = None  # picked up mid-stream
 
 
 class _Pending:
@@ -434,20 +435,31 @@ class _Pending:
 FRAME_TYPE_NAMES = {1: "method", 2: "header", 3: "body", 4: "oob-method", 5: "oob-header",
                     6: "oob-body", 7: "trace", 8: "heartbeat"}
 
+# A conversation picked up mid-stream could be any of these; the first still possible names it.
+INFER_ORDER = ("0-9-1", "0-8", "0-9")
+
+
+def _method_table(version: str) -> dict:
+    """(class, method) -> (spec, dialect) as a ``version`` decoder looks methods up: its own
+    table, then 0-9-1's for what it lacks (RabbitMQ speaks 0-9-1 extensions to 0-8 and 0-9
+    clients too)."""
+    own = _spec.get(version).METHODS
+    out = {k: (v, "0-9-1") for k, v in _spec.get("0-9-1").METHODS.items()} if version != "0-9-1" else {}
+    out.update((k, (v, None)) for k, v in own.items())
+    return out
+
 
 class Decoder09:
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions)."""
 
     def __init__(self, version: str = "0-9-1", *, body_bytes: int = 64, keep_secrets: bool = False,
-                 rabbit_tables: bool = True) -> None:
-        self.version = version
-        self.tables = _spec.get(version)
-        self.methods = self.tables.METHODS
-        # RabbitMQ speaks 0-9-1 extensions (confirm, basic.nack, exchange.bind, ...) to
-        # 0-8 and 0-9 clients too: a method the version lacks is looked up in 0-9-1.
-        self.fallback = _spec.get("0-9-1").METHODS if version != "0-9-1" else {}
-        self.properties = self.tables.PROPERTIES
-        self.frame_types = frozenset(self.tables.FRAME_TYPES) | ({8} if version != "0-8" else set())
+                 rabbit_tables: bool = True, infer: bool = False) -> None:
+        # ``infer``: the version is a guess (no protocol header was captured); methods whose
+        # layout differs between 0-8, 0-9 and 0-9-1 narrow it down as they arrive.
+        self.candidates = INFER_ORDER if infer else (version,)
+        self._lookup = {v: _method_table(v) for v in self.candidates}
+        self._same: dict = {}  # (class, method) -> True if every candidate decodes it alike
+        self._use_version(version if not infer else INFER_ORDER[0])
         self.body_bytes = body_bytes
         self.keep_secrets = keep_secrets
         self.rabbit = rabbit_tables
@@ -458,6 +470,16 @@ class Decoder09:
         self.info: dict = {}
         self.frame_counts = [0, 0]
         self._mechanism = None
+
+    def _use_version(self, version: str) -> None:
+        self.version = version
+        self.tables = _spec.get(version)
+        self.methods = self._lookup[version]
+        self.properties = self.tables.PROPERTIES
+        if len(self.candidates) > 1:
+            self.frame_types = frozenset(range(1, 9))
+        else:
+            self.frame_types = frozenset(self.tables.FRAME_TYPES) | {8}
 
     # -- public API ------------------------------------------------------------------
 
@@ -479,16 +501,20 @@ class Decoder09:
             d.buf += data
         self._parse(direction, d)
 
-    def start_midstream(self, direction: int, offset: int) -> None:
-        """The capture starts inside this direction's stream: decode from the first provable frame."""
+    def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
+        """The capture starts inside this direction's stream at ``offset``: decode from the first
+        provable frame (at or after ``at``, where the caller has proven one)."""
         d = self.dirs[direction]
         d.resync = True
         d.resync_from = offset
+        d.scan_from = offset if at is None else at
+        d.mid = MidstreamStart()
 
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
         """``size`` bytes at ``offset`` were lost: account for the partial frame, resync after."""
         d = self.dirs[direction]
         self._flush_resync(direction, d)
+        self._release_held(direction, d)
         partial = len(d.buf) - d.pos
         lost_partial = partial if not d.resync else (d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0)
         self.events.append((direction, Anomaly(packet, ts, offset, "gap",
@@ -506,6 +532,7 @@ class Decoder09:
     def finish(self, packet: int, ts: int) -> None:
         for direction, d in enumerate(self.dirs):
             self._flush_resync(direction, d)
+            self._release_held(direction, d)
             left = len(d.buf) - d.pos
             if d.resync:
                 skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
@@ -592,9 +619,9 @@ class Decoder09:
         buf = d.buf
         n = len(buf)
         types = self.frame_types
-        methods = self.methods
+        lookups = [self._lookup[v] for v in self.candidates]
         limit = self.frame_max
-        p = max(pos, d.resync_from - d.base)
+        p = max(pos, d.resync_from - d.base, d.scan_from - d.base)
         while p + 7 <= n:
             ftype = buf[p]
             if ftype in types:
@@ -608,11 +635,12 @@ class Decoder09:
                             break
                         # final: its end is past the end of the stream; not a boundary.
                     elif buf[end] == FRAME_END and (
-                        ftype != 1 or (size >= 4 and (_CM.unpack_from(buf, p + 7) in methods
-                                                      or _CM.unpack_from(buf, p + 7) in self.fallback))
+                        ftype != 1 or (size >= 4 and any(_CM.unpack_from(buf, p + 7) in t for t in lookups))
                     ) and (ftype != 8 or (size == 0 and channel == 0)):
                         skipped = d.base + p - d.resync_from
-                        if skipped:
+                        if d.mid is not None and d.mid.starting:
+                            d.mid.resynced(d.resync_from, skipped, d.packet, d.ts)
+                        elif skipped:
                             self._anomaly(direction, d, p, "resync",
                                           f"skipped {skipped} bytes to the next provable frame boundary", None, skipped,
                                           offset=d.resync_from)
@@ -632,6 +660,21 @@ class Decoder09:
             d.base += d.pos
             del d.buf[:d.pos]
             d.pos = 0
+
+    def _release_held(self, direction: int, d: _Direction) -> None:
+        if d.mid is not None and (a := d.mid.release()) is not None:
+            self.events.append((direction, a))
+
+    def _orphan(self, direction: int, d: _Direction, channel: int, pos: int, size: int, what: str) -> bool:
+        """A content frame with no content method before it: the rest of a message begun
+        before a mid-stream capture (True: accounted for), or an unexpected frame (False)."""
+        if d.mid is None:
+            return False
+        held = d.mid.orphan(channel, channel, size + 8)
+        if held is False:
+            self._anomaly(direction, d, pos, "resync",
+                          f"{what} frame of a message begun before the capture started ({size + 8} bytes)", channel)
+        return held is not None
 
     def _anomaly(self, direction, d, pos, kind, detail, channel=None, skipped=0, offset=None) -> None:
         self.events.append((direction, Anomaly(d.packet, d.ts, d.base + pos if offset is None else offset,
@@ -661,39 +704,28 @@ class Decoder09:
             self._anomaly(direction, d, start - 7, "malformed-frame", f"method frame of {size} bytes", channel)
             return
         cid, mid = _CM.unpack_from(buf, start)
-        spec = self.methods.get((cid, mid))
-        dialect = None
-        if spec is None:
-            spec = self.fallback.get((cid, mid))
-            dialect = "0-9-1"
-        if spec is None:
+        if len(self.candidates) > 1 and not self._same.get((cid, mid), False):
+            self._narrow(cid, mid, buf, start + 4, end)
+        found = self.methods.get((cid, mid))
+        if found is None:
             self._anomaly(direction, d, start - 7, "unknown-method",
                           f"class {cid} method {mid} is not defined in AMQP {self.version}", channel)
             return
-        args: dict = {}
+        spec, dialect = found
         try:
-            off = compile_fields(spec.fields)(buf, start + 4, end, self.rabbit, args)
-            if off != end:
-                raise DecodeError(f"{end - off} bytes left after the last argument")
+            args = self._decode_args(self.version, spec, cid, mid, buf, start + 4, end)
         except DecodeError as e:
-            alt = DIALECT_FIELDS.get((self.version, cid, mid))
-            try:
-                if alt is None:
-                    raise e
-                args = {}
-                if _decode_fields(alt, buf, start + 4, end, self.rabbit, args) != end:
-                    raise e
-                if cid != 120:
-                    args["$dialect"] = "rabbitmq"
-            except DecodeError:
-                self._anomaly(direction, d, start - 7, "malformed-method", f"{spec.name}: {e}", channel)
-                return
+            self._anomaly(direction, d, start - 7, "malformed-method", f"{spec.name}: {e}", channel)
+            return
         if dialect:
             args["$dialect"] = dialect
         name = spec.name
         if name in SECRET_METHODS:
             self._redact(name, args)
         m = Method(d.packet, d.ts, offset, channel, cid, mid, name, args, spec.synchronous, spec.content, size)
+        if d.mid is not None:
+            self._release_held(direction, d)
+            d.mid.fresh.add(channel)
         self.events.append((direction, m))
         self._learn(direction, m)
         pend = self.pending[direction]
@@ -705,6 +737,54 @@ class Decoder09:
             pend[channel] = _Pending(m)
         elif name == "message.transfer" and "body" in args:
             self._inline_transfer(direction, m, buf, start + 4, end)
+
+    def _decode_args(self, version: str, spec, cid: int, mid: int, buf, start: int, end: int) -> dict:
+        """The arguments of a method frame as ``version`` lays them out, else DecodeError; a
+        broker dialect of the layout (DIALECT_FIELDS) is tried before giving up."""
+        args: dict = {}
+        try:
+            off = compile_fields(spec.fields)(buf, start, end, self.rabbit, args)
+            if off != end:
+                raise DecodeError(f"{end - off} bytes left after the last argument")
+            return args
+        except DecodeError as e:
+            alt = DIALECT_FIELDS.get((version, cid, mid))
+            if alt is None:
+                raise
+            args = {}
+            try:
+                if _decode_fields(alt, buf, start, end, self.rabbit, args) != end:
+                    raise e
+            except DecodeError:
+                raise e from None
+            if cid != 120:
+                args["$dialect"] = "rabbitmq"
+            return args
+
+    def _narrow(self, cid: int, mid: int, buf, start: int, end: int) -> None:
+        """Mid-stream, version unknown: keep the candidate versions that decode this method
+        frame exactly, and name the connection after the first of them.  A method every
+        candidate lays out alike proves nothing and is remembered as such; one that no
+        candidate decodes proves nothing either (it is reported as malformed)."""
+        key = (cid, mid)
+        found = [(v, self._lookup[v].get(key)) for v in self.candidates]
+        sigs = {(f[0].name, tuple(f[0].fields), DIALECT_FIELDS.get((v, cid, mid))) if f else None
+                for v, f in found}
+        if len(sigs) == 1:
+            self._same[key] = True
+            return
+        keep = []
+        for v, f in found:
+            if f is not None:
+                try:
+                    self._decode_args(v, f[0], cid, mid, buf, start, end)
+                except DecodeError:
+                    continue
+                keep.append(v)
+        if keep and len(keep) < len(self.candidates):
+            self.candidates = tuple(keep)
+            self._same.clear()
+            self._use_version(keep[0])
 
     def _inline_transfer(self, direction, m: Method, buf, start, end) -> None:
         # 0-9 message.transfer: body domain "content" is undefined in the XML;
@@ -723,6 +803,8 @@ class Decoder09:
 
     def _header(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
+        if p is None and self._orphan(direction, d, channel, start - 7, end - start, "content header"):
+            return
         if p is None or p.props is not None:
             self._anomaly(direction, d, start - 7, "unexpected-frame", "content header without a content method", channel)
             return
@@ -747,6 +829,8 @@ class Decoder09:
 
     def _body(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
+        if p is None and self._orphan(direction, d, channel, start - 7, end - start, "body"):
+            return
         if p is None or p.props is None:
             # No skipped bytes: the frame's own Frame event already accounts for them.
             self._anomaly(direction, d, start - 7, "unexpected-frame", "body frame without a content header", channel)

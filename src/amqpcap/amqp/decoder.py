@@ -12,7 +12,13 @@ from amqpcap.amqp import detect
 from amqpcap.amqp.codec_0_9 import Decoder09
 from amqpcap.amqp.events import Anomaly, ProtocolHeader
 
-INFER_BYTES = 64 * 1024  # how much a mid-stream conversation may buffer before giving up on it
+# How much a direction picked up mid-stream may hold while its framing is unproven: two
+# frames of the largest common sizes (0-10's 64 KiB, RabbitMQ's 128 KiB frame-max).
+INFER_BYTES = 256 * 1024
+# While a mid-stream 0-8/0-9/0-9-1 conversation's version is still open, its events are held
+# (at most this many) so that every row carries the version the evidence settles on.
+HOLD_EVENTS = 4096
+HOLD_BODY_BYTES = 16 << 20
 
 
 class ConnectionDecoder:
@@ -35,6 +41,9 @@ class ConnectionDecoder:
         self._pre_off = [None, None]
         self._settled = [False, False]
         self._pieces: list[list] = [[], []]
+        self._scan_at = [0, 0]  # held length at which the mid-stream boundary scan runs again
+        self._holding = True  # mid-stream events are held until the version is settled
+        self._hold_max = max(64, min(HOLD_EVENTS, HOLD_BODY_BYTES // max(body_bytes, 1)))
         self.events: list = []
 
     # -- sink API (called by the TCP reassembler) ---------------------------------------
@@ -73,11 +82,18 @@ class ConnectionDecoder:
                     self._start_midstream(direction, packet, ts, force=True)
         if self.codec is not None:
             self.codec.finish(packet, ts)
+        self._holding = False
 
     def pop_events(self) -> list:
         ev = self.events
         if self.codec is not None:
             ev.extend(self.codec.pop_events())
+            if self.version_evidence == "inferred":
+                if self._holding and len(self.codec.candidates) > 1 and len(ev) < self._hold_max:
+                    self.events = ev
+                    return []
+                self._holding = False
+                self.version = self.codec.version
         self.events = []
         return ev
 
@@ -150,27 +166,35 @@ class ConnectionDecoder:
 
     def _start_midstream(self, direction: int, packet: int, ts: int, force: bool = False) -> None:
         pre = self._pre[direction]
+        at = None
         if self.codec is None:
-            if detect.looks_like_0_10(pre):
-                version = "0-10"
-            elif detect.find_0_9_boundary(pre) is not None or force or len(pre) >= INFER_BYTES:
-                version = "0-9-1"
+            final = force or len(pre) >= INFER_BYTES
+            if not final and len(pre) < self._scan_at[direction]:
+                return
+            found = detect.find_midstream_boundary(pre, final)
+            if found is None:
+                if not final:
+                    # Rescan once a quarter more has arrived: bounded work on garbage.
+                    self._scan_at[direction] = len(pre) + max(len(pre) // 4, 1)
+                    return
+                version = "0-9-1"  # nothing provable: the codec's resync accounts for the bytes
             else:
-                return  # wait for more bytes before guessing
+                version = "0-10" if found[0] == "0-10" else "0-9-1"
+                at = self._pre_off[direction] + found[1]
             self.mid_stream = self.client_header is None
             self.negotiation = "unknown"
             self.is_amqp = True
             self._use(version, "inferred")
-        self._begin_frames(direction)
+        self._begin_frames(direction, at)
 
-    def _begin_frames(self, direction: int) -> None:
+    def _begin_frames(self, direction: int, at: int | None = None) -> None:
         """Hand a direction without a protocol header to the codec, decoding from the first
-        provable frame boundary (no bytes skipped when the data starts with a frame)."""
+        provable frame boundary (``at`` where detection proved it; no bytes skipped when the
+        data starts with a frame)."""
         self._settled[direction] = True
         self._pre[direction] = bytearray()
-        start = getattr(self.codec, "start_midstream", None)
-        if start is not None and self._pre_off[direction] is not None:
-            start(direction, self._pre_off[direction])
+        if self._pre_off[direction] is not None:
+            self.codec.start_midstream(direction, self._pre_off[direction], at)
         self._replay(direction, None)
         self._pieces[direction] = []
 
@@ -193,4 +217,5 @@ class ConnectionDecoder:
 
             self.codec = Decoder010(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         else:
-            self.codec = Decoder09(version, body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
+            self.codec = Decoder09(version, body_bytes=self.body_bytes, keep_secrets=self.keep_secrets,
+                                   infer=evidence == "inferred")

@@ -28,32 +28,105 @@ def is_tls(data: bytes) -> bool:
     return len(data) >= 3 and 20 <= data[0] <= 23 and data[1] == 3 and data[2] <= 4
 
 
+# 0-8 / 0-9 / 0-9-1 frame types (4-7 are 0-8's out-of-band and trace frames).
+TYPES_0_9 = frozenset(range(1, 9))
+MAX_FRAME_0_9 = 1 << 20  # before connection.tune, as the 0-9 codec allows
+_ZERO4 = b"\0\0\0\0"
+
+
+def frame_ok_0_10(buf, p: int, limit: int = 0xFFFF) -> int:
+    """Size of a strictly valid 0-10 frame header at ``p`` (reserved bits zero, track matching
+    the segment type: controls on track 0, everything else on track 1), else 0."""
+    flags = buf[p]
+    stype = buf[p + 1]
+    if flags & 0xF0 or stype > 3 or buf[p + 4] or buf[p + 5] > 1 or (stype == 0) != (buf[p + 5] == 0):
+        return 0
+    if buf[p + 8:p + 12] != _ZERO4:
+        return 0
+    size = (buf[p + 2] << 8) | buf[p + 3]
+    return size if 12 <= size <= limit else 0
+
+
 def looks_like_0_10(data: bytes) -> bool:
-    """A 0-10 frame header: version bits 0, segment type 0-3, size >= 12, reserved octets zero."""
-    if len(data) < 12:
-        return False
-    flags, seg, size = data[0], data[1], int.from_bytes(data[2:4], "big")
-    return (flags & 0xC0) == 0 and (flags & 0x0F) != 0 and seg <= 3 and size >= 12 and data[4] == 0 \
-        and (data[5] & 0xF0) == 0 and data[8:12] == b"\0\0\0\0"
+    """A 0-10 frame header starts the data."""
+    return len(data) >= 12 and frame_ok_0_10(data, 0) > 0
 
 
-def looks_like_0_9(data: bytes) -> bool:
-    """A 0-8/0-9/0-9-1 frame starts the data: known type, frame-end where the size says."""
-    if len(data) < 8:
-        return False
-    size = int.from_bytes(data[3:7], "big")
-    return data[0] in (1, 2, 3, 8) and 7 + size < len(data) and data[7 + size] == 0xCE
+def _methods_0_9() -> frozenset:
+    from amqpcap.amqp import spec
+
+    return frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
 
 
-def find_0_9_boundary(data, limit: int = 65536):
-    """Offset of the first provable 0-9-x frame start in ``data`` (a whole frame whose
-    frame-end octet is where its size says, followed by another frame start or the end
-    of the data), or None."""
+_METHODS_0_9 = None
+
+
+def chain_0_9(data, p: int) -> int:
+    """How many whole 0-8/0-9/0-9-1 frames follow each other from ``p`` to the end of
+    ``data`` (the last may be cut short by the end), or -1 where the chain breaks: an
+    unknown type, a frame-end octet that is not 0xCE, an unknown class/method, a
+    heartbeat that is not empty on channel 0."""
+    global _METHODS_0_9
+    methods = _METHODS_0_9 or (_METHODS_0_9 := _methods_0_9())
     n = len(data)
-    for p in range(min(n, limit)):
-        if data[p] in (1, 2, 3, 8) and p + 7 <= n:
-            size = int.from_bytes(data[p + 3:p + 7], "big")
-            end = p + 7 + size
-            if end < n and data[end] == 0xCE and (end + 1 == n or data[end + 1] in (1, 2, 3, 8)):
-                return p
+    k = 0
+    while p + 7 <= n:
+        ftype = data[p]
+        size = int.from_bytes(data[p + 3:p + 7], "big")
+        if ftype not in TYPES_0_9 or size > MAX_FRAME_0_9:
+            return -1
+        end = p + 7 + size
+        if end >= n:
+            return k
+        if data[end] != 0xCE:
+            return -1
+        if ftype == 1 and (size < 4 or (int.from_bytes(data[p + 7:p + 9], "big"),
+                                        int.from_bytes(data[p + 9:p + 11], "big")) not in methods):
+            return -1
+        if ftype == 8 and (size or data[p + 1] or data[p + 2]):
+            return -1
+        k += 1
+        p = end + 1
+    return k
+
+
+def chain_0_10(data, p: int) -> int:
+    """How many whole 0-10 frames follow each other from ``p`` to the end of ``data`` (the
+    last may be cut short), or -1 where a frame header is not strictly valid."""
+    n = len(data)
+    k = 0
+    while p + 12 <= n:
+        size = frame_ok_0_10(data, p)
+        if not size:
+            return -1
+        if p + size > n:
+            return k
+        k += 1
+        p += size
+    return k
+
+
+def find_midstream_boundary(data, final: bool = False):
+    """Where the frames of a conversation picked up mid-stream begin, and in which framing:
+    ``("0-9", offset)`` or ``("0-10", offset)``, or None while unproven.
+
+    A boundary is proven by a chain of whole frames running from it to the end of the
+    data: two frames or more, or one if it starts the data (a capture cut between frames).
+    When the data is all there will be (``final``: the end of the capture, or as much as
+    the caller will hold), one whole frame is enough, and so is a lone strictly valid 0-10
+    header (its reserved bits make it unlikely by chance) whose frame runs past the end.
+    Both framings are tried at each offset; where both chain, the longer chain wins."""
+    n = len(data)
+    for p in range(n):
+        best = None
+        if data[p] in TYPES_0_9:
+            k = chain_0_9(data, p)
+            if k >= 2 or (k == 1 and (p == 0 or final)):
+                best = (k, "0-9")
+        if p + 12 <= n and not data[p] & 0xF0:
+            k = chain_0_10(data, p)
+            if (k >= 2 or (k == 1 and (p == 0 or final)) or (k == 0 and final)) and (best is None or k > best[0]):
+                best = (k, "0-10")
+        if best is not None:
+            return best[1], p
     return None
