@@ -25,6 +25,11 @@ CMD = B.command("message.transfer", {"destination": "amq.direct", "accept-mode":
 STREAM_010 = (CMD + B.control("session.completed", {"commands": [(0, 3)]}, channel=1)) * 3
 
 
+def _find(data, final=False):
+    found, resume = detect.find_midstream_boundary(data, final)
+    return found
+
+
 @pytest.mark.parametrize("raw,version", [
     (b"AMQP\x01\x01\x08\x00", "0-8"), (b"AMQP\x01\x01\x09\x01", "0-8"), (b"AMQP\x01\x01\x00\x09", "0-9"),
     (b"AMQP\x00\x00\x09\x01", "0-9-1"), (b"AMQP\x01\x01\x00\x0a", "0-10"), (b"AMQP\x00\x01\x00\x00", "1.0"),
@@ -41,8 +46,8 @@ def test_tls_record_starts():
 
 
 def test_a_stream_that_starts_with_a_frame_is_proven_by_that_frame_alone():
-    assert detect.find_midstream_boundary(PUB) == ("0-9", 0)
-    assert detect.find_midstream_boundary(B.control("session.completed", {"commands": [(0, 1)]}, channel=1)) \
+    assert _find(PUB) == ("0-9", 0)
+    assert _find(B.control("session.completed", {"commands": [(0, 1)]}, channel=1)) \
         == ("0-10", 0)
 
 
@@ -51,7 +56,7 @@ def test_0_9_stream_cut_inside_a_frame_starts_at_the_next_whole_frame(cut):
     data = STREAM_09[cut:]
     starts = _starts_0_9(STREAM_09)
     expected = min(s for s in starts if s >= cut) - cut
-    assert detect.find_midstream_boundary(data) == ("0-9", expected)
+    assert _find(data) == ("0-9", expected)
 
 
 @pytest.mark.parametrize("cut", [1, 11, 12, 40, 200, 430])
@@ -59,30 +64,30 @@ def test_0_10_stream_cut_inside_a_frame_starts_at_the_next_whole_frame(cut):
     data = STREAM_010[cut:]
     starts = _starts_0_10(STREAM_010)
     expected = min(s for s in starts if s >= cut) - cut
-    assert detect.find_midstream_boundary(data) == ("0-10", expected)
+    assert _find(data) == ("0-10", expected)
 
 
 def test_one_whole_frame_after_a_cut_is_not_proof_until_the_data_ends():
     # the tail of a body frame, then one ack: a single chained frame could be chance
     data = BODY[-50:] + ACK
-    assert detect.find_midstream_boundary(data) is None
-    assert detect.find_midstream_boundary(data, final=True) == ("0-9", 50)
+    assert _find(data) is None
+    assert _find(data, final=True) == ("0-9", 50)
     # a second frame proves it without waiting for the end
-    assert detect.find_midstream_boundary(data + ACK) == ("0-9", 50)
+    assert _find(data + ACK) == ("0-9", 50)
 
 
 def test_lone_0_10_header_whose_frame_runs_past_the_end_counts_only_at_the_end():
     big = B.frame(0x0B, 3, b"q" * 60000, 1, 1)
     data = b"\x01" * 37 + big[:30000]
-    assert detect.find_midstream_boundary(data) is None
-    assert detect.find_midstream_boundary(data, final=True) == ("0-10", 37)
+    assert _find(data) is None
+    assert _find(data, final=True) == ("0-10", 37)
 
 
 def test_0_10_frames_are_not_taken_for_0_9_frames_and_back():
     for cut in range(0, 200, 7):
-        found = detect.find_midstream_boundary(STREAM_010[cut:], final=True)
+        found = _find(STREAM_010[cut:], final=True)
         assert found is not None and found[0] == "0-10", cut
-        found = detect.find_midstream_boundary(STREAM_09[cut:], final=True)
+        found = _find(STREAM_09[cut:], final=True)
         assert found is not None and found[0] == "0-9", cut
 
 
@@ -105,7 +110,29 @@ def test_chains_break_on_what_no_frame_has():
 def test_random_bytes_prove_nothing():
     rnd = random.Random(3)
     for _ in range(20):
-        assert detect.find_midstream_boundary(rnd.randbytes(4096)) is None
+        assert _find(rnd.randbytes(4096)) is None
+
+
+@pytest.mark.parametrize("stream", [STREAM_09, STREAM_010, random.Random(9).randbytes(3000) + STREAM_010,
+                                    random.Random(8).randbytes(3000) + STREAM_09], ids=["09", "010", "junk010", "junk09"])
+@pytest.mark.parametrize("cut", [0, 3, 29, 150])
+def test_a_scan_resumed_as_data_arrives_finds_what_a_whole_scan_finds(stream, cut):
+    data = stream[cut:]
+    resume = 0
+    for end in range(1, len(data) + 1, 37):
+        found, new = detect.find_midstream_boundary(data[:end], False, resume)
+        assert found == _find(data[:end]), end
+        assert resume <= new <= end
+        resume = new
+        if found:
+            break
+    assert found is not None
+
+
+def test_a_resumed_scan_starts_past_what_is_disproven():
+    junk = bytes(range(9, 200)) * 20  # no type octet 1-8, no 0-10 header anywhere
+    found, resume = detect.find_midstream_boundary(junk)
+    assert found is None and resume >= len(junk) - 11
 
 
 def _starts_0_9(stream):

@@ -42,6 +42,7 @@ class ConnectionDecoder:
         self._settled = [False, False]
         self._pieces: list[list] = [[], []]
         self._scan_at = [0, 0]  # held length at which the mid-stream boundary scan runs again
+        self._resume = [0, 0]  # where it resumes: no boundary before
         self._holding = True  # mid-stream events are held until the version is settled
         self._hold_max = max(64, min(HOLD_EVENTS, HOLD_BODY_BYTES // max(body_bytes, 1)))
         self.events: list = []
@@ -74,6 +75,7 @@ class ConnectionDecoder:
             self._pre[direction] = bytearray()
             self._pre_off[direction] = None
             self._pieces[direction] = []
+            self._scan_at[direction] = self._resume[direction] = 0
 
     def finish(self, packet: int, ts: int) -> None:
         for direction in (0, 1):
@@ -171,7 +173,7 @@ class ConnectionDecoder:
             final = force or len(pre) >= INFER_BYTES
             if not final and len(pre) < self._scan_at[direction]:
                 return
-            found = detect.find_midstream_boundary(pre, final)
+            found, self._resume[direction] = detect.find_midstream_boundary(pre, final, self._resume[direction])
             if found is None:
                 if not final:
                     # Rescan once a quarter more has arrived: bounded work on garbage.

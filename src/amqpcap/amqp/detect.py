@@ -1,6 +1,8 @@
 """Protocol header and mid-stream version detection."""
 from __future__ import annotations
 
+import re
+
 # The 4 octets after "AMQP" -> version.  0-8 clients send either form.
 HEADERS = {
     b"\x01\x01\x08\x00": "0-8",
@@ -106,27 +108,50 @@ def chain_0_10(data, p: int) -> int:
     return k
 
 
-def find_midstream_boundary(data, final: bool = False):
-    """Where the frames of a conversation picked up mid-stream begin, and in which framing:
-    ``("0-9", offset)`` or ``("0-10", offset)``, or None while unproven.
+# Offsets where a header could start (checked exactly by the chains): 0-8/0-9/0-9-1, a type
+# octet 1-8 and a size up to MAX_FRAME_0_9; 0-10, flags, a segment type on its track, a size
+# of 12 or more, zero reserved octets.  Searching with these runs at C speed.
+_CANDIDATE_0_9 = re.compile(rb"(?=[\x01-\x08][\x00-\xff]{2}\x00[\x00-\x10])")
+_CANDIDATE_0_10 = re.compile(rb"(?=[\x00-\x0f](?:\x00(?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x00"
+                             rb"|[\x01-\x03](?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x01)"
+                             rb"[\x00-\xff]{2}\x00\x00\x00\x00)")
+
+
+def find_midstream_boundary(data, final: bool = False, start: int = 0):
+    """Where the frames of a conversation picked up mid-stream begin, and in which framing.
+
+    Returns ``(found, resume)``: ``found`` is ``("0-9", offset)`` or ``("0-10", offset)``, or
+    None while unproven; ``resume`` is the offset a later call (with more data appended) may
+    start from, every candidate before it being disproven for good.
 
     A boundary is proven by a chain of whole frames running from it to the end of the
     data: two frames or more, or one if it starts the data (a capture cut between frames).
     When the data is all there will be (``final``: the end of the capture, or as much as
     the caller will hold), one whole frame is enough, and so is a lone strictly valid 0-10
     header (its reserved bits make it unlikely by chance) whose frame runs past the end.
-    Both framings are tried at each offset; where both chain, the longer chain wins."""
+    The earliest boundary wins; where both framings chain from the same offset, the longer
+    chain."""
     n = len(data)
-    for p in range(n):
-        best = None
-        if data[p] in TYPES_0_9:
-            k = chain_0_9(data, p)
+    resume = n
+    b9 = None
+    for m in _CANDIDATE_0_9.finditer(data, start):
+        p = m.start()
+        k = chain_0_9(data, p)
+        if k >= 0:
+            resume = min(resume, p)
             if k >= 2 or (k == 1 and (p == 0 or final)):
-                best = (k, "0-9")
-        if p + 12 <= n and not data[p] & 0xF0:
-            k = chain_0_10(data, p)
-            if (k >= 2 or (k == 1 and (p == 0 or final)) or (k == 0 and final)) and (best is None or k > best[0]):
-                best = (k, "0-10")
-        if best is not None:
-            return best[1], p
-    return None
+                b9 = (p, k)
+                break
+    end = n if b9 is None else min(n, b9[0] + 12)
+    for m in _CANDIDATE_0_10.finditer(data, start, end):
+        p = m.start()
+        k = chain_0_10(data, p)
+        if k >= 0:
+            resume = min(resume, p)
+            if k >= 2 or (k == 1 and (p == 0 or final)) or (k == 0 and final):
+                if b9 is None or p < b9[0] or k > b9[1]:
+                    return ("0-10", p), resume
+                break
+    # the last bytes may yet start a header once more data arrives
+    resume = min(resume, max(start, n - 11))
+    return (("0-9", b9[0]) if b9 is not None else None), resume
