@@ -37,7 +37,7 @@ KINDS = """
 | capture | malformed-packet | an IP/TCP header that cannot be parsed |
 | tcp | truncated-packet | the snapshot length cut TCP payload; the missing bytes become a gap |
 | amqp | gap | bytes lost in the capture; `skipped_bytes` = lost bytes + the incomplete frame before them |
-| amqp | resync | bytes skipped to reach the next provable frame boundary (after a bad frame, a gap or a mid-stream start) |
+| amqp | resync | bytes skipped to reach the next provable frame boundary (after a bad frame, a gap or a mid-stream start); at a mid-stream start it also counts the content frames of messages begun before the capture (their bytes are in their frames, not in `skipped_bytes`) |
 | amqp | resync-failed | the stream ended before a provable frame boundary was found |
 | amqp | bad-frame-end | the octet after a frame is not 0xCE |
 | amqp | unknown-frame-type | a frame type the version does not define |

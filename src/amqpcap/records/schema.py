@@ -36,7 +36,7 @@ CONNECTIONS = [
     ("client_header", pa.string(), "Protocol header the client sent, hex of the 4 octets after `AMQP` (e.g. `00000901`); null if not seen."),
     ("server_header", pa.string(), "Protocol header the server answered with (a rejected negotiation), hex; null if none."),
     ("client_version", pa.string(), "Version the client's header announced: `0-8`, `0-9`, `0-9-1`, `0-10`, `1.0`."),
-    ("version", pa.string(), "Version the conversation was decoded as (agreed, or inferred mid-stream)."),
+    ("version", pa.string(), "Version the conversation was decoded as (agreed, or inferred mid-stream: the framing tells 0-10 from the rest; 0-8, 0-9 and 0-9-1 are told apart by methods whose layouts differ, else 0-9-1)."),
     ("version_evidence", pa.string(), "Why: `header`, `header+start` (connection.start version agreed), `inferred` (mid-stream frame shape)."),
     ("negotiation", pa.string(), "`accepted`, `rejected` (server answered with its own header), `unknown` (mid-stream) or `none`."),
     ("tls", pa.bool_(), "The conversation is TLS (not decoded)."),
