@@ -52,6 +52,37 @@ KINDS = """
 """
 
 
+MAPPING_0_10 = """
+## 0-10 messages in the `messages` columns
+
+A 0-10 message.transfer carries its properties in the structs of its header
+segment; they fill the same columns as a 0-8/0-9/0-9-1 content header, so a
+query never needs to know the version:
+
+| column | 0-10 source |
+|---|---|
+| `exchange` | delivery-properties.exchange; without it, the destination of a client's transfer (the exchange it is sent to) |
+| `routing_key` | delivery-properties.routing-key |
+| `consumer_tag` | the destination of a broker's transfer (the subscription it delivers to) |
+| `delivery_mode` | delivery-properties.delivery-mode (1 non-persistent, 2 persistent) |
+| `priority` | delivery-properties.priority |
+| `redelivered` | delivery-properties.redelivered (false where the struct is present without the bit) |
+| `expiration` | delivery-properties.ttl, in milliseconds, as text |
+| `msg_timestamp` | delivery-properties.timestamp |
+| `message_id` | message-properties.message-id (a uuid, as text) |
+| `correlation_id` | message-properties.correlation-id |
+| `reply_to` | message-properties.reply-to as `exchange/routing-key` |
+| `content_type`, `content_encoding` | message-properties.content-type, content-encoding |
+| `user_id`, `app_id` | message-properties.user-id, app-id |
+| `headers` | message-properties.application-headers, JSON |
+| `body_size` | message-properties.content-length where present, else the body bytes received |
+| `properties` | the above, plus the whole delivery-properties, message-properties and fragment-properties structs (and any unknown struct, raw) |
+
+`delivery_tag` and `reply_code` have no 0-10 counterpart in a transfer and
+are null (0-10 acknowledges transfers by command id: `methods.command_id`).
+"""
+
+
 def render() -> str:
     out = [INTRO]
     for name, cols in TABLES.items():
@@ -59,6 +90,7 @@ def render() -> str:
         for col, typ, doc in cols:
             out.append(f"| `{col}` | `{typ}` | {doc} |")
     out.append(KINDS)
+    out.append(MAPPING_0_10)
     return "\n".join(out)
 
 

@@ -290,6 +290,26 @@ def test_big_body_of_204800_bytes_spans_frames_both_ways(qpid):
 
 
 @needs_capture
+def test_redelivered_transfers_are_the_ones_qpid_logged(qpid):
+    from amqpcap.records.rows import message_row
+    from amqpcap.records.schema import MESSAGES
+
+    logged = {}
+    for d in (0, 1):
+        for r in qpid["recv"][d]:
+            if r.name == "MessageTransfer":
+                dp = [h for h in r.kw.get("headers", []) if h.name == "DeliveryProperties"]
+                logged[(d, r.kw["id"])] = bool(dp and dp[0].kw.get("redelivered"))
+    assert sum(logged.values()) == 1  # the released message, redelivered to the subscription
+    col = [name for name, *_ in MESSAGES].index("redelivered")
+    got = {}
+    for d, c in qpid["events"]:
+        if isinstance(c, Content):
+            got[(d, c.method.command_id)] = message_row("x", 0, d, c, "0-10")[col] is True
+    assert got == logged
+
+
+@needs_capture
 def test_mapped_message_properties_use_0_9_1_names(qpid):
     c = next(e for d, e in qpid["events"] if isinstance(e, Content) and d == 0)
     p = c.properties

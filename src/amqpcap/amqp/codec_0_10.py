@@ -1338,6 +1338,7 @@ def _content_view(m: Method, structs: dict, direction: int):
             for src in ("delivery-mode", "priority"):
                 if src in dp:
                     props[src] = dp[src]
+            props["redelivered"] = bool(dp.get("redelivered"))  # a packed bit: absent is false
         if mp is not None:
             if "correlation-id" in mp:
                 props["correlation-id"] = _vtext(mp["correlation-id"])

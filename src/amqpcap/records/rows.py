@@ -107,7 +107,7 @@ def message_row(capture, stream, direction, c: Content, version):
         _s(c.routing_key if c.routing_key is not None else a.get("routing-key")),
         _s(a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)),
         dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
-        _b(a.get("redelivered")), _i(a.get("reply-code")),
+        _b(a.get("redelivered", p.get("redelivered"))), _i(a.get("reply-code")),
         _s(p.get("content-type")), _s(p.get("content-encoding")),
         to_json(headers) if headers is not None else None,
         _i(p.get("delivery-mode")) if _i(p.get("delivery-mode")) is None or p["delivery-mode"] < 32768 else None,
