@@ -66,7 +66,7 @@ query never needs to know the version:
 | `consumer_tag` | the destination of a broker's transfer (the subscription it delivers to) |
 | `delivery_mode` | delivery-properties.delivery-mode (1 non-persistent, 2 persistent) |
 | `priority` | delivery-properties.priority |
-| `redelivered` | delivery-properties.redelivered (false where the struct is present without the bit) |
+| `redelivered` | a broker's transfer: delivery-properties.redelivered (false where the struct is present without the bit); null on a client's, as on a 0-9-1 publish |
 | `expiration` | delivery-properties.ttl, in milliseconds, as text |
 | `msg_timestamp` | delivery-properties.timestamp |
 | `message_id` | message-properties.message-id (a uuid, as text) |

@@ -1338,7 +1338,8 @@ def _content_view(m: Method, structs: dict, direction: int):
             for src in ("delivery-mode", "priority"):
                 if src in dp:
                     props[src] = dp[src]
-            props["redelivered"] = bool(dp.get("redelivered"))  # a packed bit: absent is false
+            if direction == 1:  # as 0-9-1's deliver: a packed bit, absent is false
+                props["redelivered"] = bool(dp.get("redelivered"))
         if mp is not None:
             if "correlation-id" in mp:
                 props["correlation-id"] = _vtext(mp["correlation-id"])
