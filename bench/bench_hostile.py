@@ -57,6 +57,16 @@ def synthetic(million: bool):
     payload = struct.pack(">HH", 10, 11) + struct.pack(">I", 2 ** 31) + b"\x00" * 64
     s = cli + [A.frame(1, 0, payload), A.method_frame(1, "basic.publish", exchange="e", routing_key="r")]
     cases["field table claiming 2 GiB"] = P.tcp_conversation(client_chunks=s, server_chunks=srv)
+    # no protocol header on 5672: the mid-stream framing scan runs over what is held
+    # (256 KiB a direction) before the bytes go to the codec's resync
+    rnd = random.Random(11)
+    junk4 = rnd.randbytes(4 << 20)
+    cases["4 MiB of junk, no header, on 5672"] = P.tcp_conversation(
+        client_chunks=[junk4[i:i + 1448] for i in range(0, len(junk4), 1448)], acks=False)
+    # the scan's worst case: a strictly valid 0-10 header every 12 bytes, none chaining on
+    lure = struct.pack(">BBHBBHI", 0x0F, 0, 13, 0, 0, 0, 0)
+    cases["0-10 header lures every 12 bytes, no header, on 5672"] = P.tcp_conversation(
+        client_chunks=[lure * 120] * 2000, acks=False)
     if million:
         hb = A.heartbeat() * 8192  # 64 KiB of 8-byte frames
         s = cli + [hb] * 123       # ~1,007,616 heartbeat frames
