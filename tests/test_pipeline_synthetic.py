@@ -10,6 +10,7 @@ safety and the command line's exit codes.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -380,6 +381,19 @@ def test_mid_stream_start_inside_a_frame_keeps_frame_numbers(conv, tmp_path):
     msgs = [r for r in t["messages"] if r["method"] == "basic.publish"]
     assert [(r["frame_number"], r["body_hash"], r["complete"]) for r in msgs] == \
         [(1, conv.messages[2].body_hash, True)]
+
+
+def test_mid_stream_junk_on_an_amqp_port_is_accounted_for_to_the_byte(tmp_path):
+    # more than the 256 KiB the framing scan holds: no boundary is ever proven
+    junk = random.Random(21).randbytes(300_000)
+    segs = P.tcp_conversation(client_chunks=[junk[i:i + 1448] for i in range(0, len(junk), 1448)], acks=False)
+    t = run(tmp_path, segs)
+    (c,) = t["connections"]
+    assert (c["mid_stream"], c["version"], c["version_evidence"], c["negotiation"]) == \
+        (True, "0-9-1", "inferred", "unknown")
+    assert t["methods"] == [] and t["messages"] == []
+    assert [(r["kind"], r["stream_offset"], r["skipped_bytes"]) for r in t["anomalies"]] == \
+        [("resync-failed", 0, len(junk))]
 
 
 # -- link layers and file formats ---------------------------------------------------------------
