@@ -35,6 +35,8 @@ def test_methods_every_version_lays_out_alike_leave_the_version_open():
     assert dec.candidates == ("0-9-1", "0-8", "0-9")
     assert dec.version == "0-9-1"
     assert [n for n, _ in _methods(ev)] == ["basic.publish", "basic.ack", "queue.declare"]
+    # laid out alike (0-8's ticket is 0-9-1's reserved-1): remembered, not decoded three times again
+    assert {(60, 40), (60, 80), (50, 10)} <= {k for k, v in dec._same.items() if v}
 
 
 def test_0_8_channel_open_ok_without_arguments_settles_0_8():

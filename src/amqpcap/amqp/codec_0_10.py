@@ -601,9 +601,6 @@ class _Pending:
         self.why = ""
 
 
-_frame_ok = frame_ok_0_10
-
-
 class Decoder010:
     """Sans-IO decoder of one AMQP 0-10 connection (both directions, after the protocol headers)."""
 
@@ -907,11 +904,11 @@ class Decoder010:
             p = max(p, z - 8)
             if p + 12 > n:
                 break
-            size = _frame_ok(buf, p, limit)
+            size = frame_ok_0_10(buf, p, limit)
             if size:
                 q = p + size
                 if q + 12 <= n:
-                    if _frame_ok(buf, q, limit):
+                    if frame_ok_0_10(buf, q, limit):
                         break
                 elif final:
                     if q == n:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import partial
+from functools import lru_cache, partial
 from struct import Struct, error as StructError
 
 from amqpcap.amqp import spec as _spec
@@ -443,6 +443,7 @@ FRAME_TYPE_NAMES = {1: "method", 2: "header", 3: "body", 4: "oob-method", 5: "oo
 INFER_ORDER = ("0-9-1", "0-8", "0-9")
 
 
+@lru_cache(maxsize=None)
 def _method_table(version: str) -> dict:
     """(class, method) -> (spec, dialect) as a ``version`` decoder looks methods up: its own
     table, then 0-9-1's for what it lacks (RabbitMQ speaks 0-9-1 extensions to 0-8 and 0-9
@@ -451,6 +452,10 @@ def _method_table(version: str) -> dict:
     out = {k: (v, "0-9-1") for k, v in _spec.get("0-9-1").METHODS.items()} if version != "0-9-1" else {}
     out.update((k, (v, None)) for k, v in own.items())
     return out
+
+
+def _layout(fields):
+    return None if fields is None else tuple(t for _, t in fields)
 
 
 class Decoder09:
@@ -774,11 +779,12 @@ class Decoder09:
     def _narrow(self, cid: int, mid: int, buf, start: int, end: int) -> None:
         """Mid-stream, version unknown: keep the candidate versions that decode this method
         frame exactly, and name the connection after the first of them.  A method every
-        candidate lays out alike proves nothing and is remembered as such; one that no
-        candidate decodes proves nothing either (it is reported as malformed)."""
+        candidate lays out alike (the same argument types; names such as 0-8's ticket and
+        0-9-1's reserved-1 do not matter) proves nothing and is remembered as such; one that
+        no candidate decodes proves nothing either (it is reported as malformed)."""
         key = (cid, mid)
         found = [(v, self._lookup[v].get(key)) for v in self.candidates]
-        sigs = {(f[0].name, tuple(f[0].fields), DIALECT_FIELDS.get((v, cid, mid))) if f else None
+        sigs = {(_layout(f[0].fields), _layout(DIALECT_FIELDS.get((v, cid, mid)))) if f else None
                 for v, f in found}
         if len(sigs) == 1:
             self._same[key] = True

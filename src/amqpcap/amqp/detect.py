@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from amqpcap.amqp import spec
+
 # The 4 octets after "AMQP" -> version.  0-8 clients send either form.
 HEADERS = {
     b"\x01\x01\x08\x00": "0-8",
@@ -49,18 +51,8 @@ def frame_ok_0_10(buf, p: int, limit: int = 0xFFFF) -> int:
     return size if 12 <= size <= limit else 0
 
 
-def looks_like_0_10(data: bytes) -> bool:
-    """A 0-10 frame header starts the data."""
-    return len(data) >= 12 and frame_ok_0_10(data, 0) > 0
-
-
-def _methods_0_9() -> frozenset:
-    from amqpcap.amqp import spec
-
-    return frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
-
-
-_METHODS_0_9 = None
+# every (class, method) some 0-8 / 0-9 / 0-9-1 table knows
+_METHODS_0_9 = frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
 
 
 def chain_0_9(data, p: int) -> int:
@@ -68,8 +60,7 @@ def chain_0_9(data, p: int) -> int:
     ``data`` (the last may be cut short by the end), or -1 where the chain breaks: an
     unknown type, a frame-end octet that is not 0xCE, an unknown class/method, a
     heartbeat that is not empty on channel 0."""
-    global _METHODS_0_9
-    methods = _METHODS_0_9 or (_METHODS_0_9 := _methods_0_9())
+    methods = _METHODS_0_9
     n = len(data)
     k = 0
     while p + 7 <= n:
