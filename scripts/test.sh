@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
-# System packages: tshark (differential tests against Wireshark's dissector).
+# System packages: tshark (differential tests against Wireshark's dissector), tcpdump
+# (a real loopback capture read back by our reader).
 # Python packages go into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing ${need[*]} (apt)"
@@ -21,5 +23,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test]"
-export AMQPCAP_REQUIRE_TSHARK="${AMQPCAP_REQUIRE_TSHARK:-${CI:-}}"
+export AMQPCAP_REQUIRE_TOOLS="${AMQPCAP_REQUIRE_TOOLS:-${CI:-}}"
 exec .venv/bin/python -m pytest -q "$@"

@@ -7,7 +7,7 @@ must be one tshark shows.  Places where tshark is known to be wrong are
 listed in KNOWN_TSHARK_ERRORS with the reason (docs/dialects.md).
 
 tshark must be installed in CI (scripts/test.sh installs it); elsewhere the
-test skips and says why, unless AMQPCAP_REQUIRE_TSHARK is set.
+test skips and says why, unless AMQPCAP_REQUIRE_TOOLS is set.
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ KNOWN_TSHARK_ERRORS: dict = {}
 def _tshark():
     exe = shutil.which("tshark")
     if exe is None:
-        if os.environ.get("AMQPCAP_REQUIRE_TSHARK"):
-            pytest.fail("tshark is required (AMQPCAP_REQUIRE_TSHARK set) but not installed")
+        if os.environ.get("AMQPCAP_REQUIRE_TOOLS"):
+            pytest.fail("tshark is required (AMQPCAP_REQUIRE_TOOLS set) but not installed")
         pytest.skip("tshark not installed: run scripts/test.sh (installs it) to run the differential test")
     return exe
 
