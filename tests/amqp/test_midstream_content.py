@@ -168,3 +168,15 @@ def test_0_10_frames_proven_by_a_later_packet_keep_their_own_packet():
     assert got == [("session.completed", 1, 1000), ("queue.declare", 2, 2000), ("session.completed", 3, 3000)]
     assert [f.packet for f in events if isinstance(f, Frame)] == [1, 2, 3]
     assert not [a for a in events if isinstance(a, Anomaly)]
+
+
+def test_0_10_frames_after_a_malformed_one_keep_their_own_packet_too():
+    a, b, c = (B.control("session.completed", {"commands": [(0, i)]}, channel=1) for i in (1, 2, 3))
+    dec = Decoder010()
+    dec.feed(0, a + b"\xff" * 5 + b, 0, 1, 1000)  # b is only proven by c's header, a packet later
+    dec.feed(0, c, len(a) + 5 + len(b), 2, 2000)
+    dec.finish(3, 3000)
+    events = [e for _, e in dec.pop_events()]
+    assert [(e.args["commands"], e.packet) for e in events if isinstance(e, Method)] == \
+        [([[0, 1]], 1), ([[0, 2]], 1), ([[0, 3]], 2)]
+    assert [a.kind for a in events if isinstance(a, Anomaly)] == ["malformed-frame", "resync"]

@@ -824,6 +824,8 @@ class Decoder010:
         d.resync = True
         d.resync_from = at
         d.ids_unknown = True
+        # every byte buffered now arrived by this packet: frames in them completed here
+        d.marks = [(d.base + len(d.buf), d.packet, d.ts)]
         for ch in d.next_cmd:
             d.next_cmd[ch] = None
         segs = self.segs[direction]
