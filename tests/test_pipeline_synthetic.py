@@ -383,6 +383,43 @@ def test_mid_stream_start_inside_a_frame_keeps_frame_numbers(conv, tmp_path):
         [(1, conv.messages[2].body_hash, True)]
 
 
+def _tls_record(ctype: int, body: bytes) -> bytes:
+    return bytes([ctype, 3, 3]) + len(body).to_bytes(2, "big") + body
+
+
+@pytest.mark.parametrize("port", [5671, 5672])
+def test_tls_on_an_amqp_port_is_reported_as_tls_not_as_malformed_amqp(tmp_path, port):
+    rnd = random.Random(port)
+    hello = b"\x16\x03\x01" + (200).to_bytes(2, "big") + rnd.randbytes(200)  # ClientHello record
+    server = [_tls_record(22, rnd.randbytes(1200)), _tls_record(23, rnd.randbytes(300))]
+    client = [hello, _tls_record(23, rnd.randbytes(500))]
+    t = run(tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", port)))
+    (c,) = t["connections"]
+    assert (c["tls"], c["version"], c["server_port"]) == (True, "tls", port)
+    assert (c["bytes_c2s"], c["bytes_s2c"]) == (sum(map(len, client)), sum(map(len, server)))
+    assert (c["frames_c2s"], c["frames_s2c"]) == (0, 0)
+    assert t["anomalies"] == [] and t["methods"] == []
+
+
+def test_tls_on_another_port_is_not_amqp(tmp_path):
+    hello = b"\x16\x03\x01" + (100).to_bytes(2, "big") + bytes(100)
+    t = run(tmp_path, P.tcp_conversation(client_chunks=[hello], server=("10.0.0.2", 443)))
+    assert t["connections"] == [] and t["anomalies"] == []
+
+
+def test_amqp_1_0_is_recognised_counted_and_not_decoded(tmp_path):
+    # a 1.0 peer echoes the header and the conversation goes on in 1.0 frames (size, doff, type)
+    hdr = b"AMQP\x00\x01\x00\x00"
+    open_frame = (8 + 20).to_bytes(4, "big") + b"\x02\x00\x00\x00" + bytes(20)
+    client = [hdr, open_frame, open_frame]
+    server = [hdr, open_frame]
+    t = run(tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", 5672)))
+    (c,) = t["connections"]
+    assert (c["client_version"], c["version"], c["negotiation"], c["tls"]) == ("1.0", "1.0", "accepted", False)
+    assert c["bytes_c2s"] == sum(map(len, client)) and c["bytes_s2c"] == sum(map(len, server))
+    assert t["anomalies"] == [] and t["methods"] == []
+
+
 def test_mid_stream_junk_on_an_amqp_port_is_accounted_for_to_the_byte(tmp_path):
     # more than the 256 KiB the framing scan holds: no boundary is ever proven
     junk = random.Random(21).randbytes(300_000)
