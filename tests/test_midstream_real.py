@@ -173,6 +173,11 @@ def test_midstream_methods_preserved(full, cuts, name, label):
     assert set(conns.version) <= CASES[name], (K, set(conns.version))
     assert (conns.version_evidence == "inferred").all()
     assert (conns.negotiation == "unknown").all()
+    # rows were held until the evidence settled the version: they all carry the connection's
+    for table in ("methods", "messages"):
+        rows = c[table]
+        for st, version in zip(conns.tcp_stream, conns.version):
+            assert set(rows[rows.tcp_stream == st].version) <= {version}, (table, st)
     exp = _expected(t, offs, K)
     assert len(exp) > 10
     got = c["methods"]
