@@ -67,6 +67,11 @@ def synthetic(million: bool):
     lure = struct.pack(">BBHBBHI", 0x0F, 0, 13, 0, 0, 0, 0)
     cases["0-10 header lures every 12 bytes, no header, on 5672"] = P.tcp_conversation(
         client_chunks=[lure * 120] * 2000, acks=False)
+    # a 0-10 header claiming 64 KiB, then its bytes one per packet: every packet is held
+    # (and marked with its packet number) while the candidate waits for its proof
+    claim = struct.pack(">BBHBBHI", 0x0F, 1, 0xFFFF, 0, 1, 1, 0) + bytes(40000)
+    cases["0-10 header claiming 64 KiB, one byte a packet, no header"] = P.tcp_conversation(
+        client_chunks=[claim[i:i + 1] for i in range(len(claim))], server=("10.0.0.2", 5672), acks=False)
     if million:
         hb = A.heartbeat() * 8192  # 64 KiB of 8-byte frames
         s = cli + [hb] * 123       # ~1,007,616 heartbeat frames

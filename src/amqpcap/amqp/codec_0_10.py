@@ -49,6 +49,7 @@ when given, else the body bytes received.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 import uuid as _uuid
 from struct import Struct
 from struct import error as StructError
@@ -650,8 +651,10 @@ class Decoder010:
             d.buf += data
         if d.resync:
             marks = d.marks
-            if len(marks) > 64:  # pieces wholly before the scan position cannot complete a frame
-                marks[:] = [m for m in marks if m[0] > d.base + d.pos]
+            if marks and marks[0][0] <= d.base + d.pos:
+                # pieces wholly before the scan position cannot complete a frame (marks are in
+                # stream order: cut them from the front)
+                del marks[:bisect_right(marks, (d.base + d.pos, 1 << 62))]
             marks.append((d.base + len(d.buf), packet, ts))
         self._parse(direction, d)
         if d.marks and not d.resync:
