@@ -102,7 +102,7 @@ def test_0_8_10_60_and_10_61_are_connection_close_and_close_ok():
     assert [(m.name, m.class_id, m.method_id, m.args) for m in A.events_of(events, Method)] == [
         ("connection.close", 10, 60, {"reply-code": 320, "reply-text": "bye", "class-id": 0, "method-id": 0}),
         ("connection.close-ok", 10, 61, {})]
-    assert (dec.info["closed_by"], dec.info["close_reply_code"], dec.info["close_reply_text"]) == (
+    assert (dec.facts.closed_by, dec.facts.close_reply_code, dec.facts.close_reply_text) == (
         "client", 320, "bye")
 
 
@@ -160,12 +160,9 @@ def test_connection_facts_are_learnt_from_the_handshake():
     dec.feed(1, s2c[:-12], 0, 1, 10)
     dec.feed(0, c2s, 0, 2, 20)
     dec.feed(1, s2c[-12:], len(s2c) - 12, 3, 30)
-    info = dec.info
-    assert {k: info[k] for k in ("server_properties", "client_properties", "mechanism", "user", "vhost",
-                                 "channel_max", "frame_max", "heartbeat", "version_major", "version_minor",
-                                 "open_packet", "open_ts")} == {
-        "server_properties": {"product": "RabbitMQ", "version": "3.13.0"},
-        "client_properties": {"product": "pika"}, "mechanism": "PLAIN", "user": "guest", "vhost": "/vh",
-        "channel_max": 2047, "frame_max": 131072, "heartbeat": 60, "version_major": 0, "version_minor": 9,
-        "open_packet": 3, "open_ts": 30}
+    f = dec.facts
+    assert (f.server_properties, f.client_properties, f.mechanism, f.user, f.vhost, f.channel_max, f.frame_max,
+            f.heartbeat, f.start_version, f.open_ts) == (
+        {"product": "RabbitMQ", "version": "3.13.0"}, {"product": "pika"}, "PLAIN", "guest", "/vh",
+        2047, 131072, 60, (0, 9), 30)
     assert dec.frame_max == 131072

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from amqpcap.amqp.codec_0_9 import REDACTED, Decoder09, split_credentials
+from amqpcap.amqp.codec_0_9 import Decoder09
+from amqpcap.amqp.facts import REDACTED, split_credentials
 from amqpcap.amqp.events import Method
 from fixtures import amqp09 as A
 
@@ -20,7 +21,7 @@ AMQPLAIN = A.encode_table({"LOGIN": "guest", "PASSWORD": PASSWORD})[4:]  # a tab
 
 
 def _leaks(dec, events) -> bool:
-    text = repr(events) + repr(dec.info)
+    text = repr(events) + repr(dec.facts)
     return PASSWORD in text or repr(PASSWORD.encode())[2:-1] in text
 
 
@@ -30,7 +31,7 @@ def test_start_ok_password_is_redacted_and_user_kept(version, mechanism, respons
     dec, events = A.decode(_start_ok(mechanism, response, version), version)
     [m] = A.events_of(events, Method)
     assert m.args["response"] == {"user": "guest", "password": REDACTED}
-    assert (m.args["mechanism"], dec.info["user"], dec.info["mechanism"]) == (mechanism, "guest", mechanism)
+    assert (m.args["mechanism"], dec.facts.user, dec.facts.mechanism) == (mechanism, "guest", mechanism)
     assert not _leaks(dec, events)
 
 
@@ -39,13 +40,13 @@ def test_keep_secrets_keeps_the_raw_response(mechanism, response):
     dec, events = A.decode(_start_ok(mechanism, response), keep_secrets=True)
     [m] = A.events_of(events, Method)
     assert m.args["response"] == response
-    assert dec.info["user"] == "guest"
+    assert dec.facts.user == "guest"
     assert _leaks(dec, events)
 
 
 def test_plain_with_an_authorisation_identity_takes_the_authentication_identity():
     dec, events = A.decode(_start_ok("PLAIN", b"admin\0guest\0" + PASSWORD.encode()))
-    assert dec.info["user"] == "guest"
+    assert dec.facts.user == "guest"
     assert not _leaks(dec, events)
 
 
@@ -59,7 +60,7 @@ def test_responses_that_cannot_be_split_are_redacted_whole(mechanism, response):
     dec, events = A.decode(_start_ok(mechanism, response))
     [m] = A.events_of(events, Method)
     assert m.args["response"] == REDACTED
-    assert "user" not in dec.info
+    assert dec.facts.user is None
     assert not _leaks(dec, events)
 
 
@@ -68,7 +69,7 @@ def test_secure_ok_response_is_redacted_using_the_start_ok_mechanism():
     dec, events = A.decode(wire)
     ms = A.events_of(events, Method)
     assert [m.args["response"] for m in ms] == [REDACTED, {"user": "guest", "password": REDACTED}]
-    assert dec.info["user"] == "guest"
+    assert dec.facts.user == "guest"
     assert not _leaks(dec, events)
 
 
@@ -78,7 +79,7 @@ def test_update_secret_token_is_redacted():
     dec, events = A.decode(wire)
     m = A.events_of(events, Method)[-1]
     assert (m.name, m.args) == ("connection.update-secret", {"new-secret": REDACTED, "reason": "refresh"})
-    assert dec.info["user"] == "guest"
+    assert dec.facts.user == "guest"
     assert not _leaks(dec, events)
 
 
@@ -89,7 +90,7 @@ def test_secrets_split_across_packets_are_still_redacted():
         dec.feed(0, wire[i:i + 1], i, i + 1, i)
     events = [e for _, e in dec.pop_events()]
     assert not _leaks(dec, events)
-    assert dec.info["user"] == "guest"
+    assert dec.facts.user == "guest"
 
 
 @pytest.mark.parametrize("mechanism, response, expected", [

@@ -14,21 +14,19 @@ them are kept.
 """
 from __future__ import annotations
 
-import hashlib
-import re
 from functools import lru_cache, partial
 from struct import Struct, error as StructError
 
 from amqpcap.amqp import spec as _spec
-from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
-from amqpcap.amqp.midstream import MidstreamStart
+from amqpcap.amqp.detect import CANDIDATE_0_9, chain_0_9
+from amqpcap.amqp.events import Frame, Heartbeat, Method
+from amqpcap.amqp.stream import DecodeError, Pending, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
 MAX_FRAME = 1 << 20  # before tune: RabbitMQ's maximum frame-max is 128 KiB; allow 1 MiB
 HARD_MAX_FRAME = 16 << 20  # no frame is accepted above this whatever was negotiated
 MAX_DEPTH = 64  # nesting limit for field tables and arrays
-COMPACT_AT = 1 << 16
 
 _U8 = Struct(">B")
 _U16 = Struct(">H")
@@ -42,13 +40,6 @@ _F64 = Struct(">d")
 _I8 = Struct(">b")
 _HDR = Struct(">HHQH")  # class-id, weight, body-size, first property flags
 _CM = Struct(">HH")
-# Where a frame header could start: a type octet 1-8 and a size below HARD_MAX_FRAME (+1).
-# Resynchronising searches with it, at C speed, instead of trying every offset in Python.
-_CANDIDATE = re.compile(rb"[\x01-\x08][\x00-\xff]{2}[\x00\x01]")
-
-
-class DecodeError(Exception):
-    """Malformed wire data inside one frame (caught per frame, never escapes)."""
 
 
 # --- field tables -----------------------------------------------------------------
@@ -376,65 +367,7 @@ def _transfer_with_octet():
 
 DIALECT_FIELDS[("0-9", 120, 10)] = _transfer_with_octet()
 
-# Arguments whose values are secrets (redacted unless keep_secrets).
-SECRET_METHODS = {"connection.start-ok": "response", "connection.secure-ok": "response",
-                  "connection.update-secret": "new-secret"}
-REDACTED = "<redacted>"
-
-
-def split_credentials(mechanism: str | None, response, rabbit: bool = True):
-    """(user, password) from a PLAIN or AMQPLAIN response; (None, None) if unknown."""
-    raw = response.encode() if isinstance(response, str) else bytes(response or b"")
-    if mechanism == "PLAIN" or (mechanism is None and raw.count(b"\0") == 2):
-        parts = raw.split(b"\0")
-        if len(parts) == 3:
-            return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-    if mechanism == "AMQPLAIN":
-        try:
-            t = _decode_table(_U32.pack(len(raw)) + raw, 0, len(raw) + 4, 0, rabbit)[0]
-            return t.get("LOGIN"), t.get("PASSWORD")
-        except DecodeError:
-            pass
-    return None, None
-
-
 # --- the decoder ---------------------------------------------------------------------
-
-class _Direction:
-    __slots__ = ("buf", "pos", "base", "resync", "resync_from", "packet", "ts", "scan_from", "mid")
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.pos = 0  # read position in buf
-        self.base = -1  # stream offset of buf[0]; -1 until the first feed
-        self.resync = False  # looking for a provable frame boundary
-        self.resync_from = 0  # stream offset where skipping began
-        self.packet = 0
-        self.ts = 0
-        self.scan_from = 0  # stream offset before which no boundary is looked for
-        self.mid: MidstreamStart | None = None  # picked up mid-stream
-
-
-class _Pending:
-    """Content being assembled on one channel of one direction."""
-
-    __slots__ = ("method", "class_id", "props", "size", "received", "frames", "hash", "head",
-                 "header_packet", "first_packet", "offset", "body_encoding")
-
-    def __init__(self, method: Method) -> None:
-        self.method = method
-        self.class_id = method.class_id
-        self.props = None
-        self.size = -1
-        self.received = 0
-        self.frames = 0
-        self.hash = hashlib.sha256()
-        self.head = b""
-        self.header_packet = None
-        self.first_packet = method.packet
-        self.offset = method.offset
-        self.body_encoding = None
-
 
 FRAME_TYPE_NAMES = {1: "method", 2: "header", 3: "body", 4: "oob-method", 5: "oob-header",
                     6: "oob-body", 7: "trace", 8: "heartbeat"}
@@ -458,27 +391,24 @@ def _layout(fields):
     return None if fields is None else tuple(t for _, t in fields)
 
 
-class Decoder09:
-    """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions)."""
+class Decoder09(StreamDecoder):
+    """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
+    grammar of these versions on the stream core."""
+
+    HEADER = 7
+    CANDIDATE = CANDIDATE_0_9
 
     def __init__(self, version: str = "0-9-1", *, body_bytes: int = 64, keep_secrets: bool = False,
                  rabbit_tables: bool = True, infer: bool = False) -> None:
+        super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit_tables)
         # ``infer``: the version is a guess (no protocol header was captured); methods whose
         # layout differs between 0-8, 0-9 and 0-9-1 narrow it down as they arrive.
         self.candidates = INFER_ORDER if infer else (version,)
         self._lookup = {v: _method_table(v) for v in self.candidates}
         self._same: dict = {}  # (class, method) -> True if every candidate decodes it alike
         self._use_version(version if not infer else INFER_ORDER[0])
-        self.body_bytes = body_bytes
-        self.keep_secrets = keep_secrets
         self.rabbit = rabbit_tables
         self.frame_max = MAX_FRAME
-        self.dirs = (_Direction(), _Direction())
-        self.pending: tuple[dict, dict] = ({}, {})  # per direction: channel -> _Pending
-        self.events: list = []
-        self.info: dict = {}
-        self.frame_counts = [0, 0]
-        self._mechanism = None
 
     def _use_version(self, version: str) -> None:
         self.version = version
@@ -489,267 +419,110 @@ class Decoder09:
             self.frame_types = frozenset(range(1, 9))
         else:
             self.frame_types = frozenset(self.tables.FRAME_TYPES) | {8}
+        # a resync proves a method frame by a (class, method) some candidate knows
+        self._known = frozenset().union(*(self._lookup[v] for v in self.candidates))
 
-    # -- public API ------------------------------------------------------------------
-
-    def feed(self, direction: int, data: bytes, offset: int, packet: int, ts: int) -> None:
-        d = self.dirs[direction]
-        if d.base < 0:
-            d.base = offset
-        d.packet = packet
-        d.ts = ts
-        expect = d.base + len(d.buf)
-        if offset != expect:  # the TCP layer always reports gaps first; be defensive
-            self.gap(direction, expect, offset - expect, packet, ts)
-        if d.pos == len(d.buf):
-            # Fast path: nothing buffered; start afresh at this offset.
-            d.buf = bytearray(data)
-            d.pos = 0
-            d.base = offset
-        else:
-            d.buf += data
-        self._parse(direction, d)
-
-    def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
-        """The capture starts inside this direction's stream at ``offset``: decode from the first
-        provable frame (at or after ``at``, where the caller has proven one)."""
-        d = self.dirs[direction]
-        d.resync = True
-        d.resync_from = offset
-        d.scan_from = offset if at is None else at
-        d.mid = MidstreamStart()
-
-    def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
-        """``size`` bytes at ``offset`` were lost: account for the partial frame, resync after."""
-        d = self.dirs[direction]
-        self._flush_resync(direction, d)
-        self._release_held(direction, d)
-        partial = len(d.buf) - d.pos
-        lost_partial = partial if not d.resync else (d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0)
-        self.events.append((direction, Anomaly(packet, ts, offset, "gap",
-                            f"{size} bytes lost in capture"
-                            + (f"; {lost_partial} bytes of an incomplete frame before it discarded" if lost_partial else ""),
-                            None, size + max(lost_partial, 0))))
-        self._abort_contents(direction, packet, ts, "gap in the TCP stream")
-        d.buf = bytearray()
-        d.pos = 0
-        d.base = offset + size
-        d.resync = True
-        d.resync_from = offset + size
-        # The skipped-bytes count of the later resync anomaly starts after the gap.
-
-    def finish(self, packet: int, ts: int) -> None:
-        for direction, d in enumerate(self.dirs):
-            self._flush_resync(direction, d)
-            self._release_held(direction, d)
-            left = len(d.buf) - d.pos
-            if d.resync:
-                skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
-                if skipped > 0:
-                    self.events.append((direction, Anomaly(d.packet or packet, d.ts or ts, d.resync_from, "resync-failed",
-                                        f"{skipped} bytes at the end of the stream hold no provable frame boundary",
-                                        None, skipped)))
-            elif left > 0:
-                self.events.append((direction, Anomaly(d.packet or packet, d.ts or ts, d.base + d.pos, "truncated-stream",
-                                    f"stream ends inside a frame ({left} bytes of it captured)", None, left)))
-            d.buf = bytearray()
-            d.pos = 0
-            self._abort_contents(direction, d.packet or packet, d.ts or ts, "capture ended")
-
-    def pop_events(self) -> list:
-        ev = self.events
-        self.events = []
-        return ev
+    def _tuned(self, frame_max: int) -> None:
+        # Allow the 8 bytes of framing the frame-max counts, and a little slack.
+        self.frame_max = min(max(frame_max, 4096), HARD_MAX_FRAME)
 
     # -- framing ---------------------------------------------------------------------
 
-    def _flush_resync(self, direction: int, d: _Direction) -> None:
-        """The stream ends here (end of capture or a gap): a resync candidate whose end
-        lies beyond it can never be proven, so scan past it for a boundary within the
-        bytes we have instead of discarding them all."""
-        if d.resync and d.base >= 0 and len(d.buf) > d.pos:
-            self._parse(direction, d, final=True)
+    def _probe(self, buf, p: int, n: int, final: bool) -> int:
+        """A boundary is proven by one whole frame: a known type, a size within the limit,
+        the frame-end octet where the size says, a method some candidate version knows."""
+        k = chain_0_9(buf, p, n, 1, self.frame_types, self.frame_max, self._known)
+        return -1 if k < 0 or (k == 0 and final) else k
 
-    def _parse(self, direction: int, d: _Direction, final: bool = False) -> None:
+    def _frames(self, direction: int, d, pos: int) -> int:
         buf = d.buf
         n = len(buf)
-        pos = d.pos
         unpack = FRAME_HEADER.unpack_from
-        while True:
-            if d.resync:
-                pos = self._find_boundary(direction, d, pos, final)
-                if d.resync:
-                    break
-            if n - pos < 7:
-                break
+        while n - pos >= 7:
             ftype, channel, size = unpack(buf, pos)
             if ftype not in self.frame_types or size > self.frame_max:
                 self._bad_frame(direction, d, pos, ftype, channel, size)
-                pos += 1
-                continue
+                return pos + 1
             end = pos + 7 + size
             if end >= n:
                 break
             if buf[end] != FRAME_END:
-                self._anomaly(direction, d, pos, "bad-frame-end",
-                              f"frame type {ftype} channel {channel} size {size}: frame-end octet is 0x{buf[end]:02x}, not 0xce",
-                              channel)
+                self._anomaly(direction, d.base + pos, "bad-frame-end",
+                              f"frame type {ftype} channel {channel} size {size}: frame-end octet is "
+                              f"0x{buf[end]:02x}, not 0xce", channel)
                 d.resync = True
                 d.resync_from = d.base + pos
-                pos += 1
-                continue
+                return pos + 1
             self._frame(direction, d, ftype, channel, buf, pos, end)
             pos = end + 1
-        # Keep only the unparsed tail; compact so the buffer never grows past one frame.
-        if pos >= n:
-            d.base += n
-            d.buf = bytearray()
-            d.pos = 0
-        elif pos > COMPACT_AT or pos * 2 > n:
-            d.base += pos
-            del d.buf[:pos]
-            d.pos = 0
-        else:
-            d.pos = pos
-        if d.resync:
-            self._bound_resync(direction, d)
+        return pos
 
     def _bad_frame(self, direction, d, pos, ftype, channel, size) -> None:
         if ftype not in self.frame_types:
             kind, why = "unknown-frame-type", f"frame type {ftype} is not defined in AMQP {self.version}"
         else:
             kind, why = "oversize-frame", f"frame type {ftype} channel {channel} claims {size} bytes (limit {self.frame_max})"
-        self._anomaly(direction, d, pos, kind, why, channel if ftype in self.frame_types else None)
+        self._anomaly(direction, d.base + pos, kind, why, channel if ftype in self.frame_types else None)
         d.resync = True
         d.resync_from = d.base + pos
 
-    def _find_boundary(self, direction: int, d: _Direction, pos: int, final: bool = False) -> int:
-        """Scan for a provable frame start; on success clear d.resync and account the skip."""
-        buf = d.buf
-        n = len(buf)
-        types = self.frame_types
-        lookups = [self._lookup[v] for v in self.candidates]
-        limit = self.frame_max
-        p = max(pos, d.resync_from - d.base, d.scan_from - d.base)
-        search = _CANDIDATE.search
-        while True:
-            m = search(buf, p)
-            if m is None:
-                p = max(n - 6, p)  # the last bytes may yet start a header
-                break
-            p = m.start()
-            if p + 7 > n:
-                break
-            ftype = buf[p]
-            if ftype in types:
-                _, channel, size = FRAME_HEADER.unpack_from(buf, p)
-                end = p + 7 + size
-                if size <= limit:
-                    if end >= n:
-                        if not final:
-                            # Candidate whose end we cannot see yet: wait for more data.
-                            d.pos = p
-                            break
-                        # final: its end is past the end of the stream; not a boundary.
-                    elif buf[end] == FRAME_END and (
-                        ftype != 1 or (size >= 4 and any(_CM.unpack_from(buf, p + 7) in t for t in lookups))
-                    ) and (ftype != 8 or (size == 0 and channel == 0)):
-                        skipped = d.base + p - d.resync_from
-                        if d.mid is not None and d.mid.starting:
-                            d.mid.resynced(d.resync_from, skipped, d.packet, d.ts)
-                        elif skipped:
-                            self._anomaly(direction, d, p, "resync",
-                                          f"skipped {skipped} bytes to the next provable frame boundary", None, skipped,
-                                          offset=d.resync_from)
-                        d.resync = False
-                        return p
-            p += 1
-        if d.resync:
-            d.pos = min(p, n)
-        return d.pos
-
-    def _bound_resync(self, direction: int, d: _Direction) -> None:
-        # While resynchronising keep at most one maximal frame: bytes before the
-        # candidate position are already known not to start a frame.
-        if d.pos > 0:
-            d.base += d.pos
-            del d.buf[:d.pos]
-            d.pos = 0
-
-    def _release_held(self, direction: int, d: _Direction) -> None:
-        if d.mid is not None and (a := d.mid.release()) is not None:
-            self.events.append((direction, a))
-
-    def _orphan(self, direction: int, d: _Direction, channel: int, pos: int, size: int, what: str) -> bool:
-        """A content frame with no content method before it: the rest of a message begun
-        before a mid-stream capture (True: accounted for), or an unexpected frame (False)."""
-        if d.mid is None:
-            return False
-        held = d.mid.orphan(channel, channel, size + 8)
-        if held is False:
-            self._anomaly(direction, d, pos, "resync",
-                          f"{what} frame of a message begun before the capture started ({size + 8} bytes)", channel)
-        return held is not None
-
-    def _anomaly(self, direction, d, pos, kind, detail, channel=None, skipped=0, offset=None) -> None:
-        self.events.append((direction, Anomaly(d.packet, d.ts, d.base + pos if offset is None else offset,
-                                               kind, detail, channel, skipped)))
+    def _gap(self, direction: int, d, offset: int, size: int) -> None:
+        """The frame in progress is lost with the gap: resync after it."""
+        partial = len(d.buf) - d.pos
+        lost = partial if not d.resync else (d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0)
+        self._anomaly(direction, offset, "gap", f"{size} bytes lost in capture"
+                      + (f"; {lost} bytes of an incomplete frame before it discarded" if lost else ""),
+                      None, size + max(lost, 0))
+        self._reset_buffer(d, offset + size)
+        self._lose_sync(direction, d, offset + size, "gap in the TCP stream")
 
     # -- frames ----------------------------------------------------------------------
 
-    def _frame(self, direction: int, d: _Direction, ftype: int, channel: int, buf, pos: int, end: int) -> None:
+    def _frame(self, direction: int, d, ftype: int, channel: int, buf, pos: int, end: int) -> None:
         size = end - pos - 7
-        self.frame_counts[direction] += 1
         offset = d.base + pos
         self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype,
                                              FRAME_TYPE_NAMES.get(ftype, str(ftype)), size, size + 8)))
         start = pos + 7
         if ftype == 1:
-            self._method(direction, d, channel, buf, start, end, offset, size)
+            self._method_frame(direction, d, channel, buf, start, end, offset, size)
         elif ftype == 3:
-            self._body(direction, d, channel, buf, start, end, offset)
+            self._body_frame(direction, d, channel, buf, start, end, offset)
         elif ftype == 2:
             self._header(direction, d, channel, buf, start, end, offset)
         elif ftype == 8:
             self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
         # 4-7 (0-8 out-of-band and trace frames) are recorded as Frame events only.
 
-    def _method(self, direction, d, channel, buf, start, end, offset, size) -> None:
+    def _method_frame(self, direction, d, channel, buf, start, end, offset, size) -> None:
         if size < 4:
-            self._anomaly(direction, d, start - 7, "malformed-frame", f"method frame of {size} bytes", channel)
+            self._anomaly(direction, offset, "malformed-frame", f"method frame of {size} bytes", channel)
             return
         cid, mid = _CM.unpack_from(buf, start)
         if len(self.candidates) > 1 and not self._same.get((cid, mid), False):
             self._narrow(cid, mid, buf, start + 4, end)
         found = self.methods.get((cid, mid))
         if found is None:
-            self._anomaly(direction, d, start - 7, "unknown-method",
+            self._anomaly(direction, offset, "unknown-method",
                           f"class {cid} method {mid} is not defined in AMQP {self.version}", channel)
             return
         spec, dialect = found
         try:
             args = self._decode_args(self.version, spec, cid, mid, buf, start + 4, end)
         except DecodeError as e:
-            self._anomaly(direction, d, start - 7, "malformed-method", f"{spec.name}: {e}", channel)
+            self._anomaly(direction, offset, "malformed-method", f"{spec.name}: {e}", channel)
             return
         if dialect:
             args["$dialect"] = dialect
         name = spec.name
-        if name in SECRET_METHODS:
-            self._redact(name, args)
         m = Method(d.packet, d.ts, offset, channel, cid, mid, name, args, spec.synchronous, spec.content, size)
-        if d.mid is not None:
-            self._release_held(direction, d)
-            d.mid.fresh.add(channel)
-        self.events.append((direction, m))
-        self._learn(direction, m)
-        pend = self.pending[direction]
-        if channel in pend:
-            p = pend.pop(channel)
-            self._emit_content(direction, p, False, d.packet, d.ts,
-                               f"{p.method.name} content interrupted by {name}")
+        self._fresh(direction, d, channel)
+        self._method(direction, m)
+        p = self.pending[direction].get(channel)
+        if p is not None:
+            self._end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
         if spec.content:
-            pend[channel] = _Pending(m)
+            self._start_content(direction, channel, channel, m, offset)
         elif name == "message.transfer" and "body" in args:
             self._inline_transfer(direction, m, buf, start + 4, end)
 
@@ -808,112 +581,53 @@ class Decoder09:
         body = m.args.get("body")
         raw = body.encode() if isinstance(body, str) else bytes(body)
         enc = "octet+longstr" if "body-type" in m.args else "longstr"
-        p = _Pending(m)
+        p = Pending(m, m.channel, m.channel, m.offset, m.packet)
         p.props = {k: v for k, v in m.args.items() if k not in ("body", "$dialect")}
         p.size = len(raw)
-        p.body_encoding = enc
+        p.encoding = enc
         p.hash.update(raw)
         p.head = raw[:self.body_bytes]
         p.received = len(raw)
-        self._emit_content(direction, p, True, m.packet, m.ts)
+        self._end_content(direction, p, True)
 
     def _header(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
-        if p is None and self._orphan(direction, d, channel, start - 7, end - start, "content header"):
+        if p is None and self._orphan(direction, d, channel, channel, offset, end - start + 8, "content header frame"):
             return
         if p is None or p.props is not None:
-            self._anomaly(direction, d, start - 7, "unexpected-frame", "content header without a content method", channel)
+            self._anomaly(direction, offset, "unexpected-frame", "content header without a content method", channel)
             return
         try:
             if end - start < 14:
                 raise DecodeError("content header shorter than 14 bytes")
             cid, _weight, body_size, _ = _HDR.unpack_from(buf, start)
-            if cid != p.class_id:
+            if cid != p.method.class_id:
                 raise DecodeError(f"content header class {cid} does not match {p.method.name}")
             props = decode_properties(self.properties.get(cid, ()), buf, start + 12, end, self.rabbit)
         except (DecodeError, StructError) as e:
-            self._anomaly(direction, d, start - 7, "malformed-header", str(e), channel)
-            del self.pending[direction][channel]
-            self._emit_content(direction, p, False, d.packet, d.ts, None)
+            self._anomaly(direction, offset, "malformed-header", str(e), channel)
+            self._end_content(direction, p, False)
             return
         p.props = props
         p.size = body_size
         p.header_packet = d.packet
         if body_size == 0:
-            del self.pending[direction][channel]
-            self._emit_content(direction, p, True, d.packet, d.ts)
+            self._end_content(direction, p, True)
 
-    def _body(self, direction, d, channel, buf, start, end, offset) -> None:
+    def _body_frame(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
-        if p is None and self._orphan(direction, d, channel, start - 7, end - start, "body"):
+        if p is None and self._orphan(direction, d, channel, channel, offset, end - start + 8, "body frame"):
             return
         if p is None or p.props is None:
             # No skipped bytes: the frame's own Frame event already accounts for them.
-            self._anomaly(direction, d, start - 7, "unexpected-frame", "body frame without a content header", channel)
+            self._anomaly(direction, offset, "unexpected-frame", "body frame without a content header", channel)
             return
-        chunk = buf[start:end]
-        p.hash.update(chunk)
-        if len(p.head) < self.body_bytes:
-            p.head += bytes(chunk[:self.body_bytes - len(p.head)])
-        p.received += end - start
-        p.frames += 1
+        self._body(p, buf, start, end)
         if p.received >= p.size:
-            del self.pending[direction][channel]
             if p.received > p.size:
-                self._anomaly(direction, d, start - 7, "body-overrun",
+                self._anomaly(direction, offset, "body-overrun",
                               f"{p.received} body bytes for a declared size of {p.size}", channel)
-            self._emit_content(direction, p, p.received == p.size, d.packet, d.ts)
+            self._end_content(direction, p, p.received == p.size)
 
-    def _emit_content(self, direction, p: _Pending, complete: bool, packet, ts, why: str | None = None) -> None:
-        if not complete and why:
-            self.events.append((direction, Anomaly(packet, ts, p.offset, "incomplete-content", why, p.method.channel,
-                                                   0)))
-        self.events.append((direction, Content(
-            packet, ts, p.offset, p.method.channel, p.method, p.class_id, p.props or {}, max(p.size, 0),
-            p.received, p.frames, p.hash.hexdigest(), p.head, complete, p.first_packet, p.header_packet,
-            p.body_encoding)))
-
-    def _abort_contents(self, direction, packet, ts, why) -> None:
-        pend = self.pending[direction]
-        for ch in sorted(pend):
-            self._emit_content(direction, pend[ch], False, packet, ts, f"{pend[ch].method.name} content incomplete: {why}")
-        pend.clear()
-
-    # -- connection facts --------------------------------------------------------------
-
-    def _redact(self, name: str, args: dict) -> None:
-        key = SECRET_METHODS[name]
-        if name == "connection.start-ok":
-            self._mechanism = args.get("mechanism")
-        user, password = split_credentials(self._mechanism, args.get(key), self.rabbit)
-        if user is not None:
-            self.info["user"] = user
-        if not self.keep_secrets:
-            args[key] = {"user": user, "password": REDACTED} if user is not None else REDACTED
-
-    def _learn(self, direction: int, m: Method) -> None:
-        name, a, info = m.name, m.args, self.info
-        if name == "connection.start":
-            info["server_properties"] = a.get("server-properties")
-            info["version_major"] = a.get("version-major")
-            info["version_minor"] = a.get("version-minor")
-        elif name == "connection.start-ok":
-            info["client_properties"] = a.get("client-properties")
-            info["mechanism"] = a.get("mechanism")
-        elif name in ("connection.tune", "connection.tune-ok"):
-            for src, dst in (("channel-max", "channel_max"), ("frame-max", "frame_max"), ("heartbeat", "heartbeat")):
-                if src in a and (name == "connection.tune-ok" or dst not in info):
-                    info[dst] = a[src]
-            fm = a.get("frame-max") or 0
-            if name == "connection.tune-ok" and fm:
-                # Allow the 8 bytes of framing the frame-max counts, and a little slack.
-                self.frame_max = min(max(fm, 4096), HARD_MAX_FRAME)
-        elif name == "connection.open":
-            info["vhost"] = a.get("virtual-host")
-        elif name == "connection.open-ok":
-            info["open_packet"], info["open_ts"] = m.packet, m.ts
-        elif name == "connection.close" and "close_ts" not in info:
-            info["close_ts"], info["close_packet"] = m.ts, m.packet
-            info["closed_by"] = "client" if direction == 0 else "server"
-            info["close_reply_code"] = a.get("reply-code")
-            info["close_reply_text"] = a.get("reply-text")
+    def _content_view(self, p, direction: int):
+        return p.props or {}, max(p.size, 0), None, None

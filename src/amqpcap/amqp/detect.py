@@ -55,18 +55,20 @@ def frame_ok_0_10(buf, p: int, limit: int = 0xFFFF) -> int:
 _METHODS_0_9 = frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
 
 
-def chain_0_9(data, p: int) -> int:
-    """How many whole 0-8/0-9/0-9-1 frames follow each other from ``p`` to the end of
-    ``data`` (the last may be cut short by the end), or -1 where the chain breaks: an
-    unknown type, a frame-end octet that is not 0xCE, an unknown class/method, a
-    heartbeat that is not empty on channel 0."""
-    methods = _METHODS_0_9
-    n = len(data)
+def chain_0_9(data, p: int, n: int | None = None, most: int = -1, types=TYPES_0_9, limit: int = MAX_FRAME_0_9,
+              methods=_METHODS_0_9) -> int:
+    """How many whole 0-8/0-9/0-9-1 frames follow each other from ``p`` to ``n`` (the end
+    of ``data``; the last frame may be cut short by it), counting at most ``most``, or -1
+    where the chain breaks: a type not in ``types``, a size over ``limit``, a frame-end
+    octet that is not 0xCE, a method not in ``methods``, a heartbeat that is not empty on
+    channel 0.  A codec proves a boundary with ``most=1`` and its own version's limits."""
+    if n is None:
+        n = len(data)
     k = 0
     while p + 7 <= n:
         ftype = data[p]
         size = int.from_bytes(data[p + 3:p + 7], "big")
-        if ftype not in TYPES_0_9 or size > MAX_FRAME_0_9:
+        if ftype not in types or size > limit:
             return -1
         end = p + 7 + size
         if end >= n:
@@ -79,6 +81,8 @@ def chain_0_9(data, p: int) -> int:
         if ftype == 8 and (size or data[p + 1] or data[p + 2]):
             return -1
         k += 1
+        if k == most:
+            return k
         p = end + 1
     return k
 
@@ -99,13 +103,14 @@ def chain_0_10(data, p: int) -> int:
     return k
 
 
-# Offsets where a header could start (checked exactly by the chains): 0-8/0-9/0-9-1, a type
-# octet 1-8 and a size up to MAX_FRAME_0_9; 0-10, flags, a segment type on its track, a size
-# of 12 or more, zero reserved octets.  Searching with these runs at C speed.
-_CANDIDATE_0_9 = re.compile(rb"(?=[\x01-\x08][\x00-\xff]{2}\x00[\x00-\x10])")
-_CANDIDATE_0_10 = re.compile(rb"(?=[\x00-\x0f](?:\x00(?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x00"
-                             rb"|[\x01-\x03](?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x01)"
-                             rb"[\x00-\xff]{2}\x00\x00\x00\x00)")
+# Offsets where a header could start (checked exactly by the chains, and by the codecs'
+# resynchronisation): 0-8/0-9/0-9-1, a type octet 1-8 and a size below 32 MiB (above any
+# frame-max a codec accepts); 0-10, flags, a segment type on its track, a size of 12 or more,
+# zero reserved octets.  Searching with these runs at C speed.
+CANDIDATE_0_9 = re.compile(rb"(?=[\x01-\x08][\x00-\xff]{2}[\x00\x01])")
+CANDIDATE_0_10 = re.compile(rb"(?=[\x00-\x0f](?:\x00(?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x00"
+                            rb"|[\x01-\x03](?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x01)"
+                            rb"[\x00-\xff]{2}\x00\x00\x00\x00)")
 
 
 def find_midstream_boundary(data, final: bool = False, start: int = 0):
@@ -125,7 +130,7 @@ def find_midstream_boundary(data, final: bool = False, start: int = 0):
     n = len(data)
     resume = n
     b9 = None
-    for m in _CANDIDATE_0_9.finditer(data, start):
+    for m in CANDIDATE_0_9.finditer(data, start):
         p = m.start()
         k = chain_0_9(data, p)
         if k >= 0:
@@ -134,7 +139,7 @@ def find_midstream_boundary(data, final: bool = False, start: int = 0):
                 b9 = (p, k)
                 break
     end = n if b9 is None else min(n, b9[0] + 12)
-    for m in _CANDIDATE_0_10.finditer(data, start, end):
+    for m in CANDIDATE_0_10.finditer(data, start, end):
         p = m.start()
         k = chain_0_10(data, p)
         if k >= 0:
