@@ -16,14 +16,12 @@ from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.capture import link as _link
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.records import rows as R
-from amqpcap.records.schema import COLUMNS
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp.reassembly import Stream
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 SYN, FIN, RST, ACK = 0x02, 0x01, 0x04, 0x10
 EXIT_LINKTYPE = 4
-_CONN_IX = {c: i for i, c in enumerate(COLUMNS["connections"])}
 MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
 
 
@@ -145,7 +143,7 @@ class Dissector:
                     self._stream_anomaly(conv, d, number, ts, "truncated-packet",
                                          f"{missing} bytes of TCP payload cut by the snapshot length", missing)
             dec = conv.decoder
-            if dec.events or dec.codec is not None and dec.codec.events:
+            if dec.events:
                 self._emit(conv, dec.pop_events())
             if dec.undecoded and not dec.is_amqp:
                 self._ignore(conv)
@@ -234,12 +232,11 @@ class Dissector:
 
     def _write_done(self) -> None:
         for conv in sorted(self.done, key=lambda c: c.stream):
-            row = list(conv.row)
-            for name, value in (("end_ts", conv.last_ts), ("packets_c2s", conv.packets[0]),
-                                ("packets_s2c", conv.packets[1]),
-                                ("zero_windows", R.to_json(conv.zero_windows) if conv.zero_windows else None)):
-                row[_CONN_IX[name]] = value
-            self.t_conn.append(tuple(row))
+            row = conv.row
+            # packets after the closing FIN/RST still count; zero-window periods may close later
+            row.update(end_ts=conv.last_ts, packets_c2s=conv.packets[0], packets_s2c=conv.packets[1],
+                       zero_windows=R.to_json(conv.zero_windows) if conv.zero_windows else None)
+            self.t_conn.append(R.connection_row(row))
             conv.row = None
         self.done = []
 
@@ -294,41 +291,23 @@ class Dissector:
     def _capture_anomaly(self, number, ts, kind, detail) -> None:
         self.t_anom.append((self.capture, None, number, ts, None, None, None, "capture", kind, detail, 0))
 
-    def _connection_row(self, conv):
-        dec = conv.decoder
-        info = dec.info
-        sp = info.get("server_properties") or {}
-        cp = info.get("client_properties") or {}
+    def _connection_row(self, conv) -> dict:
+        """The connections row by column name (end_ts, packet counts and zero_windows are
+        filled in when it is written)."""
         s0, s1 = conv.streams
         fmt = _link.format_addr
-        gaps = s0.gaps + s1.gaps
-        evidence = dec.version_evidence
-        if evidence == "header" and info.get("version_major") is not None:
-            evidence = "header+start"
-
-        def prop(d, k):
-            v = d.get(k) if isinstance(d, dict) else None
-            return R._s(v) if v is not None else None
-
-        return (
-            self.capture, conv.stream, conv.first_packet, conv.first_ts,
-            fmt(conv.ip_version, conv.client[0]), conv.client[1], fmt(conv.ip_version, conv.server[0]),
-            conv.server[1], conv.ip_version, conv.dir_source,
-            dec.client_header[4:].hex() if dec.client_header else None,
-            dec.server_header[4:].hex() if dec.server_header else None,
-            dec.client_version, dec.version, evidence, dec.negotiation, dec.tls, dec.mid_stream,
-            prop(sp, "product"), prop(sp, "version"), prop(sp, "platform"), R.to_json(sp) if sp else None,
-            prop(cp, "product"), prop(cp, "version"), prop(cp, "platform"), prop(cp, "connection_name"),
-            R.to_json(cp) if cp else None,
-            R._s(info.get("mechanism")), R._s(info.get("user")), R._s(info.get("vhost")),
-            info.get("channel_max"), info.get("frame_max"), info.get("heartbeat"),
-            conv.syn_ts, info.get("open_ts"), info.get("close_ts"),
-            info.get("closed_by") or conv.closed_by, info.get("close_reply_code"),
-            R._s(info.get("close_reply_text")), conv.last_ts,
-            conv.packets[0], conv.packets[1], s0.delivered, s1.delivered,
-            conv.frames[0], conv.frames[1], gaps, s0.gap_bytes + s1.gap_bytes, conv.anomalies, conv.rst,
-            None,  # zero_windows: filled in when the row is written (periods may close later)
+        row = R.connection_facts(conv.decoder.facts)
+        row.update(
+            capture=self.capture, tcp_stream=conv.stream, frame_number=conv.first_packet, ts=conv.first_ts,
+            client_ip=fmt(conv.ip_version, conv.client[0]), client_port=conv.client[1],
+            server_ip=fmt(conv.ip_version, conv.server[0]), server_port=conv.server[1],
+            ip_version=conv.ip_version, direction_source=conv.dir_source, syn_ts=conv.syn_ts,
+            closed_by=row["closed_by"] or conv.closed_by,
+            bytes_c2s=s0.delivered, bytes_s2c=s1.delivered, frames_c2s=conv.frames[0], frames_s2c=conv.frames[1],
+            gaps=s0.gaps + s1.gaps, gap_bytes=s0.gap_bytes + s1.gap_bytes, anomalies=conv.anomalies, rst=conv.rst,
+            end_ts=None, packets_c2s=None, packets_s2c=None, zero_windows=None,
         )
+        return row
 
 
 def _progress_printer(path: str):

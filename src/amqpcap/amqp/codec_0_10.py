@@ -48,22 +48,19 @@ when given, else the body bytes received.
 """
 from __future__ import annotations
 
-import hashlib
-from bisect import bisect_right
 import uuid as _uuid
 from struct import Struct
 from struct import error as StructError
 
-from amqpcap.amqp.detect import frame_ok_0_10
-from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
-from amqpcap.amqp.midstream import MidstreamStart
+from amqpcap.amqp.detect import CANDIDATE_0_10, frame_ok_0_10
+from amqpcap.amqp.events import Frame, Heartbeat, Method
+from amqpcap.amqp.stream import DecodeError, Direction, StreamDecoder
 from amqpcap.amqp.spec import v0_10 as SPEC
 
 MAX_DEPTH = 64  # nesting of maps / lists / arrays / structs
 MAX_SEGMENT = 16 << 20  # bytes of one control / command / header segment we buffer
 MAX_ZERO_WIDTH_ITEMS = 1 << 16  # array of void / bit: count not bounded by its size
 HARD_MAX_FRAME = 0xFFFF  # the size field is a uint16
-REDACTED = "<redacted>"
 
 SEGMENT_NAMES = ("control", "command", "header", "body")
 
@@ -72,11 +69,6 @@ _U8 = Struct(">B")
 _U16 = Struct(">H")
 _U32 = Struct(">I")
 _U64 = Struct(">Q")
-_ZERO4 = b"\0\0\0\0"
-
-
-class DecodeError(Exception):
-    """The bytes do not follow the 0-10 encoding."""
 
 
 # --- value decoders: fn(buf, off, end, depth) -> (value, new_off) ----------------------
@@ -506,64 +498,15 @@ def decode_value(type_name: str, data: bytes):
     return dec(data, 0, len(data), 0)[0]
 
 
-def split_credentials(mechanism: str | None, response) -> tuple:
-    """(user, password) from a PLAIN / AMQPLAIN / CRAM-MD5 SASL response; (None, None) if unknown."""
-    raw = bytes(response or b"")
-    mech = (mechanism or "").upper()
-    if mech == "PLAIN" or (not mech and raw.count(b"\0") == 2):
-        parts = raw.split(b"\0")
-        if len(parts) == 3:
-            return _text(parts[1]), _text(parts[2])
-    elif mech == "AMQPLAIN":
-        user = password = None
-        off = 0
-        try:  # 0-9-1 field table without its length: shortstr key, 'S' + longstr value
-            while off < len(raw):
-                kl = raw[off]
-                key = raw[off + 1:off + 1 + kl]
-                off += 1 + kl
-                if raw[off:off + 1] != b"S":
-                    break
-                vl = _U32.unpack_from(raw, off + 1)[0]
-                val = _text(raw[off + 5:off + 5 + vl])
-                off += 5 + vl
-                if key == b"LOGIN":
-                    user = val
-                elif key == b"PASSWORD":
-                    password = val
-        except (IndexError, StructError):
-            pass
-        if user is not None:
-            return user, password
-    elif mech == "CRAM-MD5" and b" " in raw:
-        user, _, digest = raw.rpartition(b" ")
-        return _text(user), _text(digest)
-    return None, None
-
-
 # --- decoder state -----------------------------------------------------------------------
 
-class _Direction:
-    __slots__ = ("buf", "pos", "base", "resync", "resync_from", "skip", "packet", "ts",
-                 "next_cmd", "ids_unknown", "marks", "scan_from", "mid")
+class _Direction(Direction):
+    __slots__ = ("next_cmd", "ids_unknown")
 
     def __init__(self) -> None:
-        self.buf = bytearray()
-        self.pos = 0  # read position in buf
-        self.base = -1  # stream offset of buf[0]; -1 before the first feed
-        self.resync = False  # looking for a provable frame boundary
-        self.resync_from = 0  # stream offset where the unprovable bytes begin
-        self.skip = 0  # bytes still to skip of a frame damaged by a gap
-        self.packet = 0
-        self.ts = 0
+        super().__init__()
         self.next_cmd: dict[int, int | None] = {}  # channel -> next command id of this sender
         self.ids_unknown = False  # after a loss: command ids are unknown until a command-point
-        # While resynchronising, (stream end offset, packet, ts) of each piece fed: a frame is
-        # only proven by the header after it, perhaps packets later, yet belongs to the packet
-        # that completed it.
-        self.marks: list = []
-        self.scan_from = 0  # stream offset before which no boundary is looked for
-        self.mid: MidstreamStart | None = None  # picked up mid-stream
 
 
 class _Segment:
@@ -579,115 +522,36 @@ class _Segment:
         self.why = ""
 
 
-class _Pending:
-    """A content-carrying assembly in progress on one (channel, track)."""
-
-    __slots__ = ("method", "structs", "unknown", "received", "frames", "hash", "head", "header_packet",
-                 "first_packet", "offset", "damaged", "sink", "absorbed", "why")
-
-    def __init__(self, method: Method | None, offset: int, packet: int) -> None:
-        self.method = method
-        self.structs: dict = {}
-        self.unknown: list = []
-        self.received = 0
-        self.frames = 0
-        self.hash = hashlib.sha256()
-        self.head = b""
-        self.header_packet = None
-        self.first_packet = packet
-        self.offset = offset
-        self.damaged = False
-        self.sink = method is None  # segments of an assembly whose command was lost: absorbed, reported once
-        self.absorbed = 0
-        self.why = ""
-
-
-class Decoder010:
-    """Sans-IO decoder of one AMQP 0-10 connection (both directions, after the protocol headers)."""
+class Decoder010(StreamDecoder):
+    """Sans-IO decoder of one AMQP 0-10 connection (both directions, after the protocol
+    headers): the 0-10 frame grammar on the stream core."""
 
     version = "0-10"
     candidates = ("0-10",)  # the framing alone proves the version
+    HEADER = 12
+    CANDIDATE = CANDIDATE_0_10
+    MARK_PACKETS = True  # a boundary is proven by the header after the frame, perhaps packets later
+    FLUSH_AT_GAP = False  # a gap inside a frame with a readable header is skipped exactly (_gap)
+    Direction = _Direction
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False) -> None:
-        self.body_bytes = body_bytes
-        self.keep_secrets = keep_secrets
-        self.dirs = (_Direction(), _Direction())
+        super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets)
         self.segs: tuple[dict, dict] = ({}, {})  # per direction: (channel << 4 | track) -> _Segment
-        self.pending: tuple[dict, dict] = ({}, {})  # per direction: key -> _Pending
-        self.events: list = []
-        self.info: dict = {}
-        self.frame_counts = [0, 0]
         self.frame_limit = HARD_MAX_FRAME
-        self._mechanism = None
-        self._tuned: dict = {}
-
-    # -- public API ------------------------------------------------------------------------
-
-    def feed(self, direction: int, data: bytes, offset: int, packet: int, ts: int) -> None:
-        d = self.dirs[direction]
-        d.packet = packet
-        d.ts = ts
-        if not data:
-            return
-        if d.base < 0:
-            d.base = offset
-        end = d.base + len(d.buf)
-        if offset != end:
-            if offset > end:  # the TCP layer reports gaps first; be defensive
-                self.gap(direction, end, offset - end, packet, ts)
-                end = d.base + len(d.buf)
-            if offset < end:  # overlap: keep what is new
-                cut = end - offset
-                if cut >= len(data):
-                    return
-                data = data[cut:]
-        if d.pos == len(d.buf):
-            d.base += d.pos
-            d.buf = bytes(data) if not isinstance(data, bytes) else data
-            d.pos = 0
-        else:
-            if not isinstance(d.buf, bytearray):
-                d.buf = bytearray(d.buf)
-            d.buf += data
-        if d.resync:
-            marks = d.marks
-            if marks and marks[0][0] <= d.base + d.pos:
-                # pieces wholly before the scan position cannot complete a frame (marks are in
-                # stream order: cut them from the front)
-                del marks[:bisect_right(marks, (d.base + d.pos, 1 << 62))]
-            marks.append((d.base + len(d.buf), packet, ts))
-        self._parse(direction, d)
-        if d.marks and not d.resync:
-            d.marks = []
-            d.packet, d.ts = packet, ts
-        # Keep only the unparsed tail; never slice a big buffer per frame.
-        buf = d.buf
-        if d.pos == len(buf):
-            d.base += d.pos
-            d.buf = bytearray()
-            d.pos = 0
-        elif d.pos > 65536 or not isinstance(buf, bytearray):
-            d.base += d.pos
-            d.buf = bytearray(buf[d.pos:])
-            d.pos = 0
 
     def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
-        """The capture starts inside this direction's stream at ``offset``: decode from the first
-        provable frame (at or after ``at``, where the caller has proven one)."""
-        d = self.dirs[direction]
-        d.resync = True
-        d.resync_from = offset
-        d.scan_from = offset if at is None else at
-        d.mid = MidstreamStart()
-        d.ids_unknown = True
+        super().start_midstream(direction, offset, at)
+        self.dirs[direction].ids_unknown = True
 
-    def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
-        """``size`` bytes of this direction are lost at ``offset``."""
-        if size <= 0:
-            return
-        d = self.dirs[direction]
-        d.packet, d.ts = packet, ts
-        self._release_held(direction, d)
+    def _tuned(self, frame_max: int) -> None:
+        # frames above the negotiated size are anomalies from here on
+        self.frame_limit = min(max(frame_max, SPEC.CONSTANTS.get("MIN-MAX-FRAME-SIZE", 4096)), HARD_MAX_FRAME)
+
+    # -- losses ----------------------------------------------------------------------------
+
+    def _gap(self, direction: int, d: _Direction, offset: int, size: int) -> None:
+        """A loss inside a frame whose header was read keeps the framing: the frame's end is
+        a provable boundary, skipped to exactly."""
         if d.base < 0:  # nothing seen yet: the stream starts unknown
             d.base = offset + size
             self._anomaly(direction, offset, "gap", f"{size} bytes lost before any data", None, size)
@@ -758,74 +622,18 @@ class Decoder010:
         self._reset_buffer(d, gap_end)
         self._lose_sync(direction, d, gap_end, "gap")
 
-    def finish(self, packet: int, ts: int) -> None:
-        for direction, d in enumerate(self.dirs):
-            d.packet = d.packet or packet
-            d.ts = d.ts or ts
-            if d.resync and len(d.buf) > d.pos:
-                self._parse(direction, d, final=True)
-            self._release_held(direction, d)
-            left = len(d.buf) - d.pos
-            if d.resync:
-                skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
-                if skipped > 0:
-                    self._anomaly(direction, d.resync_from, "resync-failed",
-                                  f"{skipped} bytes at the end of the stream hold no provable frame boundary",
-                                  None, skipped)
-            elif d.skip:
-                d.skip = 0  # the rest of a frame damaged by a gap: already accounted for
-            elif left > 0:
-                self._anomaly(direction, d.base + d.pos, "truncated-stream",
-                              f"stream ends inside a frame ({left} bytes of it captured)", None, left)
-            if d.base >= 0:
-                self._reset_buffer(d, d.base + len(d.buf))
-            segs = self.segs[direction]
-            for key in sorted(segs):
-                s = segs[key]
-                if s.length or s.frames:
-                    self._anomaly(direction, s.offset, "truncated-stream",
-                                  f"stream ends inside a {SEGMENT_NAMES[s.type]} segment ({s.length} bytes of it "
-                                  f"captured)", key >> 4, s.length)
-            segs.clear()
-            self._abort_contents(direction, "capture ended")
+    def _finish_direction(self, direction: int, d: _Direction) -> None:
+        segs = self.segs[direction]
+        for key in sorted(segs):
+            s = segs[key]
+            if s.length or s.frames:
+                self._anomaly(direction, s.offset, "truncated-stream",
+                              f"stream ends inside a {SEGMENT_NAMES[s.type]} segment ({s.length} bytes of it "
+                              f"captured)", key >> 4, s.length)
+        segs.clear()
 
-    def pop_events(self) -> list:
-        ev = self.events
-        self.events = []
-        return ev
-
-    # -- helpers ---------------------------------------------------------------------------
-
-    def _anomaly(self, direction, offset, kind, detail, channel=None, skipped=0) -> None:
-        d = self.dirs[direction]
-        self.events.append((direction, Anomaly(d.packet, d.ts, offset, kind, detail, channel, skipped)))
-
-    def _release_held(self, direction: int, d: _Direction) -> None:
-        if d.mid is not None and (a := d.mid.release()) is not None:
-            self.events.append((direction, a))
-
-    def _orphan(self, direction, d, key, channel, offset, size, what) -> bool:
-        """Content with no command before it on (channel, track): the rest of a message begun
-        before a mid-stream capture (True: accounted for), or not (False)."""
-        if d.mid is None:
-            return False
-        held = d.mid.orphan(key, channel, size)
-        if held is False:
-            self._anomaly(direction, offset, "resync",
-                          f"{what} of a message begun before the capture started ({size} bytes)", channel)
-        return held is not None
-
-    @staticmethod
-    def _reset_buffer(d: _Direction, base: int) -> None:
-        d.marks = []
-        d.buf = bytearray()
-        d.pos = 0
-        d.base = base
-
-    def _lose_sync(self, direction: int, d: _Direction, at: int, why: str) -> None:
-        """Frames may have been lost anywhere: resync, forget assemblies and command numbering."""
-        d.resync = True
-        d.resync_from = at
+    def _lost(self, direction: int, d: _Direction, why: str) -> None:
+        """Frames may have been lost anywhere: forget segments and command numbering."""
         d.ids_unknown = True
         # every byte buffered now arrived by this packet: frames in them completed here
         d.marks = [(d.base + len(d.buf), d.packet, d.ts)]
@@ -839,7 +647,6 @@ class Decoder010:
                               f"{SEGMENT_NAMES[s.type]} segment cut by a {why} ({s.length} bytes discarded)",
                               key >> 4, s.length)
         segs.clear()
-        self._abort_contents(direction, why)
 
     def _damaged_frame(self, direction, d, flags, stype, fsize, track, channel, fstart) -> None:
         """A frame whose payload was (partly) lost: keep segments, assemblies and command ids right."""
@@ -851,7 +658,7 @@ class Decoder010:
                 p.frames += 1
                 p.why = "body bytes lost in a gap"
                 if flags & 5 == 5:  # last frame of the last segment: the assembly ends here
-                    self._end_content(direction, key, p, fstart)
+                    self._assembled(direction, p)
             return
         segs = self.segs[direction]
         s = segs.get(key)
@@ -878,7 +685,7 @@ class Decoder010:
                                   f"{SEGMENT_NAMES[s.type]} segment damaged by a gap", channel, s.length)
                 if stype == 2 and flags & 4 and (p := self.pending[direction].get(key)) is not None:
                     p.damaged = True
-                    self._end_content(direction, key, p, fstart)
+                    self._assembled(direction, p)
 
     @staticmethod
     def _take_command_id(d: _Direction, channel: int):
@@ -891,76 +698,31 @@ class Decoder010:
 
     # -- framing -----------------------------------------------------------------------------
 
-    def _find_boundary(self, direction: int, d: _Direction, final: bool) -> bool:
-        """Move d.pos to the first provable frame boundary; False (d.pos advanced) if more data is needed.
-
-        A boundary is proven by a strictly valid frame header followed, where its
-        size says, by another one (or, at the end of the capture, by the end).
-        """
-        buf = d.buf
-        n = len(buf)
+    def _probe(self, buf, p: int, n: int, final: bool) -> int:
+        """A boundary is proven by a strictly valid frame header followed, where its size
+        says, by another one (or, at the end of the capture, by the end)."""
         limit = self.frame_limit
-        p = max(d.pos, min(d.scan_from - d.base, n))
-        while True:
-            z = buf.find(_ZERO4, p + 8)  # a header has 4 reserved zero octets at +8
-            if z < 0:
-                p = max(p, n - 11)
-                break
-            p = max(p, z - 8)
-            if p + 12 > n:
-                break
-            size = frame_ok_0_10(buf, p, limit)
-            if size:
-                q = p + size
-                if q + 12 <= n:
-                    if frame_ok_0_10(buf, q, limit):
-                        break
-                elif final:
-                    if q == n:
-                        break
-                else:
-                    d.pos = p  # cannot prove it yet: wait for more bytes
-                    return False
-            p += 1
-        if p + 12 > n:
-            d.pos = min(p, n)
-            return False
-        skipped = d.base + p - d.resync_from
-        if d.mid is not None and d.mid.starting:
-            d.mid.resynced(d.resync_from, skipped, d.packet, d.ts)
-        else:
-            self._anomaly(direction, d.resync_from, "resync",
-                          f"resynchronised at stream offset {d.base + p} after {skipped} undecodable bytes",
-                          None, skipped)
-        d.pos = p
-        d.resync = False
-        return True
+        size = frame_ok_0_10(buf, p, limit)
+        if not size:
+            return -1
+        q = p + size
+        if q + 12 <= n:
+            return 1 if frame_ok_0_10(buf, q, limit) else -1
+        if final:
+            return 1 if q == n else -1
+        return 0
 
-    def _parse(self, direction: int, d: _Direction, final: bool = False) -> None:
+    def _resync_detail(self, at: int, skipped: int) -> str:
+        return f"resynchronised at stream offset {at} after {skipped} undecodable bytes"
+
+    def _frames(self, direction: int, d: _Direction, pos: int) -> int:
         buf = d.buf
         n = len(buf)
-        pos = d.pos
-        if d.skip:
-            take = min(d.skip, n - pos)
-            pos += take
-            d.skip -= take
-            d.pos = pos
-            if d.skip:
-                return
         unpack = _FRAME_HDR.unpack_from
         limit = self.frame_limit
-        counts = self.frame_counts
         events = self.events
         segs = self.segs[direction]
-        while True:
-            if d.resync:
-                d.pos = pos
-                if not self._find_boundary(direction, d, final):
-                    return
-                pos = d.pos
-                limit = self.frame_limit
-            if n - pos < 12:
-                break
+        while n - pos >= 12:
             flags, stype, size, _r, track, channel = unpack(buf, pos)
             if flags & 0xF0 or stype > 3 or size < 12 or size > limit:
                 off = d.base + pos
@@ -971,15 +733,13 @@ class Decoder010:
                     self._anomaly(direction, off, "malformed-frame",
                                   f"invalid frame header {bytes(buf[pos:pos + 12]).hex()}", channel)
                 self._lose_sync(direction, d, off, "malformed frame")
-                pos += 1
-                continue
+                return pos + 1
             end = pos + size
             if end > n:
                 break
             offset = d.base + pos
             if d.marks:
                 self._frame_packet(d, offset + size)
-            counts[direction] += 1
             events.append((direction, Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype],
                                             size - 12, size)))
             key = (channel << 4) | track
@@ -993,18 +753,7 @@ class Decoder010:
                 self._frame_part(direction, d, key, channel, stype, flags, buf, pos + 12, end, offset)
             pos = end
             limit = self.frame_limit
-        d.pos = pos
-
-    @staticmethod
-    def _frame_packet(d: _Direction, frame_end: int) -> None:
-        """Attribute a frame proven late to the packet that completed it."""
-        marks = d.marks
-        i = 0
-        while i < len(marks) - 1 and marks[i][0] < frame_end:
-            i += 1
-        if i:
-            del marks[:i]
-        _, d.packet, d.ts = marks[0]
+        return pos
 
     def _frame_part(self, direction, d, key, channel, stype, flags, buf, start, end, offset) -> None:
         """A frame of a segment spanning several frames (control / command / header)."""
@@ -1049,7 +798,7 @@ class Decoder010:
                 p = self.pending[direction].get(key)
                 if p is not None and flags & 4:
                     p.damaged = True
-                    self._end_content(direction, key, p, s.offset)
+                    self._assembled(direction, p)
                 return
             data = s.parts[0] if len(s.parts) == 1 else b"".join(s.parts)
             self._segment(direction, d, key, channel, s.type, flags, data, s.offset, s.length)
@@ -1064,13 +813,16 @@ class Decoder010:
 
     # -- assemblies ------------------------------------------------------------------------
 
-    def _start_pending(self, direction, key, method, offset) -> _Pending:
-        pend = self.pending[direction]
-        old = pend.get(key)
-        if old is not None:
-            self._abort_one(direction, key, old, "a new assembly began before it ended")
-        p = pend[key] = _Pending(method, offset, self.dirs[direction].packet)
+    def _start_pending(self, direction, key, method, offset):
+        p = self._start_content(direction, key, key >> 4, method, offset)
+        p.props = {}  # the header's structs by qualified name
+        p.unknown = []
         return p
+
+    def _assembled(self, direction, p) -> None:
+        """The assembly ended (its last segment's last frame)."""
+        self._end_content(direction, p, not p.damaged,
+                          f"{p.method.name}: {p.why}" if p.damaged and p.method is not None else None)
 
     def _control(self, direction, d, key, channel, flags, data, offset, length) -> None:
         if length < 2:
@@ -1091,22 +843,17 @@ class Decoder010:
         if off != length:
             self._anomaly(direction, offset, "malformed-control",
                           f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
-        name = op.name
-        if name in ("connection.start-ok", "connection.secure-ok"):
-            self._redact(name, args)
-        m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, name, args, op.synchronous, False,
+        m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args, op.synchronous, False,
                    length)
-        self.events.append((direction, m))
+        self._method(direction, m)
         if op.class_code <= 2:
-            self._learn(direction, d, m)
+            self._session(direction, d, m)
 
     def _command(self, direction, d, key, channel, flags, data, offset, length) -> None:
-        if d.mid is not None:
-            self._release_held(direction, d)
-            d.mid.fresh.add(key)
+        self._fresh(direction, d, key)
         pend = self.pending[direction]
         if key in pend:
-            self._abort_one(direction, key, pend[key], "a new command began before its assembly ended")
+            self._abort_one(direction, pend[key], "a new command began before its assembly ended")
         cmd_id = self._take_command_id(d, channel)
         entry = _COMMANDS.get((data[0], data[1])) if length >= 2 else None
         if entry is None:
@@ -1137,11 +884,11 @@ class Decoder010:
         answers = args.get("command-id") if op.class_code == 3 and op.code in (2, 3) else None
         m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args,
                    op.synchronous or sync, op.segments is not None, length, cmd_id, answers)
-        self.events.append((direction, m))
+        self._method(direction, m)
         if op.segments is not None:
             p = self._start_pending(direction, key, m, offset)
             if flags & 4:  # the command segment is the whole assembly: empty content
-                self._end_content(direction, key, p, offset)
+                self._assembled(direction, p)
         elif not flags & 4:
             self._start_pending(direction, key, None, offset).why = f"segments after {op.name}, which has none"
 
@@ -1155,7 +902,7 @@ class Decoder010:
             if not flags & 4:
                 self._start_pending(direction, key, None, offset).why = "segments after an orphan header"
             return
-        if p.sink:
+        if p.method is None:
             p.absorbed += length
         else:
             p.header_packet = d.packet
@@ -1179,7 +926,7 @@ class Decoder010:
                         v, q = _decode_packed(data, off + 6, e, comp[1], comp[2], 1)
                         if q != e:
                             raise DecodeError(f"{comp[0]} ends at {q}, its size says {e}")
-                        p.structs[comp[0]] = v
+                        p.props[comp[0]] = v
                     off = e
             except (DecodeError, StructError, IndexError, ValueError) as ex:
                 self._anomaly(direction, offset, "malformed-header",
@@ -1187,7 +934,7 @@ class Decoder010:
                 p.damaged = True
                 p.why = "malformed header segment"
         if flags & 4:
-            self._end_content(direction, key, p, offset)
+            self._assembled(direction, p)
 
     def _body_frame(self, direction, d, key, channel, flags, buf, start, end, offset) -> None:
         n = end - start
@@ -1200,81 +947,20 @@ class Decoder010:
                 self._start_pending(direction, key, None, offset).why = "body frames without a command"
                 self.pending[direction][key].absorbed = 0
             return
-        p.frames += 1
-        if p.sink:
-            p.absorbed += n
-        elif n:
-            mv = memoryview(buf)
-            try:
-                p.hash.update(mv[start:end])
-            finally:
-                mv.release()
-            if len(p.head) < self.body_bytes:
-                p.head += bytes(buf[start:min(end, start + self.body_bytes - len(p.head))])
-            p.received += n
+        self._body(p, buf, start, end)
         if flags & 5 == 5:
-            self._end_content(direction, key, p, offset)
+            self._assembled(direction, p)
 
-    def _end_content(self, direction, key, p: _Pending, offset) -> None:
-        self.pending[direction].pop(key, None)
-        if p.sink:
-            if p.absorbed:
-                self._anomaly(direction, p.offset, "incomplete-content", f"{p.why}: {p.absorbed} bytes not decoded",
-                              key >> 4, p.absorbed)
-            return
-        if p.damaged:
-            self._anomaly(direction, p.offset, "incomplete-content", f"{p.method.name}: {p.why}", key >> 4)
-        self._emit_content(direction, p, not p.damaged)
-
-    def _abort_one(self, direction, key, p: _Pending, why: str) -> None:
-        self.pending[direction].pop(key, None)
-        if p.sink:
-            if p.absorbed:
-                self._anomaly(direction, p.offset, "incomplete-content", f"{p.why}: {p.absorbed} bytes not decoded",
-                              key >> 4, p.absorbed)
-            return
-        self._anomaly(direction, p.offset, "incomplete-content", f"{p.method.name} content incomplete: {why}",
-                      key >> 4)
-        self._emit_content(direction, p, False)
-
-    def _abort_contents(self, direction, why) -> None:
-        pend = self.pending[direction]
-        for key in sorted(pend):
-            self._abort_one(direction, key, pend[key], why)
-        pend.clear()
-
-    def _emit_content(self, direction, p: _Pending, complete: bool) -> None:
-        d = self.dirs[direction]
-        m = p.method
-        props, exchange, routing_key, declared = _content_view(m, p.structs, direction)
+    def _content_view(self, p, direction: int):
+        props, exchange, routing_key, declared = _content_view(p.method, p.props, direction)
         if p.unknown:
             props["$unknown-structs"] = p.unknown
-        body_size = declared if declared is not None else p.received
-        self.events.append((direction, Content(
-            d.packet, d.ts, p.offset, m.channel, m, m.class_id, props, body_size, p.received, p.frames,
-            p.hash.hexdigest(), p.head, complete, p.first_packet, p.header_packet, None, exchange, routing_key)))
+        return props, declared if declared is not None else p.received, exchange, routing_key
 
-    # -- connection facts -----------------------------------------------------------------
+    # -- session state ---------------------------------------------------------------------
 
-    def _redact(self, name: str, args: dict) -> None:
-        if name == "connection.start-ok":
-            self._mechanism = args.get("mechanism")
-        if "response" not in args:
-            return
-        user, _password = split_credentials(self._mechanism, args["response"])
-        if user is not None:
-            self.info["user"] = user
-        if not self.keep_secrets:
-            mech = (self._mechanism or "").upper()
-            if user is not None:
-                args["response"] = {"user": user, "password": REDACTED}
-            elif mech in ("ANONYMOUS", "EXTERNAL"):
-                args["response"] = _text(args["response"])
-            else:
-                args["response"] = REDACTED
-
-    def _learn(self, direction: int, d: _Direction, m: Method) -> None:
-        name, a, info = m.name, m.args, self.info
+    def _session(self, direction: int, d: _Direction, m: Method) -> None:
+        name, a = m.name, m.args
         if name == "connection.heartbeat":
             self.events.append((direction, Heartbeat(m.packet, m.ts, m.offset, m.channel)))
         elif name == "session.command-point":
@@ -1284,41 +970,6 @@ class Decoder010:
             # This side (re)starts its numbering on the channel; a resumed session
             # follows with session.command-point before its first command.
             d.next_cmd[m.channel] = 0
-        elif name == "connection.start":
-            info["server_properties"] = a.get("server-properties")
-            info["mechanisms"] = a.get("mechanisms")
-            info["locales"] = a.get("locales")
-        elif name == "connection.start-ok":
-            info["client_properties"] = a.get("client-properties")
-            info["mechanism"] = a.get("mechanism")
-        elif name == "connection.tune":
-            # the server's proposal; what connection.tune-ok says wins (the two
-            # directions may be decoded in either order)
-            info["heartbeat_min"] = a.get("heartbeat-min")
-            info["heartbeat_max"] = a.get("heartbeat-max")
-            for src, dst in (("channel-max", "channel_max"), ("max-frame-size", "frame_max")):
-                if src in a and not self._tuned.get(dst):
-                    info[dst] = a[src]
-        elif name == "connection.tune-ok":
-            for src, dst in (("channel-max", "channel_max"), ("max-frame-size", "frame_max")):
-                if src in a:
-                    info[dst] = a[src]
-                    self._tuned[dst] = True
-            info["heartbeat"] = a.get("heartbeat", 0)  # absent: the client asked for none
-            fm = info.get("frame_max")
-            if fm:  # frames above the negotiated size are anomalies from here on
-                self.frame_limit = min(max(fm, SPEC.CONSTANTS.get("MIN-MAX-FRAME-SIZE", 4096)), HARD_MAX_FRAME)
-        elif name == "connection.open":
-            info["vhost"] = a.get("virtual-host")
-        elif name == "connection.open-ok":
-            info["open_packet"], info["open_ts"] = m.packet, m.ts
-            info["known_hosts"] = a.get("known-hosts")
-        elif name == "connection.close" and "close_ts" not in info:
-            info["close_ts"], info["close_packet"] = m.ts, m.packet
-            info["closed_by"] = "client" if direction == 0 else "server"
-            info["close_reply_code"] = a.get("reply-code")
-            info["close_reply_text"] = a.get("reply-text")
-
 
 def _vtext(v):
     return _text(v) if isinstance(v, (bytes, bytearray)) else v

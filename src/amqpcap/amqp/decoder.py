@@ -3,14 +3,18 @@
 ``ConnectionDecoder`` reads the protocol headers of both directions, picks the
 codec (``Decoder09`` for 0-8 / 0-9 / 0-9-1, ``Decoder010`` for 0-10), records
 the negotiation, and passes everything else to the codec.  It is the sink of
-the TCP reassembler (``data`` / ``gap``) and its events are drained with
-``pop_events()``.
+the TCP reassembler (``data`` / ``gap``); its events (the codec's too: they share one
+list, ``events``) are drained with ``pop_events()``, and ``facts`` is what the connection
+row reports.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from amqpcap.amqp import detect
 from amqpcap.amqp.codec_0_9 import Decoder09
 from amqpcap.amqp.events import Anomaly, ProtocolHeader
+from amqpcap.amqp.facts import ConnectionFacts
 
 # How much a direction picked up mid-stream may hold while its framing is unproven: two
 # frames of the largest common sizes (0-10's 64 KiB, RabbitMQ's 128 KiB frame-max).
@@ -88,24 +92,26 @@ class ConnectionDecoder:
 
     def pop_events(self) -> list:
         ev = self.events
-        if self.codec is not None:
-            ev.extend(self.codec.pop_events())
-            if self.version_evidence == "inferred":
-                if self._holding and len(self.codec.candidates) > 1 and len(ev) < self._hold_max:
-                    self.events = ev
-                    return []
-                self._holding = False
-                self.version = self.codec.version
+        if self.version_evidence == "inferred":
+            if self._holding and len(self.codec.candidates) > 1 and len(ev) < self._hold_max:
+                return []
+            self._holding = False
+            self.version = self.codec.version
         self.events = []
+        if self.codec is not None:
+            self.codec.events = self.events
         return ev
 
     @property
-    def info(self) -> dict:
-        return self.codec.info if self.codec is not None else {}
-
-    @property
-    def frame_counts(self):
-        return getattr(self.codec, "frame_counts", None)
+    def facts(self) -> ConnectionFacts:
+        """What the connection row reports: the codec's facts and how the version was found."""
+        f = self.codec.facts if self.codec is not None else ConnectionFacts()
+        evidence = self.version_evidence
+        if evidence == "header" and f.start_version is not None:
+            evidence = "header+start"
+        return replace(f, client_header=self.client_header, server_header=self.server_header,
+                       client_version=self.client_version, version=self.version, version_evidence=evidence,
+                       negotiation=self.negotiation, tls=self.tls, mid_stream=self.mid_stream)
 
     # -- header handling -----------------------------------------------------------------
 
@@ -221,3 +227,4 @@ class ConnectionDecoder:
         else:
             self.codec = Decoder09(version, body_bytes=self.body_bytes, keep_secrets=self.keep_secrets,
                                    infer=evidence == "inferred")
+        self.codec.events = self.events  # one list: the pipeline drains both with pop_events

@@ -45,8 +45,18 @@ def split_credentials(mechanism: str | None, response, rabbit: bool = True):
 
 @dataclass(frozen=True, slots=True)
 class ConnectionFacts:
-    """What one connection's handshake and close said (None: not seen)."""
+    """What one connection's protocol headers, handshake and close said (None: not seen)."""
 
+    # how the conversation was identified (set by ConnectionDecoder)
+    client_header: bytes | None = None  # the 8-octet protocol headers
+    server_header: bytes | None = None
+    client_version: str | None = None  # the version the client's header names
+    version: str | None = None  # the version decoded ("tls", "1.0", ...: recognised, not decoded)
+    version_evidence: str | None = None  # header, header+start, inferred
+    negotiation: str = "none"  # none, accepted, rejected, unknown
+    tls: bool = False
+    mid_stream: bool = False
+    # what the codec learnt from the connection methods
     server_properties: dict | None = None
     client_properties: dict | None = None
     mechanism: str | None = None

@@ -6,6 +6,8 @@ import json
 
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
+from amqpcap.amqp.facts import ConnectionFacts
+from amqpcap.records.schema import COLUMNS
 
 DIRS = ("c2s", "s2c")
 
@@ -130,3 +132,41 @@ def frame_row(capture, stream, direction, f: Frame):
     return (capture, stream, f.packet, f.ts, DIRS[direction], f.channel, f.offset, f.frame_type, f.type_name,
             f.size, f.wire_size)
 
+
+_CONNECTION_COLUMNS = tuple(COLUMNS["connections"])
+
+
+def _prop(props: dict, key: str):
+    v = props.get(key)
+    return _s(v) if v is not None else None
+
+
+def connection_facts(f: ConnectionFacts) -> dict:
+    """The connections columns that a connection's facts fill, by name."""
+    sp = f.server_properties if isinstance(f.server_properties, dict) else {}
+    cp = f.client_properties if isinstance(f.client_properties, dict) else {}
+    return {
+        "client_header": f.client_header[4:].hex() if f.client_header else None,
+        "server_header": f.server_header[4:].hex() if f.server_header else None,
+        "client_version": f.client_version, "version": f.version, "version_evidence": f.version_evidence,
+        "negotiation": f.negotiation, "tls": f.tls, "mid_stream": f.mid_stream,
+        "server_product": _prop(sp, "product"), "server_product_version": _prop(sp, "version"),
+        "server_platform": _prop(sp, "platform"), "server_properties": to_json(sp) if sp else None,
+        "client_product": _prop(cp, "product"), "client_product_version": _prop(cp, "version"),
+        "client_platform": _prop(cp, "platform"), "connection_name": _prop(cp, "connection_name"),
+        "client_properties": to_json(cp) if cp else None,
+        "mechanism": _s(f.mechanism), "user": _s(f.user), "vhost": _s(f.vhost),
+        "channel_max": f.channel_max, "frame_max": f.frame_max, "heartbeat": f.heartbeat,
+        "open_ts": f.open_ts, "close_ts": f.close_ts, "closed_by": f.closed_by,
+        "close_reply_code": f.close_reply_code, "close_reply_text": _s(f.close_reply_text),
+    }
+
+
+def connection_row(values: dict) -> tuple:
+    """A connections row from ``{column: value}``.  Every column of the schema must be named
+    and no other: a column added to records/schema.py cannot silently shift another."""
+    if len(values) != len(_CONNECTION_COLUMNS) or not values.keys() >= set(_CONNECTION_COLUMNS):
+        missing = sorted(set(_CONNECTION_COLUMNS) - values.keys())
+        extra = sorted(values.keys() - set(_CONNECTION_COLUMNS))
+        raise ValueError(f"connections row: missing columns {missing}, unknown columns {extra}")
+    return tuple(values[c] for c in _CONNECTION_COLUMNS)
