@@ -498,6 +498,70 @@ def decode_value(type_name: str, data: bytes):
     return dec(data, 0, len(data), 0)[0]
 
 
+def _vtext(v):
+    return _text(v) if isinstance(v, (bytes, bytearray)) else v
+
+
+def _content_view(p, direction: int):
+    """(properties, body size, exchange, routing key) of a content (``p``: its Pending)."""
+    m, structs = p.method, p.props
+    props: dict = {}
+    exchange = routing_key = declared = None
+    dp = structs.get("message.delivery-properties")
+    mp = structs.get("message.message-properties")
+    if m.class_id == 4:
+        if mp is not None:
+            for src, dst in (("content-type", "content-type"), ("content-encoding", "content-encoding"),
+                             ("application-headers", "headers")):
+                if src in mp:
+                    props[dst] = mp[src]
+        if dp is not None:
+            for src in ("delivery-mode", "priority"):
+                if src in dp:
+                    props[src] = dp[src]
+            if direction == 1:  # as 0-9-1's deliver: a packed bit, absent is false
+                props["redelivered"] = bool(dp.get("redelivered"))
+        if mp is not None:
+            if "correlation-id" in mp:
+                props["correlation-id"] = _vtext(mp["correlation-id"])
+            rt = mp.get("reply-to")
+            if rt is not None:
+                props["reply-to"] = f"{rt.get('exchange', '')}/{rt.get('routing-key', '')}"
+        if dp is not None and "ttl" in dp:
+            props["expiration"] = str(dp["ttl"])
+        if mp is not None and "message-id" in mp:
+            props["message-id"] = mp["message-id"]
+        if dp is not None and "timestamp" in dp:
+            props["timestamp"] = dp["timestamp"]
+        if mp is not None:
+            for src in ("user-id", "app-id"):
+                if src in mp:
+                    props[src] = _vtext(mp[src])
+            declared = mp.get("content-length")
+        if dp is not None:
+            props["delivery-properties"] = dp
+            exchange = dp.get("exchange")
+            routing_key = dp.get("routing-key")
+        if mp is not None:
+            props["message-properties"] = mp
+        fp = structs.get("message.fragment-properties")
+        if fp is not None:
+            props["fragment-properties"] = fp
+        if exchange is None and direction == 0:
+            exchange = m.args.get("destination")
+    else:
+        for qname, v in structs.items():
+            if qname.startswith(("message.",)):
+                continue
+            props.update(v)
+            props[qname.split(".", 1)[1]] = v
+        exchange = m.args.get("exchange")
+        routing_key = m.args.get("routing-key")
+    if p.unknown:
+        props["$unknown-structs"] = p.unknown
+    return props, declared if declared is not None else p.received, exchange, routing_key
+
+
 # --- decoder state -----------------------------------------------------------------------
 
 class _Direction(Direction):
@@ -507,6 +571,14 @@ class _Direction(Direction):
         super().__init__()
         self.next_cmd: dict[int, int | None] = {}  # channel -> next command id of this sender
         self.ids_unknown = False  # after a loss: command ids are unknown until a command-point
+
+    def take_command_id(self, channel: int):
+        """The id of this sender's next command on ``channel`` (None if unknown), and count it."""
+        cur = self.next_cmd.get(channel, -1)
+        if cur == -1:
+            cur = None if self.ids_unknown else 0
+        self.next_cmd[channel] = None if cur is None else (cur + 1) & 0xFFFFFFFF
+        return cur
 
 
 class _Segment:
@@ -575,7 +647,7 @@ class Decoder010(StreamDecoder):
             if skipped > 0:
                 self._anomaly(direction, d.resync_from, "resync",
                               f"{skipped} bytes before a gap hold no provable frame boundary", None, skipped)
-            self._reset_buffer(d, gap_end)
+            d.reset(gap_end)
             d.resync_from = gap_end
             return
         if d.skip:
@@ -584,13 +656,13 @@ class Decoder010(StreamDecoder):
                 # these bytes were counted when the frame was found damaged
                 self._anomaly(direction, offset, "gap", f"{size} bytes lost inside a frame already damaged by a gap",
                               None, 0)
-                self._reset_buffer(d, gap_end)
+                d.reset(gap_end)
                 return
             lost_tail = d.skip  # already counted by the anomaly of the gap that damaged the frame
             d.skip = 0
             self._anomaly(direction, offset, "gap", f"{size} bytes lost; the next frame boundary with them",
                           None, size - lost_tail)
-            self._reset_buffer(d, gap_end)
+            d.reset(gap_end)
             self._lose_sync(direction, d, gap_end, "gap")
             return
         if left >= 12:
@@ -607,29 +679,33 @@ class Decoder010(StreamDecoder):
                               f"{fstart} on channel {channel}; the {left} bytes before and {tail} bytes after "
                               f"the gap of that frame are discarded; in sync again at {frame_end}",
                               channel, size + left + tail)
-                self._reset_buffer(d, gap_end)
+                d.reset(gap_end)
                 d.skip = tail
                 return
             self._anomaly(direction, offset, "gap",
                           f"{size} bytes lost, taking the end of a frame at {fstart} and the next frame "
                           f"boundary; {left} bytes of the frame discarded", channel, size + left)
-            self._reset_buffer(d, gap_end)
+            d.reset(gap_end)
             self._lose_sync(direction, d, gap_end, "gap")
             return
         self._anomaly(direction, offset, "gap",
                       f"{size} bytes lost" + (f"; {left} bytes of a frame header before it discarded" if left else ""),
                       None, size + left)
-        self._reset_buffer(d, gap_end)
+        d.reset(gap_end)
         self._lose_sync(direction, d, gap_end, "gap")
 
     def _finish_direction(self, direction: int, d: _Direction) -> None:
+        self._drop_segments(direction, "truncated-stream", True,
+                            lambda t, n: f"stream ends inside a {t} segment ({n} bytes of it captured)")
+
+    def _drop_segments(self, direction: int, kind: str, begun: bool, detail) -> None:
+        """Segments in progress are lost: an anomaly for each that holds bytes (``begun``: or frames)."""
         segs = self.segs[direction]
         for key in sorted(segs):
             s = segs[key]
-            if s.length or s.frames:
-                self._anomaly(direction, s.offset, "truncated-stream",
-                              f"stream ends inside a {SEGMENT_NAMES[s.type]} segment ({s.length} bytes of it "
-                              f"captured)", key >> 4, s.length)
+            if s.length or (begun and s.frames):
+                self._anomaly(direction, s.offset, kind, detail(SEGMENT_NAMES[s.type], s.length), key >> 4,
+                              s.length)
         segs.clear()
 
     def _lost(self, direction: int, d: _Direction, why: str) -> None:
@@ -639,14 +715,8 @@ class Decoder010(StreamDecoder):
         d.marks = [(d.base + len(d.buf), d.packet, d.ts)]
         for ch in d.next_cmd:
             d.next_cmd[ch] = None
-        segs = self.segs[direction]
-        for key in sorted(segs):
-            s = segs[key]
-            if s.length:
-                self._anomaly(direction, s.offset, "incomplete-segment",
-                              f"{SEGMENT_NAMES[s.type]} segment cut by a {why} ({s.length} bytes discarded)",
-                              key >> 4, s.length)
-        segs.clear()
+        self._drop_segments(direction, "incomplete-segment", False,
+                            lambda t, n: f"{t} segment cut by a {why} ({n} bytes discarded)")
 
     def _damaged_frame(self, direction, d, flags, stype, fsize, track, channel, fstart) -> None:
         """A frame whose payload was (partly) lost: keep segments, assemblies and command ids right."""
@@ -668,7 +738,7 @@ class Decoder010(StreamDecoder):
                               f"{SEGMENT_NAMES[s.type]} segment without its last frame", channel, s.length)
             s = segs[key] = _Segment(stype, fstart)
             if stype == 1:  # a command was lost: it still took a command id
-                self._take_command_id(d, channel)
+                d.take_command_id(channel)
                 if not flags & 4:
                     self._start_pending(direction, key, None, fstart)
             elif stype == 2 and (p := self.pending[direction].get(key)) is not None:
@@ -686,15 +756,6 @@ class Decoder010(StreamDecoder):
                 if stype == 2 and flags & 4 and (p := self.pending[direction].get(key)) is not None:
                     p.damaged = True
                     self._assembled(direction, p)
-
-    @staticmethod
-    def _take_command_id(d: _Direction, channel: int):
-        """The id of this sender's next command on ``channel`` (None if unknown), and count it."""
-        cur = d.next_cmd.get(channel, -1)
-        if cur == -1:
-            cur = None if d.ids_unknown else 0
-        d.next_cmd[channel] = None if cur is None else (cur + 1) & 0xFFFFFFFF
-        return cur
 
     # -- framing -----------------------------------------------------------------------------
 
@@ -739,7 +800,7 @@ class Decoder010(StreamDecoder):
                 break
             offset = d.base + pos
             if d.marks:
-                self._frame_packet(d, offset + size)
+                d.packet_of(offset + size)
             events.append((direction, Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype],
                                             size - 12, size)))
             key = (channel << 4) | track
@@ -747,8 +808,8 @@ class Decoder010(StreamDecoder):
                 self._body_frame(direction, d, key, channel, flags, buf, pos + 12, end, offset)
             elif flags & 3 == 3 and key not in segs:
                 # the common case: a segment in one frame
-                self._segment(direction, d, key, channel, stype, flags, bytes(buf[pos + 12:end]), offset,
-                              size - 12)
+                SEGMENT_READERS[stype](self, direction, d, key, channel, flags, bytes(buf[pos + 12:end]), offset,
+                                       size - 12)
             else:
                 self._frame_part(direction, d, key, channel, stype, flags, buf, pos + 12, end, offset)
             pos = end
@@ -794,22 +855,14 @@ class Decoder010(StreamDecoder):
                 self._anomaly(direction, s.offset, "oversize-segment" if "longer" in s.why else "bad-segment-sequence",
                               f"{SEGMENT_NAMES[s.type]} segment not decoded: {s.why}", channel, s.length)
                 if s.type == 1 and "without a first" not in s.why:
-                    self._take_command_id(d, channel)
+                    d.take_command_id(channel)
                 p = self.pending[direction].get(key)
                 if p is not None and flags & 4:
                     p.damaged = True
                     self._assembled(direction, p)
                 return
             data = s.parts[0] if len(s.parts) == 1 else b"".join(s.parts)
-            self._segment(direction, d, key, channel, s.type, flags, data, s.offset, s.length)
-
-    def _segment(self, direction, d, key, channel, stype, flags, data: bytes, offset: int, length: int) -> None:
-        if stype == 1:
-            self._command(direction, d, key, channel, flags, data, offset, length)
-        elif stype == 0:
-            self._control(direction, d, key, channel, flags, data, offset, length)
-        else:
-            self._header(direction, d, key, channel, flags, data, offset, length)
+            SEGMENT_READERS[s.type](self, direction, d, key, channel, flags, data, s.offset, s.length)
 
     # -- assemblies ------------------------------------------------------------------------
 
@@ -823,118 +876,6 @@ class Decoder010(StreamDecoder):
         """The assembly ended (its last segment's last frame)."""
         self._end_content(direction, p, not p.damaged,
                           f"{p.method.name}: {p.why}" if p.damaged and p.method is not None else None)
-
-    def _control(self, direction, d, key, channel, flags, data, offset, length) -> None:
-        if length < 2:
-            self._anomaly(direction, offset, "malformed-control", f"control segment of {length} bytes", channel,
-                          length)
-            return
-        entry = _CONTROLS.get((data[0], data[1]))
-        if entry is None:
-            self._anomaly(direction, offset, "unknown-control",
-                          f"class {data[0]} control {data[1]} is not defined in AMQP 0-10", channel, length)
-            return
-        op, fields = entry
-        try:
-            args, off = _decode_packed(data, 2, length, fields, 2, 0)
-        except (DecodeError, StructError, IndexError, ValueError) as e:
-            self._anomaly(direction, offset, "malformed-control", f"{op.name}: {e}", channel, length)
-            return
-        if off != length:
-            self._anomaly(direction, offset, "malformed-control",
-                          f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
-        m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args, op.synchronous, False,
-                   length)
-        self._method(direction, m)
-        if op.class_code <= 2:
-            self._session(direction, d, m)
-
-    def _command(self, direction, d, key, channel, flags, data, offset, length) -> None:
-        self._fresh(direction, d, key)
-        pend = self.pending[direction]
-        if key in pend:
-            self._abort_one(direction, pend[key], "a new command began before its assembly ended")
-        cmd_id = self._take_command_id(d, channel)
-        entry = _COMMANDS.get((data[0], data[1])) if length >= 2 else None
-        if entry is None:
-            if length < 2:
-                self._anomaly(direction, offset, "malformed-command", f"command segment of {length} bytes",
-                              channel, length)
-            else:
-                self._anomaly(direction, offset, "unknown-command",
-                              f"class {data[0]} command {data[1]} is not defined in AMQP 0-10", channel, length)
-            if not flags & 4:
-                self._start_pending(direction, key, None, offset).why = "segments of an undecodable command"
-            return
-        op, fields = entry
-        try:
-            if length < 3:
-                raise _short("session header", 2, 1, length)
-            hs = data[2]
-            sync = bool(hs and length > 3 and data[3] & 1)
-            args, off = _decode_packed(data, 3 + hs, length, fields, 2, 0)
-        except (DecodeError, StructError, IndexError, ValueError) as e:
-            self._anomaly(direction, offset, "malformed-command", f"{op.name}: {e}", channel, length)
-            if not flags & 4:
-                self._start_pending(direction, key, None, offset).why = f"segments of a malformed {op.name}"
-            return
-        if off != length:
-            self._anomaly(direction, offset, "malformed-command",
-                          f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
-        answers = args.get("command-id") if op.class_code == 3 and op.code in (2, 3) else None
-        m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args,
-                   op.synchronous or sync, op.segments is not None, length, cmd_id, answers)
-        self._method(direction, m)
-        if op.segments is not None:
-            p = self._start_pending(direction, key, m, offset)
-            if flags & 4:  # the command segment is the whole assembly: empty content
-                self._assembled(direction, p)
-        elif not flags & 4:
-            self._start_pending(direction, key, None, offset).why = f"segments after {op.name}, which has none"
-
-    def _header(self, direction, d, key, channel, flags, data, offset, length) -> None:
-        p = self.pending[direction].get(key)
-        if p is None and self._orphan(direction, d, key, channel, offset, length, "header segment"):
-            return
-        if p is None:
-            self._anomaly(direction, offset, "bad-segment-sequence", "header segment without a command", channel,
-                          length)
-            if not flags & 4:
-                self._start_pending(direction, key, None, offset).why = "segments after an orphan header"
-            return
-        if p.method is None:
-            p.absorbed += length
-        else:
-            p.header_packet = d.packet
-            off = 0
-            try:
-                while off < length:
-                    if off + 6 > length:
-                        raise _short("header entry", off, 6, length)
-                    size = _U32.unpack_from(data, off)[0]
-                    e = off + 4 + size
-                    if e > length or size < 2:
-                        raise DecodeError(f"header entry of {size} bytes at {off} in a {length}-byte segment")
-                    ck = (data[off + 4], data[off + 5])
-                    comp = _CODED.get(ck)
-                    if comp is None:
-                        p.unknown.append({"class-code": ck[0], "struct-code": ck[1], "raw": bytes(data[off + 6:e])})
-                        self._anomaly(direction, offset, "unknown-struct",
-                                      f"header entry with unknown struct code {ck[0]}.{ck[1]} kept as raw bytes",
-                                      channel)
-                    else:
-                        v, q = _decode_packed(data, off + 6, e, comp[1], comp[2], 1)
-                        if q != e:
-                            raise DecodeError(f"{comp[0]} ends at {q}, its size says {e}")
-                        p.props[comp[0]] = v
-                    off = e
-            except (DecodeError, StructError, IndexError, ValueError) as ex:
-                self._anomaly(direction, offset, "malformed-header",
-                              f"{p.method.name} header segment: {ex}", channel, length - off)
-                p.damaged = True
-                p.why = "malformed header segment"
-        if flags & 4:
-            self._assembled(direction, p)
 
     def _body_frame(self, direction, d, key, channel, flags, buf, start, end, offset) -> None:
         n = end - start
@@ -951,82 +892,137 @@ class Decoder010(StreamDecoder):
         if flags & 5 == 5:
             self._assembled(direction, p)
 
-    def _content_view(self, p, direction: int):
-        props, exchange, routing_key, declared = _content_view(p.method, p.props, direction)
-        if p.unknown:
-            props["$unknown-structs"] = p.unknown
-        return props, declared if declared is not None else p.received, exchange, routing_key
-
-    # -- session state ---------------------------------------------------------------------
-
-    def _session(self, direction: int, d: _Direction, m: Method) -> None:
-        name, a = m.name, m.args
-        if name == "connection.heartbeat":
-            self.events.append((direction, Heartbeat(m.packet, m.ts, m.offset, m.channel)))
-        elif name == "session.command-point":
-            if "command-id" in a:
-                d.next_cmd[m.channel] = a["command-id"]
-        elif name in ("session.attach", "session.attached"):
-            # This side (re)starts its numbering on the channel; a resumed session
-            # follows with session.command-point before its first command.
-            d.next_cmd[m.channel] = 0
-
-def _vtext(v):
-    return _text(v) if isinstance(v, (bytes, bytearray)) else v
+    _content_view = staticmethod(_content_view)
 
 
-def _content_view(m: Method, structs: dict, direction: int):
-    """(properties, exchange, routing key, declared body size) of a content."""
-    props: dict = {}
-    exchange = routing_key = declared = None
-    dp = structs.get("message.delivery-properties")
-    mp = structs.get("message.message-properties")
-    if m.class_id == 4:
-        if mp is not None:
-            for src, dst in (("content-type", "content-type"), ("content-encoding", "content-encoding"),
-                             ("application-headers", "headers")):
-                if src in mp:
-                    props[dst] = mp[src]
-        if dp is not None:
-            for src in ("delivery-mode", "priority"):
-                if src in dp:
-                    props[src] = dp[src]
-            if direction == 1:  # as 0-9-1's deliver: a packed bit, absent is false
-                props["redelivered"] = bool(dp.get("redelivered"))
-        if mp is not None:
-            if "correlation-id" in mp:
-                props["correlation-id"] = _vtext(mp["correlation-id"])
-            rt = mp.get("reply-to")
-            if rt is not None:
-                props["reply-to"] = f"{rt.get('exchange', '')}/{rt.get('routing-key', '')}"
-        if dp is not None and "ttl" in dp:
-            props["expiration"] = str(dp["ttl"])
-        if mp is not None and "message-id" in mp:
-            props["message-id"] = mp["message-id"]
-        if dp is not None and "timestamp" in dp:
-            props["timestamp"] = dp["timestamp"]
-        if mp is not None:
-            for src in ("user-id", "app-id"):
-                if src in mp:
-                    props[src] = _vtext(mp[src])
-            declared = mp.get("content-length")
-        if dp is not None:
-            props["delivery-properties"] = dp
-            exchange = dp.get("exchange")
-            routing_key = dp.get("routing-key")
-        if mp is not None:
-            props["message-properties"] = mp
-        fp = structs.get("message.fragment-properties")
-        if fp is not None:
-            props["fragment-properties"] = fp
-        if exchange is None and direction == 0:
-            exchange = m.args.get("destination")
+# --- segment readers (h11 style: one function per segment type, handed in as a table) ------
+
+def _read_control(dec, direction, d, key, channel, flags, data, offset, length) -> None:
+    if length < 2:
+        dec._anomaly(direction, offset, "malformed-control", f"control segment of {length} bytes", channel,
+                     length)
+        return
+    entry = _CONTROLS.get((data[0], data[1]))
+    if entry is None:
+        dec._anomaly(direction, offset, "unknown-control",
+                     f"class {data[0]} control {data[1]} is not defined in AMQP 0-10", channel, length)
+        return
+    op, fields = entry
+    try:
+        args, off = _decode_packed(data, 2, length, fields, 2, 0)
+    except (DecodeError, StructError, IndexError, ValueError) as e:
+        dec._anomaly(direction, offset, "malformed-control", f"{op.name}: {e}", channel, length)
+        return
+    if off != length:
+        dec._anomaly(direction, offset, "malformed-control",
+                     f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
+    m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args, op.synchronous, False,
+               length)
+    dec._method(direction, m)
+    if op.class_code <= 2:
+        _session(dec, direction, d, m)
+
+
+def _read_command(dec, direction, d, key, channel, flags, data, offset, length) -> None:
+    dec._fresh(direction, d, key)
+    pend = dec.pending[direction]
+    if key in pend:
+        dec._abort_one(direction, pend[key], "a new command began before its assembly ended")
+    cmd_id = d.take_command_id(channel)
+    entry = _COMMANDS.get((data[0], data[1])) if length >= 2 else None
+    if entry is None:
+        if length < 2:
+            dec._anomaly(direction, offset, "malformed-command", f"command segment of {length} bytes",
+                         channel, length)
+        else:
+            dec._anomaly(direction, offset, "unknown-command",
+                         f"class {data[0]} command {data[1]} is not defined in AMQP 0-10", channel, length)
+        if not flags & 4:
+            dec._start_pending(direction, key, None, offset).why = "segments of an undecodable command"
+        return
+    op, fields = entry
+    try:
+        if length < 3:
+            raise _short("session header", 2, 1, length)
+        hs = data[2]
+        sync = bool(hs and length > 3 and data[3] & 1)
+        args, off = _decode_packed(data, 3 + hs, length, fields, 2, 0)
+    except (DecodeError, StructError, IndexError, ValueError) as e:
+        dec._anomaly(direction, offset, "malformed-command", f"{op.name}: {e}", channel, length)
+        if not flags & 4:
+            dec._start_pending(direction, key, None, offset).why = f"segments of a malformed {op.name}"
+        return
+    if off != length:
+        dec._anomaly(direction, offset, "malformed-command",
+                     f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
+    answers = args.get("command-id") if op.class_code == 3 and op.code in (2, 3) else None
+    m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args,
+               op.synchronous or sync, op.segments is not None, length, cmd_id, answers)
+    dec._method(direction, m)
+    if op.segments is not None:
+        p = dec._start_pending(direction, key, m, offset)
+        if flags & 4:  # the command segment is the whole assembly: empty content
+            dec._assembled(direction, p)
+    elif not flags & 4:
+        dec._start_pending(direction, key, None, offset).why = f"segments after {op.name}, which has none"
+
+
+def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -> None:
+    p = dec.pending[direction].get(key)
+    if p is None and dec._orphan(direction, d, key, channel, offset, length, "header segment"):
+        return
+    if p is None:
+        dec._anomaly(direction, offset, "bad-segment-sequence", "header segment without a command", channel,
+                     length)
+        if not flags & 4:
+            dec._start_pending(direction, key, None, offset).why = "segments after an orphan header"
+        return
+    if p.method is None:
+        p.absorbed += length
     else:
-        for qname, v in structs.items():
-            if qname.startswith(("message.",)):
-                continue
-            props.update(v)
-            props[qname.split(".", 1)[1]] = v
-        exchange = m.args.get("exchange")
-        routing_key = m.args.get("routing-key")
-    return props, exchange, routing_key, declared
+        p.header_packet = d.packet
+        off = 0
+        try:
+            while off < length:
+                if off + 6 > length:
+                    raise _short("header entry", off, 6, length)
+                size = _U32.unpack_from(data, off)[0]
+                e = off + 4 + size
+                if e > length or size < 2:
+                    raise DecodeError(f"header entry of {size} bytes at {off} in a {length}-byte segment")
+                ck = (data[off + 4], data[off + 5])
+                comp = _CODED.get(ck)
+                if comp is None:
+                    p.unknown.append({"class-code": ck[0], "struct-code": ck[1], "raw": bytes(data[off + 6:e])})
+                    dec._anomaly(direction, offset, "unknown-struct",
+                                 f"header entry with unknown struct code {ck[0]}.{ck[1]} kept as raw bytes",
+                                 channel)
+                else:
+                    v, q = _decode_packed(data, off + 6, e, comp[1], comp[2], 1)
+                    if q != e:
+                        raise DecodeError(f"{comp[0]} ends at {q}, its size says {e}")
+                    p.props[comp[0]] = v
+                off = e
+        except (DecodeError, StructError, IndexError, ValueError) as ex:
+            dec._anomaly(direction, offset, "malformed-header",
+                         f"{p.method.name} header segment: {ex}", channel, length - off)
+            p.damaged = True
+            p.why = "malformed header segment"
+    if flags & 4:
+        dec._assembled(direction, p)
+
+
+def _session(dec, direction: int, d: _Direction, m: Method) -> None:
+    name, a = m.name, m.args
+    if name == "connection.heartbeat":
+        dec.events.append((direction, Heartbeat(m.packet, m.ts, m.offset, m.channel)))
+    elif name == "session.command-point":
+        if "command-id" in a:
+            d.next_cmd[m.channel] = a["command-id"]
+    elif name in ("session.attach", "session.attached"):
+        # This side (re)starts its numbering on the channel; a resumed session
+        # follows with session.command-point before its first command.
+        d.next_cmd[m.channel] = 0
+
+
+SEGMENT_READERS = (_read_control, _read_command, _read_header)  # by segment type 0-2

@@ -473,7 +473,7 @@ class Decoder09(StreamDecoder):
         self._anomaly(direction, offset, "gap", f"{size} bytes lost in capture"
                       + (f"; {lost} bytes of an incomplete frame before it discarded" if lost else ""),
                       None, size + max(lost, 0))
-        self._reset_buffer(d, offset + size)
+        d.reset(offset + size)
         self._lose_sync(direction, d, offset + size, "gap in the TCP stream")
 
     # -- frames ----------------------------------------------------------------------

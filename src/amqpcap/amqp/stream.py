@@ -63,6 +63,23 @@ class Direction:
         self.scan_from = 0  # stream offset before which no boundary is looked for
         self.mid: MidstreamStart | None = None  # picked up mid-stream
 
+    def reset(self, base: int) -> None:
+        """Drop the bytes held; the stream continues at ``base``."""
+        self.marks = []
+        self.buf = b""
+        self.pos = 0
+        self.base = base
+
+    def packet_of(self, frame_end: int) -> None:
+        """Attribute a frame proven late (ending at ``frame_end``) to the packet that completed it."""
+        marks = self.marks
+        i = 0
+        while i < len(marks) - 1 and marks[i][0] < frame_end:
+            i += 1
+        if i:
+            del marks[:i]
+        _, self.packet, self.ts = marks[0]
+
 
 class Pending:
     """A content being assembled on one channel (0-10: channel and track) of one direction.
@@ -195,7 +212,7 @@ class StreamDecoder:
                 self._anomaly(direction, d.base + d.pos, "truncated-stream",
                               f"stream ends inside a frame ({left} bytes of it captured)", None, left)
             if d.base >= 0:
-                self._reset_buffer(d, d.base + len(d.buf))
+                d.reset(d.base + len(d.buf))
             self._finish_direction(direction, d)
             self._abort_contents(direction, "capture ended")
 
@@ -298,24 +315,6 @@ class StreamDecoder:
 
     def _tuned(self, frame_max: int) -> None:
         """connection.tune-ok negotiated ``frame_max`` (hook)."""
-
-    @staticmethod
-    def _reset_buffer(d: Direction, base: int) -> None:
-        d.marks = []
-        d.buf = b""
-        d.pos = 0
-        d.base = base
-
-    @staticmethod
-    def _frame_packet(d: Direction, frame_end: int) -> None:
-        """Attribute a frame proven late to the packet that completed it."""
-        marks = d.marks
-        i = 0
-        while i < len(marks) - 1 and marks[i][0] < frame_end:
-            i += 1
-        if i:
-            del marks[:i]
-        _, d.packet, d.ts = marks[0]
 
     # -- events ------------------------------------------------------------------------------
 
