@@ -68,7 +68,6 @@ _FRAME_HDR = Struct(">BBHBBH")  # flags, type, size, reserved, track, channel (t
 _U8 = Struct(">B")
 _U16 = Struct(">H")
 _U32 = Struct(">I")
-_U64 = Struct(">Q")
 
 
 # --- value decoders: fn(buf, off, end, depth) -> (value, new_off) ----------------------

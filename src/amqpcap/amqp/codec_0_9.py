@@ -28,7 +28,6 @@ MAX_FRAME = 1 << 20  # before tune: RabbitMQ's maximum frame-max is 128 KiB; all
 HARD_MAX_FRAME = 16 << 20  # no frame is accepted above this whatever was negotiated
 MAX_DEPTH = 64  # nesting limit for field tables and arrays
 
-_U8 = Struct(">B")
 _U16 = Struct(">H")
 _I16 = Struct(">h")
 _U32 = Struct(">I")

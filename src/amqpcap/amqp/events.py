@@ -6,26 +6,14 @@ epoch, UTC) and ``offset`` (byte offset of the frame in this direction's TCP
 stream).  The records layer turns events into table rows; the codecs never
 know about Arrow or files.
 
-Events are small frozen dataclasses (h11 style).  ``NEED_DATA`` is the
-explicit "feed me more" answer of a decoder's ``next_event()``.
+Events are small frozen dataclasses (h11 style), drained from a decoder with
+``pop_events()`` as ``(direction, event)`` pairs.  Connection-level facts are not
+events: see ``facts.ConnectionFacts``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-
-class _Sentinel:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-NEED_DATA = _Sentinel("NEED_DATA")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,21 +106,3 @@ class Anomaly:
     detail: str
     channel: int | None = None
     skipped: int = 0  # bytes of the stream this anomaly accounts for
-
-
-@dataclass(frozen=True, slots=True)
-class Gap:
-    """Input to a decoder: ``size`` bytes of this direction's stream were never captured."""
-
-    packet: int
-    ts: int
-    offset: int
-    size: int
-
-
-@dataclass(slots=True)
-class Negotiation:
-    """Connection-level facts a decoder learns (mutable, one per connection)."""
-
-    version: str | None = None
-    values: dict[str, Any] = field(default_factory=dict)
