@@ -269,13 +269,8 @@ class StreamDecoder:
         n = len(buf)
         hdr = self.HEADER
         probe = self._probe
-        search = self.CANDIDATE.search
-        p = max(pos, d.resync_from - d.base, min(d.scan_from - d.base, n))
-        while True:
-            m = search(buf, p)
-            if m is None:
-                p = max(n - hdr + 1, p)  # the last bytes may yet start a header
-                break
+        p = start = max(pos, d.resync_from - d.base, min(d.scan_from - d.base, n))
+        for m in self.CANDIDATE.finditer(buf, p):
             p = m.start()
             if p + hdr > n:
                 break
@@ -293,7 +288,8 @@ class StreamDecoder:
             if proof == 0:  # cannot tell yet: wait for more bytes
                 d.pos = p
                 return -1
-            p += 1
+        else:
+            p = max(n - hdr + 1, start)  # no candidate left: the last bytes may yet start a header
         d.pos = min(p, n)
         return -1
 
