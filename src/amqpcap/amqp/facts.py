@@ -128,6 +128,7 @@ class FactLearner:
                     self._tuned.add(dst)
         if ok and "heartbeat" not in m.args:
             self.v["heartbeat"] = 0
+            self._tuned.add("heartbeat")
 
     def _open(self, direction, m) -> None:
         self.v["vhost"] = m.args.get("virtual-host")
