@@ -303,8 +303,10 @@ class Dissector:
             server_ip=fmt(conv.ip_version, conv.server[0]), server_port=conv.server[1],
             ip_version=conv.ip_version, direction_source=conv.dir_source, syn_ts=conv.syn_ts,
             closed_by=row["closed_by"] or conv.closed_by,
-            bytes_c2s=s0.delivered, bytes_s2c=s1.delivered, frames_c2s=conv.frames[0], frames_s2c=conv.frames[1],
-            gaps=s0.gaps + s1.gaps, gap_bytes=s0.gap_bytes + s1.gap_bytes, anomalies=conv.anomalies, rst=conv.rst,
+            bytes_c2s=s0.delivered, bytes_s2c=s1.delivered,
+            frames_c2s=conv.frames[0], frames_s2c=conv.frames[1],
+            gaps=s0.gaps + s1.gaps, gap_bytes=s0.gap_bytes + s1.gap_bytes,
+            anomalies=conv.anomalies, rst=conv.rst,
             end_ts=None, packets_c2s=None, packets_s2c=None, zero_windows=None,
         )
         return row

@@ -161,8 +161,8 @@ def test_connection_facts_are_learnt_from_the_handshake():
     dec.feed(0, c2s, 0, 2, 20)
     dec.feed(1, s2c[-12:], len(s2c) - 12, 3, 30)
     f = dec.facts
-    assert (f.server_properties, f.client_properties, f.mechanism, f.user, f.vhost, f.channel_max, f.frame_max,
-            f.heartbeat, f.start_version, f.open_ts) == (
+    assert (f.server_properties, f.client_properties, f.mechanism, f.user, f.vhost, f.channel_max,
+            f.frame_max, f.heartbeat, f.start_version, f.open_ts) == (
         {"product": "RabbitMQ", "version": "3.13.0"}, {"product": "pika"}, "PLAIN", "guest", "/vh",
         2047, 131072, 60, (0, 9), 30)
     assert dec.frame_max == 131072

@@ -20,16 +20,16 @@ SECRET = b"s3cret-trace"
 
 
 def _start_ok_0_9(mechanism, response):
-    wire = A.method_frame(0, "connection.start-ok", client_properties={}, mechanism=mechanism, response=response,
-                          locale="en_US")
+    wire = A.method_frame(0, "connection.start-ok", client_properties={}, mechanism=mechanism,
+                          response=response, locale="en_US")
     dec, events = A.decode(wire)
     return dec.facts, A.events_of(events, Method)[0].args["response"]
 
 
 def _start_ok_0_10(mechanism, response):
     dec = Decoder010()
-    wire = B.control("connection.start-ok", {"client-properties": {}, "mechanism": mechanism, "response": response,
-                                             "locale": "en_US"})
+    wire = B.control("connection.start-ok", {"client-properties": {}, "mechanism": mechanism,
+                                             "response": response, "locale": "en_US"})
     dec.feed(0, wire, 8, 1, 1)
     dec.finish(2, 2)
     [m] = [e for _, e in dec.pop_events() if isinstance(e, Method)]
@@ -56,9 +56,10 @@ def _method(name, ts=1, **args):
 
 @pytest.mark.parametrize("frame_arg", ["frame-max", "max-frame-size"])  # 0-9 / 0-10 spelling
 def test_tune_ok_wins_over_tune_in_either_order(frame_arg):
-    tune = Method(1, 1, 0, 0, 10, 30, "connection.tune", {"channel-max": 0, frame_arg: 131072, "heartbeat": 60},
-                  True, False)
-    tune_ok = Method(2, 2, 0, 0, 10, 31, "connection.tune-ok", {"channel-max": 2047, frame_arg: 4096}, True, False)
+    tune = Method(1, 1, 0, 0, 10, 30, "connection.tune",
+                  {"channel-max": 0, frame_arg: 131072, "heartbeat": 60}, True, False)
+    tune_ok = Method(2, 2, 0, 0, 10, 31, "connection.tune-ok",
+                     {"channel-max": 2047, frame_arg: 4096}, True, False)
     for order in ((tune, tune_ok), (tune_ok, tune)):
         learner = FactLearner()
         for m in order:
@@ -70,8 +71,9 @@ def test_tune_ok_wins_over_tune_in_either_order(frame_arg):
 
 def test_the_first_close_says_who_closed():
     learner = FactLearner()
-    learner.handlers["connection.close"](1, _method("connection.close", ts=5, reply_code=320, reply_text="bye"))
-    learner.handlers["connection.close"](0, _method("connection.close", ts=6, reply_code=200, reply_text="ok"))
+    close = learner.handlers["connection.close"]
+    close(1, _method("connection.close", ts=5, reply_code=320, reply_text="bye"))
+    close(0, _method("connection.close", ts=6, reply_code=200, reply_text="ok"))
     f = learner.snapshot()
     assert (f.close_ts, f.closed_by, f.close_reply_code, f.close_reply_text) == (5, "server", 320, "bye")
 
@@ -87,7 +89,8 @@ def test_connection_row_is_built_by_column_name():
 
 
 def test_connection_facts_fill_their_columns():
-    f = ConnectionFacts(client_header=b"AMQP\x00\x00\x09\x01", version="0-9-1", version_evidence="header+start",
+    f = ConnectionFacts(client_header=b"AMQP\x00\x00\x09\x01", version="0-9-1",
+                        version_evidence="header+start",
                         server_properties={"product": "RabbitMQ", "version": "3.13.0"},
                         client_properties={"product": "pika", "connection_name": "c1"}, user=b"guest",
                         close_reply_text=b"bye")

@@ -807,8 +807,8 @@ class Decoder010(StreamDecoder):
                 self._body_frame(direction, d, key, channel, flags, buf, pos + 12, end, offset)
             elif flags & 3 == 3 and key not in segs:
                 # the common case: a segment in one frame
-                SEGMENT_READERS[stype](self, direction, d, key, channel, flags, bytes(buf[pos + 12:end]), offset,
-                                       size - 12)
+                SEGMENT_READERS[stype](self, direction, d, key, channel, flags, bytes(buf[pos + 12:end]),
+                                       offset, size - 12)
             else:
                 self._frame_part(direction, d, key, channel, stype, flags, buf, pos + 12, end, offset)
             pos = end
@@ -992,7 +992,8 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
                 ck = (data[off + 4], data[off + 5])
                 comp = _CODED.get(ck)
                 if comp is None:
-                    p.unknown.append({"class-code": ck[0], "struct-code": ck[1], "raw": bytes(data[off + 6:e])})
+                    p.unknown.append({"class-code": ck[0], "struct-code": ck[1],
+                                      "raw": bytes(data[off + 6:e])})
                     dec._anomaly(direction, offset, "unknown-struct",
                                  f"header entry with unknown struct code {ck[0]}.{ck[1]} kept as raw bytes",
                                  channel)

@@ -591,10 +591,12 @@ class Decoder09(StreamDecoder):
 
     def _header(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
-        if p is None and self._orphan(direction, d, channel, channel, offset, end - start + 8, "content header frame"):
+        if p is None and self._orphan(direction, d, channel, channel, offset, end - start + 8,
+                                      "content header frame"):
             return
         if p is None or p.props is not None:
-            self._anomaly(direction, offset, "unexpected-frame", "content header without a content method", channel)
+            self._anomaly(direction, offset, "unexpected-frame", "content header without a content method",
+                          channel)
             return
         try:
             if end - start < 14:
@@ -619,7 +621,8 @@ class Decoder09(StreamDecoder):
             return
         if p is None or p.props is None:
             # No skipped bytes: the frame's own Frame event already accounts for them.
-            self._anomaly(direction, offset, "unexpected-frame", "body frame without a content header", channel)
+            self._anomaly(direction, offset, "unexpected-frame", "body frame without a content header",
+                          channel)
             return
         self._body(p, buf, start, end)
         if p.received >= p.size:

@@ -138,5 +138,6 @@ class FactLearner:
 
     def _close(self, direction, m) -> None:
         if "close_ts" not in self.v:
+            a = m.args
             self.v.update(close_ts=m.ts, closed_by="client" if direction == 0 else "server",
-                          close_reply_code=m.args.get("reply-code"), close_reply_text=m.args.get("reply-text"))
+                          close_reply_code=a.get("reply-code"), close_reply_text=a.get("reply-text"))

@@ -380,8 +380,8 @@ class StreamDecoder:
         self.pending[direction].pop(p.key, None)
         if p.method is None:
             if p.absorbed:
-                self._anomaly(direction, p.offset, "incomplete-content", f"{p.why}: {p.absorbed} bytes not decoded",
-                              p.channel, p.absorbed)
+                self._anomaly(direction, p.offset, "incomplete-content",
+                              f"{p.why}: {p.absorbed} bytes not decoded", p.channel, p.absorbed)
             return
         if why:
             self._anomaly(direction, p.offset, "incomplete-content", why, p.channel)
