@@ -47,6 +47,21 @@ def _text(b) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
+# Field values of a fixed width, by type octet (compiled once, dpkt style): I int32,
+# T timestamp (seconds), d double, f float, b int8, B uint8, U int16, u uint16, i uint32, L int64.
+_FIXED_VALUES = {0x49: _I32, 0x54: _U64, 0x64: _F64, 0x66: _F32, 0x62: _I8, 0x42: Struct(">B"), 0x55: _I16,
+                 0x75: _U16, 0x69: _U32, 0x4C: _I64}
+
+
+def _long(buf, off: int, end: int, what: str):
+    """The bytes of a value with a 4-byte size, and the offset after it."""
+    n = _U32.unpack_from(buf, off)[0]
+    off += 4
+    if off + n > end:
+        raise DecodeError(f"{what} past end of table")
+    return buf[off:off + n], off + n
+
+
 def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
     if off >= end:
         raise DecodeError("field value past end of table")
@@ -54,13 +69,11 @@ def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
     off += 1
     try:
         if t == 0x53:  # S long string
-            n = _U32.unpack_from(buf, off)[0]
-            off += 4
-            if off + n > end:
-                raise DecodeError("long string past end of table")
-            return _text(buf[off:off + n]), off + n
-        if t == 0x49:  # I int32
-            return _I32.unpack_from(buf, off)[0], off + 4
+            raw, off = _long(buf, off, end, "long string")
+            return _text(raw), off
+        st = _FIXED_VALUES.get(t)
+        if st is not None:
+            return st.unpack_from(buf, off)[0], off + st.size
         if t == 0x74:  # t boolean
             return buf[off] != 0, off + 1
         if t == 0x46:  # F table
@@ -74,34 +87,13 @@ def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
                 return _I16.unpack_from(buf, off)[0], off + 2
             n = buf[off]
             return _text(buf[off + 1:off + 1 + n]), off + 1 + n
-        if t == 0x54:  # T timestamp (seconds)
-            return _U64.unpack_from(buf, off)[0], off + 8
-        if t == 0x64:  # d double
-            return _F64.unpack_from(buf, off)[0], off + 8
-        if t == 0x66:  # f float
-            return _F32.unpack_from(buf, off)[0], off + 4
-        if t == 0x62:  # b int8
-            return _I8.unpack_from(buf, off)[0], off + 1
-        if t == 0x42:  # B uint8
-            return buf[off], off + 1
-        if t == 0x55:  # U int16 (spec)
-            return _I16.unpack_from(buf, off)[0], off + 2
-        if t == 0x75:  # u uint16
-            return _U16.unpack_from(buf, off)[0], off + 2
-        if t == 0x69:  # i uint32
-            return _U32.unpack_from(buf, off)[0], off + 4
-        if t == 0x4C:  # L int64 (spec)
-            return _I64.unpack_from(buf, off)[0], off + 8
         if t == 0x44:  # D decimal: scale octet + int32
             scale = buf[off]
             v = _I32.unpack_from(buf, off + 1)[0]
             return {"$decimal": f"{v}e-{scale}" if scale else str(v)}, off + 5
         if t == 0x78:  # x byte array (RabbitMQ)
-            n = _U32.unpack_from(buf, off)[0]
-            off += 4
-            if off + n > end:
-                raise DecodeError("byte array past end of table")
-            return bytes(buf[off:off + n]), off + n
+            raw, off = _long(buf, off, end, "byte array")
+            return bytes(raw), off
         if t == 0x56:  # V void
             return None, off
     except (StructError, IndexError):
@@ -109,16 +101,20 @@ def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
     raise DecodeError(f"unknown field type {chr(t)!r} (0x{t:02x})")
 
 
-def _decode_table(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
+def _sized(what: str, plural: str, buf, off: int, end: int, depth: int):
+    """(start, end) of a field table's or array's entries, after its 4-byte size."""
     if depth > MAX_DEPTH:
-        raise DecodeError(f"field tables nested deeper than {MAX_DEPTH}")
+        raise DecodeError(f"{plural} nested deeper than {MAX_DEPTH}")
     if off + 4 > end:
-        raise DecodeError("table size past end")
+        raise DecodeError(f"{what} size past end")
     n = _U32.unpack_from(buf, off)[0]
-    off += 4
-    tend = off + n
-    if tend > end:
-        raise DecodeError(f"table of {n} bytes past end of frame")
+    if off + 4 + n > end:
+        raise DecodeError(f"{what} of {n} bytes past end of frame")
+    return off + 4, off + 4 + n
+
+
+def _decode_table(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
+    off, tend = _sized("table", "field tables", buf, off, end, depth)
     out = {}
     while off < tend:
         kl = buf[off]
@@ -131,15 +127,7 @@ def _decode_table(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
 
 
 def _decode_array(buf, off: int, end: int, depth: int, rabbit: bool):
-    if depth > MAX_DEPTH:
-        raise DecodeError(f"arrays nested deeper than {MAX_DEPTH}")
-    if off + 4 > end:
-        raise DecodeError("array size past end")
-    n = _U32.unpack_from(buf, off)[0]
-    off += 4
-    aend = off + n
-    if aend > end:
-        raise DecodeError(f"array of {n} bytes past end of frame")
+    off, aend = _sized("array", "arrays", buf, off, end, depth)
     out = []
     while off < aend:
         v, off = _decode_value(buf, off, aend, depth, rabbit)
@@ -202,15 +190,7 @@ def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) ->
         elif ftype == "table":
             args[name], off = _decode_table(buf, off, end, 0, rabbit)
         elif ftype in ("longstr", "content"):
-            if off + 4 > end:
-                raise DecodeError(f"{name}: long string past end")
-            n = _U32.unpack_from(buf, off)[0]
-            off += 4
-            if off + n > end:
-                raise DecodeError(f"{name}: long string of {n} bytes past end of frame")
-            raw = bytes(buf[off:off + n])
-            off += n
-            args[name] = raw.decode("utf-8") if _is_text(raw) else raw
+            args[name], off = _longstr_value(buf, off, end, name)
         else:
             raise DecodeError(f"{name}: unsupported field type {ftype}")
     return off
