@@ -204,6 +204,7 @@ def _show(a) -> int:
     from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
 
     source = open_capture(a.capture)
+    sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line as its packet arrives
     sink = _ShowSink(a)
     Dissector(a.capture, sink, Options(body_bytes=0, ports=DEFAULT_PORTS | frozenset(a.ports))).run(source)
     return EXIT_OK
