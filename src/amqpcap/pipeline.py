@@ -15,6 +15,7 @@ from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.capture import link as _link
 from amqpcap.capture.reader import CaptureError, open_capture
+from amqpcap.exitcodes import Exit
 from amqpcap.records import rows as R
 from amqpcap.records.schema import COLUMNS
 from amqpcap.records.writer import DatasetWriter
@@ -22,7 +23,7 @@ from amqpcap.tcp.reassembly import Stream
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 SYN, FIN, RST, ACK = 0x02, 0x01, 0x04, 0x10
-EXIT_LINKTYPE = 4
+EXIT_LINKTYPE = Exit.LINKTYPE
 _CONN_IX = {c: i for i, c in enumerate(COLUMNS["connections"])}
 MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
 
@@ -44,6 +45,7 @@ class Summary:
     seconds: float = 0.0
     bytes: int = 0
     frames: int = 0  # AMQP frames decoded (whether or not the frames table is written)
+    server_ports: dict = field(default_factory=dict)  # server port -> TCP conversations, all captures
 
 
 class Conversation:
@@ -95,6 +97,8 @@ class Dissector:
         self.t_frames = writer.tables.get("frames")
         self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
+        self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
+        self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
 
     # -- the hot loop --------------------------------------------------------------------
 
@@ -206,6 +210,9 @@ class Dissector:
         conv.decoder = ConnectionDecoder(body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets,
                                          amqp_port=server[1] in ports)
         conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))
+        self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
+        if self.on_conversation is not None:
+            self.on_conversation(conv)
         self.flows[(client[0], client[1], server[0], server[1])] = (conv, 0)
         self.flows[(server[0], server[1], client[0], client[1])] = (conv, 1)
         if len(self.flows) > 2 * MAX_FLOWS:
@@ -370,6 +377,8 @@ def dissect(captures, out: str, *, body_bytes: int = 64, frames: bool = False, p
             summary.bytes += d.bytes
             summary.tcp_streams += d.nstreams
             summary.frames += d.frames
+            for port, n in d.server_ports.items():
+                summary.server_ports[port] = summary.server_ports.get(port, 0) + n
         summary.rows = writer.close()
     except BaseException:
         writer.abort()

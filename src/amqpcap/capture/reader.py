@@ -13,7 +13,7 @@
 * gzip-compressed versions of either (``1f 8b`` magic; multi-member gzip is
   fine, a cut gzip stream yields everything that could be decompressed).
 
-Errors and exit codes -- ``CaptureError.exit_code``:
+Errors and exit codes -- ``CaptureError.exit_code`` (the table: ``amqpcap.exitcodes``):
 
 ====  ================================================================
  2    not a capture: empty file, unknown magic, gzip that is corrupt or
@@ -93,6 +93,8 @@ import sys
 import zlib
 from typing import Iterator
 
+from amqpcap.exitcodes import Exit
+
 __all__ = [
     "CaptureError",
     "PacketSource",
@@ -102,8 +104,8 @@ __all__ = [
     "MAX_RECORD",
 ]
 
-EXIT_NOT_A_CAPTURE = 2
-EXIT_UNREADABLE = 3
+EXIT_NOT_A_CAPTURE = Exit.NOT_A_CAPTURE
+EXIT_UNREADABLE = Exit.UNREADABLE
 
 #: Largest record / block we are prepared to buffer (bytes).
 MAX_RECORD = 256 * 1024 * 1024
