@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.capture import link as _link
+from amqpcap.capture.link import TCP_ACK as ACK
+from amqpcap.capture.link import TCP_FIN as FIN
+from amqpcap.capture.link import TCP_RST as RST
+from amqpcap.capture.link import TCP_SYN as SYN
+from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
 from amqpcap.records import rows as R
@@ -22,7 +27,6 @@ from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp.reassembly import Stream
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
-SYN, FIN, RST, ACK = 0x02, 0x01, 0x04, 0x10
 EXIT_LINKTYPE = Exit.LINKTYPE
 _CONN_IX = {c: i for i, c in enumerate(COLUMNS["connections"])}
 MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
@@ -118,10 +122,9 @@ class Dissector:
                     self._capture_anomaly(number, ts, "unsupported-link-type",
                                           f"link type {linktype} is not supported; its packets are skipped")
                 continue
-            if r is None:
-                continue
-            if type(r) is str:
-                self._capture_anomaly(number, ts, "malformed-packet", r)
+            if type(r) is not Packet:
+                if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
+                    self._capture_anomaly(number, ts, "malformed-packet", r)
                 continue
             ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = r
             entry = flows.get((src, sport, dst, dport))
@@ -295,11 +298,12 @@ class Dissector:
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
         conv.anomalies += 1
-        self.t_anom.append((self.capture, conv.stream, number, ts, R.DIRS[d], None, None, "tcp", kind, detail,
-                            skipped))
+        e = Anomaly(packet=number, ts=ts, offset=None, kind=kind, detail=str(detail), skipped=skipped)
+        self.t_anom.append(R.anomaly_row(self.capture, conv.stream, d, e, "tcp"))
 
     def _capture_anomaly(self, number, ts, kind, detail) -> None:
-        self.t_anom.append((self.capture, None, number, ts, None, None, None, "capture", kind, detail, 0))
+        e = Anomaly(packet=number, ts=ts, offset=None, kind=kind, detail=str(detail))
+        self.t_anom.append(R.anomaly_row(self.capture, None, None, e, "capture"))
 
     def _connection_row(self, conv):
         dec = conv.decoder
