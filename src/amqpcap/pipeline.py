@@ -292,7 +292,7 @@ class Dissector:
                 tmsg.append(R.message_row(cap, st, d, e, version))
             elif t is Anomaly:
                 conv.anomalies += 1
-                ta.append(R.anomaly_row(cap, st, d, e, "tcp" if e.kind in ("truncated-packet",) else "amqp"))
+                ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer
             # Heartbeat and ProtocolHeader events have no table of their own: heartbeats are
             # frames rows, headers are connection facts.
 
