@@ -175,7 +175,8 @@ def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, progress: bool
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     try:
-        dissect([str(capture)], str(tmp / "out"), force=True, progress=progress, **dissect_opts)
+        extra = {"progress": True} if progress else {}
+        dissect([str(capture)], str(tmp / "out"), force=True, **extra, **dissect_opts)
         (tmp / "out" / _DONE).write_text(str(capture) + "\n")
         if out.exists():  # an incomplete earlier attempt
             shutil.rmtree(out, ignore_errors=True)
