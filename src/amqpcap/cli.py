@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
 
     s = add_command(sub, "show", "one line per method, like a protocol analyser's packet list", (
-        "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --queue orders",
+        "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --routing-key work",
         "tcpdump -i eth0 -U -w - port 5672 | amqpcap show -",
         "amqpcap show capture.pcap --json | jq .arguments",
     ), _show)
@@ -255,7 +255,8 @@ def _show(a) -> int:
     from amqpcap.show import ShowSink
 
     source = open_capture(a.capture)
-    sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line as its packet arrives
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line as its packet arrives
     sink = ShowSink(a, header=sys.stdout.isatty())
     d = Dissector(a.capture, sink, Options(body_bytes=0, frames=a.frames, ports=DEFAULT_PORTS | frozenset(a.ports),
                                            keep_secrets=a.keep_secrets))

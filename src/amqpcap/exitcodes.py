@@ -26,8 +26,8 @@ class Exit(IntEnum):
 MEANING = {
     Exit.OK: "success",
     Exit.INTERNAL: "internal error (a bug; AMQPCAP_DEBUG=1 shows the traceback)",
-    Exit.NOT_A_CAPTURE: "not a capture (unknown format, empty file, not a dissect output)",
-    Exit.UNREADABLE: "a path cannot be read or written (missing, permission denied, a directory)",
+    Exit.NOT_A_CAPTURE: "not a capture (unknown format, empty file)",
+    Exit.UNREADABLE: "a path cannot be read or written (missing, permission denied, not a dissect output directory)",
     Exit.LINKTYPE: "unsupported link type",
     Exit.OUTPUT_EXISTS: "output exists (use --force)",
     Exit.NO_AMQP: "no AMQP conversation found (the output is still written; try --ports)",
