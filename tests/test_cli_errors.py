@@ -22,8 +22,8 @@ COMMANDS = ("dissect", "show", "stats", "report")
 def run(*args, env=None, **kw):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run(AMQPCAP + [str(a) for a in args], capture_output=True, text=True, env=e, timeout=120,
-                          **kw)
+    return subprocess.run(AMQPCAP + [str(a) for a in args], capture_output=True, text=True, env=e,
+                          timeout=120, **kw)
 
 
 def one_line(r):
@@ -125,7 +125,8 @@ def test_stats_reads_standard_input(tmp_path, cache):
 # -- no AMQP in the capture ------------------------------------------------------------------
 
 def _http_only(tmp_path):
-    segs = g.tcp_conversation([("c", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ("s", b"HTTP/1.1 200 OK\r\n\r\n")],
+    segs = g.tcp_conversation([("c", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+                               ("s", b"HTTP/1.1 200 OK\r\n\r\n")],
                               client=("10.0.0.1", 40000), server=("10.0.0.2", 8080))
     path = tmp_path / "http.pcap"
     g.write(path, g.pcap_bytes(g.to_packets(segs)))
@@ -144,8 +145,7 @@ def test_no_amqp_says_so_in_one_line_with_exit_6(cmd, tmp_path, cache):
     line = lines[-1]
     assert line.startswith("amqpcap: no AMQP conversations found")
     assert "--ports" in line
-    if cmd in ("dissect", "show"):
-        assert "1 TCP conversation(s) seen (server ports 8080); try --ports 8080" in line
+    assert "1 TCP conversation(s) seen (server ports 8080); try --ports 8080" in line
     if cmd == "report":
         assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
@@ -230,3 +230,21 @@ def test_exit_code_table_is_the_one_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for code, text in MEANING.items():
         assert f"| {int(code)} | {text} |" in readme
+
+
+def test_stats_of_a_dissect_output_without_amqp_says_so(tmp_path, cache):
+    cap = _http_only(tmp_path)
+    assert run("dissect", cap, "-o", tmp_path / "o", "-q").returncode == Exit.NO_AMQP
+    r = run("stats", tmp_path / "o", env=cache)
+    assert r.returncode == Exit.NO_AMQP
+    assert one_line(r).startswith(f"amqpcap: no AMQP conversations found in {tmp_path / 'o'}; "
+                                  "try dissect --ports")
+
+
+def test_stats_from_standard_input_without_amqp_counts_the_tcp_conversations(tmp_path, cache):
+    cap = _http_only(tmp_path)
+    r = subprocess.run(AMQPCAP + ["stats", "-"], input=cap.read_bytes(), capture_output=True,
+                       env={**os.environ, **cache}, timeout=120)
+    assert r.returncode == Exit.NO_AMQP
+    last = r.stderr.decode().strip().splitlines()[-1]
+    assert last.endswith("(server ports 8080); try --ports 8080 if AMQP runs there")

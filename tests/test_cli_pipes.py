@@ -1,7 +1,7 @@
 """Captures through pipes, FIFOs and standard input: opened once, read as the bytes arrive."""
 import gzip
 import os
-import select
+import queue
 import shutil
 import signal
 import socket
@@ -59,7 +59,8 @@ def test_show_reads_gzip_from_standard_input():
 
 
 def _table(out, name):
-    return pd.read_parquet(Path(out) / name).sort_values(["tcp_stream", "frame_number"]).reset_index(drop=True)
+    df = pd.read_parquet(Path(out) / name)
+    return df.sort_values(["tcp_stream", "frame_number"]).reset_index(drop=True)
 
 
 def test_dissect_from_standard_input_writes_the_same_dataset_as_from_the_file(tmp_path):
@@ -100,15 +101,27 @@ def test_process_substitution_path_is_read_once(tmp_path):
     assert len(pd.read_parquet(tmp_path / "o" / "methods")) == 24
 
 
-def _readline(f, timeout):
-    """The next line that is not a stream header ("# stream N: ..."), or None after ``timeout``."""
-    while True:
-        ready, _, _ = select.select([f], [], [], timeout)
-        if not ready:
-            return None
-        line = f.readline()
-        if not line.startswith(b"#"):
-            return line
+class _Lines:
+    """Lines of a child's stdout as they come (a thread reads them: select() cannot see Python's buffer)."""
+
+    def __init__(self, f):
+        self.q = queue.Queue()
+
+        def pump():
+            for line in iter(f.readline, b""):
+                self.q.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def next(self, timeout):
+        """The next line that is not a stream header ("# stream N: ..."), or None after ``timeout``."""
+        while True:
+            try:
+                line = self.q.get(timeout=timeout)
+            except queue.Empty:
+                return None
+            if not line.startswith(b"#"):
+                return line
 
 
 def test_show_prints_each_method_while_the_pipe_is_still_open():
@@ -119,7 +132,7 @@ def test_show_prints_each_method_while_the_pipe_is_still_open():
         # The pcap header and the first third of the packets; the pipe stays open.
         p.stdin.write(data[:len(data) // 3])
         p.stdin.flush()
-        first = _readline(p.stdout, 30)
+        first = _Lines(p.stdout).next(30)
         assert first is not None, "show printed nothing before its input ended"
         assert b"connection.start" in first
         assert p.poll() is None
@@ -220,10 +233,11 @@ def test_tcpdump_write_to_stdout_piped_into_show_prints_as_packets_arrive():
     _need_tcpdump()
     port = _free_port()
     td, amq = _tcpdump_to(["show", "-", "--ports", str(port)], port)
+    lines = _Lines(amq.stdout)
     try:
         srv, cli, t = _amqp_exchange(port)
         # connection.start is printed while tcpdump is still capturing
-        line = _readline(amq.stdout, 20)
+        line = lines.next(20)
         assert line is not None and b"connection.start" in line, line
         assert td.poll() is None
         time.sleep(0.5)
@@ -231,7 +245,7 @@ def test_tcpdump_write_to_stdout_piped_into_show_prints_as_packets_arrive():
         cli.close()
         t.join(5)
         srv.close()
-        line = _readline(amq.stdout, 20)
+        line = lines.next(20)
         assert line is not None and b"connection.close" in line and b"reply-code=320" in line
     finally:
         td.send_signal(signal.SIGINT)

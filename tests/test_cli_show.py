@@ -111,8 +111,8 @@ def test_key_arguments_exchange_type_bind_source_and_blocked_reason():
 
 def test_reply_text_is_shown_whole_when_piped():
     lines = _show("--method", "connection.close", cap=CAPS / "rabbitmq091_pika_refused.pcap")
-    assert any(l.endswith("reply-text=ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
-                          "For details see the broker logfile.") for l in lines)
+    text = "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+    assert any(l.endswith("reply-text=" + text) for l in lines)
 
 
 def test_refused_protocol_negotiation_shows_both_headers():
@@ -173,3 +173,31 @@ def test_csv_has_a_header_and_one_row_per_method(tmp_path):
     assert list(rows[0]) == ["time", "frame", "stream", "direction", "channel", "method", "client", "server",
                              "arguments"]
     assert [(int(x["frame"]), x["method"]) for x in rows] == list(zip(m.frame_number, m.method))
+
+
+def test_a_terminal_gets_a_header_row_and_a_pipe_does_not():
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--method", "basic.qos"],
+                             stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        p.wait(30)
+    finally:
+        os.close(master)
+    lines = out.decode().splitlines()
+    assert lines[0].split() == ["time", "frame", "strm", "dir", "ch", "method", "arguments"]
+    assert lines[1].startswith("# stream 0: ") and "basic.qos" in lines[2]
+    piped = _show("--method", "basic.qos", headers=True)
+    assert piped[0].startswith("# stream 0: ") and "time" not in piped[0]

@@ -24,7 +24,8 @@ def test_generators_default_to_the_xml_vendored_in_the_repository():
     for _module, rel in gen.SOURCES.values():
         assert os.path.isfile(os.path.join(gen.DEFAULT_SPECS, rel)), rel
     gen10 = _tool("gen_spec_0_10")
-    assert os.path.isfile(gen10.DEFAULT_XML) and os.path.realpath(gen10.DEFAULT_XML).startswith(os.path.realpath(REPO))
+    assert os.path.isfile(gen10.DEFAULT_XML)
+    assert os.path.realpath(gen10.DEFAULT_XML).startswith(os.path.realpath(REPO))
 
 
 def test_gen_spec_check_passes_with_its_defaults():

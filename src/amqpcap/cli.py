@@ -65,7 +65,10 @@ def add_command(sub, name: str, help: str, examples, run) -> argparse.ArgumentPa
     return p
 
 
-_CAPTURE_HELP = "pcap or pcapng file, gzip-compressed or not; - reads standard input (a pipe from tcpdump -w -)"
+_CAPTURE_HELP = ("pcap or pcapng file, gzip-compressed or not; - reads standard input "
+                 "(a pipe from tcpdump -w -)")
+_ANALYSE_HELP = ("a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
+                 "- reads standard input)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stream", type=int, action="append", help="only this tcp stream (repeatable)")
     s.add_argument("--channel", type=int, action="append", help="only this channel (repeatable)")
     s.add_argument("--method", action="append",
-                   help="only methods matching this name or prefix, any case, e.g. basic.publish, Basic.Publish "
-                        "or basic. (repeatable)")
+                   help="only methods matching this name or prefix, any case, e.g. basic.publish, "
+                        "Basic.Publish or basic. (repeatable)")
     s.add_argument("--exchange", action="append", help="only methods with this exchange (repeatable)")
     s.add_argument("--queue", action="append", help="only methods with this queue (repeatable)")
     s.add_argument("--routing-key", action="append", help="only methods with this routing key (repeatable)")
@@ -118,9 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "amqpcap stats out",
         "amqpcap stats captures/rabbitmq091_pika_full.pcap --json",
     ), _stats)
-    st.add_argument("path", metavar="OUT_OR_CAPTURE",
-                    help="a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
-                         "- reads standard input)")
+    st.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     st.add_argument("--json", action="store_true", help="one JSON object on stdout (docs/analysis.md)")
     st.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (a capture)")
 
@@ -128,9 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "amqpcap report out -o report",
         "amqpcap report captures/rabbitmq091_pika_throughput.pcap -o report --force",
     ), _report)
-    r.add_argument("path", metavar="OUT_OR_CAPTURE",
-                   help="a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
-                        "- reads standard input)")
+    r.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     r.add_argument("-o", "--out", required=True, help="report directory (created)")
     r.add_argument("--force", action="store_true", help="write into OUT even if it is not empty")
     r.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (a capture)")
@@ -217,8 +216,8 @@ def no_amqp_message(tcp_conversations, server_ports) -> str:
         return "no AMQP conversations found; no TCP conversations seen"
     ports = sorted(server_ports.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
     seen = ", ".join(str(p) for p, _ in ports)
-    return (f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen (server ports {seen}); "
-            f"try --ports {','.join(str(p) for p, _ in ports)} if AMQP runs there")
+    return (f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen "
+            f"(server ports {seen}); try --ports {','.join(str(p) for p, _ in ports)} if AMQP runs there")
 
 
 # -- dissect --------------------------------------------------------------------------------
@@ -258,8 +257,9 @@ def _show(a) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line as its packet arrives
     sink = ShowSink(a, header=sys.stdout.isatty())
-    d = Dissector(a.capture, sink, Options(body_bytes=0, frames=a.frames, ports=DEFAULT_PORTS | frozenset(a.ports),
-                                           keep_secrets=a.keep_secrets))
+    opts = Options(body_bytes=0, frames=a.frames, ports=DEFAULT_PORTS | frozenset(a.ports),
+                   keep_secrets=a.keep_secrets)
+    d = Dissector(a.capture, sink, opts)
     d.on_conversation = sink.conversation
     try:
         d.run(sink.first_packet(source))
@@ -293,7 +293,8 @@ def _tables(a, temp: list):
         tmp = tempfile.mkdtemp(prefix="amqpcap-stdin-")
         temp.append(tmp)
         print("amqpcap: dissecting standard input (not cached)", file=sys.stderr)
-        dissect([STDIN], os.path.join(tmp, "out"), progress=progress, **opts)
+        summary = dissect([STDIN], os.path.join(tmp, "out"), progress=progress, **opts)
+        a.census = (summary.tcp_streams, summary.server_ports)
         return load_dir(os.path.join(tmp, "out"))
     open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
     out = default_cache_dir() / cache_key(path, **opts)
@@ -304,11 +305,48 @@ def _tables(a, temp: list):
     return load_dir(dissect_cached(path, progress=progress, **opts))
 
 
+class _Discard:
+    """A table that keeps nothing."""
+
+    rows = 0
+
+    def append(self, row) -> None:
+        pass
+
+
+class _CensusSink:
+    """A writer for ``Dissector`` that keeps no rows: only the TCP conversation census is wanted."""
+
+    def __init__(self) -> None:
+        self.tables = {name: _Discard() for name in ("connections", "methods", "messages", "anomalies")}
+
+    def __getitem__(self, name):
+        return self.tables[name]
+
+
+def _census(path, ports):
+    """(TCP conversations, server port counts) of a capture: a second, row-less pass for the hint."""
+    from amqpcap.capture.reader import open_capture
+    from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
+
+    d = Dissector(path, _CensusSink(), Options(body_bytes=0, ports=DEFAULT_PORTS | frozenset(ports)))
+    with open_capture(path) as source:
+        d.run(source)
+    return d.nstreams, d.server_ports
+
+
 def _no_amqp(t, a) -> bool:
     if len(t.connections):
         return False
-    print(f"amqpcap: no AMQP conversations found in {a.path}; try --ports PORT,... if AMQP runs on other ports",
-          file=sys.stderr)
+    census = getattr(a, "census", None)
+    if census is None and a.path != STDIN and not os.path.isdir(a.path):
+        census = _census(a.path, a.ports)
+    if census is None:  # a dissect output: the TCP conversations were not recorded
+        msg = (f"no AMQP conversations found in {a.path}; "
+               "try dissect --ports PORT,... if AMQP runs on other ports")
+    else:
+        msg = no_amqp_message(*census)
+    print(f"amqpcap: {msg}", file=sys.stderr)
     return True
 
 

@@ -17,8 +17,8 @@ from amqpcap.capture.link import format_addr
 from amqpcap.records.schema import COLUMNS
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
-KEY_ARGS = ("exchange", "type", "source", "destination", "routing-key", "queue", "consumer-tag", "delivery-tag",
-            "multiple", "requeue", "reply-code", "reply-text", "reason", "prefetch-count", "message-count",
+KEY_ARGS = ("exchange", "type", "source", "destination", "routing-key", "queue", "consumer-tag",
+            "delivery-tag", "multiple", "requeue", "reply-code", "reply-text", "reason", "prefetch-count", "message-count",
             "virtual-host", "mechanism", "user", "password", "frame-max", "heartbeat", "channel-max",
             "error-code", "description", "command-id")
 CSV_FIELDS = ("time", "frame", "stream", "direction", "channel", "method", "client", "server", "arguments")
@@ -126,7 +126,8 @@ class ShowSink:
         args = json.loads(r["arguments"] or "{}")
         if "response" in args:
             args.update(_credentials(args.pop("response"), self.o.keep_secrets))
-        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"], args)
+        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"],
+                   args)
 
     def _anomaly(self, row) -> None:
         r = dict(zip(self._cols["anomalies"], row))

@@ -277,7 +277,8 @@ def parse_packet(linktype: int, data: bytes):
                 end = off + total
                 p = off + 20 + ((of >> 10) & 0x3C)
                 if end <= n and p <= end:
-                    return _packet(Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0))
+                    return _packet(Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win,
+                                            data[p:end], 0))
         return _ipv4(data, off, n)
     if n >= off + 60:
         vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)

@@ -693,8 +693,8 @@ def open_capture(path) -> PacketSource:
             f = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
         else:
             f = open(path, "rb", buffering=0)
-    except (OSError, ValueError) as e:
-        if not isinstance(e, OSError):  # sys.stdin closed or replaced
+    except (OSError, ValueError, AttributeError) as e:
+        if not isinstance(e, OSError):  # sys.stdin closed, None or replaced
             e = OSError(0, "standard input is not available")
         raise _unreadable(path, e) from None
     try:
