@@ -276,3 +276,29 @@ def test_tcpdump_write_to_stdout_piped_into_dissect(tmp_path):
     assert list(m.method) == ["connection.start", "connection.close"]
     c = pd.read_parquet(tmp_path / "o" / "connections")
     assert list(c.server_port) == [port] and c.iloc[0].client_header is not None
+
+
+def test_show_decompresses_gzip_from_a_pipe_as_it_arrives():
+    data = gzip.compress(CAP.read_bytes())
+    p = subprocess.Popen(AMQPCAP + ["show", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        p.stdin.write(data[:len(data) // 2])
+        p.stdin.flush()
+        first = _Lines(p.stdout).next(30)
+        assert first is not None and b"connection.start" in first
+        assert p.poll() is None
+    finally:
+        p.stdin.close()
+        p.wait(30)
+
+
+def test_dissect_closes_every_input_when_it_refuses_to_write(tmp_path):
+    from amqpcap.pipeline import dissect
+    from amqpcap.records.writer import OutputExists
+
+    (tmp_path / "out").mkdir()
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OutputExists):
+        dissect([str(CAP), str(CAP)], str(tmp_path / "out"))
+    assert len(os.listdir("/proc/self/fd")) == before

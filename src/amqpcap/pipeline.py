@@ -364,31 +364,41 @@ def dissect(captures, out: str, *, body_bytes: int = 64, frames: bool = False, p
         captures = [captures]
     opts = Options(body_bytes=body_bytes, frames=frames, ports=DEFAULT_PORTS | frozenset(ports),
                    keep_secrets=keep_secrets)
-    sources = [(str(c), open_capture(c)) for c in captures]  # fail early, before writing anything
-    tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
-    writer = DatasetWriter(out, tables, force=force)
-    summary = Summary()
-    t0 = time.monotonic()
+    sources: list = []
     try:
-        for name, source in sources:
-            d = Dissector(name, writer, opts)
-            show = _progress_printer(name) if progress else None
-            d.run(source, show)
-            if show:
-                sys.stderr.write("\n")
-            summary.captures += 1
-            summary.packets += d.packets
-            summary.bytes += d.bytes
-            summary.tcp_streams += d.nstreams
-            summary.frames += d.frames
-            for port, n in d.server_ports.items():
-                summary.server_ports[port] = summary.server_ports.get(port, 0) + n
-        summary.rows = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+        for c in captures:  # every input opened (and recognised) before anything is written
+            sources.append((str(c), open_capture(c)))
+        tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
+        writer = DatasetWriter(out, tables, force=force)
+        summary = Summary()
+        t0 = time.monotonic()
+        try:
+            for name, source in sources:
+                _run_one(name, source, writer, opts, progress, summary)
+            summary.rows = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    finally:
+        for _name, source in sources:
+            source.close()  # a pipe or FIFO stays open until read; let the other end know
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _run_one(name, source, writer, opts, progress, summary) -> None:
+    d = Dissector(name, writer, opts)
+    show = _progress_printer(name) if progress else None
+    d.run(source, show)
+    if show:
+        sys.stderr.write("\n")
+    summary.captures += 1
+    summary.packets += d.packets
+    summary.bytes += d.bytes
+    summary.tcp_streams += d.nstreams
+    summary.frames += d.frames
+    for port, n in d.server_ports.items():
+        summary.server_ports[port] = summary.server_ports.get(port, 0) + n
 
 
 __all__ = ["dissect", "Options", "Summary", "CaptureError"]
