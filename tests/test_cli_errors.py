@@ -248,3 +248,24 @@ def test_stats_from_standard_input_without_amqp_counts_the_tcp_conversations(tmp
     assert r.returncode == Exit.NO_AMQP
     last = r.stderr.decode().strip().splitlines()[-1]
     assert last.endswith("(server ports 8080); try --ports 8080 if AMQP runs there")
+
+
+@pytest.mark.parametrize("cmd", ["dissect", "report"])
+def test_permission_denied_on_the_output_is_3_in_one_line(cmd, tmp_path, monkeypatch, capsys):
+    # Root ignores directory modes, so the refusal is simulated where the output is created.
+    from amqpcap import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "ro" / "out"
+    real_makedirs = os.makedirs
+
+    def makedirs(path, *a, **kw):
+        if str(path).startswith(str(tmp_path / "ro")):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_makedirs(path, *a, **kw)
+
+    monkeypatch.setattr(os, "makedirs", makedirs)
+    code = cli.main([cmd, str(CAP), "-o", str(out)] + (["-q"] if cmd == "dissect" else []))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == Exit.UNREADABLE
+    assert err[-1].startswith("amqpcap: ") and err[-1].endswith(": permission denied")

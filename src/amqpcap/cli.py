@@ -153,12 +153,15 @@ def _raise_stopped(signum, _frame):
     raise Stopped(signum)
 
 
-def _install_signal_handlers() -> None:
+def _install_signal_handlers() -> dict:
+    """SIGTERM and SIGHUP raise ``Stopped``; returns the previous handlers."""
+    previous = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
-            signal.signal(sig, _raise_stopped)
+            previous[sig] = signal.signal(sig, _raise_stopped)
         except (ValueError, OSError):  # not the main thread (amqpcap.cli.main called from a library)
             pass
+    return previous
 
 
 def _stop_message(e: KeyboardInterrupt) -> tuple[str, int]:
@@ -171,10 +174,18 @@ def _stop_message(e: KeyboardInterrupt) -> tuple[str, int]:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    previous = _install_signal_handlers()
+    try:
+        return _run(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args) -> int:
     from amqpcap.capture.reader import CaptureError
     from amqpcap.records.writer import OutputExists
 
-    _install_signal_handlers()
     try:
         return int(args.run(args))
     except CaptureError as e:
