@@ -216,7 +216,18 @@ class _GzipStream:
                 self._in = b""
             else:
                 data = d.unconsumed_tail or self._read(CHUNK)
-                if not data:
+                if not data:  # input ended inside the member: what zlib still holds, then the cut
+                    try:
+                        out = d.flush()
+                    except zlib.error:
+                        out = b""
+                    if d.eof:
+                        self._in = d.unused_data
+                        self._d = None
+                    if out:
+                        return out
+                    if d.eof:
+                        continue
                     return self._stop("gzip stream cut short", cut=True)
             before = d.copy()
             try:
