@@ -302,3 +302,18 @@ def test_dissect_closes_every_input_when_it_refuses_to_write(tmp_path):
     with pytest.raises(OutputExists):
         dissect([str(CAP), str(CAP)], str(tmp_path / "out"))
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_stats_of_a_process_substitution_is_dissected_once_and_not_cached(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    want = subprocess.run(AMQPCAP + ["stats", str(CAP), "--json"], capture_output=True, text=True, env=env,
+                          check=True).stdout
+    cmd = f"{sys.executable} -m amqpcap.cli stats <(cat {CAP}) --json"
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "(a pipe: not cached)" in r.stderr
+    import json
+
+    got, want = json.loads(r.stdout), json.loads(want)
+    got.pop("captures"), want.pop("captures")
+    assert got == want

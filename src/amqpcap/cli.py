@@ -286,7 +286,7 @@ def _show(a) -> int:
 
 def _tables(a, temp: list):
     """Load ``a.path``: a dissect output directory, or a capture dissected into the cache
-    (standard input: into a temporary directory appended to ``temp``)."""
+    (standard input or another pipe: into a temporary directory appended to ``temp``)."""
     from amqpcap.analysis.load import cache_key, default_cache_dir, dissect_cached, load_dir
     from amqpcap.capture.reader import CaptureError, open_capture
 
@@ -298,13 +298,15 @@ def _tables(a, temp: list):
             raise CaptureError(path, "is a directory but not a dissect output (no connections/ table)",
                                Exit.UNREADABLE)
         return load_dir(path)
-    if path == STDIN:
+    if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
+        # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
         from amqpcap.pipeline import dissect
 
         tmp = tempfile.mkdtemp(prefix="amqpcap-stdin-")
         temp.append(tmp)
-        print("amqpcap: dissecting standard input (not cached)", file=sys.stderr)
-        summary = dissect([STDIN], os.path.join(tmp, "out"), progress=progress, **opts)
+        name = "standard input" if path == STDIN else path
+        print(f"amqpcap: dissecting {name} (a pipe: not cached)", file=sys.stderr)
+        summary = dissect([path], os.path.join(tmp, "out"), progress=progress, **opts)
         a.census = (summary.tcp_streams, summary.server_ports)
         return load_dir(os.path.join(tmp, "out"))
     open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
@@ -350,7 +352,7 @@ def _no_amqp(t, a) -> bool:
     if len(t.connections):
         return False
     census = getattr(a, "census", None)
-    if census is None and a.path != STDIN and not os.path.isdir(a.path):
+    if census is None and os.path.isfile(a.path):
         census = _census(a.path, a.ports)
     if census is None:  # a dissect output: the TCP conversations were not recorded
         msg = (f"no AMQP conversations found in {a.path}; "
