@@ -1,6 +1,10 @@
 """Capture files -> packet records (the first, I/O-doing stage).
 
-``open_capture(path)`` recognises the file by its content, never by its name:
+``open_capture(path)`` recognises the file by its content, never by its name.
+The input is opened once and read on from the bytes used to recognise it, so
+``"-"`` (standard input), pipes, FIFOs and ``/dev/stdin`` work: a pipe's
+packets are yielded as they arrive (reads return what the pipe holds).
+Formats:
 
 * classic pcap: microsecond (``a1b2c3d4``) and nanosecond (``a1b23c4d``) magic
   in both byte orders, plus Alexey Kuznetzov's "modified" pcap
