@@ -10,10 +10,10 @@ from amqpcap.pipeline import dissect
 CAP = Path(__file__).resolve().parents[1] / "captures" / "rabbitmq091_pika_full.pcap"
 
 
-def _show(*args):
-    r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(CAP), *args],
+def _show(*args, cap=CAP, headers=False):
+    r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(cap), *args],
                        capture_output=True, text=True, check=True)
-    return [line for line in r.stdout.splitlines() if line.strip()]
+    return [line for line in r.stdout.splitlines() if line.strip() and (headers or not line.startswith("#"))]
 
 
 def test_show_prints_one_line_per_method_row(tmp_path):
@@ -42,3 +42,162 @@ def test_method_prefix_and_channel_filters(tmp_path):
 def test_password_never_shown():
     r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(CAP)], capture_output=True, text=True)
     assert "s3cret-pw" not in r.stdout and "start-ok" in r.stdout
+
+
+CAPS = CAP.parent
+
+
+def _frame_line(lines, frame):
+    return [l for l in lines if not l.startswith("#") and int(l.split()[1]) == frame]
+
+
+def test_relative_time_is_wiresharks_frame_time_relative_whatever_the_filter():
+    # tshark -r rabbitmq091_pika_throughput.pcap -Y frame.number==41 -e frame.time_relative: 0.019679282
+    cap = CAPS / "rabbitmq091_pika_throughput.pcap"
+    for args in ((), ("--stream", "1"), ("--method", "basic.publish")):
+        (line,) = _frame_line(_show(*args, cap=cap), 41)
+        assert line.split()[0] == "0.019679", args
+
+
+def test_relative_time_matches_tshark_for_every_line():
+    import shutil
+
+    cap = CAPS / "rabbitmq091_pika_blocked.pcap"
+    if shutil.which("tshark") is None:
+        import os
+
+        import pytest
+        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)("needs tshark")
+    out = subprocess.run(["tshark", "-r", str(cap), "-T", "fields", "-e", "frame.number", "-e",
+                          "frame.time_relative"], capture_output=True, text=True, check=True).stdout
+    rel = {int(n): float(t) for n, t in (l.split() for l in out.splitlines())}
+    lines = _show("--channel", "1", cap=cap)
+    assert len(lines) > 10
+    for l in lines:
+        assert abs(float(l.split()[0]) - rel[int(l.split()[1])]) < 1e-6
+
+
+def test_each_stream_gets_a_header_line_with_client_and_server_addresses(tmp_path):
+    dissect([str(CAP)], str(tmp_path / "o"))
+    c = pd.read_parquet(tmp_path / "o" / "connections").iloc[0]
+    lines = _show(headers=True)
+    assert lines[0] == f"# stream 0: {c.client_ip}:{c.client_port} -> {c.server_ip}:{c.server_port}"
+    assert sum(l.startswith("#") for l in lines) == 1
+
+
+def test_method_filter_is_case_insensitive():
+    assert _show("--method", "Basic.Publish") == _show("--method", "basic.publish") != []
+    assert _show("--method", "BASIC.") == _show("--method", "basic.")
+
+
+def test_exchange_queue_and_routing_key_filters(tmp_path):
+    dissect([str(CAP)], str(tmp_path / "o"))
+    m = pd.read_parquet(tmp_path / "o" / "methods")
+    for opt, col in (("--exchange", "exchange"), ("--queue", "queue"), ("--routing-key", "routing_key")):
+        value = m[col].dropna().loc[lambda v: v != ""].value_counts().index[0]
+        want = m[m[col] == value]
+        lines = _show(opt, value)
+        assert [int(l.split()[1]) for l in lines] == list(want.frame_number), opt
+        assert 0 < len(lines) < len(m)
+
+
+def test_key_arguments_exchange_type_bind_source_and_blocked_reason():
+    lines = _show("--method", "exchange.")
+    assert any("exchange=amqpcap.direct type=direct" in l for l in lines)
+    assert any("exchange.bind" in l and "source=amqpcap.topic destination=amqpcap.fanout" in l for l in lines)
+    (blocked,) = _show("--method", "connection.blocked", cap=CAPS / "rabbitmq091_pika_blocked.pcap")
+    assert blocked.endswith("reason=low on memory")
+
+
+def test_reply_text_is_shown_whole_when_piped():
+    lines = _show("--method", "connection.close", cap=CAPS / "rabbitmq091_pika_refused.pcap")
+    text = "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+    assert any(l.endswith("reply-text=" + text) for l in lines)
+
+
+def test_refused_protocol_negotiation_shows_both_headers():
+    lines = _show(cap=CAPS / "rabbitmq08_rejected.pcap")
+    assert len(lines) == 2
+    assert all("protocol-header" in l and "server answered AMQP 0 0 9 1 (0-9-1)" in l for l in lines)
+    assert "client sent AMQP 0 0 8 0" in lines[1]
+
+
+def test_heartbeats_are_shown_with_frames_only(tmp_path):
+    dissect([str(CAP)], str(tmp_path / "o"), frames=True)
+    f = pd.read_parquet(tmp_path / "o" / "frames")
+    beats = f[f.type_name == "heartbeat"]
+    assert len(beats) > 0
+    assert not any(l.split()[5] == "heartbeat" for l in _show())
+    lines = _show("--frames", "--method", "heartbeat")
+    assert [int(l.split()[1]) for l in lines] == list(beats.frame_number)
+
+
+def test_keep_secrets_shows_decoded_plain_and_amqplain_credentials():
+    cap = CAPS / "rabbitmq091_pika_refused.pcap"
+    hidden = [l for l in _show("--method", "connection.start-ok", cap=cap)]
+    assert len(hidden) == 3 and all("user=amqpcap" in l and "password" not in l for l in hidden)
+    shown = _show("--method", "connection.start-ok", "--keep-secrets", cap=cap)
+    assert [l.split("mechanism=")[1] for l in shown] == [
+        "PLAIN user=amqpcap password=wrong-pw-0000", "PLAIN user=amqpcap password=s3cret-pw",
+        "AMQPLAIN user=amqpcap password=wrong-pw-0000"]
+    assert "$b64" not in "".join(shown)
+
+
+def test_json_lines_carry_every_argument_and_the_addresses(tmp_path):
+    import json
+
+    dissect([str(CAP)], str(tmp_path / "o"))
+    m = pd.read_parquet(tmp_path / "o" / "methods")
+    c = pd.read_parquet(tmp_path / "o" / "connections").iloc[0]
+    objs = [json.loads(l) for l in _show("--json")]
+    assert len(objs) == len(m)
+    for o, (_, row) in zip(objs, m.iterrows()):
+        assert (o["frame"], o["method"], o["stream"], o["channel"]) == (row.frame_number, row.method,
+                                                                          row.tcp_stream, row.channel)
+        want = json.loads(row.arguments)
+        want.pop("response", None)
+        assert {k: v for k, v in o["arguments"].items() if k not in ("user",)} == want
+    assert objs[0]["client"] == f"{c.client_ip}:{c.client_port}"
+    assert objs[0]["server"] == f"{c.server_ip}:{c.server_port}"
+
+
+def test_csv_has_a_header_and_one_row_per_method(tmp_path):
+    import csv
+    import io
+
+    dissect([str(CAP)], str(tmp_path / "o"))
+    m = pd.read_parquet(tmp_path / "o" / "methods")
+    r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--csv"],
+                       capture_output=True, text=True, check=True)
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert list(rows[0]) == ["time", "frame", "stream", "direction", "channel", "method", "client", "server",
+                             "arguments"]
+    assert [(int(x["frame"]), x["method"]) for x in rows] == list(zip(m.frame_number, m.method))
+
+
+def test_a_terminal_gets_a_header_row_and_a_pipe_does_not():
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--method", "basic.qos"],
+                             stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        p.wait(30)
+    finally:
+        os.close(master)
+    lines = out.decode().splitlines()
+    assert lines[0].split() == ["time", "frame", "strm", "dir", "ch", "method", "arguments"]
+    assert lines[1].startswith("# stream 0: ") and "basic.qos" in lines[2]
+    piped = _show("--method", "basic.qos", headers=True)
+    assert piped[0].startswith("# stream 0: ") and "time" not in piped[0]

@@ -682,3 +682,28 @@ def test_cli_bad_usage_exits_64(capture_file, tmp_path, args):
     assert p.returncode == 64, (p.returncode, p.stderr)
     _one_line_error(p)
     assert not (tmp_path / "out").exists()
+
+
+def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypatch):
+    # TCP (truncated packet), capture (malformed packet, cut file) and AMQP anomalies alike
+    from amqpcap.records import rows as R
+
+    built = []
+    real = R.anomaly_row
+
+    def spy(*a, **kw):
+        row = real(*a, **kw)
+        built.append(row)
+        return row
+
+    monkeypatch.setattr(R, "anomaly_row", spy)
+    segs = conv.segments()
+    pkts = P.to_packets(segs)
+    i = conv.index(segs, "deliver-1/2")
+    pkts[i] = P.snap(pkts[i], 14 + 20 + 20 + 100)
+    pkts.insert(3, (pkts[3][0], 1, P.ether(P.tcp_ip("10.9.9.9", "10.9.9.8", 1, 5672))[:20]))
+    blob = P.pcap_bytes(pkts)
+    t = run_blob(tmp_path, blob[:-7])  # cut inside the last record
+    kinds = {(r["layer"], r["kind"]) for r in t["anomalies"]}
+    assert {("tcp", "truncated-packet"), ("capture", "malformed-packet"), ("capture", "truncated-file")} <= kinds
+    assert len(built) == len(t["anomalies"])

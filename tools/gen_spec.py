@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate src/amqpcap/amqp/spec/v*.py from the AMQP XML specifications.
 
-    python tools/gen_spec.py [--specs ../shared/specs]
+    python tools/gen_spec.py [--specs specs]
 
 The generated modules are committed; tests/amqp/test_spec_generated.py checks
 they are what this script produces.  0-8, 0-9 and 0-9-1 share one table shape
@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 OUT_DIR = os.path.join(REPO, "src", "amqpcap", "amqp", "spec")
-DEFAULT_SPECS = os.path.join(os.path.dirname(REPO), "shared", "specs")
+DEFAULT_SPECS = os.path.join(REPO, "specs")  # vendored: a clean clone regenerates and checks
 
 # version -> (module name, XML path under specs/)
 SOURCES = {

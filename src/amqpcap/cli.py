@@ -1,24 +1,36 @@
-"""amqpcap command line: dissect, show, stats, report.
+"""amqpcap command line: dissect, show, stats, report (README.md, "Command line").
 
-Exit codes (docs/cli.md):
-  0 success; 1 internal error; 2 not a capture (unknown format, empty file);
-  3 path unreadable; 4 unsupported link type; 5 output exists (use --force);
-  64 bad usage; 130 interrupted.
+Exit codes: ``amqpcap.exitcodes`` (the one table; every ``--help`` prints it).
+
+Adding a subcommand (the Spark and scapy front ends do): put a module name in
+``SUBCOMMAND_MODULES``; its ``register(sub)`` calls ``sub.add_parser(...)`` and
+``set_defaults(run=handler)`` where ``handler(args) -> int`` is the exit code.
+Keep that module's imports light: every ``amqpcap`` invocation imports it.
 """
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
+import importlib
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
 
-EXIT_OK, EXIT_INTERNAL, EXIT_EXISTS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 5, 64, 130
+from amqpcap import __version__
+from amqpcap.exitcodes import TABLE as EXIT_TABLE
+from amqpcap.exitcodes import Exit
+
+#: Modules whose ``register(sub)`` adds a subcommand (see the module docstring).
+SUBCOMMAND_MODULES: list[str] = []
+
+STDIN = "-"
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, and a usage exit code distinct from the capture errors
-        self.exit(EXIT_USAGE, f"amqpcap: {message}\n")
+        self.exit(Exit.USAGE, f"amqpcap: {message}\n")
 
 
 def _ports(text: str):
@@ -41,72 +53,192 @@ def _nonneg(text: str) -> int:
     return v
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="amqpcap", description="AMQP packet-capture dissector and traffic analyser")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+def _epilog(*examples: str) -> str:
+    return "examples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n" + EXIT_TABLE
 
-    d = sub.add_parser("dissect", help="dissect captures into a Parquet dataset")
-    d.add_argument("captures", nargs="+", metavar="CAPTURE")
+
+def add_command(sub, name: str, help: str, examples, run) -> argparse.ArgumentParser:
+    """A subparser with the house style: help, examples and exit codes in ``--help``."""
+    p = sub.add_parser(name, help=help, description=help, epilog=_epilog(*examples),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(run=run)
+    return p
+
+
+_CAPTURE_HELP = ("pcap or pcapng file, gzip-compressed or not; - reads standard input "
+                 "(a pipe from tcpdump -w -)")
+_ANALYSE_HELP = ("a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
+                 "- reads standard input)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="amqpcap", description="AMQP packet-capture dissector and traffic analyser",
+                epilog=EXIT_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"amqpcap {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    d = add_command(sub, "dissect", "dissect captures into a Parquet dataset", (
+        "amqpcap dissect captures/rabbitmq091_pika_full.pcap -o out",
+        "ssh host tcpdump -i eth0 -w - port 5672 | amqpcap dissect - -o out --force",
+    ), _dissect)
+    d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + " (several: one dataset)")
     d.add_argument("-o", "--out", required=True, help="output directory (one dataset directory per table)")
     d.add_argument("--body-bytes", type=_nonneg, default=64, metavar="N",
-                   help="bytes of each body kept in messages.body (default 64; a SHA-256 of the whole body is always kept)")
+                   help="bytes of each body kept in messages.body (default 64; a SHA-256 of the whole body "
+                        "is always kept)")
     d.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (comma separated)")
     d.add_argument("--frames", action="store_true", help="also write the frames table (one row per AMQP frame)")
     d.add_argument("--keep-secrets", action="store_true", help="keep passwords from start-ok/secure-ok (off by default)")
     d.add_argument("--force", action="store_true", help="replace OUT if it exists")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
 
-    s = sub.add_parser("show", help="one line per method, like a protocol analyser's packet list")
-    s.add_argument("capture", metavar="CAPTURE")
+    s = add_command(sub, "show", "one line per method, like a protocol analyser's packet list", (
+        "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --routing-key work",
+        "tcpdump -i eth0 -U -w - port 5672 | amqpcap show -",
+        "amqpcap show capture.pcap --json | jq .arguments",
+    ), _show)
+    s.add_argument("capture", metavar="CAPTURE", help=_CAPTURE_HELP)
     s.add_argument("--stream", type=int, action="append", help="only this tcp stream (repeatable)")
     s.add_argument("--channel", type=int, action="append", help="only this channel (repeatable)")
     s.add_argument("--method", action="append",
-                   help="only methods matching this name or prefix, e.g. basic.publish or basic. (repeatable)")
+                   help="only methods matching this name or prefix, any case, e.g. basic.publish, "
+                        "Basic.Publish or basic. (repeatable)")
+    s.add_argument("--exchange", action="append", help="only methods with this exchange (repeatable)")
+    s.add_argument("--queue", action="append", help="only methods with this queue (repeatable)")
+    s.add_argument("--routing-key", action="append", help="only methods with this routing key (repeatable)")
     s.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP")
-    s.add_argument("--absolute", action="store_true", help="absolute UTC times instead of seconds since the first packet")
+    s.add_argument("--absolute", action="store_true",
+                   help="absolute UTC times instead of seconds since the capture's first packet")
+    s.add_argument("--frames", action="store_true", help="also show heartbeat frames")
+    s.add_argument("--keep-secrets", action="store_true", help="show passwords (PLAIN / AMQPLAIN) in clear")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", dest="fmt", action="store_const", const="json",
+                     help="JSON Lines: one object per method with all its arguments")
+    fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="CSV with a header row")
+    s.set_defaults(fmt="text")
 
-    st = sub.add_parser("stats", help="latency, throughput and error summary of a dissect output or a capture")
-    st.add_argument("path", metavar="OUT_OR_CAPTURE")
+    st = add_command(sub, "stats", "latency, throughput and error summary of a dissect output or a capture", (
+        "amqpcap stats out",
+        "amqpcap stats captures/rabbitmq091_pika_full.pcap --json",
+    ), _stats)
+    st.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     st.add_argument("--json", action="store_true", help="one JSON object on stdout (docs/analysis.md)")
+    st.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (a capture)")
 
-    r = sub.add_parser("report", help="PNG figures and one HTML page")
-    r.add_argument("path", metavar="OUT_OR_CAPTURE")
-    r.add_argument("-o", "--out", required=True, help="report directory")
+    r = add_command(sub, "report", "PNG figures and one HTML page", (
+        "amqpcap report out -o report",
+        "amqpcap report captures/rabbitmq091_pika_throughput.pcap -o report --force",
+    ), _report)
+    r.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
+    r.add_argument("-o", "--out", required=True, help="report directory (created)")
+    r.add_argument("--force", action="store_true", help="write into OUT even if it is not empty")
+    r.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (a capture)")
+
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return p
+
+
+# -- errors and signals ---------------------------------------------------------------------
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C, so partial output is removed on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, _frame):
+    raise Stopped(signum)
+
+
+def _install_signal_handlers() -> dict:
+    """SIGTERM and SIGHUP raise ``Stopped``; returns the previous handlers."""
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, _raise_stopped)
+        except (ValueError, OSError):  # not the main thread (amqpcap.cli.main called from a library)
+            pass
+    return previous
+
+
+def _stop_message(e: KeyboardInterrupt) -> tuple[str, int]:
+    signum = getattr(e, "signum", signal.SIGINT)
+    name = signal.Signals(signum).name
+    code = {signal.SIGTERM: Exit.TERMINATED, signal.SIGHUP: Exit.HANGUP}.get(signum, Exit.INTERRUPTED)
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {name}"
+    return f"amqpcap: {what} (partial output removed)", code
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    previous = _install_signal_handlers()
+    try:
+        return _run(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args) -> int:
     from amqpcap.capture.reader import CaptureError
     from amqpcap.records.writer import OutputExists
 
     try:
-        return {"dissect": _dissect, "show": _show, "stats": _stats, "report": _report}[args.cmd](args)
+        return int(args.run(args))
     except CaptureError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
-        return e.exit_code
+        return int(e.exit_code)
     except OutputExists as e:
         print(f"amqpcap: {e}", file=sys.stderr)
-        return EXIT_EXISTS
-    except KeyboardInterrupt:
-        print("amqpcap: interrupted (no output written)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return Exit.OUTPUT_EXISTS
+    except KeyboardInterrupt as e:
+        msg, code = _stop_message(e)
+        print(msg, file=sys.stderr)
+        return code
     except BrokenPipeError:
+        # The reader went away (amqpcap show ... | head): not an error.
         try:
             sys.stdout = None
         finally:
-            return EXIT_OK
+            return Exit.OK
+    except OSError as e:
+        if e.filename is None:
+            return _internal(e)
+        reason = (e.strerror or str(e)).lower()
+        print(f"amqpcap: {e.filename}: {reason}", file=sys.stderr)
+        return Exit.UNREADABLE
     except Exception as e:  # never a traceback for the user; AMQPCAP_DEBUG=1 shows it
-        if os.environ.get("AMQPCAP_DEBUG"):
-            raise
-        print(f"amqpcap: internal error: {type(e).__name__}: {e} (set AMQPCAP_DEBUG=1 for details)",
-              file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal(e)
 
+
+def _internal(e: BaseException) -> int:
+    if os.environ.get("AMQPCAP_DEBUG"):
+        raise e
+    print(f"amqpcap: internal error: {type(e).__name__}: {e} (set AMQPCAP_DEBUG=1 for details)", file=sys.stderr)
+    return Exit.INTERNAL
+
+
+def no_amqp_message(tcp_conversations, server_ports) -> str:
+    """The one line for a run that found no AMQP conversation."""
+    if not tcp_conversations:
+        return "no AMQP conversations found; no TCP conversations seen"
+    ports = sorted(server_ports.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    seen = ", ".join(str(p) for p, _ in ports)
+    return (f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen "
+            f"(server ports {seen}); try --ports {','.join(str(p) for p, _ in ports)} if AMQP runs there")
+
+
+# -- dissect --------------------------------------------------------------------------------
 
 def _dissect(a) -> int:
     from amqpcap.pipeline import dissect
 
+    if a.captures.count(STDIN) > 1:
+        print("amqpcap: standard input (-) can be given once", file=sys.stderr)
+        return Exit.USAGE
     summary = dissect(a.captures, a.out, body_bytes=a.body_bytes, frames=a.frames, ports=a.ports,
                       keep_secrets=a.keep_secrets, force=a.force,
                       progress=not a.quiet and sys.stderr.isatty())
@@ -119,120 +251,166 @@ def _dissect(a) -> int:
               f"messages {r.get('messages', 0):,}  anomalies {r.get('anomalies', 0):,}"
               + (f"  frames {r['frames']:,}" if "frames" in r else ""))
         print(f"written to {a.out}/")
-    return EXIT_OK
+    if not summary.rows.get("connections"):
+        print(f"amqpcap: {no_amqp_message(summary.tcp_streams, summary.server_ports)}", file=sys.stderr)
+        return Exit.NO_AMQP
+    return Exit.OK
 
 
-# -- show ---------------------------------------------------------------------------------
-
-_KEY_ARGS = ("exchange", "routing-key", "queue", "consumer-tag", "delivery-tag", "multiple", "requeue",
-             "reply-code", "reply-text", "prefetch-count", "destination", "message-count", "virtual-host",
-             "mechanism", "frame-max", "heartbeat", "channel-max", "error-code", "description", "command-id")
-
-
-class _ShowSink:
-    """Stands in for DatasetWriter: prints method rows as the dissector produces them."""
-
-    class _Print:
-        def __init__(self, show):
-            self.show = show
-            self.rows = 0
-
-        def append(self, row):
-            self.show(row)
-
-    class _Null:
-        rows = 0
-
-        def append(self, row):
-            pass
-
-    def __init__(self, a):
-        self.a = a
-        self.t0 = None
-        from amqpcap.records.schema import COLUMNS
-
-        self.ix = {c: i for i, c in enumerate(COLUMNS["methods"])}
-        self.tables = {"connections": self._Null(), "methods": self._Print(self._method),
-                       "messages": self._Null(), "anomalies": self._Print(self._anomaly)}
-
-    def __getitem__(self, name):
-        return self.tables[name]
-
-    def _time(self, ts):
-        if self.a.absolute:
-            return _dt.datetime.fromtimestamp(ts / 1e9, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        if self.t0 is None:
-            self.t0 = ts
-        return f"{(ts - self.t0) / 1e9:12.6f}"
-
-    def _keep(self, stream, channel, method):
-        a = self.a
-        if a.stream and stream not in a.stream:
-            return False
-        if a.channel and channel not in a.channel:
-            return False
-        if a.method and method is not None and not any(method == m or (m.endswith(".") and method.startswith(m))
-                                                         or method.startswith(m + ".") for m in a.method):
-            return False
-        return True
-
-    def _method(self, row):
-        ix = self.ix
-        stream, channel, name = row[ix["tcp_stream"]], row[ix["channel"]], row[ix["method"]]
-        if not self._keep(stream, channel, name):
-            return
-        args = json.loads(row[ix["arguments"]] or "{}")
-        shown = " ".join(f"{k}={_short(args[k])}" for k in _KEY_ARGS if k in args and args[k] not in ("", None))
-        print(f"{self._time(row[ix['ts']])} {row[ix['frame_number']]:>7} {stream:>4} {row[ix['direction']]} "
-              f"ch{channel:<3} {name:<26} {shown}")
-
-    def _anomaly(self, row):
-        stream, channel = row[1], row[5]
-        if not self._keep(stream, channel, None) or self.a.method:
-            return
-        print(f"{self._time(row[3])} {row[2]:>7} {stream if stream is not None else '-':>4} "
-              f"{row[4] or '---'} {'':5} !{row[8]:<25} {row[9]}")
-
-
-def _short(v, n=60):
-    s = json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-    return s if len(s) <= n else s[:n - 1] + "…"
-
+# -- show -----------------------------------------------------------------------------------
 
 def _show(a) -> int:
     from amqpcap.capture.reader import open_capture
     from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
+    from amqpcap.show import ShowSink
 
     source = open_capture(a.capture)
-    sink = _ShowSink(a)
-    Dissector(a.capture, sink, Options(body_bytes=0, ports=DEFAULT_PORTS | frozenset(a.ports))).run(source)
-    return EXIT_OK
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line as its packet arrives
+    sink = ShowSink(a, header=sys.stdout.isatty())
+    opts = Options(body_bytes=0, frames=a.frames, ports=DEFAULT_PORTS | frozenset(a.ports),
+                   keep_secrets=a.keep_secrets)
+    d = Dissector(a.capture, sink, opts)
+    d.on_conversation = sink.conversation
+    try:
+        d.run(sink.first_packet(source))
+    finally:
+        source.close()
+    if not sink.amqp_conversations:
+        print(f"amqpcap: {no_amqp_message(d.nstreams, d.server_ports)}", file=sys.stderr)
+        return Exit.NO_AMQP
+    return Exit.OK
 
 
-# -- stats and report -------------------------------------------------------------------------
+# -- stats and report -----------------------------------------------------------------------
+
+def _tables(a, temp: list):
+    """Load ``a.path``: a dissect output directory, or a capture dissected into the cache
+    (standard input or another pipe: into a temporary directory appended to ``temp``)."""
+    from amqpcap.analysis.load import cache_key, default_cache_dir, dissect_cached, load_dir
+    from amqpcap.capture.reader import CaptureError, open_capture
+
+    path = a.path
+    opts = {"ports": a.ports} if a.ports else {}
+    progress = sys.stderr.isatty()
+    if path != STDIN and os.path.isdir(path):
+        if not os.path.isdir(os.path.join(path, "connections")):
+            raise CaptureError(path, "is a directory but not a dissect output (no connections/ table)",
+                               Exit.UNREADABLE)
+        return load_dir(path)
+    if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
+        # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
+        from amqpcap.pipeline import dissect
+
+        tmp = tempfile.mkdtemp(prefix="amqpcap-stdin-")
+        temp.append(tmp)
+        name = "standard input" if path == STDIN else path
+        print(f"amqpcap: dissecting {name} (a pipe: not cached)", file=sys.stderr)
+        summary = dissect([path], os.path.join(tmp, "out"), progress=progress, **opts)
+        a.census = (summary.tcp_streams, summary.server_ports)
+        return load_dir(os.path.join(tmp, "out"))
+    open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
+    out = default_cache_dir() / cache_key(path, **opts)
+    if out.is_dir():
+        print(f"amqpcap: using the dissection of {path} cached in {out}", file=sys.stderr)
+    else:
+        print(f"amqpcap: dissecting {path} (cached in {out})", file=sys.stderr)
+    return load_dir(dissect_cached(path, progress=progress, **opts))
+
+
+class _Discard:
+    """A table that keeps nothing."""
+
+    rows = 0
+
+    def append(self, row) -> None:
+        pass
+
+
+class _CensusSink:
+    """A writer for ``Dissector`` that keeps no rows: only the TCP conversation census is wanted."""
+
+    def __init__(self) -> None:
+        self.tables = {name: _Discard() for name in ("connections", "methods", "messages", "anomalies")}
+
+    def __getitem__(self, name):
+        return self.tables[name]
+
+
+def _census(path, ports):
+    """(TCP conversations, server port counts) of a capture: a second, row-less pass for the hint."""
+    from amqpcap.capture.reader import open_capture
+    from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
+
+    d = Dissector(path, _CensusSink(), Options(body_bytes=0, ports=DEFAULT_PORTS | frozenset(ports)))
+    with open_capture(path) as source:
+        d.run(source)
+    return d.nstreams, d.server_ports
+
+
+def _no_amqp(t, a) -> bool:
+    if len(t.connections):
+        return False
+    census = getattr(a, "census", None)
+    if census is None and os.path.isfile(a.path):
+        census = _census(a.path, a.ports)
+    if census is None:  # a dissect output: the TCP conversations were not recorded
+        msg = (f"no AMQP conversations found in {a.path}; "
+               "try dissect --ports PORT,... if AMQP runs on other ports")
+    else:
+        msg = no_amqp_message(*census)
+    print(f"amqpcap: {msg}", file=sys.stderr)
+    return True
+
 
 def _stats(a) -> int:
-    import amqpcap
     from amqpcap.analysis import stats as S
 
-    tables = amqpcap.load(a.path)
-    result = S.stats(tables)
-    if a.json:
-        json.dump(result, sys.stdout, indent=None, default=str)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(S.render_text(result, tables))
-    return EXIT_OK
+    temp: list = []
+    try:
+        tables = _tables(a, temp)
+        if _no_amqp(tables, a):
+            return Exit.NO_AMQP
+        result = S.stats(tables)
+        if a.json:
+            json.dump(result, sys.stdout, indent=None, default=str)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(S.render_text(result, tables))
+    finally:
+        for tmp in temp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Exit.OK
 
 
 def _report(a) -> int:
-    import amqpcap
     from amqpcap.analysis.report import write_report
+    from amqpcap.records.writer import OutputExists
 
-    tables = amqpcap.load(a.path)
-    path = write_report(tables, a.out)
+    if os.path.lexists(a.out):
+        if not os.path.isdir(a.out):
+            raise OutputExists(f"output {a.out} exists and is not a directory")
+        if os.listdir(a.out) and not a.force:
+            raise OutputExists(f"output {a.out} exists and is not empty (use --force to write into it)")
+    created = not os.path.lexists(a.out)
+    os.makedirs(a.out, exist_ok=True)  # an unwritable OUT fails now, before the dissection
+    temp: list = []
+    try:
+        tables = _tables(a, temp)
+        if _no_amqp(tables, a):
+            if created:
+                os.rmdir(a.out)
+            return Exit.NO_AMQP
+        path = write_report(tables, a.out)
+    except BaseException:
+        if created:
+            shutil.rmtree(a.out, ignore_errors=True)
+        raise
+    finally:
+        for tmp in temp:
+            shutil.rmtree(tmp, ignore_errors=True)
     print(f"report written to {path}")
-    return EXIT_OK
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -14,14 +14,19 @@ from dataclasses import dataclass, field
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.capture import link as _link
+from amqpcap.capture.link import TCP_ACK as ACK
+from amqpcap.capture.link import TCP_FIN as FIN
+from amqpcap.capture.link import TCP_RST as RST
+from amqpcap.capture.link import TCP_SYN as SYN
+from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import CaptureError, open_capture
+from amqpcap.exitcodes import Exit
 from amqpcap.records import rows as R
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp.reassembly import Stream
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
-SYN, FIN, RST, ACK = 0x02, 0x01, 0x04, 0x10
-EXIT_LINKTYPE = 4
+EXIT_LINKTYPE = Exit.LINKTYPE
 MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
 
 
@@ -42,6 +47,7 @@ class Summary:
     seconds: float = 0.0
     bytes: int = 0
     frames: int = 0  # AMQP frames decoded (whether or not the frames table is written)
+    server_ports: dict = field(default_factory=dict)  # server port -> TCP conversations, all captures
 
 
 class Conversation:
@@ -93,6 +99,8 @@ class Dissector:
         self.t_frames = writer.tables.get("frames")
         self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
+        self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
+        self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
 
     # -- the hot loop --------------------------------------------------------------------
 
@@ -112,10 +120,9 @@ class Dissector:
                     self._capture_anomaly(number, ts, "unsupported-link-type",
                                           f"link type {linktype} is not supported; its packets are skipped")
                 continue
-            if r is None:
-                continue
-            if type(r) is str:
-                self._capture_anomaly(number, ts, "malformed-packet", r)
+            if type(r) is not Packet:
+                if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
+                    self._capture_anomaly(number, ts, "malformed-packet", r)
                 continue
             ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = r
             entry = flows.get((src, sport, dst, dport))
@@ -204,6 +211,9 @@ class Dissector:
         conv.decoder = ConnectionDecoder(body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets,
                                          amqp_port=server[1] in ports)
         conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))
+        self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
+        if self.on_conversation is not None:
+            self.on_conversation(conv)
         self.flows[(client[0], client[1], server[0], server[1])] = (conv, 0)
         self.flows[(server[0], server[1], client[0], client[1])] = (conv, 1)
         if len(self.flows) > 2 * MAX_FLOWS:
@@ -279,17 +289,18 @@ class Dissector:
                 tmsg.append(R.message_row(cap, st, d, e, version))
             elif t is Anomaly:
                 conv.anomalies += 1
-                ta.append(R.anomaly_row(cap, st, d, e, "tcp" if e.kind in ("truncated-packet",) else "amqp"))
+                ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer
             # Heartbeat and ProtocolHeader events have no table of their own: heartbeats are
             # frames rows, headers are connection facts.
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
         conv.anomalies += 1
-        self.t_anom.append((self.capture, conv.stream, number, ts, R.DIRS[d], None, None, "tcp", kind, detail,
-                            skipped))
+        e = Anomaly(packet=number, ts=ts, offset=None, kind=kind, detail=str(detail), skipped=skipped)
+        self.t_anom.append(R.anomaly_row(self.capture, conv.stream, d, e, "tcp"))
 
     def _capture_anomaly(self, number, ts, kind, detail) -> None:
-        self.t_anom.append((self.capture, None, number, ts, None, None, None, "capture", kind, detail, 0))
+        e = Anomaly(packet=number, ts=ts, offset=None, kind=kind, detail=str(detail))
+        self.t_anom.append(R.anomaly_row(self.capture, None, None, e, "capture"))
 
     def _connection_row(self, conv) -> dict:
         """The connections row by column name (end_ts, packet counts and zero_windows are
@@ -334,29 +345,41 @@ def dissect(captures, out: str, *, body_bytes: int = 64, frames: bool = False, p
         captures = [captures]
     opts = Options(body_bytes=body_bytes, frames=frames, ports=DEFAULT_PORTS | frozenset(ports),
                    keep_secrets=keep_secrets)
-    sources = [(str(c), open_capture(c)) for c in captures]  # fail early, before writing anything
-    tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
-    writer = DatasetWriter(out, tables, force=force)
-    summary = Summary()
-    t0 = time.monotonic()
+    sources: list = []
     try:
-        for name, source in sources:
-            d = Dissector(name, writer, opts)
-            show = _progress_printer(name) if progress else None
-            d.run(source, show)
-            if show:
-                sys.stderr.write("\n")
-            summary.captures += 1
-            summary.packets += d.packets
-            summary.bytes += d.bytes
-            summary.tcp_streams += d.nstreams
-            summary.frames += d.frames
-        summary.rows = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+        for c in captures:  # every input opened (and recognised) before anything is written
+            sources.append((str(c), open_capture(c)))
+        tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
+        writer = DatasetWriter(out, tables, force=force)
+        summary = Summary()
+        t0 = time.monotonic()
+        try:
+            for name, source in sources:
+                _run_one(name, source, writer, opts, progress, summary)
+            summary.rows = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    finally:
+        for _name, source in sources:
+            source.close()  # a pipe or FIFO stays open until read; let the other end know
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _run_one(name, source, writer, opts, progress, summary) -> None:
+    d = Dissector(name, writer, opts)
+    show = _progress_printer(name) if progress else None
+    d.run(source, show)
+    if show:
+        sys.stderr.write("\n")
+    summary.captures += 1
+    summary.packets += d.packets
+    summary.bytes += d.bytes
+    summary.tcp_streams += d.nstreams
+    summary.frames += d.frames
+    for port, n in d.server_ports.items():
+        summary.server_ports[port] = summary.server_ports.get(port, 0) + n
 
 
 __all__ = ["dissect", "Options", "Summary", "CaptureError"]

@@ -12,11 +12,14 @@ from amqpcap.amqp import spec
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GEN = os.path.join(REPO, "tools", "gen_spec.py")
-SPECS = os.path.join(os.path.dirname(REPO), "shared", "specs")
+SPECS = os.path.join(REPO, "specs")  # vendored XML: these tests run on a clean clone
 XML = {"0-8": "0-8/amqp0-8.stripped.xml", "0-9": "0-9/amqp0-9.stripped.xml",
        "0-9-1": "0-9-1-rabbit/amqp0-9-1.stripped.extended.xml"}
 
-needs_specs = pytest.mark.skipif(not os.path.isdir(SPECS), reason=f"AMQP XML specifications not at {SPECS}")
+
+
+def needs_specs(f):  # the XML is in the repository: nothing to skip
+    return f
 
 
 @needs_specs

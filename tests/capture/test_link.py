@@ -336,3 +336,25 @@ def test_real_capture_matches_tshark_tcp_fields(name):
 def test_random_bytes_never_raise(linktype, data, prefix):
     r = parse_packet(linktype, prefix + data)
     assert r is None or isinstance(r, str) or (isinstance(r, tuple) and len(r) == 11 and r[10] >= 0)
+
+
+# -- the typed result ----------------------------------------------------------------------
+
+def test_a_usable_packet_is_a_packet_namedtuple_with_named_fields():
+    from amqpcap.capture.link import Packet
+
+    body = bytes(range(200))
+    for r in (parse_packet(1, g.ether(tcp4(payload=body))),               # fast path
+              parse_packet(1, g.ether(tcp4(payload=body))[:14 + 40 + 50])):  # careful path (cut by snaplen)
+        assert type(r) is Packet and isinstance(r, tuple)
+        assert r.ip_version == 4 and r.payload == body[:len(r.payload)] and r.payload
+        assert r.missing == 200 - len(r.payload)
+        assert (r.sport, r.dport, r.flags) == (r[3], r[4], r[7])
+
+
+def test_a_malformed_packet_is_a_malformed_constant_never_a_packet():
+    from amqpcap.capture import link as L
+
+    r = parse_packet(1, b"\x00" * 13)
+    assert type(r) is L.Malformed and r is L.TRUNCATED_LINK_HEADER and r == "truncated-link-header"
+    assert parse_packet(101, tcp4(frag=(0, True))) is L.IP_FRAGMENT

@@ -77,7 +77,7 @@ def test_in_order_segments_are_delivered_with_stream_offsets():
         ("data", 1, 3, b"defg", 2, 20),
         ("data", 1, 7, b"h", 3, 30),
     ]
-    assert s.delivered == 8 and s.retransmitted == 0 and s.gaps == 0 and s.gap_bytes == 0
+    assert s.delivered == 8 and s.gaps == 0 and s.gap_bytes == 0
 
 
 def test_empty_segment_produces_nothing():
@@ -122,20 +122,18 @@ def test_any_arrival_order_yields_the_original_stream(seed):
     assert sink.covered() == len(payload)
     assert sink.bytes() == payload
     assert s.delivered == len(payload)
-    assert s.retransmitted == sum(len(d) for _, d in arrivals) - len(payload)
     assert s.ooo == {} and s.ooo_bytes == 0
 
 
 # -- retransmission and overlap ------------------------------------------------------------
 
-def test_exact_retransmission_is_delivered_once_and_counted():
+def test_exact_retransmission_is_delivered_once():
     s, sink = new()
     s.segment(seq(0), b"abc", 0, 1, 0)
     s.segment(seq(0), b"abc", 0, 2, 0)
     s.segment(seq(3), b"de", 0, 3, 0)
     s.segment(seq(3), b"de", 0, 4, 0)
     assert sink.data_calls() == [(0, b"abc"), (3, b"de")]
-    assert s.retransmitted == 5
     assert s.delivered == 5
 
 
@@ -146,7 +144,7 @@ def test_retransmission_of_a_held_out_of_order_segment_is_held_once():
     assert s.ooo_bytes == 3
     s.segment(seq(0), b"abc", 0, 3, 0)
     assert sink.bytes() == b"abcdef"
-    assert s.retransmitted == 3 and s.delivered == 6
+    assert s.delivered == 6
 
 
 def test_partial_overlap_delivers_only_the_new_tail():
@@ -154,7 +152,7 @@ def test_partial_overlap_delivers_only_the_new_tail():
     s.segment(seq(0), b"abcdef", 0, 1, 0)
     s.segment(seq(3), b"defghi", 0, 2, 0)  # re-segmented retransmission with new data
     assert sink.data_calls() == [(0, b"abcdef"), (6, b"ghi")]
-    assert s.retransmitted == 3 and s.delivered == 9
+    assert s.delivered == 9
 
 
 def test_overlap_keeps_the_bytes_first_delivered():
@@ -213,7 +211,6 @@ def test_out_of_order_and_retransmission_across_the_wrap():
     s.segment(seq(0, isn), b"abcd", 0, 2, 0)  # before the wrap
     s.segment(seq(0, isn), b"abcd", 0, 3, 0)  # retransmission seen from after the wrap
     assert sink.data_calls() == [(0, b"abcd"), (4, b"efgh")]
-    assert s.retransmitted == 4
 
 
 def test_offsets_keep_growing_beyond_4_gib():
@@ -224,7 +221,7 @@ def test_offsets_keep_growing_beyond_4_gib():
         s.segment(seq(i * len(chunk), 0), chunk, 0, i + 1, 0)
     last_off = sink.calls[-1][2]
     assert last_off == (n - 1) * len(chunk) > (1 << 32)
-    assert s.delivered == n * len(chunk) and s.gaps == 0 and s.retransmitted == 0
+    assert s.delivered == n * len(chunk) and s.gaps == 0
 
 
 def test_mid_stream_start_takes_offset_0_at_the_first_sequence_seen():
@@ -508,3 +505,11 @@ def test_fin_at_next_seq_or_in_the_past_declares_nothing():
     s2.fin(12345)  # nothing seen in this direction: nothing to say
     s2.close(1, 0)
     assert sink2.calls == []
+
+
+def test_a_stream_keeps_only_state_that_something_reads():
+    # retransmitted bytes were counted and never written anywhere; packets was never counted
+    s = Stream(0, None)
+    assert not hasattr(s, "retransmitted") and not hasattr(s, "packets")
+    assert set(Stream.__slots__) == {"direction", "sink", "started", "next_seq", "next_off", "ooo", "ooo_heap",
+                                     "ooo_bytes", "acked_off", "delivered", "gaps", "gap_bytes", "fin_off"}

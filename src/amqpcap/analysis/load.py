@@ -162,8 +162,10 @@ def cache_key(capture: str | os.PathLike, **dissect_opts) -> str:
 _DONE = ".amqpcap-complete"
 
 
-def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, **dissect_opts) -> Path:
-    """Dissect ``capture`` into ``cache_dir/<key>`` (reused when complete) and return that directory."""
+def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, progress: bool = False, **dissect_opts) -> Path:
+    """Dissect ``capture`` into ``cache_dir/<key>`` (reused when complete) and return that directory.
+
+    ``progress`` (stderr progress line) is not part of the cache key."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     out = root / cache_key(capture, **dissect_opts)
     if (out / _DONE).exists():
@@ -173,7 +175,8 @@ def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, **dissect_opts
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     try:
-        dissect([str(capture)], str(tmp / "out"), force=True, **dissect_opts)
+        extra = {"progress": True} if progress else {}
+        dissect([str(capture)], str(tmp / "out"), force=True, **extra, **dissect_opts)
         (tmp / "out" / _DONE).write_text(str(capture) + "\n")
         if out.exists():  # an incomplete earlier attempt
             shutil.rmtree(out, ignore_errors=True)

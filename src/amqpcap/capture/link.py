@@ -1,11 +1,13 @@
 """Link layer + IPv4/IPv6 + TCP header parsing (per-packet hot path).
 
-``parse_packet(linktype, data)`` returns
+``parse_packet(linktype, data)`` returns one of three types (tell them apart
+with ``type(r) is Packet`` / ``r is None``):
 
 * ``None`` -- not an IP/TCP packet we can use: another ethertype / address
   family, another IP protocol, an IPv6 ``no next header``/ESP/unknown
   extension header, or a *non-first* IP fragment (it carries no TCP header);
-* a ``str`` naming why an IP or TCP packet is malformed or unusable:
+* a ``Malformed`` (a ``str``, one of the constants below) naming why an IP or
+  TCP packet is malformed or unusable:
 
   ``truncated-link-header``   the capture ends inside the link-layer header
   ``truncated-ip-header``     ... inside the IPv4/IPv6 header or an extension header
@@ -20,11 +22,12 @@
                               incomplete, so the whole datagram is reported here
                               once and the TCP stage sees a gap)
 
-* otherwise ``(ip_version, src, dst, sport, dport, seq, ack, flags, window,
-  payload, missing)``: ``src``/``dst`` packed addresses (4 or 16 bytes),
-  ``flags`` the 9 TCP flag bits (NS..FIN, ``0x002`` = SYN, ``0x010`` = ACK),
-  ``payload`` the captured TCP payload (a ``bytes`` slice of ``data``),
-  ``missing`` the payload bytes the snapshot length cut off.
+* otherwise a ``Packet`` (a NamedTuple: fields by name, and unpacked like the
+  tuple it is in the hot loop): ``ip_version``, ``src``/``dst`` packed
+  addresses (4 or 16 bytes), ``sport``, ``dport``, ``seq``, ``ack``, ``flags``
+  the 9 TCP flag bits (``TCP_SYN`` ...), ``window``, ``payload`` the captured
+  TCP payload (a ``bytes`` slice of ``data``), ``missing`` the payload bytes
+  the snapshot length cut off.
 
 Lengths come from the IP header, never from the captured length: Ethernet
 padding and trailers (FCS) are not payload.  An IPv4 total length of 0 or an
@@ -53,9 +56,12 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import NamedTuple
 
 __all__ = [
     "parse_packet",
+    "Packet",
+    "Malformed",
     "format_addr",
     "is_supported",
     "linktype_name",
@@ -75,6 +81,40 @@ TCP_URG = 0x020
 TCP_ECE = 0x040
 TCP_CWR = 0x080
 TCP_NS = 0x100
+
+
+class Packet(NamedTuple):
+    """A usable IP/TCP packet (see the module docstring)."""
+
+    ip_version: int
+    src: bytes
+    dst: bytes
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    window: int
+    payload: bytes
+    missing: int
+
+
+class Malformed(str):
+    """Why an IP/TCP packet cannot be used: one of the constants below (no per-packet objects)."""
+
+    __slots__ = ()
+
+
+TRUNCATED_LINK_HEADER = Malformed("truncated-link-header")
+TRUNCATED_IP_HEADER = Malformed("truncated-ip-header")
+TRUNCATED_TCP_HEADER = Malformed("truncated-tcp-header")
+BAD_IP_HEADER = Malformed("bad-ip-header")
+BAD_IP_LENGTH = Malformed("bad-ip-length")
+BAD_TCP_HEADER = Malformed("bad-tcp-header")
+IP_FRAGMENT = Malformed("ip-fragment")
+
+# tuple.__new__ straight away: Packet(...) would add a Python-level __new__ call per packet
+_packet = tuple.__new__
 
 #: Names of link types (tcpdump.org LINKTYPE_* without the prefix).  Only
 #: those in ``SUPPORTED_LINKTYPES`` can be parsed; the rest are here so that
@@ -160,13 +200,13 @@ def parse_packet(linktype: int, data: bytes):
     # 1. link layer -> (offset of the IP header, IP version)
     if linktype == 1:
         if n < 14:
-            return "truncated-link-header"
+            return TRUNCATED_LINK_HEADER
         et = (data[12] << 8) | data[13]
         off = 14
         if et in _VLAN_TPIDS:
             et, off = _ethertype(data, off, et)
             if et < 0:
-                return "truncated-link-header"
+                return TRUNCATED_LINK_HEADER
         if et == 0x0800:
             v = 4
         elif et == 0x86DD:
@@ -176,18 +216,18 @@ def parse_packet(linktype: int, data: bytes):
     elif linktype == 113 or linktype == 276:
         if linktype == 113:
             if n < 16:
-                return "truncated-link-header"
+                return TRUNCATED_LINK_HEADER
             et = (data[14] << 8) | data[15]
             off = 16
         else:
             if n < 20:
-                return "truncated-link-header"
+                return TRUNCATED_LINK_HEADER
             et = (data[0] << 8) | data[1]
             off = 20
         if et in _VLAN_TPIDS:
             et, off = _ethertype(data, off, et)
             if et < 0:
-                return "truncated-link-header"
+                return TRUNCATED_LINK_HEADER
         if et == 0x0800:
             v = 4
         elif et == 0x86DD:
@@ -196,7 +236,7 @@ def parse_packet(linktype: int, data: bytes):
             return None
     elif linktype == 0 or linktype == 108:
         if n < 4:
-            return "truncated-link-header"
+            return TRUNCATED_LINK_HEADER
         if linktype == 108 or data[0] == 0:
             af = data[3] if data[0] == 0 and data[1] == 0 and data[2] == 0 else -1
         else:  # little-endian host
@@ -210,7 +250,7 @@ def parse_packet(linktype: int, data: bytes):
         off = 4
     elif linktype == 101 or linktype == 14 or linktype == 12:
         if n < 1:
-            return "truncated-ip-header"
+            return TRUNCATED_IP_HEADER
         v = data[0] >> 4
         if v != 4 and v != 6:
             if linktype == 12 and n >= 4 and data[0] == 0 and data[1] == 0 and data[2] == 0:
@@ -219,10 +259,10 @@ def parse_packet(linktype: int, data: bytes):
         off = 0
     elif linktype == 228 or linktype == 229:
         if n < 1:
-            return "truncated-ip-header"
+            return TRUNCATED_IP_HEADER
         v = data[0] >> 4
         if v != (4 if linktype == 228 else 6):
-            return "bad-ip-header"
+            return BAD_IP_HEADER
         off = 0
     else:
         raise UnsupportedLinkType(linktype)
@@ -237,7 +277,8 @@ def parse_packet(linktype: int, data: bytes):
                 end = off + total
                 p = off + 20 + ((of >> 10) & 0x3C)
                 if end <= n and p <= end:
-                    return (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
+                    return _packet(Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win,
+                                            data[p:end], 0))
         return _ipv4(data, off, n)
     if n >= off + 60:
         vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)
@@ -245,43 +286,43 @@ def parse_packet(linktype: int, data: bytes):
             end = off + 40 + plen
             p = off + 40 + ((of >> 10) & 0x3C)
             if end <= n and p <= end:
-                return (6, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
+                return _packet(Packet, (6, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0))
     return _ipv6(data, off, n)
 
 
 def _ipv4(data, off: int, n: int):
     if n < off + 20:
-        return "truncated-ip-header"
+        return TRUNCATED_IP_HEADER
     vihl = data[off]
     if vihl >> 4 != 4:
-        return "bad-ip-header"
+        return BAD_IP_HEADER
     ihl = (vihl & 0x0F) << 2
     if ihl < 20:
-        return "bad-ip-header"
+        return BAD_IP_HEADER
     if n < off + ihl:
-        return "truncated-ip-header"
+        return TRUNCATED_IP_HEADER
     if data[off + 9] != 6:
         return None
     frag = (data[off + 6] << 8) | data[off + 7]
     if frag & 0x3FFF:  # MF or a fragment offset
         if frag & 0x1FFF:
             return None  # non-first fragment: no TCP header in it
-        return "ip-fragment"
+        return IP_FRAGMENT
     total = (data[off + 2] << 8) | data[off + 3]
     if total == 0:  # TSO: length not filled in by the capturing host
         end = n
     else:
         if total < ihl:
-            return "bad-ip-length"
+            return BAD_IP_LENGTH
         end = off + total
     return _tcp(4, data[off + 12:off + 16], data[off + 16:off + 20], data, off + ihl, end, n)
 
 
 def _ipv6(data, off: int, n: int):
     if n < off + 40:
-        return "truncated-ip-header"
+        return TRUNCATED_IP_HEADER
     if data[off] >> 4 != 6:
-        return "bad-ip-header"
+        return BAD_IP_HEADER
     plen = (data[off + 4] << 8) | data[off + 5]
     nh = data[off + 6]
     p = off + 40
@@ -290,19 +331,19 @@ def _ipv6(data, off: int, n: int):
     while nh != 6:
         if nh == 0 or nh == 43 or nh == 60 or nh == 51:
             if n < p + 2:
-                return "truncated-ip-header"
+                return TRUNCATED_IP_HEADER
             if nh == 51:
                 hlen = (data[p + 1] + 2) << 2
             else:
                 hlen = (data[p + 1] + 1) << 3
         elif nh == 44:
             if n < p + 8:
-                return "truncated-ip-header"
+                return TRUNCATED_IP_HEADER
             fo = (data[p + 2] << 8) | data[p + 3]
             if fo & 0xFFF8:
                 return None  # non-first fragment
             if fo & 1:
-                return "ip-fragment"
+                return IP_FRAGMENT
             hlen = 8  # atomic fragment: just a header
         else:
             return None  # 59 no next header, 50 ESP, other protocols
@@ -310,25 +351,23 @@ def _ipv6(data, off: int, n: int):
         p += hlen
         hops += 1
         if p > end or hops > 32:
-            return "bad-ip-length"
+            return BAD_IP_LENGTH
         if n < p:
-            return "truncated-ip-header"
+            return TRUNCATED_IP_HEADER
     return _tcp(6, data[off + 8:off + 24], data[off + 24:off + 40], data, p, end, n)
 
 
 def _tcp(version, src, dst, data, t: int, end: int, n: int):
     if n < t + 20:
-        return "truncated-tcp-header"
+        return TRUNCATED_TCP_HEADER
     sport, dport, seq, ack, offflags, window = _u_tcp(data, t)
     doff = (offflags >> 10) & 0x3C
     if doff < 20 or t + doff > end:
-        return "bad-tcp-header"
+        return BAD_TCP_HEADER
     p = t + doff
+    flags = offflags & 0x1FF
     if end <= n:
-        return (version, src, dst, sport, dport, seq, ack, offflags & 0x1FF, window,
-                data[p:end], 0)
+        return Packet(version, src, dst, sport, dport, seq, ack, flags, window, data[p:end], 0)
     if p >= n:
-        return (version, src, dst, sport, dport, seq, ack, offflags & 0x1FF, window,
-                b"", end - p)
-    return (version, src, dst, sport, dport, seq, ack, offflags & 0x1FF, window,
-            data[p:n], end - n)
+        return Packet(version, src, dst, sport, dport, seq, ack, flags, window, b"", end - p)
+    return Packet(version, src, dst, sport, dport, seq, ack, flags, window, data[p:n], end - n)

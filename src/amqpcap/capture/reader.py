@@ -1,6 +1,10 @@
 """Capture files -> packet records (the first, I/O-doing stage).
 
-``open_capture(path)`` recognises the file by its content, never by its name:
+``open_capture(path)`` recognises the file by its content, never by its name.
+The input is opened once and read on from the bytes used to recognise it, so
+``"-"`` (standard input), pipes, FIFOs and ``/dev/stdin`` work: a pipe's
+packets are yielded as they arrive (reads return what the pipe holds).
+Formats:
 
 * classic pcap: microsecond (``a1b2c3d4``) and nanosecond (``a1b23c4d``) magic
   in both byte orders, plus Alexey Kuznetzov's "modified" pcap
@@ -13,7 +17,7 @@
 * gzip-compressed versions of either (``1f 8b`` magic; multi-member gzip is
   fine, a cut gzip stream yields everything that could be decompressed).
 
-Errors and exit codes -- ``CaptureError.exit_code``:
+Errors and exit codes -- ``CaptureError.exit_code`` (the table: ``amqpcap.exitcodes``):
 
 ====  ================================================================
  2    not a capture: empty file, unknown magic, gzip that is corrupt or
@@ -87,9 +91,13 @@ Memory is bounded by ``CHUNK + MAX_RECORD``.
 from __future__ import annotations
 
 import os
+import stat
 import struct
+import sys
 import zlib
 from typing import Iterator
+
+from amqpcap.exitcodes import Exit
 
 __all__ = [
     "CaptureError",
@@ -100,8 +108,8 @@ __all__ = [
     "MAX_RECORD",
 ]
 
-EXIT_NOT_A_CAPTURE = 2
-EXIT_UNREADABLE = 3
+EXIT_NOT_A_CAPTURE = Exit.NOT_A_CAPTURE
+EXIT_UNREADABLE = Exit.UNREADABLE
 
 #: Largest record / block we are prepared to buffer (bytes).
 MAX_RECORD = 256 * 1024 * 1024
@@ -164,143 +172,100 @@ class CaptureError(Exception):
 
 
 class _GzipStream:
-    """gzip decompressor with ``read(n)`` that never loses data.
+    """gzip decompressor whose ``read(n)`` never loses data.
 
     ``gzip.GzipFile.read`` raises on a cut or corrupt stream and drops what it
-    had decompressed in that call; here the member header and trailer are
-    parsed by hand around a raw-deflate ``zlib`` decompressor, so every byte
+    had decompressed in that call.  Here zlib parses each member's header and
+    trailer (``wbits=47``: gzip header, CRC32 and length checked); every byte
     that can be decompressed is returned and the problem is recorded in
-    ``error`` (``cut`` tells a cut stream from a corrupt one).  Handles
-    concatenated members and zero padding after them.
+    ``error`` (``cut`` tells a cut stream from a corrupt one).  Concatenated
+    members and zero padding after them are fine.  ``read(n)`` returns between
+    1 and ``n`` bytes, ``b""`` only at the end (a pipe is decompressed as its
+    bytes arrive).
     """
 
-    __slots__ = ("_f", "_in", "_d", "_crc", "_size", "_state", "_members", "_eof_in",
-                 "_done", "error", "cut")
+    __slots__ = ("_read", "_in", "_d", "_done", "error", "cut")
 
-    def __init__(self, f) -> None:
-        self._f = f
-        self._in = b""       # compressed bytes read but not given to zlib
-        self._d = None
-        self._crc = 0
-        self._size = 0
-        self._state = 0      # 0 member header, 1 deflate data, 2 trailer
-        self._members = 0
-        self._eof_in = False
+    def __init__(self, read, head: bytes = b"") -> None:
+        self._read = read    # raw read: 1..n bytes, b"" at the end
+        self._in = head      # compressed bytes not yet given to zlib (between members)
+        self._d = None       # the current member's decompressor
         self._done = False
         self.error: str | None = None
         self.cut = False
 
-    def _fill(self, need: int) -> bool:
-        while len(self._in) < need:
-            if self._eof_in:
-                return False
-            data = self._f.read(CHUNK)
-            if not data:
-                self._eof_in = True
-                return False
-            self._in += data
-        return True
-
-    def _stop(self, error: str | None, cut: bool = False) -> None:
+    def _stop(self, error: str | None, cut: bool = False) -> bytes:
         self.error = error
         self.cut = cut
         self._done = True
-
-    def _header_len(self) -> int:
-        """Length of the member header at the start of ``_in``; 0 = need more."""
-        b = self._in
-        if len(b) < 10:
-            return 0
-        if b[0] != 0x1F or b[1] != 0x8B:
-            raise ValueError("trailing garbage after the gzip stream" if self._members
-                             else "bad gzip header")
-        if b[2] != 8:
-            raise ValueError(f"unknown gzip compression method {b[2]}")
-        flg = b[3]
-        p = 10
-        if flg & 4:
-            if len(b) < p + 2:
-                return 0
-            p += 2 + (b[p] | (b[p + 1] << 8))
-        for bit in (8, 16):
-            if flg & bit:
-                i = b.find(b"\0", p)
-                if i < 0:
-                    if len(b) > _PEEK:
-                        raise ValueError("gzip header name/comment too long")
-                    return 0
-                p = i + 1
-        if flg & 2:
-            p += 2
-        return p if len(b) >= p else 0
+        return b""
 
     def read(self, n: int) -> bytes:
-        parts = []
-        need = n
-        while need > 0 and not self._done:
-            st = self._state
-            if st == 1:
-                d = self._d
-                if d.unconsumed_tail:
-                    data = d.unconsumed_tail
-                elif self._in:
-                    data = self._in
-                    self._in = b""
-                else:
-                    data = b"" if self._eof_in else self._f.read(CHUNK)
-                    if not data:
-                        self._eof_in = True
-                try:
-                    out = d.decompress(data, need)
-                except zlib.error as e:
-                    self._stop(f"corrupt gzip data ({e})")
-                    break
-                if out:
-                    self._crc = zlib.crc32(out, self._crc)
-                    self._size += len(out)
-                    parts.append(out)
-                    need -= len(out)
-                if d.eof:
-                    self._in = d.unused_data
-                    self._state = 2
-                elif not data and not out:
-                    self._stop("gzip stream cut short", cut=True)
-            elif st == 2:
-                if not self._fill(8):
-                    self._stop("gzip stream cut short", cut=True)
-                    break
-                crc, isize = struct.unpack_from("<II", self._in)
-                self._in = self._in[8:]
-                if crc != self._crc or isize != self._size & 0xFFFFFFFF:
-                    self._stop("corrupt gzip data (CRC32/length check failed)")
-                    break
-                self._members += 1
-                self._state = 0
+        while not self._done:
+            d = self._d
+            if d is None:  # between members: skip zero padding, expect another member or the end
+                data = self._in.lstrip(b"\0")
+                if len(data) < 2:
+                    more = self._read(CHUNK)
+                    if not more:
+                        if data:
+                            return self._stop("gzip stream cut short", cut=True)
+                        self._done = True  # clean end
+                        return b""
+                    self._in = data + more
+                    continue
+                if data[:2] != b"\x1f\x8b":
+                    return self._stop("trailing garbage after the gzip stream")
+                d = self._d = zlib.decompressobj(47)
+                self._in = b""
             else:
-                if not self._in and not self._fill(1):
-                    self._done = True  # clean end between members
-                    break
-                if self._in[0] == 0:
-                    self._in = self._in.lstrip(b"\0")
-                    continue
-                try:
-                    hl = self._header_len()
-                except ValueError as e:
-                    self._stop(str(e))
-                    break
-                if not hl:
-                    if not self._fill(len(self._in) + 1):
-                        self._stop("gzip stream cut short", cut=True)
-                    continue
-                self._in = self._in[hl:]
-                self._d = zlib.decompressobj(-15)
-                self._crc = 0
-                self._size = 0
-                self._state = 1
-        return b"".join(parts)
+                data = d.unconsumed_tail or self._read(CHUNK)
+                if not data:  # input ended inside the member: what zlib still holds, then the cut
+                    try:
+                        out = d.flush()
+                    except zlib.error:
+                        out = b""
+                    if d.eof:
+                        self._in = d.unused_data
+                        self._d = None
+                    if out:
+                        return out
+                    if d.eof:
+                        continue
+                    return self._stop("gzip stream cut short", cut=True)
+            before = d.copy()
+            try:
+                out = d.decompress(data, n)
+            except zlib.error as e:
+                # zlib drops the output of the failing call: replay it a byte at a time
+                out = _salvage(before, data, n)
+                self._stop(f"corrupt gzip data ({e})")
+                return out
+            if d.eof:
+                self._in = d.unused_data
+                self._d = None
+            if out:
+                return out
+        return b""
 
     def close(self) -> None:
-        self._f.close()
+        pass
+
+
+def _salvage(d, data: bytes, n: int) -> bytes:
+    """What ``d`` inflates from ``data`` before the error (at most about ``n`` bytes)."""
+    out = []
+    size = 0
+    for i in range(len(data)):
+        try:
+            piece = d.decompress(data[i:i + 1])
+        except zlib.error:
+            break
+        out.append(piece)
+        size += len(piece)
+        if size >= n:
+            break
+    return b"".join(out)
 
 
 def _fmt_magic(b: bytes) -> str:
@@ -317,12 +282,14 @@ class PacketSource:
     ``snaplen`` (pcap header snaplen; ``None`` for pcapng), ``anomalies``
     (see the module docstring).
 
-    Each iteration re-reads the file from the start and resets
-    ``anomalies`` (in place), so a source can be iterated more than once.
+    The first iteration continues the stream ``open_capture`` peeked into (a
+    pipe is read once, as its bytes arrive); later iterations of a regular
+    file read it again from the start.  Each iteration resets ``anomalies``
+    (in place).
     """
 
     def __init__(self, path: str, fmt: str, gz: bool, linktypes: list[int],
-                 snaplen: int | None, pcap_hdr: tuple | None) -> None:
+                 snaplen: int | None, pcap_hdr: tuple | None, first=None) -> None:
         self.path = path
         self.format = fmt + ("+gzip" if gz else "")
         self.linktypes = linktypes
@@ -331,6 +298,9 @@ class PacketSource:
         self._gz = gz
         self._pcap_hdr = pcap_hdr
         self._gens: list = []
+        # (file, stream, head): the opened input and the bytes already read from ``stream``
+        self._first = first
+        self._regular = first is None or _is_regular(first[0])
 
     def __repr__(self) -> str:
         return (f"PacketSource({self.path!r}, format={self.format!r}, "
@@ -343,17 +313,26 @@ class PacketSource:
         self.close()
 
     def close(self) -> None:
-        """Close the files of iterations still in progress."""
+        """Close the files of iterations still in progress (and the unread input)."""
         gens, self._gens = self._gens, []
         for g in gens:
             g.close()
+        first, self._first = self._first, None
+        if first is not None:
+            first[0].close()
 
-    def _open(self):
+    def _begin(self):
+        """``(file, stream, head)`` for a new iteration."""
+        first, self._first = self._first, None
+        if first is not None:
+            return first
+        if not self._regular:
+            raise CaptureError(self.path, "a pipe can be read only once", EXIT_UNREADABLE)
         try:
-            f = open(self.path, "rb")
+            f = open(self.path, "rb", buffering=0)
         except OSError as e:  # vanished between open_capture and iteration
             raise _unreadable(self.path, e) from None
-        return _GzipStream(f) if self._gz else f
+        return f, (_GzipStream(f.read) if self._gz else f), b""
 
     def __iter__(self) -> Iterator[tuple[int, int, int, bytes, int]]:
         self.anomalies.clear()
@@ -384,18 +363,18 @@ class PacketSource:
     def _iter_pcap(self):
         endian, mul, hl, linktype = self._pcap_hdr
         unpack = struct.Struct(endian + "IIII").unpack_from
-        stream = self._open()
+        f, stream, buf = self._begin()
         read = stream.read
         n = 0
         ts = 0
         try:
-            buf = read(CHUNK)
+            buf = _fill(read, buf, 24)
             pos = 24
             blen = len(buf)
             anomalies = self.anomalies
             while True:
                 if pos + hl > blen:
-                    buf = buf[pos:] + read(CHUNK)
+                    buf = _fill(read, buf[pos:], hl)
                     pos = 0
                     blen = len(buf)
                     if blen < hl:
@@ -409,8 +388,7 @@ class PacketSource:
                                           f"record claims {caplen} captured bytes "
                                           f"(limit {MAX_RECORD}); stopped reading"))
                         return
-                    rest = buf[pos:]
-                    buf = rest + read(max(CHUNK, hl + caplen - len(rest)))
+                    buf = _fill(read, buf[pos:], hl + caplen)
                     pos = 0
                     blen = len(buf)
                     end = hl + caplen
@@ -423,12 +401,12 @@ class PacketSource:
                 yield (n, ts, linktype, buf[pos + hl:end], wirelen)
                 pos = end
         finally:
-            stream.close()
+            f.close()
 
     # -- pcapng --------------------------------------------------------------
 
     def _iter_pcapng(self):
-        stream = self._open()
+        f, stream, buf = self._begin()
         read = stream.read
         anomalies = self.anomalies
         linktypes = self.linktypes
@@ -439,7 +417,6 @@ class PacketSource:
         u7 = struct.Struct("<7I").unpack_from
         u1 = u5 = None
         try:
-            buf = read(CHUNK)
             pos = 0
             blen = len(buf)
             while True:
@@ -461,7 +438,7 @@ class PacketSource:
                                 continue
                 # general path: every block type, refills, checks and anomalies
                 if pos + 12 > blen:
-                    buf = buf[pos:] + read(CHUNK)
+                    buf = _fill(read, buf[pos:], 12)
                     pos = 0
                     blen = len(buf)
                     if blen < 12:
@@ -502,8 +479,7 @@ class PacketSource:
                                           f"block type 0x{btype:08x} claims {blk} bytes "
                                           f"(limit {MAX_RECORD}); stopped reading"))
                         return
-                    rest = buf[pos:]
-                    buf = rest + read(max(CHUNK, blk - len(rest)))
+                    buf = _fill(read, buf[pos:], blk)
                     pos = 0
                     blen = len(buf)
                     end = blk
@@ -652,7 +628,7 @@ class PacketSource:
                                       f"({blk} bytes)"))
                 pos = end
         finally:
-            stream.close()
+            f.close()
 
 
 def _unreadable(path: str, e: OSError) -> CaptureError:
@@ -688,37 +664,86 @@ def _prescan_pcapng(head: bytes) -> list[int]:
     return lts
 
 
-def open_capture(path) -> PacketSource:
-    """Open ``path`` (str or path-like) as a capture; see the module docstring.
+def _fill(read, rest: bytes, need: int) -> bytes:
+    """``rest`` and what follows it in the stream: at least ``need`` bytes unless the stream ends.
 
-    Raises ``CaptureError`` (exit code 2 or 3) when it is not a readable
-    capture.  Does not keep the file open: each iteration opens it again.
+    One read normally suffices (a file read returns ``CHUNK`` bytes); a pipe returns what
+    has arrived, so this waits for more only when a record really needs it.
+    """
+    parts = [rest]
+    have = len(rest)
+    while have < need:
+        data = read(max(CHUNK, need - have))
+        if not data:
+            break
+        parts.append(data)
+        have += len(data)
+    return b"".join(parts) if len(parts) > 1 else rest
+
+
+def _is_regular(f) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+#: The path that means standard input, wherever a capture is accepted.
+STDIN = "-"
+
+
+def open_capture(path) -> PacketSource:
+    """Open ``path`` (str or path-like; ``"-"`` is standard input) as a capture.
+
+    The input is opened once: the format is recognised from its first bytes
+    and iteration continues from there, so pipes, FIFOs and ``/dev/stdin``
+    work, packets being yielded as they arrive.  Raises ``CaptureError``
+    (exit code 2 or 3) when it is not a readable capture.
     """
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     try:
-        f = open(path, "rb")
-    except OSError as e:
+        if path == STDIN:
+            f = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
+        else:
+            f = open(path, "rb", buffering=0)
+    except (OSError, ValueError, AttributeError) as e:
+        if not isinstance(e, OSError):  # sys.stdin closed, None or replaced
+            e = OSError(0, "standard input is not available")
         raise _unreadable(path, e) from None
     try:
-        try:
-            head = f.read(_PEEK)
-        except OSError as e:
-            raise _unreadable(path, e) from None
-        if not head:
-            raise CaptureError(path, "empty file, not a capture", EXIT_NOT_A_CAPTURE)
-        gz = head[:2] == b"\x1f\x8b"
-        if gz:
-            f.seek(0)
-            g = _GzipStream(f)
-            head = g.read(_PEEK)
-            if not head:
-                why = g.error or "decompresses to nothing"
-                raise CaptureError(path, f"gzip file is not a capture ({why})",
-                                   EXIT_NOT_A_CAPTURE)
-    finally:
+        return _recognise(path, f)
+    except BaseException:
         f.close()
+        raise
+
+
+def _recognise(path: str, f) -> PacketSource:
+    try:
+        if path == STDIN and f.isatty():
+            raise CaptureError("standard input", "is a terminal, not a capture "
+                               "(pipe one in: tcpdump -w - | amqpcap show -)", EXIT_NOT_A_CAPTURE)
+        # Enough for the pcap header (24 bytes) or the pcapng section header (28);
+        # a file gives _PEEK bytes at once, a pipe what has arrived.
+        raw = _fill(f.read, b"", 28) if path == STDIN or not _is_regular(f) else f.read(_PEEK)
+        raw = raw or b""
+    except IsADirectoryError as e:
+        raise _unreadable(path, e) from None
+    except OSError as e:
+        raise _unreadable(path, e) from None
+    if not raw:
+        raise CaptureError(path, "empty file, not a capture", EXIT_NOT_A_CAPTURE)
+    gz = raw[:2] == b"\x1f\x8b"
+    stream = f
+    head = raw
+    if gz:
+        stream = _GzipStream(f.read, raw)
+        head = _fill(stream.read, b"", 28)
+        if not head:
+            why = stream.error or "decompresses to nothing"
+            raise CaptureError(path, f"gzip file is not a capture ({why})", EXIT_NOT_A_CAPTURE)
+    first = (f, stream, head)
 
     magic = head[:4]
     what = "gzip-compressed file" if gz else "file"
@@ -730,7 +755,7 @@ def open_capture(path) -> PacketSource:
         snaplen, network = struct.unpack_from(endian + "II", head, 16)
         linktype = network & 0xFFFF  # upper bits: FCS length flags
         return PacketSource(path, "pcap", gz, [linktype], snaplen,
-                            (endian, mul, hl, linktype))
+                            (endian, mul, hl, linktype), first)
     if magic == _PCAPNG_SHB:
         if len(head) < 28:
             raise CaptureError(path, f"pcapng section header cut short ({len(head)} bytes)",
@@ -744,7 +769,7 @@ def open_capture(path) -> PacketSource:
         if major != 1:
             raise CaptureError(path, f"unsupported pcapng version {major}",
                                EXIT_NOT_A_CAPTURE)
-        return PacketSource(path, "pcapng", gz, _prescan_pcapng(head), None, None)
+        return PacketSource(path, "pcapng", gz, _prescan_pcapng(head), None, None, first)
     for m, name in _OTHER_MAGICS:
         if head.startswith(m):
             raise CaptureError(path, f"{what} is {name}, not a pcap/pcapng capture",

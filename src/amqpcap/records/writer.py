@@ -18,7 +18,7 @@ ROW_GROUP = 65536
 
 
 class OutputExists(Exception):
-    pass
+    """``out`` exists and ``force`` was not given (exit code ``Exit.OUTPUT_EXISTS``)."""
 
 
 class TableBuffer:
@@ -84,7 +84,10 @@ class DatasetWriter:
             old = f"{self.out}.old-{os.getpid()}"
             os.rename(self.out, old)
             os.rename(self.tmp, self.out)
-            shutil.rmtree(old, ignore_errors=True)
+            if os.path.isdir(old) and not os.path.islink(old):
+                shutil.rmtree(old, ignore_errors=True)
+            else:  # --force over a file (or a link): rmtree would leave it behind
+                os.remove(old)
         else:
             os.rename(self.tmp, self.out)
         return {name: t.rows for name, t in self.tables.items()}

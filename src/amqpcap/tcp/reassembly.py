@@ -31,7 +31,7 @@ MAX_OUT_OF_ORDER_SEGMENTS = 16384
 
 class Stream:
     __slots__ = ("direction", "sink", "started", "next_seq", "next_off", "ooo", "ooo_heap", "ooo_bytes",
-                 "acked_off", "retransmitted", "delivered", "gaps", "gap_bytes", "fin_off", "packets")
+                 "acked_off", "delivered", "gaps", "gap_bytes", "fin_off")
 
     def __init__(self, direction: int, sink) -> None:
         self.direction = direction
@@ -43,12 +43,10 @@ class Stream:
         self.ooo_heap: list[int] = []  # the keys of ooo, smallest first (draining is O(log n) per segment)
         self.ooo_bytes = 0
         self.acked_off = -1  # highest offset the peer acknowledged
-        self.retransmitted = 0
         self.delivered = 0
         self.gaps = 0
         self.gap_bytes = 0
         self.fin_off: int | None = None  # stream offset of the FIN (or RST) sequence number, if reported
-        self.packets = 0
 
     def syn(self, seq: int) -> None:
         if not self.started:
@@ -72,11 +70,9 @@ class Stream:
                 self._drain(packet, ts)
         elif d < 0:
             if d + total <= 0:
-                self.retransmitted += total
-                return
+                return  # a retransmission of bytes already delivered
             # Overlaps what we have: keep only the new tail.
             cut = -d
-            self.retransmitted += cut
             if cut < len(payload):
                 self._deliver(payload[cut:], missing, packet, ts)
             else:
@@ -90,12 +86,9 @@ class Stream:
                 if old is None:
                     heapq.heappush(self.ooo_heap, off)
                 else:
-                    self.ooo_bytes -= len(old[0])
-                    self.retransmitted += len(old[0]) + old[1]  # the longer copy covers it
+                    self.ooo_bytes -= len(old[0])  # the longer copy covers it
                 self.ooo[off] = (payload, missing)
                 self.ooo_bytes += len(payload)
-            else:
-                self.retransmitted += total
             full = self.ooo_bytes > MAX_OUT_OF_ORDER or len(self.ooo) > MAX_OUT_OF_ORDER_SEGMENTS
             if full or off <= self.acked_off:
                 self._force(None if full else self.acked_off, packet, ts)
@@ -169,10 +162,8 @@ class Stream:
             self.ooo_bytes -= len(payload)
             end = off + len(payload) + missing
             if end <= self.next_off:
-                self.retransmitted += len(payload) + missing
-                continue
-            cut = self.next_off - off
-            self.retransmitted += cut  # the part already delivered
+                continue  # already delivered
+            cut = self.next_off - off  # the part already delivered
             if cut < len(payload):
                 self._deliver(payload[cut:], missing, packet, ts)
             else:

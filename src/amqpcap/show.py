@@ -1,0 +1,270 @@
+"""``amqpcap show``: rows rendered as the dissector produces them (text, JSON Lines or CSV).
+
+``ShowSink`` stands in for the ``DatasetWriter`` of ``Dissector``: the tables
+it is handed print their rows instead of storing them.  Rows are read by
+column name (``records.schema.COLUMNS``), never by position.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as _dt
+import json
+import struct
+import sys
+
+from amqpcap.capture.link import format_addr
+from amqpcap.records.schema import COLUMNS
+
+#: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
+KEY_ARGS = ("exchange", "type", "source", "destination", "routing-key", "queue", "consumer-tag",
+            "delivery-tag", "multiple", "requeue", "reply-code", "reply-text", "reason", "prefetch-count", "message-count",
+            "virtual-host", "mechanism", "user", "password", "frame-max", "heartbeat", "channel-max",
+            "error-code", "description", "command-id")
+CSV_FIELDS = ("time", "frame", "stream", "direction", "channel", "method", "client", "server", "arguments")
+_VERSIONS = {"01010800": "0-8", "01010009": "0-9", "00000901": "0-9-1", "0101000a": "0-10", "00010000": "1.0",
+             "03010000": "1.0 SASL", "02010000": "1.0 TLS"}
+
+
+class _Table:
+    """One table of the sink: ``append(row)`` renders the row."""
+
+    __slots__ = ("render", "rows")
+
+    def __init__(self, render) -> None:
+        self.render = render
+        self.rows = 0
+
+    def append(self, row) -> None:
+        self.rows += 1
+        if self.render is not None:
+            self.render(row)
+
+
+class ShowSink:
+    """Prints method, anomaly and (with ``frames``) heartbeat rows; see the module docstring.
+
+    ``opts``: the parsed ``show`` arguments (stream, channel, method, exchange, queue,
+    routing_key filters; absolute, frames, keep_secrets, fmt "text"/"json"/"csv").
+    Call ``first_packet(source)`` around the packet source so relative times count
+    from the capture's first packet (Wireshark's ``frame.time_relative``).
+    """
+
+    def __init__(self, opts, out=None, header: bool = False) -> None:
+        self.o = opts
+        self.out = out or sys.stdout
+        self.t0 = None
+        self.streams: dict[int, tuple[str, str]] = {}  # tcp stream -> (client, server) "ip:port"
+        self.headed: set = set()
+        self.methods = [m.lower() for m in opts.method or ()]
+        self.csv = csv.writer(self.out, lineterminator="\n") if opts.fmt == "csv" else None
+        if self.csv is not None:
+            self.csv.writerow(CSV_FIELDS)
+        elif header and opts.fmt == "text":
+            self.out.write(f"{'time':>12} {'frame':>7} {'strm':>4} dir ch   {'method':<26} arguments\n")
+        self.tables = {
+            "connections": _Table(self._connection),
+            "methods": _Table(self._method),
+            "messages": _Table(None),
+            "anomalies": _Table(self._anomaly),
+        }
+        if opts.frames:
+            self.tables["frames"] = _Table(self._frame)
+        self._cols = {name: COLUMNS[name] for name in ("connections", "methods", "anomalies", "frames")}
+
+    def __getitem__(self, name):
+        return self.tables[name]
+
+    @property
+    def amqp_conversations(self) -> int:
+        return self.tables["connections"].rows
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def first_packet(self, source):
+        """Yield ``source``'s packets, noting the first one's timestamp."""
+        it = iter(source)
+        for pkt in it:
+            self.t0 = pkt[1]
+            yield pkt
+            break
+        yield from it
+
+    def conversation(self, conv) -> None:
+        """``Dissector.on_conversation``: remember the stream's addresses."""
+        (ca, cp), (sa, sp) = conv.client, conv.server
+        v = conv.ip_version
+        fmt = "[{}]:{}" if v == 6 else "{}:{}"
+        self.streams[conv.stream] = (fmt.format(format_addr(v, ca), cp), fmt.format(format_addr(v, sa), sp))
+
+    # -- filters -----------------------------------------------------------------------
+
+    def _keep(self, stream, channel, method, r=None) -> bool:
+        o = self.o
+        if o.stream and stream not in o.stream:
+            return False
+        if o.channel and channel not in o.channel:
+            return False
+        if self.methods:
+            if method is None:
+                return False
+            m = method.lower()
+            if not any(m == p or (p.endswith(".") and m.startswith(p)) or m.startswith(p + ".")
+                       for p in self.methods):
+                return False
+        for col, wanted in (("exchange", o.exchange), ("queue", o.queue), ("routing_key", o.routing_key)):
+            if wanted and (r is None or r.get(col) not in wanted):
+                return False
+        return True
+
+    # -- rows --------------------------------------------------------------------------
+
+    def _method(self, row) -> None:
+        r = dict(zip(self._cols["methods"], row))
+        if not self._keep(r["tcp_stream"], r["channel"], r["method"], r):
+            return
+        args = json.loads(r["arguments"] or "{}")
+        if "response" in args:
+            args.update(_credentials(args.pop("response"), self.o.keep_secrets))
+        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"],
+                   args)
+
+    def _anomaly(self, row) -> None:
+        r = dict(zip(self._cols["anomalies"], row))
+        o = self.o
+        if o.exchange or o.queue or o.routing_key or not self._keep(r["tcp_stream"], r["channel"], None):
+            return
+        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], "!" + r["kind"],
+                   {"layer": r["layer"], "detail": r["detail"]}, text_args=r["detail"])
+
+    def _frame(self, row) -> None:
+        r = dict(zip(self._cols["frames"], row))
+        if r["type_name"] != "heartbeat" or not self._keep(r["tcp_stream"], r["channel"], "heartbeat"):
+            return
+        o = self.o
+        if o.exchange or o.queue or o.routing_key:
+            return
+        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], "heartbeat", {})
+
+    def _connection(self, row) -> None:
+        r = dict(zip(self._cols["connections"], row))
+        if r["negotiation"] != "rejected" or not self._keep(r["tcp_stream"], None, "protocol-header", None):
+            return
+        if self.o.exchange or self.o.queue or self.o.routing_key:
+            return
+        args = {"client": _header(r["client_header"]), "server": _header(r["server_header"]),
+                "negotiation": "rejected"}
+        # Like Wireshark's "AMQP (unknown version)": the server answered with the header it speaks.
+        self._line(r["ts"], r["frame_number"], r["tcp_stream"], "s2c", None, "protocol-header", args,
+                   text_args=f"rejected: client sent {args['client']}, server answered {args['server']}")
+
+    # -- output ------------------------------------------------------------------------
+
+    def _time(self, ts):
+        if ts is None:
+            return None
+        if self.o.absolute:
+            return _dt.datetime.fromtimestamp(ts / 1e9, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if self.t0 is None:
+            self.t0 = ts
+        return round((ts - self.t0) / 1e9, 9)
+
+    def _line(self, ts, frame, stream, direction, channel, method, args, text_args=None) -> None:
+        t = self._time(ts)
+        client, server = self.streams.get(stream, (None, None))
+        fmt = self.o.fmt
+        if fmt == "json":
+            obj = {"time": t, "frame": frame, "stream": stream, "direction": direction, "channel": channel,
+                   "method": method, "client": client, "server": server, "arguments": args}
+            if not self.o.absolute:
+                obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.timezone.utc).isoformat() if ts else None
+            self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+            return
+        if fmt == "csv":
+            self.csv.writerow((t, frame, stream, direction, channel, method, client, server,
+                               json.dumps(args, ensure_ascii=False, default=str)))
+            return
+        if stream is not None and stream not in self.headed:
+            self.headed.add(stream)
+            if client is not None:
+                self.out.write(f"# stream {stream}: {client} -> {server}\n")
+        if text_args is None:
+            text_args = " ".join(f"{k}={_text(args[k])}" for k in KEY_ARGS if args.get(k) not in ("", None))
+        tt = t if isinstance(t, str) else (f"{t:12.6f}" if t is not None else f"{'-':>12}")
+        ch = f"ch{channel}" if channel is not None else "-"
+        self.out.write(f"{tt} {frame:>7} {stream if stream is not None else '-':>4} {direction or '---'} "
+                       f"{ch:<5} {method:<26} {text_args}".rstrip() + "\n")
+
+
+def _text(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def _header(hexstr):
+    """``"AMQP 0 0 9 1 (0-9-1)"`` from the hex of the 4 octets after ``AMQP``."""
+    if not hexstr:
+        return None
+    octets = " ".join(str(b) for b in bytes.fromhex(hexstr))
+    return f"AMQP {octets} ({_VERSIONS.get(hexstr, 'unknown version')})"
+
+
+def _credentials(response, keep_secrets: bool) -> dict:
+    """start-ok / secure-ok ``response``: user (and with ``keep_secrets`` the password) in clear.
+
+    The dataset keeps the raw response (base64) under --keep-secrets; decoding it for
+    people is this layer's business: PLAIN is ``authzid NUL user NUL password``, AMQPLAIN
+    a field table with LOGIN and PASSWORD.
+    """
+    if isinstance(response, dict) and "$b64" not in response:
+        out = {k: v for k, v in response.items() if k in ("user", "password")}
+        if not keep_secrets and "password" in out:
+            del out["password"]
+        return out or {"response": response}
+    raw = None
+    if isinstance(response, dict):
+        try:
+            raw = base64.b64decode(response["$b64"])
+        except (ValueError, TypeError):
+            raw = None
+    elif isinstance(response, str):
+        raw = response.encode("utf-8", "surrogateescape")
+    if raw is None:
+        return {"response": response}
+    creds = _plain(raw) or _amqplain(raw)
+    if creds is None:
+        return {"response": response} if keep_secrets else {}
+    user, password = creds
+    return {"user": user, "password": password} if keep_secrets else {"user": user}
+
+
+def _plain(raw: bytes):
+    parts = raw.split(b"\0")
+    if len(parts) != 3:
+        return None
+    return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+
+
+def _amqplain(raw: bytes):
+    """LOGIN and PASSWORD of an AMQPLAIN field table (with or without its length prefix)."""
+    if len(raw) >= 4 and struct.unpack_from(">I", raw)[0] == len(raw) - 4:
+        raw = raw[4:]
+    found = {}
+    p = 0
+    try:
+        while p < len(raw):
+            n = raw[p]
+            key = raw[p + 1:p + 1 + n].decode("utf-8", "replace")
+            p += 1 + n
+            if raw[p:p + 1] != b"S":
+                return None
+            size = struct.unpack_from(">I", raw, p + 1)[0]
+            found[key] = raw[p + 5:p + 5 + size].decode("utf-8", "replace")
+            p += 5 + size
+    except (IndexError, struct.error):
+        return None
+    if "LOGIN" not in found:
+        return None
+    return found["LOGIN"], found.get("PASSWORD", "")
+
+
+__all__ = ["ShowSink", "KEY_ARGS", "CSV_FIELDS"]

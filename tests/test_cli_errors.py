@@ -1,0 +1,271 @@
+"""Exit codes (one table), one-line errors, signals, --version and --help of every command."""
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from amqpcap.exitcodes import MEANING, Exit
+from fixtures import pcapgen as g
+
+ROOT = Path(__file__).resolve().parents[1]
+CAP = ROOT / "captures" / "rabbitmq091_pika_full.pcap"
+AMQPCAP = [sys.executable, "-m", "amqpcap.cli"]
+COMMANDS = ("dissect", "show", "stats", "report")
+
+
+def run(*args, env=None, **kw):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(AMQPCAP + [str(a) for a in args], capture_output=True, text=True, env=e,
+                          timeout=120, **kw)
+
+
+def one_line(r):
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+@pytest.fixture()
+def cache(tmp_path):
+    return {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+# -- stats and report get dissect's codes --------------------------------------------------
+
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_missing_path_is_unreadable_3_like_dissect(cmd, tmp_path, cache):
+    extra = ["-o", tmp_path / "r"] if cmd == "report" else []
+    r = run(cmd, "/nope", *extra, env=cache)
+    assert r.returncode == Exit.UNREADABLE == run("dissect", "/nope", "-o", tmp_path / "d").returncode
+    assert "/nope: no such file" in one_line(r)
+
+
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_a_directory_that_is_not_a_dissect_output_is_3(cmd, tmp_path, cache):
+    extra = ["-o", tmp_path / "r"] if cmd == "report" else []
+    r = run(cmd, tmp_path, *extra, env=cache)
+    assert r.returncode == Exit.UNREADABLE
+    assert "not a dissect output" in one_line(r)
+
+
+def test_stats_of_a_text_file_is_not_a_capture_2(tmp_path, cache):
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\n")
+    r = run("stats", p, env=cache)
+    assert r.returncode == Exit.NOT_A_CAPTURE and "not a pcap/pcapng capture" in one_line(r)
+
+
+def test_report_onto_an_existing_file_is_output_exists_5(tmp_path, cache):
+    f = tmp_path / "existing-file"
+    f.write_text("keep me")
+    r = run("report", CAP, "-o", f, env=cache)
+    assert r.returncode == Exit.OUTPUT_EXISTS and "exists" in one_line(r)
+    assert f.read_text() == "keep me"
+
+
+def test_report_refuses_a_non_empty_directory_without_force(tmp_path, cache):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "mine.txt").write_text("x")
+    r = run("report", CAP, "-o", out, env=cache)
+    assert r.returncode == Exit.OUTPUT_EXISTS and "--force" in one_line(r)
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    r = run("report", CAP, "-o", out, "--force", env=cache)
+    assert r.returncode == 0, r.stderr
+    assert (out / "index.html").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_output_directory_is_3_not_internal(tmp_path, cache):  # pragma: no cover - CI runs as root
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    r = run("report", CAP, "-o", ro / "rep", env=cache)
+    assert r.returncode == Exit.UNREADABLE and "permission denied" in one_line(r)
+
+
+def test_unwritable_output_path_is_3_not_internal(tmp_path, cache):
+    # Under a regular file nothing can be created, even as root (ENOTDIR).
+    f = tmp_path / "file"
+    f.write_text("x")
+    for args in (("dissect", CAP, "-o", f / "out"), ("report", CAP, "-o", f / "rep")):
+        r = run(*args, env=cache)
+        assert r.returncode == Exit.UNREADABLE, (args, r.stderr)
+        assert "not a directory" in one_line(r)
+
+
+def test_stats_on_a_capture_says_it_dissects_it_and_where_it_caches_it(tmp_path, cache):
+    r = run("stats", CAP, env=cache)
+    assert r.returncode == 0
+    cached = Path(cache["XDG_CACHE_HOME"]) / "amqpcap"
+    (entry,) = [p for p in cached.iterdir() if not p.name.startswith(".")]
+    assert one_line(r) == f"amqpcap: dissecting {CAP} (cached in {entry})"
+    r = run("stats", CAP, env=cache)
+    assert one_line(r) == f"amqpcap: using the dissection of {CAP} cached in {entry}"
+
+
+def test_stats_reads_standard_input(tmp_path, cache):
+    want = run("stats", CAP, "--json", env=cache).stdout
+    r = subprocess.run(AMQPCAP + ["stats", "-", "--json"], input=CAP.read_bytes(), capture_output=True,
+                       env={**os.environ, **cache}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    want = json.loads(want)
+    assert got.pop("captures") == ["-"] and want.pop("captures") == [str(CAP)]
+    assert got == want and got["connections"] > 0
+
+
+# -- no AMQP in the capture ------------------------------------------------------------------
+
+def _http_only(tmp_path):
+    segs = g.tcp_conversation([("c", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+                               ("s", b"HTTP/1.1 200 OK\r\n\r\n")],
+                              client=("10.0.0.1", 40000), server=("10.0.0.2", 8080))
+    path = tmp_path / "http.pcap"
+    g.write(path, g.pcap_bytes(g.to_packets(segs)))
+    return path
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_no_amqp_says_so_in_one_line_with_exit_6(cmd, tmp_path, cache):
+    cap = _http_only(tmp_path)
+    extra = {"dissect": ["-o", tmp_path / "o", "-q"], "report": ["-o", tmp_path / "r"]}.get(cmd, [])
+    r = run(cmd, cap, *extra, env=cache)
+    assert r.returncode == Exit.NO_AMQP
+    # stats and report first say that they dissect the capture
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == (1 if cmd in ("dissect", "show") else 2) and "Traceback" not in r.stderr
+    line = lines[-1]
+    assert line.startswith("amqpcap: no AMQP conversations found")
+    assert "--ports" in line
+    assert "1 TCP conversation(s) seen (server ports 8080); try --ports 8080" in line
+    if cmd == "report":
+        assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_amqp_on_an_unknown_port_is_found_with_ports(tmp_path):
+    from fixtures import amqp09 as A
+
+    segs = g.tcp_conversation([("s", A.method_frame(0, "connection.tune", channel_max=0, frame_max=131072,
+                                                    heartbeat=60)),
+                               ("c", A.method_frame(0, "connection.tune-ok", channel_max=0, frame_max=131072,
+                                                    heartbeat=60))],
+                              client=("10.0.0.1", 40000), server=("10.0.0.2", 15999), handshake=False)
+    cap = tmp_path / "odd.pcap"
+    g.write(cap, g.pcap_bytes(g.to_packets(segs)))
+    r = run("show", cap)
+    assert r.returncode == Exit.NO_AMQP and "try --ports 15999" in one_line(r)
+    r = run("show", cap, "--ports", "15999")
+    assert r.returncode == 0 and "connection.tune-ok" in r.stdout
+
+
+# -- signals ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, Exit.TERMINATED), (signal.SIGHUP, Exit.HANGUP),
+                                        (signal.SIGINT, Exit.INTERRUPTED)])
+def test_signal_to_a_running_dissect_removes_the_partial_output(tmp_path, sig, code):
+    fifo = tmp_path / "cap.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    p = subprocess.Popen(AMQPCAP + ["dissect", str(fifo), "-o", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    with open(fifo, "wb") as w:
+        w.write(CAP.read_bytes())  # the whole capture, but the pipe stays open: dissect keeps running
+        w.flush()
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob("out.tmp-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(tmp_path.glob("out.tmp-*")), "dissect did not start writing"
+        time.sleep(0.3)
+        assert p.poll() is None
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=30)
+    assert p.returncode == code
+    assert len(err.strip().splitlines()) == 1 and "partial output removed" in err, err
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["cap.fifo"]
+
+
+def test_force_over_an_existing_file_leaves_no_old_copy(tmp_path):
+    f = tmp_path / "existing-file"
+    f.write_text("x")
+    r = run("dissect", CAP, "-o", f, "--force", "-q")
+    assert r.returncode == 0, r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["existing-file"] and f.is_dir()
+
+
+# -- --version and --help --------------------------------------------------------------------
+
+def test_version():
+    from amqpcap import __version__
+
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"amqpcap {__version__}"
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_help_of_every_command_names_each_positional_gives_examples_and_exit_codes(cmd):
+    from amqpcap.cli import build_parser
+
+    r = run(cmd, "--help")
+    assert r.returncode == 0
+    sub = build_parser()._subparsers._group_actions[0].choices[cmd]
+    positionals = [a for a in sub._actions if not a.option_strings]
+    assert positionals
+    text = " ".join(r.stdout.split())
+    for a in positionals:
+        assert a.metavar in text and a.help and a.help[:30] in text, a.metavar
+    assert f"amqpcap {cmd} " in r.stdout.split("examples:")[1]
+    for code, text in MEANING.items():
+        assert f"{int(code):>3}  {text}" in r.stdout
+
+
+def test_exit_code_table_is_the_one_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for code, text in MEANING.items():
+        assert f"| {int(code)} | {text} |" in readme
+
+
+def test_stats_of_a_dissect_output_without_amqp_says_so(tmp_path, cache):
+    cap = _http_only(tmp_path)
+    assert run("dissect", cap, "-o", tmp_path / "o", "-q").returncode == Exit.NO_AMQP
+    r = run("stats", tmp_path / "o", env=cache)
+    assert r.returncode == Exit.NO_AMQP
+    assert one_line(r).startswith(f"amqpcap: no AMQP conversations found in {tmp_path / 'o'}; "
+                                  "try dissect --ports")
+
+
+def test_stats_from_standard_input_without_amqp_counts_the_tcp_conversations(tmp_path, cache):
+    cap = _http_only(tmp_path)
+    r = subprocess.run(AMQPCAP + ["stats", "-"], input=cap.read_bytes(), capture_output=True,
+                       env={**os.environ, **cache}, timeout=120)
+    assert r.returncode == Exit.NO_AMQP
+    last = r.stderr.decode().strip().splitlines()[-1]
+    assert last.endswith("(server ports 8080); try --ports 8080 if AMQP runs there")
+
+
+@pytest.mark.parametrize("cmd", ["dissect", "report"])
+def test_permission_denied_on_the_output_is_3_in_one_line(cmd, tmp_path, monkeypatch, capsys):
+    # Root ignores directory modes, so the refusal is simulated where the output is created.
+    from amqpcap import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "ro" / "out"
+    real_makedirs = os.makedirs
+
+    def makedirs(path, *a, **kw):
+        if str(path).startswith(str(tmp_path / "ro")):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_makedirs(path, *a, **kw)
+
+    monkeypatch.setattr(os, "makedirs", makedirs)
+    code = cli.main([cmd, str(CAP), "-o", str(out)] + (["-q"] if cmd == "dissect" else []))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == Exit.UNREADABLE
+    assert err[-1].startswith("amqpcap: ") and err[-1].endswith(": permission denied")
