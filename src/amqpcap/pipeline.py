@@ -12,10 +12,11 @@ import time
 from dataclasses import dataclass, field
 
 from amqpcap.amqp.decoder import ConnectionDecoder
-from amqpcap.amqp.events import Anomaly, Content, Frame, Method
+from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
 from amqpcap.capture import link as _link
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.records import rows as R
+from amqpcap.records.liveness import Liveness
 from amqpcap.records.schema import COLUMNS
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp.reassembly import Stream
@@ -49,7 +50,7 @@ class Summary:
 class Conversation:
     __slots__ = ("stream", "ip_version", "client", "server", "dir_source", "decoder", "streams", "packets",
                  "first_packet", "first_ts", "last_ts", "last_packet", "syn_ts", "rst", "fin", "closed",
-                 "closed_by", "anomalies", "frames", "ignored", "row", "zw_open", "zero_windows")
+                 "closed_by", "anomalies", "frames", "ignored", "row", "zw_open", "zero_windows", "live")
 
     def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
         self.stream = stream
@@ -75,6 +76,7 @@ class Conversation:
         self.row = None
         self.zw_open = None  # per direction: (frame, ts) where a zero window began, or None
         self.zero_windows = None  # list of closed/open periods, created on the first one
+        self.live = Liveness()  # heartbeats and silences per direction (heartbeat health without --frames)
 
 
 class Dissector:
@@ -234,7 +236,9 @@ class Dissector:
 
     def _write_done(self) -> None:
         for conv in sorted(self.done, key=lambda c: c.stream):
-            row = list(conv.row)
+            row = list(conv.row) + [None] * (len(_CONN_IX) - len(conv.row))
+            for name, value in conv.live.columns().items():
+                row[_CONN_IX[name]] = value
             for name, value in (("end_ts", conv.last_ts), ("packets_c2s", conv.packets[0]),
                                 ("packets_s2c", conv.packets[1]),
                                 ("zero_windows", R.to_json(conv.zero_windows) if conv.zero_windows else None)):
@@ -273,6 +277,7 @@ class Dissector:
             t = type(e)
             if t is Frame:
                 conv.frames[d] += 1
+                conv.live.frame(d, e.ts)
                 self.frames += 1
                 if tf is not None:
                     tf.append(R.frame_row(cap, st, d, e))
@@ -283,8 +288,9 @@ class Dissector:
             elif t is Anomaly:
                 conv.anomalies += 1
                 ta.append(R.anomaly_row(cap, st, d, e, "tcp" if e.kind in ("truncated-packet",) else "amqp"))
-            # Heartbeat and ProtocolHeader events have no table of their own: heartbeats are
-            # frames rows, headers are connection facts.
+            elif t is Heartbeat:
+                conv.live.heartbeat(d)
+            # ProtocolHeader events have no table of their own: headers are connection facts.
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
         conv.anomalies += 1

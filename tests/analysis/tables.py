@@ -85,9 +85,9 @@ def frame(table: str, rows: list[dict]) -> pd.DataFrame:
         assert not bad, f"{table}: no such columns {bad}"
         d = defaults(table)
         d.update(r)
-        for k in ("ts", "syn_ts", "open_ts", "close_ts", "end_ts", "msg_timestamp"):
-            if k in d and isinstance(d[k], pd.Timestamp):
-                d[k] = d[k].value  # int ns: exact
+        for k, v in d.items():
+            if isinstance(v, pd.Timestamp):
+                d[k] = v.value  # int ns: exact
         full.append(d)
     return arrow_to_pandas(pa.Table.from_pylist(full, schema=SCHEMAS[table]), table)
 

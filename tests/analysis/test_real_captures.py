@@ -106,3 +106,23 @@ def test_report_on_every_capture(cache, tmp_path):
     for name in names:
         index = write_report(_load(name, cache), tmp_path / name)
         assert os.path.getsize(index) > 10_000
+
+
+def test_pika_full_heartbeats_healthy_without_frames(cache):
+    """The default dissect (no frames table): heartbeat frames are invisible to the methods,
+    the connection row's liveness columns still show the peers were never silent."""
+    path = os.path.join(CAPTURES, "rabbitmq091_pika_full.pcap")
+    t = amqpcap.load(path, cache_dir=cache)
+    assert not t.has_frames
+    h = stats(t)["health"]
+    assert (h["heartbeat_late"], h["heartbeat_missed"], h["heartbeat_unknown"], h["heartbeat_source"]) == (
+        0, 0, 0, "liveness")
+    c = t.connections.iloc[0]
+    assert (c["heartbeats_c2s"], c["heartbeats_s2c"]) == (5, 5)
+    f = amqpcap.load(path, cache_dir=cache, frames=True).frames
+    hb = f[f["type_name"] == "heartbeat"].groupby("direction").size().to_dict()
+    assert hb == {"c2s": 5, "s2c": 5}  # the same count as the frames table
+    for d in ("c2s", "s2c"):
+        fd = f[f["direction"] == d]["ts"].sort_values()
+        assert (c[f"silence_end_ts_{d}"] - c[f"silence_start_ts_{d}"]) == fd.diff().max()
+        assert c[f"last_frame_ts_{d}"] == fd.iloc[-1]

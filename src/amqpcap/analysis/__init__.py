@@ -24,7 +24,7 @@ from amqpcap.analysis.latency import (
 from amqpcap.analysis.throughput import message_queues, throughput, totals
 from amqpcap.analysis.errors import errors
 from amqpcap.analysis.health import (
-    blocked, flow, health, heartbeat_gaps, heartbeat_summary, unacked, zero_windows,
+    blocked, flow, health, heartbeat_gaps, heartbeat_source, heartbeat_summary, unacked, zero_windows,
 )
 from amqpcap.analysis.stats import latency_summary, render_text
 
@@ -46,6 +46,6 @@ __all__ = [
     "Tables", "load", "from_frames",
     "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers", "all_latencies",
     "throughput", "totals", "message_queues", "errors",
-    "heartbeat_gaps", "heartbeat_summary", "blocked", "flow", "unacked", "zero_windows", "health",
+    "heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "zero_windows", "health",
     "stats", "render_text", "latency_summary", "write_report",
 ]

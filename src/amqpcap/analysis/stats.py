@@ -14,7 +14,7 @@ import pandas as pd
 
 from amqpcap.analysis._common import records
 from amqpcap.analysis.errors import errors as errors_frame
-from amqpcap.analysis.health import blocked, flow, heartbeat_gaps, unacked
+from amqpcap.analysis.health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.latency import all_latencies
 from amqpcap.analysis.load import as_tables
 from amqpcap.analysis.throughput import totals
@@ -146,15 +146,16 @@ def _health(t, acks) -> dict:
     un = unacked(t, acks=acks)
     over = un[un["over_prefetch"].fillna(False).astype(bool)] if len(un) else un
     return {
-        "heartbeat_late": int(len(gaps)),
+        "heartbeat_late": int((gaps["evidence"] != "unknown").sum()) if len(gaps) else 0,
         "heartbeat_missed": int(gaps["missed"].fillna(False).astype(bool).sum()) if len(gaps) else 0,
-        "heartbeat_source": (gaps["source"].iloc[0] if len(gaps) else ("frames" if (t.has_frames or len(t.frames)) else "methods")),
+        "heartbeat_source": heartbeat_source(t),
         "blocked": int(len(bl)),
         "blocked_ms_total": _num(bl["duration_ms"].sum()) if len(bl) else 0.0,
         "still_blocked": int((bl["status"] == "still-blocked").sum()) if len(bl) else 0,
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
         "max_unacked": int(un["unacked"].max()) if len(un) and un["unacked"].notna().any() else 0,
         "channels_over_prefetch": int(over.groupby(["capture", "tcp_stream", "channel"]).ngroups) if len(over) else 0,
+        "heartbeat_unknown": int((gaps["evidence"] == "unknown").sum()) if len(gaps) else 0,
     }
 
 

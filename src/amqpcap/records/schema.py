@@ -74,6 +74,18 @@ CONNECTIONS = [
     ("anomalies", pa.int32(), "Anomaly rows for this conversation."),
     ("rst", pa.bool_(), "A TCP reset was seen."),
     ("zero_windows", pa.string(), "TCP zero-window periods, JSON list of `[direction of the side advertising 0, first frame_number, first ts ns, end frame_number, end ts ns]` (end null if the window never reopened)."),
+    # Liveness (records/liveness.py), written with or without --frames: what the heartbeat analysis needs.
+] + [
+    col
+    for d, who in (("c2s", "client to server"), ("s2c", "server to client"))
+    for col in (
+        (f"heartbeats_{d}", pa.int64(), f"Heartbeat frames {who} (0-10: connection.heartbeat controls)."),
+        (f"silence_start_ts_{d}", TS, f"Start of the longest silence {who}: timestamp of the earlier of the two "
+                                      "consecutive AMQP frames of this direction furthest apart in time "
+                                      "(null with fewer than two frames)."),
+        (f"silence_end_ts_{d}", TS, "End of that silence: timestamp of the frame that broke it."),
+        (f"last_frame_ts_{d}", TS, f"Timestamp of the last AMQP frame {who}."),
+    )
 ]
 
 METHODS = _KEYS + [
