@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from amqpcap.analysis.load import arrow_to_pandas, from_frames
+from amqpcap.records.rows import ARG_COLUMNS, arg_columns
 from amqpcap.records.schema import SCHEMAS
 
 T0 = pd.Timestamp("2024-05-01T12:00:00", tz="UTC")
@@ -134,6 +135,7 @@ class Capture:
                    direction=direction, channel=channel, stream_offset=self._offset(stream, direction, size + 8),
                    method=name, class_id=cid, method_id=mid, version=version, synchronous=sync,
                    has_content=content, frame_size=size, arguments=json.dumps(a))
+        row.update(zip(ARG_COLUMNS, arg_columns(a)))  # the typed argument columns, as dissect fills them
         row.update({k: v for k, v in cols.items() if k not in _MSG_ONLY})
         self.rows["methods"].append(row)
         if content:

@@ -126,3 +126,21 @@ def test_pika_full_heartbeats_healthy_without_frames(cache):
         fd = f[f["direction"] == d]["ts"].sort_values()
         assert (c[f"silence_end_ts_{d}"] - c[f"silence_start_ts_{d}"]) == fd.diff().max()
         assert c[f"last_frame_ts_{d}"] == fd.iloc[-1]
+
+
+@pytest.mark.parametrize("name", ["qpid010_basic.pcap", "rabbitmq091_pika_full.pcap",
+                                  "rabbitmq091_pika_blocked.pcap", "rabbitmq08_amqplib.pcap"])
+def test_analysis_reads_typed_columns_not_the_arguments_json(cache, name):
+    """The same stats, health and latency tables with the ``arguments`` column emptied."""
+    import dataclasses
+
+    import pandas as pd
+
+    from amqpcap.analysis import all_latencies, health
+
+    t = _load(name, cache)
+    bare = dataclasses.replace(t, methods=t.methods.assign(arguments=None))
+    assert stats(bare) == stats(t)
+    for a, b in ((all_latencies(t), all_latencies(bare)), (health(t), health(bare))):
+        for k in a:
+            pd.testing.assert_frame_equal(a[k], b[k], obj=k)

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import functools
-import json
-import re
-from typing import Any, Iterable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -68,96 +66,11 @@ def ordered(df: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(keys + ["_pos"], kind="stable", na_position="first").drop(columns="_pos")
 
 
-def parse_args(text) -> dict:
-    """The ``arguments`` JSON as a dict ({} when missing or unreadable)."""
-    if text is None or (isinstance(text, float) and np.isnan(text)) or text is pd.NA:
-        return {}
-    if isinstance(text, dict):
-        return text
-    try:
-        v = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def arg(args: dict, *names, default=None):
-    """First present argument among ``names`` (hyphen/underscore spellings tried)."""
-    for n in names:
-        for k in (n, n.replace("-", "_"), n.replace("_", "-")):
-            if k in args:
-                return args[k]
-    return default
-
-
-def truthy(v) -> bool:
-    if v is None or v is pd.NA:
+def covered(n: int, id_ranges) -> bool:
+    """``n`` lies in a 0-10 sequence set (the ``id_ranges`` column: ``{"lower", "upper"}`` items, or null)."""
+    if id_ranges is None:
         return False
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "on")
-    try:
-        return bool(v)
-    except (TypeError, ValueError):
-        return False
-
-
-_RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:(?:-|\.\.|:)\s*(\d+))?\s*$")
-
-
-def ranges(value: Any) -> list[tuple[int, int]]:
-    """A 0-10 sequence-set (``session.commands``) as inclusive (lo, hi) ranges.
-
-    Accepts the shapes a JSON encoder may produce: ``[[lo, hi], ...]``,
-    ``[{"lower": lo, "upper": hi}, ...]`` (also first/last, start/end, low/high),
-    ``[n, ...]`` (single ids), a flat even-length list of bounds ``[lo, hi, lo, hi]``
-    under a ``ranges`` key, or text like ``"1-5,7"``.
-    """
-    out: list[tuple[int, int]] = []
-    if value is None:
-        return out
-    if isinstance(value, dict):
-        for a, b in (("lower", "upper"), ("first", "last"), ("start", "end"), ("low", "high"), ("lo", "hi"), ("min", "max")):
-            if a in value:
-                lo = int(value[a])
-                hi = int(value.get(b, lo))
-                return [(min(lo, hi), max(lo, hi))]
-        for k in ("ranges", "commands", "transfers", "set", "value"):
-            if k in value:
-                v = value[k]
-                if k == "ranges" and isinstance(v, list) and v and all(isinstance(x, int) for x in v) and len(v) % 2 == 0:
-                    return [(min(v[i], v[i + 1]), max(v[i], v[i + 1])) for i in range(0, len(v), 2)]
-                return ranges(v)
-        return out
-    if isinstance(value, bool):
-        return out
-    if isinstance(value, int):
-        return [(value, value)]
-    if isinstance(value, str):
-        for part in value.replace(";", ",").split(","):
-            if not part.strip():
-                continue
-            m = _RANGE_RE.match(part)
-            if m:
-                lo = int(m.group(1))
-                hi = int(m.group(2)) if m.group(2) is not None else lo
-                out.append((min(lo, hi), max(lo, hi)))
-        return out
-    if isinstance(value, (list, tuple)):
-        if len(value) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-            return [(min(value), max(value))]  # a bare pair is one range (the wire form is bound pairs)
-        for item in value:
-            if isinstance(item, (list, tuple)) and len(item) == 2:
-                lo, hi = int(item[0]), int(item[1])
-                out.append((min(lo, hi), max(lo, hi)))
-            elif isinstance(item, (list, tuple)) and len(item) == 1:
-                out.append((int(item[0]), int(item[0])))
-            else:
-                out.extend(ranges(item))
-    return out
-
-
-def covered(n: int, rs: Iterable[tuple[int, int]]) -> bool:
-    return any(lo <= n <= hi for lo, hi in rs)
+    return any(r["lower"] <= n <= r["upper"] for r in id_ranges)
 
 
 @functools.lru_cache(maxsize=None)

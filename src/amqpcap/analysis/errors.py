@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    STR, TS_DTYPE, arg, build, code_info, ns, ordered, parse_args, records, spec_module,
+    STR, TS_DTYPE, build, code_info, ns, ordered, records, spec_module,
 )
 from amqpcap.analysis.load import as_tables
 
@@ -77,9 +77,11 @@ def errors(t) -> pd.DataFrame:
             for cap, st, ch, d, cid, meth in records(c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]):
                 cmds[(cap, st, ch, d, cid)] = meth
         cols = ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "version", "method",
-                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "arguments"]
-        for (cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, args_text) in records(sub, cols):
-            a = None
+                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "code", "text"]
+        for (cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, code2, text2) in records(sub, cols):
+            # 0-10 session.detached and message.reject carry `code` / `text`, not reply-code / reply-text
+            code = code if code is not None else code2
+            text = text if text is not None else text2
             if meth in _UNCODED:
                 kind = _UNCODED[meth]
                 if failing is None:
@@ -88,21 +90,11 @@ def errors(t) -> pd.DataFrame:
                                  version=ver, kind=kind, method=meth, failing_method=failing, text=text))
                 continue
             kind, table = _CODED[meth]
-            if code is None:
-                a = parse_args(args_text)
-                v = arg(a, "reply-code", "error-code", "code")
-                try:
-                    code = int(v) if v is not None else None
-                except (TypeError, ValueError):
-                    code = None
             ok = _OK_0_10.get(meth, set()) if ver == "0-10" else _OK
             if meth in ("connection.close", "channel.close", "session.detached", "session.detach") and (code is None or code in ok):
                 continue
             if meth == "session.detach" and code is None:
                 continue
-            if text is None:
-                a = a if a is not None else parse_args(args_text)
-                text = arg(a, "reply-text", "description", "text")
             if meth == "message.reject" and ver == "0-10":
                 info = _domain_name(ver, "message.reject-code", code)
             else:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, arg, build, latency_ms, ns, ordered, parse_args, records, truthy,
+    NAT, STR, TS_DTYPE, build, latency_ms, ns, ordered, records,
 )
 from amqpcap.analysis.latency import consumer_acks
 from amqpcap.analysis.load import as_tables
@@ -211,11 +211,11 @@ def blocked(t) -> pd.DataFrame:
     m = m[m["method"].isin(["connection.blocked", "connection.unblocked"])] if len(m) else m
     rows: list[dict] = []
     open_: dict = {}
-    for cap, st, name, frame, ts, args_text in records(m, ["capture", "tcp_stream", "method", "frame_number", "ts", "arguments"]):
+    for cap, st, name, frame, ts, reason in records(m, ["capture", "tcp_stream", "method", "frame_number", "ts", "reason"]):
         key = (cap, st)
         if name == "connection.blocked":
             if key not in open_:
-                open_[key] = dict(capture=cap, tcp_stream=st, reason=arg(parse_args(args_text), "reason"),
+                open_[key] = dict(capture=cap, tcp_stream=st, reason=reason,
                                   blocked_frame=frame, blocked_ts=ts)
         elif key in open_:
             r = open_.pop(key)
@@ -251,9 +251,9 @@ def flow(t) -> pd.DataFrame:
     rows: list[dict] = []
     pending_ok: dict = {}
     paused: dict = {}
-    for cap, st, ch, d, name, frame, ts, args_text in records(
-            m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "arguments"]):
-        active = truthy(arg(parse_args(args_text), "active"))
+    for cap, st, ch, d, name, frame, ts, active in records(
+            m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "active"]):
+        active = bool(active)
         if name == "channel.flow":
             r = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, frame_number=frame, ts=ts, active=active)
             rows.append(r)
@@ -313,9 +313,9 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     m = t.methods
     q = m[(m["method"] == "basic.qos") & (m["direction"] == "c2s")] if len(m) else m
     if len(q):
-        qq = q[keys + ["ts", "frame_number", "prefetch_count", "arguments"]].copy()
-        qq["prefetch_global"] = [truthy(arg(parse_args(a), "global")) for a in qq["arguments"].astype(object)]
-        qq = qq.drop(columns="arguments").assign(delta=0, event="qos")
+        qq = q[keys + ["ts", "frame_number", "prefetch_count", "qos_global"]].rename(
+            columns={"qos_global": "prefetch_global"})
+        qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, event="qos")
         ev.append(qq)
     if not ev:
         return build([], UNACKED_COLS)

@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, arg, build, covered, latency_ms, ns, ordered, parse_args, ranges,
-    records, spec_by_name, truthy,
+    NAT, STR, TS_DTYPE, build, covered, latency_ms, ns, ordered, records, spec_by_name,
 )
 from amqpcap.analysis.load import as_tables
 
@@ -95,7 +94,7 @@ def method_rtt(t) -> pd.DataFrame:
     t = as_tables(t)
     m = ordered(t.methods)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts",
-            "version", "command_id", "answers_command_id", "arguments", "synchronous"]
+            "version", "command_id", "answers_command_id", "id_ranges", "no_wait", "synchronous"]
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, RTT_COLS)
@@ -120,7 +119,7 @@ def method_rtt(t) -> pd.DataFrame:
         pend.clear()
 
     for r in records(m, cols):
-        cap, st, ch, d, name, frame, ts, version, cmd, answers, args_text, synchronous = r
+        cap, st, ch, d, name, frame, ts, version, cmd, answers, id_ranges, no_wait, synchronous = r
         conn = state.setdefault((cap, st), {})
         pend = conn.setdefault(ch, [])
         specs = spec_by_name(version)
@@ -137,9 +136,9 @@ def method_rtt(t) -> pd.DataFrame:
 
         # 2. 0-10 specials
         if name == "session.completed":
-            rs = ranges(arg(parse_args(args_text), "commands"))
             for req in list(pend):
-                if req["sync"] and req["direction"] != d and req.get("command_id") is not None and covered(req["command_id"], rs):
+                if (req["sync"] and req["direction"] != d and req.get("command_id") is not None
+                        and covered(req["command_id"], id_ranges)):
                     emit(req, r, "ok")
                     pend.remove(req)
         elif name in ("execution.result", "execution.exception") and answers is not None:
@@ -177,8 +176,7 @@ def method_rtt(t) -> pd.DataFrame:
         is_sync = name == "execution.sync" or (
             version == "0-10" and cmd is not None and bool(synchronous) and not responses and result is None)
         if (responses or is_sync or result is not None) and name not in _CLOSE_OK:
-            a = parse_args(args_text) if args_text else {}
-            if truthy(arg(a, "no-wait", "nowait")):
+            if no_wait:
                 continue
             req = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, method=name, frame=frame, ts=ts,
                        version=version, responses=frozenset(responses), sync=is_sync, command_id=cmd, done=False)
@@ -294,9 +292,9 @@ def _consumer_state(m: pd.DataFrame):
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
     last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "queue",
-            "consumer_tag", "no_ack", "arguments"]
+            "consumer_tag", "no_ack", "no_wait", "accept_mode"]
     for pos, r in enumerate(records(m, cols)):
-        cap, st, ch, d, name, frame, ts, queue, tag, no_ack, args_text = r
+        cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
         if name == "basic.consume" and d == "c2s":
             row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or None, queue=queue,
@@ -304,8 +302,7 @@ def _consumer_state(m: pd.DataFrame):
             consumers.append(row)
             if tag:
                 by_tag[key + (tag,)] = row
-            a = parse_args(args_text)
-            if not truthy(arg(a, "no-wait", "nowait")):
+            if not no_wait:
                 pending.setdefault(key, []).append(row)
         elif name == "basic.consume-ok" and d == "s2c":
             lst = pending.get(key)
@@ -315,11 +312,9 @@ def _consumer_state(m: pd.DataFrame):
                     row["consumer_tag"] = tag
                     by_tag[key + (tag,)] = row
         elif name == "message.subscribe" and d == "c2s":
-            a = parse_args(args_text)
-            mode = arg(a, "accept-mode")
-            none_mode = mode in (1, "1", "none")
-            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or arg(a, "destination"),
-                       queue=queue or arg(a, "queue"), no_ack=none_mode, consume_frame=frame, consume_ts=ts)
+            # consumer_tag holds the subscription's destination; accept-mode 1 (none): no acks
+            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag, queue=queue,
+                       no_ack=accept_mode == 1, consume_frame=frame, consume_ts=ts)
             consumers.append(row)
             by_tag[key + (row["consumer_tag"],)] = row
         elif name in ("basic.cancel", "message.cancel") and tag:
@@ -330,17 +325,14 @@ def _consumer_state(m: pd.DataFrame):
         elif name == "basic.get" and d == "c2s":
             last_get[key] = (queue, no_ack)
         elif name in ("basic.deliver", "message.transfer") and d == "s2c":
-            mode = None
-            if name == "message.transfer":  # 0-10: the transfer names its subscription and accept-mode
-                a = parse_args(args_text)
-                tag = tag or arg(a, "destination")
-                mode = arg(a, "accept-mode")
+            # 0-10: the transfer names its subscription (consumer_tag) and carries its accept-mode
+            mode = accept_mode if name == "message.transfer" else None
             row = by_tag.get(key + (tag,)) if tag is not None else None
             if row is None and tag is not None:  # consumer tags are unique per connection in practice
                 row = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), None)
             no_ack = row["no_ack"] if row else None
             if mode is not None:
-                no_ack = mode in (1, "1", "none")
+                no_ack = mode == 1
             info[pos] = (row["queue"] if row else None, no_ack, tag)
         elif name == "basic.get-ok" and d == "s2c":
             q, na = last_get.get(key, (None, None))
@@ -391,7 +383,7 @@ def consumer_acks(t) -> pd.DataFrame:
     info, _ = _consumer_state(m)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number",
             "ts", "version", "delivery_tag", "multiple", "requeue", "redelivered", "consumer_tag", "exchange",
-            "routing_key", "command_id", "arguments"]
+            "routing_key", "command_id", "id_ranges"]
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
 
     def settle(dl, resp, outcome, multiple, requeue):
@@ -406,7 +398,7 @@ def consumer_acks(t) -> pd.DataFrame:
 
     for pos, r in enumerate(records(m, cols)):
         (cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, requeue, redelivered, ctag,
-         ex, rk, cmd, args_text) = r
+         ex, rk, cmd, id_ranges) = r
         key = (cap, st, ch)
         if name in _SCOPE_OPEN:
             for dl in chans.pop(key, {}).values():
@@ -440,8 +432,7 @@ def consumer_acks(t) -> pd.DataFrame:
             elif tag in out:
                 settle(out.pop(tag), r, outcome, False if name != "basic.reject" else None, requeue)
         elif outcome is not None:  # 0-10 accept / release / reject
-            rs = ranges(arg(parse_args(args_text), "transfers"))
-            for k in [k for k in out if covered(k, rs)]:
+            for k in [k for k in out if covered(k, id_ranges)]:
                 settle(out.pop(k), r, outcome, None, None)
         elif name in ("basic.recover", "basic.recover-async"):
             for k in list(out):

@@ -117,6 +117,16 @@ METHODS = _KEYS + [
     ("consumer_count", pa.int64(), "consumer-count (queue.declare-ok)."),
     ("command_id", pa.int64(), "0-10: session command number of this command."),
     ("answers_command_id", pa.int64(), "0-10: command answered by execution.result / execution.exception."),
+    ("no_wait", pa.bool_(), "no-wait flag (declare, bind, consume, cancel, ...; 0-8 `nowait`): no response expected."),
+    ("active", pa.bool_(), "active flag (channel.flow, channel.flow-ok; 0-8 / 0-9 access.request)."),
+    ("qos_global", pa.bool_(), "global flag of basic.qos (also 0-8 / 0-9 file.qos, stream.qos)."),
+    ("reason", pa.string(), "reason argument (connection.blocked)."),
+    ("accept_mode", pa.int16(), "0-10 accept-mode (message.subscribe, message.transfer): 0 explicit, 1 none."),
+    ("id_ranges", pa.list_(pa.struct([("lower", pa.int64()), ("upper", pa.int64())])),
+     "0-10 sequence set, inclusive ranges of command ids: `commands` of session.completed / known-completed / "
+     "expected / confirmed, `transfers` of message.accept / release / reject / acquire."),
+    ("code", pa.int32(), "`code` argument: 0-10 session.detached detach code, 0-10 / 0-9 message.reject reject code."),
+    ("text", pa.string(), "`text` argument of 0-10 / 0-9 message.reject."),
     ("arguments", pa.string(), "All arguments, JSON (binary as base64 under `$b64`; secrets redacted unless --keep-secrets)."),
 ]
 
