@@ -19,7 +19,7 @@ import json
 import pandas as pd
 import pyarrow as pa
 
-from amqpcap.analysis.load import arrow_to_pandas, from_frames
+from amqpcap.analysis.tables import arrow_to_pandas, from_frames
 from amqpcap.records.rows import ARG_COLUMNS, arg_columns
 from amqpcap.records.schema import SCHEMAS
 

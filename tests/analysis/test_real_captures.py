@@ -25,7 +25,7 @@ def _load(name, cache):
 
 
 def _errors(s):
-    return {(e["kind"], e["code"], e["name"], e["method"]): e["count"] for e in s["errors"]}
+    return {(e["kind"], e["code"], e["name"], e["method"], e["failing_method"]): e["count"] for e in s["errors"]}
 
 
 def test_amqplib_0_8(cache):
@@ -34,9 +34,9 @@ def test_amqplib_0_8(cache):
     assert (ca["count"], ca["acked"], ca["rejected"], ca["nacked"], ca["unsettled"]) == (4, 3, 1, 0, 0)
     assert s["latency"]["transit"]["count"] == 5       # 7 publishes: 1 returned, 1 rolled back
     assert s["latency"]["method_rtt"]["errors"] == 1   # the passive declare answered by 404
-    assert _errors(s) == {("return", 312, "no-route", "basic.return"): 1,
-                          ("channel-close", 404, "not-found", "channel.close"): 1,
-                          ("reject", None, None, "basic.reject"): 1}
+    assert _errors(s) == {("return", 312, "no-route", "basic.return", "basic.publish"): 1,
+                          ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
+                          ("reject", None, None, "basic.reject", "basic.deliver"): 1}
 
 
 def test_pika_full_0_9_1(cache):
@@ -49,11 +49,19 @@ def test_pika_full_0_9_1(cache):
     # get-ok 9-11 were no-ack gets
     assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"], ca["redelivered"]) == (8, 4, 2, 2, 0, 2)
     assert (lat["transit"]["count"], lat["transit"]["deliveries"]) == (9, 11)
-    assert _errors(s) == {("nack", None, None, "basic.nack"): 4, ("return", 312, "no-route", "basic.return"): 2,
-                          ("reject", None, None, "basic.reject"): 2,
-                          ("channel-close", 403, "access-refused", "channel.close"): 1,
-                          ("channel-close", 404, "not-found", "channel.close"): 1,
-                          ("channel-close", 406, "precondition-failed", "channel.close"): 1}
+    # publisher nacks (2 confirms nacked) and consumer nacks (2 deliveries nacked) are told apart
+    assert _errors(s) == {("nack", None, None, "basic.nack", "basic.publish"): 2,
+                          ("nack", None, None, "basic.nack", "basic.deliver"): 2,
+                          ("return", 312, "no-route", "basic.return", "basic.publish"): 2,
+                          ("reject", None, None, "basic.reject", "basic.deliver"): 2,
+                          ("channel-close", 403, "access-refused", "channel.close", "exchange.declare"): 1,
+                          ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
+                          ("channel-close", 406, "precondition-failed", "channel.close", "queue.declare"): 1}
+    full = {e["code"]: (e["texts"], e["first_frame"], e["first_tcp_stream"]) for e in s["errors"] if e["code"]}
+    assert full[406] == ([{"text": "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue "
+                                   "'amqpcap.q.work' in vhost 'amqpcap': received the value '10' of type "
+                                   "'signedint' but current is none", "count": 1,
+                           "first_capture": s["captures"][0], "first_tcp_stream": 0, "first_frame": 242}], 242, 0)
     # heartbeat 2 s, 5 s idle with heartbeats both ways: nothing missed
     assert s["health"]["heartbeat_missed"] == 0 and s["health"]["heartbeat_source"] == "frames"
 
@@ -86,7 +94,7 @@ def test_pyamqp_confirms(cache):
 @pytest.mark.parametrize("name", ["rabbitmq08_rejected.pcap", "rabbitmq091_pika_refused.pcap"])
 def test_rejected_headers(cache, name):
     s = stats(_load(name, cache))
-    assert _errors(s)[("protocol-rejected", None, "protocol-rejected", None)] == 2
+    assert _errors(s)[("protocol-rejected", None, "protocol-rejected", None, None)] == 2
 
 
 def test_qpid_0_10(cache):
@@ -96,7 +104,7 @@ def test_qpid_0_10(cache):
     ca = s["latency"]["consumer_ack"]
     # accept [5,7], release [8], reject [14], accept [9,13]
     assert (ca["acked"], ca["nacked"], ca["rejected"]) == (8, 1, 1)
-    assert _errors(s) == {("reject", 0, "unspecified", "message.reject"): 1}
+    assert _errors(s) == {("reject", 0, "unspecified", "message.reject", "message.transfer"): 1}
 
 
 def test_report_on_every_capture(cache, tmp_path):

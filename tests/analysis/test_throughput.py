@@ -2,7 +2,7 @@
 from tables import Capture, rows
 
 from amqpcap.analysis import throughput
-from amqpcap.analysis.throughput import message_queues, totals
+from amqpcap.analysis.traffic import message_queues, totals
 
 
 def _capture():

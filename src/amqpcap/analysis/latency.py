@@ -18,7 +18,7 @@ import pandas as pd
 from amqpcap.analysis._common import (
     NAT, STR, TS_DTYPE, build, covered, latency_ms, ns, ordered, records, spec_by_name,
 )
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.tables import as_tables
 
 __all__ = [
     "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers",
@@ -280,7 +280,7 @@ CONSUMER_COLS = {
 }
 
 
-def _consumer_state(m: pd.DataFrame):
+def consumer_state(m: pd.DataFrame):
     """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
     0-10 transfer), its (queue, no_ack); also the consumer table rows.
 
@@ -348,7 +348,7 @@ def consumers(t) -> pd.DataFrame:
     """One row per basic.consume (0-10 message.subscribe): consumer tag (server-assigned
     ones taken from consume-ok), queue, no_ack (0-10: accept-mode none), consume and cancel packets."""
     t = as_tables(t)
-    _, rows = _consumer_state(ordered(t.methods))
+    _, rows = consumer_state(ordered(t.methods))
     return build(rows, CONSUMER_COLS)
 
 
@@ -380,7 +380,7 @@ def consumer_acks(t) -> pd.DataFrame:
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, ACK_COLS)
-    info, _ = _consumer_state(m)
+    info, _ = consumer_state(m)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number",
             "ts", "version", "delivery_tag", "multiple", "requeue", "redelivered", "consumer_tag", "exchange",
             "routing_key", "command_id", "id_ranges"]

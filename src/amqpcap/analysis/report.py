@@ -22,12 +22,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from amqpcap.analysis._common import ns, ordered, records
-from amqpcap.analysis.errors import errors as errors_frame
-from amqpcap.analysis.health import unacked as unacked_frame
+from amqpcap.analysis.failures import errors as errors_frame
+from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.latency import all_latencies
-from amqpcap.analysis.load import as_tables
-from amqpcap.analysis.stats import LATENCY_KINDS, _connection_rows, stats as stats_dict
-from amqpcap.analysis.throughput import totals
+from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, stats as stats_dict
+from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
 
@@ -393,6 +393,11 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 """
 
 
+# publisher and consumer nacks are different failures: the broker refused a message / a consumer did
+_KIND_LABELS = {("nack", "basic.publish"): "publisher nack", ("nack", "basic.deliver"): "consumer nack",
+                ("reject", "basic.deliver"): "consumer reject"}
+
+
 def _page(s: dict, t, images: dict, limit: int = 50) -> str:
     span = s.get("span", {})
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title><style>{_CSS}</style></head><body>",
@@ -438,20 +443,32 @@ def _page(s: dict, t, images: dict, limit: int = 50) -> str:
     errs = s["errors"]
     parts.append("<h2>Errors</h2>")
     if errs:
-        parts.append(_html_table(["count", "code", "name", "class", "method", "kind"],
-                                 [[e["count"], e["code"], e["name"], e["class"], e["method"], e["kind"]] for e in errs[:limit]],
-                                 numeric={0, 1}))
+        several = len(s.get("captures", [])) > 1
+        erows = []
+        for e in errs[:limit]:
+            for x in e.get("texts") or [dict(e, text=None)]:
+                erows.append([x["count"], e["code"], e["name"], e["class"], e["method"], e.get("failing_method"),
+                              _KIND_LABELS.get((e["kind"], e.get("failing_method")), e["kind"])]
+                             + ([x.get("first_capture")] if several else [])
+                             + [x.get("first_tcp_stream"), x.get("first_frame"), x.get("text")])
+        parts.append(_html_table(["count", "code", "name", "class", "method", "on", "kind"]
+                                 + (["capture"] if several else []) + ["stream", "first frame", "reply text"], erows,
+                                 numeric={0, 1, 7 + several, 8 + several}))
+        parts.append("<p class='note'>first frame: Wireshark <code>frame.number</code> of the first occurrence.</p>")
     else:
         parts.append("<p>No errors.</p>")
     parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
     # connections
     parts.append("<h2>Connections and channels</h2>")
-    crow, n = _connection_rows(t, limit)
-    if crow:
-        if n > len(crow):
-            parts.append(f"<p class='note'>The {len(crow)} busiest of {n:,} connections.</p>")
-        parts.append(_html_table(["stream", "client", "server", "version", "server product", "name", "methods", "msgs",
-                                  "duration s", "bytes", "closed"], crow, numeric={0, 6, 7, 8, 9}))
+    ct = connections_table(t, limit)
+    n = ct.attrs["total"]
+    if len(ct):
+        if n > len(ct):
+            parts.append(f"<p class='note'>The {len(ct)} busiest of {n:,} connections.</p>")
+        several = len(s.get("captures", [])) > 1
+        heads, crow = connection_cells(ct, several)
+        first = 1 if several else 0
+        parts.append(_html_table(heads, crow, numeric={first + i for i in (0, 6, 7, 8, 9)}))
     parts.append(f"<img alt='connection and channel timeline' src='data:image/png;base64,{images['timeline']}'>")
     # health
     parts.append("<h2>Health</h2>")

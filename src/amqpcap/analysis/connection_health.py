@@ -10,7 +10,7 @@ from amqpcap.analysis._common import (
     NAT, STR, TS_DTYPE, build, latency_ms, ns, ordered, records,
 )
 from amqpcap.analysis.latency import consumer_acks
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.tables import as_tables
 
 __all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
 

@@ -6,9 +6,9 @@ import pandas as pd
 from amqpcap.analysis._common import (
     STR, TS_DTYPE, build, code_info, ns, ordered, records, spec_module,
 )
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.tables import as_tables
 
-__all__ = ["errors", "ERROR_COLS"]
+__all__ = ["errors", "error_summary", "ERROR_COLS"]
 
 ERROR_COLS = {
     "capture": STR, "tcp_stream": "Int32", "frame_number": "Int64", "ts": TS_DTYPE, "direction": STR,
@@ -135,3 +135,31 @@ def errors(t) -> pd.DataFrame:
         df["_ts"] = ns(df["ts"])
         df = df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable").drop(columns="_ts").reset_index(drop=True)
     return df
+
+
+SUMMARY_COLS = {
+    "kind": STR, "code": "Int32", "name": STR, "class": STR, "method": STR, "failing_method": STR, "text": STR,
+    "count": "Int64",
+    "first_capture": STR, "first_tcp_stream": "Int32", "first_frame": "Int64", "first_ts": TS_DTYPE,
+}
+
+
+def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each distinct error once: (``kind``, ``code``, ``name``, ``class``, ``method``, ``failing_method``,
+    ``text``) with
+    its ``count`` and where it first happened (``first_capture``, ``first_tcp_stream``,
+    ``first_frame``: Wireshark ``frame.number``, ``first_ts``); most frequent first.
+    ``err``: a precomputed :func:`errors` frame."""
+    err = errors(t) if err is None else err
+    keys = ["kind", "code", "name", "class", "method", "failing_method", "text"]
+    if len(err) == 0:
+        return build([], SUMMARY_COLS)
+    counts = err.groupby(keys, dropna=False, sort=False).size()  # groups in order of first appearance
+    out = err.drop_duplicates(keys, keep="first").reset_index(drop=True)  # errors() is in capture order
+    out = out.rename(columns={"capture": "first_capture", "tcp_stream": "first_tcp_stream",
+                              "frame_number": "first_frame", "ts": "first_ts"})
+    out["count"] = counts.to_numpy()
+    out["_code"] = out["code"].fillna(10**9)
+    out = out.sort_values(["count", "_code", "kind", "method", "first_ts"], ascending=[False, True, True, True, True],
+                          kind="stable", na_position="last").drop(columns="_code").reset_index(drop=True)
+    return out[list(SUMMARY_COLS)]

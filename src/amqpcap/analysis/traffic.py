@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import STR, ordered, records, str_series
-from amqpcap.analysis.latency import _consumer_state
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.latency import consumer_state
+from amqpcap.analysis.tables import as_tables
 
 __all__ = ["throughput", "totals", "message_queues", "BY"]
 
@@ -47,7 +47,7 @@ def message_queues(t) -> pd.DataFrame:
     if len(msgs) == 0 or len(t.methods) == 0:
         return msgs
     m = ordered(t.methods).reset_index(drop=True)
-    info, _ = _consumer_state(m)
+    info, _ = consumer_state(m)
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
     if info:
         pos = np.fromiter(info.keys(), dtype=np.int64)
