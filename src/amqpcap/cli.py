@@ -213,15 +213,15 @@ def _show(a) -> int:
 
 def _stats(a) -> int:
     import amqpcap
-    from amqpcap.analysis import stats as S
+    from amqpcap.analysis import render_text, stats
 
     tables = amqpcap.load(a.path)
-    result = S.stats(tables)
+    result = stats(tables)
     if a.json:
         json.dump(result, sys.stdout, indent=None, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(S.render_text(result, tables))
+        sys.stdout.write(render_text(result, tables))
     return EXIT_OK
 
 
