@@ -152,3 +152,24 @@ def test_analysis_reads_typed_columns_not_the_arguments_json(cache, name):
     for a, b in ((all_latencies(t), all_latencies(bare)), (health(t), health(bare))):
         for k in a:
             pd.testing.assert_frame_equal(a[k], b[k], obj=k)
+
+
+def test_stats_over_two_captures_names_the_capture_of_each_row(tmp_path):
+    """One dissect output of two captures recorded years apart: every connection and error row
+    says its capture; the throughput mean counts each capture's own span."""
+    from amqpcap.analysis import render_text
+    from amqpcap.pipeline import dissect
+
+    a, b = (os.path.join(CAPTURES, n) for n in ("rabbitmq091_pika_full.pcap", "netamqp09_offline.pcap"))
+    dissect([a, b], str(tmp_path / "pair"))
+    t = amqpcap.load(tmp_path / "pair")
+    s = stats(t)
+    text = render_text(s, t)
+    conns = text.split("\nConnections\n")[1].split("\n\n")[0].splitlines()
+    assert conns[0].split()[:2] == ["capture", "stream"]
+    assert sorted(line.split()[0] for line in conns[2:]) == sorted([a, b])
+    errs = text.split("\nErrors")[1].split("\n\n")[0]
+    line = next(x for x in errs.splitlines() if "NOT_IMPLEMENTED" in x)
+    assert line.split()[-6:] == [b, "0", "199", "NOT_IMPLEMENTED", "-", "tunnel"]  # capture, stream, first frame
+    spans = [stats(amqpcap.load(p, cache_dir=tmp_path / "c"))["throughput"]["buckets"] for p in (a, b)]
+    assert s["throughput"]["buckets"] == sum(spans)

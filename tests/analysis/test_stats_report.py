@@ -123,3 +123,24 @@ def test_docs_list_every_result_column():
     s = stats(sample())
     for key in list(s) + list(s["throughput"]) + list(s["health"]):
         assert f'"{key}"' in doc or f"`{key}`" in doc, key
+
+
+def test_a_packet_stamped_1970_is_reported_not_a_crash(tmp_path):
+    import pandas as pd
+
+    from amqpcap.analysis import from_frames, time_outliers
+
+    t = sample()
+    m = t.methods.copy()
+    m.loc[m["frame_number"] == 20, "ts"] = pd.Timestamp(0, tz="UTC")  # the queue.declare
+    t = from_frames(connections=t.connections, methods=m, messages=t.messages, anomalies=t.anomalies)
+    s = stats(t)
+    assert s["span"]["time_outliers"] == 1
+    assert s["span"]["first_time_outlier"] == {"capture": "t.pcap", "tcp_stream": 0, "frame_number": 20,
+                                               "ts": "1970-01-01T00:00:00+00:00"}
+    assert s["throughput"]["messages"] == 8 and s["throughput"]["buckets"] > 1_700_000_000  # counted, not allocated
+    assert time_outliers(t)["frame_number"].tolist() == [20]
+    assert "warning: 1 packet(s) stamped far from the rest" in render_text(s, t)
+    index = write_report(t, tmp_path / "r")
+    assert "<h2>Throughput</h2>" in open(index, encoding="utf-8").read()
+    assert stats(sample())["span"]["time_outliers"] == 0

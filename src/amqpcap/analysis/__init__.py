@@ -21,7 +21,7 @@ from amqpcap.analysis.failures import error_summary, errors
 from amqpcap.analysis.latency import (
     all_latencies, confirms, connection_setup, consumer_acks, consumers, method_rtt, rpc, transit,
 )
-from amqpcap.analysis.summary import connections_table, latency_summary, render_text, stats
+from amqpcap.analysis.summary import connections_table, latency_summary, render_text, stats, time_outliers
 from amqpcap.analysis.tables import Tables, from_frames, load
 from amqpcap.analysis.traffic import message_queues, throughput, totals
 
@@ -40,5 +40,5 @@ __all__ = [
     "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers", "all_latencies",
     "throughput", "totals", "message_queues", "errors", "error_summary",
     "heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "zero_windows",
-    "health", "stats", "render_text", "latency_summary", "connections_table", "write_report",
+    "health", "stats", "render_text", "latency_summary", "connections_table", "time_outliers", "write_report",
 ]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Iterator
 
 import numpy as np
@@ -23,8 +24,8 @@ def ns(series: pd.Series) -> np.ndarray:
 
 
 def to_ts(values) -> pd.Series:
-    """int ns (None/NAT for missing) -> datetime64[ns, UTC] Series."""
-    arr = np.array([NAT if v is None else v for v in values], dtype=np.int64)
+    """int ns (None/NaN/NAT for missing) -> datetime64[ns, UTC] Series."""
+    arr = np.array([NAT if v is None or v != v else v for v in values], dtype=np.int64)
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
@@ -56,14 +57,46 @@ def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
     return zip(*arrays)
 
 
-def ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in wire order: per conversation, by packet number then stream offset."""
+_ORDERED: dict = {}  # id(df) -> (weakref to df, its ordered copy): the big tables are ordered once
+
+
+def ordered(df: pd.DataFrame, names=None) -> pd.DataFrame:
+    """Rows in wire order: per conversation, by packet number then stream offset.
+
+    ``names``: keep only the rows whose ``method`` is one of them (filtered before
+    sorting).  The ordered copy of a whole table is kept while the table lives,
+    so the analysis functions sort it once; callers must not modify it in place."""
+    if len(df) == 0:
+        return df
+    if names is not None:
+        return _sort(df[df["method"].isin(names)])
+    hit = _ORDERED.get(id(df))
+    if hit is not None and hit[0]() is df:
+        return hit[1]
+    out = _sort(df)
+    try:
+        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERED.pop(k, None))
+    except TypeError:
+        return out
+    _ORDERED[id(df)] = (ref, out)
+    return out
+
+
+def _sort(df: pd.DataFrame) -> pd.DataFrame:
     if len(df) == 0:
         return df
     keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
-    out = df.copy()
-    out["_pos"] = np.arange(len(out))
-    return out.sort_values(keys + ["_pos"], kind="stable", na_position="first").drop(columns="_pos")
+    pos = np.arange(len(df))
+    order = np.lexsort([pos] + [_sort_key(df[k]) for k in reversed(keys)])
+    return df.iloc[order]
+
+
+def _sort_key(s: pd.Series) -> np.ndarray:
+    """A numpy key sorting like ``s`` with missing values first."""
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return s.astype("float64").fillna(-np.inf).to_numpy()
+    codes, _ = pd.factorize(s, sort=True, use_na_sentinel=True)
+    return codes  # -1 (missing) sorts first
 
 
 def covered(n: int, id_ranges) -> bool:
@@ -147,16 +180,20 @@ def build(rows: list[dict], columns: dict) -> pd.DataFrame:
     """DataFrame from row dicts with dtypes from {name: dtype}; ``*_ts`` int ns columns become timestamps."""
     if not rows:
         return empty(columns)
+    raw = pd.DataFrame.from_records(rows, columns=list(columns))  # one pass in C; absent keys: NaN
     data = {}
     for name, dtype in columns.items():
-        vals = [r.get(name) for r in rows]
+        col = raw[name]
         if str(dtype).startswith("datetime64"):
-            data[name] = to_ts(vals)
+            v = col.to_numpy(dtype=object)
+            data[name] = to_ts(v)
         elif dtype == "float64":
-            data[name] = pd.Series([np.nan if v is None else v for v in vals], dtype="float64")
+            data[name] = pd.to_numeric(col, errors="coerce").astype("float64")
         elif dtype == STR:
-            data[name] = str_series(vals)
+            data[name] = str_series(col.to_numpy(dtype=object))
         else:
+            vals = col.to_numpy(dtype=object, copy=True)
+            vals[pd.isna(vals)] = None
             data[name] = pd.Series(vals, dtype=dtype)
     return pd.DataFrame(data)
 
@@ -164,6 +201,7 @@ def build(rows: list[dict], columns: dict) -> pd.DataFrame:
 def str_series(vals) -> pd.Series:
     """Strings with None for missing, in the installed pandas' default string dtype."""
     s = pd.Series(list(vals), dtype=object)
+    s[s.isna()] = None
     if _STR_IS_STRING:
         s = s.astype("str")
     return s

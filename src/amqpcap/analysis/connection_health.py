@@ -207,8 +207,7 @@ def blocked(t) -> pd.DataFrame:
     capture or conversation ended first.  Repeated blocked notifications while
     blocked extend the same period (the first one is kept)."""
     t = as_tables(t)
-    m = ordered(t.methods)
-    m = m[m["method"].isin(["connection.blocked", "connection.unblocked"])] if len(m) else m
+    m = ordered(t.methods, ["connection.blocked", "connection.unblocked"])
     rows: list[dict] = []
     open_: dict = {}
     for cap, st, name, frame, ts, reason in records(m, ["capture", "tcp_stream", "method", "frame_number", "ts", "reason"]):
@@ -246,8 +245,7 @@ def flow(t) -> pd.DataFrame:
     never resumed).  0-10 credit-based flow control (message.flow / stop) is
     not interpreted."""
     t = as_tables(t)
-    m = ordered(t.methods)
-    m = m[m["method"].isin(["channel.flow", "channel.flow-ok"])] if len(m) else m
+    m = ordered(t.methods, ["channel.flow", "channel.flow-ok"])
     rows: list[dict] = []
     pending_ok: dict = {}
     paused: dict = {}
@@ -331,13 +329,17 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     e["unacked"] = g["delta"].cumsum()
     e["prefetch_count"] = g["prefetch_count"].ffill()
     e["prefetch_global"] = g["prefetch_global"].ffill()
-    rows = []
-    for r in records(e, keys + ["_ts", "frame_number", "event", "unacked", "prefetch_count", "prefetch_global"]):
-        cap, st, ch, ts, fr, evn, un, pc, pg = r
-        rows.append(dict(capture=cap, tcp_stream=st, channel=ch, ts=ts, frame_number=fr, event=evn, unacked=un,
-                         prefetch_count=pc, prefetch_global=pg,
-                         over_prefetch=bool(pc) and un is not None and un > pc))
-    return build(rows, UNACKED_COLS)
+    pc = e["prefetch_count"].astype("Int64")
+    un = e["unacked"].astype("Int64")
+    over = ((pc.fillna(0) > 0) & (un > pc)).fillna(False)
+    out = pd.DataFrame({
+        "capture": e["capture"], "tcp_stream": e["tcp_stream"].astype("Int32"), "channel": e["channel"].astype("Int32"),
+        "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
+        "frame_number": e["frame_number"].astype("Int64"), "event": e["event"], "unacked": un,
+        "prefetch_count": pc.astype("Int32"), "prefetch_global": e["prefetch_global"].astype("boolean"),
+        "over_prefetch": over.astype("boolean"),
+    })
+    return out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")}).reset_index(drop=True)
 
 
 ZERO_WINDOW_COLS = ["capture", "tcp_stream", "direction", "start_frame", "end_frame", "start_ts", "end_ts",

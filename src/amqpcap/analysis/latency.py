@@ -93,6 +93,14 @@ def method_rtt(t) -> pd.DataFrame:
     """
     t = as_tables(t)
     m = ordered(t.methods)
+    if len(m):  # 0-8 / 0-9 / 0-9-1: only requests, their responses and closes matter (not publishes, acks, ...)
+        relevant = set(_CLOSE + _CLOSE_OK + _SCOPE_OPEN)
+        for v in m["version"].dropna().unique():
+            for name, spec in spec_by_name(v).items():
+                if getattr(spec, "responses", ()):
+                    relevant.add(name)
+                    relevant.update(spec.responses)
+        m = m[(m["version"] == "0-10").fillna(False).to_numpy(dtype=bool) | m["method"].isin(relevant).to_numpy()]
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts",
             "version", "command_id", "answers_command_id", "id_ranges", "no_wait", "synchronous"]
     rows: list[dict] = []
@@ -280,6 +288,10 @@ CONSUMER_COLS = {
 }
 
 
+_CONSUMER_METHODS = ("basic.consume", "basic.consume-ok", "message.subscribe", "basic.cancel", "message.cancel",
+                     "basic.get", "basic.deliver", "message.transfer", "basic.get-ok") + _SCOPE_OPEN
+
+
 def consumer_state(m: pd.DataFrame):
     """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
     0-10 transfer), its (queue, no_ack); also the consumer table rows.
@@ -293,7 +305,9 @@ def consumer_state(m: pd.DataFrame):
     last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "queue",
             "consumer_tag", "no_ack", "no_wait", "accept_mode"]
-    for pos, r in enumerate(records(m, cols)):
+    # only these methods change the state; positions stay those of ``m``
+    pos_of = np.flatnonzero(m["method"].isin(_CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, dtype=int)
+    for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
         if name == "basic.consume" and d == "c2s":
@@ -615,6 +629,9 @@ def rpc(t) -> pd.DataFrame:
         return build([], RPC_COLS)
     cols = ["capture", "tcp_stream", "channel", "method", "direction", "frame_number", "ts", "correlation_id",
             "reply_to", "routing_key", "version"]
+    # requests carry reply_to and a correlation id; replies carry one of the requests' ids
+    ids = msgs.loc[msgs["reply_to"].notna(), "correlation_id"].dropna().unique()
+    msgs = msgs[msgs["correlation_id"].isin(ids)]
     R = [r for r in records(ordered(msgs), cols)]
     R.sort(key=lambda r: (r[6], r[5] or 0))
     reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]

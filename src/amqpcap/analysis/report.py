@@ -196,8 +196,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
 def channel_lifetimes(t) -> pd.DataFrame:
     """(capture, tcp_stream, channel, start_ns, end_ns or NAT): channel.open -> channel.close-ok
     (0-10: session.attach -> session.detached)."""
-    m = ordered(t.methods)
-    m = m[m["method"].isin(["channel.open", "channel.close-ok", "session.attach", "session.detached"])] if len(m) else m
+    m = ordered(t.methods, ["channel.open", "channel.close-ok", "session.attach", "session.detached"])
     rows = []
     open_: dict = {}
     for cap, st, ch, name, ts in records(m, ["capture", "tcp_stream", "channel", "method", "ts"]):

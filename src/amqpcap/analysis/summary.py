@@ -10,14 +10,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import records
+from amqpcap.analysis._common import ns
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.latency import all_latencies
 from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
-__all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells", "STATS_VERSION", "LATENCY_KINDS"]
+__all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells", "time_outliers", "STATS_VERSION", "LATENCY_KINDS"]
 
 STATS_VERSION = 1
 LATENCY_KINDS = ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
@@ -116,29 +116,30 @@ def _int(v):
     return None if v is None else int(v)
 
 
-def _rate(series: pd.Series, seconds: float) -> dict:
-    if len(series) == 0 or seconds <= 0:
+def _rate(series: pd.Series, seconds: float, buckets: int) -> dict:
+    if len(series) == 0 or seconds <= 0 or buckets <= 0:
         return {"mean": None, "peak": None}
-    return {"mean": _num(series.sum() / (len(series) * seconds)), "peak": _num(series.max() / seconds)}
+    return {"mean": _num(series.sum() / (buckets * seconds)), "peak": _num(series.max() / seconds)}
 
 
 def _throughput(t, bucket: str) -> dict:
     tot = totals(t, bucket=bucket)
+    n = tot.attrs.get("buckets", 0)
     bucket_s = pd.Timedelta(bucket).total_seconds()
-    out = {"bucket_s": bucket_s, "buckets": int(len(tot)), "frames_source": tot.attrs.get("frames_source")}
+    out = {"bucket_s": bucket_s, "buckets": int(n), "frames_source": tot.attrs.get("frames_source")}
     for v in ("messages", "body_bytes", "frames", "wire_bytes"):
         out[v] = int(tot[v].sum()) if len(tot) else 0
     names = {"messages": "msgs_per_s", "body_bytes": "body_bytes_per_s", "frames": "frames_per_s",
              "wire_bytes": "wire_bytes_per_s"}
-    for v, n in names.items():
-        out[n] = _rate(tot[v] if len(tot) else pd.Series([], dtype="int64"), bucket_s)
+    for v, name in names.items():
+        out[name] = _rate(tot[v] if len(tot) else pd.Series([], dtype="int64"), bucket_s, n)
     for d in ("c2s", "s2c"):
         sub = {}
-        for v, n in names.items():
+        for v, name in names.items():
             col = f"{v}_{d}"
             s = tot[col] if len(tot) and col in tot.columns else pd.Series([], dtype="int64")
             sub[v] = int(s.sum())
-            sub[n] = _rate(s, bucket_s)
+            sub[name] = _rate(s, bucket_s, n)
         out[d] = sub
     return out
 
@@ -152,7 +153,41 @@ def _span(t) -> dict:
     if not ts:
         return {"start": None, "end": None, "duration_s": None}
     lo, hi = min(ts), max(ts)
-    return {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
+    out = {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
+    odd = time_outliers(t)
+    out["time_outliers"] = int(len(odd))
+    out["first_time_outlier"] = None if len(odd) == 0 else {
+        "capture": odd["capture"].iloc[0], "tcp_stream": _int(_none(odd["tcp_stream"].iloc[0])),
+        "frame_number": _int(_none(odd["frame_number"].iloc[0])), "ts": odd["ts"].iloc[0].isoformat()}
+    return out
+
+
+def _none(v):
+    return None if pd.isna(v) else v
+
+
+_TS_FLOOR = pd.Timestamp("1990-01-01", tz="UTC").value
+_TS_FAR = pd.Timedelta(days=365).value
+
+
+def time_outliers(t) -> pd.DataFrame:
+    """Rows (``methods``, ``messages``, ``frames``) whose packet timestamp cannot be right: before
+    1990 (a zero or near-zero clock) or more than a year from the median timestamp of their
+    capture.  They stay in every computation (memory does not depend on them); stats reports
+    them under ``span``.  Columns: ``capture``, ``tcp_stream``, ``frame_number``, ``ts``, in
+    capture and packet order, one row per packet."""
+    t = as_tables(t)
+    cols = ["capture", "tcp_stream", "frame_number", "ts"]
+    parts = [df[cols] for df in (t.methods, t.messages, t.frames) if len(df)]
+    if not parts:
+        return pd.DataFrame({c: [] for c in cols})
+    a = pd.concat(parts, ignore_index=True)
+    a = a[a["ts"].notna()]
+    v = ns(a["ts"])
+    med = pd.Series(v, index=a.index).groupby(a["capture"].fillna("")).transform("median").to_numpy()
+    odd = a[(v < _TS_FLOOR) | (np.abs(v - med) > _TS_FAR)]
+    odd = odd.drop_duplicates(["capture", "frame_number"])
+    return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)
 
 
 def _health(t, acks) -> dict:
@@ -310,6 +345,11 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     out.append(f"  {s['connections']} connection(s); versions: "
                + (", ".join(f"{k} x{v}" for k, v in s.get("versions", {}).items()) or "-")
                + (f"; span {span['duration_s']:.3f} s" if span.get("duration_s") is not None else ""))
+    if span.get("time_outliers"):
+        f = span["first_time_outlier"]
+        out.append(f"  warning: {span['time_outliers']} packet(s) stamped far from the rest of their capture "
+                   f"(before 1990 or a year from its median; the span and rates include them): first "
+                   f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}")
     if t is not None:
         t = as_tables(t)
         ct = connections_table(t, limit)
