@@ -215,7 +215,7 @@ def _stats(a) -> int:
     import amqpcap
     from amqpcap.analysis import render_text, stats
 
-    tables = amqpcap.load(a.path)
+    tables = amqpcap.load(a.path, columns="analysis")
     result = stats(tables)
     if a.json:
         json.dump(result, sys.stdout, indent=None, default=str)
@@ -229,7 +229,7 @@ def _report(a) -> int:
     import amqpcap
     from amqpcap.analysis.report import write_report
 
-    tables = amqpcap.load(a.path)
+    tables = amqpcap.load(a.path, columns="analysis")
     path = write_report(tables, a.out)
     print(f"report written to {path}")
     return EXIT_OK
