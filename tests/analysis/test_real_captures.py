@@ -173,3 +173,20 @@ def test_stats_over_two_captures_names_the_capture_of_each_row(tmp_path):
     assert line.split()[-6:] == [b, "0", "199", "NOT_IMPLEMENTED", "-", "tunnel"]  # capture, stream, first frame
     spans = [stats(amqpcap.load(p, cache_dir=tmp_path / "c"))["throughput"]["buckets"] for p in (a, b)]
     assert s["throughput"]["buckets"] == sum(spans)
+
+
+@pytest.mark.parametrize("frames", [False, True])
+def test_the_analysis_columns_are_all_stats_and_the_report_read(cache, tmp_path, frames):
+    """load(columns="analysis") leaves out the JSON and body columns (most of the memory of a big
+    output) and nothing the analysis needs: the same stats on every shipped capture, and a report."""
+    from amqpcap.analysis import error_summary, health
+
+    names = sorted(n for n in os.listdir(CAPTURES) if n.endswith(".pcap"))
+    for name in names:
+        path = os.path.join(CAPTURES, name)
+        full = amqpcap.load(path, cache_dir=cache, frames=frames)
+        lean = amqpcap.load(path, cache_dir=cache, frames=frames, columns="analysis")
+        assert "arguments" not in lean.methods.columns and "properties" not in lean.messages.columns
+        assert stats(lean) == stats(full), name
+        assert error_summary(lean).equals(error_summary(full)) and health(lean).keys() == health(full).keys()
+    write_report(lean, tmp_path / "report")

@@ -99,6 +99,16 @@ def _sort_key(s: pd.Series) -> np.ndarray:
     return codes  # -1 (missing) sorts first
 
 
+def si(v, unit: str = "") -> str:
+    """``v`` with a k / M / G prefix (never milli: rates under 1 read as decimals), 2 decimals."""
+    if v is None:
+        return "-"
+    for div, p in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.2f} {p}{unit}"
+    return f"{v:.2f} {unit}".rstrip()
+
+
 def covered(n: int, id_ranges) -> bool:
     """``n`` lies in a 0-10 sequence set (the ``id_ranges`` column: ``{"lower", "upper"}`` items, or null)."""
     if id_ranges is None:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import ns
+from amqpcap.analysis._common import ns, si
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.latency import all_latencies
@@ -274,15 +274,6 @@ def _ms(v):
     return "-" if v is None else f"{v:,.3f}"
 
 
-def _si(v, unit=""):
-    if v is None:
-        return "-"
-    for div, p in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {p}{unit}"
-    return f"{v:.2f} {unit}".rstrip()
-
-
 CONNECTION_COLS = ["capture", "tcp_stream", "client", "server", "version", "server_product", "connection_name",
                    "methods", "messages", "duration_s", "bytes", "closed"]
 
@@ -412,9 +403,9 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     trow = []
     for label, key in (("all", None), ("client->server", "c2s"), ("server->client", "s2c")):
         d = tp if key is None else tp.get(key, {})
-        trow.append([label, f"{d.get('messages', 0):,}", _si(d["msgs_per_s"]["mean"]), _si(d["msgs_per_s"]["peak"]),
-                     _si(d["body_bytes_per_s"]["mean"], "B"), _si(d["body_bytes_per_s"]["peak"], "B"),
-                     _si(d["wire_bytes_per_s"]["mean"], "B"), _si(d["wire_bytes_per_s"]["peak"], "B")])
+        trow.append([label, f"{d.get('messages', 0):,}", si(d["msgs_per_s"]["mean"]), si(d["msgs_per_s"]["peak"]),
+                     si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
+                     si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
     out.append(table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
                       "wire B/s mean", "wire B/s peak"], trow, align=["l"] + ["r"] * 7))
     h = s.get("health")
