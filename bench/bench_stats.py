@@ -79,7 +79,8 @@ def build_small(path: str, packets: int, seed: int = 11) -> None:
             if written >= packets:
                 break
         for conn in (pub, con):
-            conn.send(0, B.method(0, 10, 50, struct.pack(">H", 200) + B.shortstr("bye") + struct.pack(">HH", 0, 0)))
+            close = struct.pack(">H", 200) + B.shortstr("bye") + struct.pack(">HH", 0, 0)
+            conn.send(0, B.method(0, 10, 50, close))
             conn.send(1, B.method(0, 10, 51, b""))
     out.close()
 

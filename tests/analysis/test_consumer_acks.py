@@ -87,7 +87,7 @@ def test_0_10_transfer_names_subscription_and_carries_its_accept_mode():
     # as dissect writes them: consumer_tag = the destination, queue and accept_mode typed columns
     c = Capture(version="0-10")
     c.method(0, "c2s", "message.subscribe", channel=1, consumer_tag="s", queue="q",
-             args={"destination": "s", "accept-mode": 0})                                                         # 1
+             args={"destination": "s", "accept-mode": 0})                                             # 1
     c.method(1, "s2c", "message.transfer", channel=1, command_id=0, body=b"a", consumer_tag="s",
              args={"destination": "s", "accept-mode": 0, "acquire-mode": 0})                                       # 2
     c.method(2, "s2c", "message.transfer", channel=1, command_id=1, body=b"b", consumer_tag="s",

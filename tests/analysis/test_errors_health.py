@@ -36,8 +36,9 @@ def test_errors_every_kind():
 def test_errors_0_10():
     c = Capture(version="0-10")
     c.method(0, "c2s", "queue.query", channel=1, command_id=4)
-    c.method(1, "s2c", "execution.exception", channel=1, command_id=0, answers_command_id=4,  # as dissect types it
-             reply_code=404, reply_text="no such queue", args={"error-code": 404, "command-id": 4, "description": "no such queue"})
+    c.method(1, "s2c", "execution.exception", channel=1, command_id=0, answers_command_id=4,  # dissect's
+             reply_code=404, reply_text="no such queue",
+             args={"error-code": 404, "command-id": 4, "description": "no such queue"})
     c.method(1.5, "c2s", "message.reject", channel=1, command_id=5, args={"transfers": [[3, 3]], "code": 1})
     c.method(2, "s2c", "session.detached", channel=1, args={"name": "s", "code": 0})
     c.method(3, "s2c", "session.detached", channel=2, args={"name": "s2", "code": 1})
@@ -137,7 +138,8 @@ def test_the_recorded_longest_silence_is_an_exact_gap_without_frames():
             "last_frame_ts_s2c": at(1000)}
     _idle_connection(c, **live)
     df = heartbeat_gaps(c.tables())
-    assert rows(df, ["direction", "start_frame", "end_frame", "gap_s", "missed", "open_ended", "evidence"]) == [
+    got = rows(df, ["direction", "start_frame", "end_frame", "gap_s", "missed", "open_ended", "evidence"])
+    assert got == [
         # c2s: 10 s -> 35 s had no frame (exact); 35 s -> the close at 60 s had frames the tables do not show
         ("c2s", None, None, 25.0, True, False, "liveness"),
         ("c2s", None, 3, 25.0, None, False, "unknown"),

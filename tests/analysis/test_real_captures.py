@@ -25,7 +25,8 @@ def _load(name, cache):
 
 
 def _errors(s):
-    return {(e["kind"], e["code"], e["name"], e["method"], e["failing_method"]): e["count"] for e in s["errors"]}
+    return {(e["kind"], e["code"], e["name"], e["method"], e["failing_method"]): e["count"]
+            for e in s["errors"]}
 
 
 def test_amqplib_0_8(cache):
@@ -57,11 +58,13 @@ def test_pika_full_0_9_1(cache):
                           ("channel-close", 403, "access-refused", "channel.close", "exchange.declare"): 1,
                           ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
                           ("channel-close", 406, "precondition-failed", "channel.close", "queue.declare"): 1}
-    full = {e["code"]: (e["texts"], e["first_frame"], e["first_tcp_stream"]) for e in s["errors"] if e["code"]}
+    full = {e["code"]: (e["texts"], e["first_frame"], e["first_tcp_stream"])
+            for e in s["errors"] if e["code"]}
     assert full[406] == ([{"text": "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue "
                                    "'amqpcap.q.work' in vhost 'amqpcap': received the value '10' of type "
                                    "'signedint' but current is none", "count": 1,
-                           "first_capture": s["captures"][0], "first_tcp_stream": 0, "first_frame": 242}], 242, 0)
+                           "first_capture": s["captures"][0], "first_tcp_stream": 0,
+                           "first_frame": 242}], 242, 0)
     # heartbeat 2 s, 5 s idle with heartbeats both ways: nothing missed
     assert s["health"]["heartbeat_missed"] == 0 and s["health"]["heartbeat_source"] == "frames"
 
@@ -170,7 +173,8 @@ def test_stats_over_two_captures_names_the_capture_of_each_row(tmp_path):
     assert sorted(line.split()[0] for line in conns[2:]) == sorted([a, b])
     errs = text.split("\nErrors")[1].split("\n\n")[0]
     line = next(x for x in errs.splitlines() if "NOT_IMPLEMENTED" in x)
-    assert line.split()[-6:] == [b, "0", "199", "NOT_IMPLEMENTED", "-", "tunnel"]  # capture, stream, first frame
+    # capture, stream, first frame, reply text
+    assert line.split()[-6:] == [b, "0", "199", "NOT_IMPLEMENTED", "-", "tunnel"]
     spans = [stats(amqpcap.load(p, cache_dir=tmp_path / "c"))["throughput"]["buckets"] for p in (a, b)]
     assert s["throughput"]["buckets"] == sum(spans)
 

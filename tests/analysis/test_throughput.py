@@ -89,7 +89,8 @@ def test_totals_memory_follows_the_traffic_not_the_time_span():
     assert tot["messages"].tolist() == [1, 1, 0, 0, 1]
     assert tot.attrs["buckets"] == 601
     tp = stats(t)["throughput"]
-    assert (tp["buckets"], tp["messages"], tp["msgs_per_s"]) == (601, 3, {"mean": round(3 / 601, 3), "peak": 1.0})
+    assert (tp["buckets"], tp["messages"]) == (601, 3)
+    assert tp["msgs_per_s"] == {"mean": round(3 / 601, 3), "peak": 1.0}
 
 
 def test_captures_recorded_years_apart_count_only_their_own_spans():
@@ -103,7 +104,8 @@ def test_captures_recorded_years_apart_count_only_their_own_spans():
         c.method(0, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"x")
         c.method(2500, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"y")
         t = c.tables()
-        parts.append((t.methods.assign(ts=t.methods["ts"] + shift), t.messages.assign(ts=t.messages["ts"] + shift)))
+        parts.append((t.methods.assign(ts=t.methods["ts"] + shift),
+                      t.messages.assign(ts=t.messages["ts"] + shift)))
     t = from_frames(methods=pd.concat([m for m, _ in parts]), messages=pd.concat([m for _, m in parts]))
     tot = totals(t, bucket="1s")
     # per capture: buckets 0 and 2, a zero at 1; the 3 years between: one zero row at each edge

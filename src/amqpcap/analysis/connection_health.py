@@ -126,7 +126,9 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
             open_end = stop is not None and stop > marks[-1][0]
             if open_end:
                 marks.append((stop, None))
-            longest = max(s1 - s0 if s0 is not None else 0, stop - last if (last and stop) else 0) if live else 0
+            longest = 0
+            if live:  # the longest frame silence, the one after the last frame included
+                longest = max(s1 - s0 if s0 is not None else 0, stop - last if (last and stop) else 0)
             mt = np.fromiter((m[0] for m in marks), dtype=np.int64, count=len(marks))
             gaps = np.diff(mt)
             for k in np.nonzero(gaps > threshold)[0]:
@@ -175,14 +177,17 @@ def heartbeat_summary(t) -> pd.DataFrame:
         f = t.frames[t.frames["type_name"] == "heartbeat"]
         hbf = f.groupby(["capture", "tcp_stream", "direction"]).size().to_dict()
     exact = every[every["evidence"] != "unknown"] if len(every) else every
-    max_gap = exact.groupby(["capture", "tcp_stream", "direction"])["gap_s"].max().to_dict() if len(exact) else {}
+    max_gap = {}
+    if len(exact):
+        max_gap = exact.groupby(["capture", "tcp_stream", "direction"])["gap_s"].max().to_dict()
     rows = []
     for cap, st, hb, h_c2s, h_s2c in records(c, ["capture", "tcp_stream", "heartbeat", "heartbeats_c2s",
                                                   "heartbeats_s2c"]):
         for d, counted in (("c2s", h_c2s), ("s2c", h_s2c)):
             key = (cap, st, d)
-            g = late[(late["capture"] == cap) & (late["tcp_stream"] == st) & (late["direction"] == d)] if len(late) \
-                else late
+            g = late
+            if len(late):
+                g = late[(late["capture"] == cap) & (late["tcp_stream"] == st) & (late["direction"] == d)]
             known = g[g["evidence"] != "unknown"] if len(g) else g
             rows.append(dict(
                 capture=cap, tcp_stream=st, direction=d, heartbeat_s=hb,
@@ -210,7 +215,8 @@ def blocked(t) -> pd.DataFrame:
     m = ordered(t.methods, ["connection.blocked", "connection.unblocked"])
     rows: list[dict] = []
     open_: dict = {}
-    for cap, st, name, frame, ts, reason in records(m, ["capture", "tcp_stream", "method", "frame_number", "ts", "reason"]):
+    cols = ["capture", "tcp_stream", "method", "frame_number", "ts", "reason"]
+    for cap, st, name, frame, ts, reason in records(m, cols):
         key = (cap, st)
         if name == "connection.blocked":
             if key not in open_:
@@ -333,13 +339,15 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     un = e["unacked"].astype("Int64")
     over = ((pc.fillna(0) > 0) & (un > pc)).fillna(False)
     out = pd.DataFrame({
-        "capture": e["capture"], "tcp_stream": e["tcp_stream"].astype("Int32"), "channel": e["channel"].astype("Int32"),
+        "capture": e["capture"], "tcp_stream": e["tcp_stream"].astype("Int32"),
+        "channel": e["channel"].astype("Int32"),
         "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
         "frame_number": e["frame_number"].astype("Int64"), "event": e["event"], "unacked": un,
         "prefetch_count": pc.astype("Int32"), "prefetch_global": e["prefetch_global"].astype("boolean"),
         "over_prefetch": over.astype("boolean"),
     })
-    return out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")}).reset_index(drop=True)
+    out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")})
+    return out.reset_index(drop=True)
 
 
 ZERO_WINDOW_COLS = ["capture", "tcp_stream", "direction", "start_frame", "end_frame", "start_ts", "end_ts",

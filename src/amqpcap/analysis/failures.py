@@ -77,8 +77,10 @@ def errors(t) -> pd.DataFrame:
             for cap, st, ch, d, cid, meth in records(c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]):
                 cmds[(cap, st, ch, d, cid)] = meth
         cols = ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "version", "method",
-                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "code", "text"]
-        for (cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, code2, text2) in records(sub, cols):
+                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "code",
+                "text"]
+        for r in records(sub, cols):
+            cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, code2, text2 = r
             # 0-10 session.detached and message.reject carry `code` / `text`, not reply-code / reply-text
             code = code if code is not None else code2
             text = text if text is not None else text2
@@ -138,8 +140,8 @@ def errors(t) -> pd.DataFrame:
 
 
 SUMMARY_COLS = {
-    "kind": STR, "code": "Int32", "name": STR, "class": STR, "method": STR, "failing_method": STR, "text": STR,
-    "count": "Int64",
+    "kind": STR, "code": "Int32", "name": STR, "class": STR, "method": STR, "failing_method": STR,
+    "text": STR, "count": "Int64",
     "first_capture": STR, "first_tcp_stream": "Int32", "first_frame": "Int64", "first_ts": TS_DTYPE,
 }
 
@@ -160,6 +162,7 @@ def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
                               "frame_number": "first_frame", "ts": "first_ts"})
     out["count"] = counts.to_numpy()
     out["_code"] = out["code"].fillna(10**9)
-    out = out.sort_values(["count", "_code", "kind", "method", "first_ts"], ascending=[False, True, True, True, True],
-                          kind="stable", na_position="last").drop(columns="_code").reset_index(drop=True)
+    out = out.sort_values(["count", "_code", "kind", "method", "first_ts"],
+                          ascending=[False, True, True, True, True], kind="stable", na_position="last")
+    out = out.drop(columns="_code").reset_index(drop=True)
     return out[list(SUMMARY_COLS)]

@@ -257,7 +257,8 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
                                                   ns(bl["unblocked_ts"]))):
             stop = b1 if b1 != NAT else conn_end_ts.get((cap, st), b0)
             x0, x1 = (b0 - t0n) / 1e9, (max(stop, b0) - t0n) / 1e9
-            ax0.axvspan(x0, x1, color="#ff7f0e", alpha=0.25, lw=0, label="connection.blocked" if k == 0 else None)
+            ax0.axvspan(x0, x1, color="#ff7f0e", alpha=0.25, lw=0,
+                        label="connection.blocked" if k == 0 else None)
             if (cap, st) in pos:
                 y = pos[(cap, st)]
                 ax.barh(y, max(x1 - x0, 1e-6), left=x0, height=0.9, color="#ff7f0e", alpha=0.45, zorder=3,
@@ -455,7 +456,8 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
                       si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
                       si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
     parts += ["<h2>Throughput</h2>",
-              f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets (as <code>amqpcap stats</code>); "
+              f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
+              "(as <code>amqpcap stats</code>); "
               f"the plot below uses {html.escape(_fmt_bucket(plot_bucket))} buckets, so its peaks differ "
               f"(shorter buckets show higher peaks). Frames and wire bytes from "
               f"{html.escape(str(tp['frames_source']))}.</p>",
@@ -470,14 +472,17 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
         erows = []
         for e in errs[:limit]:
             for x in e.get("texts") or [dict(e, text=None)]:
-                erows.append([x["count"], e["code"], e["name"], e["class"], e["method"], e.get("failing_method"),
+                erows.append([x["count"], e["code"], e["name"], e["class"], e["method"],
+                              e.get("failing_method"),
                               _KIND_LABELS.get((e["kind"], e.get("failing_method")), e["kind"])]
                              + ([x.get("first_capture")] if several else [])
                              + [x.get("first_tcp_stream"), x.get("first_frame"), x.get("text")])
         parts.append(_html_table(["count", "code", "name", "class", "method", "on", "kind"]
-                                 + (["capture"] if several else []) + ["stream", "first frame", "reply text"], erows,
+                                 + (["capture"] if several else [])
+                                 + ["stream", "first frame", "reply text"], erows,
                                  numeric={0, 1, 7 + several, 8 + several}))
-        parts.append("<p class='note'>first frame: Wireshark <code>frame.number</code> of the first occurrence.</p>")
+        parts.append("<p class='note'>first frame: Wireshark <code>frame.number</code> of the first "
+                     "occurrence.</p>")
     else:
         parts.append("<p>No errors.</p>")
     parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")

@@ -17,7 +17,9 @@ from amqpcap.analysis.latency import all_latencies
 from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
-__all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells", "time_outliers", "STATS_VERSION", "LATENCY_KINDS"]
+__all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells",
+           "time_outliers",
+           "STATS_VERSION", "LATENCY_KINDS"]
 
 STATS_VERSION = 1
 LATENCY_KINDS = ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
@@ -97,8 +99,9 @@ def _errors(summary: pd.DataFrame) -> list[dict]:
                  "first_frame": _int(r["first_frame"])}
         g = groups.get(k)
         if g is None:
-            g = groups[k] = {"code": _int(r["code"]), "name": r["name"], "class": r["class"], "method": r["method"],
-                             "kind": r["kind"], "count": 0, "failing_method": r["failing_method"], **where,
+            g = groups[k] = {"code": _int(r["code"]), "name": r["name"], "class": r["class"],
+                             "method": r["method"], "kind": r["kind"], "count": 0,
+                             "failing_method": r["failing_method"], **where,
                              "_ts": r["first_ts"], "texts": []}
         elif r["first_ts"] is not None and (g["_ts"] is None or r["first_ts"] < g["_ts"]):
             g.update(where, _ts=r["first_ts"])
@@ -274,8 +277,8 @@ def _ms(v):
     return "-" if v is None else f"{v:,.3f}"
 
 
-CONNECTION_COLS = ["capture", "tcp_stream", "client", "server", "version", "server_product", "connection_name",
-                   "methods", "messages", "duration_s", "bytes", "closed"]
+CONNECTION_COLS = ["capture", "tcp_stream", "client", "server", "version", "server_product",
+                   "connection_name", "methods", "messages", "duration_s", "bytes", "closed"]
 
 
 def connections_table(t, limit: int | None = None) -> pd.DataFrame:
@@ -313,8 +316,9 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
 
 def connection_cells(df: pd.DataFrame, with_capture: bool) -> tuple[list, list]:
     """Headers and display rows of :func:`connections_table` for the text and HTML tables."""
-    heads = (["capture"] if with_capture else []) + ["stream", "client", "server", "version", "server product",
-                                                     "name", "methods", "msgs", "duration s", "bytes", "closed"]
+    heads = (["capture"] if with_capture else []) + [
+        "stream", "client", "server", "version", "server product", "name", "methods", "msgs", "duration s",
+        "bytes", "closed"]
     rows = []
     for r in df.itertuples(index=False):
         dur = r.duration_s
@@ -350,8 +354,8 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
             heads, rows = connection_cells(ct, several)
             out.append("")
             out.append(f"Connections (busiest {len(rows)} of {n})" if n > len(rows) else "Connections")
-            out.append(table(heads, rows, align=(["l"] if several else []) + ["r", "l", "l", "l", "l", "l", "r", "r",
-                                                                            "r", "r", "l"]))
+            align = (["l"] if several else []) + ["r", "l", "l", "l", "l", "l", "r", "r", "r", "r", "l"]
+            out.append(table(heads, rows, align=align))
     meths = s.get("methods", {})
     if meths:
         out.append("")
@@ -389,12 +393,15 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         for e in errs[:limit]:
             for x in e.get("texts") or [dict(e, text=None)]:
                 erows.append([x["count"], e["code"] if e["code"] is not None else "-", e["name"] or "-",
-                              e["class"] or "-", e["method"] or "-", e.get("failing_method") or "-", e["kind"]]
+                              e["class"] or "-", e["method"] or "-", e.get("failing_method") or "-",
+                              e["kind"]]
                              + ([x.get("first_capture") or "-"] if several else [])
-                             + [_opt(x.get("first_tcp_stream")), _opt(x.get("first_frame")), x.get("text") or ""])
+                             + [_opt(x.get("first_tcp_stream")), _opt(x.get("first_frame")),
+                                x.get("text") or ""])
         out.append(table(["count", "code", "name", "class", "method", "on", "kind"]
                          + (["capture"] if several else []) + ["stream", "first", "reply text"], erows,
-                         align=["r", "r", "l", "l", "l", "l", "l"] + (["l"] if several else []) + ["r", "r", "l"]))
+                         align=["r", "r", "l", "l", "l", "l", "l"] + (["l"] if several else [])
+                         + ["r", "r", "l"]))
     else:
         out.append("Errors: none")
     tp = s.get("throughput", {})
@@ -403,7 +410,8 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     trow = []
     for label, key in (("all", None), ("client->server", "c2s"), ("server->client", "s2c")):
         d = tp if key is None else tp.get(key, {})
-        trow.append([label, f"{d.get('messages', 0):,}", si(d["msgs_per_s"]["mean"]), si(d["msgs_per_s"]["peak"]),
+        trow.append([label, f"{d.get('messages', 0):,}", si(d["msgs_per_s"]["mean"]),
+                     si(d["msgs_per_s"]["peak"]),
                      si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
                      si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
     out.append(table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",

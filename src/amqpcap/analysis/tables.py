@@ -70,13 +70,15 @@ class Tables:
 # ``load(..., columns="analysis")`` reads only these, leaving out the JSON / binary columns
 # (arguments, properties, headers, body) that are most of a big output's memory.
 ANALYSIS_COLUMNS: dict[str, list[str]] = {
-    "methods": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset", "method",
-                "version", "synchronous", "frame_size", "exchange", "routing_key", "queue", "consumer_tag",
+    "methods": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset",
+                "method", "version", "synchronous", "frame_size", "exchange", "routing_key", "queue",
+                "consumer_tag",
                 "delivery_tag", "multiple", "requeue", "redelivered", "no_ack", "reply_code", "reply_text",
-                "reply_name", "failing_method", "prefetch_count", "command_id", "answers_command_id", "no_wait",
-                "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text"],
-    "messages": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset", "method",
-                 "version", "exchange", "routing_key", "consumer_tag", "delivery_tag", "redelivered",
+                "reply_name", "failing_method", "prefetch_count", "command_id", "answers_command_id",
+                "no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text"],
+    "messages": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset",
+                 "method", "version", "exchange", "routing_key", "consumer_tag", "delivery_tag",
+                 "redelivered",
                  "correlation_id", "reply_to", "message_id", "body_size", "body_received", "body_frames",
                  "body_hash"],
 }
@@ -91,7 +93,8 @@ def _columns(name: str, columns) -> list[str]:
             raise ValueError(f'columns: None, "analysis" or {{table: [column, ...]}}, not {columns!r}')
         columns = ANALYSIS_COLUMNS
     want = columns.get(name)
-    return [f.name for f in SCHEMAS[name]] if want is None else [f.name for f in SCHEMAS[name] if f.name in want]
+    names = [f.name for f in SCHEMAS[name]]
+    return names if want is None else [n for n in names if n in want]
 
 
 def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None) -> pd.DataFrame:
@@ -110,7 +113,8 @@ def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None
         cols.append(col)
     table = pa.Table.from_arrays(cols, schema=schema)
     # self_destruct: each Arrow column is freed once converted (no second copy of the whole table)
-    df = table.to_pandas(types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True, split_blocks=True)
+    df = table.to_pandas(types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True,
+                         split_blocks=True)
     del table
     for f in schema:  # timestamps: always ns, UTC
         if pa.types.is_timestamp(f.type):

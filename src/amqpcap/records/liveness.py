@@ -13,7 +13,8 @@ __all__ = ["Liveness", "COLUMNS"]
 
 _DIRS = ("c2s", "s2c")
 COLUMNS = tuple(
-    f"{name}_{d}" for d in _DIRS for name in ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
+    f"{name}_{d}" for d in _DIRS
+    for name in ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
 )
 
 
