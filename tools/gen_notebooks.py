@@ -351,13 +351,17 @@ tp_rk.groupby(["routing_key", "direction"], dropna=False)[["messages", "body_byt
 ## Plot: messages per second by routing key and direction
 
 Pivot the long table into one column per (routing key, direction) and scale the
-100 ms counts to a per-second rate.
+100 ms counts to a per-second rate. `throughput` lists only non-empty buckets:
+reindex over every bucket with zeros, or a step plot draws a flat line across a
+pause (bursty traffic would look steady).
 """),
         code('''
 bucket_s = 0.1
 wide = (tp_rk.assign(series=tp_rk["routing_key"].fillna("(none)") + " " + tp_rk["direction"])
         .pivot_table(index="bucket", columns="series", values="messages", aggfunc="sum", fill_value=0)
         / bucket_s)
+every = pd.date_range(wide.index.min(), wide.index.max(), freq="100ms")  # a small capture: every bucket
+wide = wide.reindex(every, fill_value=0)
 elapsed = (wide.index - wide.index.min()).total_seconds()
 fig, ax = plt.subplots(figsize=(9, 4))
 for col in wide.columns:
@@ -374,6 +378,7 @@ tp_conn.groupby(["tcp_stream", "direction"])[["messages", "body_bytes", "frames"
         code('''
 tot = A.throughput(t, bucket="100ms", by="total")
 wb = tot.pivot_table(index="bucket", columns="direction", values="wire_bytes", aggfunc="sum", fill_value=0) / bucket_s / 1024
+wb = wb.reindex(pd.date_range(wb.index.min(), wb.index.max(), freq="100ms"), fill_value=0)  # pauses: zeros
 fig, ax = plt.subplots(figsize=(9, 3))
 wb.set_index((wb.index - wb.index.min()).total_seconds()).plot(ax=ax, drawstyle="steps-post")
 ax.set_xlabel("time since first bucket (s)")

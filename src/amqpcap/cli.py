@@ -287,7 +287,7 @@ def _show(a) -> int:
 def _tables(a, temp: list):
     """Load ``a.path``: a dissect output directory, or a capture dissected into the cache
     (standard input or another pipe: into a temporary directory appended to ``temp``)."""
-    from amqpcap.analysis.load import cache_key, default_cache_dir, dissect_cached, load_dir
+    from amqpcap.analysis.tables import cache_key, default_cache_dir, dissect_cached, load_dir
     from amqpcap.capture.reader import CaptureError, open_capture
 
     path = a.path
@@ -297,7 +297,7 @@ def _tables(a, temp: list):
         if not os.path.isdir(os.path.join(path, "connections")):
             raise CaptureError(path, "is a directory but not a dissect output (no connections/ table)",
                                Exit.UNREADABLE)
-        return load_dir(path)
+        return load_dir(path, "analysis")
     if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
         # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
         from amqpcap.pipeline import dissect
@@ -308,14 +308,14 @@ def _tables(a, temp: list):
         print(f"amqpcap: dissecting {name} (a pipe: not cached)", file=sys.stderr)
         summary = dissect([path], os.path.join(tmp, "out"), progress=progress, **opts)
         a.census = (summary.tcp_streams, summary.server_ports)
-        return load_dir(os.path.join(tmp, "out"))
+        return load_dir(os.path.join(tmp, "out"), "analysis")
     open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
     out = default_cache_dir() / cache_key(path, **opts)
     if out.is_dir():
         print(f"amqpcap: using the dissection of {path} cached in {out}", file=sys.stderr)
     else:
         print(f"amqpcap: dissecting {path} (cached in {out})", file=sys.stderr)
-    return load_dir(dissect_cached(path, progress=progress, **opts))
+    return load_dir(dissect_cached(path, progress=progress, **opts), "analysis")
 
 
 class _Discard:
@@ -364,19 +364,19 @@ def _no_amqp(t, a) -> bool:
 
 
 def _stats(a) -> int:
-    from amqpcap.analysis import stats as S
+    from amqpcap.analysis import render_text, stats
 
     temp: list = []
     try:
         tables = _tables(a, temp)
         if _no_amqp(tables, a):
             return Exit.NO_AMQP
-        result = S.stats(tables)
+        result = stats(tables)
         if a.json:
             json.dump(result, sys.stdout, indent=None, default=str)
             sys.stdout.write("\n")
         else:
-            sys.stdout.write(S.render_text(result, tables))
+            sys.stdout.write(render_text(result, tables))
     finally:
         for tmp in temp:
             shutil.rmtree(tmp, ignore_errors=True)

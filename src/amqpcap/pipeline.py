@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from amqpcap.amqp.decoder import ConnectionDecoder
-from amqpcap.amqp.events import Anomaly, Content, Frame, Method
+from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
 from amqpcap.capture import link as _link
 from amqpcap.capture.link import TCP_ACK as ACK
 from amqpcap.capture.link import TCP_FIN as FIN
@@ -22,6 +22,7 @@ from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
 from amqpcap.records import rows as R
+from amqpcap.records.liveness import Liveness
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp.reassembly import Stream
 
@@ -53,7 +54,7 @@ class Summary:
 class Conversation:
     __slots__ = ("stream", "ip_version", "client", "server", "dir_source", "decoder", "streams", "packets",
                  "first_packet", "first_ts", "last_ts", "last_packet", "syn_ts", "rst", "fin", "closed",
-                 "closed_by", "anomalies", "frames", "ignored", "row", "zw_open", "zero_windows")
+                 "closed_by", "anomalies", "frames", "ignored", "row", "zw_open", "zero_windows", "live")
 
     def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
         self.stream = stream
@@ -79,6 +80,7 @@ class Conversation:
         self.row = None
         self.zw_open = None  # per direction: (frame, ts) where a zero window began, or None
         self.zero_windows = None  # list of closed/open periods, created on the first one
+        self.live = Liveness()  # heartbeats and silences per direction (heartbeat health without --frames)
 
 
 class Dissector:
@@ -245,7 +247,8 @@ class Dissector:
             row = conv.row
             # packets after the closing FIN/RST still count; zero-window periods may close later
             row.update(end_ts=conv.last_ts, packets_c2s=conv.packets[0], packets_s2c=conv.packets[1],
-                       zero_windows=R.to_json(conv.zero_windows) if conv.zero_windows else None)
+                       zero_windows=R.to_json(conv.zero_windows) if conv.zero_windows else None,
+                       **conv.live.columns())
             self.t_conn.append(R.connection_row(row))
             conv.row = None
         self.done = []
@@ -280,6 +283,7 @@ class Dissector:
             t = type(e)
             if t is Frame:
                 conv.frames[d] += 1
+                conv.live.frame(d, e.ts)
                 self.frames += 1
                 if tf is not None:
                     tf.append(R.frame_row(cap, st, d, e))
@@ -290,8 +294,9 @@ class Dissector:
             elif t is Anomaly:
                 conv.anomalies += 1
                 ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer
-            # Heartbeat and ProtocolHeader events have no table of their own: heartbeats are
-            # frames rows, headers are connection facts.
+            elif t is Heartbeat:
+                conv.live.heartbeat(d)
+            # ProtocolHeader events have no table of their own: headers are connection facts.
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
         conv.anomalies += 1

@@ -19,7 +19,8 @@ import json
 import pandas as pd
 import pyarrow as pa
 
-from amqpcap.analysis.load import arrow_to_pandas, from_frames
+from amqpcap.analysis.tables import arrow_to_pandas, from_frames
+from amqpcap.records.rows import ARG_COLUMNS, arg_columns
 from amqpcap.records.schema import SCHEMAS
 
 T0 = pd.Timestamp("2024-05-01T12:00:00", tz="UTC")
@@ -85,9 +86,9 @@ def frame(table: str, rows: list[dict]) -> pd.DataFrame:
         assert not bad, f"{table}: no such columns {bad}"
         d = defaults(table)
         d.update(r)
-        for k in ("ts", "syn_ts", "open_ts", "close_ts", "end_ts", "msg_timestamp"):
-            if k in d and isinstance(d[k], pd.Timestamp):
-                d[k] = d[k].value  # int ns: exact
+        for k, v in d.items():
+            if isinstance(v, pd.Timestamp):
+                d[k] = v.value  # int ns: exact
         full.append(d)
     return arrow_to_pandas(pa.Table.from_pylist(full, schema=SCHEMAS[table]), table)
 
@@ -134,6 +135,7 @@ class Capture:
                    direction=direction, channel=channel, stream_offset=self._offset(stream, direction, size + 8),
                    method=name, class_id=cid, method_id=mid, version=version, synchronous=sync,
                    has_content=content, frame_size=size, arguments=json.dumps(a))
+        row.update(zip(ARG_COLUMNS, arg_columns(a)))  # the typed argument columns, as dissect fills them
         row.update({k: v for k, v in cols.items() if k not in _MSG_ONLY})
         self.rows["methods"].append(row)
         if content:

@@ -83,12 +83,14 @@ def test_0_10_accept_release_reject_ranges():
     assert df["latency_ms"].tolist()[:3] == [9.0, 8.0, 8.0]
 
 
-def test_0_10_transfer_names_subscription_and_accept_mode_in_arguments():
+def test_0_10_transfer_names_subscription_and_carries_its_accept_mode():
+    # as dissect writes them: consumer_tag = the destination, queue and accept_mode typed columns
     c = Capture(version="0-10")
-    c.method(0, "c2s", "message.subscribe", channel=1, consumer_tag="s", args={"queue": "q", "destination": "s"})  # 1
-    c.method(1, "s2c", "message.transfer", channel=1, command_id=0, body=b"a",
+    c.method(0, "c2s", "message.subscribe", channel=1, consumer_tag="s", queue="q",
+             args={"destination": "s", "accept-mode": 0})                                             # 1
+    c.method(1, "s2c", "message.transfer", channel=1, command_id=0, body=b"a", consumer_tag="s",
              args={"destination": "s", "accept-mode": 0, "acquire-mode": 0})                                       # 2
-    c.method(2, "s2c", "message.transfer", channel=1, command_id=1, body=b"b",
+    c.method(2, "s2c", "message.transfer", channel=1, command_id=1, body=b"b", consumer_tag="s",
              args={"destination": "s", "accept-mode": 1, "acquire-mode": 0})                                       # 3 none
     c.method(3, "c2s", "message.accept", channel=1, args={"transfers": [[0, 1]]})                                 # 4
     df = consumer_acks(c.tables())

@@ -3,7 +3,7 @@ import math
 
 from tables import Capture, at, rows
 
-from amqpcap.analysis import blocked, errors, flow, heartbeat_gaps, heartbeat_summary, unacked
+from amqpcap.analysis import blocked, errors, flow, heartbeat_gaps, heartbeat_summary, stats, unacked
 
 
 def test_errors_every_kind():
@@ -36,7 +36,8 @@ def test_errors_every_kind():
 def test_errors_0_10():
     c = Capture(version="0-10")
     c.method(0, "c2s", "queue.query", channel=1, command_id=4)
-    c.method(1, "s2c", "execution.exception", channel=1, command_id=0, answers_command_id=4,
+    c.method(1, "s2c", "execution.exception", channel=1, command_id=0, answers_command_id=4,  # dissect's
+             reply_code=404, reply_text="no such queue",
              args={"error-code": 404, "command-id": 4, "description": "no such queue"})
     c.method(1.5, "c2s", "message.reject", channel=1, command_id=5, args={"transfers": [[3, 3]], "code": 1})
     c.method(2, "s2c", "session.detached", channel=1, args={"name": "s", "code": 0})
@@ -102,3 +103,58 @@ def test_unacked_against_prefetch():
     assert rows(df, ["frame_number", "event", "unacked", "prefetch_count", "over_prefetch"]) == [
         (1, "qos", 0, 2, False), (3, "deliver", 1, 2, False), (4, "deliver", 2, 2, False),
         (5, "deliver", 3, 2, True), (6, "settle", 1, 2, False), (7, "settle", 0, 2, False)]
+
+
+def _idle_connection(c, **live):
+    """heartbeat 10 s; methods only at 0-1 s and 60 s: 59 s without a method each way."""
+    c.connection(heartbeat=10, open_ts=at(1000), end_ts=at(60_000), **live)
+    c.method(0, "c2s", "connection.open", channel=0)
+    c.method(1000, "s2c", "connection.open-ok", channel=0)
+    c.method(60_000, "c2s", "connection.close", channel=0, reply_code=200)
+
+
+def test_heartbeats_hidden_without_frames_are_not_missed_when_the_liveness_columns_say_so():
+    c = Capture()
+    # every 5 s a heartbeat each way (invisible: no frames table); longest frame silence 5 s
+    live = {f"{n}_{d}": v for d in ("c2s", "s2c") for n, v in (
+        ("heartbeats", 11), ("silence_start_ts", at(5_000)), ("silence_end_ts", at(10_000)),
+        ("last_frame_ts", at(60_000 if d == "c2s" else 55_000)))}
+    _idle_connection(c, **live)
+    t = c.tables()
+    assert len(heartbeat_gaps(t)) == 0
+    s = heartbeat_summary(t)
+    assert rows(s, ["direction", "heartbeat_frames", "max_gap_s", "late", "missed", "unknown", "source"]) == [
+        ("c2s", 11, 5.0, 0, 0, 0, "liveness"), ("s2c", 11, 5.0, 0, 0, 0, "liveness")]
+    h = stats(t)["health"]
+    assert (h["heartbeat_late"], h["heartbeat_missed"], h["heartbeat_unknown"], h["heartbeat_source"]) == (
+        0, 0, 0, "liveness")
+
+
+def test_the_recorded_longest_silence_is_an_exact_gap_without_frames():
+    c = Capture()
+    live = {"heartbeats_c2s": 2, "silence_start_ts_c2s": at(10_000), "silence_end_ts_c2s": at(35_000),
+            "last_frame_ts_c2s": at(60_000),
+            "heartbeats_s2c": 0, "silence_start_ts_s2c": at(1000), "silence_end_ts_s2c": at(1000),
+            "last_frame_ts_s2c": at(1000)}
+    _idle_connection(c, **live)
+    df = heartbeat_gaps(c.tables())
+    got = rows(df, ["direction", "start_frame", "end_frame", "gap_s", "missed", "open_ended", "evidence"])
+    assert got == [
+        # c2s: 10 s -> 35 s had no frame (exact); 35 s -> the close at 60 s had frames the tables do not show
+        ("c2s", None, None, 25.0, True, False, "liveness"),
+        ("c2s", None, 3, 25.0, None, False, "unknown"),
+        # s2c: silent after its last frame at 1 s until the close at 60 s: exact
+        ("s2c", 2, None, 59.0, True, True, "liveness"),
+    ]
+    h = stats(c.tables())["health"]
+    assert (h["heartbeat_late"], h["heartbeat_missed"], h["heartbeat_unknown"]) == (2, 2, 1)
+
+
+def test_an_output_without_heartbeat_evidence_says_unknown_never_missed():
+    c = Capture()
+    _idle_connection(c)  # liveness columns null: a dissect output of an older amqpcap
+    df = heartbeat_gaps(c.tables())
+    assert rows(df, ["direction", "gap_s", "missed", "evidence", "source"]) == [
+        ("s2c", 59.0, None, "unknown", "methods")]  # c2s: nothing between open_ts and the close
+    h = stats(c.tables())["health"]
+    assert (h["heartbeat_late"], h["heartbeat_missed"], h["heartbeat_unknown"]) == (0, 0, 1)

@@ -8,7 +8,7 @@ import pytest
 from tables import Capture, at
 
 import amqpcap
-from amqpcap.analysis.load import Tables, cache_key, empty_frame, load
+from amqpcap.analysis.tables import Tables, cache_key, empty_frame, load
 from amqpcap.records.schema import SCHEMAS
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "..", "..", "captures")

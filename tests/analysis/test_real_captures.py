@@ -25,7 +25,8 @@ def _load(name, cache):
 
 
 def _errors(s):
-    return {(e["kind"], e["code"], e["name"], e["method"]): e["count"] for e in s["errors"]}
+    return {(e["kind"], e["code"], e["name"], e["method"], e["failing_method"]): e["count"]
+            for e in s["errors"]}
 
 
 def test_amqplib_0_8(cache):
@@ -34,9 +35,9 @@ def test_amqplib_0_8(cache):
     assert (ca["count"], ca["acked"], ca["rejected"], ca["nacked"], ca["unsettled"]) == (4, 3, 1, 0, 0)
     assert s["latency"]["transit"]["count"] == 5       # 7 publishes: 1 returned, 1 rolled back
     assert s["latency"]["method_rtt"]["errors"] == 1   # the passive declare answered by 404
-    assert _errors(s) == {("return", 312, "no-route", "basic.return"): 1,
-                          ("channel-close", 404, "not-found", "channel.close"): 1,
-                          ("reject", None, None, "basic.reject"): 1}
+    assert _errors(s) == {("return", 312, "no-route", "basic.return", "basic.publish"): 1,
+                          ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
+                          ("reject", None, None, "basic.reject", "basic.deliver"): 1}
 
 
 def test_pika_full_0_9_1(cache):
@@ -49,11 +50,21 @@ def test_pika_full_0_9_1(cache):
     # get-ok 9-11 were no-ack gets
     assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"], ca["redelivered"]) == (8, 4, 2, 2, 0, 2)
     assert (lat["transit"]["count"], lat["transit"]["deliveries"]) == (9, 11)
-    assert _errors(s) == {("nack", None, None, "basic.nack"): 4, ("return", 312, "no-route", "basic.return"): 2,
-                          ("reject", None, None, "basic.reject"): 2,
-                          ("channel-close", 403, "access-refused", "channel.close"): 1,
-                          ("channel-close", 404, "not-found", "channel.close"): 1,
-                          ("channel-close", 406, "precondition-failed", "channel.close"): 1}
+    # publisher nacks (2 confirms nacked) and consumer nacks (2 deliveries nacked) are told apart
+    assert _errors(s) == {("nack", None, None, "basic.nack", "basic.publish"): 2,
+                          ("nack", None, None, "basic.nack", "basic.deliver"): 2,
+                          ("return", 312, "no-route", "basic.return", "basic.publish"): 2,
+                          ("reject", None, None, "basic.reject", "basic.deliver"): 2,
+                          ("channel-close", 403, "access-refused", "channel.close", "exchange.declare"): 1,
+                          ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
+                          ("channel-close", 406, "precondition-failed", "channel.close", "queue.declare"): 1}
+    full = {e["code"]: (e["texts"], e["first_frame"], e["first_tcp_stream"])
+            for e in s["errors"] if e["code"]}
+    assert full[406] == ([{"text": "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue "
+                                   "'amqpcap.q.work' in vhost 'amqpcap': received the value '10' of type "
+                                   "'signedint' but current is none", "count": 1,
+                           "first_capture": s["captures"][0], "first_tcp_stream": 0,
+                           "first_frame": 242}], 242, 0)
     # heartbeat 2 s, 5 s idle with heartbeats both ways: nothing missed
     assert s["health"]["heartbeat_missed"] == 0 and s["health"]["heartbeat_source"] == "frames"
 
@@ -86,7 +97,7 @@ def test_pyamqp_confirms(cache):
 @pytest.mark.parametrize("name", ["rabbitmq08_rejected.pcap", "rabbitmq091_pika_refused.pcap"])
 def test_rejected_headers(cache, name):
     s = stats(_load(name, cache))
-    assert _errors(s)[("protocol-rejected", None, "protocol-rejected", None)] == 2
+    assert _errors(s)[("protocol-rejected", None, "protocol-rejected", None, None)] == 2
 
 
 def test_qpid_0_10(cache):
@@ -96,7 +107,7 @@ def test_qpid_0_10(cache):
     ca = s["latency"]["consumer_ack"]
     # accept [5,7], release [8], reject [14], accept [9,13]
     assert (ca["acked"], ca["nacked"], ca["rejected"]) == (8, 1, 1)
-    assert _errors(s) == {("reject", 0, "unspecified", "message.reject"): 1}
+    assert _errors(s) == {("reject", 0, "unspecified", "message.reject", "message.transfer"): 1}
 
 
 def test_report_on_every_capture(cache, tmp_path):
@@ -106,3 +117,80 @@ def test_report_on_every_capture(cache, tmp_path):
     for name in names:
         index = write_report(_load(name, cache), tmp_path / name)
         assert os.path.getsize(index) > 10_000
+
+
+def test_pika_full_heartbeats_healthy_without_frames(cache):
+    """The default dissect (no frames table): heartbeat frames are invisible to the methods,
+    the connection row's liveness columns still show the peers were never silent."""
+    path = os.path.join(CAPTURES, "rabbitmq091_pika_full.pcap")
+    t = amqpcap.load(path, cache_dir=cache)
+    assert not t.has_frames
+    h = stats(t)["health"]
+    assert (h["heartbeat_late"], h["heartbeat_missed"], h["heartbeat_unknown"], h["heartbeat_source"]) == (
+        0, 0, 0, "liveness")
+    c = t.connections.iloc[0]
+    assert (c["heartbeats_c2s"], c["heartbeats_s2c"]) == (5, 5)
+    f = amqpcap.load(path, cache_dir=cache, frames=True).frames
+    hb = f[f["type_name"] == "heartbeat"].groupby("direction").size().to_dict()
+    assert hb == {"c2s": 5, "s2c": 5}  # the same count as the frames table
+    for d in ("c2s", "s2c"):
+        fd = f[f["direction"] == d]["ts"].sort_values()
+        assert (c[f"silence_end_ts_{d}"] - c[f"silence_start_ts_{d}"]) == fd.diff().max()
+        assert c[f"last_frame_ts_{d}"] == fd.iloc[-1]
+
+
+@pytest.mark.parametrize("name", ["qpid010_basic.pcap", "rabbitmq091_pika_full.pcap",
+                                  "rabbitmq091_pika_blocked.pcap", "rabbitmq08_amqplib.pcap"])
+def test_analysis_reads_typed_columns_not_the_arguments_json(cache, name):
+    """The same stats, health and latency tables with the ``arguments`` column emptied."""
+    import dataclasses
+
+    import pandas as pd
+
+    from amqpcap.analysis import all_latencies, health
+
+    t = _load(name, cache)
+    bare = dataclasses.replace(t, methods=t.methods.assign(arguments=None))
+    assert stats(bare) == stats(t)
+    for a, b in ((all_latencies(t), all_latencies(bare)), (health(t), health(bare))):
+        for k in a:
+            pd.testing.assert_frame_equal(a[k], b[k], obj=k)
+
+
+def test_stats_over_two_captures_names_the_capture_of_each_row(tmp_path):
+    """One dissect output of two captures recorded years apart: every connection and error row
+    says its capture; the throughput mean counts each capture's own span."""
+    from amqpcap.analysis import render_text
+    from amqpcap.pipeline import dissect
+
+    a, b = (os.path.join(CAPTURES, n) for n in ("rabbitmq091_pika_full.pcap", "netamqp09_offline.pcap"))
+    dissect([a, b], str(tmp_path / "pair"))
+    t = amqpcap.load(tmp_path / "pair")
+    s = stats(t)
+    text = render_text(s, t)
+    conns = text.split("\nConnections\n")[1].split("\n\n")[0].splitlines()
+    assert conns[0].split()[:2] == ["capture", "stream"]
+    assert sorted(line.split()[0] for line in conns[2:]) == sorted([a, b])
+    errs = text.split("\nErrors")[1].split("\n\n")[0]
+    line = next(x for x in errs.splitlines() if "NOT_IMPLEMENTED" in x)
+    # capture, stream, first frame, reply text
+    assert line.split()[-6:] == [b, "0", "199", "NOT_IMPLEMENTED", "-", "tunnel"]
+    spans = [stats(amqpcap.load(p, cache_dir=tmp_path / "c"))["throughput"]["buckets"] for p in (a, b)]
+    assert s["throughput"]["buckets"] == sum(spans)
+
+
+@pytest.mark.parametrize("frames", [False, True])
+def test_the_analysis_columns_are_all_stats_and_the_report_read(cache, tmp_path, frames):
+    """load(columns="analysis") leaves out the JSON and body columns (most of the memory of a big
+    output) and nothing the analysis needs: the same stats on every shipped capture, and a report."""
+    from amqpcap.analysis import error_summary, health
+
+    names = sorted(n for n in os.listdir(CAPTURES) if n.endswith(".pcap"))
+    for name in names:
+        path = os.path.join(CAPTURES, name)
+        full = amqpcap.load(path, cache_dir=cache, frames=frames)
+        lean = amqpcap.load(path, cache_dir=cache, frames=frames, columns="analysis")
+        assert "arguments" not in lean.methods.columns and "properties" not in lean.messages.columns
+        assert stats(lean) == stats(full), name
+        assert error_summary(lean).equals(error_summary(full)) and health(lean).keys() == health(full).keys()
+    write_report(lean, tmp_path / "report")

@@ -57,10 +57,16 @@ def test_stats_contract_exact():
     assert {k: lat["transit"][k] for k in ("count", "p50_ms", "max_ms")} == {"count": 4, "p50_ms": 10.0, "max_ms": 10.0}
     assert lat["rpc"] == {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None, "missing": 0}
     assert lat["connection_setup"]["count"] == 1 and lat["connection_setup"]["p50_ms"] == 10.0
-    assert s["errors"] == [  # most frequent first
-        {"code": None, "name": None, "class": None, "method": "basic.nack", "kind": "nack", "count": 2},
-        {"code": 404, "name": "not-found", "class": "soft", "method": "channel.close", "kind": "channel-close", "count": 1},
-        {"code": None, "name": None, "class": None, "method": "basic.reject", "kind": "reject", "count": 1},
+    def err(code, name, cls, method, kind, failing, stream, frame, text=None):
+        where = {"first_capture": "t.pcap", "first_tcp_stream": stream, "first_frame": frame}
+        return {"code": code, "name": name, "class": cls, "method": method, "kind": kind, "count": 1,
+                "failing_method": failing, **where, "texts": [{"text": text, "count": 1, **where}]}
+
+    assert s["errors"] == [  # most frequent first, then by code; publisher and consumer nacks apart
+        err(404, "not-found", "soft", "channel.close", "channel-close", None, 0, 21, "NOT_FOUND"),
+        err(None, None, None, "basic.nack", "nack", "basic.deliver", 0, 19),
+        err(None, None, None, "basic.nack", "nack", "basic.publish", 1, 16),
+        err(None, None, None, "basic.reject", "reject", "basic.deliver", 0, 18),
     ]
     assert s["methods"]["basic.publish"] == 4 and s["methods"]["basic.deliver"] == 4
     assert s["anomalies"] == {"gap": 1}
@@ -108,8 +114,8 @@ def test_docs_list_every_result_column():
 
     doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "analysis.md"), encoding="utf-8").read()
     L = importlib.import_module("amqpcap.analysis.latency")
-    H = importlib.import_module("amqpcap.analysis.health")
-    E = importlib.import_module("amqpcap.analysis.errors")
+    H = importlib.import_module("amqpcap.analysis.connection_health")
+    E = importlib.import_module("amqpcap.analysis.failures")
     tables = [L.RTT_COLS, L.CONFIRM_COLS, L.ACK_COLS, L.TRANSIT_COLS, L.RPC_COLS, L.SETUP_COLS, L.CONSUMER_COLS,
               E.ERROR_COLS, H.GAP_COLS, H.SUMMARY_COLS, H.BLOCKED_COLS, H.FLOW_COLS, H.UNACKED_COLS]
     missing = sorted({c for cols in tables for c in cols if f"`{c}`" not in doc})
@@ -117,3 +123,25 @@ def test_docs_list_every_result_column():
     s = stats(sample())
     for key in list(s) + list(s["throughput"]) + list(s["health"]):
         assert f'"{key}"' in doc or f"`{key}`" in doc, key
+
+
+def test_a_packet_stamped_1970_is_reported_not_a_crash(tmp_path):
+    import pandas as pd
+
+    from amqpcap.analysis import from_frames, time_outliers
+
+    t = sample()
+    m = t.methods.copy()
+    m.loc[m["frame_number"] == 20, "ts"] = pd.Timestamp(0, tz="UTC")  # the queue.declare
+    t = from_frames(connections=t.connections, methods=m, messages=t.messages, anomalies=t.anomalies)
+    s = stats(t)
+    assert s["span"]["time_outliers"] == 1
+    assert s["span"]["first_time_outlier"] == {"capture": "t.pcap", "tcp_stream": 0, "frame_number": 20,
+                                               "ts": "1970-01-01T00:00:00+00:00"}
+    # the 1970 bucket is counted, not allocated
+    assert s["throughput"]["messages"] == 8 and s["throughput"]["buckets"] > 1_700_000_000
+    assert time_outliers(t)["frame_number"].tolist() == [20]
+    assert "warning: 1 packet(s) stamped far from the rest" in render_text(s, t)
+    index = write_report(t, tmp_path / "r")
+    assert "<h2>Throughput</h2>" in open(index, encoding="utf-8").read()
+    assert stats(sample())["span"]["time_outliers"] == 0

@@ -2,7 +2,7 @@
 from tables import Capture, rows
 
 from amqpcap.analysis import throughput
-from amqpcap.analysis.throughput import message_queues, totals
+from amqpcap.analysis.traffic import message_queues, totals
 
 
 def _capture():
@@ -72,3 +72,43 @@ def test_frames_attributed_to_their_message_by_stream_offset():
     df = throughput(c.tables(), bucket="1s", by="queue")
     assert rows(df, ["queue", "direction", "messages", "body_bytes", "frames", "wire_bytes"]) == [
         (None, "s2c", 0, 0, 1, 28), ("q1", "s2c", 1, 5, 3, 48 + 22 + 13)]
+
+
+def test_totals_memory_follows_the_traffic_not_the_time_span():
+    """Two bursts 10 minutes apart: the non-empty buckets and one zero bucket at each edge of the
+    pause (a plot drops to zero), not 600 rows; the mean still counts every bucket of the span."""
+    from amqpcap.analysis import stats
+
+    c = Capture()
+    c.method(100, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"a")
+    c.method(1100, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"b")
+    c.method(600_100, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"c")
+    t = c.tables()
+    tot = totals(t, bucket="1s")
+    assert [(b - tot["bucket"][0]).total_seconds() for b in tot["bucket"]] == [0, 1, 2, 599, 600]
+    assert tot["messages"].tolist() == [1, 1, 0, 0, 1]
+    assert tot.attrs["buckets"] == 601
+    tp = stats(t)["throughput"]
+    assert (tp["buckets"], tp["messages"]) == (601, 3)
+    assert tp["msgs_per_s"] == {"mean": round(3 / 601, 3), "peak": 1.0}
+
+
+def test_captures_recorded_years_apart_count_only_their_own_spans():
+    import pandas as pd
+
+    from amqpcap.analysis import from_frames, stats
+
+    parts = []
+    for name, shift in (("a.pcap", pd.Timedelta(0)), ("b.pcap", pd.Timedelta(days=3 * 365))):
+        c = Capture(name)
+        c.method(0, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"x")
+        c.method(2500, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"y")
+        t = c.tables()
+        parts.append((t.methods.assign(ts=t.methods["ts"] + shift),
+                      t.messages.assign(ts=t.messages["ts"] + shift)))
+    t = from_frames(methods=pd.concat([m for m, _ in parts]), messages=pd.concat([m for _, m in parts]))
+    tot = totals(t, bucket="1s")
+    # per capture: buckets 0 and 2, a zero at 1; the 3 years between: one zero row at each edge
+    assert tot["messages"].tolist() == [1, 0, 1, 0, 0, 1, 0, 1]
+    assert tot.attrs["buckets"] == 6  # 3 per capture, not 3 years of seconds
+    assert stats(t)["throughput"]["msgs_per_s"]["mean"] == round(4 / 6, 3)

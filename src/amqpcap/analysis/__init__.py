@@ -9,28 +9,21 @@
     s = A.stats(t); print(A.render_text(s, t)); A.write_report(t, "report/")
 
 Definitions: docs/analysis.md.  Every function takes a ``Tables`` (or a path,
-loaded on the fly).  The submodules ``errors`` and ``health`` are shadowed here
-by their functions of the same name (``importlib.import_module`` reaches the
-modules); ``stats`` is the submodule, callable as the function.
+loaded on the fly).  The public API is the names in ``__all__``; the modules
+behind them (``tables``, ``latency``, ``traffic``, ``failures``,
+``connection_health``, ``summary``, ``report``) are named apart from the
+functions, so no function hides a module.
 """
-# Import every submodule first, then bind the functions: binding after the imports
-# keeps ``analysis.errors`` / ``analysis.health`` the functions, not the modules.
-from amqpcap.analysis import errors as _errors_mod, health as _health_mod  # noqa: F401
-from amqpcap.analysis import latency as _latency_mod, stats as _stats_mod, throughput as _tp_mod  # noqa: F401
-from amqpcap.analysis.load import Tables, from_frames, load
+from amqpcap.analysis.connection_health import (
+    blocked, flow, health, heartbeat_gaps, heartbeat_source, heartbeat_summary, unacked, zero_windows,
+)
+from amqpcap.analysis.failures import error_summary, errors
 from amqpcap.analysis.latency import (
     all_latencies, confirms, connection_setup, consumer_acks, consumers, method_rtt, rpc, transit,
 )
-from amqpcap.analysis.throughput import message_queues, throughput, totals
-from amqpcap.analysis.errors import errors
-from amqpcap.analysis.health import (
-    blocked, flow, health, heartbeat_gaps, heartbeat_summary, unacked, zero_windows,
-)
-from amqpcap.analysis.stats import latency_summary, render_text
-
-# ``stats`` stays the submodule, which is callable: ``analysis.stats(t)`` is the
-# summary function and ``analysis.stats.render_text`` / ``analysis.stats.stats`` work too.
-stats = _stats_mod
+from amqpcap.analysis.summary import connections_table, latency_summary, render_text, stats, time_outliers
+from amqpcap.analysis.tables import Tables, from_frames, load
+from amqpcap.analysis.traffic import message_queues, throughput, totals
 
 
 def write_report(t, out_dir, **kwargs) -> str:
@@ -45,7 +38,7 @@ def write_report(t, out_dir, **kwargs) -> str:
 __all__ = [
     "Tables", "load", "from_frames",
     "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers", "all_latencies",
-    "throughput", "totals", "message_queues", "errors",
-    "heartbeat_gaps", "heartbeat_summary", "blocked", "flow", "unacked", "zero_windows", "health",
-    "stats", "render_text", "latency_summary", "write_report",
+    "throughput", "totals", "message_queues", "errors", "error_summary",
+    "heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "zero_windows",
+    "health", "stats", "render_text", "latency_summary", "connections_table", "time_outliers", "write_report",
 ]

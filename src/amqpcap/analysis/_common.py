@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import functools
-import json
-import re
-from typing import Any, Iterable, Iterator
+import weakref
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -25,8 +24,8 @@ def ns(series: pd.Series) -> np.ndarray:
 
 
 def to_ts(values) -> pd.Series:
-    """int ns (None/NAT for missing) -> datetime64[ns, UTC] Series."""
-    arr = np.array([NAT if v is None else v for v in values], dtype=np.int64)
+    """int ns (None/NaN/NAT for missing) -> datetime64[ns, UTC] Series."""
+    arr = np.array([NAT if v is None or v != v else v for v in values], dtype=np.int64)
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
@@ -58,106 +57,63 @@ def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
     return zip(*arrays)
 
 
-def ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in wire order: per conversation, by packet number then stream offset."""
+_ORDERED: dict = {}  # id(df) -> (weakref to df, its ordered copy): the big tables are ordered once
+
+
+def ordered(df: pd.DataFrame, names=None) -> pd.DataFrame:
+    """Rows in wire order: per conversation, by packet number then stream offset.
+
+    ``names``: keep only the rows whose ``method`` is one of them (filtered before
+    sorting).  The ordered copy of a whole table is kept while the table lives,
+    so the analysis functions sort it once; callers must not modify it in place."""
     if len(df) == 0:
         return df
-    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
-    out = df.copy()
-    out["_pos"] = np.arange(len(out))
-    return out.sort_values(keys + ["_pos"], kind="stable", na_position="first").drop(columns="_pos")
-
-
-def parse_args(text) -> dict:
-    """The ``arguments`` JSON as a dict ({} when missing or unreadable)."""
-    if text is None or (isinstance(text, float) and np.isnan(text)) or text is pd.NA:
-        return {}
-    if isinstance(text, dict):
-        return text
+    if names is not None:
+        return _sort(df[df["method"].isin(names)])
+    hit = _ORDERED.get(id(df))
+    if hit is not None and hit[0]() is df:
+        return hit[1]
+    out = _sort(df)
     try:
-        v = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def arg(args: dict, *names, default=None):
-    """First present argument among ``names`` (hyphen/underscore spellings tried)."""
-    for n in names:
-        for k in (n, n.replace("-", "_"), n.replace("_", "-")):
-            if k in args:
-                return args[k]
-    return default
-
-
-def truthy(v) -> bool:
-    if v is None or v is pd.NA:
-        return False
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "on")
-    try:
-        return bool(v)
-    except (TypeError, ValueError):
-        return False
-
-
-_RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:(?:-|\.\.|:)\s*(\d+))?\s*$")
-
-
-def ranges(value: Any) -> list[tuple[int, int]]:
-    """A 0-10 sequence-set (``session.commands``) as inclusive (lo, hi) ranges.
-
-    Accepts the shapes a JSON encoder may produce: ``[[lo, hi], ...]``,
-    ``[{"lower": lo, "upper": hi}, ...]`` (also first/last, start/end, low/high),
-    ``[n, ...]`` (single ids), a flat even-length list of bounds ``[lo, hi, lo, hi]``
-    under a ``ranges`` key, or text like ``"1-5,7"``.
-    """
-    out: list[tuple[int, int]] = []
-    if value is None:
+        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERED.pop(k, None))
+    except TypeError:
         return out
-    if isinstance(value, dict):
-        for a, b in (("lower", "upper"), ("first", "last"), ("start", "end"), ("low", "high"), ("lo", "hi"), ("min", "max")):
-            if a in value:
-                lo = int(value[a])
-                hi = int(value.get(b, lo))
-                return [(min(lo, hi), max(lo, hi))]
-        for k in ("ranges", "commands", "transfers", "set", "value"):
-            if k in value:
-                v = value[k]
-                if k == "ranges" and isinstance(v, list) and v and all(isinstance(x, int) for x in v) and len(v) % 2 == 0:
-                    return [(min(v[i], v[i + 1]), max(v[i], v[i + 1])) for i in range(0, len(v), 2)]
-                return ranges(v)
-        return out
-    if isinstance(value, bool):
-        return out
-    if isinstance(value, int):
-        return [(value, value)]
-    if isinstance(value, str):
-        for part in value.replace(";", ",").split(","):
-            if not part.strip():
-                continue
-            m = _RANGE_RE.match(part)
-            if m:
-                lo = int(m.group(1))
-                hi = int(m.group(2)) if m.group(2) is not None else lo
-                out.append((min(lo, hi), max(lo, hi)))
-        return out
-    if isinstance(value, (list, tuple)):
-        if len(value) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
-            return [(min(value), max(value))]  # a bare pair is one range (the wire form is bound pairs)
-        for item in value:
-            if isinstance(item, (list, tuple)) and len(item) == 2:
-                lo, hi = int(item[0]), int(item[1])
-                out.append((min(lo, hi), max(lo, hi)))
-            elif isinstance(item, (list, tuple)) and len(item) == 1:
-                out.append((int(item[0]), int(item[0])))
-            else:
-                out.extend(ranges(item))
+    _ORDERED[id(df)] = (ref, out)
     return out
 
 
-def covered(n: int, rs: Iterable[tuple[int, int]]) -> bool:
-    return any(lo <= n <= hi for lo, hi in rs)
+def _sort(df: pd.DataFrame) -> pd.DataFrame:
+    if len(df) == 0:
+        return df
+    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
+    pos = np.arange(len(df))
+    order = np.lexsort([pos] + [_sort_key(df[k]) for k in reversed(keys)])
+    return df.iloc[order]
+
+
+def _sort_key(s: pd.Series) -> np.ndarray:
+    """A numpy key sorting like ``s`` with missing values first."""
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        return s.astype("float64").fillna(-np.inf).to_numpy()
+    codes, _ = pd.factorize(s, sort=True, use_na_sentinel=True)
+    return codes  # -1 (missing) sorts first
+
+
+def si(v, unit: str = "") -> str:
+    """``v`` with a k / M / G prefix (never milli: rates under 1 read as decimals), 2 decimals."""
+    if v is None:
+        return "-"
+    for div, p in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.2f} {p}{unit}"
+    return f"{v:.2f} {unit}".rstrip()
+
+
+def covered(n: int, id_ranges) -> bool:
+    """``n`` lies in a 0-10 sequence set (the ``id_ranges`` column: ``{"lower", "upper"}`` items, or null)."""
+    if id_ranges is None:
+        return False
+    return any(r["lower"] <= n <= r["upper"] for r in id_ranges)
 
 
 @functools.lru_cache(maxsize=None)
@@ -234,16 +190,20 @@ def build(rows: list[dict], columns: dict) -> pd.DataFrame:
     """DataFrame from row dicts with dtypes from {name: dtype}; ``*_ts`` int ns columns become timestamps."""
     if not rows:
         return empty(columns)
+    raw = pd.DataFrame.from_records(rows, columns=list(columns))  # one pass in C; absent keys: NaN
     data = {}
     for name, dtype in columns.items():
-        vals = [r.get(name) for r in rows]
+        col = raw[name]
         if str(dtype).startswith("datetime64"):
-            data[name] = to_ts(vals)
+            v = col.to_numpy(dtype=object)
+            data[name] = to_ts(v)
         elif dtype == "float64":
-            data[name] = pd.Series([np.nan if v is None else v for v in vals], dtype="float64")
+            data[name] = pd.to_numeric(col, errors="coerce").astype("float64")
         elif dtype == STR:
-            data[name] = str_series(vals)
+            data[name] = str_series(col.to_numpy(dtype=object))
         else:
+            vals = col.to_numpy(dtype=object, copy=True)
+            vals[pd.isna(vals)] = None
             data[name] = pd.Series(vals, dtype=dtype)
     return pd.DataFrame(data)
 
@@ -251,6 +211,7 @@ def build(rows: list[dict], columns: dict) -> pd.DataFrame:
 def str_series(vals) -> pd.Series:
     """Strings with None for missing, in the installed pandas' default string dtype."""
     s = pd.Series(list(vals), dtype=object)
+    s[s.isna()] = None
     if _STR_IS_STRING:
         s = s.astype("str")
     return s

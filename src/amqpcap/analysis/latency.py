@@ -16,10 +16,9 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, arg, build, covered, latency_ms, ns, ordered, parse_args, ranges,
-    records, spec_by_name, truthy,
+    NAT, STR, TS_DTYPE, build, covered, latency_ms, ns, ordered, records, spec_by_name,
 )
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.tables import as_tables
 
 __all__ = [
     "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers",
@@ -94,8 +93,17 @@ def method_rtt(t) -> pd.DataFrame:
     """
     t = as_tables(t)
     m = ordered(t.methods)
+    if len(m):  # 0-8 / 0-9 / 0-9-1: only requests, their responses and closes matter (not publishes, ...)
+        relevant = set(_CLOSE + _CLOSE_OK + _SCOPE_OPEN)
+        for v in m["version"].dropna().unique():
+            for name, spec in spec_by_name(v).items():
+                if getattr(spec, "responses", ()):
+                    relevant.add(name)
+                    relevant.update(spec.responses)
+        is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
+        m = m[is_010 | m["method"].isin(relevant).to_numpy()]
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts",
-            "version", "command_id", "answers_command_id", "arguments", "synchronous"]
+            "version", "command_id", "answers_command_id", "id_ranges", "no_wait", "synchronous"]
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, RTT_COLS)
@@ -120,7 +128,7 @@ def method_rtt(t) -> pd.DataFrame:
         pend.clear()
 
     for r in records(m, cols):
-        cap, st, ch, d, name, frame, ts, version, cmd, answers, args_text, synchronous = r
+        cap, st, ch, d, name, frame, ts, version, cmd, answers, id_ranges, no_wait, synchronous = r
         conn = state.setdefault((cap, st), {})
         pend = conn.setdefault(ch, [])
         specs = spec_by_name(version)
@@ -137,9 +145,9 @@ def method_rtt(t) -> pd.DataFrame:
 
         # 2. 0-10 specials
         if name == "session.completed":
-            rs = ranges(arg(parse_args(args_text), "commands"))
             for req in list(pend):
-                if req["sync"] and req["direction"] != d and req.get("command_id") is not None and covered(req["command_id"], rs):
+                if (req["sync"] and req["direction"] != d and req.get("command_id") is not None
+                        and covered(req["command_id"], id_ranges)):
                     emit(req, r, "ok")
                     pend.remove(req)
         elif name in ("execution.result", "execution.exception") and answers is not None:
@@ -177,8 +185,7 @@ def method_rtt(t) -> pd.DataFrame:
         is_sync = name == "execution.sync" or (
             version == "0-10" and cmd is not None and bool(synchronous) and not responses and result is None)
         if (responses or is_sync or result is not None) and name not in _CLOSE_OK:
-            a = parse_args(args_text) if args_text else {}
-            if truthy(arg(a, "no-wait", "nowait")):
+            if no_wait:
                 continue
             req = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, method=name, frame=frame, ts=ts,
                        version=version, responses=frozenset(responses), sync=is_sync, command_id=cmd, done=False)
@@ -282,7 +289,12 @@ CONSUMER_COLS = {
 }
 
 
-def _consumer_state(m: pd.DataFrame):
+_CONSUMER_METHODS = ("basic.consume", "basic.consume-ok", "message.subscribe", "basic.cancel",
+                     "message.cancel", "basic.get", "basic.deliver", "message.transfer",
+                     "basic.get-ok") + _SCOPE_OPEN
+
+
+def consumer_state(m: pd.DataFrame):
     """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
     0-10 transfer), its (queue, no_ack); also the consumer table rows.
 
@@ -294,9 +306,11 @@ def _consumer_state(m: pd.DataFrame):
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
     last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "queue",
-            "consumer_tag", "no_ack", "arguments"]
-    for pos, r in enumerate(records(m, cols)):
-        cap, st, ch, d, name, frame, ts, queue, tag, no_ack, args_text = r
+            "consumer_tag", "no_ack", "no_wait", "accept_mode"]
+    # only these methods change the state; positions stay those of ``m``
+    pos_of = np.flatnonzero(m["method"].isin(_CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
+    for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
+        cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
         if name == "basic.consume" and d == "c2s":
             row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or None, queue=queue,
@@ -304,8 +318,7 @@ def _consumer_state(m: pd.DataFrame):
             consumers.append(row)
             if tag:
                 by_tag[key + (tag,)] = row
-            a = parse_args(args_text)
-            if not truthy(arg(a, "no-wait", "nowait")):
+            if not no_wait:
                 pending.setdefault(key, []).append(row)
         elif name == "basic.consume-ok" and d == "s2c":
             lst = pending.get(key)
@@ -315,11 +328,9 @@ def _consumer_state(m: pd.DataFrame):
                     row["consumer_tag"] = tag
                     by_tag[key + (tag,)] = row
         elif name == "message.subscribe" and d == "c2s":
-            a = parse_args(args_text)
-            mode = arg(a, "accept-mode")
-            none_mode = mode in (1, "1", "none")
-            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or arg(a, "destination"),
-                       queue=queue or arg(a, "queue"), no_ack=none_mode, consume_frame=frame, consume_ts=ts)
+            # consumer_tag holds the subscription's destination; accept-mode 1 (none): no acks
+            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag, queue=queue,
+                       no_ack=accept_mode == 1, consume_frame=frame, consume_ts=ts)
             consumers.append(row)
             by_tag[key + (row["consumer_tag"],)] = row
         elif name in ("basic.cancel", "message.cancel") and tag:
@@ -330,17 +341,14 @@ def _consumer_state(m: pd.DataFrame):
         elif name == "basic.get" and d == "c2s":
             last_get[key] = (queue, no_ack)
         elif name in ("basic.deliver", "message.transfer") and d == "s2c":
-            mode = None
-            if name == "message.transfer":  # 0-10: the transfer names its subscription and accept-mode
-                a = parse_args(args_text)
-                tag = tag or arg(a, "destination")
-                mode = arg(a, "accept-mode")
+            # 0-10: the transfer names its subscription (consumer_tag) and carries its accept-mode
+            mode = accept_mode if name == "message.transfer" else None
             row = by_tag.get(key + (tag,)) if tag is not None else None
             if row is None and tag is not None:  # consumer tags are unique per connection in practice
                 row = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), None)
             no_ack = row["no_ack"] if row else None
             if mode is not None:
-                no_ack = mode in (1, "1", "none")
+                no_ack = mode == 1
             info[pos] = (row["queue"] if row else None, no_ack, tag)
         elif name == "basic.get-ok" and d == "s2c":
             q, na = last_get.get(key, (None, None))
@@ -356,7 +364,7 @@ def consumers(t) -> pd.DataFrame:
     """One row per basic.consume (0-10 message.subscribe): consumer tag (server-assigned
     ones taken from consume-ok), queue, no_ack (0-10: accept-mode none), consume and cancel packets."""
     t = as_tables(t)
-    _, rows = _consumer_state(ordered(t.methods))
+    _, rows = consumer_state(ordered(t.methods))
     return build(rows, CONSUMER_COLS)
 
 
@@ -388,10 +396,10 @@ def consumer_acks(t) -> pd.DataFrame:
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, ACK_COLS)
-    info, _ = _consumer_state(m)
+    info, _ = consumer_state(m)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number",
             "ts", "version", "delivery_tag", "multiple", "requeue", "redelivered", "consumer_tag", "exchange",
-            "routing_key", "command_id", "arguments"]
+            "routing_key", "command_id", "id_ranges"]
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
 
     def settle(dl, resp, outcome, multiple, requeue):
@@ -406,7 +414,7 @@ def consumer_acks(t) -> pd.DataFrame:
 
     for pos, r in enumerate(records(m, cols)):
         (cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, requeue, redelivered, ctag,
-         ex, rk, cmd, args_text) = r
+         ex, rk, cmd, id_ranges) = r
         key = (cap, st, ch)
         if name in _SCOPE_OPEN:
             for dl in chans.pop(key, {}).values():
@@ -440,8 +448,7 @@ def consumer_acks(t) -> pd.DataFrame:
             elif tag in out:
                 settle(out.pop(tag), r, outcome, False if name != "basic.reject" else None, requeue)
         elif outcome is not None:  # 0-10 accept / release / reject
-            rs = ranges(arg(parse_args(args_text), "transfers"))
-            for k in [k for k in out if covered(k, rs)]:
+            for k in [k for k in out if covered(k, id_ranges)]:
                 settle(out.pop(k), r, outcome, None, None)
         elif name in ("basic.recover", "basic.recover-async"):
             for k in list(out):
@@ -487,97 +494,95 @@ def transit(t) -> pd.DataFrame:
     msgs = t.messages
     if len(msgs) == 0:
         return build([], TRANSIT_COLS)
-    pubs = msgs[(msgs["direction"] == "c2s") & msgs["method"].isin(_PUBLISH)].copy()
-    dels = msgs[(msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER)].copy()
+    cols = ["capture", "tcp_stream", "channel", "method", "frame_number", "ts", "message_id", "exchange",
+            "routing_key", "body_hash"]
+    pubs = msgs.loc[(msgs["direction"] == "c2s") & msgs["method"].isin(_PUBLISH), cols]
+    dels = msgs.loc[(msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER), cols + ["consumer_tag",
+                                                                                          "redelivered"]]
     if len(pubs) == 0 or len(dels) == 0:
         return build([], TRANSIT_COLS)
-    pubs["_ts"] = ns(pubs["ts"])
-    dels["_ts"] = ns(dels["ts"])
-    pubs["_pid"] = np.arange(len(pubs))
-    dels["_did"] = np.arange(len(dels))
+    pubs = pubs.assign(_ts=ns(pubs["ts"]), _pid=np.arange(len(pubs))).reset_index(drop=True)
+    dels = dels.assign(_ts=ns(dels["ts"]), _did=np.arange(len(dels))).reset_index(drop=True)
 
-    pcols = ["capture", "tcp_stream", "channel", "method", "frame_number", "_ts", "_pid", "message_id",
-             "exchange", "routing_key", "body_hash"]
-    dcols = ["capture", "tcp_stream", "channel", "method", "frame_number", "_ts", "_did", "message_id",
-             "exchange", "routing_key", "body_hash", "consumer_tag", "redelivered"]
-    P = list(records(pubs, pcols))
-    D = list(records(dels, dcols))
-    pairs: list[tuple[int, int, str]] = []  # (pid, did, match)
+    # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
+    has_id = pubs["message_id"].fillna("").to_numpy(dtype=object) != ""  # an empty id is no id
+    pid = pubs[has_id].sort_values(["_ts", "_pid"], kind="stable")
+    did = dels[dels["message_id"].isin(pid["message_id"])]
+    by_id = np.zeros((0, 2), dtype=np.int64)
+    if len(did):
+        j = pd.merge_asof(did[["_ts", "_did", "message_id"]].sort_values("_ts", kind="stable"),
+                          pid[["_ts", "_pid", "message_id"]], on="_ts", by="message_id", direction="backward")
+        j = j[j["_pid"].notna()]
+        by_id = np.c_[j["_pid"].to_numpy(dtype=np.int64), j["_did"].to_numpy(dtype=np.int64)]
 
-    # 1. message id: latest publish with that id at or before the delivery
-    by_id: dict = {}
-    for p in P:
-        if p[7]:
-            by_id.setdefault(p[7], []).append(p)
-    id_ts = {}
-    for k, lst in by_id.items():
-        lst.sort(key=lambda p: (p[5], p[6]))
-        id_ts[k] = [p[5] for p in lst]
-    used_d = set()
-    for dl in D:
-        if dl[7] and dl[7] in by_id:
-            i = bisect.bisect_right(id_ts[dl[7]], dl[5])
-            if i:
-                p = by_id[dl[7]][i - 1]
-                pairs.append((p[6], dl[6], "message_id"))
-                used_d.add(dl[6])
+    # 2. content: exchange + routing key + body hash, FIFO per consumer (publishes without an id)
+    used = set(by_id[:, 1].tolist())
+    P = list(records(pubs[~has_id & pubs["body_hash"].notna().to_numpy()],
+                     ["_ts", "_pid", "exchange", "routing_key", "body_hash"]))
+    rest = dels[~dels["_did"].isin(used) & dels["body_hash"].notna()]
+    D = list(records(rest, ["_ts", "_did", "exchange", "routing_key", "body_hash", "capture", "tcp_stream",
+                            "channel", "consumer_tag", "redelivered"])) if P else []
 
-    # 2. content: exchange + routing key + body hash, FIFO per consumer
     def ckey(x):
-        return (x[8] or "", x[9] or "", x[10])
+        return (x[2] or "", x[3] or "", x[4])
 
     by_c: dict = {}
     for p in P:
-        if not p[7] and p[10]:
-            by_c.setdefault(ckey(p), []).append(p)
+        by_c.setdefault(ckey(p), []).append(p)
     c_ts = {}
     for k, lst in by_c.items():
-        lst.sort(key=lambda p: (p[5], p[6]))
-        c_ts[k] = [p[5] for p in lst]
+        lst.sort(key=lambda p: (p[0], p[1]))
+        c_ts[k] = [p[0] for p in lst]
     seen_rank: dict = {}
-    for dl in sorted(D, key=lambda x: (x[5], x[6])):
-        if dl[6] in used_d or not dl[10]:
-            continue
+    content: list = []
+    for dl in sorted(D, key=lambda x: (x[0], x[1])):
         lst = by_c.get(ckey(dl))
         if not lst:
             continue
-        n_before = bisect.bisect_right(c_ts[ckey(dl)], dl[5])
+        n_before = bisect.bisect_right(c_ts[ckey(dl)], dl[0])
         if not n_before:
             continue
         latest = lst[n_before - 1]
-        if not dl[12]:  # first-time delivery: FIFO rank per consumer
-            ck = (dl[0], dl[1], dl[2], dl[11], ckey(dl))
+        if not dl[9]:  # first-time delivery: FIFO rank per consumer
+            ck = (dl[5], dl[6], dl[7], dl[8], ckey(dl))
             k = seen_rank.get(ck, 0)
             seen_rank[ck] = k + 1
             p = lst[k] if k < n_before else latest
         else:
             p = latest
-        pairs.append((p[6], dl[6], "content"))
+        content.append((p[1], dl[1]))
 
-    if not pairs:
+    pairs = pd.DataFrame({"_pid": np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64),
+                          "_did": np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64),
+                          "match": ["message_id"] * len(by_id) + ["content"] * len(content)})
+    if len(pairs) == 0:
         return build([], TRANSIT_COLS)
-    pmap = {p[6]: p for p in P}
-    dmap = {dl[6]: dl for dl in D}
-    rows = []
-    for pid, did, how in pairs:
-        p, dl = pmap[pid], dmap[did]
-        rows.append(dict(
-            capture=p[0], tcp_stream=p[1], channel=p[2], request_method=p[3], request_frame=p[4], request_ts=p[5],
-            response_capture=dl[0], response_tcp_stream=dl[1], response_channel=dl[2], response_method=dl[3],
-            response_frame=dl[4], response_ts=dl[5], match=how, message_id=p[7], exchange=p[8],
-            routing_key=p[9], body_hash=p[10], consumer_tag=dl[11], redelivered=dl[12],
-            same_connection=(p[0], p[1]) == (dl[0], dl[1]), _pid=pid,
-        ))
-    rows.sort(key=lambda r: (r["_pid"], r["response_ts"], r["response_frame"] or 0))
-    last = None
-    idx = 0
-    for r in rows:
-        idx = idx + 1 if r["_pid"] == last else 0
-        last = r["_pid"]
-        r["delivery_index"] = idx
-        r["first"] = idx == 0
-    df = _finish(rows, TRANSIT_COLS)
-    return df.sort_values(["capture", "tcp_stream", "request_frame", "delivery_index"], kind="stable").reset_index(drop=True)
+    P_, D_ = pubs.iloc[pairs["_pid"].to_numpy()], dels.iloc[pairs["_did"].to_numpy()]
+    df = pd.DataFrame({
+        "capture": P_["capture"].to_numpy(), "tcp_stream": P_["tcp_stream"].to_numpy(),
+        "channel": P_["channel"].to_numpy(), "request_method": P_["method"].to_numpy(),
+        "request_frame": P_["frame_number"].to_numpy(), "_rts": P_["_ts"].to_numpy(),
+        "response_capture": D_["capture"].to_numpy(), "response_tcp_stream": D_["tcp_stream"].to_numpy(),
+        "response_channel": D_["channel"].to_numpy(), "response_method": D_["method"].to_numpy(),
+        "response_frame": D_["frame_number"].to_numpy(), "_dts": D_["_ts"].to_numpy(),
+        "match": pairs["match"].to_numpy(), "message_id": P_["message_id"].to_numpy(),
+        "exchange": P_["exchange"].to_numpy(), "routing_key": P_["routing_key"].to_numpy(),
+        "body_hash": P_["body_hash"].to_numpy(), "consumer_tag": D_["consumer_tag"].to_numpy(),
+        "redelivered": D_["redelivered"].to_numpy(), "_pid": pairs["_pid"].to_numpy(),
+    })
+    df["same_connection"] = (df["capture"].to_numpy() == df["response_capture"].to_numpy()) & (
+        df["tcp_stream"].to_numpy() == df["response_tcp_stream"].to_numpy())
+    df["_rf"] = df["response_frame"].fillna(0)
+    df = df.sort_values(["_pid", "_dts", "_rf"], kind="stable")
+    df["delivery_index"] = df.groupby("_pid", sort=False).cumcount()
+    df["first"] = df["delivery_index"] == 0
+    df["latency_ms"] = latency_ms(df["_rts"].to_numpy(), df["_dts"].to_numpy())
+    df["request_ts"] = pd.to_datetime(df["_rts"].to_numpy().view("datetime64[ns]"), utc=True)
+    df["response_ts"] = pd.to_datetime(df["_dts"].to_numpy().view("datetime64[ns]"), utc=True)
+    df = df.astype({k: v for k, v in TRANSIT_COLS.items() if k not in ("request_ts", "response_ts")})
+    df = df[list(TRANSIT_COLS)]
+    return df.sort_values(["capture", "tcp_stream", "request_frame", "delivery_index"],
+                          kind="stable").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- application RPC
@@ -624,6 +629,9 @@ def rpc(t) -> pd.DataFrame:
         return build([], RPC_COLS)
     cols = ["capture", "tcp_stream", "channel", "method", "direction", "frame_number", "ts", "correlation_id",
             "reply_to", "routing_key", "version"]
+    # requests carry reply_to and a correlation id; replies carry one of the requests' ids
+    ids = msgs.loc[msgs["reply_to"].notna(), "correlation_id"].dropna().unique()
+    msgs = msgs[msgs["correlation_id"].isin(ids)]
     R = [r for r in records(ordered(msgs), cols)]
     R.sort(key=lambda r: (r[6], r[5] or 0))
     reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]

@@ -19,15 +19,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from amqpcap.analysis._common import ns, ordered, records
-from amqpcap.analysis.errors import errors as errors_frame
-from amqpcap.analysis.health import unacked as unacked_frame
+from amqpcap.analysis._common import NAT, ns, ordered, records, si
+from amqpcap.analysis.failures import errors as errors_frame
+from amqpcap.analysis.connection_health import blocked as blocked_frame, unacked as unacked_frame
 from amqpcap.analysis.latency import all_latencies
-from amqpcap.analysis.load import as_tables
-from amqpcap.analysis.stats import LATENCY_KINDS, _connection_rows, stats as stats_dict
-from amqpcap.analysis.throughput import totals
+from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, stats as stats_dict
+from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
 
@@ -47,6 +47,12 @@ def pick_bucket(span_s: float | None, target: int = 120) -> str:
     want = span_s / target
     b = next((x for x in _NICE if x >= want), _NICE[-1])
     return f"{int(round(b * 1000))}ms" if b < 1 else f"{int(b)}s"
+
+
+def _axis_si(v: float, unit: str = "") -> str:
+    if abs(v) >= 1000:
+        return si(v, unit).replace(".00 ", " ")
+    return (f"{v:g} {unit}" if v == int(v) else f"{v:.3g} {unit}").rstrip()
 
 
 def _fmt_bucket(bucket: str) -> str:
@@ -101,8 +107,9 @@ def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
     ax2.set_ylabel("bytes / s (wire solid, body dashed)")
     ax2.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)")
     ax2.legend(loc="upper right", fontsize=8, ncol=2)
-    ax1.yaxis.set_major_formatter(EngFormatter(sep=""))
-    ax2.yaxis.set_major_formatter(EngFormatter(unit="B/s", sep=" "))
+    # k / M / G only: a sparse capture's 0.014 msg/s must not read "14m" (milli)
+    ax1.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v)))
+    ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v, "B/s")))
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
@@ -196,8 +203,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
 def channel_lifetimes(t) -> pd.DataFrame:
     """(capture, tcp_stream, channel, start_ns, end_ns or NAT): channel.open -> channel.close-ok
     (0-10: session.attach -> session.detached)."""
-    m = ordered(t.methods)
-    m = m[m["method"].isin(["channel.open", "channel.close-ok", "session.attach", "session.detached"])] if len(m) else m
+    m = ordered(t.methods, ["channel.open", "channel.close-ok", "session.attach", "session.detached"])
     rows = []
     open_: dict = {}
     for cap, st, ch, name, ts in records(m, ["capture", "tcp_stream", "channel", "method", "ts"]):
@@ -242,6 +248,21 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
         e2 = np.concatenate([np.c_[cs, np.ones(len(cs))], np.c_[ce, -np.ones(len(ce))]])
         e2 = e2[np.lexsort((e2[:, 1], e2[:, 0]))]
         ax0.step(e2[:, 0], np.cumsum(e2[:, 1]), where="post", color="#9467bd", label="open channels / sessions")
+    # connection.blocked periods, shaded on both panels (a still-blocked one: to its conversation's end)
+    bl = blocked_frame(t)
+    if len(bl):
+        conn_end_ts = dict(zip(zip(c["capture"], c["tcp_stream"]), end))
+        pos = {(a, b): i for i, (a, b) in enumerate(zip(shown["capture"], shown["tcp_stream"]))}
+        for k, (cap, st, b0, b1) in enumerate(zip(bl["capture"], bl["tcp_stream"], ns(bl["blocked_ts"]),
+                                                  ns(bl["unblocked_ts"]))):
+            stop = b1 if b1 != NAT else conn_end_ts.get((cap, st), b0)
+            x0, x1 = (b0 - t0n) / 1e9, (max(stop, b0) - t0n) / 1e9
+            ax0.axvspan(x0, x1, color="#ff7f0e", alpha=0.25, lw=0,
+                        label="connection.blocked" if k == 0 else None)
+            if (cap, st) in pos:
+                y = pos[(cap, st)]
+                ax.barh(y, max(x1 - x0, 1e-6), left=x0, height=0.9, color="#ff7f0e", alpha=0.45, zorder=3,
+                        label="blocked" if k == 0 else None)
     ax0.set_ylabel("open (count)")
     ax0.set_title(f"{n:,} connection(s)" + (f"; timeline below: the {len(shown)} with most bytes" if n > len(shown) else ""))
     ax0.legend(loc="upper right", fontsize=8)
@@ -273,7 +294,8 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
                 ey.append(pos[(cap, st)])
         if ex:
             ax.scatter(ex, ey, marker="x", color="#d62728", zorder=5, label="error")
-            ax.legend(loc="upper right", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper right", fontsize=8)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=7 if len(labels) > 20 else 8)
     ax.invert_yaxis()
@@ -393,7 +415,12 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 """
 
 
-def _page(s: dict, t, images: dict, limit: int = 50) -> str:
+# publisher and consumer nacks are different failures: the broker refused a message / a consumer did
+_KIND_LABELS = {("nack", "basic.publish"): "publisher nack", ("nack", "basic.deliver"): "consumer nack",
+                ("reject", "basic.deliver"): "consumer reject"}
+
+
+def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") -> str:
     span = s.get("span", {})
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title><style>{_CSS}</style></head><body>",
              "<h1>amqpcap report</h1>",
@@ -425,11 +452,14 @@ def _page(s: dict, t, images: dict, limit: int = 50) -> str:
     trows = []
     for label, key in (("all", None), ("client → server", "c2s"), ("server → client", "s2c")):
         d = tp if key is None else tp[key]
-        trows.append([label, f"{d['messages']:,}", d["msgs_per_s"]["mean"], d["msgs_per_s"]["peak"],
-                      d["body_bytes_per_s"]["mean"], d["body_bytes_per_s"]["peak"],
-                      d["wire_bytes_per_s"]["mean"], d["wire_bytes_per_s"]["peak"]])
+        trows.append([label, f"{d['messages']:,}", si(d["msgs_per_s"]["mean"]), si(d["msgs_per_s"]["peak"]),
+                      si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
+                      si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
     parts += ["<h2>Throughput</h2>",
-              f"<p class='note'>Rates over {tp['bucket_s']:g} s buckets (stats); frames and wire bytes from "
+              f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
+              "(as <code>amqpcap stats</code>); "
+              f"the plot below uses {html.escape(_fmt_bucket(plot_bucket))} buckets, so its peaks differ "
+              f"(shorter buckets show higher peaks). Frames and wire bytes from "
               f"{html.escape(str(tp['frames_source']))}.</p>",
               _html_table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
                            "wire B/s mean", "wire B/s peak"], trows, numeric={1, 2, 3, 4, 5, 6, 7}),
@@ -438,20 +468,35 @@ def _page(s: dict, t, images: dict, limit: int = 50) -> str:
     errs = s["errors"]
     parts.append("<h2>Errors</h2>")
     if errs:
-        parts.append(_html_table(["count", "code", "name", "class", "method", "kind"],
-                                 [[e["count"], e["code"], e["name"], e["class"], e["method"], e["kind"]] for e in errs[:limit]],
-                                 numeric={0, 1}))
+        several = len(s.get("captures", [])) > 1
+        erows = []
+        for e in errs[:limit]:
+            for x in e.get("texts") or [dict(e, text=None)]:
+                erows.append([x["count"], e["code"], e["name"], e["class"], e["method"],
+                              e.get("failing_method"),
+                              _KIND_LABELS.get((e["kind"], e.get("failing_method")), e["kind"])]
+                             + ([x.get("first_capture")] if several else [])
+                             + [x.get("first_tcp_stream"), x.get("first_frame"), x.get("text")])
+        parts.append(_html_table(["count", "code", "name", "class", "method", "on", "kind"]
+                                 + (["capture"] if several else [])
+                                 + ["stream", "first frame", "reply text"], erows,
+                                 numeric={0, 1, 7 + several, 8 + several}))
+        parts.append("<p class='note'>first frame: Wireshark <code>frame.number</code> of the first "
+                     "occurrence.</p>")
     else:
         parts.append("<p>No errors.</p>")
     parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
     # connections
     parts.append("<h2>Connections and channels</h2>")
-    crow, n = _connection_rows(t, limit)
-    if crow:
-        if n > len(crow):
-            parts.append(f"<p class='note'>The {len(crow)} busiest of {n:,} connections.</p>")
-        parts.append(_html_table(["stream", "client", "server", "version", "server product", "name", "methods", "msgs",
-                                  "duration s", "bytes", "closed"], crow, numeric={0, 6, 7, 8, 9}))
+    ct = connections_table(t, limit)
+    n = ct.attrs["total"]
+    if len(ct):
+        if n > len(ct):
+            parts.append(f"<p class='note'>The {len(ct)} busiest of {n:,} connections.</p>")
+        several = len(s.get("captures", [])) > 1
+        heads, crow = connection_cells(ct, several)
+        first = 1 if several else 0
+        parts.append(_html_table(heads, crow, numeric={first + i for i in (0, 6, 7, 8, 9)}))
     parts.append(f"<img alt='connection and channel timeline' src='data:image/png;base64,{images['timeline']}'>")
     # health
     parts.append("<h2>Health</h2>")
@@ -495,5 +540,5 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"
-    index.write_text(_page(s, t, images), encoding="utf-8")
+    index.write_text(_page(s, t, images, plot_bucket=bucket), encoding="utf-8")
     return os.fspath(index)

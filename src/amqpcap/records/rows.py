@@ -62,6 +62,30 @@ def _failing(version, a):
     return m.name if m is not None else f"{cid}.{mid}"
 
 
+def _ranges(v):
+    """A 0-10 sequence set as the codec decodes it (``[[lower, upper], ...]``) -> list of struct dicts."""
+    if not isinstance(v, list):
+        return None
+    out = []
+    for r in v:
+        if isinstance(r, (list, tuple)) and len(r) == 2 and _i(r[0]) is not None and _i(r[1]) is not None:
+            out.append({"lower": r[0], "upper": r[1]})
+    return out
+
+
+ARG_COLUMNS = ("no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text")
+
+
+def arg_columns(a: dict) -> tuple:
+    """Values of the typed argument columns :data:`ARG_COLUMNS` (they follow ``answers_command_id``
+    in METHODS, see records/schema.py) from a method's decoded arguments."""
+    nw = a.get("no-wait", a.get("nowait"))
+    return (
+        _b(nw), _b(a.get("active")), _b(a.get("global")), _s(a.get("reason")), _i(a.get("accept-mode")),
+        _ranges(a.get("commands", a.get("transfers"))), _i(a.get("code")), _s(a.get("text")),
+    )
+
+
 def method_row(capture, stream, direction, m: Method, version, channel_type=None):
     a = m.args
     name = m.name
@@ -88,6 +112,7 @@ def method_row(capture, stream, direction, m: Method, version, channel_type=None
         _i(a.get("prefetch-count")), _i(a.get("prefetch-size")),
         _i(a.get("message-count")), _i(a.get("consumer-count")),
         m.command_id, m.answers_command_id,
+        *arg_columns(a),
         to_json(a),
     )
 

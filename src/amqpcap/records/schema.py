@@ -74,6 +74,19 @@ CONNECTIONS = [
     ("anomalies", pa.int32(), "Anomaly rows for this conversation."),
     ("rst", pa.bool_(), "A TCP reset was seen."),
     ("zero_windows", pa.string(), "TCP zero-window periods, JSON list of `[direction of the side advertising 0, first frame_number, first ts ns, end frame_number, end ts ns]` (end null if the window never reopened)."),
+    # Liveness (records/liveness.py), written with or without --frames: what the heartbeat analysis needs.
+] + [
+    col
+    for d, who in (("c2s", "client to server"), ("s2c", "server to client"))
+    for col in (
+        (f"heartbeats_{d}", pa.int64(), f"Heartbeat frames {who} (0-10: connection.heartbeat controls)."),
+        (f"silence_start_ts_{d}", TS, f"Start of the longest silence {who}: timestamp of the earlier of "
+                                      "the two consecutive AMQP frames of this direction furthest apart "
+                                      "in time "
+                                      "(null with fewer than two frames)."),
+        (f"silence_end_ts_{d}", TS, "End of that silence: timestamp of the frame that broke it."),
+        (f"last_frame_ts_{d}", TS, f"Timestamp of the last AMQP frame {who}."),
+    )
 ]
 
 METHODS = _KEYS + [
@@ -105,6 +118,19 @@ METHODS = _KEYS + [
     ("consumer_count", pa.int64(), "consumer-count (queue.declare-ok)."),
     ("command_id", pa.int64(), "0-10: session command number of this command."),
     ("answers_command_id", pa.int64(), "0-10: command answered by execution.result / execution.exception."),
+    ("no_wait", pa.bool_(),
+     "no-wait flag (declare, bind, consume, cancel, ...; 0-8 `nowait`): no response expected."),
+    ("active", pa.bool_(), "active flag (channel.flow, channel.flow-ok; 0-8 / 0-9 access.request)."),
+    ("qos_global", pa.bool_(), "global flag of basic.qos (also 0-8 / 0-9 file.qos, stream.qos)."),
+    ("reason", pa.string(), "reason argument (connection.blocked)."),
+    ("accept_mode", pa.int16(),
+     "0-10 accept-mode (message.subscribe, message.transfer): 0 explicit, 1 none."),
+    ("id_ranges", pa.list_(pa.struct([("lower", pa.int64()), ("upper", pa.int64())])),
+     "0-10 sequence set, inclusive ranges of command ids: `commands` of session.completed / "
+     "known-completed / expected / confirmed, `transfers` of message.accept / release / reject / acquire."),
+    ("code", pa.int32(),
+     "`code` argument: 0-10 session.detached detach code, 0-10 / 0-9 message.reject reject code."),
+    ("text", pa.string(), "`text` argument of 0-10 / 0-9 message.reject."),
     ("arguments", pa.string(), "All arguments, JSON (binary as base64 under `$b64`; secrets redacted unless --keep-secrets)."),
 ]
 

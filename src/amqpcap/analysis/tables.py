@@ -66,9 +66,41 @@ class Tables:
         return f"Tables({self.source!r}: {sizes})"
 
 
-def arrow_to_pandas(table: pa.Table, name: str) -> pd.DataFrame:
-    """Convert an Arrow table of schema ``SCHEMAS[name]`` to a typed DataFrame."""
-    schema = SCHEMAS[name]
+# The columns the analysis (every function of amqpcap.analysis, stats and the report) reads;
+# ``load(..., columns="analysis")`` reads only these, leaving out the JSON / binary columns
+# (arguments, properties, headers, body) that are most of a big output's memory.
+ANALYSIS_COLUMNS: dict[str, list[str]] = {
+    "methods": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset",
+                "method", "version", "synchronous", "frame_size", "exchange", "routing_key", "queue",
+                "consumer_tag",
+                "delivery_tag", "multiple", "requeue", "redelivered", "no_ack", "reply_code", "reply_text",
+                "reply_name", "failing_method", "prefetch_count", "command_id", "answers_command_id",
+                "no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text"],
+    "messages": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset",
+                 "method", "version", "exchange", "routing_key", "consumer_tag", "delivery_tag",
+                 "redelivered",
+                 "correlation_id", "reply_to", "message_id", "body_size", "body_received", "body_frames",
+                 "body_hash"],
+}
+
+
+def _columns(name: str, columns) -> list[str]:
+    """The columns of table ``name`` to read: all, or those of ``columns`` (a mapping or "analysis")."""
+    if columns is None:
+        return [f.name for f in SCHEMAS[name]]
+    if isinstance(columns, str):
+        if columns != "analysis":
+            raise ValueError(f'columns: None, "analysis" or {{table: [column, ...]}}, not {columns!r}')
+        columns = ANALYSIS_COLUMNS
+    want = columns.get(name)
+    names = [f.name for f in SCHEMAS[name]]
+    return names if want is None else [n for n in names if n in want]
+
+
+def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """Convert an Arrow table of schema ``SCHEMAS[name]`` (or of its ``columns``) to a typed DataFrame."""
+    full = SCHEMAS[name]
+    schema = full if columns is None else pa.schema([full.field(c) for c in columns], metadata=full.metadata)
     # Conform: add missing columns as nulls, order and cast as the schema says.
     cols = []
     for f in schema:
@@ -80,7 +112,10 @@ def arrow_to_pandas(table: pa.Table, name: str) -> pd.DataFrame:
             col = pa.nulls(len(table), type=f.type)
         cols.append(col)
     table = pa.Table.from_arrays(cols, schema=schema)
-    df = table.to_pandas(types_mapper=_INT_DTYPES.get, ignore_metadata=True)
+    # self_destruct: each Arrow column is freed once converted (no second copy of the whole table)
+    df = table.to_pandas(types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True,
+                         split_blocks=True)
+    del table
     for f in schema:  # timestamps: always ns, UTC
         if pa.types.is_timestamp(f.type):
             s = df[f.name]
@@ -90,47 +125,48 @@ def arrow_to_pandas(table: pa.Table, name: str) -> pd.DataFrame:
     return df
 
 
-def empty_frame(name: str) -> pd.DataFrame:
+def empty_frame(name: str, columns: list[str] | None = None) -> pd.DataFrame:
     """An empty DataFrame with the columns and dtypes of table ``name``."""
-    return arrow_to_pandas(SCHEMAS[name].empty_table(), name)
+    return arrow_to_pandas(SCHEMAS[name].empty_table(), name, columns)
 
 
-def read_table(directory: str | os.PathLike, name: str) -> pd.DataFrame | None:
-    """Read the Parquet dataset ``directory/name`` (None if absent)."""
+def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.DataFrame | None:
+    """Read the Parquet dataset ``directory/name`` (None if absent); ``columns`` as for :func:`load`."""
+    cols = _columns(name, columns)
     p = Path(directory) / name
     candidates = [p, p.with_suffix(".parquet")]
     for c in candidates:
         if c.is_dir():
             files = [x for x in c.rglob("*.parquet") if not x.name.startswith((".", "_"))]
             if not files:
-                return empty_frame(name)
+                return empty_frame(name, cols)
             try:  # the schema fills columns a file lacks with nulls
                 dataset = ds.dataset([str(x) for x in sorted(files)], format="parquet", schema=SCHEMAS[name])
-                table = dataset.to_table()
+                table = dataset.to_table(columns=cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
                     [ds.dataset(str(x), format="parquet").to_table() for x in sorted(files)],
                     promote_options="permissive",
                 )
-            return arrow_to_pandas(table, name)
+            return arrow_to_pandas(table, name, cols)
         if c.is_file():
-            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name)
+            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name, cols)
     return None
 
 
-def load_dir(directory: str | os.PathLike) -> Tables:
-    """Read a dissect output directory."""
+def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
+    """Read a dissect output directory (``columns`` as for :func:`load`)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: not a dissect output directory")
     frames = {}
     present = []
     for name in TABLE_NAMES:
-        df = read_table(directory, name)
+        df = read_table(directory, name, columns)
         if df is None:
             if name != "frames":
                 raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
-            df = empty_frame(name)
+            df = empty_frame(name, _columns(name, columns))
         else:
             present.append(name)
         frames[name] = df
@@ -190,21 +226,25 @@ def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, progress: bool
     return out
 
 
-def load(path, *, cache_dir=None, **dissect_opts) -> Tables:
+def load(path, *, cache_dir=None, columns=None, **dissect_opts) -> Tables:
     """Load a dissect output directory, or dissect a capture file to a cache and load that.
 
-    ``dissect_opts`` (``body_bytes``, ``frames``, ``ports``, ``keep_secrets``)
-    are passed to :func:`amqpcap.pipeline.dissect` and are part of the cache
-    key; they are ignored when ``path`` is a directory.
+    ``columns``: None (every column), ``"analysis"`` (only the columns the
+    analysis functions, ``stats`` and the report read: :data:`ANALYSIS_COLUMNS`;
+    a fraction of the memory on big outputs) or ``{table: [column, ...]}``
+    (tables not named: every column).  Columns left out are absent from the
+    DataFrames.  ``dissect_opts`` (``body_bytes``, ``frames``, ``ports``,
+    ``keep_secrets``) are passed to :func:`amqpcap.pipeline.dissect` and are part
+    of the cache key; they are ignored when ``path`` is a directory.
     """
     if isinstance(path, Tables):
         return path
     p = Path(path)
     if p.is_dir():
-        return load_dir(p)
+        return load_dir(p, columns)
     if not p.exists():
         raise FileNotFoundError(str(p))
-    return load_dir(dissect_cached(p, cache_dir=cache_dir, **dissect_opts))
+    return load_dir(dissect_cached(p, cache_dir=cache_dir, **dissect_opts), columns)
 
 
 def as_tables(t) -> Tables:

@@ -6,20 +6,20 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 from __future__ import annotations
 
 import math
-import sys
-import types
 
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import records
-from amqpcap.analysis.errors import errors as errors_frame
-from amqpcap.analysis.health import blocked, flow, heartbeat_gaps, unacked
+from amqpcap.analysis._common import ns, si
+from amqpcap.analysis.failures import error_summary
+from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.latency import all_latencies
-from amqpcap.analysis.load import as_tables
-from amqpcap.analysis.throughput import totals
+from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.traffic import totals
 
-__all__ = ["stats", "render_text", "latency_summary", "STATS_VERSION", "LATENCY_KINDS"]
+__all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells",
+           "time_outliers",
+           "STATS_VERSION", "LATENCY_KINDS"]
 
 STATS_VERSION = 1
 LATENCY_KINDS = ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
@@ -85,44 +85,64 @@ def _latency(lat: dict) -> dict:
     return out
 
 
-def _errors(err: pd.DataFrame) -> list[dict]:
-    if len(err) == 0:
+def _errors(summary: pd.DataFrame) -> list[dict]:
+    """stats' ``errors``: :func:`error_summary` rows grouped by everything but the text, each group
+    with its distinct reply ``texts`` and where it first happened."""
+    if len(summary) == 0:
         return []
-    e = err[["kind", "code", "name", "class", "method"]].astype(object)
-    e = e.where(e.notna(), None)
+    keys = ["kind", "code", "name", "class", "method", "failing_method"]
+    e = summary.astype(object).where(summary.notna(), None)
     groups: dict = {}
-    for kind, code, name, cls, method in e.itertuples(index=False, name=None):
-        k = (kind, None if code is None else int(code), name, cls, method)
-        groups[k] = groups.get(k, 0) + 1
-    items = [{"code": k[1], "name": k[2], "class": k[3], "method": k[4], "kind": k[0], "count": n}
-             for k, n in groups.items()]
-    items.sort(key=lambda d: (-d["count"], d["code"] if d["code"] is not None else 10**9, d["kind"] or "", d["method"] or ""))
+    for r in e.to_dict("records"):
+        k = tuple(r[c] for c in keys)
+        where = {"first_capture": r["first_capture"], "first_tcp_stream": _int(r["first_tcp_stream"]),
+                 "first_frame": _int(r["first_frame"])}
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = {"code": _int(r["code"]), "name": r["name"], "class": r["class"],
+                             "method": r["method"], "kind": r["kind"], "count": 0,
+                             "failing_method": r["failing_method"], **where,
+                             "_ts": r["first_ts"], "texts": []}
+        elif r["first_ts"] is not None and (g["_ts"] is None or r["first_ts"] < g["_ts"]):
+            g.update(where, _ts=r["first_ts"])
+        g["count"] += int(r["count"])
+        g["texts"].append({"text": r["text"], "count": int(r["count"]), **where})
+    items = list(groups.values())
+    for g in items:
+        del g["_ts"]
+    items.sort(key=lambda d: (-d["count"], d["code"] if d["code"] is not None else 10**9, d["kind"] or "",
+                              d["method"] or "", d["failing_method"] or ""))
     return items
 
 
-def _rate(series: pd.Series, seconds: float) -> dict:
-    if len(series) == 0 or seconds <= 0:
+def _int(v):
+    return None if v is None else int(v)
+
+
+def _rate(series: pd.Series, seconds: float, buckets: int) -> dict:
+    if len(series) == 0 or seconds <= 0 or buckets <= 0:
         return {"mean": None, "peak": None}
-    return {"mean": _num(series.sum() / (len(series) * seconds)), "peak": _num(series.max() / seconds)}
+    return {"mean": _num(series.sum() / (buckets * seconds)), "peak": _num(series.max() / seconds)}
 
 
 def _throughput(t, bucket: str) -> dict:
     tot = totals(t, bucket=bucket)
+    n = tot.attrs.get("buckets", 0)
     bucket_s = pd.Timedelta(bucket).total_seconds()
-    out = {"bucket_s": bucket_s, "buckets": int(len(tot)), "frames_source": tot.attrs.get("frames_source")}
+    out = {"bucket_s": bucket_s, "buckets": int(n), "frames_source": tot.attrs.get("frames_source")}
     for v in ("messages", "body_bytes", "frames", "wire_bytes"):
         out[v] = int(tot[v].sum()) if len(tot) else 0
     names = {"messages": "msgs_per_s", "body_bytes": "body_bytes_per_s", "frames": "frames_per_s",
              "wire_bytes": "wire_bytes_per_s"}
-    for v, n in names.items():
-        out[n] = _rate(tot[v] if len(tot) else pd.Series([], dtype="int64"), bucket_s)
+    for v, name in names.items():
+        out[name] = _rate(tot[v] if len(tot) else pd.Series([], dtype="int64"), bucket_s, n)
     for d in ("c2s", "s2c"):
         sub = {}
-        for v, n in names.items():
+        for v, name in names.items():
             col = f"{v}_{d}"
             s = tot[col] if len(tot) and col in tot.columns else pd.Series([], dtype="int64")
             sub[v] = int(s.sum())
-            sub[n] = _rate(s, bucket_s)
+            sub[name] = _rate(s, bucket_s, n)
         out[d] = sub
     return out
 
@@ -136,7 +156,41 @@ def _span(t) -> dict:
     if not ts:
         return {"start": None, "end": None, "duration_s": None}
     lo, hi = min(ts), max(ts)
-    return {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
+    out = {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
+    odd = time_outliers(t)
+    out["time_outliers"] = int(len(odd))
+    out["first_time_outlier"] = None if len(odd) == 0 else {
+        "capture": odd["capture"].iloc[0], "tcp_stream": _int(_none(odd["tcp_stream"].iloc[0])),
+        "frame_number": _int(_none(odd["frame_number"].iloc[0])), "ts": odd["ts"].iloc[0].isoformat()}
+    return out
+
+
+def _none(v):
+    return None if pd.isna(v) else v
+
+
+_TS_FLOOR = pd.Timestamp("1990-01-01", tz="UTC").value
+_TS_FAR = pd.Timedelta(days=365).value
+
+
+def time_outliers(t) -> pd.DataFrame:
+    """Rows (``methods``, ``messages``, ``frames``) whose packet timestamp cannot be right: before
+    1990 (a zero or near-zero clock) or more than a year from the median timestamp of their
+    capture.  They stay in every computation (memory does not depend on them); stats reports
+    them under ``span``.  Columns: ``capture``, ``tcp_stream``, ``frame_number``, ``ts``, in
+    capture and packet order, one row per packet."""
+    t = as_tables(t)
+    cols = ["capture", "tcp_stream", "frame_number", "ts"]
+    parts = [df[cols] for df in (t.methods, t.messages, t.frames) if len(df)]
+    if not parts:
+        return pd.DataFrame({c: [] for c in cols})
+    a = pd.concat(parts, ignore_index=True)
+    a = a[a["ts"].notna()]
+    v = ns(a["ts"])
+    med = pd.Series(v, index=a.index).groupby(a["capture"].fillna("")).transform("median").to_numpy()
+    odd = a[(v < _TS_FLOOR) | (np.abs(v - med) > _TS_FAR)]
+    odd = odd.drop_duplicates(["capture", "frame_number"])
+    return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)
 
 
 def _health(t, acks) -> dict:
@@ -146,15 +200,16 @@ def _health(t, acks) -> dict:
     un = unacked(t, acks=acks)
     over = un[un["over_prefetch"].fillna(False).astype(bool)] if len(un) else un
     return {
-        "heartbeat_late": int(len(gaps)),
+        "heartbeat_late": int((gaps["evidence"] != "unknown").sum()) if len(gaps) else 0,
         "heartbeat_missed": int(gaps["missed"].fillna(False).astype(bool).sum()) if len(gaps) else 0,
-        "heartbeat_source": (gaps["source"].iloc[0] if len(gaps) else ("frames" if (t.has_frames or len(t.frames)) else "methods")),
+        "heartbeat_source": heartbeat_source(t),
         "blocked": int(len(bl)),
         "blocked_ms_total": _num(bl["duration_ms"].sum()) if len(bl) else 0.0,
         "still_blocked": int((bl["status"] == "still-blocked").sum()) if len(bl) else 0,
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
         "max_unacked": int(un["unacked"].max()) if len(un) and un["unacked"].notna().any() else 0,
         "channels_over_prefetch": int(over.groupby(["capture", "tcp_stream", "channel"]).ngroups) if len(over) else 0,
+        "heartbeat_unknown": int((gaps["evidence"] == "unknown").sum()) if len(gaps) else 0,
     }
 
 
@@ -177,7 +232,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None) -> dict:
         "versions": _counts(c["version"]) if len(c) else {},
         "span": _span(t),
         "latency": _latency(lat),
-        "errors": _errors(errors_frame(t)),
+        "errors": _errors(error_summary(t)),
         "throughput": _throughput(t, bucket),
         "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
         "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -214,36 +269,65 @@ def _isnum(s: str) -> bool:
         return False
 
 
+def _opt(v):
+    return "-" if v is None else v
+
+
 def _ms(v):
     return "-" if v is None else f"{v:,.3f}"
 
 
-def _si(v, unit=""):
-    if v is None:
-        return "-"
-    for div, p in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {p}{unit}"
-    return f"{v:.2f} {unit}".rstrip()
+CONNECTION_COLS = ["capture", "tcp_stream", "client", "server", "version", "server_product",
+                   "connection_name", "methods", "messages", "duration_s", "bytes", "closed"]
 
 
-def _connection_rows(t, limit):
+def connections_table(t, limit: int | None = None) -> pd.DataFrame:
+    """One row per connection, busiest first (messages, then methods): ``capture``, ``tcp_stream``,
+    ``client`` / ``server`` (``ip:port``), ``version``, ``server_product``, ``connection_name``,
+    ``methods``, ``messages``, ``duration_s``, ``bytes`` (both directions), ``closed`` (``closed_by``,
+    with the reply code when not 200; ``open`` when never closed).  ``limit``: the busiest ``limit``;
+    ``attrs["total"]`` is the number of connections."""
+    t = as_tables(t)
     c = t.connections
-    if len(c) == 0:
-        return [], 0
-    msgs = t.messages.groupby(["capture", "tcp_stream"]).size().to_dict() if len(t.messages) else {}
-    meth = t.methods.groupby(["capture", "tcp_stream"]).size().to_dict() if len(t.methods) else {}
-    cols = ["capture", "tcp_stream", "client_ip", "client_port", "server_ip", "server_port", "version",
-            "server_product", "connection_name", "ts", "end_ts", "closed_by", "close_reply_code", "bytes_c2s", "bytes_s2c"]
+    keys = ["capture", "tcp_stream"]
+    out = c[keys].copy()
+    n = len(c)
+    for name, df in (("methods", t.methods), ("messages", t.messages)):
+        counts = df.groupby(keys, dropna=False).size().rename(name) if len(df) else None
+        out[name] = (c[keys].merge(counts.reset_index(), on=keys, how="left")[name].fillna(0).astype("int64")
+                     .to_numpy() if counts is not None else np.zeros(n, dtype=np.int64))
+    out["client"] = c["client_ip"].astype(str) + ":" + c["client_port"].astype(str)
+    out["server"] = c["server_ip"].astype(str) + ":" + c["server_port"].astype(str)
+    out["version"] = c["version"]
+    out["server_product"] = c["server_product"]
+    out["connection_name"] = c["connection_name"]
+    out["duration_s"] = (c["end_ts"] - c["ts"]).dt.total_seconds().astype("float64")
+    out["bytes"] = (c["bytes_c2s"].fillna(0) + c["bytes_s2c"].fillna(0)).astype("int64")
+    code = c["close_reply_code"]
+    suffix = (" " + code.astype(str)).where(code.notna() & (code != 200), "")
+    out["closed"] = c["closed_by"].fillna("open").astype(str) + suffix.astype(str)
+    out = out.sort_values(["messages", "methods"], ascending=False, kind="stable").reset_index(drop=True)
+    out = out[CONNECTION_COLS]
+    if limit is not None:
+        out = out.head(limit)
+    out.attrs["total"] = n
+    return out
+
+
+def connection_cells(df: pd.DataFrame, with_capture: bool) -> tuple[list, list]:
+    """Headers and display rows of :func:`connections_table` for the text and HTML tables."""
+    heads = (["capture"] if with_capture else []) + [
+        "stream", "client", "server", "version", "server product", "name", "methods", "msgs", "duration s",
+        "bytes", "closed"]
     rows = []
-    for r in records(c, cols):
-        cap, st, cip, cp, sip, sp, ver, prod, name, ts, end, by, code, b1, b2 = r
-        dur = (end - ts) / 1e9 if (end is not None and ts is not None) else None
-        rows.append([st, f"{cip}:{cp}", f"{sip}:{sp}", ver or "-", prod or "-", name or "", meth.get((cap, st), 0),
-                     msgs.get((cap, st), 0), f"{dur:.3f}" if dur is not None else "-", (b1 or 0) + (b2 or 0),
-                     (by or "open") + (f" {code}" if code not in (None, 200) else "")])
-    rows.sort(key=lambda r: -(r[7] * 1_000_000 + r[6]))
-    return rows[:limit], len(rows)
+    for r in df.itertuples(index=False):
+        dur = r.duration_s
+        rows.append(([r.capture] if with_capture else []) + [
+            r.tcp_stream, r.client, r.server, r.version if isinstance(r.version, str) else "-",
+            r.server_product if isinstance(r.server_product, str) else "-",
+            r.connection_name if isinstance(r.connection_name, str) else "", r.methods, r.messages,
+            "-" if pd.isna(dur) else f"{dur:.3f}", r.bytes, r.closed])
+    return heads, rows
 
 
 def render_text(s: dict, t=None, *, limit: int = 15) -> str:
@@ -256,15 +340,22 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     out.append(f"  {s['connections']} connection(s); versions: "
                + (", ".join(f"{k} x{v}" for k, v in s.get("versions", {}).items()) or "-")
                + (f"; span {span['duration_s']:.3f} s" if span.get("duration_s") is not None else ""))
+    if span.get("time_outliers"):
+        f = span["first_time_outlier"]
+        out.append(f"  warning: {span['time_outliers']} packet(s) stamped far from the rest of their capture "
+                   f"(before 1990 or a year from its median; the span and rates include them): first "
+                   f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}")
     if t is not None:
         t = as_tables(t)
-        rows, n = _connection_rows(t, limit)
-        if rows:
+        ct = connections_table(t, limit)
+        n = ct.attrs["total"]
+        if len(ct):
+            several = len(s.get("captures", [])) > 1  # a capture column tells their conversations apart
+            heads, rows = connection_cells(ct, several)
             out.append("")
             out.append(f"Connections (busiest {len(rows)} of {n})" if n > len(rows) else "Connections")
-            out.append(table(["stream", "client", "server", "version", "server product", "name", "methods", "msgs",
-                              "duration s", "bytes", "closed"], rows,
-                             align=["r", "l", "l", "l", "l", "l", "r", "r", "r", "r", "l"]))
+            align = (["l"] if several else []) + ["r", "l", "l", "l", "l", "l", "r", "r", "r", "r", "l"]
+            out.append(table(heads, rows, align=align))
     meths = s.get("methods", {})
     if meths:
         out.append("")
@@ -296,11 +387,21 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     errs = s.get("errors", [])
     if errs:
         more = f" (top {limit} of {len(errs)})" if len(errs) > limit else ""
-        out.append(f"Errors{more}")
-        out.append(table(["count", "code", "name", "class", "method", "kind"],
-                         [[e["count"], e["code"] if e["code"] is not None else "-", e["name"] or "-", e["class"] or "-",
-                           e["method"] or "-", e["kind"]] for e in errs[:limit]],
-                         align=["r", "r", "l", "l", "l", "l"]))
+        several = len(s.get("captures", [])) > 1
+        out.append(f"Errors{more} (first: Wireshark frame.number of the first occurrence)")
+        erows = []
+        for e in errs[:limit]:
+            for x in e.get("texts") or [dict(e, text=None)]:
+                erows.append([x["count"], e["code"] if e["code"] is not None else "-", e["name"] or "-",
+                              e["class"] or "-", e["method"] or "-", e.get("failing_method") or "-",
+                              e["kind"]]
+                             + ([x.get("first_capture") or "-"] if several else [])
+                             + [_opt(x.get("first_tcp_stream")), _opt(x.get("first_frame")),
+                                x.get("text") or ""])
+        out.append(table(["count", "code", "name", "class", "method", "on", "kind"]
+                         + (["capture"] if several else []) + ["stream", "first", "reply text"], erows,
+                         align=["r", "r", "l", "l", "l", "l", "l"] + (["l"] if several else [])
+                         + ["r", "r", "l"]))
     else:
         out.append("Errors: none")
     tp = s.get("throughput", {})
@@ -309,9 +410,10 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     trow = []
     for label, key in (("all", None), ("client->server", "c2s"), ("server->client", "s2c")):
         d = tp if key is None else tp.get(key, {})
-        trow.append([label, f"{d.get('messages', 0):,}", _si(d["msgs_per_s"]["mean"]), _si(d["msgs_per_s"]["peak"]),
-                     _si(d["body_bytes_per_s"]["mean"], "B"), _si(d["body_bytes_per_s"]["peak"], "B"),
-                     _si(d["wire_bytes_per_s"]["mean"], "B"), _si(d["wire_bytes_per_s"]["peak"], "B")])
+        trow.append([label, f"{d.get('messages', 0):,}", si(d["msgs_per_s"]["mean"]),
+                     si(d["msgs_per_s"]["peak"]),
+                     si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
+                     si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
     out.append(table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
                       "wire B/s mean", "wire B/s peak"], trow, align=["l"] + ["r"] * 7))
     h = s.get("health")
@@ -322,14 +424,3 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     out.append("")
     out.append("Anomalies: " + (", ".join(f"{k}={v}" for k, v in an.items()) if an else "none"))
     return "\n".join(out) + "\n"
-
-
-class _CallableModule(types.ModuleType):
-    """``amqpcap.analysis.stats`` is both this module (``stats.stats``, ``stats.render_text``)
-    and callable as the function: ``amqpcap.analysis.stats(t)``."""
-
-    def __call__(self, *args, **kwargs):
-        return stats(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

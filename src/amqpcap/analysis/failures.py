@@ -4,11 +4,11 @@ from __future__ import annotations
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    STR, TS_DTYPE, arg, build, code_info, ns, ordered, parse_args, records, spec_module,
+    STR, TS_DTYPE, build, code_info, ns, ordered, records, spec_module,
 )
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.tables import as_tables
 
-__all__ = ["errors", "ERROR_COLS"]
+__all__ = ["errors", "error_summary", "ERROR_COLS"]
 
 ERROR_COLS = {
     "capture": STR, "tcp_stream": "Int32", "frame_number": "Int64", "ts": TS_DTYPE, "direction": STR,
@@ -77,9 +77,13 @@ def errors(t) -> pd.DataFrame:
             for cap, st, ch, d, cid, meth in records(c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]):
                 cmds[(cap, st, ch, d, cid)] = meth
         cols = ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "version", "method",
-                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "arguments"]
-        for (cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, args_text) in records(sub, cols):
-            a = None
+                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "code",
+                "text"]
+        for r in records(sub, cols):
+            cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, code2, text2 = r
+            # 0-10 session.detached and message.reject carry `code` / `text`, not reply-code / reply-text
+            code = code if code is not None else code2
+            text = text if text is not None else text2
             if meth in _UNCODED:
                 kind = _UNCODED[meth]
                 if failing is None:
@@ -88,21 +92,11 @@ def errors(t) -> pd.DataFrame:
                                  version=ver, kind=kind, method=meth, failing_method=failing, text=text))
                 continue
             kind, table = _CODED[meth]
-            if code is None:
-                a = parse_args(args_text)
-                v = arg(a, "reply-code", "error-code", "code")
-                try:
-                    code = int(v) if v is not None else None
-                except (TypeError, ValueError):
-                    code = None
             ok = _OK_0_10.get(meth, set()) if ver == "0-10" else _OK
             if meth in ("connection.close", "channel.close", "session.detached", "session.detach") and (code is None or code in ok):
                 continue
             if meth == "session.detach" and code is None:
                 continue
-            if text is None:
-                a = a if a is not None else parse_args(args_text)
-                text = arg(a, "reply-text", "description", "text")
             if meth == "message.reject" and ver == "0-10":
                 info = _domain_name(ver, "message.reject-code", code)
             else:
@@ -143,3 +137,32 @@ def errors(t) -> pd.DataFrame:
         df["_ts"] = ns(df["ts"])
         df = df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable").drop(columns="_ts").reset_index(drop=True)
     return df
+
+
+SUMMARY_COLS = {
+    "kind": STR, "code": "Int32", "name": STR, "class": STR, "method": STR, "failing_method": STR,
+    "text": STR, "count": "Int64",
+    "first_capture": STR, "first_tcp_stream": "Int32", "first_frame": "Int64", "first_ts": TS_DTYPE,
+}
+
+
+def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each distinct error once: (``kind``, ``code``, ``name``, ``class``, ``method``, ``failing_method``,
+    ``text``) with
+    its ``count`` and where it first happened (``first_capture``, ``first_tcp_stream``,
+    ``first_frame``: Wireshark ``frame.number``, ``first_ts``); most frequent first.
+    ``err``: a precomputed :func:`errors` frame."""
+    err = errors(t) if err is None else err
+    keys = ["kind", "code", "name", "class", "method", "failing_method", "text"]
+    if len(err) == 0:
+        return build([], SUMMARY_COLS)
+    counts = err.groupby(keys, dropna=False, sort=False).size()  # groups in order of first appearance
+    out = err.drop_duplicates(keys, keep="first").reset_index(drop=True)  # errors() is in capture order
+    out = out.rename(columns={"capture": "first_capture", "tcp_stream": "first_tcp_stream",
+                              "frame_number": "first_frame", "ts": "first_ts"})
+    out["count"] = counts.to_numpy()
+    out["_code"] = out["code"].fillna(10**9)
+    out = out.sort_values(["count", "_code", "kind", "method", "first_ts"],
+                          ascending=[False, True, True, True, True], kind="stable", na_position="last")
+    out = out.drop(columns="_code").reset_index(drop=True)
+    return out[list(SUMMARY_COLS)]

@@ -7,18 +7,23 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, arg, build, latency_ms, ns, ordered, parse_args, records, truthy,
+    NAT, STR, TS_DTYPE, build, latency_ms, ns, ordered, records,
 )
 from amqpcap.analysis.latency import consumer_acks
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis.tables import as_tables
 
-__all__ = ["heartbeat_gaps", "heartbeat_summary", "blocked", "flow", "unacked", "health"]
+__all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
 
 GAP_COLS = {
     "capture": STR, "tcp_stream": "Int32", "direction": STR, "sender": STR, "heartbeat_s": "Int32",
     "start_frame": "Int64", "start_ts": TS_DTYPE, "end_frame": "Int64", "end_ts": TS_DTYPE,
     "gap_s": "float64", "intervals": "float64", "missed": "boolean", "open_ended": "boolean", "source": STR,
+    "evidence": STR,
 }
+
+_DIRS = (("c2s", "client"), ("s2c", "server"))
+# connections columns written by records/liveness.py, per direction
+_LIVE = ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
 
 
 def _activity(t) -> tuple[pd.DataFrame, str]:
@@ -40,22 +45,50 @@ def _activity(t) -> tuple[pd.DataFrame, str]:
     return a, source
 
 
+def heartbeat_source(t) -> str:
+    """Where the heartbeat analysis finds its signs of life: ``frames`` (the frames table: exact),
+    ``liveness`` (the connections' per-direction heartbeat and silence columns, written by every
+    dissect: exact for the longest silence, see :func:`heartbeat_gaps`) or ``methods`` (an output
+    without either: silences are upper bounds, nothing can be called missed)."""
+    t = as_tables(t)
+    if t.has_frames or len(t.frames):
+        return "frames"
+    c = t.connections
+    if len(c) and c["heartbeats_c2s"].notna().any():
+        return "liveness"
+    return "methods"
+
+
 def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFrame:
     """Silences longer than the negotiated heartbeat interval, per conversation and direction.
 
     Any traffic counts as a sign of life (the spec: any octet resets the
-    heartbeat timer): heartbeat frames from the ``frames`` table when the
-    output has one, and every method and content.  Without ``frames`` the
-    heartbeat frames themselves are invisible, so an idle but healthy
-    connection shows gaps: ``source`` says ``methods`` then, and the gaps are
-    upper bounds.  Only conversations with a negotiated heartbeat > 0 are
-    checked, from ``open_ts`` (else their first activity) to the conversation's
-    last packet.  Listed: silences longer than ``late`` intervals (default 1.5:
-    a peer sending heartbeats at the interval shows gaps of one interval plus
-    jitter, which are fine).  ``intervals`` = gap / heartbeat; ``missed``: the
-    gap exceeds two intervals (where the spec lets the peer give up on the
-    connection); ``open_ended``: the gap ran to the end of the conversation.
-    ``all_gaps=True`` returns every gap between signs of life.
+    heartbeat timer).  Only conversations with a negotiated heartbeat > 0 are
+    checked, from ``open_ts`` (else their first activity) to ``close_ts`` (else
+    the conversation's last packet).  Listed: silences longer than ``late``
+    intervals (default 1.5: a peer sending heartbeats at the interval shows gaps
+    of one interval plus jitter, which are fine).  ``intervals`` = gap /
+    heartbeat; ``missed``: the gap exceeds two intervals (where the spec lets
+    the peer give up on the connection); ``open_ended``: the gap ran to the end.
+
+    ``evidence`` says how much the row is worth:
+
+    * ``frames``: the output has a ``frames`` table (``dissect --frames``); every
+      frame, heartbeats included, is a sign of life: exact.
+    * ``liveness``: no frames table, but the connection row records per direction
+      the longest silence between two frames and the last frame
+      (``silence_start_ts_*``, ``silence_end_ts_*``, ``last_frame_ts_*``): that
+      silence and the silence after the last frame are exact (their
+      ``start_frame`` / ``end_frame`` are null: the packets are not recorded).
+      A gap between methods that is longer than the longest frame silence had
+      frames in it (heartbeats): it is dropped when the longest silence is not
+      late, else listed as ``unknown``.
+    * ``unknown``: a gap between methods and contents whose heartbeat frames are
+      not recorded: ``gap_s`` is an upper bound and ``missed`` is null (never
+      reported as missed without evidence).
+
+    ``source`` is :func:`heartbeat_source`.  ``all_gaps=True`` returns every gap
+    between signs of life.
     """
     t = as_tables(t)
     c = t.connections
@@ -64,70 +97,104 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
     if len(c) == 0:
         return build(rows, GAP_COLS)
     act, source = _activity(t)
+    source = heartbeat_source(t) if source != "frames" else source
     groups = {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False)} if len(act) else {}
-    for cap, st, hb, open_ts, end_ts, close_ts in records(c, ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]):
+    cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]
+    cols += [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
+    for r in records(c, cols):
+        cap, st, hb, open_ts, end_ts, close_ts = r[:6]
         hb_ns = int(hb) * 1_000_000_000
-        for d, sender in (("c2s", "client"), ("s2c", "server")):
+        threshold = 0 if all_gaps else late * hb_ns
+        stop = close_ts if close_ts is not None else end_ts
+        for i, (d, sender) in enumerate(_DIRS):
+            hbs, s0, s1, last = r[6 + 4 * i: 10 + 4 * i]
+            live = source != "frames" and hbs is not None
             g = groups.get((cap, st, d))
-            if g is None or len(g) == 0:
+            marks = list(zip(g["_ts"].tolist(), g["frame_number"].tolist())) if g is not None else []
+            if live:  # the recorded frame times are signs of life too (one mark per instant, numbered if any)
+                known = dict(marks)
+                for x in (s0, s1, last):
+                    if x is not None and known.get(x) is None:
+                        known[x] = None
+                marks = sorted(known.items())
+            if not marks:
                 continue
-            ts = g["_ts"].to_numpy()
-            fr = g["frame_number"].to_numpy(dtype=object)
-            start = open_ts if open_ts is not None else ts[0]
-            keep = ts >= start
-            ts, fr = ts[keep], fr[keep]
-            if len(ts) == 0:
+            start = open_ts if open_ts is not None else marks[0][0]
+            marks = [m for m in marks if m[0] >= start]
+            if not marks:
                 continue
-            stop = close_ts if close_ts is not None else end_ts
-            marks_ts = list(ts)
-            marks_fr = list(fr)
-            open_end = stop is not None and stop > ts[-1]
+            open_end = stop is not None and stop > marks[-1][0]
             if open_end:
-                marks_ts.append(stop)
-                marks_fr.append(None)
-            mt = np.asarray(marks_ts, dtype=np.int64)
+                marks.append((stop, None))
+            longest = 0
+            if live:  # the longest frame silence, the one after the last frame included
+                longest = max(s1 - s0 if s0 is not None else 0, stop - last if (last and stop) else 0)
+            mt = np.fromiter((m[0] for m in marks), dtype=np.int64, count=len(marks))
             gaps = np.diff(mt)
-            for i in np.nonzero(gaps > (0 if all_gaps else late * hb_ns))[0]:
-                gap = int(gaps[i])
+            for k in np.nonzero(gaps > threshold)[0]:
+                a, b, gap = int(mt[k]), int(mt[k + 1]), int(gaps[k])
+                trailing = open_end and k == len(gaps) - 1
+                if source == "frames":
+                    evidence = "frames"
+                elif not live:
+                    evidence = "unknown"
+                elif (a, b) == (s0, s1) or (trailing and a == last):
+                    evidence = "liveness"
+                elif longest <= late * hb_ns and not all_gaps:
+                    continue  # frames the tables do not show (heartbeats) broke this silence
+                else:
+                    evidence = "unknown"
                 rows.append(dict(
                     capture=cap, tcp_stream=st, direction=d, sender=sender, heartbeat_s=hb,
-                    start_frame=marks_fr[i], start_ts=int(mt[i]), end_frame=marks_fr[i + 1], end_ts=int(mt[i + 1]),
-                    gap_s=gap / 1e9, intervals=gap / hb_ns, missed=gap > 2 * hb_ns,
-                    open_ended=open_end and i == len(gaps) - 1, source=source,
+                    start_frame=marks[k][1], start_ts=a, end_frame=marks[k + 1][1], end_ts=b,
+                    gap_s=gap / 1e9, intervals=gap / hb_ns,
+                    missed=None if evidence == "unknown" else gap > 2 * hb_ns,
+                    open_ended=trailing, source=source, evidence=evidence,
                 ))
     return build(rows, GAP_COLS)
 
 
 SUMMARY_COLS = {
     "capture": STR, "tcp_stream": "Int32", "direction": STR, "heartbeat_s": "Int32", "heartbeat_frames": "Int64",
-    "max_gap_s": "float64", "late": "Int64", "missed": "Int64", "source": STR,
+    "max_gap_s": "float64", "late": "Int64", "missed": "Int64", "unknown": "Int64", "source": STR,
 }
 
 
 def heartbeat_summary(t) -> pd.DataFrame:
     """Per conversation (heartbeat > 0) and direction: heartbeat frames seen (``frames``
-    table; null without it), longest silence, gaps over 1.5 intervals (``late``)
-    and over two (``missed``)."""
+    table, else the connection's ``heartbeats_*`` column; null when neither was
+    recorded), longest silence (null when not known exactly), gaps over 1.5
+    intervals (``late``, known ones) and over two (``missed``), and gaps whose
+    length is not known (``unknown``, see :func:`heartbeat_gaps`)."""
     t = as_tables(t)
-    gaps = heartbeat_gaps(t, all_gaps=True)
+    every = heartbeat_gaps(t, all_gaps=True)
+    late = heartbeat_gaps(t)
+    source = heartbeat_source(t)
     c = t.connections
     c = c[c["heartbeat"].fillna(0) > 0] if len(c) else c
     hbf = {}
-    has_frames = t.has_frames or len(t.frames) > 0
-    if has_frames and len(t.frames):
+    if source == "frames" and len(t.frames):
         f = t.frames[t.frames["type_name"] == "heartbeat"]
         hbf = f.groupby(["capture", "tcp_stream", "direction"]).size().to_dict()
+    exact = every[every["evidence"] != "unknown"] if len(every) else every
+    max_gap = {}
+    if len(exact):
+        max_gap = exact.groupby(["capture", "tcp_stream", "direction"])["gap_s"].max().to_dict()
     rows = []
-    for cap, st, hb in records(c, ["capture", "tcp_stream", "heartbeat"]):
-        for d in ("c2s", "s2c"):
-            g = gaps[(gaps["capture"] == cap) & (gaps["tcp_stream"] == st) & (gaps["direction"] == d)] if len(gaps) else gaps
+    for cap, st, hb, h_c2s, h_s2c in records(c, ["capture", "tcp_stream", "heartbeat", "heartbeats_c2s",
+                                                  "heartbeats_s2c"]):
+        for d, counted in (("c2s", h_c2s), ("s2c", h_s2c)):
+            key = (cap, st, d)
+            g = late
+            if len(late):
+                g = late[(late["capture"] == cap) & (late["tcp_stream"] == st) & (late["direction"] == d)]
+            known = g[g["evidence"] != "unknown"] if len(g) else g
             rows.append(dict(
                 capture=cap, tcp_stream=st, direction=d, heartbeat_s=hb,
-                heartbeat_frames=int(hbf.get((cap, st, d), 0)) if has_frames else None,
-                max_gap_s=float(g["gap_s"].max()) if len(g) else None,
-                late=int((g["intervals"] > 1.5).sum()) if len(g) else 0,
-                missed=int(g["missed"].fillna(False).astype(bool).sum()) if len(g) else 0,
-                source="frames" if has_frames else "methods",
+                heartbeat_frames=int(hbf.get(key, 0)) if source == "frames" else counted,
+                max_gap_s=max_gap.get(key), late=int(len(known)),
+                missed=int(known["missed"].fillna(False).astype(bool).sum()) if len(known) else 0,
+                unknown=int(len(g) - len(known)), source=source,
             ))
     return build(rows, SUMMARY_COLS)
 
@@ -145,15 +212,15 @@ def blocked(t) -> pd.DataFrame:
     capture or conversation ended first.  Repeated blocked notifications while
     blocked extend the same period (the first one is kept)."""
     t = as_tables(t)
-    m = ordered(t.methods)
-    m = m[m["method"].isin(["connection.blocked", "connection.unblocked"])] if len(m) else m
+    m = ordered(t.methods, ["connection.blocked", "connection.unblocked"])
     rows: list[dict] = []
     open_: dict = {}
-    for cap, st, name, frame, ts, args_text in records(m, ["capture", "tcp_stream", "method", "frame_number", "ts", "arguments"]):
+    cols = ["capture", "tcp_stream", "method", "frame_number", "ts", "reason"]
+    for cap, st, name, frame, ts, reason in records(m, cols):
         key = (cap, st)
         if name == "connection.blocked":
             if key not in open_:
-                open_[key] = dict(capture=cap, tcp_stream=st, reason=arg(parse_args(args_text), "reason"),
+                open_[key] = dict(capture=cap, tcp_stream=st, reason=reason,
                                   blocked_frame=frame, blocked_ts=ts)
         elif key in open_:
             r = open_.pop(key)
@@ -184,14 +251,13 @@ def flow(t) -> pd.DataFrame:
     never resumed).  0-10 credit-based flow control (message.flow / stop) is
     not interpreted."""
     t = as_tables(t)
-    m = ordered(t.methods)
-    m = m[m["method"].isin(["channel.flow", "channel.flow-ok"])] if len(m) else m
+    m = ordered(t.methods, ["channel.flow", "channel.flow-ok"])
     rows: list[dict] = []
     pending_ok: dict = {}
     paused: dict = {}
-    for cap, st, ch, d, name, frame, ts, args_text in records(
-            m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "arguments"]):
-        active = truthy(arg(parse_args(args_text), "active"))
+    for cap, st, ch, d, name, frame, ts, active in records(
+            m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "active"]):
+        active = bool(active)
         if name == "channel.flow":
             r = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, frame_number=frame, ts=ts, active=active)
             rows.append(r)
@@ -251,9 +317,9 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     m = t.methods
     q = m[(m["method"] == "basic.qos") & (m["direction"] == "c2s")] if len(m) else m
     if len(q):
-        qq = q[keys + ["ts", "frame_number", "prefetch_count", "arguments"]].copy()
-        qq["prefetch_global"] = [truthy(arg(parse_args(a), "global")) for a in qq["arguments"].astype(object)]
-        qq = qq.drop(columns="arguments").assign(delta=0, event="qos")
+        qq = q[keys + ["ts", "frame_number", "prefetch_count", "qos_global"]].rename(
+            columns={"qos_global": "prefetch_global"})
+        qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, event="qos")
         ev.append(qq)
     if not ev:
         return build([], UNACKED_COLS)
@@ -269,13 +335,19 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     e["unacked"] = g["delta"].cumsum()
     e["prefetch_count"] = g["prefetch_count"].ffill()
     e["prefetch_global"] = g["prefetch_global"].ffill()
-    rows = []
-    for r in records(e, keys + ["_ts", "frame_number", "event", "unacked", "prefetch_count", "prefetch_global"]):
-        cap, st, ch, ts, fr, evn, un, pc, pg = r
-        rows.append(dict(capture=cap, tcp_stream=st, channel=ch, ts=ts, frame_number=fr, event=evn, unacked=un,
-                         prefetch_count=pc, prefetch_global=pg,
-                         over_prefetch=bool(pc) and un is not None and un > pc))
-    return build(rows, UNACKED_COLS)
+    pc = e["prefetch_count"].astype("Int64")
+    un = e["unacked"].astype("Int64")
+    over = ((pc.fillna(0) > 0) & (un > pc)).fillna(False)
+    out = pd.DataFrame({
+        "capture": e["capture"], "tcp_stream": e["tcp_stream"].astype("Int32"),
+        "channel": e["channel"].astype("Int32"),
+        "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
+        "frame_number": e["frame_number"].astype("Int64"), "event": e["event"], "unacked": un,
+        "prefetch_count": pc.astype("Int32"), "prefetch_global": e["prefetch_global"].astype("boolean"),
+        "over_prefetch": over.astype("boolean"),
+    })
+    out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")})
+    return out.reset_index(drop=True)
 
 
 ZERO_WINDOW_COLS = ["capture", "tcp_stream", "direction", "start_frame", "end_frame", "start_ts", "end_ts",

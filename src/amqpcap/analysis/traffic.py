@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import STR, ordered, records, str_series
-from amqpcap.analysis.latency import _consumer_state
-from amqpcap.analysis.load import as_tables
+from amqpcap.analysis._common import STR, ns, ordered, records, str_series
+from amqpcap.analysis.latency import consumer_state
+from amqpcap.analysis.tables import as_tables
 
 __all__ = ["throughput", "totals", "message_queues", "BY"]
 
@@ -47,7 +47,7 @@ def message_queues(t) -> pd.DataFrame:
     if len(msgs) == 0 or len(t.methods) == 0:
         return msgs
     m = ordered(t.methods).reset_index(drop=True)
-    info, _ = _consumer_state(m)
+    info, _ = consumer_state(m)
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
     if info:
         pos = np.fromiter(info.keys(), dtype=np.int64)
@@ -165,20 +165,53 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     g = g[out_cols]
     g.attrs["frames_source"] = frames_source
     g.attrs["bucket"] = bucket
+    g.attrs["buckets"] = _span_buckets(ev, bucket)
     return g
 
 
+def _span_buckets(ev: pd.DataFrame, bucket: str) -> int:
+    """Buckets from each capture's first non-empty bucket to its last, overlapping captures counted
+    once: two captures recorded years apart do not make the years between them part of a mean."""
+    width = pd.Timedelta(bucket).value
+    k = pd.Series(ns(ev["bucket"]) // width, index=ev.index)
+    span = k.groupby(ev["capture"].fillna(""), sort=False).agg(["min", "max"]).sort_values("min")
+    total, end = 0, None
+    for lo, hi in span.itertuples(index=False, name=None):
+        if end is None or lo > end:
+            total += hi - lo + 1
+            end = hi
+        elif hi > end:
+            total += hi - end
+            end = hi
+    return int(total)
+
+
 def totals(t, bucket: str = "1s") -> pd.DataFrame:
-    """Every bucket from the first to the last (empty ones as 0), both directions
-    summed and per direction: columns ``bucket``, ``messages``, ``body_bytes``,
-    ``frames``, ``wire_bytes`` and the same with ``_c2s`` / ``_s2c`` suffixes."""
+    """Both directions summed and per direction, per bucket: columns ``bucket``, ``messages``,
+    ``body_bytes``, ``frames``, ``wire_bytes`` and the same with ``_c2s`` / ``_s2c`` suffixes.
+
+    Rows: every non-empty bucket and, around each run of empty ones, the empty
+    bucket right after the traffic stopped and the one right before it resumed
+    (zeros), so a line or step plot drops to zero across a pause; the buckets in
+    between are left out, so memory follows the traffic, never the time span (two
+    captures years apart, a packet stamped 1970).  ``attrs["buckets"]``: the number
+    of buckets from each capture's first non-empty one to its last (overlaps once),
+    a rate's denominator."""
     tp = throughput(t, bucket=bucket, by="total")
     if len(tp) == 0:
-        return pd.DataFrame(columns=["bucket"] + _VALUES)
+        out = pd.DataFrame(columns=["bucket"] + _VALUES)
+        out.attrs = {"buckets": 0}
+        return out
     wide = tp.pivot_table(index="bucket", columns="direction", values=_VALUES, aggfunc="sum", fill_value=0)
     wide.columns = [f"{v}_{d}" for v, d in wide.columns]
-    full = pd.date_range(tp["bucket"].min(), tp["bucket"].max(), freq=bucket)
-    wide = wide.reindex(full, fill_value=0)
+    width = pd.Timedelta(bucket).value
+    k = (ns(wide.index.to_series()) - ns(wide.index[:1].to_series())[0]) // width  # bucket numbers, sorted
+    step = np.diff(k)
+    edges = np.concatenate([k[:-1][step > 1] + 1, k[1:][step > 1] - 1])  # zero buckets bracketing the gaps
+    if len(edges):
+        idx = np.union1d(k, edges)
+        first = wide.index[0]
+        wide = wide.reindex(pd.DatetimeIndex(first + pd.to_timedelta(idx * width, unit="ns")), fill_value=0)
     for v in _VALUES:
         for d in ("c2s", "s2c"):
             if f"{v}_{d}" not in wide.columns:
@@ -186,5 +219,5 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
         wide[v] = wide[f"{v}_c2s"] + wide[f"{v}_s2c"]
     wide.index.name = "bucket"
     out = wide.reset_index()
-    out.attrs = dict(tp.attrs)
+    out.attrs = dict(tp.attrs)  # "buckets": the captures' spans (see _span_buckets)
     return out

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Memory and time of the analysis on big tables: `amqpcap.load`, `stats` and `report`.
+
+    python bench/bench_stats.py [--packets 1250000] [--report] [--python PY]
+
+Builds (once, cached in bench/data/) a capture of small-packet AMQP 0-9-1
+traffic (each publish and each delivery in a packet of its own, acks and
+confirms every 10 messages: about 2.2 packets a message) and dissects it
+(default tables, no --frames).  Then, each in a fresh process so the peak RSS
+is that step's alone, it measures wall time and peak RSS (ru_maxrss) of:
+
+* ``load``:   amqpcap.load(OUT)
+* ``load-an``: amqpcap.load(OUT, columns="analysis"), the columns stats and report read
+* ``stats``:  amqpcap stats OUT --json (load + every computation + JSON)
+* ``report``: amqpcap report OUT -o DIR (with --report; matplotlib figures)
+* ``pair``:   stats over the tables of two shipped captures recorded years
+  apart (dissect rabbitmq091_pika_full.pcap netamqp09_offline.pcap): the time
+  span, not the data, used to decide the memory (an array per 1 s bucket)
+* ``epoch``:  stats over a capture one of whose packets (a method's) is stamped 1970-01-01
+
+``--python`` runs the steps with another interpreter (e.g. the main branch's
+venv) for a before/after comparison on the same tables.  It measures; it does
+not assert (not a timed test).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+import bench_dissect as B  # noqa: E402  (the 0-9-1 encoder and pcap writer)
+
+
+def build_small(path: str, packets: int, seed: int = 11) -> None:
+    """About ``packets`` packets: publishes and deliveries of 32-256 B bodies, one a packet."""
+    random.seed(seed)
+    out = B.PcapOut(path)
+    n = 0
+    port = 41000
+    written = 0
+    while written < packets:
+        pub, con = B.Conn(out, port), B.Conn(out, port + 1)
+        port += 2
+        for conn in (pub, con):
+            c, s = B.handshake()
+            for a, b in zip(c, s + [b""]):
+                conn.send(0, a)
+                if b:
+                    conn.send(1, b)
+        pub.send(0, B.method(1, 85, 10, b"\x00"))
+        pub.send(1, B.method(1, 85, 11, b""))
+        con.send(0, B.method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
+        con.send(1, B.method(1, 60, 11, b""))
+        written += 20
+        tag = 0
+        for _ in range(20_000):  # messages per connection pair
+            body = os.urandom(32) * random.choice((1, 2, 4, 8))
+            rk = f"orders.{random.randint(0, 9)}"
+            pub.send(0, B.publish(1, "amq.topic", rk, body, n))
+            tag += 1
+            con.send(1, B.deliver(1, tag, "amq.topic", rk, body, n))
+            n += 1
+            written += 2
+            if tag % 10 == 0:
+                pub.send(1, B.method(1, 60, 80, struct.pack(">QB", tag, 1)))
+                con.send(0, B.method(1, 60, 80, struct.pack(">QB", tag, 1)))
+                written += 2
+            if written >= packets:
+                break
+        for conn in (pub, con):
+            close = struct.pack(">H", 200) + B.shortstr("bye") + struct.pack(">HH", 0, 0)
+            conn.send(0, B.method(0, 10, 50, close))
+            conn.send(1, B.method(0, 10, 51, b""))
+    out.close()
+
+
+def epoch_capture(src: str, dst: str, k: int = 20) -> None:
+    """A copy of pcap ``src`` whose ``k``-th packet is stamped 0 (1970-01-01T00:00:00Z)."""
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    assert struct.unpack_from("<I", data, 0)[0] == 0xA1B2C3D4, "little-endian microsecond pcap expected"
+    pos = 24
+    for _ in range(k - 1):
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    struct.pack_into("<II", data, pos, 0, 0)
+    with open(dst, "wb") as f:
+        f.write(data)
+
+
+def amqpcap(python: str, *args: str) -> list[str]:
+    if python == sys.executable:
+        return [os.path.join(os.path.dirname(sys.executable), "amqpcap"), *args]
+    return [python, "-m", "amqpcap.cli", *args]
+
+
+# Runs one step in a process of its own and reports that process tree's peak RSS; the address
+# space is capped so a step that wants tens of GB fails (MemoryError) instead of taking the machine.
+_WRAP = """
+import resource, subprocess, sys
+cap = int(sys.argv[1]) << 20
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+err = r.stderr.strip().splitlines()[-1][:100] if r.returncode and r.stderr.strip() else ""
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode, err)
+"""
+
+
+def measure(name: str, cmd: list[str], limit_mb: int) -> None:
+    """Run ``cmd``; print its wall time, peak RSS and exit status."""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", _WRAP, str(limit_mb), *cmd], capture_output=True, text=True)
+    el = time.monotonic() - t0
+    rss, code, err = (r.stdout.strip().split(" ", 2) + ["", ""])[:3]
+    print(f"{name:8s} {el:8.2f} s  {int(rss) / 1024:9.1f} MB peak RSS  exit {code}  {err}", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--packets", type=int, default=1_250_000)
+    ap.add_argument("--report", action="store_true", help="also time `amqpcap report`")
+    ap.add_argument("--python", default=sys.executable, help="interpreter to run the steps with")
+    ap.add_argument("--only", help="comma-separated steps (load,load-an,stats,report,pair,epoch)")
+    ap.add_argument("--limit-mb", type=int, default=8192, help="address-space cap of each step (MB)")
+    a = ap.parse_args()
+    data = os.path.join(HERE, "data")
+    os.makedirs(data, exist_ok=True)
+    cap = os.path.join(data, f"small_{a.packets}.pcap")
+    out = os.path.join(data, f"small_{a.packets}.out")
+    if not os.path.exists(cap):
+        print(f"building {cap} ...", flush=True)
+        build_small(cap + ".tmp", a.packets)
+        os.replace(cap + ".tmp", cap)
+    if not os.path.isdir(out):
+        print(f"dissecting into {out} ...", flush=True)
+        subprocess.run(amqpcap(sys.executable, "dissect", cap, "-o", out, "-q"), check=True)
+    tmp = tempfile.mkdtemp(prefix="bench-stats-")
+    try:
+        pair = os.path.join(tmp, "pair")
+        caps = os.path.join(ROOT, "captures")
+        subprocess.run(amqpcap(sys.executable, "dissect", os.path.join(caps, "rabbitmq091_pika_full.pcap"),
+                               os.path.join(caps, "netamqp09_offline.pcap"), "-o", pair, "-q"), check=True)
+        ep_cap = os.path.join(tmp, "epoch.pcap")
+        epoch_capture(os.path.join(caps, "rabbitmq091_pika_full.pcap"), ep_cap)
+        epoch = os.path.join(tmp, "epoch")
+        subprocess.run(amqpcap(sys.executable, "dissect", ep_cap, "-o", epoch, "-q"), check=True)
+        size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
+        print(f"{a.packets:,} packets, {os.path.getsize(cap) / 1e6:,.0f} MB capture, "
+              f"{size / 1e6:,.1f} MB of tables; python {a.python}")
+        steps = {
+            "load": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}); print(len(t.methods))"],
+            "load-an": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}, columns='analysis')"],
+            "stats": amqpcap(a.python, "stats", out, "--json"),
+            "report": amqpcap(a.python, "report", out, "-o", os.path.join(tmp, "report")),
+            "pair": amqpcap(a.python, "stats", pair, "--json"),
+            "epoch": amqpcap(a.python, "stats", epoch, "--json"),
+        }
+        only = set(a.only.split(",")) if a.only else set(steps) - ({"report"} if not a.report else set())
+        for name, cmd in steps.items():
+            if name in only:
+                measure(name, cmd, a.limit_mb)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Per-direction liveness facts of a conversation, kept whether or not frames are written.
+
+The heartbeat analysis needs to know when each side last showed a sign of life
+(the specification: any octet resets the heartbeat timer).  Without
+``dissect --frames`` heartbeat frames leave no row anywhere, so the pipeline
+feeds every frame here and the connection row carries the summary: heartbeat
+frames per direction, the longest silence between two consecutive frames of a
+direction, and the last frame's timestamp.  O(1) per frame, no per-frame objects.
+"""
+from __future__ import annotations
+
+__all__ = ["Liveness", "COLUMNS"]
+
+_DIRS = ("c2s", "s2c")
+COLUMNS = tuple(
+    f"{name}_{d}" for d in _DIRS
+    for name in ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
+)
+
+
+class Liveness:
+    """Heartbeat frames and frame silences, per direction (0 = c2s, 1 = s2c)."""
+
+    __slots__ = ("heartbeats", "last", "gap", "gap_start")
+
+    def __init__(self) -> None:
+        self.heartbeats = [0, 0]
+        self.last = [None, None]  # ts (ns) of the latest frame
+        self.gap = [-1, -1]  # longest silence so far, ns
+        self.gap_start = [None, None]  # ts of the frame that began it
+
+    def frame(self, d: int, ts: int) -> None:
+        last = self.last[d]
+        if last is not None and ts - last > self.gap[d]:
+            self.gap[d] = ts - last
+            self.gap_start[d] = last
+        self.last[d] = ts
+
+    def heartbeat(self, d: int) -> None:
+        self.heartbeats[d] += 1
+
+    def columns(self) -> dict:
+        """``{column: value}`` for the connection row (names in :data:`COLUMNS`)."""
+        out = {}
+        for i, d in enumerate(_DIRS):
+            start = self.gap_start[i]
+            out[f"heartbeats_{d}"] = self.heartbeats[i]
+            out[f"silence_start_ts_{d}"] = start
+            out[f"silence_end_ts_{d}"] = start + self.gap[i] if start is not None else None
+            out[f"last_frame_ts_{d}"] = self.last[i]
+        return out
