@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("path", metavar="OUT_OR_CAPTURE")
     st.add_argument("--json", action="store_true", help="one JSON object on stdout (docs/analysis.md)")
 
+    from amqpcap.spark import cli as spark_cli  # `spark` subcommand and `stats --spark` (light: no pyspark import)
+    spark_cli.register(sub, stats_parser=st)
+
     r = sub.add_parser("report", help="PNG figures and one HTML page")
     r.add_argument("path", metavar="OUT_OR_CAPTURE")
     r.add_argument("-o", "--out", required=True, help="report directory")
@@ -81,7 +84,9 @@ def main(argv=None) -> int:
     from amqpcap.records.writer import OutputExists
 
     try:
-        return {"dissect": _dissect, "show": _show, "stats": _stats, "report": _report}[args.cmd](args)
+        from amqpcap.spark.cli import run_args as _spark
+        return {"dissect": _dissect, "show": _show, "stats": _stats, "report": _report,
+                "spark": _spark}[args.cmd](args)
     except CaptureError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
         return e.exit_code
@@ -212,6 +217,9 @@ def _show(a) -> int:
 # -- stats and report -------------------------------------------------------------------------
 
 def _stats(a) -> int:
+    if a.spark:
+        from amqpcap.spark.cli import stats_args
+        return stats_args(a)
     import amqpcap
     from amqpcap.analysis import stats as S
 

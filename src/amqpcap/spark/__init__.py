@@ -5,8 +5,19 @@
     summary = run(spark, ["captures/"], "out/")
 
 Needs the ``spark`` extra (``pip install 'amqpcap[spark]'``) and Java 17+.
-How work is split: docs/design.md, "Spark".
+How work is split: docs/design.md, "Spark".  Imports are lazy so that the
+command line can register ``amqpcap spark`` without loading pyarrow or pyspark.
 """
-from amqpcap.spark.job import DEFAULT_SPLIT_SIZE, SparkSummary, run
+__all__ = ["run", "stats", "SparkSummary", "DEFAULT_SPLIT_SIZE"]
 
-__all__ = ["run", "SparkSummary", "DEFAULT_SPLIT_SIZE"]
+
+def __getattr__(name):
+    if name in ("run", "SparkSummary", "DEFAULT_SPLIT_SIZE"):
+        from amqpcap.spark import job
+
+        return getattr(job, name)
+    if name == "stats":
+        from amqpcap.spark.stats import stats
+
+        return stats
+    raise AttributeError(name)
