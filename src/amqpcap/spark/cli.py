@@ -65,18 +65,27 @@ def register(sub, stats_parser=None) -> None:
 
 
 def _session(a, app):
+    """(session, ours): an active session (a notebook, a test) is used and left running."""
     from amqpcap.spark import session
 
     try:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active, False
         return session.build(session.default_master(a.master), app=app, conf=dict(getattr(a, "conf", []) or []),
-                             quiet=True)
+                             quiet=True), True
+    except ImportError:
+        print("amqpcap: the spark command needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)",
+              file=sys.stderr)
     except RuntimeError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
     except Exception as e:  # the JVM did not start: no Java, bad master URL, ...
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"amqpcap: cannot start Spark ({msg}); the spark command needs Java 17+ and "
               "pip install 'amqpcap[spark]'", file=sys.stderr)
-    return None
+    return None, False
 
 
 def run_args(a) -> int:
@@ -87,7 +96,7 @@ def run_args(a) -> int:
     if os.path.exists(a.out) and not a.force:  # before paying for a JVM start
         print(f"amqpcap: output {a.out} exists (use --force to replace it)", file=sys.stderr)
         return EXIT_EXISTS
-    spark = _session(a, "amqpcap spark")
+    spark, ours = _session(a, "amqpcap spark")
     if spark is None:
         return EXIT_NO_SPARK
     try:
@@ -98,7 +107,8 @@ def run_args(a) -> int:
         print(f"amqpcap: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
     for capture, msg, _code in s.errors:
         print(f"amqpcap: {msg}", file=sys.stderr)
     if not a.quiet:
@@ -123,13 +133,14 @@ def stats_args(a) -> int:
     if not os.path.isdir(a.path):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
-    spark = _session(a, "amqpcap stats")
+    spark, ours = _session(a, "amqpcap stats")
     if spark is None:
         return EXIT_NO_SPARK
     try:
         result = stats(spark, a.path)
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
     if a.json:
         json.dump(result, sys.stdout, indent=None, default=str)
         sys.stdout.write("\n")
