@@ -190,3 +190,17 @@ def test_output_is_atomic_existing_output_is_kept_and_a_failed_job_leaves_nothin
     run(spark, CAPTURES[:1], str(out), force=True)
     assert sorted(os.listdir(out)) == ["anomalies", "connections", "messages", "methods"]
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_gzip_captures_are_a_task_each_and_small_ones_share_one(spark, tmp_path):
+    import gzip
+
+    gz = tmp_path / "full.pcap.gz"
+    gz.write_bytes(gzip.compress((ROOT / "captures" / "rabbitmq091_pika_full.pcap").read_bytes()))
+    small = [str(ROOT / "captures" / n) for n in ("rabbitmq091_pika_blocked.pcap", "rabbitmq08_rejected.pcap")]
+    out, want = str(tmp_path / "spark"), str(tmp_path / "dissect")
+    s = run(spark, [str(gz)] + small, out, split_size=10_000)  # the gzip one is bigger: never split
+    dissect([str(gz)] + small, want)
+    assert os.path.getsize(gz) > 10_000
+    assert s.tasks == 2 and not s.split and s.captures == 3
+    assert_same_dataset(out, want, TABLES[:4])

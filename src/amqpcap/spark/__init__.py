@@ -17,7 +17,7 @@ def __getattr__(name):
 
         return getattr(job, name)
     if name == "stats":
-        from amqpcap.spark.stats import stats
+        from amqpcap.spark.summary import stats
 
         return stats
     raise AttributeError(name)

@@ -128,7 +128,7 @@ def stats_args(a) -> int:
     import json
 
     from amqpcap.analysis.stats import render_text
-    from amqpcap.spark.stats import stats
+    from amqpcap.spark.summary import stats
 
     if not os.path.isdir(a.path):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``amqpcap stats OUT --spark``: the ``stats --json`` report computed with Spark jobs.
+"""``amqpcap stats OUT --spark`` (``amqpcap.spark.stats``): the ``stats --json`` report computed with Spark jobs.
 
 The dict is the one :func:`amqpcap.analysis.stats.stats` returns (docs/analysis.md),
 computed without loading the tables into one process:
