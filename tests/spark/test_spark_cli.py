@@ -16,13 +16,14 @@ from amqpcap.pipeline import dissect
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_python_m_amqpcap_spark_writes_what_dissect_writes_and_exits_with_the_bad_captures_code(spark, tmp_path):
+def test_python_m_amqpcap_spark_writes_what_dissect_writes_and_exits_with_the_bad_ones_code(spark, tmp_path):
     good = str(ROOT / "captures" / "rabbitmq091_pika_refused.pcap")
     bad = tmp_path / "empty.pcap"
     bad.write_bytes(b"")
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "amqpcap.spark", good, str(bad), "-o", str(out), "--master", "local[1]",
-                        "--split-size", "4k"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-m", "amqpcap.spark", good, str(bad), "-o", str(out),
+                        "--master", "local[1]", "--split-size", "4k"],
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 2, p.stderr
     assert f"amqpcap: {bad}: empty file, not a capture" in p.stderr.splitlines()
     assert "Traceback" not in p.stderr

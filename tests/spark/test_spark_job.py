@@ -61,9 +61,9 @@ def test_a_tiny_split_size_splits_by_conversation_and_packs_the_rest_into_tasks(
     out = str(tmp_path / "out")
     s = run(spark, CAPTURES, out, frames=True, split_size=20_000)
     # every shipped capture above 20 kB with two or more conversations is split
-    assert set(s.split) == {c for c in CAPTURES if os.path.getsize(c) > 20_000 and
-                            os.path.basename(c) in ("rabbitmq08_netamqp.pcap", "rabbitmq091_pika_throughput.pcap",
-                                                    "rabbitmq09_netamqp.pcap")}
+    several = ("rabbitmq08_netamqp.pcap", "rabbitmq091_pika_throughput.pcap", "rabbitmq09_netamqp.pcap")
+    assert set(s.split) == {c for c in CAPTURES
+                            if os.path.getsize(c) > 20_000 and os.path.basename(c) in several}
     assert s.tasks > len(CAPTURES)
     assert len(os.listdir(os.path.join(out, "methods"))) > 1
     assert_same_dataset(out, dissected)
@@ -164,7 +164,8 @@ def test_a_capture_that_cannot_be_read_is_an_error_in_the_summary_not_a_failed_j
     good = str(ROOT / "captures" / "rabbitmq091_pyamqp_basic.pcap")
     out = str(tmp_path / "out")
     s = run(spark, [good, str(bad), str(tmp_path / "missing.pcap")], out)
-    assert [(c, code) for c, _m, code in sorted(s.errors)] == [(str(tmp_path / "missing.pcap"), 3), (str(bad), 2)]
+    codes = [(c, code) for c, _m, code in sorted(s.errors)]
+    assert codes == [(str(tmp_path / "missing.pcap"), 3), (str(bad), 2)]
     assert s.captures == 1
     caps = set(pq.read_table(os.path.join(out, "methods"), columns=["capture"]).column(0).to_pylist())
     assert caps == {good}
@@ -197,7 +198,8 @@ def test_gzip_captures_are_a_task_each_and_small_ones_share_one(spark, tmp_path)
 
     gz = tmp_path / "full.pcap.gz"
     gz.write_bytes(gzip.compress((ROOT / "captures" / "rabbitmq091_pika_full.pcap").read_bytes()))
-    small = [str(ROOT / "captures" / n) for n in ("rabbitmq091_pika_blocked.pcap", "rabbitmq08_rejected.pcap")]
+    small = [str(ROOT / "captures" / n)
+             for n in ("rabbitmq091_pika_blocked.pcap", "rabbitmq08_rejected.pcap")]
     out, want = str(tmp_path / "spark"), str(tmp_path / "dissect")
     s = run(spark, [str(gz)] + small, out, split_size=10_000)  # the gzip one is bigger: never split
     dissect([str(gz)] + small, want)

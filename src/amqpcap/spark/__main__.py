@@ -1,4 +1,5 @@
-"""``python -m amqpcap.spark CAPTURE_OR_DIR... -o OUT`` or ``spark-submit .../amqpcap/spark/__main__.py ...``."""
+"""``python -m amqpcap.spark CAPTURE_OR_DIR... -o OUT``, or
+``spark-submit .../amqpcap/spark/__main__.py CAPTURE_OR_DIR... -o OUT``."""
 import sys
 
 from amqpcap.spark.cli import main

@@ -74,8 +74,8 @@ def _session(a, app):
         active = SparkSession.getActiveSession()
         if active is not None:
             return active, False
-        return session.build(session.default_master(a.master), app=app, conf=dict(getattr(a, "conf", []) or []),
-                             quiet=True), True
+        conf = dict(getattr(a, "conf", []) or [])
+        return session.build(session.default_master(a.master), app=app, conf=conf, quiet=True), True
     except ImportError:
         print("amqpcap: the spark command needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)",
               file=sys.stderr)

@@ -167,8 +167,9 @@ def _plan(caps, split_size: int, parallelism: int, prog: _Progress):
             whole.append(c)
             continue
         parts = split.buckets(ix, c.name, -(-c.size // split_size))
-        prog.line(f"{c.name}: {c.size / 1e6:,.1f} MB, {len(ix.number):,} packets, {ix.nflows:,} conversations "
-                  f"-> {len(parts)} tasks (indexed in {time.monotonic() - t0:.1f} s)")
+        prog.line(f"{c.name}: {c.size / 1e6:,.1f} MB, {len(ix.number):,} packets, "
+                  f"{ix.nflows:,} conversations -> {len(parts)} tasks "
+                  f"(indexed in {time.monotonic() - t0:.1f} s)")
         tasks += [plan.Task(0, bucket=b, size=b.size) for b in parts]
     target = plan.task_target(sum(c.size for c in whole), parallelism, split_size)
     tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(whole, target)]
@@ -201,7 +202,8 @@ def _commit(spark, tmp: str, out: str, tables: list, results: list, prog: _Progr
             else:
                 os.replace(src, dst)
     if rewrites:
-        rdd = spark.sparkContext.parallelize(rewrites, min(len(rewrites), 4 * spark.sparkContext.defaultParallelism))
+        sc = spark.sparkContext
+        rdd = sc.parallelize(rewrites, min(len(rewrites), 4 * sc.defaultParallelism))
         prog.stage("renumber tcp_stream", lambda: rdd.foreach(_rewrite_streams))
     if os.path.exists(out):
         old = f"{out}.old-{os.getpid()}"
@@ -212,8 +214,9 @@ def _commit(spark, tmp: str, out: str, tables: list, results: list, prog: _Progr
         os.rename(final, out)
 
 
-def run(spark, inputs, out, *, split_size: int = DEFAULT_SPLIT_SIZE, body_bytes: int = 64, frames: bool = False,
-        ports=(), keep_secrets: bool = False, force: bool = False, progress: bool = False) -> SparkSummary:
+def run(spark, inputs, out, *, split_size: int = DEFAULT_SPLIT_SIZE, body_bytes: int = 64,
+        frames: bool = False, ports=(), keep_secrets: bool = False, force: bool = False,
+        progress: bool = False) -> SparkSummary:
     """Dissect ``inputs`` (capture files, directories, globs; local paths or ``file://``) on ``spark``
     into the dataset directory ``out``: the layout, schema and rows of ``amqpcap dissect``.
 

@@ -81,7 +81,8 @@ def expand(inputs) -> list[Capture]:
             found = []
             for root, dirs, files in os.walk(path):
                 dirs.sort()
-                found += [os.path.join(root, f) for f in sorted(files) if f.lower().endswith(CAPTURE_SUFFIXES)]
+                found += [os.path.join(root, f) for f in sorted(files)
+                          if f.lower().endswith(CAPTURE_SUFFIXES)]
             if not found:
                 raise InputError(f"{given}: directory holds no captures ({', '.join(CAPTURE_SUFFIXES)})")
             for p in found:

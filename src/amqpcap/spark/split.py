@@ -304,8 +304,8 @@ def buckets(ix: Index, name: str, parts: int) -> list[Bucket]:
     out = []
     for b in range(parts):
         sel = np.flatnonzero(per_packet == b)
-        out.append(Bucket(name, ix.path, b, parts, ix.linktypes, ix.number[sel], ix.offset[sel], ix.caplen[sel],
-                          ix.wirelen[sel], ix.ts[sel], ix.lt[sel]))
+        out.append(Bucket(name, ix.path, b, parts, ix.linktypes, ix.number[sel], ix.offset[sel],
+                          ix.caplen[sel], ix.wirelen[sel], ix.ts[sel], ix.lt[sel]))
     return out
 
 
@@ -314,7 +314,7 @@ def global_streams(starts: list) -> list:
 
     Returns per bucket an int array mapping local -> global stream number, the rank of the
     conversation's first packet in the whole capture (Wireshark's ``tcp.stream`` order)."""
-    firsts = np.concatenate([np.asarray(s, dtype=np.int64) for s in starts]) if starts else np.zeros(0, np.int64)
+    firsts = np.concatenate([np.asarray(s, dtype=np.int64) for s in starts] or [np.zeros(0, np.int64)])
     rank = np.empty(len(firsts), dtype=np.int32)
     rank[np.argsort(firsts, kind="stable")] = np.arange(len(firsts), dtype=np.int32)
     out, at = [], 0

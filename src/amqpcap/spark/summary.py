@@ -1,4 +1,4 @@
-"""``amqpcap stats OUT --spark`` (``amqpcap.spark.stats``): the ``stats --json`` report computed with Spark jobs.
+"""``amqpcap stats OUT --spark`` (``amqpcap.spark.stats``): the ``stats --json`` report, by Spark jobs.
 
 The dict is the one :func:`amqpcap.analysis.stats.stats` returns (docs/analysis.md),
 computed without loading the tables into one process:
@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis import (
-    blocked, confirms, connection_setup, consumer_acks, flow, heartbeat_gaps, method_rtt, rpc, transit, unacked,
+    blocked, confirms, connection_setup, consumer_acks, flow, heartbeat_gaps, method_rtt, rpc, transit,
+    unacked,
 )
 from amqpcap.analysis.load import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.stats import STATS_VERSION
@@ -59,12 +60,14 @@ def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
     return Tables(**frames, source=None, present=present)
 
 
+_RESULT_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("status", pa.string()), ("latency_ms", pa.float64()), ("method", pa.string()),
+    ("flag", pa.bool_()), ("flag2", pa.bool_()), ("code", pa.int32()), ("name", pa.string()),
+    ("err_class", pa.string()), ("value", pa.int64())])
+
+
 def _out(rows: list[dict]) -> pa.Table:
-    return pa.table({c: [r.get(c) for r in rows] for c in _RESULT_NAMES},
-                    schema=pa.schema([("kind", pa.string()), ("status", pa.string()), ("latency_ms", pa.float64()),
-                                      ("method", pa.string()), ("flag", pa.bool_()), ("flag2", pa.bool_()),
-                                      ("code", pa.int32()), ("name", pa.string()), ("err_class", pa.string()),
-                                      ("value", pa.int64())]))
+    return pa.table({c: [r.get(c) for r in rows] for c in _RESULT_NAMES}, schema=_RESULT_SCHEMA)
 
 
 def _val(v):
@@ -74,7 +77,8 @@ def _val(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _latency_rows(kind: str, df: pd.DataFrame, status: str, method: str | None = None, flag: str | None = None):
+def _latency_rows(kind: str, df: pd.DataFrame, status: str, method: str | None = None,
+                  flag: str | None = None):
     cols = [status, "latency_ms"] + [c for c in (method, flag) if c]
     for r in df[cols].astype(object).itertuples(index=False, name=None):
         row = {"kind": kind, "status": _val(r[0]), "latency_ms": _val(r[1])}
@@ -97,8 +101,8 @@ def per_connection(t: pa.Table, present: tuple) -> pa.Table:
     rows += _latency_rows("consumer_ack", acks, "outcome", flag="redelivered")
     rows += _latency_rows("connection_setup", connection_setup(tb), "status")
     err = errors_frame(tb)
-    for kind, code, name, cls, method in err[["kind", "code", "name", "class", "method"]].astype(object).itertuples(
-            index=False, name=None):
+    ecols = err[["kind", "code", "name", "class", "method"]].astype(object)
+    for kind, code, name, cls, method in ecols.itertuples(index=False, name=None):
         rows.append({"kind": "error", "status": _val(kind), "code": None if _val(code) is None else int(code),
                      "name": _val(name), "err_class": _val(cls), "method": _val(method)})
     gaps = heartbeat_gaps(tb)
@@ -124,9 +128,10 @@ def per_transit_group(t: pa.Table, match: str) -> pa.Table:
     tb = _tables(t, (), only=("messages",))
     tr = transit(tb)
     tr = tr[tr["match"] == match]
-    return _out([{"kind": "transit", "latency_ms": _val(ms), "flag": bool(first), "flag2": bool(_val(red) or False)}
-                 for ms, first, red in tr[["latency_ms", "first", "redelivered"]].astype(object).itertuples(
-                     index=False, name=None)])
+    cols = tr[["latency_ms", "first", "redelivered"]].astype(object)
+    return _out([{"kind": "transit", "latency_ms": _val(ms), "flag": bool(first),
+                  "flag2": bool(_val(red) or False)}
+                 for ms, first, red in cols.itertuples(index=False, name=None)])
 
 
 _IDENTITY = ["capture", "tcp_stream", "direction", "frame_number", "stream_offset"]
@@ -144,15 +149,15 @@ def per_rpc_group(t: pa.Table) -> pa.Table:
     is_req = t["_req"].to_pylist()
     is_request = t["_is_request"].to_pylist()
     keep_reply_to = [a or b for a, b in zip(is_req, is_request)]
-    t = t.set_column(t.schema.get_field_index("reply_to"), "reply_to",
-                     pc.if_else(pa.array(keep_reply_to, pa.bool_()), t["reply_to"], pa.nulls(len(t), pa.string())))
-    own = {(c, s, f, d) for c, s, f, d, r in zip(t["capture"].to_pylist(), t["tcp_stream"].to_pylist(),
-                                                 t["frame_number"].to_pylist(), t["direction"].to_pylist(), is_req) if r}
+    reply_to = pc.if_else(pa.array(keep_reply_to, pa.bool_()), t["reply_to"], pa.nulls(len(t), pa.string()))
+    t = t.set_column(t.schema.get_field_index("reply_to"), "reply_to", reply_to)
+    ids = zip(*(t[c].to_pylist() for c in ("capture", "tcp_stream", "frame_number", "direction")))
+    own = {k for k, r in zip(ids, is_req) if r}
     tb = _tables(t, (), only=("messages",))
     r = rpc(tb)
     rows = []
-    for cap, st, fr, d, status, ms in r[["capture", "tcp_stream", "request_frame", "request_direction", "status",
-                                         "latency_ms"]].astype(object).itertuples(index=False, name=None):
+    cols = r[["capture", "tcp_stream", "request_frame", "request_direction", "status", "latency_ms"]]
+    for cap, st, fr, d, status, ms in cols.astype(object).itertuples(index=False, name=None):
         if (cap, _val(st), _val(fr), d) in own:
             rows.append({"kind": "rpc", "status": status, "latency_ms": _val(ms)})
     return _out(rows)
@@ -206,8 +211,8 @@ def _summary(row) -> dict:
 
 def _lat_agg(F):
     finite = F.when(~F.isnan("latency_ms"), F.col("latency_ms"))
-    return [F.count(finite).alias("n"), F.percentile(finite, F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))).alias("p"),
-            F.max(finite).alias("mx")]
+    pcts = F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))
+    return [F.count(finite).alias("n"), F.percentile(finite, pcts).alias("p"), F.max(finite).alias("mx")]
 
 
 # which result rows each latency summary is over (stats.py: the settled / first ones)
@@ -221,12 +226,14 @@ def _summaries(res, F) -> dict:
     for kind, statuses in _SUMMARISED.items():
         sel = F.when((F.col("kind") == kind) & F.col("status").isin(*statuses), F.lit(kind)).otherwise(sel)
     sel = F.when((F.col("kind") == "transit") & F.col("flag"), F.lit("transit")).otherwise(sel)
-    rows = res.withColumn("_sel", sel).filter(F.col("_sel").isNotNull()).groupBy("_sel").agg(*_lat_agg(F)).collect()
+    rows = (res.withColumn("_sel", sel).filter(F.col("_sel").isNotNull())
+            .groupBy("_sel").agg(*_lat_agg(F)).collect())
     out = {k: _summary(None) for k in list(_SUMMARISED) + ["transit"]}
     out.update({r["_sel"]: _summary(r) for r in rows})
     by_method = (res.filter((F.col("kind") == "method_rtt") & (F.col("status") == "ok"))
                  .groupBy("method").agg(*_lat_agg(F)).collect())
-    out["by_method"] = {str(r["method"]): _summary(r) for r in sorted(by_method, key=lambda r: str(r["method"]))}
+    by_method.sort(key=lambda r: str(r["method"]))
+    out["by_method"] = {str(r["method"]): _summary(r) for r in by_method}
     return out
 
 
@@ -248,13 +255,15 @@ def _latency(summ: dict, tally: list) -> dict:
                    and (flag is None or r["flag"] == flag) and (flag2 is None or r["flag2"] == flag2))
 
     return {
-        "method_rtt": dict(summ["method_rtt"], missing=n("method_rtt", "missing"), errors=n("method_rtt", "error"),
-                           by_method=summ["by_method"]),
+        "method_rtt": dict(summ["method_rtt"], missing=n("method_rtt", "missing"),
+                           errors=n("method_rtt", "error"), by_method=summ["by_method"]),
         "confirm": dict(summ["confirm"], acked=n("confirm", "ack"), nacked=n("confirm", "nack"),
                         unconfirmed=n("confirm", "unconfirmed")),
-        "consumer_ack": dict(summ["consumer_ack"], acked=n("consumer_ack", "ack"), nacked=n("consumer_ack", "nack"),
-                             rejected=n("consumer_ack", "reject"), unsettled=n("consumer_ack", "unsettled"),
-                             recovered=n("consumer_ack", "recovered"), redelivered=n("consumer_ack", flag=True)),
+        "consumer_ack": dict(summ["consumer_ack"], acked=n("consumer_ack", "ack"),
+                             nacked=n("consumer_ack", "nack"), rejected=n("consumer_ack", "reject"),
+                             unsettled=n("consumer_ack", "unsettled"),
+                             recovered=n("consumer_ack", "recovered"),
+                             redelivered=n("consumer_ack", flag=True)),
         "transit": dict(summ["transit"], deliveries=n("transit"), redeliveries=n("transit", flag2=True)),
         "rpc": dict(summ["rpc"], missing=n("rpc", "missing")),
         "connection_setup": dict(summ["connection_setup"], missing=n("connection_setup", "missing")),
@@ -298,19 +307,20 @@ def _throughput(F, msgs, methods, frames, bucket_s: float = 1.0) -> dict:
     bf = F.coalesce(F.col("body_frames").cast("long"), F.lit(0))
     zero = F.lit(0).cast("long")
     ev_cols = ["ts", "direction", "messages", "body_bytes", "frames", "wire_bytes"]
+    one = F.lit(1).cast("long")
     if frames is not None:
-        mev = msgs.select("ts", "direction", F.lit(1).cast("long").alias("messages"), size.alias("body_bytes"),
+        mev = msgs.select("ts", "direction", one.alias("messages"), size.alias("body_bytes"),
                           zero.alias("frames"), zero.alias("wire_bytes"))
         fev = frames.select("ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
                             F.lit(1).cast("long").alias("frames"),
                             F.coalesce(F.col("wire_size"), F.lit(0)).cast("long").alias("wire_bytes"))
         source = "frames"
     else:
-        mev = msgs.select("ts", "direction", F.lit(1).cast("long").alias("messages"), size.alias("body_bytes"),
+        mev = msgs.select("ts", "direction", one.alias("messages"), size.alias("body_bytes"),
                           (1 + bf).alias("frames"), (over * (1 + bf) + size).alias("wire_bytes"))
         fev = methods.select("ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
                              F.lit(1).cast("long").alias("frames"),
-                             (F.coalesce(F.col("frame_size"), F.lit(0)).cast("long") + over).alias("wire_bytes"))
+                             (F.coalesce("frame_size", F.lit(0)).cast("long") + over).alias("wire_bytes"))
         source = "estimate"
     ev = mev.select(*ev_cols).unionByName(fev.select(*ev_cols)).filter(F.col("ts").isNotNull())
     ev = ev.withColumn("b", F.floor(F.col("ts") / F.lit(bucket_ns)).cast("long"))
@@ -369,12 +379,17 @@ def _counts(df, col, F) -> dict:
 
 
 def _reply_key(F, col, version=None):
-    """SQL twin of analysis.latency._reply_key: 0-10 ``exchange/key`` -> key; direct reply-to -> its prefix."""
+    """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; direct reply-to -> its prefix."""
     c = F.col(col)
     if version is not None:
         c = F.when((F.col(version) == "0-10") & F.col(col).contains("/"),
                    F.expr(f"substr({col}, instr({col}, '/') + 1)")).otherwise(F.col(col))
     return F.when(c.startswith(_DIRECT_REPLY), F.lit(_DIRECT_REPLY)).otherwise(c)
+
+
+def _identity(F):
+    """A message's identity as one non-null value (joins never match nulls)."""
+    return F.concat_ws("|", *[F.coalesce(F.col(c).cast("string"), F.lit("-")) for c in _IDENTITY])
 
 
 def _dedupe_roles(t: pa.Table) -> pa.Table:
@@ -390,7 +405,8 @@ def _dedupe_roles(t: pa.Table) -> pa.Table:
         elif req[i]:
             keep[j][1] = True
     out = t.take([i for i, _ in keep])
-    return out.set_column(out.schema.get_field_index("_req"), "_req", pa.array([r for _, r in keep], pa.bool_()))
+    req = pa.array([r for _, r in keep], pa.bool_())
+    return out.set_column(out.schema.get_field_index("_req"), "_req", req)
 
 
 def _transit_rows(F, msgs, parts: int):
@@ -402,12 +418,13 @@ def _transit_rows(F, msgs, parts: int):
     id_pubs, id_dels = pubs.filter(has_id), dels.filter(has_id)
     by_id = _grouped(id_pubs.unionByName(id_dels), ["message_id"], parts, per_transit_group, "message_id")
     p = id_pubs.select(F.col("message_id").alias("_mid"), F.col("ts").alias("_pts"))
-    matched = id_dels.join(p, (id_dels["message_id"] == p["_mid"]) & (p["_pts"] <= id_dels["ts"]), "left_semi")
-    key = ["capture", "tcp_stream", "direction", "frame_number", "stream_offset"]
-    free_dels = dels.filter(has_hash).join(matched.select(*key), key, "left_anti")
+    on = (id_dels["message_id"] == p["_mid"]) & (p["_pts"] <= id_dels["ts"])
+    matched = id_dels.join(p, on, "left_semi").select(_identity(F).alias("_id"))
+    free_dels = (dels.filter(has_hash).withColumn("_id", _identity(F)).join(matched, "_id", "left_anti")
+                 .drop("_id"))
     c_pubs = pubs.filter(~has_id & has_hash)
-    content = _grouped(c_pubs.unionByName(free_dels), [F.coalesce("exchange", F.lit("")),
-                       F.coalesce("routing_key", F.lit("")), "body_hash"], parts, per_transit_group, "content")
+    ckey = [F.coalesce("exchange", F.lit("")), F.coalesce("routing_key", F.lit("")), "body_hash"]
+    content = _grouped(c_pubs.unionByName(free_dels), ckey, parts, per_transit_group, "content")
     return by_id.unionByName(content)
 
 
@@ -419,17 +436,16 @@ def _rpc_rows(F, msgs, parts: int):
                                      _reply_key(F, "routing_key")))
     c2s_keys = (m.filter((F.col("direction") == "c2s") & has_rt)
                 .select(F.col("_kreq").alias("_k"), F.col("correlation_id").alias("_c")).distinct())
-    excluded = m.filter((F.col("direction") == "s2c") & has_rt).join(
-        c2s_keys, (F.col("_kreq") == F.col("_k")) & (F.col("correlation_id") == F.col("_c")), "left_semi")
-    key = ["capture", "tcp_stream", "direction", "frame_number", "stream_offset"]
-    m = m.join(excluded.select(*key).withColumn("_excl", F.lit(True)), key, "left")
-    m = m.withColumn("_is_request", has_rt & F.col("_excl").isNull()).drop("_excl")
+    # an s2c message with reply_to is a request only when no c2s request has its key (rpc())
+    m = m.join(c2s_keys.withColumn("_c2s", F.lit(True)),
+               (F.col("_kreq") == F.col("_k")) & (F.col("correlation_id") == F.col("_c")), "left")
+    m = m.withColumn("_is_request", has_rt & ((F.col("direction") == "c2s") | F.col("_c2s").isNull()))
+    m = m.drop("_k", "_c", "_c2s")
     req = m.filter(has_rt).withColumn("_k", F.col("_kreq")).withColumn("_req", F.lit(True))
-    rep = m.filter(F.col("_krep").isNotNull()).withColumn("_k", F.col("_krep")).withColumn("_req", F.lit(False))
-    both = req.unionByName(rep)
-    # one row per message and group: a message in a group for both roles keeps _req
-    both = both.groupBy(*key, "_k").agg(F.max("_req").alias("_req")).join(
-        m.drop("_kreq", "_krep"), key)
+    rep = (m.filter(F.col("_krep").isNotNull())
+           .withColumn("_k", F.col("_krep")).withColumn("_req", F.lit(False)))
+    # a message in one group for both roles is two rows there: per_rpc_group merges them
+    both = req.unionByName(rep).drop("_kreq", "_krep")
     return _grouped(both, ["_k", "correlation_id"], parts, per_rpc_group)
 
 
