@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing ${need[*]} (apt)"
@@ -22,6 +23,6 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,spark]"
 export AMQPCAP_REQUIRE_TOOLS="${AMQPCAP_REQUIRE_TOOLS:-${CI:-}}"
 exec .venv/bin/python -m pytest -q "$@"

@@ -392,11 +392,94 @@ print(f"SUMMARY messages_c2s={int(by_dir.get('c2s', 0))} messages_s2c={int(by_di
     ]
 
 
+def spark_job():
+    return [
+        md("""
+# 05 — Spark: the dissect job and Spark SQL
+
+`amqpcap.spark.run(spark, inputs, out)` dissects captures in Spark tasks into the same
+tables `amqpcap dissect` writes (same schema, same rows). Here on all the bundled captures,
+in local mode (needs Java 17+ and `pip install -e '.[spark]'`); the same code runs on a
+cluster with another master URL. `amqpcap.spark.stats(spark, out)` (`amqpcap stats OUT
+--spark`) computes the whole `stats` report with Spark jobs.
+"""),
+        code('''
+import os
+import tempfile
+from pathlib import Path
+
+from amqpcap.spark import run, session
+
+CAPTURES = Path("..") / "captures"
+WORK = Path(tempfile.mkdtemp(prefix="amqpcap-nb05-"))
+spark = session.build("local[2]", app="amqpcap notebook",
+                      conf={"spark.sql.shuffle.partitions": "4", "spark.local.dir": str(WORK / "spark")})
+# timestamps are read as exact nanoseconds (bigint): spark.sql.legacy.parquet.nanosAsLong
+spark.conf.get("spark.sql.legacy.parquet.nanosAsLong")'''),
+        md("""
+## Run the job
+
+Small captures are packed into tasks; `split_size` is tiny here so the captures above
+200 kB with several TCP conversations are also split by conversation, as a huge capture
+would be.
+"""),
+        code('''
+out = str(WORK / "out")
+summary = run(spark, [str(CAPTURES)], out, split_size=200_000, frames=True)
+print(f"{summary.captures} captures, {summary.tasks} tasks, split: {summary.split}")
+summary.rows'''),
+        md("## Explore with Spark SQL"),
+        code('''
+for name in ("connections", "methods", "messages", "anomalies", "frames"):
+    spark.read.parquet(f"{out}/{name}").createOrReplaceTempView(name)
+spark.sql("""
+    SELECT version, count(*) AS connections, sum(frames_c2s + frames_s2c) AS frames
+    FROM connections GROUP BY version ORDER BY version""").toPandas()'''),
+        code('''
+spark.sql("""
+    SELECT method, count(*) AS n FROM methods
+    GROUP BY method ORDER BY n DESC, method LIMIT 10""").toPandas()'''),
+        md("""
+Timestamps are nanoseconds since the epoch (bigint): differences are exact. Here, per
+connection, the time from the first packet to `connection.open-ok` and the publish count.
+"""),
+        code('''
+spark.sql("""
+    SELECT c.capture, c.tcp_stream, (c.open_ts - c.ts) / 1e6 AS open_ms,
+           count_if(m.method = 'basic.publish') AS publishes
+    FROM connections c LEFT JOIN methods m ON m.capture = c.capture AND m.tcp_stream = c.tcp_stream
+    GROUP BY c.capture, c.tcp_stream, c.open_ts, c.ts
+    ORDER BY publishes DESC, c.capture, c.tcp_stream LIMIT 8""").toPandas()'''),
+        md("""
+Heartbeats are only in the `frames` table (written with `frames=True`): the longest silence
+between two frames of a direction, per connection that negotiated a heartbeat.
+"""),
+        code('''
+spark.sql("""
+    WITH f AS (SELECT capture, tcp_stream, direction, ts,
+                      ts - lag(ts) OVER (PARTITION BY capture, tcp_stream, direction ORDER BY ts) AS gap
+               FROM frames)
+    SELECT f.capture, f.tcp_stream, f.direction, c.heartbeat, max(f.gap) / 1e9 AS longest_silence_s
+    FROM f JOIN connections c USING (capture, tcp_stream)
+    WHERE c.heartbeat > 0
+    GROUP BY f.capture, f.tcp_stream, f.direction, c.heartbeat
+    ORDER BY longest_silence_s DESC LIMIT 6""").toPandas()'''),
+        code('''
+n = spark.sql("""SELECT (SELECT count(*) FROM connections) AS connections, (SELECT count(*) FROM methods) AS methods,
+                        (SELECT count(*) FROM frames) AS frames,
+                        (SELECT count(*) FROM messages WHERE method = 'basic.publish') AS publishes""").first()
+print(f"SUMMARY connections={n.connections} methods={n.methods} frames={n.frames} publishes={n.publishes} "
+      f"tasks={summary.tasks} split={len(summary.split)}")
+spark.stop()'''),
+    ]
+
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": quickstart,
     "02_latency.ipynb": latency,
     "03_errors.ipynb": errors,
     "04_throughput.ipynb": throughput,
+    "05_spark.ipynb": spark_job,
 }
 
 

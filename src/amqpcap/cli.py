@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(Exit.USAGE, f"amqpcap: {message}\n")
 
 
-def _ports(text: str):
+def port_list(text: str):
     try:
         ports = [int(p) for p in text.replace(",", " ").split()]
     except ValueError:
@@ -43,7 +43,7 @@ def _ports(text: str):
     return ports
 
 
-def _nonneg(text: str) -> int:
+def nonneg_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -83,10 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     ), _dissect)
     d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + " (several: one dataset)")
     d.add_argument("-o", "--out", required=True, help="output directory (one dataset directory per table)")
-    d.add_argument("--body-bytes", type=_nonneg, default=64, metavar="N",
+    d.add_argument("--body-bytes", type=nonneg_int, default=64, metavar="N",
                    help="bytes of each body kept in messages.body (default 64; a SHA-256 of the whole body "
                         "is always kept)")
-    d.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (comma separated)")
+    d.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (comma separated)")
     d.add_argument("--frames", action="store_true", help="also write the frames table (one row per AMQP frame)")
     d.add_argument("--keep-secrets", action="store_true", help="keep passwords from start-ok/secure-ok (off by default)")
     d.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--exchange", action="append", help="only methods with this exchange (repeatable)")
     s.add_argument("--queue", action="append", help="only methods with this queue (repeatable)")
     s.add_argument("--routing-key", action="append", help="only methods with this routing key (repeatable)")
-    s.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP")
+    s.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
     s.add_argument("--absolute", action="store_true",
                    help="absolute UTC times instead of seconds since the capture's first packet")
     s.add_argument("--frames", action="store_true", help="also show heartbeat frames")
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     ), _stats)
     st.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     st.add_argument("--json", action="store_true", help="one JSON object on stdout (docs/analysis.md)")
-    st.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (a capture)")
+    st.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (a capture)")
 
     r = add_command(sub, "report", "PNG figures and one HTML page", (
         "amqpcap report out -o report",
@@ -132,8 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     r.add_argument("-o", "--out", required=True, help="report directory (created)")
     r.add_argument("--force", action="store_true", help="write into OUT even if it is not empty")
-    r.add_argument("--ports", type=_ports, default=[], help="extra TCP ports to treat as AMQP (a capture)")
+    r.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (a capture)")
 
+    from amqpcap.spark import cli as spark_cli  # `spark` and `stats --spark` (light: no pyspark import)
+
+    spark_cli.register(sub, stats_parser=st)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return p
@@ -364,6 +367,10 @@ def _no_amqp(t, a) -> bool:
 
 
 def _stats(a) -> int:
+    if a.spark:
+        from amqpcap.spark.cli import stats_args
+
+        return stats_args(a)
     from amqpcap.analysis import render_text, stats
 
     temp: list = []

@@ -103,6 +103,7 @@ class Dissector:
         self.done: list = []  # finished conversations whose connection row is not written yet
         self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
+        self.stream_starts: list = []  # first packet number of each tcp_stream (Spark renumbers split captures)
 
     # -- the hot loop --------------------------------------------------------------------
 
@@ -210,6 +211,7 @@ class Dissector:
         client, server = (a, b) if client_is_src else (b, a)
         conv = Conversation(self.nstreams, ipv, client, server, how, number, ts)
         self.nstreams += 1
+        self.stream_starts.append(number)
         conv.decoder = ConnectionDecoder(body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets,
                                          amqp_port=server[1] in ports)
         conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))

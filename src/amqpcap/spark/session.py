@@ -1,0 +1,72 @@
+"""A SparkSession set up for amqpcap (the CLI and ``python -m amqpcap.spark`` use it).
+
+Library callers bring their own session; ``CONF`` lists what amqpcap relies on.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import warnings
+
+#: Settings amqpcap needs whatever the master.
+CONF = {
+    # the tables keep ``timestamp[ns, UTC]``: Spark reads those as exact ns bigints
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",  # amqpcap prints its own progress lines
+}
+#: JIT level 1 and the serial GC roughly halve the JVM start in local mode.
+JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: Local mode only: no web UI, bound to loopback, scratch space in the temp dir.
+LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.extraJavaOptions": JVM_FLAGS,
+    "spark.executor.extraJavaOptions": JVM_FLAGS,
+}
+
+
+def default_master(given: str | None) -> str | None:
+    """``given``, else ``local[*]`` -- unless spark-submit launched us: then its ``--master`` (None)."""
+    if given:
+        return given
+    return None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]"
+
+
+def python_for_workers() -> None:
+    """Workers must run this interpreter (the one with amqpcap and pyarrow), not the first on PATH."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def build(master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None,
+          quiet: bool = False):
+    """Get or create a SparkSession for ``master`` (None: the one spark-submit set) with :data:`CONF`
+    (and :data:`LOCAL_CONF` in local mode).  ``quiet``: Spark logs errors only (the command line)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise RuntimeError("the Spark job needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)") \
+            from None
+    b = SparkSession.builder.appName(app)
+    if master:
+        b = b.master(master)
+    settings = dict(CONF)
+    if master and master.startswith("local"):
+        python_for_workers()
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings.update(LOCAL_CONF)
+        if quiet:
+            log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+            settings["spark.driver.extraJavaOptions"] = f"{JVM_FLAGS} -Dlog4j2.configurationFile=file:{log}"
+        settings["spark.local.dir"] = os.path.join(tempfile.gettempdir(), "amqpcap-spark")
+    settings.update(conf or {})
+    for k, v in settings.items():
+        b = b.config(k, v)
+    with warnings.catch_warnings():  # pyspark 4 warns about pandas 3; amqpcap uses its Arrow APIs
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

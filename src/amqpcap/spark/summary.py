@@ -1,0 +1,493 @@
+"""``amqpcap stats OUT --spark`` (``amqpcap.spark.stats``): the ``stats --json`` report, by Spark jobs.
+
+The dict is the one :func:`amqpcap.analysis.stats` returns (docs/analysis.md),
+computed without loading the tables into one process:
+
+* pairings that need a conversation's state (method round trips, confirms,
+  consumer acks, connection setup, errors, heartbeat gaps, blocked, flow,
+  unacked vs prefetch) group the rows by (capture, tcp_stream) and call the
+  pandas analysis functions on each group (``applyInArrow``);
+* transit pairs publishes and deliveries across conversations: grouped by
+  message id, then (for deliveries no publish matched by id) by exchange,
+  routing key and body hash; RPC groups requests and replies by reply key and
+  correlation id; each group runs the pandas pairing;
+* counts, percentiles (Spark's exact ``percentile``: linear interpolation, as
+  numpy), throughput buckets, span and the method / anomaly / version counts
+  are Spark SQL aggregations.
+
+Timestamps are read as exact ns integers (``spark.sql.legacy.parquet.nanosAsLong``).
+"""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from amqpcap.analysis import errors as errors_frame
+from amqpcap.analysis import (
+    blocked, confirms, connection_setup, consumer_acks, flow, heartbeat_gaps, method_rtt, rpc, transit,
+    unacked,
+)
+from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
+from amqpcap.analysis.summary import STATS_VERSION
+from amqpcap.records.schema import SCHEMAS
+
+__all__ = ["stats"]
+
+# One row per pairing / error / health event of a group; aggregated with Spark SQL.
+RESULT = ("kind string, status string, latency_ms double, method string, flag boolean, flag2 boolean, "
+          "code int, name string, err_class string, value bigint")
+_RESULT_NAMES = [c.split()[0] for c in RESULT.split(", ")]
+_PUBLISH = ("basic.publish", "message.transfer")
+_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
+_DIRECT_REPLY = "amq.rabbitmq.reply-to"
+
+
+# --------------------------------------------------------------------------- executor side
+
+def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
+    """The rows of one group (tagged ``_t`` with their table) as typed pandas Tables."""
+    frames = {}
+    for name in TABLE_NAMES:
+        if only is not None and name not in only:
+            frames[name] = empty_frame(name)
+            continue
+        sub = t.filter(pc.equal(t["_t"], name)) if "_t" in t.column_names else t
+        cols = {f.name: sub[f.name] for f in SCHEMAS[name] if f.name in sub.column_names}
+        frames[name] = arrow_to_pandas(pa.table(cols), name)
+    return Tables(**frames, source=None, present=present)
+
+
+_RESULT_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("status", pa.string()), ("latency_ms", pa.float64()), ("method", pa.string()),
+    ("flag", pa.bool_()), ("flag2", pa.bool_()), ("code", pa.int32()), ("name", pa.string()),
+    ("err_class", pa.string()), ("value", pa.int64())])
+
+
+def _out(rows: list[dict]) -> pa.Table:
+    return pa.table({c: [r.get(c) for r in rows] for c in _RESULT_NAMES}, schema=_RESULT_SCHEMA)
+
+
+def _val(v):
+    """pandas scalar -> plain Python (NA / NaN -> None)."""
+    if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def _latency_rows(kind: str, df: pd.DataFrame, status: str, method: str | None = None,
+                  flag: str | None = None):
+    cols = [status, "latency_ms"] + [c for c in (method, flag) if c]
+    for r in df[cols].astype(object).itertuples(index=False, name=None):
+        row = {"kind": kind, "status": _val(r[0]), "latency_ms": _val(r[1])}
+        i = 2
+        if method:
+            row["method"] = _val(r[i])
+            i += 1
+        if flag:
+            v = _val(r[i])
+            row["flag"] = None if v is None else bool(v)
+        yield row
+
+
+def per_connection(t: pa.Table, present: tuple) -> pa.Table:
+    """Everything that needs one conversation's state, as result rows."""
+    tb = _tables(t, present)
+    rows = list(_latency_rows("method_rtt", method_rtt(tb), "status", "request_method"))
+    rows += _latency_rows("confirm", confirms(tb), "outcome")
+    acks = consumer_acks(tb)
+    rows += _latency_rows("consumer_ack", acks, "outcome", flag="redelivered")
+    rows += _latency_rows("connection_setup", connection_setup(tb), "status")
+    err = errors_frame(tb)
+    ecols = err[["kind", "code", "name", "class", "method"]].astype(object)
+    for kind, code, name, cls, method in ecols.itertuples(index=False, name=None):
+        rows.append({"kind": "error", "status": _val(kind), "code": None if _val(code) is None else int(code),
+                     "name": _val(name), "err_class": _val(cls), "method": _val(method)})
+    gaps = heartbeat_gaps(tb)
+    for missed, source in gaps[["missed", "source"]].astype(object).itertuples(index=False, name=None):
+        rows.append({"kind": "heartbeat_gap", "flag": bool(_val(missed) or False), "status": _val(source)})
+    bl = blocked(tb)
+    for status, ms in bl[["status", "duration_ms"]].astype(object).itertuples(index=False, name=None):
+        rows.append({"kind": "blocked", "status": _val(status), "latency_ms": _val(ms)})
+    fl = flow(tb)
+    for active in fl["active"].astype(object):
+        rows.append({"kind": "flow", "flag": True if _val(active) is None else bool(active)})
+    un = unacked(tb, acks=acks)
+    if len(un):
+        over = un["over_prefetch"].fillna(False).astype(bool)
+        for (ch,), g in un.assign(_over=over).groupby(["channel"], dropna=False, sort=False):
+            mx = g["unacked"].max()
+            rows.append({"kind": "unacked", "value": _val(mx), "flag": bool(g["_over"].any())})
+    return _out(rows)
+
+
+def per_transit_group(t: pa.Table, match: str) -> pa.Table:
+    """Publishes and deliveries of whole message-id (or content key) groups: the pandas transit pairing."""
+    tb = _tables(t, (), only=("messages",))
+    tr = transit(tb)
+    tr = tr[tr["match"] == match]
+    cols = tr[["latency_ms", "first", "redelivered"]].astype(object)
+    return _out([{"kind": "transit", "latency_ms": _val(ms), "flag": bool(first),
+                  "flag2": bool(_val(red) or False)}
+                 for ms, first, red in cols.itertuples(index=False, name=None)])
+
+
+_IDENTITY = ["capture", "tcp_stream", "direction", "frame_number", "stream_offset"]
+
+
+def per_rpc_group(t: pa.Table) -> pa.Table:
+    """Requests and reply candidates of whole (reply key, correlation id) groups: the pandas RPC pairing.
+
+    A message is in a group as a request (``_req``) and / or as a reply candidate; rows here
+    only as reply candidates that are not requests in the whole output lose their reply_to,
+    so the pairing does not take them for requests; result rows are kept for the requests of
+    the groups held here only."""
+    t = t.drop_columns([c for c in ("_k",) if c in t.column_names])
+    t = _dedupe_roles(t)
+    is_req = t["_req"].to_pylist()
+    is_request = t["_is_request"].to_pylist()
+    keep_reply_to = [a or b for a, b in zip(is_req, is_request)]
+    reply_to = pc.if_else(pa.array(keep_reply_to, pa.bool_()), t["reply_to"], pa.nulls(len(t), pa.string()))
+    t = t.set_column(t.schema.get_field_index("reply_to"), "reply_to", reply_to)
+    ids = zip(*(t[c].to_pylist() for c in ("capture", "tcp_stream", "frame_number", "direction")))
+    own = {k for k, r in zip(ids, is_req) if r}
+    tb = _tables(t, (), only=("messages",))
+    r = rpc(tb)
+    rows = []
+    cols = r[["capture", "tcp_stream", "request_frame", "request_direction", "status", "latency_ms"]]
+    for cap, st, fr, d, status, ms in cols.astype(object).itertuples(index=False, name=None):
+        if (cap, _val(st), _val(fr), d) in own:
+            rows.append({"kind": "rpc", "status": status, "latency_ms": _val(ms)})
+    return _out(rows)
+
+
+# --------------------------------------------------------------------------- driver side
+
+def _whole_partition(fn, *args):
+    """mapInArrow function: ``fn`` on all rows of a partition at once.  Partitions are hashed
+    by the group key, so each holds whole groups, and one pandas call serves many groups
+    (per-group calls cost tens of ms each)."""
+    def apply(batches):
+        batches = list(batches)
+        if not batches or not sum(b.num_rows for b in batches):
+            return
+        yield from fn(pa.Table.from_batches(batches), *args).to_batches()
+    return apply
+
+
+def _grouped(df, keys, parts: int, fn, *args):
+    return df.repartition(parts, *keys).mapInArrow(_whole_partition(fn, *args), RESULT)
+
+
+PARTITION_BYTES = 16 << 20  # Parquet bytes per pairing partition (several times that in pandas memory)
+
+
+def _partitions(spark, out: str) -> int:
+    size = sum(os.path.getsize(os.path.join(root, f)) for root, _d, files in os.walk(out) for f in files)
+    return max(2 * spark.sparkContext.defaultParallelism, -(-size // PARTITION_BYTES))
+
+
+def _read(spark, out: str, name: str):
+    path = os.path.join(out, name)
+    if not os.path.isdir(path):
+        return None
+    return spark.read.parquet(path)
+
+
+def _num(x, nd=3):
+    return None if x is None else round(float(x), nd)
+
+
+def _summary(row) -> dict:
+    """count / p50 / p90 / p99 / max from an aggregated row (nulls when count is 0)."""
+    if not row or not row["n"]:
+        return {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None}
+    p = row["p"]
+    return {"count": int(row["n"]), "p50_ms": _num(p[0]), "p90_ms": _num(p[1]), "p99_ms": _num(p[2]),
+            "max_ms": _num(row["mx"])}
+
+
+def _lat_agg(F):
+    finite = F.when(~F.isnan("latency_ms"), F.col("latency_ms"))
+    pcts = F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99))
+    return [F.count(finite).alias("n"), F.percentile(finite, pcts).alias("p"), F.max(finite).alias("mx")]
+
+
+# which result rows each latency summary is over (stats.py: the settled / first ones)
+_SUMMARISED = {"method_rtt": ("ok",), "confirm": ("ack", "nack"), "consumer_ack": ("ack", "nack", "reject"),
+               "rpc": ("ok", "ok-delivery"), "connection_setup": ("ok",)}
+
+
+def _summaries(res, F) -> dict:
+    """One job: the latency summary of every kind (plus one for method_rtt by method)."""
+    sel = F.lit(None).cast("string")
+    for kind, statuses in _SUMMARISED.items():
+        sel = F.when((F.col("kind") == kind) & F.col("status").isin(*statuses), F.lit(kind)).otherwise(sel)
+    sel = F.when((F.col("kind") == "transit") & F.col("flag"), F.lit("transit")).otherwise(sel)
+    rows = (res.withColumn("_sel", sel).filter(F.col("_sel").isNotNull())
+            .groupBy("_sel").agg(*_lat_agg(F)).collect())
+    out = {k: _summary(None) for k in list(_SUMMARISED) + ["transit"]}
+    out.update({r["_sel"]: _summary(r) for r in rows})
+    by_method = (res.filter((F.col("kind") == "method_rtt") & (F.col("status") == "ok"))
+                 .groupBy("method").agg(*_lat_agg(F)).collect())
+    by_method.sort(key=lambda r: str(r["method"]))
+    out["by_method"] = {str(r["method"]): _summary(r) for r in by_method}
+    return out
+
+
+def _tally(res, F) -> dict:
+    """One job: result rows counted by every field the report distinguishes, with the
+    blocked durations summed and the largest unacked count."""
+    keys = ["kind", "status", "flag", "flag2", "code", "name", "err_class", "method"]
+    method = F.when(F.col("kind") == "error", F.col("method"))  # request methods are not counted here
+    rows = (res.withColumn("method", method).groupBy(*keys)
+            .agg(F.count(F.lit(1)).alias("n"),
+                 F.sum(F.when(~F.isnan("latency_ms"), F.col("latency_ms"))).alias("ms"),
+                 F.max("value").alias("mx")).collect())
+    return [r.asDict() for r in rows]
+
+
+def _latency(summ: dict, tally: list) -> dict:
+    def n(kind, status=None, flag=None, flag2=None):
+        return sum(r["n"] for r in tally if r["kind"] == kind and (status is None or r["status"] == status)
+                   and (flag is None or r["flag"] == flag) and (flag2 is None or r["flag2"] == flag2))
+
+    return {
+        "method_rtt": dict(summ["method_rtt"], missing=n("method_rtt", "missing"),
+                           errors=n("method_rtt", "error"), by_method=summ["by_method"]),
+        "confirm": dict(summ["confirm"], acked=n("confirm", "ack"), nacked=n("confirm", "nack"),
+                        unconfirmed=n("confirm", "unconfirmed")),
+        "consumer_ack": dict(summ["consumer_ack"], acked=n("consumer_ack", "ack"),
+                             nacked=n("consumer_ack", "nack"), rejected=n("consumer_ack", "reject"),
+                             unsettled=n("consumer_ack", "unsettled"),
+                             recovered=n("consumer_ack", "recovered"),
+                             redelivered=n("consumer_ack", flag=True)),
+        "transit": dict(summ["transit"], deliveries=n("transit"), redeliveries=n("transit", flag2=True)),
+        "rpc": dict(summ["rpc"], missing=n("rpc", "missing")),
+        "connection_setup": dict(summ["connection_setup"], missing=n("connection_setup", "missing")),
+    }
+
+
+def _errors(tally: list) -> list[dict]:
+    items = [{"code": r["code"], "name": r["name"], "class": r["err_class"], "method": r["method"],
+              "kind": r["status"], "count": int(r["n"])} for r in tally if r["kind"] == "error"]
+    items.sort(key=lambda d: (-d["count"], d["code"] if d["code"] is not None else 10**9, d["kind"] or "",
+                              d["method"] or ""))
+    return items
+
+
+def _health(tally: list, has_frames: bool) -> dict:
+    def rows(kind):
+        return [r for r in tally if r["kind"] == kind]
+
+    gaps, bl, fl, un = rows("heartbeat_gap"), rows("blocked"), rows("flow"), rows("unacked")
+    n_blocked = sum(r["n"] for r in bl)
+    maxes = [r["mx"] for r in un if r["mx"] is not None]
+    return {
+        "heartbeat_late": sum(r["n"] for r in gaps),
+        "heartbeat_missed": sum(r["n"] for r in gaps if r["flag"]),
+        "heartbeat_source": gaps[0]["status"] if gaps else ("frames" if has_frames else "methods"),
+        "blocked": n_blocked,
+        "blocked_ms_total": _num(sum(r["ms"] or 0.0 for r in bl)) if n_blocked else 0.0,
+        "still_blocked": sum(r["n"] for r in bl if r["status"] == "still-blocked"),
+        "flow_pauses": sum(r["n"] for r in fl if r["flag"] is False),
+        "max_unacked": int(max(maxes)) if maxes else 0,
+        "channels_over_prefetch": sum(r["n"] for r in un if r["flag"]),
+    }
+
+
+def _throughput(F, msgs, methods, frames, bucket_s: float = 1.0) -> dict:
+    """``totals`` with 1 s buckets: frames and wire bytes exact from ``frames`` when present,
+    else estimated from methods and messages (see amqpcap.analysis.throughput)."""
+    bucket_ns = int(bucket_s * 1e9)
+    over = F.when(F.col("version") == "0-10", F.lit(12)).otherwise(F.lit(8)).cast("long")
+    size = F.coalesce(F.col("body_size"), F.col("body_received"), F.lit(0)).cast("long")
+    bf = F.coalesce(F.col("body_frames").cast("long"), F.lit(0))
+    zero = F.lit(0).cast("long")
+    ev_cols = ["ts", "direction", "messages", "body_bytes", "frames", "wire_bytes"]
+    one = F.lit(1).cast("long")
+    if frames is not None:
+        mev = msgs.select("ts", "direction", one.alias("messages"), size.alias("body_bytes"),
+                          zero.alias("frames"), zero.alias("wire_bytes"))
+        fev = frames.select("ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
+                            F.lit(1).cast("long").alias("frames"),
+                            F.coalesce(F.col("wire_size"), F.lit(0)).cast("long").alias("wire_bytes"))
+        source = "frames"
+    else:
+        mev = msgs.select("ts", "direction", one.alias("messages"), size.alias("body_bytes"),
+                          (1 + bf).alias("frames"), (over * (1 + bf) + size).alias("wire_bytes"))
+        fev = methods.select("ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
+                             F.lit(1).cast("long").alias("frames"),
+                             (F.coalesce("frame_size", F.lit(0)).cast("long") + over).alias("wire_bytes"))
+        source = "estimate"
+    ev = mev.select(*ev_cols).unionByName(fev.select(*ev_cols)).filter(F.col("ts").isNotNull())
+    ev = ev.withColumn("b", F.floor(F.col("ts") / F.lit(bucket_ns)).cast("long"))
+    values = ["messages", "body_bytes", "frames", "wire_bytes"]
+    rates = {"messages": "msgs_per_s", "body_bytes": "body_bytes_per_s", "frames": "frames_per_s",
+             "wire_bytes": "wire_bytes_per_s"}
+    per = ev.groupBy("b", "direction").agg(*[F.sum(v).alias(v) for v in values])
+    per.cache()
+    span = per.agg(F.min("b").alias("lo"), F.max("b").alias("hi")).collect()[0]
+    nb = 0 if span["lo"] is None else int(span["hi"] - span["lo"] + 1)
+    both = per.groupBy("b").agg(*[F.sum(v).alias(v) for v in values])
+    aggs = [F.sum(v).alias(f"s_{v}") for v in values] + [F.max(v).alias(f"m_{v}") for v in values]
+    tot = both.agg(*aggs).collect()[0]
+    dirs = {r["direction"]: r for r in per.groupBy("direction").agg(*aggs).collect()}
+    per.unpersist()
+
+    def rate(s, m):
+        if nb == 0 or bucket_s <= 0:
+            return {"mean": None, "peak": None}
+        return {"mean": _num(s / (nb * bucket_s)), "peak": _num(m / bucket_s)}
+
+    out = {"bucket_s": bucket_s, "buckets": nb, "frames_source": source}
+    for v in values:
+        out[v] = int(tot[f"s_{v}"] or 0)
+    for v, name in rates.items():
+        out[name] = rate(tot[f"s_{v}"] or 0, tot[f"m_{v}"] or 0)
+    for d in ("c2s", "s2c"):
+        r = dirs.get(d)
+        sub = {}
+        for v, name in rates.items():
+            s = int(r[f"s_{v}"] or 0) if r else 0
+            # a bucket without traffic in this direction counts as 0 (totals fills the range)
+            m = max(int(r[f"m_{v}"] or 0), 0) if r else 0
+            sub[v] = s
+            sub[name] = rate(s, m)
+        out[d] = sub
+    return out
+
+
+def _span(F, dfs) -> dict:
+    cols = [df.select(F.col(c).alias("ts")) for df, cs in dfs if df is not None for c in cs]
+    u = cols[0]
+    for c in cols[1:]:
+        u = u.unionByName(c)
+    r = u.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")).collect()[0]
+    lo, hi = r["lo"], r["hi"]
+    if lo is None:
+        return {"start": None, "end": None, "duration_s": None}
+    a, b = pd.Timestamp(lo, tz="UTC"), pd.Timestamp(hi, tz="UTC")
+    return {"start": a.isoformat(), "end": b.isoformat(), "duration_s": round((hi - lo) / 1e9, 6)}
+
+
+def _counts(df, col, F) -> dict:
+    rows = df.filter(F.col(col).isNotNull()).groupBy(col).count().collect()
+    return dict(sorted(((str(r[col]), int(r["count"])) for r in rows), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _reply_key(F, col, version=None):
+    """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; direct reply-to -> its prefix."""
+    c = F.col(col)
+    if version is not None:
+        c = F.when((F.col(version) == "0-10") & F.col(col).contains("/"),
+                   F.expr(f"substr({col}, instr({col}, '/') + 1)")).otherwise(F.col(col))
+    return F.when(c.startswith(_DIRECT_REPLY), F.lit(_DIRECT_REPLY)).otherwise(c)
+
+
+def _identity(F):
+    """A message's identity as one non-null value (joins never match nulls)."""
+    return F.concat_ws("|", *[F.coalesce(F.col(c).cast("string"), F.lit("-")) for c in _IDENTITY])
+
+
+def _dedupe_roles(t: pa.Table) -> pa.Table:
+    """One row per message (it may be here for two groups), ``_req`` if any of its rows has it."""
+    seen: dict = {}
+    keep = []
+    req = t["_req"].to_pylist()
+    for i, k in enumerate(zip(*(t[c].to_pylist() for c in _IDENTITY))):
+        j = seen.get(k)
+        if j is None:
+            seen[k] = len(keep)
+            keep.append([i, req[i]])
+        elif req[i]:
+            keep[j][1] = True
+    out = t.take([i for i, _ in keep])
+    req = pa.array([r for _, r in keep], pa.bool_())
+    return out.set_column(out.schema.get_field_index("_req"), "_req", req)
+
+
+def _transit_rows(F, msgs, parts: int):
+    m = msgs.drop("body")
+    pubs = m.filter((F.col("direction") == "c2s") & F.col("method").isin(*_PUBLISH))
+    dels = m.filter((F.col("direction") == "s2c") & F.col("method").isin(*_DELIVER))
+    has_id = F.col("message_id").isNotNull() & (F.col("message_id") != "")
+    has_hash = F.col("body_hash").isNotNull() & (F.col("body_hash") != "")
+    id_pubs, id_dels = pubs.filter(has_id), dels.filter(has_id)
+    by_id = _grouped(id_pubs.unionByName(id_dels), ["message_id"], parts, per_transit_group, "message_id")
+    p = id_pubs.select(F.col("message_id").alias("_mid"), F.col("ts").alias("_pts"))
+    on = (id_dels["message_id"] == p["_mid"]) & (p["_pts"] <= id_dels["ts"])
+    matched = id_dels.join(p, on, "left_semi").select(_identity(F).alias("_id"))
+    free_dels = (dels.filter(has_hash).withColumn("_id", _identity(F)).join(matched, "_id", "left_anti")
+                 .drop("_id"))
+    c_pubs = pubs.filter(~has_id & has_hash)
+    ckey = [F.coalesce("exchange", F.lit("")), F.coalesce("routing_key", F.lit("")), "body_hash"]
+    content = _grouped(c_pubs.unionByName(free_dels), ckey, parts, per_transit_group, "content")
+    return by_id.unionByName(content)
+
+
+def _rpc_rows(F, msgs, parts: int):
+    m = msgs.drop("body").filter(F.col("correlation_id").isNotNull() & (F.col("correlation_id") != ""))
+    has_rt = F.col("reply_to").isNotNull() & (F.col("reply_to") != "")
+    m = m.withColumn("_kreq", F.when(has_rt, _reply_key(F, "reply_to", "version")))
+    m = m.withColumn("_krep", F.when(F.col("routing_key").isNotNull() & (F.col("routing_key") != ""),
+                                     _reply_key(F, "routing_key")))
+    c2s_keys = (m.filter((F.col("direction") == "c2s") & has_rt)
+                .select(F.col("_kreq").alias("_k"), F.col("correlation_id").alias("_c")).distinct())
+    # an s2c message with reply_to is a request only when no c2s request has its key (rpc())
+    m = m.join(c2s_keys.withColumn("_c2s", F.lit(True)),
+               (F.col("_kreq") == F.col("_k")) & (F.col("correlation_id") == F.col("_c")), "left")
+    m = m.withColumn("_is_request", has_rt & ((F.col("direction") == "c2s") | F.col("_c2s").isNull()))
+    m = m.drop("_k", "_c", "_c2s")
+    req = m.filter(has_rt).withColumn("_k", F.col("_kreq")).withColumn("_req", F.lit(True))
+    rep = (m.filter(F.col("_krep").isNotNull())
+           .withColumn("_k", F.col("_krep")).withColumn("_req", F.lit(False)))
+    # a message in one group for both roles is two rows there: per_rpc_group merges them
+    both = req.unionByName(rep).drop("_kreq", "_krep")
+    return _grouped(both, ["_k", "correlation_id"], parts, per_rpc_group)
+
+
+def stats(spark, out: str) -> dict:
+    """The ``stats --json`` dict of the dissect (or spark) output directory ``out``."""
+    from pyspark.sql import functions as F
+
+    spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    conn, methods, msgs = (_read(spark, out, n) for n in ("connections", "methods", "messages"))
+    anomalies, frames = _read(spark, out, "anomalies"), _read(spark, out, "frames")
+    if conn is None or methods is None or msgs is None or anomalies is None:
+        raise FileNotFoundError(f"{out}: not a dissect output directory")
+    present = tuple(n for n in TABLE_NAMES if os.path.isdir(os.path.join(out, n)))
+    has_frames = frames is not None
+    parts = [conn.withColumn("_t", F.lit("connections")), methods.withColumn("_t", F.lit("methods")),
+             msgs.drop("body").withColumn("_t", F.lit("messages"))]
+    if has_frames:
+        parts.append(frames.withColumn("_t", F.lit("frames")))
+    u = parts[0]
+    for p in parts[1:]:
+        u = u.unionByName(p, allowMissingColumns=True)
+    u = u.filter(F.col("tcp_stream").isNotNull())
+    parts = _partitions(spark, out)
+    res = (_grouped(u, ["capture", "tcp_stream"], parts, per_connection, present)
+           .unionByName(_transit_rows(F, msgs, parts)).unionByName(_rpc_rows(F, msgs, parts)))
+    res.cache()
+    tally = _tally(res, F)
+    caps = {r[0] for r in conn.select("capture").union(methods.select("capture")).distinct().collect()
+            if r[0] is not None}
+    result = {
+        "stats_version": STATS_VERSION,
+        "captures": sorted(caps),
+        "connections": int(conn.count()),
+        "versions": _counts(conn, "version", F),
+        "span": _span(F, [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])]),
+        "latency": _latency(_summaries(res, F), tally),
+        "errors": _errors(tally),
+        "throughput": _throughput(F, msgs, methods, frames),
+        "methods": _counts(methods, "method", F),
+        "anomalies": _counts(anomalies, "kind", F),
+        "health": _health(tally, has_frames),
+    }
+    res.unpersist()
+    return result

@@ -1,0 +1,43 @@
+"""`amqpcap spark` / `python -m amqpcap.spark` on the command line: output, summary, exit codes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_spark_job import assert_same_dataset
+
+from amqpcap.cli import main
+from amqpcap.pipeline import dissect
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_python_m_amqpcap_spark_writes_what_dissect_writes_and_exits_with_the_bad_ones_code(spark, tmp_path):
+    good = str(ROOT / "captures" / "rabbitmq091_pika_refused.pcap")
+    bad = tmp_path / "empty.pcap"
+    bad.write_bytes(b"")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "amqpcap.spark", good, str(bad), "-o", str(out),
+                        "--master", "local[1]", "--split-size", "4k"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert f"amqpcap: {bad}: empty file, not a capture" in p.stderr.splitlines()
+    assert "Traceback" not in p.stderr
+    assert "1 capture(s), 1 split by conversation" in p.stdout
+    dissect([good], str(tmp_path / "want"))
+    assert_same_dataset(str(out), str(tmp_path / "want"), ["connections", "methods", "messages", "anomalies"])
+
+
+def test_spark_refuses_an_existing_output_and_bad_sizes_like_dissect_before_starting_spark(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(SystemExit) as e:
+        main(["spark", str(ROOT / "captures"), "-o", str(out), "--split-size", "lots"])
+    assert e.value.code == 64 and "not a size: 'lots'" in capsys.readouterr().err
+    assert main(["spark", str(ROOT / "captures"), "-o", str(out)]) == 5
+    assert capsys.readouterr().err == f"amqpcap: output {out} exists (use --force to replace it)\n"
+    assert os.listdir(out) == []
