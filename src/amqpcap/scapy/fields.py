@@ -280,6 +280,7 @@ class Value010Field(Field):
 
     __slots__ = ("type010",)
     ismutable = True
+    islist = True  # a list value (array, sequence-set) is one value, not a set of packets to generate
 
     def __init__(self, name, type010: str, default=None):
         self.type010 = type010

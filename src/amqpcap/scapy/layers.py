@@ -41,7 +41,8 @@ _S10 = spec.get("0-10")
 _U16, _U32 = struct.Struct(">H"), struct.Struct(">I")
 
 
-def _fname(spec_name: str) -> str:
+def field_name(spec_name: str) -> str:
+    """The scapy field name of a specification name."""
     n = spec_name.replace("-", "_")
     # a Python keyword (basic.qos "global") or a Packet attribute (0-10 "name") gets a "_"
     return n + "_" if keyword.iskeyword(n) or hasattr(Packet, n) else n
@@ -248,10 +249,10 @@ def _fields_09(fields) -> list:
             j = i
             while j < len(fields) and fields[j][1] == "bit":
                 j += 1
-            out += [PackedBitField(_fname(fields[k][0]), False, k - i, j - i) for k in range(i, j)]
+            out += [PackedBitField(field_name(fields[k][0]), False, k - i, j - i) for k in range(i, j)]
             i = j
         else:
-            out.append(field_09(_fname(name), t))
+            out.append(field_09(field_name(name), t))
             i += 1
     return out
 
@@ -270,7 +271,7 @@ def _make_method_09(version: str, key, ms) -> type:
         "name": f"AMQP {version} {ms.name}",
         "version": version,
         "method": ms.name,
-        "_spec_names": {_fname(n): n for n, _ in ms.fields},
+        "_spec_names": {field_name(n): n for n, _ in ms.fields},
         "fields_desc": AMQP.fields_desc[:3] + [ShortField("class_index", cid), ShortField("method_index", mid)]
         + _fields_09(ms.fields) + [XByteField("frame_end", FRAME_END)],
     })
@@ -286,7 +287,7 @@ class _ContentHeader(AMQP):
         if self.property_flags is None:
             flags = 0
             for i, (n, _t) in enumerate(self._props):
-                if self.getfieldval(_fname(n)) is not None:
+                if self.getfieldval(field_name(n)) is not None:
                     flags |= 1 << (15 - i)
             pkt = pkt[:19] + _U16.pack(flags) + pkt[21:]
         return super().post_build(pkt, pay)
@@ -301,7 +302,7 @@ def _present(bit: int, fname: str):
 
 def _make_header_09(version: str, cid: int, props) -> type:
     cname = spec.get(version).CLASSES.get(cid, str(cid))
-    fields = [ConditionalField(field_09(_fname(n), t), _present(1 << (15 - i), _fname(n)))
+    fields = [ConditionalField(field_09(field_name(n), t), _present(1 << (15 - i), field_name(n)))
               for i, (n, t) in enumerate(props)]
     for f in fields:
         f.fld.default = None
@@ -309,7 +310,7 @@ def _make_header_09(version: str, cid: int, props) -> type:
         "name": f"AMQP {version} {cname} content header",
         "version": version,
         "_props": props,
-        "_spec_names": {_fname(n): n for n, _ in props},
+        "_spec_names": {field_name(n): n for n, _ in props},
         "fields_desc": [ByteEnumField("frame_type", 2, _FRAME_TYPES), ShortField("channel", 0),
                         IntField("size", None), ShortField("class_index", cid), ShortField("weight", 0),
                         LongField("body_size", 0), XShortField("property_flags", None)]
@@ -381,7 +382,7 @@ def _make_op_010(op) -> type:
     head.append(LEShortField("packing_flags", None))
     args, masks = [], []
     for i, f in enumerate(op.fields):
-        n = _fname(f.name)
+        n = field_name(f.name)
         if f.type == "bit":
             args.append(PackBitField(n, 1 << i))
         else:
@@ -392,7 +393,7 @@ def _make_op_010(op) -> type:
         "method": op.name,
         "_flags_at": 14 if control else 16,
         "_masks": tuple(masks),
-        "_spec_names": {_fname(f.name): f.name for f in op.fields},
+        "_spec_names": {field_name(f.name): f.name for f in op.fields},
         "fields_desc": head + args,
     })
 
