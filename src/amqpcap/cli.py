@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="PNG figures and one HTML page")
     r.add_argument("path", metavar="OUT_OR_CAPTURE")
     r.add_argument("-o", "--out", required=True, help="report directory")
+    from amqpcap import live; live.register(sub)  # noqa: E702  (amqpcap live: src/amqpcap/live.py)
     return p
 
 
@@ -81,6 +82,8 @@ def main(argv=None) -> int:
     from amqpcap.records.writer import OutputExists
 
     try:
+        if getattr(args, "run", None):  # subcommands registered by their own module (live)
+            return args.run(args)
         return {"dissect": _dissect, "show": _show, "stats": _stats, "report": _report}[args.cmd](args)
     except CaptureError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
@@ -192,6 +195,9 @@ class _ShowSink:
             return
         print(f"{self._time(row[3])} {row[2]:>7} {stream if stream is not None else '-':>4} "
               f"{row[4] or '---'} {'':5} !{row[8]:<25} {row[9]}")
+
+
+ShowSink = _ShowSink  # public: amqpcap live prints in show's format
 
 
 def _short(v, n=60):

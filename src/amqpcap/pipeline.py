@@ -232,6 +232,10 @@ class Dissector:
             del self.flows[k]
         self._write_done()
 
+    def write_finished(self) -> None:
+        """Write the connection rows of the conversations that have ended (a live capture does, per segment)."""
+        self._write_done()
+
     def _write_done(self) -> None:
         for conv in sorted(self.done, key=lambda c: c.stream):
             row = list(conv.row)
