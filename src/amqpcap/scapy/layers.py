@@ -96,6 +96,13 @@ def _version_for(under, data: bytes) -> str:
 
 # -- base classes ---------------------------------------------------------------------------
 
+class _ChosenByAMQP:
+    """Classes ``AMQP(...)`` may return: they accept (and ignore) its ``method`` / ``version``."""
+
+    def __init__(self, *args, method=None, version=None, **fields):
+        super().__init__(*args, **fields)
+
+
 class AMQP(Packet):
     """An AMQP frame; ``AMQP(bytes)`` picks the class of the frame (see the module docstring).
 
@@ -123,7 +130,7 @@ class AMQP(Packet):
     @classmethod
     def dispatch_hook(cls, _pkt=None, *args, **kw):
         if _pkt:
-            return _dispatch(bytes(_pkt), kw.get("_underlayer"))
+            return _dispatch(bytes(_pkt), kw.get("_underlayer"), kw.get("version"))
         method = kw.get("method")
         if method:
             return method_class(kw.get("version") or DEFAULT_VERSION, method)
@@ -182,7 +189,7 @@ class AMQPHeartbeat(AMQP):
                    XByteField("frame_end", FRAME_END)]
 
 
-class AMQPProtocolHeader(Packet):
+class AMQPProtocolHeader(_ChosenByAMQP, Packet):
     """The protocol header ``AMQP`` + 4 octets naming the version; 0-9-1 writes
     0, 0, 9, 1 (protocol id, major, minor, revision); 0-8, 0-9, 0-10 write 1, 1 (class,
     instance) and the version."""
@@ -214,7 +221,7 @@ class AMQPProtocolHeader(Packet):
         return f"AMQP protocol header {self.protocol_version or 'unknown'}"
 
 
-class AMQPFragment(Packet):
+class AMQPFragment(_ChosenByAMQP, Packet):
     """Bytes that are not a whole frame: a frame cut by the end of the packet (its rest is in
     the next TCP segment), or the continuation of a frame that began in an earlier one."""
 
@@ -225,12 +232,18 @@ class AMQPFragment(Packet):
         return f"AMQP fragment of {len(self.data)} bytes"
 
 
-class AMQPUndissected(Packet):
+class AMQPUndissected(_ChosenByAMQP, Packet):
     """The frames of a packet after the first ``MAX_CHAIN`` (scapy dissects a chain of layers
     by recursion; thousands of small frames in one packet would exhaust the stack)."""
 
     name = f"AMQP frames after the first {MAX_CHAIN} (not dissected)"
     fields_desc = [StrField("data", b"")]
+
+
+class TLSRecords(_ChosenByAMQP, Raw):
+    """TLS records where AMQP was expected (AMQPS on 5671): not decoded."""
+
+    name = "TLS (not decoded)"
 
 
 # -- 0-8 / 0-9 / 0-9-1 classes from the tables -----------------------------------------------
@@ -447,16 +460,16 @@ def _depth(under) -> int:
     return n
 
 
-def _dispatch(data: bytes, under) -> type:
+def _dispatch(data: bytes, under, version: str | None = None) -> type:
     if isinstance(under, AMQP) and _depth(under) >= MAX_CHAIN:
         return AMQPUndissected
     if data[:4] == b"AMQP"[:len(data)]:
         return AMQPProtocolHeader if len(data) >= 8 else AMQPFragment
-    version = _version_for(under, data)
+    version = version or _version_for(under, data)
     if version == "0-10":
         return _dispatch_010(data)
     if detect.is_tls(data):
-        return Raw  # AMQPS (5671): TLS records, not frames
+        return TLSRecords  # AMQPS (5671): TLS records, not frames
     if len(data) < 7:
         return AMQPFragment
     size = _U32.unpack_from(data, 3)[0]
