@@ -12,6 +12,7 @@ Needs root and rabbitmq-server; skipped without them unless AMQPCAP_REQUIRE_TOOL
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -131,6 +132,9 @@ def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pik
         time.sleep(2.5)  # more than one rotation period
         growing = amqpcap.load(out)  # the directory as it is while live still runs
         assert len(growing.methods) > 0
+        stats = subprocess.run([sys.executable, "-m", "amqpcap.cli", "stats", str(out), "--json"],
+                               capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert stats.returncode == 0 and json.loads(stats.stdout), stats.stderr
         logged_before_stop = len(pika_log)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
