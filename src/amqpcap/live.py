@@ -80,10 +80,12 @@ def register(subparsers) -> None:
     p.add_argument("-i", "--interface", required=True, help="interface to capture on, e.g. eth0 or lo")
     p.add_argument("-f", "--filter", default="tcp", help="BPF filter (default: tcp)")
     p.add_argument("--ports", type=_port_list, default=[], help="extra TCP ports to treat as AMQP")
-    p.add_argument("--absolute", action="store_true", help="absolute UTC times instead of seconds since the first")
+    p.add_argument("--absolute", action="store_true",
+                   help="absolute UTC times instead of seconds since the first")
     p.add_argument("-o", "--out", help="also write Parquet segments to this directory")
     p.add_argument("--rotate", type=Rotation.parse, help="start a new segment every 60s / 5m / 1h or 100MB")
-    p.add_argument("--body-bytes", type=int, default=64, metavar="N", help="bytes of each body kept (default 64)")
+    p.add_argument("--body-bytes", type=int, default=64, metavar="N",
+                   help="bytes of each body kept (default 64)")
     p.add_argument("--keep-secrets", action="store_true", help="keep passwords (off by default)")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     p.set_defaults(run=run, stream=None, channel=None, method=None)
@@ -105,7 +107,8 @@ class _SegmentTable:
         from amqpcap.records.writer import TableBuffer
 
         self.segment = segment
-        self.current = TableBuffer(self.name, os.path.join(self.out, ".segments", f"{self.name}-{segment:05d}"))
+        tmp = os.path.join(self.out, ".segments", f"{self.name}-{segment:05d}")
+        self.current = TableBuffer(self.name, tmp)
 
     def append(self, row) -> None:
         self.current.append(row)
@@ -256,7 +259,8 @@ def run(a) -> int:
         pass
     segments = SegmentWriter(a.out, ["connections", "methods", "messages", "anomalies"], force=a.force) \
         if a.out else None
-    opts = Options(body_bytes=a.body_bytes, ports=DEFAULT_PORTS | frozenset(a.ports), keep_secrets=a.keep_secrets)
+    opts = Options(body_bytes=a.body_bytes, ports=DEFAULT_PORTS | frozenset(a.ports),
+                   keep_secrets=a.keep_secrets)
     dissector = Dissector(f"live:{a.interface}", _LiveSink(ShowSink(a), segments), opts)
     stop = threading.Event()
     state = {"started": time.monotonic(), "bytes": 0}

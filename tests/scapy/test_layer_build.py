@@ -54,14 +54,16 @@ def test_scapy_bytes_equal_the_fixture_encoders_bytes():
     cases = [("basic.publish", dict(exchange="ex", routing_key="rk", mandatory=True)),
              ("basic.ack", dict(delivery_tag=5, multiple=True)),
              ("connection.tune", dict(channel_max=2047, frame_max=131072, heartbeat=60)),
-             ("queue.declare", dict(queue="q", durable=True, auto_delete=True, arguments={"x-max-length": 10})),
+             ("queue.declare", dict(queue="q", durable=True, auto_delete=True,
+                                    arguments={"x-max-length": 10})),
              ("basic.nack", dict(delivery_tag=9, multiple=False, requeue=True))]
     for name, kw in cases:
         assert bytes(AMQP(method=name, channel=1, **kw)) == A.method_frame(1, name, **kw), name
 
 
 def test_content_header_and_body_built_with_scapy_decode_to_one_message():
-    props = {"content_type": "text/plain", "delivery_mode": 2, "headers": {"k": "v"}, "timestamp": 1_700_000_000,
+    props = {"content_type": "text/plain", "delivery_mode": 2, "headers": {"k": "v"},
+             "timestamp": 1_700_000_000,
              "message_id": "m-1"}
     body = b"hello world"
     pkt = (AMQP(method="basic.publish", channel=1, exchange="ex", routing_key="rk")
@@ -86,7 +88,8 @@ def test_protocol_header_bytes():
 
 
 def test_field_table_values_survive_a_round_trip_through_the_decoder():
-    table = {"decimal": {"$decimal": "314e-2"}, "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
+    table = {"decimal": {"$decimal": "314e-2"},
+             "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
              "void": None, "arr": [1, 2.5, "s"], "neg": -3}
     frame = bytes(AMQP(method="exchange.declare", channel=1, exchange="e", type="topic", arguments=table))
     _, events = A.decode(frame, "0-9-1")
@@ -96,9 +99,11 @@ def test_field_table_values_survive_a_round_trip_through_the_decoder():
 
 
 OPS_010 = [
-    ("connection.start", {"server_properties": {"product": "qpidd", "n": 1}, "mechanisms": ["PLAIN", "ANONYMOUS"],
+    ("connection.start", {"server_properties": {"product": "qpidd", "n": 1},
+                          "mechanisms": ["PLAIN", "ANONYMOUS"],
                           "locales": ["en_US"]}),
-    ("connection.tune", {"channel_max": 32767, "max_frame_size": 65535, "heartbeat_min": 0, "heartbeat_max": 120}),
+    ("connection.tune", {"channel_max": 32767, "max_frame_size": 65535, "heartbeat_min": 0,
+                         "heartbeat_max": 120}),
     ("session.attach", {"name_": b"sess-1", "force": True}),
     ("message.transfer", {"destination": "amq.direct", "accept_mode": 0, "acquire_mode": 0}),
     ("message.accept", {"transfers": [[1, 4], [7, 7]]}),

@@ -11,7 +11,8 @@ from amqpcap.scapy import AMQP, AMQPFragment
 
 
 def payloads(name):
-    return [bytes(p[TCP].payload) for p in rdpcap(f"captures/{name}.pcap") if p.haslayer(TCP) and p[TCP].payload]
+    pkts = rdpcap(f"captures/{name}.pcap")
+    return [bytes(p[TCP].payload) for p in pkts if p.haslayer(TCP) and p[TCP].payload]
 
 
 def layers(pkt):

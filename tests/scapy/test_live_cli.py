@@ -36,7 +36,8 @@ def test_without_capture_privilege_one_line_and_exit_77():
                 "root, and no capsh (libcap2-bin) to drop CAP_NET_RAW")
         # root without CAP_NET_RAW: the packet socket is refused as for an ordinary user
         r = subprocess.run(["capsh", "--drop=cap_net_raw", "--", "-c",
-                            " ".join([*LIVE, "-i", "lo"])], capture_output=True, text=True, cwd=ROOT, timeout=60)
+                            " ".join([*LIVE, "-i", "lo"])],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     else:
         r = run(["-i", "lo"])
     one_line_error(r, 77)
@@ -103,8 +104,9 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     out = tmp_path / "live"
-    proc = subprocess.Popen([*LIVE, "-i", "lo", "-f", f"tcp port {port}", "--ports", str(port), "-o", str(out),
-                             "--rotate", "1KB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    cmd = [*LIVE, "-i", "lo", "-f", f"tcp port {port}", "--ports", str(port), "-o", str(out),
+           "--rotate", "1KB"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert "capturing on lo" in proc.stderr.readline()
         time.sleep(0.3)

@@ -24,7 +24,8 @@ from collections import OrderedDict
 from functools import lru_cache
 
 from scapy.fields import (ByteEnumField, ByteField, ConditionalField, FlagsField, IntField, LEShortField,
-                          LongField, ShortField, StrField, StrFixedLenField, StrLenField, XByteField, XShortField)
+                          LongField, ShortField, StrField, StrFixedLenField, StrLenField, XByteField,
+                          XShortField)
 from scapy.packet import Packet, Raw
 
 from amqpcap.amqp import detect, spec
@@ -185,7 +186,8 @@ class AMQPBody(AMQP):
 
 class AMQPHeartbeat(AMQP):
     name = "AMQP heartbeat"
-    fields_desc = [ByteEnumField("frame_type", 8, _FRAME_TYPES), ShortField("channel", 0), IntField("size", None),
+    fields_desc = [ByteEnumField("frame_type", 8, _FRAME_TYPES), ShortField("channel", 0),
+                   IntField("size", None),
                    XByteField("frame_end", FRAME_END)]
 
 
@@ -285,7 +287,8 @@ def _make_method_09(version: str, key, ms) -> type:
         "version": version,
         "method": ms.name,
         "_spec_names": {field_name(n): n for n, _ in ms.fields},
-        "fields_desc": AMQP.fields_desc[:3] + [ShortField("class_index", cid), ShortField("method_index", mid)]
+        "fields_desc": AMQP.fields_desc[:3]
+        + [ShortField("class_index", cid), ShortField("method_index", mid)]
         + _fields_09(ms.fields) + [XByteField("frame_end", FRAME_END)],
     })
 

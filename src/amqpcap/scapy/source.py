@@ -46,8 +46,8 @@ class PacketsSource:
             yield number, timestamp_ns(pkt.time), linktype_of(pkt), data, wirelen or len(data)
 
 
-def dissect_packets_to(packets, out: str, *, capture: str = "packets", body_bytes: int = 64, frames: bool = False,
-                       ports=(), keep_secrets: bool = False, force: bool = False):
+def dissect_packets_to(packets, out: str, *, capture: str = "packets", body_bytes: int = 64,
+                       frames: bool = False, ports=(), keep_secrets: bool = False, force: bool = False):
     """Dissect ``packets`` into the Parquet dataset directory ``out`` (as ``amqpcap dissect`` writes
     one capture); returns the row counts per table."""
     from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
