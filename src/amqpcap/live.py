@@ -249,6 +249,10 @@ def run(a) -> int:
     if a.rotate is not None and not a.out:
         print("amqpcap: --rotate needs -o OUT", file=sys.stderr)
         return EXIT_USAGE
+    if a.out and os.path.exists(a.out) and not a.force:
+        from amqpcap.records.writer import OutputExists
+
+        raise OutputExists(f"output {a.out} exists (use --force to replace it)")  # before capturing
     sock, err = _open_socket(a.interface, a.filter)
     if err:
         print(f"amqpcap: {err[1]}", file=sys.stderr)

@@ -64,6 +64,13 @@ def test_rotate_without_out_and_bad_rotation_are_usage_errors():
     one_line_error(run(["-i", "lo", "-o", "x", "--rotate", "sixty"]), 64)
 
 
+def test_existing_output_exit_5_before_capturing(tmp_path):
+    (tmp_path / "out").mkdir()
+    r = run(["-i", "lo", "-o", str(tmp_path / "out")])  # refused even before the socket is opened
+    one_line_error(r, 5)
+    assert "exists" in r.stderr
+
+
 def test_rotation_by_time_and_by_size():
     assert Rotation.parse("60s").seconds == 60 and Rotation.parse("5m").seconds == 300
     assert Rotation.parse("100MB").nbytes == 100_000_000 and Rotation.parse("1KB").nbytes == 1000
