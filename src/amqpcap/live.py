@@ -50,7 +50,7 @@ class Rotation:
         self.nbytes = nbytes
 
     @classmethod
-    def parse(cls, text: str) -> "Rotation":
+    def parse(cls, text: str) -> Rotation:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*", text)
         unit = m.group(2).lower() if m else None
         if unit not in _UNITS or float(m.group(1)) <= 0:
@@ -227,17 +227,17 @@ def _open_socket(iface: str, bpf: str):
     # On loopback every packet passes the packet socket twice (out and in); L2socket drops the
     # outgoing copy, as libpcap does there.
     factory = conf.L2socket if iface == conf.loopback_name else conf.L2listen
+    no_privilege = (EXIT_NO_PRIVILEGE,
+                    f"no privilege to capture on {iface} (run as root or give the interpreter CAP_NET_RAW)")
     try:
         return factory(iface=iface, filter=bpf), None
     except PermissionError:
-        return None, (EXIT_NO_PRIVILEGE, f"no privilege to capture on {iface} (run as root or give the "
-                                         "interpreter CAP_NET_RAW)")
+        return None, no_privilege
     except Scapy_Exception as e:
         return None, (EXIT_USAGE, f"cannot capture on {iface} with filter {bpf!r}: {e}")
     except (OSError, ValueError) as e:
         if isinstance(e, OSError) and e.errno == 1:
-            return None, (EXIT_NO_PRIVILEGE, f"no privilege to capture on {iface} (run as root or give "
-                                             "the interpreter CAP_NET_RAW)")
+            return None, no_privilege
         return None, (EXIT_NO_INTERFACE, f"cannot capture on {iface}: {getattr(e, 'strerror', None) or e}")
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from fixtures import amqp09 as A
 
-import amqpcap.scapy  # noqa: F401
+import amqpcap.scapy  # noqa: F401  (binds the layer)
 from amqpcap.amqp import spec
 from amqpcap.amqp.codec_0_10 import Decoder010
 from amqpcap.amqp.events import Content, Method
 from amqpcap.scapy import AMQP, AMQPBody, AMQPHeartbeat, AMQPProtocolHeader, header_class
 from amqpcap.scapy.layers import field_name
-from fixtures import amqp09 as A
 
 SAMPLE = {"octet": 7, "short": 513, "long": 70000, "longlong": 2**40 + 3, "timestamp": 1_700_000_000,
           "shortstr": "kurz", "longstr": "lang text", "content": "body text",
@@ -36,7 +36,7 @@ def test_every_method_built_with_scapy_decodes_to_its_arguments(version):
     methods = spec.get(version).METHODS
     stream = b""
     expected = []
-    for (cid, mid), ms in methods.items():
+    for ms in methods.values():
         if ms.content:
             continue
         args = sample_args(ms.fields)
@@ -89,11 +89,11 @@ def test_protocol_header_bytes():
 
 def test_field_table_values_survive_a_round_trip_through_the_decoder():
     table = {"decimal": {"$decimal": "314e-2"},
-             "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
+             "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC),
              "void": None, "arr": [1, 2.5, "s"], "neg": -3}
     frame = bytes(AMQP(method="exchange.declare", channel=1, exchange="e", type="topic", arguments=table))
     _, events = A.decode(frame, "0-9-1")
-    args = [e for e in events if isinstance(e, Method)][0].args["arguments"]
+    args = next(e for e in events if isinstance(e, Method)).args["arguments"]
     assert args["decimal"] == {"$decimal": "314e-2"} and args["void"] is None
     assert args["when"] == 1704153600 and args["arr"] == [1, 2.5, "s"] and args["neg"] == -3
 
@@ -132,8 +132,9 @@ def test_0_10_operations_built_with_scapy_decode_to_their_arguments():
 
 
 def test_bits_beyond_eight_take_a_second_octet():
-    from amqpcap.scapy.fields import PackedBitField
     from scapy.packet import Packet
+
+    from amqpcap.scapy.fields import PackedBitField
 
     class Nine(Packet):
         fields_desc = [PackedBitField(f"b{i}", False, i, 9) for i in range(9)]

@@ -8,7 +8,7 @@ from scapy.layers.inet import TCP
 from scapy.utils import rdpcap
 
 import amqpcap
-import amqpcap.scapy  # noqa: F401  (binds the layer)
+import amqpcap.scapy
 from amqpcap.scapy import AMQP, AMQPFragment, AMQPMethod, AMQPProtocolHeader
 
 CAPTURES = ["rabbitmq091_pika_full", "rabbitmq091_pyamqp_basic", "rabbitmq08_netamqp", "rabbitmq09_netamqp",

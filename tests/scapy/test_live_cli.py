@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LIVE = [sys.executable, "-m", "amqpcap.cli", "live"]
 
 
-def run(args, prefix=()):
-    return subprocess.run([*prefix, *LIVE, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+def run(args):
+    return subprocess.run([*LIVE, *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def one_line_error(r, code):
@@ -37,7 +37,7 @@ def test_without_capture_privilege_one_line_and_exit_77():
         # root without CAP_NET_RAW: the packet socket is refused as for an ordinary user
         r = subprocess.run(["capsh", "--drop=cap_net_raw", "--", "-c",
                             " ".join([*LIVE, "-i", "lo"])],
-                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+                           check=False, capture_output=True, text=True, cwd=ROOT, timeout=60)
     else:
         r = run(["-i", "lo"])
     one_line_error(r, 77)
@@ -157,6 +157,6 @@ def test_the_dissect_path_does_not_import_scapy(tmp_path):
             "amqpcap.pipeline.dissect('captures/rabbitmq091_pika_refused.pcap', sys.argv[1], force=True); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scapy'))")
     with_tmp = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")],
-                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+                              check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert with_tmp.returncode == 0, with_tmp.stderr
     assert with_tmp.stdout.strip() == "[]"

@@ -17,9 +17,21 @@ from __future__ import annotations
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, bind_layers
 
-from amqpcap.scapy.layers import (AMQP, AMQP010, DEFAULT_VERSION, METHOD_CLASSES, OP_CLASSES_010, AMQPBody,
-                                  AMQPFragment, AMQPHeartbeat, AMQPMethod, AMQPProtocolHeader, header_class,
-                                  known_version, method_class)
+from amqpcap.scapy.layers import (
+    AMQP,
+    AMQP010,
+    DEFAULT_VERSION,
+    METHOD_CLASSES,
+    OP_CLASSES_010,
+    AMQPBody,
+    AMQPFragment,
+    AMQPHeartbeat,
+    AMQPMethod,
+    AMQPProtocolHeader,
+    header_class,
+    known_version,
+    method_class,
+)
 
 AMQP_PORTS = (5672, 5671)
 

@@ -14,8 +14,8 @@ import uuid as _uuid
 
 from scapy.fields import ByteField, Field, IntField, LongField, ShortField
 
-from amqpcap.amqp import codec_0_10 as _c10
 from amqpcap.amqp import codec_0_9 as _c09
+from amqpcap.amqp import codec_0_10 as _c10
 from amqpcap.amqp.spec import v0_10 as _S10
 
 _U8, _U16, _U32 = struct.Struct(">B"), struct.Struct(">H"), struct.Struct(">I")
@@ -126,7 +126,7 @@ def encode_table_value(v) -> bytes:
     if isinstance(v, dict) and set(v) == {"$decimal"}:  # how the decoder spells a decimal
         v = decimal.Decimal(v["$decimal"])
     if isinstance(v, decimal.Decimal):
-        sign, digits, exp = v.as_tuple()
+        _sign, _digits, exp = v.as_tuple()
         scale = max(-exp, 0)
         unscaled = int(v.scaleb(scale))
         return b"D" + struct.pack(">Bi", scale, unscaled)

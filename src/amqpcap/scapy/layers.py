@@ -6,9 +6,11 @@ decides which class a frame gets (``dispatch_hook``): the protocol header, a
 method, its arguments as fields), a content header (one class per content
 class, its properties as conditional fields), a body or heartbeat frame, a 0-10
 control or command whose segment lies in one frame (one class per operation),
-any other 0-10 frame, or ``AMQPFragment`` for the bytes of a frame cut by the
-end of the packet.  A frame whose arguments do not decode by the specification
-keeps its class (and method name) with the undecoded arguments in ``data``.
+any other 0-10 frame, ``AMQPFragment`` for the bytes of a frame cut by the end
+of the packet (or continuing one from an earlier packet), ``TLSRecords`` for TLS
+on 5671, ``AMQPUndissected`` after ``MAX_CHAIN`` frames.  A method frame whose
+arguments do not decode by the specification is an ``AMQPMethod``: its method
+name, the undecoded arguments in ``data``.
 
 Field names are the specification's, with ``-`` written ``_`` (``reply_code``) and a
 ``_`` after a Python keyword or a scapy Packet attribute (``global_``, ``name_``);
@@ -21,11 +23,23 @@ from __future__ import annotations
 import keyword
 import struct
 from collections import OrderedDict
-from functools import lru_cache
+from functools import cache
 
-from scapy.fields import (ByteEnumField, ByteField, ConditionalField, FlagsField, IntField, LEShortField,
-                          LongField, ShortField, StrField, StrFixedLenField, StrLenField, XByteField,
-                          XShortField)
+from scapy.fields import (
+    ByteEnumField,
+    ByteField,
+    ConditionalField,
+    FlagsField,
+    IntField,
+    LEShortField,
+    LongField,
+    ShortField,
+    StrField,
+    StrFixedLenField,
+    StrLenField,
+    XByteField,
+    XShortField,
+)
 from scapy.packet import Packet, Raw
 
 from amqpcap.amqp import detect, spec
@@ -98,13 +112,14 @@ def _version_for(under, data: bytes) -> str:
 # -- base classes ---------------------------------------------------------------------------
 
 class _ChosenByAMQP:
-    """Classes ``AMQP(...)`` may return: they accept (and ignore) its ``method`` / ``version``."""
+    """Classes ``AMQP(...)`` may return: they accept its ``method`` / ``version`` arguments, which
+    chose the class (``dispatch_hook``) and are not fields."""
 
     def __init__(self, *args, method=None, version=None, **fields):
         super().__init__(*args, **fields)
 
 
-class AMQP(Packet):
+class AMQP(_ChosenByAMQP, Packet):
     """An AMQP frame; ``AMQP(bytes)`` picks the class of the frame (see the module docstring).
 
     Build with ``AMQP(method="basic.publish", channel=1, exchange="ex", ...)`` (``version=``
@@ -123,10 +138,6 @@ class AMQP(Packet):
         StrLenField("data", b"", length_from=lambda p: p.size),
         XByteField("frame_end", FRAME_END),
     ]
-
-    def __init__(self, *args, method=None, version=None, **fields):
-        # method / version choose the class (dispatch_hook); they are not fields
-        super().__init__(*args, **fields)
 
     @classmethod
     def dispatch_hook(cls, _pkt=None, *args, **kw):
@@ -272,7 +283,7 @@ def _fields_09(fields) -> list:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _method_table_09(version: str) -> dict:
     # As the 0-9 codec looks methods up: the version's own table, then 0-9-1's for what it
     # lacks (RabbitMQ answers 0-8 and 0-9 clients with 0-9-1 extensions).
