@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="PNG figures and one HTML page")
     r.add_argument("path", metavar="OUT_OR_CAPTURE")
     r.add_argument("-o", "--out", required=True, help="report directory")
-    from amqpcap import live; live.register(sub)  # noqa: E702  (amqpcap live: src/amqpcap/live.py)
+    from amqpcap import live  # amqpcap live: src/amqpcap/live.py registers itself
+
+    live.register(sub)
     return p
 
 
