@@ -233,7 +233,7 @@ class Dissector:
         self._write_done()
 
     def write_finished(self) -> None:
-        """Write the connection rows of the conversations that have ended (a live capture does, per segment)."""
+        """Write the connection rows of the conversations that have ended (live: at each segment)."""
         self._write_done()
 
     def _write_done(self) -> None:
