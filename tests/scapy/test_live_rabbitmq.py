@@ -100,13 +100,18 @@ def per_direction(rows):
     return {d: [(c, m) for dd, c, m in rows if dd == d] for d in ("c2s", "s2c")}
 
 
-def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pika_log):
+def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pika_log, monkeypatch):
+    import amqp.transport
     import pika
+    import pika.adapters.utils.connection_workflow as workflow
 
     rec = recorder()
     rec.ensure_broker()
     rec.reset_broker_state()
     rec.SOURCE["addr"] = ADDR
+    # the recorder binds client sockets to ADDR by swapping the clients' socket modules; put them back after
+    monkeypatch.setattr(workflow, "socket", workflow.socket)
+    monkeypatch.setattr(amqp.transport, "socket", amqp.transport.socket)
     rec.install_socket_tracing()
     params = pika.ConnectionParameters(host="127.0.0.1", port=5672, virtual_host=rec.VHOST, heartbeat=0,
                                        credentials=pika.PlainCredentials(rec.USER, rec.PASSWORD),
