@@ -71,6 +71,11 @@ def dissect_packets(packets, out=None, **options):
     With ``out`` the Parquet dataset is written there too (``force=True`` to replace it);
     ``capture`` names the packets in the tables' ``capture`` column (default "packets");
     ``body_bytes``, ``frames``, ``ports``, ``keep_secrets`` as for ``amqpcap dissect``.
+
+    Packets must start with a link layer scapy knows (Ether, CookedLinux, Loopback, IP, IPv6,
+    ...): packets that ``rdpcap`` read as ``Raw`` (scapy's layers not loaded yet) cannot be
+    placed; they are reported as an ``unsupported-link-type`` anomaly, and if nothing else
+    could be read, a ``CaptureError`` is raised as for a file of an unknown link type.
     """
     from amqpcap.analysis.load import load_dir
 
