@@ -2,7 +2,8 @@
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
 # System packages: tshark (differential tests against Wireshark's dissector), tcpdump
-# (a real loopback capture read back by our reader).
+# (a real loopback capture read back by our reader), rabbitmq-server (amqpcap live against a real
+# broker on loopback), capsh (libcap2-bin: live without capture privilege, as root).
 # Python packages go into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,8 @@ need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
+command -v capsh >/dev/null 2>&1 || need+=(libcap2-bin)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing ${need[*]} (apt)"

@@ -7,3 +7,11 @@ def load(path, **kwargs):
     from amqpcap.analysis.tables import load as _load
 
     return _load(path, **kwargs)
+
+
+def dissect_packets(packets, out=None, **options):
+    """Dissect an iterable of scapy packets (``rdpcap``, ``sniff``, crafted) into the tables ``load``
+    returns; see :func:`amqpcap.scapy.source.dissect_packets`."""
+    from amqpcap.scapy.source import dissect_packets as _dissect_packets
+
+    return _dissect_packets(packets, out, **options)

@@ -23,7 +23,7 @@ from amqpcap.exitcodes import TABLE as EXIT_TABLE
 from amqpcap.exitcodes import Exit
 
 #: Modules whose ``register(sub)`` adds a subcommand (see the module docstring).
-SUBCOMMAND_MODULES: list[str] = []
+SUBCOMMAND_MODULES: list[str] = ["amqpcap.live"]
 
 STDIN = "-"
 

@@ -244,6 +244,10 @@ class Dissector:
             del self.flows[k]
         self._write_done()
 
+    def write_finished(self) -> None:
+        """Write the connection rows of the conversations that have ended (live: at each segment)."""
+        self._write_done()
+
     def _write_done(self) -> None:
         for conv in sorted(self.done, key=lambda c: c.stream):
             row = conv.row
