@@ -1,11 +1,12 @@
 """AMQP 0-8 / 0-9 / 0-9-1 codec: frames, methods, content headers, field tables.
 
-``Decoder09`` is the sans-IO decoder of one connection after the protocol
-header: ``feed()`` bytes of either direction, ``pop_events()`` to read what
-they decoded.  It never raises on wire data: whatever it cannot decode becomes
-an ``Anomaly`` event and it resynchronises on the next frame boundary it can
-prove (valid type, size within limits, frame-end octet where the size says,
-and for method frames a class/method the specification knows).
+``Decoder09`` is the frame grammar of these versions on the stream core
+(``stream.StreamDecoder``): ``feed()`` bytes of either direction after the
+protocol header, ``pop_events()`` to read what they decoded.  It never raises on
+wire data: whatever it cannot decode becomes an ``Anomaly`` event and the core
+resynchronises on the next frame boundary this grammar proves (``_probe``: valid
+type, size within limits, frame-end octet where the size says, and for method
+frames a class/method the specification knows).
 
 Memory is bounded: nothing is allocated from a wire length field; a direction
 buffers at most one frame (capped by the negotiated frame-max, else
