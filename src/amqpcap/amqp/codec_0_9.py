@@ -19,13 +19,13 @@ from functools import lru_cache, partial
 from struct import Struct, error as StructError
 
 from amqpcap.amqp import spec as _spec
-from amqpcap.amqp.detect import CANDIDATE_0_9, chain_0_9
+from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
 from amqpcap.amqp.stream import DecodeError, Pending, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
-MAX_FRAME = 1 << 20  # before tune: RabbitMQ's maximum frame-max is 128 KiB; allow 1 MiB
+MAX_FRAME = MAX_FRAME_0_9  # before tune: RabbitMQ's maximum frame-max is 128 KiB; allow 1 MiB
 HARD_MAX_FRAME = 16 << 20  # no frame is accepted above this whatever was negotiated
 MAX_DEPTH = 64  # nesting limit for field tables and arrays
 
