@@ -4,6 +4,9 @@ The caller strips the protocol headers (``AMQP 01 01 00 0A``) and feeds the
 rest of each direction's byte stream with ``feed``; lost bytes are reported
 with ``gap``; ``finish`` ends the capture.  Events are drained with
 ``pop_events`` as ``(direction, event)`` pairs, direction 0 = client->server.
+``Decoder010`` is the 0-10 frame grammar on the stream core (``stream.StreamDecoder``:
+buffers, resync, gaps, end of capture, content assembly); segments are read by one
+function per segment type (``SEGMENT_READERS``).
 
 Wire structure (spec sections 4.4, 5.3, 5.7-5.9):
 

@@ -1,11 +1,12 @@
 """AMQP 0-8 / 0-9 / 0-9-1 codec: frames, methods, content headers, field tables.
 
-``Decoder09`` is the sans-IO decoder of one connection after the protocol
-header: ``feed()`` bytes of either direction, ``pop_events()`` to read what
-they decoded.  It never raises on wire data: whatever it cannot decode becomes
-an ``Anomaly`` event and it resynchronises on the next frame boundary it can
-prove (valid type, size within limits, frame-end octet where the size says,
-and for method frames a class/method the specification knows).
+``Decoder09`` is the frame grammar of these versions on the stream core
+(``stream.StreamDecoder``): ``feed()`` bytes of either direction after the
+protocol header, ``pop_events()`` to read what they decoded.  It never raises on
+wire data: whatever it cannot decode becomes an ``Anomaly`` event and the core
+resynchronises on the next frame boundary this grammar proves (``_probe``: valid
+type, size within limits, frame-end octet where the size says, and for method
+frames a class/method the specification knows).
 
 Memory is bounded: nothing is allocated from a wire length field; a direction
 buffers at most one frame (capped by the negotiated frame-max, else
@@ -18,13 +19,13 @@ from functools import lru_cache, partial
 from struct import Struct, error as StructError
 
 from amqpcap.amqp import spec as _spec
-from amqpcap.amqp.detect import CANDIDATE_0_9, chain_0_9
+from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
 from amqpcap.amqp.stream import DecodeError, Pending, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
-MAX_FRAME = 1 << 20  # before tune: RabbitMQ's maximum frame-max is 128 KiB; allow 1 MiB
+MAX_FRAME = MAX_FRAME_0_9  # before tune: RabbitMQ's maximum frame-max is 128 KiB; allow 1 MiB
 HARD_MAX_FRAME = 16 << 20  # no frame is accepted above this whatever was negotiated
 MAX_DEPTH = 64  # nesting limit for field tables and arrays
 

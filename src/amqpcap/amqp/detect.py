@@ -34,7 +34,7 @@ def is_tls(data: bytes) -> bool:
 
 # 0-8 / 0-9 / 0-9-1 frame types (4-7 are 0-8's out-of-band and trace frames).
 TYPES_0_9 = frozenset(range(1, 9))
-MAX_FRAME_0_9 = 1 << 20  # before connection.tune, as the 0-9 codec allows
+MAX_FRAME_0_9 = 1 << 20  # before connection.tune (the 0-9 codec's limit too)
 _ZERO4 = b"\0\0\0\0"
 
 

@@ -1,4 +1,4 @@
-"""Bookkeeping of one direction of a conversation picked up mid-stream (shared by the codecs).
+"""Bookkeeping of one direction of a conversation picked up mid-stream (used by the stream core).
 
 A capture that starts inside a connection first skips to a provable frame boundary
 (the start-of-stream resync), and then usually sees the rest of a message that
