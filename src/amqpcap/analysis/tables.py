@@ -15,6 +15,7 @@ A table that is absent from the output (``frames`` unless dissected with
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -187,11 +188,20 @@ def cache_key(capture: str | os.PathLike, **dissect_opts) -> str:
     opts = {k: (list(v) if isinstance(v, (tuple, set)) else v) for k, v in sorted(dissect_opts.items())}
     h.update(b"\0amqpcap-options\0")
     h.update(json.dumps(opts, sort_keys=True, default=str).encode())
-    try:
-        from amqpcap import __version__
-    except Exception:  # pragma: no cover
-        __version__ = "?"
-    h.update(f"\0schema-1\0amqpcap-{__version__}".encode())
+    h.update(b"\0amqpcap-code\0" + _code_fingerprint().encode())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _code_fingerprint() -> str:
+    """sha256 of amqpcap's own source: a dissection cached by another version of the
+    decoder or the schema (even one between releases) is never reused."""
+    import amqpcap
+
+    h = hashlib.sha256(amqpcap.__version__.encode())
+    root = Path(amqpcap.__file__).parent
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 

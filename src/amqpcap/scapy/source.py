@@ -77,7 +77,7 @@ def dissect_packets(packets, out=None, **options):
     placed; they are reported as an ``unsupported-link-type`` anomaly, and if nothing else
     could be read, a ``CaptureError`` is raised as for a file of an unknown link type.
     """
-    from amqpcap.analysis.load import load_dir
+    from amqpcap.analysis.tables import load_dir
 
     if out is not None:
         dissect_packets_to(packets, os.fspath(out), **options)
