@@ -125,7 +125,7 @@ METHODS = _KEYS + [
     ("reason", pa.string(), "reason argument (connection.blocked)."),
     ("accept_mode", pa.int16(),
      "0-10 accept-mode (message.subscribe, message.transfer): 0 explicit, 1 none."),
-    ("id_ranges", pa.list_(pa.struct([("lower", pa.int64()), ("upper", pa.int64())])),
+    ("id_ranges", pa.list_(pa.field("element", pa.struct([("lower", pa.int64()), ("upper", pa.int64())]))),
      "0-10 sequence set, inclusive ranges of command ids: `commands` of session.completed / "
      "known-completed / expected / confirmed, `transfers` of message.accept / release / reject / acquire."),
     ("code", pa.int32(),
