@@ -595,6 +595,10 @@ RPC_COLS = {
     "delivered_frame": "Int64", "delivered_ts": TS_DTYPE, "client_latency_ms": "float64",
 }
 
+_RPC_FIELDS = ("capture", "tcp_stream", "channel", "request_method", "request_direction", "request_frame",
+               "request_ts", "correlation_id", "reply_to", "status", "response_capture", "response_tcp_stream",
+               "response_channel", "response_method", "response_direction", "response_frame", "response_ts",
+               "delivered_frame", "delivered_ts")
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -654,21 +658,13 @@ def rpc(t) -> pd.DataFrame:
         for x in (pub, dlv):
             if x is not None:
                 used.add(x[0])
-        row = dict(capture=q[0], tcp_stream=q[1], channel=q[2], request_method=q[3], request_direction=q[4],
-                   request_frame=q[5], request_ts=q[6], correlation_id=q[7], reply_to=q[8],
-                   status="ok" if pub else ("ok-delivery" if dlv else "missing"))
-        if resp is not None:
-            rr = resp[1]
-            row.update(response_capture=rr[0], response_tcp_stream=rr[1], response_channel=rr[2],
-                       response_method=rr[3], response_direction=rr[4], response_frame=rr[5], response_ts=rr[6])
-        if dlv is not None:
-            row.update(delivered_frame=dlv[1][5], delivered_ts=dlv[1][6])
-        rows.append(row)
-    df = _finish(rows, RPC_COLS)
+        status = "ok" if pub else ("ok-delivery" if dlv else "missing")
+        rr = resp[1] if resp is not None else (None,) * 7
+        dl = dlv[1] if dlv is not None else (None,) * 7
+        rows.append(tuple(q[:9]) + (status,) + tuple(rr[:7]) + (dl[5], dl[6]))
+    df = _finish(rows, RPC_COLS, _RPC_FIELDS)
     if len(df):
-        df["client_latency_ms"] = latency_ms(
-            [NAT if r["request_ts"] is None else r["request_ts"] for r in rows],
-            [NAT if r.get("delivered_ts") is None else r["delivered_ts"] for r in rows])
+        df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
     return df.reset_index(drop=True)
 
 
