@@ -190,10 +190,23 @@ def build(rows: list[dict], columns: dict) -> pd.DataFrame:
     """DataFrame from row dicts with dtypes from {name: dtype}; ``*_ts`` int ns columns become timestamps."""
     if not rows:
         return empty(columns)
-    raw = pd.DataFrame.from_records(rows, columns=list(columns))  # one pass in C; absent keys: NaN
+    names = list(columns)
+    return build_columns(object_frame([tuple(r.get(n) for n in names) for r in rows], names), columns)
+
+
+def object_frame(rows: list[tuple], names: list[str]) -> pd.DataFrame:
+    """Tuples -> one object column per name, values untouched (no int -> float inference, which
+    would round ns timestamps)."""
+    cols = list(zip(*rows)) if rows else [()] * len(names)
+    return pd.DataFrame({n: np.array(c, dtype=object) for n, c in zip(names, cols)}, copy=False)
+
+
+def build_columns(raw: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    """``raw`` (object columns, missing as None / NaN) typed as {name: dtype}; columns absent from
+    ``raw`` are null."""
     data = {}
     for name, dtype in columns.items():
-        col = raw[name]
+        col = raw[name] if name in raw.columns else pd.Series([None] * len(raw), dtype=object)
         if str(dtype).startswith("datetime64"):
             v = col.to_numpy(dtype=object)
             data[name] = to_ts(v)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, build, covered, latency_ms, ns, ordered, records, spec_by_name,
+    NAT, STR, TS_DTYPE, object_frame, build, build_columns, covered, latency_ms, ns, ordered, records, spec_by_name,
 )
 from amqpcap.analysis.tables import as_tables
 
@@ -33,12 +33,11 @@ _CLOSE_OK = ("channel.close-ok", "connection.close-ok")
 _BY_ID = ("session.completed", "execution.result", "execution.exception")
 
 
-def _with_content_completion(t) -> pd.DataFrame:
-    """methods in wire order, plus ``done_frame`` / ``done_ts`` (ns): the packet that completed
-    the content (from ``messages``, joined on stream and offset), else the method's own packet."""
-    m = ordered(t.methods)
-    m = m.reset_index(drop=True)
-    done_frame = m["frame_number"].astype("Int64").to_numpy(dtype=object, na_value=None)
+def _with_content_completion(t, names) -> pd.DataFrame:
+    """The methods named ``names`` in wire order, plus ``_done_frame`` / ``_done_ts`` (ns): the packet
+    that completed the content (from ``messages``, joined on stream and offset), else the method's own."""
+    m = ordered(t.methods, names).reset_index(drop=True)
+    done_frame = m["frame_number"].astype("Int64")
     done_ts = ns(m["ts"]) if len(m) else np.zeros(0, dtype=np.int64)
     msgs = t.messages
     if len(m) and len(msgs):
@@ -47,10 +46,10 @@ def _with_content_completion(t) -> pd.DataFrame:
         mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
         j = m[key].merge(mm, on=key, how="left")
         has = j["_mframe"].notna().to_numpy()
-        done_frame = np.where(has, j["_mframe"].astype("Int64").to_numpy(dtype=object, na_value=None), done_frame)
-        mts = ns(j["_mts"]) if has.any() else done_ts
-        done_ts = np.where(has, mts, done_ts)
-    m["_done_frame"] = pd.array(list(done_frame), dtype="Int64") if len(m) else pd.array([], dtype="Int64")
+        done_frame = j["_mframe"].astype("Int64").where(has, done_frame)
+        if has.any():
+            done_ts = np.where(has, ns(j["_mts"]), done_ts)
+    m["_done_frame"] = done_frame.to_numpy() if len(m) else pd.array([], dtype="Int64")
     m["_done_ts"] = done_ts
     return m
 
@@ -63,12 +62,15 @@ _BASE_COLS = {
 }
 
 
-def _finish(rows, columns) -> pd.DataFrame:
-    df = build(rows, columns)
+def _finish(rows, columns, fields=None) -> pd.DataFrame:
+    """The result frame: ``rows`` are dicts, or tuples in the order of ``fields`` (a tuple per pair
+    is a fraction of a dict's memory on big captures)."""
+    if fields is not None and rows:
+        df = build_columns(object_frame(rows, list(fields)), columns)
+    else:
+        df = build(rows, columns)
     if len(df):
-        req = np.array([NAT if r.get("request_ts") is None else r["request_ts"] for r in rows], dtype=np.int64)
-        resp = np.array([NAT if r.get("response_ts") is None else r["response_ts"] for r in rows], dtype=np.int64)
-        df["latency_ms"] = latency_ms(req, resp)
+        df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
     return df
 
 
@@ -209,6 +211,10 @@ def method_rtt(t) -> pd.DataFrame:
 
 CONFIRM_COLS = dict(_BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean",
                     exchange=STR, routing_key=STR)
+_PAIR_FIELDS = ("capture", "tcp_stream", "channel", "version", "request_method", "request_direction",
+                "request_frame", "request_ts", "response_method", "response_frame", "response_ts", "delivery_tag",
+                "outcome", "multiple")
+_CONFIRM_FIELDS = _PAIR_FIELDS + ("exchange", "routing_key")
 
 
 def confirms(t) -> pd.DataFrame:
@@ -222,8 +228,8 @@ def confirms(t) -> pd.DataFrame:
     completed its content (``request_frame``).
     """
     t = as_tables(t)
-    m = _with_content_completion(t)
-    rows: list[dict] = []
+    m = _with_content_completion(t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN)
+    rows: list[tuple] = []
     if len(m) == 0:
         return _finish(rows, CONFIRM_COLS)
     cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number", "ts",
@@ -231,13 +237,9 @@ def confirms(t) -> pd.DataFrame:
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict}
 
     def settle(pub, resp, outcome, multiple):
-        rows.append(dict(
-            capture=pub["capture"], tcp_stream=pub["tcp_stream"], channel=pub["channel"], version=pub["version"],
-            request_method="basic.publish", request_direction="c2s", request_frame=pub["frame"], request_ts=pub["ts"],
-            response_method=resp[4] if resp else None, response_frame=resp[7] if resp else None,
-            response_ts=resp[8] if resp else None, delivery_tag=pub["n"], outcome=outcome, multiple=multiple,
-            exchange=pub["exchange"], routing_key=pub["routing_key"],
-        ))
+        rows.append((pub["capture"], pub["tcp_stream"], pub["channel"], pub["version"], "basic.publish", "c2s",
+                     pub["frame"], pub["ts"], resp[4] if resp else None, resp[7] if resp else None,
+                     resp[8] if resp else None, pub["n"], outcome, multiple, pub["exchange"], pub["routing_key"]))
 
     def drain(c):
         for pub in c["out"].values():
@@ -276,7 +278,7 @@ def confirms(t) -> pd.DataFrame:
                 settle(out.pop(tag), r, outcome, bool(multiple) if multiple is not None else False)
     for c in chans.values():
         drain(c)
-    df = _finish(rows, CONFIRM_COLS)
+    df = _finish(rows, CONFIRM_COLS, _CONFIRM_FIELDS)
     return df.sort_values(["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable").reset_index(drop=True)
 
 
@@ -373,6 +375,7 @@ def consumers(t) -> pd.DataFrame:
 ACK_COLS = dict(_BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean", requeue="boolean",
                 redelivered="boolean", consumer_tag=STR, queue=STR, exchange=STR, routing_key=STR)
 
+_ACK_FIELDS = _PAIR_FIELDS + ("requeue", "redelivered", "consumer_tag", "queue", "exchange", "routing_key")
 _SETTLE = {"basic.ack": "ack", "basic.nack": "nack", "basic.reject": "reject",
            "message.accept": "ack", "message.release": "nack", "message.reject": "reject"}
 
@@ -392,8 +395,8 @@ def consumer_acks(t) -> pd.DataFrame:
     The delivery is timed at the packet that completed its content.
     """
     t = as_tables(t)
-    m = _with_content_completion(t)
-    rows: list[dict] = []
+    m = _with_content_completion(t, _CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"))
+    rows: list[tuple] = []
     if len(m) == 0:
         return _finish(rows, ACK_COLS)
     info, _ = consumer_state(m)
@@ -403,14 +406,10 @@ def consumer_acks(t) -> pd.DataFrame:
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
 
     def settle(dl, resp, outcome, multiple, requeue):
-        rows.append(dict(
-            capture=dl["capture"], tcp_stream=dl["tcp_stream"], channel=dl["channel"], version=dl["version"],
-            request_method=dl["method"], request_direction="s2c", request_frame=dl["frame"], request_ts=dl["ts"],
-            response_method=resp[4] if resp else None, response_frame=resp[7] if resp else None,
-            response_ts=resp[8] if resp else None, delivery_tag=dl["tag"], outcome=outcome, multiple=multiple,
-            requeue=requeue, redelivered=dl["redelivered"], consumer_tag=dl["consumer_tag"], queue=dl["queue"],
-            exchange=dl["exchange"], routing_key=dl["routing_key"],
-        ))
+        rows.append((dl["capture"], dl["tcp_stream"], dl["channel"], dl["version"], dl["method"], "s2c", dl["frame"],
+                     dl["ts"], resp[4] if resp else None, resp[7] if resp else None, resp[8] if resp else None,
+                     dl["tag"], outcome, multiple, requeue, dl["redelivered"], dl["consumer_tag"], dl["queue"],
+                     dl["exchange"], dl["routing_key"]))
 
     for pos, r in enumerate(records(m, cols)):
         (cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, requeue, redelivered, ctag,
@@ -456,7 +455,7 @@ def consumer_acks(t) -> pd.DataFrame:
     for key, out in chans.items():
         for dl in out.values():
             settle(dl, None, "unsettled", None, None)
-    df = _finish(rows, ACK_COLS)
+    df = _finish(rows, ACK_COLS, _ACK_FIELDS)
     return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(drop=True)
 
 
@@ -596,6 +595,10 @@ RPC_COLS = {
     "delivered_frame": "Int64", "delivered_ts": TS_DTYPE, "client_latency_ms": "float64",
 }
 
+_RPC_FIELDS = ("capture", "tcp_stream", "channel", "request_method", "request_direction", "request_frame",
+               "request_ts", "correlation_id", "reply_to", "status", "response_capture", "response_tcp_stream",
+               "response_channel", "response_method", "response_direction", "response_frame", "response_ts",
+               "delivered_frame", "delivered_ts")
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -655,21 +658,13 @@ def rpc(t) -> pd.DataFrame:
         for x in (pub, dlv):
             if x is not None:
                 used.add(x[0])
-        row = dict(capture=q[0], tcp_stream=q[1], channel=q[2], request_method=q[3], request_direction=q[4],
-                   request_frame=q[5], request_ts=q[6], correlation_id=q[7], reply_to=q[8],
-                   status="ok" if pub else ("ok-delivery" if dlv else "missing"))
-        if resp is not None:
-            rr = resp[1]
-            row.update(response_capture=rr[0], response_tcp_stream=rr[1], response_channel=rr[2],
-                       response_method=rr[3], response_direction=rr[4], response_frame=rr[5], response_ts=rr[6])
-        if dlv is not None:
-            row.update(delivered_frame=dlv[1][5], delivered_ts=dlv[1][6])
-        rows.append(row)
-    df = _finish(rows, RPC_COLS)
+        status = "ok" if pub else ("ok-delivery" if dlv else "missing")
+        rr = resp[1] if resp is not None else (None,) * 7
+        dl = dlv[1] if dlv is not None else (None,) * 7
+        rows.append(tuple(q[:9]) + (status,) + tuple(rr[:7]) + (dl[5], dl[6]))
+    df = _finish(rows, RPC_COLS, _RPC_FIELDS)
     if len(df):
-        df["client_latency_ms"] = latency_ms(
-            [NAT if r["request_ts"] is None else r["request_ts"] for r in rows],
-            [NAT if r.get("delivered_ts") is None else r["delivered_ts"] for r in rows])
+        df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
     return df.reset_index(drop=True)
 
 

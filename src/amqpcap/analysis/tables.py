@@ -171,6 +171,7 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
         else:
             present.append(name)
         frames[name] = df
+    pa.default_memory_pool().release_unused()  # the Arrow tables are converted: give their memory back
     return Tables(**frames, source=str(directory), present=tuple(present))
 
 

@@ -32,8 +32,9 @@ BY = {
 _VALUES = ["messages", "body_bytes", "frames", "wire_bytes"]
 
 
-def _overhead(version) -> int:
-    return 12 if version == "0-10" else 8
+def _overhead(version: pd.Series) -> np.ndarray:
+    """Framing bytes per frame: 12 for 0-10 (frame header), 8 for the others (header + frame-end)."""
+    return np.where((version == "0-10").fillna(False).to_numpy(dtype=bool), 12, 8).astype(np.int64)
 
 
 def message_queues(t) -> pd.DataFrame:
@@ -62,12 +63,17 @@ def message_queues(t) -> pd.DataFrame:
     return msgs
 
 
-def _frames_events(t, msgs: pd.DataFrame) -> pd.DataFrame:
-    """One event per frame, attributed to the message its method frame started."""
+def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
+    """One event per frame, attributed to the message its method frame started (``attrs``: the
+    message attributes wanted)."""
     f = t.frames[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "wire_size"]].copy()
     f["frames"] = 1
     f["wire_bytes"] = f["wire_size"].fillna(0).astype("int64")
     f = f.drop(columns="wire_size")
+    if not attrs:
+        f["messages"] = 0
+        f["body_bytes"] = 0
+        return f.drop(columns="stream_offset")
     # anchor: every method frame (methods table) by stream offset, with its message's attributes
     m = t.methods[["capture", "tcp_stream", "channel", "direction", "stream_offset"]].dropna(subset=["stream_offset"])
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
@@ -95,15 +101,18 @@ def _frames_events(t, msgs: pd.DataFrame) -> pd.DataFrame:
             f.loc[j.index, c] = j[c].astype(object).where(j[c].notna(), None)
     f["messages"] = 0
     f["body_bytes"] = 0
-    return f.drop(columns="stream_offset")
+    return f.drop(columns=["stream_offset"] + [c for c in ("exchange", "routing_key", "queue") if c not in attrs])
 
 
-def _estimated_events(t, msgs: pd.DataFrame) -> pd.DataFrame:
-    m = t.methods[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]].copy()
+def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
+    m = t.methods[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]]
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
-    attrs = msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
-    m = m.merge(attrs, on=key, how="left")
-    over = np.array([_overhead(v) for v in m["version"].astype(object)], dtype=np.int64)
+    if attrs:  # a method frame carries its message's exchange / routing key / queue
+        a = msgs[key + attrs].dropna(subset=["stream_offset"]).drop_duplicates(key)
+        m = m.merge(a, on=key, how="left")
+    else:
+        m = m.copy()
+    over = _overhead(m["version"])
     m["frames"] = 1
     m["wire_bytes"] = m["frame_size"].fillna(0).astype("int64").to_numpy() + over
     m["messages"] = 0
@@ -129,8 +138,9 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
         raise ValueError(f"by must be one of {[k for k in BY if k]}, not {by!r}")
     t = as_tables(t)
     keys = BY[by]
-    msgs = message_queues(t)
-    mev = msgs[["capture", "tcp_stream", "channel", "direction", "ts", "exchange", "routing_key", "queue"]].copy()
+    attrs = [k for k in ("exchange", "routing_key", "queue") if k in keys]  # message attributes grouped by
+    msgs = message_queues(t) if "queue" in keys else t.messages
+    mev = msgs[["capture", "tcp_stream", "channel", "direction", "ts"] + attrs].copy()
     mev["messages"] = 1
     size = msgs["body_size"].fillna(msgs["body_received"]).fillna(0).astype("int64")
     mev["body_bytes"] = size.to_numpy()
@@ -138,13 +148,13 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     if frames_source == "frames":
         mev["frames"] = 0
         mev["wire_bytes"] = 0
-        fev = _frames_events(t, msgs)
+        fev = _frames_events(t, msgs, attrs)
     else:
-        over = np.array([_overhead(v) for v in msgs["version"].astype(object)], dtype=np.int64)
+        over = _overhead(msgs["version"])
         bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
         mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
         mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
-        fev = _estimated_events(t, msgs)
+        fev = _estimated_events(t, msgs, attrs)
     ev = pd.concat([mev, fev], ignore_index=True) if len(fev) else mev
     out_cols = ["bucket"] + keys + ["direction"] + _VALUES
     if len(ev) == 0:
