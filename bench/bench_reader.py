@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from amqpcap.capture.link import parse_packet  # noqa: E402
+from amqpcap.capture.link import Packet, parse_packet  # noqa: E402
 from amqpcap.capture.reader import open_capture  # noqa: E402
 
 
@@ -104,8 +104,8 @@ def bench_parse(path: str) -> tuple[int, float, int]:
     pp = parse_packet
     for n, _ts, lt, data, _w in open_capture(path):
         r = pp(lt, data)
-        if r.__class__ is tuple:
-            nbytes += len(r[9])
+        if r.__class__ is Packet:
+            nbytes += len(r.payload)
     return n, time.perf_counter() - t, nbytes
 
 
