@@ -194,7 +194,8 @@ def test_output_is_atomic_existing_output_is_kept_and_a_failed_job_leaves_nothin
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
-def test_gzip_captures_are_a_task_each_and_small_ones_share_one(spark, tmp_path):
+def test_gzip_captures_are_a_task_each_and_small_ones_share_one_with_a_progress_line_per_stage(
+        spark, tmp_path, capsys):
     import gzip
 
     gz = tmp_path / "full.pcap.gz"
@@ -202,8 +203,13 @@ def test_gzip_captures_are_a_task_each_and_small_ones_share_one(spark, tmp_path)
     small = [str(ROOT / "captures" / n)
              for n in ("rabbitmq091_pika_blocked.pcap", "rabbitmq08_rejected.pcap")]
     out, want = str(tmp_path / "spark"), str(tmp_path / "dissect")
-    s = run(spark, [str(gz)] + small, out, split_size=10_000)  # the gzip one is bigger: never split
+    # the gzip capture is larger than the split size: never split
+    s = run(spark, [str(gz)] + small, out, split_size=10_000, progress=True)
     dissect([str(gz)] + small, want)
     assert os.path.getsize(gz) > 10_000
     assert s.tasks == 2 and not s.split and s.captures == 3
+    err = capsys.readouterr().err
+    mb = sum(os.path.getsize(c) for c in [gz, *small]) / 1e6
+    assert f"amqpcap spark: 3 captures, {mb:,.1f} MB\n" in err
+    assert "amqpcap spark: dissect: 2/2 tasks done, " in err
     assert_same_dataset(out, want, TABLES[:4])
