@@ -1,21 +1,33 @@
 #!/usr/bin/env python3
-"""End-to-end throughput: amqpcap dissect vs tshark on the same 0-9-1 capture.
+"""End-to-end throughput and peak RSS: amqpcap dissect vs tshark, on two traffic shapes.
 
-    python bench/bench_dissect.py [--mb 32] [--capture FILE] [--profile]
+    python bench/bench_dissect.py [--shape bulk,small] [--mb 32] [--packets 1000000] [--runs 2]
+                                  [--big] [--capture FILE] [--profile] [--frames] [--no-tshark]
 
-Builds (once, cached in bench/data/) a capture of realistic AMQP 0-9-1
-traffic: several connections, each a publisher with confirms and a consumer
-with acks; publishes carry basic properties and a headers table, bodies of
-100 B to 16 KiB (some over frame-max, so split across body frames), several
-frames per TCP segment, segments of at most 16 KiB (loopback-like).
-Then times `amqpcap dissect` (all default tables written; `--frames` adds the
-frames table) and
-`tshark -r CAPTURE -Y amqp -T fields` with a dozen AMQP fields, and prints
-both throughputs and their ratio.
+Shapes (each built once, cached in bench/data/, not committed):
+
+* ``bulk``: realistic AMQP 0-9-1 traffic of ``--mb`` MB: several connections, each a
+  publisher with confirms and a consumer with acks; publishes carry basic properties and
+  a headers table, bodies of 100 B to 16 KiB (some over frame-max, so split across body
+  frames), several frames per TCP segment, segments of at most 16 KiB (loopback-like).
+* ``small``: about ``--packets`` packets of small-packet traffic (``bench_stats.build_small``:
+  each publish and each delivery of a 32-256 B body in a packet of its own, confirms and
+  acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
+
+Each tool runs in a process of its own (best of ``--runs``), timed from start to exit,
+its peak RSS taken from the kernel (``wait4``).  amqpcap is ``amqpcap dissect`` (all
+default tables; ``--frames`` adds the frames table); tshark is
+``tshark -n -r CAPTURE -Y amqp -T fields`` with the 14 fields of TSHARK_FIELDS.
+
+``--big`` adds the memory-flatness case: bulk captures of 100 MB and 1 GB (built by the
+script, ~1.1 GB of disk), amqpcap run once on each, peak RSS side by side.
+``--profile`` runs amqpcap in this process under cProfile instead (top 25 by own time).
+It measures; it asserts nothing (not a timed test).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -197,63 +209,137 @@ def build(path: str, target_mb: float, seed: int = 7) -> None:
 TSHARK_FIELDS = ["frame.number", "tcp.stream", "amqp.type", "amqp.channel", "amqp.method.class",
                  "amqp.method.method", "amqp.method.arguments.exchange", "amqp.method.arguments.routing_key",
                  "amqp.method.arguments.queue", "amqp.method.arguments.delivery_tag",
-                 "amqp.method.arguments.reply_code", "amqp.header.body-size"]
+                 "amqp.method.arguments.reply_code", "amqp.header.body-size", "amqp.header.class",
+                 "amqp.method.arguments.consumer_tag"]
+
+
+def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
+    """Run ``cmd``: (wall seconds, peak RSS in bytes, exit status, stdout)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, ru = os.wait4(p.pid, 0)
+        el = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return el, ru.ru_maxrss * 1024, p.returncode, out.read()
+
+
+# The child that runs amqpcap: dissect() as the CLI calls it, its summary back as JSON.
+_CHILD = """
+import json, sys
+from amqpcap.pipeline import dissect
+s = dissect([sys.argv[1]], sys.argv[2], frames=sys.argv[3] == "1", force=True)
+print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows}))
+"""
+
+
+def bench_amqpcap(cap: str, runs: int, frames: bool) -> tuple[float, int, dict]:
+    tmp = tempfile.mkdtemp(prefix="bench-dissect-")
+    best, rss, summary = float("inf"), 0, {}
+    try:
+        for _ in range(runs):
+            el, r, code, out = run_measured([sys.executable, "-c", _CHILD, cap, os.path.join(tmp, "out"),
+                                             "1" if frames else "0"])
+            if code:
+                raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
+            best, rss, summary = min(best, el), max(rss, r), json.loads(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return best, rss, summary
+
+
+def bench_tshark(cap: str, runs: int) -> tuple[float, int, int]:
+    cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum((["-e", f] for f in TSHARK_FIELDS), [])
+    best, rss, lines = float("inf"), 0, 0
+    for _ in range(runs):
+        el, r, _code, out = run_measured(cmd)
+        best, rss, lines = min(best, el), max(rss, r), out.count(b"\n")
+    return best, rss, lines
+
+
+def cached(name: str, make) -> str:
+    os.makedirs(os.path.join(HERE, "data"), exist_ok=True)
+    cap = os.path.join(HERE, "data", name)
+    if not os.path.exists(cap):
+        print(f"building {cap} ...", flush=True)
+        make(cap + ".tmp")
+        os.replace(cap + ".tmp", cap)
+    return cap
+
+
+def bulk_capture(mb: float) -> str:
+    return cached(f"bench_{mb:g}mb.pcap", lambda p: build(p, mb))
+
+
+def small_capture(packets: int) -> str:
+    from bench_stats import build_small  # (bench_stats imports this module: imported when needed)
+
+    return cached(f"small_{packets}.pcap", lambda p: build_small(p, packets))
+
+
+def profile(cap: str, frames: bool) -> None:
+    import cProfile
+    import pstats
+
+    from amqpcap.pipeline import dissect
+
+    tmp = tempfile.mkdtemp(prefix="bench-dissect-")
+    try:
+        prof = cProfile.Profile()
+        prof.enable()
+        dissect([cap], os.path.join(tmp, "out"), frames=frames, force=True)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(label: str, cap: str, a) -> None:
+    size = os.path.getsize(cap)
+    el, rss, s = bench_amqpcap(cap, a.runs, a.frames)
+    print(f"[{label}] {cap} ({size / 1e6:.1f} MB, {s['packets']:,} packets, {s['frames']:,} AMQP frames)")
+    print(f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
+          f"peak RSS {rss / 1e6:6.0f} MB  rows {s['rows']}", flush=True)
+    if a.no_tshark or not shutil.which("tshark"):
+        print("  tshark:  not run")
+        return
+    tel, trss, lines = bench_tshark(cap, a.runs)
+    print(f"  tshark:  {tel:7.2f} s  {size / 1e6 / tel:7.1f} MB/s  {s['packets'] / tel:9,.0f} packets/s  "
+          f"peak RSS {trss / 1e6:6.0f} MB  ({lines:,} packets with AMQP)")
+    print(f"  ratio:   amqpcap is {tel / el:.2f}x tshark's speed", flush=True)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, default=32)
-    ap.add_argument("--capture")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--shape", default="bulk,small", help="comma-separated: bulk, small")
+    ap.add_argument("--mb", type=float, default=32, help="size of the bulk capture (MB)")
+    ap.add_argument("--packets", type=int, default=1_000_000, help="packets of the small-packet capture")
+    ap.add_argument("--big", action="store_true", help="also peak RSS on 100 MB and 1 GB bulk captures")
+    ap.add_argument("--capture", help="bench this capture instead of the built ones")
     ap.add_argument("--profile", action="store_true", help="cProfile amqpcap's run, top 25 functions")
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--frames", action="store_true", help="also write the frames table")
     ap.add_argument("--runs", type=int, default=2, help="best of N runs for each tool")
     a = ap.parse_args()
-    cap = a.capture
-    if not cap:
-        os.makedirs(os.path.join(HERE, "data"), exist_ok=True)
-        cap = os.path.join(HERE, "data", f"bench_{a.mb:g}mb.pcap")
-        if not os.path.exists(cap):
-            print(f"building {cap} ...", flush=True)
-            build(cap + ".tmp", a.mb)
-            os.rename(cap + ".tmp", cap)
-    size = os.path.getsize(cap)
-    from amqpcap.pipeline import dissect
-
-    tmp = tempfile.mkdtemp()
-    el = float("inf")
-    try:
-        for _ in range(a.runs):
-            t0 = time.perf_counter()
-            if a.profile:
-                import cProfile
-                import pstats
-
-                prof = cProfile.Profile()
-                prof.enable()
-            s = dissect([cap], os.path.join(tmp, "out"), frames=a.frames, force=True)
-            el = min(el, time.perf_counter() - t0)
-            if a.profile:
-                prof.disable()
-                pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-                break
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    frames = s.frames
-    print(f"capture: {cap} ({size / 1e6:.1f} MB, {s.packets:,} packets, {frames:,} AMQP frames)")
-    print(f"amqpcap: {el:.2f} s  {size / 1e6 / el:.1f} MB/s  {frames / el:,.0f} frames/s  rows {s.rows}")
-    if a.no_tshark or not shutil.which("tshark"):
-        print("tshark: not run")
-        return 0
-    cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum((["-e", f] for f in TSHARK_FIELDS), [])
-    tel = float("inf")
-    for _ in range(a.runs):
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        tel = min(tel, time.perf_counter() - t0)
-    lines = r.stdout.count(b"\n")
-    print(f"tshark:  {tel:.2f} s  {size / 1e6 / tel:.1f} MB/s  ({lines:,} packets with AMQP)")
-    print(f"ratio:   amqpcap is {tel / el:.2f}x tshark's speed")
+    if a.capture:
+        caps = [("capture", a.capture)]
+    else:
+        shapes = a.shape.split(",")
+        caps = ([("bulk", bulk_capture(a.mb))] if "bulk" in shapes else []) + \
+            ([("small", small_capture(a.packets))] if "small" in shapes else [])
+    for label, cap in caps:
+        if a.profile:
+            print(f"[{label}] {cap}")
+            profile(cap, a.frames)
+        else:
+            report(label, cap, a)
+    if a.big:
+        for mb in (100, 1000):
+            cap = bulk_capture(mb)
+            el, rss, s = bench_amqpcap(cap, 1, a.frames)
+            print(f"[bulk {mb} MB] amqpcap: {el:7.2f} s  {os.path.getsize(cap) / 1e6 / el:7.1f} MB/s  "
+                  f"peak RSS {rss / 1e6:6.0f} MB", flush=True)
     return 0
 
 
