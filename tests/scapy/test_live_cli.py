@@ -14,6 +14,7 @@ import pytest
 
 import amqpcap
 from amqpcap.live import Rotation, SegmentWriter
+from amqpcap.records.schema import SCHEMAS
 from amqpcap.records.writer import OutputExists
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,8 +81,8 @@ def test_rotation_by_time_and_by_size():
     assert not r.due(0, 10**6, 999) and r.due(0, 0, 1000)
 
 
-ROW = ("cap", 0, 1, 1_700_000_000_000_000_000, "c2s", 0, 0, "connection.start", 10, 10, "0-9-1", True, False,
-       10) + (None,) * 21
+ROW = ("cap", 0, 1, 1_700_000_000_000_000_000, "c2s", 0, 0, "connection.start", 10, 10, "0-9-1", True, False, 10)
+ROW += (None,) * (len(SCHEMAS["methods"]) - len(ROW))  # the method's arguments: none
 
 
 def test_segments_appear_whole_in_the_table_directories(tmp_path):
@@ -143,7 +144,9 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, stderr
-    lines = [ln.split() for ln in stdout.splitlines()]
+    headers = [ln for ln in stdout.splitlines() if ln.startswith("# stream")]
+    assert len(headers) == 1 and "-> 127.0.0.1:" in headers[0]  # a line naming the conversation first
+    lines = [ln.split() for ln in stdout.splitlines() if not ln.startswith("#")]
     assert [(ln[3], ln[5]) for ln in lines] == [("s2c", "connection.start"), ("c2s", "connection.start-ok"),
                                                  ("s2c", "connection.tune")]
     t = amqpcap.load(out)
