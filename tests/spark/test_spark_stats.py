@@ -34,16 +34,27 @@ def assert_same_report(got, want, path="stats"):
         assert got == want and type(got) is type(want), f"{path}: {got!r} != {want!r}"
 
 
-# netamqp09_offline.pcap was recorded three years before the others: together, the pandas path
-# materialises every 1 s throughput bucket in between (Spark does not), so it gets its own output.
-OLD = [c for c in CAPTURES if c.endswith("netamqp09_offline.pcap")]
-RECENT = [c for c in CAPTURES if c not in OLD]
+def stamped_1970(src: str, dst, packet: int) -> str:
+    """A copy of the classic pcap ``src`` whose ``packet``-th record (1-based) is stamped 0 (1970)."""
+    data = bytearray(open(src, "rb").read())
+    assert data[:4] == bytes.fromhex("d4c3b2a1")  # little-endian, µs
+    pos = 24
+    for _ in range(packet - 1):
+        pos += 16 + int.from_bytes(data[pos + 8:pos + 12], "little")
+    data[pos:pos + 8] = bytes(8)
+    dst.write_bytes(bytes(data))
+    return str(dst)
 
 
-@pytest.fixture(scope="module", params=["recent+frames", "recent", "netamqp09_offline"])
+# "all": captures recorded three years apart in one output (buckets counted, never materialised);
+# "1970": one packet of a capture stamped 0, a time outlier the span reports
+@pytest.fixture(scope="module", params=["all+frames", "all", "1970"])
 def output(request, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("stats") / "out")
-    captures = OLD if request.param == "netamqp09_offline" else RECENT
+    tmp = tmp_path_factory.mktemp("stats")
+    out = str(tmp / "out")
+    captures = CAPTURES
+    if request.param == "1970":
+        captures = [stamped_1970(str(ROOT / "captures" / "rabbitmq091_pika_full.pcap"), tmp / "t.pcap", 14)]
     dissect(captures, out, frames=request.param.endswith("frames"))
     return out
 
@@ -54,12 +65,16 @@ def test_stats_spark_json_equals_the_pandas_stats_on_the_shipped_captures(spark,
     want = json.loads(json.dumps(pandas_stats(amqpcap.load(output)), default=str))
     assert_same_report(got, want)
     assert want["throughput"]["messages"] > 0 and want["methods"]
-    if want["captures"] != OLD:
+    if len(want["captures"]) > 1:
         # the comparison has teeth: these captures exercise every kind of pairing
         lat = want["latency"]
         assert all(lat[k]["count"] > 0 for k in ("method_rtt", "confirm", "consumer_ack", "transit", "rpc",
                                                   "connection_setup"))
         assert want["errors"] and want["health"]["blocked"] > 0
+        assert any(len(e["texts"]) > 1 for e in want["errors"])  # one error, several reply texts
+        assert want["span"]["duration_s"] > 2 * 365 * 86400 and want["throughput"]["buckets"] < 10**6
+    else:
+        assert want["span"]["time_outliers"] == 1 and want["span"]["first_time_outlier"]["frame_number"] == 14
     assert want["throughput"]["frames_source"] == ("frames" if "frames" in os.listdir(output) else "estimate")
 
 

@@ -8,7 +8,7 @@ from amqpcap.analysis._common import (
 )
 from amqpcap.analysis.tables import as_tables
 
-__all__ = ["errors", "error_summary", "ERROR_COLS"]
+__all__ = ["errors", "error_summary", "order_error_summary", "ERROR_COLS", "SUMMARY_COLS"]
 
 ERROR_COLS = {
     "capture": STR, "tcp_stream": "Int32", "frame_number": "Int64", "ts": TS_DTYPE, "direction": STR,
@@ -161,7 +161,13 @@ def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
     out = out.rename(columns={"capture": "first_capture", "tcp_stream": "first_tcp_stream",
                               "frame_number": "first_frame", "ts": "first_ts"})
     out["count"] = counts.to_numpy()
-    out["_code"] = out["code"].fillna(10**9)
+    return order_error_summary(out)
+
+
+def order_error_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """:func:`error_summary`'s row order (most frequent first, then code, kind, method, first
+    occurrence; ties stay in the order given), for summaries aggregated elsewhere (Spark)."""
+    out = summary.assign(_code=summary["code"].fillna(10**9))
     out = out.sort_values(["count", "_code", "kind", "method", "first_ts"],
                           ascending=[False, True, True, True, True], kind="stable", na_position="last")
     out = out.drop(columns="_code").reset_index(drop=True)

@@ -18,8 +18,8 @@ from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
 __all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells",
-           "time_outliers",
-           "STATS_VERSION", "LATENCY_KINDS"]
+           "time_outliers", "error_groups",
+           "STATS_VERSION", "LATENCY_KINDS", "TS_FLOOR_NS", "TS_FAR_NS"]
 
 STATS_VERSION = 1
 LATENCY_KINDS = ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
@@ -85,8 +85,8 @@ def _latency(lat: dict) -> dict:
     return out
 
 
-def _errors(summary: pd.DataFrame) -> list[dict]:
-    """stats' ``errors``: :func:`error_summary` rows grouped by everything but the text, each group
+def error_groups(summary: pd.DataFrame) -> list[dict]:
+    """stats' ``errors``: :func:`~amqpcap.analysis.failures.error_summary` rows grouped by everything but the text, each group
     with its distinct reply ``texts`` and where it first happened."""
     if len(summary) == 0:
         return []
@@ -169,8 +169,9 @@ def _none(v):
     return None if pd.isna(v) else v
 
 
-_TS_FLOOR = pd.Timestamp("1990-01-01", tz="UTC").value
-_TS_FAR = pd.Timedelta(days=365).value
+# time_outliers: stamped before 1990, or more than a year from its capture's median
+TS_FLOOR_NS = pd.Timestamp("1990-01-01", tz="UTC").value
+TS_FAR_NS = pd.Timedelta(days=365).value
 
 
 def time_outliers(t) -> pd.DataFrame:
@@ -188,7 +189,7 @@ def time_outliers(t) -> pd.DataFrame:
     a = a[a["ts"].notna()]
     v = ns(a["ts"])
     med = pd.Series(v, index=a.index).groupby(a["capture"].fillna("")).transform("median").to_numpy()
-    odd = a[(v < _TS_FLOOR) | (np.abs(v - med) > _TS_FAR)]
+    odd = a[(v < TS_FLOOR_NS) | (np.abs(v - med) > TS_FAR_NS)]
     odd = odd.drop_duplicates(["capture", "frame_number"])
     return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)
 
@@ -232,7 +233,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None) -> dict:
         "versions": _counts(c["version"]) if len(c) else {},
         "span": _span(t),
         "latency": _latency(lat),
-        "errors": _errors(error_summary(t)),
+        "errors": error_groups(error_summary(t)),
         "throughput": _throughput(t, bucket),
         "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
         "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),

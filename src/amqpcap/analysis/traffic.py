@@ -17,7 +17,7 @@ from amqpcap.analysis._common import STR, ns, ordered, records, str_series
 from amqpcap.analysis.latency import consumer_state
 from amqpcap.analysis.tables import as_tables
 
-__all__ = ["throughput", "totals", "message_queues", "BY"]
+__all__ = ["throughput", "totals", "message_queues", "covered_buckets", "BY"]
 
 BY = {
     "connection": ["capture", "tcp_stream"],
@@ -184,9 +184,15 @@ def _span_buckets(ev: pd.DataFrame, bucket: str) -> int:
     once: two captures recorded years apart do not make the years between them part of a mean."""
     width = pd.Timedelta(bucket).value
     k = pd.Series(ns(ev["bucket"]) // width, index=ev.index)
-    span = k.groupby(ev["capture"].fillna(""), sort=False).agg(["min", "max"]).sort_values("min")
+    span = k.groupby(ev["capture"].fillna(""), sort=False).agg(["min", "max"])
+    return covered_buckets(span.itertuples(index=False, name=None))
+
+
+def covered_buckets(ranges) -> int:
+    """The number of buckets in the union of inclusive (first, last) bucket number ranges
+    (one per capture): a rate's denominator in :func:`totals` and ``stats --spark``."""
     total, end = 0, None
-    for lo, hi in span.itertuples(index=False, name=None):
+    for lo, hi in sorted(ranges):
         if end is None or lo > end:
             total += hi - lo + 1
             end = hi

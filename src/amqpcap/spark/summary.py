@@ -35,14 +35,18 @@ from amqpcap.analysis import (
     unacked,
 )
 from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
-from amqpcap.analysis.summary import STATS_VERSION
+from amqpcap.analysis.failures import SUMMARY_COLS, order_error_summary
+from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
+from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
 
 __all__ = ["stats"]
 
 # One row per pairing / error / health event of a group; aggregated with Spark SQL.
 RESULT = ("kind string, status string, latency_ms double, method string, flag boolean, flag2 boolean, "
-          "code int, name string, err_class string, value bigint")
+          "code int, name string, err_class string, value bigint, "
+          # an error's reply text, failing method and where it happened (ts: ns since the epoch)
+          "text string, failing string, capture string, tcp_stream int, frame bigint, ts bigint")
 _RESULT_NAMES = [c.split()[0] for c in RESULT.split(", ")]
 _PUBLISH = ("basic.publish", "message.transfer")
 _DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
@@ -67,7 +71,8 @@ def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
 _RESULT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("status", pa.string()), ("latency_ms", pa.float64()), ("method", pa.string()),
     ("flag", pa.bool_()), ("flag2", pa.bool_()), ("code", pa.int32()), ("name", pa.string()),
-    ("err_class", pa.string()), ("value", pa.int64())])
+    ("err_class", pa.string()), ("value", pa.int64()), ("text", pa.string()), ("failing", pa.string()),
+    ("capture", pa.string()), ("tcp_stream", pa.int32()), ("frame", pa.int64()), ("ts", pa.int64())])
 
 
 def _out(rows: list[dict]) -> pa.Table:
@@ -79,6 +84,11 @@ def _val(v):
     if v is None or v is pd.NA or (isinstance(v, float) and v != v):
         return None
     return v.item() if hasattr(v, "item") else v
+
+
+def _int(v):
+    v = _val(v)
+    return None if v is None else int(v)
 
 
 def _latency_rows(kind: str, df: pd.DataFrame, status: str, method: str | None = None,
@@ -105,13 +115,16 @@ def per_connection(t: pa.Table, present: tuple) -> pa.Table:
     rows += _latency_rows("consumer_ack", acks, "outcome", flag="redelivered")
     rows += _latency_rows("connection_setup", connection_setup(tb), "status")
     err = errors_frame(tb)
-    ecols = err[["kind", "code", "name", "class", "method"]].astype(object)
-    for kind, code, name, cls, method in ecols.itertuples(index=False, name=None):
-        rows.append({"kind": "error", "status": _val(kind), "code": None if _val(code) is None else int(code),
-                     "name": _val(name), "err_class": _val(cls), "method": _val(method)})
+    ecols = err[["kind", "code", "name", "class", "method", "failing_method", "text", "capture", "tcp_stream",
+                 "frame_number", "ts"]].astype(object)
+    for kind, code, name, cls, method, failing, text, cap, st, frame, ts in ecols.itertuples(index=False, name=None):
+        rows.append({"kind": "error", "status": _val(kind), "code": _int(code), "name": _val(name),
+                     "err_class": _val(cls), "method": _val(method), "failing": _val(failing),
+                     "text": _val(text), "capture": _val(cap), "tcp_stream": _int(st), "frame": _int(frame),
+                     "ts": None if pd.isna(ts) else pd.Timestamp(ts).value})
     gaps = heartbeat_gaps(tb)
-    for missed, source in gaps[["missed", "source"]].astype(object).itertuples(index=False, name=None):
-        rows.append({"kind": "heartbeat_gap", "flag": bool(_val(missed) or False), "status": _val(source)})
+    for missed, evidence in gaps[["missed", "evidence"]].astype(object).itertuples(index=False, name=None):
+        rows.append({"kind": "heartbeat_gap", "flag": bool(_val(missed) or False), "status": _val(evidence)})
     bl = blocked(tb)
     for status, ms in bl[["status", "duration_ms"]].astype(object).itertuples(index=False, name=None):
         rows.append({"kind": "blocked", "status": _val(status), "latency_ms": _val(ms)})
@@ -276,15 +289,38 @@ def _latency(summ: dict, tally: list) -> dict:
     }
 
 
-def _errors(tally: list) -> list[dict]:
-    items = [{"code": r["code"], "name": r["name"], "class": r["err_class"], "method": r["method"],
-              "kind": r["status"], "count": int(r["n"])} for r in tally if r["kind"] == "error"]
-    items.sort(key=lambda d: (-d["count"], d["code"] if d["code"] is not None else 10**9, d["kind"] or "",
-                              d["method"] or ""))
-    return items
+def _errors(res, F) -> list[dict]:
+    """Each distinct error (with its reply text) counted and located by Spark, then grouped as
+    the pandas report groups them (:func:`amqpcap.analysis.summary.error_groups`)."""
+    keys = ["status", "code", "name", "err_class", "method", "failing", "text"]
+    # first occurrence: errors() orders by capture, then time, then stream
+    first = F.min(F.struct("capture", "ts", "tcp_stream", "frame")).alias("first")
+    rows = (res.filter(F.col("kind") == "error").groupBy(*keys)
+            .agg(F.count(F.lit(1)).alias("n"), first).collect())
+    items = []
+    for r in rows:
+        f = r["first"]
+        items.append({"kind": r["status"], "code": r["code"], "name": r["name"], "class": r["err_class"],
+                      "method": r["method"], "failing_method": r["failing"], "text": r["text"],
+                      "count": int(r["n"]), "first_capture": f["capture"], "first_tcp_stream": f["tcp_stream"],
+                      "first_frame": f["frame"],
+                      "first_ts": None if f["ts"] is None else pd.Timestamp(f["ts"], tz="UTC")})
+    if not items:
+        return []
+    items.sort(key=lambda d: tuple((d[k] is None, d[k]) for k in ("first_capture", "first_ts",
+                                                                  "first_tcp_stream", "first_frame")))
+    summary = pd.DataFrame(items, columns=list(SUMMARY_COLS)).astype({"code": "Int32", "count": "Int64"})
+    return error_groups(order_error_summary(summary))
 
 
-def _health(tally: list, has_frames: bool) -> dict:
+def _heartbeat_source(F, conn, has_frames: bool) -> str:
+    """:func:`amqpcap.analysis.heartbeat_source` of the whole output."""
+    if has_frames:
+        return "frames"
+    return "liveness" if conn.filter(F.col("heartbeats_c2s").isNotNull()).limit(1).count() else "methods"
+
+
+def _health(tally: list, source: str) -> dict:
     def rows(kind):
         return [r for r in tally if r["kind"] == kind]
 
@@ -292,15 +328,16 @@ def _health(tally: list, has_frames: bool) -> dict:
     n_blocked = sum(r["n"] for r in bl)
     maxes = [r["mx"] for r in un if r["mx"] is not None]
     return {
-        "heartbeat_late": sum(r["n"] for r in gaps),
+        "heartbeat_late": sum(r["n"] for r in gaps if r["status"] != "unknown"),
         "heartbeat_missed": sum(r["n"] for r in gaps if r["flag"]),
-        "heartbeat_source": gaps[0]["status"] if gaps else ("frames" if has_frames else "methods"),
+        "heartbeat_source": source,
         "blocked": n_blocked,
         "blocked_ms_total": _num(sum(r["ms"] or 0.0 for r in bl)) if n_blocked else 0.0,
         "still_blocked": sum(r["n"] for r in bl if r["status"] == "still-blocked"),
         "flow_pauses": sum(r["n"] for r in fl if r["flag"] is False),
         "max_unacked": int(max(maxes)) if maxes else 0,
         "channels_over_prefetch": sum(r["n"] for r in un if r["flag"]),
+        "heartbeat_unknown": sum(r["n"] for r in gaps if r["status"] == "unknown"),
     }
 
 
@@ -312,19 +349,19 @@ def _throughput(F, msgs, methods, frames, bucket_s: float = 1.0) -> dict:
     size = F.coalesce(F.col("body_size"), F.col("body_received"), F.lit(0)).cast("long")
     bf = F.coalesce(F.col("body_frames").cast("long"), F.lit(0))
     zero = F.lit(0).cast("long")
-    ev_cols = ["ts", "direction", "messages", "body_bytes", "frames", "wire_bytes"]
+    ev_cols = ["capture", "ts", "direction", "messages", "body_bytes", "frames", "wire_bytes"]
     one = F.lit(1).cast("long")
     if frames is not None:
-        mev = msgs.select("ts", "direction", one.alias("messages"), size.alias("body_bytes"),
+        mev = msgs.select("capture", "ts", "direction", one.alias("messages"), size.alias("body_bytes"),
                           zero.alias("frames"), zero.alias("wire_bytes"))
-        fev = frames.select("ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
+        fev = frames.select("capture", "ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
                             F.lit(1).cast("long").alias("frames"),
                             F.coalesce(F.col("wire_size"), F.lit(0)).cast("long").alias("wire_bytes"))
         source = "frames"
     else:
-        mev = msgs.select("ts", "direction", one.alias("messages"), size.alias("body_bytes"),
+        mev = msgs.select("capture", "ts", "direction", one.alias("messages"), size.alias("body_bytes"),
                           (1 + bf).alias("frames"), (over * (1 + bf) + size).alias("wire_bytes"))
-        fev = methods.select("ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
+        fev = methods.select("capture", "ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
                              F.lit(1).cast("long").alias("frames"),
                              (F.coalesce("frame_size", F.lit(0)).cast("long") + over).alias("wire_bytes"))
         source = "estimate"
@@ -333,10 +370,12 @@ def _throughput(F, msgs, methods, frames, bucket_s: float = 1.0) -> dict:
     values = ["messages", "body_bytes", "frames", "wire_bytes"]
     rates = {"messages": "msgs_per_s", "body_bytes": "body_bytes_per_s", "frames": "frames_per_s",
              "wire_bytes": "wire_bytes_per_s"}
-    per = ev.groupBy("b", "direction").agg(*[F.sum(v).alias(v) for v in values])
+    per = ev.groupBy("capture", "b", "direction").agg(*[F.sum(v).alias(v) for v in values])
     per.cache()
-    span = per.agg(F.min("b").alias("lo"), F.max("b").alias("hi")).collect()[0]
-    nb = 0 if span["lo"] is None else int(span["hi"] - span["lo"] + 1)
+    # a rate's denominator: each capture's first to last bucket, overlaps once (totals' buckets)
+    spans = per.groupBy("capture").agg(F.min("b").alias("lo"), F.max("b").alias("hi")).collect()
+    nb = covered_buckets((int(r["lo"]), int(r["hi"])) for r in spans)
+    per = per.groupBy("b", "direction").agg(*[F.sum(v).alias(v) for v in values])
     both = per.groupBy("b").agg(*[F.sum(v).alias(v) for v in values])
     aggs = [F.sum(v).alias(f"s_{v}") for v in values] + [F.max(v).alias(f"m_{v}") for v in values]
     tot = both.agg(*aggs).collect()[0]
@@ -366,7 +405,10 @@ def _throughput(F, msgs, methods, frames, bucket_s: float = 1.0) -> dict:
     return out
 
 
-def _span(F, dfs) -> dict:
+def _span(F, dfs, packets) -> dict:
+    """``span``: first and last timestamp of every table, and the packets stamped far from the
+    rest of their capture (``packets``: methods, messages and frames; see
+    :func:`amqpcap.analysis.summary.time_outliers`)."""
     cols = [df.select(F.col(c).alias("ts")) for df, cs in dfs if df is not None for c in cs]
     u = cols[0]
     for c in cols[1:]:
@@ -376,7 +418,30 @@ def _span(F, dfs) -> dict:
     if lo is None:
         return {"start": None, "end": None, "duration_s": None}
     a, b = pd.Timestamp(lo, tz="UTC"), pd.Timestamp(hi, tz="UTC")
-    return {"start": a.isoformat(), "end": b.isoformat(), "duration_s": round((hi - lo) / 1e9, 6)}
+    out = {"start": a.isoformat(), "end": b.isoformat(), "duration_s": round((hi - lo) / 1e9, 6)}
+    keys = ["capture", "tcp_stream", "frame_number", "ts"]
+    p = packets[0].select(*keys)
+    for df in packets[1:]:
+        if df is not None:
+            p = p.unionByName(df.select(*keys))
+    p = p.filter(F.col("ts").isNotNull())
+    # the median only places a one-year threshold: an approximate one is exact enough, and its
+    # memory does not grow with the rows as the exact percentile's does
+    med = p.groupBy("capture").agg(F.percentile_approx("ts", 0.5, 10000).alias("_med"))
+    p = p.join(med.withColumnRenamed("capture", "_cap"), p["capture"].eqNullSafe(F.col("_cap")))
+    odd = (p.filter((F.col("ts") < F.lit(TS_FLOOR_NS)) | (F.abs(F.col("ts") - F.col("_med")) > F.lit(TS_FAR_NS)))
+           .dropDuplicates(["capture", "frame_number"]))
+    odd.cache()
+    n = odd.count()
+    out["time_outliers"] = int(n)
+    out["first_time_outlier"] = None
+    if n:
+        f = odd.orderBy(F.asc_nulls_last("capture"), F.asc_nulls_last("frame_number")).first()
+        out["first_time_outlier"] = {"capture": f["capture"], "tcp_stream": f["tcp_stream"],
+                                     "frame_number": f["frame_number"],
+                                     "ts": pd.Timestamp(f["ts"], tz="UTC").isoformat()}
+    odd.unpersist()
+    return out
 
 
 def _counts(df, col, F) -> dict:
@@ -487,13 +552,14 @@ def stats(spark, out: str) -> dict:
         "captures": sorted(caps),
         "connections": int(conn.count()),
         "versions": _counts(conn, "version", F),
-        "span": _span(F, [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])]),
+        "span": _span(F, [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])],
+                      [methods, msgs, frames]),
         "latency": _latency(_summaries(res, F), tally),
-        "errors": _errors(tally),
+        "errors": _errors(res, F),
         "throughput": _throughput(F, msgs, methods, frames),
         "methods": _counts(methods, "method", F),
         "anomalies": _counts(anomalies, "kind", F),
-        "health": _health(tally, has_frames),
+        "health": _health(tally, _heartbeat_source(F, conn, has_frames)),
     }
     res.unpersist()
     return result
