@@ -24,6 +24,7 @@ script, ~1.1 GB of disk), amqpcap run once on each, peak RSS side by side.
 ``--profile`` runs amqpcap in this process under cProfile instead (top 25 by own time).
 It measures; it asserts nothing (not a timed test).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,6 +46,7 @@ MSS = 16344
 
 
 # -- a tiny 0-9-1 encoder (self-contained so the bench does not depend on tests/) -----------
+
 
 def shortstr(s: str) -> bytes:
     b = s.encode()
@@ -79,46 +81,76 @@ def method(channel: int, cid: int, mid: int, args: bytes) -> bytes:
 def content(channel: int, body: bytes, props: bytes, flags: int) -> bytes:
     out = frame(2, channel, struct.pack(">HHQH", 60, 0, len(body), flags) + props)
     for i in range(0, len(body), FRAME_MAX - 8):
-        out += frame(3, channel, body[i:i + FRAME_MAX - 8])
+        out += frame(3, channel, body[i : i + FRAME_MAX - 8])
     return out
 
 
 def publish(ch, exchange, rk, body, n):
-    props = (shortstr("application/json") + shortstr("utf-8")
-             + table({"x-trace": f"t-{n}", "x-seq": n, "x-retry": False})
-             + bytes([2]) + bytes([5]) + shortstr(f"corr-{n}") + shortstr("reply.q")
-             + shortstr(f"msg-{n}") + struct.pack(">Q", 1_700_000_000 + n) + shortstr("bench"))
+    props = (
+        shortstr("application/json")
+        + shortstr("utf-8")
+        + table({"x-trace": f"t-{n}", "x-seq": n, "x-retry": False})
+        + bytes([2])
+        + bytes([5])
+        + shortstr(f"corr-{n}")
+        + shortstr("reply.q")
+        + shortstr(f"msg-{n}")
+        + struct.pack(">Q", 1_700_000_000 + n)
+        + shortstr("bench")
+    )
     flags = 0x8000 | 0x4000 | 0x2000 | 0x1000 | 0x0800 | 0x0400 | 0x0200 | 0x0080 | 0x0040 | 0x0008
-    return method(ch, 60, 40, struct.pack(">H", 0) + shortstr(exchange) + shortstr(rk) + b"\x00") + \
-        content(ch, body, props, flags)
+    return method(ch, 60, 40, struct.pack(">H", 0) + shortstr(exchange) + shortstr(rk) + b"\x00") + content(
+        ch, body, props, flags
+    )
 
 
 def deliver(ch, tag, exchange, rk, body, n):
     props = shortstr("application/json") + bytes([2]) + shortstr(f"msg-{n}")
-    return method(ch, 60, 60, shortstr("ctag-1") + struct.pack(">Q", tag) + b"\x00" + shortstr(exchange)
-                  + shortstr(rk)) + content(ch, body, props, 0x8000 | 0x1000 | 0x0080)
+    return method(
+        ch, 60, 60, shortstr("ctag-1") + struct.pack(">Q", tag) + b"\x00" + shortstr(exchange) + shortstr(rk)
+    ) + content(ch, body, props, 0x8000 | 0x1000 | 0x0080)
 
 
 def handshake():
-    c = [b"AMQP\x00\x00\x09\x01",
-         method(0, 10, 11, table({"product": "bench", "connection_name": "bench"}) + shortstr("PLAIN")
-                + longstr(b"\0guest\0guest") + shortstr("en_US")),
-         method(0, 10, 31, struct.pack(">HIH", 2047, FRAME_MAX, 60)),
-         method(0, 10, 40, shortstr("/") + shortstr("") + b"\x00"),
-         method(1, 20, 10, shortstr(""))]
-    s = [method(0, 10, 10, b"\x00\x09" + table({"product": "RabbitMQ", "version": "3.x"})
-                + longstr(b"PLAIN AMQPLAIN") + longstr(b"en_US")),
-         method(0, 10, 30, struct.pack(">HIH", 2047, FRAME_MAX, 60)),
-         method(0, 10, 41, shortstr("")),
-         method(1, 20, 11, longstr(b""))]
+    c = [
+        b"AMQP\x00\x00\x09\x01",
+        method(
+            0,
+            10,
+            11,
+            table({"product": "bench", "connection_name": "bench"})
+            + shortstr("PLAIN")
+            + longstr(b"\0guest\0guest")
+            + shortstr("en_US"),
+        ),
+        method(0, 10, 31, struct.pack(">HIH", 2047, FRAME_MAX, 60)),
+        method(0, 10, 40, shortstr("/") + shortstr("") + b"\x00"),
+        method(1, 20, 10, shortstr("")),
+    ]
+    s = [
+        method(
+            0,
+            10,
+            10,
+            b"\x00\x09"
+            + table({"product": "RabbitMQ", "version": "3.x"})
+            + longstr(b"PLAIN AMQPLAIN")
+            + longstr(b"en_US"),
+        ),
+        method(0, 10, 30, struct.pack(">HIH", 2047, FRAME_MAX, 60)),
+        method(0, 10, 41, shortstr("")),
+        method(1, 20, 11, longstr(b"")),
+    ]
     return c, s
 
 
 # -- TCP/IP/Ethernet packets, written straight into a pcap ------------------------------------
 
+
 def checksum_free_packet(src_port, dst_port, seq, ack, flags, payload, src_ip, dst_ip):
-    tcp = struct.pack(">HHIIBBHHH", src_port, dst_port, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags,
-                      65535, 0, 0)
+    tcp = struct.pack(
+        ">HHIIBBHHH", src_port, dst_port, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0
+    )
     total = 20 + len(tcp) + len(payload)
     ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, 6, 0, src_ip, dst_ip)
     eth = b"\x00\x00\x00\x00\x00\x02" + b"\x00\x00\x00\x00\x00\x01" + b"\x08\x00"
@@ -155,13 +187,19 @@ class Conn:
 
     def send(self, d, data):
         for i in range(0, len(data), MSS):
-            chunk = data[i:i + MSS]
+            chunk = data[i : i + MSS]
             if d == 0:
-                self.out.packet(checksum_free_packet(self.cport, 5672, self.seq[0], self.seq[1], 0x18, chunk,
-                                                     self.ip_c, self.ip_s))
+                self.out.packet(
+                    checksum_free_packet(
+                        self.cport, 5672, self.seq[0], self.seq[1], 0x18, chunk, self.ip_c, self.ip_s
+                    )
+                )
             else:
-                self.out.packet(checksum_free_packet(5672, self.cport, self.seq[1], self.seq[0], 0x18, chunk,
-                                                     self.ip_s, self.ip_c))
+                self.out.packet(
+                    checksum_free_packet(
+                        5672, self.cport, self.seq[1], self.seq[0], 0x18, chunk, self.ip_s, self.ip_c
+                    )
+                )
             self.seq[d] += len(chunk)
 
 
@@ -184,14 +222,21 @@ def build(path: str, target_mb: float, seed: int = 7) -> None:
         con.send(0, method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
         con.send(1, method(1, 60, 11, b""))
         tag = 0
-        for batch in range(400):
+        for _batch in range(400):
             msgs = []
             for _ in range(random.randint(1, 8)):
                 r = random.random()
-                size = random.choice([64, 128, 256, 512, 1024, 2048]) if r < 0.95 else \
-                    random.choice([8192, 16384, 65536]) if r < 0.995 else 200000
+                size = (
+                    random.choice([64, 128, 256, 512, 1024, 2048])
+                    if r < 0.95
+                    else random.choice([8192, 16384, 65536])
+                    if r < 0.995
+                    else 200000
+                )
                 msgs.append((f"orders.{random.randint(0, 9)}", os.urandom(64) * (size // 64)))
-            pub.send(0, b"".join(publish(1, "amq.topic", rk, body, n + i) for i, (rk, body) in enumerate(msgs)))
+            pub.send(
+                0, b"".join(publish(1, "amq.topic", rk, body, n + i) for i, (rk, body) in enumerate(msgs))
+            )
             pub.send(1, method(1, 60, 80, struct.pack(">QB", n + len(msgs), 1)))
             for i, (rk, body) in enumerate(msgs):
                 tag += 1
@@ -200,17 +245,30 @@ def build(path: str, target_mb: float, seed: int = 7) -> None:
             n += len(msgs)
             out.f.flush()
         for conn in (pub, con):
-            conn.send(0, method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye") + struct.pack(">HH", 0, 0)))
+            conn.send(
+                0, method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye") + struct.pack(">HH", 0, 0))
+            )
             conn.send(1, method(0, 10, 51, b""))
         out.f.flush()
     out.close()
 
 
-TSHARK_FIELDS = ["frame.number", "tcp.stream", "amqp.type", "amqp.channel", "amqp.method.class",
-                 "amqp.method.method", "amqp.method.arguments.exchange", "amqp.method.arguments.routing_key",
-                 "amqp.method.arguments.queue", "amqp.method.arguments.delivery_tag",
-                 "amqp.method.arguments.reply_code", "amqp.header.body-size", "amqp.header.class",
-                 "amqp.method.arguments.consumer_tag"]
+TSHARK_FIELDS = [
+    "frame.number",
+    "tcp.stream",
+    "amqp.type",
+    "amqp.channel",
+    "amqp.method.class",
+    "amqp.method.method",
+    "amqp.method.arguments.exchange",
+    "amqp.method.arguments.routing_key",
+    "amqp.method.arguments.queue",
+    "amqp.method.arguments.delivery_tag",
+    "amqp.method.arguments.reply_code",
+    "amqp.header.body-size",
+    "amqp.header.class",
+    "amqp.method.arguments.consumer_tag",
+]
 
 
 def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
@@ -239,8 +297,9 @@ def bench_amqpcap(cap: str, runs: int, frames: bool) -> tuple[float, int, dict]:
     best, rss, summary = float("inf"), 0, {}
     try:
         for _ in range(runs):
-            el, r, code, out = run_measured([sys.executable, "-c", _CHILD, cap, os.path.join(tmp, "out"),
-                                             "1" if frames else "0"])
+            el, r, code, out = run_measured(
+                [sys.executable, "-c", _CHILD, cap, os.path.join(tmp, "out"), "1" if frames else "0"]
+            )
             if code:
                 raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
             best, rss, summary = min(best, el), max(rss, r), json.loads(out)
@@ -250,7 +309,9 @@ def bench_amqpcap(cap: str, runs: int, frames: bool) -> tuple[float, int, dict]:
 
 
 def bench_tshark(cap: str, runs: int) -> tuple[float, int, int]:
-    cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum((["-e", f] for f in TSHARK_FIELDS), [])
+    cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum(
+        (["-e", f] for f in TSHARK_FIELDS), []
+    )
     best, rss, lines = float("inf"), 0, 0
     for _ in range(runs):
         el, r, _code, out = run_measured(cmd)
@@ -299,14 +360,19 @@ def report(label: str, cap: str, a) -> None:
     size = os.path.getsize(cap)
     el, rss, s = bench_amqpcap(cap, a.runs, a.frames)
     print(f"[{label}] {cap} ({size / 1e6:.1f} MB, {s['packets']:,} packets, {s['frames']:,} AMQP frames)")
-    print(f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
-          f"peak RSS {rss / 1e6:6.0f} MB  rows {s['rows']}", flush=True)
+    print(
+        f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
+        f"peak RSS {rss / 1e6:6.0f} MB  rows {s['rows']}",
+        flush=True,
+    )
     if a.no_tshark or not shutil.which("tshark"):
         print("  tshark:  not run")
         return
     tel, trss, lines = bench_tshark(cap, a.runs)
-    print(f"  tshark:  {tel:7.2f} s  {size / 1e6 / tel:7.1f} MB/s  {s['packets'] / tel:9,.0f} packets/s  "
-          f"peak RSS {trss / 1e6:6.0f} MB  ({lines:,} packets with AMQP)")
+    print(
+        f"  tshark:  {tel:7.2f} s  {size / 1e6 / tel:7.1f} MB/s  {s['packets'] / tel:9,.0f} packets/s  "
+        f"peak RSS {trss / 1e6:6.0f} MB  ({lines:,} packets with AMQP)"
+    )
     print(f"  ratio:   amqpcap is {tel / el:.2f}x tshark's speed", flush=True)
 
 
@@ -326,8 +392,9 @@ def main() -> int:
         caps = [("capture", a.capture)]
     else:
         shapes = a.shape.split(",")
-        caps = ([("bulk", bulk_capture(a.mb))] if "bulk" in shapes else []) + \
-            ([("small", small_capture(a.packets))] if "small" in shapes else [])
+        caps = ([("bulk", bulk_capture(a.mb))] if "bulk" in shapes else []) + (
+            [("small", small_capture(a.packets))] if "small" in shapes else []
+        )
     for label, cap in caps:
         if a.profile:
             print(f"[{label}] {cap}")
@@ -338,8 +405,11 @@ def main() -> int:
         for mb in (100, 1000):
             cap = bulk_capture(mb)
             el, rss, s = bench_amqpcap(cap, 1, a.frames)
-            print(f"[bulk {mb} MB] amqpcap: {el:7.2f} s  {os.path.getsize(cap) / 1e6 / el:7.1f} MB/s  "
-                  f"peak RSS {rss / 1e6:6.0f} MB", flush=True)
+            print(
+                f"[bulk {mb} MB] amqpcap: {el:7.2f} s  {os.path.getsize(cap) / 1e6 / el:7.1f} MB/s  "
+                f"peak RSS {rss / 1e6:6.0f} MB",
+                flush=True,
+            )
     return 0
 
 

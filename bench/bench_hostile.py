@@ -5,6 +5,7 @@ hostile length fields vs the undamaged capture, and peak traced memory.
     python bench/bench_hostile.py                 # 500 mutants + synthetic cases
     python bench/bench_hostile.py --mutants 50 --no-million
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,10 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import test_mutations as T  # noqa: E402
 from fixtures import amqp09 as A  # noqa: E402
 from fixtures import mutate  # noqa: E402
 from fixtures import pcapgen as P  # noqa: E402
-import test_mutations as T  # noqa: E402
 
 
 def mutant(i, rng):
@@ -45,16 +46,28 @@ def mutant(i, rng):
 
 def synthetic(million: bool):
     cli = [A.protocol_header("0-9-1")]
-    srv = [A.method_frame(0, "connection.start", version_major=0, version_minor=9,
-                          server_properties={"product": "x"}, mechanisms=b"PLAIN", locales=b"en_US")]
+    srv = [
+        A.method_frame(
+            0,
+            "connection.start",
+            version_major=0,
+            version_minor=9,
+            server_properties={"product": "x"},
+            mechanisms=b"PLAIN",
+            locales=b"en_US",
+        )
+    ]
     junk = bytes(range(256)) * 4096  # 1 MiB
     cases = {}
     # a frame claiming 4 GiB, followed by 4 MiB of bytes and then valid frames
-    s = cli + [struct.pack(">BHI", 1, 0, 0xFFFFFFFF), junk * 4,
-               A.method_frame(1, "basic.publish", exchange="e", routing_key="r")]
+    s = cli + [
+        struct.pack(">BHI", 1, 0, 0xFFFFFFFF),
+        junk * 4,
+        A.method_frame(1, "basic.publish", exchange="e", routing_key="r"),
+    ]
     cases["frame claiming 4 GiB"] = P.tcp_conversation(client_chunks=s, server_chunks=srv, mss=60000)
     # a field table claiming 2 GiB inside a start-ok
-    payload = struct.pack(">HH", 10, 11) + struct.pack(">I", 2 ** 31) + b"\x00" * 64
+    payload = struct.pack(">HH", 10, 11) + struct.pack(">I", 2**31) + b"\x00" * 64
     s = cli + [A.frame(1, 0, payload), A.method_frame(1, "basic.publish", exchange="e", routing_key="r")]
     cases["field table claiming 2 GiB"] = P.tcp_conversation(client_chunks=s, server_chunks=srv)
     # no protocol header on 5672: the mid-stream framing scan runs over what is held
@@ -62,28 +75,32 @@ def synthetic(million: bool):
     rnd = random.Random(11)
     junk4 = rnd.randbytes(4 << 20)
     cases["4 MiB of junk, no header, on 5672"] = P.tcp_conversation(
-        client_chunks=[junk4[i:i + 1448] for i in range(0, len(junk4), 1448)], acks=False)
+        client_chunks=[junk4[i : i + 1448] for i in range(0, len(junk4), 1448)], acks=False
+    )
     # the scan's worst case: a strictly valid 0-10 header every 12 bytes, none chaining on
     lure = struct.pack(">BBHBBHI", 0x0F, 0, 13, 0, 0, 0, 0)
     cases["0-10 header lures every 12 bytes, no header, on 5672"] = P.tcp_conversation(
-        client_chunks=[lure * 120] * 2000, acks=False)
+        client_chunks=[lure * 120] * 2000, acks=False
+    )
     # a 0-10 header claiming 64 KiB, then its bytes one per packet: every packet is held
     # (and marked with its packet number) while the candidate waits for its proof
     claim = struct.pack(">BBHBBHI", 0x0F, 1, 0xFFFF, 0, 1, 1, 0) + bytes(40000)
     cases["0-10 header claiming 64 KiB, one byte a packet, no header"] = P.tcp_conversation(
-        client_chunks=[claim[i:i + 1] for i in range(len(claim))], server=("10.0.0.2", 5672), acks=False)
+        client_chunks=[claim[i : i + 1] for i in range(len(claim))], server=("10.0.0.2", 5672), acks=False
+    )
     if million:
         hb = A.heartbeat() * 8192  # 64 KiB of 8-byte frames
-        s = cli + [hb] * 123       # ~1,007,616 heartbeat frames
-        cases["1M tiny frames"] = P.tcp_conversation(client_chunks=s, server_chunks=srv, mss=65000, acks=False)
+        s = cli + [hb] * 123  # ~1,007,616 heartbeat frames
+        cases["1M tiny frames"] = P.tcp_conversation(
+            client_chunks=s, server_chunks=srv, mss=65000, acks=False
+        )
     out = {}
     for name, segs in cases.items():
         blob = P.pcap_bytes(P.to_packets(segs, 1))
         t = time.time()
         tabs, peak = T.run(blob, "syn")
         an = tabs["anomalies"]
-        out[name] = (peak, time.time() - t, len(blob), len(tabs["methods"]),
-                     sorted(set(an.kind)))
+        out[name] = (peak, time.time() - t, len(blob), len(tabs["methods"]), sorted(set(an.kind)))
     return out
 
 
@@ -130,13 +147,17 @@ def main():
         o, r, miss, n = rec[k]
         tot_o += o
         tot_r += r
-        print(f"  {k:24s} mutants={n:4d} recovered {r}/{o} = {r / max(o, 1):.1%}; "
-              f"other-direction methods lost: {miss}; without amqp anomaly: {no_anom[k]}")
+        print(
+            f"  {k:24s} mutants={n:4d} recovered {r}/{o} = {r / max(o, 1):.1%}; "
+            f"other-direction methods lost: {miss}; without amqp anomaly: {no_anom[k]}"
+        )
     print(f"  TOTAL recovered {tot_r}/{tot_o} = {tot_r / max(tot_o, 1):.1%}")
     print(f"worst mutant peak traced memory: {worst[0] / 1e6:.1f} MB ({worst[1]})")
     for name, (peak, dt, size, nm, kinds) in synthetic(not a.no_million).items():
-        print(f"synthetic {name}: {size / 1e6:.1f} MB capture, peak {peak / 1e6:.1f} MB, "
-              f"{dt:.1f}s, methods={nm}, anomalies={kinds}")
+        print(
+            f"synthetic {name}: {size / 1e6:.1f} MB capture, peak {peak / 1e6:.1f} MB, "
+            f"{dt:.1f}s, methods={nm}, anomalies={kinds}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,14 @@ def templates():
     out = []
     for size in (0, 0, 21, 60, 300, 1448, 1448, 1448):
         for ip in (IP(src="10.0.0.1", dst="10.0.0.2"), IPv6(src="2001:db8::1", dst="2001:db8::2")):
-            seg = ip / TCP(sport=40000, dport=5672, flags="PA" if size else "A", seq=1, ack=1,
-                           options=[("NOP", None), ("NOP", None), ("Timestamp", (1, 2))])
+            seg = ip / TCP(
+                sport=40000,
+                dport=5672,
+                flags="PA" if size else "A",
+                seq=1,
+                ack=1,
+                options=[("NOP", None), ("NOP", None), ("Timestamp", (1, 2))],
+            )
             if size:
                 seg = seg / Raw(b"\xce" * size)
             out.append((1, bytes(Ether() / seg)))
@@ -67,8 +73,12 @@ def build(path: str, fmt: str, n: int) -> None:
             for i in range(n):
                 iface, data, pad, blen = recs[i % len(recs)]
                 ts = t0 + i * 1000
-                buf.append(struct.pack("<7I", 6, blen, iface, ts >> 32, ts & 0xFFFFFFFF,
-                                       len(data), len(data)) + data + pad + struct.pack("<I", blen))
+                buf.append(
+                    struct.pack("<7I", 6, blen, iface, ts >> 32, ts & 0xFFFFFFFF, len(data), len(data))
+                    + data
+                    + pad
+                    + struct.pack("<I", blen)
+                )
                 if len(buf) >= 10000:
                     f.write(b"".join(buf))
                     buf = []
@@ -92,7 +102,7 @@ def build(path: str, fmt: str, n: int) -> None:
 def bench_read(path: str) -> tuple[int, float]:
     t = time.perf_counter()
     n = 0
-    for n, _ts, _lt, _d, _w in open_capture(path):
+    for n, _ts, _lt, _d, _w in open_capture(path):  # noqa: B007 (the last number is the count)
         pass
     return n, time.perf_counter() - t
 
@@ -102,7 +112,7 @@ def bench_parse(path: str) -> tuple[int, float, int]:
     n = 0
     nbytes = 0
     pp = parse_packet
-    for n, _ts, lt, data, _w in open_capture(path):
+    for n, _ts, lt, data, _w in open_capture(path):  # noqa: B007 (the last number is the count)
         r = pp(lt, data)
         if r.__class__ is Packet:
             nbytes += len(r.payload)
@@ -113,8 +123,10 @@ def bench_scapy(path: str) -> tuple[int, float]:
     import logging
 
     from scapy.utils import RawPcapNgReader, RawPcapReader  # noqa: F401
+
     logging.getLogger("scapy").setLevel(logging.ERROR)
     from scapy.utils import RawPcapReader as R
+
     t = time.perf_counter()
     n = 0
     with R(path) as rd:  # the metaclass picks the pcap or pcapng reader
@@ -137,8 +149,7 @@ def main() -> None:
         if not os.path.exists(path):
             t = time.perf_counter()
             build(path, args.format, args.packets)
-            print(f"built {path} ({os.path.getsize(path) / 1e6:.0f} MB) in "
-                  f"{time.perf_counter() - t:.1f}s")
+            print(f"built {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t:.1f}s")
     best_r = best_p = None
     for _ in range(args.repeat):
         n, dt = bench_read(path)
@@ -147,10 +158,13 @@ def main() -> None:
         best_p = dt if best_p is None else min(best_p, dt)
     size = os.path.getsize(path)
     print(f"{path}: {n} packets, {size / 1e6:.0f} MB on disk")
-    print(f"  open_capture               : {n / best_r / 1e6:6.2f} M packets/s "
-          f"({size / best_r / 1e6:.0f} MB/s)")
-    print(f"  open_capture + parse_packet: {n / best_p / 1e6:6.2f} M packets/s "
-          f"({nbytes / 1e6:.0f} MB of TCP payload)")
+    print(
+        f"  open_capture               : {n / best_r / 1e6:6.2f} M packets/s ({size / best_r / 1e6:.0f} MB/s)"
+    )
+    print(
+        f"  open_capture + parse_packet: {n / best_p / 1e6:6.2f} M packets/s "
+        f"({nbytes / 1e6:.0f} MB of TCP payload)"
+    )
     if args.scapy:
         n2, dt = bench_scapy(path)
         print(f"  scapy RawPcap(Ng)Reader    : {n2 / dt / 1e6:6.2f} M packets/s")

@@ -13,6 +13,7 @@ start and warm-up reported apart: ``session start``).  The
 single-process ``dissect`` of the same input is printed for reference.
 Targets (2 cores): >= 1.7x for the set, >= 1.5x for the single capture.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,15 @@ def child(master: str, inp: str, out: str) -> dict:
     s = run(spark, [inp], out, force=True)
     t2 = time.perf_counter()
     spark.stop()
-    return {"session_s": t1 - t0, "run_s": t2 - t1, "tasks": s.tasks, "split": s.split, "bytes": s.bytes,
-            "rows": s.rows, "packets": s.packets}
+    return {
+        "session_s": t1 - t0,
+        "run_s": t2 - t1,
+        "tasks": s.tasks,
+        "split": s.split,
+        "bytes": s.bytes,
+        "rows": s.rows,
+        "packets": s.packets,
+    }
 
 
 def measure(master: str, inp: str, runs: int) -> dict:
@@ -69,8 +77,12 @@ def measure(master: str, inp: str, runs: int) -> dict:
     for _ in range(runs):
         out = tempfile.mkdtemp(prefix="bench_spark_")
         try:
-            p = subprocess.run([sys.executable, __file__, "--child", master, inp, os.path.join(out, "o")],
-                               capture_output=True, text=True, check=True)
+            p = subprocess.run(
+                [sys.executable, __file__, "--child", master, inp, os.path.join(out, "o")],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
         finally:
             shutil.rmtree(out, ignore_errors=True)
         r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -104,12 +116,16 @@ def main() -> int:
         shutil.rmtree(out, ignore_errors=True)
         r1 = measure("local[1]", inp, a.runs)
         r2 = measure("local[2]", inp, a.runs)
-        print(f"{label}: {len(caps)} file(s), {size / 1e6:,.1f} MB, {r2['tasks']} tasks"
-              + (f" (split into {sum(r2['split'].values())} buckets)" if r2["split"] else ""))
+        print(
+            f"{label}: {len(caps)} file(s), {size / 1e6:,.1f} MB, {r2['tasks']} tasks"
+            + (f" (split into {sum(r2['split'].values())} buckets)" if r2["split"] else "")
+        )
         print(f"  dissect (one process)  {ref:7.2f} s  {size / 1e6 / ref:6.1f} MB/s")
         for m, r in (("local[1]", r1), ("local[2]", r2)):
-            print(f"  spark {m}         {r['run_s']:7.2f} s  {size / 1e6 / r['run_s']:6.1f} MB/s"
-                  f"   (session start {r['session_s']:.1f} s; load average after the run {r['load']:.1f})")
+            print(
+                f"  spark {m}         {r['run_s']:7.2f} s  {size / 1e6 / r['run_s']:6.1f} MB/s"
+                f"   (session start {r['session_s']:.1f} s; load average after the run {r['load']:.1f})"
+            )
         print(f"  speed-up local[2] / local[1]: {r1['run_s'] / r2['run_s']:.2f}x", flush=True)
     return 0
 

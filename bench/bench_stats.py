@@ -22,6 +22,7 @@ is that step's alone, it measures wall time and peak RSS (ru_maxrss) of:
 venv) for a before/after comparison on the same tables.  It measures; it does
 not assert (not a timed test).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -148,15 +149,27 @@ def main() -> int:
     try:
         pair = os.path.join(tmp, "pair")
         caps = os.path.join(ROOT, "captures")
-        subprocess.run(amqpcap(sys.executable, "dissect", os.path.join(caps, "rabbitmq091_pika_full.pcap"),
-                               os.path.join(caps, "netamqp09_offline.pcap"), "-o", pair, "-q"), check=True)
+        subprocess.run(
+            amqpcap(
+                sys.executable,
+                "dissect",
+                os.path.join(caps, "rabbitmq091_pika_full.pcap"),
+                os.path.join(caps, "netamqp09_offline.pcap"),
+                "-o",
+                pair,
+                "-q",
+            ),
+            check=True,
+        )
         ep_cap = os.path.join(tmp, "epoch.pcap")
         epoch_capture(os.path.join(caps, "rabbitmq091_pika_full.pcap"), ep_cap)
         epoch = os.path.join(tmp, "epoch")
         subprocess.run(amqpcap(sys.executable, "dissect", ep_cap, "-o", epoch, "-q"), check=True)
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
-        print(f"{a.packets:,} packets, {os.path.getsize(cap) / 1e6:,.0f} MB capture, "
-              f"{size / 1e6:,.1f} MB of tables; python {a.python}")
+        print(
+            f"{a.packets:,} packets, {os.path.getsize(cap) / 1e6:,.0f} MB capture, "
+            f"{size / 1e6:,.1f} MB of tables; python {a.python}"
+        )
         steps = {
             "load": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}); print(len(t.methods))"],
             "load-an": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}, columns='analysis')"],

@@ -27,5 +27,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test,spark]"
+# lint and format (pyproject.toml [tool.ruff]): a finding fails the run before the tests
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
 export AMQPCAP_REQUIRE_TOOLS="${AMQPCAP_REQUIRE_TOOLS:-${CI:-}}"
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,8 +1,8 @@
 """Every shipped capture against the ground truth written by the program that recorded it."""
+
 import base64
 import collections
 import glob
-import gzip
 import json
 import os
 import re
@@ -96,6 +96,7 @@ def conn_methods(r, stream, direction):
 
 # --------------------------------------------------------------------------- all captures
 
+
 def test_all_captures_present():
     assert len(PCAPS) == 12, PCAPS
 
@@ -157,10 +158,14 @@ def test_091_publishes_and_bodies(results, name):
         s = tc["tcp_stream"]
         m = msgs[msgs.tcp_stream == s]
         pub = m[m.method == "basic.publish"].sort_values("stream_offset")
-        got = [(int(x.channel), x.exchange, x.routing_key, int(x.body_size), x.body_hash)
-               for x in pub.itertuples()]
-        want = [(p["channel"], p["exchange"], p["routing_key"], p["body_len"], p["body_sha256"])
-                for p in tc.get("publishes", [])]
+        got = [
+            (int(x.channel), x.exchange, x.routing_key, int(x.body_size), x.body_hash)
+            for x in pub.itertuples()
+        ]
+        want = [
+            (p["channel"], p["exchange"], p["routing_key"], p["body_len"], p["body_sha256"])
+            for p in tc.get("publishes", [])
+        ]
         assert got == want, s
         assert (pub.complete).all()
         assert list(pub.body_received) == list(pub.body_size)
@@ -170,19 +175,38 @@ def test_091_publishes_and_bodies(results, name):
         # received messages: deliver / get-ok / return
         recv = m[m.direction == "s2c"].sort_values("stream_offset")
         key = lambda x: (x.method, int(x.channel), x.exchange, x.routing_key, int(x.body_size), x.body_hash)  # noqa: E731
-        tkey = lambda rm: (rm["method"], rm["channel"], rm["exchange"], rm["routing_key"], rm["body_len"], rm["body_sha256"])  # noqa: E731
+        tkey = lambda rm: (
+            rm["method"],
+            rm["channel"],
+            rm["exchange"],
+            rm["routing_key"],
+            rm["body_len"],
+            rm["body_sha256"],
+        )  # noqa: E731
         got_r = [key(x) for x in recv.itertuples() if x.method != "basic.return"]
-        want_r = [tkey(rm) for rm in tc.get("received_messages", []) if rm["method"] in ("basic.deliver", "basic.get-ok")]
+        want_r = [
+            tkey(rm)
+            for rm in tc.get("received_messages", [])
+            if rm["method"] in ("basic.deliver", "basic.get-ok")
+        ]
         assert got_r == want_r, s
         # returns: the client's received_messages lists those of non-confirm channels; errors lists them all
         got_ret = collections.Counter(key(x) for x in recv.itertuples() if x.method == "basic.return")
-        want_ret = collections.Counter(tkey(rm) for rm in tc.get("received_messages", []) if rm["method"] == "basic.return")
+        want_ret = collections.Counter(
+            tkey(rm) for rm in tc.get("received_messages", []) if rm["method"] == "basic.return"
+        )
         assert not (want_ret - got_ret)
-        assert sum(got_ret.values()) == sum(1 for e in tc.get("errors", []) if e.get("method") == "basic.return")
+        assert sum(got_ret.values()) == sum(
+            1 for e in tc.get("errors", []) if e.get("method") == "basic.return"
+        )
         assert all(int(c) == 312 for c in recv[recv.method == "basic.return"].reply_code)
         for rm in tc.get("received_messages", []):
             if rm["method"] in ("basic.deliver", "basic.get-ok") and rm.get("delivery_tag") is not None:
-                hit = recv[(recv.method == rm["method"]) & (recv.channel == rm["channel"]) & (recv.delivery_tag == rm["delivery_tag"])]
+                hit = recv[
+                    (recv.method == rm["method"])
+                    & (recv.channel == rm["channel"])
+                    & (recv.delivery_tag == rm["delivery_tag"])
+                ]
                 assert len(hit) == 1
                 assert bool(hit.redelivered.iloc[0]) == bool(rm["redelivered"])
 
@@ -199,14 +223,26 @@ def test_091_connection_fields_and_errors(results, name):
         assert row.client_port == tc["client_port"]
         neg = tc.get("negotiated")
         if neg:
-            assert (row.heartbeat, row.frame_max, row.channel_max) == (neg["heartbeat"], neg["frame_max"], neg["channel_max"])
+            assert (row.heartbeat, row.frame_max, row.channel_max) == (
+                neg["heartbeat"],
+                neg["frame_max"],
+                neg["channel_max"],
+            )
         if tc.get("user") and tc.get("c2s_methods"):
             assert row.user == tc["user"]
             assert row.mechanism == tc.get("mechanism", row.mechanism)
         m = meths[meths.tcp_stream == s]
         got = collections.Counter()
-        for x in m[m.method.isin(["channel.close", "connection.close", "basic.return"]) & (m.direction == "s2c")].itertuples():
-            got[(x.method.split(".")[0] if x.method != "basic.return" else "message", int(x.channel), int(x.reply_code))] += 1
+        for x in m[
+            m.method.isin(["channel.close", "connection.close", "basic.return"]) & (m.direction == "s2c")
+        ].itertuples():
+            got[
+                (
+                    x.method.split(".")[0] if x.method != "basic.return" else "message",
+                    int(x.channel),
+                    int(x.reply_code),
+                )
+            ] += 1
         want = collections.Counter()
         for e in tc.get("errors", []):
             if e.get("reply_code") is None:
@@ -228,7 +264,7 @@ def test_pika_full_counts(results):
     cnt = collections.Counter(m.method)
     assert cnt["basic.publish"] == 22
     assert cnt["basic.deliver"] == 7
-    assert cnt["basic.reject"] == 2 and cnt["basic.nack"] == 4   # 2 client nacks + 2 broker confirm nacks
+    assert cnt["basic.reject"] == 2 and cnt["basic.nack"] == 4  # 2 client nacks + 2 broker confirm nacks
     codes = set(m.reply_code.dropna().astype(int))
     assert {404, 406, 403, 312, 200} <= codes
     rej = m[m.method == "basic.reject"]
@@ -241,7 +277,7 @@ def test_refused_codes(results):
     assert sorted(closes[closes.direction == "s2c"].reply_code.astype(int)) == [403, 403, 530]
 
 
-# --------------------------------------------------------------------------- 0-8 / 0-9 (amqplib, Net::AMQP, AnyEvent)
+# ---------------------------------------------------------------- 0-8 / 0-9 (amqplib, Net::AMQP, AnyEvent)
 
 T0809 = [n for n in PCAPS if n.startswith(("rabbitmq08_", "rabbitmq09_")) and n != "rabbitmq08_rejected"]
 
@@ -264,12 +300,13 @@ def test_0809_frame_sequences(results, name):
             if len(named) == len(tf):
                 assert list(m.method) == named, (conn, d)
             # content: header body_size and body hashes
-            hdrs = [f for f in frames if f.get("conn", 0) == conn and f.get("dir") == d and f.get("type") == 2]
+            hdrs = [
+                f for f in frames if f.get("conn", 0) == conn and f.get("dir") == d and f.get("type") == 2
+            ]
             msgs = r["messages"]
             mm = msgs[(msgs.tcp_stream == conn) & (msgs.direction == d)].sort_values("stream_offset")
             assert list(mm.body_size) == [h["body_size"] for h in hdrs]
-            assert list(mm.body_frames) == [
-                _nbodies(frames, conn, d, i) for i in range(len(hdrs))]
+            assert list(mm.body_frames) == [_nbodies(frames, conn, d, i) for i in range(len(hdrs))]
 
 
 def _nbodies(frames, conn, d, i):
@@ -298,8 +335,9 @@ def test_0809_operations(results, name):
     ops = t["operations"]
     pubs = [o for o in ops if o["op"] == "basic.publish"]
     pm = msgs[msgs.method == "basic.publish"].sort_values(["tcp_stream", "stream_offset"])
-    assert [(x.tcp_stream, x.exchange, x.routing_key, int(x.body_size), x.body_hash) for x in pm.itertuples()] == \
-        [(o.get("conn", 0), o["exchange"], o["routing_key"], o["body_size"], o["body_sha256"]) for o in pubs]
+    assert [
+        (x.tcp_stream, x.exchange, x.routing_key, int(x.body_size), x.body_hash) for x in pm.itertuples()
+    ] == [(o.get("conn", 0), o["exchange"], o["routing_key"], o["body_size"], o["body_sha256"]) for o in pubs]
     # every body the client saw, by hash (multiset)
     want = collections.Counter()
     for o in ops:
@@ -313,7 +351,7 @@ def test_0809_operations(results, name):
     oc = t["operation_counts"]
     c2s = collections.Counter(meths[meths.direction == "c2s"].method)
     s2c = collections.Counter(meths[meths.direction == "s2c"].method)
-    assert c2s["basic.ack"] + s2c["basic.ack"] == oc.get("basic.ack", 0)   # broker confirm acks counted too
+    assert c2s["basic.ack"] + s2c["basic.ack"] == oc.get("basic.ack", 0)  # broker confirm acks counted too
     for meth in ("basic.publish", "basic.reject", "basic.get", "basic.consume", "basic.cancel", "queue.bind"):
         assert c2s[meth] == oc.get(meth, 0), meth
     assert s2c["basic.deliver"] == oc.get("basic.deliver", 0)
@@ -334,7 +372,7 @@ def test_0809_reply_codes(results):
     m = results("rabbitmq08_amqplib")["methods"]
     t = truth_json("rabbitmq08_amqplib")
     want = sorted(o["reply_code"] for o in t["operations"] if "reply_code" in o)
-    assert want == [0, 0, 312, 404]   # amqplib closes with reply_code 0
+    assert want == [0, 0, 312, 404]  # amqplib closes with reply_code 0
     assert sorted(m.reply_code.dropna().astype(int)) == want
     m = results("rabbitmq08_netamqp")["methods"]
     cl = m[(m.tcp_stream == 1) & (m.method == "connection.close")]
@@ -347,7 +385,10 @@ def test_0809_reply_codes(results):
 
 # --------------------------------------------------------------------------- secrets
 
-@pytest.mark.parametrize("name", [n for n in PCAPS if n.startswith(("rabbitmq08_", "rabbitmq09_", "rabbitmq091_"))])
+
+@pytest.mark.parametrize(
+    "name", [n for n in PCAPS if n.startswith(("rabbitmq08_", "rabbitmq09_", "rabbitmq091_"))]
+)
 def test_password_never_written(results, name):
     r = results(name)
     for pw in (PASSWORD, WRONG_PASSWORD):
@@ -390,7 +431,7 @@ def test_offline_methods(results):
     lines = [l for l in offline_truth() if l[4] == "METHOD"]
     assert len(lines) == 99
     assert len(m) == len(lines)
-    for num, d, off, ln, kind, ch, rest in lines:
+    for num, d, off, ln, _kind, ch, rest in lines:
         direction = "c2s" if d == "C>S" else "s2c"
         ids, name = rest.split()[0], rest.split()[1]
         cid, mid = map(int, ids.split("."))
@@ -400,9 +441,14 @@ def test_offline_methods(results):
         assert (int(row.class_id), int(row.method_id), int(row.channel)) == (cid, mid, int(ch)), num
         assert row.method == camel_to_ours(name), (num, row.method, name)
         assert row.frame_size == int(ln) - 8, num
-        for key, col in (("exchange", "exchange"), ("routing_key", "routing_key"), ("queue", "queue"),
-                         ("reply_code", "reply_code"), ("delivery_tag", "delivery_tag"),
-                         ("consumer_tag", "consumer_tag")):
+        for key, col in (
+            ("exchange", "exchange"),
+            ("routing_key", "routing_key"),
+            ("queue", "queue"),
+            ("reply_code", "reply_code"),
+            ("delivery_tag", "delivery_tag"),
+            ("consumer_tag", "consumer_tag"),
+        ):
             mm = re.search(r"(?:^| )" + key + r"=(?:'([^']*)'|(\d+))", rest)
             if mm:
                 want = mm.group(1) if mm.group(1) is not None else int(mm.group(2))
@@ -419,7 +465,7 @@ def test_offline_contents(results):
     hdrs = [l for l in lines if l[4] == "HEADER"]
     transfers = [l for l in lines if l[4] == "METHOD" and " Message.Transfer " in " " + l[6] + " "]
     assert len(msgs) == len(hdrs) + len(transfers) == 12
-    for num, d, off, ln, kind, ch, rest in hdrs:
+    for num, d, off, _ln, _kind, _ch, rest in hdrs:
         direction = "c2s" if d == "C>S" else "s2c"
         size = int(re.search(r"body_size=(\d+)", rest).group(1))
         # the carrying method is the METHOD line just before the header in this direction
@@ -428,7 +474,7 @@ def test_offline_contents(results):
         assert len(hit) == 1, num
         assert int(hit.body_size.iloc[0]) == size and int(hit.body_received.iloc[0]) == size
         assert bool(hit.complete.iloc[0])
-    for num, d, off, ln, kind, ch, rest in transfers:
+    for num, d, off, _ln, _kind, _ch, rest in transfers:
         direction = "c2s" if d == "C>S" else "s2c"
         size = int(re.search(r"body=longstr\[(\d+)\]", rest).group(1))
         hit = msgs[(msgs.direction == direction) & (msgs.stream_offset == int(off))]

@@ -1,4 +1,5 @@
 """Exit codes (one table), one-line errors, signals, --version and --help of every command."""
+
 import json
 import os
 import signal
@@ -8,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures import pcapgen as g
 
 from amqpcap.exitcodes import MEANING, Exit
-from fixtures import pcapgen as g
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP = ROOT / "captures" / "rabbitmq091_pika_full.pcap"
@@ -21,8 +22,9 @@ COMMANDS = ("dissect", "show", "stats", "report")
 def run(*args, env=None, **kw):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run(AMQPCAP + [str(a) for a in args], capture_output=True, text=True, env=e,
-                          timeout=120, **kw)
+    return subprocess.run(
+        AMQPCAP + [str(a) for a in args], capture_output=True, text=True, env=e, timeout=120, **kw
+    )
 
 
 def one_line(r):
@@ -37,6 +39,7 @@ def cache(tmp_path):
 
 
 # -- stats and report get dissect's codes --------------------------------------------------
+
 
 @pytest.mark.parametrize("cmd", ["stats", "report"])
 def test_missing_path_is_unreadable_3_like_dissect(cmd, tmp_path, cache):
@@ -103,8 +106,13 @@ def test_stats_on_a_capture_says_it_dissects_it_and_where_it_caches_it(tmp_path,
 
 def test_stats_reads_standard_input(tmp_path, cache):
     want = run("stats", CAP, "--json", env=cache).stdout
-    r = subprocess.run(AMQPCAP + ["stats", "-", "--json"], input=CAP.read_bytes(), capture_output=True,
-                       env={**os.environ, **cache}, timeout=120)
+    r = subprocess.run(
+        AMQPCAP + ["stats", "-", "--json"],
+        input=CAP.read_bytes(),
+        capture_output=True,
+        env={**os.environ, **cache},
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     want = json.loads(want)
@@ -117,10 +125,13 @@ def test_stats_reads_standard_input(tmp_path, cache):
 
 # -- no AMQP in the capture ------------------------------------------------------------------
 
+
 def _http_only(tmp_path):
-    segs = g.tcp_conversation([("c", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-                               ("s", b"HTTP/1.1 200 OK\r\n\r\n")],
-                              client=("10.0.0.1", 40000), server=("10.0.0.2", 8080))
+    segs = g.tcp_conversation(
+        [("c", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ("s", b"HTTP/1.1 200 OK\r\n\r\n")],
+        client=("10.0.0.1", 40000),
+        server=("10.0.0.2", 8080),
+    )
     path = tmp_path / "http.pcap"
     g.write(path, g.pcap_bytes(g.to_packets(segs)))
     return path
@@ -146,11 +157,15 @@ def test_no_amqp_says_so_in_one_line_with_exit_6(cmd, tmp_path, cache):
 def test_amqp_on_an_unknown_port_is_found_with_ports(tmp_path):
     from fixtures import amqp09 as A
 
-    segs = g.tcp_conversation([("s", A.method_frame(0, "connection.tune", channel_max=0, frame_max=131072,
-                                                    heartbeat=60)),
-                               ("c", A.method_frame(0, "connection.tune-ok", channel_max=0, frame_max=131072,
-                                                    heartbeat=60))],
-                              client=("10.0.0.1", 40000), server=("10.0.0.2", 15999), handshake=False)
+    segs = g.tcp_conversation(
+        [
+            ("s", A.method_frame(0, "connection.tune", channel_max=0, frame_max=131072, heartbeat=60)),
+            ("c", A.method_frame(0, "connection.tune-ok", channel_max=0, frame_max=131072, heartbeat=60)),
+        ],
+        client=("10.0.0.1", 40000),
+        server=("10.0.0.2", 15999),
+        handshake=False,
+    )
     cap = tmp_path / "odd.pcap"
     g.write(cap, g.pcap_bytes(g.to_packets(segs)))
     r = run("show", cap)
@@ -161,14 +176,21 @@ def test_amqp_on_an_unknown_port_is_found_with_ports(tmp_path):
 
 # -- signals ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, Exit.TERMINATED), (signal.SIGHUP, Exit.HANGUP),
-                                        (signal.SIGINT, Exit.INTERRUPTED)])
+
+@pytest.mark.parametrize(
+    "sig, code",
+    [(signal.SIGTERM, Exit.TERMINATED), (signal.SIGHUP, Exit.HANGUP), (signal.SIGINT, Exit.INTERRUPTED)],
+)
 def test_signal_to_a_running_dissect_removes_the_partial_output(tmp_path, sig, code):
     fifo = tmp_path / "cap.fifo"
     os.mkfifo(fifo)
     out = tmp_path / "out"
-    p = subprocess.Popen(AMQPCAP + ["dissect", str(fifo), "-o", str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        AMQPCAP + ["dissect", str(fifo), "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     with open(fifo, "wb") as w:
         w.write(CAP.read_bytes())  # the whole capture, but the pipe stays open: dissect keeps running
         w.flush()
@@ -194,6 +216,7 @@ def test_force_over_an_existing_file_leaves_no_old_copy(tmp_path):
 
 
 # -- --version and --help --------------------------------------------------------------------
+
 
 def test_version():
     from amqpcap import __version__
@@ -230,14 +253,20 @@ def test_stats_of_a_dissect_output_without_amqp_says_so(tmp_path, cache):
     assert run("dissect", cap, "-o", tmp_path / "o", "-q").returncode == Exit.NO_AMQP
     r = run("stats", tmp_path / "o", env=cache)
     assert r.returncode == Exit.NO_AMQP
-    assert one_line(r).startswith(f"amqpcap: no AMQP conversations found in {tmp_path / 'o'}; "
-                                  "try dissect --ports")
+    assert one_line(r).startswith(
+        f"amqpcap: no AMQP conversations found in {tmp_path / 'o'}; try dissect --ports"
+    )
 
 
 def test_stats_from_standard_input_without_amqp_counts_the_tcp_conversations(tmp_path, cache):
     cap = _http_only(tmp_path)
-    r = subprocess.run(AMQPCAP + ["stats", "-"], input=cap.read_bytes(), capture_output=True,
-                       env={**os.environ, **cache}, timeout=120)
+    r = subprocess.run(
+        AMQPCAP + ["stats", "-"],
+        input=cap.read_bytes(),
+        capture_output=True,
+        env={**os.environ, **cache},
+        timeout=120,
+    )
     assert r.returncode == Exit.NO_AMQP
     last = r.stderr.decode().strip().splitlines()[-1]
     assert last.endswith("(server ports 8080); try --ports 8080 if AMQP runs there")

@@ -1,4 +1,5 @@
 """Captures through pipes, FIFOs and standard input: opened once, read as the bytes arrive."""
+
 import gzip
 import os
 import queue
@@ -13,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from fixtures import amqp09 as A
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +33,9 @@ def _show_file(path=CAP):
 def _piped(args, feed: bytes):
     """``cat | amqpcap ARGS``: a real pipe between two processes."""
     cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    r = subprocess.Popen(AMQPCAP + args, stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    r = subprocess.Popen(
+        AMQPCAP + args, stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     cat.stdout.close()
     cat.stdin.write(feed)
     cat.stdin.close()
@@ -85,8 +86,12 @@ def test_dissect_reads_a_fifo(tmp_path):
 
     t = threading.Thread(target=writer)
     t.start()
-    r = subprocess.run(AMQPCAP + ["dissect", str(fifo), "-o", str(tmp_path / "o"), "-q"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        AMQPCAP + ["dissect", str(fifo), "-o", str(tmp_path / "o"), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     t.join(10)
     assert r.returncode == 0, r.stderr
     assert len(pd.read_parquet(tmp_path / "o" / "methods")) == 24
@@ -126,11 +131,12 @@ class _Lines:
 
 def test_show_prints_each_method_while_the_pipe_is_still_open():
     data = CAP.read_bytes()
-    p = subprocess.Popen(AMQPCAP + ["show", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        AMQPCAP + ["show", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         # The pcap header and the first third of the packets; the pipe stays open.
-        p.stdin.write(data[:len(data) // 3])
+        p.stdin.write(data[: len(data) // 3])
         p.stdin.flush()
         first = _Lines(p.stdout).next(30)
         assert first is not None, "show printed nothing before its input ended"
@@ -173,6 +179,7 @@ def test_standard_input_on_a_terminal_is_refused_in_one_line():
 
 # -- a real tcpdump writing to a pipe ---------------------------------------------------------
 
+
 def _need_tcpdump():
     # scripts/test.sh installs tcpdump and sets AMQPCAP_REQUIRE_TOOLS in CI: a missing tool fails
     if shutil.which("tcpdump") is None or os.geteuid() != 0:
@@ -180,13 +187,31 @@ def _need_tcpdump():
 
 
 def _tcpdump_to(args, port, stdout=subprocess.PIPE):
-    td = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "--immediate-mode", "-n", "-s", "0", "-w", "-",
-                           "tcp", "port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    td = subprocess.Popen(
+        [
+            "tcpdump",
+            "-i",
+            "lo",
+            "-U",
+            "--immediate-mode",
+            "-n",
+            "-s",
+            "0",
+            "-w",
+            "-",
+            "tcp",
+            "port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     line = td.stderr.readline()  # "listening on lo, ..."
     if b"listening" not in line:
         td.kill()
         (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(
-            f"tcpdump did not start: {line!r}")
+            f"tcpdump did not start: {line!r}"
+        )
     amq = subprocess.Popen(AMQPCAP + args, stdin=td.stdout, stdout=stdout, stderr=subprocess.PIPE)
     td.stdout.close()
     return td, amq
@@ -198,8 +223,15 @@ def _amqp_exchange(port):
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", port))
     srv.listen(1)
-    start = A.method_frame(0, "connection.start", version_major=0, version_minor=9,
-                           server_properties={"product": "pipe-test"}, mechanisms=b"PLAIN", locales=b"en_US")
+    start = A.method_frame(
+        0,
+        "connection.start",
+        version_major=0,
+        version_minor=9,
+        server_properties={"product": "pipe-test"},
+        mechanisms=b"PLAIN",
+        locales=b"en_US",
+    )
     close = A.method_frame(0, "connection.close", reply_code=320, reply_text="bye", class_id=0, method_id=0)
 
     def serve():
@@ -257,8 +289,11 @@ def test_tcpdump_write_to_stdout_piped_into_show_prints_as_packets_arrive():
 def test_tcpdump_write_to_stdout_piped_into_dissect(tmp_path):
     _need_tcpdump()
     port = _free_port()
-    td, amq = _tcpdump_to(["dissect", "-", "-o", str(tmp_path / "o"), "-q", "--ports", str(port)], port,
-                          stdout=subprocess.DEVNULL)
+    td, amq = _tcpdump_to(
+        ["dissect", "-", "-o", str(tmp_path / "o"), "-q", "--ports", str(port)],
+        port,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         srv, cli, t = _amqp_exchange(port)
         time.sleep(0.5)
@@ -280,10 +315,11 @@ def test_tcpdump_write_to_stdout_piped_into_dissect(tmp_path):
 
 def test_show_decompresses_gzip_from_a_pipe_as_it_arrives():
     data = gzip.compress(CAP.read_bytes())
-    p = subprocess.Popen(AMQPCAP + ["show", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        AMQPCAP + ["show", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
-        p.stdin.write(data[:len(data) // 2])
+        p.stdin.write(data[: len(data) // 2])
         p.stdin.flush()
         first = _Lines(p.stdout).next(30)
         assert first is not None and b"connection.start" in first
@@ -306,8 +342,9 @@ def test_dissect_closes_every_input_when_it_refuses_to_write(tmp_path):
 
 def test_stats_of_a_process_substitution_is_dissected_once_and_not_cached(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    want = subprocess.run(AMQPCAP + ["stats", str(CAP), "--json"], capture_output=True, text=True, env=env,
-                          check=True).stdout
+    want = subprocess.run(
+        AMQPCAP + ["stats", str(CAP), "--json"], capture_output=True, text=True, env=env, check=True
+    ).stdout
     cmd = f"{sys.executable} -m amqpcap.cli stats <(cat {CAP}) --json"
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,5 @@
 """amqpcap show: one line per method, filters by stream, channel and method."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,12 @@ CAP = Path(__file__).resolve().parents[1] / "captures" / "rabbitmq091_pika_full.
 
 
 def _show(*args, cap=CAP, headers=False):
-    r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(cap), *args],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "amqpcap.cli", "show", str(cap), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [line for line in r.stdout.splitlines() if line.strip() and (headers or not line.startswith("#"))]
 
 
@@ -40,7 +45,9 @@ def test_method_prefix_and_channel_filters(tmp_path):
 
 
 def test_password_never_shown():
-    r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(CAP)], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "amqpcap.cli", "show", str(CAP)], capture_output=True, text=True
+    )
     assert "s3cret-pw" not in r.stdout and "start-ok" in r.stdout
 
 
@@ -67,9 +74,14 @@ def test_relative_time_matches_tshark_for_every_line():
         import os
 
         import pytest
+
         (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)("needs tshark")
-    out = subprocess.run(["tshark", "-r", str(cap), "-T", "fields", "-e", "frame.number", "-e",
-                          "frame.time_relative"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["tshark", "-r", str(cap), "-T", "fields", "-e", "frame.number", "-e", "frame.time_relative"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rel = {int(n): float(t) for n, t in (l.split() for l in out.splitlines())}
     lines = _show("--channel", "1", cap=cap)
     assert len(lines) > 10
@@ -111,7 +123,10 @@ def test_key_arguments_exchange_type_bind_source_and_blocked_reason():
 
 def test_reply_text_is_shown_whole_when_piped():
     lines = _show("--method", "connection.close", cap=CAPS / "rabbitmq091_pika_refused.pcap")
-    text = "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."
+    text = (
+        "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
+        "For details see the broker logfile."
+    )
     assert any(l.endswith("reply-text=" + text) for l in lines)
 
 
@@ -138,8 +153,10 @@ def test_keep_secrets_shows_decoded_plain_and_amqplain_credentials():
     assert len(hidden) == 3 and all("user=amqpcap" in l and "password" not in l for l in hidden)
     shown = _show("--method", "connection.start-ok", "--keep-secrets", cap=cap)
     assert [l.split("mechanism=")[1] for l in shown] == [
-        "PLAIN user=amqpcap password=wrong-pw-0000", "PLAIN user=amqpcap password=s3cret-pw",
-        "AMQPLAIN user=amqpcap password=wrong-pw-0000"]
+        "PLAIN user=amqpcap password=wrong-pw-0000",
+        "PLAIN user=amqpcap password=s3cret-pw",
+        "AMQPLAIN user=amqpcap password=wrong-pw-0000",
+    ]
     assert "$b64" not in "".join(shown)
 
 
@@ -152,8 +169,12 @@ def test_json_lines_carry_every_argument_and_the_addresses(tmp_path):
     objs = [json.loads(l) for l in _show("--json")]
     assert len(objs) == len(m)
     for o, (_, row) in zip(objs, m.iterrows()):
-        assert (o["frame"], o["method"], o["stream"], o["channel"]) == (row.frame_number, row.method,
-                                                                          row.tcp_stream, row.channel)
+        assert (o["frame"], o["method"], o["stream"], o["channel"]) == (
+            row.frame_number,
+            row.method,
+            row.tcp_stream,
+            row.channel,
+        )
         want = json.loads(row.arguments)
         want.pop("response", None)
         assert {k: v for k, v in o["arguments"].items() if k not in ("user",)} == want
@@ -167,11 +188,24 @@ def test_csv_has_a_header_and_one_row_per_method(tmp_path):
 
     dissect([str(CAP)], str(tmp_path / "o"))
     m = pd.read_parquet(tmp_path / "o" / "methods")
-    r = subprocess.run([sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--csv"],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--csv"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert list(rows[0]) == ["time", "frame", "stream", "direction", "channel", "method", "client", "server",
-                             "arguments"]
+    assert list(rows[0]) == [
+        "time",
+        "frame",
+        "stream",
+        "direction",
+        "channel",
+        "method",
+        "client",
+        "server",
+        "arguments",
+    ]
     assert [(int(x["frame"]), x["method"]) for x in rows] == list(zip(m.frame_number, m.method))
 
 
@@ -181,8 +215,11 @@ def test_a_terminal_gets_a_header_row_and_a_pipe_does_not():
 
     master, slave = pty.openpty()
     try:
-        p = subprocess.Popen([sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--method", "basic.qos"],
-                             stdout=slave, stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--method", "basic.qos"],
+            stdout=slave,
+            stderr=subprocess.PIPE,
+        )
         os.close(slave)
         out = b""
         while True:

@@ -9,6 +9,7 @@ listed in KNOWN_TSHARK_ERRORS with the reason (docs/dialects.md).
 tshark must be installed in CI (scripts/test.sh installs it); elsewhere the
 test skips and says why, unless AMQPCAP_REQUIRE_TOOLS is set.
 """
+
 from __future__ import annotations
 
 import collections
@@ -51,8 +52,12 @@ def _tshark():
 
 
 def tshark_methods(exe: str, capture: Path) -> list[dict]:
-    out = subprocess.run([exe, "-n", "-r", str(capture), "-Y", "amqp", "-T", "pdml"], check=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    out = subprocess.run(
+        [exe, "-n", "-r", str(capture), "-Y", "amqp", "-T", "pdml"],
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ).stdout
     rows = []
     for pkt in ET.fromstring(out).iter("packet"):
         number = stream = None
@@ -70,8 +75,13 @@ def tshark_methods(exe: str, capture: Path) -> list[dict]:
                 fields.setdefault(f.get("name"), f.get("show"))
             if fields.get("amqp.type") != "1":
                 continue
-            row = {"frame_number": number, "tcp_stream": stream, "channel": int(fields["amqp.channel"]),
-                   "class_id": int(fields["amqp.method.class"]), "method_id": int(fields["amqp.method.method"])}
+            row = {
+                "frame_number": number,
+                "tcp_stream": stream,
+                "channel": int(fields["amqp.channel"]),
+                "class_id": int(fields["amqp.method.class"]),
+                "method_id": int(fields["amqp.method.method"]),
+            }
             for tf, col in ARGS.items():
                 if tf in fields:
                     row[col] = fields[tf]
@@ -96,12 +106,17 @@ def test_every_method_frame_agrees_with_tshark(capture, tmp_path):
     ours = pd.read_parquet(tmp_path / "out" / "methods")
     key = ("frame_number", "tcp_stream", "channel", "class_id", "method_id")
     mine = collections.Counter(tuple(int(r[k]) for k in key) for r in ours[list(key)].to_dict("records"))
-    seen = collections.Counter(tuple(r[k] for k in key) for r in theirs
-                               if (r["class_id"], r["method_id"]) not in KNOWN_TSHARK_ERRORS)
+    seen = collections.Counter(
+        tuple(r[k] for k in key) for r in theirs if (r["class_id"], r["method_id"]) not in KNOWN_TSHARK_ERRORS
+    )
     for k in KNOWN_TSHARK_ERRORS:
         mine = collections.Counter({m: n for m, n in mine.items() if (m[3], m[4]) != k})
-    assert seen - mine == collections.Counter(), f"tshark saw methods amqpcap missed: {list((seen - mine))[:10]}"
-    assert mine - seen == collections.Counter(), f"amqpcap has methods tshark does not: {list((mine - seen))[:10]}"
+    assert seen - mine == collections.Counter(), (
+        f"tshark saw methods amqpcap missed: {list(seen - mine)[:10]}"
+    )
+    assert mine - seen == collections.Counter(), (
+        f"amqpcap has methods tshark does not: {list(mine - seen)[:10]}"
+    )
     # Key arguments, method by method (same order within a packet in both tools).
     ours_by = collections.defaultdict(list)
     for r in ours.to_dict("records"):

@@ -1,6 +1,7 @@
 """Real captures cut after their handshake (and inside a frame): the dissector
 must pick the conversations up mid-stream and decode everything after the
 first complete frame exactly as in the full capture."""
+
 import os
 
 import pyarrow.dataset as pads
@@ -29,7 +30,12 @@ CASES = {
     "qpid010_basic": {"0-10"},
 }
 # how many cuts inside a frame each capture offers (those whose messages span packets)
-MID_FRAME_CUTS = {"rabbitmq091_pika_full": 2, "rabbitmq08_amqplib": 2, "netamqp09_offline": 1, "qpid010_basic": 2}
+MID_FRAME_CUTS = {
+    "rabbitmq091_pika_full": 2,
+    "rabbitmq08_amqplib": 2,
+    "netamqp09_offline": 1,
+    "qpid010_basic": 2,
+}
 
 
 def _load(out, frames=False):
@@ -43,8 +49,14 @@ def _packet_offsets(pkts, conns):
     IP = scapy_all.IP
     by_key = {}
     for row in conns.itertuples():
-        by_key[(row.client_ip, int(row.client_port), row.server_ip, int(row.server_port))] = (int(row.tcp_stream), "c2s")
-        by_key[(row.server_ip, int(row.server_port), row.client_ip, int(row.client_port))] = (int(row.tcp_stream), "s2c")
+        by_key[(row.client_ip, int(row.client_port), row.server_ip, int(row.server_port))] = (
+            int(row.tcp_stream),
+            "c2s",
+        )
+        by_key[(row.server_ip, int(row.server_port), row.client_ip, int(row.client_port))] = (
+            int(row.tcp_stream),
+            "s2c",
+        )
     isn = {}
     out = {}
     for n, p in enumerate(pkts, 1):
@@ -92,8 +104,11 @@ def _cut_points(t, offs):
     for f in frames.itertuples():
         starts.setdefault((int(f.tcp_stream), f.direction), set()).add(int(f.stream_offset))
     # (offset 0 is a protocol header: a cut there is a new connection, not a mid-frame cut)
-    mid = [n for n, (s, d, off, ln) in sorted(offs.items())
-           if n > k1 + 1 and off and off not in starts.get((s, d), ())]
+    mid = [
+        n
+        for n, (s, d, off, ln) in sorted(offs.items())
+        if n > k1 + 1 and off and off not in starts.get((s, d), ())
+    ]
     if mid:
         ks.append(mid[0] - 1)
         if len(mid) > 3:
@@ -116,19 +131,27 @@ def _expected(t, offs, K):
             continue
         # the packet holding the first complete frame's start
         b_off = int(fr.stream_offset.min())
-        b_pkt = min(n for n, (s2, d2, off, ln) in offs.items()
-                    if s2 == s and d2 == d and off <= b_off < off + ln and n > K)
+        b_pkt = min(
+            n
+            for n, (s2, d2, off, ln) in offs.items()
+            if s2 == s and d2 == d and off <= b_off < off + ln and n > K
+        )
         mm = m[(m.tcp_stream == s) & (m.direction == d) & (m.frame_number > b_pkt)]
         keep.append(mm)
     import pandas as pd
+
     return pd.concat(keep) if keep else m.iloc[0:0]
 
 
 CUTS = ["handshake", "handshake+9", "mid-frame", "mid-frame-2"]
 
+
 def _params():
-    return [pytest.param(name, label, id=f"{name}-{label}")
-            for name in CASES for label in CUTS[:2 + MID_FRAME_CUTS.get(name, 0)]]
+    return [
+        pytest.param(name, label, id=f"{name}-{label}")
+        for name in CASES
+        for label in CUTS[: 2 + MID_FRAME_CUTS.get(name, 0)]
+    ]
 
 
 def _k(t, offs, label):
@@ -151,6 +174,7 @@ def cuts(full, tmp_path_factory):
             dissect([cut], out, force=True, ports=(5673,))
             cache[(name, label)] = (K, _load(out))
         return cache[(name, label)]
+
     return get
 
 
@@ -183,7 +207,13 @@ def test_midstream_methods_preserved(full, cuts, name, label):
     got = c["methods"]
 
     def key(r, shift):
-        return (int(r.frame_number) + shift, r.method, int(r.channel) if r.channel == r.channel else None, r.direction)
+        return (
+            int(r.frame_number) + shift,
+            r.method,
+            int(r.channel) if r.channel == r.channel else None,
+            r.direction,
+        )
+
     got_keys = {key(r, K) for r in got.itertuples()}
     missing = [key(r, 0) for r in exp.itertuples() if key(r, 0) not in got_keys]
     assert not missing, (K, missing[:5], len(missing))

@@ -30,20 +30,21 @@ worst undamaged run: a decoder that allocated a buffer sized by a hostile
 length field (>= 2 GiB) or kept buffering a 4 GiB frame would blow through
 it, while normal variance cannot.
 """
+
 from __future__ import annotations
 
 import os
 import random
 import tempfile
 import tracemalloc
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from fixtures import mutate
 
 from amqpcap.pipeline import dissect
-from fixtures import mutate
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = [
@@ -52,14 +53,14 @@ CAPTURES = [
     "rabbitmq091_pika_full.pcap",
     "qpid010_basic.pcap",
 ]
-FRAMED_09 = CAPTURES[:3]   # 0-8 / 0-9-1 frame layout (size / table mutations)
+FRAMED_09 = CAPTURES[:3]  # 0-8 / 0-9-1 frame layout (size / table mutations)
 N = int(os.environ.get("AMQPCAP_MUTANTS", "3"))
 BUDGET = 128 * 1024 * 1024
 MIN_RECOVERY = 0.5
 KEY = ["tcp_stream", "direction", "stream_offset", "channel", "method", "arguments"]
 
-SIZES = {"ffff_fff0": 0xFFFFFFF0, "2pow31": 2 ** 31, "frame_max_plus_1": None}
-TABLE_LENS = {"2pow31": 2 ** 31, "ffff_ffff": 0xFFFFFFFF, "plus_1k": None}
+SIZES = {"ffff_fff0": 0xFFFFFFF0, "2pow31": 2**31, "frame_max_plus_1": None}
+TABLE_LENS = {"2pow31": 2**31, "ffff_ffff": 0xFFFFFFFF, "plus_1k": None}
 
 
 def run(blob_or_path, tag="x"):
@@ -78,12 +79,14 @@ def run(blob_or_path, tag="x"):
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        tabs = {t: pq.read_table(os.path.join(out, t)).to_pandas()
-                for t in ("connections", "methods", "anomalies")}
+        tabs = {
+            t: pq.read_table(os.path.join(out, t)).to_pandas()
+            for t in ("connections", "methods", "anomalies")
+        }
     return tabs, peak
 
 
-@lru_cache(maxsize=None)
+@cache
 def original(name):
     pc = mutate.Pcap.load(ROOT / "captures" / name)
     tabs, peak = run(pc.dump(), "orig")
@@ -93,6 +96,7 @@ def original(name):
 def flow_of(conns, flow):
     """(tcp_stream, direction) of a (src, dst) endpoint pair."""
     import ipaddress
+
     (sip, sp), (dip, dp) = flow
     s, d = str(ipaddress.ip_address(sip)), str(ipaddress.ip_address(dip))
     for r in conns.itertuples():
@@ -109,7 +113,7 @@ def rows(df, cols=KEY):
 
 def check_common(orig_tabs, tabs, peak, dmg):
     assert peak < BUDGET, f"peak {peak / 1e6:.1f} MB >= budget ({dmg.detail})"
-    first = min(dmg.packets)           # 0-based; packets 1..first are intact
+    first = min(dmg.packets)  # 0-based; packets 1..first are intact
     om, mm = orig_tabs["methods"], tabs["methods"]
     before = om[om.frame_number <= first]
     got = mm[mm.frame_number <= first]

@@ -1,4 +1,5 @@
 """The example notebooks run top to bottom and show the right numbers; they match the generator."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,15 +40,16 @@ def nb_cache(tmp_path_factory):
 def executed(nb_cache):
     """Execute every notebook once (kernel python3, cwd notebooks/); name -> executed notebook."""
     old = os.environ.get("AMQPCAP_CACHE")
-    os.environ["AMQPCAP_CACHE"] = nb_cache   # inherited by the kernel process
+    os.environ["AMQPCAP_CACHE"] = nb_cache  # inherited by the kernel process
     os.environ.setdefault("MPLBACKEND", "Agg")
     out = {}
     try:
         for name in NAMES:
             nb = nbformat.read(NB_DIR / name, as_version=4)
-            client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
-                                             resources={"metadata": {"path": str(NB_DIR)}})
-            client.execute()   # raises CellExecutionError on any cell error
+            client = nbclient.NotebookClient(
+                nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(NB_DIR)}}
+            )
+            client.execute()  # raises CellExecutionError on any cell error
             out[name] = nb
     finally:
         if old is None:
@@ -58,8 +60,13 @@ def executed(nb_cache):
 
 
 def _stdout(nb) -> str:
-    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    return "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
 
 
 def _summary(nb) -> dict:
@@ -88,7 +95,9 @@ def test_quickstart_facts(executed, nb_cache):
     truth = _truth("rabbitmq091_pika_full.truth.json")
     s = _summary(executed["01_quickstart.ipynb"])
     assert int(s["connections"]) == len(truth["connections"])
-    assert int(s["publishes"]) == sum(c["c2s_method_counts"].get("basic.publish", 0) for c in truth["connections"])
+    assert int(s["publishes"]) == sum(
+        c["c2s_method_counts"].get("basic.publish", 0) for c in truth["connections"]
+    )
     assert int(s["anomalies"]) == len(t.anomalies) == 0
     assert int(s["methods"]) == len(t.methods) and int(s["messages"]) == len(t.messages)
 
@@ -105,7 +114,7 @@ def test_latency_facts(executed, nb_cache):
     assert int(s["acks"]) == len(A.consumer_acks(t)) > 0
     r = A.rpc(t)
     assert int(s["rpc"]) == len(r) > 0
-    assert int(s["rpc_ok"]) == len(r)          # every RPC request was answered
+    assert int(s["rpc_ok"]) == len(r)  # every RPC request was answered
     assert int(s["confirms"]) == 0
     assert int(s["rtt"]) == len(A.method_rtt(t))
     # the histogram was rendered inline
@@ -147,8 +156,9 @@ def test_throughput_facts(executed):
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_notebooks_match_generator(name):
     gen = _gen()
-    assert (NB_DIR / name).read_text(encoding="utf-8") == gen.render(name), \
+    assert (NB_DIR / name).read_text(encoding="utf-8") == gen.render(name), (
         f"{name} drifted: run python tools/gen_notebooks.py"
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,4 +1,5 @@
 """Same input, same options -> same rows; no temporary directory left behind."""
+
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -9,7 +10,9 @@ from amqpcap.pipeline import dissect
 CAPS = Path(__file__).resolve().parents[1] / "captures"
 
 
-@pytest.mark.parametrize("name", ["rabbitmq091_pika_full.pcap", "qpid010_basic.pcap", "rabbitmq08_amqplib.pcap"])
+@pytest.mark.parametrize(
+    "name", ["rabbitmq091_pika_full.pcap", "qpid010_basic.pcap", "rabbitmq08_amqplib.pcap"]
+)
 def test_two_runs_write_identical_tables(tmp_path, name):
     for out in ("a", "b"):
         dissect([str(CAPS / name)], str(tmp_path / out), frames=True)

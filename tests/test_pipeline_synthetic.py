@@ -7,6 +7,7 @@ TCP cases (loss, reordering, retransmission, overlap, wraparound, mid-stream
 start, snaplen), every link layer and file format, port handling, output
 safety and the command line's exit codes.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,22 +18,33 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+from fixtures import amqpconv as C
+from fixtures import pcapgen as P
 
 from amqpcap.capture.reader import CaptureError
 from amqpcap.pipeline import dissect
 from amqpcap.records.writer import OutputExists
-from fixtures import amqpconv as C
-from fixtures import pcapgen as P
 
 MASK = 0xFFFFFFFF
 TABLES = ("connections", "methods", "messages", "anomalies")
 # columns that move when packets move
 POSITION = ("capture", "frame_number", "ts", "first_frame_number", "last_frame_number")
-MSG_KEYS = ("direction", "channel", "stream_offset", "method", "frame_number", "first_frame_number", "body_size",
-            "body_received", "body_hash", "complete")
+MSG_KEYS = (
+    "direction",
+    "channel",
+    "stream_offset",
+    "method",
+    "frame_number",
+    "first_frame_number",
+    "body_size",
+    "body_received",
+    "body_hash",
+    "complete",
+)
 
 
 # -- helpers -------------------------------------------------------------------------------
+
 
 def read(out) -> dict[str, list[dict]]:
     return {t: pq.read_table(os.path.join(out, t)).to_pylist() for t in TABLES}
@@ -50,9 +62,15 @@ def run(tmp_path, segs, name: str = "cap.pcap", linktype: int = 1, **kw) -> dict
 
 
 def order(rows, *extra):
-    return sorted(rows, key=lambda r: (r["tcp_stream"] if r["tcp_stream"] is not None else -1,
-                                       r.get("direction") or "", r.get("stream_offset") or 0,
-                                       *(r[e] for e in extra)))
+    return sorted(
+        rows,
+        key=lambda r: (
+            r["tcp_stream"] if r["tcp_stream"] is not None else -1,
+            r.get("direction") or "",
+            r.get("stream_offset") or 0,
+            *(r[e] for e in extra),
+        ),
+    )
 
 
 def strip(rows, drop=POSITION):
@@ -99,6 +117,7 @@ def baseline(conv, tmp_path_factory):
 
 # -- the reference capture --------------------------------------------------------------------
 
+
 def test_in_order_capture_matches_the_builder(conv, baseline):
     segs = conv.segments()
     t = baseline
@@ -110,8 +129,13 @@ def test_in_order_capture_matches_the_builder(conv, baseline):
     for r in t["messages"]:
         assert r["last_frame_number"] == r["frame_number"]
     (c,) = t["connections"]
-    assert (c["tcp_stream"], c["frame_number"], c["client_ip"], c["client_port"], c["server_port"]) == \
-        (0, 1, "10.0.0.1", 40000, 5672)
+    assert (c["tcp_stream"], c["frame_number"], c["client_ip"], c["client_port"], c["server_port"]) == (
+        0,
+        1,
+        "10.0.0.1",
+        40000,
+        5672,
+    )
     assert c["mid_stream"] is False and c["direction_source"] == "syn" and c["version"] == "0-9-1"
     assert c["bytes_c2s"] == len(conv.stream("c2s")) and c["bytes_s2c"] == len(conv.stream("s2c"))
     assert c["packets_c2s"] == sum(s.direction == "c2s" for s in segs)
@@ -137,8 +161,11 @@ def test_segment_with_two_frames_and_the_start_of_a_third(conv, baseline):
     assert [r["frame_number"] for r in pubs] == [first - 2, first, second]
     assert [r["exchange"] for r in pubs] == ["", "amq.direct", ""]
     msgs = [r for r in order(baseline["messages"]) if r["method"] == "basic.publish"]
-    assert [(r["first_frame_number"], r["frame_number"]) for r in msgs] == \
-        [(first - 2, first - 2), (first, second), (second, second)]
+    assert [(r["first_frame_number"], r["frame_number"]) for r in msgs] == [
+        (first - 2, first - 2),
+        (first, second),
+        (second, second),
+    ]
     assert [r["body_hash"] for r in msgs] == [m.body_hash for m in conv.messages[:3]]
     assert all(r["complete"] for r in msgs)
 
@@ -155,6 +182,7 @@ def test_every_segment_one_byte_long(conv, baseline, tmp_path):
 
 # -- TCP cases ---------------------------------------------------------------------------------
 
+
 def test_lost_segment_in_a_body(conv, baseline, tmp_path):
     segs = conv.segments()
     i = conv.index(segs, "deliver-1/2")
@@ -163,8 +191,9 @@ def test_lost_segment_in_a_body(conv, baseline, tmp_path):
     del segs[i]
     t = run(tmp_path, segs)
     # every method is still decoded, those after the hole too, at the packets that completed them
-    assert keys(t["methods"], "direction", "channel", "stream_offset", "method") == \
-        keys(baseline["methods"], "direction", "channel", "stream_offset", "method")
+    assert keys(t["methods"], "direction", "channel", "stream_offset", "method") == keys(
+        baseline["methods"], "direction", "channel", "stream_offset", "method"
+    )
     assert keys(t["methods"]) == C.expected_methods(conv, segs, lost={"s2c": [(lost_off, len(lost.payload))]})
     # the content is reported, incomplete
     d1 = [r for r in t["messages"] if r["method"] == "basic.deliver" and r["delivery_tag"] == 1]
@@ -195,8 +224,9 @@ def test_lost_segment_at_the_end_of_a_direction_is_accounted(conv, tmp_path):
     (c,) = t["connections"]
     assert (c["gaps"], c["gap_bytes"]) == (1, len(lost.payload))
     gaps = [r for r in t["anomalies"] if r["kind"] == "gap"]
-    assert [(g["direction"], g["stream_offset"]) for g in gaps] == \
-        [("s2c", (lost.seq - conv.data_seq["s2c"]) & MASK)]
+    assert [(g["direction"], g["stream_offset"]) for g in gaps] == [
+        ("s2c", (lost.seq - conv.data_seq["s2c"]) & MASK)
+    ]
 
 
 def test_snaplen_cut_packet_in_a_body(conv, baseline, tmp_path):
@@ -212,8 +242,9 @@ def test_snaplen_cut_packet_in_a_body(conv, baseline, tmp_path):
     assert trunc[0]["frame_number"] == i + 1 and trunc[0]["direction"] == "s2c"
     d1 = [r for r in t["messages"] if r["method"] == "basic.deliver" and r["delivery_tag"] == 1]
     assert d1[0]["complete"] is False
-    assert keys(t["methods"], "direction", "stream_offset", "method") == \
-        keys(baseline["methods"], "direction", "stream_offset", "method")
+    assert keys(t["methods"], "direction", "stream_offset", "method") == keys(
+        baseline["methods"], "direction", "stream_offset", "method"
+    )
     (c,) = t["connections"]
     assert (c["gaps"], c["gap_bytes"]) == (1, 900)
 
@@ -276,8 +307,13 @@ def test_retransmitted_segments_give_no_duplicate_rows(conv, baseline, tmp_path)
     assert t["anomalies"] == []
     (c,) = t["connections"]
     b = baseline["connections"][0]
-    assert (c["bytes_c2s"], c["bytes_s2c"], c["frames_c2s"], c["frames_s2c"], c["gaps"]) == \
-        (b["bytes_c2s"], b["bytes_s2c"], b["frames_c2s"], b["frames_s2c"], 0)
+    assert (c["bytes_c2s"], c["bytes_s2c"], c["frames_c2s"], c["frames_s2c"], c["gaps"]) == (
+        b["bytes_c2s"],
+        b["bytes_s2c"],
+        b["frames_c2s"],
+        b["frames_s2c"],
+        0,
+    )
     assert c["packets_c2s"] + c["packets_s2c"] == len(dup)
 
 
@@ -298,12 +334,13 @@ def test_overlapping_resegmented_retransmissions(conv, baseline, tmp_path):
     s = segs[i]
     n = len(s.payload)
     # the segment arrives as two overlapping pieces, then a piece straddling two old segments
-    a = s.copy(payload=s.payload[:n // 2 + 30])
-    b = s.copy(seq=(s.seq + n // 2 - 30) & MASK, payload=s.payload[n // 2 - 30:])
+    a = s.copy(payload=s.payload[: n // 2 + 30])
+    b = s.copy(seq=(s.seq + n // 2 - 30) & MASK, payload=s.payload[n // 2 - 30 :])
     prev = segs[conv.index(segs, "publish-2+3/1")]
-    straddle = prev.copy(seq=(prev.seq + len(prev.payload) - 10) & MASK,
-                         payload=prev.payload[-10:] + s.payload[:10])
-    segs[i:i + 1] = [a, b, straddle]
+    straddle = prev.copy(
+        seq=(prev.seq + len(prev.payload) - 10) & MASK, payload=prev.payload[-10:] + s.payload[:10]
+    )
+    segs[i : i + 1] = [a, b, straddle]
     P.retime(segs, C.START_NS, C.STEP_NS)
     t = run(tmp_path, segs)
     assert strip(t["methods"]) == strip(baseline["methods"])
@@ -314,11 +351,14 @@ def test_overlapping_resegmented_retransmissions(conv, baseline, tmp_path):
     assert t["connections"][0]["bytes_c2s"] == len(conv.stream("c2s"))
 
 
-@pytest.mark.parametrize("client_isn,server_isn", [
-    ((1 << 32) - 300, (1 << 32) - 2000),  # both streams wrap mid-conversation (s2c inside a body)
-    ((1 << 32) - 1, (1 << 32) - 1),  # the SYN itself takes the last sequence number
-    ((1 << 32) - 9, 7),  # the first data segment (protocol header) ends exactly at 2**32
-])
+@pytest.mark.parametrize(
+    "client_isn,server_isn",
+    [
+        ((1 << 32) - 300, (1 << 32) - 2000),  # both streams wrap mid-conversation (s2c inside a body)
+        ((1 << 32) - 1, (1 << 32) - 1),  # the SYN itself takes the last sequence number
+        ((1 << 32) - 9, 7),  # the first data segment (protocol header) ends exactly at 2**32
+    ],
+)
 def test_sequence_wraparound(baseline, tmp_path, client_isn, server_isn):
     segs = C.standard().segments(client_isn=client_isn, server_isn=server_isn)
     t = run(tmp_path, segs)
@@ -329,30 +369,44 @@ def test_sequence_wraparound(baseline, tmp_path, client_isn, server_isn):
 def test_mid_stream_start(conv, baseline, tmp_path):
     segs = conv.segments()
     first = conv.index(segs, "channel.open")
-    base = {"c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
-            "s2c": (segs[conv.index(segs, "channel.open-ok")].seq - conv.data_seq["s2c"]) & MASK}
+    base = {
+        "c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
+        "s2c": (segs[conv.index(segs, "channel.open-ok")].seq - conv.data_seq["s2c"]) & MASK,
+    }
     cut = segs[first:]
     t = run(tmp_path, cut)
     assert keys(t["methods"]) == C.expected_methods(conv, cut, base=base)
-    assert [r["method"] for r in order(t["methods"]) if r["direction"] == "c2s"][:2] == \
-        ["channel.open", "queue.declare"]
+    assert [r["method"] for r in order(t["methods"]) if r["direction"] == "c2s"][:2] == [
+        "channel.open",
+        "queue.declare",
+    ]
     assert len(t["messages"]) == 5 and all(r["complete"] for r in t["messages"])
     (c,) = t["connections"]
     assert c["mid_stream"] is True
-    assert (c["client_ip"], c["client_port"], c["server_port"], c["direction_source"]) == \
-        ("10.0.0.1", 40000, 5672, "port")
+    assert (c["client_ip"], c["client_port"], c["server_port"], c["direction_source"]) == (
+        "10.0.0.1",
+        40000,
+        5672,
+        "port",
+    )
     assert c["version"] == "0-9-1" and c["client_header"] is None
     assert c["frame_number"] == 1 and c["tcp_stream"] == 0
 
 
 def test_mid_stream_start_inside_a_body(conv, baseline, tmp_path):
     segs = conv.segments()
-    cut = segs[conv.index(segs, "deliver-1/3"):]  # s2c starts in the middle of a body frame
+    cut = segs[conv.index(segs, "deliver-1/3") :]  # s2c starts in the middle of a body frame
     t = run(tmp_path, cut)
     got = [(r["direction"], r["method"]) for r in order(t["methods"])]
-    assert got == [("c2s", "basic.ack"), ("c2s", "basic.ack"), ("c2s", "channel.close"),
-                   ("c2s", "connection.close"), ("s2c", "basic.deliver"), ("s2c", "channel.close-ok"),
-                   ("s2c", "connection.close-ok")]
+    assert got == [
+        ("c2s", "basic.ack"),
+        ("c2s", "basic.ack"),
+        ("c2s", "channel.close"),
+        ("c2s", "connection.close"),
+        ("s2c", "basic.deliver"),
+        ("s2c", "channel.close-ok"),
+        ("s2c", "connection.close-ok"),
+    ]
     (c,) = t["connections"]
     assert c["mid_stream"] is True
     # the skipped part of the body is accounted for as a resynchronisation (a capture that
@@ -369,8 +423,10 @@ def test_mid_stream_start_inside_a_frame_keeps_frame_numbers(conv, tmp_path):
     numbers that completed them."""
     segs = conv.segments()
     first = conv.index(segs, "publish-2+3/2")
-    base = {"c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
-            "s2c": (segs[conv.index(segs, "consume-ok")].seq - conv.data_seq["s2c"]) & MASK}
+    base = {
+        "c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
+        "s2c": (segs[conv.index(segs, "consume-ok")].seq - conv.data_seq["s2c"]) & MASK,
+    }
     cut = segs[first:]
     t = run(tmp_path, cut)
     exp = C.expected_methods(conv, cut, base=base)
@@ -379,8 +435,9 @@ def test_mid_stream_start_inside_a_frame_keeps_frame_numbers(conv, tmp_path):
     c2s = [r for r in t["anomalies"] if r["direction"] == "c2s"]
     assert [(r["kind"], r["stream_offset"], r["skipped_bytes"]) for r in c2s] == [("resync", 0, 100 - 20 + 1)]
     msgs = [r for r in t["messages"] if r["method"] == "basic.publish"]
-    assert [(r["frame_number"], r["body_hash"], r["complete"]) for r in msgs] == \
-        [(1, conv.messages[2].body_hash, True)]
+    assert [(r["frame_number"], r["body_hash"], r["complete"]) for r in msgs] == [
+        (1, conv.messages[2].body_hash, True)
+    ]
 
 
 def _tls_record(ctype: int, body: bytes) -> bytes:
@@ -393,7 +450,9 @@ def test_tls_on_an_amqp_port_is_reported_as_tls_not_as_malformed_amqp(tmp_path, 
     hello = b"\x16\x03\x01" + (200).to_bytes(2, "big") + rnd.randbytes(200)  # ClientHello record
     server = [_tls_record(22, rnd.randbytes(1200)), _tls_record(23, rnd.randbytes(300))]
     client = [hello, _tls_record(23, rnd.randbytes(500))]
-    t = run(tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", port)))
+    t = run(
+        tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", port))
+    )
     (c,) = t["connections"]
     assert (c["tls"], c["version"], c["server_port"]) == (True, "tls", port)
     assert (c["bytes_c2s"], c["bytes_s2c"]) == (sum(map(len, client)), sum(map(len, server)))
@@ -413,9 +472,16 @@ def test_amqp_1_0_is_recognised_counted_and_not_decoded(tmp_path):
     open_frame = (8 + 20).to_bytes(4, "big") + b"\x02\x00\x00\x00" + bytes(20)
     client = [hdr, open_frame, open_frame]
     server = [hdr, open_frame]
-    t = run(tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", 5672)))
+    t = run(
+        tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", 5672))
+    )
     (c,) = t["connections"]
-    assert (c["client_version"], c["version"], c["negotiation"], c["tls"]) == ("1.0", "1.0", "accepted", False)
+    assert (c["client_version"], c["version"], c["negotiation"], c["tls"]) == (
+        "1.0",
+        "1.0",
+        "accepted",
+        False,
+    )
     assert c["bytes_c2s"] == sum(map(len, client)) and c["bytes_s2c"] == sum(map(len, server))
     assert t["anomalies"] == [] and t["methods"] == []
 
@@ -423,17 +489,25 @@ def test_amqp_1_0_is_recognised_counted_and_not_decoded(tmp_path):
 def test_mid_stream_junk_on_an_amqp_port_is_accounted_for_to_the_byte(tmp_path):
     # more than the 256 KiB the framing scan holds: no boundary is ever proven
     junk = random.Random(21).randbytes(300_000)
-    segs = P.tcp_conversation(client_chunks=[junk[i:i + 1448] for i in range(0, len(junk), 1448)], acks=False)
+    segs = P.tcp_conversation(
+        client_chunks=[junk[i : i + 1448] for i in range(0, len(junk), 1448)], acks=False
+    )
     t = run(tmp_path, segs)
     (c,) = t["connections"]
-    assert (c["mid_stream"], c["version"], c["version_evidence"], c["negotiation"]) == \
-        (True, "0-9-1", "inferred", "unknown")
+    assert (c["mid_stream"], c["version"], c["version_evidence"], c["negotiation"]) == (
+        True,
+        "0-9-1",
+        "inferred",
+        "unknown",
+    )
     assert t["methods"] == [] and t["messages"] == []
-    assert [(r["kind"], r["stream_offset"], r["skipped_bytes"]) for r in t["anomalies"]] == \
-        [("resync-failed", 0, len(junk))]
+    assert [(r["kind"], r["stream_offset"], r["skipped_bytes"]) for r in t["anomalies"]] == [
+        ("resync-failed", 0, len(junk))
+    ]
 
 
 # -- link layers and file formats ---------------------------------------------------------------
+
 
 def _ipv6_segments(conv, ext=("hop", "routing", "dest")):
     segs = conv.segments(client=("fd00::1", 40000), server=("fd00::2", 5672))
@@ -501,8 +575,18 @@ def _formats(conv):
     }
 
 
-FORMATS = ["pcap-usec-le", "pcap-usec-be", "pcap-nsec-le", "pcap-nsec-be", "pcapng-le", "pcapng-be",
-           "pcapng-2-interfaces", "pcapng-2-interfaces-be", "pcap.gz", "pcapng.gz"]
+FORMATS = [
+    "pcap-usec-le",
+    "pcap-usec-be",
+    "pcap-nsec-le",
+    "pcap-nsec-be",
+    "pcapng-le",
+    "pcapng-be",
+    "pcapng-2-interfaces",
+    "pcapng-2-interfaces-be",
+    "pcap.gz",
+    "pcapng.gz",
+]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -515,6 +599,7 @@ def test_file_formats_give_the_same_rows(conv, baseline, tmp_path, fmt):
 
 
 # -- ports and conversation numbering -------------------------------------------------------------
+
 
 def _interleave(*convs):
     """Round-robin merge of several segment lists; returns (merged, positions per list)."""
@@ -530,9 +615,14 @@ def _interleave(*convs):
 
 
 def _http(client, server):
-    return P.tcp_conversation([("c2s", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-                               ("s2c", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")],
-                              client=client, server=server)
+    return P.tcp_conversation(
+        [
+            ("c2s", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+            ("s2c", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        ],
+        client=client,
+        server=server,
+    )
 
 
 def test_ports_and_tcp_stream_numbering(conv, tmp_path):
@@ -543,8 +633,10 @@ def test_ports_and_tcp_stream_numbering(conv, tmp_path):
     merged, where = _interleave(http, odd, std)
     t = run(tmp_path, merged)
     conns = sorted(t["connections"], key=lambda r: r["tcp_stream"])
-    assert [(r["tcp_stream"], r["server_port"], r["direction_source"]) for r in conns] == \
-        [(1, 15672, "syn"), (2, 5672, "syn")]
+    assert [(r["tcp_stream"], r["server_port"], r["direction_source"]) for r in conns] == [
+        (1, 15672, "syn"),
+        (2, 5672, "syn"),
+    ]
     assert all(r["frame_number"] == where[k][0] + 1 for r, k in zip(conns, (1, 2)))
     for stream, c, segs, pos in ((1, amqp_odd_port, odd, where[1]), (2, conv, std, where[2])):
         rows = [r for r in t["methods"] if r["tcp_stream"] == stream]
@@ -559,8 +651,10 @@ def test_ports_and_tcp_stream_numbering(conv, tmp_path):
 def test_non_amqp_port_without_header_is_ignored_unless_listed(conv, tmp_path):
     segs = conv.segments(server=("10.0.0.2", 15673))
     first = conv.index(segs, "channel.open")
-    base = {"c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
-            "s2c": (segs[conv.index(segs, "channel.open-ok")].seq - conv.data_seq["s2c"]) & MASK}
+    base = {
+        "c2s": (segs[first].seq - conv.data_seq["c2s"]) & MASK,
+        "s2c": (segs[conv.index(segs, "channel.open-ok")].seq - conv.data_seq["s2c"]) & MASK,
+    }
     cut = segs[first:]  # mid-stream: no AMQP header to recognise
     t = run(tmp_path, cut, name="a.pcap")
     assert t["methods"] == [] and t["connections"] == [] and t["anomalies"] == []
@@ -570,6 +664,7 @@ def test_non_amqp_port_without_header_is_ignored_unless_listed(conv, tmp_path):
 
 
 # -- output safety --------------------------------------------------------------------------------
+
 
 def _leftovers(path):
     return [n for n in os.listdir(path) if ".tmp-" in n or ".old-" in n]
@@ -605,6 +700,7 @@ def test_failed_run_leaves_no_output_and_no_temporary_directory(conv, tmp_path):
 
 
 # -- command line -----------------------------------------------------------------------------------
+
 
 def _cli(*args, cwd=None):
     exe = shutil.which("amqpcap")
@@ -666,16 +762,19 @@ def test_cli_existing_output_exits_5_and_force_replaces(capture_file, tmp_path):
     assert _leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["dissect"],
-    ["dissect", "{cap}"],  # no -o
-    ["dissect", "{cap}", "-o", "{out}", "--no-such-option"],
-    ["dissect", "{cap}", "-o", "{out}", "--body-bytes", "-1"],
-    ["dissect", "{cap}", "-o", "{out}", "--ports", "http"],
-    ["dissect", "{cap}", "-o", "{out}", "--ports", "70000"],
-    ["frobnicate"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["dissect"],
+        ["dissect", "{cap}"],  # no -o
+        ["dissect", "{cap}", "-o", "{out}", "--no-such-option"],
+        ["dissect", "{cap}", "-o", "{out}", "--body-bytes", "-1"],
+        ["dissect", "{cap}", "-o", "{out}", "--ports", "http"],
+        ["dissect", "{cap}", "-o", "{out}", "--ports", "70000"],
+        ["frobnicate"],
+    ],
+)
 def test_cli_bad_usage_exits_64(capture_file, tmp_path, args):
     args = [a.format(cap=capture_file, out=tmp_path / "out") for a in args]
     p = _cli(*args)
@@ -705,5 +804,9 @@ def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypa
     blob = P.pcap_bytes(pkts)
     t = run_blob(tmp_path, blob[:-7])  # cut inside the last record
     kinds = {(r["layer"], r["kind"]) for r in t["anomalies"]}
-    assert {("tcp", "truncated-packet"), ("capture", "malformed-packet"), ("capture", "truncated-file")} <= kinds
+    assert {
+        ("tcp", "truncated-packet"),
+        ("capture", "malformed-packet"),
+        ("capture", "truncated-file"),
+    } <= kinds
     assert len(built) == len(t["anomalies"])

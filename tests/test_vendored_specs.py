@@ -1,4 +1,5 @@
 """The specification XML the generators read is in the repository (a clean clone checks the tables)."""
+
 import importlib.util
 import os
 import subprocess
@@ -29,6 +30,10 @@ def test_generators_default_to_the_xml_vendored_in_the_repository():
 
 
 def test_gen_spec_check_passes_with_its_defaults():
-    r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "gen_spec.py"), "--check"],
-                       capture_output=True, text=True, cwd="/")
+    r = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "gen_spec.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     assert (r.returncode, r.stderr) == (0, "")

@@ -10,6 +10,7 @@ captures (``../captures/...``).  Captures are dissected once into a cache:
 them never writes to ``~/.cache``.  Cell ids are deterministic so regenerating
 gives byte-identical files (tests/test_notebooks.py checks that).
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,7 +22,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
 
-SETUP = '''\
+SETUP = """\
 import os
 import tempfile
 from pathlib import Path
@@ -36,12 +37,14 @@ CAPTURES = Path("..") / "captures"   # paths are relative to the notebooks/ dire
 CACHE = os.environ.get("AMQPCAP_CACHE") or os.path.join(tempfile.gettempdir(), "amqpcap-notebooks-cache")
 pd.set_option("display.width", 160)
 pd.set_option("display.max_columns", 30)
-pd.set_option("display.max_colwidth", 60)'''
+pd.set_option("display.max_colwidth", 60)"""
 
-SETUP_MD = ("## Setup\n\n"
-            "`amqpcap.load` accepts a dissect output directory or a capture file. A capture is dissected "
-            "once into `cache_dir` (keyed by the file's content and options) and reused afterwards. "
-            "Set the `AMQPCAP_CACHE` environment variable to choose the cache directory.")
+SETUP_MD = (
+    "## Setup\n\n"
+    "`amqpcap.load` accepts a dissect output directory or a capture file. A capture is dissected "
+    "once into `cache_dir` (keyed by the file's content and options) and reused afterwards. "
+    "Set the `AMQPCAP_CACHE` environment variable to choose the cache directory."
+)
 
 
 def md(text: str):
@@ -73,21 +76,21 @@ Column definitions: `docs/schema.md`.
 """),
         md(SETUP_MD),
         code(SETUP),
-        code('''
+        code("""
 t = amqpcap.load(CAPTURES / "rabbitmq091_pika_full.pcap", cache_dir=CACHE)
 print("source:", t.source)
 for name in ["connections", "methods", "messages", "anomalies", "frames"]:
-    print(f"{name:12s} {len(getattr(t, name)):5d} rows")'''),
+    print(f"{name:12s} {len(getattr(t, name)):5d} rows")"""),
         md("""
 ## Connections
 
 One row per TCP conversation: who talked to whom, which protocol version was negotiated,
 the tune values and how the connection ended.
 """),
-        code('''
+        code("""
 t.connections[["tcp_stream", "client_ip", "client_port", "server_ip", "server_port", "version",
                "server_product", "server_product_version", "user", "vhost",
-               "channel_max", "frame_max", "heartbeat", "closed_by", "close_reply_code"]]'''),
+               "channel_max", "frame_max", "heartbeat", "closed_by", "close_reply_code"]]"""),
         md("""
 ## Methods
 
@@ -95,23 +98,23 @@ Every method frame, in wire order. `frame_number` is the packet number in the ca
 (the same number Wireshark shows), `direction` is `c2s` (client → server) or `s2c`.
 Which methods appear, and how often:
 """),
-        code('''
+        code("""
 m = t.methods
-m.groupby(["direction", "method"]).size().rename("count").reset_index().sort_values(["direction", "count"], ascending=[True, False])'''),
+m.groupby(["direction", "method"]).size().rename("count").reset_index().sort_values(["direction", "count"], ascending=[True, False])"""),
         md("""
 ### Filtering methods by name and channel
 
 The tables are plain pandas DataFrames, so filtering is ordinary boolean indexing.
 All `basic.publish` methods on channel 2 (the channel in confirm mode):
 """),
-        code('''
+        code("""
 cols = ["frame_number", "ts", "direction", "channel", "method", "exchange", "routing_key", "mandatory"]
-m[(m["method"] == "basic.publish") & (m["channel"] == 2)][cols]'''),
+m[(m["method"] == "basic.publish") & (m["channel"] == 2)][cols]"""),
         md("Everything that happened on one channel, in order, and methods matching a pattern:"),
-        code('''
-m[m["channel"] == 4][["frame_number", "direction", "method", "queue", "exchange", "reply_code", "reply_text"]]'''),
-        code('''
-m[m["method"].str.startswith("queue.")][["frame_number", "channel", "direction", "method", "queue", "message_count", "consumer_count"]]'''),
+        code("""
+m[m["channel"] == 4][["frame_number", "direction", "method", "queue", "exchange", "reply_code", "reply_text"]]"""),
+        code("""
+m[m["method"].str.startswith("queue.")][["frame_number", "channel", "direction", "method", "queue", "message_count", "consumer_count"]]"""),
         md("""
 ## Messages and their properties
 
@@ -119,33 +122,35 @@ m[m["method"].str.startswith("queue.")][["frame_number", "channel", "direction",
 (`content_type`, `delivery_mode`, `correlation_id`, `reply_to`, `message_id`, `headers`, …),
 the declared `body_size` and a `body_hash`.
 """),
-        code('''
+        code("""
 msg = t.messages
 msg[["frame_number", "direction", "channel", "method", "exchange", "routing_key", "content_type",
-     "delivery_mode", "priority", "message_id", "correlation_id", "reply_to", "body_size"]].head(15)'''),
-        md("Messages that carry application headers, and the largest body (a 300 KiB publish split over several body frames):"),
-        code('''
+     "delivery_mode", "priority", "message_id", "correlation_id", "reply_to", "body_size"]].head(15)"""),
+        md(
+            "Messages that carry application headers, and the largest body (a 300 KiB publish split over several body frames):"
+        ),
+        code("""
 with_headers = msg[msg["headers"].notna()]
 print(len(with_headers), "messages with headers")
-with_headers[["frame_number", "method", "routing_key", "headers"]].head()'''),
-        code('''
-msg.sort_values("body_size", ascending=False)[["frame_number", "first_frame_number", "last_frame_number", "method", "body_size", "body_frames", "complete"]].head(3)'''),
+with_headers[["frame_number", "method", "routing_key", "headers"]].head()"""),
+        code("""
+msg.sort_values("body_size", ascending=False)[["frame_number", "first_frame_number", "last_frame_number", "method", "body_size", "body_frames", "complete"]].head(3)"""),
         md("""
 ## Anomalies
 
 Anything the dissector flagged: malformed frames, gaps in the TCP stream, unknown
 methods… A clean capture has none.
 """),
-        code('''
+        code("""
 print(len(t.anomalies), "anomalies")
-t.anomalies.head()'''),
+t.anomalies.head()"""),
         md("## Summary\n\nThe same numbers `amqpcap stats` prints:"),
-        code('''
+        code("""
 s = A.stats(t)
-print(A.render_text(s, t))'''),
-        code('''
+print(A.render_text(s, t))"""),
+        code("""
 print(f"SUMMARY connections={len(t.connections)} methods={len(t.methods)} messages={len(t.messages)} "
-      f"publishes={int((t.methods['method'] == 'basic.publish').sum())} anomalies={len(t.anomalies)}")'''),
+      f"publishes={int((t.methods['method'] == 'basic.publish').sum())} anomalies={len(t.anomalies)}")"""),
     ]
 
 
@@ -176,39 +181,39 @@ def pct(df, col="latency_ms"):
 Synchronous requests (`queue.declare` → `queue.declare-ok`, `basic.consume` → `consume-ok`, …)
 paired with their answer from the peer.
 """),
-        code('''
+        code("""
 rtt = A.method_rtt(t)
-rtt.groupby(["request_method", "status"])["latency_ms"].describe(percentiles=PCTS)[["count", "50%", "90%", "max"]]'''),
+rtt.groupby(["request_method", "status"])["latency_ms"].describe(percentiles=PCTS)[["count", "50%", "90%", "max"]]"""),
         md("""
 ## Consumer acks
 
 Each `basic.deliver` is outstanding until the consumer's `basic.ack` covers it. With
 `multiple=true` acks every 10 deliveries, the first of each batch waits longest.
 """),
-        code('''
+        code("""
 acks = A.consumer_acks(t)
 print(acks["outcome"].value_counts().to_string())
-pct(acks)'''),
+pct(acks)"""),
         md("""
 ## Publisher confirms
 
 This capture does not use confirm mode, so the table is empty; see `03_errors.ipynb` for
 a capture with acks and nacks. On a capture with confirms, `outcome` is `ack`, `nack` or `unconfirmed`.
 """),
-        code('''
+        code("""
 conf = A.confirms(t)
 print(len(conf), "confirm rows")
-conf.head()'''),
+conf.head()"""),
         md("""
 ## Broker transit
 
 A publish matched to its delivery (by `message_id`, else exchange + routing key + body hash):
 the time the message spent inside the broker, as seen on the wire.
 """),
-        code('''
+        code("""
 tr = A.transit(t)
 print(tr["match"].value_counts().to_string())
-pct(tr)'''),
+pct(tr)"""),
         md("""
 ## Application RPC
 
@@ -216,12 +221,12 @@ Requests with `reply_to` + `correlation_id`, paired with the reply published to 
 `reply_to` queue. `latency_ms` is until the responder's publish; `client_latency_ms`
 until the reply is delivered back to the requester.
 """),
-        code('''
+        code("""
 r = A.rpc(t)
 print(r["status"].value_counts().to_string())
-r[["correlation_id", "reply_to", "request_frame", "response_frame", "delivered_frame", "latency_ms", "client_latency_ms"]].head()'''),
+r[["correlation_id", "reply_to", "request_frame", "response_frame", "delivered_frame", "latency_ms", "client_latency_ms"]].head()"""),
         md("## Percentiles side by side"),
-        code('''
+        code("""
 summary = pd.DataFrame({
     "method round trip": pct(rtt),
     "consumer ack": pct(acks),
@@ -229,9 +234,9 @@ summary = pd.DataFrame({
     "rpc (responder)": pct(r),
     "rpc (client)": pct(r, "client_latency_ms"),
 }).T
-summary'''),
+summary"""),
         md("## Histogram of broker transit time"),
-        code('''
+        code("""
 fig, ax = plt.subplots(figsize=(8, 4))
 ax.hist(tr["latency_ms"].dropna(), bins=50, color="tab:blue")
 ax.axvline(tr["latency_ms"].quantile(0.99), color="tab:red", linestyle="--", label="p99")
@@ -239,10 +244,10 @@ ax.set_xlabel("broker transit, publish → deliver (ms)")
 ax.set_ylabel("messages")
 ax.set_title("rabbitmq091_pika_throughput: transit time")
 ax.legend()
-plt.show()'''),
-        code('''
+plt.show()"""),
+        code("""
 print(f"SUMMARY transit={len(tr)} acks={len(acks)} rpc={len(r)} rpc_ok={int(r['status'].isin(['ok', 'ok-delivery']).sum())} "
-      f"confirms={len(conf)} rtt={len(rtt)}")'''),
+      f"confirms={len(conf)} rtt={len(rtt)}")"""),
     ]
 
 
@@ -258,13 +263,13 @@ exceptions, rejects and detaches. `failing_method` says what the peer objected t
 """),
         md(SETUP_MD),
         code(SETUP),
-        code('''
+        code("""
 t = amqpcap.load(CAPTURES / "rabbitmq091_pika_full.pcap", cache_dir=CACHE)
 err = A.errors(t)
-err[["frame_number", "ts", "direction", "channel", "kind", "method", "code", "name", "class", "failing_method", "text"]]'''),
+err[["frame_number", "ts", "direction", "channel", "kind", "method", "code", "name", "class", "failing_method", "text"]]"""),
         md("## Errors by kind and code"),
-        code('''
-err.groupby(["kind", "code", "name"], dropna=False).size().rename("count").reset_index()'''),
+        code("""
+err.groupby(["kind", "code", "name"], dropna=False).size().rename("count").reset_index()"""),
         md("""
 ## Channel errors (404, 406, 403)
 
@@ -273,47 +278,47 @@ NOT_FOUND), a redeclare with different arguments (406 PRECONDITION_FAILED) and a
 reserved `amq.` exchange name (403 ACCESS_REFUSED). The failing request and the close
 are both in `method_rtt` with `status == "error"`:
 """),
-        code('''
+        code("""
 closes = err[err["kind"] == "channel-close"]
 rtt = A.method_rtt(t)
-rtt[rtt["status"] == "error"][["request_method", "request_frame", "response_method", "response_frame", "latency_ms"]]'''),
+rtt[rtt["status"] == "error"][["request_method", "request_frame", "response_method", "response_frame", "latency_ms"]]"""),
         md("""
 ## Publisher confirms: acks and nacks
 
 Channel 2 is in confirm mode; two publishes were nacked (`x-overflow: reject-publish` on a
 full queue).
 """),
-        code('''
+        code("""
 conf = A.confirms(t)
 print(conf["outcome"].value_counts().to_string())
-conf[["delivery_tag", "request_frame", "response_frame", "response_method", "outcome", "routing_key", "latency_ms"]]'''),
+conf[["delivery_tag", "request_frame", "response_frame", "response_method", "outcome", "routing_key", "latency_ms"]]"""),
         md("""
 ## Finding the packets in Wireshark
 
 `frame_number` is Wireshark's packet number. A display filter that selects exactly the
 failure packets (paste it into Wireshark, or use `tshark -Y`):
 """),
-        code('''
+        code("""
 frames = sorted(int(f) for f in err["frame_number"].dropna())
 wireshark_filter = "frame.number in {" + " ".join(map(str, frames)) + "}"
 print(wireshark_filter)
-print("tshark -r captures/rabbitmq091_pika_full.pcap -Y '" + wireshark_filter + "'")'''),
+print("tshark -r captures/rabbitmq091_pika_full.pcap -Y '" + wireshark_filter + "'")"""),
         md("""
 ## AMQP 0-10 (Qpid)
 
 The same table for the 0-10 capture: codes come from the 0-10 tables of the method
 (here a `message.reject` with its reject code).
 """),
-        code('''
+        code("""
 q = amqpcap.load(CAPTURES / "qpid010_basic.pcap", cache_dir=CACHE)
 qerr = A.errors(q)
-qerr[["frame_number", "channel", "version", "kind", "method", "code", "name", "failing_method", "text"]]'''),
-        code('''
+qerr[["frame_number", "channel", "version", "kind", "method", "code", "name", "failing_method", "text"]]"""),
+        code("""
 counts = err["kind"].value_counts()
 codes = sorted(int(c) for c in closes["code"])
 print(f"SUMMARY channel_close_codes={codes} returns={int(counts.get('return', 0))} "
       f"confirm_ack={int((conf['outcome'] == 'ack').sum())} confirm_nack={int((conf['outcome'] == 'nack').sum())} "
-      f"qpid_errors={len(qerr)}")'''),
+      f"qpid_errors={len(qerr)}")"""),
     ]
 
 
@@ -329,24 +334,24 @@ per time bucket and direction, grouped by `connection`, `channel`, `exchange`,
 """),
         md(SETUP_MD),
         code("%matplotlib inline\nimport matplotlib.pyplot as plt\n\n" + SETUP),
-        code('''
+        code("""
 t = amqpcap.load(CAPTURES / "rabbitmq091_pika_throughput.pcap", cache_dir=CACHE)
 start, end = t.methods["ts"].min(), t.methods["ts"].max()
-print("capture spans", end - start)'''),
+print("capture spans", end - start)"""),
         md("""
 ## By exchange
 
 Buckets of 100 ms. `frames` / `wire_bytes` are estimated when the capture was not dissected
 with `frames=True` (`attrs["frames_source"]` says which).
 """),
-        code('''
+        code("""
 tp_ex = A.throughput(t, bucket="100ms", by="exchange")
 print("frames source:", tp_ex.attrs.get("frames_source"))
-tp_ex.groupby(["exchange", "direction"], dropna=False)[["messages", "body_bytes", "frames", "wire_bytes"]].sum()'''),
+tp_ex.groupby(["exchange", "direction"], dropna=False)[["messages", "body_bytes", "frames", "wire_bytes"]].sum()"""),
         md("## By routing key"),
-        code('''
+        code("""
 tp_rk = A.throughput(t, bucket="100ms", by="routing_key")
-tp_rk.groupby(["routing_key", "direction"], dropna=False)[["messages", "body_bytes"]].sum()'''),
+tp_rk.groupby(["routing_key", "direction"], dropna=False)[["messages", "body_bytes"]].sum()"""),
         md("""
 ## Plot: messages per second by routing key and direction
 
@@ -355,7 +360,7 @@ Pivot the long table into one column per (routing key, direction) and scale the
 reindex over every bucket with zeros, or a step plot draws a flat line across a
 pause (bursty traffic would look steady).
 """),
-        code('''
+        code("""
 bucket_s = 0.1
 wide = (tp_rk.assign(series=tp_rk["routing_key"].fillna("(none)") + " " + tp_rk["direction"])
         .pivot_table(index="bucket", columns="series", values="messages", aggfunc="sum", fill_value=0)
@@ -370,12 +375,12 @@ ax.set_xlabel("time since first bucket (s)")
 ax.set_ylabel("messages per second")
 ax.set_title("rabbitmq091_pika_throughput: message rate by routing key")
 ax.legend(fontsize="small")
-plt.show()'''),
+plt.show()"""),
         md("## Totals per connection, and bytes over time"),
-        code('''
+        code("""
 tp_conn = A.throughput(t, bucket="1s", by="connection")
-tp_conn.groupby(["tcp_stream", "direction"])[["messages", "body_bytes", "frames", "wire_bytes"]].sum()'''),
-        code('''
+tp_conn.groupby(["tcp_stream", "direction"])[["messages", "body_bytes", "frames", "wire_bytes"]].sum()"""),
+        code("""
 tot = A.throughput(t, bucket="100ms", by="total")
 wb = tot.pivot_table(index="bucket", columns="direction", values="wire_bytes", aggfunc="sum", fill_value=0) / bucket_s / 1024
 wb = wb.reindex(pd.date_range(wb.index.min(), wb.index.max(), freq="100ms"), fill_value=0)  # pauses: zeros
@@ -384,11 +389,11 @@ wb.set_index((wb.index - wb.index.min()).total_seconds()).plot(ax=ax, drawstyle=
 ax.set_xlabel("time since first bucket (s)")
 ax.set_ylabel("wire KiB per second")
 ax.set_title("AMQP wire bytes per direction")
-plt.show()'''),
-        code('''
+plt.show()"""),
+        code("""
 by_dir = tot.groupby("direction")["messages"].sum()
 print(f"SUMMARY messages_c2s={int(by_dir.get('c2s', 0))} messages_s2c={int(by_dir.get('s2c', 0))} "
-      f"publishes={int((t.messages['method'] == 'basic.publish').sum())}")'''),
+      f"publishes={int((t.messages['method'] == 'basic.publish').sum())}")"""),
     ]
 
 
@@ -403,7 +408,7 @@ in local mode (needs Java 17+ and `pip install -e '.[spark]'`); the same code ru
 cluster with another master URL. `amqpcap.spark.stats(spark, out)` (`amqpcap stats OUT
 --spark`) computes the whole `stats` report with Spark jobs.
 """),
-        code('''
+        code("""
 import os
 import tempfile
 from pathlib import Path
@@ -415,7 +420,7 @@ WORK = Path(tempfile.mkdtemp(prefix="amqpcap-nb05-"))
 spark = session.build("local[2]", app="amqpcap notebook",
                       conf={"spark.sql.shuffle.partitions": "4", "spark.local.dir": str(WORK / "spark")})
 # timestamps are read as exact nanoseconds (bigint): spark.sql.legacy.parquet.nanosAsLong
-spark.conf.get("spark.sql.legacy.parquet.nanosAsLong")'''),
+spark.conf.get("spark.sql.legacy.parquet.nanosAsLong")"""),
         md("""
 ## Run the job
 
@@ -423,11 +428,11 @@ Small captures are packed into tasks; `split_size` is tiny here so the captures 
 200 kB with several TCP conversations are also split by conversation, as a huge capture
 would be.
 """),
-        code('''
+        code("""
 out = str(WORK / "out")
 summary = run(spark, [str(CAPTURES)], out, split_size=200_000, frames=True)
 print(f"{summary.captures} captures, {summary.tasks} tasks, split: {summary.split}")
-summary.rows'''),
+summary.rows"""),
         md("## Explore with Spark SQL"),
         code('''
 for name in ("connections", "methods", "messages", "anomalies", "frames"):
@@ -487,7 +492,7 @@ def build(name: str) -> nbformat.NotebookNode:
     cells = NOTEBOOKS[name]()
     stem = name.split(".")[0]
     for i, c in enumerate(cells):
-        c["id"] = f"{stem}-{i:02d}"   # deterministic ids: no drift between runs
+        c["id"] = f"{stem}-{i:02d}"  # deterministic ids: no drift between runs
     nb = new_notebook(cells=cells)
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},

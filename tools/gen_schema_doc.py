@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write docs/schema.md from src/amqpcap/records/schema.py (the one source of truth).
 
-    python tools/gen_schema_doc.py [--check]
+python tools/gen_schema_doc.py [--check]
 """
+
 import os
 import sys
 

@@ -12,6 +12,7 @@ Dialect additions not in any XML file we have (documented in docs/dialects.md):
 RabbitMQ's connection.blocked / unblocked (10.60 / 10.61) and
 connection.update-secret / update-secret-ok (10.70 / 10.71) in 0-9-1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,15 @@ EXTRA_METHODS = {
         # (class_id, method_id, name, synchronous, content, responses, fields)
         (10, 60, "connection.blocked", False, False, (), (("reason", "shortstr"),)),
         (10, 61, "connection.unblocked", False, False, (), ()),
-        (10, 70, "connection.update-secret", True, False, ("connection.update-secret-ok",),
-         (("new-secret", "longstr"), ("reason", "shortstr"))),
+        (
+            10,
+            70,
+            "connection.update-secret",
+            True,
+            False,
+            ("connection.update-secret-ok",),
+            (("new-secret", "longstr"), ("reason", "shortstr")),
+        ),
         (10, 71, "connection.update-secret-ok", True, False, (), ()),
     ],
 }
@@ -76,7 +84,7 @@ def parse(xml_path: str, version: str) -> dict:
         name, value, cls = norm(c.get("name")), int(c.get("value")), c.get("class")
         constants.append((name, value))
         if name.startswith("frame-") and value < 20 and name not in ("frame-end",):
-            frame_types[value] = name[len("frame-"):]
+            frame_types[value] = name[len("frame-") :]
         if cls and "error" in cls:
             reply_codes[value] = (name, "soft" if "soft" in cls else "hard")
         elif name == "reply-success":
@@ -93,14 +101,30 @@ def parse(xml_path: str, version: str) -> dict:
             mname = norm(m.get("name"))
             fields = tuple((norm(f.get("name")), resolve(domains, f, undefined)) for f in m.findall("field"))
             responses = tuple(f"{cname}.{norm(r.get('name'))}" for r in m.findall("response"))
-            methods.append((cid, int(m.get("index")), f"{cname}.{mname}", m.get("synchronous") == "1",
-                            m.get("content") == "1", responses, fields))
+            methods.append(
+                (
+                    cid,
+                    int(m.get("index")),
+                    f"{cname}.{mname}",
+                    m.get("synchronous") == "1",
+                    m.get("content") == "1",
+                    responses,
+                    fields,
+                )
+            )
     for extra in EXTRA_METHODS.get(version, []):
         methods.append(extra)
     methods.sort()
-    return dict(constants=constants, reply_codes=reply_codes, frame_types=frame_types,
-                classes=classes, methods=methods, properties=properties,
-                undefined=sorted(undefined), source=os.path.basename(xml_path))
+    return dict(
+        constants=constants,
+        reply_codes=reply_codes,
+        frame_types=frame_types,
+        classes=classes,
+        methods=methods,
+        properties=properties,
+        undefined=sorted(undefined),
+        source=os.path.basename(xml_path),
+    )
 
 
 def render(version: str, t: dict) -> str:
@@ -135,7 +159,9 @@ def render(version: str, t: dict) -> str:
         "METHODS = {",
     ]
     for cid, mid, name, sync, content, responses, fields in t["methods"]:
-        out.append(f"    ({cid}, {mid}): MethodSpec({name!r}, {sync!r}, {content!r}, {responses!r}, {fields!r}),")
+        out.append(
+            f"    ({cid}, {mid}): MethodSpec({name!r}, {sync!r}, {content!r}, {responses!r}, {fields!r}),"
+        )
     out += [
         "}",
         "",

@@ -46,6 +46,7 @@ class 6 / struct 4 with a 4-octet size, so it can travel as struct32
 so STRUCT_CODES maps it to "dtx.xid" in either case and ``XID_ERRATA``
 holds the errata shape; the codec recognises both encodings of an xid field.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,11 @@ def parse(xml_path: str) -> dict:
     types: dict[str, tuple] = {}
     for t in root.findall("type"):
         fw, vw = t.get("fixed-width"), t.get("variable-width")
-        types[t.get("name")] = (_int(t.get("code")), int(fw) if fw is not None else None,
-                                int(vw) if vw is not None else None)
+        types[t.get("name")] = (
+            _int(t.get("code")),
+            int(fw) if fw is not None else None,
+            int(vw) if vw is not None else None,
+        )
 
     constants = {c.get("name"): int(c.get("value"), 0) for c in root.findall("constant")}
 
@@ -160,8 +164,14 @@ def parse(xml_path: str) -> dict:
     for q, (s, scope) in structs.items():
         code = _int(s.get("code"))
         cls_code = next(c for c, n, _ in classes if n == scope) if code is not None else None
-        struct_specs[q] = (q, int(s.get("size", "0")), int(s.get("pack", "0")), cls_code, code,
-                           fields_of(s, scope))
+        struct_specs[q] = (
+            q,
+            int(s.get("size", "0")),
+            int(s.get("pack", "0")),
+            cls_code,
+            code,
+            fields_of(s, scope),
+        )
 
     domain_specs = {}
     for q, (base, scope, choices) in domains.items():
@@ -191,10 +201,23 @@ def parse(xml_path: str) -> dict:
                     entries = ()
                     if h is not None:
                         entries = tuple(lookup(e.get("type"), cname)[1] for e in h.findall("entry"))
-                    segments = (entries, h is not None and h.get("required") == "true",
-                                b is not None, b is not None and b.get("required") == "true")
-                spec = (name, kind, ccode, code, fields_of(op, cname), bool(responses or result),
-                        responses, result, segments)
+                    segments = (
+                        entries,
+                        h is not None and h.get("required") == "true",
+                        b is not None,
+                        b is not None and b.get("required") == "true",
+                    )
+                spec = (
+                    name,
+                    kind,
+                    ccode,
+                    code,
+                    fields_of(op, cname),
+                    bool(responses or result),
+                    responses,
+                    result,
+                    segments,
+                )
                 (controls if kind == "control" else commands)[(ccode, code)] = spec
 
     def codes(domain: str, classify) -> dict:
@@ -217,10 +240,20 @@ def parse(xml_path: str) -> dict:
 
     return dict(
         source=os.path.basename(xml_path),
-        major=int(root.get("major")), minor=int(root.get("minor")), port=int(root.get("port", "5672")),
-        types=types, constants=constants, domains=domain_specs, structs=struct_specs,
-        struct_codes=struct_codes, classes=class_map, controls=controls, commands=commands,
-        error_codes=error_codes, detach_codes=detach_codes, close_codes=close_codes,
+        major=int(root.get("major")),
+        minor=int(root.get("minor")),
+        port=int(root.get("port", "5672")),
+        types=types,
+        constants=constants,
+        domains=domain_specs,
+        structs=struct_specs,
+        struct_codes=struct_codes,
+        classes=class_map,
+        controls=controls,
+        commands=commands,
+        error_codes=error_codes,
+        detach_codes=detach_codes,
+        close_codes=close_codes,
         xid_errata=xid_errata,
     )
 
@@ -250,8 +283,10 @@ def _struct(s: tuple) -> str:
 
 
 def _op(o: tuple) -> str:
-    return (f"OpSpec({o[0]!r}, {o[1]!r}, {o[2]!r}, {o[3]!r}, {_fields(o[4])}, {o[5]!r}, "
-            f"{o[6]!r}, {o[7]!r}, {o[8]!r})")
+    return (
+        f"OpSpec({o[0]!r}, {o[1]!r}, {o[2]!r}, {o[3]!r}, {_fields(o[4])}, {o[5]!r}, "
+        f"{o[6]!r}, {o[7]!r}, {o[8]!r})"
+    )
 
 
 def render(t: dict) -> str:
@@ -308,12 +343,23 @@ def render(t: dict) -> str:
         "SEGMENT_TYPES = {0: 'control', 1: 'command', 2: 'header', 3: 'body'}",
         "TRACKS = {0: 'control', 1: 'command'}",
         "",
-        *_dict("TYPES", t["types"], lambda v: f"TypeSpec({v[0]!r}, {v[1]!r}, {v[2]!r})",
-               "type name -> TypeSpec(code, fixed width, size width)"),
-        *_dict("TYPE_CODES", {v[0]: k for k, v in t["types"].items() if v[0] is not None},
-               comment="type code -> type name"),
-        *_dict("DOMAINS", t["domains"], lambda v: f"DomainSpec({v[0]!r}, {v[1]!r}, {v[2]!r})",
-               "qualified domain name -> DomainSpec(base, resolved type, enum choices)"),
+        *_dict(
+            "TYPES",
+            t["types"],
+            lambda v: f"TypeSpec({v[0]!r}, {v[1]!r}, {v[2]!r})",
+            "type name -> TypeSpec(code, fixed width, size width)",
+        ),
+        *_dict(
+            "TYPE_CODES",
+            {v[0]: k for k, v in t["types"].items() if v[0] is not None},
+            comment="type code -> type name",
+        ),
+        *_dict(
+            "DOMAINS",
+            t["domains"],
+            lambda v: f"DomainSpec({v[0]!r}, {v[1]!r}, {v[2]!r})",
+            "qualified domain name -> DomainSpec(base, resolved type, enum choices)",
+        ),
         *_dict("STRUCTS", t["structs"], _struct, "qualified struct name -> StructSpec"),
         f"# qpid errata shape of dtx.xid (coded 6/4, 4-octet size)\nXID_ERRATA = {_struct(t['xid_errata'])}",
         "",
@@ -323,7 +369,11 @@ def render(t: dict) -> str:
         *_dict("COMMANDS", t["commands"], _op, "(class code, command code) -> OpSpec"),
         "# Error codes: code -> (name, 'soft' | 'hard' | None).  soft = ends the session",
         "# (0-9-1: the channel), hard = ends the connection, None = not an error.",
-        *_dict("ERROR_CODES", t["error_codes"], comment="execution.exception error-code (spec 3.4.1.3: session scope)"),
+        *_dict(
+            "ERROR_CODES",
+            t["error_codes"],
+            comment="execution.exception error-code (spec 3.4.1.3: session scope)",
+        ),
         *_dict("DETACH_CODES", t["detach_codes"], comment="session.detached code"),
         *_dict("CLOSE_CODES", t["close_codes"], comment="connection.close reply-code"),
         "OPS_BY_NAME = {**{o.name: o for o in COMMANDS.values()}, **{o.name: o for o in CONTROLS.values()}}",

@@ -62,45 +62,89 @@ DEFAULT_WATERMARK = "0.4"
 # AMQP 0-9-1 method names (class_id, method_id) -> "class.method"
 # --------------------------------------------------------------------------
 METHODS = {
-    (10, 10): "connection.start", (10, 11): "connection.start-ok",
-    (10, 20): "connection.secure", (10, 21): "connection.secure-ok",
-    (10, 30): "connection.tune", (10, 31): "connection.tune-ok",
-    (10, 40): "connection.open", (10, 41): "connection.open-ok",
-    (10, 50): "connection.close", (10, 51): "connection.close-ok",
-    (10, 60): "connection.blocked", (10, 61): "connection.unblocked",
-    (10, 70): "connection.update-secret", (10, 71): "connection.update-secret-ok",
-    (20, 10): "channel.open", (20, 11): "channel.open-ok",
-    (20, 20): "channel.flow", (20, 21): "channel.flow-ok",
-    (20, 40): "channel.close", (20, 41): "channel.close-ok",
-    (40, 10): "exchange.declare", (40, 11): "exchange.declare-ok",
-    (40, 20): "exchange.delete", (40, 21): "exchange.delete-ok",
-    (40, 30): "exchange.bind", (40, 31): "exchange.bind-ok",
-    (40, 40): "exchange.unbind", (40, 51): "exchange.unbind-ok",
-    (50, 10): "queue.declare", (50, 11): "queue.declare-ok",
-    (50, 20): "queue.bind", (50, 21): "queue.bind-ok",
-    (50, 30): "queue.purge", (50, 31): "queue.purge-ok",
-    (50, 40): "queue.delete", (50, 41): "queue.delete-ok",
-    (50, 50): "queue.unbind", (50, 51): "queue.unbind-ok",
-    (60, 10): "basic.qos", (60, 11): "basic.qos-ok",
-    (60, 20): "basic.consume", (60, 21): "basic.consume-ok",
-    (60, 30): "basic.cancel", (60, 31): "basic.cancel-ok",
-    (60, 40): "basic.publish", (60, 50): "basic.return",
-    (60, 60): "basic.deliver", (60, 70): "basic.get",
-    (60, 71): "basic.get-ok", (60, 72): "basic.get-empty",
-    (60, 80): "basic.ack", (60, 90): "basic.reject",
-    (60, 100): "basic.recover-async", (60, 110): "basic.recover",
-    (60, 111): "basic.recover-ok", (60, 120): "basic.nack",
-    (85, 10): "confirm.select", (85, 11): "confirm.select-ok",
-    (90, 10): "tx.select", (90, 11): "tx.select-ok",
-    (90, 20): "tx.commit", (90, 21): "tx.commit-ok",
-    (90, 30): "tx.rollback", (90, 31): "tx.rollback-ok",
+    (10, 10): "connection.start",
+    (10, 11): "connection.start-ok",
+    (10, 20): "connection.secure",
+    (10, 21): "connection.secure-ok",
+    (10, 30): "connection.tune",
+    (10, 31): "connection.tune-ok",
+    (10, 40): "connection.open",
+    (10, 41): "connection.open-ok",
+    (10, 50): "connection.close",
+    (10, 51): "connection.close-ok",
+    (10, 60): "connection.blocked",
+    (10, 61): "connection.unblocked",
+    (10, 70): "connection.update-secret",
+    (10, 71): "connection.update-secret-ok",
+    (20, 10): "channel.open",
+    (20, 11): "channel.open-ok",
+    (20, 20): "channel.flow",
+    (20, 21): "channel.flow-ok",
+    (20, 40): "channel.close",
+    (20, 41): "channel.close-ok",
+    (40, 10): "exchange.declare",
+    (40, 11): "exchange.declare-ok",
+    (40, 20): "exchange.delete",
+    (40, 21): "exchange.delete-ok",
+    (40, 30): "exchange.bind",
+    (40, 31): "exchange.bind-ok",
+    (40, 40): "exchange.unbind",
+    (40, 51): "exchange.unbind-ok",
+    (50, 10): "queue.declare",
+    (50, 11): "queue.declare-ok",
+    (50, 20): "queue.bind",
+    (50, 21): "queue.bind-ok",
+    (50, 30): "queue.purge",
+    (50, 31): "queue.purge-ok",
+    (50, 40): "queue.delete",
+    (50, 41): "queue.delete-ok",
+    (50, 50): "queue.unbind",
+    (50, 51): "queue.unbind-ok",
+    (60, 10): "basic.qos",
+    (60, 11): "basic.qos-ok",
+    (60, 20): "basic.consume",
+    (60, 21): "basic.consume-ok",
+    (60, 30): "basic.cancel",
+    (60, 31): "basic.cancel-ok",
+    (60, 40): "basic.publish",
+    (60, 50): "basic.return",
+    (60, 60): "basic.deliver",
+    (60, 70): "basic.get",
+    (60, 71): "basic.get-ok",
+    (60, 72): "basic.get-empty",
+    (60, 80): "basic.ack",
+    (60, 90): "basic.reject",
+    (60, 100): "basic.recover-async",
+    (60, 110): "basic.recover",
+    (60, 111): "basic.recover-ok",
+    (60, 120): "basic.nack",
+    (85, 10): "confirm.select",
+    (85, 11): "confirm.select-ok",
+    (90, 10): "tx.select",
+    (90, 11): "tx.select-ok",
+    (90, 20): "tx.commit",
+    (90, 21): "tx.commit-ok",
+    (90, 30): "tx.rollback",
+    (90, 31): "tx.rollback-ok",
 }
 METHOD_IDS = {v: k for k, v in METHODS.items()}
 
-BASIC_PROPERTIES = ("content_type", "content_encoding", "headers",
-                    "delivery_mode", "priority", "correlation_id", "reply_to",
-                    "expiration", "message_id", "timestamp", "type",
-                    "user_id", "app_id", "cluster_id")
+BASIC_PROPERTIES = (
+    "content_type",
+    "content_encoding",
+    "headers",
+    "delivery_mode",
+    "priority",
+    "correlation_id",
+    "reply_to",
+    "expiration",
+    "message_id",
+    "timestamp",
+    "type",
+    "user_id",
+    "app_id",
+    "cluster_id",
+)
 
 
 def log(*a):
@@ -133,7 +177,7 @@ def parse_typed_table(buf: bytes, off: int = 0):
     while off < end:
         klen = buf[off]
         off += 1
-        key = buf[off:off + klen].decode("utf-8")
+        key = buf[off : off + klen].decode("utf-8")
         off += klen
         out[key], off = _parse_typed_value(buf, off)
     return out, off
@@ -142,8 +186,18 @@ def parse_typed_table(buf: bytes, off: int = 0):
 def _parse_typed_value(buf: bytes, off: int):
     t = chr(buf[off])
     off += 1
-    simple = {"b": ">b", "B": ">B", "s": ">h", "u": ">H", "I": ">i",
-              "i": ">I", "l": ">q", "L": ">q", "f": ">f", "d": ">d"}
+    simple = {
+        "b": ">b",
+        "B": ">B",
+        "s": ">h",
+        "u": ">H",
+        "I": ">i",
+        "i": ">I",
+        "l": ">q",
+        "L": ">q",
+        "f": ">f",
+        "d": ">d",
+    }
     if t in simple:
         fmt = simple[t]
         (v,) = struct.unpack_from(fmt, buf, off)
@@ -153,7 +207,7 @@ def _parse_typed_value(buf: bytes, off: int):
     if t in "Sx":
         (n,) = struct.unpack_from(">I", buf, off)
         off += 4
-        raw = buf[off:off + n]
+        raw = buf[off : off + n]
         d = {"type": t, "length": n, "hex": raw.hex()}
         if t == "S":
             try:
@@ -164,11 +218,10 @@ def _parse_typed_value(buf: bytes, off: int):
     if t == "D":
         scale, unscaled = struct.unpack_from(">Bi", buf, off)
         val = decimal.Decimal(unscaled).scaleb(-scale)
-        return {"type": t, "scale": scale, "unscaled": unscaled,
-                "value": str(val)}, off + 5
+        return {"type": t, "scale": scale, "unscaled": unscaled, "value": str(val)}, off + 5
     if t == "T":
         (v,) = struct.unpack_from(">Q", buf, off)
-        iso = dt.datetime.fromtimestamp(v, dt.timezone.utc).isoformat()
+        iso = dt.datetime.fromtimestamp(v, dt.UTC).isoformat()
         return {"type": t, "value": v, "iso": iso}, off + 8
     if t == "F":
         v, off = parse_typed_table(buf, off)
@@ -189,6 +242,7 @@ def _parse_typed_value(buf: bytes, off: int):
 
 def pika_typed_table(table):
     import pika.data
+
     pieces = []
     pika.data.encode_table(pieces, table)
     enc = b"".join(pieces)
@@ -197,6 +251,7 @@ def pika_typed_table(table):
 
 def pyamqp_typed_table(table):
     from amqp.serialization import dumps
+
     enc = dumps("F", [table])
     return parse_typed_table(enc)[0], enc
 
@@ -204,8 +259,10 @@ def pyamqp_typed_table(table):
 def plain_json(v):
     """JSON-friendly rendering of a value as decoded by a client library."""
     if isinstance(v, dict):
-        return {str(k if not isinstance(k, bytes) else k.decode("utf-8", "replace")): plain_json(x)
-                for k, x in v.items()}
+        return {
+            str(k if not isinstance(k, bytes) else k.decode("utf-8", "replace")): plain_json(x)
+            for k, x in v.items()
+        }
     if isinstance(v, (list, tuple)):
         return [plain_json(x) for x in v]
     if isinstance(v, (bytes, bytearray, memoryview)):
@@ -232,19 +289,19 @@ class ConnTruth:
             self.d["operations_compacted"] = (
                 "per-message basic.publish ops and asynchronous receive ops are "
                 "left out of 'operations'; they are in 'publishes', "
-                "'received_messages', 'c2s_methods' and the method counts")
+                "'received_messages', 'c2s_methods' and the method counts"
+            )
         self.d.update(info)
         self.ops = []
         self.publishes = []
         self.received = []
         self.errors = []
-        self.c2s = []                       # ordered, heartbeats excluded
-        self.s2c = collections.Counter()    # heartbeats excluded
+        self.c2s = []  # ordered, heartbeats excluded
+        self.s2c = collections.Counter()  # heartbeats excluded
         self.t0 = now()
 
     def op(self, op, channel=None, sent=(), received=(), **fields):
-        e = {"seq": len(self.ops), "ts": round(now(), 6), "op": op,
-             "channel": channel}
+        e = {"seq": len(self.ops), "ts": round(now(), 6), "op": op, "channel": channel}
         e.update(fields)
         e["sent"] = list(sent)
         e["received"] = list(received)
@@ -266,12 +323,19 @@ class ConnTruth:
         self.received.append(e)
         if self.compact:
             return e
-        self.ops.append({"seq": len(self.ops), "ts": round(now(), 6),
-                         "op": "recv " + e["method"], "channel": e.get("channel"),
-                         "sent": [], "received": [e["method"]],
-                         "delivery_tag": e.get("delivery_tag"),
-                         "received_index": e["seq"],
-                         "note": "asynchronous; counted in received_messages / s2c counts"})
+        self.ops.append(
+            {
+                "seq": len(self.ops),
+                "ts": round(now(), 6),
+                "op": "recv " + e["method"],
+                "channel": e.get("channel"),
+                "sent": [],
+                "received": [e["method"]],
+                "delivery_tag": e.get("delivery_tag"),
+                "received_index": e["seq"],
+                "note": "asynchronous; counted in received_messages / s2c counts",
+            }
+        )
         return e
 
     def as_json(self):
@@ -295,7 +359,7 @@ class Truth:
             "capture": capture,
             "description": description,
             "recorder": "captures/record/record_091.py",
-            "recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "protocol": "AMQP 0-9-1",
             "server": {"host": HOST, "port": PORT},
             "notes": [],
@@ -360,8 +424,9 @@ def install_socket_tracing():
     shim = types.ModuleType("socket_traced")
     shim.__dict__.update(socket.__dict__)
     shim.socket = _TracingSocket
-    import pika.adapters.utils.connection_workflow as cw
     import amqp.transport as at
+    import pika.adapters.utils.connection_workflow as cw
+
     cw.socket = shim
     at.socket = shim
 
@@ -370,8 +435,7 @@ def install_socket_tracing():
 # Broker and capture management
 # --------------------------------------------------------------------------
 def run(cmd, check=True, timeout=120, quiet=False):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if not quiet:
         log("$", " ".join(cmd), "->", r.returncode)
     if check and r.returncode != 0:
@@ -399,8 +463,7 @@ def ensure_broker():
         env = dict(os.environ)
         env.setdefault("RABBITMQ_NODE_IP_ADDRESS", HOST)
         env.setdefault("RABBITMQ_NODE_PORT", str(PORT))
-        subprocess.run(["rabbitmq-server", "-detached"], env=env, check=False,
-                       timeout=120)
+        subprocess.run(["rabbitmq-server", "-detached"], env=env, check=False, timeout=120)
         deadline = now() + 180
         while True:
             r = ctl("await_startup", "--timeout", "60", check=False, timeout=90)
@@ -408,8 +471,7 @@ def ensure_broker():
                 break
             if now() > deadline:
                 # last resort: the init script (Debian with sysvinit/systemd)
-                subprocess.run(["service", "rabbitmq-server", "start"], check=False,
-                               timeout=180)
+                subprocess.run(["service", "rabbitmq-server", "start"], check=False, timeout=180)
                 ctl("await_startup", "--timeout", "120", timeout=150)
                 break
             time.sleep(2)
@@ -425,8 +487,11 @@ def ensure_broker():
 def broker_info():
     v = ctl("version", check=False).stdout.strip().splitlines()
     version = v[-1].strip() if v else "unknown"
-    erl = run(["rabbitmqctl", "eval", "erlang:system_info(otp_release)."],
-              check=False).stdout.strip().strip('"')
+    erl = (
+        run(["rabbitmqctl", "eval", "erlang:system_info(otp_release)."], check=False)
+        .stdout.strip()
+        .strip('"')
+    )
     return {"product": "RabbitMQ", "version": version, "erlang_otp": erl}
 
 
@@ -451,8 +516,21 @@ class Tcpdump:
 
     def __init__(self, path, src, iface="lo", port=PORT, nano=False):
         self.path = path
-        self.cmd = ["tcpdump", "-i", iface, "-U", "--immediate-mode",
-                    "-B", "65536", "-s", "0", "-Z", "root", "-w", path]
+        self.cmd = [
+            "tcpdump",
+            "-i",
+            iface,
+            "-U",
+            "--immediate-mode",
+            "-B",
+            "65536",
+            "-s",
+            "0",
+            "-Z",
+            "root",
+            "-w",
+            path,
+        ]
         if nano:
             self.cmd[1:1] = ["--time-stamp-precision=nano"]
         self.filter = "tcp port %d and host %s" % (port, src)
@@ -464,8 +542,7 @@ class Tcpdump:
         if os.path.exists(self.path):
             os.unlink(self.path)
         log("$", " ".join(self.cmd))
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         ready = threading.Event()
 
         def reader():
@@ -479,11 +556,11 @@ class Tcpdump:
         self._t.start()
         if not ready.wait(30) or self.proc.poll() is not None:
             raise RuntimeError("tcpdump did not start: %s" % self.stderr_lines)
-        time.sleep(0.5)   # let the capture settle before the first SYN
+        time.sleep(0.5)  # let the capture settle before the first SYN
         return self
 
     def __exit__(self, *exc):
-        time.sleep(1.5)   # let the last FIN/RST reach the capture
+        time.sleep(1.5)  # let the last FIN/RST reach the capture
         self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(30)
@@ -509,9 +586,11 @@ class Tcpdump:
 # --------------------------------------------------------------------------
 # pika helpers
 # --------------------------------------------------------------------------
-def pika_params(password=PASSWORD, vhost=VHOST, heartbeat=None, name=None,
-                frame_max=None, blocked_timeout=None):
+def pika_params(
+    password=PASSWORD, vhost=VHOST, heartbeat=None, name=None, frame_max=None, blocked_timeout=None
+):
     import pika
+
     kw = {}
     if heartbeat is not None:
         kw["heartbeat"] = heartbeat
@@ -521,35 +600,54 @@ def pika_params(password=PASSWORD, vhost=VHOST, heartbeat=None, name=None,
         kw["blocked_connection_timeout"] = blocked_timeout
     props = {"connection_name": name} if name else None
     return pika.ConnectionParameters(
-        host=HOST, port=PORT, virtual_host=vhost,
+        host=HOST,
+        port=PORT,
+        virtual_host=vhost,
         credentials=pika.PlainCredentials(USER, password),
-        client_properties=props, connection_attempts=1, socket_timeout=10,
-        **kw)
+        client_properties=props,
+        connection_attempts=1,
+        socket_timeout=10,
+        **kw,
+    )
 
 
 def pika_connect(truth, params, label, requested):
     """Open a pika BlockingConnection and record the handshake."""
     import pika
+
     n_before = len(PORT_LOG)
-    c = truth.conn("pika", label=label, client_version=pika.__version__,
-                   user=USER, password=params.credentials.password,
-                   mechanism="PLAIN", vhost=params.virtual_host,
-                   protocol_header_sent="414d515000000901",
-                   requested=requested)
+    c = truth.conn(
+        "pika",
+        label=label,
+        client_version=pika.__version__,
+        user=USER,
+        password=params.credentials.password,
+        mechanism="PLAIN",
+        vhost=params.virtual_host,
+        protocol_header_sent="414d515000000901",
+        requested=requested,
+    )
     conn = pika.BlockingConnection(params)
     impl = conn._impl
     c.d["client_port"] = PORT_LOG[n_before] if len(PORT_LOG) > n_before else None
     c.d["server_port"] = PORT
     c.d["client_properties_sent"] = plain_json(impl._client_properties)
     c.d["server_properties_received"] = plain_json(impl.server_properties)
-    c.d["negotiated"] = {"channel_max": impl.params.channel_max,
-                         "frame_max": impl.params.frame_max,
-                         "heartbeat": impl.params.heartbeat}
-    c.op("connect", channel=0,
-         sent=["connection.start-ok", "connection.tune-ok", "connection.open"],
-         received=["connection.start", "connection.tune", "connection.open-ok"],
-         vhost=params.virtual_host, user=USER, mechanism="PLAIN",
-         negotiated=c.d["negotiated"])
+    c.d["negotiated"] = {
+        "channel_max": impl.params.channel_max,
+        "frame_max": impl.params.frame_max,
+        "heartbeat": impl.params.heartbeat,
+    }
+    c.op(
+        "connect",
+        channel=0,
+        sent=["connection.start-ok", "connection.tune-ok", "connection.open"],
+        received=["connection.start", "connection.tune", "connection.open-ok"],
+        vhost=params.virtual_host,
+        user=USER,
+        mechanism="PLAIN",
+        negotiated=c.d["negotiated"],
+    )
     return c, conn
 
 
@@ -580,15 +678,23 @@ def pika_received_props(props):
     return out
 
 
-def pika_publish(c, ch, exchange, routing_key, body, props=None,
-                 mandatory=False, confirm_tag=None, tx=None, note=None):
+def pika_publish(
+    c, ch, exchange, routing_key, body, props=None, mandatory=False, confirm_tag=None, tx=None, note=None
+):
     """basic_publish; records the publish and (in confirm mode) the outcome."""
     import pika.exceptions as pe
-    entry = {"index": len(c.publishes), "channel": ch.channel_number,
-             "exchange": exchange, "routing_key": routing_key,
-             "mandatory": mandatory, "immediate": False,
-             "body_len": len(body), "body_sha256": sha256(body),
-             "properties": pika_props_json(props)}
+
+    entry = {
+        "index": len(c.publishes),
+        "channel": ch.channel_number,
+        "exchange": exchange,
+        "routing_key": routing_key,
+        "mandatory": mandatory,
+        "immediate": False,
+        "body_len": len(body),
+        "body_sha256": sha256(body),
+        "properties": pika_props_json(props),
+    }
     if len(body) <= 64 and not c.compact:
         entry["body_hex"] = body.hex()
     if tx:
@@ -617,11 +723,18 @@ def pika_publish(c, ch, exchange, routing_key, body, props=None,
             entry["confirm"]["return_reply_code"] = 312
             entry["confirm"]["return_reply_text"] = "NO_ROUTE"
     c.publishes.append(entry)
-    op = c.op("basic.publish", channel=ch.channel_number,
-              sent=["basic.publish"], received=received,
-              exchange=exchange, routing_key=routing_key, mandatory=mandatory,
-              body_len=len(body), body_sha256=entry["body_sha256"],
-              publish_index=entry["index"])
+    op = c.op(
+        "basic.publish",
+        channel=ch.channel_number,
+        sent=["basic.publish"],
+        received=received,
+        exchange=exchange,
+        routing_key=routing_key,
+        mandatory=mandatory,
+        body_len=len(body),
+        body_sha256=entry["body_sha256"],
+        publish_index=entry["index"],
+    )
     if confirm_tag is not None:
         op["confirm"] = entry["confirm"]
     if err:
@@ -631,31 +744,47 @@ def pika_publish(c, ch, exchange, routing_key, body, props=None,
 
 def pika_channel(c, conn):
     ch = conn.channel()
-    c.op("channel.open", channel=ch.channel_number,
-         sent=["channel.open"], received=["channel.open-ok"])
+    c.op("channel.open", channel=ch.channel_number, sent=["channel.open"], received=["channel.open-ok"])
     return ch
 
 
 def pika_close_channel(c, ch):
     n = ch.channel_number
     ch.close()
-    c.op("channel.close", channel=n, sent=["channel.close"],
-         received=["channel.close-ok"], reply_code=200,
-         reply_text="Normal shutdown", closed_by="client")
+    c.op(
+        "channel.close",
+        channel=n,
+        sent=["channel.close"],
+        received=["channel.close-ok"],
+        reply_code=200,
+        reply_text="Normal shutdown",
+        closed_by="client",
+    )
 
 
 def pika_close(c, conn):
     conn.close()
-    c.op("connection.close", channel=0, sent=["connection.close"],
-         received=["connection.close-ok"], reply_code=200,
-         reply_text="Normal shutdown", closed_by="client")
-    c.d["outcome"] = {"opened": True, "closed_by": "client",
-                      "reply_code": 200, "reply_text": "Normal shutdown"}
+    c.op(
+        "connection.close",
+        channel=0,
+        sent=["connection.close"],
+        received=["connection.close-ok"],
+        reply_code=200,
+        reply_text="Normal shutdown",
+        closed_by="client",
+    )
+    c.d["outcome"] = {
+        "opened": True,
+        "closed_by": "client",
+        "reply_code": 200,
+        "reply_text": "Normal shutdown",
+    }
 
 
 def pika_channel_error(c, conn, what, fn, expect_code, **args):
     """Run fn(channel) on a fresh channel, expecting the broker to close it."""
     import pika.exceptions as pe
+
     ch = pika_channel(c, conn)
     n = ch.channel_number
     mname = what
@@ -666,14 +795,30 @@ def pika_channel_error(c, conn, what, fn, expect_code, **args):
         code, text = e.reply_code, e.reply_text
     assert code == expect_code, (code, text)
     class_id, method_id = METHOD_IDS[mname]
-    c.op(what, channel=n, sent=[mname, "channel.close-ok"],
-         received=["channel.close"], expected_reply_code=expect_code,
-         observed_reply_code=code, observed_reply_text=text,
-         failing_class_id=class_id, failing_method_id=method_id, **args)
-    c.errors.append({"level": "channel", "channel": n, "closed_by": "server",
-                     "reply_code": code, "reply_text": text,
-                     "class_id": class_id, "method_id": method_id,
-                     "method": mname})
+    c.op(
+        what,
+        channel=n,
+        sent=[mname, "channel.close-ok"],
+        received=["channel.close"],
+        expected_reply_code=expect_code,
+        observed_reply_code=code,
+        observed_reply_text=text,
+        failing_class_id=class_id,
+        failing_method_id=method_id,
+        **args,
+    )
+    c.errors.append(
+        {
+            "level": "channel",
+            "channel": n,
+            "closed_by": "server",
+            "reply_code": code,
+            "reply_text": text,
+            "class_id": class_id,
+            "method_id": method_id,
+            "method": mname,
+        }
+    )
     return code, text
 
 
@@ -687,13 +832,16 @@ def body_of(tag: str, n: int = 0) -> bytes:
 
 def scenario_pika_full(truth: Truth):
     import pika
-    import pika.exceptions as pe
+
     truth.d["client"] = {"library": "pika", "version": pika.__version__}
     hb = 2
     params = pika_params(heartbeat=hb, name="amqpcap-pika-full")
-    c, conn = pika_connect(truth, params, "pika-full",
-                           {"heartbeat": hb, "frame_max": params.frame_max,
-                            "channel_max": params.channel_max})
+    c, conn = pika_connect(
+        truth,
+        params,
+        "pika-full",
+        {"heartbeat": hb, "frame_max": params.frame_max, "channel_max": params.channel_max},
+    )
 
     ch = pika_channel(c, conn)
     n1 = ch.channel_number
@@ -703,60 +851,141 @@ def scenario_pika_full(truth: Truth):
     ch.add_on_return_callback(lambda chan, method, props, body: returned.append((method, props, body)))
 
     # -- exchanges -------------------------------------------------------
-    X = {"direct": "amqpcap.direct", "topic": "amqpcap.topic",
-         "fanout": "amqpcap.fanout", "headers": "amqpcap.headers"}
+    X = {
+        "direct": "amqpcap.direct",
+        "topic": "amqpcap.topic",
+        "fanout": "amqpcap.fanout",
+        "headers": "amqpcap.headers",
+    }
     for kind, name in X.items():
-        kw = dict(exchange=name, exchange_type=kind, passive=False,
-                  durable=(kind == "direct"), auto_delete=False, internal=False,
-                  arguments={"alternate-exchange": "amqpcap.fanout"} if kind == "headers" else None)
+        kw = dict(
+            exchange=name,
+            exchange_type=kind,
+            passive=False,
+            durable=(kind == "direct"),
+            auto_delete=False,
+            internal=False,
+            arguments={"alternate-exchange": "amqpcap.fanout"} if kind == "headers" else None,
+        )
         ch.exchange_declare(**kw)
-        c.op("exchange.declare", channel=n1, sent=["exchange.declare"],
-             received=["exchange.declare-ok"], exchange=name, type=kind,
-             passive=False, durable=kw["durable"], auto_delete=False,
-             internal=False, arguments=kw["arguments"] or {})
+        c.op(
+            "exchange.declare",
+            channel=n1,
+            sent=["exchange.declare"],
+            received=["exchange.declare-ok"],
+            exchange=name,
+            type=kind,
+            passive=False,
+            durable=kw["durable"],
+            auto_delete=False,
+            internal=False,
+            arguments=kw["arguments"] or {},
+        )
 
     # -- queues ----------------------------------------------------------
     Q_WORK = "amqpcap.q.work"
     Q_HDR = "amqpcap.q.headers"
     Q_BIG = "amqpcap.q.big"
     for qname, qargs in ((Q_WORK, None), (Q_HDR, {"x-message-ttl": 600000}), (Q_BIG, None)):
-        r = ch.queue_declare(qname, durable=False, exclusive=False,
-                             auto_delete=False, arguments=qargs)
-        c.op("queue.declare", channel=n1, sent=["queue.declare"],
-             received=["queue.declare-ok"], queue=qname, passive=False,
-             durable=False, exclusive=False, auto_delete=False,
-             arguments=qargs or {}, observed_queue=r.method.queue,
-             observed_message_count=r.method.message_count,
-             observed_consumer_count=r.method.consumer_count)
+        r = ch.queue_declare(qname, durable=False, exclusive=False, auto_delete=False, arguments=qargs)
+        c.op(
+            "queue.declare",
+            channel=n1,
+            sent=["queue.declare"],
+            received=["queue.declare-ok"],
+            queue=qname,
+            passive=False,
+            durable=False,
+            exclusive=False,
+            auto_delete=False,
+            arguments=qargs or {},
+            observed_queue=r.method.queue,
+            observed_message_count=r.method.message_count,
+            observed_consumer_count=r.method.consumer_count,
+        )
     r = ch.queue_declare("", exclusive=True)
     Q_ANON = r.method.queue
-    c.op("queue.declare", channel=n1, sent=["queue.declare"],
-         received=["queue.declare-ok"], queue="", exclusive=True,
-         server_named=True, observed_queue=Q_ANON)
+    c.op(
+        "queue.declare",
+        channel=n1,
+        sent=["queue.declare"],
+        received=["queue.declare-ok"],
+        queue="",
+        exclusive=True,
+        server_named=True,
+        observed_queue=Q_ANON,
+    )
     c.d["server_named_queue"] = Q_ANON
 
     # -- bindings --------------------------------------------------------
     ch.queue_bind(Q_WORK, X["direct"], routing_key="work")
-    c.op("queue.bind", channel=n1, sent=["queue.bind"], received=["queue.bind-ok"],
-         queue=Q_WORK, exchange=X["direct"], routing_key="work", arguments={})
+    c.op(
+        "queue.bind",
+        channel=n1,
+        sent=["queue.bind"],
+        received=["queue.bind-ok"],
+        queue=Q_WORK,
+        exchange=X["direct"],
+        routing_key="work",
+        arguments={},
+    )
     ch.queue_bind(Q_ANON, X["fanout"], routing_key="")
-    c.op("queue.bind", channel=n1, sent=["queue.bind"], received=["queue.bind-ok"],
-         queue=Q_ANON, exchange=X["fanout"], routing_key="", arguments={})
+    c.op(
+        "queue.bind",
+        channel=n1,
+        sent=["queue.bind"],
+        received=["queue.bind-ok"],
+        queue=Q_ANON,
+        exchange=X["fanout"],
+        routing_key="",
+        arguments={},
+    )
     hdr_bind_args = {"x-match": "all", "kind": "report", "level": 3}
     ch.queue_bind(Q_HDR, X["headers"], routing_key="", arguments=hdr_bind_args)
-    c.op("queue.bind", channel=n1, sent=["queue.bind"], received=["queue.bind-ok"],
-         queue=Q_HDR, exchange=X["headers"], routing_key="", arguments=hdr_bind_args)
+    c.op(
+        "queue.bind",
+        channel=n1,
+        sent=["queue.bind"],
+        received=["queue.bind-ok"],
+        queue=Q_HDR,
+        exchange=X["headers"],
+        routing_key="",
+        arguments=hdr_bind_args,
+    )
     ch.queue_bind(Q_BIG, X["direct"], routing_key="big")
-    c.op("queue.bind", channel=n1, sent=["queue.bind"], received=["queue.bind-ok"],
-         queue=Q_BIG, exchange=X["direct"], routing_key="big", arguments={})
+    c.op(
+        "queue.bind",
+        channel=n1,
+        sent=["queue.bind"],
+        received=["queue.bind-ok"],
+        queue=Q_BIG,
+        exchange=X["direct"],
+        routing_key="big",
+        arguments={},
+    )
     ch.exchange_bind(destination=X["fanout"], source=X["topic"], routing_key="audit.#")
-    c.op("exchange.bind", channel=n1, sent=["exchange.bind"], received=["exchange.bind-ok"],
-         destination=X["fanout"], source=X["topic"], routing_key="audit.#", arguments={})
+    c.op(
+        "exchange.bind",
+        channel=n1,
+        sent=["exchange.bind"],
+        received=["exchange.bind-ok"],
+        destination=X["fanout"],
+        source=X["topic"],
+        routing_key="audit.#",
+        arguments={},
+    )
 
     # -- qos -------------------------------------------------------------
     ch.basic_qos(prefetch_size=0, prefetch_count=5, global_qos=False)
-    c.op("basic.qos", channel=n1, sent=["basic.qos"], received=["basic.qos-ok"],
-         prefetch_size=0, prefetch_count=5, global_=False)
+    c.op(
+        "basic.qos",
+        channel=n1,
+        sent=["basic.qos"],
+        received=["basic.qos-ok"],
+        prefetch_size=0,
+        prefetch_count=5,
+        global_=False,
+    )
 
     # -- publish with every property -------------------------------------
     headers = {
@@ -764,8 +993,8 @@ def scenario_pika_full(truth: Truth):
         "bytes": b"\x00\x01\x02\xfe\xff",
         "int_small": 42,
         "int_negative": -7,
-        "int_int64": 2 ** 40 + 123,
-        "int_int64_negative": -(2 ** 35),
+        "int_int64": 2**40 + 123,
+        "int_int64_negative": -(2**35),
         "bool_true": True,
         "bool_false": False,
         "decimal": decimal.Decimal("3.14159"),
@@ -792,46 +1021,78 @@ def scenario_pika_full(truth: Truth):
         app_id="amqpcap-recorder",
         cluster_id="amqpcap-cluster",
     )
-    truth.note("pika 1.4 cannot encode Python float in a field table "
-               "(UnsupportedAMQPFieldException); decimals are sent as 'D' instead. "
-               "py-amqp's capture has a 'd' double.")
+    truth.note(
+        "pika 1.4 cannot encode Python float in a field table "
+        "(UnsupportedAMQPFieldException); decimals are sent as 'D' instead. "
+        "py-amqp's capture has a 'd' double."
+    )
     full_body = json.dumps({"hello": "world", "n": 1}, sort_keys=True).encode()
-    pika_publish(c, ch, X["direct"], "work", full_body, full_props,
-                 note="every basic property set")
+    pika_publish(c, ch, X["direct"], "work", full_body, full_props, note="every basic property set")
     work_bodies = [body_of("work", i) for i in range(1, 5)]
     for i, b in enumerate(work_bodies, 1):
-        pika_publish(c, ch, X["direct"], "work", b,
-                     pika.BasicProperties(message_id="msg-work-%d" % i,
-                                          delivery_mode=1))
-    pika_publish(c, ch, X["topic"], "audit.login", body_of("audit", 1),
-                 pika.BasicProperties(content_type="text/plain"),
-                 note="topic -> exchange binding -> fanout -> server-named queue")
-    pika_publish(c, ch, X["headers"], "", body_of("report", 1),
-                 pika.BasicProperties(headers={"kind": "report", "level": 3}),
-                 note="headers exchange match x-match=all")
-    pika_publish(c, ch, X["headers"], "", body_of("report-nomatch", 1),
-                 pika.BasicProperties(headers={"kind": "other"}),
-                 note="headers exchange no match -> alternate-exchange amqpcap.fanout -> server-named queue")
+        pika_publish(
+            c, ch, X["direct"], "work", b, pika.BasicProperties(message_id="msg-work-%d" % i, delivery_mode=1)
+        )
+    pika_publish(
+        c,
+        ch,
+        X["topic"],
+        "audit.login",
+        body_of("audit", 1),
+        pika.BasicProperties(content_type="text/plain"),
+        note="topic -> exchange binding -> fanout -> server-named queue",
+    )
+    pika_publish(
+        c,
+        ch,
+        X["headers"],
+        "",
+        body_of("report", 1),
+        pika.BasicProperties(headers={"kind": "report", "level": 3}),
+        note="headers exchange match x-match=all",
+    )
+    pika_publish(
+        c,
+        ch,
+        X["headers"],
+        "",
+        body_of("report-nomatch", 1),
+        pika.BasicProperties(headers={"kind": "other"}),
+        note="headers exchange no match -> alternate-exchange amqpcap.fanout -> server-named queue",
+    )
 
     # -- consume: ack / nack(requeue) / nack / reject / reject(requeue) ---
     deliveries = []
 
     def on_msg(chan, method, props, body):
         deliveries.append((method, props, body))
-        c.add_received({
-            "method": "basic.deliver", "channel": chan.channel_number,
-            "consumer_tag": method.consumer_tag,
-            "delivery_tag": method.delivery_tag,
-            "redelivered": method.redelivered, "exchange": method.exchange,
-            "routing_key": method.routing_key, "body_len": len(body),
-            "body_sha256": sha256(body),
-            "properties": pika_received_props(props)})
+        c.add_received(
+            {
+                "method": "basic.deliver",
+                "channel": chan.channel_number,
+                "consumer_tag": method.consumer_tag,
+                "delivery_tag": method.delivery_tag,
+                "redelivered": method.redelivered,
+                "exchange": method.exchange,
+                "routing_key": method.routing_key,
+                "body_len": len(body),
+                "body_sha256": sha256(body),
+                "properties": pika_received_props(props),
+            }
+        )
 
-    ctag = ch.basic_consume(Q_WORK, on_msg, auto_ack=False, exclusive=False,
-                            consumer_tag="amqpcap-ctag-1")
-    c.op("basic.consume", channel=n1, sent=["basic.consume"],
-         received=["basic.consume-ok"], queue=Q_WORK, consumer_tag=ctag,
-         no_ack=False, exclusive=False, no_local=False)
+    ctag = ch.basic_consume(Q_WORK, on_msg, auto_ack=False, exclusive=False, consumer_tag="amqpcap-ctag-1")
+    c.op(
+        "basic.consume",
+        channel=n1,
+        sent=["basic.consume"],
+        received=["basic.consume-ok"],
+        queue=Q_WORK,
+        consumer_tag=ctag,
+        no_ack=False,
+        exclusive=False,
+        no_local=False,
+    )
 
     def pump_until(pred, limit=10.0):
         end = now() + limit
@@ -844,87 +1105,177 @@ def scenario_pika_full(truth: Truth):
     tags = [m.delivery_tag for m, _, _ in deliveries[:5]]
     # tag of the full-properties message is tags[0] etc. (FIFO queue)
     ch.basic_ack(tags[0], multiple=False)
-    c.op("basic.ack", channel=n1, sent=["basic.ack"], delivery_tag=tags[0],
-         multiple=False, body_sha256=sha256(deliveries[0][2]))
+    c.op(
+        "basic.ack",
+        channel=n1,
+        sent=["basic.ack"],
+        delivery_tag=tags[0],
+        multiple=False,
+        body_sha256=sha256(deliveries[0][2]),
+    )
     ch.basic_nack(tags[1], multiple=False, requeue=True)
-    c.op("basic.nack", channel=n1, sent=["basic.nack"], delivery_tag=tags[1],
-         multiple=False, requeue=True, body_sha256=sha256(deliveries[1][2]))
+    c.op(
+        "basic.nack",
+        channel=n1,
+        sent=["basic.nack"],
+        delivery_tag=tags[1],
+        multiple=False,
+        requeue=True,
+        body_sha256=sha256(deliveries[1][2]),
+    )
     ch.basic_nack(tags[2], multiple=False, requeue=False)
-    c.op("basic.nack", channel=n1, sent=["basic.nack"], delivery_tag=tags[2],
-         multiple=False, requeue=False, body_sha256=sha256(deliveries[2][2]))
+    c.op(
+        "basic.nack",
+        channel=n1,
+        sent=["basic.nack"],
+        delivery_tag=tags[2],
+        multiple=False,
+        requeue=False,
+        body_sha256=sha256(deliveries[2][2]),
+    )
     ch.basic_reject(tags[3], requeue=False)
-    c.op("basic.reject", channel=n1, sent=["basic.reject"], delivery_tag=tags[3],
-         requeue=False, body_sha256=sha256(deliveries[3][2]))
+    c.op(
+        "basic.reject",
+        channel=n1,
+        sent=["basic.reject"],
+        delivery_tag=tags[3],
+        requeue=False,
+        body_sha256=sha256(deliveries[3][2]),
+    )
     ch.basic_reject(tags[4], requeue=True)
-    c.op("basic.reject", channel=n1, sent=["basic.reject"], delivery_tag=tags[4],
-         requeue=True, body_sha256=sha256(deliveries[4][2]))
+    c.op(
+        "basic.reject",
+        channel=n1,
+        sent=["basic.reject"],
+        delivery_tag=tags[4],
+        requeue=True,
+        body_sha256=sha256(deliveries[4][2]),
+    )
     pump_until(lambda: len(deliveries) >= 7)
     re = deliveries[5:7]
     assert all(m.redelivered for m, _, _ in re), "expected redeliveries"
     last = max(m.delivery_tag for m, _, _ in re)
     ch.basic_ack(last, multiple=True)
-    c.op("basic.ack", channel=n1, sent=["basic.ack"], delivery_tag=last,
-         multiple=True, covers_delivery_tags=sorted(m.delivery_tag for m, _, _ in re))
+    c.op(
+        "basic.ack",
+        channel=n1,
+        sent=["basic.ack"],
+        delivery_tag=last,
+        multiple=True,
+        covers_delivery_tags=sorted(m.delivery_tag for m, _, _ in re),
+    )
     ch.basic_cancel(ctag)
-    c.op("basic.cancel", channel=n1, sent=["basic.cancel"],
-         received=["basic.cancel-ok"], consumer_tag=ctag)
+    c.op("basic.cancel", channel=n1, sent=["basic.cancel"], received=["basic.cancel-ok"], consumer_tag=ctag)
     ch.basic_recover(requeue=True)
-    c.op("basic.recover", channel=n1, sent=["basic.recover"],
-         received=["basic.recover-ok"], requeue=True,
-         note="nothing unacked at this point")
+    c.op(
+        "basic.recover",
+        channel=n1,
+        sent=["basic.recover"],
+        received=["basic.recover-ok"],
+        requeue=True,
+        note="nothing unacked at this point",
+    )
 
     # -- basic.get / get-empty ------------------------------------------
     def do_get(queue, auto_ack):
         m, p, b = ch.basic_get(queue, auto_ack=auto_ack)
         if m is None:
-            c.op("basic.get", channel=n1, sent=["basic.get"],
-                 received=["basic.get-empty"], queue=queue, no_ack=auto_ack,
-                 observed="get-empty")
+            c.op(
+                "basic.get",
+                channel=n1,
+                sent=["basic.get"],
+                received=["basic.get-empty"],
+                queue=queue,
+                no_ack=auto_ack,
+                observed="get-empty",
+            )
             return None
-        c.op("basic.get", channel=n1, sent=["basic.get"], received=[],
-             queue=queue, no_ack=auto_ack, observed="get-ok",
-             delivery_tag=m.delivery_tag, received_index=len(c.received))
-        c.add_received({
-            "method": "basic.get-ok", "channel": n1,
-            "delivery_tag": m.delivery_tag, "redelivered": m.redelivered,
-            "exchange": m.exchange, "routing_key": m.routing_key,
-            "message_count": m.message_count, "body_len": len(b),
-            "body_sha256": sha256(b), "properties": pika_received_props(p)})
+        c.op(
+            "basic.get",
+            channel=n1,
+            sent=["basic.get"],
+            received=[],
+            queue=queue,
+            no_ack=auto_ack,
+            observed="get-ok",
+            delivery_tag=m.delivery_tag,
+            received_index=len(c.received),
+        )
+        c.add_received(
+            {
+                "method": "basic.get-ok",
+                "channel": n1,
+                "delivery_tag": m.delivery_tag,
+                "redelivered": m.redelivered,
+                "exchange": m.exchange,
+                "routing_key": m.routing_key,
+                "message_count": m.message_count,
+                "body_len": len(b),
+                "body_sha256": sha256(b),
+                "properties": pika_received_props(p),
+            }
+        )
         return m
 
     m = do_get(Q_ANON, auto_ack=False)
     ch.basic_ack(m.delivery_tag)
-    c.op("basic.ack", channel=n1, sent=["basic.ack"], delivery_tag=m.delivery_tag,
-         multiple=False)
+    c.op("basic.ack", channel=n1, sent=["basic.ack"], delivery_tag=m.delivery_tag, multiple=False)
     # second message in the server-named queue: the alternate-exchange one
     do_get(Q_ANON, auto_ack=True)
-    do_get(Q_ANON, auto_ack=True)          # -> get-empty
+    do_get(Q_ANON, auto_ack=True)  # -> get-empty
     do_get(Q_HDR, auto_ack=True)
-    do_get(Q_HDR, auto_ack=True)           # -> get-empty
+    do_get(Q_HDR, auto_ack=True)  # -> get-empty
 
     # -- basic.return (mandatory, unroutable, no confirms) ---------------
-    pika_publish(c, ch, X["direct"], "no.such.route", body_of("unroutable", 1),
-                 pika.BasicProperties(message_id="msg-unroutable-1"), mandatory=True,
-                 note="mandatory + unroutable -> basic.return 312 NO_ROUTE")
+    pika_publish(
+        c,
+        ch,
+        X["direct"],
+        "no.such.route",
+        body_of("unroutable", 1),
+        pika.BasicProperties(message_id="msg-unroutable-1"),
+        mandatory=True,
+        note="mandatory + unroutable -> basic.return 312 NO_ROUTE",
+    )
     pump_until(lambda: len(returned) >= 1)
     rm, rp, rb = returned[0]
-    c.add_received({"method": "basic.return", "channel": n1,
-                    "reply_code": rm.reply_code, "reply_text": rm.reply_text,
-                    "exchange": rm.exchange, "routing_key": rm.routing_key,
-                    "body_len": len(rb), "body_sha256": sha256(rb),
-                    "properties": pika_received_props(rp)})
-    c.errors.append({"level": "message", "method": "basic.return", "channel": n1,
-                     "reply_code": rm.reply_code, "reply_text": rm.reply_text})
+    c.add_received(
+        {
+            "method": "basic.return",
+            "channel": n1,
+            "reply_code": rm.reply_code,
+            "reply_text": rm.reply_text,
+            "exchange": rm.exchange,
+            "routing_key": rm.routing_key,
+            "body_len": len(rb),
+            "body_sha256": sha256(rb),
+            "properties": pika_received_props(rp),
+        }
+    )
+    c.errors.append(
+        {
+            "level": "message",
+            "method": "basic.return",
+            "channel": n1,
+            "reply_code": rm.reply_code,
+            "reply_text": rm.reply_text,
+        }
+    )
 
     # -- body larger than frame_max ------------------------------------
     big = random.Random(91).randbytes(300 * 1024)
     fm = c.d["negotiated"]["frame_max"]
     per_frame = fm - 8
     nframes = -(-len(big) // per_frame)
-    e = pika_publish(c, ch, X["direct"], "big", big,
-                     pika.BasicProperties(content_type="application/octet-stream",
-                                          message_id="msg-big-1"),
-                     note="body > frame_max: %d body frames of <= %d bytes" % (nframes, per_frame))
+    e = pika_publish(
+        c,
+        ch,
+        X["direct"],
+        "big",
+        big,
+        pika.BasicProperties(content_type="application/octet-stream", message_id="msg-big-1"),
+        note="body > frame_max: %d body frames of <= %d bytes" % (nframes, per_frame),
+    )
     e["expected_body_frames"] = nframes
     m = do_get(Q_BIG, auto_ack=True)
     c.received[-1]["expected_body_frames"] = nframes
@@ -933,61 +1284,113 @@ def scenario_pika_full(truth: Truth):
     for i in (1, 2):
         pika_publish(c, ch, X["direct"], "work", body_of("purge-me", i))
     r = ch.queue_purge(Q_WORK)
-    c.op("queue.purge", channel=n1, sent=["queue.purge"], received=["queue.purge-ok"],
-         queue=Q_WORK, observed_message_count=r.method.message_count,
-         expected_message_count=2)
+    c.op(
+        "queue.purge",
+        channel=n1,
+        sent=["queue.purge"],
+        received=["queue.purge-ok"],
+        queue=Q_WORK,
+        observed_message_count=r.method.message_count,
+        expected_message_count=2,
+    )
 
     # -- unbinds ---------------------------------------------------------
     ch.queue_unbind(Q_HDR, X["headers"], routing_key="", arguments=hdr_bind_args)
-    c.op("queue.unbind", channel=n1, sent=["queue.unbind"], received=["queue.unbind-ok"],
-         queue=Q_HDR, exchange=X["headers"], routing_key="", arguments=hdr_bind_args)
+    c.op(
+        "queue.unbind",
+        channel=n1,
+        sent=["queue.unbind"],
+        received=["queue.unbind-ok"],
+        queue=Q_HDR,
+        exchange=X["headers"],
+        routing_key="",
+        arguments=hdr_bind_args,
+    )
     ch.exchange_unbind(destination=X["fanout"], source=X["topic"], routing_key="audit.#")
-    c.op("exchange.unbind", channel=n1, sent=["exchange.unbind"],
-         received=["exchange.unbind-ok"], destination=X["fanout"],
-         source=X["topic"], routing_key="audit.#", arguments={})
+    c.op(
+        "exchange.unbind",
+        channel=n1,
+        sent=["exchange.unbind"],
+        received=["exchange.unbind-ok"],
+        destination=X["fanout"],
+        source=X["topic"],
+        routing_key="audit.#",
+        arguments={},
+    )
 
     # -- publisher confirms with acks, nacks and a return --------------
     ch2 = pika_channel(c, conn)
     n2 = ch2.channel_number
     ch2.confirm_delivery()
-    c.op("confirm.select", channel=n2, sent=["confirm.select"],
-         received=["confirm.select-ok"], nowait=False)
+    c.op("confirm.select", channel=n2, sent=["confirm.select"], received=["confirm.select-ok"], nowait=False)
     Q_LIM = "amqpcap.q.limited"
     lim_args = {"x-max-length": 1, "x-overflow": "reject-publish"}
     ch2.queue_declare(Q_LIM, arguments=lim_args)
-    c.op("queue.declare", channel=n2, sent=["queue.declare"],
-         received=["queue.declare-ok"], queue=Q_LIM, arguments=lim_args)
+    c.op(
+        "queue.declare",
+        channel=n2,
+        sent=["queue.declare"],
+        received=["queue.declare-ok"],
+        queue=Q_LIM,
+        arguments=lim_args,
+    )
     tag = 0
-    confirm_plan = [("", Q_WORK, "confirm-work", 1, False),
-                    ("", Q_WORK, "confirm-work", 2, False),
-                    ("", Q_WORK, "confirm-work", 3, False),
-                    ("", Q_LIM, "confirm-limited", 1, False),
-                    ("", Q_LIM, "confirm-limited", 2, False),
-                    ("", Q_LIM, "confirm-limited", 3, False),
-                    (X["direct"], "no.such.route", "confirm-unroutable", 1, True)]
+    confirm_plan = [
+        ("", Q_WORK, "confirm-work", 1, False),
+        ("", Q_WORK, "confirm-work", 2, False),
+        ("", Q_WORK, "confirm-work", 3, False),
+        ("", Q_LIM, "confirm-limited", 1, False),
+        ("", Q_LIM, "confirm-limited", 2, False),
+        ("", Q_LIM, "confirm-limited", 3, False),
+        (X["direct"], "no.such.route", "confirm-unroutable", 1, True),
+    ]
     for exch, rk, label, i, mand in confirm_plan:
         tag += 1
-        pika_publish(c, ch2, exch, rk, body_of(label, i),
-                     pika.BasicProperties(message_id="%s-%d" % (label, i)),
-                     mandatory=mand, confirm_tag=tag)
+        pika_publish(
+            c,
+            ch2,
+            exch,
+            rk,
+            body_of(label, i),
+            pika.BasicProperties(message_id="%s-%d" % (label, i)),
+            mandatory=mand,
+            confirm_tag=tag,
+        )
     conf = [p for p in c.publishes if p["channel"] == n2]
     c.d["confirms"] = {
-        "channel": n2, "publishes": len(conf),
+        "channel": n2,
+        "publishes": len(conf),
         "acks": sum(1 for p in conf if p["confirm"]["outcome"] in ("ack", "return+ack")),
         "nacks": sum(1 for p in conf if p["confirm"]["outcome"] == "nack"),
         "returns": sum(1 for p in conf if p["confirm"]["outcome"] == "return+ack"),
-        "outcomes_by_delivery_tag": {str(p["confirm"]["delivery_tag"]): p["confirm"]["outcome"] for p in conf},
+        "outcomes_by_delivery_tag": {
+            str(p["confirm"]["delivery_tag"]): p["confirm"]["outcome"] for p in conf
+        },
         "note": "pika BlockingChannel waits for each confirm before the next "
-                "publish, so each ack/nack covers exactly one tag (multiple=false "
-                "expected but not guaranteed by the broker)"}
+        "publish, so each ack/nack covers exactly one tag (multiple=false "
+        "expected but not guaranteed by the broker)",
+    }
     for p in conf:
         if p["confirm"]["outcome"] == "nack":
-            c.errors.append({"level": "message", "method": "basic.nack", "channel": n2,
-                             "delivery_tag": p["confirm"]["delivery_tag"],
-                             "reason": "x-overflow reject-publish on x-max-length 1"})
+            c.errors.append(
+                {
+                    "level": "message",
+                    "method": "basic.nack",
+                    "channel": n2,
+                    "delivery_tag": p["confirm"]["delivery_tag"],
+                    "reason": "x-overflow reject-publish on x-max-length 1",
+                }
+            )
         if p["confirm"]["outcome"] == "return+ack":
-            c.errors.append({"level": "message", "method": "basic.return", "channel": n2,
-                             "reply_code": 312, "reply_text": "NO_ROUTE"})
+            c.errors.append(
+                {
+                    "level": "message",
+                    "method": "basic.return",
+                    "channel": n2,
+                    "reply_code": 312,
+                    "reply_text": "NO_ROUTE",
+                }
+            )
 
     # -- transactions ----------------------------------------------------
     ch3 = pika_channel(c, conn)
@@ -1006,40 +1409,83 @@ def scenario_pika_full(truth: Truth):
     idle = 5.0
     t0 = now()
     conn.sleep(idle)
-    c.op("idle", channel=0, seconds=idle, started=round(t0, 6),
-         note="no AMQP methods; heartbeat frames (type 8, channel 0) both ways")
-    c.d["heartbeat_idle"] = {"seconds": idle, "started": round(t0, 6),
-                             "interval": c.d["negotiated"]["heartbeat"],
-                             "min_heartbeats_each_way_during_idle": 3}
+    c.op(
+        "idle",
+        channel=0,
+        seconds=idle,
+        started=round(t0, 6),
+        note="no AMQP methods; heartbeat frames (type 8, channel 0) both ways",
+    )
+    c.d["heartbeat_idle"] = {
+        "seconds": idle,
+        "started": round(t0, 6),
+        "interval": c.d["negotiated"]["heartbeat"],
+        "min_heartbeats_each_way_during_idle": 3,
+    }
 
     # -- channel errors --------------------------------------------------
-    pika_channel_error(c, conn, "queue.declare",
-                       lambda x: x.queue_declare("amqpcap.q.missing", passive=True),
-                       404, queue="amqpcap.q.missing", passive=True)
-    pika_channel_error(c, conn, "queue.declare",
-                       lambda x: x.queue_declare(Q_WORK, arguments={"x-max-length": 10}),
-                       406, queue=Q_WORK, arguments={"x-max-length": 10},
-                       note="redeclare with different arguments")
-    pika_channel_error(c, conn, "exchange.declare",
-                       lambda x: x.exchange_declare("amq.amqpcap", "direct"),
-                       403, exchange="amq.amqpcap", type="direct",
-                       note="amq.* names are reserved")
+    pika_channel_error(
+        c,
+        conn,
+        "queue.declare",
+        lambda x: x.queue_declare("amqpcap.q.missing", passive=True),
+        404,
+        queue="amqpcap.q.missing",
+        passive=True,
+    )
+    pika_channel_error(
+        c,
+        conn,
+        "queue.declare",
+        lambda x: x.queue_declare(Q_WORK, arguments={"x-max-length": 10}),
+        406,
+        queue=Q_WORK,
+        arguments={"x-max-length": 10},
+        note="redeclare with different arguments",
+    )
+    pika_channel_error(
+        c,
+        conn,
+        "exchange.declare",
+        lambda x: x.exchange_declare("amq.amqpcap", "direct"),
+        403,
+        exchange="amq.amqpcap",
+        type="direct",
+        note="amq.* names are reserved",
+    )
 
     # -- cleanup ---------------------------------------------------------
     for q in (Q_WORK, Q_HDR, Q_BIG, Q_LIM):
         r = ch.queue_delete(q)
-        c.op("queue.delete", channel=n1, sent=["queue.delete"],
-             received=["queue.delete-ok"], queue=q, if_unused=False, if_empty=False,
-             observed_message_count=r.method.message_count)
+        c.op(
+            "queue.delete",
+            channel=n1,
+            sent=["queue.delete"],
+            received=["queue.delete-ok"],
+            queue=q,
+            if_unused=False,
+            if_empty=False,
+            observed_message_count=r.method.message_count,
+        )
     for name in X.values():
         ch.exchange_delete(name)
-        c.op("exchange.delete", channel=n1, sent=["exchange.delete"],
-             received=["exchange.delete-ok"], exchange=name, if_unused=False)
+        c.op(
+            "exchange.delete",
+            channel=n1,
+            sent=["exchange.delete"],
+            received=["exchange.delete-ok"],
+            exchange=name,
+            if_unused=False,
+        )
     for chx in (ch3, ch2, ch):
         pika_close_channel(c, chx)
     pika_close(c, conn)
     c.d["expected_queue_depths_before_delete"] = {
-        Q_WORK: "3 confirmed + 2 committed = 5", Q_LIM: 1, Q_HDR: 0, Q_BIG: 0}
+        Q_WORK: "3 confirmed + 2 committed = 5",
+        Q_LIM: 1,
+        Q_HDR: 0,
+        Q_BIG: 0,
+    }
 
 
 # --------------------------------------------------------------------------
@@ -1061,57 +1507,117 @@ def raw_body(msg):
 
 def scenario_pyamqp_basic(truth: Truth):
     import amqp
+
     truth.d["client"] = {"library": "py-amqp", "version": amqp.__version__}
     n_before = len(PORT_LOG)
-    c = truth.conn("py-amqp", label="pyamqp-basic", client_version=amqp.__version__,
-                   user=USER, password=PASSWORD, mechanism="AMQPLAIN", vhost=VHOST,
-                   protocol_header_sent="414d515000000901",
-                   requested={"heartbeat": 0, "frame_max": 131072, "channel_max": None})
-    conn = amqp.Connection("%s:%d" % (HOST, PORT), userid=USER, password=PASSWORD,
-                           virtual_host=VHOST, login_method="AMQPLAIN",
-                           heartbeat=0, confirm_publish=True,
-                           client_properties={"connection_name": "amqpcap-pyamqp-basic"})
+    c = truth.conn(
+        "py-amqp",
+        label="pyamqp-basic",
+        client_version=amqp.__version__,
+        user=USER,
+        password=PASSWORD,
+        mechanism="AMQPLAIN",
+        vhost=VHOST,
+        protocol_header_sent="414d515000000901",
+        requested={"heartbeat": 0, "frame_max": 131072, "channel_max": None},
+    )
+    conn = amqp.Connection(
+        "%s:%d" % (HOST, PORT),
+        userid=USER,
+        password=PASSWORD,
+        virtual_host=VHOST,
+        login_method="AMQPLAIN",
+        heartbeat=0,
+        confirm_publish=True,
+        client_properties={"connection_name": "amqpcap-pyamqp-basic"},
+    )
     conn.connect()
     c.d["client_port"] = conn.transport.sock.getsockname()[1]
     assert PORT_LOG[n_before:] in ([], [c.d["client_port"]])
     c.d["server_port"] = PORT
     c.d["client_properties_sent"] = plain_json(conn.client_properties)
     c.d["server_properties_received"] = plain_json(conn.server_properties)
-    c.d["negotiated"] = {"channel_max": conn.channel_max, "frame_max": conn.frame_max,
-                         "heartbeat": conn.heartbeat}
-    c.op("connect", channel=0,
-         sent=["connection.start-ok", "connection.tune-ok", "connection.open"],
-         received=["connection.start", "connection.tune", "connection.open-ok"],
-         vhost=VHOST, user=USER, mechanism="AMQPLAIN", negotiated=c.d["negotiated"],
-         note="AMQPLAIN: the start-ok response is a field table LOGIN/PASSWORD")
+    c.d["negotiated"] = {
+        "channel_max": conn.channel_max,
+        "frame_max": conn.frame_max,
+        "heartbeat": conn.heartbeat,
+    }
+    c.op(
+        "connect",
+        channel=0,
+        sent=["connection.start-ok", "connection.tune-ok", "connection.open"],
+        received=["connection.start", "connection.tune", "connection.open-ok"],
+        vhost=VHOST,
+        user=USER,
+        mechanism="AMQPLAIN",
+        negotiated=c.d["negotiated"],
+        note="AMQPLAIN: the start-ok response is a field table LOGIN/PASSWORD",
+    )
 
     ch = conn.channel()
-    ch.auto_decode = False      # keep bodies as the bytes received
+    ch.auto_decode = False  # keep bodies as the bytes received
     n1 = ch.channel_id
     c.op("channel.open", channel=n1, sent=["channel.open"], received=["channel.open-ok"])
     EX = "amqpcap.pyamqp.topic"
     Q = "amqpcap.pyamqp.q"
     ch.exchange_declare(EX, "topic", durable=False, auto_delete=False)
-    c.op("exchange.declare", channel=n1, sent=["exchange.declare"],
-         received=["exchange.declare-ok"], exchange=EX, type="topic",
-         durable=False, auto_delete=False)
+    c.op(
+        "exchange.declare",
+        channel=n1,
+        sent=["exchange.declare"],
+        received=["exchange.declare-ok"],
+        exchange=EX,
+        type="topic",
+        durable=False,
+        auto_delete=False,
+    )
     r = ch.queue_declare(Q, durable=False, exclusive=False, auto_delete=False)
-    c.op("queue.declare", channel=n1, sent=["queue.declare"],
-         received=["queue.declare-ok"], queue=Q, observed_queue=r.queue)
+    c.op(
+        "queue.declare",
+        channel=n1,
+        sent=["queue.declare"],
+        received=["queue.declare-ok"],
+        queue=Q,
+        observed_queue=r.queue,
+    )
     ch.queue_bind(Q, EX, routing_key="orders.*")
-    c.op("queue.bind", channel=n1, sent=["queue.bind"], received=["queue.bind-ok"],
-         queue=Q, exchange=EX, routing_key="orders.*")
+    c.op(
+        "queue.bind",
+        channel=n1,
+        sent=["queue.bind"],
+        received=["queue.bind-ok"],
+        queue=Q,
+        exchange=EX,
+        routing_key="orders.*",
+    )
     ch.basic_qos(prefetch_size=0, prefetch_count=10, a_global=False)
-    c.op("basic.qos", channel=n1, sent=["basic.qos"], received=["basic.qos-ok"],
-         prefetch_size=0, prefetch_count=10, global_=False)
+    c.op(
+        "basic.qos",
+        channel=n1,
+        sent=["basic.qos"],
+        received=["basic.qos-ok"],
+        prefetch_size=0,
+        prefetch_count=10,
+        global_=False,
+    )
 
-    headers = {"str": "text", "bytes_as_S": b"\x01\x02raw", "int": 7,
-               "int64": 2 ** 40, "float": 1.5, "bool": True,
-               "decimal": decimal.Decimal("12.50"),
-               "datetime": dt.datetime(2024, 1, 2, 3, 4, 5),
-               "nested": {"x": 1}, "list": [1, "a", 2.25], "none": None}
-    truth.note("py-amqp writes bytes header values as 'S' (not 'x'), ints beyond "
-               "int32 as 'L' (not 'l'), floats as 'd'. RabbitMQ passes them through.")
+    headers = {
+        "str": "text",
+        "bytes_as_S": b"\x01\x02raw",
+        "int": 7,
+        "int64": 2**40,
+        "float": 1.5,
+        "bool": True,
+        "decimal": decimal.Decimal("12.50"),
+        "datetime": dt.datetime(2024, 1, 2, 3, 4, 5),
+        "nested": {"x": 1},
+        "list": [1, "a", 2.25],
+        "none": None,
+    }
+    truth.note(
+        "py-amqp writes bytes header values as 'S' (not 'x'), ints beyond "
+        "int32 as 'L' (not 'l'), floats as 'd'. RabbitMQ passes them through."
+    )
 
     def props_json(props):
         out = {}
@@ -1128,19 +1634,28 @@ def scenario_pyamqp_basic(truth: Truth):
     def publish(body, rk, props, exchange=EX, mandatory=False):
         msg = amqp.Message(body, **props)
         tagn = sum(1 for p in c.publishes if "confirm" in p) + 1
-        entry = {"index": len(c.publishes), "channel": n1, "exchange": exchange,
-                 "routing_key": rk, "mandatory": mandatory, "immediate": False,
-                 "body_len": len(body), "body_sha256": sha256(body),
-                 "properties": props_json(props)}
+        entry = {
+            "index": len(c.publishes),
+            "channel": n1,
+            "exchange": exchange,
+            "routing_key": rk,
+            "mandatory": mandatory,
+            "immediate": False,
+            "body_len": len(body),
+            "body_sha256": sha256(body),
+            "properties": props_json(props),
+        }
         if len(body) <= 64:
             entry["body_hex"] = body.hex()
-        sent = ["basic.publish"]
         if tagn == 1:
-            sent = ["confirm.select", "basic.publish"]
-            c.op("confirm.select", channel=n1, sent=["confirm.select"],
-                 received=["confirm.select-ok"],
-                 note="py-amqp sends confirm.select implicitly before the first "
-                      "publish when confirm_publish=True")
+            c.op(
+                "confirm.select",
+                channel=n1,
+                sent=["confirm.select"],
+                received=["confirm.select-ok"],
+                note="py-amqp sends confirm.select implicitly before the first "
+                "publish when confirm_publish=True",
+            )
         outcome = "ack"
         try:
             ch.basic_publish(msg, exchange=exchange, routing_key=rk, mandatory=mandatory)
@@ -1148,19 +1663,35 @@ def scenario_pyamqp_basic(truth: Truth):
             outcome = "nack"
         entry["confirm"] = {"delivery_tag": tagn, "outcome": outcome}
         c.publishes.append(entry)
-        c.op("basic.publish", channel=n1, sent=["basic.publish"],
-             received=["basic.ack" if outcome == "ack" else "basic.nack"],
-             exchange=exchange, routing_key=rk, body_len=len(body),
-             body_sha256=entry["body_sha256"], publish_index=entry["index"],
-             confirm=entry["confirm"])
+        c.op(
+            "basic.publish",
+            channel=n1,
+            sent=["basic.publish"],
+            received=["basic.ack" if outcome == "ack" else "basic.nack"],
+            exchange=exchange,
+            routing_key=rk,
+            body_len=len(body),
+            body_sha256=entry["body_sha256"],
+            publish_index=entry["index"],
+            confirm=entry["confirm"],
+        )
 
-    publish(b'{"order":1}', "orders.new",
-            {"content_type": "application/json", "delivery_mode": 2,
-             "message_id": "pyamqp-1", "correlation_id": "c-1",
-             "reply_to": "amqpcap.pyamqp.replies", "timestamp": 1709251200,
-             "application_headers": headers, "priority": 3, "type": "order"})
-    publish(b'{"order":2}', "orders.paid", {"content_type": "application/json",
-                                            "message_id": "pyamqp-2"})
+    publish(
+        b'{"order":1}',
+        "orders.new",
+        {
+            "content_type": "application/json",
+            "delivery_mode": 2,
+            "message_id": "pyamqp-1",
+            "correlation_id": "c-1",
+            "reply_to": "amqpcap.pyamqp.replies",
+            "timestamp": 1709251200,
+            "application_headers": headers,
+            "priority": 3,
+            "type": "order",
+        },
+    )
+    publish(b'{"order":2}', "orders.paid", {"content_type": "application/json", "message_id": "pyamqp-2"})
     publish(b"", "orders.empty", {"message_id": "pyamqp-3-empty-body"})
     publish(body_of("pyamqp", 4) * 10, "orders.bulk", {"message_id": "pyamqp-4"})
 
@@ -1169,17 +1700,31 @@ def scenario_pyamqp_basic(truth: Truth):
     def cb(msg):
         got.append(msg)
         di = msg.delivery_info
-        c.add_received({"method": "basic.deliver", "channel": n1,
-                        "consumer_tag": di.get("consumer_tag"),
-                        "delivery_tag": di["delivery_tag"],
-                        "redelivered": di["redelivered"], "exchange": di["exchange"],
-                        "routing_key": di["routing_key"], "body_len": len(msg.body),
-                        "body_sha256": sha256(raw_body(msg)),
-                        "properties": pyamqp_received_props(msg.properties)})
+        c.add_received(
+            {
+                "method": "basic.deliver",
+                "channel": n1,
+                "consumer_tag": di.get("consumer_tag"),
+                "delivery_tag": di["delivery_tag"],
+                "redelivered": di["redelivered"],
+                "exchange": di["exchange"],
+                "routing_key": di["routing_key"],
+                "body_len": len(msg.body),
+                "body_sha256": sha256(raw_body(msg)),
+                "properties": pyamqp_received_props(msg.properties),
+            }
+        )
 
     ctag = ch.basic_consume(Q, callback=cb, no_ack=False, consumer_tag="pyamqp-ctag")
-    c.op("basic.consume", channel=n1, sent=["basic.consume"], received=["basic.consume-ok"],
-         queue=Q, consumer_tag=ctag, no_ack=False)
+    c.op(
+        "basic.consume",
+        channel=n1,
+        sent=["basic.consume"],
+        received=["basic.consume-ok"],
+        queue=Q,
+        consumer_tag=ctag,
+        no_ack=False,
+    )
     end = now() + 10
     while len(got) < 3 and now() < end:
         conn.drain_events(timeout=1)
@@ -1191,8 +1736,7 @@ def scenario_pyamqp_basic(truth: Truth):
     ch.basic_ack(t3)
     c.op("basic.ack", channel=n1, sent=["basic.ack"], delivery_tag=t3, multiple=False)
     ch.basic_cancel(ctag)
-    c.op("basic.cancel", channel=n1, sent=["basic.cancel"], received=["basic.cancel-ok"],
-         consumer_tag=ctag)
+    c.op("basic.cancel", channel=n1, sent=["basic.cancel"], received=["basic.cancel-ok"], consumer_tag=ctag)
     # messages prefetched but not acked get requeued on cancel? No: they stay
     # unacked on the channel until ack/close. Ack the 4th if it was delivered.
     if len(got) >= 4:
@@ -1205,74 +1749,136 @@ def scenario_pyamqp_basic(truth: Truth):
     # basic.get: one message left? (4 published, prefetch 10 => all 4 delivered)
     m = ch.basic_get(Q, no_ack=True)
     if m is None:
-        c.op("basic.get", channel=n1, sent=["basic.get"], received=["basic.get-empty"],
-             queue=Q, no_ack=True, observed="get-empty")
+        c.op(
+            "basic.get",
+            channel=n1,
+            sent=["basic.get"],
+            received=["basic.get-empty"],
+            queue=Q,
+            no_ack=True,
+            observed="get-empty",
+        )
     else:
-        c.op("basic.get", channel=n1, sent=["basic.get"], received=[], queue=Q,
-             no_ack=True, observed="get-ok")
-        c.add_received({"method": "basic.get-ok", "channel": n1,
-                        "delivery_tag": m.delivery_info["delivery_tag"],
-                        "body_len": len(m.body), "body_sha256": sha256(raw_body(m))})
+        c.op(
+            "basic.get", channel=n1, sent=["basic.get"], received=[], queue=Q, no_ack=True, observed="get-ok"
+        )
+        c.add_received(
+            {
+                "method": "basic.get-ok",
+                "channel": n1,
+                "delivery_tag": m.delivery_info["delivery_tag"],
+                "body_len": len(m.body),
+                "body_sha256": sha256(raw_body(m)),
+            }
+        )
     c.d["queue_after_cancel"] = after_cancel
     # publish once more then get it
-    publish(body_of("pyamqp-get", 1), "orders.get", {"message_id": "pyamqp-5",
-                                                    "expiration": "60000"})
+    publish(body_of("pyamqp-get", 1), "orders.get", {"message_id": "pyamqp-5", "expiration": "60000"})
     m = None
     for _ in range(20):
         m = ch.basic_get(Q, no_ack=False)
         if m is not None:
             break
-        c.op("basic.get", channel=n1, sent=["basic.get"], received=["basic.get-empty"],
-             queue=Q, no_ack=False, observed="get-empty (retry)")
+        c.op(
+            "basic.get",
+            channel=n1,
+            sent=["basic.get"],
+            received=["basic.get-empty"],
+            queue=Q,
+            no_ack=False,
+            observed="get-empty (retry)",
+        )
         time.sleep(0.05)
-    c.op("basic.get", channel=n1, sent=["basic.get"], received=[], queue=Q,
-         no_ack=False, observed="get-ok")
-    c.add_received({"method": "basic.get-ok", "channel": n1,
-                    "delivery_tag": m.delivery_info["delivery_tag"],
-                    "message_count": m.delivery_info.get("message_count"),
-                    "redelivered": m.delivery_info.get("redelivered"),
-                    "exchange": m.delivery_info.get("exchange"),
-                    "routing_key": m.delivery_info.get("routing_key"),
-                    "body_len": len(m.body), "body_sha256": sha256(raw_body(m)),
-                    "properties": pyamqp_received_props(m.properties)})
+    c.op("basic.get", channel=n1, sent=["basic.get"], received=[], queue=Q, no_ack=False, observed="get-ok")
+    c.add_received(
+        {
+            "method": "basic.get-ok",
+            "channel": n1,
+            "delivery_tag": m.delivery_info["delivery_tag"],
+            "message_count": m.delivery_info.get("message_count"),
+            "redelivered": m.delivery_info.get("redelivered"),
+            "exchange": m.delivery_info.get("exchange"),
+            "routing_key": m.delivery_info.get("routing_key"),
+            "body_len": len(m.body),
+            "body_sha256": sha256(raw_body(m)),
+            "properties": pyamqp_received_props(m.properties),
+        }
+    )
     ch.basic_ack(m.delivery_info["delivery_tag"])
-    c.op("basic.ack", channel=n1, sent=["basic.ack"],
-         delivery_tag=m.delivery_info["delivery_tag"], multiple=False)
+    c.op(
+        "basic.ack",
+        channel=n1,
+        sent=["basic.ack"],
+        delivery_tag=m.delivery_info["delivery_tag"],
+        multiple=False,
+    )
     r = ch.queue_delete(Q)
-    c.op("queue.delete", channel=n1, sent=["queue.delete"], received=["queue.delete-ok"],
-         queue=Q, observed_message_count=r)
+    c.op(
+        "queue.delete",
+        channel=n1,
+        sent=["queue.delete"],
+        received=["queue.delete-ok"],
+        queue=Q,
+        observed_message_count=r,
+    )
     ch.exchange_delete(EX)
-    c.op("exchange.delete", channel=n1, sent=["exchange.delete"],
-         received=["exchange.delete-ok"], exchange=EX)
+    c.op(
+        "exchange.delete", channel=n1, sent=["exchange.delete"], received=["exchange.delete-ok"], exchange=EX
+    )
     ch.close()
-    c.op("channel.close", channel=n1, sent=["channel.close"], received=["channel.close-ok"],
-         reply_code=0, closed_by="client",
-         note="py-amqp channel.close sends reply_code 0, empty reply_text")
+    c.op(
+        "channel.close",
+        channel=n1,
+        sent=["channel.close"],
+        received=["channel.close-ok"],
+        reply_code=0,
+        closed_by="client",
+        note="py-amqp channel.close sends reply_code 0, empty reply_text",
+    )
     conn.close()
-    c.op("connection.close", channel=0, sent=["connection.close"],
-         received=["connection.close-ok"], reply_code=0, closed_by="client",
-         note="py-amqp connection.close sends reply_code 0, empty reply_text")
+    c.op(
+        "connection.close",
+        channel=0,
+        sent=["connection.close"],
+        received=["connection.close-ok"],
+        reply_code=0,
+        closed_by="client",
+        note="py-amqp connection.close sends reply_code 0, empty reply_text",
+    )
     c.d["outcome"] = {"opened": True, "closed_by": "client", "reply_code": 0}
-    c.d["confirms"] = {"channel": n1, "publishes": len(c.publishes),
-                       "acks": sum(1 for p in c.publishes if p["confirm"]["outcome"] == "ack"),
-                       "nacks": sum(1 for p in c.publishes if p["confirm"]["outcome"] == "nack")}
+    c.d["confirms"] = {
+        "channel": n1,
+        "publishes": len(c.publishes),
+        "acks": sum(1 for p in c.publishes if p["confirm"]["outcome"] == "ack"),
+        "nacks": sum(1 for p in c.publishes if p["confirm"]["outcome"] == "nack"),
+    }
 
 
 # --------------------------------------------------------------------------
 # Scenario: refused connections
 # --------------------------------------------------------------------------
 def scenario_pika_refused(truth: Truth):
+    import amqp
     import pika
     import pika.exceptions as pe
-    import amqp
-    truth.d["client"] = {"library": "pika+py-amqp+raw socket",
-                         "version": {"pika": pika.__version__, "py-amqp": amqp.__version__}}
+
+    truth.d["client"] = {
+        "library": "pika+py-amqp+raw socket",
+        "version": {"pika": pika.__version__, "py-amqp": amqp.__version__},
+    }
 
     # 1. pika, wrong password -> 403 ACCESS_REFUSED (connection.close from broker)
     n_before = len(PORT_LOG)
-    c = truth.conn("pika", label="wrong-password", client_version=pika.__version__,
-                   user=USER, password=WRONG_PASSWORD, mechanism="PLAIN", vhost=VHOST,
-                   protocol_header_sent="414d515000000901")
+    c = truth.conn(
+        "pika",
+        label="wrong-password",
+        client_version=pika.__version__,
+        user=USER,
+        password=WRONG_PASSWORD,
+        mechanism="PLAIN",
+        vhost=VHOST,
+        protocol_header_sent="414d515000000901",
+    )
     try:
         pika.BlockingConnection(pika_params(password=WRONG_PASSWORD))
         raise RuntimeError("login with a wrong password succeeded")
@@ -1282,24 +1888,48 @@ def scenario_pika_refused(truth: Truth):
         exc = repr(e)
     c.d["client_port"] = PORT_LOG[n_before] if len(PORT_LOG) > n_before else None
     c.d["server_port"] = PORT
-    c.op("connect", channel=0, sent=["connection.start-ok"],
-         received=["connection.start", "connection.close"],
-         client_exception=exc, expected_reply_code=403,
-         expected_reply_text_prefix="ACCESS_REFUSED")
-    c.d["outcome"] = {"opened": False, "closed_by": "server", "reply_code": 403,
-                      "reply_text_prefix": "ACCESS_REFUSED",
-                      "note": "broker sends connection.close(403) right after "
-                              "start-ok because the client announced the "
-                              "authentication_failure_close capability"}
-    c.errors.append({"level": "connection", "closed_by": "server", "reply_code": 403,
-                     "reply_text_prefix": "ACCESS_REFUSED", "class_id": 0, "method_id": 0})
+    c.op(
+        "connect",
+        channel=0,
+        sent=["connection.start-ok"],
+        received=["connection.start", "connection.close"],
+        client_exception=exc,
+        expected_reply_code=403,
+        expected_reply_text_prefix="ACCESS_REFUSED",
+    )
+    c.d["outcome"] = {
+        "opened": False,
+        "closed_by": "server",
+        "reply_code": 403,
+        "reply_text_prefix": "ACCESS_REFUSED",
+        "note": "broker sends connection.close(403) right after "
+        "start-ok because the client announced the "
+        "authentication_failure_close capability",
+    }
+    c.errors.append(
+        {
+            "level": "connection",
+            "closed_by": "server",
+            "reply_code": 403,
+            "reply_text_prefix": "ACCESS_REFUSED",
+            "class_id": 0,
+            "method_id": 0,
+        }
+    )
     time.sleep(0.3)
 
     # 2. pika, right password, vhost without permission -> 530 NOT_ALLOWED
     n_before = len(PORT_LOG)
-    c = truth.conn("pika", label="vhost-not-allowed", client_version=pika.__version__,
-                   user=USER, password=PASSWORD, mechanism="PLAIN", vhost=FORBIDDEN_VHOST,
-                   protocol_header_sent="414d515000000901")
+    c = truth.conn(
+        "pika",
+        label="vhost-not-allowed",
+        client_version=pika.__version__,
+        user=USER,
+        password=PASSWORD,
+        mechanism="PLAIN",
+        vhost=FORBIDDEN_VHOST,
+        protocol_header_sent="414d515000000901",
+    )
     try:
         pika.BlockingConnection(pika_params(vhost=FORBIDDEN_VHOST))
         raise RuntimeError("vhost access succeeded")
@@ -1307,24 +1937,47 @@ def scenario_pika_refused(truth: Truth):
         exc = repr(e)
     c.d["client_port"] = PORT_LOG[n_before] if len(PORT_LOG) > n_before else None
     c.d["server_port"] = PORT
-    c.op("connect", channel=0,
-         sent=["connection.start-ok", "connection.tune-ok", "connection.open"],
-         received=["connection.start", "connection.tune", "connection.close"],
-         client_exception=exc, expected_reply_code=530,
-         expected_reply_text_prefix="NOT_ALLOWED", vhost=FORBIDDEN_VHOST)
-    c.d["outcome"] = {"opened": False, "closed_by": "server", "reply_code": 530,
-                      "reply_text_prefix": "NOT_ALLOWED"}
-    c.errors.append({"level": "connection", "closed_by": "server", "reply_code": 530,
-                     "reply_text_prefix": "NOT_ALLOWED"})
+    c.op(
+        "connect",
+        channel=0,
+        sent=["connection.start-ok", "connection.tune-ok", "connection.open"],
+        received=["connection.start", "connection.tune", "connection.close"],
+        client_exception=exc,
+        expected_reply_code=530,
+        expected_reply_text_prefix="NOT_ALLOWED",
+        vhost=FORBIDDEN_VHOST,
+    )
+    c.d["outcome"] = {
+        "opened": False,
+        "closed_by": "server",
+        "reply_code": 530,
+        "reply_text_prefix": "NOT_ALLOWED",
+    }
+    c.errors.append(
+        {"level": "connection", "closed_by": "server", "reply_code": 530, "reply_text_prefix": "NOT_ALLOWED"}
+    )
     time.sleep(0.3)
 
     # 3. py-amqp AMQPLAIN, wrong password -> 403
     n_before = len(PORT_LOG)
-    c = truth.conn("py-amqp", label="wrong-password-amqplain", client_version=amqp.__version__,
-                   user=USER, password=WRONG_PASSWORD, mechanism="AMQPLAIN", vhost=VHOST,
-                   protocol_header_sent="414d515000000901")
-    conn = amqp.Connection("%s:%d" % (HOST, PORT), userid=USER, password=WRONG_PASSWORD,
-                           virtual_host=VHOST, login_method="AMQPLAIN", connect_timeout=5)
+    c = truth.conn(
+        "py-amqp",
+        label="wrong-password-amqplain",
+        client_version=amqp.__version__,
+        user=USER,
+        password=WRONG_PASSWORD,
+        mechanism="AMQPLAIN",
+        vhost=VHOST,
+        protocol_header_sent="414d515000000901",
+    )
+    conn = amqp.Connection(
+        "%s:%d" % (HOST, PORT),
+        userid=USER,
+        password=WRONG_PASSWORD,
+        virtual_host=VHOST,
+        login_method="AMQPLAIN",
+        connect_timeout=5,
+    )
     try:
         conn.connect()
         raise RuntimeError("py-amqp login with a wrong password succeeded")
@@ -1332,14 +1985,29 @@ def scenario_pika_refused(truth: Truth):
         exc = repr(e)
     c.d["client_port"] = PORT_LOG[n_before] if len(PORT_LOG) > n_before else None
     c.d["server_port"] = PORT
-    c.op("connect", channel=0, sent=["connection.start-ok", "connection.close-ok"],
-         received=["connection.start", "connection.close"],
-         client_exception=exc, expected_reply_code=403,
-         expected_reply_text_prefix="ACCESS_REFUSED")
-    c.d["outcome"] = {"opened": False, "closed_by": "server", "reply_code": 403,
-                      "reply_text_prefix": "ACCESS_REFUSED"}
-    c.errors.append({"level": "connection", "closed_by": "server", "reply_code": 403,
-                     "reply_text_prefix": "ACCESS_REFUSED"})
+    c.op(
+        "connect",
+        channel=0,
+        sent=["connection.start-ok", "connection.close-ok"],
+        received=["connection.start", "connection.close"],
+        client_exception=exc,
+        expected_reply_code=403,
+        expected_reply_text_prefix="ACCESS_REFUSED",
+    )
+    c.d["outcome"] = {
+        "opened": False,
+        "closed_by": "server",
+        "reply_code": 403,
+        "reply_text_prefix": "ACCESS_REFUSED",
+    }
+    c.errors.append(
+        {
+            "level": "connection",
+            "closed_by": "server",
+            "reply_code": 403,
+            "reply_text_prefix": "ACCESS_REFUSED",
+        }
+    )
     try:
         conn.collect()
     except Exception:
@@ -1347,10 +2015,11 @@ def scenario_pika_refused(truth: Truth):
     time.sleep(0.3)
 
     # 4./5. raw sockets announcing other protocol versions
-    for label, hdr in (("amqp-0-10-header", b"AMQP\x01\x01\x00\x0a"),
-                       ("amqp-1-0-header", b"AMQP\x00\x01\x00\x00")):
-        s = socket.create_connection((HOST, PORT), timeout=5,
-                                     source_address=(SOURCE["addr"], 0))
+    for label, hdr in (
+        ("amqp-0-10-header", b"AMQP\x01\x01\x00\x0a"),
+        ("amqp-1-0-header", b"AMQP\x00\x01\x00\x00"),
+    ):
+        s = socket.create_connection((HOST, PORT), timeout=5, source_address=(SOURCE["addr"], 0))
         port = s.getsockname()[1]
         s.sendall(hdr)
         reply = b""
@@ -1361,20 +2030,30 @@ def scenario_pika_refused(truth: Truth):
                     break
                 reply += d
             end_reason = "FIN"
-        except socket.timeout:
+        except TimeoutError:
             end_reason = "timeout"
         except ConnectionResetError:
             end_reason = "RST"
         s.close()
-        c = truth.conn("raw-socket", label=label, client_port=port, server_port=PORT,
-                       protocol_header_sent=hdr.hex(),
-                       protocol_header_received=reply.hex(),
-                       socket_end_observed=end_reason)
-        c.op("protocol-header", channel=None, sent=[], received=[],
-             header_sent=hdr.hex(), header_received=reply.hex(),
-             note="broker answers with the header it supports and closes the socket")
-        c.d["outcome"] = {"opened": False, "closed_by": "server",
-                          "reason": "protocol header rejected"}
+        c = truth.conn(
+            "raw-socket",
+            label=label,
+            client_port=port,
+            server_port=PORT,
+            protocol_header_sent=hdr.hex(),
+            protocol_header_received=reply.hex(),
+            socket_end_observed=end_reason,
+        )
+        c.op(
+            "protocol-header",
+            channel=None,
+            sent=[],
+            received=[],
+            header_sent=hdr.hex(),
+            header_received=reply.hex(),
+            note="broker answers with the header it supports and closes the socket",
+        )
+        c.d["outcome"] = {"opened": False, "closed_by": "server", "reason": "protocol header rejected"}
         time.sleep(0.3)
 
 
@@ -1383,10 +2062,8 @@ def wait_broker_quiet(src, limit=120.0):
     only AMQP connections are ours, so other users of the broker are not hit."""
     end = now() + limit
     while True:
-        r = run(["rabbitmqctl", "-q", "list_connections", "peer_host"],
-                check=False, quiet=True)
-        hosts = [l.strip() for l in r.stdout.splitlines()
-                 if l.strip() and l.strip() != "peer_host"]
+        r = run(["rabbitmqctl", "-q", "list_connections", "peer_host"], check=False, quiet=True)
+        hosts = [l.strip() for l in r.stdout.splitlines() if l.strip() and l.strip() != "peer_host"]
         others = [h for h in hosts if h != src]
         if r.returncode == 0 and not others:
             return True
@@ -1401,19 +2078,21 @@ def wait_broker_quiet(src, limit=120.0):
 # --------------------------------------------------------------------------
 def scenario_pika_blocked(truth: Truth):
     import pika
+
     truth.d["client"] = {"library": "pika", "version": pika.__version__}
     params = pika_params(heartbeat=0, name="amqpcap-pika-blocked")
-    c, conn = pika_connect(truth, params, "pika-blocked",
-                           {"heartbeat": 0, "frame_max": params.frame_max,
-                            "channel_max": params.channel_max})
+    c, conn = pika_connect(
+        truth,
+        params,
+        "pika-blocked",
+        {"heartbeat": 0, "frame_max": params.frame_max, "channel_max": params.channel_max},
+    )
     events = []
 
     def on_blocked(_conn, m):
         events.append(("blocked", now(), m.method.reason))
-        c.add_received({"method": "connection.blocked", "channel": 0,
-                        "reason": m.method.reason})
-        c.errors.append({"level": "connection", "method": "connection.blocked",
-                         "reason": m.method.reason})
+        c.add_received({"method": "connection.blocked", "channel": 0, "reason": m.method.reason})
+        c.errors.append({"level": "connection", "method": "connection.blocked", "reason": m.method.reason})
 
     def on_unblocked(_conn, m):
         events.append(("unblocked", now(), None))
@@ -1425,25 +2104,34 @@ def scenario_pika_blocked(truth: Truth):
     n1 = ch.channel_number
     Q = "amqpcap.q.blocked"
     ch.queue_declare(Q)
-    c.op("queue.declare", channel=n1, sent=["queue.declare"],
-         received=["queue.declare-ok"], queue=Q)
+    c.op("queue.declare", channel=n1, sent=["queue.declare"], received=["queue.declare-ok"], queue=Q)
     for i in (1, 2, 3):
         pika_publish(c, ch, "", Q, body_of("before-alarm", i))
     conn.process_data_events(0.2)
     quiet = wait_broker_quiet(SOURCE["addr"])
     if not quiet:
-        truth.note("other clients were connected to the broker when the memory "
-                   "alarm was raised; they were blocked too")
+        truth.note(
+            "other clients were connected to the broker when the memory "
+            "alarm was raised; they were blocked too"
+        )
     try:
         t_alarm = now()
         ctl("set_vm_memory_high_watermark", "0.0000001")
-        c.op("broker memory alarm set", channel=None,
-             command="rabbitmqctl set_vm_memory_high_watermark 0.0000001",
-             started=round(t_alarm, 6))
+        c.op(
+            "broker memory alarm set",
+            channel=None,
+            command="rabbitmqctl set_vm_memory_high_watermark 0.0000001",
+            started=round(t_alarm, 6),
+        )
         time.sleep(1.0)
-        pika_publish(c, ch, "", Q, body_of("during-alarm", 1),
-                     note="written to the socket while blocked; the broker "
-                          "stops reading until the alarm clears")
+        pika_publish(
+            c,
+            ch,
+            "",
+            Q,
+            body_of("during-alarm", 1),
+            note="written to the socket while blocked; the broker stops reading until the alarm clears",
+        )
         end = now() + 10
         while not events and now() < end:
             conn.process_data_events(0.1)
@@ -1451,9 +2139,12 @@ def scenario_pika_blocked(truth: Truth):
     finally:
         t_clear = now()
         ctl("set_vm_memory_high_watermark", DEFAULT_WATERMARK)
-    c.op("broker memory alarm cleared", channel=None,
-         command="rabbitmqctl set_vm_memory_high_watermark " + DEFAULT_WATERMARK,
-         started=round(t_clear, 6))
+    c.op(
+        "broker memory alarm cleared",
+        channel=None,
+        command="rabbitmqctl set_vm_memory_high_watermark " + DEFAULT_WATERMARK,
+        started=round(t_clear, 6),
+    )
     end = now() + 10
     while len(events) < 2 and now() < end:
         conn.process_data_events(0.1)
@@ -1461,12 +2152,20 @@ def scenario_pika_blocked(truth: Truth):
         pika_publish(c, ch, "", Q, body_of("after-alarm", i))
     conn.process_data_events(0.3)
     r = ch.queue_delete(Q)
-    c.op("queue.delete", channel=n1, sent=["queue.delete"], received=["queue.delete-ok"],
-         queue=Q, observed_message_count=r.method.message_count, expected_message_count=6)
+    c.op(
+        "queue.delete",
+        channel=n1,
+        sent=["queue.delete"],
+        received=["queue.delete-ok"],
+        queue=Q,
+        observed_message_count=r.method.message_count,
+        expected_message_count=6,
+    )
     pika_close_channel(c, ch)
     pika_close(c, conn)
     c.d["blocked_events_observed_by_client"] = [
-        {"event": e, "ts": round(t, 6), "reason": r} for e, t, r in events]
+        {"event": e, "ts": round(t, 6), "reason": r} for e, t, r in events
+    ]
     if len(events) >= 2:
         c.d["blocked_duration_client_s"] = round(events[1][1] - events[0][1], 6)
     else:
@@ -1476,17 +2175,18 @@ def scenario_pika_blocked(truth: Truth):
 # --------------------------------------------------------------------------
 # Scenario: throughput (2 connections)
 # --------------------------------------------------------------------------
-def scenario_pika_throughput(truth: Truth, n_messages=1200, batch=100, rpc_every=100,
-                             pause=0.15):
+def scenario_pika_throughput(truth: Truth, n_messages=1200, batch=100, rpc_every=100, pause=0.15):
     import pika
+
     truth.d["compact_json"] = True
     truth.d["client"] = {"library": "pika", "version": pika.__version__}
     Q = "amqpcap.q.tp"
     REPLY_Q = "amqpcap.q.tp.replies"
     ack_every = 10
     # consumer connects first (tcp_stream 0), publisher second (tcp_stream 1)
-    cc, cconn = pika_connect(truth, pika_params(heartbeat=0, name="amqpcap-tp-consumer"),
-                             "tp-consumer", {"heartbeat": 0})
+    cc, cconn = pika_connect(
+        truth, pika_params(heartbeat=0, name="amqpcap-tp-consumer"), "tp-consumer", {"heartbeat": 0}
+    )
     cch = pika_channel(cc, cconn)
     cn = cch.channel_number
     cch.queue_declare(Q)
@@ -1496,42 +2196,70 @@ def scenario_pika_throughput(truth: Truth, n_messages=1200, batch=100, rpc_every
     cch.basic_qos(prefetch_count=50)
     cc.op("basic.qos", channel=cn, sent=["basic.qos"], received=["basic.qos-ok"], prefetch_count=50)
 
-    pc, pconn = pika_connect(truth, pika_params(heartbeat=0, name="amqpcap-tp-publisher"),
-                             "tp-publisher", {"heartbeat": 0})
+    pc, pconn = pika_connect(
+        truth, pika_params(heartbeat=0, name="amqpcap-tp-publisher"), "tp-publisher", {"heartbeat": 0}
+    )
     pch = pika_channel(pc, pconn)
     pn = pch.channel_number
 
     done = threading.Event()
     state = {"n": 0, "pending_tag": None, "since_ack": 0}
-    lock = threading.Lock()
+    threading.Lock()
 
     def on_msg(chan, method, props, body):
-        cc.add_received({"method": "basic.deliver", "channel": cn,
-                         "consumer_tag": method.consumer_tag,
-                         "delivery_tag": method.delivery_tag,
-                         "redelivered": method.redelivered, "exchange": method.exchange,
-                         "routing_key": method.routing_key, "body_len": len(body),
-                         "body_sha256": sha256(body), "message_id": props.message_id})
+        cc.add_received(
+            {
+                "method": "basic.deliver",
+                "channel": cn,
+                "consumer_tag": method.consumer_tag,
+                "delivery_tag": method.delivery_tag,
+                "redelivered": method.redelivered,
+                "exchange": method.exchange,
+                "routing_key": method.routing_key,
+                "body_len": len(body),
+                "body_sha256": sha256(body),
+                "message_id": props.message_id,
+            }
+        )
         state["n"] += 1
         state["since_ack"] += 1
         if props.reply_to:
             reply = b"reply:" + body
-            pika_publish(cc, chan, "", props.reply_to, reply,
-                         pika.BasicProperties(correlation_id=props.correlation_id,
-                                              message_id="reply-" + props.message_id),
-                         note="RPC reply")
+            pika_publish(
+                cc,
+                chan,
+                "",
+                props.reply_to,
+                reply,
+                pika.BasicProperties(
+                    correlation_id=props.correlation_id, message_id="reply-" + props.message_id
+                ),
+                note="RPC reply",
+            )
         if state["since_ack"] >= ack_every or state["n"] == n_messages:
             chan.basic_ack(method.delivery_tag, multiple=True)
-            cc.op("basic.ack", channel=cn, sent=["basic.ack"],
-                  delivery_tag=method.delivery_tag, multiple=True,
-                  covers=state["since_ack"])
+            cc.op(
+                "basic.ack",
+                channel=cn,
+                sent=["basic.ack"],
+                delivery_tag=method.delivery_tag,
+                multiple=True,
+                covers=state["since_ack"],
+            )
             state["since_ack"] = 0
         if state["n"] >= n_messages:
             done.set()
 
     ctag = cch.basic_consume(Q, on_msg, auto_ack=False, consumer_tag="tp-consumer")
-    cc.op("basic.consume", channel=cn, sent=["basic.consume"], received=["basic.consume-ok"],
-          queue=Q, consumer_tag=ctag, no_ack=False)
+    cc.op(
+        "basic.consume",
+        channel=cn,
+        sent=["basic.consume"],
+        received=["basic.consume-ok"],
+        queue=Q,
+        consumer_tag=ctag,
+        no_ack=False,
+    )
 
     def consumer_loop():
         while not done.is_set():
@@ -1544,23 +2272,36 @@ def scenario_pika_throughput(truth: Truth, n_messages=1200, batch=100, rpc_every
     replies = []
 
     def on_reply(chan, method, props, body):
-        pc.add_received({"method": "basic.deliver", "channel": pn,
-                         "consumer_tag": method.consumer_tag,
-                         "delivery_tag": method.delivery_tag,
-                         "redelivered": method.redelivered, "exchange": method.exchange,
-                         "routing_key": method.routing_key, "body_len": len(body),
-                         "body_sha256": sha256(body),
-                         "correlation_id": props.correlation_id})
+        pc.add_received(
+            {
+                "method": "basic.deliver",
+                "channel": pn,
+                "consumer_tag": method.consumer_tag,
+                "delivery_tag": method.delivery_tag,
+                "redelivered": method.redelivered,
+                "exchange": method.exchange,
+                "routing_key": method.routing_key,
+                "body_len": len(body),
+                "body_sha256": sha256(body),
+                "correlation_id": props.correlation_id,
+            }
+        )
         replies.append(props.correlation_id)
 
     rtag = pch.basic_consume(REPLY_Q, on_reply, auto_ack=True, consumer_tag="tp-replies")
-    pc.op("basic.consume", channel=pn, sent=["basic.consume"], received=["basic.consume-ok"],
-          queue=REPLY_Q, consumer_tag=rtag, no_ack=True)
+    pc.op(
+        "basic.consume",
+        channel=pn,
+        sent=["basic.consume"],
+        received=["basic.consume-ok"],
+        queue=REPLY_Q,
+        consumer_tag=rtag,
+        no_ack=True,
+    )
     t_start = now()
     for i in range(1, n_messages + 1):
         body = ("tp-%05d-" % i).encode().ljust(32, b".")
-        kw = {"message_id": "tp-%05d" % i, "timestamp": 1700000000 + i,
-              "delivery_mode": 1}
+        kw = {"message_id": "tp-%05d" % i, "timestamp": 1700000000 + i, "delivery_mode": 1}
         if i % rpc_every == 0:
             kw["reply_to"] = REPLY_Q
             kw["correlation_id"] = "rpc-%05d" % i
@@ -1573,27 +2314,39 @@ def scenario_pika_throughput(truth: Truth, n_messages=1200, batch=100, rpc_every
     th.join(10)
     t_end = now()
     pch.basic_cancel(rtag)
-    pc.op("basic.cancel", channel=pn, sent=["basic.cancel"], received=["basic.cancel-ok"],
-          consumer_tag=rtag)
+    pc.op("basic.cancel", channel=pn, sent=["basic.cancel"], received=["basic.cancel-ok"], consumer_tag=rtag)
     cch.basic_cancel(ctag)
-    cc.op("basic.cancel", channel=cn, sent=["basic.cancel"], received=["basic.cancel-ok"],
-          consumer_tag=ctag)
+    cc.op("basic.cancel", channel=cn, sent=["basic.cancel"], received=["basic.cancel-ok"], consumer_tag=ctag)
     for q in (Q, REPLY_Q):
         r = cch.queue_delete(q)
-        cc.op("queue.delete", channel=cn, sent=["queue.delete"], received=["queue.delete-ok"],
-              queue=q, observed_message_count=r.method.message_count)
+        cc.op(
+            "queue.delete",
+            channel=cn,
+            sent=["queue.delete"],
+            received=["queue.delete-ok"],
+            queue=q,
+            observed_message_count=r.method.message_count,
+        )
     pika_close_channel(pc, pch)
     pika_close(pc, pconn)
     pika_close_channel(cc, cch)
     pika_close(cc, cconn)
     truth.d["throughput"] = {
-        "messages": n_messages, "body_len": 32, "publish_batch": batch,
-        "rpc_every": rpc_every, "pause_between_batches_s": pause, "rpc_requests": n_messages // rpc_every,
-        "rpc_replies_received": len(replies), "consumer_prefetch": 50,
-        "consumer_ack_every": ack_every, "consumer_acks_multiple": True,
-        "publisher_connection": 1, "consumer_connection": 0,
+        "messages": n_messages,
+        "body_len": 32,
+        "publish_batch": batch,
+        "rpc_every": rpc_every,
+        "pause_between_batches_s": pause,
+        "rpc_requests": n_messages // rpc_every,
+        "rpc_replies_received": len(replies),
+        "consumer_prefetch": 50,
+        "consumer_ack_every": ack_every,
+        "consumer_acks_multiple": True,
+        "publisher_connection": 1,
+        "consumer_connection": 0,
         "client_seconds": round(t_end - t_start, 6),
-        "deliveries_received": state["n"]}
+        "deliveries_received": state["n"],
+    }
 
 
 # --------------------------------------------------------------------------
@@ -1603,13 +2356,36 @@ def tshark_crosscheck(pcap, truth_json):
     if not shutil.which("tshark"):
         return {"tool": None, "note": "tshark not installed"}
     ver = run(["tshark", "-v"], check=False, quiet=True).stdout.splitlines()[0]
-    r = run(["tshark", "-r", pcap, "-o", "tcp.desegment_tcp_streams:TRUE",
-             "-Y", "amqp", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,",
-             "-e", "tcp.stream", "-e", "tcp.srcport", "-e", "amqp.type",
-             "-e", "amqp.method.class", "-e", "amqp.method.method"],
-            check=False, quiet=True)
-    per = collections.defaultdict(lambda: {"c2s": [], "s2c": collections.Counter(),
-                                           "hb_c2s": 0, "hb_s2c": 0})
+    r = run(
+        [
+            "tshark",
+            "-r",
+            pcap,
+            "-o",
+            "tcp.desegment_tcp_streams:TRUE",
+            "-Y",
+            "amqp",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=,",
+            "-e",
+            "tcp.stream",
+            "-e",
+            "tcp.srcport",
+            "-e",
+            "amqp.type",
+            "-e",
+            "amqp.method.class",
+            "-e",
+            "amqp.method.method",
+        ],
+        check=False,
+        quiet=True,
+    )
+    per = collections.defaultdict(lambda: {"c2s": [], "s2c": collections.Counter(), "hb_c2s": 0, "hb_s2c": 0})
     for line in r.stdout.splitlines():
         f = line.split("\t")
         if len(f) < 5 or not f[0]:
@@ -1645,9 +2421,14 @@ def tshark_crosscheck(pcap, truth_json):
         c2s_ok = p["c2s"] == exp_c2s
         s2c_ok = dict(p["s2c"]) == conn["s2c_method_counts"]
         ok_all &= c2s_ok and s2c_ok
-        e = {"tcp_stream": s, "seen": True, "c2s_sequence_matches": c2s_ok,
-             "s2c_counts_match": s2c_ok, "heartbeats_c2s": p["hb_c2s"],
-             "heartbeats_s2c": p["hb_s2c"]}
+        e = {
+            "tcp_stream": s,
+            "seen": True,
+            "c2s_sequence_matches": c2s_ok,
+            "s2c_counts_match": s2c_ok,
+            "heartbeats_c2s": p["hb_c2s"],
+            "heartbeats_s2c": p["hb_s2c"],
+        }
         if not c2s_ok:
             e["tshark_c2s"] = p["c2s"]
         if not s2c_ok:
@@ -1655,8 +2436,7 @@ def tshark_crosscheck(pcap, truth_json):
         out["connections"].append(e)
     out["all_match"] = ok_all
     ex = run(["tshark", "-r", pcap, "-q", "-z", "expert"], check=False, quiet=True).stdout
-    lost = [l.strip() for l in ex.splitlines()
-            if "not captured" in l or "unseen segment" in l]
+    lost = [l.strip() for l in ex.splitlines() if "not captured" in l or "unseen segment" in l]
     out["tcp_segments_missing"] = lost
     if lost:
         out["all_match"] = False
@@ -1665,44 +2445,63 @@ def tshark_crosscheck(pcap, truth_json):
 
 # --------------------------------------------------------------------------
 SCENARIOS = {
-    "pika_full": (scenario_pika_full,
-                  "pika BlockingConnection, one connection: handshake with connection_name, "
-                  "4 exchange types, named and server-named queues, bindings (queue and "
-                  "exchange-to-exchange, headers), qos, a publish with every basic property "
-                  "and a headers table of every type pika encodes, consume with ack / "
-                  "nack(requeue) / nack / reject / reject(requeue), redelivery, recover, "
-                  "get / get-empty, mandatory return, 300 KiB body over several body frames, "
-                  "purge, unbinds, publisher confirms with acks, nacks (x-overflow "
-                  "reject-publish) and a return, tx select/commit/rollback, 5 s idle with "
-                  "heartbeat=2, channel errors 404/406/403, deletes, clean close.", False),
-    "pyamqp_basic": (scenario_pyamqp_basic,
-                     "py-amqp (celery/amqp) one connection, AMQPLAIN login, heartbeat 0, "
-                     "topic exchange, declare/bind/qos, publisher confirms (implicit "
-                     "confirm.select), headers with py-amqp's type letters, empty body, "
-                     "consume/ack/reject, get-empty and get-ok, deletes, close with "
-                     "reply code 0.", False),
-    "pika_refused": (scenario_pika_refused,
-                     "five short connections: pika wrong password (403 ACCESS_REFUSED), "
-                     "pika vhost without permission (530 NOT_ALLOWED), py-amqp AMQPLAIN "
-                     "wrong password (403), raw socket sending an AMQP 0-10 header and one "
-                     "sending an AMQP 1.0 header (broker answers with its 0-9-1 header and "
-                     "closes).", False),
-    "pika_blocked": (scenario_pika_blocked,
-                     "pika connection publishing while the broker's memory alarm is raised "
-                     "with rabbitmqctl set_vm_memory_high_watermark 0.0000001 and then "
-                     "cleared: connection.blocked then connection.unblocked.", False),
-    "pika_throughput": (scenario_pika_throughput,
-                        "two pika connections: consumer (stream 0, prefetch 50, ack "
-                        "multiple every 10) and publisher (stream 1): 1500 messages of 32 "
-                        "bytes with message_id and timestamp, every 100th an RPC request "
-                        "(reply_to + correlation_id) answered by the consumer. Nanosecond "
-                        "pcap.", True),
+    "pika_full": (
+        scenario_pika_full,
+        "pika BlockingConnection, one connection: handshake with connection_name, "
+        "4 exchange types, named and server-named queues, bindings (queue and "
+        "exchange-to-exchange, headers), qos, a publish with every basic property "
+        "and a headers table of every type pika encodes, consume with ack / "
+        "nack(requeue) / nack / reject / reject(requeue), redelivery, recover, "
+        "get / get-empty, mandatory return, 300 KiB body over several body frames, "
+        "purge, unbinds, publisher confirms with acks, nacks (x-overflow "
+        "reject-publish) and a return, tx select/commit/rollback, 5 s idle with "
+        "heartbeat=2, channel errors 404/406/403, deletes, clean close.",
+        False,
+    ),
+    "pyamqp_basic": (
+        scenario_pyamqp_basic,
+        "py-amqp (celery/amqp) one connection, AMQPLAIN login, heartbeat 0, "
+        "topic exchange, declare/bind/qos, publisher confirms (implicit "
+        "confirm.select), headers with py-amqp's type letters, empty body, "
+        "consume/ack/reject, get-empty and get-ok, deletes, close with "
+        "reply code 0.",
+        False,
+    ),
+    "pika_refused": (
+        scenario_pika_refused,
+        "five short connections: pika wrong password (403 ACCESS_REFUSED), "
+        "pika vhost without permission (530 NOT_ALLOWED), py-amqp AMQPLAIN "
+        "wrong password (403), raw socket sending an AMQP 0-10 header and one "
+        "sending an AMQP 1.0 header (broker answers with its 0-9-1 header and "
+        "closes).",
+        False,
+    ),
+    "pika_blocked": (
+        scenario_pika_blocked,
+        "pika connection publishing while the broker's memory alarm is raised "
+        "with rabbitmqctl set_vm_memory_high_watermark 0.0000001 and then "
+        "cleared: connection.blocked then connection.unblocked.",
+        False,
+    ),
+    "pika_throughput": (
+        scenario_pika_throughput,
+        "two pika connections: consumer (stream 0, prefetch 50, ack "
+        "multiple every 10) and publisher (stream 1): 1500 messages of 32 "
+        "bytes with message_id and timestamp, every 100th an RPC request "
+        "(reply_to + correlation_id) answered by the consumer. Nanosecond "
+        "pcap.",
+        True,
+    ),
 }
 
 
-SOURCE_ADDRS = {"pika_full": "127.0.91.1", "pyamqp_basic": "127.0.91.2",
-                "pika_refused": "127.0.91.3", "pika_blocked": "127.0.91.4",
-                "pika_throughput": "127.0.91.5"}
+SOURCE_ADDRS = {
+    "pika_full": "127.0.91.1",
+    "pyamqp_basic": "127.0.91.2",
+    "pika_refused": "127.0.91.3",
+    "pika_blocked": "127.0.91.4",
+    "pika_throughput": "127.0.91.5",
+}
 
 
 def record(name, outdir, binfo):
@@ -1718,21 +2517,29 @@ def record(name, outdir, binfo):
     truth.d["python"] = platform.python_version()
     truth.d["client_address"] = src
     truth.d["server"]["address"] = HOST
-    truth.d["credentials"] = {"user": USER, "password": PASSWORD,
-                              "wrong_password": WRONG_PASSWORD, "vhost": VHOST,
-                              "note": "PLAIN and AMQPLAIN carry the password in clear "
-                                      "in connection.start-ok; decoded output must "
-                                      "never contain it"}
+    truth.d["credentials"] = {
+        "user": USER,
+        "password": PASSWORD,
+        "wrong_password": WRONG_PASSWORD,
+        "vhost": VHOST,
+        "note": "PLAIN and AMQPLAIN carry the password in clear "
+        "in connection.start-ok; decoded output must "
+        "never contain it",
+    }
     log("=== scenario", name, "->", pcap)
     with Tcpdump(pcap, src, nano=nano) as td:
         time.sleep(0.2)
         fn(truth)
         time.sleep(0.3)
     truth.d["capture_info"] = {
-        "command": " ".join(td.cmd), "filter": td.filter, "interface": "lo",
+        "command": " ".join(td.cmd),
+        "filter": td.filter,
+        "interface": "lo",
         "linktype": "EN10MB",
         "timestamp_precision": "ns" if nano else "us",
-        "tcpdump_stderr": td.stats(), "file_size": os.path.getsize(pcap)}
+        "tcpdump_stderr": td.stats(),
+        "file_size": os.path.getsize(pcap),
+    }
     tj = truth.as_json()
     tj["crosscheck"] = tshark_crosscheck(pcap, tj)
     with open(truth_path, "w") as f:
@@ -1741,18 +2548,25 @@ def record(name, outdir, binfo):
         else:
             json.dump(tj, f, indent=1, sort_keys=False, default=str)
         f.write("\n")
-    log("wrote", pcap, os.path.getsize(pcap), "bytes;", truth_path,
-        os.path.getsize(truth_path), "bytes; tshark crosscheck all_match =",
-        tj["crosscheck"].get("all_match"))
+    log(
+        "wrote",
+        pcap,
+        os.path.getsize(pcap),
+        "bytes;",
+        truth_path,
+        os.path.getsize(truth_path),
+        "bytes; tshark crosscheck all_match =",
+        tj["crosscheck"].get("all_match"),
+    )
     return tj
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="captures/")
-    ap.add_argument("--only", default=",".join(SCENARIOS),
-                    help="comma-separated subset of: " + ", ".join(SCENARIOS))
+    ap.add_argument(
+        "--only", default=",".join(SCENARIOS), help="comma-separated subset of: " + ", ".join(SCENARIOS)
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         log("warning: not root; tcpdump and rabbitmqctl usually need root")

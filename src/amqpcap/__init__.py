@@ -1,4 +1,5 @@
 """amqpcap: AMQP packet-capture dissector and traffic analyser."""
+
 __version__ = "0.1.0"
 
 

@@ -7,6 +7,7 @@ Adding a subcommand (the Spark and scapy front ends do): put a module name in
 ``set_defaults(run=handler)`` where ``handler(args) -> int`` is the exit code.
 Keep that module's imports light: every ``amqpcap`` invocation imports it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,76 +60,136 @@ def _epilog(*examples: str) -> str:
 
 def add_command(sub, name: str, help: str, examples, run) -> argparse.ArgumentParser:
     """A subparser with the house style: help, examples and exit codes in ``--help``."""
-    p = sub.add_parser(name, help=help, description=help, epilog=_epilog(*examples),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        name,
+        help=help,
+        description=help,
+        epilog=_epilog(*examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(run=run)
     return p
 
 
-_CAPTURE_HELP = ("pcap or pcapng file, gzip-compressed or not; - reads standard input "
-                 "(a pipe from tcpdump -w -)")
-_ANALYSE_HELP = ("a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
-                 "- reads standard input)")
+_CAPTURE_HELP = (
+    "pcap or pcapng file, gzip-compressed or not; - reads standard input (a pipe from tcpdump -w -)"
+)
+_ANALYSE_HELP = (
+    "a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
+    "- reads standard input)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="amqpcap", description="AMQP packet-capture dissector and traffic analyser",
-                epilog=EXIT_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(
+        prog="amqpcap",
+        description="AMQP packet-capture dissector and traffic analyser",
+        epilog=EXIT_TABLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"amqpcap {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
 
-    d = add_command(sub, "dissect", "dissect captures into a Parquet dataset", (
-        "amqpcap dissect captures/rabbitmq091_pika_full.pcap -o out",
-        "ssh host tcpdump -i eth0 -w - port 5672 | amqpcap dissect - -o out --force",
-    ), _dissect)
+    d = add_command(
+        sub,
+        "dissect",
+        "dissect captures into a Parquet dataset",
+        (
+            "amqpcap dissect captures/rabbitmq091_pika_full.pcap -o out",
+            "ssh host tcpdump -i eth0 -w - port 5672 | amqpcap dissect - -o out --force",
+        ),
+        _dissect,
+    )
     d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + " (several: one dataset)")
     d.add_argument("-o", "--out", required=True, help="output directory (one dataset directory per table)")
-    d.add_argument("--body-bytes", type=nonneg_int, default=64, metavar="N",
-                   help="bytes of each body kept in messages.body (default 64; a SHA-256 of the whole body "
-                        "is always kept)")
-    d.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (comma separated)")
-    d.add_argument("--frames", action="store_true", help="also write the frames table (one row per AMQP frame)")
-    d.add_argument("--keep-secrets", action="store_true", help="keep passwords from start-ok/secure-ok (off by default)")
+    d.add_argument(
+        "--body-bytes",
+        type=nonneg_int,
+        default=64,
+        metavar="N",
+        help="bytes of each body kept in messages.body (default 64; a SHA-256 of the whole body "
+        "is always kept)",
+    )
+    d.add_argument(
+        "--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (comma separated)"
+    )
+    d.add_argument(
+        "--frames", action="store_true", help="also write the frames table (one row per AMQP frame)"
+    )
+    d.add_argument(
+        "--keep-secrets", action="store_true", help="keep passwords from start-ok/secure-ok (off by default)"
+    )
     d.add_argument("--force", action="store_true", help="replace OUT if it exists")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
 
-    s = add_command(sub, "show", "one line per method, like a protocol analyser's packet list", (
-        "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --routing-key work",
-        "tcpdump -i eth0 -U -w - port 5672 | amqpcap show -",
-        "amqpcap show capture.pcap --json | jq .arguments",
-    ), _show)
+    s = add_command(
+        sub,
+        "show",
+        "one line per method, like a protocol analyser's packet list",
+        (
+            "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --routing-key work",
+            "tcpdump -i eth0 -U -w - port 5672 | amqpcap show -",
+            "amqpcap show capture.pcap --json | jq .arguments",
+        ),
+        _show,
+    )
     s.add_argument("capture", metavar="CAPTURE", help=_CAPTURE_HELP)
     s.add_argument("--stream", type=int, action="append", help="only this tcp stream (repeatable)")
     s.add_argument("--channel", type=int, action="append", help="only this channel (repeatable)")
-    s.add_argument("--method", action="append",
-                   help="only methods matching this name or prefix, any case, e.g. basic.publish, "
-                        "Basic.Publish or basic. (repeatable)")
+    s.add_argument(
+        "--method",
+        action="append",
+        help="only methods matching this name or prefix, any case, e.g. basic.publish, "
+        "Basic.Publish or basic. (repeatable)",
+    )
     s.add_argument("--exchange", action="append", help="only methods with this exchange (repeatable)")
     s.add_argument("--queue", action="append", help="only methods with this queue (repeatable)")
     s.add_argument("--routing-key", action="append", help="only methods with this routing key (repeatable)")
     s.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
-    s.add_argument("--absolute", action="store_true",
-                   help="absolute UTC times instead of seconds since the capture's first packet")
+    s.add_argument(
+        "--absolute",
+        action="store_true",
+        help="absolute UTC times instead of seconds since the capture's first packet",
+    )
     s.add_argument("--frames", action="store_true", help="also show heartbeat frames")
     s.add_argument("--keep-secrets", action="store_true", help="show passwords (PLAIN / AMQPLAIN) in clear")
     fmt = s.add_mutually_exclusive_group()
-    fmt.add_argument("--json", dest="fmt", action="store_const", const="json",
-                     help="JSON Lines: one object per method with all its arguments")
+    fmt.add_argument(
+        "--json",
+        dest="fmt",
+        action="store_const",
+        const="json",
+        help="JSON Lines: one object per method with all its arguments",
+    )
     fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="CSV with a header row")
     s.set_defaults(fmt="text")
 
-    st = add_command(sub, "stats", "latency, throughput and error summary of a dissect output or a capture", (
-        "amqpcap stats out",
-        "amqpcap stats captures/rabbitmq091_pika_full.pcap --json",
-    ), _stats)
+    st = add_command(
+        sub,
+        "stats",
+        "latency, throughput and error summary of a dissect output or a capture",
+        (
+            "amqpcap stats out",
+            "amqpcap stats captures/rabbitmq091_pika_full.pcap --json",
+        ),
+        _stats,
+    )
     st.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     st.add_argument("--json", action="store_true", help="one JSON object on stdout (docs/analysis.md)")
-    st.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (a capture)")
+    st.add_argument(
+        "--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP (a capture)"
+    )
 
-    r = add_command(sub, "report", "PNG figures and one HTML page", (
-        "amqpcap report out -o report",
-        "amqpcap report captures/rabbitmq091_pika_throughput.pcap -o report --force",
-    ), _report)
+    r = add_command(
+        sub,
+        "report",
+        "PNG figures and one HTML page",
+        (
+            "amqpcap report out -o report",
+            "amqpcap report captures/rabbitmq091_pika_throughput.pcap -o report --force",
+        ),
+        _report,
+    )
     r.add_argument("path", metavar="OUT_OR_CAPTURE", help=_ANALYSE_HELP)
     r.add_argument("-o", "--out", required=True, help="report directory (created)")
     r.add_argument("--force", action="store_true", help="write into OUT even if it is not empty")
@@ -143,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- errors and signals ---------------------------------------------------------------------
+
 
 class Stopped(KeyboardInterrupt):
     """SIGTERM or SIGHUP: unwinds like Ctrl-C, so partial output is removed on the way out."""
@@ -203,10 +265,8 @@ def _run(args) -> int:
         return code
     except BrokenPipeError:
         # The reader went away (amqpcap show ... | head): not an error.
-        try:
-            sys.stdout = None
-        finally:
-            return Exit.OK
+        sys.stdout = None  # no flush of what the reader will never read at exit
+        return Exit.OK
     except OSError as e:
         if e.filename is None:
             return _internal(e)
@@ -220,7 +280,9 @@ def _run(args) -> int:
 def _internal(e: BaseException) -> int:
     if os.environ.get("AMQPCAP_DEBUG"):
         raise e
-    print(f"amqpcap: internal error: {type(e).__name__}: {e} (set AMQPCAP_DEBUG=1 for details)", file=sys.stderr)
+    print(
+        f"amqpcap: internal error: {type(e).__name__}: {e} (set AMQPCAP_DEBUG=1 for details)", file=sys.stderr
+    )
     return Exit.INTERNAL
 
 
@@ -230,11 +292,14 @@ def no_amqp_message(tcp_conversations, server_ports) -> str:
         return "no AMQP conversations found; no TCP conversations seen"
     ports = sorted(server_ports.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
     seen = ", ".join(str(p) for p, _ in ports)
-    return (f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen "
-            f"(server ports {seen}); try --ports {','.join(str(p) for p, _ in ports)} if AMQP runs there")
+    return (
+        f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen "
+        f"(server ports {seen}); try --ports {','.join(str(p) for p, _ in ports)} if AMQP runs there"
+    )
 
 
 # -- dissect --------------------------------------------------------------------------------
+
 
 def _dissect(a) -> int:
     from amqpcap.pipeline import dissect
@@ -242,17 +307,29 @@ def _dissect(a) -> int:
     if a.captures.count(STDIN) > 1:
         print("amqpcap: standard input (-) can be given once", file=sys.stderr)
         return Exit.USAGE
-    summary = dissect(a.captures, a.out, body_bytes=a.body_bytes, frames=a.frames, ports=a.ports,
-                      keep_secrets=a.keep_secrets, force=a.force,
-                      progress=not a.quiet and sys.stderr.isatty())
+    summary = dissect(
+        a.captures,
+        a.out,
+        body_bytes=a.body_bytes,
+        frames=a.frames,
+        ports=a.ports,
+        keep_secrets=a.keep_secrets,
+        force=a.force,
+        progress=not a.quiet and sys.stderr.isatty(),
+    )
     if not a.quiet:
         r = summary.rows
         mb = summary.bytes / 1e6
-        print(f"{summary.captures} capture(s), {summary.packets:,} packets, {mb:,.1f} MB in {summary.seconds:.2f} s "
-              f"({mb / max(summary.seconds, 1e-9):,.1f} MB/s)")
-        print(f"connections {r.get('connections', 0):,}  methods {r.get('methods', 0):,}  "
-              f"messages {r.get('messages', 0):,}  anomalies {r.get('anomalies', 0):,}"
-              + (f"  frames {r['frames']:,}" if "frames" in r else ""))
+        print(
+            f"{summary.captures} capture(s), {summary.packets:,} packets, {mb:,.1f} MB "
+            f"in {summary.seconds:.2f} s "
+            f"({mb / max(summary.seconds, 1e-9):,.1f} MB/s)"
+        )
+        print(
+            f"connections {r.get('connections', 0):,}  methods {r.get('methods', 0):,}  "
+            f"messages {r.get('messages', 0):,}  anomalies {r.get('anomalies', 0):,}"
+            + (f"  frames {r['frames']:,}" if "frames" in r else "")
+        )
         print(f"written to {a.out}/")
     if not summary.rows.get("connections"):
         print(f"amqpcap: {no_amqp_message(summary.tcp_streams, summary.server_ports)}", file=sys.stderr)
@@ -261,6 +338,7 @@ def _dissect(a) -> int:
 
 
 # -- show -----------------------------------------------------------------------------------
+
 
 def _show(a) -> int:
     from amqpcap.capture.reader import open_capture
@@ -271,8 +349,9 @@ def _show(a) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line as its packet arrives
     sink = ShowSink(a, header=sys.stdout.isatty())
-    opts = Options(body_bytes=0, frames=a.frames, ports=DEFAULT_PORTS | frozenset(a.ports),
-                   keep_secrets=a.keep_secrets)
+    opts = Options(
+        body_bytes=0, frames=a.frames, ports=DEFAULT_PORTS | frozenset(a.ports), keep_secrets=a.keep_secrets
+    )
     d = Dissector(a.capture, sink, opts)
     d.on_conversation = sink.conversation
     try:
@@ -287,6 +366,7 @@ def _show(a) -> int:
 
 # -- stats and report -----------------------------------------------------------------------
 
+
 def _tables(a, temp: list):
     """Load ``a.path``: a dissect output directory, or a capture dissected into the cache
     (standard input or another pipe: into a temporary directory appended to ``temp``)."""
@@ -298,8 +378,9 @@ def _tables(a, temp: list):
     progress = sys.stderr.isatty()
     if path != STDIN and os.path.isdir(path):
         if not os.path.isdir(os.path.join(path, "connections")):
-            raise CaptureError(path, "is a directory but not a dissect output (no connections/ table)",
-                               Exit.UNREADABLE)
+            raise CaptureError(
+                path, "is a directory but not a dissect output (no connections/ table)", Exit.UNREADABLE
+            )
         return load_dir(path, "analysis")
     if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
         # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
@@ -358,8 +439,10 @@ def _no_amqp(t, a) -> bool:
     if census is None and os.path.isfile(a.path):
         census = _census(a.path, a.ports)
     if census is None:  # a dissect output: the TCP conversations were not recorded
-        msg = (f"no AMQP conversations found in {a.path}; "
-               "try dissect --ports PORT,... if AMQP runs on other ports")
+        msg = (
+            f"no AMQP conversations found in {a.path}; "
+            "try dissect --ports PORT,... if AMQP runs on other ports"
+        )
     else:
         msg = no_amqp_message(*census)
     print(f"amqpcap: {msg}", file=sys.stderr)

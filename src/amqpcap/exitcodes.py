@@ -4,6 +4,7 @@ Every stage that can end a run with a user-facing error names its code here
 (``CaptureError.exit_code``, ``OutputExists``, the CLI); ``--help`` and the
 README print ``TABLE``.
 """
+
 from __future__ import annotations
 
 from enum import IntEnum
@@ -18,17 +19,18 @@ class Exit(IntEnum):
     OUTPUT_EXISTS = 5
     NO_AMQP = 6
     USAGE = 64
-    HANGUP = 129        # 128 + SIGHUP
-    INTERRUPTED = 130   # 128 + SIGINT (Ctrl-C)
-    TERMINATED = 143    # 128 + SIGTERM
+    HANGUP = 129  # 128 + SIGHUP
+    INTERRUPTED = 130  # 128 + SIGINT (Ctrl-C)
+    TERMINATED = 143  # 128 + SIGTERM
 
 
 MEANING = {
     Exit.OK: "success",
     Exit.INTERNAL: "internal error (a bug; AMQPCAP_DEBUG=1 shows the traceback)",
     Exit.NOT_A_CAPTURE: "not a capture (unknown format, empty file)",
-    Exit.UNREADABLE: ("a path cannot be read or written (missing, permission denied, "
-                      "not a dissect output directory)"),
+    Exit.UNREADABLE: (
+        "a path cannot be read or written (missing, permission denied, not a dissect output directory)"
+    ),
     Exit.LINKTYPE: "unsupported link type",
     Exit.OUTPUT_EXISTS: "output exists (use --force)",
     Exit.NO_AMQP: "no AMQP conversation found (the output is still written; try --ports)",

@@ -23,6 +23,7 @@ Exit codes (besides the CLI's): 77 no privilege to capture (run as root or give
 the interpreter CAP_NET_RAW), 66 no such interface / the interface cannot be
 captured on, 64 bad usage (also an invalid BPF filter).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,9 @@ class Rotation:
         return cls(seconds=value) if unit in ("s", "m", "h") else cls(nbytes=int(value))
 
     def due(self, started: float, now: float, nbytes: int) -> bool:
-        return (self.seconds is not None and now - started >= self.seconds) or \
-            (self.nbytes is not None and nbytes >= self.nbytes)
+        return (self.seconds is not None and now - started >= self.seconds) or (
+            self.nbytes is not None and nbytes >= self.nbytes
+        )
 
 
 def _port_list(text: str):
@@ -75,23 +77,27 @@ def _port_list(text: str):
 
 def register(subparsers) -> None:
     """Add the ``live`` subcommand to the CLI's subparsers."""
-    p = subparsers.add_parser("live", help="print AMQP methods as they happen on an interface "
-                                           "(and write rolling Parquet segments)")
+    p = subparsers.add_parser(
+        "live", help="print AMQP methods as they happen on an interface (and write rolling Parquet segments)"
+    )
     p.add_argument("-i", "--interface", required=True, help="interface to capture on, e.g. eth0 or lo")
     p.add_argument("-f", "--filter", default="tcp", help="BPF filter (default: tcp)")
     p.add_argument("--ports", type=_port_list, default=[], help="extra TCP ports to treat as AMQP")
-    p.add_argument("--absolute", action="store_true",
-                   help="absolute UTC times instead of seconds since the first")
+    p.add_argument(
+        "--absolute", action="store_true", help="absolute UTC times instead of seconds since the first"
+    )
     p.add_argument("-o", "--out", help="also write Parquet segments to this directory")
     p.add_argument("--rotate", type=Rotation.parse, help="start a new segment every 60s / 5m / 1h or 100MB")
-    p.add_argument("--body-bytes", type=int, default=64, metavar="N",
-                   help="bytes of each body kept (default 64)")
+    p.add_argument(
+        "--body-bytes", type=int, default=64, metavar="N", help="bytes of each body kept (default 64)"
+    )
     p.add_argument("--keep-secrets", action="store_true", help="keep passwords (off by default)")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     p.set_defaults(run=run, stream=None, channel=None, method=None)
 
 
 # -- output ------------------------------------------------------------------------------------
+
 
 class _SegmentTable:
     """One table's rows: the current segment's file, renamed into the table directory on rotation."""
@@ -171,14 +177,17 @@ class _LiveSink:
     """The Dissector's writer: prints like ``show`` and, with ``-o``, writes segments."""
 
     def __init__(self, show, segments: SegmentWriter | None) -> None:
-        self.tables = {name: (_Tee(show[name], segments[name]) if segments else show[name])
-                       for name in ("connections", "methods", "messages", "anomalies")}
+        self.tables = {
+            name: (_Tee(show[name], segments[name]) if segments else show[name])
+            for name in ("connections", "methods", "messages", "anomalies")
+        }
 
     def __getitem__(self, name: str):
         return self.tables[name]
 
 
 # -- capture -----------------------------------------------------------------------------------
+
 
 class LiveSource:
     """Packets from a scapy socket as ``(number, ts_ns, linktype, data, wirelen)``, until ``stop``.
@@ -227,8 +236,10 @@ def _open_socket(iface: str, bpf: str):
     # On loopback every packet passes the packet socket twice (out and in); L2socket drops the
     # outgoing copy, as libpcap does there.
     factory = conf.L2socket if iface == conf.loopback_name else conf.L2listen
-    no_privilege = (EXIT_NO_PRIVILEGE,
-                    f"no privilege to capture on {iface} (run as root or give the interpreter CAP_NET_RAW)")
+    no_privilege = (
+        EXIT_NO_PRIVILEGE,
+        f"no privilege to capture on {iface} (run as root or give the interpreter CAP_NET_RAW)",
+    )
     try:
         return factory(iface=iface, filter=bpf), None
     except PermissionError:
@@ -243,8 +254,8 @@ def _open_socket(iface: str, bpf: str):
 
 def run(a) -> int:
     """The ``live`` subcommand (``a``: parsed arguments)."""
-    from amqpcap.show import ShowSink
     from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
+    from amqpcap.show import ShowSink
 
     if a.rotate is not None and not a.out:
         print("amqpcap: --rotate needs -o OUT", file=sys.stderr)
@@ -261,14 +272,27 @@ def run(a) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # lines as they happen, also into a pipe
     except (AttributeError, ValueError):
         pass
-    segments = SegmentWriter(a.out, ["connections", "methods", "messages", "anomalies"], force=a.force) \
-        if a.out else None
-    opts = Options(body_bytes=a.body_bytes, ports=DEFAULT_PORTS | frozenset(a.ports),
-                   keep_secrets=a.keep_secrets)
+    segments = (
+        SegmentWriter(a.out, ["connections", "methods", "messages", "anomalies"], force=a.force)
+        if a.out
+        else None
+    )
+    opts = Options(
+        body_bytes=a.body_bytes, ports=DEFAULT_PORTS | frozenset(a.ports), keep_secrets=a.keep_secrets
+    )
     # show's text format, unfiltered: every method and anomaly as it happens
-    shown = argparse.Namespace(stream=None, channel=None, method=None, exchange=None, queue=None,
-                               routing_key=None, absolute=a.absolute, frames=False,
-                               keep_secrets=a.keep_secrets, fmt="text")
+    shown = argparse.Namespace(
+        stream=None,
+        channel=None,
+        method=None,
+        exchange=None,
+        queue=None,
+        routing_key=None,
+        absolute=a.absolute,
+        frames=False,
+        keep_secrets=a.keep_secrets,
+        fmt="text",
+    )
     sink = ShowSink(shown)
     dissector = Dissector(f"live:{a.interface}", _LiveSink(sink, segments), opts)
     dissector.on_conversation = sink.conversation  # the stream header line names the addresses
@@ -302,8 +326,10 @@ def run(a) -> int:
             signal.signal(s, h)
     msg = f"amqpcap: {source.packets:,} packets, {dissector.nstreams} tcp streams"
     if rows is not None:
-        msg += (f"; connections {rows['connections']:,} methods {rows['methods']:,} messages "
-                f"{rows['messages']:,} anomalies {rows['anomalies']:,} in {segments.segments} segment(s) "
-                f"under {a.out}/")
+        msg += (
+            f"; connections {rows['connections']:,} methods {rows['methods']:,} messages "
+            f"{rows['messages']:,} anomalies {rows['anomalies']:,} in {segments.segments} segment(s) "
+            f"under {a.out}/"
+        )
     print(msg, file=sys.stderr)
     return EXIT_OK

@@ -4,6 +4,7 @@
 per-packet loop lives in ``Dissector.run`` and stays free of per-packet
 objects beyond the tuples the capture stage yields.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,9 +53,32 @@ class Summary:
 
 
 class Conversation:
-    __slots__ = ("stream", "ip_version", "client", "server", "dir_source", "decoder", "streams", "packets",
-                 "first_packet", "first_ts", "last_ts", "last_packet", "syn_ts", "rst", "fin", "closed",
-                 "closed_by", "anomalies", "frames", "ignored", "row", "zw_open", "zero_windows", "live")
+    __slots__ = (
+        "stream",
+        "ip_version",
+        "client",
+        "server",
+        "dir_source",
+        "decoder",
+        "streams",
+        "packets",
+        "first_packet",
+        "first_ts",
+        "last_ts",
+        "last_packet",
+        "syn_ts",
+        "rst",
+        "fin",
+        "closed",
+        "closed_by",
+        "anomalies",
+        "frames",
+        "ignored",
+        "row",
+        "zw_open",
+        "zero_windows",
+        "live",
+    )
 
     def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
         self.stream = stream
@@ -103,7 +127,8 @@ class Dissector:
         self.done: list = []  # finished conversations whose connection row is not written yet
         self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
-        self.stream_starts: list = []  # first packet number of each tcp_stream (Spark renumbers split captures)
+        # first packet number of each tcp_stream (Spark renumbers split captures)
+        self.stream_starts: list = []
 
     # -- the hot loop --------------------------------------------------------------------
 
@@ -120,8 +145,12 @@ class Dissector:
             except _link.UnsupportedLinkType:
                 if linktype not in unsupported:
                     unsupported.add(linktype)
-                    self._capture_anomaly(number, ts, "unsupported-link-type",
-                                          f"link type {linktype} is not supported; its packets are skipped")
+                    self._capture_anomaly(
+                        number,
+                        ts,
+                        "unsupported-link-type",
+                        f"link type {linktype} is not supported; its packets are skipped",
+                    )
                 continue
             if type(r) is not Packet:
                 if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
@@ -150,8 +179,15 @@ class Dissector:
             if payload or missing:
                 streams[d].segment(seq, payload, missing, number, ts)
                 if missing:
-                    self._stream_anomaly(conv, d, number, ts, "truncated-packet",
-                                         f"{missing} bytes of TCP payload cut by the snapshot length", missing)
+                    self._stream_anomaly(
+                        conv,
+                        d,
+                        number,
+                        ts,
+                        "truncated-packet",
+                        f"{missing} bytes of TCP payload cut by the snapshot length",
+                        missing,
+                    )
             dec = conv.decoder
             if dec.events:
                 self._emit(conv, dec.pop_events())
@@ -188,7 +224,9 @@ class Dissector:
                     self._finish(conv, conv.last_packet, conv.last_ts)
         self._write_done()
         if unsupported and self.nstreams == 0:
-            names = ", ".join(f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported))
+            names = ", ".join(
+                f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported)
+            )
             raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
 
     # -- conversations ---------------------------------------------------------------------
@@ -212,8 +250,9 @@ class Dissector:
         conv = Conversation(self.nstreams, ipv, client, server, how, number, ts)
         self.nstreams += 1
         self.stream_starts.append(number)
-        conv.decoder = ConnectionDecoder(body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets,
-                                         amqp_port=server[1] in ports)
+        conv.decoder = ConnectionDecoder(
+            body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets, amqp_port=server[1] in ports
+        )
         conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))
         self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
         if self.on_conversation is not None:
@@ -252,9 +291,13 @@ class Dissector:
         for conv in sorted(self.done, key=lambda c: c.stream):
             row = conv.row
             # packets after the closing FIN/RST still count; zero-window periods may close later
-            row.update(end_ts=conv.last_ts, packets_c2s=conv.packets[0], packets_s2c=conv.packets[1],
-                       zero_windows=R.to_json(conv.zero_windows) if conv.zero_windows else None,
-                       **conv.live.columns())
+            row.update(
+                end_ts=conv.last_ts,
+                packets_c2s=conv.packets[0],
+                packets_s2c=conv.packets[1],
+                zero_windows=R.to_json(conv.zero_windows) if conv.zero_windows else None,
+                **conv.live.columns(),
+            )
             self.t_conn.append(R.connection_row(row))
             conv.row = None
         self.done = []
@@ -320,16 +363,30 @@ class Dissector:
         fmt = _link.format_addr
         row = R.connection_facts(conv.decoder.facts)
         row.update(
-            capture=self.capture, tcp_stream=conv.stream, frame_number=conv.first_packet, ts=conv.first_ts,
-            client_ip=fmt(conv.ip_version, conv.client[0]), client_port=conv.client[1],
-            server_ip=fmt(conv.ip_version, conv.server[0]), server_port=conv.server[1],
-            ip_version=conv.ip_version, direction_source=conv.dir_source, syn_ts=conv.syn_ts,
+            capture=self.capture,
+            tcp_stream=conv.stream,
+            frame_number=conv.first_packet,
+            ts=conv.first_ts,
+            client_ip=fmt(conv.ip_version, conv.client[0]),
+            client_port=conv.client[1],
+            server_ip=fmt(conv.ip_version, conv.server[0]),
+            server_port=conv.server[1],
+            ip_version=conv.ip_version,
+            direction_source=conv.dir_source,
+            syn_ts=conv.syn_ts,
             closed_by=row["closed_by"] or conv.closed_by,
-            bytes_c2s=s0.delivered, bytes_s2c=s1.delivered,
-            frames_c2s=conv.frames[0], frames_s2c=conv.frames[1],
-            gaps=s0.gaps + s1.gaps, gap_bytes=s0.gap_bytes + s1.gap_bytes,
-            anomalies=conv.anomalies, rst=conv.rst,
-            end_ts=None, packets_c2s=None, packets_s2c=None, zero_windows=None,
+            bytes_c2s=s0.delivered,
+            bytes_s2c=s1.delivered,
+            frames_c2s=conv.frames[0],
+            frames_s2c=conv.frames[1],
+            gaps=s0.gaps + s1.gaps,
+            gap_bytes=s0.gap_bytes + s1.gap_bytes,
+            anomalies=conv.anomalies,
+            rst=conv.rst,
+            end_ts=None,
+            packets_c2s=None,
+            packets_s2c=None,
+            zero_windows=None,
         )
         return row
 
@@ -339,23 +396,38 @@ def _progress_printer(path: str):
 
     def show(packets: int, nbytes: int) -> None:
         el = max(time.monotonic() - start, 1e-6)
-        sys.stderr.write(f"\r{os.path.basename(path)}: {packets:,} packets, {nbytes / 1e6:,.1f} MB "
-                         f"({nbytes / 1e6 / el:,.1f} MB/s)   ")
+        sys.stderr.write(
+            f"\r{os.path.basename(path)}: {packets:,} packets, {nbytes / 1e6:,.1f} MB "
+            f"({nbytes / 1e6 / el:,.1f} MB/s)   "
+        )
         sys.stderr.flush()
 
     return show
 
 
-def dissect(captures, out: str, *, body_bytes: int = 64, frames: bool = False, ports=(), keep_secrets: bool = False,
-            force: bool = False, progress: bool = False) -> Summary:
+def dissect(
+    captures,
+    out: str,
+    *,
+    body_bytes: int = 64,
+    frames: bool = False,
+    ports=(),
+    keep_secrets: bool = False,
+    force: bool = False,
+    progress: bool = False,
+) -> Summary:
     """Dissect ``captures`` into the Parquet dataset directory ``out``.
 
     Raises CaptureError (a capture cannot be read at all) or OutputExists.
     """
     if isinstance(captures, (str, os.PathLike)):
         captures = [captures]
-    opts = Options(body_bytes=body_bytes, frames=frames, ports=DEFAULT_PORTS | frozenset(ports),
-                   keep_secrets=keep_secrets)
+    opts = Options(
+        body_bytes=body_bytes,
+        frames=frames,
+        ports=DEFAULT_PORTS | frozenset(ports),
+        keep_secrets=keep_secrets,
+    )
     sources: list = []
     try:
         for c in captures:  # every input opened (and recognised) before anything is written

@@ -4,6 +4,7 @@
 it is handed print their rows instead of storing them.  Rows are read by
 column name (``records.schema.COLUMNS``), never by position.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,13 +18,43 @@ from amqpcap.capture.link import format_addr
 from amqpcap.records.schema import COLUMNS
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
-KEY_ARGS = ("exchange", "type", "source", "destination", "routing-key", "queue", "consumer-tag",
-            "delivery-tag", "multiple", "requeue", "reply-code", "reply-text", "reason", "prefetch-count", "message-count",
-            "virtual-host", "mechanism", "user", "password", "frame-max", "heartbeat", "channel-max",
-            "error-code", "description", "command-id")
+KEY_ARGS = (
+    "exchange",
+    "type",
+    "source",
+    "destination",
+    "routing-key",
+    "queue",
+    "consumer-tag",
+    "delivery-tag",
+    "multiple",
+    "requeue",
+    "reply-code",
+    "reply-text",
+    "reason",
+    "prefetch-count",
+    "message-count",
+    "virtual-host",
+    "mechanism",
+    "user",
+    "password",
+    "frame-max",
+    "heartbeat",
+    "channel-max",
+    "error-code",
+    "description",
+    "command-id",
+)
 CSV_FIELDS = ("time", "frame", "stream", "direction", "channel", "method", "client", "server", "arguments")
-_VERSIONS = {"01010800": "0-8", "01010009": "0-9", "00000901": "0-9-1", "0101000a": "0-10", "00010000": "1.0",
-             "03010000": "1.0 SASL", "02010000": "1.0 TLS"}
+_VERSIONS = {
+    "01010800": "0-8",
+    "01010009": "0-9",
+    "00000901": "0-9-1",
+    "0101000a": "0-10",
+    "00010000": "1.0",
+    "03010000": "1.0 SASL",
+    "02010000": "1.0 TLS",
+}
 
 
 class _Table:
@@ -109,8 +140,9 @@ class ShowSink:
             if method is None:
                 return False
             m = method.lower()
-            if not any(m == p or (p.endswith(".") and m.startswith(p)) or m.startswith(p + ".")
-                       for p in self.methods):
+            if not any(
+                m == p or (p.endswith(".") and m.startswith(p)) or m.startswith(p + ".") for p in self.methods
+            ):
                 return False
         for col, wanted in (("exchange", o.exchange), ("queue", o.queue), ("routing_key", o.routing_key)):
             if wanted and (r is None or r.get(col) not in wanted):
@@ -126,16 +158,25 @@ class ShowSink:
         args = json.loads(r["arguments"] or "{}")
         if "response" in args:
             args.update(_credentials(args.pop("response"), self.o.keep_secrets))
-        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"],
-                   args)
+        self._line(
+            r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"], args
+        )
 
     def _anomaly(self, row) -> None:
         r = dict(zip(self._cols["anomalies"], row))
         o = self.o
         if o.exchange or o.queue or o.routing_key or not self._keep(r["tcp_stream"], r["channel"], None):
             return
-        self._line(r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], "!" + r["kind"],
-                   {"layer": r["layer"], "detail": r["detail"]}, text_args=r["detail"])
+        self._line(
+            r["ts"],
+            r["frame_number"],
+            r["tcp_stream"],
+            r["direction"],
+            r["channel"],
+            "!" + r["kind"],
+            {"layer": r["layer"], "detail": r["detail"]},
+            text_args=r["detail"],
+        )
 
     def _frame(self, row) -> None:
         r = dict(zip(self._cols["frames"], row))
@@ -152,11 +193,22 @@ class ShowSink:
             return
         if self.o.exchange or self.o.queue or self.o.routing_key:
             return
-        args = {"client": _header(r["client_header"]), "server": _header(r["server_header"]),
-                "negotiation": "rejected"}
+        args = {
+            "client": _header(r["client_header"]),
+            "server": _header(r["server_header"]),
+            "negotiation": "rejected",
+        }
         # Like Wireshark's "AMQP (unknown version)": the server answered with the header it speaks.
-        self._line(r["ts"], r["frame_number"], r["tcp_stream"], "s2c", None, "protocol-header", args,
-                   text_args=f"rejected: client sent {args['client']}, server answered {args['server']}")
+        self._line(
+            r["ts"],
+            r["frame_number"],
+            r["tcp_stream"],
+            "s2c",
+            None,
+            "protocol-header",
+            args,
+            text_args=f"rejected: client sent {args['client']}, server answered {args['server']}",
+        )
 
     # -- output ------------------------------------------------------------------------
 
@@ -164,7 +216,7 @@ class ShowSink:
         if ts is None:
             return None
         if self.o.absolute:
-            return _dt.datetime.fromtimestamp(ts / 1e9, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            return _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         if self.t0 is None:
             self.t0 = ts
         return round((ts - self.t0) / 1e9, 9)
@@ -174,15 +226,35 @@ class ShowSink:
         client, server = self.streams.get(stream, (None, None))
         fmt = self.o.fmt
         if fmt == "json":
-            obj = {"time": t, "frame": frame, "stream": stream, "direction": direction, "channel": channel,
-                   "method": method, "client": client, "server": server, "arguments": args}
+            obj = {
+                "time": t,
+                "frame": frame,
+                "stream": stream,
+                "direction": direction,
+                "channel": channel,
+                "method": method,
+                "client": client,
+                "server": server,
+                "arguments": args,
+            }
             if not self.o.absolute:
-                obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.timezone.utc).isoformat() if ts else None
+                obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).isoformat() if ts else None
             self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
             return
         if fmt == "csv":
-            self.csv.writerow((t, frame, stream, direction, channel, method, client, server,
-                               json.dumps(args, ensure_ascii=False, default=str)))
+            self.csv.writerow(
+                (
+                    t,
+                    frame,
+                    stream,
+                    direction,
+                    channel,
+                    method,
+                    client,
+                    server,
+                    json.dumps(args, ensure_ascii=False, default=str),
+                )
+            )
             return
         if stream is not None and stream not in self.headed:
             self.headed.add(stream)
@@ -192,8 +264,11 @@ class ShowSink:
             text_args = " ".join(f"{k}={_text(args[k])}" for k in KEY_ARGS if args.get(k) not in ("", None))
         tt = t if isinstance(t, str) else (f"{t:12.6f}" if t is not None else f"{'-':>12}")
         ch = f"ch{channel}" if channel is not None else "-"
-        self.out.write(f"{tt} {frame:>7} {stream if stream is not None else '-':>4} {direction or '---'} "
-                       f"{ch:<5} {method:<26} {text_args}".rstrip() + "\n")
+        self.out.write(
+            f"{tt} {frame:>7} {stream if stream is not None else '-':>4} {direction or '---'} "
+            f"{ch:<5} {method:<26} {text_args}".rstrip()
+            + "\n"
+        )
 
 
 def _text(v) -> str:
@@ -253,12 +328,12 @@ def _amqplain(raw: bytes):
     try:
         while p < len(raw):
             n = raw[p]
-            key = raw[p + 1:p + 1 + n].decode("utf-8", "replace")
+            key = raw[p + 1 : p + 1 + n].decode("utf-8", "replace")
             p += 1 + n
-            if raw[p:p + 1] != b"S":
+            if raw[p : p + 1] != b"S":
                 return None
             size = struct.unpack_from(">I", raw, p + 1)[0]
-            found[key] = raw[p + 5:p + 5 + size].decode("utf-8", "replace")
+            found[key] = raw[p + 5 : p + 5 + size].decode("utf-8", "replace")
             p += 5 + size
     except (IndexError, struct.error):
         return None

@@ -12,6 +12,7 @@ forces a type in maps, lists and arrays; plain Python values get
 bool -> boolean, int -> int64, float -> double, str -> str16, bytes -> vbin32,
 None -> void, dict -> map, list/tuple -> list, uuid.UUID -> uuid.
 """
+
 from __future__ import annotations
 
 import struct
@@ -31,9 +32,23 @@ class Typed:
 
 
 _FIXED = {
-    "bin8": "B", "int8": "b", "uint8": "B", "boolean": "B", "bin16": "H", "int16": "h", "uint16": "H",
-    "bin32": "I", "int32": "i", "uint32": "I", "float": "f", "sequence-no": "I", "bin64": "Q", "int64": "q",
-    "uint64": "Q", "double": "d", "datetime": "q",
+    "bin8": "B",
+    "int8": "b",
+    "uint8": "B",
+    "boolean": "B",
+    "bin16": "H",
+    "int16": "h",
+    "uint16": "H",
+    "bin32": "I",
+    "int32": "i",
+    "uint32": "I",
+    "float": "f",
+    "sequence-no": "I",
+    "bin64": "Q",
+    "int64": "q",
+    "uint64": "Q",
+    "double": "d",
+    "datetime": "q",
 }
 
 
@@ -59,8 +74,17 @@ def encode_value(t: str, v) -> bytes:
     if t in ("void", "bit"):
         return b""
     size_width = SPEC.TYPES[t].size_width
-    if t in ("vbin8", "vbin16", "vbin32", "str8", "str16", "str8-latin", "str16-latin", "str8-utf16",
-             "str16-utf16"):
+    if t in (
+        "vbin8",
+        "vbin16",
+        "vbin32",
+        "str8",
+        "str16",
+        "str8-latin",
+        "str16-latin",
+        "str8-utf16",
+        "str16-utf16",
+    ):
         if isinstance(v, str):
             enc = "utf-8" if t in ("str8", "str16") else ("iso8859_15" if "latin" in t else "utf-16-be")
             v = v.encode(enc)
@@ -161,16 +185,26 @@ def encode_struct32(qname: str, values: dict) -> bytes:
 
 # --- assemblies and frames ------------------------------------------------------------
 
-def frames(segments: list[tuple[int, bytes]], channel: int, track: int, max_frame: int = 65535,
-           flags_override: dict | None = None) -> bytes:
+
+def frames(
+    segments: list[tuple[int, bytes]],
+    channel: int,
+    track: int,
+    max_frame: int = 65535,
+    flags_override: dict | None = None,
+) -> bytes:
     """Frames of one assembly: ``segments`` = [(segment type, payload), ...]."""
     out = b""
     payload_max = max_frame - 12
     for si, (stype, data) in enumerate(segments):
-        chunks = [data[i:i + payload_max] for i in range(0, len(data), payload_max)] or [b""]
+        chunks = [data[i : i + payload_max] for i in range(0, len(data), payload_max)] or [b""]
         for fi, chunk in enumerate(chunks):
-            flags = ((8 if si == 0 else 0) | (4 if si == len(segments) - 1 else 0)
-                     | (2 if fi == 0 else 0) | (1 if fi == len(chunks) - 1 else 0))
+            flags = (
+                (8 if si == 0 else 0)
+                | (4 if si == len(segments) - 1 else 0)
+                | (2 if fi == 0 else 0)
+                | (1 if fi == len(chunks) - 1 else 0)
+            )
             out += frame(flags, stype, chunk, channel, track)
     return out
 
@@ -196,8 +230,15 @@ def control(name: str, args: dict | None = None, channel: int = 0, max_frame: in
     return frames([(0, control_segment(name, args))], channel, 0, max_frame)
 
 
-def command(name: str, args: dict | None = None, channel: int = 1, sync: bool = False,
-            header: dict | None = None, body: bytes | None = None, max_frame: int = 65535) -> bytes:
+def command(
+    name: str,
+    args: dict | None = None,
+    channel: int = 1,
+    sync: bool = False,
+    header: dict | None = None,
+    body: bytes | None = None,
+    max_frame: int = 65535,
+) -> bytes:
     segs = [(1, command_segment(name, args, sync))]
     if header is not None:
         segs.append((2, b"".join(encode_struct(q, v) for q, v in header.items())))
@@ -207,13 +248,25 @@ def command(name: str, args: dict | None = None, channel: int = 1, sync: bool = 
 
 
 def handshake(max_frame: int = 65535) -> tuple[bytes, bytes]:
-    """(client bytes, server bytes) after the protocol headers: a PLAIN login, tune, open, one session on channel 1."""
-    s2c = control("connection.start", {"server-properties": {"product": "test"},
-                                       "mechanisms": ["PLAIN"], "locales": ["en_US"]})
-    c2s = control("connection.start-ok", {"client-properties": {"product": "builder"}, "mechanism": "PLAIN",
-                                          "response": b"\0alice\0s3cret", "locale": "en_US"})
-    s2c += control("connection.tune", {"channel-max": 16, "max-frame-size": max_frame, "heartbeat-min": 0,
-                                       "heartbeat-max": 60})
+    """(client bytes, server bytes) after the protocol headers: a PLAIN login, tune, open, one
+    session on channel 1."""
+    s2c = control(
+        "connection.start",
+        {"server-properties": {"product": "test"}, "mechanisms": ["PLAIN"], "locales": ["en_US"]},
+    )
+    c2s = control(
+        "connection.start-ok",
+        {
+            "client-properties": {"product": "builder"},
+            "mechanism": "PLAIN",
+            "response": b"\0alice\0s3cret",
+            "locale": "en_US",
+        },
+    )
+    s2c += control(
+        "connection.tune",
+        {"channel-max": 16, "max-frame-size": max_frame, "heartbeat-min": 0, "heartbeat-max": 60},
+    )
     c2s += control("connection.tune-ok", {"channel-max": 16, "max-frame-size": max_frame, "heartbeat": 10})
     c2s += control("connection.open", {"virtual-host": "/"})
     s2c += control("connection.open-ok", {"known-hosts": ["h:5672"]})

@@ -6,6 +6,7 @@ both ends and against qpid's own log of every operation it SENT and RECV
 Part 2 builds edge cases the log does not cover from the specification with
 the small encoder in codec010_builders.py.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -47,6 +48,7 @@ PORT = 5673
 
 # --- the real capture -----------------------------------------------------------------
 
+
 def capture_streams():
     """[(direction, offset after the protocol header, data, packet, ts)] in capture order."""
     from scapy.all import TCP, rdpcap
@@ -62,8 +64,8 @@ def capture_streams():
         start = off[d]
         off[d] += len(data)
         if start < 8:  # the 8-byte protocol header each side sends first
-            assert data[:8 - start] == B.HEADER_010[start:]
-            data = data[8 - start:]
+            assert data[: 8 - start] == B.HEADER_010[start:]
+            data = data[8 - start :]
             start = 8
         if data:
             out.append((d, start, data, i, int(p.time * 1_000_000_000)))
@@ -113,11 +115,17 @@ def parse_log():
         assert m, line[:200]
         op = re.sub(r"\b(commands|transfers)=\[([\d\-, ]*)\]", lambda g: f'{g[1]}=RS("{g[2]}")', m["op"])
         lines.append((m["thread"], m["dir"], eval(op, {"__builtins__": {}}, ns)))  # noqa: S307 - test data
-    server = {t for t, d, r in lines if (d, r.name) in (("SENT", "ConnectionStart"), ("RECV", "ConnectionStartOk"))}
-    recv = {0: [r for t, d, r in lines if d == "RECV" and t in server],
-            1: [r for t, d, r in lines if d == "RECV" and t not in server]}
-    sent = {0: [r for t, d, r in lines if d == "SENT" and t not in server],
-            1: [r for t, d, r in lines if d == "SENT" and t in server]}
+    server = {
+        t for t, d, r in lines if (d, r.name) in (("SENT", "ConnectionStart"), ("RECV", "ConnectionStartOk"))
+    }
+    recv = {
+        0: [r for t, d, r in lines if d == "RECV" and t in server],
+        1: [r for t, d, r in lines if d == "RECV" and t not in server],
+    }
+    sent = {
+        0: [r for t, d, r in lines if d == "SENT" and t not in server],
+        1: [r for t, d, r in lines if d == "SENT" and t in server],
+    }
     return recv, sent
 
 
@@ -206,8 +214,11 @@ def test_every_logged_operation_in_wire_order_with_its_arguments(qpid, direction
         if m.name == "connection.start-ok":
             assert kw.pop("response") == b"\0guest\0guest"
             assert m.args["response"] == {"user": "guest", "password": "<redacted>"}
-        same(Rec(r.name, kw), {k: v for k, v in m.args.items() if k != "response" or m.name != "connection.start-ok"},
-             m.name)
+        same(
+            Rec(r.name, kw),
+            {k: v for k, v in m.args.items() if k != "response" or m.name != "connection.start-ok"},
+            m.name,
+        )
 
 
 @needs_capture
@@ -245,7 +256,10 @@ def test_execution_results_link_to_the_command_they_answer(qpid):
         ("message.acquire", "message.acquired"),
     ]
     for r in results:  # and the result struct is the one the answered command's spec names
-        assert SPEC.OPS_BY_NAME[by_id[(r.channel, r.answers_command_id)].name].result == r.args["value"]["$struct"]
+        assert (
+            SPEC.OPS_BY_NAME[by_id[(r.channel, r.answers_command_id)].name].result
+            == r.args["value"]["$struct"]
+        )
     assert [r.command_id for r in results] == [0, 1, 2, 3, 4, 15]  # the server's own numbering
 
 
@@ -259,7 +273,10 @@ def test_every_transfer_content_matches_the_log(qpid, direction):
     for r, c in zip(logged, contents):
         assert c.complete and c.method.command_id == r.kw["id"]
         structs = {h.name: h for h in r.kw.get("headers", [])}
-        for name, key in (("DeliveryProperties", "delivery-properties"), ("MessageProperties", "message-properties")):
+        for name, key in (
+            ("DeliveryProperties", "delivery-properties"),
+            ("MessageProperties", "message-properties"),
+        ):
             if name in structs:
                 same(structs[name], c.properties[key], key)
             else:
@@ -268,8 +285,11 @@ def test_every_transfer_content_matches_the_log(qpid, direction):
         assert c.body_received == len(body)
         assert c.body_hash == hashlib.sha256(body).hexdigest()
         assert c.body == body[:64]
-        assert c.body_size == structs["MessageProperties"].kw.get("content_length", len(body)) \
-            if "MessageProperties" in structs else c.body_size == len(body)
+        assert (
+            c.body_size == structs["MessageProperties"].kw.get("content_length", len(body))
+            if "MessageProperties" in structs
+            else c.body_size == len(body)
+        )
         dp = structs.get("DeliveryProperties")
         assert c.routing_key == (dp.kw.get("routing_key") if dp else None)
         expect_exchange = dp.kw.get("exchange") if dp else None
@@ -282,7 +302,9 @@ def test_every_transfer_content_matches_the_log(qpid, direction):
 def test_big_body_of_204800_bytes_spans_frames_both_ways(qpid):
     big = [(d, e) for d, e in qpid["events"] if isinstance(e, Content) and e.body_received == 204800]
     assert [d for d, _ in big] == [0, 1]
-    payload = next(r.kw["payload"] for r in qpid["recv"][0] if r.name == "MessageTransfer" and r.kw["id"] == 19)
+    payload = next(
+        r.kw["payload"] for r in qpid["recv"][0] if r.name == "MessageTransfer" and r.kw["id"] == 19
+    )
     for _, c in big:
         assert c.body_frames == 4 and c.complete and c.body_size == 204800
         assert c.body_hash == hashlib.sha256(payload).hexdigest()
@@ -314,12 +336,34 @@ def test_redelivered_transfers_are_the_ones_qpid_logged(qpid):
 def test_mapped_message_properties_use_0_9_1_names(qpid):
     c = next(e for d, e in qpid["events"] if isinstance(e, Content) and d == 0)
     p = c.properties
-    assert {k: p[k] for k in ("content-type", "content-encoding", "delivery-mode", "priority", "correlation-id",
-                              "reply-to", "expiration", "message-id", "timestamp", "user-id", "app-id")} == {
-        "content-type": "text/plain", "content-encoding": "utf-8", "delivery-mode": 2, "priority": 7,
-        "correlation-id": "corr-0", "reply-to": "amq.direct/reply-queue", "expiration": "60000",
-        "message-id": "a1b2c3d4-e5f6-4718-9a0b-1c2d3e4f5060", "timestamp": 1700000000, "user-id": "guest",
-        "app-id": "qpid010-capture"}
+    assert {
+        k: p[k]
+        for k in (
+            "content-type",
+            "content-encoding",
+            "delivery-mode",
+            "priority",
+            "correlation-id",
+            "reply-to",
+            "expiration",
+            "message-id",
+            "timestamp",
+            "user-id",
+            "app-id",
+        )
+    } == {
+        "content-type": "text/plain",
+        "content-encoding": "utf-8",
+        "delivery-mode": 2,
+        "priority": 7,
+        "correlation-id": "corr-0",
+        "reply-to": "amq.direct/reply-queue",
+        "expiration": "60000",
+        "message-id": "a1b2c3d4-e5f6-4718-9a0b-1c2d3e4f5060",
+        "timestamp": 1700000000,
+        "user-id": "guest",
+        "app-id": "qpid010-capture",
+    }
     h = p["headers"]
     assert h["uuid"] == "0f0e0d0c-0b0a-0908-0706-050403020100" and h["ts"] == 1700000000
     assert h["nested"] == {"a": 1, "b": "two", "c": [1, "x", False], "d": {"deep": 2.5}}
@@ -332,7 +376,9 @@ def test_mapped_message_properties_use_0_9_1_names(qpid):
 def test_heartbeats_are_methods_and_heartbeat_events(qpid):
     ev = qpid["events"]
     hb = [(d, e.offset, e.channel) for d, e in ev if isinstance(e, Heartbeat)]
-    hm = [(d, e.offset, e.channel) for d, e in ev if isinstance(e, Method) and e.name == "connection.heartbeat"]
+    hm = [
+        (d, e.offset, e.channel) for d, e in ev if isinstance(e, Method) and e.name == "connection.heartbeat"
+    ]
     assert hb == hm and sorted(d for d, _, _ in hb) == [0, 0, 1]
     assert all(ch == 1 for _, _, ch in hb)  # qpid sends them on the session's channel
 
@@ -365,7 +411,16 @@ def test_password_kept_only_with_keep_secrets(qpid):
 def _strip(e):
     """An event without its packet / ts (they depend on how bytes were chunked)."""
     if isinstance(e, Method):
-        return ("M", e.offset, e.channel, e.name, repr(e.args), e.command_id, e.answers_command_id, e.synchronous)
+        return (
+            "M",
+            e.offset,
+            e.channel,
+            e.name,
+            repr(e.args),
+            e.command_id,
+            e.answers_command_id,
+            e.synchronous,
+        )
     if isinstance(e, Content):
         return ("C", e.offset, e.method.name, repr(e.properties), e.body_hash, e.body_received, e.complete)
     if isinstance(e, Frame):
@@ -382,7 +437,7 @@ def test_any_chunking_of_the_streams_gives_the_same_events(qpid, seed):
         i = 0
         while i < len(data):
             n = rnd.choice((1, 2, 3, 7, 12, 13, 100, 5000))
-            chunks.append((d, off + i, data[i:i + n], pkt, ts))
+            chunks.append((d, off + i, data[i : i + n], pkt, ts))
             i += n
     _, ev = decode(chunks)
     per_dir = lambda evs, k: [_strip(e) for d, e in evs if d == k]  # noqa: E731
@@ -400,7 +455,7 @@ def test_capture_cut_mid_stream_resyncs_and_decodes_the_rest(qpid):
         if off + len(data) <= cut:
             continue
         if off < cut:
-            data, off = data[cut - off:], cut
+            data, off = data[cut - off :], cut
         chunks.append((d, off, data, pkt, ts))
     dec = Decoder010()
     dec.start_midstream(0, cut)
@@ -427,6 +482,7 @@ def test_capture_cut_mid_stream_resyncs_and_decodes_the_rest(qpid):
 
 # --- generated tables -------------------------------------------------------------------
 
+
 def test_generated_module_is_what_the_generator_writes():
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import gen_spec_0_10
@@ -440,13 +496,30 @@ def test_generated_module_is_what_the_generator_writes():
 
 
 def test_tables_hold_classes_structs_and_error_codes():
-    assert SPEC.CLASSES == {1: "connection", 2: "session", 3: "execution", 4: "message", 5: "tx", 6: "dtx",
-                            7: "exchange", 8: "queue", 9: "file", 10: "stream"}
+    assert SPEC.CLASSES == {
+        1: "connection",
+        2: "session",
+        3: "execution",
+        4: "message",
+        5: "tx",
+        6: "dtx",
+        7: "exchange",
+        8: "queue",
+        9: "file",
+        10: "stream",
+    }
     assert len(SPEC.CONTROLS) == 25 and len(SPEC.COMMANDS) == 59
     t = SPEC.COMMANDS[(4, 1)]
-    assert t.name == "message.transfer" and [f.name for f in t.fields] == ["destination", "accept-mode", "acquire-mode"]
-    assert t.segments[0] == ("message.delivery-properties", "message.fragment-properties",
-                             "message.message-properties")
+    assert t.name == "message.transfer" and [f.name for f in t.fields] == [
+        "destination",
+        "accept-mode",
+        "acquire-mode",
+    ]
+    assert t.segments[0] == (
+        "message.delivery-properties",
+        "message.fragment-properties",
+        "message.message-properties",
+    )
     assert SPEC.COMMANDS[(8, 4)].result == "queue.queue-query-result" and SPEC.COMMANDS[(8, 4)].synchronous
     assert SPEC.CONTROLS[(1, 1)].responses == ("connection.start-ok",)
     dp = SPEC.STRUCTS["message.delivery-properties"]
@@ -461,12 +534,13 @@ def test_tables_hold_classes_structs_and_error_codes():
 
 # --- spec-built edge cases ---------------------------------------------------------------
 
+
 def run(c2s: bytes = b"", s2c: bytes = b"", chunk: int | None = None, **kw):
     dec = Decoder010(**kw)
     for d, data in ((0, c2s), (1, s2c)):
         step = chunk or max(len(data), 1)
         for i in range(0, len(data), step):
-            dec.feed(d, data[i:i + step], 8 + i, 100 + i, 1000 + i)
+            dec.feed(d, data[i : i + step], 8 + i, 100 + i, 1000 + i)
     dec.finish(9999, 9999)
     return dec, dec.pop_events()
 
@@ -476,21 +550,37 @@ def only(ev, cls, direction=None):
 
 
 HEADERS = {
-    "message.delivery-properties": {"priority": 3, "delivery-mode": 2, "ttl": 1500, "timestamp": 1234567890,
-                                    "exchange": "amq.topic", "routing-key": "a.b", "redelivered": True},
-    "message.message-properties": {"content-length": 1000, "message-id": uuid.UUID(int=7),
-                                   "correlation-id": b"c-1",
-                                   "reply-to": {"exchange": "", "routing-key": "replies"},
-                                   "content-type": "application/json",
-                                   "application-headers": {"k": "v" * 300, "n": {"m": [1, 2, 3]}}},
+    "message.delivery-properties": {
+        "priority": 3,
+        "delivery-mode": 2,
+        "ttl": 1500,
+        "timestamp": 1234567890,
+        "exchange": "amq.topic",
+        "routing-key": "a.b",
+        "redelivered": True,
+    },
+    "message.message-properties": {
+        "content-length": 1000,
+        "message-id": uuid.UUID(int=7),
+        "correlation-id": b"c-1",
+        "reply-to": {"exchange": "", "routing-key": "replies"},
+        "content-type": "application/json",
+        "application-headers": {"k": "v" * 300, "n": {"m": [1, 2, 3]}},
+    },
 }
 
 
 def test_segments_spanning_frames_of_a_few_hundred_bytes():
     hs_c, hs_s = B.handshake(max_frame=4096)
     body = (bytes(range(256)) * 4)[:1000]
-    c2s = hs_c + B.command("message.transfer", {"destination": "amq.topic", "accept-mode": 1, "acquire-mode": 0},
-                           sync=True, header=HEADERS, body=body, max_frame=200)
+    c2s = hs_c + B.command(
+        "message.transfer",
+        {"destination": "amq.topic", "accept-mode": 1, "acquire-mode": 0},
+        sync=True,
+        header=HEADERS,
+        body=body,
+        max_frame=200,
+    )
     c2s += B.command("queue.declare", {"queue": "q" * 200, "arguments": {"x": "y" * 400}}, max_frame=150)
     dec, ev = run(c2s, hs_s, chunk=37)
     assert only(ev, Anomaly) == []
@@ -510,13 +600,16 @@ def test_segments_spanning_frames_of_a_few_hundred_bytes():
 
 def test_controls_between_frames_of_a_multi_frame_command():
     hs_c, hs_s = B.handshake()
-    cmd = B.command("exchange.declare", {"exchange": "e" * 100, "type": "topic", "arguments": {"z": "w" * 100}},
-                    max_frame=60)
+    cmd = B.command(
+        "exchange.declare",
+        {"exchange": "e" * 100, "type": "topic", "arguments": {"z": "w" * 100}},
+        max_frame=60,
+    )
     frames = []
     p = 0
     while p < len(cmd):
         size = struct.unpack_from(">H", cmd, p + 2)[0]
-        frames.append(cmd[p:p + size])
+        frames.append(cmd[p : p + size])
         p += size
     ctl = B.control("session.completed", {"commands": [[0, 5]], "timely-reply": True}, channel=1)
     mixed = frames[0] + ctl + frames[1] + ctl + b"".join(frames[2:])
@@ -529,22 +622,60 @@ def test_controls_between_frames_of_a_multi_frame_command():
 
 
 EVERY_TYPE = {
-    "bin8": 0xAB, "int8": -5, "uint8": 250, "char": "é", "boolean": True, "bin16": 0xBEEF, "int16": -300,
-    "uint16": 65000, "bin32": 0xDEADBEEF, "int32": -70000, "uint32": 4000000000, "float": 1.5,
-    "char-utf32": "☃", "bin64": 1 << 60, "int64": -(1 << 40), "uint64": (1 << 64) - 1, "double": -2.25,
-    "datetime": 1700000000, "bin128": bytes(range(16)), "uuid": "12345678-1234-5678-1234-567812345678",
-    "bin256": bytes(range(32)), "bin512": bytes(range(64)), "bin1024": bytes(range(128)),
-    "vbin8": b"\x00\xff", "str8-latin": "façade", "str8": "héllo", "str8-utf16": "ü☃",
-    "vbin16": b"x" * 300, "str16-latin": "€uro", "str16": "long ☃" * 50, "str16-utf16": "𝄞 clef",
-    "vbin32": b"\x01" * 70000, "map": {"inner": 1}, "list": [1, "a", None],
-    "array": B.Typed("int32", [1, -2, 3]), "struct32": ("message.acquired", {"transfers": [[1, 2]]}),
-    "bin40": b"12345", "dec32": (2, -12345), "bin72": b"123456789", "dec64": (3, 1234567), "void": None,
+    "bin8": 0xAB,
+    "int8": -5,
+    "uint8": 250,
+    "char": "é",
+    "boolean": True,
+    "bin16": 0xBEEF,
+    "int16": -300,
+    "uint16": 65000,
+    "bin32": 0xDEADBEEF,
+    "int32": -70000,
+    "uint32": 4000000000,
+    "float": 1.5,
+    "char-utf32": "☃",
+    "bin64": 1 << 60,
+    "int64": -(1 << 40),
+    "uint64": (1 << 64) - 1,
+    "double": -2.25,
+    "datetime": 1700000000,
+    "bin128": bytes(range(16)),
+    "uuid": "12345678-1234-5678-1234-567812345678",
+    "bin256": bytes(range(32)),
+    "bin512": bytes(range(64)),
+    "bin1024": bytes(range(128)),
+    "vbin8": b"\x00\xff",
+    "str8-latin": "façade",
+    "str8": "héllo",
+    "str8-utf16": "ü☃",
+    "vbin16": b"x" * 300,
+    "str16-latin": "€uro",
+    "str16": "long ☃" * 50,
+    "str16-utf16": "𝄞 clef",
+    "vbin32": b"\x01" * 70000,
+    "map": {"inner": 1},
+    "list": [1, "a", None],
+    "array": B.Typed("int32", [1, -2, 3]),
+    "struct32": ("message.acquired", {"transfers": [[1, 2]]}),
+    "bin40": b"12345",
+    "dec32": (2, -12345),
+    "bin72": b"123456789",
+    "dec64": (3, 1234567),
+    "void": None,
     "bit": None,
 }
-EXPECTED = dict(EVERY_TYPE, **{
-    "array": [1, -2, 3], "struct32": {"$struct": "message.acquired", "transfers": [[1, 2]]}, "dec32": -123.45,
-    "dec64": 1234.567, "bit": True, "boolean": True,
-})
+EXPECTED = dict(
+    EVERY_TYPE,
+    **{
+        "array": [1, -2, 3],
+        "struct32": {"$struct": "message.acquired", "transfers": [[1, 2]]},
+        "dec32": -123.45,
+        "dec64": 1234.567,
+        "bit": True,
+        "boolean": True,
+    },
+)
 
 
 def test_every_type_code_in_a_map_nested_in_a_list_in_a_map():
@@ -562,8 +693,12 @@ def test_every_type_code_in_a_map_nested_in_a_list_in_a_map():
 
 
 def test_unknown_type_codes_are_skipped_by_their_code_range():
-    m = {"f3": B.Typed("raw", (0x03, b"\x07")), "v8": B.Typed("raw", (0x8F, b"\x02hi")),
-         "z": B.Typed("raw", (0xF5, b"")), "after": 1}
+    m = {
+        "f3": B.Typed("raw", (0x03, b"\x07")),
+        "v8": B.Typed("raw", (0x8F, b"\x02hi")),
+        "z": B.Typed("raw", (0xF5, b"")),
+        "after": 1,
+    }
     _, ev = run(B.command("exchange.declare", {"exchange": "x", "type": "t", "arguments": m}))
     (decl,) = only(ev, Method)
     assert decl.args["arguments"] == {"f3": b"\x07", "v8": b"hi", "z": None, "after": 1}
@@ -575,7 +710,9 @@ def test_unknown_type_codes_are_skipped_by_their_code_range():
 def test_packed_struct_with_4_octet_flags():
     # The spec defines no pack="4" struct; build one with 27 fields to cover octets 2-4.
     names = [f"f{i}" for i in range(27)]
-    fields = tuple(SPEC.FieldSpec(n, "bit" if i % 3 == 0 else "uint16", False, None) for i, n in enumerate(names))
+    fields = tuple(
+        SPEC.FieldSpec(n, "bit" if i % 3 == 0 else "uint16", False, None) for i, n in enumerate(names)
+    )
     values = {n: (True if i % 3 == 0 else i * 100) for i, n in enumerate(names) if i % 4 != 1}
     values["f0"] = False
     data = B.encode_packed(fields, 4, values)
@@ -583,8 +720,11 @@ def test_packed_struct_with_4_octet_flags():
     assert flags >> 24 and not flags & 1  # fields 24.. live in the 4th octet
     got, off = C._decode_packed(data, 0, len(data), C._compile_fields(fields), 4, 0)
     assert off == len(data)
-    expect = {n: values.get(n, False) if i % 3 == 0 else values[n] for i, n in enumerate(names)
-              if i % 3 == 0 or n in values}
+    expect = {
+        n: values.get(n, False) if i % 3 == 0 else values[n]
+        for i, n in enumerate(names)
+        if i % 3 == 0 or n in values
+    }
     assert got == expect
 
 
@@ -594,19 +734,33 @@ def test_coded_struct_fields_and_errata_xid():
     errata_xid = B.encode_struct32("dtx.xid", xid)  # 4-octet size, class 6 struct 4
     op = SPEC.OPS_BY_NAME["dtx.start"]
     errata = B.frames([(1, bytes([6, 2, 1, 0]) + b"\x03\x00" + errata_xid)], 1, 1)
-    rec = B.command("execution.result", {"command-id": 3, "value": (
-        "dtx.recover-result", {"in-doubt": B.Typed("dtx.xid", [xid, xid])})})
+    rec = B.command(
+        "execution.result",
+        {"command-id": 3, "value": ("dtx.recover-result", {"in-doubt": B.Typed("dtx.xid", [xid, xid])})},
+    )
     _, ev = run(std + errata + rec)
     assert only(ev, Anomaly) == []
     a, b, r = only(ev, Method)
     assert a.args == {"xid": xid, "join": True, "resume": False} and b.args == a.args and op.result
     assert r.answers_command_id == 3
-    assert r.args["value"] == {"$struct": "dtx.recover-result", "in-doubt": [dict(xid, **{"$struct": "dtx.xid"})] * 2}
+    assert r.args["value"] == {
+        "$struct": "dtx.recover-result",
+        "in-doubt": [dict(xid, **{"$struct": "dtx.xid"})] * 2,
+    }
 
 
 def test_truncated_feed_at_every_offset_needs_more_data_then_decodes():
-    cmd = B.command("message.subscribe", {"queue": "q", "destination": "d", "accept-mode": 0, "acquire-mode": 0,
-                                          "arguments": {"x": [1, {"y": "z"}]}}, sync=True)
+    cmd = B.command(
+        "message.subscribe",
+        {
+            "queue": "q",
+            "destination": "d",
+            "accept-mode": 0,
+            "acquire-mode": 0,
+            "arguments": {"x": [1, {"y": "z"}]},
+        },
+        sync=True,
+    )
     whole = only(run(cmd)[1], Method)
     for cut in range(len(cmd)):
         dec = Decoder010()
@@ -614,8 +768,9 @@ def test_truncated_feed_at_every_offset_needs_more_data_then_decodes():
         assert [e for _, e in dec.pop_events() if not isinstance(e, Frame)] == []  # nothing yet: NEED DATA
         dec.feed(0, cmd[cut:], 8 + cut, 2, 2)
         got = only(dec.pop_events(), Method)
-        assert [(m.name, m.args, m.command_id, m.synchronous) for m in got] == \
-            [(m.name, m.args, m.command_id, m.synchronous) for m in whole]
+        assert [(m.name, m.args, m.command_id, m.synchronous) for m in got] == [
+            (m.name, m.args, m.command_id, m.synchronous) for m in whole
+        ]
     for cut in range(1, len(cmd)):  # and a capture that ends there says so
         dec = Decoder010()
         dec.feed(0, cmd[:cut], 8, 1, 1)
@@ -625,8 +780,13 @@ def test_truncated_feed_at_every_offset_needs_more_data_then_decodes():
 
 
 def _transfer(body: bytes, max_frame: int, cmd_args=None):
-    return B.command("message.transfer", cmd_args or {"destination": "ex", "accept-mode": 1, "acquire-mode": 0},
-                     header={"message.delivery-properties": {"routing-key": "rk"}}, body=body, max_frame=max_frame)
+    return B.command(
+        "message.transfer",
+        cmd_args or {"destination": "ex", "accept-mode": 1, "acquire-mode": 0},
+        header={"message.delivery-properties": {"routing-key": "rk"}},
+        body=body,
+        max_frame=max_frame,
+    )
 
 
 def test_gap_inside_a_body_frame_keeps_sync_and_the_next_command_decodes():
@@ -638,7 +798,7 @@ def test_gap_inside_a_body_frame_keeps_sync_and_the_next_command_decodes():
     dec = Decoder010()
     dec.feed(0, data[:gap_at], 8, 1, 1)
     dec.gap(0, 8 + gap_at, gap_len, 2, 2)
-    dec.feed(0, data[gap_at + gap_len:], 8 + gap_at + gap_len, 3, 3)
+    dec.feed(0, data[gap_at + gap_len :], 8 + gap_at + gap_len, 3, 3)
     dec.finish(4, 4)
     ev = dec.pop_events()
     kinds = [a.kind for a in only(ev, Anomaly)]
@@ -664,9 +824,9 @@ def test_gap_that_swallows_frame_boundaries_resyncs():
     dec = Decoder010()
     dec.feed(0, data[:gap_at], 8, 1, 1)
     dec.gap(0, 8 + gap_at, gap_len, 2, 2)
-    rest = data[gap_at + gap_len:]
+    rest = data[gap_at + gap_len :]
     for i in range(0, len(rest), 50):
-        dec.feed(0, rest[i:i + 50], 8 + gap_at + gap_len + i, 3, 3)
+        dec.feed(0, rest[i : i + 50], 8 + gap_at + gap_len + i, 3, 3)
     dec.finish(4, 4)
     ev = dec.pop_events()
     kinds = [a.kind for a in only(ev, Anomaly)]
@@ -717,9 +877,20 @@ def test_unknown_command_and_control_are_reported_and_numbering_continues():
 
 
 def test_execution_exception_links_and_names_its_error_code():
-    exc = B.command("execution.exception", {"error-code": 404, "command-id": 7, "class-code": 8, "command-code": 1,
-                                            "description": "no queue", "error-info": {"q": "x"}})
-    _, ev = run(b"", B.control("session.command-point", {"command-id": 3, "command-offset": 0}, channel=1) + exc)
+    exc = B.command(
+        "execution.exception",
+        {
+            "error-code": 404,
+            "command-id": 7,
+            "class-code": 8,
+            "command-code": 1,
+            "description": "no queue",
+            "error-info": {"q": "x"},
+        },
+    )
+    _, ev = run(
+        b"", B.control("session.command-point", {"command-id": 3, "command-offset": 0}, channel=1) + exc
+    )
     m = only(ev, Method)[-1]
     assert (m.name, m.command_id, m.answers_command_id) == ("execution.exception", 3, 7)
     assert SPEC.ERROR_CODES[m.args["error-code"]] == ("not-found", "soft")
@@ -734,7 +905,10 @@ def test_header_only_empty_body_and_no_segment_transfers():
     assert only(ev, Anomaly) == []
     cs = only(ev, Content)
     assert [(c.complete, c.body_received, c.body_frames, "priority" in c.properties) for c in cs] == [
-        (True, 0, 0, True), (True, 0, 1, False), (True, 0, 0, False)]
+        (True, 0, 0, True),
+        (True, 0, 1, False),
+        (True, 0, 0, False),
+    ]
     assert [c.method.command_id for c in cs] == [0, 1, 2]
 
 
@@ -752,8 +926,10 @@ def test_content_cut_by_the_end_of_the_capture_is_incomplete():
 def test_amqplain_and_cram_md5_responses_are_redacted():
     amqplain = b"\x05LOGINS" + struct.pack(">I", 3) + b"bob" + b"\x08PASSWORDS" + struct.pack(">I", 2) + b"pw"
     for mech, resp, user in (("AMQPLAIN", amqplain, "bob"), ("CRAM-MD5", b"carol 0123abcd", "carol")):
-        c2s = B.control("connection.start-ok", {"client-properties": {}, "mechanism": mech, "response": resp,
-                                                "locale": "en_US"})
+        c2s = B.control(
+            "connection.start-ok",
+            {"client-properties": {}, "mechanism": mech, "response": resp, "locale": "en_US"},
+        )
         dec, ev = run(c2s)
         (m,) = only(ev, Method)
         assert m.args["response"] == {"user": user, "password": "<redacted>"} and dec.facts.user == user
@@ -766,7 +942,7 @@ def test_decode_speed_on_the_capture_streams(qpid):
 
     reps = 20
     streams = {0: b"", 1: b""}
-    for d, off, data, pkt, ts in qpid["chunks"]:
+    for d, _off, data, _pkt, _ts in qpid["chunks"]:
         streams[d] += data
     start = time.perf_counter()
     nframes = 0
@@ -775,7 +951,7 @@ def test_decode_speed_on_the_capture_streams(qpid):
         for d in (0, 1):
             s = streams[d]
             for i in range(0, len(s), 65536):
-                dec.feed(d, s[i:i + 65536], 8 + i, 1, 1)
+                dec.feed(d, s[i : i + 65536], 8 + i, 1, 1)
         dec.finish(1, 1)
         nframes += sum(1 for _, e in dec.pop_events() if type(e) is Frame)
     dt = time.perf_counter() - start

@@ -5,6 +5,7 @@ mistake shared by both would pass them.  These tests pin the encoder to
 hand-written bytes (pamqp style) and, for every 0-9-1 method and the basic
 content header, to pika's independent encoder.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -13,7 +14,6 @@ import decimal
 import pika.frame
 import pika.spec
 import pytest
-
 from fixtures import amqp09 as A
 
 
@@ -28,17 +28,20 @@ def test_heartbeat_frame_is_type_8_channel_0_size_0_then_frame_end():
 def test_basic_ack_frame_bytes():
     # type 1, channel 1, size 13: class 60, method 80, delivery-tag 5 (longlong), multiple bit set
     assert A.method_frame(1, "basic.ack", delivery_tag=5, multiple=True) == h(
-        "01 0001 0000000d 003c 0050 0000000000000005 01 ce")
+        "01 0001 0000000d 003c 0050 0000000000000005 01 ce"
+    )
 
 
 def test_connection_tune_frame_bytes():
     assert A.method_frame(0, "connection.tune", channel_max=2047, frame_max=131072, heartbeat=60) == h(
-        "01 0000 0000000c 000a 001e 07ff 00020000 003c ce")
+        "01 0000 0000000c 000a 001e 07ff 00020000 003c ce"
+    )
 
 
 def test_basic_publish_frame_bytes_shortstrs_and_packed_bits():
-    assert A.method_frame(1, "basic.publish", exchange="ex", routing_key="rk", mandatory=True,
-                          immediate=True) == h("01 0001 0000000d 003c 0028 0000 02 6578 02 726b 03 ce")
+    assert A.method_frame(
+        1, "basic.publish", exchange="ex", routing_key="rk", mandatory=True, immediate=True
+    ) == h("01 0001 0000000d 003c 0028 0000 02 6578 02 726b 03 ce")
 
 
 def test_eight_bits_fill_one_octet_and_ninth_bit_starts_another():
@@ -48,15 +51,18 @@ def test_eight_bits_fill_one_octet_and_ninth_bit_starts_another():
 
 def test_0_8_connection_close_is_10_60_and_0_9_1_is_10_50():
     assert A.method_payload("connection.close", "0-8", reply_code=320, reply_text="bye") == h(
-        "000a 003c 0140 03 627965 0000 0000")
+        "000a 003c 0140 03 627965 0000 0000"
+    )
     assert A.method_payload("connection.close", "0-9-1", reply_code=320, reply_text="bye") == h(
-        "000a 0032 0140 03 627965 0000 0000")
+        "000a 0032 0140 03 627965 0000 0000"
+    )
 
 
 def test_content_header_frame_bytes():
     # class 60, weight 0, body-size 5, flags: content-type (bit 15) + delivery-mode (4th, bit 12)
     assert A.header_frame(1, 60, 5, {"content-type": "text/plain", "delivery-mode": 2}) == h(
-        "02 0001 0000001a 003c 0000 0000000000000005 9000 0a 746578742f706c61696e 02 ce")
+        "02 0001 0000001a 003c 0000 0000000000000005 9000 0a 746578742f706c61696e 02 ce"
+    )
 
 
 def test_property_flags_continue_into_a_second_word_after_15_properties():
@@ -76,30 +82,33 @@ def test_protocol_headers():
     assert A.protocol_header("0-9") == b"AMQP\x01\x01\x00\x09"
 
 
-@pytest.mark.parametrize("letter, value, rabbit, wire", [
-    ("t", True, True, "74 01"),
-    ("b", -2, True, "62 fe"),
-    ("B", 254, True, "42 fe"),
-    ("U", -2, True, "55 fffe"),
-    ("u", 65534, True, "75 fffe"),
-    ("I", -2, True, "49 fffffffe"),
-    ("i", 4294967294, True, "69 fffffffe"),
-    ("L", -2, True, "4c fffffffffffffffe"),
-    ("l", -2, True, "6c fffffffffffffffe"),
-    ("l", 2 ** 64 - 2, False, "6c fffffffffffffffe"),
-    ("s", -2, True, "73 fffe"),
-    ("s", "ab", False, "73 02 6162"),
-    ("f", 1.5, True, "66 3fc00000"),
-    ("d", 1.5, True, "64 3ff8000000000000"),
-    ("D", (2, 314), True, "44 02 0000013a"),
-    ("D", decimal.Decimal("3.14"), True, "44 02 0000013a"),
-    ("S", "ab", True, "53 00000002 6162"),
-    ("x", b"\x00\xff", True, "78 00000002 00ff"),
-    ("A", [1, "a"], True, "41 0000000b 49 00000001 53 00000001 61"),
-    ("T", 1700000000, True, "54 000000006553f100"),
-    ("F", {"k": True}, True, "46 00000004 01 6b 74 01"),
-    ("V", None, True, "56"),
-])
+@pytest.mark.parametrize(
+    "letter, value, rabbit, wire",
+    [
+        ("t", True, True, "74 01"),
+        ("b", -2, True, "62 fe"),
+        ("B", 254, True, "42 fe"),
+        ("U", -2, True, "55 fffe"),
+        ("u", 65534, True, "75 fffe"),
+        ("I", -2, True, "49 fffffffe"),
+        ("i", 4294967294, True, "69 fffffffe"),
+        ("L", -2, True, "4c fffffffffffffffe"),
+        ("l", -2, True, "6c fffffffffffffffe"),
+        ("l", 2**64 - 2, False, "6c fffffffffffffffe"),
+        ("s", -2, True, "73 fffe"),
+        ("s", "ab", False, "73 02 6162"),
+        ("f", 1.5, True, "66 3fc00000"),
+        ("d", 1.5, True, "64 3ff8000000000000"),
+        ("D", (2, 314), True, "44 02 0000013a"),
+        ("D", decimal.Decimal("3.14"), True, "44 02 0000013a"),
+        ("S", "ab", True, "53 00000002 6162"),
+        ("x", b"\x00\xff", True, "78 00000002 00ff"),
+        ("A", [1, "a"], True, "41 0000000b 49 00000001 53 00000001 61"),
+        ("T", 1700000000, True, "54 000000006553f100"),
+        ("F", {"k": True}, True, "46 00000004 01 6b 74 01"),
+        ("V", None, True, "56"),
+    ],
+)
 def test_every_field_type_letter_encodes_as_the_spec_says(letter, value, rabbit, wire):
     assert A.encode_value(value, letter, rabbit=rabbit) == h(wire)
 
@@ -110,9 +119,17 @@ def test_encode_table_types_force_letters_per_key():
 
 # --- against pika (an independent 0-9-1 encoder) --------------------------------------
 
-SAMPLES = {"bit": True, "octet": 7, "short": 513, "long": 70000, "longlong": 2 ** 40 + 3,
-           "shortstr": "short-string", "longstr": "long string", "timestamp": 1700000000,
-           "table": {"x-k": "v", "n": 3, "flag": True, "nested": {"a": [1, "b", None]}}}
+SAMPLES = {
+    "bit": True,
+    "octet": 7,
+    "short": 513,
+    "long": 70000,
+    "longlong": 2**40 + 3,
+    "shortstr": "short-string",
+    "longstr": "long string",
+    "timestamp": 1700000000,
+    "table": {"x-k": "v", "n": 3, "flag": True, "nested": {"a": [1, "b", None]}},
+}
 
 
 def _pika_methods():
@@ -144,13 +161,36 @@ def test_pika_knows_exactly_the_0_9_1_methods_of_our_tables_plus_the_dropped_acc
 
 
 def test_basic_header_with_all_14_properties_equals_pikas_encoding():
-    props = {"content-type": "application/json", "content-encoding": "gzip",
-             "headers": {"h": "v", "n": 1, "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)},
-             "delivery-mode": 2, "priority": 9, "correlation-id": "corr", "reply-to": "amq.rabbitmq.reply-to",
-             "expiration": "60000", "message-id": "m-1", "timestamp": 1700000000, "type": "t", "user-id": "guest",
-             "app-id": "app", "reserved": "cluster"}
+    props = {
+        "content-type": "application/json",
+        "content-encoding": "gzip",
+        "headers": {"h": "v", "n": 1, "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC)},
+        "delivery-mode": 2,
+        "priority": 9,
+        "correlation-id": "corr",
+        "reply-to": "amq.rabbitmq.reply-to",
+        "expiration": "60000",
+        "message-id": "m-1",
+        "timestamp": 1700000000,
+        "type": "t",
+        "user-id": "guest",
+        "app-id": "app",
+        "reserved": "cluster",
+    }
     pp = pika.spec.BasicProperties(
-        content_type="application/json", content_encoding="gzip", headers=props["headers"], delivery_mode=2,
-        priority=9, correlation_id="corr", reply_to="amq.rabbitmq.reply-to", expiration="60000", message_id="m-1",
-        timestamp=1700000000, type="t", user_id="guest", app_id="app", cluster_id="cluster")
+        content_type="application/json",
+        content_encoding="gzip",
+        headers=props["headers"],
+        delivery_mode=2,
+        priority=9,
+        correlation_id="corr",
+        reply_to="amq.rabbitmq.reply-to",
+        expiration="60000",
+        message_id="m-1",
+        timestamp=1700000000,
+        type="t",
+        user_id="guest",
+        app_id="app",
+        cluster_id="cluster",
+    )
     assert A.header_frame(5, 60, 123456, props) == pika.frame.Header(5, 123456, pp).marshal()

@@ -1,26 +1,38 @@
 """How the bytes are cut into packets must not change what is decoded (packets / timestamps aside)."""
+
 from __future__ import annotations
 
 import random
 
+from fixtures import amqp09 as A
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqpcap.amqp.codec_0_9 import Decoder09
 from amqpcap.amqp.events import Anomaly, Content, Method
-from fixtures import amqp09 as A
 
 
 def _clean_parts() -> list:
     return [
-        A.method_frame(0, "connection.start-ok", client_properties={"product": "t", "caps": {"a": [1, True]}},
-                       mechanism="PLAIN", response=b"\0u\0p", locale="en_US"),
+        A.method_frame(
+            0,
+            "connection.start-ok",
+            client_properties={"product": "t", "caps": {"a": [1, True]}},
+            mechanism="PLAIN",
+            response=b"\0u\0p",
+            locale="en_US",
+        ),
         A.method_frame(0, "connection.tune-ok", channel_max=10, frame_max=4096, heartbeat=5),
         A.method_frame(0, "connection.open", virtual_host="/"),
         A.method_frame(1, "channel.open"),
         A.heartbeat(),
-        A.content(1, A.method_frame(1, "basic.publish", exchange="x", routing_key="r"), bytes(range(256)) * 40,
-                  {"content-type": "a/b", "headers": {"h": 1}}, frame_body=4088),
+        A.content(
+            1,
+            A.method_frame(1, "basic.publish", exchange="x", routing_key="r"),
+            bytes(range(256)) * 40,
+            {"content-type": "a/b", "headers": {"h": 1}},
+            frame_body=4088,
+        ),
         A.content(2, A.method_frame(2, "basic.publish", routing_key="empty"), b"", {}),
         A.method_frame(1, "basic.ack", delivery_tag=1),
         A.heartbeat(),
@@ -33,18 +45,20 @@ def _clean_stream() -> bytes:
 
 def _dirty_stream() -> bytes:
     good = _clean_parts()
-    return b"".join([
-        b"\x99garbage",  # unknown frame type, then resync
-        *good[:4],
-        A.frame(1, 1, b"\x00\x3c\x00\x50" + b"\0" * 9, end=b"\x00"),  # bad frame-end
-        A.frame(9, 1, b"??"),  # unknown type
-        A.frame(3, 4, b"orphan body"),  # body without header
-        A.frame(1, 1, b"\x03\xe7\x00\x01"),  # unknown class/method
-        *good[4:],
-        A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 10, {}) + A.body_frame(1, b"12345"),
-        A.method_frame(1, "basic.ack", delivery_tag=2),  # interrupts the content
-        b"\x01\x00\x01\x00",  # truncated frame at the end
-    ])
+    return b"".join(
+        [
+            b"\x99garbage",  # unknown frame type, then resync
+            *good[:4],
+            A.frame(1, 1, b"\x00\x3c\x00\x50" + b"\0" * 9, end=b"\x00"),  # bad frame-end
+            A.frame(9, 1, b"??"),  # unknown type
+            A.frame(3, 4, b"orphan body"),  # body without header
+            A.frame(1, 1, b"\x03\xe7\x00\x01"),  # unknown class/method
+            *good[4:],
+            A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 10, {}) + A.body_frame(1, b"12345"),
+            A.method_frame(1, "basic.ack", delivery_tag=2),  # interrupts the content
+            b"\x01\x00\x01\x00",  # truncated frame at the end
+        ]
+    )
 
 
 def _decode_chunks(stream: bytes, cuts, midstream=False):
@@ -59,10 +73,18 @@ def test_clean_stream_reference_decode_is_what_we_expect():
     events = _decode_chunks(_clean_stream(), [])
     assert A.anomalies(events) == []
     assert [m.name for m in A.events_of(events, Method)] == [
-        "connection.start-ok", "connection.tune-ok", "connection.open", "channel.open", "basic.publish",
-        "basic.publish", "basic.ack"]
+        "connection.start-ok",
+        "connection.tune-ok",
+        "connection.open",
+        "channel.open",
+        "basic.publish",
+        "basic.publish",
+        "basic.ack",
+    ]
     assert [(c.body_size, c.body_frames, c.complete) for c in A.events_of(events, Content)] == [
-        (10240, 3, True), (0, 0, True)]
+        (10240, 3, True),
+        (0, 0, True),
+    ]
     assert A.account(events) == len(_clean_stream())
 
 
@@ -70,9 +92,15 @@ def test_dirty_stream_reference_decode_is_what_we_expect():
     events = _decode_chunks(_dirty_stream(), [])
     # the type-9 frame right after the bad frame-end is inside the skipped range: no anomaly of its own
     assert [(a.kind, a.offset, a.skipped) for a in A.anomalies(events)] == [
-        ("unknown-frame-type", 0, 0), ("resync", 0, 8), ("bad-frame-end", 131, 0), ("resync", 131, 21 + 10),
-        ("unexpected-frame", 162, 0), ("unknown-method", 181, 0), ("incomplete-content", 10594, 0),
-        ("truncated-stream", 10667, 4)]
+        ("unknown-frame-type", 0, 0),
+        ("resync", 0, 8),
+        ("bad-frame-end", 131, 0),
+        ("resync", 131, 21 + 10),
+        ("unexpected-frame", 162, 0),
+        ("unknown-method", 181, 0),
+        ("incomplete-content", 10594, 0),
+        ("truncated-stream", 10667, 4),
+    ]
     assert A.account(events) == len(_dirty_stream())
 
 

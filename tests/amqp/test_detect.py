@@ -1,4 +1,5 @@
 """Protocol headers and the framing of a conversation picked up mid-stream (amqp/detect.py)."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,12 @@ BODY = A.body_frame(1, b"b" * 300)
 ACK = A.method_frame(1, "basic.ack", delivery_tag=7)
 STREAM_09 = (PUB + HDR + BODY + ACK) * 3
 
-CMD = B.command("message.transfer", {"destination": "amq.direct", "accept-mode": 1, "acquire-mode": 0},
-                header={"message.message-properties": {"content-type": "text/plain"}}, body=b"z" * 400)
+CMD = B.command(
+    "message.transfer",
+    {"destination": "amq.direct", "accept-mode": 1, "acquire-mode": 0},
+    header={"message.message-properties": {"content-type": "text/plain"}},
+    body=b"z" * 400,
+)
 STREAM_010 = (CMD + B.control("session.completed", {"commands": [(0, 3)]}, channel=1)) * 3
 
 
@@ -30,12 +35,22 @@ def _find(data, final=False):
     return found
 
 
-@pytest.mark.parametrize("raw,version", [
-    (b"AMQP\x01\x01\x08\x00", "0-8"), (b"AMQP\x01\x01\x09\x01", "0-8"), (b"AMQP\x01\x01\x00\x09", "0-9"),
-    (b"AMQP\x00\x00\x09\x01", "0-9-1"), (b"AMQP\x01\x01\x00\x0a", "0-10"), (b"AMQP\x00\x01\x00\x00", "1.0"),
-    (b"AMQP\x03\x01\x00\x00", "1.0-sasl"), (b"AMQP\x02\x01\x00\x00", "1.0-tls"), (b"AMQP\x09\x09\x09\x09", None),
-    (b"HTTP/1.1", None), (b"AMQP", None),
-])
+@pytest.mark.parametrize(
+    "raw,version",
+    [
+        (b"AMQP\x01\x01\x08\x00", "0-8"),
+        (b"AMQP\x01\x01\x09\x01", "0-8"),
+        (b"AMQP\x01\x01\x00\x09", "0-9"),
+        (b"AMQP\x00\x00\x09\x01", "0-9-1"),
+        (b"AMQP\x01\x01\x00\x0a", "0-10"),
+        (b"AMQP\x00\x01\x00\x00", "1.0"),
+        (b"AMQP\x03\x01\x00\x00", "1.0-sasl"),
+        (b"AMQP\x02\x01\x00\x00", "1.0-tls"),
+        (b"AMQP\x09\x09\x09\x09", None),
+        (b"HTTP/1.1", None),
+        (b"AMQP", None),
+    ],
+)
 def test_header_versions(raw, version):
     assert detect.header_version(raw) == version
 
@@ -47,8 +62,7 @@ def test_tls_record_starts():
 
 def test_a_stream_that_starts_with_a_frame_is_proven_by_that_frame_alone():
     assert _find(PUB) == ("0-9", 0)
-    assert _find(B.control("session.completed", {"commands": [(0, 1)]}, channel=1)) \
-        == ("0-10", 0)
+    assert _find(B.control("session.completed", {"commands": [(0, 1)]}, channel=1)) == ("0-10", 0)
 
 
 @pytest.mark.parametrize("cut", [1, 5, 17, 30, 40, 100, 250, 331])
@@ -113,8 +127,16 @@ def test_random_bytes_prove_nothing():
         assert _find(rnd.randbytes(4096)) is None
 
 
-@pytest.mark.parametrize("stream", [STREAM_09, STREAM_010, random.Random(9).randbytes(3000) + STREAM_010,
-                                    random.Random(8).randbytes(3000) + STREAM_09], ids=["09", "010", "junk010", "junk09"])
+@pytest.mark.parametrize(
+    "stream",
+    [
+        STREAM_09,
+        STREAM_010,
+        random.Random(9).randbytes(3000) + STREAM_010,
+        random.Random(8).randbytes(3000) + STREAM_09,
+    ],
+    ids=["09", "010", "junk010", "junk09"],
+)
 @pytest.mark.parametrize("cut", [0, 3, 29, 150])
 def test_a_scan_resumed_as_data_arrives_finds_what_a_whole_scan_finds(stream, cut):
     data = stream[cut:]
@@ -139,7 +161,7 @@ def _starts_0_9(stream):
     out, p = [], 0
     while p < len(stream):
         out.append(p)
-        p += 8 + int.from_bytes(stream[p + 3:p + 7], "big")
+        p += 8 + int.from_bytes(stream[p + 3 : p + 7], "big")
     return out
 
 
@@ -147,5 +169,5 @@ def _starts_0_10(stream):
     out, p = [], 0
     while p < len(stream):
         out.append(p)
-        p += int.from_bytes(stream[p + 2:p + 4], "big")
+        p += int.from_bytes(stream[p + 2 : p + 4], "big")
     return out

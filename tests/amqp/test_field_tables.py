@@ -1,27 +1,34 @@
 """Field tables and arrays: every type letter, both readings of s / l, nesting and its limit."""
+
 from __future__ import annotations
 
 import struct
 
 import pytest
+from fixtures import amqp09 as A
 
 from amqpcap.amqp.codec_0_9 import MAX_DEPTH, DecodeError, decode_table
 from amqpcap.amqp.events import Method
-from fixtures import amqp09 as A
 
 T = A.Typed
 
 # (letter, value to encode, decoded value) under the broker (RabbitMQ / Qpid) reading
 EVERY_LETTER = [
-    ("t", True, True), ("t", False, False),
-    ("b", -128, -128), ("B", 255, 255),
+    ("t", True, True),
+    ("t", False, False),
+    ("b", -128, -128),
+    ("B", 255, 255),
     ("s", -32768, -32768),  # RabbitMQ: int16
-    ("U", -32768, -32768), ("u", 65535, 65535),
-    ("I", -2 ** 31, -2 ** 31), ("i", 2 ** 32 - 1, 2 ** 32 - 1),
-    ("l", -2 ** 63, -2 ** 63),  # RabbitMQ: int64
-    ("L", -2 ** 63, -2 ** 63),
-    ("f", 1.5, 1.5), ("d", -2.25e300, -2.25e300),
-    ("D", (2, 31415), {"$decimal": "31415e-2"}), ("D", (0, -7), {"$decimal": "-7"}),
+    ("U", -32768, -32768),
+    ("u", 65535, 65535),
+    ("I", -(2**31), -(2**31)),
+    ("i", 2**32 - 1, 2**32 - 1),
+    ("l", -(2**63), -(2**63)),  # RabbitMQ: int64
+    ("L", -(2**63), -(2**63)),
+    ("f", 1.5, 1.5),
+    ("d", -2.25e300, -2.25e300),
+    ("D", (2, 31415), {"$decimal": "31415e-2"}),
+    ("D", (0, -7), {"$decimal": "-7"}),
     ("S", "long ✓ string", "long ✓ string"),
     ("x", b"\x00\xffbytes", b"\x00\xffbytes"),
     ("A", [1, "a", [True]], [1, "a", [True]]),
@@ -31,7 +38,9 @@ EVERY_LETTER = [
 ]
 
 
-@pytest.mark.parametrize("letter, value, decoded", EVERY_LETTER, ids=[f"{x[0]}-{i}" for i, x in enumerate(EVERY_LETTER)])
+@pytest.mark.parametrize(
+    "letter, value, decoded", EVERY_LETTER, ids=[f"{x[0]}-{i}" for i, x in enumerate(EVERY_LETTER)]
+)
 def test_every_type_letter_decodes_under_the_broker_reading(letter, value, decoded):
     wire = A.encode_table({"key": value}, types={"key": letter})
     assert decode_table(wire) == {"key": decoded}
@@ -39,8 +48,11 @@ def test_every_type_letter_decodes_under_the_broker_reading(letter, value, decod
 
 SPEC_READING = [
     ("s", "short", "short"),  # 0-9-1 spec text: short string
-    ("l", 2 ** 64 - 1, 2 ** 64 - 1),  # 0-9-1 spec text: unsigned 64
-    ("U", -5, -5), ("L", -5, -5), ("I", -5, -5), ("S", "x", "x"),
+    ("l", 2**64 - 1, 2**64 - 1),  # 0-9-1 spec text: unsigned 64
+    ("U", -5, -5),
+    ("L", -5, -5),
+    ("I", -5, -5),
+    ("S", "x", "x"),
 ]
 
 
@@ -58,14 +70,13 @@ def test_the_same_s_and_l_bytes_read_differently_under_the_two_readings():
         decode_table(s_wire, rabbit=True)
     l_wire = A.encode_table({"k": -1}, types={"k": "l"}, rabbit=True)
     assert decode_table(l_wire, rabbit=True) == {"k": -1}
-    assert decode_table(l_wire, rabbit=False) == {"k": 2 ** 64 - 1}
+    assert decode_table(l_wire, rabbit=False) == {"k": 2**64 - 1}
 
 
 def test_every_letter_in_one_method_argument_table_through_the_decoder():
     table = {f"k{i}": v for i, (_, v, _) in enumerate(EVERY_LETTER)}
     types = {f"k{i}": letter for i, (letter, _, _) in enumerate(EVERY_LETTER)}
-    wire = A.method_frame(1, "queue.declare", queue="q",
-                          arguments=A.encode_table(table, types=types))
+    wire = A.method_frame(1, "queue.declare", queue="q", arguments=A.encode_table(table, types=types))
     _, events = A.decode(wire)
     [m] = A.events_of(events, Method)
     assert m.args["arguments"] == {f"k{i}": d for i, (_, _, d) in enumerate(EVERY_LETTER)}
@@ -73,12 +84,15 @@ def test_every_letter_in_one_method_argument_table_through_the_decoder():
 
 
 def test_spec_reading_decoder_option_reads_s_as_short_string():
-    wire = A.method_frame(1, "queue.declare", queue="q",
-                          arguments=A.encode_table({"a": "str", "b": 2 ** 64 - 1}, types={"a": "s", "b": "l"},
-                                                   rabbit=False))
+    wire = A.method_frame(
+        1,
+        "queue.declare",
+        queue="q",
+        arguments=A.encode_table({"a": "str", "b": 2**64 - 1}, types={"a": "s", "b": "l"}, rabbit=False),
+    )
     _, events = A.decode(wire, rabbit_tables=False)
     [m] = A.events_of(events, Method)
-    assert m.args["arguments"] == {"a": "str", "b": 2 ** 64 - 1}
+    assert m.args["arguments"] == {"a": "str", "b": 2**64 - 1}
     _, events = A.decode(wire, rabbit_tables=True)
     assert A.events_of(events, Method) == []
     assert A.kinds(events) == ["malformed-method"]
@@ -87,7 +101,9 @@ def test_spec_reading_decoder_option_reads_s_as_short_string():
 def test_nested_tables_and_arrays_mixed():
     value = {"a": [{"b": [1, [2, {"c": None}]]}, T("x", b"\x01")], "d": {"e": {"f": [T("b", -1), T("u", 7)]}}}
     assert decode_table(A.encode_table(value)) == {
-        "a": [{"b": [1, [2, {"c": None}]]}, b"\x01"], "d": {"e": {"f": [-1, 7]}}}
+        "a": [{"b": [1, [2, {"c": None}]]}, b"\x01"],
+        "d": {"e": {"f": [-1, 7]}},
+    }
 
 
 def test_empty_table_and_empty_array():
@@ -133,28 +149,33 @@ def test_nesting_past_the_limit_raises_decode_error(nest):
 @pytest.mark.parametrize("levels", [65, 5000])
 def test_too_deep_table_in_a_method_is_an_anomaly_and_decoding_continues(levels):
     assert _deep_table_wire(3) == A.encode_table(_nested_tables(3))
-    wire = (A.method_frame(1, "queue.declare", queue="deep", arguments=_deep_table_wire(levels))
-            + A.method_frame(1, "basic.qos", prefetch_count=10))
+    wire = A.method_frame(
+        1, "queue.declare", queue="deep", arguments=_deep_table_wire(levels)
+    ) + A.method_frame(1, "basic.qos", prefetch_count=10)
     _, events = A.decode(wire)
     [an] = A.anomalies(events)
     assert (an.kind, an.channel, an.offset) == ("malformed-method", 1, 0)
     assert "nested deeper than 64" in an.detail
     assert [(m.name, m.args) for m in A.events_of(events, Method)] == [
-        ("basic.qos", {"prefetch-size": 0, "prefetch-count": 10, "global": False})]
+        ("basic.qos", {"prefetch-size": 0, "prefetch-count": 10, "global": False})
+    ]
 
 
-@pytest.mark.parametrize("wire, message", [
-    (b"\x00\x00\x00\x03\x01kZ", "unknown field type 'Z'"),
-    (b"\x00\x00\x00\x04\x01kI\x00", "truncated|overrun"),
-    (b"\x00\x00\x00\x09\x01kI\x00\x00\x00", "table of 9 bytes past end"),
-    (b"\x00\x00\x00\x09\x01kS\x00\x00\x00\x09ab", "long string past end"),
-    (b"\x00\x00\x00\x09\x01kx\x00\x00\x00\x09ab", "byte array past end"),
-    (b"\x00\x00\x00\x07\x01kA\x00\x00\x00\x09", "array of 9 bytes past end"),
-    (b"\x00\x00\x00\x02\x05k", "field value past end"),
-    (b"\x00\x00", "table size past end"),
-    (b"\x00\x00\x00\x05\x01kA\x00\x00", "array size past end"),
-    (b"\x00\x00\x00\x08\x01kA\x00\x00\x00\x01I", "field value truncated"),
-])
+@pytest.mark.parametrize(
+    "wire, message",
+    [
+        (b"\x00\x00\x00\x03\x01kZ", "unknown field type 'Z'"),
+        (b"\x00\x00\x00\x04\x01kI\x00", "truncated|overrun"),
+        (b"\x00\x00\x00\x09\x01kI\x00\x00\x00", "table of 9 bytes past end"),
+        (b"\x00\x00\x00\x09\x01kS\x00\x00\x00\x09ab", "long string past end"),
+        (b"\x00\x00\x00\x09\x01kx\x00\x00\x00\x09ab", "byte array past end"),
+        (b"\x00\x00\x00\x07\x01kA\x00\x00\x00\x09", "array of 9 bytes past end"),
+        (b"\x00\x00\x00\x02\x05k", "field value past end"),
+        (b"\x00\x00", "table size past end"),
+        (b"\x00\x00\x00\x05\x01kA\x00\x00", "array size past end"),
+        (b"\x00\x00\x00\x08\x01kA\x00\x00\x00\x01I", "field value truncated"),
+    ],
+)
 def test_malformed_tables_raise_decode_error(wire, message):
     with pytest.raises(DecodeError, match=message):
         decode_table(wire)

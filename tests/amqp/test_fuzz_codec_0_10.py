@@ -3,13 +3,15 @@
 CI runs a bounded number of examples; run longer with
     AMQPCAP_FUZZ_EXAMPLES=5000 python -m pytest tests/amqp/test_fuzz_codec_0_10.py
 """
+
 import os
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 import codec010_builders as B
-from amqpcap.amqp.codec_0_10 import DecodeError, Decoder010, decode_value
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from amqpcap.amqp import events as E
+from amqpcap.amqp.codec_0_10 import DecodeError, Decoder010, decode_value
 from amqpcap.amqp.events import Anomaly, Frame, Method
 
 EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
@@ -56,13 +58,14 @@ def test_random_bytes_never_raise(data):
 
 
 @SETTINGS
-@given(st.lists(st.tuples(st.integers(0, len(CLEAN) - 1), st.integers(0, 255)), max_size=8),
-       st.integers(1, 200))
+@given(
+    st.lists(st.tuples(st.integers(0, len(CLEAN) - 1), st.integers(0, 255)), max_size=8), st.integers(1, 200)
+)
 def test_corrupted_real_stream_never_raises_and_reports_damage(flips, chunk):
     data = bytearray(CLEAN)
     for pos, val in flips:
         data[pos] = val
-    chunks = [bytes(data[i:i + chunk]) for i in range(0, len(data), chunk)]
+    chunks = [bytes(data[i : i + chunk]) for i in range(0, len(data), chunk)]
     ev = [e for _d, e in _run(chunks)]
     if bytes(data) == CLEAN:
         assert not [e for e in ev if isinstance(e, Anomaly)]
@@ -71,7 +74,7 @@ def test_corrupted_real_stream_never_raises_and_reports_damage(flips, chunk):
     clean_ev = [e for _d, e in _run([CLEAN]) if isinstance(e, Method)]
     want = [(m.name, m.offset) for m in clean_ev if m.offset + m.frame_size + 12 <= first]
     got = [(m.name, m.offset) for m in ev if isinstance(m, Method)]
-    assert got[:len(want)] == want
+    assert got[: len(want)] == want
 
 
 @SETTINGS
@@ -79,15 +82,28 @@ def test_corrupted_real_stream_never_raises_and_reports_damage(flips, chunk):
 def test_truncation_at_any_offset_never_raises(cut):
     ev = [e for _d, e in _run([CLEAN[:cut]] if cut else [b""])]
     if cut < len(CLEAN):
-        assert cut == 0 or any(isinstance(e, Anomaly) for e in ev) or \
-            sum(isinstance(e, Frame) for e in ev) * 12 <= cut
+        assert (
+            cut == 0
+            or any(isinstance(e, Anomaly) for e in ev)
+            or sum(isinstance(e, Frame) for e in ev) * 12 <= cut
+        )
 
 
-_leaf = st.one_of(st.integers(-2**63, 2**63 - 1), st.booleans(), st.text(max_size=20), st.binary(max_size=20),
-                  st.none(), st.floats(allow_nan=False))
-_values = st.recursive(_leaf, lambda kids: st.one_of(st.lists(kids, max_size=4),
-                                                        st.dictionaries(st.text(max_size=8), kids, max_size=4)),
-                       max_leaves=20)
+_leaf = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.booleans(),
+    st.text(max_size=20),
+    st.binary(max_size=20),
+    st.none(),
+    st.floats(allow_nan=False),
+)
+_values = st.recursive(
+    _leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
 @SETTINGS

@@ -14,28 +14,33 @@ The number of examples per property comes from ``AMQPCAP_FUZZ_EXAMPLES``
     AMQPCAP_FUZZ_EXAMPLES=20000 python -m pytest tests/amqp/test_fuzz_codec_0_9.py -q \
         -p no:cacheprovider --hypothesis-show-statistics
 """
+
 from __future__ import annotations
 
 import os
 import struct
 
 import pytest
+from fixtures import amqp09 as A
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqpcap.amqp.codec_0_9 import DecodeError, Decoder09, decode_table
 from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
-from fixtures import amqp09 as A
 
 EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 VERSIONS = ("0-8", "0-9", "0-9-1")
 EVENT_TYPES = (Frame, Method, Content, Heartbeat, Anomaly)
 SKIPPING = {"resync", "resync-failed", "truncated-stream", "gap"}
 
 
 # --- the accounting property ---------------------------------------------------------
+
 
 def assert_tiles(events, start: int, end: int, gaps: dict | None = None) -> None:
     """Frames and skipping anomalies cover [start, end) exactly once, in order."""
@@ -112,39 +117,45 @@ def _scalar_triples(rabbit: bool):
         st.booleans().map(lambda v: (v, "t", v)),
         i(-128, 127).map(lambda v: (v, "b", v)),
         i(0, 255).map(lambda v: (v, "B", v)),
-        i(-2 ** 15, 2 ** 15 - 1).map(lambda v: (v, "U", v)),
-        i(0, 2 ** 16 - 1).map(lambda v: (v, "u", v)),
-        i(-2 ** 31, 2 ** 31 - 1).map(lambda v: (v, "I", v)),
-        i(0, 2 ** 32 - 1).map(lambda v: (v, "i", v)),
-        i(-2 ** 63, 2 ** 63 - 1).map(lambda v: (v, "L", v)),
+        i(-(2**15), 2**15 - 1).map(lambda v: (v, "U", v)),
+        i(0, 2**16 - 1).map(lambda v: (v, "u", v)),
+        i(-(2**31), 2**31 - 1).map(lambda v: (v, "I", v)),
+        i(0, 2**32 - 1).map(lambda v: (v, "i", v)),
+        i(-(2**63), 2**63 - 1).map(lambda v: (v, "L", v)),
         st.floats(width=32, allow_nan=False).map(lambda v: (v, "f", v)),
         st.floats(allow_nan=False).map(lambda v: (v, "d", v)),
-        st.tuples(i(0, 255), i(-2 ** 31, 2 ** 31 - 1)).map(
-            lambda v: (v, "D", {"$decimal": f"{v[1]}e-{v[0]}" if v[0] else str(v[1])})),
+        st.tuples(i(0, 255), i(-(2**31), 2**31 - 1)).map(
+            lambda v: (v, "D", {"$decimal": f"{v[1]}e-{v[0]}" if v[0] else str(v[1])})
+        ),
         text.map(lambda v: (v, "S", v)),
         st.binary(max_size=20).map(lambda v: (v, "x", v)),
-        i(0, 2 ** 64 - 1).map(lambda v: (v, "T", v)),
+        i(0, 2**64 - 1).map(lambda v: (v, "T", v)),
         st.just((None, "V", None)),
     ]
     if rabbit:
-        out += [i(-2 ** 15, 2 ** 15 - 1).map(lambda v: (v, "s", v)),
-                i(-2 ** 63, 2 ** 63 - 1).map(lambda v: (v, "l", v))]
+        out += [
+            i(-(2**15), 2**15 - 1).map(lambda v: (v, "s", v)),
+            i(-(2**63), 2**63 - 1).map(lambda v: (v, "l", v)),
+        ]
     else:
-        out += [short_text.map(lambda v: (v, "s", v)), i(0, 2 ** 64 - 1).map(lambda v: (v, "l", v))]
+        out += [short_text.map(lambda v: (v, "s", v)), i(0, 2**64 - 1).map(lambda v: (v, "l", v))]
     return st.one_of(out)
 
 
 def _table_of(values):
     return st.dictionaries(short_text, values, max_size=5).map(
-        lambda d: ({k: A.Typed(t[1], t[0]) for k, t in d.items()}, {k: t[2] for k, t in d.items()}))
+        lambda d: ({k: A.Typed(t[1], t[0]) for k, t in d.items()}, {k: t[2] for k, t in d.items()})
+    )
 
 
 def triples(rabbit: bool):
     def extend(children):
         arrays = st.lists(children, max_size=4).map(
-            lambda xs: ([A.Typed(x[1], x[0]) for x in xs], "A", [x[2] for x in xs]))
+            lambda xs: ([A.Typed(x[1], x[0]) for x in xs], "A", [x[2] for x in xs])
+        )
         tables = _table_of(children).map(lambda t: (t[0], "F", t[1]))
         return arrays | tables
+
     return st.recursive(_scalar_triples(rabbit), extend, max_leaves=12)
 
 
@@ -154,10 +165,15 @@ def tables(rabbit: bool = True):
 
 
 FIELD_VALUES = {
-    "bit": st.booleans(), "octet": st.integers(0, 255), "short": st.integers(0, 2 ** 16 - 1),
-    "long": st.integers(0, 2 ** 32 - 1), "longlong": st.integers(0, 2 ** 64 - 1),
-    "timestamp": st.integers(0, 2 ** 64 - 1), "shortstr": short_text,
-    "longstr": st.binary(max_size=30) | text, "content": st.binary(max_size=30),
+    "bit": st.booleans(),
+    "octet": st.integers(0, 255),
+    "short": st.integers(0, 2**16 - 1),
+    "long": st.integers(0, 2**32 - 1),
+    "longlong": st.integers(0, 2**64 - 1),
+    "timestamp": st.integers(0, 2**64 - 1),
+    "shortstr": short_text,
+    "longstr": st.binary(max_size=30) | text,
+    "content": st.binary(max_size=30),
     "table": tables().map(lambda t: t[0]),
 }
 
@@ -180,14 +196,24 @@ def contents(draw, version):
     props = {"content-type": draw(short_text)} if draw(st.booleans()) else {}
     if draw(st.booleans()):
         props["headers"] = draw(tables())[0]
-    method = A.method_frame(channel, "basic.deliver", version, consumer_tag="c",
-                            delivery_tag=draw(st.integers(0, 2 ** 64 - 1)), routing_key="rk")
+    method = A.method_frame(
+        channel,
+        "basic.deliver",
+        version,
+        consumer_tag="c",
+        delivery_tag=draw(st.integers(0, 2**64 - 1)),
+        routing_key="rk",
+    )
     return A.content(channel, method, body, props, frame_body=frame_body, version=version)
 
 
 def valid_frames(version):
-    return st.one_of(method_frames(version), contents(version), st.just(A.heartbeat()),
-                     st.binary(max_size=40).map(lambda b: A.body_frame(1, b)))
+    return st.one_of(
+        method_frames(version),
+        contents(version),
+        st.just(A.heartbeat()),
+        st.binary(max_size=40).map(lambda b: A.body_frame(1, b)),
+    )
 
 
 @st.composite
@@ -214,18 +240,24 @@ def corrupted(draw):
         elif op == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=20))
         elif op == "delete":
-            del data[at:at + draw(st.integers(1, 20))]
+            del data[at : at + draw(st.integers(1, 20))]
         elif op == "overwrite":
             junk = draw(st.binary(min_size=1, max_size=20))
-            data[at:at + len(junk)] = junk
+            data[at : at + len(junk)] = junk
     return version, frames, bytes(data), first
 
 
 # --- properties ------------------------------------------------------------------------
 
+
 @FUZZ
-@given(st.sampled_from(VERSIONS), st.binary(max_size=3000), st.lists(st.integers(1, 3000), max_size=20),
-       st.booleans(), st.integers(0, 2 ** 40))
+@given(
+    st.sampled_from(VERSIONS),
+    st.binary(max_size=3000),
+    st.lists(st.integers(1, 3000), max_size=20),
+    st.booleans(),
+    st.integers(0, 2**40),
+)
 def test_random_bytes_never_raise_and_every_byte_is_accounted(version, data, cuts, midstream, start):
     events, end, _ = run(version, split(data, cuts), start=start, midstream=midstream)
     assert_tiles(events, start, end)
@@ -233,8 +265,12 @@ def test_random_bytes_never_raise_and_every_byte_is_accounted(version, data, cut
 
 
 @FUZZ
-@given(st.sampled_from(VERSIONS), st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10),
-       st.lists(st.tuples(st.integers(0, 9), st.integers(1, 5000)), max_size=3), st.booleans())
+@given(
+    st.sampled_from(VERSIONS),
+    st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=10),
+    st.lists(st.tuples(st.integers(0, 9), st.integers(1, 5000)), max_size=3),
+    st.booleans(),
+)
 def test_random_bytes_with_gaps_never_raise_and_every_byte_is_accounted(version, chunks, gaps, midstream):
     gaps = dict(gaps)
     events, end, gap_at = run(version, chunks, midstream=midstream, gaps=gaps)
@@ -243,7 +279,7 @@ def test_random_bytes_with_gaps_never_raise_and_every_byte_is_accounted(version,
 
 
 @FUZZ
-@given(valid_streams(), st.lists(st.integers(1, 10 ** 5), max_size=30))
+@given(valid_streams(), st.lists(st.integers(1, 10**5), max_size=30))
 def test_valid_streams_decode_without_anomalies_and_split_invariantly(vf, cuts):
     version, frames = vf
     data = b"".join(frames)
@@ -254,7 +290,8 @@ def test_valid_streams_decode_without_anomalies_and_split_invariantly(vf, cuts):
     assert {a.kind for a in anomalies} <= {"unexpected-frame", "incomplete-content"}
     assert_tiles(events, 0, end)
     assert [f.offset for f in events if isinstance(f, Frame)] == [
-        sum(map(len, frames[:i])) + o for i, fr in enumerate(frames) for o in _frame_offsets(fr)]
+        sum(map(len, frames[:i])) + o for i, fr in enumerate(frames) for o in _frame_offsets(fr)
+    ]
     assert [A.strip_position(e) for e in events] == [A.strip_position(e) for e in ref]
 
 
@@ -267,7 +304,7 @@ def _frame_offsets(blob: bytes):
 
 
 @FUZZ
-@given(corrupted(), st.lists(st.integers(1, 10 ** 5), max_size=10), st.booleans())
+@given(corrupted(), st.lists(st.integers(1, 10**5), max_size=10), st.booleans())
 def test_corrupted_streams_never_raise_account_every_byte_and_keep_the_clean_prefix(c, cuts, midstream):
     version, frames, data, first_bad = c
     events, end, _ = run(version, split(data, cuts), midstream=midstream)
@@ -275,8 +312,11 @@ def test_corrupted_streams_never_raise_account_every_byte_and_keep_the_clean_pre
     assert_events_sane(events)
     # frames entirely before the first corrupted byte decode exactly as in the clean stream
     clean, _, _ = run(version, [b"".join(frames)], midstream=midstream)
-    before = lambda evs: [A.strip_position(e) for e in evs  # noqa: E731
-                          if isinstance(e, (Frame, Method)) and e.offset + _wire(e, evs) <= first_bad]
+    before = lambda evs: [
+        A.strip_position(e)
+        for e in evs  # noqa: E731
+        if isinstance(e, (Frame, Method)) and e.offset + _wire(e, evs) <= first_bad
+    ]
     assert before(events) == before(clean)
     assert split_invariant(version, data, cuts, midstream)
 
@@ -310,13 +350,28 @@ def test_truncation_at_any_offset_of_a_valid_stream(vf, data):
 
 
 def _handshake_stream():
-    return b"".join([
-        A.method_frame(0, "connection.start-ok", client_properties={"p": "x"}, mechanism="PLAIN",
-                       response=b"\0u\0p", locale="en_US"),
-        A.method_frame(0, "connection.tune-ok", channel_max=0, frame_max=4096, heartbeat=0),
-        A.content(1, A.method_frame(1, "basic.publish", routing_key="r"), b"b" * 5000, {"priority": 1},
-                  frame_body=4088),
-        A.heartbeat(), A.method_frame(1, "basic.ack", delivery_tag=1)])
+    return b"".join(
+        [
+            A.method_frame(
+                0,
+                "connection.start-ok",
+                client_properties={"p": "x"},
+                mechanism="PLAIN",
+                response=b"\0u\0p",
+                locale="en_US",
+            ),
+            A.method_frame(0, "connection.tune-ok", channel_max=0, frame_max=4096, heartbeat=0),
+            A.content(
+                1,
+                A.method_frame(1, "basic.publish", routing_key="r"),
+                b"b" * 5000,
+                {"priority": 1},
+                frame_body=4088,
+            ),
+            A.heartbeat(),
+            A.method_frame(1, "basic.ack", delivery_tag=1),
+        ]
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -366,7 +421,9 @@ def test_random_field_tables_in_a_method_round_trip_and_survive_truncation(t, da
     short = A.frame(1, 1, A.method_payload("queue.declare", queue="q")[:-4] + wire[:cut])
     events, end, _ = run("0-9-1", [short])
     assert [(a.kind, a.skipped) for a in events if isinstance(a, Anomaly)] in (
-        [("malformed-method", 0)], [])  # [] only when the cut happens to leave a valid shorter table
+        [("malformed-method", 0)],
+        [],
+    )  # [] only when the cut happens to leave a valid shorter table
     assert_tiles(events, 0, end)
 
 
@@ -405,5 +462,6 @@ def test_a_gap_anywhere_in_a_valid_stream_is_accounted_and_keeps_the_frames_befo
     assert [A.strip_position(e) for e in events if isinstance(e, Frame) and e.offset < a] == kept
     # a content open at the gap is closed incomplete: none completes across it
     after_gap = len(chunks)  # packet number of the chunk after the gap
-    assert not [c for c in events if isinstance(c, Content) and c.complete and c.offset < a
-                and c.packet == after_gap]
+    assert not [
+        c for c in events if isinstance(c, Content) and c.complete and c.offset < a and c.packet == after_gap
+    ]

@@ -3,6 +3,7 @@
 Every test also checks the accounting: frame wire sizes + anomaly skipped bytes
 (+ gap sizes, which the gap anomaly's skipped includes) == stream length.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -10,10 +11,10 @@ import random
 import tracemalloc
 
 import pytest
+from fixtures import amqp09 as A
 
 from amqpcap.amqp.codec_0_9 import Decoder09
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
-from fixtures import amqp09 as A
 
 ACK = A.method_frame(1, "basic.ack", delivery_tag=7)  # 21 bytes
 QOS = A.method_frame(1, "basic.qos", prefetch_count=5)  # 19 bytes
@@ -32,7 +33,9 @@ def test_bad_frame_end_then_resync_on_the_next_valid_frame():
     stream = QOS + bad + ACK + QOS
     _, events = A.decode(stream)
     assert [(a.kind, a.offset, a.skipped, a.channel) for a in A.anomalies(events)] == [
-        ("bad-frame-end", 19, 0, 1), ("resync", 19, 21, None)]
+        ("bad-frame-end", 19, 0, 1),
+        ("resync", 19, 21, None),
+    ]
     assert "frame-end octet is 0x00, not 0xce" in A.anomalies(events)[0].detail
     assert names(events) == ["basic.qos", "basic.ack", "basic.qos"]
     assert [f.offset for f in A.events_of(events, Frame)] == [0, 40, 61]
@@ -44,14 +47,25 @@ def test_resync_skips_garbage_of_any_length_and_counts_it_exactly():
     stream = QOS + ACK[:-1] + b"\xcf" + garbage + ACK
     _, events = A.decode(stream)
     assert [(a.kind, a.offset, a.skipped) for a in A.anomalies(events)] == [
-        ("bad-frame-end", 19, 0), ("resync", 19, 21 + 1000)]
+        ("bad-frame-end", 19, 0),
+        ("resync", 19, 21 + 1000),
+    ]
     assert names(events) == ["basic.qos", "basic.ack"]
     assert A.account(events) == len(stream)
 
 
-@pytest.mark.parametrize("version, ftype, known", [("0-9-1", 4, False), ("0-9-1", 9, False), ("0-9-1", 0, False),
-                                                   ("0-8", 4, True), ("0-8", 7, True), ("0-8", 9, False),
-                                                   ("0-9", 6, True)])
+@pytest.mark.parametrize(
+    "version, ftype, known",
+    [
+        ("0-9-1", 4, False),
+        ("0-9-1", 9, False),
+        ("0-9-1", 0, False),
+        ("0-8", 4, True),
+        ("0-8", 7, True),
+        ("0-8", 9, False),
+        ("0-9", 6, True),
+    ],
+)
 def test_frame_types_the_version_does_not_define_are_unknown_frame_type(version, ftype, known):
     odd = A.frame(ftype, 2, b"abc")
     stream = odd + ACK
@@ -61,7 +75,9 @@ def test_frame_types_the_version_does_not_define_are_unknown_frame_type(version,
         assert A.anomalies(events) == []
     else:
         assert [(a.kind, a.offset, a.skipped, a.channel) for a in A.anomalies(events)] == [
-            ("unknown-frame-type", 0, 0, None), ("resync", 0, len(odd), None)]
+            ("unknown-frame-type", 0, 0, None),
+            ("resync", 0, len(odd), None),
+        ]
         assert f"frame type {ftype} is not defined in AMQP {version}" in A.anomalies(events)[0].detail
     assert names(events) == ["basic.ack"]
     assert A.account(events) == len(stream)
@@ -88,7 +104,9 @@ def test_a_4_gb_size_claim_is_oversize_and_allocates_nothing_big():
     events = [e for _, e in dec.pop_events()]
     assert peak < 512 * 1024
     assert [(a.kind, a.offset, a.skipped, a.channel) for a in A.anomalies(events)] == [
-        ("oversize-frame", 19, 0, 1), ("resync", 19, 7 + chunks * 65536, None)]
+        ("oversize-frame", 19, 0, 1),
+        ("resync", 19, 7 + chunks * 65536, None),
+    ]
     assert "claims 4294967295 bytes (limit 1048576)" in A.anomalies(events)[0].detail
     assert names(events) == ["basic.qos", "basic.ack"]
     assert A.account(events) == off + len(ACK)
@@ -166,7 +184,8 @@ def test_method_frame_shorter_than_class_and_method_ids_is_malformed_frame(paylo
     stream = A.frame(1, 1, payload) + ACK
     _, events = A.decode(stream)
     assert [(a.kind, a.detail) for a in A.anomalies(events)] == [
-        ("malformed-frame", f"method frame of {len(payload)} bytes")]
+        ("malformed-frame", f"method frame of {len(payload)} bytes")
+    ]
     assert names(events) == ["basic.ack"]
     assert A.account(events) == len(stream)
 
@@ -176,7 +195,8 @@ def test_body_without_header_is_unexpected_frame():
     _, events = A.decode(stream)
     assert [(a.kind, a.detail, a.channel, a.offset, a.skipped) for a in A.anomalies(events)] == [
         ("unexpected-frame", "body frame without a content header", 1, 17, 0),
-        ("incomplete-content", "basic.publish content interrupted by basic.ack", 1, 0, 0)]
+        ("incomplete-content", "basic.publish content interrupted by basic.ack", 1, 0, 0),
+    ]
     [c] = A.events_of(events, Content)
     assert (c.complete, c.body_frames, c.body_received, c.properties) == (False, 0, 0, {})
     assert A.account(events) == len(stream)
@@ -195,14 +215,19 @@ def test_header_without_method_is_unexpected_frame():
     _, events = A.decode(stream)
     assert [(a.kind, a.detail, a.channel, a.offset) for a in A.anomalies(events)] == [
         ("unexpected-frame", "content header without a content method", 2, 0),
-        ("unexpected-frame", "body frame without a content header", 2, 22)]
+        ("unexpected-frame", "body frame without a content header", 2, 22),
+    ]
     assert A.events_of(events, Content) == []
     assert names(events) == ["basic.ack"]
 
 
 def test_second_header_for_the_same_content_is_unexpected_and_the_content_still_completes():
-    stream = (A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 2, {"type": "a"})
-              + A.header_frame(1, 60, 9, {"type": "b"}) + A.body_frame(1, b"ok"))
+    stream = (
+        A.method_frame(1, "basic.publish")
+        + A.header_frame(1, 60, 2, {"type": "a"})
+        + A.header_frame(1, 60, 9, {"type": "b"})
+        + A.body_frame(1, b"ok")
+    )
     _, events = A.decode(stream)
     assert [(a.kind, a.offset) for a in A.anomalies(events)] == [("unexpected-frame", 17 + 24)]
     [c] = A.events_of(events, Content)
@@ -210,16 +235,32 @@ def test_second_header_for_the_same_content_is_unexpected_and_the_content_still_
 
 
 def test_method_interrupting_a_content_emits_an_incomplete_content_and_an_anomaly():
-    stream = (A.method_frame(1, "basic.publish", routing_key="rk") + A.header_frame(1, 60, 10, {"priority": 3})
-              + A.body_frame(1, b"12345") + ACK + A.method_frame(1, "basic.publish", routing_key="two")
-              + A.header_frame(1, 60, 1, {}) + A.body_frame(1, b"Z"))
+    stream = (
+        A.method_frame(1, "basic.publish", routing_key="rk")
+        + A.header_frame(1, 60, 10, {"priority": 3})
+        + A.body_frame(1, b"12345")
+        + ACK
+        + A.method_frame(1, "basic.publish", routing_key="two")
+        + A.header_frame(1, 60, 1, {})
+        + A.body_frame(1, b"Z")
+    )
     _, events = A.decode(stream)
     cs = A.events_of(events, Content)
-    assert [(c.method.args["routing-key"], c.complete, c.body_size, c.body_received, c.body_frames, c.body,
-             c.properties) for c in cs] == [
-        ("rk", False, 10, 5, 1, b"12345", {"priority": 3}), ("two", True, 1, 1, 1, b"Z", {})]
+    assert [
+        (
+            c.method.args["routing-key"],
+            c.complete,
+            c.body_size,
+            c.body_received,
+            c.body_frames,
+            c.body,
+            c.properties,
+        )
+        for c in cs
+    ] == [("rk", False, 10, 5, 1, b"12345", {"priority": 3}), ("two", True, 1, 1, 1, b"Z", {})]
     assert [(a.kind, a.offset, a.channel, a.detail) for a in A.anomalies(events)] == [
-        ("incomplete-content", 0, 1, "basic.publish content interrupted by basic.ack")]
+        ("incomplete-content", 0, 1, "basic.publish content interrupted by basic.ack")
+    ]
     # the interrupting method is reported before the content it cut short
     kinds = [type(e).__name__ for e in events if not isinstance(e, Frame)]
     assert kinds == ["Method", "Method", "Anomaly", "Content", "Method", "Content"]
@@ -227,8 +268,13 @@ def test_method_interrupting_a_content_emits_an_incomplete_content_and_an_anomal
 
 
 def test_a_method_on_another_channel_does_not_interrupt_a_content():
-    stream = (A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 2, {}) + A.body_frame(1, b"a")
-              + A.method_frame(2, "basic.ack", delivery_tag=1) + A.body_frame(1, b"b"))
+    stream = (
+        A.method_frame(1, "basic.publish")
+        + A.header_frame(1, 60, 2, {})
+        + A.body_frame(1, b"a")
+        + A.method_frame(2, "basic.ack", delivery_tag=1)
+        + A.body_frame(1, b"b")
+    )
     _, events = A.decode(stream)
     [c] = A.events_of(events, Content)
     assert (c.complete, c.body) == (True, b"ab")
@@ -251,10 +297,17 @@ def test_gap_in_the_middle_of_a_body_and_decoding_resumes_at_the_next_boundary()
     assert [(a.kind, a.offset, a.skipped, a.packet) for a in A.anomalies(events)] == [
         ("gap", gap_at, 60 + 50, 2),  # lost bytes + the partial frame before them
         ("incomplete-content", 0, 0, 2),
-        ("resync", gap_at + gap_size, len(second) - 110, 3)]
+        ("resync", gap_at + gap_size, len(second) - 110, 3),
+    ]
     [c] = A.events_of(events, Content)
     assert (c.complete, c.body_size, c.body_received, c.body_frames, c.body, c.packet) == (
-        False, 300, 100, 1, body[:100], 2)
+        False,
+        300,
+        100,
+        1,
+        body[:100],
+        2,
+    )
     assert c.body_hash == hashlib.sha256(body[:100]).hexdigest()
     assert names(events) == ["basic.publish", "basic.ack"]
     assert len(A.events_of(events, Heartbeat)) == 1
@@ -269,7 +322,8 @@ def test_gap_at_a_frame_boundary_needs_no_resync_skip():
     dec.finish(4, 4)
     events = [e for _, e in dec.pop_events()]
     assert [(a.kind, a.offset, a.skipped, a.detail) for a in A.anomalies(events)] == [
-        ("gap", 19, 100, "100 bytes lost in capture")]
+        ("gap", 19, 100, "100 bytes lost in capture")
+    ]
     assert names(events) == ["basic.qos", "basic.ack"]
     assert A.account(events) == len(QOS) + 100 + len(ACK)
 
@@ -290,7 +344,11 @@ def test_finish_inside_a_frame_is_truncated_stream():
     _, events = A.decode(stream)
     [an] = A.anomalies(events)
     assert (an.kind, an.offset, an.skipped, an.detail) == (
-        "truncated-stream", 19, 15, "stream ends inside a frame (15 bytes of it captured)")
+        "truncated-stream",
+        19,
+        15,
+        "stream ends inside a frame (15 bytes of it captured)",
+    )
     assert A.account(events) == len(stream)
 
 
@@ -298,7 +356,8 @@ def test_finish_inside_a_content_emits_it_incomplete():
     stream = A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 9, {}) + A.body_frame(1, b"abc")
     _, events = A.decode(stream)
     assert [(a.kind, a.detail) for a in A.anomalies(events)] == [
-        ("incomplete-content", "basic.publish content incomplete: capture ended")]
+        ("incomplete-content", "basic.publish content incomplete: capture ended")
+    ]
     [c] = A.events_of(events, Content)
     assert (c.complete, c.body_received, c.body) == (False, 3, b"abc")
 
@@ -310,20 +369,32 @@ def test_finish_while_resynchronising_is_resync_failed():
     dec.finish(2, 2)
     events = [e for _, e in dec.pop_events()]
     assert [(a.kind, a.offset, a.skipped) for a in A.anomalies(events)] == [
-        ("unknown-frame-type", 0, 0), ("resync", 0, 30), ("truncated-stream", 49, 2)]
+        ("unknown-frame-type", 0, 0),
+        ("resync", 0, 30),
+        ("truncated-stream", 49, 2),
+    ]
     dec = Decoder09("0-9-1")
     dec.feed(0, b"\xff" * 30, 0, 1, 1)
     dec.finish(2, 2)
     events = [e for _, e in dec.pop_events()]
     assert [(a.kind, a.offset, a.skipped) for a in A.anomalies(events)] == [
-        ("unknown-frame-type", 0, 0), ("resync-failed", 0, 30)]
+        ("unknown-frame-type", 0, 0),
+        ("resync-failed", 0, 30),
+    ]
     assert A.account(events) == 30
 
 
 def test_start_midstream_inside_a_body_frame_skips_to_the_next_frame():
     body = b"y" * 500
-    stream = (A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 500, {}) + A.body_frame(1, body)
-              + ACK + A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 1, {}) + A.body_frame(1, b"!"))
+    stream = (
+        A.method_frame(1, "basic.publish")
+        + A.header_frame(1, 60, 500, {})
+        + A.body_frame(1, body)
+        + ACK
+        + A.method_frame(1, "basic.publish")
+        + A.header_frame(1, 60, 1, {})
+        + A.body_frame(1, b"!")
+    )
     start = 17 + 22 + 100  # inside the body frame
     base = 5000  # stream offset of the first captured byte
     dec = Decoder09("0-9-1")
@@ -356,14 +427,19 @@ def test_resync_does_not_accept_a_candidate_method_the_spec_does_not_know():
     stream = b"\xee" + fake + ACK
     _, events = A.decode(stream)
     assert [(a.kind, a.skipped) for a in A.anomalies(events)] == [
-        ("unknown-frame-type", 0), ("resync", 1 + len(fake))]
+        ("unknown-frame-type", 0),
+        ("resync", 1 + len(fake)),
+    ]
     assert names(events) == ["basic.ack"]
 
 
 def test_heartbeat_on_a_non_zero_channel_is_not_a_resync_boundary_but_decodes_in_sync():
     hb = A.frame(8, 3, b"")
     _, events = A.decode(b"\xee" + hb + ACK)
-    assert [(a.kind, a.skipped) for a in A.anomalies(events)] == [("unknown-frame-type", 0), ("resync", 1 + 8)]
+    assert [(a.kind, a.skipped) for a in A.anomalies(events)] == [
+        ("unknown-frame-type", 0),
+        ("resync", 1 + 8),
+    ]
     _, events = A.decode(hb + ACK)
     assert [(h.channel, h.offset) for h in A.events_of(events, Heartbeat)] == [(3, 0)]
 
@@ -378,7 +454,10 @@ def test_valid_frames_behind_an_unresolvable_resync_candidate_decode_at_finish()
     stream = b"\xee" + FALSE_CANDIDATE + ACK + QOS + ACK[:5]
     _, events = A.decode(stream)
     assert [(a.kind, a.offset, a.skipped) for a in A.anomalies(events)] == [
-        ("unknown-frame-type", 0, 0), ("resync", 0, 8), ("truncated-stream", 8 + 21 + 19, 5)]
+        ("unknown-frame-type", 0, 0),
+        ("resync", 0, 8),
+        ("truncated-stream", 8 + 21 + 19, 5),
+    ]
     assert names(events) == ["basic.ack", "basic.qos"]
     assert A.account(events) == len(stream)
 
@@ -392,8 +471,11 @@ def test_valid_frames_behind_an_unresolvable_resync_candidate_decode_before_a_ga
     dec.finish(4, 4)
     events = [e for _, e in dec.pop_events()]
     assert [(a.kind, a.offset, a.skipped, a.packet) for a in A.anomalies(events)] == [
-        ("unknown-frame-type", 0, 0, 1), ("resync", 0, 8, 1), ("gap", len(head), 1000 + 5, 2),
-        ("resync", len(head) + 1000, 16, 3)]
+        ("unknown-frame-type", 0, 0, 1),
+        ("resync", 0, 8, 1),
+        ("gap", len(head), 1000 + 5, 2),
+        ("resync", len(head) + 1000, 16, 3),
+    ]
     assert names(events) == ["basic.ack", "basic.qos", "basic.qos"]
     assert A.account(events) == len(head) + 1000 + 16 + len(QOS)
 

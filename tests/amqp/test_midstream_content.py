@@ -1,6 +1,7 @@
 """A capture that starts inside a connection: the rest of a message begun before it is
 accounted for by the start-of-stream resync (one anomaly per direction), not reported as
 unexpected frames; frames are attributed to the packets that completed them."""
+
 from __future__ import annotations
 
 import os
@@ -98,17 +99,21 @@ def test_0_9_a_gap_before_the_first_method_reports_the_held_resync_first():
 
 # -- 0-10 ---------------------------------------------------------------------------------
 
-TRANSFER = B.command("message.transfer", {"destination": "d", "accept-mode": 1, "acquire-mode": 0},
-                     header={"message.delivery-properties": {"routing-key": "rk"}}, body=b"m" * 500,
-                     max_frame=112)
+TRANSFER = B.command(
+    "message.transfer",
+    {"destination": "d", "accept-mode": 1, "acquire-mode": 0},
+    header={"message.delivery-properties": {"routing-key": "rk"}},
+    body=b"m" * 500,
+    max_frame=112,
+)
 COMPLETED = B.control("session.completed", {"commands": [(0, 1)]}, channel=1)
 
 
 def _frames_0_10(stream):
     out, p = [], 0
     while p < len(stream):
-        n = int.from_bytes(stream[p + 2:p + 4], "big")
-        out.append(stream[p:p + n])
+        n = int.from_bytes(stream[p + 2 : p + 4], "big")
+        out.append(stream[p : p + n])
         p += n
     return out
 
@@ -125,8 +130,9 @@ def _decode_0_10(chunks, start=0):
 
 
 def _account_0_10(events):
-    return sum(e.wire_size for e in events if isinstance(e, Frame)) + sum(e.skipped for e in events
-                                                                         if isinstance(e, Anomaly))
+    return sum(e.wire_size for e in events if isinstance(e, Frame)) + sum(
+        e.skipped for e in events if isinstance(e, Anomaly)
+    )
 
 
 def test_0_10_body_frames_of_a_transfer_begun_before_the_capture():
@@ -145,15 +151,19 @@ def test_0_10_body_frames_of_a_transfer_begun_before_the_capture():
 
 
 def test_0_10_continuation_frames_of_a_header_segment_begun_before_the_capture():
-    big_header = B.command("message.transfer", {"destination": "d", "accept-mode": 1, "acquire-mode": 0},
-                           header={"message.message-properties": {"application-headers": {"k": "v" * 200}}},
-                           body=b"b", max_frame=64)
+    big_header = B.command(
+        "message.transfer",
+        {"destination": "d", "accept-mode": 1, "acquire-mode": 0},
+        header={"message.message-properties": {"application-headers": {"k": "v" * 200}}},
+        body=b"b",
+        max_frame=64,
+    )
     frames = _frames_0_10(big_header)
     flags = [f[0] for f in frames]
     # the first frame of the header segment (type 2) whose continuation frames the capture starts in
     first_header = next(i for i, f in enumerate(frames) if f[1] == 2)
     assert frames[first_header + 1][1] == 2 and not flags[first_header + 1] & 2
-    stream = b"".join(frames[first_header + 1:]) + COMPLETED
+    stream = b"".join(frames[first_header + 1 :]) + COMPLETED
     events = _decode_0_10([stream])
     assert [a.kind for a in events if isinstance(a, Anomaly)] == ["resync"]
     assert [m.name for m in events if isinstance(m, Method)] == ["session.completed"]
@@ -177,6 +187,9 @@ def test_0_10_frames_after_a_malformed_one_keep_their_own_packet_too():
     dec.feed(0, c, len(a) + 5 + len(b), 2, 2000)
     dec.finish(3, 3000)
     events = [e for _, e in dec.pop_events()]
-    assert [(e.args["commands"], e.packet) for e in events if isinstance(e, Method)] == \
-        [([[0, 1]], 1), ([[0, 2]], 1), ([[0, 3]], 2)]
+    assert [(e.args["commands"], e.packet) for e in events if isinstance(e, Method)] == [
+        ([[0, 1]], 1),
+        ([[0, 2]], 1),
+        ([[0, 3]], 2),
+    ]
     assert [a.kind for a in events if isinstance(a, Anomaly)] == ["malformed-frame", "resync"]

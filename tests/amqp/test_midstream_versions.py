@@ -1,6 +1,7 @@
 """Which of 0-8, 0-9 and 0-9-1 a conversation picked up mid-stream speaks: the frames look
 alike, so the decoder narrows the candidates with every method whose layout differs
 between them, and the connection decoder holds the events until the version is settled."""
+
 from __future__ import annotations
 
 import os
@@ -48,13 +49,18 @@ def test_0_8_channel_open_ok_without_arguments_settles_0_8():
 
 
 def test_0_8_connection_close_is_not_taken_for_connection_blocked():
-    frame = A.method_frame(0, "connection.close", "0-8", reply_code=320, reply_text="CONNECTION_FORCED",
-                           class_id=0, method_id=0)
+    frame = A.method_frame(
+        0, "connection.close", "0-8", reply_code=320, reply_text="CONNECTION_FORCED", class_id=0, method_id=0
+    )
     dec, ev = _infer(frame + A.method_frame(0, "connection.close-ok", "0-8"))
     assert dec.version == "0-8"
-    assert _methods(ev) == [("connection.close", {"reply-code": 320, "reply-text": "CONNECTION_FORCED",
-                                                  "class-id": 0, "method-id": 0}),
-                            ("connection.close-ok", {})]
+    assert _methods(ev) == [
+        (
+            "connection.close",
+            {"reply-code": 320, "reply-text": "CONNECTION_FORCED", "class-id": 0, "method-id": 0},
+        ),
+        ("connection.close-ok", {}),
+    ]
 
 
 def test_0_9_1_connection_blocked_keeps_0_9_1():
@@ -73,8 +79,10 @@ def test_0_8_basic_consume_without_an_arguments_table():
 
 def test_basic_consume_with_its_table_proves_nothing_as_rabbitmq_sends_it_to_0_8_clients_too():
     # (and its 0-8 channel.open-ok is 0-9-1's, an empty long string: see DIALECT_FIELDS)
-    dec, ev = _infer(A.method_frame(1, "basic.consume", queue="q", consumer_tag="c1", arguments={"x-priority": 5})
-                     + A.method_frame(1, "channel.open-ok"))
+    dec, ev = _infer(
+        A.method_frame(1, "basic.consume", queue="q", consumer_tag="c1", arguments={"x-priority": 5})
+        + A.method_frame(1, "channel.open-ok")
+    )
     assert dec.candidates == ("0-9-1", "0-8", "0-9")
     assert _methods(ev)[0][1]["arguments"] == {"x-priority": 5}
 
@@ -111,6 +119,7 @@ def test_a_version_named_by_a_header_is_never_narrowed():
 
 # -- the connection decoder holds the rows until the version is settled -------------------
 
+
 def _conn(c2s: bytes, s2c: bytes, *, finish: bool = False):
     dec = ConnectionDecoder(amqp_port=True)
     dec.data(0, 1000, c2s, 1, 1)
@@ -123,7 +132,9 @@ def _conn(c2s: bytes, s2c: bytes, *, finish: bool = False):
 
 
 def test_events_wait_for_the_evidence_that_names_the_version():
-    c2s = A.method_frame(1, "channel.open", "0-8") + PUB + A.header_frame(1, 60, 2, {}) + A.body_frame(1, b"hi")
+    c2s = (
+        A.method_frame(1, "channel.open", "0-8") + PUB + A.header_frame(1, 60, 2, {}) + A.body_frame(1, b"hi")
+    )
     s2c = A.method_frame(1, "channel.open-ok", "0-8")
     dec, first, second = _conn(c2s, s2c)
     assert first == []  # 0-8, 0-9 or 0-9-1: not known yet

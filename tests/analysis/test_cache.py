@@ -1,4 +1,5 @@
 """amqpcap.load on a capture: the cache of dissections."""
+
 from amqpcap.analysis import tables
 
 CAP = "captures/rabbitmq091_pyamqp_basic.pcap"

@@ -1,4 +1,5 @@
 """amqpcap.load: typed tables from a dissect output directory, and the capture cache."""
+
 import os
 
 import pandas as pd
@@ -30,7 +31,13 @@ def test_load_directory_types_and_missing_frames(tmp_path):
     _write(tmp_path, c.tables())
     t = amqpcap.load(tmp_path)
     assert isinstance(t, Tables) and not t.has_frames
-    assert (len(t.connections), len(t.methods), len(t.messages), len(t.anomalies), len(t.frames)) == (1, 2, 1, 0, 0)
+    assert (len(t.connections), len(t.methods), len(t.messages), len(t.anomalies), len(t.frames)) == (
+        1,
+        2,
+        1,
+        0,
+        0,
+    )
     assert list(t.frames.columns) == [f.name for f in SCHEMAS["frames"]]
     assert str(t.methods["ts"].dtype) == "datetime64[ns, UTC]"
     assert str(t.connections["syn_ts"].dtype) == "datetime64[ns, UTC]"
@@ -47,8 +54,10 @@ def test_load_reads_several_files_and_missing_columns(tmp_path):
     c.method(0, "c2s", "basic.qos", channel=1, prefetch_count=3)
     _write(tmp_path, c.tables())
     # a second part written by an older writer without some columns
-    pq.write_table(pa.table({"capture": ["b.pcap"], "tcp_stream": pa.array([4], pa.int32()),
-                             "method": ["basic.ack"]}), tmp_path / "methods" / "part-1.parquet")
+    pq.write_table(
+        pa.table({"capture": ["b.pcap"], "tcp_stream": pa.array([4], pa.int32()), "method": ["basic.ack"]}),
+        tmp_path / "methods" / "part-1.parquet",
+    )
     t = load(tmp_path)
     assert sorted(t.methods["method"]) == ["basic.ack", "basic.qos"]
     assert t.methods["tcp_stream"].tolist() == [0, 4]
@@ -78,6 +87,7 @@ def test_capture_is_dissected_once_into_the_cache(tmp_path, monkeypatch):
         _write(__import__("pathlib").Path(out), c.tables())
 
     import amqpcap.pipeline
+
     monkeypatch.setattr(amqpcap.pipeline, "dissect", fake_dissect)
     t1 = load(cap, cache_dir=tmp_path / "cache", body_bytes=16)
     t2 = load(cap, cache_dir=tmp_path / "cache", body_bytes=16)

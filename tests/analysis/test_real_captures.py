@@ -1,5 +1,6 @@
 """The analysis on the shipped captures, against what the recording scripts know
 (captures/*.truth.json, captures/qpid010_basic.qpidlog.txt.gz)."""
+
 import os
 
 import pytest
@@ -25,19 +26,22 @@ def _load(name, cache):
 
 
 def _errors(s):
-    return {(e["kind"], e["code"], e["name"], e["method"], e["failing_method"]): e["count"]
-            for e in s["errors"]}
+    return {
+        (e["kind"], e["code"], e["name"], e["method"], e["failing_method"]): e["count"] for e in s["errors"]
+    }
 
 
 def test_amqplib_0_8(cache):
     s = stats(_load("rabbitmq08_amqplib.pcap", cache))
     ca = s["latency"]["consumer_ack"]
     assert (ca["count"], ca["acked"], ca["rejected"], ca["nacked"], ca["unsettled"]) == (4, 3, 1, 0, 0)
-    assert s["latency"]["transit"]["count"] == 5       # 7 publishes: 1 returned, 1 rolled back
-    assert s["latency"]["method_rtt"]["errors"] == 1   # the passive declare answered by 404
-    assert _errors(s) == {("return", 312, "no-route", "basic.return", "basic.publish"): 1,
-                          ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
-                          ("reject", None, None, "basic.reject", "basic.deliver"): 1}
+    assert s["latency"]["transit"]["count"] == 5  # 7 publishes: 1 returned, 1 rolled back
+    assert s["latency"]["method_rtt"]["errors"] == 1  # the passive declare answered by 404
+    assert _errors(s) == {
+        ("return", 312, "no-route", "basic.return", "basic.publish"): 1,
+        ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
+        ("reject", None, None, "basic.reject", "basic.deliver"): 1,
+    }
 
 
 def test_pika_full_0_9_1(cache):
@@ -48,23 +52,43 @@ def test_pika_full_0_9_1(cache):
     ca = lat["consumer_ack"]
     # deliveries 1-5: ack, nack(requeue), nack, reject, reject(requeue); 6-7 acked (multiple); get-ok 8 acked;
     # get-ok 9-11 were no-ack gets
-    assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"], ca["redelivered"]) == (8, 4, 2, 2, 0, 2)
+    assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"], ca["redelivered"]) == (
+        8,
+        4,
+        2,
+        2,
+        0,
+        2,
+    )
     assert (lat["transit"]["count"], lat["transit"]["deliveries"]) == (9, 11)
     # publisher nacks (2 confirms nacked) and consumer nacks (2 deliveries nacked) are told apart
-    assert _errors(s) == {("nack", None, None, "basic.nack", "basic.publish"): 2,
-                          ("nack", None, None, "basic.nack", "basic.deliver"): 2,
-                          ("return", 312, "no-route", "basic.return", "basic.publish"): 2,
-                          ("reject", None, None, "basic.reject", "basic.deliver"): 2,
-                          ("channel-close", 403, "access-refused", "channel.close", "exchange.declare"): 1,
-                          ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
-                          ("channel-close", 406, "precondition-failed", "channel.close", "queue.declare"): 1}
-    full = {e["code"]: (e["texts"], e["first_frame"], e["first_tcp_stream"])
-            for e in s["errors"] if e["code"]}
-    assert full[406] == ([{"text": "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue "
-                                   "'amqpcap.q.work' in vhost 'amqpcap': received the value '10' of type "
-                                   "'signedint' but current is none", "count": 1,
-                           "first_capture": s["captures"][0], "first_tcp_stream": 0,
-                           "first_frame": 242}], 242, 0)
+    assert _errors(s) == {
+        ("nack", None, None, "basic.nack", "basic.publish"): 2,
+        ("nack", None, None, "basic.nack", "basic.deliver"): 2,
+        ("return", 312, "no-route", "basic.return", "basic.publish"): 2,
+        ("reject", None, None, "basic.reject", "basic.deliver"): 2,
+        ("channel-close", 403, "access-refused", "channel.close", "exchange.declare"): 1,
+        ("channel-close", 404, "not-found", "channel.close", "queue.declare"): 1,
+        ("channel-close", 406, "precondition-failed", "channel.close", "queue.declare"): 1,
+    }
+    full = {
+        e["code"]: (e["texts"], e["first_frame"], e["first_tcp_stream"]) for e in s["errors"] if e["code"]
+    }
+    assert full[406] == (
+        [
+            {
+                "text": "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue "
+                "'amqpcap.q.work' in vhost 'amqpcap': received the value '10' of type "
+                "'signedint' but current is none",
+                "count": 1,
+                "first_capture": s["captures"][0],
+                "first_tcp_stream": 0,
+                "first_frame": 242,
+            }
+        ],
+        242,
+        0,
+    )
     # heartbeat 2 s, 5 s idle with heartbeats both ways: nothing missed
     assert s["health"]["heartbeat_missed"] == 0 and s["health"]["heartbeat_source"] == "frames"
 
@@ -74,8 +98,8 @@ def test_pika_throughput_0_9_1(cache):
     lat = s["latency"]
     assert lat["consumer_ack"]["acked"] == 1200 and lat["consumer_ack"]["unsettled"] == 0
     assert lat["rpc"]["count"] == 12 and lat["rpc"]["missing"] == 0
-    assert lat["transit"]["count"] == 1212            # 1200 messages + 12 RPC replies
-    assert s["throughput"]["messages"] == 2424        # each published once and delivered once
+    assert lat["transit"]["count"] == 1212  # 1200 messages + 12 RPC replies
+    assert s["throughput"]["messages"] == 2424  # each published once and delivered once
     assert s["health"]["max_unacked"] == 50 and s["health"]["channels_over_prefetch"] == 0  # prefetch 50
     assert s["errors"] == []
 
@@ -84,7 +108,7 @@ def test_pika_blocked(cache):
     t = _load("rabbitmq091_pika_blocked.pcap", cache)
     b = blocked(t)
     assert b["status"].tolist() == ["unblocked"] and b["reason"].tolist() == ["low on memory"]
-    assert 2300 < b["duration_ms"].iloc[0] < 2700     # the client saw 2.54 s
+    assert 2300 < b["duration_ms"].iloc[0] < 2700  # the client saw 2.54 s
 
 
 def test_pyamqp_confirms(cache):
@@ -127,7 +151,11 @@ def test_pika_full_heartbeats_healthy_without_frames(cache):
     assert not t.has_frames
     h = stats(t)["health"]
     assert (h["heartbeat_late"], h["heartbeat_missed"], h["heartbeat_unknown"], h["heartbeat_source"]) == (
-        0, 0, 0, "liveness")
+        0,
+        0,
+        0,
+        "liveness",
+    )
     c = t.connections.iloc[0]
     assert (c["heartbeats_c2s"], c["heartbeats_s2c"]) == (5, 5)
     f = amqpcap.load(path, cache_dir=cache, frames=True).frames
@@ -139,8 +167,15 @@ def test_pika_full_heartbeats_healthy_without_frames(cache):
         assert c[f"last_frame_ts_{d}"] == fd.iloc[-1]
 
 
-@pytest.mark.parametrize("name", ["qpid010_basic.pcap", "rabbitmq091_pika_full.pcap",
-                                  "rabbitmq091_pika_blocked.pcap", "rabbitmq08_amqplib.pcap"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "qpid010_basic.pcap",
+        "rabbitmq091_pika_full.pcap",
+        "rabbitmq091_pika_blocked.pcap",
+        "rabbitmq08_amqplib.pcap",
+    ],
+)
 def test_analysis_reads_typed_columns_not_the_arguments_json(cache, name):
     """The same stats, health and latency tables with the ``arguments`` column emptied."""
     import dataclasses

@@ -1,4 +1,5 @@
 """stats JSON contract and the HTML report."""
+
 import base64
 import json
 import re
@@ -20,15 +21,27 @@ def sample():
     c.method(5, "c2s", "confirm.select", channel=1, stream=1)
     c.method(6, "s2c", "confirm.select-ok", channel=1, stream=1)
     for i in range(1, 5):  # publishes at 10..13 on stream 1, deliveries at 20..23 on stream 0
-        c.method(9 + i, "c2s", "basic.publish", channel=1, stream=1, exchange="", routing_key="q", body=b"m%d" % i)
+        c.method(
+            9 + i, "c2s", "basic.publish", channel=1, stream=1, exchange="", routing_key="q", body=b"m%d" % i
+        )
     for i in range(1, 5):
-        c.method(19 + i, "s2c", "basic.deliver", channel=1, exchange="", routing_key="q", consumer_tag="c",
-                 delivery_tag=i, redelivered=False, body=b"m%d" % i)
-    c.method(30, "s2c", "basic.ack", channel=1, stream=1, delivery_tag=2, multiple=True)   # confirms 1, 2
-    c.method(31, "s2c", "basic.nack", channel=1, stream=1, delivery_tag=3)                 # nack 3; 4 unconfirmed
+        c.method(
+            19 + i,
+            "s2c",
+            "basic.deliver",
+            channel=1,
+            exchange="",
+            routing_key="q",
+            consumer_tag="c",
+            delivery_tag=i,
+            redelivered=False,
+            body=b"m%d" % i,
+        )
+    c.method(30, "s2c", "basic.ack", channel=1, stream=1, delivery_tag=2, multiple=True)  # confirms 1, 2
+    c.method(31, "s2c", "basic.nack", channel=1, stream=1, delivery_tag=3)  # nack 3; 4 unconfirmed
     c.method(40, "c2s", "basic.ack", channel=1, delivery_tag=1)
     c.method(41, "c2s", "basic.reject", channel=1, delivery_tag=2)
-    c.method(42, "c2s", "basic.nack", channel=1, delivery_tag=3)                           # 4 unsettled
+    c.method(42, "c2s", "basic.nack", channel=1, delivery_tag=3)  # 4 unsettled
     c.method(1500, "c2s", "queue.declare", channel=2, queue="nope")
     c.method(1502, "s2c", "channel.close", channel=2, reply_code=404, reply_text="NOT_FOUND")
     c.method(1503, "c2s", "channel.close-ok", channel=2)
@@ -39,28 +52,68 @@ def sample():
 def test_stats_contract_exact():
     s = stats(sample())
     json.dumps(s)  # JSON-able as is
-    assert set(s) >= {"connections", "latency", "errors", "throughput", "methods", "anomalies", "stats_version"}
+    assert set(s) >= {
+        "connections",
+        "latency",
+        "errors",
+        "throughput",
+        "methods",
+        "anomalies",
+        "stats_version",
+    }
     assert s["connections"] == 2
     lat = s["latency"]
     assert set(lat) == {"method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup"}
     for d in lat.values():
         assert {"count", "p50_ms", "p90_ms", "p99_ms", "max_ms"} <= set(d)
-    # qos 1 ms, consume 2 ms, confirm.select 1 ms, channel.close 1 ms; queue.declare answered by a close: error
-    assert {k: lat["method_rtt"][k] for k in ("count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "missing", "errors")} == \
-        {"count": 4, "p50_ms": 1.0, "p90_ms": 1.7, "p99_ms": 1.97, "max_ms": 2.0, "missing": 0, "errors": 1}
+    # qos 1 ms, consume 2 ms, confirm.select 1 ms, channel.close 1 ms;
+    # queue.declare answered by a close: error
+    assert {
+        k: lat["method_rtt"][k]
+        for k in ("count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "missing", "errors")
+    } == {"count": 4, "p50_ms": 1.0, "p90_ms": 1.7, "p99_ms": 1.97, "max_ms": 2.0, "missing": 0, "errors": 1}
     # confirm latencies: 20, 19 (ack multiple), 19 (nack of #3)
-    assert lat["confirm"] == {"count": 3, "p50_ms": 19.0, "p90_ms": 19.8, "p99_ms": 19.98, "max_ms": 20.0,
-                              "acked": 2, "nacked": 1, "unconfirmed": 1}
+    assert lat["confirm"] == {
+        "count": 3,
+        "p50_ms": 19.0,
+        "p90_ms": 19.8,
+        "p99_ms": 19.98,
+        "max_ms": 20.0,
+        "acked": 2,
+        "nacked": 1,
+        "unconfirmed": 1,
+    }
     ca = lat["consumer_ack"]
     assert (ca["count"], ca["acked"], ca["nacked"], ca["rejected"], ca["unsettled"]) == (3, 1, 1, 1, 1)
     assert (ca["p50_ms"], ca["max_ms"]) == (20.0, 20.0)
-    assert {k: lat["transit"][k] for k in ("count", "p50_ms", "max_ms")} == {"count": 4, "p50_ms": 10.0, "max_ms": 10.0}
-    assert lat["rpc"] == {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None, "missing": 0}
+    assert {k: lat["transit"][k] for k in ("count", "p50_ms", "max_ms")} == {
+        "count": 4,
+        "p50_ms": 10.0,
+        "max_ms": 10.0,
+    }
+    assert lat["rpc"] == {
+        "count": 0,
+        "p50_ms": None,
+        "p90_ms": None,
+        "p99_ms": None,
+        "max_ms": None,
+        "missing": 0,
+    }
     assert lat["connection_setup"]["count"] == 1 and lat["connection_setup"]["p50_ms"] == 10.0
+
     def err(code, name, cls, method, kind, failing, stream, frame, text=None):
         where = {"first_capture": "t.pcap", "first_tcp_stream": stream, "first_frame": frame}
-        return {"code": code, "name": name, "class": cls, "method": method, "kind": kind, "count": 1,
-                "failing_method": failing, **where, "texts": [{"text": text, "count": 1, **where}]}
+        return {
+            "code": code,
+            "name": name,
+            "class": cls,
+            "method": method,
+            "kind": kind,
+            "count": 1,
+            "failing_method": failing,
+            **where,
+            "texts": [{"text": text, "count": 1, **where}],
+        }
 
     assert s["errors"] == [  # most frequent first, then by code; publisher and consumer nacks apart
         err(404, "not-found", "soft", "channel.close", "channel-close", None, 0, 21, "NOT_FOUND"),
@@ -82,7 +135,9 @@ def test_render_text_has_every_section():
     text = render_text(stats(t), t)
     for heading in ("Connections", "Methods", "Latency (ms)", "Errors", "Throughput", "Anomalies: gap=1"):
         assert heading in text
-    assert re.search(r"confirm\s+3\s+19\.000\s+19\.800\s+19\.980\s+20\.000\s+acked=2 nacked=1 unconfirmed=1", text)
+    assert re.search(
+        r"confirm\s+3\s+19\.000\s+19\.800\s+19\.980\s+20\.000\s+acked=2 nacked=1 unconfirmed=1", text
+    )
     assert re.search(r"1\s+404\s+not-found\s+soft\s+channel\.close", text)
 
 
@@ -112,12 +167,27 @@ def test_docs_list_every_result_column():
     import importlib
     import os
 
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "analysis.md"), encoding="utf-8").read()
+    doc = open(
+        os.path.join(os.path.dirname(__file__), "..", "..", "docs", "analysis.md"), encoding="utf-8"
+    ).read()
     L = importlib.import_module("amqpcap.analysis.latency")
     H = importlib.import_module("amqpcap.analysis.connection_health")
     E = importlib.import_module("amqpcap.analysis.failures")
-    tables = [L.RTT_COLS, L.CONFIRM_COLS, L.ACK_COLS, L.TRANSIT_COLS, L.RPC_COLS, L.SETUP_COLS, L.CONSUMER_COLS,
-              E.ERROR_COLS, H.GAP_COLS, H.SUMMARY_COLS, H.BLOCKED_COLS, H.FLOW_COLS, H.UNACKED_COLS]
+    tables = [
+        L.RTT_COLS,
+        L.CONFIRM_COLS,
+        L.ACK_COLS,
+        L.TRANSIT_COLS,
+        L.RPC_COLS,
+        L.SETUP_COLS,
+        L.CONSUMER_COLS,
+        E.ERROR_COLS,
+        H.GAP_COLS,
+        H.SUMMARY_COLS,
+        H.BLOCKED_COLS,
+        H.FLOW_COLS,
+        H.UNACKED_COLS,
+    ]
     missing = sorted({c for cols in tables for c in cols if f"`{c}`" not in doc})
     assert missing == []
     s = stats(sample())
@@ -136,8 +206,12 @@ def test_a_packet_stamped_1970_is_reported_not_a_crash(tmp_path):
     t = from_frames(connections=t.connections, methods=m, messages=t.messages, anomalies=t.anomalies)
     s = stats(t)
     assert s["span"]["time_outliers"] == 1
-    assert s["span"]["first_time_outlier"] == {"capture": "t.pcap", "tcp_stream": 0, "frame_number": 20,
-                                               "ts": "1970-01-01T00:00:00+00:00"}
+    assert s["span"]["first_time_outlier"] == {
+        "capture": "t.pcap",
+        "tcp_stream": 0,
+        "frame_number": 20,
+        "ts": "1970-01-01T00:00:00+00:00",
+    }
     # the 1970 bucket is counted, not allocated
     assert s["throughput"]["messages"] == 8 and s["throughput"]["buckets"] > 1_700_000_000
     assert time_outliers(t)["frame_number"].tolist() == [20]

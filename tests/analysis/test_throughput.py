@@ -1,4 +1,5 @@
 """Throughput buckets: exact counts, with and without the frames table."""
+
 from tables import Capture, rows
 
 from amqpcap.analysis import throughput
@@ -7,12 +8,26 @@ from amqpcap.analysis.traffic import message_queues, totals
 
 def _capture():
     c = Capture()
-    c.method(0, "c2s", "basic.consume", channel=1, queue="q1", consumer_tag="")               # 1
-    c.method(1, "s2c", "basic.consume-ok", channel=1, consumer_tag="amq.ctag-1")             # 2
-    c.method(100, "c2s", "basic.publish", channel=2, exchange="", routing_key="q1", body=b"hello", frame_size=30)  # 3
-    c.method(600, "c2s", "basic.publish", channel=2, exchange="ex", routing_key="k", body=b"x" * 20, frame_size=30)  # 4
-    c.method(1500, "s2c", "basic.deliver", channel=1, exchange="", routing_key="q1", consumer_tag="amq.ctag-1",
-             delivery_tag=1, body=b"hello", frame_size=40)                                   # 5
+    c.method(0, "c2s", "basic.consume", channel=1, queue="q1", consumer_tag="")  # 1
+    c.method(1, "s2c", "basic.consume-ok", channel=1, consumer_tag="amq.ctag-1")  # 2
+    c.method(
+        100, "c2s", "basic.publish", channel=2, exchange="", routing_key="q1", body=b"hello", frame_size=30
+    )  # 3
+    c.method(
+        600, "c2s", "basic.publish", channel=2, exchange="ex", routing_key="k", body=b"x" * 20, frame_size=30
+    )  # 4
+    c.method(
+        1500,
+        "s2c",
+        "basic.deliver",
+        channel=1,
+        exchange="",
+        routing_key="q1",
+        consumer_tag="amq.ctag-1",
+        delivery_tag=1,
+        body=b"hello",
+        frame_size=40,
+    )  # 5
     return c
 
 
@@ -37,7 +52,11 @@ def test_queue_from_consumer_tag_and_default_exchange():
     got = rows(df[df["queue"].notna()], ["queue", "direction", "messages", "body_bytes", "frames"])
     assert got == [("q1", "c2s", 1, 5, 3), ("q1", "s2c", 1, 5, 3)]
     df = throughput(t, bucket="500ms", by="exchange")
-    assert rows(df[df["messages"] > 0], ["exchange", "messages", "body_bytes"]) == [("", 1, 5), ("ex", 1, 20), ("", 1, 5)]
+    assert rows(df[df["messages"] > 0], ["exchange", "messages", "body_bytes"]) == [
+        ("", 1, 5),
+        ("ex", 1, 20),
+        ("", 1, 5),
+    ]
 
 
 def test_frames_table_is_used_when_present():
@@ -49,7 +68,11 @@ def test_frames_table_is_used_when_present():
     assert df.attrs["frames_source"] == "frames"
     # only the two heartbeat frames are in the frames table here: the methods' frames are not
     assert rows(df, ["channel", "direction", "messages", "frames", "wire_bytes"]) == [
-        (2, "c2s", 2, 0, 0), (0, "c2s", 0, 1, 8), (0, "s2c", 0, 1, 8), (1, "s2c", 1, 0, 0)]
+        (2, "c2s", 2, 0, 0),
+        (0, "c2s", 0, 1, 8),
+        (0, "s2c", 0, 1, 8),
+        (1, "s2c", 1, 0, 0),
+    ]
     tot = totals(t, bucket="1s")
     assert tot["frames"].tolist() == [0, 2]
     assert tot["wire_bytes"].tolist() == [0, 16]
@@ -61,17 +84,31 @@ def test_frames_attributed_to_their_message_by_stream_offset():
     c = Capture()
     c.method(0, "c2s", "basic.consume", channel=1, queue="q1", consumer_tag="t")
     c.method(1, "s2c", "basic.consume-ok", channel=1, consumer_tag="t")
-    c.frame_row(1, "s2c", "method", channel=1, wire_size=28)           # consume-ok's frame: no queue
+    c.frame_row(1, "s2c", "method", channel=1, wire_size=28)  # consume-ok's frame: no queue
     m = c.method(1500, "s2c", "basic.deliver", channel=1, consumer_tag="t", delivery_tag=1, body=b"hello")
     # the deliver's three frames, at and after its stream offset
-    c.rows["frames"].append(dict(capture="t.pcap", tcp_stream=0, frame_number=m["frame_number"], ts=m["ts"],
-                                 direction="s2c", channel=1, stream_offset=m["stream_offset"], frame_type=1,
-                                 type_name="method", size=40, wire_size=48))
+    c.rows["frames"].append(
+        dict(
+            capture="t.pcap",
+            tcp_stream=0,
+            frame_number=m["frame_number"],
+            ts=m["ts"],
+            direction="s2c",
+            channel=1,
+            stream_offset=m["stream_offset"],
+            frame_type=1,
+            type_name="method",
+            size=40,
+            wire_size=48,
+        )
+    )
     c.frame_row(1500, "s2c", "header", channel=1, size=14, wire_size=22)
     c.frame_row(1500, "s2c", "body", channel=1, size=5, wire_size=13)
     df = throughput(c.tables(), bucket="1s", by="queue")
     assert rows(df, ["queue", "direction", "messages", "body_bytes", "frames", "wire_bytes"]) == [
-        (None, "s2c", 0, 0, 1, 28), ("q1", "s2c", 1, 5, 3, 48 + 22 + 13)]
+        (None, "s2c", 0, 0, 1, 28),
+        ("q1", "s2c", 1, 5, 3, 48 + 22 + 13),
+    ]
 
 
 def test_totals_memory_follows_the_traffic_not_the_time_span():
@@ -104,8 +141,9 @@ def test_captures_recorded_years_apart_count_only_their_own_spans():
         c.method(0, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"x")
         c.method(2500, "c2s", "basic.publish", channel=1, exchange="", routing_key="q", body=b"y")
         t = c.tables()
-        parts.append((t.methods.assign(ts=t.methods["ts"] + shift),
-                      t.messages.assign(ts=t.messages["ts"] + shift)))
+        parts.append(
+            (t.methods.assign(ts=t.methods["ts"] + shift), t.messages.assign(ts=t.messages["ts"] + shift))
+        )
     t = from_frames(methods=pd.concat([m for m, _ in parts]), messages=pd.concat([m for _, m in parts]))
     tot = totals(t, bucket="1s")
     # per capture: buckets 0 and 2, a zero at 1; the 3 years between: one zero row at each edge

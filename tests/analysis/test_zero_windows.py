@@ -1,4 +1,5 @@
 """TCP zero-window periods: recorded by the dissector, reported by analysis.zero_windows."""
+
 from fixtures.amqp09 import method_frame, protocol_header
 from fixtures.pcapgen import pcap_bytes, tcp_conversation, write
 
@@ -8,16 +9,36 @@ from amqpcap.pipeline import dissect
 
 
 def _capture(tmp_path, reopen=True):
-    segs = tcp_conversation([("c2s", protocol_header("0-9-1")),
-                             ("s2c", method_frame(0, "connection.start", version_major=0, version_minor=9,
-                                                  mechanisms="PLAIN", locales="en_US")),
-                             ("c2s", b""), ("s2c", b""), ("c2s", b"")], close=None)
+    segs = tcp_conversation(
+        [
+            ("c2s", protocol_header("0-9-1")),
+            (
+                "s2c",
+                method_frame(
+                    0,
+                    "connection.start",
+                    version_major=0,
+                    version_minor=9,
+                    mechanisms="PLAIN",
+                    locales="en_US",
+                ),
+            ),
+            ("c2s", b""),
+            ("s2c", b""),
+            ("c2s", b""),
+        ],
+        close=None,
+    )
     data = list(segs)
     srv = [s for s in data if s.direction == "s2c"][-1]
     cli = [s for s in data if s.direction == "c2s"][-1]
     # After the data: the server advertises a zero window twice (one period), then reopens.
-    extra = [srv.copy(flags="A", payload=b"", window=w, seq=srv.seq + len(srv.payload),
-                      ack=cli.seq + len(cli.payload)) for w in (0, 0) + ((4096,) if reopen else ())]
+    extra = [
+        srv.copy(
+            flags="A", payload=b"", window=w, seq=srv.seq + len(srv.payload), ack=cli.seq + len(cli.payload)
+        )
+        for w in (0, 0) + ((4096,) if reopen else ())
+    ]
     allsegs = data + extra
     for i, s in enumerate(allsegs):
         s.ts_ns = 1_700_000_000_000_000_000 + i * 10_000_000

@@ -2,11 +2,12 @@
 
 import ipaddress
 import shutil
-import subprocess
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures import pcapgen as g
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from amqpcap.capture.link import (
     parse_packet,
 )
 from amqpcap.capture.reader import open_capture
-from fixtures import pcapgen as g
 
 V4 = ("192.0.2.10", "198.51.100.20")
 V6 = ("2001:db8::10", "2001:db8:1::20")
@@ -50,22 +50,40 @@ EXPECT6 = (6, a(V6[0]), a(V6[1]), 5672, 40002, 4294967295, 1, 0x018, 65535, PAYL
 
 # -- link layers -------------------------------------------------------------
 
-@pytest.mark.parametrize("linktype,builder,kw", [
-    (1, g.ether, {}),
-    (1, g.ether, {"vlans": [(0x8100, 100)]}),
-    (1, g.ether, {"vlans": [(0x88A8, 10), (0x8100, 20)]}),
-    (1, g.ether, {"vlans": [(0x9100, 10), (0x8100, 20)]}),
-    (1, g.ether, {"vlans": [(0x88A8, 1), (0x8100, 2), (0x8100, 3)]}),
-    (113, g.sll, {}),
-    (276, g.sll2, {}),
-    (0, g.null, {"byteorder": "little"}),
-    (0, g.null, {"byteorder": "big"}),
-    (108, g.loop, {}),
-    (101, g.raw, {}),
-    (12, g.raw, {}),
-    (14, g.raw, {}),
-], ids=["eth", "vlan", "qinq-88a8", "qinq-9100", "triple-tag", "sll", "sll2",
-        "null-le", "null-be", "loop", "raw101", "raw12", "raw14"])
+
+@pytest.mark.parametrize(
+    "linktype,builder,kw",
+    [
+        (1, g.ether, {}),
+        (1, g.ether, {"vlans": [(0x8100, 100)]}),
+        (1, g.ether, {"vlans": [(0x88A8, 10), (0x8100, 20)]}),
+        (1, g.ether, {"vlans": [(0x9100, 10), (0x8100, 20)]}),
+        (1, g.ether, {"vlans": [(0x88A8, 1), (0x8100, 2), (0x8100, 3)]}),
+        (113, g.sll, {}),
+        (276, g.sll2, {}),
+        (0, g.null, {"byteorder": "little"}),
+        (0, g.null, {"byteorder": "big"}),
+        (108, g.loop, {}),
+        (101, g.raw, {}),
+        (12, g.raw, {}),
+        (14, g.raw, {}),
+    ],
+    ids=[
+        "eth",
+        "vlan",
+        "qinq-88a8",
+        "qinq-9100",
+        "triple-tag",
+        "sll",
+        "sll2",
+        "null-le",
+        "null-be",
+        "loop",
+        "raw101",
+        "raw12",
+        "raw14",
+    ],
+)
 @pytest.mark.parametrize("ipv", [4, 6])
 def test_every_link_layer_yields_the_tcp_segment(linktype, builder, kw, ipv):
     ip = tcp4() if ipv == 4 else tcp6()
@@ -107,6 +125,7 @@ def test_ethernet_padding_is_not_payload():
 def test_non_ip_ethertypes_and_non_tcp_protocols_are_none():
     from scapy.layers.inet import ICMP, IP, UDP
     from scapy.layers.l2 import ARP, Ether
+
     assert parse_packet(1, bytes(Ether() / ARP())) is None
     assert parse_packet(1, bytes(Ether() / IP(dst="10.0.0.1") / UDP(dport=53))) is None
     assert parse_packet(101, bytes(IP(dst="10.0.0.1") / ICMP())) is None
@@ -139,6 +158,7 @@ def test_unsupported_linktype_raises_a_documented_error():
 
 # -- IPv4 / IPv6 / TCP headers ---------------------------------------------------
 
+
 def test_ipv4_options_are_skipped_by_ihl():
     ip = tcp4(ip_options=b"\x94\x04\x00\x00" + b"\x01" * 8)  # router alert + NOPs
     assert ip[0] & 0x0F == 8
@@ -146,15 +166,18 @@ def test_ipv4_options_are_skipped_by_ihl():
 
 
 def test_tcp_options_are_skipped_by_data_offset():
-    ip = tcp4(tcp_options=[("MSS", 1460), ("NOP", None), ("WScale", 7), ("SAckOK", b""),
-                           ("Timestamp", (1, 2))])
+    ip = tcp4(
+        tcp_options=[("MSS", 1460), ("NOP", None), ("WScale", 7), ("SAckOK", b""), ("Timestamp", (1, 2))]
+    )
     r = parse_packet(101, ip)
     assert r == EXPECT4
     assert (ip[20 + 12] >> 4) * 4 > 20
 
 
-@pytest.mark.parametrize("ext", [["hop"], ["routing"], ["dest"], ["frag"], ["ah"],
-                                 ["hop", "dest", "routing", "frag", "ah", "dest"]])
+@pytest.mark.parametrize(
+    "ext",
+    [["hop"], ["routing"], ["dest"], ["frag"], ["ah"], ["hop", "dest", "routing", "frag", "ah", "dest"]],
+)
 def test_ipv6_extension_headers_are_walked_to_tcp(ext):
     r = parse_packet(229, tcp6(ipv6_ext=ext))  # "frag" alone = atomic fragment
     assert r == EXPECT6
@@ -176,9 +199,18 @@ def test_ip_fragments_first_is_reported_later_ones_are_none():
     assert parse_packet(229, tcp6(ipv6_ext=["hop", "frag"], frag=(100, False))) is None
 
 
-@pytest.mark.parametrize("flags,value", [("S", 0x002), ("SA", 0x012), ("FA", 0x011),
-                                         ("RA", 0x014), ("PAU", 0x038), ("SEC", 0x0C2),
-                                         ("AN", 0x110)])
+@pytest.mark.parametrize(
+    "flags,value",
+    [
+        ("S", 0x002),
+        ("SA", 0x012),
+        ("FA", 0x011),
+        ("RA", 0x014),
+        ("PAU", 0x038),
+        ("SEC", 0x0C2),
+        ("AN", 0x110),
+    ],
+)
 def test_tcp_flags_are_the_nine_flag_bits(flags, value):
     assert parse_packet(101, tcp4(flags=flags))[7] == value
 
@@ -190,35 +222,35 @@ def test_window_sequence_and_ack_are_unsigned_32_bit():
 
 # -- snaplen and lengths ------------------------------------------------------------
 
+
 def test_snaplen_cut_payload_reports_missing_bytes():
     body = bytes(range(200))
     f = g.ether(tcp4(payload=body))  # 14 + 20 + 20 + 200
-    r = parse_packet(1, f[:14 + 40 + 50])
+    r = parse_packet(1, f[: 14 + 40 + 50])
     assert r[9] == body[:50]
     assert r[10] == 150
 
 
 def test_snaplen_cut_inside_tcp_options_gives_empty_payload_and_full_missing():
-    ip = tcp4(payload=b"x" * 100, tcp_options=[("Timestamp", (1, 2)), ("NOP", None),
-                                                 ("NOP", None)])
+    ip = tcp4(payload=b"x" * 100, tcp_options=[("Timestamp", (1, 2)), ("NOP", None), ("NOP", None)])
     doff = (ip[32] >> 4) * 4
     assert doff == 32
-    r = parse_packet(101, ip[:20 + 24])
+    r = parse_packet(101, ip[: 20 + 24])
     assert r[5] == 123456789 and r[9] == b"" and r[10] == 100
 
 
 def test_snaplen_cut_inside_headers_is_reported():
     f = g.ether(tcp4())
-    assert parse_packet(1, f[:14 + 20 + 19]) == "truncated-tcp-header"
-    assert parse_packet(1, f[:14 + 19]) == "truncated-ip-header"
+    assert parse_packet(1, f[: 14 + 20 + 19]) == "truncated-tcp-header"
+    assert parse_packet(1, f[: 14 + 19]) == "truncated-ip-header"
     f6 = g.ether(tcp6(ipv6_ext=["hop", "dest"]))
-    assert parse_packet(1, f6[:14 + 40 + 8 + 4]) == "truncated-ip-header"
-    assert parse_packet(1, f6[:14 + 40 + 16 + 10]) == "truncated-tcp-header"
+    assert parse_packet(1, f6[: 14 + 40 + 8 + 4]) == "truncated-ip-header"
+    assert parse_packet(1, f6[: 14 + 40 + 16 + 10]) == "truncated-tcp-header"
 
 
 def test_ipv6_snaplen_cut_reports_missing_from_payload_length():
     f = g.sll(tcp6(payload=b"z" * 1000, ipv6_ext=["dest"]))
-    r = parse_packet(113, f[:16 + 40 + 8 + 20 + 10])
+    r = parse_packet(113, f[: 16 + 40 + 8 + 20 + 10])
     assert r[9] == b"z" * 10 and r[10] == 990
 
 
@@ -256,20 +288,24 @@ def test_format_addr():
 
 # -- property: whatever scapy builds, we read back -------------------------------------
 
+
 @settings(max_examples=200, deadline=None)
 @given(
     linktype=st.sampled_from([0, 1, 108, 101, 113, 276]),
     v6=st.booleans(),
-    sport=st.integers(1, 65535), dport=st.integers(1, 65535),
-    seq=st.integers(0, 2**32 - 1), ack=st.integers(0, 2**32 - 1),
+    sport=st.integers(1, 65535),
+    dport=st.integers(1, 65535),
+    seq=st.integers(0, 2**32 - 1),
+    ack=st.integers(0, 2**32 - 1),
     flags=st.sampled_from(["S", "SA", "A", "PA", "FA", "RA", "F", "R"]),
     payload=st.binary(max_size=300),
     caplen=st.one_of(st.none(), st.integers(0, 500)),
     extra=st.sampled_from([0, 4, 8, 16]),  # IPv4 option bytes / IPv6 ext headers
     tcp_ts=st.booleans(),
 )
-def test_roundtrip_against_scapy_built_packets(linktype, v6, sport, dport, seq, ack,
-                                               flags, payload, caplen, extra, tcp_ts):
+def test_roundtrip_against_scapy_built_packets(
+    linktype, v6, sport, dport, seq, ack, flags, payload, caplen, extra, tcp_ts
+):
     src, dst = V6 if v6 else V4
     kw = {"tcp_options": [("NOP", None), ("NOP", None), ("Timestamp", (7, 9))] if tcp_ts else None}
     if v6:
@@ -309,30 +345,67 @@ def test_real_capture_matches_tshark_tcp_fields(name):
     if not path.exists():
         pytest.skip(f"{path} not available")
     out = subprocess.run(
-        ["tshark", "-r", str(path), "-o", "tcp.desegment_tcp_streams:FALSE", "-T", "fields",
-         "-E", "separator=,", "-e", "frame.number", "-e", "ip.src", "-e", "tcp.srcport",
-         "-e", "tcp.dstport", "-e", "tcp.seq_raw", "-e", "tcp.ack_raw", "-e", "tcp.len",
-         "-e", "tcp.flags", "-e", "tcp.window_size_value"],
-        capture_output=True, text=True, check=True).stdout.split("\n")
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-o",
+            "tcp.desegment_tcp_streams:FALSE",
+            "-T",
+            "fields",
+            "-E",
+            "separator=,",
+            "-e",
+            "frame.number",
+            "-e",
+            "ip.src",
+            "-e",
+            "tcp.srcport",
+            "-e",
+            "tcp.dstport",
+            "-e",
+            "tcp.seq_raw",
+            "-e",
+            "tcp.ack_raw",
+            "-e",
+            "tcp.len",
+            "-e",
+            "tcp.flags",
+            "-e",
+            "tcp.window_size_value",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
     want = {}
     for line in out:
         if line:
             num, src, sp, dp, seq, ack, ln, fl, win = line.split(",")
-            want[int(num)] = (src, int(sp), int(dp), int(seq), int(ack), int(ln), int(fl, 16),
-                              int(win))
+            want[int(num)] = (src, int(sp), int(dp), int(seq), int(ack), int(ln), int(fl, 16), int(win))
     got = {}
     for num, _ts, lt, data, _wl in open_capture(path):
         r = parse_packet(lt, data)
-        got[num] = (format_addr(r[0], r[1]), r[3], r[4], r[5], r[6], len(r[9]) + r[10],
-                    r[7], r[8])
+        got[num] = (format_addr(r[0], r[1]), r[3], r[4], r[5], r[6], len(r[9]) + r[10], r[7], r[8])
     assert len(got) > 150
     assert got == want
 
 
 @settings(max_examples=500, deadline=None)
-@given(linktype=st.sampled_from(sorted(link.SUPPORTED_LINKTYPES)), data=st.binary(max_size=120),
-       prefix=st.sampled_from([b"", b"\x45", b"\x60", b"\x00" * 12 + b"\x08\x00\x45",
-                               b"\x00" * 12 + b"\x86\xdd\x60", b"\x02\x00\x00\x00\x45"]))
+@given(
+    linktype=st.sampled_from(sorted(link.SUPPORTED_LINKTYPES)),
+    data=st.binary(max_size=120),
+    prefix=st.sampled_from(
+        [
+            b"",
+            b"\x45",
+            b"\x60",
+            b"\x00" * 12 + b"\x08\x00\x45",
+            b"\x00" * 12 + b"\x86\xdd\x60",
+            b"\x02\x00\x00\x00\x45",
+        ]
+    ),
+)
 def test_random_bytes_never_raise(linktype, data, prefix):
     r = parse_packet(linktype, prefix + data)
     assert r is None or isinstance(r, str) or (isinstance(r, tuple) and len(r) == 11 and r[10] >= 0)
@@ -340,14 +413,17 @@ def test_random_bytes_never_raise(linktype, data, prefix):
 
 # -- the typed result ----------------------------------------------------------------------
 
+
 def test_a_usable_packet_is_a_packet_namedtuple_with_named_fields():
     from amqpcap.capture.link import Packet
 
     body = bytes(range(200))
-    for r in (parse_packet(1, g.ether(tcp4(payload=body))),               # fast path
-              parse_packet(1, g.ether(tcp4(payload=body))[:14 + 40 + 50])):  # careful path (cut by snaplen)
+    for r in (
+        parse_packet(1, g.ether(tcp4(payload=body))),  # fast path
+        parse_packet(1, g.ether(tcp4(payload=body))[: 14 + 40 + 50]),
+    ):  # careful path (cut by snaplen)
         assert type(r) is Packet and isinstance(r, tuple)
-        assert r.ip_version == 4 and r.payload == body[:len(r.payload)] and r.payload
+        assert r.ip_version == 4 and r.payload == body[: len(r.payload)] and r.payload
         assert r.missing == 200 - len(r.payload)
         assert (r.sport, r.dport, r.flags) == (r[3], r[4], r[7])
 

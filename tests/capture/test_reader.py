@@ -12,6 +12,7 @@ import time
 import zlib
 
 import pytest
+from fixtures import pcapgen as g
 
 from amqpcap.capture import reader
 from amqpcap.capture.link import parse_packet
@@ -21,10 +22,9 @@ from amqpcap.capture.reader import (
     CaptureError,
     open_capture,
 )
-from fixtures import pcapgen as g
 
-T0 = 1_700_000_000_123_456_789          # ns
-T_2040 = 2_200_000_000_987_654_321      # seconds field above 2**31
+T0 = 1_700_000_000_123_456_789  # ns
+T_2040 = 2_200_000_000_987_654_321  # seconds field above 2**31
 
 
 def frames(n=4, linktype=1):
@@ -47,6 +47,7 @@ def save(tmp_path, blob, name="c.cap"):
 
 # -- classic pcap --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("endian", ["<", ">"])
 @pytest.mark.parametrize("nano", [False, True])
 def test_pcap_every_magic_gives_exact_timestamps_numbers_and_bytes(tmp_path, endian, nano):
@@ -57,8 +58,11 @@ def test_pcap_every_magic_gives_exact_timestamps_numbers_and_bytes(tmp_path, end
         ts = [T0, T0 + 1_000_000_001, T_2040]
     else:
         ts = [1_700_000_000_123_456_000, 1_700_000_001_123_456_000, 2_200_000_000_987_654_000]
-    assert recs == [(1, ts[0], 1, f[0], len(f[0])), (2, ts[1], 1, f[1], len(f[1])),
-                    (3, ts[2], 1, f[2], len(f[2]))]
+    assert recs == [
+        (1, ts[0], 1, f[0], len(f[0])),
+        (2, ts[1], 1, f[1], len(f[1])),
+        (3, ts[2], 1, f[2], len(f[2])),
+    ]
     assert src.format == "pcap"
     assert src.linktypes == [1]
     assert src.snaplen == 262144
@@ -67,10 +71,13 @@ def test_pcap_every_magic_gives_exact_timestamps_numbers_and_bytes(tmp_path, end
 
 def test_modified_kuznetzov_pcap_records_are_read(tmp_path):
     f = frames(2, 113)
-    src, recs = read(save(tmp_path, g.pcap_bytes([(T0, 113, f[0]), (T0 + 5000, 113, f[1])],
-                                                 modified=True, endian=">")))
-    assert recs == [(1, 1_700_000_000_123_456_000, 113, f[0], len(f[0])),
-                    (2, 1_700_000_000_123_461_000, 113, f[1], len(f[1]))]
+    src, recs = read(
+        save(tmp_path, g.pcap_bytes([(T0, 113, f[0]), (T0 + 5000, 113, f[1])], modified=True, endian=">"))
+    )
+    assert recs == [
+        (1, 1_700_000_000_123_456_000, 113, f[0], len(f[0])),
+        (2, 1_700_000_000_123_461_000, 113, f[1], len(f[1])),
+    ]
 
 
 def test_pcap_linktype_word_fcs_bits_are_masked(tmp_path):
@@ -83,8 +90,7 @@ def test_pcap_snaplen_cut_packets_keep_wire_length(tmp_path):
     f = frames(3)
     pk = [g.snap((T0, 1, f[2]), 60), (T0 + 1, 1, b"", 0), (T0 + 2, 1, f[1])]
     src, recs = read(save(tmp_path, g.pcap_bytes(pk, snaplen=60, nano=True)))
-    assert recs == [(1, T0, 1, f[2][:60], len(f[2])), (2, T0 + 1, 1, b"", 0),
-                    (3, T0 + 2, 1, f[1], len(f[1]))]
+    assert recs == [(1, T0, 1, f[2][:60], len(f[2])), (2, T0 + 1, 1, b"", 0), (3, T0 + 2, 1, f[1], len(f[1]))]
     assert src.snaplen == 60
     r = parse_packet(1, recs[0][3])
     assert r[9] == f[2][54:60] and r[10] == len(f[2]) - 60
@@ -103,19 +109,23 @@ def test_packets_larger_than_64k_are_not_truncated(tmp_path):
 
 # -- pcapng --------------------------------------------------------------------------
 
+
 def test_pcapng_interfaces_carry_their_own_linktype_and_tsresol(tmp_path):
     f = frames(1)[0]
     ip = f[14:]
     w = g.PcapNg()
-    w.interface(1)                                  # default: microseconds
-    w.interface(113, tsresol=9)                     # nanoseconds
-    w.interface(101, tsresol=3)                     # milliseconds
-    w.interface(0, tsresol=0x94)                    # 2**-20 s
-    w.interface(276, tsresol=12,                    # picoseconds (since the offset:
-                tsoffset=1_700_000_000)             # ps since 1970 overflow 64 bits)
-    w.interface(229, tsresol=0x80)                  # 2**0 = whole seconds
+    w.interface(1)  # default: microseconds
+    w.interface(113, tsresol=9)  # nanoseconds
+    w.interface(101, tsresol=3)  # milliseconds
+    w.interface(0, tsresol=0x94)  # 2**-20 s
+    w.interface(
+        276,
+        tsresol=12,  # picoseconds (since the offset:
+        tsoffset=1_700_000_000,
+    )  # ps since 1970 overflow 64 bits)
+    w.interface(229, tsresol=0x80)  # 2**0 = whole seconds
     w.interface(228, tsresol=9, tsoffset=1_600_000_000)
-    half = 1_700_000_000_750_000_000                # .75 s: exact in 2**-20
+    half = 1_700_000_000_750_000_000  # .75 s: exact in 2**-20
     w.epb(0, T0, f)
     w.epb(1, T0, g.sll(ip))
     w.epb(2, T0, ip)
@@ -148,13 +158,17 @@ def test_pcapng_simple_packet_blocks_take_previous_timestamp_and_block_wirelen(t
     f = frames(3)
     w = g.PcapNg(endian)
     w.interface(1, snaplen=64, tsresol=9)
-    w.spb(f[0])                      # before any timestamped packet: ts 0
+    w.spb(f[0])  # before any timestamped packet: ts 0
     w.epb(0, T0, f[1])
     w.spb(f[2][:64], wirelen=len(f[2]))  # cut by snaplen 64
-    w.spb(f[0][:50])                 # wirelen 50 < snaplen
+    w.spb(f[0][:50])  # wirelen 50 < snaplen
     src, recs = read(save(tmp_path, w.getvalue()))
-    assert recs == [(1, 0, 1, f[0][:64], len(f[0])), (2, T0, 1, f[1], len(f[1])),
-                    (3, T0, 1, f[2][:64], len(f[2])), (4, T0, 1, f[0][:50], 50)]
+    assert recs == [
+        (1, 0, 1, f[0][:64], len(f[0])),
+        (2, T0, 1, f[1], len(f[1])),
+        (3, T0, 1, f[2][:64], len(f[2])),
+        (4, T0, 1, f[0][:50], 50),
+    ]
     assert src.anomalies == []
 
 
@@ -164,8 +178,10 @@ def test_pcapng_simple_packet_block_with_unlimited_snaplen_keeps_all_bytes(tmp_p
     blob = g.pcapng_bytes([(T0, 1, f[0]), (T0 + 7000, 1, f[1]), (T0 + 9000, 1, f[2])], spb=[1])
     _, recs = read(save(tmp_path, blob))
     assert [(r[0], r[1], r[3]) for r in recs] == [
-        (1, 1_700_000_000_123_456_000, f[0]), (2, 1_700_000_000_123_456_000, f[1]),
-        (3, 1_700_000_000_123_465_000, f[2])]
+        (1, 1_700_000_000_123_456_000, f[0]),
+        (2, 1_700_000_000_123_456_000, f[1]),
+        (3, 1_700_000_000_123_465_000, f[2]),
+    ]
 
 
 def test_pcapng_unknown_blocks_are_skipped_and_reported_known_ones_silently(tmp_path):
@@ -174,16 +190,15 @@ def test_pcapng_unknown_blocks_are_skipped_and_reported_known_ones_silently(tmp_
     w.interface(1, tsresol=9)
     w.block(0x4242, b"before any packet")
     w.epb(0, T0, f[0])
-    w.block(4, b"\x00" * 4)                       # name resolution
-    w.block(5, b"\x00" * 12)                      # interface statistics
+    w.block(4, b"\x00" * 4)  # name resolution
+    w.block(5, b"\x00" * 12)  # interface statistics
     w.block(0x00000BAD, b"\x00\x00\x7f\x00data")  # custom block
-    w.block(10, b"TLSK" + b"\x00" * 4)            # decryption secrets
+    w.block(10, b"TLSK" + b"\x00" * 4)  # decryption secrets
     w.block(0x7FFF0001, b"x" * 100)
     w.epb(0, T0 + 10, f[1])
     w.epb(0, T0 + 20, f[2])
     src, recs = read(save(tmp_path, w.getvalue()))
-    assert [(r[0], r[1], r[3]) for r in recs] == [(1, T0, f[0]), (2, T0 + 10, f[1]),
-                                                 (3, T0 + 20, f[2])]
+    assert [(r[0], r[1], r[3]) for r in recs] == [(1, T0, f[0]), (2, T0 + 10, f[1]), (3, T0 + 20, f[2])]
     assert src.anomalies == [
         (1, 0, "pcapng-unknown-block", "skipped unknown block type 0x00004242 (32 bytes)"),
         (2, T0, "pcapng-unknown-block", "skipped unknown block type 0x7fff0001 (112 bytes)"),
@@ -195,8 +210,7 @@ def test_pcapng_unknown_block_from_pcapng_bytes_helper(tmp_path):
     blob = g.pcapng_bytes([(T0, 1, f[0]), (T0 + 1000, 1, f[1])], unknown_after={0: 0x99})
     src, recs = read(save(tmp_path, blob))
     assert [r[0] for r in recs] == [1, 2]
-    assert [a[:3] for a in src.anomalies] == [(2, 1_700_000_000_123_456_000,
-                                               "pcapng-unknown-block")]
+    assert [a[:3] for a in src.anomalies] == [(2, 1_700_000_000_123_456_000, "pcapng-unknown-block")]
 
 
 def test_pcapng_sections_reset_interfaces_and_may_change_byte_order(tmp_path):
@@ -208,16 +222,24 @@ def test_pcapng_sections_reset_interfaces_and_may_change_byte_order(tmp_path):
     w.section(">")
     w.interface(1, tsresol=6)
     w.epb(0, T0 + 1000, f[1])
-    w.epb(1, T0 + 2000, f[2])       # interface 1 belonged to the previous section
+    w.epb(1, T0 + 2000, f[2])  # interface 1 belonged to the previous section
     w.epb(0, T0 + 3000, f[3])
     src = open_capture(save(tmp_path, w.getvalue()))
     assert src.linktypes == [1, 113]
     recs = list(src)
-    assert [(r[0], r[1], r[2]) for r in recs] == [(1, T0, 113),
-                                                 (2, 1_700_000_000_123_457_000, 1),
-                                                 (4, 1_700_000_000_123_459_000, 1)]
-    assert src.anomalies == [(3, 1_700_000_000_123_457_000, "pcapng-bad-interface",
-                              "packet names interface 1; the section describes 1")]
+    assert [(r[0], r[1], r[2]) for r in recs] == [
+        (1, T0, 113),
+        (2, 1_700_000_000_123_457_000, 1),
+        (4, 1_700_000_000_123_459_000, 1),
+    ]
+    assert src.anomalies == [
+        (
+            3,
+            1_700_000_000_123_457_000,
+            "pcapng-bad-interface",
+            "packet names interface 1; the section describes 1",
+        )
+    ]
 
 
 def test_pcapng_linktypes_known_at_open_and_extended_while_reading(tmp_path):
@@ -242,8 +264,7 @@ def test_pcapng_obsolete_packet_block_and_journal_block_consume_numbers(tmp_path
     w.epb(0, T0 + 5, f[1], wirelen=1500)
     src, recs = read(save(tmp_path, w.getvalue()))
     assert recs == [(1, T0, 1, f[0], len(f[0])), (3, T0 + 5, 1, f[1], 1500)]
-    assert src.anomalies == [(2, T0, "skipped-record",
-                              "systemd journal export block (not a packet)")]
+    assert src.anomalies == [(2, T0, "skipped-record", "systemd journal export block (not a packet)")]
 
 
 def test_pcapng_block_with_impossible_captured_length_is_skipped(tmp_path):
@@ -254,7 +275,7 @@ def test_pcapng_block_with_impossible_captured_length_is_skipped(tmp_path):
     bad = len(w.getvalue())
     w.epb(0, T0 + 1, f[1])
     blob = bytearray(w.getvalue())
-    blob[bad + 20:bad + 24] = (5000).to_bytes(4, "little")  # caplen field
+    blob[bad + 20 : bad + 24] = (5000).to_bytes(4, "little")  # caplen field
     w2 = g.PcapNg()
     w2.interface(1, tsresol=9)
     w2.epb(0, T0 + 2, f[0])
@@ -274,11 +295,11 @@ def test_pcapng_broken_block_framing_stops_with_anomaly(tmp_path, how):
     w.epb(0, T0 + 1, f[1])
     blob = bytearray(w.getvalue())
     if how == "length-not-multiple-of-4":
-        blob[at + 4:at + 8] = (len(blob) - at - 2).to_bytes(4, "little")
+        blob[at + 4 : at + 8] = (len(blob) - at - 2).to_bytes(4, "little")
     elif how == "trailer-mismatch":
         blob[-4:] = (8).to_bytes(4, "little")
     else:
-        blob[at + 4:at + 8] = (8).to_bytes(4, "little")
+        blob[at + 4 : at + 8] = (8).to_bytes(4, "little")
     src, recs = read(save(tmp_path, bytes(blob)))
     assert [r[0] for r in recs] == [1]
     assert len(src.anomalies) == 1
@@ -288,15 +309,21 @@ def test_pcapng_broken_block_framing_stops_with_anomaly(tmp_path, how):
 
 # -- oversize records: memory stays bounded --------------------------------------------
 
+
 def test_pcap_record_claiming_huge_length_stops_with_anomaly(tmp_path):
     f = frames(2)
     blob = g.pcap_bytes([(T0, 1, f[0])], nano=True)
     blob += (1).to_bytes(4, "little") * 2 + (0xFFFFFFF0).to_bytes(4, "little") * 2 + b"x" * 100
     src, recs = read(save(tmp_path, blob))
     assert [r[0] for r in recs] == [1]
-    assert src.anomalies == [(2, 1_000_000_001, "oversize-record",
-                              "record claims 4294967280 captured bytes (limit 268435456); "
-                              "stopped reading")]
+    assert src.anomalies == [
+        (
+            2,
+            1_000_000_001,
+            "oversize-record",
+            "record claims 4294967280 captured bytes (limit 268435456); stopped reading",
+        )
+    ]
 
 
 def test_pcapng_block_claiming_huge_length_stops_with_anomaly(tmp_path):
@@ -310,6 +337,7 @@ def test_pcapng_block_claiming_huge_length_stops_with_anomaly(tmp_path):
 
 # -- cut files: every byte -------------------------------------------------------
 
+
 def _record_ends(blob, first, hdr_len, lenfield):
     ends, pos = [], first
     while pos < len(blob):
@@ -321,7 +349,7 @@ def _record_ends(blob, first, hdr_len, lenfield):
 def test_pcap_cut_at_every_byte_yields_complete_records_then_reports(tmp_path):
     f = frames(4)
     full = g.pcap_bytes([(T0 + i, 1, x) for i, x in enumerate(f)], nano=True)
-    ends = _record_ends(full, 24, 16, lambda b, p: 16 + int.from_bytes(b[p + 8:p + 12], "little"))
+    ends = _record_ends(full, 24, 16, lambda b, p: 16 + int.from_bytes(b[p + 8 : p + 12], "little"))
     assert ends[-1] == len(full)
     path = tmp_path / "cut.pcap"
     for n in range(24, len(full) + 1):
@@ -359,7 +387,7 @@ def test_pcapng_cut_at_every_byte_yields_complete_records_then_reports(tmp_path)
     w.spb(f[1])
     w.epb(0, T0 + 9, f[2])
     full = w.getvalue()
-    ends = _record_ends(full, 0, 8, lambda b, p: int.from_bytes(b[p + 4:p + 8], "little"))
+    ends = _record_ends(full, 0, 8, lambda b, p: int.from_bytes(b[p + 4 : p + 8], "little"))
     packet_ends = [ends[2], ends[4], ends[5]]  # SHB, IDB, EPB, unknown, SPB, EPB
     path = tmp_path / "cut.pcapng"
     for n in range(28, len(full) + 1):
@@ -392,7 +420,7 @@ def test_cut_gzip_yields_what_was_decompressed_and_reports(tmp_path, fmt):
             assert ei.value.exit_code == EXIT_NOT_A_CAPTURE
             continue
         src, recs = read(path)
-        assert [r[3] for r in recs] == f[:len(recs)]
+        assert [r[3] for r in recs] == f[: len(recs)]
         assert src.anomalies and src.anomalies[-1][2] == "truncated-file", n
         assert src.anomalies[-1][0] == len(recs) + 1
         assert "gzip stream cut short" in src.anomalies[-1][3]
@@ -413,16 +441,16 @@ def test_gzip_with_bad_checksum_yields_all_packets_then_reports_corrupt_file(tmp
 
 def test_gzip_corrupt_in_the_middle_never_raises(tmp_path):
     rnd = random.Random(7)
-    f = [g.ether(g.tcp_ip("10.0.0.1", "10.0.0.2", 1, 2, payload=rnd.randbytes(500)))
-         for _ in range(200)]
+    f = [g.ether(g.tcp_ip("10.0.0.1", "10.0.0.2", 1, 2, payload=rnd.randbytes(500))) for _ in range(200)]
     full = bytearray(g.gzip_bytes(g.pcap_bytes([(T0, 1, x) for x in f])))
-    full[len(full) // 2:len(full) // 2 + 40] = b"\xff" * 40
+    full[len(full) // 2 : len(full) // 2 + 40] = b"\xff" * 40
     src, recs = read(save(tmp_path, bytes(full)))
     assert recs[:50] == [(i + 1, T0 // 1000 * 1000, 1, f[i], len(f[i])) for i in range(50)]
     assert src.anomalies  # whatever garbage decompressed, the problem is reported
 
 
 # -- gzip ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
 @pytest.mark.parametrize("members", [1, 3])
@@ -443,8 +471,11 @@ def test_gzip_compressed_captures_read_like_the_plain_ones(tmp_path, fmt, member
 def test_records_straddling_read_chunks_are_reassembled(tmp_path, monkeypatch, fmt, chunk):
     f = frames(4) * 25
     pk = [(T0 + i, 1, x) for i, x in enumerate(f)]
-    raw = g.pcap_bytes(pk, nano=True) if fmt.startswith("pcap.") or fmt == "pcap" \
+    raw = (
+        g.pcap_bytes(pk, nano=True)
+        if fmt.startswith("pcap.") or fmt == "pcap"
         else g.pcapng_bytes(pk, tsresol={1: 9}, spb=[5, 6], unknown_after={3: 77})
+    )
     if fmt.endswith(".gz"):
         raw = g.gzip_bytes(raw)
     path = save(tmp_path, raw)
@@ -468,6 +499,7 @@ def test_a_source_can_be_iterated_twice_and_anomalies_reset(tmp_path):
 
 # -- errors ------------------------------------------------------------------------
 
+
 def _err(path):
     with pytest.raises(CaptureError) as ei:
         open_capture(path)
@@ -485,14 +517,17 @@ def test_empty_file_is_not_a_capture(tmp_path):
     assert e.exit_code == 2 and "empty" in e.reason
 
 
-@pytest.mark.parametrize("blob,words", [
-    (b"hello, this is a text file\n", "not a pcap/pcapng capture"),
-    (b"snoop\0\0\0\0\0\0\x02\0\0\0\x04", "snoop"),
-    (gzip.compress(b"just text inside gzip"), "gzip-compressed file is not"),
-    (b"\x1f\x8b\x08\x00garbage-not-deflate", "gzip file is not a capture"),
-    (b"\x0a\x0d\x0d\x0a\x1c\0\0\0\x11\x22\x33\x44" + b"\0" * 16, "byte-order magic"),
-    (g.PcapNg().section(major=2).getvalue()[28:], "pcapng version 2"),
-])
+@pytest.mark.parametrize(
+    "blob,words",
+    [
+        (b"hello, this is a text file\n", "not a pcap/pcapng capture"),
+        (b"snoop\0\0\0\0\0\0\x02\0\0\0\x04", "snoop"),
+        (gzip.compress(b"just text inside gzip"), "gzip-compressed file is not"),
+        (b"\x1f\x8b\x08\x00garbage-not-deflate", "gzip file is not a capture"),
+        (b"\x0a\x0d\x0d\x0a\x1c\0\0\0\x11\x22\x33\x44" + b"\0" * 16, "byte-order magic"),
+        (g.PcapNg().section(major=2).getvalue()[28:], "pcapng version 2"),
+    ],
+)
 def test_files_that_are_not_captures_exit_2(tmp_path, blob, words):
     e = _err(save(tmp_path, blob))
     assert e.exit_code == 2
@@ -514,8 +549,10 @@ def test_permission_denied_exits_3(tmp_path, monkeypatch):
     if os.geteuid() != 0:
         os.chmod(path, 0)
     else:  # root reads anything: simulate the OS refusing
+
         def deny(*a, **k):
             raise PermissionError(13, "Permission denied")
+
         monkeypatch.setattr(reader, "open", deny, raising=False)
     e = _err(path)
     assert e.exit_code == 3 and e.reason == "permission denied"
@@ -523,12 +560,13 @@ def test_permission_denied_exits_3(tmp_path, monkeypatch):
 
 # -- cross-checks with tools --------------------------------------------------------
 
+
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
 def test_pcapng_matches_tshark_numbers_timestamps_and_lengths(tmp_path):
     f = frames(3)
     ip = f[1][14:]
     w = g.PcapNg()
-    w.interface(1, tsresol=0x94, snaplen=0)   # 2**-20
+    w.interface(1, tsresol=0x94, snaplen=0)  # 2**-20
     w.interface(113, tsresol=9)
     w.interface(101, tsresol=3)
     w.epb(0, T0, f[0])
@@ -538,13 +576,33 @@ def test_pcapng_matches_tshark_numbers_timestamps_and_lengths(tmp_path):
     w.epb(2, T0 + 5_000_000, ip)
     w.epb(0, 1_700_000_001_000_000_007, f[1])
     path = save(tmp_path, w.getvalue(), "x.pcapng")
-    out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-E", "separator=,",
-                          "-e", "frame.number", "-e", "frame.time_epoch", "-e", "frame.len",
-                          "-e", "frame.cap_len"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-T",
+            "fields",
+            "-E",
+            "separator=,",
+            "-e",
+            "frame.number",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     want = [tuple(line.split(",")) for line in out]
-    got = [(str(n), f"{ts // 10**9}.{ts % 10**9:09d}", str(wl), str(len(d)))
-           for n, ts, _lt, d, wl in open_capture(path)]
+    got = [
+        (str(n), f"{ts // 10**9}.{ts % 10**9:09d}", str(wl), str(len(d)))
+        for n, ts, _lt, d, wl in open_capture(path)
+    ]
     assert len(got) == 5
     for w_, g_ in zip(want, got):
         assert w_[0] == g_[0] and w_[2:] == g_[2:]
@@ -554,8 +612,10 @@ def test_pcapng_matches_tshark_numbers_timestamps_and_lengths(tmp_path):
 
 # scripts/test.sh installs tcpdump and sets AMQPCAP_REQUIRE_TOOLS in CI (run as root there):
 # a missing tool fails the run instead of skipping the test.
-@pytest.mark.skipif((shutil.which("tcpdump") is None or os.geteuid() != 0)
-                    and not os.environ.get("AMQPCAP_REQUIRE_TOOLS"), reason="needs tcpdump and root")
+@pytest.mark.skipif(
+    (shutil.which("tcpdump") is None or os.geteuid() != 0) and not os.environ.get("AMQPCAP_REQUIRE_TOOLS"),
+    reason="needs tcpdump and root",
+)
 @pytest.mark.parametrize("nano", [False, True])
 def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
     from scapy.utils import rdpcap
@@ -567,8 +627,7 @@ def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
     path = tmp_path / "lo.pcap"
     # -Z root: do not drop to user "tcpdump", who cannot write into tmp_path
     # --immediate-mode: packets still in the TPACKET_V3 ring when SIGINT comes are lost
-    cmd = ["tcpdump", "-i", "lo", "-U", "--immediate-mode", "-n", "-Z", "root", "-s", "0",
-           "-w", str(path)]
+    cmd = ["tcpdump", "-i", "lo", "-U", "--immediate-mode", "-n", "-Z", "root", "-s", "0", "-w", str(path)]
     if nano:
         cmd += ["--time-stamp-precision=nano"]
     cmd += ["tcp", "port", str(port)]
@@ -577,8 +636,9 @@ def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
         line = td.stderr.readline()  # "listening on lo, ..."
         if b"listening" not in line:
             (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(
-                f"tcpdump did not start: {line!r}")
-        request = b"AMQP\x00\x00\x09\x01" + bytes(range(256)) * 300   # > 64 KiB
+                f"tcpdump did not start: {line!r}"
+            )
+        request = b"AMQP\x00\x00\x09\x01" + bytes(range(256)) * 300  # > 64 KiB
         reply = b"R" * 5000
         received = []
 
@@ -614,14 +674,14 @@ def test_tcpdump_loopback_capture_matches_scapy_and_sent_bytes(tmp_path, nano):
     assert src.format == "pcap" and src.linktypes == [1]
     scapy_pkts = rdpcap(str(path))
     assert len(recs) == len(scapy_pkts) > 5
-    for (num, ts, lt, data, wirelen), sp in zip(recs, scapy_pkts):
+    for (_num, ts, _lt, data, wirelen), sp in zip(recs, scapy_pkts):
         assert bytes(sp) == data
         assert wirelen == sp.wirelen
         assert ts == int(sp.time * 10**9)  # scapy keeps pcap times as exact decimals
         if not nano:
             assert ts % 1000 == 0
     streams = {port: b"", "c": b""}
-    for num, ts, lt, data, wirelen in recs:
+    for _num, _ts, lt, data, _wirelen in recs:
         r = parse_packet(lt, data)
         assert isinstance(r, tuple) and r[10] == 0
         streams[port if r[4] == port else "c"] += r[9]
@@ -643,8 +703,7 @@ def _fuzz_base(kind):
         if kind == "pcap":
             blob = g.pcap_bytes(pk)
         elif kind == "pcapng":
-            blob = g.pcapng_bytes(pk + [(T0 + 9, 113, g.sll(f[0][14:]))], spb=[1],
-                                  unknown_after={2: 0x31})
+            blob = g.pcapng_bytes(pk + [(T0 + 9, 113, g.sll(f[0][14:]))], spb=[1], unknown_after={2: 0x31})
         else:
             blob = g.gzip_bytes(g.pcap_bytes(pk))
         _FUZZ_BASE[kind] = blob
@@ -652,9 +711,11 @@ def _fuzz_base(kind):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(["pcap", "pcapng", "gz"]),
-       edits=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=6),
-       cut_at=st.one_of(st.none(), st.integers(0, 2000)))
+@given(
+    kind=st.sampled_from(["pcap", "pcapng", "gz"]),
+    edits=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=6),
+    cut_at=st.one_of(st.none(), st.integers(0, 2000)),
+)
 def test_damaged_files_either_fail_to_open_or_iterate_without_raising(tmp_path, kind, edits, cut_at):
     blob = bytearray(_fuzz_base(kind))
     for off, val in edits:
@@ -674,5 +735,5 @@ def test_damaged_files_either_fail_to_open_or_iterate_without_raising(tmp_path, 
         assert isinstance(lt, int) and isinstance(wirelen, int)
         assert len(data) <= len(blob) or kind == "gz"
         last = num
-    for num, ts, kind_, detail in src.anomalies:
+    for num, _ts, kind_, detail in src.anomalies:
         assert isinstance(num, int) and isinstance(kind_, str) and "\n" not in detail

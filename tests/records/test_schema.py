@@ -1,4 +1,5 @@
 """The schema module is the single source of truth: docs and writers follow it."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -31,18 +32,46 @@ def test_every_table_shares_the_keys_needed_to_find_a_packet():
 def test_row_builders_produce_one_value_per_column():
     from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 
-    m = Method(7, 1_700_000_000_000_000_000, 100, 1, 60, 40, "basic.publish",
-               {"exchange": "x", "routing-key": "rk", "mandatory": True}, False, True, 20)
-    c = Content(9, 1_700_000_000_000_000_001, 100, 1, m, 60, {"content-type": "text/plain", "timestamp": 5},
-                3, 3, 1, "00" * 32, b"abc", True, 7)
-    for table, row in (("methods", rows.method_row("c", 0, 0, m, "0-9-1")),
-                       ("messages", rows.message_row("c", 0, 0, c, "0-9-1")),
-                       ("anomalies", rows.anomaly_row("c", 0, 1, Anomaly(1, 2, 3, "gap", "x"))),
-                       ("frames", rows.frame_row("c", 0, 0, Frame(1, 2, 3, 0, 8, "heartbeat", 0, 8)))):
+    m = Method(
+        7,
+        1_700_000_000_000_000_000,
+        100,
+        1,
+        60,
+        40,
+        "basic.publish",
+        {"exchange": "x", "routing-key": "rk", "mandatory": True},
+        False,
+        True,
+        20,
+    )
+    c = Content(
+        9,
+        1_700_000_000_000_000_001,
+        100,
+        1,
+        m,
+        60,
+        {"content-type": "text/plain", "timestamp": 5},
+        3,
+        3,
+        1,
+        "00" * 32,
+        b"abc",
+        True,
+        7,
+    )
+    for table, row in (
+        ("methods", rows.method_row("c", 0, 0, m, "0-9-1")),
+        ("messages", rows.message_row("c", 0, 0, c, "0-9-1")),
+        ("anomalies", rows.anomaly_row("c", 0, 1, Anomaly(1, 2, 3, "gap", "x"))),
+        ("frames", rows.frame_row("c", 0, 0, Frame(1, 2, 3, 0, 8, "heartbeat", 0, 8))),
+    ):
         assert len(row) == len(COLUMNS[table]), table
         # Arrow accepts the row as typed values.
-        pa.RecordBatch.from_arrays([pa.array([v], type=f.type) for v, f in zip(row, SCHEMAS[table])],
-                                   schema=SCHEMAS[table])
+        pa.RecordBatch.from_arrays(
+            [pa.array([v], type=f.type) for v, f in zip(row, SCHEMAS[table])], schema=SCHEMAS[table]
+        )
     row = rows.message_row("c", 0, 0, c, "0-9-1")
     named = dict(zip(COLUMNS["messages"], row))
     assert named["exchange"] == "x" and named["routing_key"] == "rk"
@@ -65,11 +94,16 @@ def test_typed_argument_columns_hold_what_the_arguments_json_says(tmp_path):
     for r in t.select(["method", "arguments", *rows.ARG_COLUMNS]).to_pylist():
         a = json.loads(r["arguments"])
         want = {
-            "no_wait": a.get("no-wait", a.get("nowait")), "active": a.get("active"),
-            "qos_global": a.get("global"), "reason": a.get("reason"), "accept_mode": a.get("accept-mode"),
+            "no_wait": a.get("no-wait", a.get("nowait")),
+            "active": a.get("active"),
+            "qos_global": a.get("global"),
+            "reason": a.get("reason"),
+            "accept_mode": a.get("accept-mode"),
             "id_ranges": [{"lower": lo, "upper": hi} for lo, hi in a.get("commands", a.get("transfers", []))]
-            if "commands" in a or "transfers" in a else None,
-            "code": a.get("code"), "text": a.get("text"),
+            if "commands" in a or "transfers" in a
+            else None,
+            "code": a.get("code"),
+            "text": a.get("text"),
         }
         assert {c: r[c] for c in rows.ARG_COLUMNS} == want, r["method"]
         for c in rows.ARG_COLUMNS:

@@ -1,4 +1,5 @@
 """amqpcap.dissect_packets: the pipeline over scapy packets gives the tables of the capture file."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -13,8 +14,9 @@ from amqpcap.scapy.source import PacketsSource, timestamp_ns
 TABLES = ("connections", "methods", "messages", "anomalies", "frames")
 
 
-@pytest.mark.parametrize("name", ["rabbitmq091_pika_full", "qpid010_basic", "rabbitmq08_amqplib",
-                                  "rabbitmq091_pika_refused"])
+@pytest.mark.parametrize(
+    "name", ["rabbitmq091_pika_full", "qpid010_basic", "rabbitmq08_amqplib", "rabbitmq091_pika_refused"]
+)
 def test_rdpcap_packets_give_the_same_tables_as_the_capture_file_row_for_row(name):
     path = f"captures/{name}.pcap"
     from_file = amqpcap.load(path, frames=True)
@@ -60,19 +62,45 @@ def _conversation(sport=40100, dport=5672):
     pkt(s, flags="SA")
     pkt(c, flags="A")
     pkt(c, bytes(AMQPProtocolHeader()))
-    pkt(s, bytes(AMQP(method="connection.start", version_major=0, version_minor=9,
-                      server_properties={"product": "crafted"}, mechanisms="PLAIN", locales="en_US")))
-    pkt(c, bytes(AMQP(method="connection.start-ok", client_properties={"product": "scapy"}, mechanism="PLAIN",
-                      response=b"\0guest\0guest", locale="en_US")))
+    pkt(
+        s,
+        bytes(
+            AMQP(
+                method="connection.start",
+                version_major=0,
+                version_minor=9,
+                server_properties={"product": "crafted"},
+                mechanisms="PLAIN",
+                locales="en_US",
+            )
+        ),
+    )
+    pkt(
+        c,
+        bytes(
+            AMQP(
+                method="connection.start-ok",
+                client_properties={"product": "scapy"},
+                mechanism="PLAIN",
+                response=b"\0guest\0guest",
+                locale="en_US",
+            )
+        ),
+    )
     pkt(s, bytes(AMQP(method="connection.tune", channel_max=10, frame_max=4096, heartbeat=0)))
     pkt(c, bytes(AMQP(method="connection.tune-ok", channel_max=10, frame_max=4096, heartbeat=0)))
     pkt(c, bytes(AMQP(method="connection.open", virtual_host="/")))
     pkt(s, bytes(AMQP(method="connection.open-ok")))
     pkt(c, bytes(AMQP(method="channel.open", channel=1)))
     pkt(s, bytes(AMQP(method="channel.open-ok", channel=1)))
-    pkt(c, bytes(AMQP(method="basic.publish", channel=1, exchange="ex", routing_key="rk")
-                 / header_class("0-9-1")(channel=1, body_size=5, content_type="text/plain")
-                 / AMQPBody(channel=1, data=b"hello")))
+    pkt(
+        c,
+        bytes(
+            AMQP(method="basic.publish", channel=1, exchange="ex", routing_key="rk")
+            / header_class("0-9-1")(channel=1, body_size=5, content_type="text/plain")
+            / AMQPBody(channel=1, data=b"hello")
+        ),
+    )
     pkt(c, bytes(AMQP(method="connection.close", reply_code=200, reply_text="bye")))
     pkt(s, bytes(AMQP(method="connection.close-ok")))
     pkt(c, flags="FA")
@@ -82,10 +110,19 @@ def _conversation(sport=40100, dport=5672):
 
 def test_crafted_packets_are_dissected_like_a_capture():
     t = amqpcap.dissect_packets(_conversation())
-    assert list(t.methods.method) == ["connection.start", "connection.start-ok", "connection.tune",
-                                      "connection.tune-ok", "connection.open", "connection.open-ok",
-                                      "channel.open", "channel.open-ok", "basic.publish", "connection.close",
-                                      "connection.close-ok"]
+    assert list(t.methods.method) == [
+        "connection.start",
+        "connection.start-ok",
+        "connection.tune",
+        "connection.tune-ok",
+        "connection.open",
+        "connection.open-ok",
+        "channel.open",
+        "channel.open-ok",
+        "basic.publish",
+        "connection.close",
+        "connection.close-ok",
+    ]
     assert list(t.messages.body) == [b"hello"] and list(t.messages.content_type) == ["text/plain"]
     conn = t.connections.iloc[0]
     assert conn.client_version == "0-9-1" and conn.closed_by in ("client", "client-fin")

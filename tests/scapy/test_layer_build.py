@@ -1,5 +1,6 @@
 """Frames built with the scapy layer are what our decoders read back (and what the fixture
 encoder, pinned to pika's bytes, writes)."""
+
 from __future__ import annotations
 
 import datetime
@@ -14,10 +15,25 @@ from amqpcap.amqp.events import Content, Method
 from amqpcap.scapy import AMQP, AMQPBody, AMQPHeartbeat, AMQPProtocolHeader, header_class
 from amqpcap.scapy.layers import field_name
 
-SAMPLE = {"octet": 7, "short": 513, "long": 70000, "longlong": 2**40 + 3, "timestamp": 1_700_000_000,
-          "shortstr": "kurz", "longstr": "lang text", "content": "body text",
-          "table": {"i": 5, "s": "x", "b": True, "n": {"l": [1, "two", False]}, "big": 2**40, "f": 0.5,
-                    "bytes": b"\x00\x01"}}
+SAMPLE = {
+    "octet": 7,
+    "short": 513,
+    "long": 70000,
+    "longlong": 2**40 + 3,
+    "timestamp": 1_700_000_000,
+    "shortstr": "kurz",
+    "longstr": "lang text",
+    "content": "body text",
+    "table": {
+        "i": 5,
+        "s": "x",
+        "b": True,
+        "n": {"l": [1, "two", False]},
+        "big": 2**40,
+        "f": 0.5,
+        "bytes": b"\x00\x01",
+    },
+}
 
 
 def sample_args(fields):
@@ -51,31 +67,44 @@ def test_every_method_built_with_scapy_decodes_to_its_arguments(version):
 
 
 def test_scapy_bytes_equal_the_fixture_encoders_bytes():
-    cases = [("basic.publish", dict(exchange="ex", routing_key="rk", mandatory=True)),
-             ("basic.ack", dict(delivery_tag=5, multiple=True)),
-             ("connection.tune", dict(channel_max=2047, frame_max=131072, heartbeat=60)),
-             ("queue.declare", dict(queue="q", durable=True, auto_delete=True,
-                                    arguments={"x-max-length": 10})),
-             ("basic.nack", dict(delivery_tag=9, multiple=False, requeue=True))]
+    cases = [
+        ("basic.publish", dict(exchange="ex", routing_key="rk", mandatory=True)),
+        ("basic.ack", dict(delivery_tag=5, multiple=True)),
+        ("connection.tune", dict(channel_max=2047, frame_max=131072, heartbeat=60)),
+        ("queue.declare", dict(queue="q", durable=True, auto_delete=True, arguments={"x-max-length": 10})),
+        ("basic.nack", dict(delivery_tag=9, multiple=False, requeue=True)),
+    ]
     for name, kw in cases:
         assert bytes(AMQP(method=name, channel=1, **kw)) == A.method_frame(1, name, **kw), name
 
 
 def test_content_header_and_body_built_with_scapy_decode_to_one_message():
-    props = {"content_type": "text/plain", "delivery_mode": 2, "headers": {"k": "v"},
-             "timestamp": 1_700_000_000,
-             "message_id": "m-1"}
+    props = {
+        "content_type": "text/plain",
+        "delivery_mode": 2,
+        "headers": {"k": "v"},
+        "timestamp": 1_700_000_000,
+        "message_id": "m-1",
+    }
     body = b"hello world"
-    pkt = (AMQP(method="basic.publish", channel=1, exchange="ex", routing_key="rk")
-           / header_class("0-9-1", 60)(channel=1, body_size=len(body), **props)
-           / AMQPBody(channel=1, data=body) / AMQPHeartbeat())
+    pkt = (
+        AMQP(method="basic.publish", channel=1, exchange="ex", routing_key="rk")
+        / header_class("0-9-1", 60)(channel=1, body_size=len(body), **props)
+        / AMQPBody(channel=1, data=body)
+        / AMQPHeartbeat()
+    )
     _, events = A.decode(bytes(pkt), "0-9-1")
     content = [e for e in events if isinstance(e, Content)]
     assert len(content) == 1 and content[0].complete
     c = content[0]
     assert c.body == body and c.body_size == len(body) and c.method.args["routing-key"] == "rk"
-    assert c.properties == {"content-type": "text/plain", "delivery-mode": 2, "headers": {"k": "v"},
-                            "timestamp": 1_700_000_000, "message-id": "m-1"}
+    assert c.properties == {
+        "content-type": "text/plain",
+        "delivery-mode": 2,
+        "headers": {"k": "v"},
+        "timestamp": 1_700_000_000,
+        "message-id": "m-1",
+    }
     # and scapy reads its own frames back
     again = AMQP(bytes(pkt))
     assert again.method == "basic.publish" and again.payload.fields["message_id"] == b"m-1"
@@ -88,9 +117,13 @@ def test_protocol_header_bytes():
 
 
 def test_field_table_values_survive_a_round_trip_through_the_decoder():
-    table = {"decimal": {"$decimal": "314e-2"},
-             "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC),
-             "void": None, "arr": [1, 2.5, "s"], "neg": -3}
+    table = {
+        "decimal": {"$decimal": "314e-2"},
+        "when": datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC),
+        "void": None,
+        "arr": [1, 2.5, "s"],
+        "neg": -3,
+    }
     frame = bytes(AMQP(method="exchange.declare", channel=1, exchange="e", type="topic", arguments=table))
     _, events = A.decode(frame, "0-9-1")
     args = next(e for e in events if isinstance(e, Method)).args["arguments"]
@@ -99,16 +132,31 @@ def test_field_table_values_survive_a_round_trip_through_the_decoder():
 
 
 OPS_010 = [
-    ("connection.start", {"server_properties": {"product": "qpidd", "n": 1},
-                          "mechanisms": ["PLAIN", "ANONYMOUS"],
-                          "locales": ["en_US"]}),
-    ("connection.tune", {"channel_max": 32767, "max_frame_size": 65535, "heartbeat_min": 0,
-                         "heartbeat_max": 120}),
+    (
+        "connection.start",
+        {
+            "server_properties": {"product": "qpidd", "n": 1},
+            "mechanisms": ["PLAIN", "ANONYMOUS"],
+            "locales": ["en_US"],
+        },
+    ),
+    (
+        "connection.tune",
+        {"channel_max": 32767, "max_frame_size": 65535, "heartbeat_min": 0, "heartbeat_max": 120},
+    ),
     ("session.attach", {"name_": b"sess-1", "force": True}),
     ("message.transfer", {"destination": "amq.direct", "accept_mode": 0, "acquire_mode": 0}),
     ("message.accept", {"transfers": [[1, 4], [7, 7]]}),
-    ("execution.exception", {"error_code": 404, "command_id": 3, "class_code": 8, "command_code": 1,
-                             "description": "queue not found"}),
+    (
+        "execution.exception",
+        {
+            "error_code": 404,
+            "command_id": 3,
+            "class_code": 8,
+            "command_code": 1,
+            "description": "queue not found",
+        },
+    ),
     ("queue.declare", {"queue": "q1", "durable": True, "arguments": {"x": "y"}}),
 ]
 

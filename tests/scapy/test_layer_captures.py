@@ -1,4 +1,5 @@
 """The scapy layer on the real captures: frames, methods and arguments as the tables have them."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,15 @@ import amqpcap
 import amqpcap.scapy
 from amqpcap.scapy import AMQP, AMQPFragment, AMQPMethod, AMQPProtocolHeader
 
-CAPTURES = ["rabbitmq091_pika_full", "rabbitmq091_pyamqp_basic", "rabbitmq08_netamqp", "rabbitmq09_netamqp",
-            "rabbitmq09_anyevent", "netamqp09_offline", "qpid010_basic"]
+CAPTURES = [
+    "rabbitmq091_pika_full",
+    "rabbitmq091_pyamqp_basic",
+    "rabbitmq08_netamqp",
+    "rabbitmq09_netamqp",
+    "rabbitmq09_anyevent",
+    "netamqp09_offline",
+    "qpid010_basic",
+]
 
 
 def frames_of(pkt):
@@ -34,8 +42,18 @@ def test_packet_7_of_pika_full_shows_start_ok_with_spec_argument_names():
     assert frame.arguments["client-properties"]["connection_name"] == "amqpcap-pika-full"
     assert frame.size == len(bytes(frame)) - 8
     text = pkt.show(dump=True)
-    for word in ("AMQP 0-9-1 connection.start-ok", "frame_type", "channel", "size", "class_index",
-                 "client_properties", "mechanism", "response", "locale", "frame_end"):
+    for word in (
+        "AMQP 0-9-1 connection.start-ok",
+        "frame_type",
+        "channel",
+        "size",
+        "class_index",
+        "client_properties",
+        "mechanism",
+        "response",
+        "locale",
+        "frame_end",
+    ):
         assert word in text
 
 
@@ -117,7 +135,7 @@ def test_several_frames_in_one_packet_are_a_chain_of_layers():
     offset = 0
     raw = bytes(chain[0])
     for x in chain:  # each layer holds exactly its frame's bytes, one after the other
-        assert raw[offset:offset + 8 + x.size] == bytes(x)[:8 + x.size]
+        assert raw[offset : offset + 8 + x.size] == bytes(x)[: 8 + x.size]
         offset += 8 + x.size
 
 

@@ -1,4 +1,5 @@
 """The layer never raises on what a capture can hold: cut frames, garbage, TLS on 5671."""
+
 from __future__ import annotations
 
 import random
@@ -31,7 +32,7 @@ def test_every_cut_of_real_frames_dissects_to_whole_frames_and_one_fragment():
                 if not 0 < cut < len(data):
                     continue
                 got = layers(AMQP(data[:cut], version=version))
-                assert b"".join(bytes(x)[:len(bytes(x)) - len(bytes(x.payload))] for x in got) == data[:cut]
+                assert b"".join(bytes(x)[: len(bytes(x)) - len(bytes(x.payload))] for x in got) == data[:cut]
                 assert isinstance(got[-1], (AMQPFragment, AMQP)) and not isinstance(got[-1], Raw)
                 # the frames before the cut are dissected as in the whole packet
                 for a, b in zip(got[:-1], whole):

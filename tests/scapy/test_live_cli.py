@@ -1,4 +1,5 @@
 """amqpcap live: errors, rotation, segments, and a capture of local AMQP traffic on loopback."""
+
 from __future__ import annotations
 
 import os
@@ -34,11 +35,17 @@ def test_without_capture_privilege_one_line_and_exit_77():
     if os.geteuid() == 0:
         if shutil.which("capsh") is None:
             (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(
-                "root, and no capsh (libcap2-bin) to drop CAP_NET_RAW")
+                "root, and no capsh (libcap2-bin) to drop CAP_NET_RAW"
+            )
         # root without CAP_NET_RAW: the packet socket is refused as for an ordinary user
-        r = subprocess.run(["capsh", "--drop=cap_net_raw", "--", "-c",
-                            " ".join([*LIVE, "-i", "lo"])],
-                           check=False, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        r = subprocess.run(
+            ["capsh", "--drop=cap_net_raw", "--", "-c", " ".join([*LIVE, "-i", "lo"])],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
     else:
         r = run(["-i", "lo"])
     one_line_error(r, 77)
@@ -81,7 +88,22 @@ def test_rotation_by_time_and_by_size():
     assert not r.due(0, 10**6, 999) and r.due(0, 0, 1000)
 
 
-ROW = ("cap", 0, 1, 1_700_000_000_000_000_000, "c2s", 0, 0, "connection.start", 10, 10, "0-9-1", True, False, 10)
+ROW = (
+    "cap",
+    0,
+    1,
+    1_700_000_000_000_000_000,
+    "c2s",
+    0,
+    0,
+    "connection.start",
+    10,
+    10,
+    "0-9-1",
+    True,
+    False,
+    10,
+)
 ROW += (None,) * (len(SCHEMAS["methods"]) - len(ROW))  # the method's arguments: none
 
 
@@ -112,8 +134,19 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     out = tmp_path / "live"
-    cmd = [*LIVE, "-i", "lo", "-f", f"tcp port {port}", "--ports", str(port), "-o", str(out),
-           "--rotate", "1KB"]
+    cmd = [
+        *LIVE,
+        "-i",
+        "lo",
+        "-f",
+        f"tcp port {port}",
+        "--ports",
+        str(port),
+        "-o",
+        str(out),
+        "--rotate",
+        "1KB",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert "capturing on lo" in proc.stderr.readline()
@@ -125,12 +158,30 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
         cli = socket.create_connection(("127.0.0.1", port))
         conn, _ = srv.accept()
         cli.sendall(bytes(AMQPProtocolHeader()))
-        conn.sendall(bytes(AMQP(method="connection.start", version_major=0, version_minor=9,
-                                server_properties={"product": "local" * 300}, mechanisms="PLAIN",
-                                locales="en_US")))
+        conn.sendall(
+            bytes(
+                AMQP(
+                    method="connection.start",
+                    version_major=0,
+                    version_minor=9,
+                    server_properties={"product": "local" * 300},
+                    mechanisms="PLAIN",
+                    locales="en_US",
+                )
+            )
+        )
         time.sleep(0.3)
-        cli.sendall(bytes(AMQP(method="connection.start-ok", client_properties={"product": "test"},
-                               mechanism="PLAIN", response=b"\0u\0p", locale="en_US")))
+        cli.sendall(
+            bytes(
+                AMQP(
+                    method="connection.start-ok",
+                    client_properties={"product": "test"},
+                    mechanism="PLAIN",
+                    response=b"\0u\0p",
+                    locale="en_US",
+                )
+            )
+        )
         time.sleep(0.3)
         conn.sendall(bytes(AMQP(method="connection.tune", channel_max=8, frame_max=4096, heartbeat=0)))
         time.sleep(0.5)
@@ -147,8 +198,11 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
     headers = [ln for ln in stdout.splitlines() if ln.startswith("# stream")]
     assert len(headers) == 1 and "-> 127.0.0.1:" in headers[0]  # a line naming the conversation first
     lines = [ln.split() for ln in stdout.splitlines() if not ln.startswith("#")]
-    assert [(ln[3], ln[5]) for ln in lines] == [("s2c", "connection.start"), ("c2s", "connection.start-ok"),
-                                                 ("s2c", "connection.tune")]
+    assert [(ln[3], ln[5]) for ln in lines] == [
+        ("s2c", "connection.start"),
+        ("c2s", "connection.start-ok"),
+        ("s2c", "connection.tune"),
+    ]
     t = amqpcap.load(out)
     assert list(t.methods.method) == ["connection.start", "connection.start-ok", "connection.tune"]
     assert len(t.connections) == 1 and t.connections.iloc[0].server_port == port
@@ -156,10 +210,18 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
 
 
 def test_the_dissect_path_does_not_import_scapy(tmp_path):
-    code = ("import sys, amqpcap, amqpcap.pipeline, amqpcap.cli; amqpcap.cli.build_parser(); "
-            "amqpcap.pipeline.dissect('captures/rabbitmq091_pika_refused.pcap', sys.argv[1], force=True); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scapy'))")
-    with_tmp = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")],
-                              check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    code = (
+        "import sys, amqpcap, amqpcap.pipeline, amqpcap.cli; amqpcap.cli.build_parser(); "
+        "amqpcap.pipeline.dissect('captures/rabbitmq091_pika_refused.pcap', sys.argv[1], force=True); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scapy'))"
+    )
+    with_tmp = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out")],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert with_tmp.returncode == 0, with_tmp.stderr
     assert with_tmp.stdout.strip() == "[]"

@@ -9,6 +9,7 @@ printed lines and the written segments are checked against.
 Needs root and rabbitmq-server; skipped without them unless AMQPCAP_REQUIRE_TOOLS is set
 (scripts/test.sh installs rabbitmq-server and sets it in CI).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,7 +35,8 @@ ADDR = "127.0.91.213"  # the client's source address (the recording scripts use 
 pytestmark = pytest.mark.skipif(
     (shutil.which("rabbitmq-server") is None or os.geteuid() != 0)
     and not os.environ.get("AMQPCAP_REQUIRE_TOOLS"),
-    reason="needs rabbitmq-server and root")
+    reason="needs rabbitmq-server and root",
+)
 
 
 def recorder():
@@ -75,8 +77,20 @@ def pika_log(monkeypatch):
 
 
 def start_live(out: Path):
-    cmd = [sys.executable, "-m", "amqpcap.cli", "live", "-i", "lo", "-f", f"tcp port 5672 and host {ADDR}",
-           "-o", str(out), "--rotate", "1s"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "amqpcap.cli",
+        "live",
+        "-i",
+        "lo",
+        "-f",
+        f"tcp port 5672 and host {ADDR}",
+        "-o",
+        str(out),
+        "--rotate",
+        "1s",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stderr.readline()
     if "capturing on lo" not in line:
@@ -113,9 +127,14 @@ def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pik
     monkeypatch.setattr(workflow, "socket", workflow.socket)
     monkeypatch.setattr(amqp.transport, "socket", amqp.transport.socket)
     rec.install_socket_tracing()
-    params = pika.ConnectionParameters(host="127.0.0.1", port=5672, virtual_host=rec.VHOST, heartbeat=0,
-                                       credentials=pika.PlainCredentials(rec.USER, rec.PASSWORD),
-                                       client_properties={"connection_name": "amqpcap-live-test"})
+    params = pika.ConnectionParameters(
+        host="127.0.0.1",
+        port=5672,
+        virtual_host=rec.VHOST,
+        heartbeat=0,
+        credentials=pika.PlainCredentials(rec.USER, rec.PASSWORD),
+        client_properties={"connection_name": "amqpcap-live-test"},
+    )
     out = tmp_path / "live"
     proc = start_live(out)
     try:
@@ -124,8 +143,12 @@ def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pik
         ch.queue_declare("amqpcap-live", durable=False, auto_delete=False)
         ch.confirm_delivery()
         for i in range(3):
-            ch.basic_publish("", "amqpcap-live", f"message {i}".encode(),
-                             pika.BasicProperties(content_type="text/plain", message_id=f"m{i}"))
+            ch.basic_publish(
+                "",
+                "amqpcap-live",
+                f"message {i}".encode(),
+                pika.BasicProperties(content_type="text/plain", message_id=f"m{i}"),
+            )
         got = ch.basic_get("amqpcap-live", auto_ack=False)
         ch.basic_ack(got[0].delivery_tag)
         ch.queue_purge("amqpcap-live")
@@ -138,8 +161,14 @@ def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pik
         time.sleep(2.5)  # more than one rotation period
         growing = amqpcap.load(out)  # the directory as it is while live still runs
         assert len(growing.methods) > 0
-        stats = subprocess.run([sys.executable, "-m", "amqpcap.cli", "stats", str(out), "--json"],
-                               check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        stats = subprocess.run(
+            [sys.executable, "-m", "amqpcap.cli", "stats", str(out), "--json"],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
         assert stats.returncode == 0 and json.loads(stats.stdout), stats.stderr
         logged_before_stop = len(pika_log)
         proc.send_signal(signal.SIGINT)

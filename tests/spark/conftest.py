@@ -3,6 +3,7 @@
 Without pyspark or Java the Spark tests skip and say why, unless AMQPCAP_REQUIRE_TOOLS
 is set (scripts/test.sh sets it in CI, after installing both): then they fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,10 +28,14 @@ def spark(tmp_path_factory):
         _missing("java is not installed")
     from amqpcap.spark import session
 
-    s = session.build("local[2]", app="amqpcap-tests", conf={
-        "spark.local.dir": str(tmp_path_factory.mktemp("spark-local")),
-        "spark.sql.shuffle.partitions": "4",
-        "spark.default.parallelism": "2",
-    })
+    s = session.build(
+        "local[2]",
+        app="amqpcap-tests",
+        conf={
+            "spark.local.dir": str(tmp_path_factory.mktemp("spark-local")),
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+        },
+    )
     yield s
     s.stop()

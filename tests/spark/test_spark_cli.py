@@ -1,4 +1,5 @@
 """`amqpcap spark` / `python -m amqpcap.spark` on the command line: output, summary, exit codes."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_spark_job import assert_same_dataset
 
 from amqpcap.cli import main
@@ -21,9 +21,24 @@ def test_python_m_amqpcap_spark_writes_what_dissect_writes_and_exits_with_the_ba
     bad = tmp_path / "empty.pcap"
     bad.write_bytes(b"")
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "amqpcap.spark", good, str(bad), "-o", str(out),
-                        "--master", "local[1]", "--split-size", "4k"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "amqpcap.spark",
+            good,
+            str(bad),
+            "-o",
+            str(out),
+            "--master",
+            "local[1]",
+            "--split-size",
+            "4k",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 2, p.stderr
     assert f"amqpcap: {bad}: empty file, not a capture" in p.stderr.splitlines()
     assert "Traceback" not in p.stderr

@@ -1,4 +1,5 @@
 """notebooks/05_spark.ipynb runs top to bottom and prints the numbers of the dissect output."""
+
 from __future__ import annotations
 
 import glob
@@ -26,8 +27,9 @@ def test_the_spark_notebook_runs_and_prints_what_dissect_gives(spark, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(NB, as_version=4)
-    nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
-                            resources={"metadata": {"path": str(NB.parent)}}).execute()
+    nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(NB.parent)}}
+    ).execute()
     out = [o for c in nb.cells for o in c.get("outputs", [])]
     assert not [o for o in out if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in out if o.get("output_type") == "stream")

@@ -1,5 +1,6 @@
 """`stats --spark` (Spark DataFrame jobs) gives the report the pandas `stats` gives on the same output:
 counts equal, latencies (ms) within 1 µs."""
+
 from __future__ import annotations
 
 import glob
@@ -40,8 +41,8 @@ def stamped_1970(src: str, dst, packet: int) -> str:
     assert data[:4] == bytes.fromhex("d4c3b2a1")  # little-endian, µs
     pos = 24
     for _ in range(packet - 1):
-        pos += 16 + int.from_bytes(data[pos + 8:pos + 12], "little")
-    data[pos:pos + 8] = bytes(8)
+        pos += 16 + int.from_bytes(data[pos + 8 : pos + 12], "little")
+    data[pos : pos + 8] = bytes(8)
     dst.write_bytes(bytes(data))
     return str(dst)
 
@@ -68,8 +69,10 @@ def test_stats_spark_json_equals_the_pandas_stats_on_the_shipped_captures(spark,
     if len(want["captures"]) > 1:
         # the comparison has teeth: these captures exercise every kind of pairing
         lat = want["latency"]
-        assert all(lat[k]["count"] > 0 for k in ("method_rtt", "confirm", "consumer_ack", "transit", "rpc",
-                                                  "connection_setup"))
+        assert all(
+            lat[k]["count"] > 0
+            for k in ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
+        )
         assert want["errors"] and want["health"]["blocked"] > 0
         assert any(len(e["texts"]) > 1 for e in want["errors"])  # one error, several reply texts
         assert want["span"]["duration_s"] > 2 * 365 * 86400 and want["throughput"]["buckets"] < 10**6

@@ -49,6 +49,7 @@ server->client destinations name subscriptions); routing_key is
 delivery-properties.routing-key.  body_size is message-properties.content-length
 when given, else the body bytes received.
 """
+
 from __future__ import annotations
 
 import uuid as _uuid
@@ -57,8 +58,8 @@ from struct import error as StructError
 
 from amqpcap.amqp.detect import CANDIDATE_0_10, frame_ok_0_10
 from amqpcap.amqp.events import Frame, Heartbeat, Method
-from amqpcap.amqp.stream import DecodeError, Direction, StreamDecoder
 from amqpcap.amqp.spec import v0_10 as SPEC
+from amqpcap.amqp.stream import DecodeError, Direction, StreamDecoder
 
 MAX_DEPTH = 64  # nesting of maps / lists / arrays / structs
 MAX_SEGMENT = 16 << 20  # bytes of one control / command / header segment we buffer
@@ -85,17 +86,20 @@ def _fixed(fmt: str, name: str, conv=None):
     w = st.size
     unpack = st.unpack_from
     if conv is None:
+
         def dec(buf, off, end, depth):
             e = off + w
             if e > end:
                 raise _short(name, off, w, end)
             return unpack(buf, off)[0], e
     else:
+
         def dec(buf, off, end, depth):
             e = off + w
             if e > end:
                 raise _short(name, off, w, end)
             return conv(*unpack(buf, off)), e
+
     return dec
 
 
@@ -105,6 +109,7 @@ def _raw(width: int, name: str):
         if e > end:
             raise _short(name, off, width, end)
         return bytes(buf[off:e]), e
+
     return dec
 
 
@@ -151,6 +156,7 @@ def _var(size_st: Struct, name: str, conv=None):
             raise _short(name, s, n, end)
         raw = bytes(buf[s:e])
         return (raw if conv is None else conv(raw)), e
+
     return dec
 
 
@@ -177,6 +183,7 @@ def _ranges(item: Struct, name: str):
         if n % w:
             raise DecodeError(f"{name} of {n} bytes is not a whole number of {w}-byte ranges")
         return [list(unpack(buf, p)) for p in range(off, e, w)], e
+
     return dec
 
 
@@ -294,7 +301,7 @@ def _struct32(buf, off, end, depth):
     key = (buf[s], buf[s + 1])
     comp = _CODED.get(key)
     if comp is None:
-        return {"$struct": f"unknown-{key[0]}-{key[1]}", "raw": bytes(buf[s + 2:e])}, e
+        return {"$struct": f"unknown-{key[0]}-{key[1]}", "raw": bytes(buf[s + 2 : e])}, e
     value, p = _decode_packed(buf, s + 2, e, comp[1], comp[2], depth + 1)
     value = {"$struct": comp[0], **value}
     return value, e
@@ -315,12 +322,14 @@ def _category_decoder(code: int):
 
     def reserved(buf, off, end, depth):
         raise DecodeError(f"reserved type code 0x{code:02x}")
+
     return reserved
 
 
 def _dec(fmt):
     def conv(exp, mant):
-        return mant / (10 ** exp)
+        return mant / (10**exp)
+
     return conv
 
 
@@ -397,6 +406,7 @@ for _code in range(256):
 
 # --- packed structs ------------------------------------------------------------------
 
+
 def _decode_packed(buf, off, end, fields, pack, depth):
     """Fields of a packed struct: ``fields`` = ((mask, name, is_bit, decoder), ...)."""
     if pack == 0:
@@ -436,8 +446,13 @@ def _struct_field_decoder(qname: str):
         comp = _COMPILED[qname]
         if depth >= MAX_DEPTH:
             raise DecodeError(f"structs nested deeper than {MAX_DEPTH}")
-        if qname == "dtx.xid" and off + 6 <= end and buf[off + 4] == 6 and buf[off + 5] == 4 \
-                and spec.size != 4:
+        if (
+            qname == "dtx.xid"
+            and off + 6 <= end
+            and buf[off + 4] == 6
+            and buf[off + 5] == 4
+            and spec.size != 4
+        ):
             return _xid_errata(buf, off, end, depth)
         send = end
         if spec.size:
@@ -460,6 +475,7 @@ def _struct_field_decoder(qname: str):
             if off != send:
                 raise DecodeError(f"{qname} ends at {off}, its size says {send}")
         return value, off
+
     return dec
 
 
@@ -513,8 +529,11 @@ def _content_view(p, direction: int):
     mp = structs.get("message.message-properties")
     if m.class_id == 4:
         if mp is not None:
-            for src, dst in (("content-type", "content-type"), ("content-encoding", "content-encoding"),
-                             ("application-headers", "headers")):
+            for src, dst in (
+                ("content-type", "content-type"),
+                ("content-encoding", "content-encoding"),
+                ("application-headers", "headers"),
+            ):
                 if src in mp:
                     props[dst] = mp[src]
         if dp is not None:
@@ -565,6 +584,7 @@ def _content_view(p, direction: int):
 
 
 # --- decoder state -----------------------------------------------------------------------
+
 
 class _Direction(Direction):
     __slots__ = ("next_cmd", "ids_unknown")
@@ -647,8 +667,14 @@ class Decoder010(StreamDecoder):
             skipped = end - d.resync_from
             self._anomaly(direction, offset, "gap", f"{size} bytes lost while resynchronising", None, size)
             if skipped > 0:
-                self._anomaly(direction, d.resync_from, "resync",
-                              f"{skipped} bytes before a gap hold no provable frame boundary", None, skipped)
+                self._anomaly(
+                    direction,
+                    d.resync_from,
+                    "resync",
+                    f"{skipped} bytes before a gap hold no provable frame boundary",
+                    None,
+                    skipped,
+                )
             d.reset(gap_end)
             d.resync_from = gap_end
             return
@@ -656,14 +682,26 @@ class Decoder010(StreamDecoder):
             if size <= d.skip:
                 d.skip -= size
                 # these bytes were counted when the frame was found damaged
-                self._anomaly(direction, offset, "gap", f"{size} bytes lost inside a frame already damaged by a gap",
-                              None, 0)
+                self._anomaly(
+                    direction,
+                    offset,
+                    "gap",
+                    f"{size} bytes lost inside a frame already damaged by a gap",
+                    None,
+                    0,
+                )
                 d.reset(gap_end)
                 return
             lost_tail = d.skip  # already counted by the anomaly of the gap that damaged the frame
             d.skip = 0
-            self._anomaly(direction, offset, "gap", f"{size} bytes lost; the next frame boundary with them",
-                          None, size - lost_tail)
+            self._anomaly(
+                direction,
+                offset,
+                "gap",
+                f"{size} bytes lost; the next frame boundary with them",
+                None,
+                size - lost_tail,
+            )
             d.reset(gap_end)
             self._lose_sync(direction, d, gap_end, "gap")
             return
@@ -676,29 +714,49 @@ class Decoder010(StreamDecoder):
             self._damaged_frame(direction, d, flags, stype, fsize, track, channel, fstart)
             if frame_end >= gap_end:
                 tail = frame_end - gap_end
-                self._anomaly(direction, offset, "gap",
-                              f"{size} bytes lost inside a {SEGMENT_NAMES[stype]} frame of {fsize} bytes at "
-                              f"{fstart} on channel {channel}; the {left} bytes before and {tail} bytes after "
-                              f"the gap of that frame are discarded; in sync again at {frame_end}",
-                              channel, size + left + tail)
+                self._anomaly(
+                    direction,
+                    offset,
+                    "gap",
+                    f"{size} bytes lost inside a {SEGMENT_NAMES[stype]} frame of {fsize} bytes at "
+                    f"{fstart} on channel {channel}; the {left} bytes before and {tail} bytes after "
+                    f"the gap of that frame are discarded; in sync again at {frame_end}",
+                    channel,
+                    size + left + tail,
+                )
                 d.reset(gap_end)
                 d.skip = tail
                 return
-            self._anomaly(direction, offset, "gap",
-                          f"{size} bytes lost, taking the end of a frame at {fstart} and the next frame "
-                          f"boundary; {left} bytes of the frame discarded", channel, size + left)
+            self._anomaly(
+                direction,
+                offset,
+                "gap",
+                f"{size} bytes lost, taking the end of a frame at {fstart} and the next frame "
+                f"boundary; {left} bytes of the frame discarded",
+                channel,
+                size + left,
+            )
             d.reset(gap_end)
             self._lose_sync(direction, d, gap_end, "gap")
             return
-        self._anomaly(direction, offset, "gap",
-                      f"{size} bytes lost" + (f"; {left} bytes of a frame header before it discarded" if left else ""),
-                      None, size + left)
+        self._anomaly(
+            direction,
+            offset,
+            "gap",
+            f"{size} bytes lost" + (f"; {left} bytes of a frame header before it discarded" if left else ""),
+            None,
+            size + left,
+        )
         d.reset(gap_end)
         self._lose_sync(direction, d, gap_end, "gap")
 
     def _finish_direction(self, direction: int, d: _Direction) -> None:
-        self._drop_segments(direction, "truncated-stream", True,
-                            lambda t, n: f"stream ends inside a {t} segment ({n} bytes of it captured)")
+        self._drop_segments(
+            direction,
+            "truncated-stream",
+            True,
+            lambda t, n: f"stream ends inside a {t} segment ({n} bytes of it captured)",
+        )
 
     def _drop_segments(self, direction: int, kind: str, begun: bool, detail) -> None:
         """Segments in progress are lost: an anomaly for each that holds bytes (``begun``: or frames)."""
@@ -706,8 +764,9 @@ class Decoder010(StreamDecoder):
         for key in sorted(segs):
             s = segs[key]
             if s.length or (begun and s.frames):
-                self._anomaly(direction, s.offset, kind, detail(SEGMENT_NAMES[s.type], s.length), key >> 4,
-                              s.length)
+                self._anomaly(
+                    direction, s.offset, kind, detail(SEGMENT_NAMES[s.type], s.length), key >> 4, s.length
+                )
         segs.clear()
 
     def _lost(self, direction: int, d: _Direction, why: str) -> None:
@@ -717,8 +776,12 @@ class Decoder010(StreamDecoder):
         d.marks = [(d.base + len(d.buf), d.packet, d.ts)]
         for ch in d.next_cmd:
             d.next_cmd[ch] = None
-        self._drop_segments(direction, "incomplete-segment", False,
-                            lambda t, n: f"{t} segment cut by a {why} ({n} bytes discarded)")
+        self._drop_segments(
+            direction,
+            "incomplete-segment",
+            False,
+            lambda t, n: f"{t} segment cut by a {why} ({n} bytes discarded)",
+        )
 
     def _damaged_frame(self, direction, d, flags, stype, fsize, track, channel, fstart) -> None:
         """A frame whose payload was (partly) lost: keep segments, assemblies and command ids right."""
@@ -736,8 +799,14 @@ class Decoder010(StreamDecoder):
         s = segs.get(key)
         if flags & 2:  # first frame of a segment
             if s is not None and s.length:
-                self._anomaly(direction, s.offset, "bad-segment-sequence",
-                              f"{SEGMENT_NAMES[s.type]} segment without its last frame", channel, s.length)
+                self._anomaly(
+                    direction,
+                    s.offset,
+                    "bad-segment-sequence",
+                    f"{SEGMENT_NAMES[s.type]} segment without its last frame",
+                    channel,
+                    s.length,
+                )
             s = segs[key] = _Segment(stype, fstart)
             if stype == 1:  # a command was lost: it still took a command id
                 d.take_command_id(channel)
@@ -753,8 +822,14 @@ class Decoder010(StreamDecoder):
             if flags & 1:
                 del segs[key]
                 if s.length:
-                    self._anomaly(direction, s.offset, "incomplete-segment",
-                                  f"{SEGMENT_NAMES[s.type]} segment damaged by a gap", channel, s.length)
+                    self._anomaly(
+                        direction,
+                        s.offset,
+                        "incomplete-segment",
+                        f"{SEGMENT_NAMES[s.type]} segment damaged by a gap",
+                        channel,
+                        s.length,
+                    )
                 if stype == 2 and flags & 4 and (p := self.pending[direction].get(key)) is not None:
                     p.damaged = True
                     self._assembled(direction, p)
@@ -790,11 +865,21 @@ class Decoder010(StreamDecoder):
             if flags & 0xF0 or stype > 3 or size < 12 or size > limit:
                 off = d.base + pos
                 if size > limit and not (flags & 0xF0 or stype > 3):
-                    self._anomaly(direction, off, "oversize-frame",
-                                  f"frame of {size} bytes exceeds the negotiated max-frame-size {limit}", channel)
+                    self._anomaly(
+                        direction,
+                        off,
+                        "oversize-frame",
+                        f"frame of {size} bytes exceeds the negotiated max-frame-size {limit}",
+                        channel,
+                    )
                 else:
-                    self._anomaly(direction, off, "malformed-frame",
-                                  f"invalid frame header {bytes(buf[pos:pos + 12]).hex()}", channel)
+                    self._anomaly(
+                        direction,
+                        off,
+                        "malformed-frame",
+                        f"invalid frame header {bytes(buf[pos : pos + 12]).hex()}",
+                        channel,
+                    )
                 self._lose_sync(direction, d, off, "malformed frame")
                 return pos + 1
             end = pos + size
@@ -803,15 +888,20 @@ class Decoder010(StreamDecoder):
             offset = d.base + pos
             if d.marks:
                 d.packet_of(offset + size)
-            events.append((direction, Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype],
-                                            size - 12, size)))
+            events.append(
+                (
+                    direction,
+                    Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype], size - 12, size),
+                )
+            )
             key = (channel << 4) | track
             if stype == 3:
                 self._body_frame(direction, d, key, channel, flags, buf, pos + 12, end, offset)
             elif flags & 3 == 3 and key not in segs:
                 # the common case: a segment in one frame
-                SEGMENT_READERS[stype](self, direction, d, key, channel, flags, bytes(buf[pos + 12:end]),
-                                       offset, size - 12)
+                SEGMENT_READERS[stype](
+                    self, direction, d, key, channel, flags, bytes(buf[pos + 12 : end]), offset, size - 12
+                )
             else:
                 self._frame_part(direction, d, key, channel, stype, flags, buf, pos + 12, end, offset)
             pos = end
@@ -826,8 +916,14 @@ class Decoder010(StreamDecoder):
         if flags & 2:
             if s is not None:
                 if s.length or not s.dropped:
-                    self._anomaly(direction, s.offset, "bad-segment-sequence",
-                                  f"{SEGMENT_NAMES[s.type]} segment without its last frame", channel, s.length)
+                    self._anomaly(
+                        direction,
+                        s.offset,
+                        "bad-segment-sequence",
+                        f"{SEGMENT_NAMES[s.type]} segment without its last frame",
+                        channel,
+                        s.length,
+                    )
             s = segs[key] = _Segment(stype, offset)
         elif s is None:
             if self._orphan(direction, d, key, channel, offset, n + 12, f"{SEGMENT_NAMES[stype]} frame"):
@@ -836,9 +932,14 @@ class Decoder010(StreamDecoder):
             s.dropped = True
             s.why = "continuation frames without a first frame"
         elif s.type != stype:
-            self._anomaly(direction, s.offset, "bad-segment-sequence",
-                          f"{SEGMENT_NAMES[stype]} frame inside a {SEGMENT_NAMES[s.type]} segment",
-                          channel, s.length)
+            self._anomaly(
+                direction,
+                s.offset,
+                "bad-segment-sequence",
+                f"{SEGMENT_NAMES[stype]} frame inside a {SEGMENT_NAMES[s.type]} segment",
+                channel,
+                s.length,
+            )
             s.dropped = True
             s.why = "segment type changed between frames"
             s.type = stype
@@ -854,8 +955,14 @@ class Decoder010(StreamDecoder):
         if flags & 1:
             del segs[key]
             if s.dropped:
-                self._anomaly(direction, s.offset, "oversize-segment" if "longer" in s.why else "bad-segment-sequence",
-                              f"{SEGMENT_NAMES[s.type]} segment not decoded: {s.why}", channel, s.length)
+                self._anomaly(
+                    direction,
+                    s.offset,
+                    "oversize-segment" if "longer" in s.why else "bad-segment-sequence",
+                    f"{SEGMENT_NAMES[s.type]} segment not decoded: {s.why}",
+                    channel,
+                    s.length,
+                )
                 if s.type == 1 and "without a first" not in s.why:
                     d.take_command_id(channel)
                 p = self.pending[direction].get(key)
@@ -876,8 +983,12 @@ class Decoder010(StreamDecoder):
 
     def _assembled(self, direction, p) -> None:
         """The assembly ended (its last segment's last frame)."""
-        self._end_content(direction, p, not p.damaged,
-                          f"{p.method.name}: {p.why}" if p.damaged and p.method is not None else None)
+        self._end_content(
+            direction,
+            p,
+            not p.damaged,
+            f"{p.method.name}: {p.why}" if p.damaged and p.method is not None else None,
+        )
 
     def _body_frame(self, direction, d, key, channel, flags, buf, start, end, offset) -> None:
         n = end - start
@@ -885,7 +996,9 @@ class Decoder010(StreamDecoder):
         if p is None and self._orphan(direction, d, key, channel, offset, n + 12, "body frame"):
             return
         if p is None:
-            self._anomaly(direction, offset, "bad-segment-sequence", "body frame without a command", channel, n)
+            self._anomaly(
+                direction, offset, "bad-segment-sequence", "body frame without a command", channel, n
+            )
             if not flags & 4 or not flags & 1:
                 self._start_pending(direction, key, None, offset).why = "body frames without a command"
                 self.pending[direction][key].absorbed = 0
@@ -899,15 +1012,23 @@ class Decoder010(StreamDecoder):
 
 # --- segment readers (h11 style: one function per segment type, handed in as a table) ------
 
+
 def _read_control(dec, direction, d, key, channel, flags, data, offset, length) -> None:
     if length < 2:
-        dec._anomaly(direction, offset, "malformed-control", f"control segment of {length} bytes", channel,
-                     length)
+        dec._anomaly(
+            direction, offset, "malformed-control", f"control segment of {length} bytes", channel, length
+        )
         return
     entry = _CONTROLS.get((data[0], data[1]))
     if entry is None:
-        dec._anomaly(direction, offset, "unknown-control",
-                     f"class {data[0]} control {data[1]} is not defined in AMQP 0-10", channel, length)
+        dec._anomaly(
+            direction,
+            offset,
+            "unknown-control",
+            f"class {data[0]} control {data[1]} is not defined in AMQP 0-10",
+            channel,
+            length,
+        )
         return
     op, fields = entry
     try:
@@ -916,10 +1037,17 @@ def _read_control(dec, direction, d, key, channel, flags, data, offset, length) 
         dec._anomaly(direction, offset, "malformed-control", f"{op.name}: {e}", channel, length)
         return
     if off != length:
-        dec._anomaly(direction, offset, "malformed-control",
-                     f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
-    m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args, op.synchronous, False,
-               length)
+        dec._anomaly(
+            direction,
+            offset,
+            "malformed-control",
+            f"{op.name}: {length - off} bytes after the last argument",
+            channel,
+            length - off,
+        )
+    m = Method(
+        d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args, op.synchronous, False, length
+    )
     dec._method(direction, m)
     if op.class_code <= 2:
         _session(dec, direction, d, m)
@@ -934,11 +1062,18 @@ def _read_command(dec, direction, d, key, channel, flags, data, offset, length) 
     entry = _COMMANDS.get((data[0], data[1])) if length >= 2 else None
     if entry is None:
         if length < 2:
-            dec._anomaly(direction, offset, "malformed-command", f"command segment of {length} bytes",
-                         channel, length)
+            dec._anomaly(
+                direction, offset, "malformed-command", f"command segment of {length} bytes", channel, length
+            )
         else:
-            dec._anomaly(direction, offset, "unknown-command",
-                         f"class {data[0]} command {data[1]} is not defined in AMQP 0-10", channel, length)
+            dec._anomaly(
+                direction,
+                offset,
+                "unknown-command",
+                f"class {data[0]} command {data[1]} is not defined in AMQP 0-10",
+                channel,
+                length,
+            )
         if not flags & 4:
             dec._start_pending(direction, key, None, offset).why = "segments of an undecodable command"
         return
@@ -955,11 +1090,30 @@ def _read_command(dec, direction, d, key, channel, flags, data, offset, length) 
             dec._start_pending(direction, key, None, offset).why = f"segments of a malformed {op.name}"
         return
     if off != length:
-        dec._anomaly(direction, offset, "malformed-command",
-                     f"{op.name}: {length - off} bytes after the last argument", channel, length - off)
+        dec._anomaly(
+            direction,
+            offset,
+            "malformed-command",
+            f"{op.name}: {length - off} bytes after the last argument",
+            channel,
+            length - off,
+        )
     answers = args.get("command-id") if op.class_code == 3 and op.code in (2, 3) else None
-    m = Method(d.packet, d.ts, offset, channel, op.class_code, op.code, op.name, args,
-               op.synchronous or sync, op.segments is not None, length, cmd_id, answers)
+    m = Method(
+        d.packet,
+        d.ts,
+        offset,
+        channel,
+        op.class_code,
+        op.code,
+        op.name,
+        args,
+        op.synchronous or sync,
+        op.segments is not None,
+        length,
+        cmd_id,
+        answers,
+    )
     dec._method(direction, m)
     if op.segments is not None:
         p = dec._start_pending(direction, key, m, offset)
@@ -974,8 +1128,9 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
     if p is None and dec._orphan(direction, d, key, channel, offset, length, "header segment"):
         return
     if p is None:
-        dec._anomaly(direction, offset, "bad-segment-sequence", "header segment without a command", channel,
-                     length)
+        dec._anomaly(
+            direction, offset, "bad-segment-sequence", "header segment without a command", channel, length
+        )
         if not flags & 4:
             dec._start_pending(direction, key, None, offset).why = "segments after an orphan header"
         return
@@ -995,11 +1150,16 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
                 ck = (data[off + 4], data[off + 5])
                 comp = _CODED.get(ck)
                 if comp is None:
-                    p.unknown.append({"class-code": ck[0], "struct-code": ck[1],
-                                      "raw": bytes(data[off + 6:e])})
-                    dec._anomaly(direction, offset, "unknown-struct",
-                                 f"header entry with unknown struct code {ck[0]}.{ck[1]} kept as raw bytes",
-                                 channel)
+                    p.unknown.append(
+                        {"class-code": ck[0], "struct-code": ck[1], "raw": bytes(data[off + 6 : e])}
+                    )
+                    dec._anomaly(
+                        direction,
+                        offset,
+                        "unknown-struct",
+                        f"header entry with unknown struct code {ck[0]}.{ck[1]} kept as raw bytes",
+                        channel,
+                    )
                 else:
                     v, q = _decode_packed(data, off + 6, e, comp[1], comp[2], 1)
                     if q != e:
@@ -1007,8 +1167,14 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
                     p.props[comp[0]] = v
                 off = e
         except (DecodeError, StructError, IndexError, ValueError) as ex:
-            dec._anomaly(direction, offset, "malformed-header",
-                         f"{p.method.name} header segment: {ex}", channel, length - off)
+            dec._anomaly(
+                direction,
+                offset,
+                "malformed-header",
+                f"{p.method.name} header segment: {ex}",
+                channel,
+                length - off,
+            )
             p.damaged = True
             p.why = "malformed header segment"
     if flags & 4:

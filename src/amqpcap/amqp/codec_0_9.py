@@ -13,10 +13,12 @@ buffers at most one frame (capped by the negotiated frame-max, else
 ``MAX_FRAME``), bodies are hashed incrementally and only ``body_bytes`` of
 them are kept.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache, partial
-from struct import Struct, error as StructError
+from functools import cache, partial
+from struct import Struct
+from struct import error as StructError
 
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
@@ -44,14 +46,25 @@ _CM = Struct(">HH")
 
 # --- field tables -----------------------------------------------------------------
 
+
 def _text(b) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
 # Field values of a fixed width, by type octet (compiled once, dpkt style): I int32,
 # T timestamp (seconds), d double, f float, b int8, B uint8, U int16, u uint16, i uint32, L int64.
-_FIXED_VALUES = {0x49: _I32, 0x54: _U64, 0x64: _F64, 0x66: _F32, 0x62: _I8, 0x42: Struct(">B"), 0x55: _I16,
-                 0x75: _U16, 0x69: _U32, 0x4C: _I64}
+_FIXED_VALUES = {
+    0x49: _I32,
+    0x54: _U64,
+    0x64: _F64,
+    0x66: _F32,
+    0x62: _I8,
+    0x42: Struct(">B"),
+    0x55: _I16,
+    0x75: _U16,
+    0x69: _U32,
+    0x4C: _I64,
+}
 
 
 def _long(buf, off: int, end: int, what: str):
@@ -60,7 +73,7 @@ def _long(buf, off: int, end: int, what: str):
     off += 4
     if off + n > end:
         raise DecodeError(f"{what} past end of table")
-    return buf[off:off + n], off + n
+    return buf[off : off + n], off + n
 
 
 def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
@@ -87,7 +100,7 @@ def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
             if rabbit:
                 return _I16.unpack_from(buf, off)[0], off + 2
             n = buf[off]
-            return _text(buf[off + 1:off + 1 + n]), off + 1 + n
+            return _text(buf[off + 1 : off + 1 + n]), off + 1 + n
         if t == 0x44:  # D decimal: scale octet + int32
             scale = buf[off]
             v = _I32.unpack_from(buf, off + 1)[0]
@@ -119,7 +132,7 @@ def _decode_table(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
     out = {}
     while off < tend:
         kl = buf[off]
-        key = _text(buf[off + 1:off + 1 + kl])
+        key = _text(buf[off + 1 : off + 1 + kl])
         off += 1 + kl
         out[key], off = _decode_value(buf, off, tend, depth, rabbit)
     if off != tend:
@@ -145,6 +158,7 @@ def decode_table(data: bytes, rabbit: bool = True) -> dict:
 
 # --- methods and properties ---------------------------------------------------------
 
+
 def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
     """Decode ``fields`` ((name, type), ...) into ``args``; returns the end offset."""
     bit = 0
@@ -167,7 +181,7 @@ def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) ->
             off += 1 + n
             if off > end:
                 raise DecodeError(f"{name}: short string past end")
-            args[name] = _text(buf[off - n:off])
+            args[name] = _text(buf[off - n : off])
         elif ftype == "short":
             if off + 2 > end:
                 raise DecodeError(f"{name}: short past end")
@@ -226,24 +240,31 @@ def compile_fields(fields):
                 j += 1
             k += 1
             env[f"S{k}"] = Struct(fmt)
-            lines += [f"    if off + {size} > end: raise DecodeError({name + ': fixed fields past end'!r})",
-                      f"    {', '.join(f'a[{n!r}]' for n in names)}, = S{k}.unpack_from(buf, off)",
-                      f"    off += {size}"]
+            lines += [
+                f"    if off + {size} > end: raise DecodeError({name + ': fixed fields past end'!r})",
+                f"    {', '.join(f'a[{n!r}]' for n in names)}, = S{k}.unpack_from(buf, off)",
+                f"    off += {size}",
+            ]
             i = j
         elif t == "bit":
-            lines += [f"    if off >= end: raise DecodeError({name + ': bit past end'!r})",
-                      "    b = buf[off]", "    off += 1"]
+            lines += [
+                f"    if off >= end: raise DecodeError({name + ': bit past end'!r})",
+                "    b = buf[off]",
+                "    off += 1",
+            ]
             bit = 0
             while i < nf and fields[i][1] == "bit" and bit < 8:
                 lines.append(f"    a[{fields[i][0]!r}] = bool(b & {1 << bit})")
                 bit += 1
                 i += 1
         elif t == "shortstr":
-            lines += [f"    if off >= end: raise DecodeError({name + ': short string past end'!r})",
-                      "    n = buf[off] + 1",
-                      f"    if off + n > end: raise DecodeError({name + ': short string past end'!r})",
-                      f"    a[{name!r}] = buf[off + 1:off + n].decode('utf-8', 'replace')",
-                      "    off += n"]
+            lines += [
+                f"    if off >= end: raise DecodeError({name + ': short string past end'!r})",
+                "    n = buf[off] + 1",
+                f"    if off + n > end: raise DecodeError({name + ': short string past end'!r})",
+                f"    a[{name!r}] = buf[off + 1:off + n].decode('utf-8', 'replace')",
+                "    off += n",
+            ]
             i += 1
         elif t == "table":
             lines.append(f"    a[{name!r}], off = _decode_table(buf, off, end, 0, rabbit)")
@@ -266,7 +287,7 @@ def _longstr_value(buf, off, end, name):
     off += 4
     if off + n > end:
         raise DecodeError(f"{name}: long string of {n} bytes past end of frame")
-    raw = bytes(buf[off:off + n])
+    raw = bytes(buf[off : off + n])
     return (raw.decode("utf-8") if _is_text(raw) else raw), off + n
 
 
@@ -332,9 +353,16 @@ DIALECT_FIELDS = {
     # RabbitMQ answers 0-8 channel.open with the 0-9-1 encoding (an empty long string).
     ("0-8", 20, 11): (("channel-id", "longstr"),),
     # RabbitMQ sends 0-9-1's basic.consume (with arguments table) to 0-8/0-9 clients too.
-    ("0-8", 60, 20): (("ticket", "short"), ("queue", "shortstr"), ("consumer-tag", "shortstr"),
-                      ("no-local", "bit"), ("no-ack", "bit"), ("exclusive", "bit"), ("nowait", "bit"),
-                      ("arguments", "table")),
+    ("0-8", 60, 20): (
+        ("ticket", "short"),
+        ("queue", "shortstr"),
+        ("consumer-tag", "shortstr"),
+        ("no-local", "bit"),
+        ("no-ack", "bit"),
+        ("exclusive", "bit"),
+        ("nowait", "bit"),
+        ("arguments", "table"),
+    ),
 }
 
 
@@ -349,14 +377,22 @@ DIALECT_FIELDS[("0-9", 120, 10)] = _transfer_with_octet()
 
 # --- the decoder ---------------------------------------------------------------------
 
-FRAME_TYPE_NAMES = {1: "method", 2: "header", 3: "body", 4: "oob-method", 5: "oob-header",
-                    6: "oob-body", 7: "trace", 8: "heartbeat"}
+FRAME_TYPE_NAMES = {
+    1: "method",
+    2: "header",
+    3: "body",
+    4: "oob-method",
+    5: "oob-header",
+    6: "oob-body",
+    7: "trace",
+    8: "heartbeat",
+}
 
 # A conversation picked up mid-stream could be any of these; the first still possible names it.
 INFER_ORDER = ("0-9-1", "0-8", "0-9")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _method_table(version: str) -> dict:
     """(class, method) -> (spec, dialect) as a ``version`` decoder looks methods up: its own
     table, then 0-9-1's for what it lacks (RabbitMQ speaks 0-9-1 extensions to 0-8 and 0-9
@@ -378,8 +414,15 @@ class Decoder09(StreamDecoder):
     HEADER = 7
     CANDIDATE = CANDIDATE_0_9
 
-    def __init__(self, version: str = "0-9-1", *, body_bytes: int = 64, keep_secrets: bool = False,
-                 rabbit_tables: bool = True, infer: bool = False) -> None:
+    def __init__(
+        self,
+        version: str = "0-9-1",
+        *,
+        body_bytes: int = 64,
+        keep_secrets: bool = False,
+        rabbit_tables: bool = True,
+        infer: bool = False,
+    ) -> None:
         super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit_tables)
         # ``infer``: the version is a guess (no protocol header was captured); methods whose
         # layout differs between 0-8, 0-9 and 0-9-1 narrow it down as they arrive.
@@ -427,9 +470,14 @@ class Decoder09(StreamDecoder):
             if end >= n:
                 break
             if buf[end] != FRAME_END:
-                self._anomaly(direction, d.base + pos, "bad-frame-end",
-                              f"frame type {ftype} channel {channel} size {size}: frame-end octet is "
-                              f"0x{buf[end]:02x}, not 0xce", channel)
+                self._anomaly(
+                    direction,
+                    d.base + pos,
+                    "bad-frame-end",
+                    f"frame type {ftype} channel {channel} size {size}: frame-end octet is "
+                    f"0x{buf[end]:02x}, not 0xce",
+                    channel,
+                )
                 d.resync = True
                 d.resync_from = d.base + pos
                 return pos + 1
@@ -441,7 +489,10 @@ class Decoder09(StreamDecoder):
         if ftype not in self.frame_types:
             kind, why = "unknown-frame-type", f"frame type {ftype} is not defined in AMQP {self.version}"
         else:
-            kind, why = "oversize-frame", f"frame type {ftype} channel {channel} claims {size} bytes (limit {self.frame_max})"
+            kind, why = (
+                "oversize-frame",
+                f"frame type {ftype} channel {channel} claims {size} bytes (limit {self.frame_max})",
+            )
         self._anomaly(direction, d.base + pos, kind, why, channel if ftype in self.frame_types else None)
         d.resync = True
         d.resync_from = d.base + pos
@@ -450,9 +501,15 @@ class Decoder09(StreamDecoder):
         """The frame in progress is lost with the gap: resync after it."""
         partial = len(d.buf) - d.pos
         lost = partial if not d.resync else (d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0)
-        self._anomaly(direction, offset, "gap", f"{size} bytes lost in capture"
-                      + (f"; {lost} bytes of an incomplete frame before it discarded" if lost else ""),
-                      None, size + max(lost, 0))
+        self._anomaly(
+            direction,
+            offset,
+            "gap",
+            f"{size} bytes lost in capture"
+            + (f"; {lost} bytes of an incomplete frame before it discarded" if lost else ""),
+            None,
+            size + max(lost, 0),
+        )
         d.reset(offset + size)
         self._lose_sync(direction, d, offset + size, "gap in the TCP stream")
 
@@ -461,8 +518,21 @@ class Decoder09(StreamDecoder):
     def _frame(self, direction: int, d, ftype: int, channel: int, buf, pos: int, end: int) -> None:
         size = end - pos - 7
         offset = d.base + pos
-        self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype,
-                                             FRAME_TYPE_NAMES.get(ftype, str(ftype)), size, size + 8)))
+        self.events.append(
+            (
+                direction,
+                Frame(
+                    d.packet,
+                    d.ts,
+                    offset,
+                    channel,
+                    ftype,
+                    FRAME_TYPE_NAMES.get(ftype, str(ftype)),
+                    size,
+                    size + 8,
+                ),
+            )
+        )
         start = pos + 7
         if ftype == 1:
             self._method_frame(direction, d, channel, buf, start, end, offset, size)
@@ -483,8 +553,13 @@ class Decoder09(StreamDecoder):
             self._narrow(cid, mid, buf, start + 4, end)
         found = self.methods.get((cid, mid))
         if found is None:
-            self._anomaly(direction, offset, "unknown-method",
-                          f"class {cid} method {mid} is not defined in AMQP {self.version}", channel)
+            self._anomaly(
+                direction,
+                offset,
+                "unknown-method",
+                f"class {cid} method {mid} is not defined in AMQP {self.version}",
+                channel,
+            )
             return
         spec, dialect = found
         try:
@@ -495,7 +570,9 @@ class Decoder09(StreamDecoder):
         if dialect:
             args["$dialect"] = dialect
         name = spec.name
-        m = Method(d.packet, d.ts, offset, channel, cid, mid, name, args, spec.synchronous, spec.content, size)
+        m = Method(
+            d.packet, d.ts, offset, channel, cid, mid, name, args, spec.synchronous, spec.content, size
+        )
         self._fresh(direction, d, channel)
         self._method(direction, m)
         p = self.pending[direction].get(channel)
@@ -537,8 +614,10 @@ class Decoder09(StreamDecoder):
         no candidate decodes proves nothing either (it is reported as malformed)."""
         key = (cid, mid)
         found = [(v, self._lookup[v].get(key)) for v in self.candidates]
-        sigs = {(_layout(f[0].fields), _layout(DIALECT_FIELDS.get((v, cid, mid)))) if f else None
-                for v, f in found}
+        sigs = {
+            (_layout(f[0].fields), _layout(DIALECT_FIELDS.get((v, cid, mid)))) if f else None
+            for v, f in found
+        }
         if len(sigs) == 1:
             self._same[key] = True
             return
@@ -566,18 +645,20 @@ class Decoder09(StreamDecoder):
         p.size = len(raw)
         p.encoding = enc
         p.hash.update(raw)
-        p.head = raw[:self.body_bytes]
+        p.head = raw[: self.body_bytes]
         p.received = len(raw)
         self._end_content(direction, p, True)
 
     def _header(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
-        if p is None and self._orphan(direction, d, channel, channel, offset, end - start + 8,
-                                      "content header frame"):
+        if p is None and self._orphan(
+            direction, d, channel, channel, offset, end - start + 8, "content header frame"
+        ):
             return
         if p is None or p.props is not None:
-            self._anomaly(direction, offset, "unexpected-frame", "content header without a content method",
-                          channel)
+            self._anomaly(
+                direction, offset, "unexpected-frame", "content header without a content method", channel
+            )
             return
         try:
             if end - start < 14:
@@ -602,14 +683,20 @@ class Decoder09(StreamDecoder):
             return
         if p is None or p.props is None:
             # No skipped bytes: the frame's own Frame event already accounts for them.
-            self._anomaly(direction, offset, "unexpected-frame", "body frame without a content header",
-                          channel)
+            self._anomaly(
+                direction, offset, "unexpected-frame", "body frame without a content header", channel
+            )
             return
         self._body(p, buf, start, end)
         if p.received >= p.size:
             if p.received > p.size:
-                self._anomaly(direction, offset, "body-overrun",
-                              f"{p.received} body bytes for a declared size of {p.size}", channel)
+                self._anomaly(
+                    direction,
+                    offset,
+                    "body-overrun",
+                    f"{p.received} body bytes for a declared size of {p.size}",
+                    channel,
+                )
             self._end_content(direction, p, p.received == p.size)
 
     def _content_view(self, p, direction: int):

@@ -7,6 +7,7 @@ the TCP reassembler (``data`` / ``gap``); its events (the codec's too: they shar
 list, ``events``) are drained with ``pop_events()``, and ``facts`` is what the connection
 row reports.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -74,8 +75,20 @@ class ConnectionDecoder:
         elif not self.undecoded:
             # Lost before we knew what the conversation was: the held bytes cannot be placed.
             held = len(self._pre[direction])
-            self.events.append((direction, Anomaly(packet, ts, offset, "gap",
-                                f"{size} bytes lost before the protocol was identified", None, size + held)))
+            self.events.append(
+                (
+                    direction,
+                    Anomaly(
+                        packet,
+                        ts,
+                        offset,
+                        "gap",
+                        f"{size} bytes lost before the protocol was identified",
+                        None,
+                        size + held,
+                    ),
+                )
+            )
             self._pre[direction] = bytearray()
             self._pre_off[direction] = None
             self._pieces[direction] = []
@@ -109,25 +122,35 @@ class ConnectionDecoder:
         evidence = self.version_evidence
         if evidence == "header" and f.start_version is not None:
             evidence = "header+start"
-        return replace(f, client_header=self.client_header, server_header=self.server_header,
-                       client_version=self.client_version, version=self.version, version_evidence=evidence,
-                       negotiation=self.negotiation, tls=self.tls, mid_stream=self.mid_stream)
+        return replace(
+            f,
+            client_header=self.client_header,
+            server_header=self.server_header,
+            client_version=self.client_version,
+            version=self.version,
+            version_evidence=evidence,
+            negotiation=self.negotiation,
+            tls=self.tls,
+            mid_stream=self.mid_stream,
+        )
 
     # -- header handling -----------------------------------------------------------------
 
     def _settle(self, direction: int, packet: int, ts: int) -> None:
         pre = self._pre[direction]
-        if self.undecoded and pre[:4] != b"AMQP"[:len(pre)]:
+        if self.undecoded and pre[:4] != b"AMQP"[: len(pre)]:
             # Not decoded (AMQP 1.0, unknown header): only a header answer is still of interest.
             self._settled[direction] = True
             self._pre[direction] = bytearray()
             return
-        if pre[:4] == b"AMQP"[:len(pre)] and len(pre) < 8:
+        if pre[:4] == b"AMQP"[: len(pre)] and len(pre) < 8:
             return  # a header is arriving in pieces
         if pre[:4] == b"AMQP":
             raw = bytes(pre[:8])
             version = detect.header_version(raw)
-            self.events.append((direction, ProtocolHeader(packet, ts, self._pre_off[direction], raw, version)))
+            self.events.append(
+                (direction, ProtocolHeader(packet, ts, self._pre_off[direction], raw, version))
+            )
             if direction == 0:
                 self.client_header = raw
                 self.client_version = version
@@ -146,7 +169,11 @@ class ConnectionDecoder:
                     self.negotiation = "accepted"  # 0-10 peers echo the header
                 else:
                     self.negotiation = "rejected"
-                    if self.version is None and version in detect.DECODED_VERSIONS and self.client_header is None:
+                    if (
+                        self.version is None
+                        and version in detect.DECODED_VERSIONS
+                        and self.client_header is None
+                    ):
                         self._use(version, "header")
             self._settled[direction] = True
             self._pre[direction] = bytearray()
@@ -179,7 +206,9 @@ class ConnectionDecoder:
             final = force or len(pre) >= INFER_BYTES
             if not final and len(pre) < self._scan_at[direction]:
                 return
-            found, self._resume[direction] = detect.find_midstream_boundary(pre, final, self._resume[direction])
+            found, self._resume[direction] = detect.find_midstream_boundary(
+                pre, final, self._resume[direction]
+            )
             if found is None:
                 if not final:
                     # Rescan once a quarter more has arrived: bounded work on garbage.
@@ -225,6 +254,10 @@ class ConnectionDecoder:
 
             self.codec = Decoder010(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         else:
-            self.codec = Decoder09(version, body_bytes=self.body_bytes, keep_secrets=self.keep_secrets,
-                                   infer=evidence == "inferred")
+            self.codec = Decoder09(
+                version,
+                body_bytes=self.body_bytes,
+                keep_secrets=self.keep_secrets,
+                infer=evidence == "inferred",
+            )
         self.codec.events = self.events  # one list: the pipeline drains both with pop_events

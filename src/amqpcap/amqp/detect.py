@@ -1,4 +1,5 @@
 """Protocol header and mid-stream version detection."""
+
 from __future__ import annotations
 
 import re
@@ -45,7 +46,7 @@ def frame_ok_0_10(buf, p: int, limit: int = 0xFFFF) -> int:
     stype = buf[p + 1]
     if flags & 0xF0 or stype > 3 or buf[p + 4] or buf[p + 5] > 1 or (stype == 0) != (buf[p + 5] == 0):
         return 0
-    if buf[p + 8:p + 12] != _ZERO4:
+    if buf[p + 8 : p + 12] != _ZERO4:
         return 0
     size = (buf[p + 2] << 8) | buf[p + 3]
     return size if 12 <= size <= limit else 0
@@ -55,8 +56,15 @@ def frame_ok_0_10(buf, p: int, limit: int = 0xFFFF) -> int:
 _METHODS_0_9 = frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
 
 
-def chain_0_9(data, p: int, n: int | None = None, most: int = -1, types=TYPES_0_9, limit: int = MAX_FRAME_0_9,
-              methods=_METHODS_0_9) -> int:
+def chain_0_9(
+    data,
+    p: int,
+    n: int | None = None,
+    most: int = -1,
+    types=TYPES_0_9,
+    limit: int = MAX_FRAME_0_9,
+    methods=_METHODS_0_9,
+) -> int:
     """How many whole 0-8/0-9/0-9-1 frames follow each other from ``p`` to ``n`` (the end
     of ``data``; the last frame may be cut short by it), counting at most ``most``, or -1
     where the chain breaks: a type not in ``types``, a size over ``limit``, a frame-end
@@ -67,7 +75,7 @@ def chain_0_9(data, p: int, n: int | None = None, most: int = -1, types=TYPES_0_
     k = 0
     while p + 7 <= n:
         ftype = data[p]
-        size = int.from_bytes(data[p + 3:p + 7], "big")
+        size = int.from_bytes(data[p + 3 : p + 7], "big")
         if ftype not in types or size > limit:
             return -1
         end = p + 7 + size
@@ -75,8 +83,11 @@ def chain_0_9(data, p: int, n: int | None = None, most: int = -1, types=TYPES_0_
             return k
         if data[end] != 0xCE:
             return -1
-        if ftype == 1 and (size < 4 or (int.from_bytes(data[p + 7:p + 9], "big"),
-                                        int.from_bytes(data[p + 9:p + 11], "big")) not in methods):
+        if ftype == 1 and (
+            size < 4
+            or (int.from_bytes(data[p + 7 : p + 9], "big"), int.from_bytes(data[p + 9 : p + 11], "big"))
+            not in methods
+        ):
             return -1
         if ftype == 8 and (size or data[p + 1] or data[p + 2]):
             return -1
@@ -108,9 +119,11 @@ def chain_0_10(data, p: int) -> int:
 # frame-max a codec accepts); 0-10, flags, a segment type on its track, a size of 12 or more,
 # zero reserved octets.  Searching with these runs at C speed.
 CANDIDATE_0_9 = re.compile(rb"(?=[\x01-\x08][\x00-\xff]{2}[\x00\x01])")
-CANDIDATE_0_10 = re.compile(rb"(?=[\x00-\x0f](?:\x00(?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x00"
-                            rb"|[\x01-\x03](?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x01)"
-                            rb"[\x00-\xff]{2}\x00\x00\x00\x00)")
+CANDIDATE_0_10 = re.compile(
+    rb"(?=[\x00-\x0f](?:\x00(?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x00"
+    rb"|[\x01-\x03](?:[\x01-\xff][\x00-\xff]|\x00[\x0c-\xff])\x00\x01)"
+    rb"[\x00-\xff]{2}\x00\x00\x00\x00)"
+)
 
 
 def find_midstream_boundary(data, final: bool = False, start: int = 0):

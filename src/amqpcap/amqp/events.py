@@ -10,6 +10,7 @@ Events are small frozen dataclasses (h11 style), drained from a decoder with
 ``pop_events()`` as ``(direction, event)`` pairs.  Connection-level facts are not
 events: see ``facts.ConnectionFacts``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -6,6 +6,7 @@ was closed) and applies the redaction policy: the one place where secrets are ta
 of method arguments.  ``ConnectionFacts`` is the frozen snapshot the records stage
 consumes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,11 @@ from typing import Any
 
 REDACTED = "<redacted>"
 # Arguments whose values are secrets (redacted unless keep_secrets): method name -> argument.
-SECRET_ARGS = {"connection.start-ok": "response", "connection.secure-ok": "response",
-               "connection.update-secret": "new-secret"}
+SECRET_ARGS = {
+    "connection.start-ok": "response",
+    "connection.secure-ok": "response",
+    "connection.update-secret": "new-secret",
+}
 
 
 def _text(b) -> str:
@@ -74,8 +78,12 @@ class ConnectionFacts:
 
 
 # connection.tune / tune-ok argument -> fact (0-10 names the frame size max-frame-size)
-_TUNE = (("channel-max", "channel_max"), ("frame-max", "frame_max"), ("max-frame-size", "frame_max"),
-         ("heartbeat", "heartbeat"))
+_TUNE = (
+    ("channel-max", "channel_max"),
+    ("frame-max", "frame_max"),
+    ("max-frame-size", "frame_max"),
+    ("heartbeat", "heartbeat"),
+)
 
 
 class FactLearner:
@@ -86,10 +94,15 @@ class FactLearner:
         self.rabbit = rabbit
         self.v: dict = {}  # fact name -> value
         self._tuned: set = set()  # facts connection.tune-ok has set (they win over tune's proposal)
-        self.handlers = {"connection.start": self._start, "connection.start-ok": self._start_ok,
-                         "connection.tune": self._tune, "connection.tune-ok": self._tune,
-                         "connection.open": self._open, "connection.open-ok": self._open_ok,
-                         "connection.close": self._close}
+        self.handlers = {
+            "connection.start": self._start,
+            "connection.start-ok": self._start_ok,
+            "connection.tune": self._tune,
+            "connection.tune-ok": self._tune,
+            "connection.open": self._open,
+            "connection.open-ok": self._open_ok,
+            "connection.close": self._close,
+        }
 
     def snapshot(self) -> ConnectionFacts:
         return ConnectionFacts(**self.v)
@@ -139,5 +152,9 @@ class FactLearner:
     def _close(self, direction, m) -> None:
         if "close_ts" not in self.v:
             a = m.args
-            self.v.update(close_ts=m.ts, closed_by="client" if direction == 0 else "server",
-                          close_reply_code=a.get("reply-code"), close_reply_text=a.get("reply-text"))
+            self.v.update(
+                close_ts=m.ts,
+                closed_by="client" if direction == 0 else "server",
+                close_reply_code=a.get("reply-code"),
+                close_reply_text=a.get("reply-text"),
+            )

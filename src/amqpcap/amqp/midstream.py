@@ -8,6 +8,7 @@ as unexpected frames: nothing is wrong with the traffic, the capture just began
 late.  The anomaly is held until the first method (0-10: command) of the
 direction, so that it can count them.
 """
+
 from __future__ import annotations
 
 from amqpcap.amqp.events import Anomaly
@@ -49,6 +50,8 @@ class MidstreamStart:
         offset, skipped, packet, ts, nframes, nbytes, channels = h
         detail = f"capture starts mid-stream: skipped {skipped} bytes to the first provable frame boundary"
         if nframes:
-            detail += (f"; then {nframes} content frames ({nbytes} bytes) of messages begun before the capture, "
-                       f"on channel {', '.join(map(str, sorted(channels)))}")
+            detail += (
+                f"; then {nframes} content frames ({nbytes} bytes) of messages begun before the capture, "
+                f"on channel {', '.join(map(str, sorted(channels)))}"
+            )
         return Anomaly(packet, ts, offset, "resync", detail, None, skipped)

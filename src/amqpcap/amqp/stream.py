@@ -25,6 +25,7 @@ its own module).  It provides:
 Memory is bounded: a direction buffers at most one frame (the grammar caps its size),
 and while resynchronising only what may still start a frame.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,8 +45,19 @@ class DecodeError(Exception):
 class Direction:
     """One direction's stream: the unparsed bytes and where they are."""
 
-    __slots__ = ("buf", "pos", "base", "resync", "resync_from", "skip", "packet", "ts", "marks",
-                 "scan_from", "mid")
+    __slots__ = (
+        "buf",
+        "pos",
+        "base",
+        "resync",
+        "resync_from",
+        "skip",
+        "packet",
+        "ts",
+        "marks",
+        "scan_from",
+        "mid",
+    )
 
     def __init__(self) -> None:
         self.buf = b""  # bytes (a fed packet, not copied) or bytearray (data held across feeds)
@@ -87,8 +99,25 @@ class Pending:
     ``method`` None: the assembly of a method that could not be decoded; its bytes are
     absorbed and reported once."""
 
-    __slots__ = ("method", "key", "channel", "offset", "first_packet", "header_packet", "props", "size",
-                 "received", "frames", "hash", "head", "encoding", "unknown", "damaged", "absorbed", "why")
+    __slots__ = (
+        "method",
+        "key",
+        "channel",
+        "offset",
+        "first_packet",
+        "header_packet",
+        "props",
+        "size",
+        "received",
+        "frames",
+        "hash",
+        "head",
+        "encoding",
+        "unknown",
+        "damaged",
+        "absorbed",
+        "why",
+    )
 
     def __init__(self, method, key: int, channel: int, offset: int, packet: int) -> None:
         self.method = method
@@ -165,7 +194,7 @@ class StreamDecoder:
             if marks and marks[0][0] <= d.base + d.pos:
                 # pieces wholly before the scan position cannot complete a frame (marks are in
                 # stream order: cut them from the front)
-                del marks[:bisect_right(marks, (d.base + d.pos, 1 << 62))]
+                del marks[: bisect_right(marks, (d.base + d.pos, 1 << 62))]
             marks.append((d.base + len(d.buf), packet, ts))
         self._parse(direction, d)
         if d.marks and not d.resync:
@@ -203,14 +232,25 @@ class StreamDecoder:
             if d.resync:
                 skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
                 if skipped > 0:
-                    self._anomaly(direction, d.resync_from, "resync-failed",
-                                  f"{skipped} bytes at the end of the stream hold no provable frame boundary",
-                                  None, skipped)
+                    self._anomaly(
+                        direction,
+                        d.resync_from,
+                        "resync-failed",
+                        f"{skipped} bytes at the end of the stream hold no provable frame boundary",
+                        None,
+                        skipped,
+                    )
             elif d.skip:
                 d.skip = 0  # the rest of a frame damaged by a gap: already accounted for
             elif left > 0:
-                self._anomaly(direction, d.base + d.pos, "truncated-stream",
-                              f"stream ends inside a frame ({left} bytes of it captured)", None, left)
+                self._anomaly(
+                    direction,
+                    d.base + d.pos,
+                    "truncated-stream",
+                    f"stream ends inside a frame ({left} bytes of it captured)",
+                    None,
+                    left,
+                )
             if d.base >= 0:
                 d.reset(d.base + len(d.buf))
             self._finish_direction(direction, d)
@@ -348,8 +388,13 @@ class StreamDecoder:
             return False
         held = d.mid.orphan(key, channel, size)
         if held is False:
-            self._anomaly(direction, offset, "resync",
-                          f"{what} of a message begun before the capture started ({size} bytes)", channel)
+            self._anomaly(
+                direction,
+                offset,
+                "resync",
+                f"{what} of a message begun before the capture started ({size} bytes)",
+                channel,
+            )
         return held is not None
 
     # -- contents ----------------------------------------------------------------------------
@@ -372,7 +417,7 @@ class StreamDecoder:
             with memoryview(buf) as mv:
                 p.hash.update(mv[start:end])
             if len(p.head) < self.body_bytes:
-                p.head += bytes(buf[start:min(end, start + self.body_bytes - len(p.head))])
+                p.head += bytes(buf[start : min(end, start + self.body_bytes - len(p.head))])
             p.received += n
 
     def _end_content(self, direction: int, p: Pending, complete: bool, why: str | None = None) -> None:
@@ -380,22 +425,50 @@ class StreamDecoder:
         self.pending[direction].pop(p.key, None)
         if p.method is None:
             if p.absorbed:
-                self._anomaly(direction, p.offset, "incomplete-content",
-                              f"{p.why}: {p.absorbed} bytes not decoded", p.channel, p.absorbed)
+                self._anomaly(
+                    direction,
+                    p.offset,
+                    "incomplete-content",
+                    f"{p.why}: {p.absorbed} bytes not decoded",
+                    p.channel,
+                    p.absorbed,
+                )
             return
         if why:
             self._anomaly(direction, p.offset, "incomplete-content", why, p.channel)
         d = self.dirs[direction]
         m = p.method
         props, body_size, exchange, routing_key = self._content_view(p, direction)
-        self.events.append((direction, Content(
-            d.packet, d.ts, p.offset, p.channel, m, m.class_id, props, body_size, p.received, p.frames,
-            p.hash.hexdigest(), p.head, complete, p.first_packet, p.header_packet, p.encoding, exchange,
-            routing_key)))
+        self.events.append(
+            (
+                direction,
+                Content(
+                    d.packet,
+                    d.ts,
+                    p.offset,
+                    p.channel,
+                    m,
+                    m.class_id,
+                    props,
+                    body_size,
+                    p.received,
+                    p.frames,
+                    p.hash.hexdigest(),
+                    p.head,
+                    complete,
+                    p.first_packet,
+                    p.header_packet,
+                    p.encoding,
+                    exchange,
+                    routing_key,
+                ),
+            )
+        )
 
     def _abort_one(self, direction: int, p: Pending, why: str) -> None:
-        self._end_content(direction, p, False,
-                          None if p.method is None else f"{p.method.name} content incomplete: {why}")
+        self._end_content(
+            direction, p, False, None if p.method is None else f"{p.method.name} content incomplete: {why}"
+        )
 
     def _abort_contents(self, direction: int, why: str) -> None:
         pend = self.pending[direction]

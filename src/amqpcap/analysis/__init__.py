@@ -14,12 +14,27 @@ behind them (``tables``, ``latency``, ``traffic``, ``failures``,
 ``connection_health``, ``summary``, ``report``) are named apart from the
 functions, so no function hides a module.
 """
+
 from amqpcap.analysis.connection_health import (
-    blocked, flow, health, heartbeat_gaps, heartbeat_source, heartbeat_summary, unacked, zero_windows,
+    blocked,
+    flow,
+    health,
+    heartbeat_gaps,
+    heartbeat_source,
+    heartbeat_summary,
+    unacked,
+    zero_windows,
 )
 from amqpcap.analysis.failures import error_summary, errors
 from amqpcap.analysis.latency import (
-    all_latencies, confirms, connection_setup, consumer_acks, consumers, method_rtt, rpc, transit,
+    all_latencies,
+    confirms,
+    connection_setup,
+    consumer_acks,
+    consumers,
+    method_rtt,
+    rpc,
+    transit,
 )
 from amqpcap.analysis.summary import connections_table, latency_summary, render_text, stats, time_outliers
 from amqpcap.analysis.tables import Tables, from_frames, load
@@ -36,9 +51,34 @@ def write_report(t, out_dir, **kwargs) -> str:
 
 
 __all__ = [
-    "Tables", "load", "from_frames",
-    "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers", "all_latencies",
-    "throughput", "totals", "message_queues", "errors", "error_summary",
-    "heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "zero_windows",
-    "health", "stats", "render_text", "latency_summary", "connections_table", "time_outliers", "write_report",
+    "Tables",
+    "load",
+    "from_frames",
+    "method_rtt",
+    "confirms",
+    "consumer_acks",
+    "transit",
+    "rpc",
+    "connection_setup",
+    "consumers",
+    "all_latencies",
+    "throughput",
+    "totals",
+    "message_queues",
+    "errors",
+    "error_summary",
+    "heartbeat_gaps",
+    "heartbeat_summary",
+    "heartbeat_source",
+    "blocked",
+    "flow",
+    "unacked",
+    "zero_windows",
+    "health",
+    "stats",
+    "render_text",
+    "latency_summary",
+    "connections_table",
+    "time_outliers",
+    "write_report",
 ]

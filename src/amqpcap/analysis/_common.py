@@ -1,9 +1,10 @@
 """Small helpers shared by the analysis modules (not public API)."""
+
 from __future__ import annotations
 
 import functools
 import weakref
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,7 @@ def ordered(df: pd.DataFrame, names=None) -> pd.DataFrame:
         return hit[1]
     out = _sort(df)
     try:
-        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERED.pop(k, None))
+        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERED.pop(k, None))  # noqa: B008 (bound now)
     except TypeError:
         return out
     _ORDERED[id(df)] = (ref, out)
@@ -116,13 +117,14 @@ def covered(n: int, id_ranges) -> bool:
     return any(r["lower"] <= n <= r["upper"] for r in id_ranges)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def spec_by_name(version: str | None) -> dict:
     """``{"class.method": MethodSpec}`` for ``version`` ({} when tables are unavailable)."""
     if not version:
         return {}
     try:
         from amqpcap.amqp import spec
+
         mod = spec.get(version)
     except Exception:
         return {}
@@ -133,10 +135,11 @@ def spec_by_name(version: str | None) -> dict:
     return dict(getattr(mod, "OPS_BY_NAME", {}) or {})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def spec_module(version: str | None):
     try:
         from amqpcap.amqp import spec
+
         return spec.get(version or "0-9-1")
     except Exception:
         return None
@@ -157,6 +160,7 @@ def code_info(version: str | None, code, table: str | None = None):
             return tuple(t[code])
     try:
         from amqpcap.amqp import spec
+
         info = spec.reply_code_info(version, code)
     except Exception:
         info = None
@@ -175,7 +179,11 @@ def stream_versions(t) -> dict:
     out: dict = {}
     for df in (t.methods, t.connections):
         if len(df) and "version" in df.columns:
-            sub = df[["capture", "tcp_stream", "version"]].dropna(subset=["version"]).drop_duplicates(["capture", "tcp_stream"], keep="first")
+            sub = (
+                df[["capture", "tcp_stream", "version"]]
+                .dropna(subset=["version"])
+                .drop_duplicates(["capture", "tcp_stream"], keep="first")
+            )
             for cap, st, v in records(sub, ["capture", "tcp_stream", "version"]):
                 out[(cap, st)] = v
     return out

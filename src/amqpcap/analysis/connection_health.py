@@ -1,13 +1,21 @@
 """Connection health: heartbeat gaps, connection.blocked, channel.flow, unacked vs prefetch,
 TCP zero-window periods (from connections.zero_windows).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, build, latency_ms, ns, ordered, records,
+    NAT,
+    STR,
+    TS_DTYPE,
+    build,
+    latency_ms,
+    ns,
+    ordered,
+    records,
 )
 from amqpcap.analysis.latency import consumer_acks
 from amqpcap.analysis.tables import as_tables
@@ -15,9 +23,20 @@ from amqpcap.analysis.tables import as_tables
 __all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
 
 GAP_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "direction": STR, "sender": STR, "heartbeat_s": "Int32",
-    "start_frame": "Int64", "start_ts": TS_DTYPE, "end_frame": "Int64", "end_ts": TS_DTYPE,
-    "gap_s": "float64", "intervals": "float64", "missed": "boolean", "open_ended": "boolean", "source": STR,
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "direction": STR,
+    "sender": STR,
+    "heartbeat_s": "Int32",
+    "start_frame": "Int64",
+    "start_ts": TS_DTYPE,
+    "end_frame": "Int64",
+    "end_ts": TS_DTYPE,
+    "gap_s": "float64",
+    "intervals": "float64",
+    "missed": "boolean",
+    "open_ended": "boolean",
+    "source": STR,
     "evidence": STR,
 }
 
@@ -98,7 +117,9 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         return build(rows, GAP_COLS)
     act, source = _activity(t)
     source = heartbeat_source(t) if source != "frames" else source
-    groups = {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False)} if len(act) else {}
+    groups = (
+        {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False)} if len(act) else {}
+    )
     cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]
     cols += [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
     for r in records(c, cols):
@@ -107,7 +128,7 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         threshold = 0 if all_gaps else late * hb_ns
         stop = close_ts if close_ts is not None else end_ts
         for i, (d, sender) in enumerate(_DIRS):
-            hbs, s0, s1, last = r[6 + 4 * i: 10 + 4 * i]
+            hbs, s0, s1, last = r[6 + 4 * i : 10 + 4 * i]
             live = source != "frames" and hbs is not None
             g = groups.get((cap, st, d))
             marks = list(zip(g["_ts"].tolist(), g["frame_number"].tolist())) if g is not None else []
@@ -144,19 +165,39 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
                     continue  # frames the tables do not show (heartbeats) broke this silence
                 else:
                     evidence = "unknown"
-                rows.append(dict(
-                    capture=cap, tcp_stream=st, direction=d, sender=sender, heartbeat_s=hb,
-                    start_frame=marks[k][1], start_ts=a, end_frame=marks[k + 1][1], end_ts=b,
-                    gap_s=gap / 1e9, intervals=gap / hb_ns,
-                    missed=None if evidence == "unknown" else gap > 2 * hb_ns,
-                    open_ended=trailing, source=source, evidence=evidence,
-                ))
+                rows.append(
+                    dict(
+                        capture=cap,
+                        tcp_stream=st,
+                        direction=d,
+                        sender=sender,
+                        heartbeat_s=hb,
+                        start_frame=marks[k][1],
+                        start_ts=a,
+                        end_frame=marks[k + 1][1],
+                        end_ts=b,
+                        gap_s=gap / 1e9,
+                        intervals=gap / hb_ns,
+                        missed=None if evidence == "unknown" else gap > 2 * hb_ns,
+                        open_ended=trailing,
+                        source=source,
+                        evidence=evidence,
+                    )
+                )
     return build(rows, GAP_COLS)
 
 
 SUMMARY_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "direction": STR, "heartbeat_s": "Int32", "heartbeat_frames": "Int64",
-    "max_gap_s": "float64", "late": "Int64", "missed": "Int64", "unknown": "Int64", "source": STR,
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "direction": STR,
+    "heartbeat_s": "Int32",
+    "heartbeat_frames": "Int64",
+    "max_gap_s": "float64",
+    "late": "Int64",
+    "missed": "Int64",
+    "unknown": "Int64",
+    "source": STR,
 }
 
 
@@ -181,27 +222,42 @@ def heartbeat_summary(t) -> pd.DataFrame:
     if len(exact):
         max_gap = exact.groupby(["capture", "tcp_stream", "direction"])["gap_s"].max().to_dict()
     rows = []
-    for cap, st, hb, h_c2s, h_s2c in records(c, ["capture", "tcp_stream", "heartbeat", "heartbeats_c2s",
-                                                  "heartbeats_s2c"]):
+    for cap, st, hb, h_c2s, h_s2c in records(
+        c, ["capture", "tcp_stream", "heartbeat", "heartbeats_c2s", "heartbeats_s2c"]
+    ):
         for d, counted in (("c2s", h_c2s), ("s2c", h_s2c)):
             key = (cap, st, d)
             g = late
             if len(late):
                 g = late[(late["capture"] == cap) & (late["tcp_stream"] == st) & (late["direction"] == d)]
             known = g[g["evidence"] != "unknown"] if len(g) else g
-            rows.append(dict(
-                capture=cap, tcp_stream=st, direction=d, heartbeat_s=hb,
-                heartbeat_frames=int(hbf.get(key, 0)) if source == "frames" else counted,
-                max_gap_s=max_gap.get(key), late=int(len(known)),
-                missed=int(known["missed"].fillna(False).astype(bool).sum()) if len(known) else 0,
-                unknown=int(len(g) - len(known)), source=source,
-            ))
+            rows.append(
+                dict(
+                    capture=cap,
+                    tcp_stream=st,
+                    direction=d,
+                    heartbeat_s=hb,
+                    heartbeat_frames=int(hbf.get(key, 0)) if source == "frames" else counted,
+                    max_gap_s=max_gap.get(key),
+                    late=int(len(known)),
+                    missed=int(known["missed"].fillna(False).astype(bool).sum()) if len(known) else 0,
+                    unknown=int(len(g) - len(known)),
+                    source=source,
+                )
+            )
     return build(rows, SUMMARY_COLS)
 
 
 BLOCKED_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "reason": STR, "blocked_frame": "Int64", "blocked_ts": TS_DTYPE,
-    "unblocked_frame": "Int64", "unblocked_ts": TS_DTYPE, "duration_ms": "float64", "status": STR,
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "reason": STR,
+    "blocked_frame": "Int64",
+    "blocked_ts": TS_DTYPE,
+    "unblocked_frame": "Int64",
+    "unblocked_ts": TS_DTYPE,
+    "duration_ms": "float64",
+    "status": STR,
 }
 
 
@@ -220,8 +276,9 @@ def blocked(t) -> pd.DataFrame:
         key = (cap, st)
         if name == "connection.blocked":
             if key not in open_:
-                open_[key] = dict(capture=cap, tcp_stream=st, reason=reason,
-                                  blocked_frame=frame, blocked_ts=ts)
+                open_[key] = dict(
+                    capture=cap, tcp_stream=st, reason=reason, blocked_frame=frame, blocked_ts=ts
+                )
         elif key in open_:
             r = open_.pop(key)
             r.update(unblocked_frame=frame, unblocked_ts=ts, status="unblocked")
@@ -231,16 +288,27 @@ def blocked(t) -> pd.DataFrame:
         rows.append(r)
     df = build(rows, BLOCKED_COLS)
     if len(df):
-        df["duration_ms"] = latency_ms([r["blocked_ts"] for r in rows],
-                                       [NAT if r.get("unblocked_ts") is None else r["unblocked_ts"] for r in rows])
+        df["duration_ms"] = latency_ms(
+            [r["blocked_ts"] for r in rows],
+            [NAT if r.get("unblocked_ts") is None else r["unblocked_ts"] for r in rows],
+        )
         df = df.sort_values(["capture", "tcp_stream", "blocked_frame"], kind="stable").reset_index(drop=True)
     return df
 
 
 FLOW_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "direction": STR, "frame_number": "Int64",
-    "ts": TS_DTYPE, "active": "boolean", "ok_frame": "Int64", "ok_ts": TS_DTYPE, "resumed_frame": "Int64",
-    "resumed_ts": TS_DTYPE, "paused_ms": "float64",
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "direction": STR,
+    "frame_number": "Int64",
+    "ts": TS_DTYPE,
+    "active": "boolean",
+    "ok_frame": "Int64",
+    "ok_ts": TS_DTYPE,
+    "resumed_frame": "Int64",
+    "resumed_ts": TS_DTYPE,
+    "paused_ms": "float64",
 }
 
 
@@ -256,10 +324,13 @@ def flow(t) -> pd.DataFrame:
     pending_ok: dict = {}
     paused: dict = {}
     for cap, st, ch, d, name, frame, ts, active in records(
-            m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "active"]):
+        m, ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "active"]
+    ):
         active = bool(active)
         if name == "channel.flow":
-            r = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, frame_number=frame, ts=ts, active=active)
+            r = dict(
+                capture=cap, tcp_stream=st, channel=ch, direction=d, frame_number=frame, ts=ts, active=active
+            )
             rows.append(r)
             pending_ok.setdefault((cap, st, ch, d), []).append(r)
             key = (cap, st, ch, d)
@@ -278,13 +349,21 @@ def flow(t) -> pd.DataFrame:
     if len(df):
         df["paused_ms"] = latency_ms(
             [r["ts"] if not r["active"] else NAT for r in rows],
-            [NAT if r.get("resumed_ts") is None else r["resumed_ts"] for r in rows])
+            [NAT if r.get("resumed_ts") is None else r["resumed_ts"] for r in rows],
+        )
     return df
 
 
 UNACKED_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "ts": TS_DTYPE, "frame_number": "Int64",
-    "event": STR, "unacked": "Int64", "prefetch_count": "Int32", "prefetch_global": "boolean",
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "ts": TS_DTYPE,
+    "frame_number": "Int64",
+    "event": STR,
+    "unacked": "Int64",
+    "prefetch_count": "Int32",
+    "prefetch_global": "boolean",
     "over_prefetch": "boolean",
 }
 
@@ -307,7 +386,9 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     ev = []
     keys = ["capture", "tcp_stream", "channel"]
     if len(acks):
-        d = acks[keys + ["request_ts", "request_frame"]].rename(columns={"request_ts": "ts", "request_frame": "frame_number"})
+        d = acks[keys + ["request_ts", "request_frame"]].rename(
+            columns={"request_ts": "ts", "request_frame": "frame_number"}
+        )
         d = d.assign(delta=1, event="deliver")
         s = acks[acks["response_frame"].notna()]
         s = s.groupby(keys + ["response_frame", "response_ts"], dropna=False).size().reset_index(name="n")
@@ -318,7 +399,8 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     q = m[(m["method"] == "basic.qos") & (m["direction"] == "c2s")] if len(m) else m
     if len(q):
         qq = q[keys + ["ts", "frame_number", "prefetch_count", "qos_global"]].rename(
-            columns={"qos_global": "prefetch_global"})
+            columns={"qos_global": "prefetch_global"}
+        )
         qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, event="qos")
         ev.append(qq)
     if not ev:
@@ -338,20 +420,35 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     pc = e["prefetch_count"].astype("Int64")
     un = e["unacked"].astype("Int64")
     over = ((pc.fillna(0) > 0) & (un > pc)).fillna(False)
-    out = pd.DataFrame({
-        "capture": e["capture"], "tcp_stream": e["tcp_stream"].astype("Int32"),
-        "channel": e["channel"].astype("Int32"),
-        "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
-        "frame_number": e["frame_number"].astype("Int64"), "event": e["event"], "unacked": un,
-        "prefetch_count": pc.astype("Int32"), "prefetch_global": e["prefetch_global"].astype("boolean"),
-        "over_prefetch": over.astype("boolean"),
-    })
+    out = pd.DataFrame(
+        {
+            "capture": e["capture"],
+            "tcp_stream": e["tcp_stream"].astype("Int32"),
+            "channel": e["channel"].astype("Int32"),
+            "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
+            "frame_number": e["frame_number"].astype("Int64"),
+            "event": e["event"],
+            "unacked": un,
+            "prefetch_count": pc.astype("Int32"),
+            "prefetch_global": e["prefetch_global"].astype("boolean"),
+            "over_prefetch": over.astype("boolean"),
+        }
+    )
     out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")})
     return out.reset_index(drop=True)
 
 
-ZERO_WINDOW_COLS = ["capture", "tcp_stream", "direction", "start_frame", "end_frame", "start_ts", "end_ts",
-                    "duration_ms", "reopened"]
+ZERO_WINDOW_COLS = [
+    "capture",
+    "tcp_stream",
+    "direction",
+    "start_frame",
+    "end_frame",
+    "start_ts",
+    "end_ts",
+    "duration_ms",
+    "reopened",
+]
 
 
 def zero_windows(t) -> pd.DataFrame:
@@ -373,9 +470,19 @@ def zero_windows(t) -> pd.DataFrame:
             for d, f0, t0, f1, t1 in json.loads(zw):
                 start = pd.Timestamp(t0, tz="UTC")
                 stop = pd.Timestamp(t1, tz="UTC") if t1 is not None else end
-                rows.append(dict(capture=cap, tcp_stream=st, direction=d, start_frame=f0, end_frame=f1,
-                                 start_ts=start, end_ts=stop, duration_ms=(stop - start).value / 1e6,
-                                 reopened=t1 is not None))
+                rows.append(
+                    dict(
+                        capture=cap,
+                        tcp_stream=st,
+                        direction=d,
+                        start_frame=f0,
+                        end_frame=f1,
+                        start_ts=start,
+                        end_ts=stop,
+                        duration_ms=(stop - start).value / 1e6,
+                        reopened=t1 is not None,
+                    )
+                )
     return pd.DataFrame(rows, columns=ZERO_WINDOW_COLS)
 
 
@@ -383,5 +490,11 @@ def health(t) -> dict[str, pd.DataFrame]:
     """All health frames: ``heartbeat_gaps``, ``heartbeat_summary``, ``blocked``, ``flow``, ``unacked``,
     ``zero_windows``."""
     t = as_tables(t)
-    return {"heartbeat_gaps": heartbeat_gaps(t), "heartbeat_summary": heartbeat_summary(t),
-            "blocked": blocked(t), "flow": flow(t), "unacked": unacked(t), "zero_windows": zero_windows(t)}
+    return {
+        "heartbeat_gaps": heartbeat_gaps(t),
+        "heartbeat_summary": heartbeat_summary(t),
+        "blocked": blocked(t),
+        "flow": flow(t),
+        "unacked": unacked(t),
+        "zero_windows": zero_windows(t),
+    }

@@ -1,19 +1,38 @@
 """Errors: every failure the tables record, one row each, with the code's name and class."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    STR, TS_DTYPE, build, code_info, ns, ordered, records, spec_module,
+    STR,
+    TS_DTYPE,
+    build,
+    code_info,
+    ns,
+    ordered,
+    records,
+    spec_module,
 )
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["errors", "error_summary", "order_error_summary", "ERROR_COLS", "SUMMARY_COLS"]
 
 ERROR_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "frame_number": "Int64", "ts": TS_DTYPE, "direction": STR,
-    "channel": "Int32", "version": STR, "kind": STR, "method": STR, "code": "Int32", "name": STR,
-    "class": STR, "failing_method": STR, "text": STR,
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "frame_number": "Int64",
+    "ts": TS_DTYPE,
+    "direction": STR,
+    "channel": "Int32",
+    "version": STR,
+    "kind": STR,
+    "method": STR,
+    "code": "Int32",
+    "name": STR,
+    "class": STR,
+    "failing_method": STR,
+    "text": STR,
 }
 
 # method -> (kind, 0-10 code table consulted first)
@@ -74,11 +93,27 @@ def errors(t) -> pd.DataFrame:
         cmds = {}
         if (m["version"] == "0-10").any() and m["command_id"].notna().any():
             c10 = m[m["command_id"].notna()]
-            for cap, st, ch, d, cid, meth in records(c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]):
+            for cap, st, ch, d, cid, meth in records(
+                c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]
+            ):
                 cmds[(cap, st, ch, d, cid)] = meth
-        cols = ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "version", "method",
-                "reply_code", "reply_text", "reply_name", "failing_method", "answers_command_id", "code",
-                "text"]
+        cols = [
+            "capture",
+            "tcp_stream",
+            "frame_number",
+            "ts",
+            "direction",
+            "channel",
+            "version",
+            "method",
+            "reply_code",
+            "reply_text",
+            "reply_name",
+            "failing_method",
+            "answers_command_id",
+            "code",
+            "text",
+        ]
         for r in records(sub, cols):
             cap, st, frame, ts, d, ch, ver, meth, code, text, rname, failing, answers, code2, text2 = r
             # 0-10 session.detached and message.reject carry `code` / `text`, not reply-code / reply-text
@@ -88,12 +123,27 @@ def errors(t) -> pd.DataFrame:
                 kind = _UNCODED[meth]
                 if failing is None:
                     failing = "basic.publish" if (meth == "basic.nack" and d == "s2c") else "basic.deliver"
-                rows.append(dict(capture=cap, tcp_stream=st, frame_number=frame, ts=ts, direction=d, channel=ch,
-                                 version=ver, kind=kind, method=meth, failing_method=failing, text=text))
+                rows.append(
+                    dict(
+                        capture=cap,
+                        tcp_stream=st,
+                        frame_number=frame,
+                        ts=ts,
+                        direction=d,
+                        channel=ch,
+                        version=ver,
+                        kind=kind,
+                        method=meth,
+                        failing_method=failing,
+                        text=text,
+                    )
+                )
                 continue
             kind, table = _CODED[meth]
             ok = _OK_0_10.get(meth, set()) if ver == "0-10" else _OK
-            if meth in ("connection.close", "channel.close", "session.detached", "session.detach") and (code is None or code in ok):
+            if meth in ("connection.close", "channel.close", "session.detached", "session.detach") and (
+                code is None or code in ok
+            ):
                 continue
             if meth == "session.detach" and code is None:
                 continue
@@ -110,39 +160,111 @@ def errors(t) -> pd.DataFrame:
                 failing = cmds.get((cap, st, ch, peer, answers))
             if meth == "message.reject":
                 failing = failing or "message.transfer"
-            rows.append(dict(capture=cap, tcp_stream=st, frame_number=frame, ts=ts, direction=d, channel=ch,
-                             version=ver, kind=kind, method=meth, code=code, name=name, cls=cls,
-                             failing_method=failing, text=text))
+            rows.append(
+                dict(
+                    capture=cap,
+                    tcp_stream=st,
+                    frame_number=frame,
+                    ts=ts,
+                    direction=d,
+                    channel=ch,
+                    version=ver,
+                    kind=kind,
+                    method=meth,
+                    code=code,
+                    name=name,
+                    cls=cls,
+                    failing_method=failing,
+                    text=text,
+                )
+            )
     c = t.connections
     if len(c):
         rst = c[c["rst"].fillna(False).astype(bool)]
-        rst = rst[rst["negotiation"] != "rejected"]  # the reset that follows a rejected header is that failure
-        for cap, st, end, ver, closed_by in records(rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]):
+        rst = rst[
+            rst["negotiation"] != "rejected"
+        ]  # the reset that follows a rejected header is that failure
+        for cap, st, end, ver, closed_by in records(
+            rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]
+        ):
             if closed_by in ("client", "server"):
                 continue  # reset after an AMQP connection.close: socket teardown, not a failure
-            who = "server" if (closed_by or "").startswith("server") else ("client" if (closed_by or "").startswith("client") else None)
-            rows.append(dict(capture=cap, tcp_stream=st, frame_number=None, ts=end,
-                             direction={"client": "c2s", "server": "s2c"}.get(who), channel=None, version=ver,
-                             kind="tcp-reset", method=None, name="tcp-reset", cls="hard",
-                             text=f"reset by {who}" if who else "reset"))
+            who = (
+                "server"
+                if (closed_by or "").startswith("server")
+                else ("client" if (closed_by or "").startswith("client") else None)
+            )
+            rows.append(
+                dict(
+                    capture=cap,
+                    tcp_stream=st,
+                    frame_number=None,
+                    ts=end,
+                    direction={"client": "c2s", "server": "s2c"}.get(who),
+                    channel=None,
+                    version=ver,
+                    kind="tcp-reset",
+                    method=None,
+                    name="tcp-reset",
+                    cls="hard",
+                    text=f"reset by {who}" if who else "reset",
+                )
+            )
         rej = c[c["negotiation"] == "rejected"]
-        for cap, st, frame, ts, ver, ch_, sh in records(rej, ["capture", "tcp_stream", "frame_number", "ts", "client_version", "client_header", "server_header"]):
-            rows.append(dict(capture=cap, tcp_stream=st, frame_number=frame, ts=ts, direction="s2c", channel=None,
-                             version=ver, kind="protocol-rejected", method=None, name="protocol-rejected", cls="hard",
-                             text=f"client sent {ch_}, server answered {sh}"))
+        for cap, st, frame, ts, ver, ch_, sh in records(
+            rej,
+            [
+                "capture",
+                "tcp_stream",
+                "frame_number",
+                "ts",
+                "client_version",
+                "client_header",
+                "server_header",
+            ],
+        ):
+            rows.append(
+                dict(
+                    capture=cap,
+                    tcp_stream=st,
+                    frame_number=frame,
+                    ts=ts,
+                    direction="s2c",
+                    channel=None,
+                    version=ver,
+                    kind="protocol-rejected",
+                    method=None,
+                    name="protocol-rejected",
+                    cls="hard",
+                    text=f"client sent {ch_}, server answered {sh}",
+                )
+            )
     for r in rows:
         r["class"] = r.pop("cls", None)
     df = build(rows, ERROR_COLS)
     if len(df):
         df["_ts"] = ns(df["ts"])
-        df = df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable").drop(columns="_ts").reset_index(drop=True)
+        df = (
+            df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable")
+            .drop(columns="_ts")
+            .reset_index(drop=True)
+        )
     return df
 
 
 SUMMARY_COLS = {
-    "kind": STR, "code": "Int32", "name": STR, "class": STR, "method": STR, "failing_method": STR,
-    "text": STR, "count": "Int64",
-    "first_capture": STR, "first_tcp_stream": "Int32", "first_frame": "Int64", "first_ts": TS_DTYPE,
+    "kind": STR,
+    "code": "Int32",
+    "name": STR,
+    "class": STR,
+    "method": STR,
+    "failing_method": STR,
+    "text": STR,
+    "count": "Int64",
+    "first_capture": STR,
+    "first_tcp_stream": "Int32",
+    "first_frame": "Int64",
+    "first_ts": TS_DTYPE,
 }
 
 
@@ -158,8 +280,14 @@ def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
         return build([], SUMMARY_COLS)
     counts = err.groupby(keys, dropna=False, sort=False).size()  # groups in order of first appearance
     out = err.drop_duplicates(keys, keep="first").reset_index(drop=True)  # errors() is in capture order
-    out = out.rename(columns={"capture": "first_capture", "tcp_stream": "first_tcp_stream",
-                              "frame_number": "first_frame", "ts": "first_ts"})
+    out = out.rename(
+        columns={
+            "capture": "first_capture",
+            "tcp_stream": "first_tcp_stream",
+            "frame_number": "first_frame",
+            "ts": "first_ts",
+        }
+    )
     out["count"] = counts.to_numpy()
     return order_error_summary(out)
 
@@ -168,7 +296,11 @@ def order_error_summary(summary: pd.DataFrame) -> pd.DataFrame:
     """:func:`error_summary`'s row order (most frequent first, then code, kind, method, first
     occurrence; ties stay in the order given), for summaries aggregated elsewhere (Spark)."""
     out = summary.assign(_code=summary["code"].fillna(10**9))
-    out = out.sort_values(["count", "_code", "kind", "method", "first_ts"],
-                          ascending=[False, True, True, True, True], kind="stable", na_position="last")
+    out = out.sort_values(
+        ["count", "_code", "kind", "method", "first_ts"],
+        ascending=[False, True, True, True, True],
+        kind="stable",
+        na_position="last",
+    )
     out = out.drop(columns="_code").reset_index(drop=True)
     return out[list(SUMMARY_COLS)]

@@ -7,6 +7,7 @@ numbers, Wireshark ``frame.number``), ``request_ts`` / ``response_ts``,
 Unmatched requests are rows too, with NaN latency.  docs/analysis.md has the
 exact definitions.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -16,12 +17,28 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import (
-    NAT, STR, TS_DTYPE, object_frame, build, build_columns, covered, latency_ms, ns, ordered, records, spec_by_name,
+    STR,
+    TS_DTYPE,
+    build,
+    build_columns,
+    covered,
+    latency_ms,
+    ns,
+    object_frame,
+    ordered,
+    records,
+    spec_by_name,
 )
 from amqpcap.analysis.tables import as_tables
 
 __all__ = [
-    "method_rtt", "confirms", "consumer_acks", "transit", "rpc", "connection_setup", "consumers",
+    "method_rtt",
+    "confirms",
+    "consumer_acks",
+    "transit",
+    "rpc",
+    "connection_setup",
+    "consumers",
     "all_latencies",
 ]
 
@@ -55,9 +72,17 @@ def _with_content_completion(t, names) -> pd.DataFrame:
 
 
 _BASE_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "version": STR,
-    "request_method": STR, "request_direction": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
-    "response_method": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "version": STR,
+    "request_method": STR,
+    "request_direction": STR,
+    "request_frame": "Int64",
+    "request_ts": TS_DTYPE,
+    "response_method": STR,
+    "response_frame": "Int64",
+    "response_ts": TS_DTYPE,
     "latency_ms": "float64",
 }
 
@@ -104,8 +129,21 @@ def method_rtt(t) -> pd.DataFrame:
                     relevant.update(spec.responses)
         is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
         m = m[is_010 | m["method"].isin(relevant).to_numpy()]
-    cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts",
-            "version", "command_id", "answers_command_id", "id_ranges", "no_wait", "synchronous"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "direction",
+        "method",
+        "frame_number",
+        "ts",
+        "version",
+        "command_id",
+        "answers_command_id",
+        "id_ranges",
+        "no_wait",
+        "synchronous",
+    ]
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, RTT_COLS)
@@ -115,13 +153,23 @@ def method_rtt(t) -> pd.DataFrame:
 
     def emit(req, resp, status):
         req["done"] = True
-        rows.append(dict(
-            capture=req["capture"], tcp_stream=req["tcp_stream"], channel=req["channel"], version=req["version"],
-            request_method=req["method"], request_direction=req["direction"], request_frame=req["frame"],
-            request_ts=req["ts"], response_method=resp[4] if resp else None,
-            response_frame=resp[5] if resp else None, response_ts=resp[6] if resp else None,
-            status=status, command_id=req.get("command_id"),
-        ))
+        rows.append(
+            dict(
+                capture=req["capture"],
+                tcp_stream=req["tcp_stream"],
+                channel=req["channel"],
+                version=req["version"],
+                request_method=req["method"],
+                request_direction=req["direction"],
+                request_frame=req["frame"],
+                request_ts=req["ts"],
+                response_method=resp[4] if resp else None,
+                response_frame=resp[5] if resp else None,
+                response_ts=resp[6] if resp else None,
+                status=status,
+                command_id=req.get("command_id"),
+            )
+        )
 
     def flush(pend: list, status="missing"):
         for req in pend:
@@ -148,8 +196,12 @@ def method_rtt(t) -> pd.DataFrame:
         # 2. 0-10 specials
         if name == "session.completed":
             for req in list(pend):
-                if (req["sync"] and req["direction"] != d and req.get("command_id") is not None
-                        and covered(req["command_id"], id_ranges)):
+                if (
+                    req["sync"]
+                    and req["direction"] != d
+                    and req.get("command_id") is not None
+                    and covered(req["command_id"], id_ranges)
+                ):
                     emit(req, r, "ok")
                     pend.remove(req)
         elif name in ("execution.result", "execution.exception") and answers is not None:
@@ -185,19 +237,44 @@ def method_rtt(t) -> pd.DataFrame:
         result = getattr(spec, "result", None)
         # 0-10: execution.sync, and any command sent with the sync flag, is answered by session.completed
         is_sync = name == "execution.sync" or (
-            version == "0-10" and cmd is not None and bool(synchronous) and not responses and result is None)
+            version == "0-10" and cmd is not None and bool(synchronous) and not responses and result is None
+        )
         if (responses or is_sync or result is not None) and name not in _CLOSE_OK:
             if no_wait:
                 continue
-            req = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, method=name, frame=frame, ts=ts,
-                       version=version, responses=frozenset(responses), sync=is_sync, command_id=cmd, done=False)
+            req = dict(
+                capture=cap,
+                tcp_stream=st,
+                channel=ch,
+                direction=d,
+                method=name,
+                frame=frame,
+                ts=ts,
+                version=version,
+                responses=frozenset(responses),
+                sync=is_sync,
+                command_id=cmd,
+                done=False,
+            )
             pend.append(req)
             if cmd is not None:
                 commands.setdefault((cap, st, ch, d), {})[cmd] = req
         elif cmd is not None and version == "0-10":
             # a command that may still get an execution.result: remember it (not reported if unanswered)
-            req = dict(capture=cap, tcp_stream=st, channel=ch, direction=d, method=name, frame=frame, ts=ts,
-                       version=version, responses=frozenset(), sync=False, command_id=cmd, done=False)
+            req = dict(
+                capture=cap,
+                tcp_stream=st,
+                channel=ch,
+                direction=d,
+                method=name,
+                frame=frame,
+                ts=ts,
+                version=version,
+                responses=frozenset(),
+                sync=False,
+                command_id=cmd,
+                done=False,
+            )
             commands.setdefault((cap, st, ch, d), {})[cmd] = req
 
     for conn in state.values():
@@ -209,11 +286,25 @@ def method_rtt(t) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- publisher confirms
 
-CONFIRM_COLS = dict(_BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean",
-                    exchange=STR, routing_key=STR)
-_PAIR_FIELDS = ("capture", "tcp_stream", "channel", "version", "request_method", "request_direction",
-                "request_frame", "request_ts", "response_method", "response_frame", "response_ts", "delivery_tag",
-                "outcome", "multiple")
+CONFIRM_COLS = dict(
+    _BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean", exchange=STR, routing_key=STR
+)
+_PAIR_FIELDS = (
+    "capture",
+    "tcp_stream",
+    "channel",
+    "version",
+    "request_method",
+    "request_direction",
+    "request_frame",
+    "request_ts",
+    "response_method",
+    "response_frame",
+    "response_ts",
+    "delivery_tag",
+    "outcome",
+    "multiple",
+)
 _CONFIRM_FIELDS = _PAIR_FIELDS + ("exchange", "routing_key")
 
 
@@ -228,18 +319,51 @@ def confirms(t) -> pd.DataFrame:
     completed its content (``request_frame``).
     """
     t = as_tables(t)
-    m = _with_content_completion(t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN)
+    m = _with_content_completion(
+        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN
+    )
     rows: list[tuple] = []
     if len(m) == 0:
         return _finish(rows, CONFIRM_COLS)
-    cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number", "ts",
-            "version", "delivery_tag", "multiple", "exchange", "routing_key"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "direction",
+        "method",
+        "_done_frame",
+        "_done_ts",
+        "frame_number",
+        "ts",
+        "version",
+        "delivery_tag",
+        "multiple",
+        "exchange",
+        "routing_key",
+    ]
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict}
 
     def settle(pub, resp, outcome, multiple):
-        rows.append((pub["capture"], pub["tcp_stream"], pub["channel"], pub["version"], "basic.publish", "c2s",
-                     pub["frame"], pub["ts"], resp[4] if resp else None, resp[7] if resp else None,
-                     resp[8] if resp else None, pub["n"], outcome, multiple, pub["exchange"], pub["routing_key"]))
+        rows.append(
+            (
+                pub["capture"],
+                pub["tcp_stream"],
+                pub["channel"],
+                pub["version"],
+                "basic.publish",
+                "c2s",
+                pub["frame"],
+                pub["ts"],
+                resp[4] if resp else None,
+                resp[7] if resp else None,
+                resp[8] if resp else None,
+                pub["n"],
+                outcome,
+                multiple,
+                pub["exchange"],
+                pub["routing_key"],
+            )
+        )
 
     def drain(c):
         for pub in c["out"].values():
@@ -265,8 +389,17 @@ def confirms(t) -> pd.DataFrame:
         if name == "basic.publish" and d == "c2s":
             c["seq"] += 1
             n = c["seq"]
-            c["out"][n] = dict(capture=cap, tcp_stream=st, channel=ch, version=version, n=n, frame=dframe,
-                               ts=dts, exchange=ex, routing_key=rk)
+            c["out"][n] = dict(
+                capture=cap,
+                tcp_stream=st,
+                channel=ch,
+                version=version,
+                n=n,
+                frame=dframe,
+                ts=dts,
+                exchange=ex,
+                routing_key=rk,
+            )
         elif name in ("basic.ack", "basic.nack") and d == "s2c" and tag is not None:
             outcome = "ack" if name == "basic.ack" else "nack"
             out = c["out"]
@@ -279,21 +412,38 @@ def confirms(t) -> pd.DataFrame:
     for c in chans.values():
         drain(c)
     df = _finish(rows, CONFIRM_COLS, _CONFIRM_FIELDS)
-    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable").reset_index(drop=True)
+    return df.sort_values(
+        ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable"
+    ).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- consumers
 
 CONSUMER_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "consumer_tag": STR, "queue": STR,
-    "no_ack": "boolean", "consume_frame": "Int64", "consume_ts": TS_DTYPE, "cancel_frame": "Int64",
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "consumer_tag": STR,
+    "queue": STR,
+    "no_ack": "boolean",
+    "consume_frame": "Int64",
+    "consume_ts": TS_DTYPE,
+    "cancel_frame": "Int64",
     "cancel_ts": TS_DTYPE,
 }
 
 
-_CONSUMER_METHODS = ("basic.consume", "basic.consume-ok", "message.subscribe", "basic.cancel",
-                     "message.cancel", "basic.get", "basic.deliver", "message.transfer",
-                     "basic.get-ok") + _SCOPE_OPEN
+_CONSUMER_METHODS = (
+    "basic.consume",
+    "basic.consume-ok",
+    "message.subscribe",
+    "basic.cancel",
+    "message.cancel",
+    "basic.get",
+    "basic.deliver",
+    "message.transfer",
+    "basic.get-ok",
+) + _SCOPE_OPEN
 
 
 def consumer_state(m: pd.DataFrame):
@@ -307,16 +457,36 @@ def consumer_state(m: pd.DataFrame):
     by_tag: dict = {}  # (cap, st, ch, tag) -> consumer row
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
     last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
-    cols = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "queue",
-            "consumer_tag", "no_ack", "no_wait", "accept_mode"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "direction",
+        "method",
+        "frame_number",
+        "ts",
+        "queue",
+        "consumer_tag",
+        "no_ack",
+        "no_wait",
+        "accept_mode",
+    ]
     # only these methods change the state; positions stay those of ``m``
     pos_of = np.flatnonzero(m["method"].isin(_CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
     for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
         if name == "basic.consume" and d == "c2s":
-            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag or None, queue=queue,
-                       no_ack=no_ack, consume_frame=frame, consume_ts=ts)
+            row = dict(
+                capture=cap,
+                tcp_stream=st,
+                channel=ch,
+                consumer_tag=tag or None,
+                queue=queue,
+                no_ack=no_ack,
+                consume_frame=frame,
+                consume_ts=ts,
+            )
             consumers.append(row)
             if tag:
                 by_tag[key + (tag,)] = row
@@ -331,8 +501,16 @@ def consumer_state(m: pd.DataFrame):
                     by_tag[key + (tag,)] = row
         elif name == "message.subscribe" and d == "c2s":
             # consumer_tag holds the subscription's destination; accept-mode 1 (none): no acks
-            row = dict(capture=cap, tcp_stream=st, channel=ch, consumer_tag=tag, queue=queue,
-                       no_ack=accept_mode == 1, consume_frame=frame, consume_ts=ts)
+            row = dict(
+                capture=cap,
+                tcp_stream=st,
+                channel=ch,
+                consumer_tag=tag,
+                queue=queue,
+                no_ack=accept_mode == 1,
+                consume_frame=frame,
+                consume_ts=ts,
+            )
             consumers.append(row)
             by_tag[key + (row["consumer_tag"],)] = row
         elif name in ("basic.cancel", "message.cancel") and tag:
@@ -372,12 +550,28 @@ def consumers(t) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- consumer acks
 
-ACK_COLS = dict(_BASE_COLS, delivery_tag="Int64", outcome=STR, multiple="boolean", requeue="boolean",
-                redelivered="boolean", consumer_tag=STR, queue=STR, exchange=STR, routing_key=STR)
+ACK_COLS = dict(
+    _BASE_COLS,
+    delivery_tag="Int64",
+    outcome=STR,
+    multiple="boolean",
+    requeue="boolean",
+    redelivered="boolean",
+    consumer_tag=STR,
+    queue=STR,
+    exchange=STR,
+    routing_key=STR,
+)
 
 _ACK_FIELDS = _PAIR_FIELDS + ("requeue", "redelivered", "consumer_tag", "queue", "exchange", "routing_key")
-_SETTLE = {"basic.ack": "ack", "basic.nack": "nack", "basic.reject": "reject",
-           "message.accept": "ack", "message.release": "nack", "message.reject": "reject"}
+_SETTLE = {
+    "basic.ack": "ack",
+    "basic.nack": "nack",
+    "basic.reject": "reject",
+    "message.accept": "ack",
+    "message.release": "nack",
+    "message.reject": "reject",
+}
 
 
 def consumer_acks(t) -> pd.DataFrame:
@@ -395,25 +589,84 @@ def consumer_acks(t) -> pd.DataFrame:
     The delivery is timed at the packet that completed its content.
     """
     t = as_tables(t)
-    m = _with_content_completion(t, _CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"))
+    m = _with_content_completion(
+        t, _CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async")
+    )
     rows: list[tuple] = []
     if len(m) == 0:
         return _finish(rows, ACK_COLS)
     info, _ = consumer_state(m)
-    cols = ["capture", "tcp_stream", "channel", "direction", "method", "_done_frame", "_done_ts", "frame_number",
-            "ts", "version", "delivery_tag", "multiple", "requeue", "redelivered", "consumer_tag", "exchange",
-            "routing_key", "command_id", "id_ranges"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "direction",
+        "method",
+        "_done_frame",
+        "_done_ts",
+        "frame_number",
+        "ts",
+        "version",
+        "delivery_tag",
+        "multiple",
+        "requeue",
+        "redelivered",
+        "consumer_tag",
+        "exchange",
+        "routing_key",
+        "command_id",
+        "id_ranges",
+    ]
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
 
     def settle(dl, resp, outcome, multiple, requeue):
-        rows.append((dl["capture"], dl["tcp_stream"], dl["channel"], dl["version"], dl["method"], "s2c", dl["frame"],
-                     dl["ts"], resp[4] if resp else None, resp[7] if resp else None, resp[8] if resp else None,
-                     dl["tag"], outcome, multiple, requeue, dl["redelivered"], dl["consumer_tag"], dl["queue"],
-                     dl["exchange"], dl["routing_key"]))
+        rows.append(
+            (
+                dl["capture"],
+                dl["tcp_stream"],
+                dl["channel"],
+                dl["version"],
+                dl["method"],
+                "s2c",
+                dl["frame"],
+                dl["ts"],
+                resp[4] if resp else None,
+                resp[7] if resp else None,
+                resp[8] if resp else None,
+                dl["tag"],
+                outcome,
+                multiple,
+                requeue,
+                dl["redelivered"],
+                dl["consumer_tag"],
+                dl["queue"],
+                dl["exchange"],
+                dl["routing_key"],
+            )
+        )
 
     for pos, r in enumerate(records(m, cols)):
-        (cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, requeue, redelivered, ctag,
-         ex, rk, cmd, id_ranges) = r
+        (
+            cap,
+            st,
+            ch,
+            d,
+            name,
+            dframe,
+            dts,
+            frame,
+            ts,
+            version,
+            tag,
+            multiple,
+            requeue,
+            redelivered,
+            ctag,
+            ex,
+            rk,
+            cmd,
+            id_ranges,
+        ) = r
         key = (cap, st, ch)
         if name in _SCOPE_OPEN:
             for dl in chans.pop(key, {}).values():
@@ -429,8 +682,20 @@ def consumer_acks(t) -> pd.DataFrame:
             if tag is None:
                 continue
             chans.setdefault(key, OrderedDict())[tag] = dict(
-                capture=cap, tcp_stream=st, channel=ch, version=version, method=name, frame=dframe, ts=dts,
-                tag=tag, redelivered=redelivered, consumer_tag=ctag, queue=q, exchange=ex, routing_key=rk)
+                capture=cap,
+                tcp_stream=st,
+                channel=ch,
+                version=version,
+                method=name,
+                frame=dframe,
+                ts=dts,
+                tag=tag,
+                redelivered=redelivered,
+                consumer_tag=ctag,
+                queue=q,
+                exchange=ex,
+                routing_key=rk,
+            )
             continue
         if d != "c2s":
             continue
@@ -452,23 +717,41 @@ def consumer_acks(t) -> pd.DataFrame:
         elif name in ("basic.recover", "basic.recover-async"):
             for k in list(out):
                 settle(out.pop(k), r, "recovered", None, None)
-    for key, out in chans.items():
+    for out in chans.values():
         for dl in out.values():
             settle(dl, None, "unsettled", None, None)
     df = _finish(rows, ACK_COLS, _ACK_FIELDS)
-    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(drop=True)
+    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(
+        drop=True
+    )
 
 
 # --------------------------------------------------------------------------- broker transit
 
 TRANSIT_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32",
-    "request_method": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
-    "response_capture": STR, "response_tcp_stream": "Int32", "response_channel": "Int32",
-    "response_method": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
-    "latency_ms": "float64", "match": STR, "message_id": STR, "exchange": STR, "routing_key": STR,
-    "body_hash": STR, "consumer_tag": STR, "redelivered": "boolean", "delivery_index": "Int32",
-    "first": "boolean", "same_connection": "boolean",
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "request_method": STR,
+    "request_frame": "Int64",
+    "request_ts": TS_DTYPE,
+    "response_capture": STR,
+    "response_tcp_stream": "Int32",
+    "response_channel": "Int32",
+    "response_method": STR,
+    "response_frame": "Int64",
+    "response_ts": TS_DTYPE,
+    "latency_ms": "float64",
+    "match": STR,
+    "message_id": STR,
+    "exchange": STR,
+    "routing_key": STR,
+    "body_hash": STR,
+    "consumer_tag": STR,
+    "redelivered": "boolean",
+    "delivery_index": "Int32",
+    "first": "boolean",
+    "same_connection": "boolean",
 }
 
 _PUBLISH = ("basic.publish", "message.transfer")
@@ -493,11 +776,22 @@ def transit(t) -> pd.DataFrame:
     msgs = t.messages
     if len(msgs) == 0:
         return build([], TRANSIT_COLS)
-    cols = ["capture", "tcp_stream", "channel", "method", "frame_number", "ts", "message_id", "exchange",
-            "routing_key", "body_hash"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "method",
+        "frame_number",
+        "ts",
+        "message_id",
+        "exchange",
+        "routing_key",
+        "body_hash",
+    ]
     pubs = msgs.loc[(msgs["direction"] == "c2s") & msgs["method"].isin(_PUBLISH), cols]
-    dels = msgs.loc[(msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER), cols + ["consumer_tag",
-                                                                                          "redelivered"]]
+    dels = msgs.loc[
+        (msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER), cols + ["consumer_tag", "redelivered"]
+    ]
     if len(pubs) == 0 or len(dels) == 0:
         return build([], TRANSIT_COLS)
     pubs = pubs.assign(_ts=ns(pubs["ts"]), _pid=np.arange(len(pubs))).reset_index(drop=True)
@@ -509,18 +803,46 @@ def transit(t) -> pd.DataFrame:
     did = dels[dels["message_id"].isin(pid["message_id"])]
     by_id = np.zeros((0, 2), dtype=np.int64)
     if len(did):
-        j = pd.merge_asof(did[["_ts", "_did", "message_id"]].sort_values("_ts", kind="stable"),
-                          pid[["_ts", "_pid", "message_id"]], on="_ts", by="message_id", direction="backward")
+        j = pd.merge_asof(
+            did[["_ts", "_did", "message_id"]].sort_values("_ts", kind="stable"),
+            pid[["_ts", "_pid", "message_id"]],
+            on="_ts",
+            by="message_id",
+            direction="backward",
+        )
         j = j[j["_pid"].notna()]
         by_id = np.c_[j["_pid"].to_numpy(dtype=np.int64), j["_did"].to_numpy(dtype=np.int64)]
 
     # 2. content: exchange + routing key + body hash, FIFO per consumer (publishes without an id)
     used = set(by_id[:, 1].tolist())
-    P = list(records(pubs[~has_id & pubs["body_hash"].notna().to_numpy()],
-                     ["_ts", "_pid", "exchange", "routing_key", "body_hash"]))
+    P = list(
+        records(
+            pubs[~has_id & pubs["body_hash"].notna().to_numpy()],
+            ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
+        )
+    )
     rest = dels[~dels["_did"].isin(used) & dels["body_hash"].notna()]
-    D = list(records(rest, ["_ts", "_did", "exchange", "routing_key", "body_hash", "capture", "tcp_stream",
-                            "channel", "consumer_tag", "redelivered"])) if P else []
+    D = (
+        list(
+            records(
+                rest,
+                [
+                    "_ts",
+                    "_did",
+                    "exchange",
+                    "routing_key",
+                    "body_hash",
+                    "capture",
+                    "tcp_stream",
+                    "channel",
+                    "consumer_tag",
+                    "redelivered",
+                ],
+            )
+        )
+        if P
+        else []
+    )
 
     def ckey(x):
         return (x[2] or "", x[3] or "", x[4])
@@ -551,26 +873,43 @@ def transit(t) -> pd.DataFrame:
             p = latest
         content.append((p[1], dl[1]))
 
-    pairs = pd.DataFrame({"_pid": np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64),
-                          "_did": np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64),
-                          "match": ["message_id"] * len(by_id) + ["content"] * len(content)})
+    pairs = pd.DataFrame(
+        {
+            "_pid": np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64),
+            "_did": np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64),
+            "match": ["message_id"] * len(by_id) + ["content"] * len(content),
+        }
+    )
     if len(pairs) == 0:
         return build([], TRANSIT_COLS)
     P_, D_ = pubs.iloc[pairs["_pid"].to_numpy()], dels.iloc[pairs["_did"].to_numpy()]
-    df = pd.DataFrame({
-        "capture": P_["capture"].to_numpy(), "tcp_stream": P_["tcp_stream"].to_numpy(),
-        "channel": P_["channel"].to_numpy(), "request_method": P_["method"].to_numpy(),
-        "request_frame": P_["frame_number"].to_numpy(), "_rts": P_["_ts"].to_numpy(),
-        "response_capture": D_["capture"].to_numpy(), "response_tcp_stream": D_["tcp_stream"].to_numpy(),
-        "response_channel": D_["channel"].to_numpy(), "response_method": D_["method"].to_numpy(),
-        "response_frame": D_["frame_number"].to_numpy(), "_dts": D_["_ts"].to_numpy(),
-        "match": pairs["match"].to_numpy(), "message_id": P_["message_id"].to_numpy(),
-        "exchange": P_["exchange"].to_numpy(), "routing_key": P_["routing_key"].to_numpy(),
-        "body_hash": P_["body_hash"].to_numpy(), "consumer_tag": D_["consumer_tag"].to_numpy(),
-        "redelivered": D_["redelivered"].to_numpy(), "_pid": pairs["_pid"].to_numpy(),
-    })
+    df = pd.DataFrame(
+        {
+            "capture": P_["capture"].to_numpy(),
+            "tcp_stream": P_["tcp_stream"].to_numpy(),
+            "channel": P_["channel"].to_numpy(),
+            "request_method": P_["method"].to_numpy(),
+            "request_frame": P_["frame_number"].to_numpy(),
+            "_rts": P_["_ts"].to_numpy(),
+            "response_capture": D_["capture"].to_numpy(),
+            "response_tcp_stream": D_["tcp_stream"].to_numpy(),
+            "response_channel": D_["channel"].to_numpy(),
+            "response_method": D_["method"].to_numpy(),
+            "response_frame": D_["frame_number"].to_numpy(),
+            "_dts": D_["_ts"].to_numpy(),
+            "match": pairs["match"].to_numpy(),
+            "message_id": P_["message_id"].to_numpy(),
+            "exchange": P_["exchange"].to_numpy(),
+            "routing_key": P_["routing_key"].to_numpy(),
+            "body_hash": P_["body_hash"].to_numpy(),
+            "consumer_tag": D_["consumer_tag"].to_numpy(),
+            "redelivered": D_["redelivered"].to_numpy(),
+            "_pid": pairs["_pid"].to_numpy(),
+        }
+    )
     df["same_connection"] = (df["capture"].to_numpy() == df["response_capture"].to_numpy()) & (
-        df["tcp_stream"].to_numpy() == df["response_tcp_stream"].to_numpy())
+        df["tcp_stream"].to_numpy() == df["response_tcp_stream"].to_numpy()
+    )
     df["_rf"] = df["response_frame"].fillna(0)
     df = df.sort_values(["_pid", "_dts", "_rf"], kind="stable")
     df["delivery_index"] = df.groupby("_pid", sort=False).cumcount()
@@ -580,25 +919,58 @@ def transit(t) -> pd.DataFrame:
     df["response_ts"] = pd.to_datetime(df["_dts"].to_numpy().view("datetime64[ns]"), utc=True)
     df = df.astype({k: v for k, v in TRANSIT_COLS.items() if k not in ("request_ts", "response_ts")})
     df = df[list(TRANSIT_COLS)]
-    return df.sort_values(["capture", "tcp_stream", "request_frame", "delivery_index"],
-                          kind="stable").reset_index(drop=True)
+    return df.sort_values(
+        ["capture", "tcp_stream", "request_frame", "delivery_index"], kind="stable"
+    ).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- application RPC
 
 RPC_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32",
-    "request_method": STR, "request_direction": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
-    "response_capture": STR, "response_tcp_stream": "Int32", "response_channel": "Int32",
-    "response_method": STR, "response_direction": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
-    "latency_ms": "float64", "status": STR, "correlation_id": STR, "reply_to": STR,
-    "delivered_frame": "Int64", "delivered_ts": TS_DTYPE, "client_latency_ms": "float64",
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "request_method": STR,
+    "request_direction": STR,
+    "request_frame": "Int64",
+    "request_ts": TS_DTYPE,
+    "response_capture": STR,
+    "response_tcp_stream": "Int32",
+    "response_channel": "Int32",
+    "response_method": STR,
+    "response_direction": STR,
+    "response_frame": "Int64",
+    "response_ts": TS_DTYPE,
+    "latency_ms": "float64",
+    "status": STR,
+    "correlation_id": STR,
+    "reply_to": STR,
+    "delivered_frame": "Int64",
+    "delivered_ts": TS_DTYPE,
+    "client_latency_ms": "float64",
 }
 
-_RPC_FIELDS = ("capture", "tcp_stream", "channel", "request_method", "request_direction", "request_frame",
-               "request_ts", "correlation_id", "reply_to", "status", "response_capture", "response_tcp_stream",
-               "response_channel", "response_method", "response_direction", "response_frame", "response_ts",
-               "delivered_frame", "delivered_ts")
+_RPC_FIELDS = (
+    "capture",
+    "tcp_stream",
+    "channel",
+    "request_method",
+    "request_direction",
+    "request_frame",
+    "request_ts",
+    "correlation_id",
+    "reply_to",
+    "status",
+    "response_capture",
+    "response_tcp_stream",
+    "response_channel",
+    "response_method",
+    "response_direction",
+    "response_frame",
+    "response_ts",
+    "delivered_frame",
+    "delivered_ts",
+)
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -630,8 +1002,19 @@ def rpc(t) -> pd.DataFrame:
     msgs = t.messages
     if len(msgs) == 0:
         return build([], RPC_COLS)
-    cols = ["capture", "tcp_stream", "channel", "method", "direction", "frame_number", "ts", "correlation_id",
-            "reply_to", "routing_key", "version"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "method",
+        "direction",
+        "frame_number",
+        "ts",
+        "correlation_id",
+        "reply_to",
+        "routing_key",
+        "version",
+    ]
     # requests carry reply_to and a correlation id; replies carry one of the requests' ids
     ids = msgs.loc[msgs["reply_to"].notna(), "correlation_id"].dropna().unique()
     msgs = msgs[msgs["correlation_id"].isin(ids)]
@@ -639,8 +1022,11 @@ def rpc(t) -> pd.DataFrame:
     R.sort(key=lambda r: (r[6], r[5] or 0))
     reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]
     req_keys = {(_reply_key(r[8], r[10]), r[7]) for _, r in reqs_c2s}
-    reqs = list(reqs_c2s) + [(i, r) for i, r in enumerate(R) if r[4] == "s2c" and r[7] and r[8]
-                             and (_reply_key(r[8], r[10]), r[7]) not in req_keys]
+    reqs = list(reqs_c2s) + [
+        (i, r)
+        for i, r in enumerate(R)
+        if r[4] == "s2c" and r[7] and r[8] and (_reply_key(r[8], r[10]), r[7]) not in req_keys
+    ]
     req_ids = {i for i, _ in reqs}
     replies: dict = {}  # (key, corr, direction) -> [(i, row)]
     for i, r in enumerate(R):
@@ -671,11 +1057,22 @@ def rpc(t) -> pd.DataFrame:
 # --------------------------------------------------------------------------- connection setup
 
 SETUP_COLS = {
-    "capture": STR, "tcp_stream": "Int32", "channel": "Int32", "version": STR,
-    "client_ip": STR, "client_port": "Int32", "server_ip": STR, "server_port": "Int32",
-    "request_method": STR, "request_frame": "Int64", "request_ts": TS_DTYPE,
-    "response_method": STR, "response_frame": "Int64", "response_ts": TS_DTYPE,
-    "latency_ms": "float64", "status": STR,
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "channel": "Int32",
+    "version": STR,
+    "client_ip": STR,
+    "client_port": "Int32",
+    "server_ip": STR,
+    "server_port": "Int32",
+    "request_method": STR,
+    "request_frame": "Int64",
+    "request_ts": TS_DTYPE,
+    "response_method": STR,
+    "response_frame": "Int64",
+    "response_ts": TS_DTYPE,
+    "latency_ms": "float64",
+    "status": STR,
 }
 
 
@@ -690,17 +1087,45 @@ def connection_setup(t) -> pd.DataFrame:
         return build([], SETUP_COLS)
     c = c[c["syn_ts"].notna()]
     m = t.methods
-    ok = m[m["method"] == "connection.open-ok"].groupby(["capture", "tcp_stream"], sort=False)["frame_number"].min()
+    ok = (
+        m[m["method"] == "connection.open-ok"]
+        .groupby(["capture", "tcp_stream"], sort=False)["frame_number"]
+        .min()
+    )
     okmap = ok.to_dict()
     rows = []
-    cols = ["capture", "tcp_stream", "version", "client_ip", "client_port", "server_ip", "server_port",
-            "frame_number", "syn_ts", "open_ts"]
+    cols = [
+        "capture",
+        "tcp_stream",
+        "version",
+        "client_ip",
+        "client_port",
+        "server_ip",
+        "server_port",
+        "frame_number",
+        "syn_ts",
+        "open_ts",
+    ]
     for cap, st, v, cip, cport, sip, sport, frame, syn, opn in records(c, cols):
-        rows.append(dict(capture=cap, tcp_stream=st, channel=0, version=v, client_ip=cip, client_port=cport,
-                         server_ip=sip, server_port=sport, request_method="tcp.syn", request_frame=frame,
-                         request_ts=syn, response_method="connection.open-ok" if opn is not None else None,
-                         response_frame=okmap.get((cap, st)) if opn is not None else None, response_ts=opn,
-                         status="ok" if opn is not None else "missing"))
+        rows.append(
+            dict(
+                capture=cap,
+                tcp_stream=st,
+                channel=0,
+                version=v,
+                client_ip=cip,
+                client_port=cport,
+                server_ip=sip,
+                server_port=sport,
+                request_method="tcp.syn",
+                request_frame=frame,
+                request_ts=syn,
+                response_method="connection.open-ok" if opn is not None else None,
+                response_frame=okmap.get((cap, st)) if opn is not None else None,
+                response_ts=opn,
+                status="ok" if opn is not None else "missing",
+            )
+        )
     return _finish(rows, SETUP_COLS)
 
 
@@ -708,6 +1133,10 @@ def all_latencies(t) -> dict[str, pd.DataFrame]:
     """Every latency kind, keyed as in the stats JSON."""
     t = as_tables(t)
     return {
-        "method_rtt": method_rtt(t), "confirm": confirms(t), "consumer_ack": consumer_acks(t),
-        "transit": transit(t), "rpc": rpc(t), "connection_setup": connection_setup(t),
+        "method_rtt": method_rtt(t),
+        "confirm": confirms(t),
+        "consumer_ack": consumer_acks(t),
+        "transit": transit(t),
+        "rpc": rpc(t),
+        "connection_setup": connection_setup(t),
     }

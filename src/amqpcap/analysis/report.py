@@ -6,11 +6,11 @@ inlined as base64, so the page alone can be mailed around).  No pyplot: the
 figures use the Agg canvas directly, so calling this from a notebook does not
 touch the notebook's backend.
 """
+
 from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 import os
 from pathlib import Path
@@ -22,11 +22,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from amqpcap.analysis._common import NAT, ns, ordered, records, si
+from amqpcap.analysis.connection_health import blocked as blocked_frame
+from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
-from amqpcap.analysis.connection_health import blocked as blocked_frame, unacked as unacked_frame
 from amqpcap.analysis.latency import all_latencies
+from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table
+from amqpcap.analysis.summary import stats as stats_dict
 from amqpcap.analysis.tables import as_tables
-from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, stats as stats_dict
 from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
@@ -36,8 +38,34 @@ TOP_CONNECTIONS = 40
 TOP_CHANNELS = 8
 C2S, S2C = "#1f77b4", "#d62728"
 
-_NICE = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900,
-         1800, 3600, 7200, 21600, 43200, 86400]
+_NICE = [
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    21600,
+    43200,
+    86400,
+]
 
 
 def pick_bucket(span_s: float | None, target: int = 120) -> str:
@@ -98,11 +126,20 @@ def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
     for d, color, label in (("c2s", C2S, "client → server"), ("s2c", S2C, "server → client")):
         ax1.step(x, tot[f"messages_{d}"] / secs, where="post", color=color, label=label)
         ax2.step(x, tot[f"wire_bytes_{d}"] / secs, where="post", color=color, label=f"wire, {label}")
-        ax2.step(x, tot[f"body_bytes_{d}"] / secs, where="post", color=color, linestyle="--", alpha=0.7,
-                 label=f"body, {label}")
+        ax2.step(
+            x,
+            tot[f"body_bytes_{d}"] / secs,
+            where="post",
+            color=color,
+            linestyle="--",
+            alpha=0.7,
+            label=f"body, {label}",
+        )
     ax1.set_ylabel("messages / s")
-    ax1.set_title(f"Throughput per {_fmt_bucket(bucket)} bucket "
-                  f"(frames/wire bytes from {tot.attrs.get('frames_source', '?')})")
+    ax1.set_title(
+        f"Throughput per {_fmt_bucket(bucket)} bucket "
+        f"(frames/wire bytes from {tot.attrs.get('frames_source', '?')})"
+    )
     ax1.legend(loc="upper right", fontsize=8)
     ax2.set_ylabel("bytes / s (wire solid, body dashed)")
     ax2.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)")
@@ -118,8 +155,12 @@ def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
 
 
 _KIND_TITLES = {
-    "method_rtt": "method round trip", "confirm": "publisher confirm", "consumer_ack": "consumer ack",
-    "transit": "broker transit", "rpc": "application RPC", "connection_setup": "connection setup (SYN → open-ok)",
+    "method_rtt": "method round trip",
+    "confirm": "publisher confirm",
+    "consumer_ack": "consumer ack",
+    "transit": "broker transit",
+    "rpc": "application RPC",
+    "connection_setup": "connection setup (SYN → open-ok)",
 }
 
 
@@ -177,23 +218,36 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
         _empty(fig, "Errors", "no errors")
         return _save(fig, path)
     e = err.copy()
+
     def label(c, n, m, k):
-        head = " ".join(x for x in ("" if pd.isna(c) else str(int(c)), n if isinstance(n, str) else "") if x) or k
+        head = (
+            " ".join(x for x in ("" if pd.isna(c) else str(int(c)), n if isinstance(n, str) else "") if x)
+            or k
+        )
         return f"{head} ({m})" if isinstance(m, str) and m != head else head
 
     e["label"] = [label(c, n, m, k) for c, n, m, k in zip(e["code"], e["name"], e["method"], e["kind"])]
-    counts = e.groupby(["label", "class"], dropna=False).size().reset_index(name="n").sort_values("n", ascending=True)
+    counts = (
+        e.groupby(["label", "class"], dropna=False)
+        .size()
+        .reset_index(name="n")
+        .sort_values("n", ascending=True)
+    )
     more = len(counts) - top
     counts = counts.tail(top)
     fig = Figure(figsize=(10, max(2.5, 0.38 * len(counts) + 1.3)))
     ax = fig.add_subplot(1, 1, 1)
-    colors = ["#d62728" if c == "hard" else ("#ff7f0e" if c == "soft" else "#7f7f7f") for c in counts["class"]]
+    colors = [
+        "#d62728" if c == "hard" else ("#ff7f0e" if c == "soft" else "#7f7f7f") for c in counts["class"]
+    ]
     ax.barh(counts["label"], counts["n"], color=colors)
     for y, n in enumerate(counts["n"]):
         ax.text(n, y, f" {n}", va="center", fontsize=8)
     ax.set_xlabel("occurrences (count)")
-    ax.set_title("Errors by code (red: hard, orange: soft, grey: no class)"
-                 + (f" — top {top}, {more} more in the table" if more > 0 else ""))
+    ax.set_title(
+        "Errors by code (red: hard, orange: soft, grey: no class)"
+        + (f" — top {top}, {more} more in the table" if more > 0 else "")
+    )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
@@ -226,8 +280,11 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     t0n = int(pd.Timestamp(t0).value)
     start = ns(c["ts"])
     end = ns(c["end_ts"].fillna(c["ts"]))
-    c = c.assign(x_s=(start - t0n) / 1e9, x_e=(end - t0n) / 1e9,
-                 x_b=(c["bytes_c2s"].fillna(0).astype("int64") + c["bytes_s2c"].fillna(0).astype("int64")).to_numpy())
+    c = c.assign(
+        x_s=(start - t0n) / 1e9,
+        x_e=(end - t0n) / 1e9,
+        x_b=(c["bytes_c2s"].fillna(0).astype("int64") + c["bytes_s2c"].fillna(0).astype("int64")).to_numpy(),
+    )
     n = len(c)
     shown = c.sort_values(["x_b", "x_s"], ascending=[False, True]).head(top).sort_values("x_s")
     fig = Figure(figsize=(12, 3 + 0.28 * len(shown)))
@@ -241,30 +298,51 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     ch = channel_lifetimes(t)
     if len(ch):
         cs = (np.asarray(ch["start"], dtype=np.int64) - t0n) / 1e9
-        ends = np.array([e if e is not None and not pd.isna(e) else np.iinfo(np.int64).min for e in ch["end"]], dtype=np.int64)
+        ends = np.array(
+            [e if e is not None and not pd.isna(e) else np.iinfo(np.int64).min for e in ch["end"]],
+            dtype=np.int64,
+        )
         conn_end = dict(zip(zip(c["capture"], c["tcp_stream"]), end))
-        fb = np.array([conn_end.get((a, b), np.int64(t0n)) for a, b in zip(ch["capture"], ch["tcp_stream"])], dtype=np.int64)
+        fb = np.array(
+            [conn_end.get((a, b), np.int64(t0n)) for a, b in zip(ch["capture"], ch["tcp_stream"])],
+            dtype=np.int64,
+        )
         ce = (np.where(ends == np.iinfo(np.int64).min, fb, ends) - t0n) / 1e9
         e2 = np.concatenate([np.c_[cs, np.ones(len(cs))], np.c_[ce, -np.ones(len(ce))]])
         e2 = e2[np.lexsort((e2[:, 1], e2[:, 0]))]
-        ax0.step(e2[:, 0], np.cumsum(e2[:, 1]), where="post", color="#9467bd", label="open channels / sessions")
+        ax0.step(
+            e2[:, 0], np.cumsum(e2[:, 1]), where="post", color="#9467bd", label="open channels / sessions"
+        )
     # connection.blocked periods, shaded on both panels (a still-blocked one: to its conversation's end)
     bl = blocked_frame(t)
     if len(bl):
         conn_end_ts = dict(zip(zip(c["capture"], c["tcp_stream"]), end))
         pos = {(a, b): i for i, (a, b) in enumerate(zip(shown["capture"], shown["tcp_stream"]))}
-        for k, (cap, st, b0, b1) in enumerate(zip(bl["capture"], bl["tcp_stream"], ns(bl["blocked_ts"]),
-                                                  ns(bl["unblocked_ts"]))):
+        for k, (cap, st, b0, b1) in enumerate(
+            zip(bl["capture"], bl["tcp_stream"], ns(bl["blocked_ts"]), ns(bl["unblocked_ts"]))
+        ):
             stop = b1 if b1 != NAT else conn_end_ts.get((cap, st), b0)
             x0, x1 = (b0 - t0n) / 1e9, (max(stop, b0) - t0n) / 1e9
-            ax0.axvspan(x0, x1, color="#ff7f0e", alpha=0.25, lw=0,
-                        label="connection.blocked" if k == 0 else None)
+            ax0.axvspan(
+                x0, x1, color="#ff7f0e", alpha=0.25, lw=0, label="connection.blocked" if k == 0 else None
+            )
             if (cap, st) in pos:
                 y = pos[(cap, st)]
-                ax.barh(y, max(x1 - x0, 1e-6), left=x0, height=0.9, color="#ff7f0e", alpha=0.45, zorder=3,
-                        label="blocked" if k == 0 else None)
+                ax.barh(
+                    y,
+                    max(x1 - x0, 1e-6),
+                    left=x0,
+                    height=0.9,
+                    color="#ff7f0e",
+                    alpha=0.45,
+                    zorder=3,
+                    label="blocked" if k == 0 else None,
+                )
     ax0.set_ylabel("open (count)")
-    ax0.set_title(f"{n:,} connection(s)" + (f"; timeline below: the {len(shown)} with most bytes" if n > len(shown) else ""))
+    ax0.set_title(
+        f"{n:,} connection(s)"
+        + (f"; timeline below: the {len(shown)} with most bytes" if n > len(shown) else "")
+    )
     ax0.legend(loc="upper right", fontsize=8)
     ax0.grid(True, alpha=0.3)
     ax0.set_ylim(bottom=0)
@@ -277,14 +355,17 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     for y, r in enumerate(shown.itertuples(index=False)):
         ax.barh(y, max(r.x_e - r.x_s, 1e-6), left=r.x_s, height=0.7, color="#c7d9ef", edgecolor="#4c72b0")
         lst = chmap.get((r.capture, r.tcp_stream), [])
-        for i, (chn, s, e) in enumerate(sorted(lst, key=lambda x: x[1])[:6]):
+        for i, (_chn, s, e) in enumerate(sorted(lst, key=lambda x: x[1])[:6]):
             s_ = (s - t0n) / 1e9
             e_ = ((e if e is not None and not pd.isna(e) else r.x_e * 1e9 + t0n) - t0n) / 1e9
             yy = y - 0.28 + i * 0.1
             ax.plot([s_, e_], [yy, yy], color="#9467bd", linewidth=1.5, solid_capstyle="butt")
         name = r.connection_name if isinstance(r.connection_name, str) and r.connection_name else ""
-        labels.append(f"#{r.tcp_stream} {r.client_ip}:{r.client_port}" + (f" {name[:24]}" if name else "")
-                      + (f" [{r.capture[-18:]}]" if t.connections['capture'].nunique() > 1 else ""))
+        labels.append(
+            f"#{r.tcp_stream} {r.client_ip}:{r.client_port}"
+            + (f" {name[:24]}" if name else "")
+            + (f" [{r.capture[-18:]}]" if t.connections["capture"].nunique() > 1 else "")
+        )
     if len(err):
         pos = {(a, b): i for i, (a, b) in enumerate(zip(shown["capture"], shown["tcp_stream"]))}
         ex, ey = [], []
@@ -327,8 +408,15 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
             ax.step(x, g["unacked"].astype(float), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
             pc = g["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
             if (pc > 0).any():
-                ax.step(x, np.where(pc > 0, pc, np.nan), where="post", color=col, linestyle="--", alpha=0.8,
-                        label=f"prefetch, stream {k[1]} ch {k[2]}")
+                ax.step(
+                    x,
+                    np.where(pc > 0, pc, np.nan),
+                    where="post",
+                    color=col,
+                    linestyle="--",
+                    alpha=0.8,
+                    label=f"prefetch, stream {k[1]} ch {k[2]}",
+                )
         ax.set_xlabel(xlabel)
         ax.set_ylabel("unacknowledged deliveries (count)")
         ax.set_title("Unacknowledged deliveries per channel (solid) vs basic.qos prefetch-count (dashed)")
@@ -353,8 +441,13 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
         b = np.floor((x - x[0]) / width)
         mx = pd.Series(y).groupby(b).max()
-        ax1.step(x[0] + mx.index.to_numpy() * width, mx.to_numpy(), where="post", color="#4c72b0",
-                 label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}")
+        ax1.step(
+            x[0] + mx.index.to_numpy() * width,
+            mx.to_numpy(),
+            where="post",
+            color="#4c72b0",
+            label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}",
+        )
         ax1.legend(fontsize=8, loc="upper right")
     else:
         ax1.step(x, y, where="post", color="#4c72b0")
@@ -372,7 +465,9 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     jy = pk.to_numpy() + rng.uniform(-0.2, 0.2, len(pk))
     ax2.scatter(jx[~over], jy[~over], s=8, alpha=0.4, color="#4c72b0", label="within prefetch (or no limit)")
     if over.any():
-        ax2.scatter(jx[over], jy[over], s=12, alpha=0.8, color="#d62728", label=f"over prefetch ({int(over.sum())})")
+        ax2.scatter(
+            jx[over], jy[over], s=12, alpha=0.8, color="#d62728", label=f"over prefetch ({int(over.sum())})"
+        )
     hi = max(1.0, float(np.nanmax(pk.to_numpy())), float(np.nanmax(pf.to_numpy())))
     ax2.plot([0, hi], [0, hi], color="#777", linestyle="--", linewidth=1, label="peak = prefetch")
     ax2.set_xlabel("basic.qos prefetch-count (0 = none set / unlimited)")
@@ -389,7 +484,11 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
 
 def _html_table(headers, rows, numeric=None) -> str:
     numeric = numeric or set()
-    out = ["<table><thead><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in headers) + "</tr></thead><tbody>"]
+    out = [
+        "<table><thead><tr>"
+        + "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+        + "</tr></thead><tbody>"
+    ]
     for r in rows:
         cells = []
         for i, v in enumerate(r):
@@ -405,7 +504,8 @@ def _ms(v):
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
+  color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
@@ -416,54 +516,110 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 
 
 # publisher and consumer nacks are different failures: the broker refused a message / a consumer did
-_KIND_LABELS = {("nack", "basic.publish"): "publisher nack", ("nack", "basic.deliver"): "consumer nack",
-                ("reject", "basic.deliver"): "consumer reject"}
+_KIND_LABELS = {
+    ("nack", "basic.publish"): "publisher nack",
+    ("nack", "basic.deliver"): "consumer nack",
+    ("reject", "basic.deliver"): "consumer reject",
+}
 
 
 def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") -> str:
     span = s.get("span", {})
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title><style>{_CSS}</style></head><body>",
-             "<h1>amqpcap report</h1>",
-             f"<p>Captures: {html.escape(', '.join(s.get('captures', [])) or '–')}<br>"
-             f"{s['connections']:,} connection(s); versions: "
-             + html.escape(", ".join(f"{k} ×{v}" for k, v in s.get("versions", {}).items()) or "–")
-             + (f"; span {span['duration_s']:.3f} s ({html.escape(span['start'])} → {html.escape(span['end'])})"
-                if span.get("duration_s") is not None else "") + "</p>"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title>"
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>amqpcap report</h1>",
+        f"<p>Captures: {html.escape(', '.join(s.get('captures', [])) or '–')}<br>"
+        f"{s['connections']:,} connection(s); versions: "
+        + html.escape(", ".join(f"{k} ×{v}" for k, v in s.get("versions", {}).items()) or "–")
+        + (
+            f"; span {span['duration_s']:.3f} s ({html.escape(span['start'])} → {html.escape(span['end'])})"
+            if span.get("duration_s") is not None
+            else ""
+        )
+        + "</p>",
+    ]
     # latency
     rows = []
     for kind in LATENCY_KINDS:
         d = s["latency"][kind]
-        extra = ", ".join(f"{k}={v}" for k, v in d.items()
-                          if k not in ("count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "by_method") and v)
-        rows.append([_KIND_TITLES[kind], f"{d['count']:,}", _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]),
-                     _ms(d["max_ms"]), extra])
-    parts += ["<h2>Latency</h2>", _html_table(["kind", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms", "other"], rows,
-                                               numeric={1, 2, 3, 4, 5}),
-              f"<img alt='latency distributions' src='data:image/png;base64,{images['latency']}'>"]
+        extra = ", ".join(
+            f"{k}={v}"
+            for k, v in d.items()
+            if k not in ("count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "by_method") and v
+        )
+        rows.append(
+            [
+                _KIND_TITLES[kind],
+                f"{d['count']:,}",
+                _ms(d["p50_ms"]),
+                _ms(d["p90_ms"]),
+                _ms(d["p99_ms"]),
+                _ms(d["max_ms"]),
+                extra,
+            ]
+        )
+    parts += [
+        "<h2>Latency</h2>",
+        _html_table(
+            ["kind", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms", "other"], rows, numeric={1, 2, 3, 4, 5}
+        ),
+        f"<img alt='latency distributions' src='data:image/png;base64,{images['latency']}'>",
+    ]
     by_m = s["latency"]["method_rtt"].get("by_method", {})
     if by_m:
         items = sorted(by_m.items(), key=lambda kv: -kv[1]["count"])[:limit]
-        parts += ["<h3>Method round trips by request</h3>", _html_table(
-            ["request", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms"],
-            [[k, d["count"], _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]), _ms(d["max_ms"])] for k, d in items],
-            numeric={1, 2, 3, 4, 5})]
+        parts += [
+            "<h3>Method round trips by request</h3>",
+            _html_table(
+                ["request", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms"],
+                [
+                    [k, d["count"], _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]), _ms(d["max_ms"])]
+                    for k, d in items
+                ],
+                numeric={1, 2, 3, 4, 5},
+            ),
+        ]
     # throughput
     tp = s["throughput"]
     trows = []
     for label, key in (("all", None), ("client → server", "c2s"), ("server → client", "s2c")):
         d = tp if key is None else tp[key]
-        trows.append([label, f"{d['messages']:,}", si(d["msgs_per_s"]["mean"]), si(d["msgs_per_s"]["peak"]),
-                      si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
-                      si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
-    parts += ["<h2>Throughput</h2>",
-              f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
-              "(as <code>amqpcap stats</code>); "
-              f"the plot below uses {html.escape(_fmt_bucket(plot_bucket))} buckets, so its peaks differ "
-              f"(shorter buckets show higher peaks). Frames and wire bytes from "
-              f"{html.escape(str(tp['frames_source']))}.</p>",
-              _html_table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
-                           "wire B/s mean", "wire B/s peak"], trows, numeric={1, 2, 3, 4, 5, 6, 7}),
-              f"<img alt='throughput over time' src='data:image/png;base64,{images['throughput']}'>"]
+        trows.append(
+            [
+                label,
+                f"{d['messages']:,}",
+                si(d["msgs_per_s"]["mean"]),
+                si(d["msgs_per_s"]["peak"]),
+                si(d["body_bytes_per_s"]["mean"], "B"),
+                si(d["body_bytes_per_s"]["peak"], "B"),
+                si(d["wire_bytes_per_s"]["mean"], "B"),
+                si(d["wire_bytes_per_s"]["peak"], "B"),
+            ]
+        )
+    parts += [
+        "<h2>Throughput</h2>",
+        f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
+        "(as <code>amqpcap stats</code>); "
+        f"the plot below uses {html.escape(_fmt_bucket(plot_bucket))} buckets, so its peaks differ "
+        f"(shorter buckets show higher peaks). Frames and wire bytes from "
+        f"{html.escape(str(tp['frames_source']))}.</p>",
+        _html_table(
+            [
+                "direction",
+                "messages",
+                "msg/s mean",
+                "msg/s peak",
+                "body B/s mean",
+                "body B/s peak",
+                "wire B/s mean",
+                "wire B/s peak",
+            ],
+            trows,
+            numeric={1, 2, 3, 4, 5, 6, 7},
+        ),
+        f"<img alt='throughput over time' src='data:image/png;base64,{images['throughput']}'>",
+    ]
     # errors
     errs = s["errors"]
     parts.append("<h2>Errors</h2>")
@@ -472,17 +628,31 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
         erows = []
         for e in errs[:limit]:
             for x in e.get("texts") or [dict(e, text=None)]:
-                erows.append([x["count"], e["code"], e["name"], e["class"], e["method"],
-                              e.get("failing_method"),
-                              _KIND_LABELS.get((e["kind"], e.get("failing_method")), e["kind"])]
-                             + ([x.get("first_capture")] if several else [])
-                             + [x.get("first_tcp_stream"), x.get("first_frame"), x.get("text")])
-        parts.append(_html_table(["count", "code", "name", "class", "method", "on", "kind"]
-                                 + (["capture"] if several else [])
-                                 + ["stream", "first frame", "reply text"], erows,
-                                 numeric={0, 1, 7 + several, 8 + several}))
-        parts.append("<p class='note'>first frame: Wireshark <code>frame.number</code> of the first "
-                     "occurrence.</p>")
+                erows.append(
+                    [
+                        x["count"],
+                        e["code"],
+                        e["name"],
+                        e["class"],
+                        e["method"],
+                        e.get("failing_method"),
+                        _KIND_LABELS.get((e["kind"], e.get("failing_method")), e["kind"]),
+                    ]
+                    + ([x.get("first_capture")] if several else [])
+                    + [x.get("first_tcp_stream"), x.get("first_frame"), x.get("text")]
+                )
+        parts.append(
+            _html_table(
+                ["count", "code", "name", "class", "method", "on", "kind"]
+                + (["capture"] if several else [])
+                + ["stream", "first frame", "reply text"],
+                erows,
+                numeric={0, 1, 7 + several, 8 + several},
+            )
+        )
+        parts.append(
+            "<p class='note'>first frame: Wireshark <code>frame.number</code> of the first occurrence.</p>"
+        )
     else:
         parts.append("<p>No errors.</p>")
     parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
@@ -497,22 +667,34 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
         heads, crow = connection_cells(ct, several)
         first = 1 if several else 0
         parts.append(_html_table(heads, crow, numeric={first + i for i in (0, 6, 7, 8, 9)}))
-    parts.append(f"<img alt='connection and channel timeline' src='data:image/png;base64,{images['timeline']}'>")
+    parts.append(
+        f"<img alt='connection and channel timeline' src='data:image/png;base64,{images['timeline']}'>"
+    )
     # health
     parts.append("<h2>Health</h2>")
-    parts.append(_html_table(["measure", "value"], [[k, v] for k, v in s.get("health", {}).items()], numeric={1}))
-    parts.append("<p class='note'>Heartbeat gaps use every frame when the output has the frames table, else methods "
-                 "and contents only (heartbeat frames then invisible: gaps are upper bounds). TCP zero-window periods "
-                 "are not in the tables.</p>")
-    parts.append(f"<img alt='unacknowledged deliveries vs prefetch' src='data:image/png;base64,{images['unacked']}'>")
+    parts.append(
+        _html_table(["measure", "value"], [[k, v] for k, v in s.get("health", {}).items()], numeric={1})
+    )
+    parts.append(
+        "<p class='note'>Heartbeat gaps use every frame when the output has the frames table, else methods "
+        "and contents only (heartbeat frames then invisible: gaps are upper bounds). TCP zero-window periods "
+        "are not in the tables.</p>"
+    )
+    parts.append(
+        f"<img alt='unacknowledged deliveries vs prefetch' src='data:image/png;base64,{images['unacked']}'>"
+    )
     # methods & anomalies
     meths = list(s.get("methods", {}).items())
     parts.append("<h2>Methods</h2>")
-    parts.append(_html_table(["method", "count"], [[k, f"{v:,}"] for k, v in meths[:limit]], numeric={1})
-                 + (f"<p class='note'>{len(meths) - limit} more in stats --json.</p>" if len(meths) > limit else ""))
+    parts.append(
+        _html_table(["method", "count"], [[k, f"{v:,}"] for k, v in meths[:limit]], numeric={1})
+        + (f"<p class='note'>{len(meths) - limit} more in stats --json.</p>" if len(meths) > limit else "")
+    )
     an = s.get("anomalies", {})
     parts.append("<h2>Anomalies</h2>")
-    parts.append(_html_table(["kind", "count"], [[k, v] for k, v in an.items()], numeric={1}) if an else "<p>None.</p>")
+    parts.append(
+        _html_table(["kind", "count"], [[k, v] for k, v in an.items()], numeric={1}) if an else "<p>None.</p>"
+    )
     parts.append("</body></html>")
     return "\n".join(parts)
 

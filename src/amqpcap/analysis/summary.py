@@ -3,6 +3,7 @@
 The dict is the ``amqpcap stats --json`` contract documented in
 docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,15 +12,25 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import ns, si
-from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
+from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import all_latencies
 from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
-__all__ = ["stats", "render_text", "latency_summary", "connections_table", "connection_cells",
-           "time_outliers", "error_groups",
-           "STATS_VERSION", "LATENCY_KINDS", "TS_FLOOR_NS", "TS_FAR_NS"]
+__all__ = [
+    "stats",
+    "render_text",
+    "latency_summary",
+    "connections_table",
+    "connection_cells",
+    "time_outliers",
+    "error_groups",
+    "STATS_VERSION",
+    "LATENCY_KINDS",
+    "TS_FLOOR_NS",
+    "TS_FAR_NS",
+]
 
 STATS_VERSION = 1
 LATENCY_KINDS = ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
@@ -45,7 +56,13 @@ def latency_summary(values) -> dict:
     if len(a) == 0:
         return {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None}
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return {"count": int(len(a)), "p50_ms": _num(p50), "p90_ms": _num(p90), "p99_ms": _num(p99), "max_ms": _num(a.max())}
+    return {
+        "count": int(len(a)),
+        "p50_ms": _num(p50),
+        "p90_ms": _num(p90),
+        "p99_ms": _num(p99),
+        "max_ms": _num(a.max()),
+    }
 
 
 def _counts(series) -> dict:
@@ -57,25 +74,36 @@ def _latency(lat: dict) -> dict:
     r = lat["method_rtt"]
     ok = r[r["status"] == "ok"]
     out["method_rtt"] = latency_summary(ok["latency_ms"])
-    out["method_rtt"].update(missing=int((r["status"] == "missing").sum()), errors=int((r["status"] == "error").sum()))
+    out["method_rtt"].update(
+        missing=int((r["status"] == "missing").sum()), errors=int((r["status"] == "error").sum())
+    )
     out["method_rtt"]["by_method"] = {
         str(k): latency_summary(g["latency_ms"]) for k, g in ok.groupby("request_method", sort=True)
     }
     c = lat["confirm"]
     out["confirm"] = latency_summary(c.loc[c["outcome"].isin(["ack", "nack"]), "latency_ms"])
-    out["confirm"].update(acked=int((c["outcome"] == "ack").sum()), nacked=int((c["outcome"] == "nack").sum()),
-                          unconfirmed=int((c["outcome"] == "unconfirmed").sum()))
+    out["confirm"].update(
+        acked=int((c["outcome"] == "ack").sum()),
+        nacked=int((c["outcome"] == "nack").sum()),
+        unconfirmed=int((c["outcome"] == "unconfirmed").sum()),
+    )
     a = lat["consumer_ack"]
     out["consumer_ack"] = latency_summary(a.loc[a["outcome"].isin(["ack", "nack", "reject"]), "latency_ms"])
     out["consumer_ack"].update(
-        acked=int((a["outcome"] == "ack").sum()), nacked=int((a["outcome"] == "nack").sum()),
-        rejected=int((a["outcome"] == "reject").sum()), unsettled=int((a["outcome"] == "unsettled").sum()),
+        acked=int((a["outcome"] == "ack").sum()),
+        nacked=int((a["outcome"] == "nack").sum()),
+        rejected=int((a["outcome"] == "reject").sum()),
+        unsettled=int((a["outcome"] == "unsettled").sum()),
         recovered=int((a["outcome"] == "recovered").sum()),
-        redelivered=int(a["redelivered"].fillna(False).astype(bool).sum()))
+        redelivered=int(a["redelivered"].fillna(False).astype(bool).sum()),
+    )
     tr = lat["transit"]
     first = tr[tr["first"].fillna(False).astype(bool)] if len(tr) else tr
     out["transit"] = latency_summary(first["latency_ms"])
-    out["transit"].update(deliveries=int(len(tr)), redeliveries=int(tr["redelivered"].fillna(False).astype(bool).sum()) if len(tr) else 0)
+    out["transit"].update(
+        deliveries=int(len(tr)),
+        redeliveries=int(tr["redelivered"].fillna(False).astype(bool).sum()) if len(tr) else 0,
+    )
     rp = lat["rpc"]
     out["rpc"] = latency_summary(rp.loc[rp["status"].isin(["ok", "ok-delivery"]), "latency_ms"])
     out["rpc"]["missing"] = int((rp["status"] == "missing").sum())
@@ -86,7 +114,8 @@ def _latency(lat: dict) -> dict:
 
 
 def error_groups(summary: pd.DataFrame) -> list[dict]:
-    """stats' ``errors``: :func:`~amqpcap.analysis.failures.error_summary` rows grouped by everything but the text, each group
+    """stats' ``errors``: :func:`~amqpcap.analysis.failures.error_summary` rows grouped by everything
+    but the text, each group
     with its distinct reply ``texts`` and where it first happened."""
     if len(summary) == 0:
         return []
@@ -95,14 +124,25 @@ def error_groups(summary: pd.DataFrame) -> list[dict]:
     groups: dict = {}
     for r in e.to_dict("records"):
         k = tuple(r[c] for c in keys)
-        where = {"first_capture": r["first_capture"], "first_tcp_stream": _int(r["first_tcp_stream"]),
-                 "first_frame": _int(r["first_frame"])}
+        where = {
+            "first_capture": r["first_capture"],
+            "first_tcp_stream": _int(r["first_tcp_stream"]),
+            "first_frame": _int(r["first_frame"]),
+        }
         g = groups.get(k)
         if g is None:
-            g = groups[k] = {"code": _int(r["code"]), "name": r["name"], "class": r["class"],
-                             "method": r["method"], "kind": r["kind"], "count": 0,
-                             "failing_method": r["failing_method"], **where,
-                             "_ts": r["first_ts"], "texts": []}
+            g = groups[k] = {
+                "code": _int(r["code"]),
+                "name": r["name"],
+                "class": r["class"],
+                "method": r["method"],
+                "kind": r["kind"],
+                "count": 0,
+                "failing_method": r["failing_method"],
+                **where,
+                "_ts": r["first_ts"],
+                "texts": [],
+            }
         elif r["first_ts"] is not None and (g["_ts"] is None or r["first_ts"] < g["_ts"]):
             g.update(where, _ts=r["first_ts"])
         g["count"] += int(r["count"])
@@ -110,8 +150,15 @@ def error_groups(summary: pd.DataFrame) -> list[dict]:
     items = list(groups.values())
     for g in items:
         del g["_ts"]
-    items.sort(key=lambda d: (-d["count"], d["code"] if d["code"] is not None else 10**9, d["kind"] or "",
-                              d["method"] or "", d["failing_method"] or ""))
+    items.sort(
+        key=lambda d: (
+            -d["count"],
+            d["code"] if d["code"] is not None else 10**9,
+            d["kind"] or "",
+            d["method"] or "",
+            d["failing_method"] or "",
+        )
+    )
     return items
 
 
@@ -132,8 +179,12 @@ def _throughput(t, bucket: str) -> dict:
     out = {"bucket_s": bucket_s, "buckets": int(n), "frames_source": tot.attrs.get("frames_source")}
     for v in ("messages", "body_bytes", "frames", "wire_bytes"):
         out[v] = int(tot[v].sum()) if len(tot) else 0
-    names = {"messages": "msgs_per_s", "body_bytes": "body_bytes_per_s", "frames": "frames_per_s",
-             "wire_bytes": "wire_bytes_per_s"}
+    names = {
+        "messages": "msgs_per_s",
+        "body_bytes": "body_bytes_per_s",
+        "frames": "frames_per_s",
+        "wire_bytes": "wire_bytes_per_s",
+    }
     for v, name in names.items():
         out[name] = _rate(tot[v] if len(tot) else pd.Series([], dtype="int64"), bucket_s, n)
     for d in ("c2s", "s2c"):
@@ -149,7 +200,12 @@ def _throughput(t, bucket: str) -> dict:
 
 def _span(t) -> dict:
     ts = []
-    for df, cols in ((t.connections, ["ts", "end_ts"]), (t.methods, ["ts"]), (t.messages, ["ts"]), (t.frames, ["ts"])):
+    for df, cols in (
+        (t.connections, ["ts", "end_ts"]),
+        (t.methods, ["ts"]),
+        (t.messages, ["ts"]),
+        (t.frames, ["ts"]),
+    ):
         for c in cols:
             if len(df) and df[c].notna().any():
                 ts += [df[c].min(), df[c].max()]
@@ -159,9 +215,16 @@ def _span(t) -> dict:
     out = {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
     odd = time_outliers(t)
     out["time_outliers"] = int(len(odd))
-    out["first_time_outlier"] = None if len(odd) == 0 else {
-        "capture": odd["capture"].iloc[0], "tcp_stream": _int(_none(odd["tcp_stream"].iloc[0])),
-        "frame_number": _int(_none(odd["frame_number"].iloc[0])), "ts": odd["ts"].iloc[0].isoformat()}
+    out["first_time_outlier"] = (
+        None
+        if len(odd) == 0
+        else {
+            "capture": odd["capture"].iloc[0],
+            "tcp_stream": _int(_none(odd["tcp_stream"].iloc[0])),
+            "frame_number": _int(_none(odd["frame_number"].iloc[0])),
+            "ts": odd["ts"].iloc[0].isoformat(),
+        }
+    )
     return out
 
 
@@ -209,7 +272,9 @@ def _health(t, acks) -> dict:
         "still_blocked": int((bl["status"] == "still-blocked").sum()) if len(bl) else 0,
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
         "max_unacked": int(un["unacked"].max()) if len(un) and un["unacked"].notna().any() else 0,
-        "channels_over_prefetch": int(over.groupby(["capture", "tcp_stream", "channel"]).ngroups) if len(over) else 0,
+        "channels_over_prefetch": int(over.groupby(["capture", "tcp_stream", "channel"]).ngroups)
+        if len(over)
+        else 0,
         "heartbeat_unknown": int((gaps["evidence"] == "unknown").sum()) if len(gaps) else 0,
     }
 
@@ -228,7 +293,9 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None) -> dict:
     c = t.connections
     return {
         "stats_version": STATS_VERSION,
-        "captures": sorted(set(c["capture"].dropna().astype(str)) | set(t.methods["capture"].dropna().astype(str))),
+        "captures": sorted(
+            set(c["capture"].dropna().astype(str)) | set(t.methods["capture"].dropna().astype(str))
+        ),
         "connections": int(len(c)),
         "versions": _counts(c["version"]) if len(c) else {},
         "span": _span(t),
@@ -253,7 +320,9 @@ def table(headers, rows, align=None) -> str:
     w = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
 
     def fmt(cells):
-        return "  ".join(c.rjust(w[i]) if align[i] == "r" else c.ljust(w[i]) for i, c in enumerate(cells)).rstrip()
+        return "  ".join(
+            c.rjust(w[i]) if align[i] == "r" else c.ljust(w[i]) for i, c in enumerate(cells)
+        ).rstrip()
 
     lines = [fmt(headers), "  ".join("-" * x for x in w)]
     lines += [fmt(r) for r in rows]
@@ -278,8 +347,20 @@ def _ms(v):
     return "-" if v is None else f"{v:,.3f}"
 
 
-CONNECTION_COLS = ["capture", "tcp_stream", "client", "server", "version", "server_product",
-                   "connection_name", "methods", "messages", "duration_s", "bytes", "closed"]
+CONNECTION_COLS = [
+    "capture",
+    "tcp_stream",
+    "client",
+    "server",
+    "version",
+    "server_product",
+    "connection_name",
+    "methods",
+    "messages",
+    "duration_s",
+    "bytes",
+    "closed",
+]
 
 
 def connections_table(t, limit: int | None = None) -> pd.DataFrame:
@@ -295,8 +376,15 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     n = len(c)
     for name, df in (("methods", t.methods), ("messages", t.messages)):
         counts = df.groupby(keys, dropna=False).size().rename(name) if len(df) else None
-        out[name] = (c[keys].merge(counts.reset_index(), on=keys, how="left")[name].fillna(0).astype("int64")
-                     .to_numpy() if counts is not None else np.zeros(n, dtype=np.int64))
+        out[name] = (
+            c[keys]
+            .merge(counts.reset_index(), on=keys, how="left")[name]
+            .fillna(0)
+            .astype("int64")
+            .to_numpy()
+            if counts is not None
+            else np.zeros(n, dtype=np.int64)
+        )
     out["client"] = c["client_ip"].astype(str) + ":" + c["client_port"].astype(str)
     out["server"] = c["server_ip"].astype(str) + ":" + c["server_port"].astype(str)
     out["version"] = c["version"]
@@ -318,16 +406,37 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
 def connection_cells(df: pd.DataFrame, with_capture: bool) -> tuple[list, list]:
     """Headers and display rows of :func:`connections_table` for the text and HTML tables."""
     heads = (["capture"] if with_capture else []) + [
-        "stream", "client", "server", "version", "server product", "name", "methods", "msgs", "duration s",
-        "bytes", "closed"]
+        "stream",
+        "client",
+        "server",
+        "version",
+        "server product",
+        "name",
+        "methods",
+        "msgs",
+        "duration s",
+        "bytes",
+        "closed",
+    ]
     rows = []
     for r in df.itertuples(index=False):
         dur = r.duration_s
-        rows.append(([r.capture] if with_capture else []) + [
-            r.tcp_stream, r.client, r.server, r.version if isinstance(r.version, str) else "-",
-            r.server_product if isinstance(r.server_product, str) else "-",
-            r.connection_name if isinstance(r.connection_name, str) else "", r.methods, r.messages,
-            "-" if pd.isna(dur) else f"{dur:.3f}", r.bytes, r.closed])
+        rows.append(
+            ([r.capture] if with_capture else [])
+            + [
+                r.tcp_stream,
+                r.client,
+                r.server,
+                r.version if isinstance(r.version, str) else "-",
+                r.server_product if isinstance(r.server_product, str) else "-",
+                r.connection_name if isinstance(r.connection_name, str) else "",
+                r.methods,
+                r.messages,
+                "-" if pd.isna(dur) else f"{dur:.3f}",
+                r.bytes,
+                r.closed,
+            ]
+        )
     return heads, rows
 
 
@@ -338,14 +447,18 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     out = []
     span = s.get("span", {})
     out.append(f"amqpcap stats: {', '.join(s.get('captures', [])) or '-'}")
-    out.append(f"  {s['connections']} connection(s); versions: "
-               + (", ".join(f"{k} x{v}" for k, v in s.get("versions", {}).items()) or "-")
-               + (f"; span {span['duration_s']:.3f} s" if span.get("duration_s") is not None else ""))
+    out.append(
+        f"  {s['connections']} connection(s); versions: "
+        + (", ".join(f"{k} x{v}" for k, v in s.get("versions", {}).items()) or "-")
+        + (f"; span {span['duration_s']:.3f} s" if span.get("duration_s") is not None else "")
+    )
     if span.get("time_outliers"):
         f = span["first_time_outlier"]
-        out.append(f"  warning: {span['time_outliers']} packet(s) stamped far from the rest of their capture "
-                   f"(before 1990 or a year from its median; the span and rates include them): first "
-                   f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}")
+        out.append(
+            f"  warning: {span['time_outliers']} packet(s) stamped far from the rest of their capture "
+            f"(before 1990 or a year from its median; the span and rates include them): first "
+            f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}"
+        )
     if t is not None:
         t = as_tables(t)
         ct = connections_table(t, limit)
@@ -370,20 +483,51 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     for kind in LATENCY_KINDS:
         d = s["latency"].get(kind, {})
         extra = []
-        for k in ("missing", "errors", "acked", "nacked", "unconfirmed", "rejected", "unsettled", "redeliveries"):
+        for k in (
+            "missing",
+            "errors",
+            "acked",
+            "nacked",
+            "unconfirmed",
+            "rejected",
+            "unsettled",
+            "redeliveries",
+        ):
             if k in d and d[k]:
                 extra.append(f"{k}={d[k]}")
-        lrows.append([kind, d.get("count", 0), _ms(d.get("p50_ms")), _ms(d.get("p90_ms")), _ms(d.get("p99_ms")),
-                      _ms(d.get("max_ms")), " ".join(extra)])
-    out.append(table(["kind", "count", "p50", "p90", "p99", "max", ""], lrows, align=["l", "r", "r", "r", "r", "r", "l"]))
+        lrows.append(
+            [
+                kind,
+                d.get("count", 0),
+                _ms(d.get("p50_ms")),
+                _ms(d.get("p90_ms")),
+                _ms(d.get("p99_ms")),
+                _ms(d.get("max_ms")),
+                " ".join(extra),
+            ]
+        )
+    out.append(
+        table(
+            ["kind", "count", "p50", "p90", "p99", "max", ""],
+            lrows,
+            align=["l", "r", "r", "r", "r", "r", "l"],
+        )
+    )
     by_m = s["latency"].get("method_rtt", {}).get("by_method", {})
     if by_m:
         items = sorted(by_m.items(), key=lambda kv: -kv[1]["count"])[:limit]
         out.append("")
         out.append("Method round trips by request (ms)")
-        out.append(table(["request", "count", "p50", "p90", "p99", "max"],
-                         [[k, d["count"], _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]), _ms(d["max_ms"])]
-                          for k, d in items], align=["l", "r", "r", "r", "r", "r"]))
+        out.append(
+            table(
+                ["request", "count", "p50", "p90", "p99", "max"],
+                [
+                    [k, d["count"], _ms(d["p50_ms"]), _ms(d["p90_ms"]), _ms(d["p99_ms"]), _ms(d["max_ms"])]
+                    for k, d in items
+                ],
+                align=["l", "r", "r", "r", "r", "r"],
+            )
+        )
     out.append("")
     errs = s.get("errors", [])
     if errs:
@@ -393,16 +537,28 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         erows = []
         for e in errs[:limit]:
             for x in e.get("texts") or [dict(e, text=None)]:
-                erows.append([x["count"], e["code"] if e["code"] is not None else "-", e["name"] or "-",
-                              e["class"] or "-", e["method"] or "-", e.get("failing_method") or "-",
-                              e["kind"]]
-                             + ([x.get("first_capture") or "-"] if several else [])
-                             + [_opt(x.get("first_tcp_stream")), _opt(x.get("first_frame")),
-                                x.get("text") or ""])
-        out.append(table(["count", "code", "name", "class", "method", "on", "kind"]
-                         + (["capture"] if several else []) + ["stream", "first", "reply text"], erows,
-                         align=["r", "r", "l", "l", "l", "l", "l"] + (["l"] if several else [])
-                         + ["r", "r", "l"]))
+                erows.append(
+                    [
+                        x["count"],
+                        e["code"] if e["code"] is not None else "-",
+                        e["name"] or "-",
+                        e["class"] or "-",
+                        e["method"] or "-",
+                        e.get("failing_method") or "-",
+                        e["kind"],
+                    ]
+                    + ([x.get("first_capture") or "-"] if several else [])
+                    + [_opt(x.get("first_tcp_stream")), _opt(x.get("first_frame")), x.get("text") or ""]
+                )
+        out.append(
+            table(
+                ["count", "code", "name", "class", "method", "on", "kind"]
+                + (["capture"] if several else [])
+                + ["stream", "first", "reply text"],
+                erows,
+                align=["r", "r", "l", "l", "l", "l", "l"] + (["l"] if several else []) + ["r", "r", "l"],
+            )
+        )
     else:
         out.append("Errors: none")
     tp = s.get("throughput", {})
@@ -411,12 +567,34 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     trow = []
     for label, key in (("all", None), ("client->server", "c2s"), ("server->client", "s2c")):
         d = tp if key is None else tp.get(key, {})
-        trow.append([label, f"{d.get('messages', 0):,}", si(d["msgs_per_s"]["mean"]),
-                     si(d["msgs_per_s"]["peak"]),
-                     si(d["body_bytes_per_s"]["mean"], "B"), si(d["body_bytes_per_s"]["peak"], "B"),
-                     si(d["wire_bytes_per_s"]["mean"], "B"), si(d["wire_bytes_per_s"]["peak"], "B")])
-    out.append(table(["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
-                      "wire B/s mean", "wire B/s peak"], trow, align=["l"] + ["r"] * 7))
+        trow.append(
+            [
+                label,
+                f"{d.get('messages', 0):,}",
+                si(d["msgs_per_s"]["mean"]),
+                si(d["msgs_per_s"]["peak"]),
+                si(d["body_bytes_per_s"]["mean"], "B"),
+                si(d["body_bytes_per_s"]["peak"], "B"),
+                si(d["wire_bytes_per_s"]["mean"], "B"),
+                si(d["wire_bytes_per_s"]["peak"], "B"),
+            ]
+        )
+    out.append(
+        table(
+            [
+                "direction",
+                "messages",
+                "msg/s mean",
+                "msg/s peak",
+                "body B/s mean",
+                "body B/s peak",
+                "wire B/s mean",
+                "wire B/s peak",
+            ],
+            trow,
+            align=["l"] + ["r"] * 7,
+        )
+    )
     h = s.get("health")
     if h:
         out.append("")

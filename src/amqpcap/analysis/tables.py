@@ -13,6 +13,7 @@ from :mod:`amqpcap.records.schema`:
 A table that is absent from the output (``frames`` unless dissected with
 ``--frames``) is an empty frame with the right columns and dtypes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -63,7 +64,9 @@ class Tables:
         return "frames" in self.present
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
-        sizes = ", ".join(f"{f.name}={len(getattr(self, f.name))}" for f in fields(self) if f.name in TABLE_NAMES)
+        sizes = ", ".join(
+            f"{f.name}={len(getattr(self, f.name))}" for f in fields(self) if f.name in TABLE_NAMES
+        )
         return f"Tables({self.source!r}: {sizes})"
 
 
@@ -71,17 +74,66 @@ class Tables:
 # ``load(..., columns="analysis")`` reads only these, leaving out the JSON / binary columns
 # (arguments, properties, headers, body) that are most of a big output's memory.
 ANALYSIS_COLUMNS: dict[str, list[str]] = {
-    "methods": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset",
-                "method", "version", "synchronous", "frame_size", "exchange", "routing_key", "queue",
-                "consumer_tag",
-                "delivery_tag", "multiple", "requeue", "redelivered", "no_ack", "reply_code", "reply_text",
-                "reply_name", "failing_method", "prefetch_count", "command_id", "answers_command_id",
-                "no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text"],
-    "messages": ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset",
-                 "method", "version", "exchange", "routing_key", "consumer_tag", "delivery_tag",
-                 "redelivered",
-                 "correlation_id", "reply_to", "message_id", "body_size", "body_received", "body_frames",
-                 "body_hash"],
+    "methods": [
+        "capture",
+        "tcp_stream",
+        "frame_number",
+        "ts",
+        "direction",
+        "channel",
+        "stream_offset",
+        "method",
+        "version",
+        "synchronous",
+        "frame_size",
+        "exchange",
+        "routing_key",
+        "queue",
+        "consumer_tag",
+        "delivery_tag",
+        "multiple",
+        "requeue",
+        "redelivered",
+        "no_ack",
+        "reply_code",
+        "reply_text",
+        "reply_name",
+        "failing_method",
+        "prefetch_count",
+        "command_id",
+        "answers_command_id",
+        "no_wait",
+        "active",
+        "qos_global",
+        "reason",
+        "accept_mode",
+        "id_ranges",
+        "code",
+        "text",
+    ],
+    "messages": [
+        "capture",
+        "tcp_stream",
+        "frame_number",
+        "ts",
+        "direction",
+        "channel",
+        "stream_offset",
+        "method",
+        "version",
+        "exchange",
+        "routing_key",
+        "consumer_tag",
+        "delivery_tag",
+        "redelivered",
+        "correlation_id",
+        "reply_to",
+        "message_id",
+        "body_size",
+        "body_received",
+        "body_frames",
+        "body_hash",
+    ],
 }
 
 
@@ -114,8 +166,9 @@ def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None
         cols.append(col)
     table = pa.Table.from_arrays(cols, schema=schema)
     # self_destruct: each Arrow column is freed once converted (no second copy of the whole table)
-    df = table.to_pandas(types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True,
-                         split_blocks=True)
+    df = table.to_pandas(
+        types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True, split_blocks=True
+    )
     del table
     for f in schema:  # timestamps: always ns, UTC
         if pa.types.is_timestamp(f.type):
@@ -209,7 +262,9 @@ def _code_fingerprint() -> str:
 _DONE = ".amqpcap-complete"
 
 
-def dissect_cached(capture: str | os.PathLike, *, cache_dir=None, progress: bool = False, **dissect_opts) -> Path:
+def dissect_cached(
+    capture: str | os.PathLike, *, cache_dir=None, progress: bool = False, **dissect_opts
+) -> Path:
     """Dissect ``capture`` into ``cache_dir/<key>`` (reused when complete) and return that directory.
 
     ``progress`` (stderr progress line) is not part of the cache key."""

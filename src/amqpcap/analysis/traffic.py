@@ -8,12 +8,13 @@ content (framing only: its payload size is not recorded) and ``body_frames``
 body frames (``body_size`` + framing); heartbeats are invisible.  The result's
 ``attrs["frames_source"]`` says which (``"frames"`` / ``"estimate"``).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import STR, ns, ordered, records, str_series
+from amqpcap.analysis._common import STR, ns, ordered, str_series
 from amqpcap.analysis.latency import consumer_state
 from amqpcap.analysis.tables import as_tables
 
@@ -75,9 +76,13 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
         f["body_bytes"] = 0
         return f.drop(columns="stream_offset")
     # anchor: every method frame (methods table) by stream offset, with its message's attributes
-    m = t.methods[["capture", "tcp_stream", "channel", "direction", "stream_offset"]].dropna(subset=["stream_offset"])
+    m = t.methods[["capture", "tcp_stream", "channel", "direction", "stream_offset"]].dropna(
+        subset=["stream_offset"]
+    )
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
-    attrs = msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+    attrs = (
+        msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+    )
     anchors = m.merge(attrs, on=key, how="left")
     for c in ("exchange", "routing_key", "queue"):
         f[c] = str_series([None] * len(f)).to_numpy()
@@ -93,19 +98,27 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
         fa["_row"] = fa.index
         fa = fa.sort_values("_off", kind="stable")
         an = an.sort_values("_off", kind="stable")
-        j = pd.merge_asof(fa.drop(columns=["exchange", "routing_key", "queue"]),
-                          an[by + ["_off", "exchange", "routing_key", "queue"]],
-                          on="_off", by=by, direction="backward")
+        j = pd.merge_asof(
+            fa.drop(columns=["exchange", "routing_key", "queue"]),
+            an[by + ["_off", "exchange", "routing_key", "queue"]],
+            on="_off",
+            by=by,
+            direction="backward",
+        )
         j = j.set_index("_row")
         for c in ("exchange", "routing_key", "queue"):
             f.loc[j.index, c] = j[c].astype(object).where(j[c].notna(), None)
     f["messages"] = 0
     f["body_bytes"] = 0
-    return f.drop(columns=["stream_offset"] + [c for c in ("exchange", "routing_key", "queue") if c not in attrs])
+    return f.drop(
+        columns=["stream_offset"] + [c for c in ("exchange", "routing_key", "queue") if c not in attrs]
+    )
 
 
 def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
-    m = t.methods[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]]
+    m = t.methods[
+        ["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]
+    ]
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
     if attrs:  # a method frame carries its message's exchange / routing key / queue
         a = msgs[key + attrs].dropna(subset=["stream_offset"]).drop_duplicates(key)

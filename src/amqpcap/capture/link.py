@@ -68,8 +68,15 @@ __all__ = [
     "LINKTYPE_NAMES",
     "SUPPORTED_LINKTYPES",
     "UnsupportedLinkType",
-    "TCP_FIN", "TCP_SYN", "TCP_RST", "TCP_PSH", "TCP_ACK", "TCP_URG",
-    "TCP_ECE", "TCP_CWR", "TCP_NS",
+    "TCP_FIN",
+    "TCP_SYN",
+    "TCP_RST",
+    "TCP_PSH",
+    "TCP_ACK",
+    "TCP_URG",
+    "TCP_ECE",
+    "TCP_CWR",
+    "TCP_NS",
 ]
 
 TCP_FIN = 0x001
@@ -277,8 +284,9 @@ def parse_packet(linktype: int, data: bytes):
                 end = off + total
                 p = off + 20 + ((of >> 10) & 0x3C)
                 if end <= n and p <= end:
-                    return _packet(Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win,
-                                            data[p:end], 0))
+                    return _packet(
+                        Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
+                    )
         return _ipv4(data, off, n)
     if n >= off + 60:
         vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)
@@ -315,7 +323,7 @@ def _ipv4(data, off: int, n: int):
         if total < ihl:
             return BAD_IP_LENGTH
         end = off + total
-    return _tcp(4, data[off + 12:off + 16], data[off + 16:off + 20], data, off + ihl, end, n)
+    return _tcp(4, data[off + 12 : off + 16], data[off + 16 : off + 20], data, off + ihl, end, n)
 
 
 def _ipv6(data, off: int, n: int):
@@ -354,7 +362,7 @@ def _ipv6(data, off: int, n: int):
             return BAD_IP_LENGTH
         if n < p:
             return TRUNCATED_IP_HEADER
-    return _tcp(6, data[off + 8:off + 24], data[off + 24:off + 40], data, p, end, n)
+    return _tcp(6, data[off + 8 : off + 24], data[off + 24 : off + 40], data, p, end, n)
 
 
 def _tcp(version, src, dst, data, t: int, end: int, n: int):

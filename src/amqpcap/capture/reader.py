@@ -95,7 +95,7 @@ import stat
 import struct
 import sys
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from amqpcap.exitcodes import Exit
 
@@ -136,15 +136,18 @@ _BOM_LE = b"\x4d\x3c\x2b\x1a"
 # pcapng block types
 _IDB, _PB, _SPB, _NRB, _ISB, _EPB = 1, 2, 3, 4, 5, 6
 _JOURNAL = 9
-_KNOWN_SKIP = frozenset({
-    _NRB, _ISB,
-    7,            # IRIG timestamp (obsolete)
-    8,            # ARINC 429 (obsolete)
-    10,           # decryption secrets
-    0x00000BAD,   # custom block, copiable
-    0x40000BAD,   # custom block, do not copy
-    0x80000001,   # Apple process information
-})
+_KNOWN_SKIP = frozenset(
+    {
+        _NRB,
+        _ISB,
+        7,  # IRIG timestamp (obsolete)
+        8,  # ARINC 429 (obsolete)
+        10,  # decryption secrets
+        0x00000BAD,  # custom block, copiable
+        0x40000BAD,  # custom block, do not copy
+        0x80000001,  # Apple process information
+    }
+)
 
 _OTHER_MAGICS = (
     (b"snoop\0\0\0", "a Solaris snoop capture"),
@@ -187,9 +190,9 @@ class _GzipStream:
     __slots__ = ("_read", "_in", "_d", "_done", "error", "cut")
 
     def __init__(self, read, head: bytes = b"") -> None:
-        self._read = read    # raw read: 1..n bytes, b"" at the end
-        self._in = head      # compressed bytes not yet given to zlib (between members)
-        self._d = None       # the current member's decompressor
+        self._read = read  # raw read: 1..n bytes, b"" at the end
+        self._in = head  # compressed bytes not yet given to zlib (between members)
+        self._d = None  # the current member's decompressor
         self._done = False
         self.error: str | None = None
         self.cut = False
@@ -258,7 +261,7 @@ def _salvage(d, data: bytes, n: int) -> bytes:
     size = 0
     for i in range(len(data)):
         try:
-            piece = d.decompress(data[i:i + 1])
+            piece = d.decompress(data[i : i + 1])
         except zlib.error:
             break
         out.append(piece)
@@ -288,8 +291,16 @@ class PacketSource:
     (in place).
     """
 
-    def __init__(self, path: str, fmt: str, gz: bool, linktypes: list[int],
-                 snaplen: int | None, pcap_hdr: tuple | None, first=None) -> None:
+    def __init__(
+        self,
+        path: str,
+        fmt: str,
+        gz: bool,
+        linktypes: list[int],
+        snaplen: int | None,
+        pcap_hdr: tuple | None,
+        first=None,
+    ) -> None:
         self.path = path
         self.format = fmt + ("+gzip" if gz else "")
         self.linktypes = linktypes
@@ -303,10 +314,9 @@ class PacketSource:
         self._regular = first is None or _is_regular(first[0])
 
     def __repr__(self) -> str:
-        return (f"PacketSource({self.path!r}, format={self.format!r}, "
-                f"linktypes={self.linktypes!r})")
+        return f"PacketSource({self.path!r}, format={self.format!r}, linktypes={self.linktypes!r})"
 
-    def __enter__(self) -> "PacketSource":
+    def __enter__(self) -> PacketSource:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -384,21 +394,28 @@ class PacketSource:
                 end = pos + hl + caplen
                 if end > blen:
                     if caplen > MAX_RECORD:
-                        anomalies.append((n + 1, sec * _NS + frac * mul, "oversize-record",
-                                          f"record claims {caplen} captured bytes "
-                                          f"(limit {MAX_RECORD}); stopped reading"))
+                        anomalies.append(
+                            (
+                                n + 1,
+                                sec * _NS + frac * mul,
+                                "oversize-record",
+                                f"record claims {caplen} captured bytes "
+                                f"(limit {MAX_RECORD}); stopped reading",
+                            )
+                        )
                         return
                     buf = _fill(read, buf[pos:], hl + caplen)
                     pos = 0
                     blen = len(buf)
                     end = hl + caplen
                     if end > blen:
-                        self._finish(stream, n + 1, sec * _NS + frac * mul, blen,
-                                     f"a {hl + caplen}-byte record")
+                        self._finish(
+                            stream, n + 1, sec * _NS + frac * mul, blen, f"a {hl + caplen}-byte record"
+                        )
                         return
                 n += 1
                 ts = sec * _NS + frac * mul
-                yield (n, ts, linktype, buf[pos + hl:end], wirelen)
+                yield (n, ts, linktype, buf[pos + hl : end], wirelen)
                 pos = end
         finally:
             f.close()
@@ -433,7 +450,7 @@ class PacketSource:
                                     last_ts = (((hi << 32) | lo) * num) + off
                                 else:
                                     last_ts = (((hi << 32) | lo) * num) // den + off
-                                yield (n, last_ts, lt, buf[pos + 28:pos + 28 + caplen], wirelen)
+                                yield (n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)
                                 pos = end
                                 continue
                 # general path: every block type, refills, checks and anomalies
@@ -446,15 +463,21 @@ class PacketSource:
                         return
                 btype, blk = u2(buf, pos)
                 if btype == _SHB_TYPE:  # palindrome: reads the same in both byte orders
-                    bom = buf[pos + 8:pos + 12]
+                    bom = buf[pos + 8 : pos + 12]
                     if bom == _BOM_LE:
                         e = "<"
                     elif bom == _BOM_BE:
                         e = ">"
                     else:
-                        anomalies.append((n + 1, last_ts, "corrupt-block",
-                                          f"section header with bad byte-order magic "
-                                          f"{_fmt_magic(bom)}; stopped reading"))
+                        anomalies.append(
+                            (
+                                n + 1,
+                                last_ts,
+                                "corrupt-block",
+                                f"section header with bad byte-order magic "
+                                f"{_fmt_magic(bom)}; stopped reading",
+                            )
+                        )
                         return
                     u2 = struct.Struct(e + "II").unpack_from
                     u1 = struct.Struct(e + "I").unpack_from
@@ -468,49 +491,76 @@ class PacketSource:
                     ifaces = []
                     btype, blk = u2(buf, pos)
                 if blk < 12 or blk & 3:
-                    anomalies.append((n + 1, last_ts, "corrupt-block",
-                                      f"block type 0x{btype:08x} has invalid length {blk}; "
-                                      "stopped reading"))
+                    anomalies.append(
+                        (
+                            n + 1,
+                            last_ts,
+                            "corrupt-block",
+                            f"block type 0x{btype:08x} has invalid length {blk}; stopped reading",
+                        )
+                    )
                     return
                 end = pos + blk
                 if end > blen:
                     if blk > MAX_RECORD:
-                        anomalies.append((n + 1, last_ts, "oversize-record",
-                                          f"block type 0x{btype:08x} claims {blk} bytes "
-                                          f"(limit {MAX_RECORD}); stopped reading"))
+                        anomalies.append(
+                            (
+                                n + 1,
+                                last_ts,
+                                "oversize-record",
+                                f"block type 0x{btype:08x} claims {blk} bytes "
+                                f"(limit {MAX_RECORD}); stopped reading",
+                            )
+                        )
                         return
                     buf = _fill(read, buf[pos:], blk)
                     pos = 0
                     blen = len(buf)
                     end = blk
                     if end > blen:
-                        self._finish(stream, n + 1, last_ts, blen,
-                                     f"a {blk}-byte block (type 0x{btype:08x})")
+                        self._finish(stream, n + 1, last_ts, blen, f"a {blk}-byte block (type 0x{btype:08x})")
                         return
                 if u1(buf, end - 4)[0] != blk:
-                    anomalies.append((n + 1, last_ts, "corrupt-block",
-                                      f"block type 0x{btype:08x}: trailing length "
-                                      f"{u1(buf, end - 4)[0]} != {blk}; stopped reading"))
+                    anomalies.append(
+                        (
+                            n + 1,
+                            last_ts,
+                            "corrupt-block",
+                            f"block type 0x{btype:08x}: trailing length "
+                            f"{u1(buf, end - 4)[0]} != {blk}; stopped reading",
+                        )
+                    )
                     return
 
                 if btype == _EPB:
                     n += 1
                     if blk < 32:
-                        anomalies.append((n, last_ts, "corrupt-block",
-                                          f"enhanced packet block of {blk} bytes"))
+                        anomalies.append(
+                            (n, last_ts, "corrupt-block", f"enhanced packet block of {blk} bytes")
+                        )
                         pos = end
                         continue
                     iid, hi, lo, caplen, wirelen = u5(buf, pos + 8)
                     if caplen > blk - 32:
-                        anomalies.append((n, last_ts, "corrupt-block",
-                                          f"enhanced packet block: captured length {caplen} "
-                                          f"exceeds block length {blk}"))
+                        anomalies.append(
+                            (
+                                n,
+                                last_ts,
+                                "corrupt-block",
+                                f"enhanced packet block: captured length {caplen} exceeds block length {blk}",
+                            )
+                        )
                         pos = end
                         continue
                     if iid >= len(ifaces) or ifaces[iid][0] is None:
-                        anomalies.append((n, last_ts, "pcapng-bad-interface",
-                                          f"packet names interface {iid}; the section "
-                                          f"describes {len(ifaces)}"))
+                        anomalies.append(
+                            (
+                                n,
+                                last_ts,
+                                "pcapng-bad-interface",
+                                f"packet names interface {iid}; the section describes {len(ifaces)}",
+                            )
+                        )
                         pos = end
                         continue
                     lt, num, den, off, _snap = ifaces[iid]
@@ -518,18 +568,23 @@ class PacketSource:
                         last_ts = (((hi << 32) | lo) * num) + off
                     else:
                         last_ts = (((hi << 32) | lo) * num) // den + off
-                    yield (n, last_ts, lt, buf[pos + 28:pos + 28 + caplen], wirelen)
+                    yield (n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)
                     pos = end
                     continue
 
                 if btype == _SPB:
                     n += 1
                     if blk < 16:
-                        anomalies.append((n, last_ts, "corrupt-block",
-                                          f"simple packet block of {blk} bytes"))
+                        anomalies.append((n, last_ts, "corrupt-block", f"simple packet block of {blk} bytes"))
                     elif not ifaces or ifaces[0][0] is None:
-                        anomalies.append((n, last_ts, "pcapng-bad-interface",
-                                          "simple packet block without a valid interface 0"))
+                        anomalies.append(
+                            (
+                                n,
+                                last_ts,
+                                "pcapng-bad-interface",
+                                "simple packet block without a valid interface 0",
+                            )
+                        )
                     else:
                         wirelen = u1(buf, pos + 8)[0]
                         caplen = blk - 16
@@ -538,15 +593,15 @@ class PacketSource:
                         snap = ifaces[0][4]
                         if snap and snap < caplen:
                             caplen = snap
-                        yield (n, last_ts, ifaces[0][0], buf[pos + 12:pos + 12 + caplen],
-                               wirelen)
+                        yield (n, last_ts, ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen)
                     pos = end
                     continue
 
                 if btype == _IDB:
                     if blk < 20:
-                        anomalies.append((n + 1, last_ts, "corrupt-block",
-                                          f"interface description block of {blk} bytes"))
+                        anomalies.append(
+                            (n + 1, last_ts, "corrupt-block", f"interface description block of {blk} bytes")
+                        )
                         # keep numbering interfaces so later indices stay right
                         ifaces.append((None, 1, 1, 0, 0))
                         pos = end
@@ -561,9 +616,14 @@ class PacketSource:
                             break
                         v = p + 4
                         if v + olen > oend:
-                            anomalies.append((n + 1, last_ts, "corrupt-block",
-                                              f"interface {len(ifaces)}: option {code} "
-                                              "runs past the block"))
+                            anomalies.append(
+                                (
+                                    n + 1,
+                                    last_ts,
+                                    "corrupt-block",
+                                    f"interface {len(ifaces)}: option {code} runs past the block",
+                                )
+                            )
                             break
                         if code == 9 and olen == 1:
                             r = buf[v]
@@ -587,45 +647,71 @@ class PacketSource:
                 if btype == _PB:
                     n += 1
                     if blk < 32:
-                        anomalies.append((n, last_ts, "corrupt-block",
-                                          f"packet block of {blk} bytes"))
+                        anomalies.append((n, last_ts, "corrupt-block", f"packet block of {blk} bytes"))
                         pos = end
                         continue
                     iid, _drops, hi, lo, caplen, wirelen = upb(buf, pos + 8)
                     if caplen > blk - 32:
-                        anomalies.append((n, last_ts, "corrupt-block",
-                                          f"packet block: captured length {caplen} "
-                                          f"exceeds block length {blk}"))
+                        anomalies.append(
+                            (
+                                n,
+                                last_ts,
+                                "corrupt-block",
+                                f"packet block: captured length {caplen} exceeds block length {blk}",
+                            )
+                        )
                     elif iid >= len(ifaces) or ifaces[iid][0] is None:
-                        anomalies.append((n, last_ts, "pcapng-bad-interface",
-                                          f"packet names interface {iid}; the section "
-                                          f"describes {len(ifaces)}"))
+                        anomalies.append(
+                            (
+                                n,
+                                last_ts,
+                                "pcapng-bad-interface",
+                                f"packet names interface {iid}; the section describes {len(ifaces)}",
+                            )
+                        )
                     else:
                         lt, num, den, off = ifaces[iid][:4]
                         last_ts = (((hi << 32) | lo) * num) // den + off
-                        yield (n, last_ts, lt, buf[pos + 28:pos + 28 + caplen], wirelen)
+                        yield (n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)
                     pos = end
                     continue
 
                 if btype == _SHB_TYPE:
                     if blk < 28:
-                        anomalies.append((n + 1, last_ts, "corrupt-block",
-                                          f"section header block of {blk} bytes; "
-                                          "stopped reading"))
+                        anomalies.append(
+                            (
+                                n + 1,
+                                last_ts,
+                                "corrupt-block",
+                                f"section header block of {blk} bytes; stopped reading",
+                            )
+                        )
                         return
                     major = uh(buf, pos + 12)[0]
                     if major != 1:
-                        anomalies.append((n + 1, last_ts, "corrupt-block",
-                                          f"section header version {major}; stopped reading"))
+                        anomalies.append(
+                            (
+                                n + 1,
+                                last_ts,
+                                "corrupt-block",
+                                f"section header version {major}; stopped reading",
+                            )
+                        )
                         return
                 elif btype == _JOURNAL:
                     n += 1
-                    anomalies.append((n, last_ts, "skipped-record",
-                                      "systemd journal export block (not a packet)"))
+                    anomalies.append(
+                        (n, last_ts, "skipped-record", "systemd journal export block (not a packet)")
+                    )
                 elif btype not in _KNOWN_SKIP:
-                    anomalies.append((n + 1, last_ts, "pcapng-unknown-block",
-                                      f"skipped unknown block type 0x{btype:08x} "
-                                      f"({blk} bytes)"))
+                    anomalies.append(
+                        (
+                            n + 1,
+                            last_ts,
+                            "pcapng-unknown-block",
+                            f"skipped unknown block type 0x{btype:08x} ({blk} bytes)",
+                        )
+                    )
                 pos = end
         finally:
             f.close()
@@ -649,8 +735,8 @@ def _prescan_pcapng(head: bytes) -> list[int]:
     pos = 0
     e = "<"
     while pos + 12 <= len(head):
-        if head[pos:pos + 4] == _PCAPNG_SHB:
-            e = ">" if head[pos + 8:pos + 12] == _BOM_BE else "<"
+        if head[pos : pos + 4] == _PCAPNG_SHB:
+            e = ">" if head[pos + 8 : pos + 12] == _BOM_BE else "<"
         btype, blk = struct.unpack_from(e + "II", head, pos)
         if blk < 12 or blk & 3 or pos + blk > len(head):
             break
@@ -722,8 +808,11 @@ def open_capture(path) -> PacketSource:
 def _recognise(path: str, f) -> PacketSource:
     try:
         if path == STDIN and f.isatty():
-            raise CaptureError("standard input", "is a terminal, not a capture "
-                               "(pipe one in: tcpdump -w - | amqpcap show -)", EXIT_NOT_A_CAPTURE)
+            raise CaptureError(
+                "standard input",
+                "is a terminal, not a capture (pipe one in: tcpdump -w - | amqpcap show -)",
+                EXIT_NOT_A_CAPTURE,
+            )
         # Enough for the pcap header (24 bytes) or the pcapng section header (28);
         # a file gives _PEEK bytes at once, a pipe what has arrived.
         raw = _fill(f.read, b"", 28) if path == STDIN or not _is_regular(f) else f.read(_PEEK)
@@ -750,29 +839,32 @@ def _recognise(path: str, f) -> PacketSource:
     if magic in _PCAP_MAGICS:
         endian, mul, hl = _PCAP_MAGICS[magic]
         if len(head) < 24:
-            raise CaptureError(path, f"pcap file header cut short ({len(head)} of 24 bytes)",
-                               EXIT_NOT_A_CAPTURE)
+            raise CaptureError(
+                path, f"pcap file header cut short ({len(head)} of 24 bytes)", EXIT_NOT_A_CAPTURE
+            )
         snaplen, network = struct.unpack_from(endian + "II", head, 16)
         linktype = network & 0xFFFF  # upper bits: FCS length flags
-        return PacketSource(path, "pcap", gz, [linktype], snaplen,
-                            (endian, mul, hl, linktype), first)
+        return PacketSource(path, "pcap", gz, [linktype], snaplen, (endian, mul, hl, linktype), first)
     if magic == _PCAPNG_SHB:
         if len(head) < 28:
-            raise CaptureError(path, f"pcapng section header cut short ({len(head)} bytes)",
-                               EXIT_NOT_A_CAPTURE)
+            raise CaptureError(
+                path, f"pcapng section header cut short ({len(head)} bytes)", EXIT_NOT_A_CAPTURE
+            )
         bom = head[8:12]
         if bom not in (_BOM_LE, _BOM_BE):
-            raise CaptureError(path, f"pcapng section header has bad byte-order magic "
-                               f"({_fmt_magic(bom)})", EXIT_NOT_A_CAPTURE)
+            raise CaptureError(
+                path,
+                f"pcapng section header has bad byte-order magic ({_fmt_magic(bom)})",
+                EXIT_NOT_A_CAPTURE,
+            )
         e = "<" if bom == _BOM_LE else ">"
         major = struct.unpack_from(e + "H", head, 12)[0]
         if major != 1:
-            raise CaptureError(path, f"unsupported pcapng version {major}",
-                               EXIT_NOT_A_CAPTURE)
+            raise CaptureError(path, f"unsupported pcapng version {major}", EXIT_NOT_A_CAPTURE)
         return PacketSource(path, "pcapng", gz, _prescan_pcapng(head), None, None, first)
     for m, name in _OTHER_MAGICS:
         if head.startswith(m):
-            raise CaptureError(path, f"{what} is {name}, not a pcap/pcapng capture",
-                               EXIT_NOT_A_CAPTURE)
-    raise CaptureError(path, f"{what} is not a pcap/pcapng capture (starts with "
-                       f"{_fmt_magic(head)})", EXIT_NOT_A_CAPTURE)
+            raise CaptureError(path, f"{what} is {name}, not a pcap/pcapng capture", EXIT_NOT_A_CAPTURE)
+    raise CaptureError(
+        path, f"{what} is not a pcap/pcapng capture (starts with {_fmt_magic(head)})", EXIT_NOT_A_CAPTURE
+    )

@@ -7,13 +7,15 @@ feeds every frame here and the connection row carries the summary: heartbeat
 frames per direction, the longest silence between two consecutive frames of a
 direction, and the last frame's timestamp.  O(1) per frame, no per-frame objects.
 """
+
 from __future__ import annotations
 
 __all__ = ["Liveness", "COLUMNS"]
 
 _DIRS = ("c2s", "s2c")
 COLUMNS = tuple(
-    f"{name}_{d}" for d in _DIRS
+    f"{name}_{d}"
+    for d in _DIRS
     for name in ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
 )
 

@@ -1,4 +1,5 @@
 """Events -> row tuples in the column order of records/schema.py."""
+
 from __future__ import annotations
 
 import base64
@@ -46,8 +47,14 @@ def _b(v):
 _I64_MAX = (1 << 63) - 1
 
 # 0-10 commands whose "destination" names a subscription, not an exchange.
-_SUBSCRIPTION_DEST = {"message.subscribe", "message.cancel", "message.set-flow-mode", "message.flow",
-                      "message.stop", "message.flush"}
+_SUBSCRIPTION_DEST = {
+    "message.subscribe",
+    "message.cancel",
+    "message.set-flow-mode",
+    "message.flow",
+    "message.stop",
+    "message.flush",
+}
 
 
 def _failing(version, a):
@@ -81,8 +88,14 @@ def arg_columns(a: dict) -> tuple:
     in METHODS, see records/schema.py) from a method's decoded arguments."""
     nw = a.get("no-wait", a.get("nowait"))
     return (
-        _b(nw), _b(a.get("active")), _b(a.get("global")), _s(a.get("reason")), _i(a.get("accept-mode")),
-        _ranges(a.get("commands", a.get("transfers"))), _i(a.get("code")), _s(a.get("text")),
+        _b(nw),
+        _b(a.get("active")),
+        _b(a.get("global")),
+        _s(a.get("reason")),
+        _i(a.get("accept-mode")),
+        _ranges(a.get("commands", a.get("transfers"))),
+        _i(a.get("code")),
+        _s(a.get("text")),
     )
 
 
@@ -93,7 +106,9 @@ def method_row(capture, stream, direction, m: Method, version, channel_type=None
     consumer_tag = a.get("consumer-tag")
     if "destination" in a:
         # 0-10: a transfer from the broker names the subscription it is delivered to.
-        if name in _SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
+        if name in _SUBSCRIPTION_DEST or (
+            name == "message.transfer" and direction == 1 and version == "0-10"
+        ):
             consumer_tag = a["destination"]
         elif exchange is None:
             exchange = a["destination"]
@@ -101,24 +116,61 @@ def method_row(capture, stream, direction, m: Method, version, channel_type=None
     info = _spec.reply_code_info(version, code) if isinstance(code, int) else None
     dt = a.get("delivery-tag")
     return (
-        capture, stream, m.packet, m.ts, DIRS[direction], m.channel,
-        m.offset, name, m.class_id, m.method_id, version, m.synchronous, m.has_content, m.frame_size,
-        _s(exchange), _s(a.get("routing-key", a.get("binding-key"))), _s(a.get("queue")), _s(consumer_tag),
+        capture,
+        stream,
+        m.packet,
+        m.ts,
+        DIRS[direction],
+        m.channel,
+        m.offset,
+        name,
+        m.class_id,
+        m.method_id,
+        version,
+        m.synchronous,
+        m.has_content,
+        m.frame_size,
+        _s(exchange),
+        _s(a.get("routing-key", a.get("binding-key"))),
+        _s(a.get("queue")),
+        _s(consumer_tag),
         dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
-        _b(a.get("multiple")), _b(a.get("requeue")), _b(a.get("redelivered")), _b(a.get("no-ack")),
+        _b(a.get("multiple")),
+        _b(a.get("requeue")),
+        _b(a.get("redelivered")),
+        _b(a.get("no-ack")),
         _b(a.get("mandatory")),
-        _i(code), _s(a.get("reply-text", a.get("description"))), info[0] if info else None,
+        _i(code),
+        _s(a.get("reply-text", a.get("description"))),
+        info[0] if info else None,
         _failing(version, a) if name.endswith(".close") or name == "execution.exception" else None,
-        _i(a.get("prefetch-count")), _i(a.get("prefetch-size")),
-        _i(a.get("message-count")), _i(a.get("consumer-count")),
-        m.command_id, m.answers_command_id,
+        _i(a.get("prefetch-count")),
+        _i(a.get("prefetch-size")),
+        _i(a.get("message-count")),
+        _i(a.get("consumer-count")),
+        m.command_id,
+        m.answers_command_id,
         *arg_columns(a),
         to_json(a),
     )
 
 
-_PROP_COLS = ("content-type", "content-encoding", "headers", "delivery-mode", "priority", "correlation-id",
-              "reply-to", "expiration", "message-id", "timestamp", "type", "user-id", "app-id", "cluster-id")
+_PROP_COLS = (
+    "content-type",
+    "content-encoding",
+    "headers",
+    "delivery-mode",
+    "priority",
+    "correlation-id",
+    "reply-to",
+    "expiration",
+    "message-id",
+    "timestamp",
+    "type",
+    "user-id",
+    "app-id",
+    "cluster-id",
+)
 
 
 def message_row(capture, stream, direction, c: Content, version):
@@ -128,34 +180,79 @@ def message_row(capture, stream, direction, c: Content, version):
     headers = p.get("headers", p.get("application-headers"))
     dt = a.get("delivery-tag")
     return (
-        capture, stream, c.packet, c.ts, DIRS[direction], c.channel,
-        c.offset, c.method.name, version,
+        capture,
+        stream,
+        c.packet,
+        c.ts,
+        DIRS[direction],
+        c.channel,
+        c.offset,
+        c.method.name,
+        version,
         _s(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
         _s(c.routing_key if c.routing_key is not None else a.get("routing-key")),
         _s(a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)),
         dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
-        _b(a.get("redelivered", p.get("redelivered"))), _i(a.get("reply-code")),
-        _s(p.get("content-type")), _s(p.get("content-encoding")),
+        _b(a.get("redelivered", p.get("redelivered"))),
+        _i(a.get("reply-code")),
+        _s(p.get("content-type")),
+        _s(p.get("content-encoding")),
         to_json(headers) if headers is not None else None,
-        _i(p.get("delivery-mode")) if _i(p.get("delivery-mode")) is None or p["delivery-mode"] < 32768 else None,
+        _i(p.get("delivery-mode"))
+        if _i(p.get("delivery-mode")) is None or p["delivery-mode"] < 32768
+        else None,
         _i(p.get("priority")) if _i(p.get("priority")) is None or p["priority"] < 32768 else None,
-        _s(p.get("correlation-id")), _s(p.get("reply-to")), _s(p.get("expiration")), _s(p.get("message-id")),
+        _s(p.get("correlation-id")),
+        _s(p.get("reply-to")),
+        _s(p.get("expiration")),
+        _s(p.get("message-id")),
         ts_prop * 1_000_000_000 if isinstance(ts_prop, int) and 0 <= ts_prop < 9_000_000_000 else None,
-        _s(p.get("type")), _s(p.get("user-id")), _s(p.get("app-id")), _s(p.get("cluster-id")),
+        _s(p.get("type")),
+        _s(p.get("user-id")),
+        _s(p.get("app-id")),
+        _s(p.get("cluster-id")),
         to_json(p),
-        c.body_size, c.body_received, c.body_frames, c.body_hash, c.body, c.complete,
-        c.first_packet, c.packet,
+        c.body_size,
+        c.body_received,
+        c.body_frames,
+        c.body_hash,
+        c.body,
+        c.complete,
+        c.first_packet,
+        c.packet,
     )
 
 
 def anomaly_row(capture, stream, direction, e: Anomaly, layer="amqp"):
-    return (capture, stream, e.packet, e.ts, DIRS[direction] if direction is not None else None, e.channel,
-            e.offset, layer, e.kind, e.detail, e.skipped)
+    return (
+        capture,
+        stream,
+        e.packet,
+        e.ts,
+        DIRS[direction] if direction is not None else None,
+        e.channel,
+        e.offset,
+        layer,
+        e.kind,
+        e.detail,
+        e.skipped,
+    )
 
 
 def frame_row(capture, stream, direction, f: Frame):
-    return (capture, stream, f.packet, f.ts, DIRS[direction], f.channel, f.offset, f.frame_type, f.type_name,
-            f.size, f.wire_size)
+    return (
+        capture,
+        stream,
+        f.packet,
+        f.ts,
+        DIRS[direction],
+        f.channel,
+        f.offset,
+        f.frame_type,
+        f.type_name,
+        f.size,
+        f.wire_size,
+    )
 
 
 _CONNECTION_COLUMNS = tuple(COLUMNS["connections"])
@@ -173,17 +270,32 @@ def connection_facts(f: ConnectionFacts) -> dict:
     return {
         "client_header": f.client_header[4:].hex() if f.client_header else None,
         "server_header": f.server_header[4:].hex() if f.server_header else None,
-        "client_version": f.client_version, "version": f.version, "version_evidence": f.version_evidence,
-        "negotiation": f.negotiation, "tls": f.tls, "mid_stream": f.mid_stream,
-        "server_product": _prop(sp, "product"), "server_product_version": _prop(sp, "version"),
-        "server_platform": _prop(sp, "platform"), "server_properties": to_json(sp) if sp else None,
-        "client_product": _prop(cp, "product"), "client_product_version": _prop(cp, "version"),
-        "client_platform": _prop(cp, "platform"), "connection_name": _prop(cp, "connection_name"),
+        "client_version": f.client_version,
+        "version": f.version,
+        "version_evidence": f.version_evidence,
+        "negotiation": f.negotiation,
+        "tls": f.tls,
+        "mid_stream": f.mid_stream,
+        "server_product": _prop(sp, "product"),
+        "server_product_version": _prop(sp, "version"),
+        "server_platform": _prop(sp, "platform"),
+        "server_properties": to_json(sp) if sp else None,
+        "client_product": _prop(cp, "product"),
+        "client_product_version": _prop(cp, "version"),
+        "client_platform": _prop(cp, "platform"),
+        "connection_name": _prop(cp, "connection_name"),
         "client_properties": to_json(cp) if cp else None,
-        "mechanism": _s(f.mechanism), "user": _s(f.user), "vhost": _s(f.vhost),
-        "channel_max": f.channel_max, "frame_max": f.frame_max, "heartbeat": f.heartbeat,
-        "open_ts": f.open_ts, "close_ts": f.close_ts, "closed_by": f.closed_by,
-        "close_reply_code": f.close_reply_code, "close_reply_text": _s(f.close_reply_text),
+        "mechanism": _s(f.mechanism),
+        "user": _s(f.user),
+        "vhost": _s(f.vhost),
+        "channel_max": f.channel_max,
+        "frame_max": f.frame_max,
+        "heartbeat": f.heartbeat,
+        "open_ts": f.open_ts,
+        "close_ts": f.close_ts,
+        "closed_by": f.closed_by,
+        "close_reply_code": f.close_reply_code,
+        "close_reply_text": _s(f.close_reply_text),
     }
 
 

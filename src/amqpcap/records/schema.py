@@ -7,6 +7,7 @@ checked against this module by tests/records/test_schema_docs.py.
 Each column is declared as (name, type, description); the description is the
 documentation, so the two cannot drift apart.
 """
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -15,8 +16,16 @@ TS = pa.timestamp("ns", tz="UTC")
 
 _KEYS = [
     ("capture", pa.string(), "Capture file as given on the command line (or the Spark input path)."),
-    ("tcp_stream", pa.int32(), "0-based index of the TCP conversation in first-packet order (Wireshark `tcp.stream`)."),
-    ("frame_number", pa.int64(), "1-based number of the packet that completed this record (Wireshark `frame.number`)."),
+    (
+        "tcp_stream",
+        pa.int32(),
+        "0-based index of the TCP conversation in first-packet order (Wireshark `tcp.stream`).",
+    ),
+    (
+        "frame_number",
+        pa.int64(),
+        "1-based number of the packet that completed this record (Wireshark `frame.number`).",
+    ),
     ("ts", TS, "Capture timestamp of that packet, ns, UTC."),
     ("direction", pa.string(), "`c2s` (client to server) or `s2c` (server to client)."),
     ("channel", pa.int32(), "AMQP channel (0-10: session channel); null where not applicable."),
@@ -33,14 +42,46 @@ CONNECTIONS = [
     ("server_port", pa.int32(), "Server TCP port."),
     ("ip_version", pa.int8(), "4 or 6."),
     ("direction_source", pa.string(), "How client/server was decided: `header`, `syn`, `port` or `guess`."),
-    ("client_header", pa.string(), "Protocol header the client sent, hex of the 4 octets after `AMQP` (e.g. `00000901`); null if not seen."),
-    ("server_header", pa.string(), "Protocol header the server answered with (a rejected negotiation), hex; null if none."),
-    ("client_version", pa.string(), "Version the client's header announced: `0-8`, `0-9`, `0-9-1`, `0-10`, `1.0`."),
-    ("version", pa.string(), "Version the conversation was decoded as (agreed, or inferred mid-stream: the framing tells 0-10 from the rest; 0-8, 0-9 and 0-9-1 are told apart by methods whose layouts differ, else 0-9-1)."),
-    ("version_evidence", pa.string(), "Why: `header`, `header+start` (connection.start version agreed), `inferred` (mid-stream frame shape)."),
-    ("negotiation", pa.string(), "`accepted`, `rejected` (server answered with its own header), `unknown` (mid-stream) or `none`."),
+    (
+        "client_header",
+        pa.string(),
+        "Protocol header the client sent, hex of the 4 octets after `AMQP` (e.g. `00000901`); "
+        "null if not seen.",
+    ),
+    (
+        "server_header",
+        pa.string(),
+        "Protocol header the server answered with (a rejected negotiation), hex; null if none.",
+    ),
+    (
+        "client_version",
+        pa.string(),
+        "Version the client's header announced: `0-8`, `0-9`, `0-9-1`, `0-10`, `1.0`.",
+    ),
+    (
+        "version",
+        pa.string(),
+        "Version the conversation was decoded as (agreed, or inferred mid-stream: the framing tells "
+        "0-10 from the rest; 0-8, 0-9 and 0-9-1 are told apart by methods whose layouts differ, "
+        "else 0-9-1).",
+    ),
+    (
+        "version_evidence",
+        pa.string(),
+        "Why: `header`, `header+start` (connection.start version agreed), "
+        "`inferred` (mid-stream frame shape).",
+    ),
+    (
+        "negotiation",
+        pa.string(),
+        "`accepted`, `rejected` (server answered with its own header), `unknown` (mid-stream) or `none`.",
+    ),
     ("tls", pa.bool_(), "The conversation is TLS (not decoded)."),
-    ("mid_stream", pa.bool_(), "The capture started after the connection was opened (no protocol header seen)."),
+    (
+        "mid_stream",
+        pa.bool_(),
+        "The capture started after the connection was opened (no protocol header seen).",
+    ),
     ("server_product", pa.string(), "server-properties.product"),
     ("server_product_version", pa.string(), "server-properties.version"),
     ("server_platform", pa.string(), "server-properties.platform"),
@@ -59,13 +100,22 @@ CONNECTIONS = [
     ("syn_ts", TS, "Timestamp of the client's SYN, if captured."),
     ("open_ts", TS, "Timestamp of connection.open-ok."),
     ("close_ts", TS, "Timestamp of the first connection.close."),
-    ("closed_by", pa.string(), "Who closed: `client` / `server` (connection.close), `client-rst` / `server-rst`, `client-fin` / `server-fin`; null if still open at capture end."),
+    (
+        "closed_by",
+        pa.string(),
+        "Who closed: `client` / `server` (connection.close), `client-rst` / `server-rst`, "
+        "`client-fin` / `server-fin`; null if still open at capture end.",
+    ),
     ("close_reply_code", pa.int32(), "Reply code of connection.close."),
     ("close_reply_text", pa.string(), "Reply text of connection.close."),
     ("end_ts", TS, "Timestamp of the conversation's last packet."),
     ("packets_c2s", pa.int64(), "TCP packets client to server."),
     ("packets_s2c", pa.int64(), "TCP packets server to client."),
-    ("bytes_c2s", pa.int64(), "TCP payload bytes client to server (reassembled, retransmissions counted once)."),
+    (
+        "bytes_c2s",
+        pa.int64(),
+        "TCP payload bytes client to server (reassembled, retransmissions counted once).",
+    ),
     ("bytes_s2c", pa.int64(), "TCP payload bytes server to client."),
     ("frames_c2s", pa.int64(), "AMQP frames client to server."),
     ("frames_s2c", pa.int64(), "AMQP frames server to client."),
@@ -73,17 +123,27 @@ CONNECTIONS = [
     ("gap_bytes", pa.int64(), "Bytes missing in those holes."),
     ("anomalies", pa.int32(), "Anomaly rows for this conversation."),
     ("rst", pa.bool_(), "A TCP reset was seen."),
-    ("zero_windows", pa.string(), "TCP zero-window periods, JSON list of `[direction of the side advertising 0, first frame_number, first ts ns, end frame_number, end ts ns]` (end null if the window never reopened)."),
+    (
+        "zero_windows",
+        pa.string(),
+        "TCP zero-window periods, JSON list of `[direction of the side advertising 0, first "
+        "frame_number, first ts ns, end frame_number, end ts ns]` (end null if the window never "
+        "reopened).",
+    ),
     # Liveness (records/liveness.py), written with or without --frames: what the heartbeat analysis needs.
 ] + [
     col
     for d, who in (("c2s", "client to server"), ("s2c", "server to client"))
     for col in (
         (f"heartbeats_{d}", pa.int64(), f"Heartbeat frames {who} (0-10: connection.heartbeat controls)."),
-        (f"silence_start_ts_{d}", TS, f"Start of the longest silence {who}: timestamp of the earlier of "
-                                      "the two consecutive AMQP frames of this direction furthest apart "
-                                      "in time "
-                                      "(null with fewer than two frames)."),
+        (
+            f"silence_start_ts_{d}",
+            TS,
+            f"Start of the longest silence {who}: timestamp of the earlier of "
+            "the two consecutive AMQP frames of this direction furthest apart "
+            "in time "
+            "(null with fewer than two frames).",
+        ),
         (f"silence_end_ts_{d}", TS, "End of that silence: timestamp of the frame that broke it."),
         (f"last_frame_ts_{d}", TS, f"Timestamp of the last AMQP frame {who}."),
     )
@@ -91,7 +151,11 @@ CONNECTIONS = [
 
 METHODS = _KEYS + [
     ("stream_offset", pa.int64(), "Byte offset of the frame in this direction's TCP stream."),
-    ("method", pa.string(), "`class.method`, specification spelling (e.g. `basic.get-empty`, 0-10 `message.transfer`)."),
+    (
+        "method",
+        pa.string(),
+        "`class.method`, specification spelling (e.g. `basic.get-empty`, 0-10 `message.transfer`).",
+    ),
     ("class_id", pa.int32(), "Class index (0-10: class code)."),
     ("method_id", pa.int32(), "Method index (0-10: command/control code)."),
     ("version", pa.string(), "Protocol version of the conversation."),
@@ -118,27 +182,51 @@ METHODS = _KEYS + [
     ("consumer_count", pa.int64(), "consumer-count (queue.declare-ok)."),
     ("command_id", pa.int64(), "0-10: session command number of this command."),
     ("answers_command_id", pa.int64(), "0-10: command answered by execution.result / execution.exception."),
-    ("no_wait", pa.bool_(),
-     "no-wait flag (declare, bind, consume, cancel, ...; 0-8 `nowait`): no response expected."),
+    (
+        "no_wait",
+        pa.bool_(),
+        "no-wait flag (declare, bind, consume, cancel, ...; 0-8 `nowait`): no response expected.",
+    ),
     ("active", pa.bool_(), "active flag (channel.flow, channel.flow-ok; 0-8 / 0-9 access.request)."),
     ("qos_global", pa.bool_(), "global flag of basic.qos (also 0-8 / 0-9 file.qos, stream.qos)."),
     ("reason", pa.string(), "reason argument (connection.blocked)."),
-    ("accept_mode", pa.int16(),
-     "0-10 accept-mode (message.subscribe, message.transfer): 0 explicit, 1 none."),
-    ("id_ranges", pa.list_(pa.field("element", pa.struct([("lower", pa.int64()), ("upper", pa.int64())]))),
-     "0-10 sequence set, inclusive ranges of command ids: `commands` of session.completed / "
-     "known-completed / expected / confirmed, `transfers` of message.accept / release / reject / acquire."),
-    ("code", pa.int32(),
-     "`code` argument: 0-10 session.detached detach code, 0-10 / 0-9 message.reject reject code."),
+    (
+        "accept_mode",
+        pa.int16(),
+        "0-10 accept-mode (message.subscribe, message.transfer): 0 explicit, 1 none.",
+    ),
+    (
+        "id_ranges",
+        pa.list_(pa.field("element", pa.struct([("lower", pa.int64()), ("upper", pa.int64())]))),
+        "0-10 sequence set, inclusive ranges of command ids: `commands` of session.completed / "
+        "known-completed / expected / confirmed, `transfers` of message.accept / release / reject / acquire.",
+    ),
+    (
+        "code",
+        pa.int32(),
+        "`code` argument: 0-10 session.detached detach code, 0-10 / 0-9 message.reject reject code.",
+    ),
     ("text", pa.string(), "`text` argument of 0-10 / 0-9 message.reject."),
-    ("arguments", pa.string(), "All arguments, JSON (binary as base64 under `$b64`; secrets redacted unless --keep-secrets)."),
+    (
+        "arguments",
+        pa.string(),
+        "All arguments, JSON (binary as base64 under `$b64`; secrets redacted unless --keep-secrets).",
+    ),
 ]
 
 MESSAGES = _KEYS + [
     ("stream_offset", pa.int64(), "Stream offset of the carrying method frame."),
-    ("method", pa.string(), "Carrying method: basic.publish, basic.deliver, basic.get-ok, basic.return, message.transfer, ..."),
+    (
+        "method",
+        pa.string(),
+        "Carrying method: basic.publish, basic.deliver, basic.get-ok, basic.return, message.transfer, ...",
+    ),
     ("version", pa.string(), "Protocol version of the conversation."),
-    ("exchange", pa.string(), "Exchange (0-10: message.transfer destination, else delivery-properties.exchange)."),
+    (
+        "exchange",
+        pa.string(),
+        "Exchange (0-10: message.transfer destination, else delivery-properties.exchange).",
+    ),
     ("routing_key", pa.string(), "Routing key."),
     ("consumer_tag", pa.string(), "consumer-tag (deliver)."),
     ("delivery_tag", pa.int64(), "delivery-tag (deliver, get-ok)."),
@@ -158,7 +246,11 @@ MESSAGES = _KEYS + [
     ("user_id", pa.string(), "user-id property."),
     ("app_id", pa.string(), "app-id property."),
     ("cluster_id", pa.string(), "cluster-id property."),
-    ("properties", pa.string(), "Every property present, JSON (also the file/stream/tunnel classes' properties)."),
+    (
+        "properties",
+        pa.string(),
+        "Every property present, JSON (also the file/stream/tunnel classes' properties).",
+    ),
     ("body_size", pa.int64(), "Body size declared in the content header."),
     ("body_received", pa.int64(), "Body bytes actually captured."),
     ("body_frames", pa.int32(), "Number of body frames."),
@@ -180,7 +272,12 @@ ANOMALIES = _KEYS + [
 FRAMES = _KEYS + [
     ("stream_offset", pa.int64(), "Byte offset of the frame in this direction's stream."),
     ("frame_type", pa.int16(), "Frame type octet (0-10: segment type)."),
-    ("type_name", pa.string(), "method, header, body, heartbeat, oob-method, oob-header, oob-body, trace; 0-10: control, command, header, body."),
+    (
+        "type_name",
+        pa.string(),
+        "method, header, body, heartbeat, oob-method, oob-header, oob-body, trace; "
+        "0-10: control, command, header, body.",
+    ),
     ("size", pa.int64(), "Payload size."),
     ("wire_size", pa.int64(), "Whole frame size on the wire."),
 ]

@@ -4,6 +4,7 @@
 in row groups and renames the temporary directory to ``out`` in ``close()``,
 so an interrupted run never leaves a dataset that looks complete.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ class TableBuffer:
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         if self.writer is None:
             os.makedirs(self.path, exist_ok=True)
-            self.writer = pq.ParquetWriter(os.path.join(self.path, "part-00000.parquet"), self.schema,
-                                           compression="zstd")
+            self.writer = pq.ParquetWriter(
+                os.path.join(self.path, "part-00000.parquet"), self.schema, compression="zstd"
+            )
         if n:
             self.writer.write_batch(batch)
         self.rows += n

@@ -12,6 +12,7 @@
 
 The layer is for interactive work; the dissector (``amqpcap dissect``) does not use it.
 """
+
 from __future__ import annotations
 
 from scapy.layers.inet import TCP
@@ -56,11 +57,25 @@ def _guess_tcp_payload(self, payload):
 for _port in AMQP_PORTS:
     bind_port(_port)
 if getattr(TCP.guess_payload_class, "__name__", "") != _guess_tcp_payload.__name__:
-    _tcp_guess = TCP.guess_payload_class if "guess_payload_class" in TCP.__dict__ \
-        else Packet.guess_payload_class
+    _tcp_guess = (
+        TCP.guess_payload_class if "guess_payload_class" in TCP.__dict__ else Packet.guess_payload_class
+    )
     TCP.guess_payload_class = _guess_tcp_payload
 else:  # re-imported (importlib.reload): keep the original guess
     _tcp_guess = TCP.guess_payload_class.__globals__["_tcp_guess"]
 
-__all__ = ["AMQP", "AMQP010", "AMQPBody", "AMQPFragment", "AMQPHeartbeat", "AMQPMethod", "AMQPProtocolHeader",
-           "DEFAULT_VERSION", "METHOD_CLASSES", "OP_CLASSES_010", "bind_port", "header_class", "method_class"]
+__all__ = [
+    "AMQP",
+    "AMQP010",
+    "AMQPBody",
+    "AMQPFragment",
+    "AMQPHeartbeat",
+    "AMQPMethod",
+    "AMQPProtocolHeader",
+    "DEFAULT_VERSION",
+    "METHOD_CLASSES",
+    "OP_CLASSES_010",
+    "bind_port",
+    "header_class",
+    "method_class",
+]

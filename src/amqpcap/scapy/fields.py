@@ -5,6 +5,7 @@ Decoding reuses the codecs' public decoders (``codec_0_9.decode_table``,
 the layer as in the tables; encoding (building packets) is here, since the
 pipeline never writes AMQP.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -58,7 +59,7 @@ class SizedBytesField(Field):
         end = st.size + n
         if len(s) < end:
             raise DecodeError(f"{self.name}: {n} bytes past end")
-        return s[end:], bytes(s[st.size:end])
+        return s[end:], bytes(s[st.size : end])
 
     def addfield(self, pkt, s, val):
         v = _as_bytes(val)
@@ -90,7 +91,7 @@ class PackedBitField(Field):
         if len(s) < self.octets:
             raise DecodeError(f"{self.name}: bit past end")
         value = bool(s[self.index // 8] >> (self.index % 8) & 1)
-        return (s[self.octets:] if self.index == self.count - 1 else s), value
+        return (s[self.octets :] if self.index == self.count - 1 else s), value
 
     def addfield(self, pkt, s, val):
         if self.index == 0:
@@ -109,6 +110,7 @@ class PackedBitField(Field):
 
 
 # -- 0-9 field tables -----------------------------------------------------------------------
+
 
 def encode_table_value(v) -> bytes:
     """One typed field-table value, with the type letters RabbitMQ uses."""
@@ -199,9 +201,25 @@ def field_09(name: str, ftype: str):
 
 # -- 0-10 values ------------------------------------------------------------------------------
 
-_FIXED_010 = {"uint8": ">B", "bin8": ">B", "int8": ">b", "boolean": ">B", "uint16": ">H", "bin16": ">H",
-              "int16": ">h", "uint32": ">I", "bin32": ">I", "int32": ">i", "sequence-no": ">I",
-              "uint64": ">Q", "bin64": ">Q", "int64": ">q", "datetime": ">q", "float": ">f", "double": ">d"}
+_FIXED_010 = {
+    "uint8": ">B",
+    "bin8": ">B",
+    "int8": ">b",
+    "boolean": ">B",
+    "uint16": ">H",
+    "bin16": ">H",
+    "int16": ">h",
+    "uint32": ">I",
+    "bin32": ">I",
+    "int32": ">i",
+    "sequence-no": ">I",
+    "uint64": ">Q",
+    "bin64": ">Q",
+    "int64": ">q",
+    "datetime": ">q",
+    "float": ">f",
+    "double": ">d",
+}
 _VAR_010 = {"vbin8": 1, "str8": 1, "str8-latin": 1, "vbin16": 2, "str16": 2, "str16-latin": 2, "vbin32": 4}
 
 
@@ -248,7 +266,8 @@ def encode_010(t: str, v) -> bytes:
         if not v:
             return _U32.pack(0)
         body = _U32.pack(len(v)) + b"".join(
-            bytes((len(k.encode()),)) + k.encode() + _tagged(x) for k, x in v.items())
+            bytes((len(k.encode()),)) + k.encode() + _tagged(x) for k, x in v.items()
+        )
         return _U32.pack(len(body)) + body
     if t == "list":
         body = _U32.pack(len(v)) + b"".join(_tagged(x) for x in v)

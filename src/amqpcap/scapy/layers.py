@@ -18,6 +18,7 @@ frame header fields are named so that no argument collides with them
 (``frame_type``, ``channel``, ``size``, ``class_index``, ``method_index``,
 ``frame_end``; 0-10: ``flags``, ``segment_type``, ``track``, ``class_index``, ``op_index`` ...).
 """
+
 from __future__ import annotations
 
 import keyword
@@ -111,6 +112,7 @@ def _version_for(under, data: bytes) -> str:
 
 # -- base classes ---------------------------------------------------------------------------
 
+
 class _ChosenByAMQP:
     """Classes ``AMQP(...)`` may return: they accept its ``method`` / ``version`` arguments, which
     chose the class (``dispatch_hook``) and are not fields."""
@@ -197,9 +199,12 @@ class AMQPBody(AMQP):
 
 class AMQPHeartbeat(AMQP):
     name = "AMQP heartbeat"
-    fields_desc = [ByteEnumField("frame_type", 8, _FRAME_TYPES), ShortField("channel", 0),
-                   IntField("size", None),
-                   XByteField("frame_end", FRAME_END)]
+    fields_desc = [
+        ByteEnumField("frame_type", 8, _FRAME_TYPES),
+        ShortField("channel", 0),
+        IntField("size", None),
+        XByteField("frame_end", FRAME_END),
+    ]
 
 
 class AMQPProtocolHeader(_ChosenByAMQP, Packet):
@@ -218,8 +223,10 @@ class AMQPProtocolHeader(_ChosenByAMQP, Packet):
 
     @property
     def protocol_version(self) -> str | None:
-        return detect.header_version(b"AMQP" + bytes((self.protocol_class, self.protocol_instance,
-                                                      self.version_major, self.version_minor)))
+        return detect.header_version(
+            b"AMQP"
+            + bytes((self.protocol_class, self.protocol_instance, self.version_major, self.version_minor))
+        )
 
     def post_dissect(self, s):
         v = self.protocol_version
@@ -261,6 +268,7 @@ class TLSRecords(_ChosenByAMQP, Raw):
 
 # -- 0-8 / 0-9 / 0-9-1 classes from the tables -----------------------------------------------
 
+
 def _class_name(version: str, name: str) -> str:
     return "AMQP_" + version.replace("-", "_") + "_" + name.replace(".", "_").replace("-", "_")
 
@@ -293,15 +301,20 @@ def _method_table_09(version: str) -> dict:
 
 def _make_method_09(version: str, key, ms) -> type:
     cid, mid = key
-    return type(_class_name(version, ms.name), (AMQP,), {
-        "name": f"AMQP {version} {ms.name}",
-        "version": version,
-        "method": ms.name,
-        "_spec_names": {field_name(n): n for n, _ in ms.fields},
-        "fields_desc": AMQP.fields_desc[:3]
-        + [ShortField("class_index", cid), ShortField("method_index", mid)]
-        + _fields_09(ms.fields) + [XByteField("frame_end", FRAME_END)],
-    })
+    return type(
+        _class_name(version, ms.name),
+        (AMQP,),
+        {
+            "name": f"AMQP {version} {ms.name}",
+            "version": version,
+            "method": ms.name,
+            "_spec_names": {field_name(n): n for n, _ in ms.fields},
+            "fields_desc": AMQP.fields_desc[:3]
+            + [ShortField("class_index", cid), ShortField("method_index", mid)]
+            + _fields_09(ms.fields)
+            + [XByteField("frame_end", FRAME_END)],
+        },
+    )
 
 
 class _ContentHeader(AMQP):
@@ -324,25 +337,39 @@ def _present(bit: int, fname: str):
     def cond(pkt):
         flags = pkt.property_flags
         return bool(flags & bit) if flags is not None else pkt.getfieldval(fname) is not None
+
     return cond
 
 
 def _make_header_09(version: str, cid: int, props) -> type:
     cname = spec.get(version).CLASSES.get(cid, str(cid))
-    fields = [ConditionalField(field_09(field_name(n), t), _present(1 << (15 - i), field_name(n)))
-              for i, (n, t) in enumerate(props)]
+    fields = [
+        ConditionalField(field_09(field_name(n), t), _present(1 << (15 - i), field_name(n)))
+        for i, (n, t) in enumerate(props)
+    ]
     for f in fields:
         f.fld.default = None
-    return type(_class_name(version, cname + ".header"), (_ContentHeader,), {
-        "name": f"AMQP {version} {cname} content header",
-        "version": version,
-        "_props": props,
-        "_spec_names": {field_name(n): n for n, _ in props},
-        "fields_desc": [ByteEnumField("frame_type", 2, _FRAME_TYPES), ShortField("channel", 0),
-                        IntField("size", None), ShortField("class_index", cid), ShortField("weight", 0),
-                        LongField("body_size", 0), XShortField("property_flags", None)]
-        + fields + [XByteField("frame_end", FRAME_END)],
-    })
+    return type(
+        _class_name(version, cname + ".header"),
+        (_ContentHeader,),
+        {
+            "name": f"AMQP {version} {cname} content header",
+            "version": version,
+            "_props": props,
+            "_spec_names": {field_name(n): n for n, _ in props},
+            "fields_desc": [
+                ByteEnumField("frame_type", 2, _FRAME_TYPES),
+                ShortField("channel", 0),
+                IntField("size", None),
+                ShortField("class_index", cid),
+                ShortField("weight", 0),
+                LongField("body_size", 0),
+                XShortField("property_flags", None),
+            ]
+            + fields
+            + [XByteField("frame_end", FRAME_END)],
+        },
+    )
 
 
 # -- 0-10 -----------------------------------------------------------------------------------
@@ -374,9 +401,9 @@ class AMQP010(AMQP):
             flags = 0
             for mask, fname, is_bit in self._masks:
                 v = self.getfieldval(fname)
-                if (v if is_bit else v is not None):
+                if v if is_bit else v is not None:
                     flags |= mask
-            pkt = pkt[:self._flags_at] + struct.pack("<H", flags) + pkt[self._flags_at + 2:]
+            pkt = pkt[: self._flags_at] + struct.pack("<H", flags) + pkt[self._flags_at + 2 :]
         if self.size is None:
             pkt = pkt[:2] + _U16.pack(len(pkt)) + pkt[4:]
         return pkt + pay
@@ -393,17 +420,23 @@ def _cond010(mask: int, fname: str):
     def cond(pkt):
         flags = pkt.packing_flags
         return bool(flags & mask) if flags is not None else pkt.getfieldval(fname) is not None
+
     return cond
 
 
 def _make_op_010(op) -> type:
     control = op.kind == "control"
-    head = [FlagsField("flags", 0x0F, 8, _FLAGS_010),
-            ByteEnumField("segment_type", 0 if control else 1, _S10.SEGMENT_TYPES),
-            ShortField("size", None), ByteField("reserved1", 0),
-            ByteEnumField("track", 0 if control else 1, _S10.TRACKS), ShortField("channel", 0),
-            IntField("reserved2", 0),
-            ByteField("class_index", op.class_code), ByteField("op_index", op.code)]
+    head = [
+        FlagsField("flags", 0x0F, 8, _FLAGS_010),
+        ByteEnumField("segment_type", 0 if control else 1, _S10.SEGMENT_TYPES),
+        ShortField("size", None),
+        ByteField("reserved1", 0),
+        ByteEnumField("track", 0 if control else 1, _S10.TRACKS),
+        ShortField("channel", 0),
+        IntField("reserved2", 0),
+        ByteField("class_index", op.class_code),
+        ByteField("op_index", op.code),
+    ]
     if not control:
         head += [ByteField("session_header_size", 1), FlagsField("session_flags", 0, 8, ["sync"])]
     head.append(LEShortField("packing_flags", None))
@@ -415,24 +448,33 @@ def _make_op_010(op) -> type:
         else:
             args.append(ConditionalField(Value010Field(n, f.type), _cond010(1 << i, n)))
         masks.append((1 << i, n, f.type == "bit"))
-    return type(_class_name("0-10", op.name), (AMQP010,), {
-        "name": f"AMQP 0-10 {op.name}",
-        "method": op.name,
-        "_flags_at": 14 if control else 16,
-        "_masks": tuple(masks),
-        "_spec_names": {field_name(f.name): f.name for f in op.fields},
-        "fields_desc": head + args,
-    })
+    return type(
+        _class_name("0-10", op.name),
+        (AMQP010,),
+        {
+            "name": f"AMQP 0-10 {op.name}",
+            "method": op.name,
+            "_flags_at": 14 if control else 16,
+            "_masks": tuple(masks),
+            "_spec_names": {field_name(f.name): f.name for f in op.fields},
+            "fields_desc": head + args,
+        },
+    )
 
 
 # -- the class tables ---------------------------------------------------------------------------
 
-METHOD_CLASSES = {v: {k: _make_method_09(v, k, ms) for k, ms in _method_table_09(v).items()}
-                  for v in VERSIONS_09}
-HEADER_CLASSES = {v: {cid: _make_header_09(v, cid, props) for cid, props in spec.get(v).PROPERTIES.items()}
-                  for v in VERSIONS_09}
-OP_CLASSES_010 = {(op.kind, op.class_code, op.code): _make_op_010(op)
-                  for op in (*_S10.CONTROLS.values(), *_S10.COMMANDS.values())}
+METHOD_CLASSES = {
+    v: {k: _make_method_09(v, k, ms) for k, ms in _method_table_09(v).items()} for v in VERSIONS_09
+}
+HEADER_CLASSES = {
+    v: {cid: _make_header_09(v, cid, props) for cid, props in spec.get(v).PROPERTIES.items()}
+    for v in VERSIONS_09
+}
+OP_CLASSES_010 = {
+    (op.kind, op.class_code, op.code): _make_op_010(op)
+    for op in (*_S10.CONTROLS.values(), *_S10.COMMANDS.values())
+}
 _BY_NAME = {v: {c.method: c for c in METHOD_CLASSES[v].values()} for v in VERSIONS_09}
 _BY_NAME["0-10"] = {c.method: c for c in OP_CLASSES_010.values()}
 
@@ -457,6 +499,7 @@ def header_class(version: str, class_id: int = 60) -> type:
 
 # -- dispatch -------------------------------------------------------------------------------------
 
+
 def _exactly(cls, frame: bytes) -> bool:
     """``frame`` dissects with ``cls`` using every byte (arguments fit the specification)."""
     try:
@@ -477,7 +520,7 @@ def _depth(under) -> int:
 def _dispatch(data: bytes, under, version: str | None = None) -> type:
     if isinstance(under, AMQP) and _depth(under) >= MAX_CHAIN:
         return AMQPUndissected
-    if data[:4] == b"AMQP"[:len(data)]:
+    if data[:4] == b"AMQP"[: len(data)]:
         return AMQPProtocolHeader if len(data) >= 8 else AMQPFragment
     version = version or _version_for(under, data)
     if version == "0-10":

@@ -5,6 +5,7 @@
 unchanged; ``dissect_packets`` runs the whole pipeline and returns the tables
 ``amqpcap.load`` returns.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,15 +47,28 @@ class PacketsSource:
             yield number, timestamp_ns(pkt.time), linktype_of(pkt), data, wirelen or len(data)
 
 
-def dissect_packets_to(packets, out: str, *, capture: str = "packets", body_bytes: int = 64,
-                       frames: bool = False, ports=(), keep_secrets: bool = False, force: bool = False):
+def dissect_packets_to(
+    packets,
+    out: str,
+    *,
+    capture: str = "packets",
+    body_bytes: int = 64,
+    frames: bool = False,
+    ports=(),
+    keep_secrets: bool = False,
+    force: bool = False,
+):
     """Dissect ``packets`` into the Parquet dataset directory ``out`` (as ``amqpcap dissect`` writes
     one capture); returns the row counts per table."""
     from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
     from amqpcap.records.writer import DatasetWriter
 
-    opts = Options(body_bytes=body_bytes, frames=frames, ports=DEFAULT_PORTS | frozenset(ports),
-                   keep_secrets=keep_secrets)
+    opts = Options(
+        body_bytes=body_bytes,
+        frames=frames,
+        ports=DEFAULT_PORTS | frozenset(ports),
+        keep_secrets=keep_secrets,
+    )
     tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
     writer = DatasetWriter(out, tables, force=force)
     try:

@@ -8,6 +8,7 @@ Needs the ``spark`` extra (``pip install 'amqpcap[spark]'``) and Java 17+.
 How work is split: docs/design.md, "Spark".  Imports are lazy so that the
 command line can register ``amqpcap spark`` without loading pyarrow or pyspark.
 """
+
 __all__ = ["run", "stats", "SparkSummary", "DEFAULT_SPLIT_SIZE"]
 
 

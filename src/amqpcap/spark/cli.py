@@ -5,6 +5,7 @@ Exit codes are amqpcap's (README): in addition, ``spark`` writes the captures it
 could read and exits with the code of the first capture it could not (2, 3 or 4)
 after one line per such capture on stderr; 1 when Spark cannot start.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,12 @@ import sys
 
 from amqpcap.exitcodes import Exit
 
-EXIT_OK, EXIT_NO_SPARK, EXIT_UNREADABLE, EXIT_EXISTS = Exit.OK, Exit.INTERNAL, Exit.UNREADABLE, Exit.OUTPUT_EXISTS
+EXIT_OK, EXIT_NO_SPARK, EXIT_UNREADABLE, EXIT_EXISTS = (
+    Exit.OK,
+    Exit.INTERNAL,
+    Exit.UNREADABLE,
+    Exit.OUTPUT_EXISTS,
+)
 
 
 def _size(text: str) -> int:
@@ -35,17 +41,31 @@ def _conf(text: str):
 def add_arguments(p) -> None:
     from amqpcap.cli import nonneg_int, port_list
 
-    p.add_argument("captures", nargs="+", metavar="CAPTURE_OR_DIR",
-                   help="capture files, directories (searched for *.pcap, *.pcapng, *.gz) or globs; "
-                        "local paths or file:// URIs every executor can read")
+    p.add_argument(
+        "captures",
+        nargs="+",
+        metavar="CAPTURE_OR_DIR",
+        help="capture files, directories (searched for *.pcap, *.pcapng, *.gz) or globs; "
+        "local paths or file:// URIs every executor can read",
+    )
     p.add_argument("-o", "--out", required=True, help="output directory (dissect's layout)")
-    p.add_argument("--master",
-                   help="Spark master URL (default local[*]; under spark-submit, its --master)")
-    p.add_argument("--split-size", type=_size, default="64M", metavar="SIZE",
-                   help="split plain captures larger than SIZE by TCP conversation into tasks of about SIZE; "
-                        "pack smaller ones into tasks of at most SIZE (default 64M)")
-    p.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark setting (repeatable)")
+    p.add_argument("--master", help="Spark master URL (default local[*]; under spark-submit, its --master)")
+    p.add_argument(
+        "--split-size",
+        type=_size,
+        default="64M",
+        metavar="SIZE",
+        help="split plain captures larger than SIZE by TCP conversation into tasks of about SIZE; "
+        "pack smaller ones into tasks of at most SIZE (default 64M)",
+    )
+    p.add_argument(
+        "--conf",
+        type=_conf,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting (repeatable)",
+    )
     p.add_argument("--body-bytes", type=nonneg_int, default=64, metavar="N", help="as for dissect")
     p.add_argument("--ports", type=port_list, default=[], help="as for dissect")
     p.add_argument("--frames", action="store_true", help="also write the frames table")
@@ -58,16 +78,25 @@ def register(sub, stats_parser=None) -> None:
     """Add the ``spark`` subcommand to amqpcap's subparsers, and ``--spark`` / ``--master`` to ``stats``."""
     from amqpcap.cli import add_command
 
-    p = add_command(sub, "spark", "dissect many or huge captures on Spark (same tables as dissect)", (
-        "amqpcap spark captures/ -o out --force",
-        "amqpcap spark big.pcap -o out --split-size 256M --master spark://host:7077",
-    ), run_args)
+    p = add_command(
+        sub,
+        "spark",
+        "dissect many or huge captures on Spark (same tables as dissect)",
+        (
+            "amqpcap spark captures/ -o out --force",
+            "amqpcap spark big.pcap -o out --split-size 256M --master spark://host:7077",
+        ),
+        run_args,
+    )
     add_arguments(p)
     if stats_parser is None:
         return
     st = stats_parser
-    st.add_argument("--spark", action="store_true",
-                    help="compute with Spark DataFrame jobs (tables larger than memory; dissect output only)")
+    st.add_argument(
+        "--spark",
+        action="store_true",
+        help="compute with Spark DataFrame jobs (tables larger than memory; dissect output only)",
+    )
     st.add_argument("--master", default="local[*]", help="Spark master URL for --spark (default local[*])")
 
 
@@ -84,14 +113,19 @@ def _session(a, app):
         conf = dict(getattr(a, "conf", []) or [])
         return session.build(session.default_master(a.master), app=app, conf=conf, quiet=True), True
     except ImportError:
-        print("amqpcap: the spark command needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)",
-              file=sys.stderr)
+        print(
+            "amqpcap: the spark command needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)",
+            file=sys.stderr,
+        )
     except RuntimeError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
     except Exception as e:  # the JVM did not start: no Java, bad master URL, ...
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"amqpcap: cannot start Spark ({msg}); the spark command needs Java 17+ and "
-              "pip install 'amqpcap[spark]'", file=sys.stderr)
+        print(
+            f"amqpcap: cannot start Spark ({msg}); the spark command needs Java 17+ and "
+            "pip install 'amqpcap[spark]'",
+            file=sys.stderr,
+        )
     return None, False
 
 
@@ -107,25 +141,38 @@ def run_args(a) -> int:
     if spark is None:
         return EXIT_NO_SPARK
     try:
-        s = run(spark, a.captures, a.out, split_size=a.split_size, body_bytes=a.body_bytes, frames=a.frames,
-                ports=a.ports, keep_secrets=a.keep_secrets, force=a.force,
-                progress=not a.quiet and sys.stderr.isatty())
+        s = run(
+            spark,
+            a.captures,
+            a.out,
+            split_size=a.split_size,
+            body_bytes=a.body_bytes,
+            frames=a.frames,
+            ports=a.ports,
+            keep_secrets=a.keep_secrets,
+            force=a.force,
+            progress=not a.quiet and sys.stderr.isatty(),
+        )
     except InputError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
     finally:
         if ours:
             spark.stop()
-    for capture, msg, _code in s.errors:
+    for _capture, msg, _code in s.errors:
         print(f"amqpcap: {msg}", file=sys.stderr)
     if not a.quiet:
         r, mb = s.rows, s.bytes / 1e6
         split = f", {len(s.split)} split by conversation" if s.split else ""
-        print(f"{s.captures} capture(s){split}, {s.tasks} task(s), {s.packets:,} packets, {mb:,.1f} MB "
-              f"in {s.seconds:.2f} s ({mb / max(s.seconds, 1e-9):,.1f} MB/s)")
-        print(f"connections {r.get('connections', 0):,}  methods {r.get('methods', 0):,}  "
-              f"messages {r.get('messages', 0):,}  anomalies {r.get('anomalies', 0):,}"
-              + (f"  frames {r['frames']:,}" if "frames" in r else ""))
+        print(
+            f"{s.captures} capture(s){split}, {s.tasks} task(s), {s.packets:,} packets, {mb:,.1f} MB "
+            f"in {s.seconds:.2f} s ({mb / max(s.seconds, 1e-9):,.1f} MB/s)"
+        )
+        print(
+            f"connections {r.get('connections', 0):,}  methods {r.get('methods', 0):,}  "
+            f"messages {r.get('messages', 0):,}  anomalies {r.get('anomalies', 0):,}"
+            + (f"  frames {r['frames']:,}" if "frames" in r else "")
+        )
         print(f"written to {a.out}/")
     return s.errors[0][2] if s.errors else EXIT_OK
 

@@ -9,6 +9,7 @@ rewritten with the renumbered ``tcp_stream``) and renames that directory to
 ``OUT``: a failed or interrupted job never leaves an ``OUT`` that looks
 complete, and a retried task overwrites its own directory.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,9 +42,9 @@ class TaskResult:
     bytes: int = 0
     tcp_streams: int = 0
     frames: int = 0
-    errors: list = field(default_factory=list)   # [(capture, one-line message, exit code)]
-    starts: list | None = None                   # split bucket: first packet of each local tcp_stream
-    split_of: str | None = None                  # split bucket: the capture's name
+    errors: list = field(default_factory=list)  # [(capture, one-line message, exit code)]
+    starts: list | None = None  # split bucket: first packet of each local tcp_stream
+    split_of: str | None = None  # split bucket: the capture's name
 
 
 @dataclass
@@ -55,8 +56,8 @@ class SparkSummary:
     frames: int = 0
     rows: dict = field(default_factory=dict)
     tasks: int = 0
-    split: dict = field(default_factory=dict)    # capture -> number of buckets it was split into
-    errors: list = field(default_factory=list)   # [(capture, message, exit code)], not-a-capture etc.
+    split: dict = field(default_factory=dict)  # capture -> number of buckets it was split into
+    errors: list = field(default_factory=list)  # [(capture, message, exit code)], not-a-capture etc.
     seconds: float = 0.0
 
 
@@ -132,8 +133,10 @@ class _Progress:
                     if st:
                         done, total = done + st.numCompletedTasks, total + st.numTasks
             if final or total:
-                sys.stderr.write(f"\ramqpcap spark: {label}: {done}/{total} tasks done, "
-                                 f"{time.monotonic() - t0:,.1f} s" + ("\n" if final else ""))
+                sys.stderr.write(
+                    f"\ramqpcap spark: {label}: {done}/{total} tasks done, "
+                    f"{time.monotonic() - t0:,.1f} s" + ("\n" if final else "")
+                )
                 sys.stderr.flush()
 
         def poll():
@@ -167,9 +170,11 @@ def _plan(caps, split_size: int, parallelism: int, prog: _Progress):
             whole.append(c)
             continue
         parts = split.buckets(ix, c.name, -(-c.size // split_size))
-        prog.line(f"{c.name}: {c.size / 1e6:,.1f} MB, {len(ix.number):,} packets, "
-                  f"{ix.nflows:,} conversations -> {len(parts)} tasks "
-                  f"(indexed in {time.monotonic() - t0:.1f} s)")
+        prog.line(
+            f"{c.name}: {c.size / 1e6:,.1f} MB, {len(ix.number):,} packets, "
+            f"{ix.nflows:,} conversations -> {len(parts)} tasks "
+            f"(indexed in {time.monotonic() - t0:.1f} s)"
+        )
         tasks += [plan.Task(0, bucket=b, size=b.size) for b in parts]
     target = plan.task_target(sum(c.size for c in whole), parallelism, split_size)
     tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(whole, target)]
@@ -214,9 +219,19 @@ def _commit(spark, tmp: str, out: str, tables: list, results: list, prog: _Progr
         os.rename(final, out)
 
 
-def run(spark, inputs, out, *, split_size: int = DEFAULT_SPLIT_SIZE, body_bytes: int = 64,
-        frames: bool = False, ports=(), keep_secrets: bool = False, force: bool = False,
-        progress: bool = False) -> SparkSummary:
+def run(
+    spark,
+    inputs,
+    out,
+    *,
+    split_size: int = DEFAULT_SPLIT_SIZE,
+    body_bytes: int = 64,
+    frames: bool = False,
+    ports=(),
+    keep_secrets: bool = False,
+    force: bool = False,
+    progress: bool = False,
+) -> SparkSummary:
     """Dissect ``inputs`` (capture files, directories, globs; local paths or ``file://``) on ``spark``
     into the dataset directory ``out``: the layout, schema and rows of ``amqpcap dissect``.
 
@@ -236,8 +251,12 @@ def run(spark, inputs, out, *, split_size: int = DEFAULT_SPLIT_SIZE, body_bytes:
     sc = spark.sparkContext
     prog = _Progress(sc, progress)
     prog.line(f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB")
-    opts = Options(body_bytes=body_bytes, frames=frames, ports=DEFAULT_PORTS | frozenset(ports),
-                   keep_secrets=keep_secrets)
+    opts = Options(
+        body_bytes=body_bytes,
+        frames=frames,
+        ports=DEFAULT_PORTS | frozenset(ports),
+        keep_secrets=keep_secrets,
+    )
     tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
     tasks = _plan(caps, split_size, sc.defaultParallelism, prog)
     tmp = f"{out}.tmp-spark-{os.getpid()}"

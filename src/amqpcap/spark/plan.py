@@ -7,6 +7,7 @@ the long ones start first.  gzip captures are one task each (they cannot be
 split and their size on disk understates their work).  A plain capture larger
 than the split size is split by TCP conversation (``amqpcap.spark.split``).
 """
+
 from __future__ import annotations
 
 import glob
@@ -24,8 +25,8 @@ class InputError(Exception):
 
 @dataclass
 class Capture:
-    name: str        # the ``capture`` column: the path as given (or as found in a directory)
-    path: str        # local path to open
+    name: str  # the ``capture`` column: the path as given (or as found in a directory)
+    path: str  # local path to open
     size: int
     gzip: bool
 
@@ -35,18 +36,20 @@ class Task:
     """One Spark task: whole captures, or one bucket of a split capture."""
 
     id: int
-    captures: list = field(default_factory=list)   # [Capture]
-    bucket: object = None                           # split.Bucket, for a split capture
+    captures: list = field(default_factory=list)  # [Capture]
+    bucket: object = None  # split.Bucket, for a split capture
     size: int = 0
 
 
 def local_path(uri: str) -> str:
     """``file://`` URIs and plain paths to a local path; other schemes are refused (documented)."""
     if uri.startswith("file://"):
-        return uri[len("file://"):]
+        return uri[len("file://") :]
     if "://" in uri:
-        raise InputError(f"{uri}: only local paths and file:// URIs are supported "
-                         "(mount other storage where every executor sees the same path)")
+        raise InputError(
+            f"{uri}: only local paths and file:// URIs are supported "
+            "(mount other storage where every executor sees the same path)"
+        )
     return uri
 
 
@@ -81,12 +84,13 @@ def expand(inputs) -> list[Capture]:
             found = []
             for root, dirs, files in os.walk(path):
                 dirs.sort()
-                found += [os.path.join(root, f) for f in sorted(files)
-                          if f.lower().endswith(CAPTURE_SUFFIXES)]
+                found += [
+                    os.path.join(root, f) for f in sorted(files) if f.lower().endswith(CAPTURE_SUFFIXES)
+                ]
             if not found:
                 raise InputError(f"{given}: directory holds no captures ({', '.join(CAPTURE_SUFFIXES)})")
             for p in found:
-                name = given.rstrip("/") + p[len(path.rstrip("/")):] if given != path else p
+                name = given.rstrip("/") + p[len(path.rstrip("/")) :] if given != path else p
                 add(name, p)
         elif any(ch in path for ch in "*?[") and not os.path.exists(path):
             found = sorted(glob.glob(path, recursive=True))

@@ -2,6 +2,7 @@
 
 Library callers bring their own session; ``CONF`` lists what amqpcap relies on.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,15 +42,17 @@ def python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def build(master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None,
-          quiet: bool = False):
+def build(
+    master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None, quiet: bool = False
+):
     """Get or create a SparkSession for ``master`` (None: the one spark-submit set) with :data:`CONF`
     (and :data:`LOCAL_CONF` in local mode).  ``quiet``: Spark logs errors only (the command line)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise RuntimeError("the Spark job needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)") \
-            from None
+        raise RuntimeError(
+            "the Spark job needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)"
+        ) from None
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)

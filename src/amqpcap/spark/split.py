@@ -22,6 +22,7 @@ an unknown block, an unsupported link type) makes ``index()`` return ``None``:
 such a capture is dissected whole by one task, so its rows stay identical.
 The driver holds about 40 bytes per packet of the capture being indexed.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -37,9 +38,12 @@ from amqpcap.capture.reader import MAX_RECORD
 CHUNK = 1 << 20
 _NS = 1_000_000_000
 _PCAP = {  # magic as stored: (byte order, ns per fraction unit, record header length)
-    b"\xa1\xb2\xc3\xd4": (">", 1000, 16), b"\xd4\xc3\xb2\xa1": ("<", 1000, 16),
-    b"\xa1\xb2\x3c\x4d": (">", 1, 16), b"\x4d\x3c\xb2\xa1": ("<", 1, 16),
-    b"\xa1\xb2\xcd\x34": (">", 1000, 24), b"\x34\xcd\xb2\xa1": ("<", 1000, 24),
+    b"\xa1\xb2\xc3\xd4": (">", 1000, 16),
+    b"\xd4\xc3\xb2\xa1": ("<", 1000, 16),
+    b"\xa1\xb2\x3c\x4d": (">", 1, 16),
+    b"\x4d\x3c\xb2\xa1": ("<", 1, 16),
+    b"\xa1\xb2\xcd\x34": (">", 1000, 24),
+    b"\x34\xcd\xb2\xa1": ("<", 1000, 24),
 }
 _SHB = 0x0A0D0D0A
 _IDB, _PB, _SPB, _EPB = 1, 2, 3, 6
@@ -54,14 +58,14 @@ class _Unsplittable(Exception):
 @dataclass
 class Index:
     path: str
-    linktypes: list          # link types, indexed by ``lt``
-    number: np.ndarray       # int64, Wireshark frame.number
-    offset: np.ndarray       # int64, file offset of the captured bytes
-    caplen: np.ndarray       # int64
-    wirelen: np.ndarray      # int64
-    ts: np.ndarray           # int64 ns
-    lt: np.ndarray           # uint8, index into linktypes
-    flow: np.ndarray         # int32 conversation id, MISC for the rest
+    linktypes: list  # link types, indexed by ``lt``
+    number: np.ndarray  # int64, Wireshark frame.number
+    offset: np.ndarray  # int64, file offset of the captured bytes
+    caplen: np.ndarray  # int64
+    wirelen: np.ndarray  # int64
+    ts: np.ndarray  # int64 ns
+    lt: np.ndarray  # uint8, index into linktypes
+    flow: np.ndarray  # int32 conversation id, MISC for the rest
     nflows: int
 
 
@@ -69,9 +73,9 @@ class Index:
 class Bucket:
     """The packets of one split task (a slice of an Index, in file order)."""
 
-    name: str                # the capture column
+    name: str  # the capture column
     path: str
-    part: int                # bucket number within the capture
+    part: int  # bucket number within the capture
     parts: int
     linktypes: list
     number: np.ndarray
@@ -99,8 +103,14 @@ class BucketSource:
         lts = b.linktypes
         with open(b.path, "rb", buffering=CHUNK) as f:
             seek, read = f.seek, f.read
-            for n, off, cl, wl, ts, li in zip(b.number.tolist(), b.offset.tolist(), b.caplen.tolist(),
-                                             b.wirelen.tolist(), b.ts.tolist(), b.lt.tolist()):
+            for n, off, cl, wl, ts, li in zip(
+                b.number.tolist(),
+                b.offset.tolist(),
+                b.caplen.tolist(),
+                b.wirelen.tolist(),
+                b.ts.tolist(),
+                b.lt.tolist(),
+            ):
                 seek(off)  # within the read buffer: no system call
                 data = read(cl)
                 if len(data) != cl:
@@ -149,9 +159,18 @@ class _Builder:
         def col(a, dt):
             return np.frombuffer(a, dtype=dt).copy() if n else np.zeros(0, dt)
 
-        return Index(path, self.linktypes, np.arange(1, n + 1, dtype=np.int64), col(self.offset, np.int64),
-                     col(self.caplen, np.int64), col(self.wirelen, np.int64), col(self.ts, np.int64),
-                     col(self.lt, np.uint8), col(self.flow, np.int32), len(self.flows))
+        return Index(
+            path,
+            self.linktypes,
+            np.arange(1, n + 1, dtype=np.int64),
+            col(self.offset, np.int64),
+            col(self.caplen, np.int64),
+            col(self.wirelen, np.int64),
+            col(self.ts, np.int64),
+            col(self.lt, np.uint8),
+            col(self.flow, np.int32),
+            len(self.flows),
+        )
 
 
 def _index_pcap(f, head: bytes, out: _Builder) -> None:
@@ -176,7 +195,7 @@ def _index_pcap(f, head: bytes, out: _Builder) -> None:
             end = hl + caplen
             if end > len(buf):
                 raise _Unsplittable("cut record")
-        out.packet(base + pos + hl, buf[pos + hl:end], wirelen, sec * _NS + frac * mul, li)
+        out.packet(base + pos + hl, buf[pos + hl : end], wirelen, sec * _NS + frac * mul, li)
         pos = end
 
 
@@ -220,7 +239,7 @@ def _index_pcapng(f, out: _Builder) -> None:
             if len(buf) < 12:
                 raise _Unsplittable("cut block header")
         if struct.unpack_from("<I", buf, pos)[0] == _SHB:
-            bom = buf[pos + 8:pos + 12]
+            bom = buf[pos + 8 : pos + 12]
             if bom not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
                 raise _Unsplittable("bad byte-order magic")
             e = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
@@ -246,7 +265,7 @@ def _index_pcapng(f, out: _Builder) -> None:
                 raise _Unsplittable("bad packet block")
             li, num, den, off, _snap = ifaces[iid]
             last_ts = ((hi << 32) | lo) * num + off if den == 1 else ((hi << 32) | lo) * num // den + off
-            out.packet(base + pos + 28, buf[pos + 28:pos + 28 + caplen], wirelen, last_ts, li)
+            out.packet(base + pos + 28, buf[pos + 28 : pos + 28 + caplen], wirelen, last_ts, li)
         elif btype == _SPB:
             if blk < 16 or not ifaces:
                 raise _Unsplittable("bad simple packet block")
@@ -255,7 +274,7 @@ def _index_pcapng(f, out: _Builder) -> None:
             snap = ifaces[0][4]
             if snap and snap < caplen:
                 caplen = snap
-            out.packet(base + pos + 12, buf[pos + 12:pos + 12 + caplen], wirelen, last_ts, ifaces[0][0])
+            out.packet(base + pos + 12, buf[pos + 12 : pos + 12 + caplen], wirelen, last_ts, ifaces[0][0])
         elif btype == _IDB:
             if blk < 20:
                 raise _Unsplittable("short interface block")
@@ -304,8 +323,21 @@ def buckets(ix: Index, name: str, parts: int) -> list[Bucket]:
     out = []
     for b in range(parts):
         sel = np.flatnonzero(per_packet == b)
-        out.append(Bucket(name, ix.path, b, parts, ix.linktypes, ix.number[sel], ix.offset[sel],
-                          ix.caplen[sel], ix.wirelen[sel], ix.ts[sel], ix.lt[sel]))
+        out.append(
+            Bucket(
+                name,
+                ix.path,
+                b,
+                parts,
+                ix.linktypes,
+                ix.number[sel],
+                ix.offset[sel],
+                ix.caplen[sel],
+                ix.wirelen[sel],
+                ix.ts[sel],
+                ix.lt[sel],
+            )
+        )
     return out
 
 
@@ -319,6 +351,6 @@ def global_streams(starts: list) -> list:
     rank[np.argsort(firsts, kind="stable")] = np.arange(len(firsts), dtype=np.int32)
     out, at = [], 0
     for s in starts:
-        out.append(rank[at:at + len(s)])
+        out.append(rank[at : at + len(s)])
         at += len(s)
     return out

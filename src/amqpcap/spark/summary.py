@@ -21,6 +21,7 @@ id or one content key, one RPC key.
 
 Timestamps are read as exact ns integers (``spark.sql.legacy.parquet.nanosAsLong``).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,24 +30,34 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis import (
-    blocked, confirms, connection_setup, consumer_acks, flow, heartbeat_gaps, method_rtt, rpc, transit,
+    blocked,
+    confirms,
+    connection_setup,
+    consumer_acks,
+    flow,
+    heartbeat_gaps,
+    method_rtt,
+    rpc,
+    transit,
     unacked,
 )
-from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
+from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis.failures import SUMMARY_COLS, order_error_summary
 from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
+from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
 
 __all__ = ["stats"]
 
 # One row per pairing / error / health event of a group; aggregated with Spark SQL.
-RESULT = ("kind string, status string, latency_ms double, method string, flag boolean, flag2 boolean, "
-          "code int, name string, err_class string, value bigint, "
-          # an error's reply text, failing method and where it happened (ts: ns since the epoch)
-          "text string, failing string, capture string, tcp_stream int, frame bigint, ts bigint")
+RESULT = (
+    "kind string, status string, latency_ms double, method string, flag boolean, flag2 boolean, "
+    "code int, name string, err_class string, value bigint, "
+    # an error's reply text, failing method and where it happened (ts: ns since the epoch)
+    "text string, failing string, capture string, tcp_stream int, frame bigint, ts bigint"
+)
 _RESULT_NAMES = [c.split()[0] for c in RESULT.split(", ")]
 _PUBLISH = ("basic.publish", "message.transfer")
 _DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
@@ -54,6 +65,7 @@ _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
 # --------------------------------------------------------------------------- executor side
+
 
 def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
     """The rows of one group (tagged ``_t`` with their table) as typed pandas Tables."""
@@ -68,11 +80,26 @@ def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
     return Tables(**frames, source=None, present=present)
 
 
-_RESULT_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("status", pa.string()), ("latency_ms", pa.float64()), ("method", pa.string()),
-    ("flag", pa.bool_()), ("flag2", pa.bool_()), ("code", pa.int32()), ("name", pa.string()),
-    ("err_class", pa.string()), ("value", pa.int64()), ("text", pa.string()), ("failing", pa.string()),
-    ("capture", pa.string()), ("tcp_stream", pa.int32()), ("frame", pa.int64()), ("ts", pa.int64())])
+_RESULT_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("status", pa.string()),
+        ("latency_ms", pa.float64()),
+        ("method", pa.string()),
+        ("flag", pa.bool_()),
+        ("flag2", pa.bool_()),
+        ("code", pa.int32()),
+        ("name", pa.string()),
+        ("err_class", pa.string()),
+        ("value", pa.int64()),
+        ("text", pa.string()),
+        ("failing", pa.string()),
+        ("capture", pa.string()),
+        ("tcp_stream", pa.int32()),
+        ("frame", pa.int64()),
+        ("ts", pa.int64()),
+    ]
+)
 
 
 def _out(rows: list[dict]) -> pa.Table:
@@ -91,8 +118,9 @@ def _int(v):
     return None if v is None else int(v)
 
 
-def _latency_rows(kind: str, df: pd.DataFrame, status: str, method: str | None = None,
-                  flag: str | None = None):
+def _latency_rows(
+    kind: str, df: pd.DataFrame, status: str, method: str | None = None, flag: str | None = None
+):
     cols = [status, "latency_ms"] + [c for c in (method, flag) if c]
     for r in df[cols].astype(object).itertuples(index=False, name=None):
         row = {"kind": kind, "status": _val(r[0]), "latency_ms": _val(r[1])}
@@ -115,13 +143,40 @@ def per_connection(t: pa.Table, present: tuple) -> pa.Table:
     rows += _latency_rows("consumer_ack", acks, "outcome", flag="redelivered")
     rows += _latency_rows("connection_setup", connection_setup(tb), "status")
     err = errors_frame(tb)
-    ecols = err[["kind", "code", "name", "class", "method", "failing_method", "text", "capture", "tcp_stream",
-                 "frame_number", "ts"]].astype(object)
-    for kind, code, name, cls, method, failing, text, cap, st, frame, ts in ecols.itertuples(index=False, name=None):
-        rows.append({"kind": "error", "status": _val(kind), "code": _int(code), "name": _val(name),
-                     "err_class": _val(cls), "method": _val(method), "failing": _val(failing),
-                     "text": _val(text), "capture": _val(cap), "tcp_stream": _int(st), "frame": _int(frame),
-                     "ts": None if pd.isna(ts) else pd.Timestamp(ts).value})
+    ecols = err[
+        [
+            "kind",
+            "code",
+            "name",
+            "class",
+            "method",
+            "failing_method",
+            "text",
+            "capture",
+            "tcp_stream",
+            "frame_number",
+            "ts",
+        ]
+    ].astype(object)
+    for kind, code, name, cls, method, failing, text, cap, st, frame, ts in ecols.itertuples(
+        index=False, name=None
+    ):
+        rows.append(
+            {
+                "kind": "error",
+                "status": _val(kind),
+                "code": _int(code),
+                "name": _val(name),
+                "err_class": _val(cls),
+                "method": _val(method),
+                "failing": _val(failing),
+                "text": _val(text),
+                "capture": _val(cap),
+                "tcp_stream": _int(st),
+                "frame": _int(frame),
+                "ts": None if pd.isna(ts) else pd.Timestamp(ts).value,
+            }
+        )
     gaps = heartbeat_gaps(tb)
     for missed, evidence in gaps[["missed", "evidence"]].astype(object).itertuples(index=False, name=None):
         rows.append({"kind": "heartbeat_gap", "flag": bool(_val(missed) or False), "status": _val(evidence)})
@@ -134,7 +189,7 @@ def per_connection(t: pa.Table, present: tuple) -> pa.Table:
     un = unacked(tb, acks=acks)
     if len(un):
         over = un["over_prefetch"].fillna(False).astype(bool)
-        for (ch,), g in un.assign(_over=over).groupby(["channel"], dropna=False, sort=False):
+        for (_ch,), g in un.assign(_over=over).groupby(["channel"], dropna=False, sort=False):
             mx = g["unacked"].max()
             rows.append({"kind": "unacked", "value": _val(mx), "flag": bool(g["_over"].any())})
     return _out(rows)
@@ -146,9 +201,17 @@ def per_transit_group(t: pa.Table, match: str) -> pa.Table:
     tr = transit(tb)
     tr = tr[tr["match"] == match]
     cols = tr[["latency_ms", "first", "redelivered"]].astype(object)
-    return _out([{"kind": "transit", "latency_ms": _val(ms), "flag": bool(first),
-                  "flag2": bool(_val(red) or False)}
-                 for ms, first, red in cols.itertuples(index=False, name=None)])
+    return _out(
+        [
+            {
+                "kind": "transit",
+                "latency_ms": _val(ms),
+                "flag": bool(first),
+                "flag2": bool(_val(red) or False),
+            }
+            for ms, first, red in cols.itertuples(index=False, name=None)
+        ]
+    )
 
 
 _IDENTITY = ["capture", "tcp_stream", "direction", "frame_number", "stream_offset"]
@@ -182,15 +245,18 @@ def per_rpc_group(t: pa.Table) -> pa.Table:
 
 # --------------------------------------------------------------------------- driver side
 
+
 def _whole_partition(fn, *args):
     """mapInArrow function: ``fn`` on all rows of a partition at once.  Partitions are hashed
     by the group key, so each holds whole groups, and one pandas call serves many groups
     (per-group calls cost tens of ms each)."""
+
     def apply(batches):
         batches = list(batches)
         if not batches or not sum(b.num_rows for b in batches):
             return
         yield from fn(pa.Table.from_batches(batches), *args).to_batches()
+
     return apply
 
 
@@ -222,8 +288,13 @@ def _summary(row) -> dict:
     if not row or not row["n"]:
         return {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None}
     p = row["p"]
-    return {"count": int(row["n"]), "p50_ms": _num(p[0]), "p90_ms": _num(p[1]), "p99_ms": _num(p[2]),
-            "max_ms": _num(row["mx"])}
+    return {
+        "count": int(row["n"]),
+        "p50_ms": _num(p[0]),
+        "p90_ms": _num(p[1]),
+        "p99_ms": _num(p[2]),
+        "max_ms": _num(row["mx"]),
+    }
 
 
 def _lat_agg(F):
@@ -235,8 +306,13 @@ def _lat_agg(F):
 
 
 # which result rows each latency summary is over (stats.py: the settled / first ones)
-_SUMMARISED = {"method_rtt": ("ok",), "confirm": ("ack", "nack"), "consumer_ack": ("ack", "nack", "reject"),
-               "rpc": ("ok", "ok-delivery"), "connection_setup": ("ok",)}
+_SUMMARISED = {
+    "method_rtt": ("ok",),
+    "confirm": ("ack", "nack"),
+    "consumer_ack": ("ack", "nack", "reject"),
+    "rpc": ("ok", "ok-delivery"),
+    "connection_setup": ("ok",),
+}
 
 
 def _summaries(res, F) -> dict:
@@ -245,12 +321,21 @@ def _summaries(res, F) -> dict:
     for kind, statuses in _SUMMARISED.items():
         sel = F.when((F.col("kind") == kind) & F.col("status").isin(*statuses), F.lit(kind)).otherwise(sel)
     sel = F.when((F.col("kind") == "transit") & F.col("flag"), F.lit("transit")).otherwise(sel)
-    rows = (res.withColumn("_sel", sel).filter(F.col("_sel").isNotNull())
-            .groupBy("_sel").agg(*_lat_agg(F)).collect())
+    rows = (
+        res.withColumn("_sel", sel)
+        .filter(F.col("_sel").isNotNull())
+        .groupBy("_sel")
+        .agg(*_lat_agg(F))
+        .collect()
+    )
     out = {k: _summary(None) for k in list(_SUMMARISED) + ["transit"]}
     out.update({r["_sel"]: _summary(r) for r in rows})
-    by_method = (res.filter((F.col("kind") == "method_rtt") & (F.col("status") == "ok"))
-                 .groupBy("method").agg(*_lat_agg(F)).collect())
+    by_method = (
+        res.filter((F.col("kind") == "method_rtt") & (F.col("status") == "ok"))
+        .groupBy("method")
+        .agg(*_lat_agg(F))
+        .collect()
+    )
     by_method.sort(key=lambda r: str(r["method"]))
     out["by_method"] = {str(r["method"]): _summary(r) for r in by_method}
     return out
@@ -261,28 +346,52 @@ def _tally(res, F) -> dict:
     blocked durations summed and the largest unacked count."""
     keys = ["kind", "status", "flag", "flag2", "code", "name", "err_class", "method"]
     method = F.when(F.col("kind") == "error", F.col("method"))  # request methods are not counted here
-    rows = (res.withColumn("method", method).groupBy(*keys)
-            .agg(F.count(F.lit(1)).alias("n"),
-                 F.sum(F.when(~F.isnan("latency_ms"), F.col("latency_ms"))).alias("ms"),
-                 F.max("value").alias("mx")).collect())
+    rows = (
+        res.withColumn("method", method)
+        .groupBy(*keys)
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(~F.isnan("latency_ms"), F.col("latency_ms"))).alias("ms"),
+            F.max("value").alias("mx"),
+        )
+        .collect()
+    )
     return [r.asDict() for r in rows]
 
 
 def _latency(summ: dict, tally: list) -> dict:
     def n(kind, status=None, flag=None, flag2=None):
-        return sum(r["n"] for r in tally if r["kind"] == kind and (status is None or r["status"] == status)
-                   and (flag is None or r["flag"] == flag) and (flag2 is None or r["flag2"] == flag2))
+        return sum(
+            r["n"]
+            for r in tally
+            if r["kind"] == kind
+            and (status is None or r["status"] == status)
+            and (flag is None or r["flag"] == flag)
+            and (flag2 is None or r["flag2"] == flag2)
+        )
 
     return {
-        "method_rtt": dict(summ["method_rtt"], missing=n("method_rtt", "missing"),
-                           errors=n("method_rtt", "error"), by_method=summ["by_method"]),
-        "confirm": dict(summ["confirm"], acked=n("confirm", "ack"), nacked=n("confirm", "nack"),
-                        unconfirmed=n("confirm", "unconfirmed")),
-        "consumer_ack": dict(summ["consumer_ack"], acked=n("consumer_ack", "ack"),
-                             nacked=n("consumer_ack", "nack"), rejected=n("consumer_ack", "reject"),
-                             unsettled=n("consumer_ack", "unsettled"),
-                             recovered=n("consumer_ack", "recovered"),
-                             redelivered=n("consumer_ack", flag=True)),
+        "method_rtt": dict(
+            summ["method_rtt"],
+            missing=n("method_rtt", "missing"),
+            errors=n("method_rtt", "error"),
+            by_method=summ["by_method"],
+        ),
+        "confirm": dict(
+            summ["confirm"],
+            acked=n("confirm", "ack"),
+            nacked=n("confirm", "nack"),
+            unconfirmed=n("confirm", "unconfirmed"),
+        ),
+        "consumer_ack": dict(
+            summ["consumer_ack"],
+            acked=n("consumer_ack", "ack"),
+            nacked=n("consumer_ack", "nack"),
+            rejected=n("consumer_ack", "reject"),
+            unsettled=n("consumer_ack", "unsettled"),
+            recovered=n("consumer_ack", "recovered"),
+            redelivered=n("consumer_ack", flag=True),
+        ),
         "transit": dict(summ["transit"], deliveries=n("transit"), redeliveries=n("transit", flag2=True)),
         "rpc": dict(summ["rpc"], missing=n("rpc", "missing")),
         "connection_setup": dict(summ["connection_setup"], missing=n("connection_setup", "missing")),
@@ -295,20 +404,35 @@ def _errors(res, F) -> list[dict]:
     keys = ["status", "code", "name", "err_class", "method", "failing", "text"]
     # first occurrence: errors() orders by capture, then time, then stream
     first = F.min(F.struct("capture", "ts", "tcp_stream", "frame")).alias("first")
-    rows = (res.filter(F.col("kind") == "error").groupBy(*keys)
-            .agg(F.count(F.lit(1)).alias("n"), first).collect())
+    rows = (
+        res.filter(F.col("kind") == "error").groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), first).collect()
+    )
     items = []
     for r in rows:
         f = r["first"]
-        items.append({"kind": r["status"], "code": r["code"], "name": r["name"], "class": r["err_class"],
-                      "method": r["method"], "failing_method": r["failing"], "text": r["text"],
-                      "count": int(r["n"]), "first_capture": f["capture"], "first_tcp_stream": f["tcp_stream"],
-                      "first_frame": f["frame"],
-                      "first_ts": None if f["ts"] is None else pd.Timestamp(f["ts"], tz="UTC")})
+        items.append(
+            {
+                "kind": r["status"],
+                "code": r["code"],
+                "name": r["name"],
+                "class": r["err_class"],
+                "method": r["method"],
+                "failing_method": r["failing"],
+                "text": r["text"],
+                "count": int(r["n"]),
+                "first_capture": f["capture"],
+                "first_tcp_stream": f["tcp_stream"],
+                "first_frame": f["frame"],
+                "first_ts": None if f["ts"] is None else pd.Timestamp(f["ts"], tz="UTC"),
+            }
+        )
     if not items:
         return []
-    items.sort(key=lambda d: tuple((d[k] is None, d[k]) for k in ("first_capture", "first_ts",
-                                                                  "first_tcp_stream", "first_frame")))
+    items.sort(
+        key=lambda d: tuple(
+            (d[k] is None, d[k]) for k in ("first_capture", "first_ts", "first_tcp_stream", "first_frame")
+        )
+    )
     summary = pd.DataFrame(items, columns=list(SUMMARY_COLS)).astype({"code": "Int32", "count": "Int64"})
     return error_groups(order_error_summary(summary))
 
@@ -352,24 +476,54 @@ def _throughput(F, msgs, methods, frames, bucket_s: float = 1.0) -> dict:
     ev_cols = ["capture", "ts", "direction", "messages", "body_bytes", "frames", "wire_bytes"]
     one = F.lit(1).cast("long")
     if frames is not None:
-        mev = msgs.select("capture", "ts", "direction", one.alias("messages"), size.alias("body_bytes"),
-                          zero.alias("frames"), zero.alias("wire_bytes"))
-        fev = frames.select("capture", "ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
-                            F.lit(1).cast("long").alias("frames"),
-                            F.coalesce(F.col("wire_size"), F.lit(0)).cast("long").alias("wire_bytes"))
+        mev = msgs.select(
+            "capture",
+            "ts",
+            "direction",
+            one.alias("messages"),
+            size.alias("body_bytes"),
+            zero.alias("frames"),
+            zero.alias("wire_bytes"),
+        )
+        fev = frames.select(
+            "capture",
+            "ts",
+            "direction",
+            zero.alias("messages"),
+            zero.alias("body_bytes"),
+            F.lit(1).cast("long").alias("frames"),
+            F.coalesce(F.col("wire_size"), F.lit(0)).cast("long").alias("wire_bytes"),
+        )
         source = "frames"
     else:
-        mev = msgs.select("capture", "ts", "direction", one.alias("messages"), size.alias("body_bytes"),
-                          (1 + bf).alias("frames"), (over * (1 + bf) + size).alias("wire_bytes"))
-        fev = methods.select("capture", "ts", "direction", zero.alias("messages"), zero.alias("body_bytes"),
-                             F.lit(1).cast("long").alias("frames"),
-                             (F.coalesce("frame_size", F.lit(0)).cast("long") + over).alias("wire_bytes"))
+        mev = msgs.select(
+            "capture",
+            "ts",
+            "direction",
+            one.alias("messages"),
+            size.alias("body_bytes"),
+            (1 + bf).alias("frames"),
+            (over * (1 + bf) + size).alias("wire_bytes"),
+        )
+        fev = methods.select(
+            "capture",
+            "ts",
+            "direction",
+            zero.alias("messages"),
+            zero.alias("body_bytes"),
+            F.lit(1).cast("long").alias("frames"),
+            (F.coalesce("frame_size", F.lit(0)).cast("long") + over).alias("wire_bytes"),
+        )
         source = "estimate"
     ev = mev.select(*ev_cols).unionByName(fev.select(*ev_cols)).filter(F.col("ts").isNotNull())
     ev = ev.withColumn("b", F.floor(F.col("ts") / F.lit(bucket_ns)).cast("long"))
     values = ["messages", "body_bytes", "frames", "wire_bytes"]
-    rates = {"messages": "msgs_per_s", "body_bytes": "body_bytes_per_s", "frames": "frames_per_s",
-             "wire_bytes": "wire_bytes_per_s"}
+    rates = {
+        "messages": "msgs_per_s",
+        "body_bytes": "body_bytes_per_s",
+        "frames": "frames_per_s",
+        "wire_bytes": "wire_bytes_per_s",
+    }
     per = ev.groupBy("capture", "b", "direction").agg(*[F.sum(v).alias(v) for v in values])
     per.cache()
     # a rate's denominator: each capture's first to last bucket, overlaps once (totals' buckets)
@@ -429,17 +583,21 @@ def _span(F, dfs, packets) -> dict:
     # memory does not grow with the rows as the exact percentile's does
     med = p.groupBy("capture").agg(F.percentile_approx("ts", 0.5, 10000).alias("_med"))
     p = p.join(med.withColumnRenamed("capture", "_cap"), p["capture"].eqNullSafe(F.col("_cap")))
-    odd = (p.filter((F.col("ts") < F.lit(TS_FLOOR_NS)) | (F.abs(F.col("ts") - F.col("_med")) > F.lit(TS_FAR_NS)))
-           .dropDuplicates(["capture", "frame_number"]))
+    odd = p.filter(
+        (F.col("ts") < F.lit(TS_FLOOR_NS)) | (F.abs(F.col("ts") - F.col("_med")) > F.lit(TS_FAR_NS))
+    ).dropDuplicates(["capture", "frame_number"])
     odd.cache()
     n = odd.count()
     out["time_outliers"] = int(n)
     out["first_time_outlier"] = None
     if n:
         f = odd.orderBy(F.asc_nulls_last("capture"), F.asc_nulls_last("frame_number")).first()
-        out["first_time_outlier"] = {"capture": f["capture"], "tcp_stream": f["tcp_stream"],
-                                     "frame_number": f["frame_number"],
-                                     "ts": pd.Timestamp(f["ts"], tz="UTC").isoformat()}
+        out["first_time_outlier"] = {
+            "capture": f["capture"],
+            "tcp_stream": f["tcp_stream"],
+            "frame_number": f["frame_number"],
+            "ts": pd.Timestamp(f["ts"], tz="UTC").isoformat(),
+        }
     odd.unpersist()
     return out
 
@@ -453,8 +611,10 @@ def _reply_key(F, col, version=None):
     """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; direct reply-to -> its prefix."""
     c = F.col(col)
     if version is not None:
-        c = F.when((F.col(version) == "0-10") & F.col(col).contains("/"),
-                   F.expr(f"substr({col}, instr({col}, '/') + 1)")).otherwise(F.col(col))
+        c = F.when(
+            (F.col(version) == "0-10") & F.col(col).contains("/"),
+            F.expr(f"substr({col}, instr({col}, '/') + 1)"),
+        ).otherwise(F.col(col))
     return F.when(c.startswith(_DIRECT_REPLY), F.lit(_DIRECT_REPLY)).otherwise(c)
 
 
@@ -491,8 +651,9 @@ def _transit_rows(F, msgs, parts: int):
     p = id_pubs.select(F.col("message_id").alias("_mid"), F.col("ts").alias("_pts"))
     on = (id_dels["message_id"] == p["_mid"]) & (p["_pts"] <= id_dels["ts"])
     matched = id_dels.join(p, on, "left_semi").select(_identity(F).alias("_id"))
-    free_dels = (dels.filter(has_hash).withColumn("_id", _identity(F)).join(matched, "_id", "left_anti")
-                 .drop("_id"))
+    free_dels = (
+        dels.filter(has_hash).withColumn("_id", _identity(F)).join(matched, "_id", "left_anti").drop("_id")
+    )
     c_pubs = pubs.filter(~has_id & has_hash)
     ckey = [F.coalesce("exchange", F.lit("")), F.coalesce("routing_key", F.lit("")), "body_hash"]
     content = _grouped(c_pubs.unionByName(free_dels), ckey, parts, per_transit_group, "content")
@@ -503,18 +664,27 @@ def _rpc_rows(F, msgs, parts: int):
     m = msgs.drop("body").filter(F.col("correlation_id").isNotNull() & (F.col("correlation_id") != ""))
     has_rt = F.col("reply_to").isNotNull() & (F.col("reply_to") != "")
     m = m.withColumn("_kreq", F.when(has_rt, _reply_key(F, "reply_to", "version")))
-    m = m.withColumn("_krep", F.when(F.col("routing_key").isNotNull() & (F.col("routing_key") != ""),
-                                     _reply_key(F, "routing_key")))
-    c2s_keys = (m.filter((F.col("direction") == "c2s") & has_rt)
-                .select(F.col("_kreq").alias("_k"), F.col("correlation_id").alias("_c")).distinct())
+    m = m.withColumn(
+        "_krep",
+        F.when(F.col("routing_key").isNotNull() & (F.col("routing_key") != ""), _reply_key(F, "routing_key")),
+    )
+    c2s_keys = (
+        m.filter((F.col("direction") == "c2s") & has_rt)
+        .select(F.col("_kreq").alias("_k"), F.col("correlation_id").alias("_c"))
+        .distinct()
+    )
     # an s2c message with reply_to is a request only when no c2s request has its key (rpc())
-    m = m.join(c2s_keys.withColumn("_c2s", F.lit(True)),
-               (F.col("_kreq") == F.col("_k")) & (F.col("correlation_id") == F.col("_c")), "left")
+    m = m.join(
+        c2s_keys.withColumn("_c2s", F.lit(True)),
+        (F.col("_kreq") == F.col("_k")) & (F.col("correlation_id") == F.col("_c")),
+        "left",
+    )
     m = m.withColumn("_is_request", has_rt & ((F.col("direction") == "c2s") | F.col("_c2s").isNull()))
     m = m.drop("_k", "_c", "_c2s")
     req = m.filter(has_rt).withColumn("_k", F.col("_kreq")).withColumn("_req", F.lit(True))
-    rep = (m.filter(F.col("_krep").isNotNull())
-           .withColumn("_k", F.col("_krep")).withColumn("_req", F.lit(False)))
+    rep = (
+        m.filter(F.col("_krep").isNotNull()).withColumn("_k", F.col("_krep")).withColumn("_req", F.lit(False))
+    )
     # a message in one group for both roles is two rows there: per_rpc_group merges them
     both = req.unionByName(rep).drop("_kreq", "_krep")
     return _grouped(both, ["_k", "correlation_id"], parts, per_rpc_group)
@@ -532,8 +702,11 @@ def stats(spark, out: str) -> dict:
         raise FileNotFoundError(f"{out}: not a dissect output directory")
     present = tuple(n for n in TABLE_NAMES if os.path.isdir(os.path.join(out, n)))
     has_frames = frames is not None
-    parts = [conn.withColumn("_t", F.lit("connections")), methods.withColumn("_t", F.lit("methods")),
-             msgs.drop("body").withColumn("_t", F.lit("messages"))]
+    parts = [
+        conn.withColumn("_t", F.lit("connections")),
+        methods.withColumn("_t", F.lit("methods")),
+        msgs.drop("body").withColumn("_t", F.lit("messages")),
+    ]
     if has_frames:
         parts.append(frames.withColumn("_t", F.lit("frames")))
     u = parts[0]
@@ -541,19 +714,28 @@ def stats(spark, out: str) -> dict:
         u = u.unionByName(p, allowMissingColumns=True)
     u = u.filter(F.col("tcp_stream").isNotNull())
     parts = _partitions(spark, out)
-    res = (_grouped(u, ["capture", "tcp_stream"], parts, per_connection, present)
-           .unionByName(_transit_rows(F, msgs, parts)).unionByName(_rpc_rows(F, msgs, parts)))
+    res = (
+        _grouped(u, ["capture", "tcp_stream"], parts, per_connection, present)
+        .unionByName(_transit_rows(F, msgs, parts))
+        .unionByName(_rpc_rows(F, msgs, parts))
+    )
     res.cache()
     tally = _tally(res, F)
-    caps = {r[0] for r in conn.select("capture").union(methods.select("capture")).distinct().collect()
-            if r[0] is not None}
+    caps = {
+        r[0]
+        for r in conn.select("capture").union(methods.select("capture")).distinct().collect()
+        if r[0] is not None
+    }
     result = {
         "stats_version": STATS_VERSION,
         "captures": sorted(caps),
         "connections": int(conn.count()),
         "versions": _counts(conn, "version", F),
-        "span": _span(F, [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])],
-                      [methods, msgs, frames]),
+        "span": _span(
+            F,
+            [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])],
+            [methods, msgs, frames],
+        ),
         "latency": _latency(_summaries(res, F), tally),
         "errors": _errors(res, F),
         "throughput": _throughput(F, msgs, methods, frames),

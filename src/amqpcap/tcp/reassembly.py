@@ -19,6 +19,7 @@ data arrives at or beyond a point the peer acknowledged (the bytes before it
 were on the wire, not in the capture), and at the end -- up to the FIN/RST
 sequence number when the caller reports it with ``fin()``.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -30,8 +31,21 @@ MAX_OUT_OF_ORDER_SEGMENTS = 16384
 
 
 class Stream:
-    __slots__ = ("direction", "sink", "started", "next_seq", "next_off", "ooo", "ooo_heap", "ooo_bytes",
-                 "acked_off", "delivered", "gaps", "gap_bytes", "fin_off")
+    __slots__ = (
+        "direction",
+        "sink",
+        "started",
+        "next_seq",
+        "next_off",
+        "ooo",
+        "ooo_heap",
+        "ooo_bytes",
+        "acked_off",
+        "delivered",
+        "gaps",
+        "gap_bytes",
+        "fin_off",
+    )
 
     def __init__(self, direction: int, sink) -> None:
         self.direction = direction

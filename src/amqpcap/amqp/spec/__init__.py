@@ -1,4 +1,5 @@
 """Generated protocol tables, one module per version (see tools/gen_spec.py)."""
+
 from __future__ import annotations
 
 import importlib

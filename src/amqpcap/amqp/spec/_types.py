@@ -1,4 +1,5 @@
 """Row types of the generated protocol tables."""
+
 from typing import NamedTuple
 
 
