@@ -661,93 +661,55 @@ class Decoder010(StreamDecoder):
             size += offset - end
             offset = end
         gap_end = offset + size
-        buf, pos = d.buf, d.pos
-        left = len(buf) - pos
+        left = len(d.buf) - d.pos
+
+        def lost(detail: str, skipped: int, channel=None) -> None:
+            self._anomaly(direction, offset, "gap", detail, channel, skipped)
+            d.reset(gap_end)
+
         if d.resync:
             skipped = end - d.resync_from
-            self._anomaly(direction, offset, "gap", f"{size} bytes lost while resynchronising", None, size)
+            lost(f"{size} bytes lost while resynchronising", size)
             if skipped > 0:
-                self._anomaly(
-                    direction,
-                    d.resync_from,
-                    "resync",
-                    f"{skipped} bytes before a gap hold no provable frame boundary",
-                    None,
-                    skipped,
-                )
-            d.reset(gap_end)
+                detail = f"{skipped} bytes before a gap hold no provable frame boundary"
+                self._anomaly(direction, d.resync_from, "resync", detail, None, skipped)
             d.resync_from = gap_end
             return
-        if d.skip:
-            if size <= d.skip:
-                d.skip -= size
-                # these bytes were counted when the frame was found damaged
-                self._anomaly(
-                    direction,
-                    offset,
-                    "gap",
-                    f"{size} bytes lost inside a frame already damaged by a gap",
-                    None,
-                    0,
-                )
-                d.reset(gap_end)
-                return
-            lost_tail = d.skip  # already counted by the anomaly of the gap that damaged the frame
-            d.skip = 0
-            self._anomaly(
-                direction,
-                offset,
-                "gap",
-                f"{size} bytes lost; the next frame boundary with them",
-                None,
-                size - lost_tail,
-            )
-            d.reset(gap_end)
-            self._lose_sync(direction, d, gap_end, "gap")
+        if d.skip and size <= d.skip:
+            d.skip -= size
+            # these bytes were counted when the frame was found damaged
+            lost(f"{size} bytes lost inside a frame already damaged by a gap", 0)
             return
-        if left >= 12:
-            flags, stype, fsize, _r, track, channel = _FRAME_HDR.unpack_from(buf, pos)
-            fstart = d.base + pos
+        if d.skip:
+            lost_tail, d.skip = d.skip, 0  # counted by the anomaly of the gap that damaged the frame
+            lost(f"{size} bytes lost; the next frame boundary with them", size - lost_tail)
+        elif left >= 12:
+            flags, stype, fsize, _r, track, channel = _FRAME_HDR.unpack_from(d.buf, d.pos)
+            fstart = d.base + d.pos
             frame_end = fstart + fsize
             # A partial frame with a readable header: its end is a provable boundary
             # if the gap does not reach past it.
             self._damaged_frame(direction, d, flags, stype, fsize, track, channel, fstart)
             if frame_end >= gap_end:
                 tail = frame_end - gap_end
-                self._anomaly(
-                    direction,
-                    offset,
-                    "gap",
+                lost(
                     f"{size} bytes lost inside a {SEGMENT_NAMES[stype]} frame of {fsize} bytes at "
                     f"{fstart} on channel {channel}; the {left} bytes before and {tail} bytes after "
                     f"the gap of that frame are discarded; in sync again at {frame_end}",
-                    channel,
                     size + left + tail,
+                    channel,
                 )
-                d.reset(gap_end)
                 d.skip = tail
                 return
-            self._anomaly(
-                direction,
-                offset,
-                "gap",
+            lost(
                 f"{size} bytes lost, taking the end of a frame at {fstart} and the next frame "
                 f"boundary; {left} bytes of the frame discarded",
-                channel,
                 size + left,
+                channel,
             )
-            d.reset(gap_end)
-            self._lose_sync(direction, d, gap_end, "gap")
-            return
-        self._anomaly(
-            direction,
-            offset,
-            "gap",
-            f"{size} bytes lost" + (f"; {left} bytes of a frame header before it discarded" if left else ""),
-            None,
-            size + left,
-        )
-        d.reset(gap_end)
+        else:
+            header = f"; {left} bytes of a frame header before it discarded" if left else ""
+            lost(f"{size} bytes lost{header}", size + left)
         self._lose_sync(direction, d, gap_end, "gap")
 
     def _finish_direction(self, direction: int, d: _Direction) -> None:
