@@ -26,7 +26,7 @@ from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
 from amqpcap.analysis.latency import all_latencies
-from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table
+from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, throughput_cells
 from amqpcap.analysis.summary import stats as stats_dict
 from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
@@ -582,21 +582,7 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
         ]
     # throughput
     tp = s["throughput"]
-    trows = []
-    for label, key in (("all", None), ("client → server", "c2s"), ("server → client", "s2c")):
-        d = tp if key is None else tp[key]
-        trows.append(
-            [
-                label,
-                f"{d['messages']:,}",
-                si(d["msgs_per_s"]["mean"]),
-                si(d["msgs_per_s"]["peak"]),
-                si(d["body_bytes_per_s"]["mean"], "B"),
-                si(d["body_bytes_per_s"]["peak"], "B"),
-                si(d["wire_bytes_per_s"]["mean"], "B"),
-                si(d["wire_bytes_per_s"]["peak"], "B"),
-            ]
-        )
+    heads, trows = throughput_cells(tp, "→")
     parts += [
         "<h2>Throughput</h2>",
         f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
@@ -605,16 +591,7 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
         f"(shorter buckets show higher peaks). Frames and wire bytes from "
         f"{html.escape(str(tp['frames_source']))}.</p>",
         _html_table(
-            [
-                "direction",
-                "messages",
-                "msg/s mean",
-                "msg/s peak",
-                "body B/s mean",
-                "body B/s peak",
-                "wire B/s mean",
-                "wire B/s peak",
-            ],
+            heads,
             trows,
             numeric={1, 2, 3, 4, 5, 6, 7},
         ),

@@ -26,6 +26,7 @@ __all__ = [
     "connection_cells",
     "time_outliers",
     "error_groups",
+    "throughput_cells",
     "STATS_VERSION",
     "LATENCY_KINDS",
     "TS_FLOOR_NS",
@@ -440,6 +441,22 @@ def connection_cells(df: pd.DataFrame, with_capture: bool) -> tuple[list, list]:
     return heads, rows
 
 
+THROUGHPUT_HEADS = ["direction", "messages", "msg/s mean", "msg/s peak", "body B/s mean", "body B/s peak",
+                    "wire B/s mean", "wire B/s peak"]  # fmt: skip
+
+
+def throughput_cells(tp: dict, arrow: str) -> tuple[list, list]:
+    """Headers and display rows of the stats ``throughput`` dict for the text and HTML tables: all,
+    client ``arrow`` server, server ``arrow`` client."""
+    rows = []
+    for label, key in (("all", None), (f"client {arrow} server", "c2s"), (f"server {arrow} client", "s2c")):
+        d = tp if key is None else tp.get(key, {})
+        rates = [(d[k]["mean"], d[k]["peak"], unit) for k, unit in
+                 (("msgs_per_s", ""), ("body_bytes_per_s", "B"), ("wire_bytes_per_s", "B"))]  # fmt: skip
+        rows.append([label, f"{d.get('messages', 0):,}"] + [si(v, u) for m, p, u in rates for v in (m, p)])
+    return THROUGHPUT_HEADS, rows
+
+
 def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     """Terminal tables for a :func:`stats` dict (and, when ``t`` is given, the
     busiest connections): connections, method counts, latency percentiles,
@@ -564,37 +581,8 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     tp = s.get("throughput", {})
     out.append("")
     out.append(f"Throughput (bucket {tp.get('bucket_s')} s, frames from {tp.get('frames_source')})")
-    trow = []
-    for label, key in (("all", None), ("client->server", "c2s"), ("server->client", "s2c")):
-        d = tp if key is None else tp.get(key, {})
-        trow.append(
-            [
-                label,
-                f"{d.get('messages', 0):,}",
-                si(d["msgs_per_s"]["mean"]),
-                si(d["msgs_per_s"]["peak"]),
-                si(d["body_bytes_per_s"]["mean"], "B"),
-                si(d["body_bytes_per_s"]["peak"], "B"),
-                si(d["wire_bytes_per_s"]["mean"], "B"),
-                si(d["wire_bytes_per_s"]["peak"], "B"),
-            ]
-        )
-    out.append(
-        table(
-            [
-                "direction",
-                "messages",
-                "msg/s mean",
-                "msg/s peak",
-                "body B/s mean",
-                "body B/s peak",
-                "wire B/s mean",
-                "wire B/s peak",
-            ],
-            trow,
-            align=["l"] + ["r"] * 7,
-        )
-    )
+    heads, trow = throughput_cells(tp, "->")
+    out.append(table(heads, trow, align=["l"] + ["r"] * 7))
     h = s.get("health")
     if h:
         out.append("")
