@@ -19,6 +19,8 @@ class Exit(IntEnum):
     OUTPUT_EXISTS = 5
     NO_AMQP = 6
     USAGE = 64
+    NO_INTERFACE = 66  # live: EX_NOINPUT
+    NO_PRIVILEGE = 77  # live: EX_NOPERM
     HANGUP = 129  # 128 + SIGHUP
     INTERRUPTED = 130  # 128 + SIGINT (Ctrl-C)
     TERMINATED = 143  # 128 + SIGTERM
@@ -35,6 +37,8 @@ MEANING = {
     Exit.OUTPUT_EXISTS: "output exists (use --force)",
     Exit.NO_AMQP: "no AMQP conversation found (the output is still written; try --ports)",
     Exit.USAGE: "bad usage",
+    Exit.NO_INTERFACE: "live: no such interface",
+    Exit.NO_PRIVILEGE: "live: no privilege to capture (run as root or give the interpreter CAP_NET_RAW)",
     Exit.HANGUP: "stopped by SIGHUP (partial output removed)",
     Exit.INTERRUPTED: "interrupted by Ctrl-C / SIGINT (partial output removed)",
     Exit.TERMINATED: "stopped by SIGTERM (partial output removed)",

@@ -19,7 +19,7 @@ which the conversation ended.
 Ctrl-C (SIGINT) or SIGTERM stops the capture after the current packet: open
 conversations are finished (their rows written), the last segment is closed.
 
-Exit codes (besides the CLI's): 77 no privilege to capture (run as root or give
+Exit codes (amqpcap.exitcodes): 77 no privilege to capture (run as root or give
 the interpreter CAP_NET_RAW), 66 no such interface / the interface cannot be
 captured on, 64 bad usage (also an invalid BPF filter).
 """
@@ -36,7 +36,9 @@ import sys
 import threading
 import time
 
-EXIT_OK, EXIT_USAGE, EXIT_NO_INTERFACE, EXIT_NO_PRIVILEGE = 0, 64, 66, 77
+from amqpcap.cli import port_list
+from amqpcap.exitcodes import Exit
+
 RECV_SIZE = 1 << 18  # larger than any loopback frame (MTU 65536 + link header)
 POLL_SECONDS = 0.2  # how often an idle capture checks Ctrl-C and the rotation clock
 
@@ -65,16 +67,6 @@ class Rotation:
         )
 
 
-def _port_list(text: str):
-    try:
-        ports = [int(p) for p in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port list: {text!r}") from None
-    if any(not 0 < p < 65536 for p in ports):
-        raise argparse.ArgumentTypeError(f"port out of range in {text!r}")
-    return ports
-
-
 def register(subparsers) -> None:
     """Add the ``live`` subcommand to the CLI's subparsers."""
     p = subparsers.add_parser(
@@ -82,7 +74,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("-i", "--interface", required=True, help="interface to capture on, e.g. eth0 or lo")
     p.add_argument("-f", "--filter", default="tcp", help="BPF filter (default: tcp)")
-    p.add_argument("--ports", type=_port_list, default=[], help="extra TCP ports to treat as AMQP")
+    p.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
     p.add_argument(
         "--absolute", action="store_true", help="absolute UTC times instead of seconds since the first"
     )
@@ -237,7 +229,7 @@ def _open_socket(iface: str, bpf: str):
     # outgoing copy, as libpcap does there.
     factory = conf.L2socket if iface == conf.loopback_name else conf.L2listen
     no_privilege = (
-        EXIT_NO_PRIVILEGE,
+        Exit.NO_PRIVILEGE,
         f"no privilege to capture on {iface} (run as root or give the interpreter CAP_NET_RAW)",
     )
     try:
@@ -245,11 +237,11 @@ def _open_socket(iface: str, bpf: str):
     except PermissionError:
         return None, no_privilege
     except Scapy_Exception as e:
-        return None, (EXIT_USAGE, f"cannot capture on {iface} with filter {bpf!r}: {e}")
+        return None, (Exit.USAGE, f"cannot capture on {iface} with filter {bpf!r}: {e}")
     except (OSError, ValueError) as e:
         if isinstance(e, OSError) and e.errno == 1:
             return None, no_privilege
-        return None, (EXIT_NO_INTERFACE, f"cannot capture on {iface}: {getattr(e, 'strerror', None) or e}")
+        return None, (Exit.NO_INTERFACE, f"cannot capture on {iface}: {getattr(e, 'strerror', None) or e}")
 
 
 def run(a) -> int:
@@ -259,7 +251,7 @@ def run(a) -> int:
 
     if a.rotate is not None and not a.out:
         print("amqpcap: --rotate needs -o OUT", file=sys.stderr)
-        return EXIT_USAGE
+        return Exit.USAGE
     if a.out and os.path.exists(a.out) and not a.force:
         from amqpcap.records.writer import OutputExists
 
@@ -332,4 +324,4 @@ def run(a) -> int:
             f"under {a.out}/"
         )
     print(msg, file=sys.stderr)
-    return EXIT_OK
+    return Exit.OK
