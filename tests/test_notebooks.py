@@ -100,6 +100,10 @@ def test_quickstart_facts(executed, nb_cache):
     )
     assert int(s["anomalies"]) == len(t.anomalies) == 0
     assert int(s["methods"]) == len(t.methods) and int(s["messages"]) == len(t.messages)
+    # the scapy cell: packet 8 is the client's start-ok, its fields named as in the specification
+    out = _stdout(executed["01_quickstart.ipynb"])
+    assert "connection.start-ok PLAIN" in out.splitlines()
+    assert "client_properties" in out
 
 
 def test_latency_facts(executed, nb_cache):

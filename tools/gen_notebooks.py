@@ -144,6 +144,21 @@ methods… A clean capture has none.
         code("""
 print(len(t.anomalies), "anomalies")
 t.anomalies.head()"""),
+        md("""
+## One packet in scapy
+
+For packet-level work, `import amqpcap.scapy` teaches scapy AMQP: each frame is a layer named
+after its method, with the specification's field names. Packet 8 of the capture (index 7) is
+the client's `connection.start-ok`:
+"""),
+        code("""
+import amqpcap.scapy
+from amqpcap.scapy import AMQP
+from scapy.all import rdpcap
+
+pkt = rdpcap(str(CAPTURES / "rabbitmq091_pika_full.pcap"))[7]
+pkt[AMQP].show()
+print(pkt[AMQP].method, pkt[AMQP].fields["mechanism"].decode())"""),
         md("## Summary\n\nThe same numbers `amqpcap stats` prints:"),
         code("""
 s = A.stats(t)
