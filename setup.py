@@ -18,7 +18,8 @@ def core_modules() -> list[str]:
     with open(os.path.join(HERE, "src", "amqpcap", "__init__.py"), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CORE_MODULES" for t in node.targets):
+        names = [getattr(t, "id", None) for t in getattr(node, "targets", ())]
+        if isinstance(node, ast.Assign) and "CORE_MODULES" in names:
             return list(ast.literal_eval(node.value))
     raise RuntimeError("CORE_MODULES not found in src/amqpcap/__init__.py")
 
@@ -28,7 +29,12 @@ def warn(msg: str) -> None:
 
 
 class OptionalBuildExt(build_ext):
-    """A failed compilation is a warning, not a failed install."""
+    """A failed compilation is a warning, not a failed install; the modules compile in parallel."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
 
     def run(self):
         try:
