@@ -25,9 +25,11 @@ class _PureFinder:
     sits next to them.  Python's path finder prefers the extension module (.so) over the .py of the
     same name; this finder, first on ``sys.meta_path``, answers before it for ``amqpcap.*``."""
 
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if not name.startswith("amqpcap.") or not path:
+    only: frozenset = frozenset()  # AMQPCAP_PURE=amqpcap.x,amqpcap.y: just these (to measure each)
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if not name.startswith("amqpcap.") or not path or (cls.only and name not in cls.only):
             return None
         from importlib.util import spec_from_file_location
 
@@ -39,7 +41,9 @@ class _PureFinder:
         return None  # a package (or not ours): the normal finders
 
 
-if _os.environ.get("AMQPCAP_PURE", "") not in ("", "0"):
+_pure = _os.environ.get("AMQPCAP_PURE", "")
+if _pure not in ("", "0"):
+    _PureFinder.only = frozenset(m for m in _pure.split(",") if m.startswith("amqpcap."))
     _sys.meta_path.insert(0, _PureFinder)
 
 
