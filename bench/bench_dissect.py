@@ -292,7 +292,8 @@ import json, sys
 import amqpcap
 from amqpcap.pipeline import dissect
 s = dissect([sys.argv[1]], sys.argv[2], frames=sys.argv[3] == "1", force=True)
-print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows, "compiled": amqpcap.COMPILED}))
+compiled = getattr(amqpcap, "COMPILED", False)  # (an amqpcap from before the compiled core: False)
+print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows, "compiled": compiled}))
 """
 
 
