@@ -3,10 +3,12 @@
 import gzip
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -544,18 +546,30 @@ def test_directory_exits_3(tmp_path):
     assert e.exit_code == 3 and "directory" in e.reason
 
 
-def test_permission_denied_exits_3(tmp_path, monkeypatch):
+def test_permission_denied_exits_3(tmp_path):
     path = save(tmp_path, g.pcap_bytes([(T0, 1, frames(1)[0])]))
+    os.chmod(path, 0)
     if os.geteuid() != 0:
-        os.chmod(path, 0)
-    else:  # root reads anything: simulate the OS refusing
-
-        def deny(*a, **k):
-            raise PermissionError(13, "Permission denied")
-
-        monkeypatch.setattr(reader, "open", deny, raising=False)
-    e = _err(path)
-    assert e.exit_code == 3 and e.reason == "permission denied"
+        e = _err(path)
+        assert e.exit_code == 3 and e.reason == "permission denied"
+        return
+    # root reads anything: ask again without the capabilities that let it (capsh, as the live tests;
+    # a patched module-level `open` would not reach the compiled reader)
+    if shutil.which("capsh") is None:
+        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)("needs capsh as root")
+    code = (
+        "import sys; from amqpcap.capture.reader import open_capture, CaptureError\n"
+        "try: open_capture(sys.argv[1])\n"
+        "except CaptureError as e: print(e.exit_code, e.reason, str(e).startswith(sys.argv[1] + ': '))"
+    )
+    shell = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} {shlex.quote(str(path))}"
+    r = subprocess.run(
+        ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shell],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.stdout.strip() == "3 permission denied True", r.stderr
 
 
 # -- cross-checks with tools --------------------------------------------------------

@@ -6,8 +6,11 @@ epoch, UTC) and ``offset`` (byte offset of the frame in this direction's TCP
 stream).  The records layer turns events into table rows; the codecs never
 know about Arrow or files.
 
-Events are small frozen dataclasses (h11 style), drained from a decoder with
-``pop_events()`` as ``(direction, event)`` pairs.  Connection-level facts are not
+Events are small dataclasses (h11 style), drained from a decoder with
+``pop_events()`` as ``(direction, event)`` pairs.  They are read-only by convention, not
+``frozen=True``: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+four times the cost of a plain one, and an event is built for every frame (the codecs build
+them, the records layer only reads them).  Connection-level facts are not
 events: see ``facts.ConnectionFacts``.
 """
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProtocolHeader:
     """The 8-byte protocol header ("AMQP" + 4 octets) or a non-AMQP preamble."""
 
@@ -28,7 +31,7 @@ class ProtocolHeader:
     version: str | None  # "0-8", "0-9", "0-9-1", "0-10", "1.0", "1.0-sasl", "1.0-tls" or None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Frame:
     """One wire frame (0-8/0-9/0-9-1 frame, or 0-10 frame), for the ``frames`` table."""
 
@@ -42,7 +45,7 @@ class Frame:
     wire_size: int  # whole frame including header and frame-end
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Method:
     """A decoded method (0-8/0-9/0-9-1) or command/control (0-10)."""
 
@@ -62,7 +65,7 @@ class Method:
     answers_command_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Content:
     """A complete (or incomplete) content: the method that carried it, its header and body."""
 
@@ -88,7 +91,7 @@ class Content:
     routing_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Heartbeat:
     packet: int
     ts: int
@@ -96,7 +99,7 @@ class Heartbeat:
     channel: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Anomaly:
     """Something that could not be decoded cleanly.  Nothing is dropped silently."""
 
