@@ -2,7 +2,7 @@
 """End-to-end throughput and peak RSS: amqpcap dissect vs tshark, on two traffic shapes.
 
     python bench/bench_dissect.py [--shape bulk,small] [--mb 32] [--packets 1000000] [--runs 2]
-                                  [--big] [--capture FILE] [--profile] [--frames] [--no-tshark] [--pure]
+                                  [--big] [--capture FILE] [--profile] [--frames] [--no-tshark]
 
 Shapes (each built once, cached in bench/data/, not committed):
 
@@ -21,10 +21,7 @@ default tables; ``--frames`` adds the frames table); tshark is
 
 ``--big`` adds the memory-flatness case: bulk captures of 100 MB and 1 GB (built by the
 script, ~1.1 GB of disk), amqpcap run once on each, peak RSS side by side.
-``--profile`` runs amqpcap in this process under cProfile instead (top 25 by own time; the
-compiled core's functions are invisible to cProfile: profile with ``AMQPCAP_PURE=1``, or run
-``py-spy record --native``).  amqpcap's line says whether the compiled core ran (``amqpcap
---version`` too); ``--pure`` adds a run of the same capture with ``AMQPCAP_PURE=1``.
+``--profile`` runs amqpcap in this process under cProfile instead (top 25 by own time).
 It measures; it asserts nothing (not a timed test).
 """
 
@@ -274,11 +271,11 @@ TSHARK_FIELDS = [
 ]
 
 
-def run_measured(cmd: list[str], env=None) -> tuple[float, int, int, bytes]:
+def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
     """Run ``cmd``: (wall seconds, peak RSS in bytes, exit status, stdout)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(p.pid, 0)
         el = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -289,23 +286,19 @@ def run_measured(cmd: list[str], env=None) -> tuple[float, int, int, bytes]:
 # The child that runs amqpcap: dissect() as the CLI calls it, its summary back as JSON.
 _CHILD = """
 import json, sys
-import amqpcap
 from amqpcap.pipeline import dissect
 s = dissect([sys.argv[1]], sys.argv[2], frames=sys.argv[3] == "1", force=True)
-compiled = getattr(amqpcap, "COMPILED", False)  # (an amqpcap from before the compiled core: False)
-print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows, "compiled": compiled}))
+print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows}))
 """
 
 
-def bench_amqpcap(cap: str, runs: int, frames: bool, pure: bool = False) -> tuple[float, int, dict]:
-    """``pure``: with ``AMQPCAP_PURE=1`` (the .py files even where the compiled core is built)."""
-    env = {**os.environ, "AMQPCAP_PURE": "1" if pure else ""}
+def bench_amqpcap(cap: str, runs: int, frames: bool) -> tuple[float, int, dict]:
     tmp = tempfile.mkdtemp(prefix="bench-dissect-")
     best, rss, summary = float("inf"), 0, {}
     try:
         for _ in range(runs):
             el, r, code, out = run_measured(
-                [sys.executable, "-c", _CHILD, cap, os.path.join(tmp, "out"), "1" if frames else "0"], env
+                [sys.executable, "-c", _CHILD, cap, os.path.join(tmp, "out"), "1" if frames else "0"]
             )
             if code:
                 raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
@@ -367,19 +360,11 @@ def report(label: str, cap: str, a) -> None:
     size = os.path.getsize(cap)
     el, rss, s = bench_amqpcap(cap, a.runs, a.frames)
     print(f"[{label}] {cap} ({size / 1e6:.1f} MB, {s['packets']:,} packets, {s['frames']:,} AMQP frames)")
-    core = "compiled core" if s["compiled"] else "pure Python"
     print(
         f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
-        f"peak RSS {rss / 1e6:6.0f} MB  ({core}) rows {s['rows']}",
+        f"peak RSS {rss / 1e6:6.0f} MB  rows {s['rows']}",
         flush=True,
     )
-    if a.pure and s["compiled"]:
-        pel, prss, _ = bench_amqpcap(cap, a.runs, a.frames, pure=True)
-        print(
-            f"  (pure):  {pel:7.2f} s  {size / 1e6 / pel:7.1f} MB/s  {s['packets'] / pel:9,.0f} packets/s  "
-            f"peak RSS {prss / 1e6:6.0f} MB  (AMQPCAP_PURE=1: the compiled core is {pel / el:.2f}x faster)",
-            flush=True,
-        )
     if a.no_tshark or not shutil.which("tshark"):
         print("  tshark:  not run")
         return
@@ -402,7 +387,6 @@ def main() -> int:
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--frames", action="store_true", help="also write the frames table")
     ap.add_argument("--runs", type=int, default=2, help="best of N runs for each tool")
-    ap.add_argument("--pure", action="store_true", help="also run amqpcap with AMQPCAP_PURE=1 (pure Python)")
     a = ap.parse_args()
     if a.capture:
         caps = [("capture", a.capture)]

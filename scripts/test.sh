@@ -3,8 +3,7 @@
 #   bash scripts/test.sh [pytest args...]
 # System packages: tshark (differential tests against Wireshark's dissector), tcpdump
 # (a real loopback capture read back by our reader), rabbitmq-server (amqpcap live against a real
-# broker on loopback), capsh (libcap2-bin: live without capture privilege, as root), gcc and
-# python3-dev (the compiled core).
+# broker on loopback), capsh (libcap2-bin: live without capture privilege, as root).
 # Python packages go into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +14,6 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v capsh >/dev/null 2>&1 || need+=(libcap2-bin)
-# a C compiler and Python's headers: pip builds the compiled core (setup.py), which CI requires
-command -v gcc >/dev/null 2>&1 || need+=(gcc)
-python3 -c 'import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
-  >/dev/null 2>&1 || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing ${need[*]} (apt)"

@@ -80,22 +80,6 @@ _ANALYSE_HELP = (
 )
 
 
-class _Version(argparse.Action):
-    """``--version``: also says whether the compiled core or pure Python runs (``AMQPCAP_PURE``);
-    asked only when given, since finding out imports the core."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
-        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        import amqpcap
-
-        n, total = len(amqpcap.compiled_modules()), len(amqpcap.CORE_MODULES)
-        core = "pure Python" if not n else "compiled core" if n == total else f"compiled core: {n} of {total}"
-        print(f"amqpcap {__version__} ({core})")
-        parser.exit()
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="amqpcap",
@@ -103,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_TABLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action=_Version, help="show the version and which core runs, and exit")
+    p.add_argument("--version", action="version", version=f"amqpcap {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
 
     d = add_command(
