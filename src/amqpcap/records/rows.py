@@ -104,39 +104,111 @@ def _ranges(v):
 ARG_COLUMNS = ("no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text")
 
 
+def _tag(v):
+    """A delivery-tag that fits the int64 column, else null."""
+    return v if isinstance(v, int) and 0 <= v <= _I64_MAX else None
+
+
+# The methods columns filled from a method's arguments: column -> (argument names, the first
+# present wins; converter).  Every converter maps None to None, so a column none of whose
+# arguments is present stays null, exactly as ``conv(a.get(k1, a.get(k2)))`` would leave it.
+_METHOD_ARGS = (
+    ("exchange", ("exchange",), _s),
+    ("routing_key", ("routing-key", "binding-key"), _s),
+    ("queue", ("queue",), _s),
+    ("consumer_tag", ("consumer-tag",), _s),
+    ("delivery_tag", ("delivery-tag",), _tag),
+    ("multiple", ("multiple",), _b),
+    ("requeue", ("requeue",), _b),
+    ("redelivered", ("redelivered",), _b),
+    ("no_ack", ("no-ack",), _b),
+    ("mandatory", ("mandatory",), _b),
+    ("reply_code", ("reply-code", "error-code"), _i),
+    ("reply_text", ("reply-text", "description"), _s),
+    ("prefetch_count", ("prefetch-count",), _i),
+    ("prefetch_size", ("prefetch-size",), _i),
+    ("message_count", ("message-count",), _i),
+    ("consumer_count", ("consumer-count",), _i),
+    ("no_wait", ("no-wait", "nowait"), _b),
+    ("active", ("active",), _b),
+    ("qos_global", ("global",), _b),
+    ("reason", ("reason",), _s),
+    ("accept_mode", ("accept-mode",), _i),
+    ("id_ranges", ("commands", "transfers"), _ranges),
+    ("code", ("code",), _i),
+    ("text", ("text",), _s),
+)
+_ARG_CONVERTERS = {col: (names, conv) for col, names, conv in _METHOD_ARGS}
+
+
 def arg_columns(a: dict) -> tuple:
     """Values of the typed argument columns :data:`ARG_COLUMNS` (they follow ``answers_command_id``
     in METHODS, see records/schema.py) from a method's decoded arguments."""
-    nw = a.get("no-wait", a.get("nowait"))
-    return (
-        _b(nw),
-        _b(a.get("active")),
-        _b(a.get("global")),
-        _s(a.get("reason")),
-        _i(a.get("accept-mode")),
-        _ranges(a.get("commands", a.get("transfers"))),
-        _i(a.get("code")),
-        _s(a.get("text")),
-    )
+    out = []
+    for col in ARG_COLUMNS:
+        names, conv = _ARG_CONVERTERS[col]
+        out.append(conv(next((a[k] for k in names if k in a), None)))
+    return tuple(out)
+
+
+# Columns a method row takes from the Method event itself, in schema order; the rest of the
+# row starts null and is filled by column index (the index of each name in records/schema.py).
+_METHOD_HEAD = (
+    "capture",
+    "tcp_stream",
+    "frame_number",
+    "ts",
+    "direction",
+    "channel",
+    "stream_offset",
+    "method",
+    "class_id",
+    "method_id",
+    "version",
+    "synchronous",
+    "has_content",
+    "frame_size",
+)
+_METHOD_COLUMNS = COLUMNS["methods"]
+assert tuple(_METHOD_COLUMNS[: len(_METHOD_HEAD)]) == _METHOD_HEAD, "records/schema.py METHODS reordered"
+_METHOD_TAIL = [None] * (len(_METHOD_COLUMNS) - len(_METHOD_HEAD))
+_M = {name: i for i, name in enumerate(_METHOD_COLUMNS)}
+_M_EXCHANGE, _M_CONSUMER_TAG = _M["exchange"], _M["consumer_tag"]
+_M_REPLY_NAME, _M_FAILING = _M["reply_name"], _M["failing_method"]
+_M_COMMAND_ID, _M_ANSWERS, _M_ARGUMENTS = _M["command_id"], _M["answers_command_id"], _M["arguments"]
+
+
+class _MethodPlan:
+    """How to fill a method row from arguments with these names (in this order), compiled once
+    per (method name, argument names): a row then touches only the arguments present instead of
+    looking up every typed column's argument in every row."""
+
+    __slots__ = ("fill", "destination", "code", "failing")
+
+    def __init__(self, name: str, keys: tuple) -> None:
+        present = set(keys)
+        # (column index, argument name, converter) for each typed column an argument fills
+        self.fill = tuple(
+            (_M[col], next(k for k in names if k in present), conv)
+            for col, names, conv in _METHOD_ARGS
+            if not present.isdisjoint(names)
+        )
+        self.destination = "destination" in present
+        self.code = "reply-code" in present or "error-code" in present
+        self.failing = name.endswith(".close") or name == "execution.exception"
+
+
+_plans: dict = {}  # (method name, argument names) -> _MethodPlan; a few dozen per capture
 
 
 def method_row(capture, stream, direction, m: Method, version, channel_type=None):
     a = m.args
     name = m.name
-    exchange = a.get("exchange")
-    consumer_tag = a.get("consumer-tag")
-    if "destination" in a:
-        # 0-10: a transfer from the broker names the subscription it is delivered to.
-        if name in _SUBSCRIPTION_DEST or (
-            name == "message.transfer" and direction == 1 and version == "0-10"
-        ):
-            consumer_tag = a["destination"]
-        elif exchange is None:
-            exchange = a["destination"]
-    code = a.get("reply-code", a.get("error-code"))
-    info = _spec.reply_code_info(version, code) if isinstance(code, int) else None
-    dt = a.get("delivery-tag")
-    return (
+    key = (name, tuple(a))
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _MethodPlan(name, key[1])
+    row = [
         capture,
         stream,
         m.packet,
@@ -151,29 +223,28 @@ def method_row(capture, stream, direction, m: Method, version, channel_type=None
         m.synchronous,
         m.has_content,
         m.frame_size,
-        _s(exchange),
-        _s(a.get("routing-key", a.get("binding-key"))),
-        _s(a.get("queue")),
-        _s(consumer_tag),
-        dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
-        _b(a.get("multiple")),
-        _b(a.get("requeue")),
-        _b(a.get("redelivered")),
-        _b(a.get("no-ack")),
-        _b(a.get("mandatory")),
-        _i(code),
-        _s(a.get("reply-text", a.get("description"))),
-        info[0] if info else None,
-        _failing(version, a) if name.endswith(".close") or name == "execution.exception" else None,
-        _i(a.get("prefetch-count")),
-        _i(a.get("prefetch-size")),
-        _i(a.get("message-count")),
-        _i(a.get("consumer-count")),
-        m.command_id,
-        m.answers_command_id,
-        *arg_columns(a),
-        to_json(a),
-    )
+        *_METHOD_TAIL,
+    ]
+    for i, k, conv in plan.fill:
+        row[i] = conv(a[k])
+    if plan.destination:
+        # 0-10: a transfer from the broker names the subscription it is delivered to.
+        if name in _SUBSCRIPTION_DEST or (
+            name == "message.transfer" and direction == 1 and version == "0-10"
+        ):
+            row[_M_CONSUMER_TAG] = _s(a["destination"])
+        elif row[_M_EXCHANGE] is None:
+            row[_M_EXCHANGE] = _s(a["destination"])
+    if plan.code:
+        code = a.get("reply-code", a.get("error-code"))
+        info = _spec.reply_code_info(version, code) if isinstance(code, int) else None
+        row[_M_REPLY_NAME] = info[0] if info else None
+    if plan.failing:
+        row[_M_FAILING] = _failing(version, a)
+    row[_M_COMMAND_ID] = m.command_id
+    row[_M_ANSWERS] = m.answers_command_id
+    row[_M_ARGUMENTS] = to_json(a)
+    return row
 
 
 _PROP_COLS = (
