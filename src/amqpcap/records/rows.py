@@ -178,6 +178,16 @@ _M_REPLY_NAME, _M_FAILING = _M["reply_name"], _M["failing_method"]
 _M_COMMAND_ID, _M_ANSWERS, _M_ARGUMENTS = _M["command_id"], _M["answers_command_id"], _M["arguments"]
 
 
+def _fill_plan(columns, index: dict, present: set) -> tuple:
+    """(column index, value name, converter) for each of ``columns`` (column, value names in
+    precedence order, converter) that a value of ``present`` fills."""
+    return tuple(
+        (index[col], next(k for k in names if k in present), conv)
+        for col, names, conv in columns
+        if not present.isdisjoint(names)
+    )
+
+
 class _MethodPlan:
     """How to fill a method row from arguments with these names (in this order), compiled once
     per (method name, argument names): a row then touches only the arguments present instead of
@@ -187,12 +197,7 @@ class _MethodPlan:
 
     def __init__(self, name: str, keys: tuple) -> None:
         present = set(keys)
-        # (column index, argument name, converter) for each typed column an argument fills
-        self.fill = tuple(
-            (_M[col], next(k for k in names if k in present), conv)
-            for col, names, conv in _METHOD_ARGS
-            if not present.isdisjoint(names)
-        )
+        self.fill = _fill_plan(_METHOD_ARGS, _M, present)
         self.destination = "destination" in present
         self.code = "reply-code" in present or "error-code" in present
         self.failing = name.endswith(".close") or name == "execution.exception"
@@ -247,31 +252,56 @@ def method_row(capture, stream, direction, m: Method, version, channel_type=None
     return row
 
 
-_PROP_COLS = (
-    "content-type",
-    "content-encoding",
-    "headers",
-    "delivery-mode",
-    "priority",
-    "correlation-id",
-    "reply-to",
-    "expiration",
-    "message-id",
-    "timestamp",
-    "type",
-    "user-id",
-    "app-id",
-    "cluster-id",
+def _short(v):
+    """An int16 property (delivery-mode, priority): out-of-range values are null."""
+    v = _i(v)
+    return v if v is None or v < 32768 else None
+
+
+def _msg_ts(v):
+    """The timestamp property (seconds) as ns, null when outside the timestamp column's range."""
+    return v * 1_000_000_000 if isinstance(v, int) and 0 <= v < 9_000_000_000 else None
+
+
+def _table_json(v):
+    return to_json(v) if v is not None else None
+
+
+# The messages columns filled from a content's properties, as _METHOD_ARGS (contiguous, in
+# schema order: checked below).
+_MESSAGE_PROPERTIES = (
+    ("content_type", ("content-type",), _s),
+    ("content_encoding", ("content-encoding",), _s),
+    ("headers", ("headers", "application-headers"), _table_json),
+    ("delivery_mode", ("delivery-mode",), _short),
+    ("priority", ("priority",), _short),
+    ("correlation_id", ("correlation-id",), _s),
+    ("reply_to", ("reply-to",), _s),
+    ("expiration", ("expiration",), _s),
+    ("message_id", ("message-id",), _s),
+    ("msg_timestamp", ("timestamp",), _msg_ts),
+    ("type", ("type",), _s),
+    ("user_id", ("user-id",), _s),
+    ("app_id", ("app-id",), _s),
+    ("cluster_id", ("cluster-id",), _s),
 )
+_MSG = {name: i for i, name in enumerate(COLUMNS["messages"])}
+_MSG_FIRST_PROPERTY = _MSG[_MESSAGE_PROPERTIES[0][0]]
+assert [c for c, _, _ in _MESSAGE_PROPERTIES] == COLUMNS["messages"][
+    _MSG_FIRST_PROPERTY : _MSG_FIRST_PROPERTY + len(_MESSAGE_PROPERTIES)
+], "records/schema.py MESSAGES reordered"
+_PROPERTY_NULLS = [None] * len(_MESSAGE_PROPERTIES)
+_property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
 
 
 def message_row(capture, stream, direction, c: Content, version):
     p = c.properties
     a = c.method.args
-    ts_prop = p.get("timestamp")
-    headers = p.get("headers", p.get("application-headers"))
-    dt = a.get("delivery-tag")
-    return (
+    keys = tuple(p)
+    fill = _property_plans.get(keys)
+    if fill is None:
+        fill = _property_plans[keys] = _fill_plan(_MESSAGE_PROPERTIES, _MSG, set(keys))
+    row = [
         capture,
         stream,
         c.packet,
@@ -284,25 +314,10 @@ def message_row(capture, stream, direction, c: Content, version):
         _s(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
         _s(c.routing_key if c.routing_key is not None else a.get("routing-key")),
         _s(a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)),
-        dt if isinstance(dt, int) and 0 <= dt <= _I64_MAX else None,
+        _tag(a.get("delivery-tag")),
         _b(a.get("redelivered", p.get("redelivered"))),
         _i(a.get("reply-code")),
-        _s(p.get("content-type")),
-        _s(p.get("content-encoding")),
-        to_json(headers) if headers is not None else None,
-        _i(p.get("delivery-mode"))
-        if _i(p.get("delivery-mode")) is None or p["delivery-mode"] < 32768
-        else None,
-        _i(p.get("priority")) if _i(p.get("priority")) is None or p["priority"] < 32768 else None,
-        _s(p.get("correlation-id")),
-        _s(p.get("reply-to")),
-        _s(p.get("expiration")),
-        _s(p.get("message-id")),
-        ts_prop * 1_000_000_000 if isinstance(ts_prop, int) and 0 <= ts_prop < 9_000_000_000 else None,
-        _s(p.get("type")),
-        _s(p.get("user-id")),
-        _s(p.get("app-id")),
-        _s(p.get("cluster-id")),
+        *_PROPERTY_NULLS,  # content_type .. cluster_id, filled below
         to_json(p),
         c.body_size,
         c.body_received,
@@ -312,7 +327,10 @@ def message_row(capture, stream, direction, c: Content, version):
         c.complete,
         c.first_packet,
         c.packet,
-    )
+    ]
+    for i, k, conv in fill:
+        row[i] = conv(p[k])
+    return row
 
 
 def anomaly_row(capture, stream, direction, e: Anomaly, layer="amqp"):
