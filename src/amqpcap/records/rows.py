@@ -1,4 +1,4 @@
-"""Events -> row tuples in the column order of records/schema.py."""
+"""Events -> rows (tuples, or lists filled by column index) in the column order of records/schema.py."""
 
 from __future__ import annotations
 

@@ -31,13 +31,13 @@ class TableBuffer:
         self.name = name
         self.schema = SCHEMAS[name]
         self.ncols = len(self.schema)
-        self.pending: list[tuple] = []  # row tuples; transposed into columns at flush
+        self.pending: list = []  # rows; transposed into columns at flush
         self.path = path
         self.writer = None
         self.rows = 0
 
     def append(self, row) -> None:
-        """``row``: a tuple in schema column order."""
+        """``row``: a tuple or list in schema column order."""
         self.pending.append(row)
         if len(self.pending) >= ROW_GROUP:
             self.flush()
