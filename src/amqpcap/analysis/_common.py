@@ -58,38 +58,45 @@ def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
     return zip(*arrays)
 
 
-_ORDERED: dict = {}  # id(df) -> (weakref to df, its ordered copy): the big tables are ordered once
+_ORDERS: dict = {}  # id(df) -> (weakref to df, its wire-order positions): a big table is sorted once
 
 
-def ordered(df: pd.DataFrame, names=None) -> pd.DataFrame:
+def ordered(df: pd.DataFrame, names=None, columns=None, rows=None) -> pd.DataFrame:
     """Rows in wire order: per conversation, by packet number then stream offset.
 
-    ``names``: keep only the rows whose ``method`` is one of them (filtered before
-    sorting).  The ordered copy of a whole table is kept while the table lives,
-    so the analysis functions sort it once; callers must not modify it in place."""
+    ``names``: keep only the rows whose ``method`` is one of them; ``rows``: only those of this
+    boolean mask; ``columns``: only these columns.  The result is a copy of just that part (one
+    take): the wire order of a whole table is computed once while the table lives (an int array,
+    not a sorted copy of the table)."""
     if len(df) == 0:
-        return df
+        return df if columns is None else df[columns]
+    pos = _order(df)
+    keep = None
     if names is not None:
-        return _sort(df[df["method"].isin(names)])
-    hit = _ORDERED.get(id(df))
+        keep = df["method"].isin(names).to_numpy(dtype=bool)
+    if rows is not None:
+        r = np.asarray(rows, dtype=bool)
+        keep = r if keep is None else keep & r
+    if keep is not None:
+        pos = pos[keep[pos]]
+    if columns is None:
+        return df.iloc[pos]
+    return df.iloc[pos, [df.columns.get_loc(c) for c in columns]]
+
+
+def _order(df: pd.DataFrame) -> np.ndarray:
+    hit = _ORDERS.get(id(df))
     if hit is not None and hit[0]() is df:
         return hit[1]
-    out = _sort(df)
-    try:
-        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERED.pop(k, None))  # noqa: B008 (bound now)
-    except TypeError:
-        return out
-    _ORDERED[id(df)] = (ref, out)
-    return out
-
-
-def _sort(df: pd.DataFrame) -> pd.DataFrame:
-    if len(df) == 0:
-        return df
     keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
     pos = np.arange(len(df))
     order = np.lexsort([pos] + [_sort_key(df[k]) for k in reversed(keys)])
-    return df.iloc[order]
+    try:
+        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERS.pop(k, None))  # noqa: B008 (bound now)
+    except TypeError:
+        return order
+    _ORDERS[id(df)] = (ref, order)
+    return order
 
 
 def _sort_key(s: pd.Series) -> np.ndarray:

@@ -50,15 +50,17 @@ _CLOSE_OK = ("channel.close-ok", "connection.close-ok")
 _BY_ID = ("session.completed", "execution.result", "execution.exception")
 
 
-def _with_content_completion(t, names) -> pd.DataFrame:
-    """The methods named ``names`` in wire order, plus ``_done_frame`` / ``_done_ts`` (ns): the packet
-    that completed the content (from ``messages``, joined on stream and offset), else the method's own."""
-    m = ordered(t.methods, names).reset_index(drop=True)
+def _with_content_completion(t, names, columns) -> pd.DataFrame:
+    """The methods named ``names`` in wire order (``columns`` of them), plus ``_done_frame`` /
+    ``_done_ts`` (ns): the packet that completed the content (from ``messages``, joined on stream
+    and offset), else the method's own."""
+    key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    cols = list(dict.fromkeys([c for c in columns if not c.startswith("_")] + key))
+    m = ordered(t.methods, names, cols).reset_index(drop=True)
     done_frame = m["frame_number"].astype("Int64")
     done_ts = ns(m["ts"]) if len(m) else np.zeros(0, dtype=np.int64)
     msgs = t.messages
     if len(m) and len(msgs):
-        key = ["capture", "tcp_stream", "direction", "stream_offset"]
         mm = msgs[key + ["frame_number", "ts"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
         mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
         j = m[key].merge(mm, on=key, how="left")
@@ -119,16 +121,7 @@ def method_rtt(t) -> pd.DataFrame:
     ``answers_command_id`` is its command id.
     """
     t = as_tables(t)
-    m = ordered(t.methods)
-    if len(m):  # 0-8 / 0-9 / 0-9-1: only requests, their responses and closes matter (not publishes, ...)
-        relevant = set(_CLOSE + _CLOSE_OK + _SCOPE_OPEN)
-        for v in m["version"].dropna().unique():
-            for name, spec in spec_by_name(v).items():
-                if getattr(spec, "responses", ()):
-                    relevant.add(name)
-                    relevant.update(spec.responses)
-        is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
-        m = m[is_010 | m["method"].isin(relevant).to_numpy()]
+    m = t.methods
     cols = [
         "capture",
         "tcp_stream",
@@ -144,6 +137,15 @@ def method_rtt(t) -> pd.DataFrame:
         "no_wait",
         "synchronous",
     ]
+    if len(m):  # 0-8 / 0-9 / 0-9-1: only requests, their responses and closes matter (not publishes, ...)
+        relevant = set(_CLOSE + _CLOSE_OK + _SCOPE_OPEN)
+        for v in m["version"].dropna().unique():
+            for name, spec in spec_by_name(v).items():
+                if getattr(spec, "responses", ()):
+                    relevant.add(name)
+                    relevant.update(spec.responses)
+        is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
+        m = ordered(m, columns=cols, rows=is_010 | m["method"].isin(relevant).to_numpy(dtype=bool))
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, RTT_COLS)
@@ -319,12 +321,6 @@ def confirms(t) -> pd.DataFrame:
     completed its content (``request_frame``).
     """
     t = as_tables(t)
-    m = _with_content_completion(
-        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN
-    )
-    rows: list[tuple] = []
-    if len(m) == 0:
-        return _finish(rows, CONFIRM_COLS)
     cols = [
         "capture",
         "tcp_stream",
@@ -341,6 +337,12 @@ def confirms(t) -> pd.DataFrame:
         "exchange",
         "routing_key",
     ]
+    m = _with_content_completion(
+        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN, cols
+    )
+    rows: list[tuple] = []
+    if len(m) == 0:
+        return _finish(rows, CONFIRM_COLS)
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict}
 
     def settle(pub, resp, outcome, multiple):
@@ -433,7 +435,7 @@ CONSUMER_COLS = {
 }
 
 
-_CONSUMER_METHODS = (
+CONSUMER_METHODS = (
     "basic.consume",
     "basic.consume-ok",
     "message.subscribe",
@@ -444,6 +446,23 @@ _CONSUMER_METHODS = (
     "message.transfer",
     "basic.get-ok",
 ) + _SCOPE_OPEN
+
+
+# the columns consumer_state reads
+CONSUMER_STATE_COLS = [
+    "capture",
+    "tcp_stream",
+    "channel",
+    "direction",
+    "method",
+    "frame_number",
+    "ts",
+    "queue",
+    "consumer_tag",
+    "no_ack",
+    "no_wait",
+    "accept_mode",
+]
 
 
 def consumer_state(m: pd.DataFrame):
@@ -457,22 +476,9 @@ def consumer_state(m: pd.DataFrame):
     by_tag: dict = {}  # (cap, st, ch, tag) -> consumer row
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
     last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "direction",
-        "method",
-        "frame_number",
-        "ts",
-        "queue",
-        "consumer_tag",
-        "no_ack",
-        "no_wait",
-        "accept_mode",
-    ]
+    cols = CONSUMER_STATE_COLS
     # only these methods change the state; positions stay those of ``m``
-    pos_of = np.flatnonzero(m["method"].isin(_CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
+    pos_of = np.flatnonzero(m["method"].isin(CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
     for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
@@ -544,7 +550,7 @@ def consumers(t) -> pd.DataFrame:
     """One row per basic.consume (0-10 message.subscribe): consumer tag (server-assigned
     ones taken from consume-ok), queue, no_ack (0-10: accept-mode none), consume and cancel packets."""
     t = as_tables(t)
-    _, rows = consumer_state(ordered(t.methods))
+    _, rows = consumer_state(ordered(t.methods, CONSUMER_METHODS, CONSUMER_STATE_COLS))
     return build(rows, CONSUMER_COLS)
 
 
@@ -589,13 +595,6 @@ def consumer_acks(t) -> pd.DataFrame:
     The delivery is timed at the packet that completed its content.
     """
     t = as_tables(t)
-    m = _with_content_completion(
-        t, _CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async")
-    )
-    rows: list[tuple] = []
-    if len(m) == 0:
-        return _finish(rows, ACK_COLS)
-    info, _ = consumer_state(m)
     cols = [
         "capture",
         "tcp_stream",
@@ -617,6 +616,15 @@ def consumer_acks(t) -> pd.DataFrame:
         "command_id",
         "id_ranges",
     ]
+    m = _with_content_completion(
+        t,
+        CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"),
+        cols + CONSUMER_STATE_COLS,
+    )
+    rows: list[tuple] = []
+    if len(m) == 0:
+        return _finish(rows, ACK_COLS)
+    info, _ = consumer_state(m)
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
 
     def settle(dl, resp, outcome, multiple, requeue):

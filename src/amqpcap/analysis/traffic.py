@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import STR, ns, ordered, str_series
-from amqpcap.analysis.latency import consumer_state
+from amqpcap.analysis.latency import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["throughput", "totals", "message_queues", "covered_buckets", "BY"]
@@ -48,9 +48,10 @@ def message_queues(t) -> pd.DataFrame:
     msgs["queue"] = str_series([None] * len(msgs))
     if len(msgs) == 0 or len(t.methods) == 0:
         return msgs
-    m = ordered(t.methods).reset_index(drop=True)
-    info, _ = consumer_state(m)
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    cols = list(dict.fromkeys(CONSUMER_STATE_COLS + key))
+    m = ordered(t.methods, CONSUMER_METHODS, cols).reset_index(drop=True)
+    info, _ = consumer_state(m)
     if info:
         pos = np.fromiter(info.keys(), dtype=np.int64)
         q = m.loc[pos, key].copy()
