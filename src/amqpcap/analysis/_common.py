@@ -38,24 +38,44 @@ def latency_ms(req_ns, resp_ns) -> np.ndarray:
     return out
 
 
-def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
+def records(df: pd.DataFrame, cols: list[str], chunk: int = 1 << 16) -> Iterator[tuple]:
     """Rows of ``df[cols]`` as plain tuples, missing values as None.
 
-    Timestamp columns (``ts``) come out as int ns.
+    Timestamp columns (``ts``) come out as int ns.  Python objects are made ``chunk`` rows at a
+    time (not a column of objects per column at once), and equal strings are one object, so
+    walking a big table and keeping some of its values costs a fraction of the table's objects.
     """
     if len(df) == 0:
         return iter(())
-    arrays = []
-    for c in cols:
-        s = df[c]
-        if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
-            a = ns(s).astype(object)
+    sources = [_source(df[c]) for c in cols]
+    return (row for lo in range(0, len(df), chunk) for row in zip(*(get(lo, lo + chunk) for get in sources)))
+
+
+def _source(s: pd.Series):
+    """A function (lo, hi) -> the object array of rows lo:hi of ``s`` (see :func:`records`)."""
+    if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
+        v = ns(s)
+
+        def get(lo, hi):
+            a = v[lo:hi].astype(object)
             a[a == NAT] = None
-        else:
-            a = np.array(s.astype(object).to_numpy(), dtype=object, copy=True)
+            return a
+
+    elif isinstance(s.dtype, (pd.StringDtype, pd.CategoricalDtype)):
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        objs = np.append(np.asarray(uniques, dtype=object), None)  # code -1 (missing): None
+
+        def get(lo, hi):
+            return objs[codes[lo:hi]]
+
+    else:
+
+        def get(lo, hi):
+            a = np.array(s.iloc[lo:hi].astype(object).to_numpy(), dtype=object, copy=True)
             a[pd.isna(a)] = None
-        arrays.append(a)
-    return zip(*arrays)
+            return a
+
+    return get
 
 
 _ORDERS: dict = {}  # id(df) -> (weakref to df, its wire-order positions): a big table is sorted once
