@@ -1137,14 +1137,18 @@ def connection_setup(t) -> pd.DataFrame:
     return _finish(rows, SETUP_COLS)
 
 
+# every latency kind, keyed as in the stats JSON, and its pairing
+LATENCY_FUNCTIONS = {
+    "method_rtt": method_rtt,
+    "confirm": confirms,
+    "consumer_ack": consumer_acks,
+    "transit": transit,
+    "rpc": rpc,
+    "connection_setup": connection_setup,
+}
+
+
 def all_latencies(t) -> dict[str, pd.DataFrame]:
     """Every latency kind, keyed as in the stats JSON."""
     t = as_tables(t)
-    return {
-        "method_rtt": method_rtt(t),
-        "confirm": confirms(t),
-        "consumer_ack": consumer_acks(t),
-        "transit": transit(t),
-        "rpc": rpc(t),
-        "connection_setup": connection_setup(t),
-    }
+    return {kind: pairing(t) for kind, pairing in LATENCY_FUNCTIONS.items()}

@@ -25,7 +25,7 @@ from amqpcap.analysis._common import NAT, ns, ordered, records, si
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
-from amqpcap.analysis.latency import all_latencies
+from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, throughput_cells
 from amqpcap.analysis.summary import stats as stats_dict
 from amqpcap.analysis.tables import as_tables
@@ -180,11 +180,14 @@ def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
 
 
 def fig_latency(lat: dict, path: Path) -> Path:
+    """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
+    latencies (ms) already taken from it."""
     fig = Figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(2, 3, i + 1)
-        a = _ok_latencies(kind, lat[kind])
+        v = lat[kind]
+        a = _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
         ax.set_title(f"{_KIND_TITLES[kind]} (n={len(a):,})", fontsize=10)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("pairs")
@@ -685,17 +688,29 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     t = as_tables(t)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    lat = all_latencies(t)
-    s = stats if stats is not None else stats_dict(t, latencies=lat)
+    values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
+    kept: dict = {}
+
+    def keep(kind, df):
+        values[kind] = _ok_latencies(kind, df)
+        if kind == "consumer_ack":
+            kept[kind] = df
+
+    if stats is None:
+        s = stats_dict(t, on_latency=keep)
+    else:
+        s = stats
+        for kind, pairing in LATENCY_FUNCTIONS.items():
+            keep(kind, pairing(t))
     t0 = _t0(t)
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     err = errors_frame(t)
     paths = {
         "throughput": fig_throughput(t, out / "throughput.png", bucket, t0),
-        "latency": fig_latency(lat, out / "latency.png"),
+        "latency": fig_latency(values, out / "latency.png"),
         "errors": fig_errors(err, out / "errors.png"),
         "timeline": fig_timeline(t, err, out / "timeline.png", t0),
-        "unacked": fig_unacked(t, lat["consumer_ack"], out / "unacked.png", t0),
+        "unacked": fig_unacked(t, kept.pop("consumer_ack"), out / "unacked.png", t0),
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"

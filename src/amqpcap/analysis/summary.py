@@ -14,7 +14,7 @@ import pandas as pd
 from amqpcap.analysis._common import ns, si
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.failures import error_summary
-from amqpcap.analysis.latency import confirms, connection_setup, consumer_acks, method_rtt, rpc, transit
+from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
@@ -125,24 +125,26 @@ def _setup_summary(cs: pd.DataFrame) -> dict:
     return out
 
 
-# stats' ``latency``: kind -> (the pairing, its summary)
-_LATENCY = {
-    "method_rtt": (method_rtt, _rtt_summary),
-    "confirm": (confirms, _confirm_summary),
-    "consumer_ack": (consumer_acks, _ack_summary),
-    "transit": (transit, _transit_summary),
-    "rpc": (rpc, _rpc_summary),
-    "connection_setup": (connection_setup, _setup_summary),
+# stats' ``latency``: kind -> the summary of its pairing (LATENCY_FUNCTIONS)
+_SUMMARIES = {
+    "method_rtt": _rtt_summary,
+    "confirm": _confirm_summary,
+    "consumer_ack": _ack_summary,
+    "transit": _transit_summary,
+    "rpc": _rpc_summary,
+    "connection_setup": _setup_summary,
 }
 
 
-def _latency_health(t, lat: dict | None) -> tuple[dict, dict]:
+def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
     """stats' ``latency`` and the unacked part of ``health``.  Without ``lat`` each pairing is
     computed, summarised and dropped before the next (memory: the largest one, not their sum)."""
     out, health = {}, {}
-    for kind, (pairing, summarise) in _LATENCY.items():
+    for kind, pairing in LATENCY_FUNCTIONS.items():
         df = lat[kind] if lat is not None else pairing(t)
-        out[kind] = summarise(df)
+        if on_latency is not None:
+            on_latency(kind, df)
+        out[kind] = _SUMMARIES[kind](df)
         if kind == "consumer_ack":
             health = _unacked_health(unacked(t, acks=df))
         del df
@@ -320,17 +322,19 @@ def _health(t, unacked_health: dict) -> dict:
     }
 
 
-def stats(t, *, bucket: str = "1s", latencies: dict | None = None) -> dict:
+def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
     ``span``, ``latency`` (one entry per kind in :data:`LATENCY_KINDS`),
     ``errors``, ``throughput``, ``methods``, ``anomalies``, ``health``.
     See docs/analysis.md for every field.  ``latencies``: a precomputed
-    :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.
+    :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
+    pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
+    given, is called with each (e.g. to keep what a caller needs of it).
     """
     t = as_tables(t)
-    latency, unacked_health = _latency_health(t, latencies)
+    latency, unacked_health = _latency_health(t, latencies, on_latency)
     c = t.connections
     return {
         "stats_version": STATS_VERSION,
