@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from amqpcap.analysis._common import ns, si
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
@@ -148,6 +149,7 @@ def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
         if kind == "consumer_ack":
             health = _unacked_health(unacked(t, acks=df))
         del df
+        pa.default_memory_pool().release_unused()  # the pairing's Arrow strings: back to the system
     return out, health
 
 

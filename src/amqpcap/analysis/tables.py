@@ -184,7 +184,7 @@ def arrow_to_pandas(
     for f in schema:
         if f.name in table.column_names:
             col = table.column(f.name)
-            if col.type != f.type:
+            if col.type != f.type and not (f.name in categorical and pa.types.is_dictionary(col.type)):
                 col = col.cast(f.type)
         else:
             col = pa.nulls(len(table), type=f.type)
@@ -222,6 +222,20 @@ def _categorical(columns) -> frozenset:
     return CATEGORICAL_COLUMNS if isinstance(columns, str) and columns == "analysis" else frozenset()
 
 
+def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
+    """The Parquet files of table ``name``; the string columns in ``categorical`` are read as
+    dictionaries (as Parquet stores them: no string per row is ever made)."""
+    schema = SCHEMAS[name]
+    dict_cols = [f.name for f in schema if f.name in categorical and pa.types.is_string(f.type)]
+    if not dict_cols:
+        return ds.dataset(files, format="parquet", schema=schema)
+    schema = pa.schema(
+        [pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in dict_cols else f for f in schema]
+    )
+    fmt = ds.ParquetFileFormat(read_options={"dictionary_columns": dict_cols})
+    return ds.dataset(files, format=fmt, schema=schema)
+
+
 def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.DataFrame | None:
     """Read the Parquet dataset ``directory/name`` (None if absent); ``columns`` as for :func:`load`."""
     cols = _columns(name, columns)
@@ -234,8 +248,7 @@ def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.Data
             if not files:
                 return empty_frame(name, cols, cat)
             try:  # the schema fills columns a file lacks with nulls
-                dataset = ds.dataset([str(x) for x in sorted(files)], format="parquet", schema=SCHEMAS[name])
-                table = dataset.to_table(columns=cols)
+                table = _dataset([str(x) for x in sorted(files)], name, cat).to_table(columns=cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
                     [ds.dataset(str(x), format="parquet").to_table() for x in sorted(files)],
