@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 NAT = np.iinfo(np.int64).min  # pandas' iNaT
 
@@ -28,6 +30,17 @@ def to_ts(values) -> pd.Series:
     """int ns (None/NaN/NAT for missing) -> datetime64[ns, UTC] Series."""
     arr = np.array([NAT if v is None or v != v else v for v in values], dtype=np.int64)
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
+
+
+def isin(s: pd.Series, values) -> np.ndarray:
+    """``s.isin(values).to_numpy()`` for many string values: pandas' Arrow-string ``isin`` turns
+    each value into an Arrow scalar first (seconds for 10^5 values); this hands them over at once."""
+    if isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow" and len(s):
+        arr = pa.array(s.array)
+        vals = pd.Series(values, dtype=object).dropna().to_numpy(dtype=object)
+        found = pc.is_in(arr, value_set=pa.array(vals, type=pa.large_string()).cast(arr.type))
+        return found.to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    return s.isin(values).to_numpy(dtype=bool)
 
 
 def latency_ms(req_ns, resp_ns) -> np.ndarray:

@@ -22,6 +22,7 @@ from amqpcap.analysis._common import (
     build,
     build_columns,
     covered,
+    isin,
     latency_ms,
     ns,
     object_frame,
@@ -808,7 +809,7 @@ def transit(t) -> pd.DataFrame:
     # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
     has_id = pubs["message_id"].fillna("").to_numpy(dtype=object) != ""  # an empty id is no id
     pid = pubs[has_id].sort_values(["_ts", "_pid"], kind="stable")
-    did = dels[dels["message_id"].isin(pid["message_id"])]
+    did = dels[isin(dels["message_id"], pid["message_id"].unique())]
     by_id = np.zeros((0, 2), dtype=np.int64)
     if len(did):
         j = pd.merge_asof(
@@ -893,25 +894,25 @@ def transit(t) -> pd.DataFrame:
     P_, D_ = pubs.iloc[pairs["_pid"].to_numpy()], dels.iloc[pairs["_did"].to_numpy()]
     df = pd.DataFrame(
         {
-            "capture": P_["capture"].to_numpy(),
-            "tcp_stream": P_["tcp_stream"].to_numpy(),
-            "channel": P_["channel"].to_numpy(),
-            "request_method": P_["method"].to_numpy(),
-            "request_frame": P_["frame_number"].to_numpy(),
+            "capture": P_["capture"].array,
+            "tcp_stream": P_["tcp_stream"].array,
+            "channel": P_["channel"].array,
+            "request_method": P_["method"].array,
+            "request_frame": P_["frame_number"].array,
             "_rts": P_["_ts"].to_numpy(),
-            "response_capture": D_["capture"].to_numpy(),
-            "response_tcp_stream": D_["tcp_stream"].to_numpy(),
-            "response_channel": D_["channel"].to_numpy(),
-            "response_method": D_["method"].to_numpy(),
-            "response_frame": D_["frame_number"].to_numpy(),
+            "response_capture": D_["capture"].array,
+            "response_tcp_stream": D_["tcp_stream"].array,
+            "response_channel": D_["channel"].array,
+            "response_method": D_["method"].array,
+            "response_frame": D_["frame_number"].array,
             "_dts": D_["_ts"].to_numpy(),
             "match": pairs["match"].to_numpy(),
-            "message_id": P_["message_id"].to_numpy(),
-            "exchange": P_["exchange"].to_numpy(),
-            "routing_key": P_["routing_key"].to_numpy(),
-            "body_hash": P_["body_hash"].to_numpy(),
-            "consumer_tag": D_["consumer_tag"].to_numpy(),
-            "redelivered": D_["redelivered"].to_numpy(),
+            "message_id": P_["message_id"].array,
+            "exchange": P_["exchange"].array,
+            "routing_key": P_["routing_key"].array,
+            "body_hash": P_["body_hash"].array,
+            "consumer_tag": D_["consumer_tag"].array,
+            "redelivered": D_["redelivered"].array,
             "_pid": pairs["_pid"].to_numpy(),
         }
     )
@@ -1025,7 +1026,7 @@ def rpc(t) -> pd.DataFrame:
     ]
     # requests carry reply_to and a correlation id; replies carry one of the requests' ids
     ids = msgs.loc[msgs["reply_to"].notna(), "correlation_id"].dropna().unique()
-    msgs = msgs[msgs["correlation_id"].isin(ids)]
+    msgs = msgs[isin(msgs["correlation_id"], ids)]
     R = [r for r in records(ordered(msgs), cols)]
     R.sort(key=lambda r: (r[6], r[5] or 0))
     reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]
