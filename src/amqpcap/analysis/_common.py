@@ -43,6 +43,12 @@ def isin(s: pd.Series, values) -> np.ndarray:
     return s.isin(values).to_numpy(dtype=bool)
 
 
+def taken(s: pd.Series, positions: np.ndarray, dtype) -> pd.Series:
+    """The values of ``s`` at ``positions`` (-1: missing), as ``dtype``; one take, no objects."""
+    a = s.array.take(np.asarray(positions, dtype=np.int64), allow_fill=True)
+    return pd.Series(a, copy=False).astype(dtype)
+
+
 def latency_ms(req_ns, resp_ns) -> np.ndarray:
     req = np.asarray(req_ns, dtype=np.int64)
     resp = np.asarray(resp_ns, dtype=np.int64)

@@ -29,6 +29,7 @@ from amqpcap.analysis._common import (
     ordered,
     records,
     spec_by_name,
+    taken,
 )
 from amqpcap.analysis.tables import as_tables
 
@@ -959,27 +960,6 @@ RPC_COLS = {
     "client_latency_ms": "float64",
 }
 
-_RPC_FIELDS = (
-    "capture",
-    "tcp_stream",
-    "channel",
-    "request_method",
-    "request_direction",
-    "request_frame",
-    "request_ts",
-    "correlation_id",
-    "reply_to",
-    "status",
-    "response_capture",
-    "response_tcp_stream",
-    "response_channel",
-    "response_method",
-    "response_direction",
-    "response_frame",
-    "response_ts",
-    "delivered_frame",
-    "delivered_ts",
-)
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -1026,41 +1006,75 @@ def rpc(t) -> pd.DataFrame:
     ]
     # requests carry reply_to and a correlation id; replies carry one of the requests' ids
     ids = msgs.loc[msgs["reply_to"].notna(), "correlation_id"].dropna().unique()
-    msgs = msgs[isin(msgs["correlation_id"], ids)]
-    R = [r for r in records(ordered(msgs), cols)]
-    R.sort(key=lambda r: (r[6], r[5] or 0))
-    reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]
-    req_keys = {(_reply_key(r[8], r[10]), r[7]) for _, r in reqs_c2s}
-    reqs = list(reqs_c2s) + [
-        (i, r)
-        for i, r in enumerate(R)
-        if r[4] == "s2c" and r[7] and r[8] and (_reply_key(r[8], r[10]), r[7]) not in req_keys
+    R = ordered(msgs, rows=isin(msgs["correlation_id"], ids), columns=cols)
+    if len(R) == 0:
+        return build([], RPC_COLS)
+    # by time, then packet (stable: wire order among equals)
+    R = R.iloc[np.lexsort((R["frame_number"].fillna(0).to_numpy(dtype=np.int64), ns(R["ts"])))]
+    R = R.reset_index(drop=True)
+    # the walk keeps positions in R; the result's columns are taken from R at the end
+    W = list(records(R, ["direction", "correlation_id", "reply_to", "routing_key", "version"]))
+    reqs_c2s = [i for i, (d, corr, rt, _, _) in enumerate(W) if d == "c2s" and corr and rt]
+    req_keys = {(_reply_key(W[i][2], W[i][4]), W[i][1]) for i in reqs_c2s}
+    reqs = reqs_c2s + [
+        i
+        for i, (d, corr, rt, _, ver) in enumerate(W)
+        if d == "s2c" and corr and rt and (_reply_key(rt, ver), corr) not in req_keys
     ]
-    req_ids = {i for i, _ in reqs}
-    replies: dict = {}  # (key, corr, direction) -> [(i, row)]
-    for i, r in enumerate(R):
-        if i in req_ids or not r[7] or not r[9]:
+    req_ids = set(reqs)
+    replies: dict = {}  # (key, corr, direction) -> [position]
+    for i, (d, corr, _, rk, _) in enumerate(W):
+        if i in req_ids or not corr or not rk:
             continue
-        k = _reply_key(r[9], None)
-        replies.setdefault((k, r[7], r[4]), []).append((i, r))
-    rows = []
+        replies.setdefault((_reply_key(rk, None), corr, d), []).append(i)
+    reqs.sort()
+    resp_at = np.full(len(reqs), -1, dtype=np.int64)
+    dlv_at = np.full(len(reqs), -1, dtype=np.int64)
+    status = np.empty(len(reqs), dtype=object)
     used: set = set()
-    for i, q in sorted(reqs, key=lambda x: x[0]):
-        k = (_reply_key(q[8], q[10]), q[7])
-        pub = next((x for x in replies.get(k + ("c2s",), []) if x[0] > i and x[0] not in used), None)
-        dlv = next((x for x in replies.get(k + ("s2c",), []) if x[0] > i and x[0] not in used), None)
-        resp = pub or dlv
-        for x in (pub, dlv):
-            if x is not None:
-                used.add(x[0])
-        status = "ok" if pub else ("ok-delivery" if dlv else "missing")
-        rr = resp[1] if resp is not None else (None,) * 7
-        dl = dlv[1] if dlv is not None else (None,) * 7
-        rows.append(tuple(q[:9]) + (status,) + tuple(rr[:7]) + (dl[5], dl[6]))
-    df = _finish(rows, RPC_COLS, _RPC_FIELDS)
-    if len(df):
-        df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
-    return df.reset_index(drop=True)
+    for n, i in enumerate(reqs):
+        _, corr, rt, _, ver = W[i]
+        k = (_reply_key(rt, ver), corr)
+        pub = next((x for x in replies.get(k + ("c2s",), ()) if x > i and x not in used), None)
+        dlv = next((x for x in replies.get(k + ("s2c",), ()) if x > i and x not in used), None)
+        used.update(x for x in (pub, dlv) if x is not None)
+        resp = pub if pub is not None else dlv
+        resp_at[n] = -1 if resp is None else resp
+        dlv_at[n] = -1 if dlv is None else dlv
+        status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
+    del W, replies, used
+    req_at = np.asarray(reqs, dtype=np.int64)
+    src = {  # result column -> (R column, positions)
+        "capture": ("capture", req_at),
+        "tcp_stream": ("tcp_stream", req_at),
+        "channel": ("channel", req_at),
+        "request_method": ("method", req_at),
+        "request_direction": ("direction", req_at),
+        "request_frame": ("frame_number", req_at),
+        "request_ts": ("ts", req_at),
+        "response_capture": ("capture", resp_at),
+        "response_tcp_stream": ("tcp_stream", resp_at),
+        "response_channel": ("channel", resp_at),
+        "response_method": ("method", resp_at),
+        "response_direction": ("direction", resp_at),
+        "response_frame": ("frame_number", resp_at),
+        "response_ts": ("ts", resp_at),
+        "correlation_id": ("correlation_id", req_at),
+        "reply_to": ("reply_to", req_at),
+        "delivered_frame": ("frame_number", dlv_at),
+        "delivered_ts": ("ts", dlv_at),
+    }
+    data = {}
+    for name, dtype in RPC_COLS.items():
+        if name in src:
+            col, at = src[name]
+            data[name] = taken(R[col], at, dtype)
+        elif name == "status":
+            data[name] = pd.Series(status, dtype=STR)
+    df = pd.DataFrame(data)
+    df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
+    df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
+    return df[list(RPC_COLS)]
 
 
 # --------------------------------------------------------------------------- connection setup
