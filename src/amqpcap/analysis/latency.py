@@ -91,6 +91,21 @@ _BASE_COLS = {
 }
 
 
+def _taken_frame(m: pd.DataFrame, src: dict, columns: dict) -> pd.DataFrame:
+    """The result frame from a walk that kept positions: ``src`` maps a result column to
+    (column of ``m``, positions; -1 missing) or to its values; then ``latency_ms``."""
+    data = {}
+    for name, dtype in columns.items():
+        v = src.get(name)
+        if isinstance(v, tuple):
+            data[name] = taken(m[v[0]], v[1], dtype)
+        elif v is not None:
+            data[name] = pd.Series(np.asarray(v, dtype=object), dtype=dtype)
+    df = pd.DataFrame(data)
+    df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
+    return df[list(columns)]
+
+
 def _finish(rows, columns, fields=None) -> pd.DataFrame:
     """The result frame: ``rows`` are dicts, or tuples in the order of ``fields`` (a tuple per pair
     is a fraction of a dict's memory on big captures)."""
@@ -342,40 +357,30 @@ def confirms(t) -> pd.DataFrame:
     m = _with_content_completion(
         t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN, cols
     )
-    rows: list[tuple] = []
     if len(m) == 0:
-        return _finish(rows, CONFIRM_COLS)
-    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict}
+        return _finish([], CONFIRM_COLS)
+    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
+    # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
+    pub_at: list = []
+    resp_at: list = []
+    tags: list = []
+    outcomes: list = []
+    multiples: list = []
 
-    def settle(pub, resp, outcome, multiple):
-        rows.append(
-            (
-                pub["capture"],
-                pub["tcp_stream"],
-                pub["channel"],
-                pub["version"],
-                "basic.publish",
-                "c2s",
-                pub["frame"],
-                pub["ts"],
-                resp[4] if resp else None,
-                resp[7] if resp else None,
-                resp[8] if resp else None,
-                pub["n"],
-                outcome,
-                multiple,
-                pub["exchange"],
-                pub["routing_key"],
-            )
-        )
+    def settle(n, pos, resp, outcome, multiple):
+        pub_at.append(pos)
+        resp_at.append(resp)
+        tags.append(n)
+        outcomes.append(outcome)
+        multiples.append(multiple)
 
     def drain(c):
-        for pub in c["out"].values():
-            settle(pub, None, "unconfirmed", None)
+        for n, pos in c["out"].items():
+            settle(n, pos, -1, "unconfirmed", None)
         c["out"].clear()
 
-    for r in records(m, cols):
-        cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, ex, rk = r
+    walk = ["capture", "tcp_stream", "channel", "direction", "method", "delivery_tag", "multiple"]
+    for i, (cap, st, ch, d, name, tag, multiple) in enumerate(records(m, walk)):
         key = (cap, st, ch)
         c = chans.get(key)
         if name in _SCOPE_OPEN:
@@ -392,30 +397,40 @@ def confirms(t) -> pd.DataFrame:
             continue
         if name == "basic.publish" and d == "c2s":
             c["seq"] += 1
-            n = c["seq"]
-            c["out"][n] = dict(
-                capture=cap,
-                tcp_stream=st,
-                channel=ch,
-                version=version,
-                n=n,
-                frame=dframe,
-                ts=dts,
-                exchange=ex,
-                routing_key=rk,
-            )
+            c["out"][c["seq"]] = i
         elif name in ("basic.ack", "basic.nack") and d == "s2c" and tag is not None:
             outcome = "ack" if name == "basic.ack" else "nack"
             out = c["out"]
             if multiple:
                 done = [k for k in out if tag == 0 or k <= tag]
                 for k in done:
-                    settle(out.pop(k), r, outcome, True)
+                    settle(k, out.pop(k), i, outcome, True)
             elif tag in out:
-                settle(out.pop(tag), r, outcome, bool(multiple) if multiple is not None else False)
+                settle(tag, out.pop(tag), i, outcome, bool(multiple) if multiple is not None else False)
     for c in chans.values():
         drain(c)
-    df = _finish(rows, CONFIRM_COLS, _CONFIRM_FIELDS)
+    if not pub_at:
+        return _finish([], CONFIRM_COLS)
+    p, r = np.asarray(pub_at, dtype=np.int64), np.asarray(resp_at, dtype=np.int64)
+    src = {
+        "capture": ("capture", p),
+        "tcp_stream": ("tcp_stream", p),
+        "channel": ("channel", p),
+        "version": ("version", p),
+        "request_method": ("method", p),
+        "request_direction": ("direction", p),
+        "request_frame": ("_done_frame", p),
+        "request_ts": ("_done_ts", p),
+        "response_method": ("method", r),
+        "response_frame": ("frame_number", r),
+        "response_ts": ("ts", r),
+        "delivery_tag": tags,
+        "outcome": outcomes,
+        "multiple": multiples,
+        "exchange": ("exchange", p),
+        "routing_key": ("routing_key", p),
+    }
+    df = _taken_frame(m, src, CONFIRM_COLS)
     return df.sort_values(
         ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable"
     ).reset_index(drop=True)
