@@ -638,64 +638,37 @@ def consumer_acks(t) -> pd.DataFrame:
         CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"),
         cols + CONSUMER_STATE_COLS,
     )
-    rows: list[tuple] = []
     if len(m) == 0:
-        return _finish(rows, ACK_COLS)
+        return _finish([], ACK_COLS)
     info, _ = consumer_state(m)
-    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
+    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
+    # one entry per settled delivery: the result's columns not taken from the delivery's row
+    got: dict = {k: [] for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")}
 
-    def settle(dl, resp, outcome, multiple, requeue):
-        rows.append(
-            (
-                dl["capture"],
-                dl["tcp_stream"],
-                dl["channel"],
-                dl["version"],
-                dl["method"],
-                "s2c",
-                dl["frame"],
-                dl["ts"],
-                resp[4] if resp else None,
-                resp[7] if resp else None,
-                resp[8] if resp else None,
-                dl["tag"],
-                outcome,
-                multiple,
-                requeue,
-                dl["redelivered"],
-                dl["consumer_tag"],
-                dl["queue"],
-                dl["exchange"],
-                dl["routing_key"],
-            )
-        )
+    def settle(tag, dl, resp, outcome, multiple, requeue):
+        for k, v in zip(got, (dl[0], resp, tag, outcome, multiple, requeue, dl[1], dl[2])):
+            got[k].append(v)
 
-    for pos, r in enumerate(records(m, cols)):
-        (
-            cap,
-            st,
-            ch,
-            d,
-            name,
-            dframe,
-            dts,
-            frame,
-            ts,
-            version,
-            tag,
-            multiple,
-            requeue,
-            redelivered,
-            ctag,
-            ex,
-            rk,
-            cmd,
-            id_ranges,
-        ) = r
+    walk = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "direction",
+        "method",
+        "delivery_tag",
+        "multiple",
+        "requeue",
+        "consumer_tag",
+        "command_id",
+        "id_ranges",
+    ]
+    for pos, (cap, st, ch, d, name, tag, multiple, requeue, ctag, cmd, id_ranges) in enumerate(
+        records(m, walk)
+    ):
         key = (cap, st, ch)
         if name in _SCOPE_OPEN:
-            for dl in chans.pop(key, {}).values():
-                settle(dl, None, "unsettled", None, None)
+            for k, dl in chans.pop(key, {}).items():
+                settle(k, dl, -1, "unsettled", None, None)
             continue
         if d == "s2c" and name in ("basic.deliver", "basic.get-ok", "message.transfer"):
             q, no_ack, dest = info.get(pos, (None, None, None))
@@ -706,21 +679,7 @@ def consumer_acks(t) -> pd.DataFrame:
                 ctag = ctag or dest
             if tag is None:
                 continue
-            chans.setdefault(key, OrderedDict())[tag] = dict(
-                capture=cap,
-                tcp_stream=st,
-                channel=ch,
-                version=version,
-                method=name,
-                frame=dframe,
-                ts=dts,
-                tag=tag,
-                redelivered=redelivered,
-                consumer_tag=ctag,
-                queue=q,
-                exchange=ex,
-                routing_key=rk,
-            )
+            chans.setdefault(key, OrderedDict())[tag] = (pos, ctag, q)
             continue
         if d != "c2s":
             continue
@@ -733,19 +692,44 @@ def consumer_acks(t) -> pd.DataFrame:
                 continue
             if multiple and name != "basic.reject":
                 for k in [k for k in out if tag == 0 or k <= tag]:
-                    settle(out.pop(k), r, outcome, True, requeue)
+                    settle(k, out.pop(k), pos, outcome, True, requeue)
             elif tag in out:
-                settle(out.pop(tag), r, outcome, False if name != "basic.reject" else None, requeue)
+                settle(tag, out.pop(tag), pos, outcome, False if name != "basic.reject" else None, requeue)
         elif outcome is not None:  # 0-10 accept / release / reject
             for k in [k for k in out if covered(k, id_ranges)]:
-                settle(out.pop(k), r, outcome, None, None)
+                settle(k, out.pop(k), pos, outcome, None, None)
         elif name in ("basic.recover", "basic.recover-async"):
             for k in list(out):
-                settle(out.pop(k), r, "recovered", None, None)
+                settle(k, out.pop(k), pos, "recovered", None, None)
     for out in chans.values():
-        for dl in out.values():
-            settle(dl, None, "unsettled", None, None)
-    df = _finish(rows, ACK_COLS, _ACK_FIELDS)
+        for k, dl in out.items():
+            settle(k, dl, -1, "unsettled", None, None)
+    if not got["at"]:
+        return _finish([], ACK_COLS)
+    p, r = np.asarray(got["at"], dtype=np.int64), np.asarray(got["resp"], dtype=np.int64)
+    src = {
+        "capture": ("capture", p),
+        "tcp_stream": ("tcp_stream", p),
+        "channel": ("channel", p),
+        "version": ("version", p),
+        "request_method": ("method", p),
+        "request_direction": ("direction", p),
+        "request_frame": ("_done_frame", p),
+        "request_ts": ("_done_ts", p),
+        "response_method": ("method", r),
+        "response_frame": ("frame_number", r),
+        "response_ts": ("ts", r),
+        "delivery_tag": got["tag"],
+        "outcome": got["outcome"],
+        "multiple": got["multiple"],
+        "requeue": got["requeue"],
+        "redelivered": ("redelivered", p),
+        "consumer_tag": got["ctag"],
+        "queue": got["queue"],
+        "exchange": ("exchange", p),
+        "routing_key": ("routing_key", p),
+    }
+    df = _taken_frame(m, src, ACK_COLS)
     return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(
         drop=True
     )
