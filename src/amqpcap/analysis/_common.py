@@ -32,6 +32,14 @@ def to_ts(values) -> pd.Series:
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
+def filled(s: pd.Series, value) -> pd.Series:
+    """``s.fillna(value)``, also for a Categorical column (``load(columns="analysis")``) that
+    does not have ``value`` among its categories."""
+    if isinstance(s.dtype, pd.CategoricalDtype) and value not in s.cat.categories and s.hasnans:
+        s = s.cat.add_categories([value])
+    return s.fillna(value)
+
+
 def isin(s: pd.Series, values) -> np.ndarray:
     """``s.isin(values).to_numpy()`` for many string values: pandas' Arrow-string ``isin`` turns
     each value into an Arrow scalar first (seconds for 10^5 values); this hands them over at once."""

@@ -22,6 +22,7 @@ from amqpcap.analysis._common import (
     build,
     build_columns,
     covered,
+    filled,
     isin,
     latency_ms,
     ns,
@@ -807,7 +808,7 @@ def transit(t) -> pd.DataFrame:
     dels = dels.assign(_ts=ns(dels["ts"]), _did=np.arange(len(dels))).reset_index(drop=True)
 
     # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
-    has_id = pubs["message_id"].fillna("").to_numpy(dtype=object) != ""  # an empty id is no id
+    has_id = filled(pubs["message_id"], "").to_numpy(dtype=object) != ""  # an empty id is no id
     pid = pubs[has_id].sort_values(["_ts", "_pid"], kind="stable")
     did = dels[isin(dels["message_id"], pid["message_id"].unique())]
     by_id = np.zeros((0, 2), dtype=np.int64)

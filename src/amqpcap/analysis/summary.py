@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from amqpcap.analysis._common import ns, si
+from amqpcap.analysis._common import filled, ns, si
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
@@ -291,7 +291,7 @@ def time_outliers(t) -> pd.DataFrame:
     a = pd.concat(parts, ignore_index=True)
     a = a[a["ts"].notna()]
     v = ns(a["ts"])
-    med = pd.Series(v, index=a.index).groupby(a["capture"].fillna("")).transform("median").to_numpy()
+    med = pd.Series(v, index=a.index).groupby(filled(a["capture"], "")).transform("median").to_numpy()
     odd = a[(v < TS_FLOOR_NS) | (np.abs(v - med) > TS_FAR_NS)]
     odd = odd.drop_duplicates(["capture", "frame_number"])
     return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)

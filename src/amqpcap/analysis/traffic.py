@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import STR, ns, ordered, str_series
+from amqpcap.analysis._common import STR, filled, ns, ordered, str_series
 from amqpcap.analysis.latency import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
 from amqpcap.analysis.tables import as_tables
 
@@ -59,7 +59,7 @@ def message_queues(t) -> pd.DataFrame:
         q = q.dropna(subset=["stream_offset"]).drop_duplicates(key)
         j = msgs[key].merge(q, on=key, how="left")
         msgs["queue"] = str_series(j["_q"].astype(object).where(j["_q"].notna(), None).tolist()).to_numpy()
-    default = (msgs["direction"] == "c2s") & (msgs["exchange"].fillna("") == "") & msgs["queue"].isna()
+    default = (msgs["direction"] == "c2s") & (filled(msgs["exchange"], "") == "") & msgs["queue"].isna()
     default &= msgs["method"].isin(["basic.publish", "message.transfer"])
     msgs.loc[default, "queue"] = msgs.loc[default, "routing_key"]
     return msgs
@@ -81,11 +81,10 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
         subset=["stream_offset"]
     )
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
-    attrs = (
-        msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
-    )
-    anchors = m.merge(attrs, on=key, how="left")
-    for c in ("exchange", "routing_key", "queue"):
+    wanted = attrs  # only these: ``msgs`` has a queue column only when grouping by queue
+    known = msgs[key + wanted].dropna(subset=["stream_offset"]).drop_duplicates(key)
+    anchors = m.merge(known, on=key, how="left")
+    for c in wanted:
         f[c] = str_series([None] * len(f)).to_numpy()
     if len(anchors) and len(f):
         by = ["capture", "tcp_stream", "direction", "channel"]
@@ -96,24 +95,25 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
         for c in ("tcp_stream", "channel"):
             fa[c] = fa[c].fillna(-1).astype("int64")
             an[c] = an[c].fillna(-1).astype("int64")
+        for c in ("capture", "direction"):  # merge_asof wants one key dtype (Categoricals may differ)
+            fa[c] = fa[c].astype(STR)
+            an[c] = an[c].astype(STR)
         fa["_row"] = fa.index
         fa = fa.sort_values("_off", kind="stable")
         an = an.sort_values("_off", kind="stable")
         j = pd.merge_asof(
-            fa.drop(columns=["exchange", "routing_key", "queue"]),
-            an[by + ["_off", "exchange", "routing_key", "queue"]],
+            fa.drop(columns=wanted),
+            an[by + ["_off"] + wanted],
             on="_off",
             by=by,
             direction="backward",
         )
         j = j.set_index("_row")
-        for c in ("exchange", "routing_key", "queue"):
+        for c in wanted:
             f.loc[j.index, c] = j[c].astype(object).where(j[c].notna(), None)
     f["messages"] = 0
     f["body_bytes"] = 0
-    return f.drop(
-        columns=["stream_offset"] + [c for c in ("exchange", "routing_key", "queue") if c not in attrs]
-    )
+    return f.drop(columns=["stream_offset"])
 
 
 def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
@@ -198,7 +198,7 @@ def _span_buckets(ev: pd.DataFrame, bucket: str) -> int:
     once: two captures recorded years apart do not make the years between them part of a mean."""
     width = pd.Timedelta(bucket).value
     k = pd.Series(ns(ev["bucket"]) // width, index=ev.index)
-    span = k.groupby(ev["capture"].fillna(""), sort=False).agg(["min", "max"])
+    span = k.groupby(filled(ev["capture"], ""), sort=False).agg(["min", "max"])
     return covered_buckets(span.itertuples(index=False, name=None))
 
 
