@@ -32,6 +32,26 @@ def to_ts(values) -> pd.Series:
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
+def release_memory() -> None:
+    """Give freed memory back to the system between big computations: Arrow's pool keeps freed
+    blocks, and glibc keeps freed heap pages, so RSS would creep up step after step."""
+    pa.default_memory_pool().release_unused()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _libc_malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_malloc_trim = _libc_malloc_trim()
+
+
 def filled(s: pd.Series, value) -> pd.Series:
     """``s.fillna(value)``, also for a Categorical column (``load(columns="analysis")``) that
     does not have ``value`` among its categories."""

@@ -10,9 +10,8 @@ import math
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from amqpcap.analysis._common import filled, ns, si
+from amqpcap.analysis._common import filled, ns, release_memory, si
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
@@ -68,7 +67,8 @@ def latency_summary(values) -> dict:
 
 
 def _counts(series) -> dict:
-    return {str(k): int(v) for k, v in series.value_counts(dropna=True).items()}
+    # (a Categorical counts its unused categories too, as 0: left out)
+    return {str(k): int(v) for k, v in series.value_counts(dropna=True).items() if v}
 
 
 def _rtt_summary(r: pd.DataFrame) -> dict:
@@ -149,7 +149,7 @@ def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
         if kind == "consumer_ack":
             health = _unacked_health(unacked(t, acks=df))
         del df
-        pa.default_memory_pool().release_unused()  # the pairing's Arrow strings: back to the system
+        release_memory()
     return out, health
 
 
@@ -338,20 +338,28 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     t = as_tables(t)
     latency, unacked_health = _latency_health(t, latencies, on_latency)
     c = t.connections
+    sections = {  # computed one after the other, memory given back in between
+        "span": _span,
+        "errors": lambda t: error_groups(error_summary(t)),
+        "throughput": lambda t: _throughput(t, bucket),
+        "health": lambda t: _health(t, unacked_health),
+    }
+    done = {}
+    for name, section in sections.items():
+        done[name] = section(t)
+        release_memory()
     return {
         "stats_version": STATS_VERSION,
-        "captures": sorted(
-            set(c["capture"].dropna().astype(str)) | set(t.methods["capture"].dropna().astype(str))
-        ),
+        "captures": sorted({str(x) for df in (c, t.methods) for x in df["capture"].dropna().unique()}),
         "connections": int(len(c)),
         "versions": _counts(c["version"]) if len(c) else {},
-        "span": _span(t),
+        "span": done["span"],
         "latency": latency,
-        "errors": error_groups(error_summary(t)),
-        "throughput": _throughput(t, bucket),
+        "errors": done["errors"],
+        "throughput": done["throughput"],
         "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
         "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),
-        "health": _health(t, unacked_health),
+        "health": done["health"],
     }
 
 

@@ -116,11 +116,9 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
     return f.drop(columns=["stream_offset"])
 
 
-def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
-    m = t.methods[
-        ["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]
-    ]
+def _estimated_events(t, msgs: pd.DataFrame, attrs: list, keep: list) -> pd.DataFrame:
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    m = t.methods[list(dict.fromkeys(keep + key + ["frame_size", "version"]))]
     if attrs:  # a method frame carries its message's exchange / routing key / queue
         a = msgs[key + attrs].dropna(subset=["stream_offset"]).drop_duplicates(key)
         m = m.merge(a, on=key, how="left")
@@ -131,7 +129,7 @@ def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
     m["wire_bytes"] = m["frame_size"].fillna(0).astype("int64").to_numpy() + over
     m["messages"] = 0
     m["body_bytes"] = 0
-    return m.drop(columns=["stream_offset", "frame_size", "version"])
+    return m[keep + attrs + _VALUES]
 
 
 def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataFrame:
@@ -154,7 +152,9 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     keys = BY[by]
     attrs = [k for k in ("exchange", "routing_key", "queue") if k in keys]  # message attributes grouped by
     msgs = message_queues(t) if "queue" in keys else t.messages
-    mev = msgs[["capture", "tcp_stream", "channel", "direction", "ts"] + attrs].copy()
+    # the columns an event needs: its group, direction and time (capture: the span of each capture)
+    keep = list(dict.fromkeys(["capture"] + [k for k in keys if k not in attrs] + ["direction", "ts"]))
+    mev = msgs[keep + attrs].copy()
     mev["messages"] = 1
     size = msgs["body_size"].fillna(msgs["body_received"]).fillna(0).astype("int64")
     mev["body_bytes"] = size.to_numpy()
@@ -162,13 +162,13 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     if frames_source == "frames":
         mev["frames"] = 0
         mev["wire_bytes"] = 0
-        fev = _frames_events(t, msgs, attrs)
+        fev = _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
     else:
         over = _overhead(msgs["version"])
         bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
         mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
         mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
-        fev = _estimated_events(t, msgs, attrs)
+        fev = _estimated_events(t, msgs, attrs, keep)
     ev = pd.concat([mev, fev], ignore_index=True) if len(fev) else mev
     out_cols = ["bucket"] + keys + ["direction"] + _VALUES
     if len(ev) == 0:
