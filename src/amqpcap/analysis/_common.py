@@ -171,6 +171,31 @@ def _order(df: pd.DataFrame) -> np.ndarray:
     return order
 
 
+def sort_key(s: pd.Series, positions=None) -> np.ndarray:
+    """A numpy key sorting the values of ``s`` (at ``positions``; -1: missing) like
+    ``sort_values``: missing values last."""
+    if pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(s.dtype, pd.CategoricalDtype):
+        v = s.astype("float64").fillna(np.inf).to_numpy()
+        fill = np.inf
+    elif isinstance(s.dtype, pd.CategoricalDtype):  # by the categories' text, whatever their order
+        cats = np.asarray(s.cat.categories, dtype=object)
+        rank = np.empty(len(cats), dtype=np.int64)
+        rank[np.argsort(cats, kind="stable")] = np.arange(len(cats))
+        codes = s.cat.codes.to_numpy()
+        v = np.where(codes < 0, len(cats), rank[np.maximum(codes, 0)] if len(cats) else 0)
+        fill = len(cats)
+    else:
+        v, uniques = pd.factorize(s, sort=True, use_na_sentinel=True)
+        v = np.where(v < 0, len(uniques), v)
+        fill = len(uniques)
+    if positions is None:
+        return v
+    at = np.asarray(positions, dtype=np.int64)
+    out = v[at]
+    out[at < 0] = fill
+    return out
+
+
 def _sort_key(s: pd.Series) -> np.ndarray:
     """A numpy key sorting like ``s`` with missing values first."""
     if pd.api.types.is_numeric_dtype(s.dtype):

@@ -29,6 +29,7 @@ from amqpcap.analysis._common import (
     object_frame,
     ordered,
     records,
+    sort_key,
     spec_by_name,
     taken,
 )
@@ -92,16 +93,25 @@ _BASE_COLS = {
 }
 
 
-def _taken_frame(m: pd.DataFrame, src: dict, columns: dict) -> pd.DataFrame:
+def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd.DataFrame:
     """The result frame from a walk that kept positions: ``src`` maps a result column to
-    (column of ``m``, positions; -1 missing) or to its values; then ``latency_ms``."""
+    (column of ``m``, positions; -1 missing) or to its values (``request_ts`` is always taken);
+    then ``latency_ms``.  Rows in the
+    order of ``df.sort_values(sort_by, kind="stable")``, found on the keys alone, so the frame
+    is built once, already in order (not built, sorted and copied)."""
+    keys = []
+    for name in reversed(sort_by):
+        v = src[name]
+        keys.append(sort_key(m[v[0]], v[1]) if isinstance(v, tuple) else sort_key(pd.Series(v)))
+    n = len(src["request_ts"][1])
+    order = np.lexsort([np.arange(n)] + keys) if keys else np.arange(n)
     data = {}
     for name, dtype in columns.items():
         v = src.get(name)
         if isinstance(v, tuple):
-            data[name] = taken(m[v[0]], v[1], dtype)
+            data[name] = taken(m[v[0]], np.asarray(v[1], dtype=np.int64)[order], dtype)
         elif v is not None:
-            data[name] = pd.Series(np.asarray(v, dtype=object), dtype=dtype)
+            data[name] = pd.Series(np.asarray(v, dtype=object)[order], dtype=dtype)
     df = pd.DataFrame(data)
     df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
     return df[list(columns)]
@@ -431,10 +441,9 @@ def confirms(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
-    df = _taken_frame(m, src, CONFIRM_COLS)
-    return df.sort_values(
-        ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable"
-    ).reset_index(drop=True)
+    return _taken_frame(
+        m, src, CONFIRM_COLS, ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
+    )
 
 
 # --------------------------------------------------------------------------- consumers
@@ -730,10 +739,7 @@ def consumer_acks(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
-    df = _taken_frame(m, src, ACK_COLS)
-    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(
-        drop=True
-    )
+    return _taken_frame(m, src, ACK_COLS, ["capture", "tcp_stream", "channel", "request_frame"])
 
 
 # --------------------------------------------------------------------------- broker transit
