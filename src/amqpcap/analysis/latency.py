@@ -898,46 +898,57 @@ def transit(t) -> pd.DataFrame:
     )
     if len(pairs) == 0:
         return build([], TRANSIT_COLS)
-    P_, D_ = pubs.iloc[pairs["_pid"].to_numpy()], dels.iloc[pairs["_did"].to_numpy()]
-    df = pd.DataFrame(
-        {
-            "capture": P_["capture"].array,
-            "tcp_stream": P_["tcp_stream"].array,
-            "channel": P_["channel"].array,
-            "request_method": P_["method"].array,
-            "request_frame": P_["frame_number"].array,
-            "_rts": P_["_ts"].to_numpy(),
-            "response_capture": D_["capture"].array,
-            "response_tcp_stream": D_["tcp_stream"].array,
-            "response_channel": D_["channel"].array,
-            "response_method": D_["method"].array,
-            "response_frame": D_["frame_number"].array,
-            "_dts": D_["_ts"].to_numpy(),
-            "match": pairs["match"].to_numpy(),
-            "message_id": P_["message_id"].array,
-            "exchange": P_["exchange"].array,
-            "routing_key": P_["routing_key"].array,
-            "body_hash": P_["body_hash"].array,
-            "consumer_tag": D_["consumer_tag"].array,
-            "redelivered": D_["redelivered"].array,
-            "_pid": pairs["_pid"].to_numpy(),
-        }
+    pid, did = pairs["_pid"].to_numpy(), pairs["_did"].to_numpy()
+    n = len(pid)
+    # a publish's deliveries by time (then packet): delivery_index; the orders found on keys alone
+    rf = dels["frame_number"].astype("float64").fillna(0).to_numpy()[did]
+    o = np.lexsort((np.arange(n), rf, dels["_ts"].to_numpy()[did], pid))
+    pid, did, match = pid[o], did[o], pairs["match"].to_numpy()[o]
+    starts = np.r_[0, np.flatnonzero(np.diff(pid)) + 1] if n else np.zeros(0, dtype=np.int64)
+    index = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    o = np.lexsort(
+        (
+            np.arange(n),
+            index,
+            sort_key(pubs["frame_number"], pid),
+            sort_key(pubs["tcp_stream"], pid),
+            sort_key(pubs["capture"], pid),
+        )
     )
-    df["same_connection"] = (df["capture"].to_numpy() == df["response_capture"].to_numpy()) & (
-        df["tcp_stream"].to_numpy() == df["response_tcp_stream"].to_numpy()
-    )
-    df["_rf"] = df["response_frame"].fillna(0)
-    df = df.sort_values(["_pid", "_dts", "_rf"], kind="stable")
-    df["delivery_index"] = df.groupby("_pid", sort=False).cumcount()
-    df["first"] = df["delivery_index"] == 0
-    df["latency_ms"] = latency_ms(df["_rts"].to_numpy(), df["_dts"].to_numpy())
-    df["request_ts"] = pd.to_datetime(df["_rts"].to_numpy().view("datetime64[ns]"), utc=True)
-    df["response_ts"] = pd.to_datetime(df["_dts"].to_numpy().view("datetime64[ns]"), utc=True)
-    df = df.astype({k: v for k, v in TRANSIT_COLS.items() if k not in ("request_ts", "response_ts")})
-    df = df[list(TRANSIT_COLS)]
-    return df.sort_values(
-        ["capture", "tcp_stream", "request_frame", "delivery_index"], kind="stable"
-    ).reset_index(drop=True)
+    pid, did, match, index = pid[o], did[o], match[o], index[o]
+    src = {  # result column -> (pubs or dels, its column)
+        "capture": (pubs, "capture"),
+        "tcp_stream": (pubs, "tcp_stream"),
+        "channel": (pubs, "channel"),
+        "request_method": (pubs, "method"),
+        "request_frame": (pubs, "frame_number"),
+        "request_ts": (pubs, "_ts"),
+        "response_capture": (dels, "capture"),
+        "response_tcp_stream": (dels, "tcp_stream"),
+        "response_channel": (dels, "channel"),
+        "response_method": (dels, "method"),
+        "response_frame": (dels, "frame_number"),
+        "response_ts": (dels, "_ts"),
+        "message_id": (pubs, "message_id"),
+        "exchange": (pubs, "exchange"),
+        "routing_key": (pubs, "routing_key"),
+        "body_hash": (pubs, "body_hash"),
+        "consumer_tag": (dels, "consumer_tag"),
+        "redelivered": (dels, "redelivered"),
+    }
+    data = {}
+    for name, dtype in TRANSIT_COLS.items():
+        if name in src:
+            df, col = src[name]
+            data[name] = taken(df[col], pid if df is pubs else did, dtype)
+    out = pd.DataFrame(data)
+    out["latency_ms"] = latency_ms(pubs["_ts"].to_numpy()[pid], dels["_ts"].to_numpy()[did])
+    out["match"] = pd.Series(match, dtype=STR)
+    out["delivery_index"] = pd.Series(index, dtype="Int32")
+    out["first"] = pd.Series(index == 0, dtype="boolean")
+    same = (out["capture"] == out["response_capture"]) & (out["tcp_stream"] == out["response_tcp_stream"])
+    out["same_connection"] = same.fillna(False).astype("boolean")
+    return out[list(TRANSIT_COLS)]
 
 
 # --------------------------------------------------------------------------- application RPC
