@@ -22,7 +22,6 @@ from amqpcap.analysis._common import (
     build,
     build_columns,
     covered,
-    filled,
     isin,
     latency_ms,
     ns,
@@ -792,72 +791,65 @@ def transit(t) -> pd.DataFrame:
     msgs = t.messages
     if len(msgs) == 0:
         return build([], TRANSIT_COLS)
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "method",
-        "frame_number",
-        "ts",
-        "message_id",
-        "exchange",
-        "routing_key",
-        "body_hash",
-    ]
-    pubs = msgs.loc[(msgs["direction"] == "c2s") & msgs["method"].isin(_PUBLISH), cols]
-    dels = msgs.loc[
-        (msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER), cols + ["consumer_tag", "redelivered"]
-    ]
-    if len(pubs) == 0 or len(dels) == 0:
+    # publishes and deliveries are positions in msgs (no frame of them is made); _pid / _did below
+    # number them in table order
+    direction, method = msgs["direction"], msgs["method"]
+    pub_at = np.flatnonzero(((direction == "c2s") & method.isin(_PUBLISH)).to_numpy(dtype=bool))
+    del_at = np.flatnonzero(((direction == "s2c") & method.isin(_DELIVER)).to_numpy(dtype=bool))
+    if len(pub_at) == 0 or len(del_at) == 0:
         return build([], TRANSIT_COLS)
-    pubs = pubs.assign(_ts=ns(pubs["ts"]), _pid=np.arange(len(pubs))).reset_index(drop=True)
-    dels = dels.assign(_ts=ns(dels["ts"]), _did=np.arange(len(dels))).reset_index(drop=True)
+    ts = ns(msgs["ts"])
+    p_ts, d_ts = ts[pub_at], ts[del_at]
+    del ts
+    mid = msgs["message_id"]
+    codes = pd.factorize(mid, use_na_sentinel=True)[0]  # equal ids, equal codes (missing: -1)
+    p_code, d_code = codes[pub_at], codes[del_at]
+    p_has = (mid.notna() & (mid != "")).to_numpy(dtype=bool)[pub_at]  # an empty id is no id
+    has_hash = msgs["body_hash"].notna().to_numpy(dtype=bool)
 
     # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
-    has_id = filled(pubs["message_id"], "").to_numpy(dtype=object) != ""  # an empty id is no id
-    pid = pubs[has_id].sort_values(["_ts", "_pid"], kind="stable")
-    did = dels[isin(dels["message_id"], pid["message_id"].unique())]
+    pidx = np.flatnonzero(p_has)
+    pidx = pidx[np.lexsort((pidx, p_ts[pidx]))]
+    published = np.zeros(len(codes) + 1, dtype=bool)  # by code; index -1 (missing) stays False
+    published[p_code[pidx]] = True
+    del codes
+    didx = np.flatnonzero(published[d_code])
     by_id = np.zeros((0, 2), dtype=np.int64)
-    if len(did):
+    if len(didx):
         j = pd.merge_asof(
-            did[["_ts", "_did", "message_id"]].sort_values("_ts", kind="stable"),
-            pid[["_ts", "_pid", "message_id"]],
+            pd.DataFrame({"_ts": d_ts[didx], "_did": didx, "_id": d_code[didx]}).sort_values(
+                "_ts", kind="stable"
+            ),
+            pd.DataFrame({"_ts": p_ts[pidx], "_pid": pidx, "_id": p_code[pidx]}),
             on="_ts",
-            by="message_id",
+            by="_id",
             direction="backward",
         )
         j = j[j["_pid"].notna()]
         by_id = np.c_[j["_pid"].to_numpy(dtype=np.int64), j["_did"].to_numpy(dtype=np.int64)]
+        del j
 
     # 2. content: exchange + routing key + body hash, FIFO per consumer (publishes without an id)
-    used = set(by_id[:, 1].tolist())
+    used = np.zeros(len(del_at), dtype=bool)
+    used[by_id[:, 1]] = True
+    psel = np.flatnonzero(~p_has & has_hash[pub_at])
     P = list(
         records(
-            pubs[~has_id & pubs["body_hash"].notna().to_numpy()],
+            msgs.iloc[pub_at[psel]][["exchange", "routing_key", "body_hash"]].assign(
+                _ts=p_ts[psel], _pid=psel
+            ),
             ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
         )
     )
-    rest = dels[~dels["_did"].isin(used) & dels["body_hash"].notna()]
-    D = (
-        list(
-            records(
-                rest,
-                [
-                    "_ts",
-                    "_did",
-                    "exchange",
-                    "routing_key",
-                    "body_hash",
-                    "capture",
-                    "tcp_stream",
-                    "channel",
-                    "consumer_tag",
-                    "redelivered",
-                ],
-            )
+    dsel = np.flatnonzero(~used & has_hash[del_at]) if P else np.zeros(0, dtype=np.int64)
+    dcols = ["exchange", "routing_key", "body_hash", "capture", "tcp_stream", "channel"]
+    D = list(
+        records(
+            msgs.iloc[del_at[dsel]][dcols + ["consumer_tag", "redelivered"]].assign(
+                _ts=d_ts[dsel], _did=dsel
+            ),
+            ["_ts", "_did"] + dcols + ["consumer_tag", "redelivered"],
         )
-        if P
-        else []
     )
 
     def ckey(x):
@@ -888,61 +880,55 @@ def transit(t) -> pd.DataFrame:
         else:
             p = latest
         content.append((p[1], dl[1]))
+    del P, D, by_c, c_ts
 
-    pairs = pd.DataFrame(
-        {
-            "_pid": np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64),
-            "_did": np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64),
-            "match": ["message_id"] * len(by_id) + ["content"] * len(content),
-        }
-    )
-    if len(pairs) == 0:
-        return build([], TRANSIT_COLS)
-    pid, did = pairs["_pid"].to_numpy(), pairs["_did"].to_numpy()
+    pid = np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64)
+    did = np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64)
+    match = np.array(["message_id"] * len(by_id) + ["content"] * len(content), dtype=object)
     n = len(pid)
+    if n == 0:
+        return build([], TRANSIT_COLS)
     # a publish's deliveries by time (then packet): delivery_index; the orders found on keys alone
-    rf = dels["frame_number"].astype("float64").fillna(0).to_numpy()[did]
-    o = np.lexsort((np.arange(n), rf, dels["_ts"].to_numpy()[did], pid))
-    pid, did, match = pid[o], did[o], pairs["match"].to_numpy()[o]
-    starts = np.r_[0, np.flatnonzero(np.diff(pid)) + 1] if n else np.zeros(0, dtype=np.int64)
+    rf = msgs["frame_number"].astype("float64").fillna(0).to_numpy()[del_at[did]]
+    o = np.lexsort((np.arange(n), rf, d_ts[did], pid))
+    pid, did, match = pid[o], did[o], match[o]
+    starts = np.r_[0, np.flatnonzero(np.diff(pid)) + 1]
     index = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    at = pub_at[pid]
     o = np.lexsort(
         (
             np.arange(n),
             index,
-            sort_key(pubs["frame_number"], pid),
-            sort_key(pubs["tcp_stream"], pid),
-            sort_key(pubs["capture"], pid),
+            sort_key(msgs["frame_number"], at),
+            sort_key(msgs["tcp_stream"], at),
+            sort_key(msgs["capture"], at),
         )
     )
     pid, did, match, index = pid[o], did[o], match[o], index[o]
-    src = {  # result column -> (pubs or dels, its column)
-        "capture": (pubs, "capture"),
-        "tcp_stream": (pubs, "tcp_stream"),
-        "channel": (pubs, "channel"),
-        "request_method": (pubs, "method"),
-        "request_frame": (pubs, "frame_number"),
-        "request_ts": (pubs, "_ts"),
-        "response_capture": (dels, "capture"),
-        "response_tcp_stream": (dels, "tcp_stream"),
-        "response_channel": (dels, "channel"),
-        "response_method": (dels, "method"),
-        "response_frame": (dels, "frame_number"),
-        "response_ts": (dels, "_ts"),
-        "message_id": (pubs, "message_id"),
-        "exchange": (pubs, "exchange"),
-        "routing_key": (pubs, "routing_key"),
-        "body_hash": (pubs, "body_hash"),
-        "consumer_tag": (dels, "consumer_tag"),
-        "redelivered": (dels, "redelivered"),
+    p_at, d_at = pub_at[pid], del_at[did]
+    src = {  # result column -> (column of msgs, of the publish or of the delivery)
+        "capture": ("capture", p_at),
+        "tcp_stream": ("tcp_stream", p_at),
+        "channel": ("channel", p_at),
+        "request_method": ("method", p_at),
+        "request_frame": ("frame_number", p_at),
+        "request_ts": ("ts", p_at),
+        "response_capture": ("capture", d_at),
+        "response_tcp_stream": ("tcp_stream", d_at),
+        "response_channel": ("channel", d_at),
+        "response_method": ("method", d_at),
+        "response_frame": ("frame_number", d_at),
+        "response_ts": ("ts", d_at),
+        "message_id": ("message_id", p_at),
+        "exchange": ("exchange", p_at),
+        "routing_key": ("routing_key", p_at),
+        "body_hash": ("body_hash", p_at),
+        "consumer_tag": ("consumer_tag", d_at),
+        "redelivered": ("redelivered", d_at),
     }
-    data = {}
-    for name, dtype in TRANSIT_COLS.items():
-        if name in src:
-            df, col = src[name]
-            data[name] = taken(df[col], pid if df is pubs else did, dtype)
+    data = {name: taken(msgs[c], at, TRANSIT_COLS[name]) for name, (c, at) in src.items()}
     out = pd.DataFrame(data)
-    out["latency_ms"] = latency_ms(pubs["_ts"].to_numpy()[pid], dels["_ts"].to_numpy()[did])
+    out["latency_ms"] = latency_ms(p_ts[pid], d_ts[did])
     out["match"] = pd.Series(match, dtype=STR)
     out["delivery_index"] = pd.Series(index, dtype="Int32")
     out["first"] = pd.Series(index == 0, dtype="boolean")
