@@ -277,7 +277,9 @@ def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
     keys = ["kind", "code", "name", "class", "method", "failing_method", "text"]
     if len(err) == 0:
         return build([], SUMMARY_COLS)
-    counts = err.groupby(keys, dropna=False, sort=False).size()  # groups in order of first appearance
+    counts = err.groupby(
+        keys, dropna=False, sort=False, observed=True
+    ).size()  # groups in order of first appearance
     out = err.drop_duplicates(keys, keep="first").reset_index(drop=True)  # errors() is in capture order
     out = out.rename(
         columns={

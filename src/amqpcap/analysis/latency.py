@@ -1115,7 +1115,7 @@ def connection_setup(t) -> pd.DataFrame:
     m = t.methods
     ok = (
         m[m["method"] == "connection.open-ok"]
-        .groupby(["capture", "tcp_stream"], sort=False)["frame_number"]
+        .groupby(["capture", "tcp_stream"], sort=False, observed=True)["frame_number"]
         .min()
     )
     okmap = ok.to_dict()

@@ -231,7 +231,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
 
     e["label"] = [label(c, n, m, k) for c, n, m, k in zip(e["code"], e["name"], e["method"], e["kind"])]
     counts = (
-        e.groupby(["label", "class"], dropna=False)
+        e.groupby(["label", "class"], dropna=False, observed=True)
         .size()
         .reset_index(name="n")
         .sort_values("n", ascending=True)
@@ -400,7 +400,7 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     keys = ["capture", "tcp_stream", "channel"]
     t0n = int(pd.Timestamp(t0).value)
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
-    peak = un.groupby(keys, dropna=False)["unacked"].max().sort_values(ascending=False)
+    peak = un.groupby(keys, dropna=False, observed=True)["unacked"].max().sort_values(ascending=False)
     if len(peak) <= top:
         fig = Figure(figsize=(11, 5))
         ax = fig.add_subplot(1, 1, 1)
@@ -435,7 +435,12 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     ax2 = fig.add_subplot(1, 2, 2)
     e = un[keys + ["ts", "unacked"]].copy()
     e["_ts"] = ns(e["ts"])
-    e["_d"] = e.groupby(keys, sort=False, dropna=False)["unacked"].diff().fillna(e["unacked"]).astype(float)
+    e["_d"] = (
+        e.groupby(keys, sort=False, dropna=False, observed=True)["unacked"]
+        .diff()
+        .fillna(e["unacked"])
+        .astype(float)
+    )
     e = e.sort_values("_ts", kind="stable")
     x = (e["_ts"].to_numpy() - t0n) / 1e9
     y = e["_d"].cumsum().to_numpy()
@@ -443,7 +448,7 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
         b = np.floor((x - x[0]) / width)
-        mx = pd.Series(y).groupby(b).max()
+        mx = pd.Series(y).groupby(b, observed=True).max()
         ax1.step(
             x[0] + mx.index.to_numpy() * width,
             mx.to_numpy(),
@@ -460,7 +465,13 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax1.set_ylim(bottom=0)
     ax1.grid(True, alpha=0.3)
-    pf = un.groupby(keys, dropna=False)["prefetch_count"].max().astype("Float64").fillna(0).astype(float)
+    pf = (
+        un.groupby(keys, dropna=False, observed=True)["prefetch_count"]
+        .max()
+        .astype("Float64")
+        .fillna(0)
+        .astype(float)
+    )
     pk = peak.reindex(pf.index).astype(float)
     over = pk.to_numpy() > np.where(pf.to_numpy() > 0, pf.to_numpy(), np.inf)
     rng = np.random.default_rng(0)  # jitter: integer counts pile up on each other

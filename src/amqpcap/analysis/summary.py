@@ -76,7 +76,8 @@ def _rtt_summary(r: pd.DataFrame) -> dict:
     out = latency_summary(ok["latency_ms"])
     out.update(missing=int((r["status"] == "missing").sum()), errors=int((r["status"] == "error").sum()))
     out["by_method"] = {
-        str(k): latency_summary(g["latency_ms"]) for k, g in ok.groupby("request_method", sort=True)
+        str(k): latency_summary(g["latency_ms"])
+        for k, g in ok.groupby("request_method", sort=True, observed=True)
     }
     return out
 
@@ -291,7 +292,12 @@ def time_outliers(t) -> pd.DataFrame:
     a = pd.concat(parts, ignore_index=True)
     a = a[a["ts"].notna()]
     v = ns(a["ts"])
-    med = pd.Series(v, index=a.index).groupby(filled(a["capture"], "")).transform("median").to_numpy()
+    med = (
+        pd.Series(v, index=a.index)
+        .groupby(filled(a["capture"], ""), observed=True)
+        .transform("median")
+        .to_numpy()
+    )
     odd = a[(v < TS_FLOOR_NS) | (np.abs(v - med) > TS_FAR_NS)]
     odd = odd.drop_duplicates(["capture", "frame_number"])
     return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)
@@ -301,7 +307,9 @@ def _unacked_health(un: pd.DataFrame) -> dict:
     over = un[un["over_prefetch"].fillna(False).astype(bool)] if len(un) else un
     return {
         "max_unacked": int(un["unacked"].max()) if len(un) and un["unacked"].notna().any() else 0,
-        "channels_over_prefetch": int(over.groupby(["capture", "tcp_stream", "channel"]).ngroups)
+        "channels_over_prefetch": int(
+            over.groupby(["capture", "tcp_stream", "channel"], observed=True).ngroups
+        )
         if len(over)
         else 0,
     }
@@ -430,7 +438,7 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     out = c[keys].copy()
     n = len(c)
     for name, df in (("methods", t.methods), ("messages", t.messages)):
-        counts = df.groupby(keys, dropna=False).size().rename(name) if len(df) else None
+        counts = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
         out[name] = (
             c[keys]
             .merge(counts.reset_index(), on=keys, how="left")[name]

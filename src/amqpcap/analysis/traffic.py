@@ -182,7 +182,11 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
     for c in _VALUES:
         ev[c] = ev[c].astype("int64")
-    g = ev.groupby(["bucket"] + keys + ["direction"], dropna=False, sort=True)[_VALUES].sum().reset_index()
+    g = (
+        ev.groupby(["bucket"] + keys + ["direction"], dropna=False, sort=True, observed=True)[_VALUES]
+        .sum()
+        .reset_index()
+    )
     for k in ("tcp_stream", "channel"):
         if k in g.columns:
             g[k] = g[k].astype("Int32")
@@ -198,7 +202,7 @@ def _span_buckets(ev: pd.DataFrame, bucket: str) -> int:
     once: two captures recorded years apart do not make the years between them part of a mean."""
     width = pd.Timedelta(bucket).value
     k = pd.Series(ns(ev["bucket"]) // width, index=ev.index)
-    span = k.groupby(filled(ev["capture"], ""), sort=False).agg(["min", "max"])
+    span = k.groupby(filled(ev["capture"], ""), sort=False, observed=True).agg(["min", "max"])
     return covered_buckets(span.itertuples(index=False, name=None))
 
 
@@ -232,7 +236,9 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
         out = pd.DataFrame(columns=["bucket"] + _VALUES)
         out.attrs = {"buckets": 0}
         return out
-    wide = tp.pivot_table(index="bucket", columns="direction", values=_VALUES, aggfunc="sum", fill_value=0)
+    wide = tp.pivot_table(
+        index="bucket", columns="direction", values=_VALUES, aggfunc="sum", fill_value=0, observed=True
+    )
     wide.columns = [f"{v}_{d}" for v, d in wide.columns]
     width = pd.Timedelta(bucket).value
     k = (ns(wide.index.to_series()) - ns(wide.index[:1].to_series())[0]) // width  # bucket numbers, sorted
