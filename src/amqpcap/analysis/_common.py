@@ -73,13 +73,17 @@ def isin(s: pd.Series, values) -> np.ndarray:
 
 def taken(s: pd.Series, positions: np.ndarray, dtype) -> pd.Series:
     """The values of ``s`` at ``positions`` (-1: missing), as ``dtype``; one take, no objects.
-    An int64 ``s`` taken as a timestamp dtype holds ns since the epoch."""
+    An int64 ``s`` taken as a timestamp dtype holds ns since the epoch; a Categorical ``s``
+    taken as a string stays Categorical."""
     at = np.asarray(positions, dtype=np.int64)
     if str(dtype).startswith("datetime64") and s.dtype == np.int64:
         v = s.to_numpy()[at]
         v[at < 0] = NAT
         return pd.Series(pd.to_datetime(v.view("datetime64[ns]"), utc=True)).astype(dtype)
-    return pd.Series(s.array.take(at, allow_fill=True), copy=False).astype(dtype)
+    a = pd.Series(s.array.take(at, allow_fill=True), copy=False)
+    if dtype == STR and isinstance(s.dtype, pd.CategoricalDtype):
+        return a  # a Categorical string column stays one (a code per row, not a string)
+    return a.astype(dtype)
 
 
 def latency_ms(req_ns, resp_ns) -> np.ndarray:
