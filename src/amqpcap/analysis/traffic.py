@@ -162,16 +162,32 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     if frames_source == "frames":
         mev["frames"] = 0
         mev["wire_bytes"] = 0
-        fev = _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
     else:
         over = _overhead(msgs["version"])
         bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
         mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
         mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
-        fev = _estimated_events(t, msgs, attrs, keep)
-    ev = pd.concat([mev, fev], ignore_index=True) if len(fev) else mev
     out_cols = ["bucket"] + keys + ["direction"] + _VALUES
-    if len(ev) == 0:
+    group = ["bucket"] + keys + ["direction"]
+    # message events and frame events are summed apart and the (small) sums added: the two
+    # event tables never exist at once, nor their concatenation
+    sums, spans = [], []
+    for part in ("messages", "frames"):
+        if part == "messages":
+            ev = mev
+            del mev
+        elif frames_source == "frames":
+            ev = _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
+        else:
+            ev = _estimated_events(t, msgs, attrs, keep)
+        if len(ev):
+            ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
+            for c in _VALUES:
+                ev[c] = ev[c].astype("int64")
+            sums.append(ev.groupby(group, dropna=False, sort=False, observed=True)[_VALUES].sum())
+            spans.append(_capture_spans(ev, bucket))
+        del ev
+    if not sums:
         df = pd.DataFrame({c: pd.Series([], dtype="int64") for c in out_cols})
         df["bucket"] = pd.Series([], dtype="datetime64[ns, UTC]")
         for k in keys + ["direction"]:
@@ -179,31 +195,28 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
         df.attrs["frames_source"] = frames_source
         df.attrs["bucket"] = bucket
         return df
-    ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
-    for c in _VALUES:
-        ev[c] = ev[c].astype("int64")
-    g = (
-        ev.groupby(["bucket"] + keys + ["direction"], dropna=False, sort=True, observed=True)[_VALUES]
-        .sum()
-        .reset_index()
-    )
+    g = pd.concat(sums) if len(sums) > 1 else sums[0]
+    g = g.groupby(level=list(range(len(group))), dropna=False, sort=True, observed=True).sum().reset_index()
     for k in ("tcp_stream", "channel"):
         if k in g.columns:
             g[k] = g[k].astype("Int32")
     g = g[out_cols]
     g.attrs["frames_source"] = frames_source
     g.attrs["bucket"] = bucket
-    g.attrs["buckets"] = _span_buckets(ev, bucket)
+    span = pd.concat(spans).groupby(level=0, sort=False, observed=True).agg({"min": "min", "max": "max"})
+    g.attrs["buckets"] = covered_buckets(span.itertuples(index=False, name=None))
     return g
 
 
-def _span_buckets(ev: pd.DataFrame, bucket: str) -> int:
-    """Buckets from each capture's first non-empty bucket to its last, overlapping captures counted
-    once: two captures recorded years apart do not make the years between them part of a mean."""
+def _capture_spans(ev: pd.DataFrame, bucket: str) -> pd.DataFrame:
+    """Each capture's first and last non-empty bucket number (``min``, ``max``), for the buckets
+    from each capture's first to its last, overlapping captures counted once: two captures
+    recorded years apart do not make the years between them part of a mean."""
     width = pd.Timedelta(bucket).value
     k = pd.Series(ns(ev["bucket"]) // width, index=ev.index)
     span = k.groupby(filled(ev["capture"], ""), sort=False, observed=True).agg(["min", "max"])
-    return covered_buckets(span.itertuples(index=False, name=None))
+    span.index = span.index.astype(object)  # (the captures of two event tables, added up)
+    return span
 
 
 def covered_buckets(ranges) -> int:
@@ -255,5 +268,5 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
         wide[v] = wide[f"{v}_c2s"] + wide[f"{v}_s2c"]
     wide.index.name = "bucket"
     out = wide.reset_index()
-    out.attrs = dict(tp.attrs)  # "buckets": the captures' spans (see _span_buckets)
+    out.attrs = dict(tp.attrs)  # "buckets": the captures' spans (see _capture_spans)
     return out
