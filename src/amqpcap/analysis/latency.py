@@ -64,7 +64,12 @@ def _with_content_completion(t, names, columns) -> pd.DataFrame:
     done_ts = ns(m["ts"]) if len(m) else np.zeros(0, dtype=np.int64)
     msgs = t.messages
     if len(m) and len(msgs):
-        mm = msgs[key + ["frame_number", "ts"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+        named = msgs["method"].isin(names).to_numpy(dtype=bool)  # a content's row names its method
+        mm = (
+            msgs.loc[named, key + ["frame_number", "ts"]]
+            .dropna(subset=["stream_offset"])
+            .drop_duplicates(key)
+        )
         mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
         j = m[key].merge(mm, on=key, how="left")
         has = j["_mframe"].notna().to_numpy()
@@ -495,9 +500,11 @@ def consumer_state(m: pd.DataFrame):
     """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
     0-10 transfer), its (queue, no_ack); also the consumer table rows.
 
-    Returns (delivery_info: {row position: (queue, no_ack, consumer_tag)}, consumer rows).
+    Returns (delivery_info, consumer rows): delivery_info[row position] is (queue, no_ack,
+    consumer_tag) for a delivery row, else None (a list: equal tuples shared, no dict of millions).
     """
-    info: dict = {}
+    info: list = [None] * len(m)
+    shared: dict = {}  # one tuple per distinct (queue, no_ack, consumer_tag)
     consumers: list[dict] = []
     by_tag: dict = {}  # (cap, st, ch, tag) -> consumer row
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
@@ -561,10 +568,12 @@ def consumer_state(m: pd.DataFrame):
             no_ack = row["no_ack"] if row else None
             if mode is not None:
                 no_ack = mode == 1
-            info[pos] = (row["queue"] if row else None, no_ack, tag)
+            v = (row["queue"] if row else None, no_ack, tag)
+            info[pos] = shared.setdefault(v, v)
         elif name == "basic.get-ok" and d == "s2c":
             q, na = last_get.get(key, (None, None))
-            info[pos] = (q, na, None)
+            v = (q, na, None)
+            info[pos] = shared.setdefault(v, v)
         elif name in _SCOPE_OPEN:
             for k in [k for k in by_tag if k[:3] == key]:
                 by_tag.pop(k)
@@ -680,7 +689,7 @@ def consumer_acks(t) -> pd.DataFrame:
                 settle(k, dl, -1, "unsettled", None, None)
             continue
         if d == "s2c" and name in ("basic.deliver", "basic.get-ok", "message.transfer"):
-            q, no_ack, dest = info.get(pos, (None, None, None))
+            q, no_ack, dest = info[pos] or (None, None, None)
             if no_ack:
                 continue
             if name == "message.transfer":  # 0-10: settled by command id
