@@ -985,6 +985,23 @@ def _reply_key(reply_to: str | None, version: str | None):
     return reply_to
 
 
+def _text(s: pd.Series) -> np.ndarray:
+    """Which values are a non-empty string (the truth of a str)."""
+    return (s.notna() & (s != "")).to_numpy(dtype=bool)
+
+
+def _keys(reply_to: pd.Series, version: pd.Series | None) -> np.ndarray:
+    """:func:`_reply_key` of every row (object array, shared strings), computed once per distinct
+    (reply_to, version)."""
+    rc, ru = pd.factorize(reply_to, use_na_sentinel=True)
+    vc, vu = pd.factorize(version, use_na_sentinel=True) if version is not None else (rc * 0 - 1, [])
+    ru, vu = list(ru) + [None], list(vu) + [None]  # code -1 (missing): None
+    combo = (rc + 1) * len(vu) + (vc + 1)
+    uniq, inv = np.unique(combo, return_inverse=True)
+    keys = [_reply_key(ru[u // len(vu) - 1], vu[u % len(vu) - 1]) for u in uniq.tolist()]
+    return np.array(keys + [None], dtype=object)[inv.reshape(-1)]
+
+
 def rpc(t) -> pd.DataFrame:
     """Application RPC: a request (a message with reply_to and correlation_id) -> the reply
     (the next message after it whose routing key is that reply_to and whose
@@ -1024,38 +1041,39 @@ def rpc(t) -> pd.DataFrame:
     # by time, then packet (stable: wire order among equals)
     R = R.iloc[np.lexsort((R["frame_number"].fillna(0).to_numpy(dtype=np.int64), ns(R["ts"])))]
     R = R.reset_index(drop=True)
-    # the walk keeps positions in R; the result's columns are taken from R at the end
-    W = list(records(R, ["direction", "correlation_id", "reply_to", "routing_key", "version"]))
-    reqs_c2s = [i for i, (d, corr, rt, _, _) in enumerate(W) if d == "c2s" and corr and rt]
-    req_keys = {(_reply_key(W[i][2], W[i][4]), W[i][1]) for i in reqs_c2s}
-    reqs = reqs_c2s + [
-        i
-        for i, (d, corr, rt, _, ver) in enumerate(W)
-        if d == "s2c" and corr and rt and (_reply_key(rt, ver), corr) not in req_keys
-    ]
-    req_ids = set(reqs)
-    replies: dict = {}  # (key, corr, direction) -> [position]
-    for i, (d, corr, _, rk, _) in enumerate(W):
-        if i in req_ids or not corr or not rk:
-            continue
-        replies.setdefault((_reply_key(rk, None), corr, d), []).append(i)
-    reqs.sort()
-    resp_at = np.full(len(reqs), -1, dtype=np.int64)
-    dlv_at = np.full(len(reqs), -1, dtype=np.int64)
-    status = np.empty(len(reqs), dtype=object)
+    # positions in R throughout; keys as integer codes: (reply key, correlation id) of a request,
+    # (key of its routing key, correlation id) of a reply candidate; only requests that have a
+    # candidate are walked in Python, the others are missing
+    c2s = (R["direction"] == "c2s").to_numpy(dtype=bool)
+    s2c = (R["direction"] == "s2c").to_numpy(dtype=bool)
+    corr = pd.factorize(R["correlation_id"], use_na_sentinel=True)[0]
+    has_corr, has_rt, has_rk = (_text(R[c]) for c in ("correlation_id", "reply_to", "routing_key"))
+    req_key = _keys(R["reply_to"], R["version"])
+    rep_key = _keys(R["routing_key"], None)
+    names = pd.factorize(np.concatenate([req_key, rep_key]), use_na_sentinel=True)[0] + 1
+    width = int(corr.max()) + 2
+    req_k = names[: len(R)] * width + corr + 1  # one int per (key, correlation id)
+    rep_k = names[len(R) :] * width + corr + 1
+    c2s_req = c2s & has_corr & has_rt
+    is_req = c2s_req | (s2c & has_corr & has_rt & ~np.isin(req_k, req_k[c2s_req]))
+    is_rep = ~is_req & has_corr & has_rk
+    req_at = np.flatnonzero(is_req)
+    resp_at = np.full(len(req_at), -1, dtype=np.int64)
+    dlv_at = np.full(len(req_at), -1, dtype=np.int64)
+    status = np.full(len(req_at), "missing", dtype=object)
+    replies: dict = {}  # (key, direction) -> [position]
+    for i in np.flatnonzero(is_rep & np.isin(rep_k, req_k[is_req])).tolist():
+        replies.setdefault((int(rep_k[i]), bool(c2s[i]), bool(s2c[i])), []).append(i)
     used: set = set()
-    for n, i in enumerate(reqs):
-        _, corr, rt, _, ver = W[i]
-        k = (_reply_key(rt, ver), corr)
-        pub = next((x for x in replies.get(k + ("c2s",), ()) if x > i and x not in used), None)
-        dlv = next((x for x in replies.get(k + ("s2c",), ()) if x > i and x not in used), None)
+    for n in np.flatnonzero(np.isin(req_k[req_at], rep_k[is_rep])).tolist():
+        i, k = int(req_at[n]), int(req_k[req_at[n]])
+        pub = next((x for x in replies.get((k, True, False), ()) if x > i and x not in used), None)
+        dlv = next((x for x in replies.get((k, False, True), ()) if x > i and x not in used), None)
         used.update(x for x in (pub, dlv) if x is not None)
         resp = pub if pub is not None else dlv
         resp_at[n] = -1 if resp is None else resp
         dlv_at[n] = -1 if dlv is None else dlv
         status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
-    del W, replies, used
-    req_at = np.asarray(reqs, dtype=np.int64)
     src = {  # result column -> (R column, positions)
         "capture": ("capture", req_at),
         "tcp_stream": ("tcp_stream", req_at),
