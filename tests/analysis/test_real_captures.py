@@ -229,3 +229,34 @@ def test_the_analysis_columns_are_all_stats_and_the_report_read(cache, tmp_path,
         assert stats(lean) == stats(full), name
         assert error_summary(lean).equals(error_summary(full)) and health(lean).keys() == health(full).keys()
     write_report(lean, tmp_path / "report")
+
+
+def test_categorical_analysis_columns_give_the_same_frames(cache):
+    """load(columns="analysis") reads the low-cardinality strings as Categorical (sorted categories):
+    every pairing, the throughput by every grouping, the message queues and the time outliers are
+    the frames of the full load (a delivery with no exchange included: netamqp09_offline)."""
+    import pandas as pd
+
+    from amqpcap.analysis import all_latencies, message_queues, throughput, time_outliers
+    from amqpcap.analysis.traffic import BY
+
+    def same(a, b, what):
+        cat = [c for c in a.columns if isinstance(a[c].dtype, pd.CategoricalDtype)]
+        pd.testing.assert_frame_equal(a.astype({c: b[c].dtype for c in cat}), b, obj=what)
+
+    names = sorted(n for n in os.listdir(CAPTURES) if n.endswith(".pcap"))
+    assert "netamqp09_offline.pcap" in names
+    for name in names:
+        path = os.path.join(CAPTURES, name)
+        full = amqpcap.load(path, cache_dir=cache, frames=True)
+        lean = amqpcap.load(path, cache_dir=cache, frames=True, columns="analysis")
+        for df in (lean.methods, lean.messages):
+            cats = df["method"].cat.categories
+            assert list(cats) == sorted(cats) and isinstance(df["capture"].dtype, pd.CategoricalDtype)
+        fl, ll = all_latencies(full), all_latencies(lean)
+        for k in fl:
+            same(ll[k], fl[k], f"{name} {k}")
+        for by in (b for b in BY if b):
+            same(throughput(lean, by=by), throughput(full, by=by), f"{name} throughput by {by}")
+        same(message_queues(lean), message_queues(full)[list(lean.messages.columns) + ["queue"]], name)
+        same(time_outliers(lean), time_outliers(full), f"{name} time_outliers")

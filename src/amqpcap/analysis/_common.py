@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 NAT = np.iinfo(np.int64).min  # pandas' iNaT
 
@@ -30,6 +32,60 @@ def to_ts(values) -> pd.Series:
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
+def release_memory() -> None:
+    """Give freed memory back to the system between big computations: Arrow's pool keeps freed
+    blocks, and glibc keeps freed heap pages, so RSS would creep up step after step."""
+    pa.default_memory_pool().release_unused()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _libc_malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_malloc_trim = _libc_malloc_trim()
+
+
+def filled(s: pd.Series, value) -> pd.Series:
+    """``s.fillna(value)``, also for a Categorical column (``load(columns="analysis")``) that
+    does not have ``value`` among its categories."""
+    if isinstance(s.dtype, pd.CategoricalDtype) and value not in s.cat.categories and s.hasnans:
+        s = s.cat.add_categories([value])
+    return s.fillna(value)
+
+
+def isin(s: pd.Series, values) -> np.ndarray:
+    """``s.isin(values).to_numpy()`` for many string values: pandas' Arrow-string ``isin`` turns
+    each value into an Arrow scalar first (seconds for 10^5 values); this hands them over at once."""
+    if isinstance(s.dtype, pd.StringDtype) and s.dtype.storage == "pyarrow" and len(s):
+        arr = pa.array(s.array)
+        vals = pd.Series(values, dtype=object).dropna().to_numpy(dtype=object)
+        found = pc.is_in(arr, value_set=pa.array(vals, type=pa.large_string()).cast(arr.type))
+        return found.to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    return s.isin(values).to_numpy(dtype=bool)
+
+
+def taken(s: pd.Series, positions: np.ndarray, dtype) -> pd.Series:
+    """The values of ``s`` at ``positions`` (-1: missing), as ``dtype``; one take, no objects.
+    An int64 ``s`` taken as a timestamp dtype holds ns since the epoch; a Categorical ``s``
+    taken as a string stays Categorical."""
+    at = np.asarray(positions, dtype=np.int64)
+    if str(dtype).startswith("datetime64") and s.dtype == np.int64:
+        v = s.to_numpy()[at]
+        v[at < 0] = NAT
+        return pd.Series(pd.to_datetime(v.view("datetime64[ns]"), utc=True)).astype(dtype)
+    a = pd.Series(s.array.take(at, allow_fill=True), copy=False)
+    if dtype == STR and isinstance(s.dtype, pd.CategoricalDtype):
+        return a  # a Categorical string column stays one (a code per row, not a string)
+    return a.astype(dtype)
+
+
 def latency_ms(req_ns, resp_ns) -> np.ndarray:
     req = np.asarray(req_ns, dtype=np.int64)
     resp = np.asarray(resp_ns, dtype=np.int64)
@@ -38,58 +94,110 @@ def latency_ms(req_ns, resp_ns) -> np.ndarray:
     return out
 
 
-def records(df: pd.DataFrame, cols: list[str]) -> Iterator[tuple]:
+def records(df: pd.DataFrame, cols: list[str], chunk: int = 1 << 16) -> Iterator[tuple]:
     """Rows of ``df[cols]`` as plain tuples, missing values as None.
 
-    Timestamp columns (``ts``) come out as int ns.
+    Timestamp columns (``ts``) come out as int ns.  Python objects are made ``chunk`` rows at a
+    time (not a column of objects per column at once), and equal strings are one object, so
+    walking a big table and keeping some of its values costs a fraction of the table's objects.
     """
     if len(df) == 0:
         return iter(())
-    arrays = []
-    for c in cols:
-        s = df[c]
-        if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
-            a = ns(s).astype(object)
+    sources = [_source(df[c]) for c in cols]
+    return (row for lo in range(0, len(df), chunk) for row in zip(*(get(lo, lo + chunk) for get in sources)))
+
+
+def _source(s: pd.Series):
+    """A function (lo, hi) -> the object array of rows lo:hi of ``s`` (see :func:`records`)."""
+    if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
+        v = ns(s)
+
+        def get(lo, hi):
+            a = v[lo:hi].astype(object)
             a[a == NAT] = None
-        else:
-            a = np.array(s.astype(object).to_numpy(), dtype=object, copy=True)
+            return a
+
+    elif isinstance(s.dtype, (pd.StringDtype, pd.CategoricalDtype)):
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        objs = np.append(np.asarray(uniques, dtype=object), None)  # code -1 (missing): None
+
+        def get(lo, hi):
+            return objs[codes[lo:hi]]
+
+    else:
+
+        def get(lo, hi):
+            a = np.array(s.iloc[lo:hi].astype(object).to_numpy(), dtype=object, copy=True)
             a[pd.isna(a)] = None
-        arrays.append(a)
-    return zip(*arrays)
+            return a
+
+    return get
 
 
-_ORDERED: dict = {}  # id(df) -> (weakref to df, its ordered copy): the big tables are ordered once
+_ORDERS: dict = {}  # id(df) -> (weakref to df, its wire-order positions): a big table is sorted once
 
 
-def ordered(df: pd.DataFrame, names=None) -> pd.DataFrame:
+def ordered(df: pd.DataFrame, names=None, columns=None, rows=None) -> pd.DataFrame:
     """Rows in wire order: per conversation, by packet number then stream offset.
 
-    ``names``: keep only the rows whose ``method`` is one of them (filtered before
-    sorting).  The ordered copy of a whole table is kept while the table lives,
-    so the analysis functions sort it once; callers must not modify it in place."""
+    ``names``: keep only the rows whose ``method`` is one of them; ``rows``: only those of this
+    boolean mask; ``columns``: only these columns.  The result is a copy of just that part (one
+    take): the wire order of a whole table is computed once while the table lives (an int array,
+    not a sorted copy of the table)."""
     if len(df) == 0:
-        return df
+        return df if columns is None else df[columns]
+    pos = _order(df)
+    keep = None
     if names is not None:
-        return _sort(df[df["method"].isin(names)])
-    hit = _ORDERED.get(id(df))
+        keep = df["method"].isin(names).to_numpy(dtype=bool)
+    if rows is not None:
+        r = np.asarray(rows, dtype=bool)
+        keep = r if keep is None else keep & r
+    if keep is not None:
+        pos = pos[keep[pos]]
+    if columns is None:
+        return df.iloc[pos]
+    return df.iloc[pos, [df.columns.get_loc(c) for c in columns]]
+
+
+def _order(df: pd.DataFrame) -> np.ndarray:
+    hit = _ORDERS.get(id(df))
     if hit is not None and hit[0]() is df:
         return hit[1]
-    out = _sort(df)
-    try:
-        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERED.pop(k, None))  # noqa: B008 (bound now)
-    except TypeError:
-        return out
-    _ORDERED[id(df)] = (ref, out)
-    return out
-
-
-def _sort(df: pd.DataFrame) -> pd.DataFrame:
-    if len(df) == 0:
-        return df
     keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
     pos = np.arange(len(df))
     order = np.lexsort([pos] + [_sort_key(df[k]) for k in reversed(keys)])
-    return df.iloc[order]
+    try:
+        ref = weakref.ref(df, lambda _r, k=id(df): _ORDERS.pop(k, None))  # noqa: B008 (bound now)
+    except TypeError:
+        return order
+    _ORDERS[id(df)] = (ref, order)
+    return order
+
+
+def sort_key(s: pd.Series, positions=None) -> np.ndarray:
+    """A numpy key sorting the values of ``s`` (at ``positions``; -1: missing) like
+    ``sort_values``: missing values last."""
+    if pd.api.types.is_numeric_dtype(s.dtype) and not isinstance(s.dtype, pd.CategoricalDtype):
+        v = s.astype("float64").fillna(np.inf).to_numpy()
+        fill = np.inf
+    elif isinstance(s.dtype, pd.CategoricalDtype):  # by the categories' text, whatever their order
+        cats = np.asarray(s.cat.categories, dtype=object)
+        rank = np.empty(len(cats), dtype=np.int64)
+        rank[np.argsort(cats, kind="stable")] = np.arange(len(cats))
+        codes = s.cat.codes.to_numpy()
+        v = np.where(codes < 0, len(cats), rank[np.maximum(codes, 0)] if len(cats) else 0)
+        fill = len(cats)
+    else:
+        v, uniques = pd.factorize(s, sort=True, use_na_sentinel=True)
+        v = np.where(v < 0, len(uniques), v)
+        fill = len(uniques)
+    if positions is None:
+        return v
+    at = np.asarray(positions, dtype=np.int64)
+    out = v[at]
+    out[at < 0] = fill
+    return out
 
 
 def _sort_key(s: pd.Series) -> np.ndarray:

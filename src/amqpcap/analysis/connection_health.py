@@ -118,7 +118,9 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
     act, source = _activity(t)
     source = heartbeat_source(t) if source != "frames" else source
     groups = (
-        {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False)} if len(act) else {}
+        {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False, observed=True)}
+        if len(act)
+        else {}
     )
     cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]
     cols += [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
@@ -216,11 +218,13 @@ def heartbeat_summary(t) -> pd.DataFrame:
     hbf = {}
     if source == "frames" and len(t.frames):
         f = t.frames[t.frames["type_name"] == "heartbeat"]
-        hbf = f.groupby(["capture", "tcp_stream", "direction"]).size().to_dict()
+        hbf = f.groupby(["capture", "tcp_stream", "direction"], observed=True).size().to_dict()
     exact = every[every["evidence"] != "unknown"] if len(every) else every
     max_gap = {}
     if len(exact):
-        max_gap = exact.groupby(["capture", "tcp_stream", "direction"])["gap_s"].max().to_dict()
+        max_gap = (
+            exact.groupby(["capture", "tcp_stream", "direction"], observed=True)["gap_s"].max().to_dict()
+        )
     rows = []
     for cap, st, hb, h_c2s, h_s2c in records(
         c, ["capture", "tcp_stream", "heartbeat", "heartbeats_c2s", "heartbeats_s2c"]
@@ -391,7 +395,11 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         )
         d = d.assign(delta=1, event="deliver")
         s = acks[acks["response_frame"].notna()]
-        s = s.groupby(keys + ["response_frame", "response_ts"], dropna=False).size().reset_index(name="n")
+        s = (
+            s.groupby(keys + ["response_frame", "response_ts"], dropna=False, observed=True)
+            .size()
+            .reset_index(name="n")
+        )
         s = s.rename(columns={"response_ts": "ts", "response_frame": "frame_number"})
         s = s.assign(delta=-s["n"], event="settle").drop(columns="n")
         ev += [d, s]
@@ -413,7 +421,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     # within a packet: settle before qos before deliver (an ack and the next delivery may share a packet)
     e["_o"] = e["event"].map({"settle": 0, "qos": 1, "deliver": 2})
     e = e.sort_values(keys + ["_ts", "frame_number", "_o"], kind="stable").reset_index(drop=True)
-    g = e.groupby(keys, sort=False, dropna=False)
+    g = e.groupby(keys, sort=False, dropna=False, observed=True)
     e["unacked"] = g["delta"].cumsum()
     e["prefetch_count"] = g["prefetch_count"].ffill()
     e["prefetch_global"] = g["prefetch_global"].ffill()

@@ -85,17 +85,16 @@ def errors(t) -> pd.DataFrame:
     """
     t = as_tables(t)
     rows: list[dict] = []
-    m = ordered(t.methods)
+    m = t.methods
     names = set(_CODED) | set(_UNCODED)
-    sub = m[m["method"].isin(names)] if len(m) else m
+    sub = ordered(m, names) if len(m) else m
     if len(sub):
         # 0-10: find the command an execution.exception answers
         cmds = {}
         if (m["version"] == "0-10").any() and m["command_id"].notna().any():
-            c10 = m[m["command_id"].notna()]
-            for cap, st, ch, d, cid, meth in records(
-                c10, ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]
-            ):
+            c10_cols = ["capture", "tcp_stream", "channel", "direction", "command_id", "method"]
+            c10 = ordered(m, columns=c10_cols, rows=m["command_id"].notna().to_numpy(dtype=bool))
+            for cap, st, ch, d, cid, meth in records(c10, c10_cols):
                 cmds[(cap, st, ch, d, cid)] = meth
         cols = [
             "capture",
@@ -278,7 +277,9 @@ def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
     keys = ["kind", "code", "name", "class", "method", "failing_method", "text"]
     if len(err) == 0:
         return build([], SUMMARY_COLS)
-    counts = err.groupby(keys, dropna=False, sort=False).size()  # groups in order of first appearance
+    counts = err.groupby(
+        keys, dropna=False, sort=False, observed=True
+    ).size()  # groups in order of first appearance
     out = err.drop_duplicates(keys, keep="first").reset_index(drop=True)  # errors() is in capture order
     out = out.rename(
         columns={

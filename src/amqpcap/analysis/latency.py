@@ -22,12 +22,15 @@ from amqpcap.analysis._common import (
     build,
     build_columns,
     covered,
+    isin,
     latency_ms,
     ns,
     object_frame,
     ordered,
     records,
+    sort_key,
     spec_by_name,
+    taken,
 )
 from amqpcap.analysis.tables import as_tables
 
@@ -50,16 +53,23 @@ _CLOSE_OK = ("channel.close-ok", "connection.close-ok")
 _BY_ID = ("session.completed", "execution.result", "execution.exception")
 
 
-def _with_content_completion(t, names) -> pd.DataFrame:
-    """The methods named ``names`` in wire order, plus ``_done_frame`` / ``_done_ts`` (ns): the packet
-    that completed the content (from ``messages``, joined on stream and offset), else the method's own."""
-    m = ordered(t.methods, names).reset_index(drop=True)
+def _with_content_completion(t, names, columns) -> pd.DataFrame:
+    """The methods named ``names`` in wire order (``columns`` of them), plus ``_done_frame`` /
+    ``_done_ts`` (ns): the packet that completed the content (from ``messages``, joined on stream
+    and offset), else the method's own."""
+    key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    cols = list(dict.fromkeys([c for c in columns if not c.startswith("_")] + key))
+    m = ordered(t.methods, names, cols).reset_index(drop=True)
     done_frame = m["frame_number"].astype("Int64")
     done_ts = ns(m["ts"]) if len(m) else np.zeros(0, dtype=np.int64)
     msgs = t.messages
     if len(m) and len(msgs):
-        key = ["capture", "tcp_stream", "direction", "stream_offset"]
-        mm = msgs[key + ["frame_number", "ts"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
+        named = msgs["method"].isin(names).to_numpy(dtype=bool)  # a content's row names its method
+        mm = (
+            msgs.loc[named, key + ["frame_number", "ts"]]
+            .dropna(subset=["stream_offset"])
+            .drop_duplicates(key)
+        )
         mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
         j = m[key].merge(mm, on=key, how="left")
         has = j["_mframe"].notna().to_numpy()
@@ -85,6 +95,30 @@ _BASE_COLS = {
     "response_ts": TS_DTYPE,
     "latency_ms": "float64",
 }
+
+
+def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd.DataFrame:
+    """The result frame from a walk that kept positions: ``src`` maps a result column to
+    (column of ``m``, positions; -1 missing) or to its values (``request_ts`` is always taken);
+    then ``latency_ms``.  Rows in the
+    order of ``df.sort_values(sort_by, kind="stable")``, found on the keys alone, so the frame
+    is built once, already in order (not built, sorted and copied)."""
+    keys = []
+    for name in reversed(sort_by):
+        v = src[name]
+        keys.append(sort_key(m[v[0]], v[1]) if isinstance(v, tuple) else sort_key(pd.Series(v)))
+    n = len(src["request_ts"][1])
+    order = np.lexsort([np.arange(n)] + keys) if keys else np.arange(n)
+    data = {}
+    for name, dtype in columns.items():
+        v = src.get(name)
+        if isinstance(v, tuple):
+            data[name] = taken(m[v[0]], np.asarray(v[1], dtype=np.int64)[order], dtype)
+        elif v is not None:
+            data[name] = pd.Series(np.asarray(v, dtype=object)[order], dtype=dtype)
+    df = pd.DataFrame(data)
+    df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
+    return df[list(columns)]
 
 
 def _finish(rows, columns, fields=None) -> pd.DataFrame:
@@ -119,16 +153,7 @@ def method_rtt(t) -> pd.DataFrame:
     ``answers_command_id`` is its command id.
     """
     t = as_tables(t)
-    m = ordered(t.methods)
-    if len(m):  # 0-8 / 0-9 / 0-9-1: only requests, their responses and closes matter (not publishes, ...)
-        relevant = set(_CLOSE + _CLOSE_OK + _SCOPE_OPEN)
-        for v in m["version"].dropna().unique():
-            for name, spec in spec_by_name(v).items():
-                if getattr(spec, "responses", ()):
-                    relevant.add(name)
-                    relevant.update(spec.responses)
-        is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
-        m = m[is_010 | m["method"].isin(relevant).to_numpy()]
+    m = t.methods
     cols = [
         "capture",
         "tcp_stream",
@@ -144,6 +169,15 @@ def method_rtt(t) -> pd.DataFrame:
         "no_wait",
         "synchronous",
     ]
+    if len(m):  # 0-8 / 0-9 / 0-9-1: only requests, their responses and closes matter (not publishes, ...)
+        relevant = set(_CLOSE + _CLOSE_OK + _SCOPE_OPEN)
+        for v in m["version"].dropna().unique():
+            for name, spec in spec_by_name(v).items():
+                if getattr(spec, "responses", ()):
+                    relevant.add(name)
+                    relevant.update(spec.responses)
+        is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
+        m = ordered(m, columns=cols, rows=is_010 | m["method"].isin(relevant).to_numpy(dtype=bool))
     rows: list[dict] = []
     if len(m) == 0:
         return _finish(rows, RTT_COLS)
@@ -319,12 +353,6 @@ def confirms(t) -> pd.DataFrame:
     completed its content (``request_frame``).
     """
     t = as_tables(t)
-    m = _with_content_completion(
-        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN
-    )
-    rows: list[tuple] = []
-    if len(m) == 0:
-        return _finish(rows, CONFIRM_COLS)
     cols = [
         "capture",
         "tcp_stream",
@@ -341,37 +369,33 @@ def confirms(t) -> pd.DataFrame:
         "exchange",
         "routing_key",
     ]
-    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict}
+    m = _with_content_completion(
+        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN, cols
+    )
+    if len(m) == 0:
+        return _finish([], CONFIRM_COLS)
+    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
+    # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
+    pub_at: list = []
+    resp_at: list = []
+    tags: list = []
+    outcomes: list = []
+    multiples: list = []
 
-    def settle(pub, resp, outcome, multiple):
-        rows.append(
-            (
-                pub["capture"],
-                pub["tcp_stream"],
-                pub["channel"],
-                pub["version"],
-                "basic.publish",
-                "c2s",
-                pub["frame"],
-                pub["ts"],
-                resp[4] if resp else None,
-                resp[7] if resp else None,
-                resp[8] if resp else None,
-                pub["n"],
-                outcome,
-                multiple,
-                pub["exchange"],
-                pub["routing_key"],
-            )
-        )
+    def settle(n, pos, resp, outcome, multiple):
+        pub_at.append(pos)
+        resp_at.append(resp)
+        tags.append(n)
+        outcomes.append(outcome)
+        multiples.append(multiple)
 
     def drain(c):
-        for pub in c["out"].values():
-            settle(pub, None, "unconfirmed", None)
+        for n, pos in c["out"].items():
+            settle(n, pos, -1, "unconfirmed", None)
         c["out"].clear()
 
-    for r in records(m, cols):
-        cap, st, ch, d, name, dframe, dts, frame, ts, version, tag, multiple, ex, rk = r
+    walk = ["capture", "tcp_stream", "channel", "direction", "method", "delivery_tag", "multiple"]
+    for i, (cap, st, ch, d, name, tag, multiple) in enumerate(records(m, walk)):
         key = (cap, st, ch)
         c = chans.get(key)
         if name in _SCOPE_OPEN:
@@ -388,33 +412,42 @@ def confirms(t) -> pd.DataFrame:
             continue
         if name == "basic.publish" and d == "c2s":
             c["seq"] += 1
-            n = c["seq"]
-            c["out"][n] = dict(
-                capture=cap,
-                tcp_stream=st,
-                channel=ch,
-                version=version,
-                n=n,
-                frame=dframe,
-                ts=dts,
-                exchange=ex,
-                routing_key=rk,
-            )
+            c["out"][c["seq"]] = i
         elif name in ("basic.ack", "basic.nack") and d == "s2c" and tag is not None:
             outcome = "ack" if name == "basic.ack" else "nack"
             out = c["out"]
             if multiple:
                 done = [k for k in out if tag == 0 or k <= tag]
                 for k in done:
-                    settle(out.pop(k), r, outcome, True)
+                    settle(k, out.pop(k), i, outcome, True)
             elif tag in out:
-                settle(out.pop(tag), r, outcome, bool(multiple) if multiple is not None else False)
+                settle(tag, out.pop(tag), i, outcome, bool(multiple) if multiple is not None else False)
     for c in chans.values():
         drain(c)
-    df = _finish(rows, CONFIRM_COLS, _CONFIRM_FIELDS)
-    return df.sort_values(
-        ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], kind="stable"
-    ).reset_index(drop=True)
+    if not pub_at:
+        return _finish([], CONFIRM_COLS)
+    p, r = np.asarray(pub_at, dtype=np.int64), np.asarray(resp_at, dtype=np.int64)
+    src = {
+        "capture": ("capture", p),
+        "tcp_stream": ("tcp_stream", p),
+        "channel": ("channel", p),
+        "version": ("version", p),
+        "request_method": ("method", p),
+        "request_direction": ("direction", p),
+        "request_frame": ("_done_frame", p),
+        "request_ts": ("_done_ts", p),
+        "response_method": ("method", r),
+        "response_frame": ("frame_number", r),
+        "response_ts": ("ts", r),
+        "delivery_tag": tags,
+        "outcome": outcomes,
+        "multiple": multiples,
+        "exchange": ("exchange", p),
+        "routing_key": ("routing_key", p),
+    }
+    return _taken_frame(
+        m, src, CONFIRM_COLS, ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
+    )
 
 
 # --------------------------------------------------------------------------- consumers
@@ -433,7 +466,7 @@ CONSUMER_COLS = {
 }
 
 
-_CONSUMER_METHODS = (
+CONSUMER_METHODS = (
     "basic.consume",
     "basic.consume-ok",
     "message.subscribe",
@@ -446,33 +479,39 @@ _CONSUMER_METHODS = (
 ) + _SCOPE_OPEN
 
 
+# the columns consumer_state reads
+CONSUMER_STATE_COLS = [
+    "capture",
+    "tcp_stream",
+    "channel",
+    "direction",
+    "method",
+    "frame_number",
+    "ts",
+    "queue",
+    "consumer_tag",
+    "no_ack",
+    "no_wait",
+    "accept_mode",
+]
+
+
 def consumer_state(m: pd.DataFrame):
     """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
     0-10 transfer), its (queue, no_ack); also the consumer table rows.
 
-    Returns (delivery_info: {row position: (queue, no_ack, consumer_tag)}, consumer rows).
+    Returns (delivery_info, consumer rows): delivery_info[row position] is (queue, no_ack,
+    consumer_tag) for a delivery row, else None (a list: equal tuples shared, no dict of millions).
     """
-    info: dict = {}
+    info: list = [None] * len(m)
+    shared: dict = {}  # one tuple per distinct (queue, no_ack, consumer_tag)
     consumers: list[dict] = []
     by_tag: dict = {}  # (cap, st, ch, tag) -> consumer row
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
     last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "direction",
-        "method",
-        "frame_number",
-        "ts",
-        "queue",
-        "consumer_tag",
-        "no_ack",
-        "no_wait",
-        "accept_mode",
-    ]
+    cols = CONSUMER_STATE_COLS
     # only these methods change the state; positions stay those of ``m``
-    pos_of = np.flatnonzero(m["method"].isin(_CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
+    pos_of = np.flatnonzero(m["method"].isin(CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
     for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
@@ -529,10 +568,12 @@ def consumer_state(m: pd.DataFrame):
             no_ack = row["no_ack"] if row else None
             if mode is not None:
                 no_ack = mode == 1
-            info[pos] = (row["queue"] if row else None, no_ack, tag)
+            v = (row["queue"] if row else None, no_ack, tag)
+            info[pos] = shared.setdefault(v, v)
         elif name == "basic.get-ok" and d == "s2c":
             q, na = last_get.get(key, (None, None))
-            info[pos] = (q, na, None)
+            v = (q, na, None)
+            info[pos] = shared.setdefault(v, v)
         elif name in _SCOPE_OPEN:
             for k in [k for k in by_tag if k[:3] == key]:
                 by_tag.pop(k)
@@ -544,7 +585,7 @@ def consumers(t) -> pd.DataFrame:
     """One row per basic.consume (0-10 message.subscribe): consumer tag (server-assigned
     ones taken from consume-ok), queue, no_ack (0-10: accept-mode none), consume and cancel packets."""
     t = as_tables(t)
-    _, rows = consumer_state(ordered(t.methods))
+    _, rows = consumer_state(ordered(t.methods, CONSUMER_METHODS, CONSUMER_STATE_COLS))
     return build(rows, CONSUMER_COLS)
 
 
@@ -589,13 +630,6 @@ def consumer_acks(t) -> pd.DataFrame:
     The delivery is timed at the packet that completed its content.
     """
     t = as_tables(t)
-    m = _with_content_completion(
-        t, _CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async")
-    )
-    rows: list[tuple] = []
-    if len(m) == 0:
-        return _finish(rows, ACK_COLS)
-    info, _ = consumer_state(m)
     cols = [
         "capture",
         "tcp_stream",
@@ -617,63 +651,45 @@ def consumer_acks(t) -> pd.DataFrame:
         "command_id",
         "id_ranges",
     ]
-    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> delivery)
+    m = _with_content_completion(
+        t,
+        CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"),
+        cols + CONSUMER_STATE_COLS,
+    )
+    if len(m) == 0:
+        return _finish([], ACK_COLS)
+    info, _ = consumer_state(m)
+    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
+    # one entry per settled delivery: the result's columns not taken from the delivery's row
+    got: dict = {k: [] for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")}
 
-    def settle(dl, resp, outcome, multiple, requeue):
-        rows.append(
-            (
-                dl["capture"],
-                dl["tcp_stream"],
-                dl["channel"],
-                dl["version"],
-                dl["method"],
-                "s2c",
-                dl["frame"],
-                dl["ts"],
-                resp[4] if resp else None,
-                resp[7] if resp else None,
-                resp[8] if resp else None,
-                dl["tag"],
-                outcome,
-                multiple,
-                requeue,
-                dl["redelivered"],
-                dl["consumer_tag"],
-                dl["queue"],
-                dl["exchange"],
-                dl["routing_key"],
-            )
-        )
+    def settle(tag, dl, resp, outcome, multiple, requeue):
+        for k, v in zip(got, (dl[0], resp, tag, outcome, multiple, requeue, dl[1], dl[2])):
+            got[k].append(v)
 
-    for pos, r in enumerate(records(m, cols)):
-        (
-            cap,
-            st,
-            ch,
-            d,
-            name,
-            dframe,
-            dts,
-            frame,
-            ts,
-            version,
-            tag,
-            multiple,
-            requeue,
-            redelivered,
-            ctag,
-            ex,
-            rk,
-            cmd,
-            id_ranges,
-        ) = r
+    walk = [
+        "capture",
+        "tcp_stream",
+        "channel",
+        "direction",
+        "method",
+        "delivery_tag",
+        "multiple",
+        "requeue",
+        "consumer_tag",
+        "command_id",
+        "id_ranges",
+    ]
+    for pos, (cap, st, ch, d, name, tag, multiple, requeue, ctag, cmd, id_ranges) in enumerate(
+        records(m, walk)
+    ):
         key = (cap, st, ch)
         if name in _SCOPE_OPEN:
-            for dl in chans.pop(key, {}).values():
-                settle(dl, None, "unsettled", None, None)
+            for k, dl in chans.pop(key, {}).items():
+                settle(k, dl, -1, "unsettled", None, None)
             continue
         if d == "s2c" and name in ("basic.deliver", "basic.get-ok", "message.transfer"):
-            q, no_ack, dest = info.get(pos, (None, None, None))
+            q, no_ack, dest = info[pos] or (None, None, None)
             if no_ack:
                 continue
             if name == "message.transfer":  # 0-10: settled by command id
@@ -681,21 +697,7 @@ def consumer_acks(t) -> pd.DataFrame:
                 ctag = ctag or dest
             if tag is None:
                 continue
-            chans.setdefault(key, OrderedDict())[tag] = dict(
-                capture=cap,
-                tcp_stream=st,
-                channel=ch,
-                version=version,
-                method=name,
-                frame=dframe,
-                ts=dts,
-                tag=tag,
-                redelivered=redelivered,
-                consumer_tag=ctag,
-                queue=q,
-                exchange=ex,
-                routing_key=rk,
-            )
+            chans.setdefault(key, OrderedDict())[tag] = (pos, ctag, q)
             continue
         if d != "c2s":
             continue
@@ -708,22 +710,44 @@ def consumer_acks(t) -> pd.DataFrame:
                 continue
             if multiple and name != "basic.reject":
                 for k in [k for k in out if tag == 0 or k <= tag]:
-                    settle(out.pop(k), r, outcome, True, requeue)
+                    settle(k, out.pop(k), pos, outcome, True, requeue)
             elif tag in out:
-                settle(out.pop(tag), r, outcome, False if name != "basic.reject" else None, requeue)
+                settle(tag, out.pop(tag), pos, outcome, False if name != "basic.reject" else None, requeue)
         elif outcome is not None:  # 0-10 accept / release / reject
             for k in [k for k in out if covered(k, id_ranges)]:
-                settle(out.pop(k), r, outcome, None, None)
+                settle(k, out.pop(k), pos, outcome, None, None)
         elif name in ("basic.recover", "basic.recover-async"):
             for k in list(out):
-                settle(out.pop(k), r, "recovered", None, None)
+                settle(k, out.pop(k), pos, "recovered", None, None)
     for out in chans.values():
-        for dl in out.values():
-            settle(dl, None, "unsettled", None, None)
-    df = _finish(rows, ACK_COLS, _ACK_FIELDS)
-    return df.sort_values(["capture", "tcp_stream", "channel", "request_frame"], kind="stable").reset_index(
-        drop=True
-    )
+        for k, dl in out.items():
+            settle(k, dl, -1, "unsettled", None, None)
+    if not got["at"]:
+        return _finish([], ACK_COLS)
+    p, r = np.asarray(got["at"], dtype=np.int64), np.asarray(got["resp"], dtype=np.int64)
+    src = {
+        "capture": ("capture", p),
+        "tcp_stream": ("tcp_stream", p),
+        "channel": ("channel", p),
+        "version": ("version", p),
+        "request_method": ("method", p),
+        "request_direction": ("direction", p),
+        "request_frame": ("_done_frame", p),
+        "request_ts": ("_done_ts", p),
+        "response_method": ("method", r),
+        "response_frame": ("frame_number", r),
+        "response_ts": ("ts", r),
+        "delivery_tag": got["tag"],
+        "outcome": got["outcome"],
+        "multiple": got["multiple"],
+        "requeue": got["requeue"],
+        "redelivered": ("redelivered", p),
+        "consumer_tag": got["ctag"],
+        "queue": got["queue"],
+        "exchange": ("exchange", p),
+        "routing_key": ("routing_key", p),
+    }
+    return _taken_frame(m, src, ACK_COLS, ["capture", "tcp_stream", "channel", "request_frame"])
 
 
 # --------------------------------------------------------------------------- broker transit
@@ -776,72 +800,65 @@ def transit(t) -> pd.DataFrame:
     msgs = t.messages
     if len(msgs) == 0:
         return build([], TRANSIT_COLS)
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "method",
-        "frame_number",
-        "ts",
-        "message_id",
-        "exchange",
-        "routing_key",
-        "body_hash",
-    ]
-    pubs = msgs.loc[(msgs["direction"] == "c2s") & msgs["method"].isin(_PUBLISH), cols]
-    dels = msgs.loc[
-        (msgs["direction"] == "s2c") & msgs["method"].isin(_DELIVER), cols + ["consumer_tag", "redelivered"]
-    ]
-    if len(pubs) == 0 or len(dels) == 0:
+    # publishes and deliveries are positions in msgs (no frame of them is made); _pid / _did below
+    # number them in table order
+    direction, method = msgs["direction"], msgs["method"]
+    pub_at = np.flatnonzero(((direction == "c2s") & method.isin(_PUBLISH)).to_numpy(dtype=bool))
+    del_at = np.flatnonzero(((direction == "s2c") & method.isin(_DELIVER)).to_numpy(dtype=bool))
+    if len(pub_at) == 0 or len(del_at) == 0:
         return build([], TRANSIT_COLS)
-    pubs = pubs.assign(_ts=ns(pubs["ts"]), _pid=np.arange(len(pubs))).reset_index(drop=True)
-    dels = dels.assign(_ts=ns(dels["ts"]), _did=np.arange(len(dels))).reset_index(drop=True)
+    ts = ns(msgs["ts"])
+    p_ts, d_ts = ts[pub_at], ts[del_at]
+    del ts
+    mid = msgs["message_id"]
+    codes = pd.factorize(mid, use_na_sentinel=True)[0]  # equal ids, equal codes (missing: -1)
+    p_code, d_code = codes[pub_at], codes[del_at]
+    p_has = (mid.notna() & (mid != "")).to_numpy(dtype=bool)[pub_at]  # an empty id is no id
+    has_hash = msgs["body_hash"].notna().to_numpy(dtype=bool)
 
     # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
-    has_id = pubs["message_id"].fillna("").to_numpy(dtype=object) != ""  # an empty id is no id
-    pid = pubs[has_id].sort_values(["_ts", "_pid"], kind="stable")
-    did = dels[dels["message_id"].isin(pid["message_id"])]
+    pidx = np.flatnonzero(p_has)
+    pidx = pidx[np.lexsort((pidx, p_ts[pidx]))]
+    published = np.zeros(len(codes) + 1, dtype=bool)  # by code; index -1 (missing) stays False
+    published[p_code[pidx]] = True
+    del codes
+    didx = np.flatnonzero(published[d_code])
     by_id = np.zeros((0, 2), dtype=np.int64)
-    if len(did):
+    if len(didx):
         j = pd.merge_asof(
-            did[["_ts", "_did", "message_id"]].sort_values("_ts", kind="stable"),
-            pid[["_ts", "_pid", "message_id"]],
+            pd.DataFrame({"_ts": d_ts[didx], "_did": didx, "_id": d_code[didx]}).sort_values(
+                "_ts", kind="stable"
+            ),
+            pd.DataFrame({"_ts": p_ts[pidx], "_pid": pidx, "_id": p_code[pidx]}),
             on="_ts",
-            by="message_id",
+            by="_id",
             direction="backward",
         )
         j = j[j["_pid"].notna()]
         by_id = np.c_[j["_pid"].to_numpy(dtype=np.int64), j["_did"].to_numpy(dtype=np.int64)]
+        del j
 
     # 2. content: exchange + routing key + body hash, FIFO per consumer (publishes without an id)
-    used = set(by_id[:, 1].tolist())
+    used = np.zeros(len(del_at), dtype=bool)
+    used[by_id[:, 1]] = True
+    psel = np.flatnonzero(~p_has & has_hash[pub_at])
     P = list(
         records(
-            pubs[~has_id & pubs["body_hash"].notna().to_numpy()],
+            msgs.iloc[pub_at[psel]][["exchange", "routing_key", "body_hash"]].assign(
+                _ts=p_ts[psel], _pid=psel
+            ),
             ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
         )
     )
-    rest = dels[~dels["_did"].isin(used) & dels["body_hash"].notna()]
-    D = (
-        list(
-            records(
-                rest,
-                [
-                    "_ts",
-                    "_did",
-                    "exchange",
-                    "routing_key",
-                    "body_hash",
-                    "capture",
-                    "tcp_stream",
-                    "channel",
-                    "consumer_tag",
-                    "redelivered",
-                ],
-            )
+    dsel = np.flatnonzero(~used & has_hash[del_at]) if P else np.zeros(0, dtype=np.int64)
+    dcols = ["exchange", "routing_key", "body_hash", "capture", "tcp_stream", "channel"]
+    D = list(
+        records(
+            msgs.iloc[del_at[dsel]][dcols + ["consumer_tag", "redelivered"]].assign(
+                _ts=d_ts[dsel], _did=dsel
+            ),
+            ["_ts", "_did"] + dcols + ["consumer_tag", "redelivered"],
         )
-        if P
-        else []
     )
 
     def ckey(x):
@@ -872,56 +889,61 @@ def transit(t) -> pd.DataFrame:
         else:
             p = latest
         content.append((p[1], dl[1]))
+    del P, D, by_c, c_ts
 
-    pairs = pd.DataFrame(
-        {
-            "_pid": np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64),
-            "_did": np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64),
-            "match": ["message_id"] * len(by_id) + ["content"] * len(content),
-        }
-    )
-    if len(pairs) == 0:
+    pid = np.r_[by_id[:, 0], [p for p, _ in content]].astype(np.int64)
+    did = np.r_[by_id[:, 1], [d for _, d in content]].astype(np.int64)
+    match = np.array(["message_id"] * len(by_id) + ["content"] * len(content), dtype=object)
+    n = len(pid)
+    if n == 0:
         return build([], TRANSIT_COLS)
-    P_, D_ = pubs.iloc[pairs["_pid"].to_numpy()], dels.iloc[pairs["_did"].to_numpy()]
-    df = pd.DataFrame(
-        {
-            "capture": P_["capture"].to_numpy(),
-            "tcp_stream": P_["tcp_stream"].to_numpy(),
-            "channel": P_["channel"].to_numpy(),
-            "request_method": P_["method"].to_numpy(),
-            "request_frame": P_["frame_number"].to_numpy(),
-            "_rts": P_["_ts"].to_numpy(),
-            "response_capture": D_["capture"].to_numpy(),
-            "response_tcp_stream": D_["tcp_stream"].to_numpy(),
-            "response_channel": D_["channel"].to_numpy(),
-            "response_method": D_["method"].to_numpy(),
-            "response_frame": D_["frame_number"].to_numpy(),
-            "_dts": D_["_ts"].to_numpy(),
-            "match": pairs["match"].to_numpy(),
-            "message_id": P_["message_id"].to_numpy(),
-            "exchange": P_["exchange"].to_numpy(),
-            "routing_key": P_["routing_key"].to_numpy(),
-            "body_hash": P_["body_hash"].to_numpy(),
-            "consumer_tag": D_["consumer_tag"].to_numpy(),
-            "redelivered": D_["redelivered"].to_numpy(),
-            "_pid": pairs["_pid"].to_numpy(),
-        }
+    # a publish's deliveries by time (then packet): delivery_index; the orders found on keys alone
+    rf = msgs["frame_number"].astype("float64").fillna(0).to_numpy()[del_at[did]]
+    o = np.lexsort((np.arange(n), rf, d_ts[did], pid))
+    pid, did, match = pid[o], did[o], match[o]
+    starts = np.r_[0, np.flatnonzero(np.diff(pid)) + 1]
+    index = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    at = pub_at[pid]
+    o = np.lexsort(
+        (
+            np.arange(n),
+            index,
+            sort_key(msgs["frame_number"], at),
+            sort_key(msgs["tcp_stream"], at),
+            sort_key(msgs["capture"], at),
+        )
     )
-    df["same_connection"] = (df["capture"].to_numpy() == df["response_capture"].to_numpy()) & (
-        df["tcp_stream"].to_numpy() == df["response_tcp_stream"].to_numpy()
-    )
-    df["_rf"] = df["response_frame"].fillna(0)
-    df = df.sort_values(["_pid", "_dts", "_rf"], kind="stable")
-    df["delivery_index"] = df.groupby("_pid", sort=False).cumcount()
-    df["first"] = df["delivery_index"] == 0
-    df["latency_ms"] = latency_ms(df["_rts"].to_numpy(), df["_dts"].to_numpy())
-    df["request_ts"] = pd.to_datetime(df["_rts"].to_numpy().view("datetime64[ns]"), utc=True)
-    df["response_ts"] = pd.to_datetime(df["_dts"].to_numpy().view("datetime64[ns]"), utc=True)
-    df = df.astype({k: v for k, v in TRANSIT_COLS.items() if k not in ("request_ts", "response_ts")})
-    df = df[list(TRANSIT_COLS)]
-    return df.sort_values(
-        ["capture", "tcp_stream", "request_frame", "delivery_index"], kind="stable"
-    ).reset_index(drop=True)
+    pid, did, match, index = pid[o], did[o], match[o], index[o]
+    p_at, d_at = pub_at[pid], del_at[did]
+    src = {  # result column -> (column of msgs, of the publish or of the delivery)
+        "capture": ("capture", p_at),
+        "tcp_stream": ("tcp_stream", p_at),
+        "channel": ("channel", p_at),
+        "request_method": ("method", p_at),
+        "request_frame": ("frame_number", p_at),
+        "request_ts": ("ts", p_at),
+        "response_capture": ("capture", d_at),
+        "response_tcp_stream": ("tcp_stream", d_at),
+        "response_channel": ("channel", d_at),
+        "response_method": ("method", d_at),
+        "response_frame": ("frame_number", d_at),
+        "response_ts": ("ts", d_at),
+        "message_id": ("message_id", p_at),
+        "exchange": ("exchange", p_at),
+        "routing_key": ("routing_key", p_at),
+        "body_hash": ("body_hash", p_at),
+        "consumer_tag": ("consumer_tag", d_at),
+        "redelivered": ("redelivered", d_at),
+    }
+    data = {name: taken(msgs[c], at, TRANSIT_COLS[name]) for name, (c, at) in src.items()}
+    out = pd.DataFrame(data)
+    out["latency_ms"] = latency_ms(p_ts[pid], d_ts[did])
+    out["match"] = pd.Series(match, dtype=STR)
+    out["delivery_index"] = pd.Series(index, dtype="Int32")
+    out["first"] = pd.Series(index == 0, dtype="boolean")
+    same = (out["capture"] == out["response_capture"]) & (out["tcp_stream"] == out["response_tcp_stream"])
+    out["same_connection"] = same.fillna(False).astype("boolean")
+    return out[list(TRANSIT_COLS)]
 
 
 # --------------------------------------------------------------------------- application RPC
@@ -950,27 +972,6 @@ RPC_COLS = {
     "client_latency_ms": "float64",
 }
 
-_RPC_FIELDS = (
-    "capture",
-    "tcp_stream",
-    "channel",
-    "request_method",
-    "request_direction",
-    "request_frame",
-    "request_ts",
-    "correlation_id",
-    "reply_to",
-    "status",
-    "response_capture",
-    "response_tcp_stream",
-    "response_channel",
-    "response_method",
-    "response_direction",
-    "response_frame",
-    "response_ts",
-    "delivered_frame",
-    "delivered_ts",
-)
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -982,6 +983,23 @@ def _reply_key(reply_to: str | None, version: str | None):
     if reply_to.startswith(_DIRECT_REPLY):
         return _DIRECT_REPLY
     return reply_to
+
+
+def _text(s: pd.Series) -> np.ndarray:
+    """Which values are a non-empty string (the truth of a str)."""
+    return (s.notna() & (s != "")).to_numpy(dtype=bool)
+
+
+def _keys(reply_to: pd.Series, version: pd.Series | None) -> np.ndarray:
+    """:func:`_reply_key` of every row (object array, shared strings), computed once per distinct
+    (reply_to, version)."""
+    rc, ru = pd.factorize(reply_to, use_na_sentinel=True)
+    vc, vu = pd.factorize(version, use_na_sentinel=True) if version is not None else (rc * 0 - 1, [])
+    ru, vu = list(ru) + [None], list(vu) + [None]  # code -1 (missing): None
+    combo = (rc + 1) * len(vu) + (vc + 1)
+    uniq, inv = np.unique(combo, return_inverse=True)
+    keys = [_reply_key(ru[u // len(vu) - 1], vu[u % len(vu) - 1]) for u in uniq.tolist()]
+    return np.array(keys + [None], dtype=object)[inv.reshape(-1)]
 
 
 def rpc(t) -> pd.DataFrame:
@@ -1017,41 +1035,76 @@ def rpc(t) -> pd.DataFrame:
     ]
     # requests carry reply_to and a correlation id; replies carry one of the requests' ids
     ids = msgs.loc[msgs["reply_to"].notna(), "correlation_id"].dropna().unique()
-    msgs = msgs[msgs["correlation_id"].isin(ids)]
-    R = [r for r in records(ordered(msgs), cols)]
-    R.sort(key=lambda r: (r[6], r[5] or 0))
-    reqs_c2s = [(i, r) for i, r in enumerate(R) if r[4] == "c2s" and r[7] and r[8]]
-    req_keys = {(_reply_key(r[8], r[10]), r[7]) for _, r in reqs_c2s}
-    reqs = list(reqs_c2s) + [
-        (i, r)
-        for i, r in enumerate(R)
-        if r[4] == "s2c" and r[7] and r[8] and (_reply_key(r[8], r[10]), r[7]) not in req_keys
-    ]
-    req_ids = {i for i, _ in reqs}
-    replies: dict = {}  # (key, corr, direction) -> [(i, row)]
-    for i, r in enumerate(R):
-        if i in req_ids or not r[7] or not r[9]:
-            continue
-        k = _reply_key(r[9], None)
-        replies.setdefault((k, r[7], r[4]), []).append((i, r))
-    rows = []
+    R = ordered(msgs, rows=isin(msgs["correlation_id"], ids), columns=cols)
+    if len(R) == 0:
+        return build([], RPC_COLS)
+    # by time, then packet (stable: wire order among equals)
+    R = R.iloc[np.lexsort((R["frame_number"].fillna(0).to_numpy(dtype=np.int64), ns(R["ts"])))]
+    R = R.reset_index(drop=True)
+    # positions in R throughout; keys as integer codes: (reply key, correlation id) of a request,
+    # (key of its routing key, correlation id) of a reply candidate; only requests that have a
+    # candidate are walked in Python, the others are missing
+    c2s = (R["direction"] == "c2s").to_numpy(dtype=bool)
+    s2c = (R["direction"] == "s2c").to_numpy(dtype=bool)
+    corr = pd.factorize(R["correlation_id"], use_na_sentinel=True)[0]
+    has_corr, has_rt, has_rk = (_text(R[c]) for c in ("correlation_id", "reply_to", "routing_key"))
+    req_key = _keys(R["reply_to"], R["version"])
+    rep_key = _keys(R["routing_key"], None)
+    names = pd.factorize(np.concatenate([req_key, rep_key]), use_na_sentinel=True)[0] + 1
+    width = int(corr.max()) + 2
+    req_k = names[: len(R)] * width + corr + 1  # one int per (key, correlation id)
+    rep_k = names[len(R) :] * width + corr + 1
+    c2s_req = c2s & has_corr & has_rt
+    is_req = c2s_req | (s2c & has_corr & has_rt & ~np.isin(req_k, req_k[c2s_req]))
+    is_rep = ~is_req & has_corr & has_rk
+    req_at = np.flatnonzero(is_req)
+    resp_at = np.full(len(req_at), -1, dtype=np.int64)
+    dlv_at = np.full(len(req_at), -1, dtype=np.int64)
+    status = np.full(len(req_at), "missing", dtype=object)
+    replies: dict = {}  # (key, direction) -> [position]
+    for i in np.flatnonzero(is_rep & np.isin(rep_k, req_k[is_req])).tolist():
+        replies.setdefault((int(rep_k[i]), bool(c2s[i]), bool(s2c[i])), []).append(i)
     used: set = set()
-    for i, q in sorted(reqs, key=lambda x: x[0]):
-        k = (_reply_key(q[8], q[10]), q[7])
-        pub = next((x for x in replies.get(k + ("c2s",), []) if x[0] > i and x[0] not in used), None)
-        dlv = next((x for x in replies.get(k + ("s2c",), []) if x[0] > i and x[0] not in used), None)
-        resp = pub or dlv
-        for x in (pub, dlv):
-            if x is not None:
-                used.add(x[0])
-        status = "ok" if pub else ("ok-delivery" if dlv else "missing")
-        rr = resp[1] if resp is not None else (None,) * 7
-        dl = dlv[1] if dlv is not None else (None,) * 7
-        rows.append(tuple(q[:9]) + (status,) + tuple(rr[:7]) + (dl[5], dl[6]))
-    df = _finish(rows, RPC_COLS, _RPC_FIELDS)
-    if len(df):
-        df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
-    return df.reset_index(drop=True)
+    for n in np.flatnonzero(np.isin(req_k[req_at], rep_k[is_rep])).tolist():
+        i, k = int(req_at[n]), int(req_k[req_at[n]])
+        pub = next((x for x in replies.get((k, True, False), ()) if x > i and x not in used), None)
+        dlv = next((x for x in replies.get((k, False, True), ()) if x > i and x not in used), None)
+        used.update(x for x in (pub, dlv) if x is not None)
+        resp = pub if pub is not None else dlv
+        resp_at[n] = -1 if resp is None else resp
+        dlv_at[n] = -1 if dlv is None else dlv
+        status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
+    src = {  # result column -> (R column, positions)
+        "capture": ("capture", req_at),
+        "tcp_stream": ("tcp_stream", req_at),
+        "channel": ("channel", req_at),
+        "request_method": ("method", req_at),
+        "request_direction": ("direction", req_at),
+        "request_frame": ("frame_number", req_at),
+        "request_ts": ("ts", req_at),
+        "response_capture": ("capture", resp_at),
+        "response_tcp_stream": ("tcp_stream", resp_at),
+        "response_channel": ("channel", resp_at),
+        "response_method": ("method", resp_at),
+        "response_direction": ("direction", resp_at),
+        "response_frame": ("frame_number", resp_at),
+        "response_ts": ("ts", resp_at),
+        "correlation_id": ("correlation_id", req_at),
+        "reply_to": ("reply_to", req_at),
+        "delivered_frame": ("frame_number", dlv_at),
+        "delivered_ts": ("ts", dlv_at),
+    }
+    data = {}
+    for name, dtype in RPC_COLS.items():
+        if name in src:
+            col, at = src[name]
+            data[name] = taken(R[col], at, dtype)
+        elif name == "status":
+            data[name] = pd.Series(status, dtype=STR)
+    df = pd.DataFrame(data)
+    df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
+    df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
+    return df[list(RPC_COLS)]
 
 
 # --------------------------------------------------------------------------- connection setup
@@ -1089,7 +1142,7 @@ def connection_setup(t) -> pd.DataFrame:
     m = t.methods
     ok = (
         m[m["method"] == "connection.open-ok"]
-        .groupby(["capture", "tcp_stream"], sort=False)["frame_number"]
+        .groupby(["capture", "tcp_stream"], sort=False, observed=True)["frame_number"]
         .min()
     )
     okmap = ok.to_dict()
@@ -1129,14 +1182,18 @@ def connection_setup(t) -> pd.DataFrame:
     return _finish(rows, SETUP_COLS)
 
 
+# every latency kind, keyed as in the stats JSON, and its pairing
+LATENCY_FUNCTIONS = {
+    "method_rtt": method_rtt,
+    "confirm": confirms,
+    "consumer_ack": consumer_acks,
+    "transit": transit,
+    "rpc": rpc,
+    "connection_setup": connection_setup,
+}
+
+
 def all_latencies(t) -> dict[str, pd.DataFrame]:
     """Every latency kind, keyed as in the stats JSON."""
     t = as_tables(t)
-    return {
-        "method_rtt": method_rtt(t),
-        "confirm": confirms(t),
-        "consumer_ack": consumer_acks(t),
-        "transit": transit(t),
-        "rpc": rpc(t),
-        "connection_setup": connection_setup(t),
-    }
+    return {kind: pairing(t) for kind, pairing in LATENCY_FUNCTIONS.items()}

@@ -25,7 +25,7 @@ from amqpcap.analysis._common import NAT, ns, ordered, records, si
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
-from amqpcap.analysis.latency import all_latencies
+from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, throughput_cells
 from amqpcap.analysis.summary import stats as stats_dict
 from amqpcap.analysis.tables import as_tables
@@ -180,11 +180,14 @@ def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
 
 
 def fig_latency(lat: dict, path: Path) -> Path:
+    """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
+    latencies (ms) already taken from it."""
     fig = Figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(2, 3, i + 1)
-        a = _ok_latencies(kind, lat[kind])
+        v = lat[kind]
+        a = _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
         ax.set_title(f"{_KIND_TITLES[kind]} (n={len(a):,})", fontsize=10)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("pairs")
@@ -228,7 +231,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
 
     e["label"] = [label(c, n, m, k) for c, n, m, k in zip(e["code"], e["name"], e["method"], e["kind"])]
     counts = (
-        e.groupby(["label", "class"], dropna=False)
+        e.groupby(["label", "class"], dropna=False, observed=True)
         .size()
         .reset_index(name="n")
         .sort_values("n", ascending=True)
@@ -397,7 +400,7 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     keys = ["capture", "tcp_stream", "channel"]
     t0n = int(pd.Timestamp(t0).value)
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
-    peak = un.groupby(keys, dropna=False)["unacked"].max().sort_values(ascending=False)
+    peak = un.groupby(keys, dropna=False, observed=True)["unacked"].max().sort_values(ascending=False)
     if len(peak) <= top:
         fig = Figure(figsize=(11, 5))
         ax = fig.add_subplot(1, 1, 1)
@@ -432,7 +435,12 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     ax2 = fig.add_subplot(1, 2, 2)
     e = un[keys + ["ts", "unacked"]].copy()
     e["_ts"] = ns(e["ts"])
-    e["_d"] = e.groupby(keys, sort=False, dropna=False)["unacked"].diff().fillna(e["unacked"]).astype(float)
+    e["_d"] = (
+        e.groupby(keys, sort=False, dropna=False, observed=True)["unacked"]
+        .diff()
+        .fillna(e["unacked"])
+        .astype(float)
+    )
     e = e.sort_values("_ts", kind="stable")
     x = (e["_ts"].to_numpy() - t0n) / 1e9
     y = e["_d"].cumsum().to_numpy()
@@ -440,7 +448,7 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
         b = np.floor((x - x[0]) / width)
-        mx = pd.Series(y).groupby(b).max()
+        mx = pd.Series(y).groupby(b, observed=True).max()
         ax1.step(
             x[0] + mx.index.to_numpy() * width,
             mx.to_numpy(),
@@ -457,7 +465,13 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax1.set_ylim(bottom=0)
     ax1.grid(True, alpha=0.3)
-    pf = un.groupby(keys, dropna=False)["prefetch_count"].max().astype("Float64").fillna(0).astype(float)
+    pf = (
+        un.groupby(keys, dropna=False, observed=True)["prefetch_count"]
+        .max()
+        .astype("Float64")
+        .fillna(0)
+        .astype(float)
+    )
     pk = peak.reindex(pf.index).astype(float)
     over = pk.to_numpy() > np.where(pf.to_numpy() > 0, pf.to_numpy(), np.inf)
     rng = np.random.default_rng(0)  # jitter: integer counts pile up on each other
@@ -685,17 +699,29 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     t = as_tables(t)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    lat = all_latencies(t)
-    s = stats if stats is not None else stats_dict(t, latencies=lat)
+    values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
+    kept: dict = {}
+
+    def keep(kind, df):
+        values[kind] = _ok_latencies(kind, df)
+        if kind == "consumer_ack":
+            kept[kind] = df
+
+    if stats is None:
+        s = stats_dict(t, on_latency=keep)
+    else:
+        s = stats
+        for kind, pairing in LATENCY_FUNCTIONS.items():
+            keep(kind, pairing(t))
     t0 = _t0(t)
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     err = errors_frame(t)
     paths = {
         "throughput": fig_throughput(t, out / "throughput.png", bucket, t0),
-        "latency": fig_latency(lat, out / "latency.png"),
+        "latency": fig_latency(values, out / "latency.png"),
         "errors": fig_errors(err, out / "errors.png"),
         "timeline": fig_timeline(t, err, out / "timeline.png", t0),
-        "unacked": fig_unacked(t, lat["consumer_ack"], out / "unacked.png", t0),
+        "unacked": fig_unacked(t, kept.pop("consumer_ack"), out / "unacked.png", t0),
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import ns, si
+from amqpcap.analysis._common import filled, ns, release_memory, si
 from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
 from amqpcap.analysis.failures import error_summary
-from amqpcap.analysis.latency import all_latencies
+from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
@@ -67,30 +67,34 @@ def latency_summary(values) -> dict:
 
 
 def _counts(series) -> dict:
-    return {str(k): int(v) for k, v in series.value_counts(dropna=True).items()}
+    # (a Categorical counts its unused categories too, as 0: left out)
+    return {str(k): int(v) for k, v in series.value_counts(dropna=True).items() if v}
 
 
-def _latency(lat: dict) -> dict:
-    out = {}
-    r = lat["method_rtt"]
+def _rtt_summary(r: pd.DataFrame) -> dict:
     ok = r[r["status"] == "ok"]
-    out["method_rtt"] = latency_summary(ok["latency_ms"])
-    out["method_rtt"].update(
-        missing=int((r["status"] == "missing").sum()), errors=int((r["status"] == "error").sum())
-    )
-    out["method_rtt"]["by_method"] = {
-        str(k): latency_summary(g["latency_ms"]) for k, g in ok.groupby("request_method", sort=True)
+    out = latency_summary(ok["latency_ms"])
+    out.update(missing=int((r["status"] == "missing").sum()), errors=int((r["status"] == "error").sum()))
+    out["by_method"] = {
+        str(k): latency_summary(g["latency_ms"])
+        for k, g in ok.groupby("request_method", sort=True, observed=True)
     }
-    c = lat["confirm"]
-    out["confirm"] = latency_summary(c.loc[c["outcome"].isin(["ack", "nack"]), "latency_ms"])
-    out["confirm"].update(
+    return out
+
+
+def _confirm_summary(c: pd.DataFrame) -> dict:
+    out = latency_summary(c.loc[c["outcome"].isin(["ack", "nack"]), "latency_ms"])
+    out.update(
         acked=int((c["outcome"] == "ack").sum()),
         nacked=int((c["outcome"] == "nack").sum()),
         unconfirmed=int((c["outcome"] == "unconfirmed").sum()),
     )
-    a = lat["consumer_ack"]
-    out["consumer_ack"] = latency_summary(a.loc[a["outcome"].isin(["ack", "nack", "reject"]), "latency_ms"])
-    out["consumer_ack"].update(
+    return out
+
+
+def _ack_summary(a: pd.DataFrame) -> dict:
+    out = latency_summary(a.loc[a["outcome"].isin(["ack", "nack", "reject"]), "latency_ms"])
+    out.update(
         acked=int((a["outcome"] == "ack").sum()),
         nacked=int((a["outcome"] == "nack").sum()),
         rejected=int((a["outcome"] == "reject").sum()),
@@ -98,20 +102,56 @@ def _latency(lat: dict) -> dict:
         recovered=int((a["outcome"] == "recovered").sum()),
         redelivered=int(a["redelivered"].fillna(False).astype(bool).sum()),
     )
-    tr = lat["transit"]
+    return out
+
+
+def _transit_summary(tr: pd.DataFrame) -> dict:
     first = tr[tr["first"].fillna(False).astype(bool)] if len(tr) else tr
-    out["transit"] = latency_summary(first["latency_ms"])
-    out["transit"].update(
+    out = latency_summary(first["latency_ms"])
+    out.update(
         deliveries=int(len(tr)),
         redeliveries=int(tr["redelivered"].fillna(False).astype(bool).sum()) if len(tr) else 0,
     )
-    rp = lat["rpc"]
-    out["rpc"] = latency_summary(rp.loc[rp["status"].isin(["ok", "ok-delivery"]), "latency_ms"])
-    out["rpc"]["missing"] = int((rp["status"] == "missing").sum())
-    cs = lat["connection_setup"]
-    out["connection_setup"] = latency_summary(cs.loc[cs["status"] == "ok", "latency_ms"])
-    out["connection_setup"]["missing"] = int((cs["status"] == "missing").sum())
     return out
+
+
+def _rpc_summary(rp: pd.DataFrame) -> dict:
+    out = latency_summary(rp.loc[rp["status"].isin(["ok", "ok-delivery"]), "latency_ms"])
+    out["missing"] = int((rp["status"] == "missing").sum())
+    return out
+
+
+def _setup_summary(cs: pd.DataFrame) -> dict:
+    out = latency_summary(cs.loc[cs["status"] == "ok", "latency_ms"])
+    out["missing"] = int((cs["status"] == "missing").sum())
+    return out
+
+
+# stats' ``latency``: kind -> the summary of its pairing (LATENCY_FUNCTIONS)
+_SUMMARIES = {
+    "method_rtt": _rtt_summary,
+    "confirm": _confirm_summary,
+    "consumer_ack": _ack_summary,
+    "transit": _transit_summary,
+    "rpc": _rpc_summary,
+    "connection_setup": _setup_summary,
+}
+
+
+def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
+    """stats' ``latency`` and the unacked part of ``health``.  Without ``lat`` each pairing is
+    computed, summarised and dropped before the next (memory: the largest one, not their sum)."""
+    out, health = {}, {}
+    for kind, pairing in LATENCY_FUNCTIONS.items():
+        df = lat[kind] if lat is not None else pairing(t)
+        if on_latency is not None:
+            on_latency(kind, df)
+        out[kind] = _SUMMARIES[kind](df)
+        if kind == "consumer_ack":
+            health = _unacked_health(unacked(t, acks=df))
+        del df
+        release_memory()
+    return out, health
 
 
 def error_groups(summary: pd.DataFrame) -> list[dict]:
@@ -252,18 +292,33 @@ def time_outliers(t) -> pd.DataFrame:
     a = pd.concat(parts, ignore_index=True)
     a = a[a["ts"].notna()]
     v = ns(a["ts"])
-    med = pd.Series(v, index=a.index).groupby(a["capture"].fillna("")).transform("median").to_numpy()
+    med = (
+        pd.Series(v, index=a.index)
+        .groupby(filled(a["capture"], ""), observed=True)
+        .transform("median")
+        .to_numpy()
+    )
     odd = a[(v < TS_FLOOR_NS) | (np.abs(v - med) > TS_FAR_NS)]
     odd = odd.drop_duplicates(["capture", "frame_number"])
     return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)
 
 
-def _health(t, acks) -> dict:
+def _unacked_health(un: pd.DataFrame) -> dict:
+    over = un[un["over_prefetch"].fillna(False).astype(bool)] if len(un) else un
+    return {
+        "max_unacked": int(un["unacked"].max()) if len(un) and un["unacked"].notna().any() else 0,
+        "channels_over_prefetch": int(
+            over.groupby(["capture", "tcp_stream", "channel"], observed=True).ngroups
+        )
+        if len(over)
+        else 0,
+    }
+
+
+def _health(t, unacked_health: dict) -> dict:
     gaps = heartbeat_gaps(t)
     bl = blocked(t)
     fl = flow(t)
-    un = unacked(t, acks=acks)
-    over = un[un["over_prefetch"].fillna(False).astype(bool)] if len(un) else un
     return {
         "heartbeat_late": int((gaps["evidence"] != "unknown").sum()) if len(gaps) else 0,
         "heartbeat_missed": int(gaps["missed"].fillna(False).astype(bool).sum()) if len(gaps) else 0,
@@ -272,40 +327,47 @@ def _health(t, acks) -> dict:
         "blocked_ms_total": _num(bl["duration_ms"].sum()) if len(bl) else 0.0,
         "still_blocked": int((bl["status"] == "still-blocked").sum()) if len(bl) else 0,
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
-        "max_unacked": int(un["unacked"].max()) if len(un) and un["unacked"].notna().any() else 0,
-        "channels_over_prefetch": int(over.groupby(["capture", "tcp_stream", "channel"]).ngroups)
-        if len(over)
-        else 0,
+        **unacked_health,
         "heartbeat_unknown": int((gaps["evidence"] == "unknown").sum()) if len(gaps) else 0,
     }
 
 
-def stats(t, *, bucket: str = "1s", latencies: dict | None = None) -> dict:
+def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
     ``span``, ``latency`` (one entry per kind in :data:`LATENCY_KINDS`),
     ``errors``, ``throughput``, ``methods``, ``anomalies``, ``health``.
     See docs/analysis.md for every field.  ``latencies``: a precomputed
-    :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.
+    :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
+    pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
+    given, is called with each (e.g. to keep what a caller needs of it).
     """
     t = as_tables(t)
-    lat = latencies if latencies is not None else all_latencies(t)
+    latency, unacked_health = _latency_health(t, latencies, on_latency)
     c = t.connections
+    sections = {  # computed one after the other, memory given back in between
+        "span": _span,
+        "errors": lambda t: error_groups(error_summary(t)),
+        "throughput": lambda t: _throughput(t, bucket),
+        "health": lambda t: _health(t, unacked_health),
+    }
+    done = {}
+    for name, section in sections.items():
+        done[name] = section(t)
+        release_memory()
     return {
         "stats_version": STATS_VERSION,
-        "captures": sorted(
-            set(c["capture"].dropna().astype(str)) | set(t.methods["capture"].dropna().astype(str))
-        ),
+        "captures": sorted({str(x) for df in (c, t.methods) for x in df["capture"].dropna().unique()}),
         "connections": int(len(c)),
         "versions": _counts(c["version"]) if len(c) else {},
-        "span": _span(t),
-        "latency": _latency(lat),
-        "errors": error_groups(error_summary(t)),
-        "throughput": _throughput(t, bucket),
+        "span": done["span"],
+        "latency": latency,
+        "errors": done["errors"],
+        "throughput": done["throughput"],
         "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
         "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),
-        "health": _health(t, lat["consumer_ack"]),
+        "health": done["health"],
     }
 
 
@@ -376,7 +438,7 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     out = c[keys].copy()
     n = len(c)
     for name, df in (("methods", t.methods), ("messages", t.messages)):
-        counts = df.groupby(keys, dropna=False).size().rename(name) if len(df) else None
+        counts = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
         out[name] = (
             c[keys]
             .merge(counts.reset_index(), on=keys, how="left")[name]

@@ -137,6 +137,28 @@ ANALYSIS_COLUMNS: dict[str, list[str]] = {
 }
 
 
+# With ``columns="analysis"``, these string columns (a handful of distinct values in millions of
+# rows) are loaded as pandas Categorical with sorted categories: a code per row instead of a string.
+CATEGORICAL_COLUMNS = frozenset(
+    {
+        "capture",
+        "direction",
+        "method",
+        "version",
+        "exchange",
+        "routing_key",
+        "queue",
+        "consumer_tag",
+        "reply_to",
+        "reply_text",
+        "reply_name",
+        "failing_method",
+        "reason",
+        "text",
+    }
+)
+
+
 def _columns(name: str, columns) -> list[str]:
     """The columns of table ``name`` to read: all, or those of ``columns`` (a mapping or "analysis")."""
     if columns is None:
@@ -150,8 +172,11 @@ def _columns(name: str, columns) -> list[str]:
     return names if want is None else [n for n in names if n in want]
 
 
-def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """Convert an Arrow table of schema ``SCHEMAS[name]`` (or of its ``columns``) to a typed DataFrame."""
+def arrow_to_pandas(
+    table: pa.Table, name: str, columns: list[str] | None = None, categorical=frozenset()
+) -> pd.DataFrame:
+    """Convert an Arrow table of schema ``SCHEMAS[name]`` (or of its ``columns``) to a typed DataFrame;
+    the string columns named in ``categorical`` become pandas Categorical (sorted categories)."""
     full = SCHEMAS[name]
     schema = full if columns is None else pa.schema([full.field(c) for c in columns], metadata=full.metadata)
     # Conform: add missing columns as nulls, order and cast as the schema says.
@@ -159,17 +184,26 @@ def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None
     for f in schema:
         if f.name in table.column_names:
             col = table.column(f.name)
-            if col.type != f.type:
+            if col.type != f.type and not (f.name in categorical and pa.types.is_dictionary(col.type)):
                 col = col.cast(f.type)
         else:
             col = pa.nulls(len(table), type=f.type)
+        if f.name in categorical and pa.types.is_string(f.type):
+            col = col.dictionary_encode()
         cols.append(col)
-    table = pa.Table.from_arrays(cols, schema=schema)
+    del table
+    table = pa.Table.from_arrays(
+        cols, schema=pa.schema([pa.field(f.name, c.type) for f, c in zip(schema, cols)])
+    )
+    del cols
     # self_destruct: each Arrow column is freed once converted (no second copy of the whole table)
     df = table.to_pandas(
         types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True, split_blocks=True
     )
     del table
+    for c in df.columns:
+        if c in categorical and isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].cat.reorder_categories(sorted(df[c].cat.categories))  # sorts like strings
     for f in schema:  # timestamps: always ns, UTC
         if pa.types.is_timestamp(f.type):
             s = df[f.name]
@@ -179,32 +213,50 @@ def arrow_to_pandas(table: pa.Table, name: str, columns: list[str] | None = None
     return df
 
 
-def empty_frame(name: str, columns: list[str] | None = None) -> pd.DataFrame:
+def empty_frame(name: str, columns: list[str] | None = None, categorical=frozenset()) -> pd.DataFrame:
     """An empty DataFrame with the columns and dtypes of table ``name``."""
-    return arrow_to_pandas(SCHEMAS[name].empty_table(), name, columns)
+    return arrow_to_pandas(SCHEMAS[name].empty_table(), name, columns, categorical)
+
+
+def _categorical(columns) -> frozenset:
+    return CATEGORICAL_COLUMNS if isinstance(columns, str) and columns == "analysis" else frozenset()
+
+
+def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
+    """The Parquet files of table ``name``; the string columns in ``categorical`` are read as
+    dictionaries (as Parquet stores them: no string per row is ever made)."""
+    schema = SCHEMAS[name]
+    dict_cols = [f.name for f in schema if f.name in categorical and pa.types.is_string(f.type)]
+    if not dict_cols:
+        return ds.dataset(files, format="parquet", schema=schema)
+    schema = pa.schema(
+        [pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in dict_cols else f for f in schema]
+    )
+    fmt = ds.ParquetFileFormat(read_options={"dictionary_columns": dict_cols})
+    return ds.dataset(files, format=fmt, schema=schema)
 
 
 def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.DataFrame | None:
     """Read the Parquet dataset ``directory/name`` (None if absent); ``columns`` as for :func:`load`."""
     cols = _columns(name, columns)
+    cat = _categorical(columns)
     p = Path(directory) / name
     candidates = [p, p.with_suffix(".parquet")]
     for c in candidates:
         if c.is_dir():
             files = [x for x in c.rglob("*.parquet") if not x.name.startswith((".", "_"))]
             if not files:
-                return empty_frame(name, cols)
+                return empty_frame(name, cols, cat)
             try:  # the schema fills columns a file lacks with nulls
-                dataset = ds.dataset([str(x) for x in sorted(files)], format="parquet", schema=SCHEMAS[name])
-                table = dataset.to_table(columns=cols)
+                table = _dataset([str(x) for x in sorted(files)], name, cat).to_table(columns=cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
                     [ds.dataset(str(x), format="parquet").to_table() for x in sorted(files)],
                     promote_options="permissive",
                 )
-            return arrow_to_pandas(table, name, cols)
+            return arrow_to_pandas(table, name, cols, cat)
         if c.is_file():
-            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name, cols)
+            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name, cols, cat)
     return None
 
 
@@ -220,7 +272,7 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
         if df is None:
             if name != "frames":
                 raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
-            df = empty_frame(name, _columns(name, columns))
+            df = empty_frame(name, _columns(name, columns), _categorical(columns))
         else:
             present.append(name)
         frames[name] = df

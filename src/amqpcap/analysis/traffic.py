@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import STR, ns, ordered, str_series
-from amqpcap.analysis.latency import consumer_state
+from amqpcap.analysis._common import STR, filled, ns, ordered, str_series
+from amqpcap.analysis.latency import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["throughput", "totals", "message_queues", "covered_buckets", "BY"]
@@ -48,17 +48,18 @@ def message_queues(t) -> pd.DataFrame:
     msgs["queue"] = str_series([None] * len(msgs))
     if len(msgs) == 0 or len(t.methods) == 0:
         return msgs
-    m = ordered(t.methods).reset_index(drop=True)
-    info, _ = consumer_state(m)
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
-    if info:
-        pos = np.fromiter(info.keys(), dtype=np.int64)
+    cols = list(dict.fromkeys(CONSUMER_STATE_COLS + key))
+    m = ordered(t.methods, CONSUMER_METHODS, cols).reset_index(drop=True)
+    info, _ = consumer_state(m)
+    pos = np.flatnonzero(np.array([v is not None for v in info], dtype=bool))
+    if len(pos):
         q = m.loc[pos, key].copy()
-        q["_q"] = str_series([v[0] for v in info.values()]).to_numpy()
+        q["_q"] = str_series([info[i][0] for i in pos.tolist()]).to_numpy()
         q = q.dropna(subset=["stream_offset"]).drop_duplicates(key)
         j = msgs[key].merge(q, on=key, how="left")
         msgs["queue"] = str_series(j["_q"].astype(object).where(j["_q"].notna(), None).tolist()).to_numpy()
-    default = (msgs["direction"] == "c2s") & (msgs["exchange"].fillna("") == "") & msgs["queue"].isna()
+    default = (msgs["direction"] == "c2s") & (filled(msgs["exchange"], "") == "") & msgs["queue"].isna()
     default &= msgs["method"].isin(["basic.publish", "message.transfer"])
     msgs.loc[default, "queue"] = msgs.loc[default, "routing_key"]
     return msgs
@@ -80,11 +81,10 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
         subset=["stream_offset"]
     )
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
-    attrs = (
-        msgs[key + ["exchange", "routing_key", "queue"]].dropna(subset=["stream_offset"]).drop_duplicates(key)
-    )
-    anchors = m.merge(attrs, on=key, how="left")
-    for c in ("exchange", "routing_key", "queue"):
+    wanted = attrs  # only these: ``msgs`` has a queue column only when grouping by queue
+    known = msgs[key + wanted].dropna(subset=["stream_offset"]).drop_duplicates(key)
+    anchors = m.merge(known, on=key, how="left")
+    for c in wanted:
         f[c] = str_series([None] * len(f)).to_numpy()
     if len(anchors) and len(f):
         by = ["capture", "tcp_stream", "direction", "channel"]
@@ -95,31 +95,30 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
         for c in ("tcp_stream", "channel"):
             fa[c] = fa[c].fillna(-1).astype("int64")
             an[c] = an[c].fillna(-1).astype("int64")
+        for c in ("capture", "direction"):  # merge_asof wants one key dtype (Categoricals may differ)
+            fa[c] = fa[c].astype(STR)
+            an[c] = an[c].astype(STR)
         fa["_row"] = fa.index
         fa = fa.sort_values("_off", kind="stable")
         an = an.sort_values("_off", kind="stable")
         j = pd.merge_asof(
-            fa.drop(columns=["exchange", "routing_key", "queue"]),
-            an[by + ["_off", "exchange", "routing_key", "queue"]],
+            fa.drop(columns=wanted),
+            an[by + ["_off"] + wanted],
             on="_off",
             by=by,
             direction="backward",
         )
         j = j.set_index("_row")
-        for c in ("exchange", "routing_key", "queue"):
+        for c in wanted:
             f.loc[j.index, c] = j[c].astype(object).where(j[c].notna(), None)
     f["messages"] = 0
     f["body_bytes"] = 0
-    return f.drop(
-        columns=["stream_offset"] + [c for c in ("exchange", "routing_key", "queue") if c not in attrs]
-    )
+    return f.drop(columns=["stream_offset"])
 
 
-def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
-    m = t.methods[
-        ["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "frame_size", "version"]
-    ]
+def _estimated_events(t, msgs: pd.DataFrame, attrs: list, keep: list) -> pd.DataFrame:
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
+    m = t.methods[list(dict.fromkeys(keep + key + ["frame_size", "version"]))]
     if attrs:  # a method frame carries its message's exchange / routing key / queue
         a = msgs[key + attrs].dropna(subset=["stream_offset"]).drop_duplicates(key)
         m = m.merge(a, on=key, how="left")
@@ -130,7 +129,7 @@ def _estimated_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
     m["wire_bytes"] = m["frame_size"].fillna(0).astype("int64").to_numpy() + over
     m["messages"] = 0
     m["body_bytes"] = 0
-    return m.drop(columns=["stream_offset", "frame_size", "version"])
+    return m[keep + attrs + _VALUES]
 
 
 def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataFrame:
@@ -153,7 +152,9 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     keys = BY[by]
     attrs = [k for k in ("exchange", "routing_key", "queue") if k in keys]  # message attributes grouped by
     msgs = message_queues(t) if "queue" in keys else t.messages
-    mev = msgs[["capture", "tcp_stream", "channel", "direction", "ts"] + attrs].copy()
+    # the columns an event needs: its group, direction and time (capture: the span of each capture)
+    keep = list(dict.fromkeys(["capture"] + [k for k in keys if k not in attrs] + ["direction", "ts"]))
+    mev = msgs[keep + attrs].copy()
     mev["messages"] = 1
     size = msgs["body_size"].fillna(msgs["body_received"]).fillna(0).astype("int64")
     mev["body_bytes"] = size.to_numpy()
@@ -161,16 +162,32 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     if frames_source == "frames":
         mev["frames"] = 0
         mev["wire_bytes"] = 0
-        fev = _frames_events(t, msgs, attrs)
     else:
         over = _overhead(msgs["version"])
         bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
         mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
         mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
-        fev = _estimated_events(t, msgs, attrs)
-    ev = pd.concat([mev, fev], ignore_index=True) if len(fev) else mev
     out_cols = ["bucket"] + keys + ["direction"] + _VALUES
-    if len(ev) == 0:
+    group = ["bucket"] + keys + ["direction"]
+    # message events and frame events are summed apart and the (small) sums added: the two
+    # event tables never exist at once, nor their concatenation
+    sums, spans = [], []
+    for part in ("messages", "frames"):
+        if part == "messages":
+            ev = mev
+            del mev
+        elif frames_source == "frames":
+            ev = _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
+        else:
+            ev = _estimated_events(t, msgs, attrs, keep)
+        if len(ev):
+            ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
+            for c in _VALUES:
+                ev[c] = ev[c].astype("int64")
+            sums.append(ev.groupby(group, dropna=False, sort=False, observed=True)[_VALUES].sum())
+            spans.append(_capture_spans(ev, bucket))
+        del ev
+    if not sums:
         df = pd.DataFrame({c: pd.Series([], dtype="int64") for c in out_cols})
         df["bucket"] = pd.Series([], dtype="datetime64[ns, UTC]")
         for k in keys + ["direction"]:
@@ -178,27 +195,28 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
         df.attrs["frames_source"] = frames_source
         df.attrs["bucket"] = bucket
         return df
-    ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
-    for c in _VALUES:
-        ev[c] = ev[c].astype("int64")
-    g = ev.groupby(["bucket"] + keys + ["direction"], dropna=False, sort=True)[_VALUES].sum().reset_index()
+    g = pd.concat(sums) if len(sums) > 1 else sums[0]
+    g = g.groupby(level=list(range(len(group))), dropna=False, sort=True, observed=True).sum().reset_index()
     for k in ("tcp_stream", "channel"):
         if k in g.columns:
             g[k] = g[k].astype("Int32")
     g = g[out_cols]
     g.attrs["frames_source"] = frames_source
     g.attrs["bucket"] = bucket
-    g.attrs["buckets"] = _span_buckets(ev, bucket)
+    span = pd.concat(spans).groupby(level=0, sort=False, observed=True).agg({"min": "min", "max": "max"})
+    g.attrs["buckets"] = covered_buckets(span.itertuples(index=False, name=None))
     return g
 
 
-def _span_buckets(ev: pd.DataFrame, bucket: str) -> int:
-    """Buckets from each capture's first non-empty bucket to its last, overlapping captures counted
-    once: two captures recorded years apart do not make the years between them part of a mean."""
+def _capture_spans(ev: pd.DataFrame, bucket: str) -> pd.DataFrame:
+    """Each capture's first and last non-empty bucket number (``min``, ``max``), for the buckets
+    from each capture's first to its last, overlapping captures counted once: two captures
+    recorded years apart do not make the years between them part of a mean."""
     width = pd.Timedelta(bucket).value
     k = pd.Series(ns(ev["bucket"]) // width, index=ev.index)
-    span = k.groupby(ev["capture"].fillna(""), sort=False).agg(["min", "max"])
-    return covered_buckets(span.itertuples(index=False, name=None))
+    span = k.groupby(filled(ev["capture"], ""), sort=False, observed=True).agg(["min", "max"])
+    span.index = span.index.astype(object)  # (the captures of two event tables, added up)
+    return span
 
 
 def covered_buckets(ranges) -> int:
@@ -231,7 +249,9 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
         out = pd.DataFrame(columns=["bucket"] + _VALUES)
         out.attrs = {"buckets": 0}
         return out
-    wide = tp.pivot_table(index="bucket", columns="direction", values=_VALUES, aggfunc="sum", fill_value=0)
+    wide = tp.pivot_table(
+        index="bucket", columns="direction", values=_VALUES, aggfunc="sum", fill_value=0, observed=True
+    )
     wide.columns = [f"{v}_{d}" for v, d in wide.columns]
     width = pd.Timedelta(bucket).value
     k = (ns(wide.index.to_series()) - ns(wide.index[:1].to_series())[0]) // width  # bucket numbers, sorted
@@ -248,5 +268,5 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
         wide[v] = wide[f"{v}_c2s"] + wide[f"{v}_s2c"]
     wide.index.name = "bucket"
     out = wide.reset_index()
-    out.attrs = dict(tp.attrs)  # "buckets": the captures' spans (see _span_buckets)
+    out.attrs = dict(tp.attrs)  # "buckets": the captures' spans (see _capture_spans)
     return out
