@@ -10,12 +10,13 @@ direction, and the last frame's timestamp.  O(1) per frame, no per-frame objects
 
 from __future__ import annotations
 
+from amqpcap.records.rows import DIRS
+
 __all__ = ["Liveness", "COLUMNS"]
 
-_DIRS = ("c2s", "s2c")
 COLUMNS = tuple(
     f"{name}_{d}"
-    for d in _DIRS
+    for d in DIRS
     for name in ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
 )
 
@@ -44,7 +45,7 @@ class Liveness:
     def columns(self) -> dict:
         """``{column: value}`` for the connection row (names in :data:`COLUMNS`)."""
         out = {}
-        for i, d in enumerate(_DIRS):
+        for i, d in enumerate(DIRS):
             start = self.gap_start[i]
             out[f"heartbeats_{d}"] = self.heartbeats[i]
             out[f"silence_start_ts_{d}"] = start

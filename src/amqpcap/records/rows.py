@@ -101,6 +101,7 @@ def _ranges(v):
     return out
 
 
+# The typed argument columns added for the analysis (they follow answers_command_id in METHODS).
 ARG_COLUMNS = ("no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text")
 
 
@@ -143,7 +144,8 @@ _ARG_CONVERTERS = {col: (names, conv) for col, names, conv in _METHOD_ARGS}
 
 def arg_columns(a: dict) -> tuple:
     """Values of the typed argument columns :data:`ARG_COLUMNS` (they follow ``answers_command_id``
-    in METHODS, see records/schema.py) from a method's decoded arguments."""
+    in METHODS, see records/schema.py) from a method's decoded arguments (test fixtures build
+    rows with it as dissect fills them)."""
     out = []
     for col in ARG_COLUMNS:
         names, conv = _ARG_CONVERTERS[col]
@@ -206,7 +208,7 @@ class _MethodPlan:
 _plans: dict = {}  # (method name, argument names) -> _MethodPlan; a few dozen per capture
 
 
-def method_row(capture, stream, direction, m: Method, version, channel_type=None):
+def method_row(capture, stream, direction, m: Method, version):
     a = m.args
     name = m.name
     key = (name, tuple(a))
