@@ -5,6 +5,7 @@ Library callers bring their own session; ``CONF`` lists what amqpcap relies on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -27,6 +28,16 @@ LOCAL_CONF = {
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
 }
+
+
+@contextlib.contextmanager
+def pandas_version_warning_off():
+    """pyspark 4 warns that it does not fully support pandas 3 when a session starts and when
+    pandas / Arrow functions run; amqpcap uses only the Arrow APIs (tested on pandas 3), so the
+    warning would be noise on every run's stderr."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        yield
 
 
 def default_master(given: str | None) -> str | None:
@@ -68,8 +79,7 @@ def build(
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
-    with warnings.catch_warnings():  # pyspark 4 warns about pandas 3; amqpcap uses its Arrow APIs
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    with pandas_version_warning_off():
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -48,6 +48,7 @@ from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, erro
 from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
+from amqpcap.spark.session import pandas_version_warning_off
 
 __all__ = ["stats"]
 
@@ -692,6 +693,11 @@ def _rpc_rows(F, msgs, parts: int):
 
 def stats(spark, out: str) -> dict:
     """The ``stats --json`` dict of the dissect (or spark) output directory ``out``."""
+    with pandas_version_warning_off():
+        return _stats(spark, out)
+
+
+def _stats(spark, out: str) -> dict:
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
