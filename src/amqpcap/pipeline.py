@@ -7,6 +7,8 @@ objects beyond the tuples the capture stage yields.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import time
@@ -30,6 +32,22 @@ from amqpcap.tcp.reassembly import Stream
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 EXIT_LINKTYPE = Exit.LINKTYPE
 MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
+GC_GEN0 = 50_000  # young allocations between cyclic collections while dissecting (default 700)
+
+
+@contextlib.contextmanager
+def _fewer_collections():
+    """Run the cyclic GC less often while the hot loop runs.  Every packet allocates short-lived
+    objects and each table keeps up to ROW_GROUP rows (lists, always tracked) until it flushes, so
+    with gen 0 at 700 the collector ran 1,149 times on 200k small packets and took ~18% of the
+    process time.  Rows hold no cycles; a higher gen-0 threshold still collects the few cycles
+    there are, so memory stays bounded.  The old thresholds come back afterwards (library callers)."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 @dataclass
@@ -133,6 +151,10 @@ class Dissector:
     # -- the hot loop --------------------------------------------------------------------
 
     def run(self, source, progress=None) -> None:
+        with _fewer_collections():
+            self._run(source, progress)
+
+    def _run(self, source, progress) -> None:
         parse = _link.parse_packet
         flows = self.flows
         unsupported: set = set()
