@@ -1,4 +1,5 @@
-"""Events -> rows (tuples, or lists filled by column index) in the column order of records/schema.py."""
+"""Events -> row tuples in the column order of records/schema.py (method and message rows are
+filled by column index in a list, then frozen: the writer converts tuples)."""
 
 from __future__ import annotations
 
@@ -251,7 +252,7 @@ def method_row(capture, stream, direction, m: Method, version):
     row[_M_COMMAND_ID] = m.command_id
     row[_M_ANSWERS] = m.answers_command_id
     row[_M_ARGUMENTS] = to_json(a)
-    return row
+    return tuple(row)
 
 
 def _short(v):
@@ -332,7 +333,7 @@ def message_row(capture, stream, direction, c: Content, version):
     ]
     for i, k, conv in fill:
         row[i] = conv(p[k])
-    return row
+    return tuple(row)
 
 
 def anomaly_row(capture, stream, direction, e: Anomaly, layer="amqp"):
