@@ -58,16 +58,28 @@ def choose(env: dict, module, directory: str = HERE) -> tuple:
     return module, f"compiled ({os.path.basename(module.__file__)})"
 
 
+def built():
+    """The compiled extension module, or None if it is not built (or cannot be loaded)."""
+    try:
+        from amqpcap.amqp import fast09
+    except ImportError:
+        return None
+    return fast09
+
+
+def current_build() -> tuple:
+    """(module or None, why): the compiled extension if it is built from the current sources,
+    whatever AMQPCAP_PURE says (the tests run it explicitly)."""
+    return choose({}, built())
+
+
 def select():
     """The compiled module to use, or None for pure Python (decided once per process)."""
     global _choice
     if _choice is None:
-        try:
-            from amqpcap.amqp import fast09
-        except ImportError:
-            fast09 = None
-        _choice = choose(os.environ, fast09)
-        if fast09 is not None and _choice[0] is None and "stale" in _choice[1]:
+        module = built()
+        _choice = choose(os.environ, module)
+        if module is not None and _choice[0] is None and "stale" in _choice[1]:
             print(f"amqpcap: warning: {_choice[1]}", file=sys.stderr)
     return _choice[0]
 
