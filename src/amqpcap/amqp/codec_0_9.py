@@ -412,8 +412,8 @@ class Decoder09(StreamDecoder):
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
     grammar of these versions on the stream core.
 
-    ``_frames`` is the compiled walker (fast09.frames) when accel selects it, else
-    ``_frames_reference``; see ``use_compiled``."""
+    ``_frames`` and ``feed`` are the compiled walker's (fast09) when accel selects it, else
+    ``_frames_reference`` and ``StreamDecoder.feed``; see ``use_compiled``."""
 
     HEADER = 7
     CANDIDATE = CANDIDATE_0_9
@@ -715,8 +715,10 @@ def use_compiled(on: bool) -> None:
         from amqpcap.amqp import fast09
 
         Decoder09._frames = fast09.frames
+        Decoder09.feed = fast09.feed  # the per-feed path of the stream core, for this grammar
     else:
         Decoder09._frames = Decoder09._frames_reference
+        Decoder09.feed = StreamDecoder.feed
 
 
 def compiled_in_use() -> bool:

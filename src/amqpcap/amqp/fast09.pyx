@@ -20,8 +20,11 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+import dataclasses
+
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
-from amqpcap.amqp.stream import Pending
+from amqpcap.amqp.facts import SECRET_ARGS
+from amqpcap.amqp.stream import COMPACT_AT, Pending, StreamDecoder
 
 cdef extern from *:
     """
@@ -30,6 +33,70 @@ cdef extern from *:
     #endif
     """
     const char *AMQPCAP_SOURCE_SHA256
+
+# Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
+# microsecond per event.  The walker builds them as that __init__ would, storing each field in
+# its slot directly (the offsets come from the class's member descriptors at import).
+cdef extern from *:
+    """
+    #include "structmember.h"
+    static Py_ssize_t amqpcap_slot_offset(PyObject *descr) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        return m->offset;
+    }
+    static PyObject *amqpcap_alloc(PyObject *cls) {
+        PyTypeObject *tp = (PyTypeObject *)cls;
+        return tp->tp_alloc(tp, 0);
+    }
+    static void amqpcap_put(PyObject *obj, Py_ssize_t off, PyObject *v) {
+        PyObject **slot = (PyObject **)((char *)obj + off);
+        Py_INCREF(v);
+        Py_XSETREF(*slot, v);
+    }
+    """
+    Py_ssize_t amqpcap_slot_offset(object descr) except? -2
+    object amqpcap_alloc(object cls)
+    void amqpcap_put(object obj, Py_ssize_t off, object v)
+
+
+cdef class Slots:
+    """Where a slots dataclass keeps its fields, in their order (direct: False if the class is not
+    laid out as expected; it is then called)."""
+
+    cdef object cls
+    cdef Py_ssize_t off[24]
+    cdef int n
+    cdef bint direct
+
+    def __init__(self, cls):
+        self.cls = cls
+        names = [f.name for f in dataclasses.fields(cls)]
+        self.n = len(names)
+        self.direct = self.n <= 24 and "__post_init__" not in cls.__dict__
+        for i, name in enumerate(names[:24]):
+            self.off[i] = amqpcap_slot_offset(cls.__dict__.get(name))
+            if self.off[i] < 0:
+                self.direct = False
+
+
+cdef Slots FRAME = Slots(Frame)
+cdef Slots METHOD = Slots(Method)
+cdef Slots CONTENT = Slots(Content)
+cdef Slots HEARTBEAT = Slots(Heartbeat)
+
+
+cdef object build(Slots s, tuple values):
+    """s.cls(*values), every field given."""
+    cdef Py_ssize_t i
+    if not s.direct or len(values) != s.n:
+        return s.cls(*values)
+    obj = amqpcap_alloc(s.cls)
+    for i in range(s.n):
+        amqpcap_put(obj, s.off[i], values[i])
+    return obj
+
 
 # accel.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
@@ -423,113 +490,165 @@ cdef object properties(props, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, 
 # --- the frame walker (Decoder09._frames and the frame methods it calls) ---------------------
 
 
-cdef end_content(dec, int direction, p, bint complete):
+cdef class Walk:
+    """What one call of ``frames`` reads of the decoder and the direction, read once: attribute
+    lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
+    a call into the reference, which may narrow a mid-stream version (``_use_version``)."""
+
+    cdef object dec, d, events, pending, frame_types, methods, properties, names, learner
+    cdef object packet, ts, base
+    cdef int direction
+    cdef Py_ssize_t frame_max, body_bytes
+    cdef bint rabbit, one_version, midstream
+
+    def __init__(self, dec, int direction, d):
+        self.dec = dec
+        self.d = d
+        self.direction = direction
+        self.events = dec.events
+        self.pending = dec.pending[direction]
+        self.names = dec.type_names
+        self.learner = dec.learner
+        self.body_bytes = dec.body_bytes
+        self.packet = d.packet
+        self.ts = d.ts
+        self.base = d.base
+        self.midstream = d.mid is not None
+        self.refresh()
+
+    cdef refresh(self):
+        dec = self.dec
+        self.frame_types = dec.frame_types
+        self.frame_max = dec.frame_max
+        self.methods = dec.methods
+        self.properties = dec.properties
+        self.rabbit = dec.rabbit
+        self.one_version = len(dec.candidates) == 1
+
+
+cdef end_content(Walk w, p, bint complete):
     """StreamDecoder._end_content for a content with a method and no reason to report, with
     Decoder09._content_view inlined."""
-    dec.pending[direction].pop(p.key, None)
-    d = dec.dirs[direction]
+    w.pending.pop(p.key, None)
     m = p.method
     size = p.size
-    dec.events.append(
+    w.events.append(
         (
-            direction,
-            Content(
-                d.packet,
-                d.ts,
-                p.offset,
-                p.channel,
-                m,
-                m.class_id,
-                p.props or {},
-                size if size > 0 else 0,
-                p.received,
-                p.frames,
-                p.hash.hexdigest(),
-                p.head,
-                complete,
-                p.first_packet,
-                p.header_packet,
-                p.encoding,
-                None,
-                None,
+            w.direction,
+            build(
+                CONTENT,
+                (
+                    w.packet,
+                    w.ts,
+                    p.offset,
+                    p.channel,
+                    m,
+                    m.class_id,
+                    p.props or {},
+                    size if size > 0 else 0,
+                    p.received,
+                    p.frames,
+                    p.hash.hexdigest(),
+                    p.head,
+                    complete,
+                    p.first_packet,
+                    p.header_packet,
+                    p.encoding,
+                    None,
+                    None,
+                ),
             ),
         )
     )
 
 
-cdef method_frame(dec, int direction, d, int channel, buf, const uint8_t *b, Py_ssize_t start,
-                  Py_ssize_t end, offset, Py_ssize_t size):
+cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset,
+                  Py_ssize_t size):
     """Decoder09._method_frame on the common path; anything else goes to the reference."""
-    if size < 4 or len(dec.candidates) > 1:
-        dec._method_frame(direction, d, channel, buf, start, end, offset, size)
+    dec = w.dec
+    cdef int direction = w.direction
+    if size < 4 or not w.one_version:
+        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        w.refresh()
         return
     cdef int cid = rd16(b + start), mid = rd16(b + start + 2)
-    found = dec.methods.get((cid, mid))
+    found = w.methods.get((cid, mid))
     if found is None:
-        dec._method_frame(direction, d, channel, buf, start, end, offset, size)
+        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        w.refresh()
         return
     spec, dialect = found
     plan = method_plan(spec)
     args = {}
-    if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, dec.rabbit, args) != end:
+    if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
         # a dialect, or an anomaly: the reference decides
-        dec._method_frame(direction, d, channel, buf, start, end, offset, size)
+        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max
         return
     if dialect:
         args["$dialect"] = dialect
     name = spec.name
     content = spec.content
-    m = Method(d.packet, d.ts, offset, channel, cid, mid, name, args, spec.synchronous, content, size)
-    if d.mid is not None:
-        dec._fresh(direction, d, channel)
-    dec._method(direction, m)
-    pend = dec.pending[direction]
+    m = build(
+        METHOD, (w.packet, w.ts, offset, channel, cid, mid, name, args, spec.synchronous, content, size, None, None)
+    )
+    if w.midstream:
+        dec._fresh(direction, w.d, channel)
+    # StreamDecoder._method: secrets out, then the event, then what it tells of the connection
+    if name in SECRET_ARGS:
+        w.learner.redact(name, args)
+    w.events.append((direction, m))
+    learn = w.learner.handlers.get(name)
+    if learn is not None:
+        learn(direction, m)
+        if name == "connection.tune-ok" and (fm := w.learner.v.get("frame_max")):
+            dec._tuned(fm)
+            w.frame_max = dec.frame_max
+    pend = w.pending
     p = pend.get(channel)
     if p is not None:
         dec._end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
     if content:
-        dec._start_content(direction, channel, channel, m, offset)
+        # StreamDecoder._start_content (the entry was just ended if there was one)
+        pend[channel] = Pending(m, channel, channel, offset, w.packet)
     elif name == "message.transfer" and "body" in args:
         dec._inline_transfer(direction, m, buf, start + 4, end)
 
 
-cdef header_frame(dec, int direction, d, int channel, buf, const uint8_t *b, Py_ssize_t start,
-                  Py_ssize_t end, offset):
+cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
     """Decoder09._header on the common path; anything else goes to the reference."""
-    p = dec.pending[direction].get(channel)
+    p = w.pending.get(channel)
     if p is None or p.props is not None or end - start < 14 or p.method is None:
-        dec._header(direction, d, channel, buf, start, end, offset)
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef int cid = rd16(b + start)
     if cid != p.method.class_id:
-        dec._header(direction, d, channel, buf, start, end, offset)
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
-    props = properties(dec.properties.get(cid, ()), b, start + 12, end, dec.rabbit)
+    props = properties(w.properties.get(cid, ()), b, start + 12, end, w.rabbit)
     if props is None:
-        dec._header(direction, d, channel, buf, start, end, offset)
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef uint64_t body_size = rd64(b + start + 4)
     p.props = props
     p.size = body_size
-    p.header_packet = d.packet
+    p.header_packet = w.packet
     if body_size == 0:
-        end_content(dec, direction, p, True)
+        end_content(w, p, True)
 
 
-cdef body_frame(dec, int direction, d, int channel, buf, const uint8_t *b, Py_ssize_t start,
-                Py_ssize_t end, offset):
+cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
     """Decoder09._body_frame and StreamDecoder._body on the common path."""
-    p = dec.pending[direction].get(channel)
+    p = w.pending.get(channel)
     if p is None or p.props is None or p.method is None:
-        dec._body_frame(direction, d, channel, buf, start, end, offset)
+        w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
-    cdef Py_ssize_t n = end - start, have, take
+    cdef Py_ssize_t n = end - start, take
     p.frames += 1
     if n:
         p.hash.update(PyBytes_FromStringAndSize(<const char *>(b + start), n))
         head = p.head
-        have = len(head)
-        take = dec.body_bytes - have
+        take = w.body_bytes - len(head)
         if take > 0:
             p.head = head + PyBytes_FromStringAndSize(<const char *>(b + start), n if n < take else take)
         p.received += n
@@ -537,14 +656,14 @@ cdef body_frame(dec, int direction, d, int channel, buf, const uint8_t *b, Py_ss
     size = p.size
     if received >= size:
         if received > size:
-            dec._anomaly(
-                direction,
+            w.dec._anomaly(
+                w.direction,
                 offset,
                 "body-overrun",
                 f"{received} body bytes for a declared size of {size}",
                 channel,
             )
-        end_content(dec, direction, p, received == size)
+        end_content(w, p, received == size)
 
 
 def frames(dec, int direction, d, Py_ssize_t pos):
@@ -560,14 +679,12 @@ def frames(dec, int direction, d, Py_ssize_t pos):
     cdef uint16_t channel
     cdef uint32_t size
     cdef Py_ssize_t end, start
-    cdef Py_ssize_t frame_max
-    names = dec.type_names
+    cdef Walk w = Walk(dec, direction, d)
     while n - pos >= 7:
         ftype = b[pos]
         channel = rd16(b + pos + 1)
         size = rd32(b + pos + 3)
-        frame_max = dec.frame_max  # read per frame: a tune-ok just decoded changes it
-        if ftype not in dec.frame_types or size > frame_max:
+        if ftype not in w.frame_types or size > w.frame_max:
             dec._bad_frame(direction, d, pos, ftype, channel, size)
             return pos + 1
         end = pos + 7 + size
@@ -575,19 +692,78 @@ def frames(dec, int direction, d, Py_ssize_t pos):
             break
         if b[end] != FRAME_END:
             return dec._frames_reference(direction, d, pos)  # reports it, and resyncs
-        offset = d.base + pos
-        dec.events.append(
-            (direction, Frame(d.packet, d.ts, offset, channel, ftype, names[ftype], size, size + 8))
+        offset = w.base + pos
+        w.events.append(
+            (direction, build(FRAME, (w.packet, w.ts, offset, channel, ftype, w.names[ftype], size, size + 8)))
         )
         start = pos + 7
         if ftype == 1:
-            method_frame(dec, direction, d, channel, buf, b, start, end, offset, size)
+            method_frame(w, channel, buf, b, start, end, offset, size)
         elif ftype == 3:
-            body_frame(dec, direction, d, channel, buf, b, start, end, offset)
+            body_frame(w, channel, buf, b, start, end, offset)
         elif ftype == 2:
-            header_frame(dec, direction, d, channel, buf, b, start, end, offset)
+            header_frame(w, channel, buf, b, start, end, offset)
         elif ftype == 8:
-            dec.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
+            w.events.append((direction, build(HEARTBEAT, (w.packet, w.ts, offset, channel))))
         # 4-7 (0-8 out-of-band and trace frames) are recorded as Frame events only.
         pos = end + 1
     return pos
+
+
+# --- the stream core's per-feed path (StreamDecoder.feed and _parse) --------------------------
+
+
+def feed(dec, int direction, data, offset, packet, ts):
+    """StreamDecoder.feed for the common case: in-order data, in sync; anything else (the
+    first data, a gap, an overlap, a resync or a skip in progress) goes to the reference."""
+    d = dec.dirs[direction]
+    buf = d.buf
+    if not data or d.base < 0 or d.resync or d.skip or offset != d.base + len(buf):
+        StreamDecoder.feed(dec, direction, data, offset, packet, ts)
+        return
+    d.packet = packet
+    d.ts = ts
+    pos = d.pos
+    if pos == len(buf):
+        d.base += pos
+        d.buf = data if type(data) is bytes else bytes(data)
+        d.pos = 0
+    else:
+        if type(buf) is not bytearray:
+            buf = d.buf = bytearray(buf)
+        buf += data
+    parse(dec, direction, d)
+    if d.marks and not d.resync:
+        d.marks = []
+        d.packet, d.ts = packet, ts
+
+
+cdef parse(dec, int direction, d):
+    """StreamDecoder._parse (final=False) with no skip pending."""
+    pos = d.pos
+    while not d.skip:
+        if d.resync:
+            pos = dec._find_boundary(direction, d, pos, False)
+            if pos < 0:
+                break
+        pos = frames(dec, direction, d, pos)
+        if not d.resync:
+            d.pos = pos
+            break
+    # Keep only the unparsed tail: never slice a big buffer per frame, never keep more than one
+    # frame (or, resynchronising, what may still start one).
+    buf = d.buf
+    pos = d.pos
+    n = len(buf)
+    if pos >= n:
+        d.base += n
+        d.buf = b""
+        d.pos = 0
+    elif type(buf) is not bytearray:
+        d.base += pos
+        d.buf = bytearray(buf[pos:])
+        d.pos = 0
+    elif pos > COMPACT_AT or pos * 2 > n or (d.resync and pos):
+        d.base += pos
+        del buf[:pos]
+        d.pos = 0
