@@ -22,6 +22,8 @@ from libc.string cimport memcpy
 
 import dataclasses
 
+cimport cython
+
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
 from amqpcap.amqp.facts import SECRET_ARGS
 from amqpcap.amqp.stream import COMPACT_AT, Pending, StreamDecoder
@@ -490,6 +492,9 @@ cdef object properties(props, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, 
 # --- the frame walker (Decoder09._frames and the frame methods it calls) ---------------------
 
 
+@cython.no_gc  # holds no reference back to itself: no cycle for the collector to find
+@cython.freelist(4)
+@cython.final
 cdef class Walk:
     """What one call of ``frames`` reads of the decoder and the direction, read once: attribute
     lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
@@ -501,7 +506,7 @@ cdef class Walk:
     cdef Py_ssize_t frame_max, body_bytes
     cdef bint rabbit, one_version, midstream
 
-    def __init__(self, dec, int direction, d):
+    cdef start(self, dec, int direction, d):
         self.dec = dec
         self.d = d
         self.direction = direction
@@ -679,7 +684,8 @@ def frames(dec, int direction, d, Py_ssize_t pos):
     cdef uint16_t channel
     cdef uint32_t size
     cdef Py_ssize_t end, start
-    cdef Walk w = Walk(dec, direction, d)
+    cdef Walk w = Walk.__new__(Walk)
+    w.start(dec, direction, d)
     while n - pos >= 7:
         ftype = b[pos]
         channel = rd16(b + pos + 1)
