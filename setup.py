@@ -39,11 +39,19 @@ class OptionalBuildExt(build_ext):
         except Exception as e:  # no compiler at all (distutils errors are Exceptions too)
             warn(str(e))
 
+    failed: set = set()
+
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as e:
             warn(f"{ext.name}: {e}")
+            self.failed.add(ext.name)
+
+    def copy_extensions_to_source(self):
+        # editable install: there is nothing to copy for an extension that did not build
+        self.extensions = [e for e in self.extensions if e.name not in self.failed]
+        super().copy_extensions_to_source()
 
 
 def extensions() -> list:
