@@ -87,6 +87,16 @@ def test_a_build_from_other_sources_is_stale_and_not_used(tmp_path):
     assert accel.choose({}, FakeBuild(accel.source_hash(str(tmp_path))), str(tmp_path))[0] is None
 
 
+def test_an_extension_that_does_not_load_is_not_used(monkeypatch):
+    import amqpcap.amqp
+
+    monkeypatch.setitem(sys.modules, "amqpcap.amqp.fast09", None)  # the import fails
+    monkeypatch.delattr(amqpcap.amqp, "fast09", raising=False)
+    assert accel.built() is None
+    module, why = accel.choose({}, accel.Broken(ImportError("cannot import name 'Pending'")))
+    assert module is None and "stale" in why
+
+
 def test_a_stale_build_is_reported_in_one_line_on_stderr(fast09, monkeypatch, capsys):
     monkeypatch.setattr(accel, "_choice", None)
     monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE: "0" * 64)

@@ -62,9 +62,23 @@ def built():
     """The compiled extension module, or None if it is not built (or cannot be loaded)."""
     try:
         from amqpcap.amqp import fast09
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != "amqpcap.amqp.fast09":
+            raise
         return None
+    except Exception as e:  # e.g. a stale build whose imports are gone: the reference runs
+        return Broken(e)
     return fast09
+
+
+class Broken:
+    """An extension that is there but does not load (its stamp matches no source)."""
+
+    SOURCE_SHA256 = ""
+    __file__ = "fast09"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 def current_build() -> tuple:
