@@ -21,6 +21,7 @@ This module is the one place that decides (``select``); codec_0_9 asks it once a
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import sys
 
@@ -28,6 +29,7 @@ import sys
 # extension stale.
 SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py")
 HERE = os.path.dirname(os.path.abspath(__file__))
+MODULE = "amqpcap.amqp.fast09"
 
 _choice: tuple | None = None
 
@@ -61,14 +63,13 @@ def choose(env: dict, module, directory: str = HERE) -> tuple:
 def built():
     """The compiled extension module, or None if it is not built (or cannot be loaded)."""
     try:
-        from amqpcap.amqp import fast09
+        return importlib.import_module(MODULE)
     except ModuleNotFoundError as e:
-        if e.name != "amqpcap.amqp.fast09":
+        if e.name != MODULE:
             raise
         return None
     except Exception as e:  # e.g. a stale build whose imports are gone: the reference runs
         return Broken(e)
-    return fast09
 
 
 class Broken:
