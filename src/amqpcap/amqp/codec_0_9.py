@@ -20,6 +20,7 @@ from functools import cache, partial
 from struct import Struct
 from struct import error as StructError
 
+from amqpcap.amqp import accel
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
@@ -409,10 +410,14 @@ def _layout(fields):
 
 class Decoder09(StreamDecoder):
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
-    grammar of these versions on the stream core."""
+    grammar of these versions on the stream core.
+
+    ``_frames`` and ``feed`` are the compiled walker's (fast09) when accel selects it, else
+    ``_frames_reference`` and ``StreamDecoder.feed``; see ``use_compiled``."""
 
     HEADER = 7
     CANDIDATE = CANDIDATE_0_9
+    type_names = tuple(FRAME_TYPE_NAMES.get(t) for t in range(9))  # by frame type (the walker's)
 
     def __init__(
         self,
@@ -457,7 +462,7 @@ class Decoder09(StreamDecoder):
         k = chain_0_9(buf, p, n, 1, self.frame_types, self.frame_max, self._known)
         return -1 if k < 0 or (k == 0 and final) else k
 
-    def _frames(self, direction: int, d, pos: int) -> int:
+    def _frames_reference(self, direction: int, d, pos: int) -> int:
         buf = d.buf
         n = len(buf)
         unpack = FRAME_HEADER.unpack_from
@@ -701,3 +706,24 @@ class Decoder09(StreamDecoder):
 
     def _content_view(self, p, direction: int):
         return p.props or {}, max(p.size, 0), None, None
+
+
+def use_compiled(on: bool) -> None:
+    """Walk frames with the compiled walker (``on``; it must be built) or the pure-Python
+    reference.  accel.select() makes the choice once at import; the tests switch to run both."""
+    if on:
+        from amqpcap.amqp import fast09
+
+        Decoder09._frames = fast09.frames
+        Decoder09.feed = fast09.feed  # the per-feed path of the stream core, for this grammar
+    else:
+        Decoder09._frames = Decoder09._frames_reference
+        Decoder09.feed = StreamDecoder.feed
+
+
+def compiled_in_use() -> bool:
+    """True if 0-8 / 0-9 / 0-9-1 frames are walked by the compiled walker."""
+    return Decoder09._frames is not Decoder09._frames_reference
+
+
+use_compiled(accel.select() is not None)

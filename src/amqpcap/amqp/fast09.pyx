@@ -1,0 +1,775 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled frame walker for AMQP 0-8 / 0-9 / 0-9-1 (optional; see accel.py).
+
+``frames`` is ``Decoder09._frames`` in typed C: it walks the whole frames of a direction
+buffer through a pointer, decodes method arguments, content-header properties and field
+tables with C reads, and assembles contents, building the very same events as the Python
+code.  The Python code in codec_0_9.py and stream.py stays the reference: whatever is not a
+well-formed frame of the common path (a bad frame end, an unknown method, arguments that do
+not decode exactly, a header out of place, a mid-stream version still open, ...) is handed to
+the reference method for that frame, which reports it.  So the C decoders only need to say
+"decodes" or "does not": every error message, dialect and anomaly is the reference's.
+
+Typed on purpose: the untyped Cython build of the Python modules gained nothing (generic
+attribute lookups); the gain here comes from C reads of the wire and from not building a
+Python frame per frame, method, header and body.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+import dataclasses
+
+cimport cython
+
+from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
+from amqpcap.amqp.facts import SECRET_ARGS
+from amqpcap.amqp.stream import COMPACT_AT, Pending, StreamDecoder
+
+cdef extern from *:
+    """
+    #ifndef AMQPCAP_SOURCE_SHA256
+    #define AMQPCAP_SOURCE_SHA256 ""
+    #endif
+    """
+    const char *AMQPCAP_SOURCE_SHA256
+
+# Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
+# microsecond per event.  The walker builds them as that __init__ would, storing each field in
+# its slot directly (the offsets come from the class's member descriptors at import).
+cdef extern from *:
+    """
+    #include "structmember.h"
+    static Py_ssize_t amqpcap_slot_offset(PyObject *descr) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        return m->offset;
+    }
+    static PyObject *amqpcap_alloc(PyObject *cls) {
+        PyTypeObject *tp = (PyTypeObject *)cls;
+        return tp->tp_alloc(tp, 0);
+    }
+    static void amqpcap_put(PyObject *obj, Py_ssize_t off, PyObject *v) {
+        PyObject **slot = (PyObject **)((char *)obj + off);
+        Py_INCREF(v);
+        Py_XSETREF(*slot, v);
+    }
+    """
+    Py_ssize_t amqpcap_slot_offset(object descr) except? -2
+    object amqpcap_alloc(object cls)
+    void amqpcap_put(object obj, Py_ssize_t off, object v)
+
+
+cdef class Slots:
+    """Where a slots dataclass keeps its fields, in their order (direct: False if the class is not
+    laid out as expected; it is then called)."""
+
+    cdef object cls
+    cdef Py_ssize_t off[24]
+    cdef int n
+    cdef bint direct
+
+    def __init__(self, cls):
+        self.cls = cls
+        names = [f.name for f in dataclasses.fields(cls)]
+        self.n = len(names)
+        self.direct = self.n <= 24 and "__post_init__" not in cls.__dict__
+        for i, name in enumerate(names[:24]):
+            self.off[i] = amqpcap_slot_offset(cls.__dict__.get(name))
+            if self.off[i] < 0:
+                self.direct = False
+
+
+cdef Slots FRAME = Slots(Frame)
+cdef Slots METHOD = Slots(Method)
+cdef Slots CONTENT = Slots(Content)
+cdef Slots HEARTBEAT = Slots(Heartbeat)
+
+
+cdef object build(Slots s, tuple values):
+    """s.cls(*values), every field given."""
+    cdef Py_ssize_t i
+    if not s.direct or len(values) != s.n:
+        return s.cls(*values)
+    obj = amqpcap_alloc(s.cls)
+    for i in range(s.n):
+        amqpcap_put(obj, s.off[i], values[i])
+    return obj
+
+
+# accel.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+
+cdef int MAX_DEPTH = 64  # codec_0_9.MAX_DEPTH
+cdef uint8_t FRAME_END = 0xCE
+
+# Field type codes of a decoding plan (one byte per field).
+cdef enum:
+    P_OCTET = 1
+    P_SHORT = 2
+    P_LONG = 3
+    P_LONGLONG = 4
+    P_SHORTSTR = 5
+    P_TABLE = 6
+    P_LONGSTR = 7
+    P_BIT = 8
+
+_CODES = {
+    "octet": P_OCTET,
+    "short": P_SHORT,
+    "long": P_LONG,
+    "longlong": P_LONGLONG,
+    "timestamp": P_LONGLONG,
+    "shortstr": P_SHORTSTR,
+    "table": P_TABLE,
+    "longstr": P_LONGSTR,
+    "content": P_LONGSTR,
+    "bit": P_BIT,
+}
+
+# Returned by the value decoder for "does not decode" (no Python exception set).
+cdef object BAD = object()
+
+
+# --- wire reads ------------------------------------------------------------------------------
+
+
+cdef inline uint16_t rd16(const uint8_t *p) noexcept nogil:
+    return (<uint16_t>p[0] << 8) | p[1]
+
+
+cdef inline uint32_t rd32(const uint8_t *p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline uint64_t rd64(const uint8_t *p) noexcept nogil:
+    return (<uint64_t>rd32(p) << 32) | rd32(p + 4)
+
+
+cdef inline object text(const uint8_t *p, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+
+
+cdef object longstr(const uint8_t *p, Py_ssize_t n):
+    """codec_0_9._longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
+    try:
+        s = PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
+    except UnicodeDecodeError:
+        return PyBytes_FromStringAndSize(<const char *>p, n)
+    if n == 0 or s.isprintable():
+        return s
+    return PyBytes_FromStringAndSize(<const char *>p, n)
+
+
+# --- field tables (codec_0_9._decode_table / _decode_value) ------------------------------------
+
+
+cdef object value(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
+    """One field value at po[0] (advanced past it), or BAD if it does not decode within end."""
+    cdef Py_ssize_t off = po[0]
+    cdef uint8_t t
+    cdef uint32_t n32
+    cdef uint64_t u64
+    cdef double dv
+    cdef float fv
+    if off >= end:
+        return BAD
+    t = b[off]
+    off += 1
+    if t == 0x53 or t == 0x78:  # S long string, x byte array
+        if off + 4 > end:
+            return BAD
+        n32 = rd32(b + off)
+        off += 4
+        if off + <Py_ssize_t>n32 > end:
+            return BAD
+        po[0] = off + n32
+        if t == 0x53:
+            return text(b + off, n32)
+        return PyBytes_FromStringAndSize(<const char *>(b + off), n32)
+    if t == 0x49:  # I int32
+        if off + 4 > end:
+            return BAD
+        po[0] = off + 4
+        return <int32_t>rd32(b + off)
+    if t == 0x54:  # T timestamp
+        if off + 8 > end:
+            return BAD
+        po[0] = off + 8
+        return rd64(b + off)
+    if t == 0x64:  # d double
+        if off + 8 > end:
+            return BAD
+        u64 = rd64(b + off)
+        memcpy(&dv, &u64, 8)
+        po[0] = off + 8
+        return dv
+    if t == 0x66:  # f float
+        if off + 4 > end:
+            return BAD
+        n32 = rd32(b + off)
+        memcpy(&fv, &n32, 4)
+        po[0] = off + 4
+        return <double>fv
+    if t == 0x62:  # b int8
+        if off + 1 > end:
+            return BAD
+        po[0] = off + 1
+        return <int8_t>b[off]
+    if t == 0x42:  # B uint8
+        if off + 1 > end:
+            return BAD
+        po[0] = off + 1
+        return b[off]
+    if t == 0x55:  # U int16
+        if off + 2 > end:
+            return BAD
+        po[0] = off + 2
+        return <int16_t>rd16(b + off)
+    if t == 0x75:  # u uint16
+        if off + 2 > end:
+            return BAD
+        po[0] = off + 2
+        return rd16(b + off)
+    if t == 0x69:  # i uint32
+        if off + 4 > end:
+            return BAD
+        po[0] = off + 4
+        return rd32(b + off)
+    if t == 0x4C:  # L int64
+        if off + 8 > end:
+            return BAD
+        po[0] = off + 8
+        return <int64_t>rd64(b + off)
+    if t == 0x74:  # t boolean
+        if off + 1 > end:
+            return BAD
+        po[0] = off + 1
+        return b[off] != 0
+    if t == 0x46:  # F table
+        po[0] = off
+        return table(b, po, end, depth + 1, rabbit)
+    if t == 0x41:  # A array
+        po[0] = off
+        return array(b, po, end, depth + 1, rabbit)
+    if t == 0x6C:  # l: int64 (brokers) or uint64 (spec text)
+        if off + 8 > end:
+            return BAD
+        po[0] = off + 8
+        if rabbit:
+            return <int64_t>rd64(b + off)
+        return rd64(b + off)
+    if t == 0x73:  # s: int16 (brokers) or short string (spec text)
+        if rabbit:
+            if off + 2 > end:
+                return BAD
+            po[0] = off + 2
+            return <int16_t>rd16(b + off)
+        if off + 1 > end or off + 1 + b[off] > end:
+            return BAD
+        po[0] = off + 1 + b[off]
+        return text(b + off + 1, b[off])
+    if t == 0x44:  # D decimal: scale octet + int32
+        if off + 5 > end:
+            return BAD
+        po[0] = off + 5
+        v = <int32_t>rd32(b + off + 1)
+        return {"$decimal": f"{v}e-{b[off]}" if b[off] else str(v)}
+    if t == 0x56:  # V void
+        po[0] = off
+        return None
+    return BAD
+
+
+cdef Py_ssize_t sized(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth) noexcept:
+    """codec_0_9._sized: the end of a table's or array's entries (po[0] moved past its size),
+    or -1."""
+    cdef Py_ssize_t off = po[0]
+    cdef uint32_t n
+    if depth > MAX_DEPTH or off + 4 > end:
+        return -1
+    n = rd32(b + off)
+    if off + 4 + <Py_ssize_t>n > end:
+        return -1
+    po[0] = off + 4
+    return off + 4 + n
+
+
+cdef object table(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
+    cdef Py_ssize_t tend = sized(b, po, end, depth)
+    cdef Py_ssize_t off = po[0]
+    cdef uint8_t kl
+    if tend < 0:
+        return BAD
+    out = {}
+    while off < tend:
+        kl = b[off]
+        if off + 1 + kl > tend:
+            return BAD
+        key = text(b + off + 1, kl)
+        off += 1 + kl
+        v = value(b, &off, tend, depth, rabbit)
+        if v is BAD:
+            return BAD
+        out[key] = v
+    po[0] = tend
+    return out
+
+
+cdef object array(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
+    cdef Py_ssize_t aend = sized(b, po, end, depth)
+    cdef Py_ssize_t off = po[0]
+    if aend < 0:
+        return BAD
+    out = []
+    while off < aend:
+        v = value(b, &off, aend, depth, rabbit)
+        if v is BAD:
+            return BAD
+        out.append(v)
+    po[0] = aend
+    return out
+
+
+# --- argument and property lists (codec_0_9.compile_fields / _decode_fields) -------------------
+
+
+cdef object plan_of(fields):
+    """(codes, names) of a field list, or None if a type is not one the C decoder knows (the
+    reference then decodes, or refuses, it)."""
+    codes = bytearray()
+    for _, t in fields:
+        c = _CODES.get(t)
+        if c is None:
+            return None
+        codes.append(c)
+    return bytes(codes), tuple(n for n, _ in fields)
+
+
+cdef Py_ssize_t decode_fields(
+    bytes codes, tuple names, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit, dict args
+) except -2:
+    """Decode a plan's fields into args; the end offset, or -1 if they do not decode."""
+    cdef Py_ssize_t i, nf = len(codes)
+    cdef const uint8_t *c = codes
+    cdef int bit = 0
+    cdef uint8_t bits = 0, n
+    cdef Py_ssize_t o
+    for i in range(nf):
+        name = names[i]
+        if c[i] == P_BIT:
+            if bit == 0:
+                if off >= end:
+                    return -1
+                bits = b[off]
+                off += 1
+            args[name] = (bits & (1 << bit)) != 0
+            bit = (bit + 1) & 7
+            continue
+        bit = 0
+        if c[i] == P_SHORTSTR:
+            if off >= end:
+                return -1
+            n = b[off]
+            if off + 1 + n > end:
+                return -1
+            args[name] = text(b + off + 1, n)
+            off += 1 + n
+        elif c[i] == P_SHORT:
+            if off + 2 > end:
+                return -1
+            args[name] = rd16(b + off)
+            off += 2
+        elif c[i] == P_LONG:
+            if off + 4 > end:
+                return -1
+            args[name] = rd32(b + off)
+            off += 4
+        elif c[i] == P_LONGLONG:
+            if off + 8 > end:
+                return -1
+            args[name] = rd64(b + off)
+            off += 8
+        elif c[i] == P_OCTET:
+            if off >= end:
+                return -1
+            args[name] = b[off]
+            off += 1
+        elif c[i] == P_TABLE:
+            o = off
+            v = table(b, &o, end, 0, rabbit)
+            if v is BAD:
+                return -1
+            args[name] = v
+            off = o
+        else:  # P_LONGSTR
+            if off + 4 > end:
+                return -1
+            o = rd32(b + off)
+            off += 4
+            if off + o > end:
+                return -1
+            args[name] = longstr(b + off, o)
+            off += o
+    return off
+
+
+# Plans by the identity of the spec object (generated tables live as long as the process); the
+# entry keeps the object so that its id cannot be reused.
+cdef dict METHOD_PLANS = {}
+cdef dict PROPERTY_PLANS = {}
+cdef int MAX_PROPERTY_PLANS = 4096  # codec_0_9: random flag words from corrupt data
+
+
+cdef object method_plan(spec):
+    entry = METHOD_PLANS.get(id(spec))
+    if entry is None or entry[0] is not spec:
+        entry = METHOD_PLANS[id(spec)] = (spec, plan_of(spec.fields))
+    return entry[1]
+
+
+cdef object property_plan(props, tuple words):
+    """(codes, names, bit names) of the properties the flag words say are present, or None if
+    a flag is set beyond the defined properties."""
+    per = PROPERTY_PLANS.get(id(props))
+    if per is None or per[0] is not props:
+        per = PROPERTY_PLANS[id(props)] = (props, {})
+    plans = per[1]
+    plan = plans.get(words)
+    if plan is not None:
+        return plan
+    present = []
+    cdef Py_ssize_t idx = 0, nprops = len(props)
+    cdef int bit
+    for flags in words:
+        for bit in range(15, 0, -1):
+            if flags & (1 << bit):
+                if idx >= nprops:
+                    return None
+                present.append(props[idx])
+            idx += 1
+    # A bit property is its flag alone: no value follows it.
+    fields = plan_of(tuple((n, t) for n, t in present if t != "bit"))
+    if fields is None:
+        return None
+    plan = (fields[0], fields[1], tuple(n for n, t in present if t == "bit"))
+    if len(plans) < MAX_PROPERTY_PLANS:
+        plans[words] = plan
+    return plan
+
+
+cdef object properties(props, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit):
+    """codec_0_9.decode_properties, or None if they do not decode."""
+    cdef uint16_t flags
+    cdef int nwords = 0
+    words = []
+    while True:
+        if off + 2 > end:
+            return None
+        flags = rd16(b + off)
+        off += 2
+        words.append(flags)
+        nwords += 1
+        if not flags & 1:
+            break
+        if nwords > 8:
+            return None
+    plan = property_plan(props, tuple(words))
+    if plan is None:
+        return None
+    out = {}
+    off = decode_fields(plan[0], plan[1], b, off, end, rabbit, out)
+    if off != end:  # also -1: does not decode
+        return None
+    for n in plan[2]:
+        out[n] = True
+    return out
+
+
+# --- the frame walker (Decoder09._frames and the frame methods it calls) ---------------------
+
+
+@cython.no_gc  # holds no reference back to itself: no cycle for the collector to find
+@cython.freelist(4)
+@cython.final
+cdef class Walk:
+    """What one call of ``frames`` reads of the decoder and the direction, read once: attribute
+    lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
+    a call into the reference, which may narrow a mid-stream version (``_use_version``)."""
+
+    cdef object dec, d, events, pending, frame_types, methods, properties, names, learner
+    cdef object packet, ts, base
+    cdef int direction
+    cdef Py_ssize_t frame_max, body_bytes
+    cdef bint rabbit, one_version, midstream
+
+    cdef start(self, dec, int direction, d):
+        self.dec = dec
+        self.d = d
+        self.direction = direction
+        self.events = dec.events
+        self.pending = dec.pending[direction]
+        self.names = dec.type_names
+        self.learner = dec.learner
+        self.body_bytes = dec.body_bytes
+        self.packet = d.packet
+        self.ts = d.ts
+        self.base = d.base
+        self.midstream = d.mid is not None
+        self.refresh()
+
+    cdef refresh(self):
+        dec = self.dec
+        self.frame_types = dec.frame_types
+        self.frame_max = dec.frame_max
+        self.methods = dec.methods
+        self.properties = dec.properties
+        self.rabbit = dec.rabbit
+        self.one_version = len(dec.candidates) == 1
+
+
+cdef end_content(Walk w, p, bint complete):
+    """StreamDecoder._end_content for a content with a method and no reason to report, with
+    Decoder09._content_view inlined."""
+    w.pending.pop(p.key, None)
+    m = p.method
+    size = p.size
+    w.events.append(
+        (
+            w.direction,
+            build(
+                CONTENT,
+                (
+                    w.packet,
+                    w.ts,
+                    p.offset,
+                    p.channel,
+                    m,
+                    m.class_id,
+                    p.props or {},
+                    size if size > 0 else 0,
+                    p.received,
+                    p.frames,
+                    p.hash.hexdigest(),
+                    p.head,
+                    complete,
+                    p.first_packet,
+                    p.header_packet,
+                    p.encoding,
+                    None,
+                    None,
+                ),
+            ),
+        )
+    )
+
+
+cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset,
+                  Py_ssize_t size):
+    """Decoder09._method_frame on the common path; anything else goes to the reference."""
+    dec = w.dec
+    cdef int direction = w.direction
+    if size < 4 or not w.one_version:
+        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        w.refresh()
+        return
+    cdef int cid = rd16(b + start), mid = rd16(b + start + 2)
+    found = w.methods.get((cid, mid))
+    if found is None:
+        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        w.refresh()
+        return
+    spec, dialect = found
+    plan = method_plan(spec)
+    args = {}
+    if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
+        # a dialect, or an anomaly: the reference decides
+        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max
+        return
+    if dialect:
+        args["$dialect"] = dialect
+    name = spec.name
+    content = spec.content
+    m = build(
+        METHOD, (w.packet, w.ts, offset, channel, cid, mid, name, args, spec.synchronous, content, size, None, None)
+    )
+    if w.midstream:
+        dec._fresh(direction, w.d, channel)
+    # StreamDecoder._method: secrets out, then the event, then what it tells of the connection
+    if name in SECRET_ARGS:
+        w.learner.redact(name, args)
+    w.events.append((direction, m))
+    learn = w.learner.handlers.get(name)
+    if learn is not None:
+        learn(direction, m)
+        if name == "connection.tune-ok" and (fm := w.learner.v.get("frame_max")):
+            dec._tuned(fm)
+            w.frame_max = dec.frame_max
+    pend = w.pending
+    p = pend.get(channel)
+    if p is not None:
+        dec._end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
+    if content:
+        # StreamDecoder._start_content (the entry was just ended if there was one)
+        pend[channel] = Pending(m, channel, channel, offset, w.packet)
+    elif name == "message.transfer" and "body" in args:
+        dec._inline_transfer(direction, m, buf, start + 4, end)
+
+
+cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
+    """Decoder09._header on the common path; anything else goes to the reference."""
+    p = w.pending.get(channel)
+    if p is None or p.props is not None or end - start < 14 or p.method is None:
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        return
+    cdef int cid = rd16(b + start)
+    if cid != p.method.class_id:
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        return
+    props = properties(w.properties.get(cid, ()), b, start + 12, end, w.rabbit)
+    if props is None:
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        return
+    cdef uint64_t body_size = rd64(b + start + 4)
+    p.props = props
+    p.size = body_size
+    p.header_packet = w.packet
+    if body_size == 0:
+        end_content(w, p, True)
+
+
+cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
+    """Decoder09._body_frame and StreamDecoder._body on the common path."""
+    p = w.pending.get(channel)
+    if p is None or p.props is None or p.method is None:
+        w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
+        return
+    cdef Py_ssize_t n = end - start, take
+    p.frames += 1
+    if n:
+        p.hash.update(PyBytes_FromStringAndSize(<const char *>(b + start), n))
+        head = p.head
+        take = w.body_bytes - len(head)
+        if take > 0:
+            p.head = head + PyBytes_FromStringAndSize(<const char *>(b + start), n if n < take else take)
+        p.received += n
+    received = p.received
+    size = p.size
+    if received >= size:
+        if received > size:
+            w.dec._anomaly(
+                w.direction,
+                offset,
+                "body-overrun",
+                f"{received} body bytes for a declared size of {size}",
+                channel,
+            )
+        end_content(w, p, received == size)
+
+
+def frames(dec, int direction, d, Py_ssize_t pos):
+    """Decoder09._frames: decode the whole frames of ``d.buf`` from ``pos``; where it stopped."""
+    buf = d.buf
+    cdef Py_ssize_t n = len(buf)
+    if n - pos < 7:
+        return pos
+    # A typed view: C reads of bytes or bytearray, and a bytearray cannot be resized under it.
+    cdef const uint8_t[::1] view = buf
+    cdef const uint8_t *b = &view[0]
+    cdef uint8_t ftype
+    cdef uint16_t channel
+    cdef uint32_t size
+    cdef Py_ssize_t end, start
+    cdef Walk w = Walk.__new__(Walk)
+    w.start(dec, direction, d)
+    while n - pos >= 7:
+        ftype = b[pos]
+        channel = rd16(b + pos + 1)
+        size = rd32(b + pos + 3)
+        if ftype not in w.frame_types or size > w.frame_max:
+            dec._bad_frame(direction, d, pos, ftype, channel, size)
+            return pos + 1
+        end = pos + 7 + size
+        if end >= n:
+            break
+        if b[end] != FRAME_END:
+            return dec._frames_reference(direction, d, pos)  # reports it, and resyncs
+        offset = w.base + pos
+        w.events.append(
+            (direction, build(FRAME, (w.packet, w.ts, offset, channel, ftype, w.names[ftype], size, size + 8)))
+        )
+        start = pos + 7
+        if ftype == 1:
+            method_frame(w, channel, buf, b, start, end, offset, size)
+        elif ftype == 3:
+            body_frame(w, channel, buf, b, start, end, offset)
+        elif ftype == 2:
+            header_frame(w, channel, buf, b, start, end, offset)
+        elif ftype == 8:
+            w.events.append((direction, build(HEARTBEAT, (w.packet, w.ts, offset, channel))))
+        # 4-7 (0-8 out-of-band and trace frames) are recorded as Frame events only.
+        pos = end + 1
+    return pos
+
+
+# --- the stream core's per-feed path (StreamDecoder.feed and _parse) --------------------------
+
+
+def feed(dec, int direction, data, offset, packet, ts):
+    """StreamDecoder.feed for the common case: in-order data, in sync; anything else (the
+    first data, a gap, an overlap, a resync or a skip in progress) goes to the reference."""
+    d = dec.dirs[direction]
+    buf = d.buf
+    if not data or d.base < 0 or d.resync or d.skip or offset != d.base + len(buf):
+        StreamDecoder.feed(dec, direction, data, offset, packet, ts)
+        return
+    d.packet = packet
+    d.ts = ts
+    pos = d.pos
+    if pos == len(buf):
+        d.base += pos
+        d.buf = data if type(data) is bytes else bytes(data)
+        d.pos = 0
+    else:
+        if type(buf) is not bytearray:
+            buf = d.buf = bytearray(buf)
+        buf += data
+    parse(dec, direction, d)
+    if d.marks and not d.resync:
+        d.marks = []
+        d.packet, d.ts = packet, ts
+
+
+cdef parse(dec, int direction, d):
+    """StreamDecoder._parse (final=False) with no skip pending."""
+    pos = d.pos
+    while not d.skip:
+        if d.resync:
+            pos = dec._find_boundary(direction, d, pos, False)
+            if pos < 0:
+                break
+        pos = frames(dec, direction, d, pos)
+        if not d.resync:
+            d.pos = pos
+            break
+    # Keep only the unparsed tail: never slice a big buffer per frame, never keep more than one
+    # frame (or, resynchronising, what may still start one).
+    buf = d.buf
+    pos = d.pos
+    n = len(buf)
+    if pos >= n:
+        d.base += n
+        d.buf = b""
+        d.pos = 0
+    elif type(buf) is not bytearray:
+        d.base += pos
+        d.buf = bytearray(buf[pos:])
+        d.pos = 0
+    elif pos > COMPACT_AT or pos * 2 > n or (d.resync and pos):
+        d.base += pos
+        del buf[:pos]
+        d.pos = 0

@@ -1,0 +1,274 @@
+"""The compiled frame walker (fast09) against the pure-Python reference, and how accel.py
+chooses between them.
+
+The rest of tests/amqp runs with both walkers (conftest.py); here the two are compared
+directly: identical events for damaged and valid streams (hypothesis), and identical tables
+for every shipped capture.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import struct
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from fixtures import amqp09 as A
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amqpcap import pipeline
+from amqpcap.amqp import accel, codec_0_9
+from amqpcap.amqp import spec as spec_tables
+from amqpcap.amqp.codec_0_9 import Decoder09
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(autouse=True)
+def walker():
+    """These tests choose the walker themselves (overrides conftest's two runs)."""
+    before = codec_0_9.compiled_in_use()
+    yield
+    codec_0_9.use_compiled(before)
+
+
+@pytest.fixture(scope="module")
+def fast09():
+    module, why = accel.current_build()
+    if module is None:
+        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(why)
+    return module
+
+
+# --- the choice ------------------------------------------------------------------------------
+
+
+class FakeBuild:
+    __file__ = "/x/fast09.cpython-311-x86_64-linux-gnu.so"
+
+    def __init__(self, stamp):
+        self.SOURCE_SHA256 = stamp
+
+
+def test_pure_env_var_selects_the_reference_even_with_a_current_build():
+    module, why = accel.choose({"AMQPCAP_PURE": "1"}, FakeBuild(accel.source_hash()))
+    assert module is None and "AMQPCAP_PURE" in why
+    assert accel.choose({"AMQPCAP_PURE": "0"}, FakeBuild(accel.source_hash()))[0] is not None
+
+
+def test_no_build_selects_the_reference():
+    module, why = accel.choose({}, None)
+    assert module is None and "not built" in why
+
+
+def test_a_build_from_other_sources_is_stale_and_not_used(tmp_path):
+    built = FakeBuild(accel.source_hash())
+    assert accel.choose({}, built)[0] is built
+    # an edited source next to the extension: its stamp no longer matches
+    for name in accel.SOURCES:
+        (tmp_path / name).write_bytes(open(os.path.join(accel.HERE, name), "rb").read())
+    assert accel.choose({}, built, str(tmp_path))[0] is built
+    with open(tmp_path / "codec_0_9.py", "a") as f:
+        f.write("# edited\n")
+    module, why = accel.choose({}, built, str(tmp_path))
+    assert module is None and "stale" in why and "pip install -e ." in why
+    # a missing source cannot be checked: not used either
+    os.remove(tmp_path / "fast09.pyx")
+    assert accel.choose({}, FakeBuild(accel.source_hash(str(tmp_path))), str(tmp_path))[0] is None
+
+
+def test_an_extension_that_does_not_load_is_not_used(monkeypatch):
+    import amqpcap.amqp
+
+    monkeypatch.setitem(sys.modules, "amqpcap.amqp.fast09", None)  # the import fails
+    monkeypatch.delattr(amqpcap.amqp, "fast09", raising=False)
+    assert accel.built() is None
+    module, why = accel.choose({}, accel.Broken(ImportError("cannot import name 'Pending'")))
+    assert module is None and "stale" in why
+
+
+def test_a_stale_build_is_reported_in_one_line_on_stderr(fast09, monkeypatch, capsys):
+    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
+    monkeypatch.setattr(accel, "_choice", None)
+    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE: "0" * 64)
+    assert accel.select() is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("amqpcap: warning: pure Python (compiled decoder is stale")
+
+
+def _active(env: dict) -> str:
+    code = "from amqpcap.amqp import accel, codec_0_9; print(codec_0_9.compiled_in_use(), accel.describe())"
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+
+
+def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fast09):
+    r = _active({})
+    assert r.stdout.startswith("True compiled (fast09") and r.stderr == ""
+    r = _active({"AMQPCAP_PURE": "1"})
+    assert r.stdout.startswith("False pure Python (AMQPCAP_PURE is set)") and r.stderr == ""
+
+
+# --- same events -----------------------------------------------------------------------------
+
+VERSIONS = ("0-8", "0-9", "0-9-1")
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+short_text = text.filter(lambda s: len(s.encode()) <= 255)
+FIELD_VALUES = {
+    "bit": st.booleans(),
+    "octet": st.integers(0, 255),
+    "short": st.integers(0, 2**16 - 1),
+    "long": st.integers(0, 2**32 - 1),
+    "longlong": st.integers(0, 2**64 - 1),
+    "timestamp": st.integers(0, 2**64 - 1),
+    "shortstr": short_text,
+    "longstr": st.binary(max_size=20) | text,
+    "content": st.binary(max_size=20),
+}
+# table values of every type letter (the encoder infers or is told the letter)
+TABLE_VALUES = st.recursive(
+    st.one_of(
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False),
+        text,
+        st.binary(max_size=10),
+        st.none(),
+        st.sampled_from([A.Typed("f", 1.5), A.Typed("b", -3), A.Typed("U", -300), A.Typed("T", 2**40)]),
+        st.sampled_from([A.Typed("u", 7), A.Typed("i", 2**32 - 1), A.Typed("L", -1), A.Typed("B", 200)]),
+    ),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(short_text, kids, max_size=3),
+    max_leaves=8,
+)
+TABLES = st.dictionaries(short_text, TABLE_VALUES, max_size=4)
+
+
+@st.composite
+def method_frame(draw, version):
+    ms = A.methods(version)
+    cid, mid, spec = ms[draw(st.sampled_from(sorted(ms)))]
+    values = {f: draw(TABLES if t == "table" else FIELD_VALUES[t]) for f, t in spec.fields}
+    return A.frame(
+        1, draw(st.integers(0, 2)), struct.pack(">HH", cid, mid) + A.encode_fields(spec.fields, values)
+    )
+
+
+@st.composite
+def content(draw, version):
+    channel = draw(st.integers(1, 2))
+    props = {}
+    for name, t in spec_tables.get(version).PROPERTIES[60]:
+        if draw(st.booleans()):
+            props[name] = draw(TABLES if t == "table" else FIELD_VALUES.get(t, st.just(True)))
+    method = A.method_frame(
+        channel, "basic.deliver", version, consumer_tag="c", delivery_tag=1, routing_key="k"
+    )
+    body = draw(st.binary(max_size=200))
+    return A.content(channel, method, body, props, frame_body=draw(st.integers(1, 64)), version=version)
+
+
+@st.composite
+def damaged_streams(draw):
+    version = draw(st.sampled_from(VERSIONS))
+    frames = draw(
+        st.lists(
+            st.one_of(method_frame(version), content(version), st.just(A.heartbeat())), min_size=1, max_size=8
+        )
+    )
+    data = bytearray(b"".join(frames))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, max(len(data) - 1, 0)))
+        op = draw(st.sampled_from(("flip", "insert", "delete")))
+        if op == "flip" and data:
+            data[at] ^= draw(st.integers(1, 255))
+        elif op == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=12))
+        else:
+            del data[at : at + draw(st.integers(1, 12))]
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(len(data) - 1, 1)), max_size=6))))
+    chunks = [bytes(data[a:b]) for a, b in zip([0] + cuts, cuts + [len(data)]) if b > a]
+    return version, chunks
+
+
+def events(compiled: bool, version: str, chunks, **kw) -> list:
+    codec_0_9.use_compiled(compiled)
+    dec = Decoder09(version, **kw)
+    out = []
+    off = 0
+    for i, c in enumerate(chunks):
+        dec.feed(i % 2, c, off, i + 1, i * 1000)
+        off += len(c) if i % 2 else 0
+        out += dec.pop_events()
+    dec.finish(len(chunks) + 1, len(chunks) * 1000)
+    out += dec.pop_events()
+    return [repr(e) for e in out]  # repr: a NaN in a table compares equal to itself
+
+
+@FUZZ
+@given(damaged_streams(), st.booleans(), st.booleans(), st.sampled_from([0, 5, 64]))
+def test_compiled_and_reference_emit_identical_events(fast09, stream, rabbit, infer, body_bytes):
+    version, chunks = stream
+    kw = dict(rabbit_tables=rabbit, infer=infer, body_bytes=body_bytes)
+    assert events(True, version, chunks, **kw) == events(False, version, chunks, **kw)
+
+
+@FUZZ
+@given(st.sampled_from(VERSIONS), st.binary(max_size=600), st.booleans())
+def test_compiled_and_reference_agree_on_random_bytes(fast09, version, data, rabbit):
+    frames = A.frame(1, 1, data[:-1]) + data if data else b""
+    kw = dict(rabbit_tables=rabbit)
+    assert events(True, version, [frames], **kw) == events(False, version, [frames], **kw)
+
+
+@pytest.mark.parametrize(
+    "capture", sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap"))), ids=os.path.basename
+)
+def test_compiled_and_reference_write_identical_tables_for_every_capture(fast09, capture, tmp_path):
+    tables = {}
+    for compiled in (False, True):
+        codec_0_9.use_compiled(compiled)
+        out = tmp_path / str(compiled)
+        pipeline.dissect([capture], str(out), frames=True)
+        tables[compiled] = {p.name: pq.read_table(p) for p in sorted(out.rglob("*.parquet"))}
+    assert tables[True].keys() == tables[False].keys() and tables[True]
+    for name, t in tables[False].items():
+        assert t.num_rows == tables[True][name].num_rows, name
+        assert t.equals(tables[True][name]), name
+
+
+def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypatch):
+    """Not a walker that hands everything to the reference (the comparisons above would pass)."""
+
+    def reference(*args):
+        raise AssertionError("the reference was called for a well-formed frame")
+
+    for name in ("_frames_reference", "_method_frame", "_header", "_body_frame", "_end_content"):
+        monkeypatch.setattr(Decoder09, name, reference)
+    data = (
+        A.method_frame(1, "basic.publish", exchange="e", routing_key="r")
+        + A.header_frame(
+            1, 60, 5, {"content-type": "t", "headers": {"a": 1.5, "b": [1, "x"], "c": {"d": None}}}
+        )
+        + A.body_frame(1, b"ab")
+        + A.body_frame(1, b"cde")
+        + A.heartbeat()
+    )
+    codec_0_9.use_compiled(True)
+    dec = Decoder09()
+    dec.feed(0, data, 0, 1, 0)
+    content = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
+    assert len(content) == 1 and content[0].complete and content[0].body == b"abcde"
+    assert content[0].properties == {
+        "content-type": "t",
+        "headers": {"a": 1.5, "b": [1, "x"], "c": {"d": None}},
+    }
