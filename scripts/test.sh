@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
-# System packages: tshark (differential tests against Wireshark's dissector), tcpdump
+# System packages: gcc + python3-dev (the optional compiled decoder), tshark (differential tests against Wireshark's dissector), tcpdump
 # (a real loopback capture read back by our reader), rabbitmq-server (amqpcap live against a real
 # broker on loopback), capsh (libcap2-bin: live without capture privilege, as root).
 # Python packages go into .venv.
@@ -14,6 +14,9 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v capsh >/dev/null 2>&1 || need+=(libcap2-bin)
+# gcc and the Python headers build the optional compiled decoder (setup.py); the tests run it
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing ${need[*]} (apt)"
@@ -27,6 +30,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test,spark]"
+.venv/bin/python -c 'from amqpcap.amqp import accel; print("0-9 decoder:", accel.describe())'
 # lint and format (pyproject.toml [tool.ruff]): a finding fails the run before the tests
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .

@@ -218,11 +218,15 @@ def test_force_over_an_existing_file_leaves_no_old_copy(tmp_path):
 # -- --version and --help --------------------------------------------------------------------
 
 
-def test_version():
+def test_version_names_the_decoder_that_runs():
     from amqpcap import __version__
+    from amqpcap.amqp import accel
 
     r = run("--version")
-    assert r.returncode == 0 and r.stdout.strip() == f"amqpcap {__version__}"
+    assert r.returncode == 0
+    assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: {accel.describe()})"
+    r = run("--version", env={**os.environ, "AMQPCAP_PURE": "1"})
+    assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: pure Python (AMQPCAP_PURE is set))"
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)

@@ -80,6 +80,20 @@ _ANALYSE_HELP = (
 )
 
 
+class _Version(argparse.Action):
+    """``--version``: the version and which 0-8/0-9/0-9-1 decoder runs (compiled or pure Python,
+    and why), decided only when asked (the check imports the extension and hashes its sources)."""
+
+    def __init__(self, option_strings, dest, **kw) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from amqpcap.amqp import accel
+
+        print(f"amqpcap {__version__} (0-9 decoder: {accel.describe()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="amqpcap",
@@ -87,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_TABLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"amqpcap {__version__}")
+    p.add_argument("--version", action=_Version, help="show the version and which 0-9 decoder runs, and exit")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
 
     d = add_command(
