@@ -101,6 +101,170 @@ cdef inline object get(object obj, Py_ssize_t off, str name):
     return <object>v
 
 
+# JSON: rows.to_json's text (the C encoder of the json module, ensure_ascii=False, compact
+# separators, bytes as {"$b64": ...} by rows._json_default) written straight into one buffer for
+# the values decoded arguments and properties are made of: dicts with str keys, lists, str, int,
+# float, bool, None, bytes.  Anything else (a subclass, a memoryview, a non-str key, deeper than
+# MAX_DEPTH) makes the whole value go to rows' encoder instead: the text is the same either way.
+cdef extern from *:
+    """
+    typedef struct { char *p; Py_ssize_t n, cap; char small[1024]; } amqpcap_jbuf;
+
+    static int amqpcap_jreserve(amqpcap_jbuf *b, Py_ssize_t more) {
+        if (b->n + more <= b->cap) return 0;
+        Py_ssize_t cap = b->cap * 2;
+        while (cap < b->n + more) cap *= 2;
+        char *p = (b->p == b->small) ? PyMem_Malloc(cap) : PyMem_Realloc(b->p, cap);
+        if (p == NULL) { PyErr_NoMemory(); return -1; }
+        if (b->p == b->small) memcpy(p, b->small, b->n);
+        b->p = p; b->cap = cap;
+        return 0;
+    }
+    static int amqpcap_jput(amqpcap_jbuf *b, const char *s, Py_ssize_t n) {
+        if (amqpcap_jreserve(b, n) < 0) return -1;
+        memcpy(b->p + b->n, s, n); b->n += n;
+        return 0;
+    }
+    static int amqpcap_jquoted(amqpcap_jbuf *b, const char *u, Py_ssize_t n) {
+        static const char hex[] = "0123456789abcdef";
+        if (amqpcap_jreserve(b, n * 6 + 2) < 0) return -1;
+        char *o = b->p + b->n;
+        *o++ = '"';
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)u[i];
+            if (c >= 0x20 && c != '"' && c != '\\\\') { *o++ = (char)c; continue; }
+            *o++ = '\\\\';
+            switch (c) {
+            case '"': *o++ = '"'; break;
+            case '\\\\': *o++ = '\\\\'; break;
+            case '\\b': *o++ = 'b'; break;
+            case '\\f': *o++ = 'f'; break;
+            case '\\n': *o++ = 'n'; break;
+            case '\\r': *o++ = 'r'; break;
+            case '\\t': *o++ = 't'; break;
+            default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = hex[c >> 4]; *o++ = hex[c & 15];
+            }
+        }
+        *o++ = '"';
+        b->n = o - b->p;
+        return 0;
+    }
+    /* 0: written; 1: not a value written here (the caller encodes the whole value otherwise);
+       -1: error set. */
+    static int amqpcap_jstr(amqpcap_jbuf *b, PyObject *s) {
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+        if (u == NULL) { PyErr_Clear(); return 1; }  /* a lone surrogate: the json module's job */
+        return amqpcap_jquoted(b, u, n);
+    }
+    static int amqpcap_jb64(amqpcap_jbuf *b, const unsigned char *d, Py_ssize_t n) {
+        static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        if (amqpcap_jreserve(b, (n + 2) / 3 * 4 + 12) < 0) return -1;
+        char *o = b->p + b->n;
+        memcpy(o, "{\\"$b64\\":\\"", 9); o += 9;
+        Py_ssize_t i = 0;
+        for (; i + 2 < n; i += 3) {
+            unsigned v = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2];
+            *o++ = al[v >> 18]; *o++ = al[(v >> 12) & 63]; *o++ = al[(v >> 6) & 63]; *o++ = al[v & 63];
+        }
+        if (n - i == 1) {
+            unsigned v = d[i] << 16;
+            *o++ = al[v >> 18]; *o++ = al[(v >> 12) & 63]; *o++ = '='; *o++ = '=';
+        } else if (n - i == 2) {
+            unsigned v = (d[i] << 16) | (d[i + 1] << 8);
+            *o++ = al[v >> 18]; *o++ = al[(v >> 12) & 63]; *o++ = al[(v >> 6) & 63]; *o++ = '=';
+        }
+        *o++ = '"'; *o++ = '}';
+        b->n = o - b->p;
+        return 0;
+    }
+    static int amqpcap_jvalue(amqpcap_jbuf *b, PyObject *o, int depth) {
+        int r;
+        if (depth > 64) return 1;
+        if (PyUnicode_CheckExact(o)) return amqpcap_jstr(b, o);
+        if (o == Py_None) return amqpcap_jput(b, "null", 4);
+        if (o == Py_True) return amqpcap_jput(b, "true", 4);
+        if (o == Py_False) return amqpcap_jput(b, "false", 5);
+        if (PyLong_CheckExact(o)) {
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow) return 1;
+            if (v == -1 && PyErr_Occurred()) return -1;
+            char t[24];
+            int k = snprintf(t, sizeof t, "%lld", v);
+            return amqpcap_jput(b, t, k);
+        }
+        if (PyFloat_CheckExact(o)) {
+            double d = PyFloat_AS_DOUBLE(o);
+            if (d != d) return amqpcap_jput(b, "NaN", 3);
+            if (d == Py_HUGE_VAL) return amqpcap_jput(b, "Infinity", 8);
+            if (d == -Py_HUGE_VAL) return amqpcap_jput(b, "-Infinity", 9);
+            char *t = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+            if (t == NULL) return -1;
+            r = amqpcap_jput(b, t, strlen(t));
+            PyMem_Free(t);
+            return r;
+        }
+        if (PyDict_CheckExact(o)) {
+            PyObject *k, *v;
+            Py_ssize_t pos = 0;
+            int first = 1;
+            if (amqpcap_jput(b, "{", 1) < 0) return -1;
+            while (PyDict_Next(o, &pos, &k, &v)) {
+                if (!PyUnicode_CheckExact(k)) return 1;
+                if (!first && amqpcap_jput(b, ",", 1) < 0) return -1;
+                first = 0;
+                if ((r = amqpcap_jstr(b, k)) != 0) return r;
+                if (amqpcap_jput(b, ":", 1) < 0) return -1;
+                if ((r = amqpcap_jvalue(b, v, depth + 1)) != 0) return r;
+            }
+            return amqpcap_jput(b, "}", 1);
+        }
+        if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+            PyObject **items = PySequence_Fast_ITEMS(o);
+            if (amqpcap_jput(b, "[", 1) < 0) return -1;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (i && amqpcap_jput(b, ",", 1) < 0) return -1;
+                if ((r = amqpcap_jvalue(b, items[i], depth + 1)) != 0) return r;
+            }
+            return amqpcap_jput(b, "]", 1);
+        }
+        if (PyBytes_CheckExact(o))
+            return amqpcap_jb64(b, (const unsigned char *)PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
+        if (PyByteArray_CheckExact(o))
+            return amqpcap_jb64(b, (const unsigned char *)PyByteArray_AS_STRING(o), PyByteArray_GET_SIZE(o));
+        return 1;
+    }
+    /* The JSON text of o; None if it is not a value written here; NULL: error set. */
+    static PyObject *amqpcap_json(PyObject *o) {
+        amqpcap_jbuf b;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        int r = amqpcap_jvalue(&b, o, 0);
+        PyObject *out = r == 0 ? PyUnicode_DecodeUTF8(b.p, b.n, NULL) : NULL;
+        if (b.p != b.small) PyMem_Free(b.p);
+        if (r == 1) Py_RETURN_NONE;
+        return out;
+    }
+    """
+    object amqpcap_json(object o)
+
+
+cdef object to_json(object o):
+    """rows.to_json(o)."""
+    if o is None:
+        return None
+    text = amqpcap_json(o)
+    if text is None:
+        return encode(o)
+    return text
+
+
+def json_text(o):
+    """to_json as the compiled builders write it (for the tests: rows.to_json's text)."""
+    return to_json(o)
+
+
 # Converters of the fill plans, by code (the reference's functions, recognised by identity).
 cdef enum:
     CALL = 0
@@ -185,7 +349,7 @@ cdef inline object convert(int code, object conv, object v):
     if code == TO_MSG_TS:
         return msg_ts(v)
     if code == TO_TABLE_JSON:
-        return encode(v) if v is not None else None
+        return to_json(v)
     return conv(v)
 
 
@@ -307,7 +471,7 @@ def method_row(capture, stream, direction, m, version):
         put(row, M_FAILING_COL, failing(version, a))
     put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
     put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
-    put(row, M_ARGUMENTS_COL, encode(a))
+    put(row, M_ARGUMENTS_COL, to_json(a))
     return row
 
 
@@ -376,7 +540,7 @@ def message_row(capture, stream, direction, c, version):
     for i in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES):
         init(row, i, None)
     i = FIRST_PROPERTY + N_PROPERTIES
-    init(row, i, encode(p))
+    init(row, i, to_json(p))
     init(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
     init(row, i + 2, get(c, C_RECEIVED, "body_received"))
     init(row, i + 3, get(c, C_FRAMES, "body_frames"))
