@@ -125,7 +125,9 @@ def test_use_compiled_switches_the_builders_the_pipeline_calls(fastrows):
 @pytest.mark.parametrize(
     "capture", sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap"))), ids=os.path.basename
 )
-def test_compiled_and_reference_build_identical_rows_for_every_capture(fastrows, capture, tmp_path, monkeypatch):
+def test_compiled_and_reference_build_identical_rows_for_every_capture(
+    fastrows, capture, tmp_path, monkeypatch
+):
     seen = {"methods": 0, "messages": 0}
 
     def checked(table, reference, compiled):
@@ -138,7 +140,9 @@ def test_compiled_and_reference_build_identical_rows_for_every_capture(fastrows,
 
         return build
 
-    monkeypatch.setattr(rows, "method_row", checked("methods", rows.method_row_reference, fastrows.method_row))
+    monkeypatch.setattr(
+        rows, "method_row", checked("methods", rows.method_row_reference, fastrows.method_row)
+    )
     monkeypatch.setattr(
         rows, "message_row", checked("messages", rows.message_row_reference, fastrows.message_row)
     )
@@ -262,7 +266,9 @@ def test_compiled_and_reference_method_rows_are_identical_for_odd_arguments(fast
 
 @FUZZ
 @given(contents(), st.sampled_from([0, 1]), VERSIONS)
-def test_compiled_and_reference_message_rows_are_identical_for_odd_properties(fastrows, c, direction, version):
+def test_compiled_and_reference_message_rows_are_identical_for_odd_properties(
+    fastrows, c, direction, version
+):
     args = ("cap", None, direction, c, version)
     assert outcome(fastrows.message_row, *args) == outcome(rows.message_row_reference, *args)
 
@@ -349,9 +355,11 @@ JSON_VALUES = st.recursive(
     SCALARS
     | st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=8)
     | st.sampled_from(["\ud800", "\\", '"', "\x7f\x1f\b\f\n\r\t", float("nan"), float("-inf"), -0.0, 1e300]),
-    lambda kids: st.lists(kids, max_size=4)
-    | st.lists(kids, max_size=3).map(tuple)
-    | st.dictionaries(st.text(max_size=4) | st.sampled_from([1, None, True, 2.5]), kids, max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.lists(kids, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4) | st.sampled_from([1, None, True, 2.5]), kids, max_size=4)
+    ),
     max_leaves=12,
 )
 

@@ -90,7 +90,10 @@ def choose(env: dict, module, directory: str = HERE, ext: str = "fast09") -> tup
     # fast09's hash with one argument: the tests replace source_hash by a one-argument stub
     want = source_hash(directory) if x.sources is SOURCES else source_hash(directory, x.sources)
     if want is None or built != want:
-        return None, f"pure Python (compiled {x.what} is stale: its sources changed; rebuild: pip install -e .)"
+        return (
+            None,
+            f"pure Python (compiled {x.what} is stale: its sources changed; rebuild: pip install -e .)",
+        )
     return module, f"compiled ({os.path.basename(module.__file__)})"
 
 
