@@ -94,6 +94,26 @@ def test_a_row_builder_built_from_other_sources_is_stale_and_not_used(tmp_path):
     assert accel.source_hash() != accel.source_hash(ROWS_DIR, ROWS_SOURCES)
 
 
+def test_a_stale_row_builder_is_reported_in_one_line_on_stderr(fastrows, monkeypatch, capsys):
+    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
+    monkeypatch.setattr(accel, "_choice", None)
+    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE, sources=accel.SOURCES: "0" * 64)
+    assert accel.select("fastrows") is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("amqpcap: warning: pure Python (compiled row builder is stale")
+
+
+def test_a_row_builder_that_does_not_load_is_not_used(monkeypatch):
+    import amqpcap.records
+
+    monkeypatch.setitem(sys.modules, "amqpcap.records.fastrows", None)  # the import fails
+    monkeypatch.delattr(amqpcap.records, "fastrows", raising=False)
+    assert accel.built("fastrows") is None
+    module, why = accel.choose({}, accel.Broken(ImportError("x"), "fastrows"), ROWS_DIR, "fastrows")
+    assert module is None and "row builder is stale" in why
+
+
 def _active(env: dict):
     code = "from amqpcap.records import rows; from amqpcap.amqp import accel; "
     code += "print(rows.compiled_in_use(), accel.describe())"
