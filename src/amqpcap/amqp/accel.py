@@ -41,13 +41,11 @@ MODULE = "amqpcap.amqp.fast09"
 
 class Extension:
     """One optional extension: its module, what it is called in messages, where its sources
-    are (``directory``) and which files it is built from (``sources``, relative to it).
-    ``user``: the module that selects it at import and that it imports itself, imported first
-    (else the extension, half imported, would be judged by its user)."""
+    are (``directory``) and which files it is built from (``sources``, relative to it)."""
 
-    def __init__(self, name, module, what, directory, sources, user=None) -> None:
+    def __init__(self, name: str, module: str, what: str, directory: str, sources: tuple) -> None:
         self.name, self.module, self.what = name, module, what
-        self.directory, self.sources, self.user = directory, sources, user
+        self.directory, self.sources = directory, sources
 
 
 # Every extension, by short name (setup.py builds them, describe() names them, in this order).
@@ -58,8 +56,7 @@ EXTENSIONS = {
         "amqpcap.records.fastrows",
         "row builder",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastrows.pyx", "rows.py"),
-        "amqpcap.records.rows",
+        ("fastrows.pyx", "rows.py", "schema.py"),
     ),
 }
 
@@ -99,10 +96,7 @@ def choose(env: dict, module, directory: str = HERE, ext: str = "fast09") -> tup
 
 def built(ext: str = "fast09"):
     """The compiled extension module, or None if it is not built (or cannot be loaded)."""
-    x = EXTENSIONS[ext]
-    name = x.module
-    if x.user is not None:
-        importlib.import_module(x.user)
+    name = EXTENSIONS[ext].module
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:

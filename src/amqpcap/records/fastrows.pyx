@@ -24,7 +24,6 @@ import dataclasses
 
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Content, Method
-from amqpcap.records import rows as R
 
 cdef extern from *:
     """
@@ -262,6 +261,8 @@ cdef object to_json(object o):
 
 def json_text(o):
     """to_json as the compiled builders write it (for the tests: rows.to_json's text)."""
+    if R is None:
+        bind()
     return to_json(o)
 
 
@@ -276,19 +277,12 @@ cdef enum:
     TO_MSG_TS = 6
     TO_TABLE_JSON = 7
 
-CODES = {
-    R._s: TO_S,
-    R._i: TO_I,
-    R._b: TO_B,
-    R._tag: TO_TAG,
-    R._short: TO_SHORT,
-    R._msg_ts: TO_MSG_TS,
-    R._table_json: TO_TABLE_JSON,
-}
-cdef object encode = R._encode
-cdef object reply_code_info = _spec.reply_code_info
-cdef object failing = R._failing
-cdef frozenset SUBSCRIPTION_DEST = frozenset(R._SUBSCRIPTION_DEST)
+# rows.py's parts, bound at the first row (not at import: rows.py imports this module to decide
+# which builders run, and a module half imported cannot be judged).
+cdef object R = None
+cdef dict CODES
+cdef object encode, reply_code_info, failing
+cdef frozenset SUBSCRIPTION_DEST
 cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
 
 
@@ -400,15 +394,45 @@ cdef inline void put(tuple row, Py_ssize_t i, object v):
     Py_XDECREF(old)
 
 
-cdef Py_ssize_t N_METHOD = len(R._METHOD_COLUMNS)
-cdef Py_ssize_t N_HEAD = len(R._METHOD_HEAD)
-cdef Py_ssize_t M_EXCHANGE_COL = R._M_EXCHANGE, M_CONSUMER_TAG_COL = R._M_CONSUMER_TAG
-cdef Py_ssize_t M_REPLY_NAME_COL = R._M_REPLY_NAME, M_FAILING_COL = R._M_FAILING
-cdef Py_ssize_t M_COMMAND_COL = R._M_COMMAND_ID, M_ANSWERS_COL = R._M_ANSWERS
-cdef Py_ssize_t M_ARGUMENTS_COL = R._M_ARGUMENTS
-cdef tuple DIRS = tuple(R.DIRS)
+cdef Py_ssize_t N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
+cdef Py_ssize_t M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL
+cdef Py_ssize_t N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+cdef tuple DIRS
 
-assert N_HEAD == 14, "rows._METHOD_HEAD changed: update fastrows.pyx"
+
+cdef int bind() except -1:
+    global R, CODES, encode, reply_code_info, failing, SUBSCRIPTION_DEST, DIRS
+    global N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
+    global M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL, N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+    from amqpcap.records import rows
+
+    CODES = {
+        rows._s: TO_S,
+        rows._i: TO_I,
+        rows._b: TO_B,
+        rows._tag: TO_TAG,
+        rows._short: TO_SHORT,
+        rows._msg_ts: TO_MSG_TS,
+        rows._table_json: TO_TABLE_JSON,
+    }
+    encode = rows._encode
+    reply_code_info = _spec.reply_code_info
+    failing = rows._failing
+    SUBSCRIPTION_DEST = frozenset(rows._SUBSCRIPTION_DEST)
+    DIRS = tuple(rows.DIRS)
+    N_METHOD = len(rows._METHOD_COLUMNS)
+    N_HEAD = len(rows._METHOD_HEAD)
+    M_EXCHANGE_COL, M_CONSUMER_TAG_COL = rows._M_EXCHANGE, rows._M_CONSUMER_TAG
+    M_REPLY_NAME_COL, M_FAILING_COL = rows._M_REPLY_NAME, rows._M_FAILING
+    M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows._M_COMMAND_ID, rows._M_ANSWERS, rows._M_ARGUMENTS
+    N_MESSAGE = len(rows.COLUMNS["messages"])
+    FIRST_PROPERTY = rows._MSG_FIRST_PROPERTY
+    N_PROPERTIES = len(rows._MESSAGE_PROPERTIES)
+    # the positions written by hand below
+    if N_HEAD != 14 or FIRST_PROPERTY != 15 or N_MESSAGE != FIRST_PROPERTY + N_PROPERTIES + 9:
+        raise ImportError("records/schema.py METHODS / MESSAGES changed: update fastrows.pyx")
+    R = rows
+    return 0
 
 
 cdef inline object direction_name(object direction):
@@ -424,6 +448,8 @@ def method_row(capture, stream, direction, m, version):
     cdef Plan plan
     cdef Py_ssize_t i, j
     cdef tuple row
+    if R is None:
+        bind()
     if not DIRECT or type(m) is not Method:
         return R.method_row_reference(capture, stream, direction, m, version)
     a = get(m, M_ARGS, "args")
@@ -475,14 +501,6 @@ def method_row(capture, stream, direction, m, version):
     return row
 
 
-cdef Py_ssize_t N_MESSAGE = len(R.COLUMNS["messages"])
-cdef Py_ssize_t FIRST_PROPERTY = R._MSG_FIRST_PROPERTY
-cdef Py_ssize_t N_PROPERTIES = len(R._MESSAGE_PROPERTIES)
-assert FIRST_PROPERTY == 15 and N_MESSAGE == FIRST_PROPERTY + N_PROPERTIES + 9, (
-    "records/schema.py MESSAGES changed: update fastrows.pyx"
-)
-
-
 cdef inline object dget(dict d, object key, object default):
     cdef PyObject *v = PyDict_GetItem(d, key)
     return default if v is NULL else <object>v
@@ -493,6 +511,8 @@ def message_row(capture, stream, direction, c, version):
     cdef Plan fill
     cdef Py_ssize_t j, i
     cdef tuple row
+    if R is None:
+        bind()
     if not DIRECT or type(c) is not Content:
         return R.message_row_reference(capture, stream, direction, c, version)
     method = get(c, C_METHOD, "method")
