@@ -132,6 +132,13 @@ def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fa
     )
 
 
+def test_importing_the_extension_first_does_not_change_the_choice(fastrows):
+    code = "import amqpcap.records.fastrows; from amqpcap.records import rows; print(rows.compiled_in_use())"
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert (r.stdout, r.stderr) == ("True\n", "")
+
+
 def test_use_compiled_switches_the_builders_the_pipeline_calls(fastrows):
     rows.use_compiled(True)
     assert rows.method_row is fastrows.method_row and rows.message_row is fastrows.message_row
