@@ -1,10 +1,11 @@
-"""Optional compiled decoder: src/amqpcap/amqp/fast09.pyx, built by Cython when it and a C compiler
-are there (pyproject.toml lists Cython as a build requirement).  Without them the install still
-succeeds, with a warning, and amqpcap runs its pure-Python decoder (amqpcap/amqp/accel.py
+"""Optional compiled extensions (amqpcap/amqp/accel.py EXTENSIONS): the 0-9 decoder
+src/amqpcap/amqp/fast09.pyx and the row builders src/amqpcap/records/fastrows.pyx, built by Cython
+when it and a C compiler are there (pyproject.toml lists Cython as a build requirement).  Without
+them the install still succeeds, with a warning, and amqpcap runs its pure-Python code (accel.py
 decides at run time, ``AMQPCAP_PURE=1`` forces pure Python).
 
-The extension is stamped with the hash of the sources it mirrors (accel.SOURCES), so that an
-edited source is never silently shadowed by an old build; ``AMQPCAP_PURE_BUILD=1`` skips it.
+Each extension is stamped with the hash of the sources it mirrors (its accel ``sources``), so that
+an edited source is never silently shadowed by an old build; ``AMQPCAP_PURE_BUILD=1`` skips them.
 """
 
 import importlib.util
@@ -19,15 +20,15 @@ AMQP = os.path.join(HERE, "src", "amqpcap", "amqp")
 
 
 def warn(msg: str) -> None:
-    print(f"WARNING: amqpcap compiled decoder not built ({msg}); amqpcap runs pure Python", file=sys.stderr)
+    print(f"WARNING: amqpcap compiled code not built ({msg}); amqpcap runs pure Python", file=sys.stderr)
 
 
-def source_hash() -> str:
+def load_accel():
     # accel.py by path: the package itself is not importable while it is being built
     spec = importlib.util.spec_from_file_location("amqpcap_accel", os.path.join(AMQP, "accel.py"))
     accel = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(accel)
-    return accel.source_hash(AMQP)
+    return accel
 
 
 class OptionalBuildExt(build_ext):
@@ -62,15 +63,17 @@ def extensions() -> list:
     except ImportError as e:
         warn(f"Cython missing: {e}")
         return []
-    ext = Extension(
-        "amqpcap.amqp.fast09",
-        [os.path.join("src", "amqpcap", "amqp", "fast09.pyx")],
-        define_macros=[("AMQPCAP_SOURCE_SHA256", f'"{source_hash()}"')],
-        optional=True,
-    )
+    accel = load_accel()
+    exts = []
+    for x in accel.EXTENSIONS.values():
+        pyx = os.path.relpath(os.path.join(x.directory, x.sources[0]), HERE)
+        stamp = accel.source_hash(x.directory, x.sources)
+        exts.append(
+            Extension(x.module, [pyx], define_macros=[("AMQPCAP_SOURCE_SHA256", f'"{stamp}"')], optional=True)
+        )
     try:
         # force: the stamp changes with the Python sources too, which Cython does not track
-        return cythonize([ext], language_level=3, quiet=True, force=True)
+        return cythonize(exts, language_level=3, quiet=True, force=True)
     except Exception as e:
         warn(f"cythonize failed: {e}")
         return []

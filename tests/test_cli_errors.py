@@ -226,7 +226,8 @@ def test_version_names_the_decoder_that_runs():
     assert r.returncode == 0
     assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: {accel.describe()})"
     r = run("--version", env={**os.environ, "AMQPCAP_PURE": "1"})
-    assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: pure Python (AMQPCAP_PURE is set))"
+    pure = "pure Python (AMQPCAP_PURE is set)"
+    assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: {pure}; row builder: {pure})"
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)

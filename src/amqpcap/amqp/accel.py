@@ -1,19 +1,26 @@
-"""Which implementation of the 0-8 / 0-9 / 0-9-1 decode hot path runs: compiled or pure Python.
+"""Which implementations of the hot paths run: compiled or pure Python.
 
-``fast09`` (fast09.pyx) is an optional Cython extension that walks the frames of a direction
-buffer (``Decoder09._frames``) with typed C code: frame headers, method arguments, content
-headers, field tables, body frames.  setup.py builds it when Cython and a C compiler are there;
-without them the install still succeeds and the pure-Python code runs (aiohttp / msgpack /
-PyYAML style).  The pure-Python code in codec_0_9.py stays the reference: the compiled walker
-decodes only well-formed frames itself and hands every other frame to it, so anomalies are the
-reference's by construction.
+Two optional Cython extensions, each a typed twin of pure-Python code that stays the reference:
 
-This module is the one place that decides (``select``); codec_0_9 asks it once at import:
+* ``fast09`` (amqp/fast09.pyx), the 0-8 / 0-9 / 0-9-1 decode hot path: it walks the frames of
+  a direction buffer (``Decoder09._frames``) with typed C code: frame headers, method
+  arguments, content headers, field tables, body frames.  It decodes only well-formed frames
+  itself and hands every other frame to the reference (codec_0_9.py), so anomalies are the
+  reference's by construction.
+* ``fastrows`` (records/fastrows.pyx), the methods / messages row builders
+  (``rows.method_row``, ``rows.message_row``): C type checks and tuples built in place, the
+  fill plans and the JSON encoder being rows.py's own.
 
-* ``AMQPCAP_PURE=1`` in the environment: pure Python;
+setup.py builds them when Cython and a C compiler are there; without them the install still
+succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
+
+This module is the one place that decides (``select``, once per extension and process;
+codec_0_9 and rows ask it at import):
+
+* ``AMQPCAP_PURE=1`` in the environment: pure Python, for both;
 * no extension built (no compiler, or a pure install): pure Python;
-* a stale extension: pure Python, with a one-line warning on stderr.  The extension records
-  ``SOURCE_SHA256``, the ``source_hash`` of the files it was built from (fast09.pyx and the
+* a stale extension: pure Python, with a one-line warning on stderr.  An extension records
+  ``SOURCE_SHA256``, the ``source_hash`` of the files it was built from (its .pyx and the
   Python code it mirrors); an edited source in an editable install does not match it, and the
   old .so is not used until it is rebuilt (``pip install -e .``).
 """
@@ -31,13 +38,35 @@ SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py")
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "amqpcap.amqp.fast09"
 
-_choice: tuple | None = None
+
+class Extension:
+    """One optional extension: its module, what it is called in messages, where its sources
+    are (``directory``) and which files it is built from (``sources``, relative to it)."""
+
+    def __init__(self, name: str, module: str, what: str, directory: str, sources: tuple) -> None:
+        self.name, self.module, self.what = name, module, what
+        self.directory, self.sources = directory, sources
 
 
-def source_hash(directory: str = HERE) -> str | None:
-    """sha256 over the SOURCES in ``directory`` (None if one is missing)."""
+# Every extension, by short name (setup.py builds them, describe() names them, in this order).
+EXTENSIONS = {
+    "fast09": Extension("fast09", MODULE, "decoder", HERE, SOURCES),
+    "fastrows": Extension(
+        "fastrows",
+        "amqpcap.records.fastrows",
+        "row builder",
+        os.path.join(os.path.dirname(HERE), "records"),
+        ("fastrows.pyx", "rows.py", "schema.py"),
+    ),
+}
+
+_choice: dict | None = None  # extension name -> (module or None, why)
+
+
+def source_hash(directory: str = HERE, sources: tuple = SOURCES) -> str | None:
+    """sha256 over ``sources`` in ``directory`` (None if one is missing)."""
     h = hashlib.sha256()
-    for name in SOURCES:
+    for name in sources:
         try:
             with open(os.path.join(directory, name), "rb") as f:
                 h.update(hashlib.sha256(f.read()).digest())
@@ -46,60 +75,70 @@ def source_hash(directory: str = HERE) -> str | None:
     return h.hexdigest()
 
 
-def choose(env: dict, module, directory: str = HERE) -> tuple:
-    """(module or None, why): the decision, given the environment and the imported
-    extension (None if it could not be imported)."""
+def choose(env: dict, module, directory: str = HERE, ext: str = "fast09") -> tuple:
+    """(module or None, why): the decision for extension ``ext``, given the environment and
+    the imported extension (None if it could not be imported), its sources in ``directory``."""
+    x = EXTENSIONS[ext]
     if env.get("AMQPCAP_PURE", "") not in ("", "0"):
         return None, "pure Python (AMQPCAP_PURE is set)"
     if module is None:
-        return None, "pure Python (compiled decoder not built)"
+        return None, f"pure Python (compiled {x.what} not built)"
     built = getattr(module, "SOURCE_SHA256", "")
-    want = source_hash(directory)
+    # fast09's hash with one argument: the tests replace source_hash by a one-argument stub
+    want = source_hash(directory) if x.sources is SOURCES else source_hash(directory, x.sources)
     if want is None or built != want:
-        return None, "pure Python (compiled decoder is stale: its sources changed; rebuild: pip install -e .)"
+        return (
+            None,
+            f"pure Python (compiled {x.what} is stale: its sources changed; rebuild: pip install -e .)",
+        )
     return module, f"compiled ({os.path.basename(module.__file__)})"
 
 
-def built():
+def built(ext: str = "fast09"):
     """The compiled extension module, or None if it is not built (or cannot be loaded)."""
+    name = EXTENSIONS[ext].module
     try:
-        return importlib.import_module(MODULE)
+        return importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name != MODULE:
+        if e.name != name:
             raise
         return None
     except Exception as e:  # e.g. a stale build whose imports are gone: the reference runs
-        return Broken(e)
+        return Broken(e, ext)
 
 
 class Broken:
     """An extension that is there but does not load (its stamp matches no source)."""
 
     SOURCE_SHA256 = ""
-    __file__ = "fast09"
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, ext: str = "fast09") -> None:
         self.error = error
+        self.__file__ = ext
 
 
-def current_build() -> tuple:
+def current_build(ext: str = "fast09") -> tuple:
     """(module or None, why): the compiled extension if it is built from the current sources,
     whatever AMQPCAP_PURE says (the tests run it explicitly)."""
-    return choose({}, built())
+    return choose({}, built(ext), EXTENSIONS[ext].directory, ext)
 
 
-def select():
-    """The compiled module to use, or None for pure Python (decided once per process)."""
+def select(ext: str = "fast09"):
+    """The compiled module of ``ext`` to use, or None for pure Python (decided once per process)."""
     global _choice
     if _choice is None:
-        module = built()
-        _choice = choose(os.environ, module)
-        if module is not None and _choice[0] is None and "stale" in _choice[1]:
-            print(f"amqpcap: warning: {_choice[1]}", file=sys.stderr)
-    return _choice[0]
+        _choice = {}
+    if ext not in _choice:
+        module = built(ext)
+        _choice[ext] = choose(os.environ, module, EXTENSIONS[ext].directory, ext)
+        if module is not None and _choice[ext][0] is None and "stale" in _choice[ext][1]:
+            print(f"amqpcap: warning: {_choice[ext][1]}", file=sys.stderr)
+    return _choice[ext][0]
 
 
 def describe() -> str:
-    """Which decoder runs, for ``amqpcap --version`` and the benches."""
-    select()
-    return _choice[1]
+    """Which implementations run, for ``amqpcap --version`` (after "0-9 decoder: ") and the
+    benches: the decoder's first, then the row builder's."""
+    for ext in EXTENSIONS:
+        select(ext)
+    return f"{_choice['fast09'][1]}; row builder: {_choice['fastrows'][1]}"

@@ -1,11 +1,16 @@
 """Events -> row tuples in the column order of records/schema.py (method and message rows are
-filled by column index in a list, then frozen: the writer converts tuples)."""
+filled by column index in a list, then frozen: the writer converts tuples).
+
+``method_row`` and ``message_row`` run per event: they are the reference functions here, or
+their compiled twins (fastrows.pyx, optional, chosen by amqp/accel.py like the 0-9 decoder;
+``use_compiled`` switches, for the tests and benches)."""
 
 from __future__ import annotations
 
 import base64
 import json
 
+from amqpcap.amqp import accel
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
@@ -209,7 +214,8 @@ class _MethodPlan:
 _plans: dict = {}  # (method name, argument names) -> _MethodPlan; a few dozen per capture
 
 
-def method_row(capture, stream, direction, m: Method, version):
+def method_row_reference(capture, stream, direction, m: Method, version):
+    """The methods row of ``m`` (``method_row`` is this, or its compiled twin fastrows.pyx)."""
     a = m.args
     name = m.name
     key = (name, tuple(a))
@@ -297,7 +303,8 @@ _PROPERTY_NULLS = [None] * len(_MESSAGE_PROPERTIES)
 _property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
 
 
-def message_row(capture, stream, direction, c: Content, version):
+def message_row_reference(capture, stream, direction, c: Content, version):
+    """The messages row of ``c`` (``message_row`` is this, or its compiled twin fastrows.pyx)."""
     p = c.properties
     a = c.method.args
     keys = tuple(p)
@@ -420,3 +427,27 @@ def connection_row(values: dict) -> tuple:
         extra = sorted(values.keys() - set(_CONNECTION_COLUMNS))
         raise ValueError(f"connections row: missing columns {missing}, unknown columns {extra}")
     return tuple(values[c] for c in _CONNECTION_COLUMNS)
+
+
+method_row = method_row_reference
+message_row = message_row_reference
+
+
+def use_compiled(on: bool) -> None:
+    """Build method and message rows with the compiled builders (``on``; they must be built) or
+    the reference functions here.  accel.select() makes the choice once at import."""
+    global method_row, message_row
+    if on:
+        from amqpcap.records import fastrows
+
+        method_row, message_row = fastrows.method_row, fastrows.message_row
+    else:
+        method_row, message_row = method_row_reference, message_row_reference
+
+
+def compiled_in_use() -> bool:
+    """True if method and message rows are built by the compiled builders."""
+    return method_row is not method_row_reference
+
+
+use_compiled(accel.select("fastrows") is not None)

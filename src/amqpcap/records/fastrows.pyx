@@ -1,0 +1,574 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled row builders for the methods and messages tables (optional; see amqp/accel.py).
+
+``method_row`` and ``message_row`` are rows.py's ``method_row_reference`` and
+``message_row_reference`` in typed C: the same tuples (same values, same types), built
+directly instead of through a list, with C type checks in place of the ``_s`` / ``_i`` /
+``_b`` / ``_tag`` / ``_short`` calls and the event fields read from their slots.  rows.py stays
+the reference and owns every decision that is not a type check: the fill plans
+(``_MethodPlan``, ``_fill_plan``), the JSON encoder (``to_json``), reply-code names, failing
+methods and 0-10 sequence sets are its own functions, called from here.  An event of another
+class than Method / Content, or arguments that are not a dict, go to the reference whole.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem
+from cpython.long cimport PyLong_Check, PyLong_FromLongLong
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+
+import dataclasses
+
+from amqpcap.amqp import spec as _spec
+from amqpcap.amqp.events import Content, Method
+
+cdef extern from *:
+    """
+    #ifndef AMQPCAP_SOURCE_SHA256
+    #define AMQPCAP_SOURCE_SHA256 ""
+    #endif
+    #include "structmember.h"
+    static Py_ssize_t amqpcap_slot_offset(PyObject *descr) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX) return -1;
+        return m->offset;
+    }
+    /* The value in a slot (borrowed), NULL if it was never set. */
+    static PyObject *amqpcap_slot(PyObject *obj, Py_ssize_t off) {
+        return *(PyObject **)((char *)obj + off);
+    }
+    static long long amqpcap_as_ll(PyObject *v, int *overflow) {
+        return PyLong_AsLongLongAndOverflow(v, overflow);
+    }
+    """
+    const char *AMQPCAP_SOURCE_SHA256
+    Py_ssize_t amqpcap_slot_offset(object descr) except? -2
+    PyObject *amqpcap_slot(object obj, Py_ssize_t off)
+    long long amqpcap_as_ll(object v, int *overflow) except? -1
+    bint PyBool_Check(object o)
+
+# accel.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+
+
+cdef class Fields:
+    """Where a slots dataclass keeps its fields (ok: False if the class is not laid out as
+    expected; every row then goes to the reference)."""
+
+    cdef dict off
+    cdef bint ok
+
+    def __init__(self, cls):
+        self.off = {}
+        self.ok = True
+        for f in dataclasses.fields(cls):
+            o = amqpcap_slot_offset(cls.__dict__.get(f.name))
+            self.ok = self.ok and o >= 0
+            self.off[f.name] = o
+
+    cdef Py_ssize_t at(self, str name):
+        return self.off[name] if self.ok else -1
+
+
+cdef Fields MF = Fields(Method)
+cdef Fields CF = Fields(Content)
+cdef bint DIRECT = MF.ok and CF.ok
+# Method fields
+cdef Py_ssize_t M_PACKET = MF.at("packet"), M_TS = MF.at("ts"), M_OFFSET = MF.at("offset")
+cdef Py_ssize_t M_CHANNEL = MF.at("channel"), M_CLASS = MF.at("class_id"), M_METHOD = MF.at("method_id")
+cdef Py_ssize_t M_NAME = MF.at("name"), M_ARGS = MF.at("args"), M_SYNC = MF.at("synchronous")
+cdef Py_ssize_t M_HAS_CONTENT = MF.at("has_content"), M_SIZE = MF.at("frame_size")
+cdef Py_ssize_t M_COMMAND = MF.at("command_id"), M_ANSWERS = MF.at("answers_command_id")
+# Content fields
+cdef Py_ssize_t C_PACKET = CF.at("packet"), C_TS = CF.at("ts"), C_OFFSET = CF.at("offset")
+cdef Py_ssize_t C_CHANNEL = CF.at("channel"), C_METHOD = CF.at("method"), C_PROPS = CF.at("properties")
+cdef Py_ssize_t C_BODY_SIZE = CF.at("body_size"), C_RECEIVED = CF.at("body_received")
+cdef Py_ssize_t C_FRAMES = CF.at("body_frames"), C_HASH = CF.at("body_hash"), C_BODY = CF.at("body")
+cdef Py_ssize_t C_COMPLETE = CF.at("complete"), C_FIRST = CF.at("first_packet")
+cdef Py_ssize_t C_EXCHANGE = CF.at("exchange"), C_ROUTING_KEY = CF.at("routing_key")
+
+
+cdef inline object get(object obj, Py_ssize_t off, str name):
+    """obj.<name>, read from its slot (getattr when unset: the same AttributeError)."""
+    cdef PyObject *v = amqpcap_slot(obj, off)
+    if v is NULL:
+        return getattr(obj, name)
+    return <object>v
+
+
+# JSON: rows.to_json's text (the C encoder of the json module, ensure_ascii=False, compact
+# separators, bytes as {"$b64": ...} by rows._json_default) written straight into one buffer for
+# the values decoded arguments and properties are made of: dicts with str keys, lists, str, int,
+# float, bool, None, bytes.  Anything else (a subclass, a memoryview, a non-str key, deeper than
+# MAX_DEPTH) makes the whole value go to rows' encoder instead: the text is the same either way.
+cdef extern from *:
+    """
+    typedef struct { char *p; Py_ssize_t n, cap; char small[1024]; } amqpcap_jbuf;
+
+    static int amqpcap_jreserve(amqpcap_jbuf *b, Py_ssize_t more) {
+        if (b->n + more <= b->cap) return 0;
+        Py_ssize_t cap = b->cap * 2;
+        while (cap < b->n + more) cap *= 2;
+        char *p = (b->p == b->small) ? PyMem_Malloc(cap) : PyMem_Realloc(b->p, cap);
+        if (p == NULL) { PyErr_NoMemory(); return -1; }
+        if (b->p == b->small) memcpy(p, b->small, b->n);
+        b->p = p; b->cap = cap;
+        return 0;
+    }
+    static int amqpcap_jput(amqpcap_jbuf *b, const char *s, Py_ssize_t n) {
+        if (amqpcap_jreserve(b, n) < 0) return -1;
+        memcpy(b->p + b->n, s, n); b->n += n;
+        return 0;
+    }
+    static int amqpcap_jquoted(amqpcap_jbuf *b, const char *u, Py_ssize_t n) {
+        static const char hex[] = "0123456789abcdef";
+        if (amqpcap_jreserve(b, n * 6 + 2) < 0) return -1;
+        char *o = b->p + b->n;
+        *o++ = '"';
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)u[i];
+            if (c >= 0x20 && c != '"' && c != '\\\\') { *o++ = (char)c; continue; }
+            *o++ = '\\\\';
+            switch (c) {
+            case '"': *o++ = '"'; break;
+            case '\\\\': *o++ = '\\\\'; break;
+            case '\\b': *o++ = 'b'; break;
+            case '\\f': *o++ = 'f'; break;
+            case '\\n': *o++ = 'n'; break;
+            case '\\r': *o++ = 'r'; break;
+            case '\\t': *o++ = 't'; break;
+            default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = hex[c >> 4]; *o++ = hex[c & 15];
+            }
+        }
+        *o++ = '"';
+        b->n = o - b->p;
+        return 0;
+    }
+    /* 0: written; 1: not a value written here (the caller encodes the whole value otherwise);
+       -1: error set. */
+    static int amqpcap_jstr(amqpcap_jbuf *b, PyObject *s) {
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+        if (u == NULL) { PyErr_Clear(); return 1; }  /* a lone surrogate: the json module's job */
+        return amqpcap_jquoted(b, u, n);
+    }
+    static int amqpcap_jb64(amqpcap_jbuf *b, const unsigned char *d, Py_ssize_t n) {
+        static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        if (amqpcap_jreserve(b, (n + 2) / 3 * 4 + 12) < 0) return -1;
+        char *o = b->p + b->n;
+        memcpy(o, "{\\"$b64\\":\\"", 9); o += 9;
+        Py_ssize_t i = 0;
+        for (; i + 2 < n; i += 3) {
+            unsigned v = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2];
+            *o++ = al[v >> 18]; *o++ = al[(v >> 12) & 63]; *o++ = al[(v >> 6) & 63]; *o++ = al[v & 63];
+        }
+        if (n - i == 1) {
+            unsigned v = d[i] << 16;
+            *o++ = al[v >> 18]; *o++ = al[(v >> 12) & 63]; *o++ = '='; *o++ = '=';
+        } else if (n - i == 2) {
+            unsigned v = (d[i] << 16) | (d[i + 1] << 8);
+            *o++ = al[v >> 18]; *o++ = al[(v >> 12) & 63]; *o++ = al[(v >> 6) & 63]; *o++ = '=';
+        }
+        *o++ = '"'; *o++ = '}';
+        b->n = o - b->p;
+        return 0;
+    }
+    static int amqpcap_jvalue(amqpcap_jbuf *b, PyObject *o, int depth) {
+        int r;
+        if (depth > 64) return 1;
+        if (PyUnicode_CheckExact(o)) return amqpcap_jstr(b, o);
+        if (o == Py_None) return amqpcap_jput(b, "null", 4);
+        if (o == Py_True) return amqpcap_jput(b, "true", 4);
+        if (o == Py_False) return amqpcap_jput(b, "false", 5);
+        if (PyLong_CheckExact(o)) {
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow) return 1;
+            if (v == -1 && PyErr_Occurred()) return -1;
+            char t[24];
+            int k = snprintf(t, sizeof t, "%lld", v);
+            return amqpcap_jput(b, t, k);
+        }
+        if (PyFloat_CheckExact(o)) {
+            double d = PyFloat_AS_DOUBLE(o);
+            if (d != d) return amqpcap_jput(b, "NaN", 3);
+            if (d == Py_HUGE_VAL) return amqpcap_jput(b, "Infinity", 8);
+            if (d == -Py_HUGE_VAL) return amqpcap_jput(b, "-Infinity", 9);
+            char *t = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+            if (t == NULL) return -1;
+            r = amqpcap_jput(b, t, strlen(t));
+            PyMem_Free(t);
+            return r;
+        }
+        if (PyDict_CheckExact(o)) {
+            PyObject *k, *v;
+            Py_ssize_t pos = 0;
+            int first = 1;
+            if (amqpcap_jput(b, "{", 1) < 0) return -1;
+            while (PyDict_Next(o, &pos, &k, &v)) {
+                if (!PyUnicode_CheckExact(k)) return 1;
+                if (!first && amqpcap_jput(b, ",", 1) < 0) return -1;
+                first = 0;
+                if ((r = amqpcap_jstr(b, k)) != 0) return r;
+                if (amqpcap_jput(b, ":", 1) < 0) return -1;
+                if ((r = amqpcap_jvalue(b, v, depth + 1)) != 0) return r;
+            }
+            return amqpcap_jput(b, "}", 1);
+        }
+        if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+            PyObject **items = PySequence_Fast_ITEMS(o);
+            if (amqpcap_jput(b, "[", 1) < 0) return -1;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (i && amqpcap_jput(b, ",", 1) < 0) return -1;
+                if ((r = amqpcap_jvalue(b, items[i], depth + 1)) != 0) return r;
+            }
+            return amqpcap_jput(b, "]", 1);
+        }
+        if (PyBytes_CheckExact(o))
+            return amqpcap_jb64(b, (const unsigned char *)PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
+        if (PyByteArray_CheckExact(o))
+            return amqpcap_jb64(b, (const unsigned char *)PyByteArray_AS_STRING(o), PyByteArray_GET_SIZE(o));
+        return 1;
+    }
+    /* The JSON text of o; None if it is not a value written here; NULL: error set. */
+    static PyObject *amqpcap_json(PyObject *o) {
+        amqpcap_jbuf b;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        int r = amqpcap_jvalue(&b, o, 0);
+        PyObject *out = r == 0 ? PyUnicode_DecodeUTF8(b.p, b.n, NULL) : NULL;
+        if (b.p != b.small) PyMem_Free(b.p);
+        if (r == 1) Py_RETURN_NONE;
+        return out;
+    }
+    """
+    object amqpcap_json(object o)
+
+
+cdef object to_json(object o):
+    """rows.to_json(o)."""
+    if o is None:
+        return None
+    text = amqpcap_json(o)
+    if text is None:
+        return encode(o)
+    return text
+
+
+def json_text(o):
+    """to_json as the compiled builders write it (for the tests: rows.to_json's text)."""
+    if R is None:
+        bind()
+    return to_json(o)
+
+
+# Converters of the fill plans, by code (the reference's functions, recognised by identity).
+cdef enum:
+    CALL = 0
+    TO_S = 1
+    TO_I = 2
+    TO_B = 3
+    TO_TAG = 4
+    TO_SHORT = 5
+    TO_MSG_TS = 6
+    TO_TABLE_JSON = 7
+
+# rows.py's parts, bound at the first row (not at import: rows.py imports this module to decide
+# which builders run, and a module half imported cannot be judged).
+cdef object R = None
+cdef dict CODES
+cdef object encode, reply_code_info, failing
+cdef frozenset SUBSCRIPTION_DEST
+cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+cdef inline object to_s(object v):
+    if v is None or PyUnicode_Check(v):
+        return v
+    if PyBytes_Check(v):
+        return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), "replace")
+    if PyByteArray_Check(v):
+        return PyUnicode_DecodeUTF8(PyByteArray_AS_STRING(v), PyByteArray_GET_SIZE(v), "replace")
+    return str(v)
+
+
+cdef inline bint is_int(object v):
+    return PyLong_Check(v) and not PyBool_Check(v)
+
+
+cdef inline object to_tag(object v):
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_Check(v):
+        return None
+    x = amqpcap_as_ll(v, &overflow)
+    return v if overflow == 0 and x >= 0 else None
+
+
+cdef inline object to_short(object v):
+    cdef int overflow = 0
+    cdef long long x
+    if not is_int(v):
+        return None
+    x = amqpcap_as_ll(v, &overflow)
+    return v if overflow < 0 or (overflow == 0 and x < 32768) else None
+
+
+cdef inline object msg_ts(object v):
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_Check(v):
+        return None
+    x = amqpcap_as_ll(v, &overflow)
+    if overflow == 0 and 0 <= x < 9_000_000_000:
+        return PyLong_FromLongLong(x * 1_000_000_000)
+    return None
+
+
+cdef inline object convert(int code, object conv, object v):
+    if code == TO_S:
+        return to_s(v)
+    if code == TO_I:
+        return v if is_int(v) else None
+    if code == TO_B:
+        return v if PyBool_Check(v) else None
+    if code == TO_TAG:
+        return to_tag(v)
+    if code == TO_SHORT:
+        return to_short(v)
+    if code == TO_MSG_TS:
+        return msg_ts(v)
+    if code == TO_TABLE_JSON:
+        return to_json(v)
+    return conv(v)
+
+
+cdef enum:
+    MAX_FILL = 32
+
+
+cdef class Plan:
+    """A reference fill plan ((column, value name, converter), ...) with converter codes, plus
+    the method plan's flags."""
+
+    cdef Py_ssize_t n
+    cdef Py_ssize_t col[MAX_FILL]
+    cdef int code[MAX_FILL]
+    cdef tuple keys, convs
+    cdef bint destination, reply_code, failing
+
+    def __init__(self, fill, destination=False, reply_code=False, failing=False):
+        fill = tuple(fill)
+        if len(fill) > MAX_FILL:
+            raise ValueError("fill plan too long")
+        self.n = len(fill)
+        self.keys = tuple(k for _, k, _ in fill)
+        self.convs = tuple(c for _, _, c in fill)
+        for j, (i, k, conv) in enumerate(fill):
+            self.col[j] = i
+            self.code[j] = CODES.get(conv, CALL)
+        self.destination = destination
+        self.reply_code = reply_code
+        self.failing = failing
+
+
+cdef dict method_plans = {}  # (method name, argument names) -> Plan, as rows._plans
+cdef dict property_plans = {}  # property names -> Plan, as rows._property_plans
+
+
+cdef inline void init(tuple row, Py_ssize_t i, object v):
+    """row[i] = v in a new tuple, slot still empty."""
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(row, i, v)
+
+
+cdef inline void put(tuple row, Py_ssize_t i, object v):
+    """row[i] = v in a tuple being built, slot already set."""
+    cdef PyObject *old = PyTuple_GET_ITEM(row, i)
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(row, i, v)
+    Py_XDECREF(old)
+
+
+cdef Py_ssize_t N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
+cdef Py_ssize_t M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL
+cdef Py_ssize_t N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+cdef tuple DIRS
+
+
+cdef int bind() except -1:
+    global R, CODES, encode, reply_code_info, failing, SUBSCRIPTION_DEST, DIRS
+    global N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
+    global M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL, N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+    from amqpcap.records import rows
+
+    CODES = {
+        rows._s: TO_S,
+        rows._i: TO_I,
+        rows._b: TO_B,
+        rows._tag: TO_TAG,
+        rows._short: TO_SHORT,
+        rows._msg_ts: TO_MSG_TS,
+        rows._table_json: TO_TABLE_JSON,
+    }
+    encode = rows._encode
+    reply_code_info = _spec.reply_code_info
+    failing = rows._failing
+    SUBSCRIPTION_DEST = frozenset(rows._SUBSCRIPTION_DEST)
+    DIRS = tuple(rows.DIRS)
+    N_METHOD = len(rows._METHOD_COLUMNS)
+    N_HEAD = len(rows._METHOD_HEAD)
+    M_EXCHANGE_COL, M_CONSUMER_TAG_COL = rows._M_EXCHANGE, rows._M_CONSUMER_TAG
+    M_REPLY_NAME_COL, M_FAILING_COL = rows._M_REPLY_NAME, rows._M_FAILING
+    M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows._M_COMMAND_ID, rows._M_ANSWERS, rows._M_ARGUMENTS
+    N_MESSAGE = len(rows.COLUMNS["messages"])
+    FIRST_PROPERTY = rows._MSG_FIRST_PROPERTY
+    N_PROPERTIES = len(rows._MESSAGE_PROPERTIES)
+    # the positions written by hand below
+    if N_HEAD != 14 or FIRST_PROPERTY != 15 or N_MESSAGE != FIRST_PROPERTY + N_PROPERTIES + 9:
+        raise ImportError("records/schema.py METHODS / MESSAGES changed: update fastrows.pyx")
+    R = rows
+    return 0
+
+
+cdef inline object direction_name(object direction):
+    if direction is 0:
+        return DIRS[0]
+    if direction is 1:
+        return DIRS[1]
+    return R.DIRS[direction]
+
+
+def method_row(capture, stream, direction, m, version):
+    """rows.method_row_reference, compiled."""
+    cdef Plan plan
+    cdef Py_ssize_t i, j
+    cdef tuple row
+    if R is None:
+        bind()
+    if not DIRECT or type(m) is not Method:
+        return R.method_row_reference(capture, stream, direction, m, version)
+    a = get(m, M_ARGS, "args")
+    if not PyDict_CheckExact(a):
+        return R.method_row_reference(capture, stream, direction, m, version)
+    name = get(m, M_NAME, "name")
+    key = (name, tuple(a))
+    p = PyDict_GetItem(method_plans, key)
+    if p is NULL:
+        rp = R._MethodPlan(name, key[1])
+        plan = Plan(rp.fill, rp.destination, rp.code, rp.failing)
+        method_plans[key] = plan
+    else:
+        plan = <Plan>p
+    row = PyTuple_New(N_METHOD)
+    init(row, 0, capture)
+    init(row, 1, stream)
+    init(row, 2, get(m, M_PACKET, "packet"))
+    init(row, 3, get(m, M_TS, "ts"))
+    init(row, 4, direction_name(direction))
+    init(row, 5, get(m, M_CHANNEL, "channel"))
+    init(row, 6, get(m, M_OFFSET, "offset"))
+    init(row, 7, name)
+    init(row, 8, get(m, M_CLASS, "class_id"))
+    init(row, 9, get(m, M_METHOD, "method_id"))
+    init(row, 10, version)
+    init(row, 11, get(m, M_SYNC, "synchronous"))
+    init(row, 12, get(m, M_HAS_CONTENT, "has_content"))
+    init(row, 13, get(m, M_SIZE, "frame_size"))
+    for i in range(N_HEAD, N_METHOD):
+        init(row, i, None)
+    for j in range(plan.n):
+        put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
+    if plan.destination:
+        # 0-10: a transfer from the broker names the subscription it is delivered to.
+        if name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
+            put(row, M_CONSUMER_TAG_COL, to_s(a["destination"]))
+        elif row[M_EXCHANGE_COL] is None:
+            put(row, M_EXCHANGE_COL, to_s(a["destination"]))
+    if plan.reply_code:
+        code = a.get("reply-code", a.get("error-code"))
+        info = reply_code_info(version, code) if PyLong_Check(code) else None
+        put(row, M_REPLY_NAME_COL, info[0] if info else None)
+    if plan.failing:
+        put(row, M_FAILING_COL, failing(version, a))
+    put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
+    put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
+    put(row, M_ARGUMENTS_COL, to_json(a))
+    return row
+
+
+cdef inline object dget(dict d, object key, object default):
+    cdef PyObject *v = PyDict_GetItem(d, key)
+    return default if v is NULL else <object>v
+
+
+def message_row(capture, stream, direction, c, version):
+    """rows.message_row_reference, compiled."""
+    cdef Plan fill
+    cdef Py_ssize_t j, i
+    cdef tuple row
+    if R is None:
+        bind()
+    if not DIRECT or type(c) is not Content:
+        return R.message_row_reference(capture, stream, direction, c, version)
+    method = get(c, C_METHOD, "method")
+    p = get(c, C_PROPS, "properties")
+    if type(method) is not Method or not PyDict_CheckExact(p):
+        return R.message_row_reference(capture, stream, direction, c, version)
+    a = get(method, M_ARGS, "args")
+    if not PyDict_CheckExact(a):
+        return R.message_row_reference(capture, stream, direction, c, version)
+    keys = tuple(p)
+    f = PyDict_GetItem(property_plans, keys)
+    if f is NULL:
+        fill = Plan(R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(keys)))
+        property_plans[keys] = fill
+    else:
+        fill = <Plan>f
+    exchange = get(c, C_EXCHANGE, "exchange")
+    if exchange is None:
+        exchange = dget(a, "exchange", dget(a, "destination", None))
+    routing_key = get(c, C_ROUTING_KEY, "routing_key")
+    if routing_key is None:
+        routing_key = dget(a, "routing-key", None)
+    if direction == 1 and version == "0-10":
+        consumer_tag = dget(a, "consumer-tag", dget(a, "destination", None))
+    else:
+        consumer_tag = dget(a, "consumer-tag", None)
+    code = dget(a, "reply-code", None)
+    redelivered = dget(a, "redelivered", dget(p, "redelivered", None))
+    row = PyTuple_New(N_MESSAGE)
+    init(row, 0, capture)
+    init(row, 1, stream)
+    init(row, 2, get(c, C_PACKET, "packet"))
+    init(row, 3, get(c, C_TS, "ts"))
+    init(row, 4, direction_name(direction))
+    init(row, 5, get(c, C_CHANNEL, "channel"))
+    init(row, 6, get(c, C_OFFSET, "offset"))
+    init(row, 7, get(method, M_NAME, "name"))
+    init(row, 8, version)
+    init(row, 9, to_s(exchange))
+    init(row, 10, to_s(routing_key))
+    init(row, 11, to_s(consumer_tag))
+    init(row, 12, to_tag(dget(a, "delivery-tag", None)))
+    init(row, 13, redelivered if PyBool_Check(redelivered) else None)
+    init(row, 14, code if is_int(code) else None)
+    for i in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES):
+        init(row, i, None)
+    i = FIRST_PROPERTY + N_PROPERTIES
+    init(row, i, to_json(p))
+    init(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
+    init(row, i + 2, get(c, C_RECEIVED, "body_received"))
+    init(row, i + 3, get(c, C_FRAMES, "body_frames"))
+    init(row, i + 4, get(c, C_HASH, "body_hash"))
+    init(row, i + 5, get(c, C_BODY, "body"))
+    init(row, i + 6, get(c, C_COMPLETE, "complete"))
+    init(row, i + 7, get(c, C_FIRST, "first_packet"))
+    init(row, i + 8, get(c, C_PACKET, "packet"))
+    for j in range(fill.n):
+        put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
+    return row

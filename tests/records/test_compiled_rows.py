@@ -1,0 +1,405 @@
+"""The compiled row builders (fastrows) against the pure-Python reference (rows.py), and how
+accel.py chooses them.
+
+The rest of tests/records runs with both builders (conftest.py); here the two are compared
+directly, value and type (``repr``: True is not 1, NaN equals itself): the rows of every event
+of every shipped capture, and rows of generated events with odd values.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amqpcap import pipeline
+from amqpcap.amqp import accel
+from amqpcap.amqp.events import Content, Method
+from amqpcap.records import rows
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(autouse=True)
+def row_builder():
+    """These tests choose the builders themselves (overrides conftest's two runs)."""
+    before = rows.compiled_in_use()
+    yield
+    rows.use_compiled(before)
+
+
+@pytest.fixture(scope="module")
+def fastrows():
+    module, why = accel.current_build("fastrows")
+    if module is None:
+        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(why)
+    return module
+
+
+def outcome(build, *args) -> tuple:
+    try:
+        return "row", repr(build(*args))
+    except Exception as e:
+        return "raises", type(e), str(e)
+
+
+# --- the choice ------------------------------------------------------------------------------
+
+
+class FakeBuild:
+    __file__ = "/x/fastrows.cpython-311-x86_64-linux-gnu.so"
+
+    def __init__(self, stamp):
+        self.SOURCE_SHA256 = stamp
+
+
+ROWS_DIR = accel.EXTENSIONS["fastrows"].directory
+ROWS_SOURCES = accel.EXTENSIONS["fastrows"].sources
+
+
+def test_pure_env_var_turns_the_row_builders_off_too():
+    current = FakeBuild(accel.source_hash(ROWS_DIR, ROWS_SOURCES))
+    module, why = accel.choose({"AMQPCAP_PURE": "1"}, current, ROWS_DIR, "fastrows")
+    assert module is None and "AMQPCAP_PURE" in why
+    assert accel.choose({}, current, ROWS_DIR, "fastrows")[0] is current
+
+
+def test_no_build_selects_the_reference_row_builders():
+    module, why = accel.choose({}, None, ROWS_DIR, "fastrows")
+    assert module is None and why == "pure Python (compiled row builder not built)"
+
+
+def test_a_row_builder_built_from_other_sources_is_stale_and_not_used(tmp_path):
+    for name in ROWS_SOURCES:
+        (tmp_path / name).write_bytes(open(os.path.join(ROWS_DIR, name), "rb").read())
+    built = FakeBuild(accel.source_hash(ROWS_DIR, ROWS_SOURCES))
+    assert accel.choose({}, built, str(tmp_path), "fastrows")[0] is built
+    with open(tmp_path / "rows.py", "a") as f:
+        f.write("# edited\n")
+    module, why = accel.choose({}, built, str(tmp_path), "fastrows")
+    assert module is None and why.startswith("pure Python (compiled row builder is stale")
+    # the decoder's stamp does not cover the row builder's sources, nor the other way round
+    assert accel.source_hash() != accel.source_hash(ROWS_DIR, ROWS_SOURCES)
+
+
+def test_a_stale_row_builder_is_reported_in_one_line_on_stderr(fastrows, monkeypatch, capsys):
+    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
+    monkeypatch.setattr(accel, "_choice", None)
+    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE, sources=accel.SOURCES: "0" * 64)
+    assert accel.select("fastrows") is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("amqpcap: warning: pure Python (compiled row builder is stale")
+
+
+def test_a_row_builder_that_does_not_load_is_not_used(monkeypatch):
+    import amqpcap.records
+
+    monkeypatch.setitem(sys.modules, "amqpcap.records.fastrows", None)  # the import fails
+    monkeypatch.delattr(amqpcap.records, "fastrows", raising=False)
+    assert accel.built("fastrows") is None
+    module, why = accel.choose({}, accel.Broken(ImportError("x"), "fastrows"), ROWS_DIR, "fastrows")
+    assert module is None and "row builder is stale" in why
+
+
+def _active(env: dict):
+    code = "from amqpcap.records import rows; from amqpcap.amqp import accel; "
+    code += "print(rows.compiled_in_use(), accel.describe())"
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+
+
+def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fastrows):
+    r = _active({})
+    assert r.stderr == ""
+    assert r.stdout.startswith("True compiled (fast09") and "; row builder: compiled (fastrows" in r.stdout
+    r = _active({"AMQPCAP_PURE": "1"})
+    assert r.stderr == ""
+    assert r.stdout.strip() == (
+        "False pure Python (AMQPCAP_PURE is set); row builder: pure Python (AMQPCAP_PURE is set)"
+    )
+
+
+def test_importing_the_extension_first_does_not_change_the_choice(fastrows):
+    code = "import amqpcap.records.fastrows; from amqpcap.records import rows; print(rows.compiled_in_use())"
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert (r.stdout, r.stderr) == ("True\n", "")
+
+
+def test_use_compiled_switches_the_builders_the_pipeline_calls(fastrows):
+    rows.use_compiled(True)
+    assert rows.method_row is fastrows.method_row and rows.message_row is fastrows.message_row
+    rows.use_compiled(False)
+    assert rows.method_row is rows.method_row_reference and rows.compiled_in_use() is False
+
+
+# --- same rows: every shipped capture ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "capture", sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap"))), ids=os.path.basename
+)
+def test_compiled_and_reference_build_identical_rows_for_every_capture(
+    fastrows, capture, tmp_path, monkeypatch
+):
+    seen = {"methods": 0, "messages": 0}
+
+    def checked(table, reference, compiled):
+        def build(*args):
+            want = reference(*args)
+            got = compiled(*args)
+            assert repr(got) == repr(want) and type(got) is tuple
+            seen[table] += 1
+            return want
+
+        return build
+
+    monkeypatch.setattr(
+        rows, "method_row", checked("methods", rows.method_row_reference, fastrows.method_row)
+    )
+    monkeypatch.setattr(
+        rows, "message_row", checked("messages", rows.message_row_reference, fastrows.message_row)
+    )
+    pipeline.dissect([capture], str(tmp_path / "out"))
+    # every row written went through the comparison
+    for table, n in seen.items():
+        assert n == sum(pq.read_metadata(p).num_rows for p in (tmp_path / "out").rglob(f"{table}/*.parquet"))
+
+
+# --- same rows: odd values -------------------------------------------------------------------
+
+INTS = st.integers(-(2**70), 2**70) | st.sampled_from(
+    [0, -1, 1, 32767, 32768, -32769, 2**63 - 1, 2**63, 2**64, 8_999_999_999, 9_000_000_000, -(2**63) - 1]
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    INTS,
+    st.floats(),
+    st.text(max_size=6),
+    st.binary(max_size=6),
+    st.binary(max_size=4).map(bytearray),
+    st.sampled_from([b"\xff\xfe", "é\n\x00", memoryview(b"m")]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    max_leaves=6,
+)
+ARG_NAMES = sorted(
+    {k for _, names, _ in rows._METHOD_ARGS for k in names}
+    | {"destination", "error-code", "class-id", "method-id", "class-code", "command-code", "other"}
+)
+PROPERTY_NAMES = sorted(
+    {k for _, names, _ in rows._MESSAGE_PROPERTIES for k in names} | {"redelivered", "other"}
+)
+METHOD_NAMES = (
+    "basic.publish",
+    "basic.deliver",
+    "basic.get-ok",
+    "channel.close",
+    "connection.close",
+    "execution.exception",
+    "execution.result",
+    "message.transfer",
+    "message.subscribe",
+    "message.cancel",
+    "message.flow",
+    "session.completed",
+    "queue.declare",
+    "x.y",
+)
+VERSIONS = st.sampled_from(["0-8", "0-9", "0-9-1", "0-10", None])
+RANGES = st.lists(st.lists(INTS | st.booleans(), min_size=1, max_size=3), max_size=3)
+
+
+def _value(draw, name):
+    # sometimes a well-typed value, sometimes anything
+    if name in ("commands", "transfers") and draw(st.booleans()):
+        return draw(RANGES)
+    if name in ("class-id", "method-id", "class-code", "command-code") and draw(st.booleans()):
+        return draw(st.integers(0, 120))
+    return draw(VALUES)
+
+
+@st.composite
+def arguments(draw, names):
+    keys = draw(st.lists(st.sampled_from(names), unique=True, max_size=8))
+    return {k: _value(draw, k) for k in keys}
+
+
+@st.composite
+def methods(draw):
+    return Method(
+        draw(st.integers(0, 10**6)),
+        draw(st.integers(0, 2**62)),
+        draw(st.integers(0, 10**6) | st.none()),
+        draw(st.integers(0, 65535)),
+        draw(st.integers(0, 65535)),
+        draw(st.integers(0, 65535)),
+        draw(st.sampled_from(METHOD_NAMES)),
+        draw(arguments(ARG_NAMES)),
+        draw(st.booleans()),
+        draw(st.booleans()),
+        draw(st.integers(0, 2**31)),
+        draw(st.none() | st.integers(0, 2**32)),
+        draw(st.none() | st.integers(0, 2**32)),
+    )
+
+
+@st.composite
+def contents(draw):
+    return Content(
+        draw(st.integers(0, 10**6)),
+        draw(st.integers(0, 2**62)),
+        draw(st.integers(0, 10**6)),
+        draw(st.integers(0, 65535)),
+        draw(methods()),
+        60,
+        draw(arguments(PROPERTY_NAMES)),
+        draw(st.integers(0, 2**40)),
+        draw(st.integers(0, 2**40)),
+        draw(st.integers(0, 100)),
+        "ab" * 32,
+        draw(st.binary(max_size=8)),
+        draw(st.booleans()),
+        draw(st.integers(0, 10**6)),
+        draw(st.none() | st.integers(0, 10**6)),
+        draw(st.none() | st.sampled_from(["longstr", "octet+longstr"])),
+        draw(st.none() | VALUES),
+        draw(st.none() | VALUES),
+    )
+
+
+@FUZZ
+@given(methods(), st.sampled_from([0, 1]), VERSIONS)
+def test_compiled_and_reference_method_rows_are_identical_for_odd_arguments(fastrows, m, direction, version):
+    args = ("cap", 3, direction, m, version)
+    assert outcome(fastrows.method_row, *args) == outcome(rows.method_row_reference, *args)
+
+
+@FUZZ
+@given(contents(), st.sampled_from([0, 1]), VERSIONS)
+def test_compiled_and_reference_message_rows_are_identical_for_odd_properties(
+    fastrows, c, direction, version
+):
+    args = ("cap", None, direction, c, version)
+    assert outcome(fastrows.message_row, *args) == outcome(rows.message_row_reference, *args)
+
+
+def _method(name, args, **kw):
+    return Method(1, 2, 3, 1, 0, 0, name, args, False, False, 9, **kw)
+
+
+@pytest.mark.parametrize("direction", [0, 1])
+@pytest.mark.parametrize("version", ["0-10", "0-9-1"])
+@pytest.mark.parametrize(
+    "name", ["message.transfer", "message.subscribe", "message.flow", "basic.publish", "message.accept"]
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"destination": "d"},
+        {"destination": b"d\xff"},
+        {"destination": None},
+        {"destination": 7, "exchange": "e"},
+        {"exchange": None, "destination": "d"},
+        {"consumer-tag": "c", "destination": "d", "routing-key": "r"},
+    ],
+)
+def test_destination_cases_are_identical(fastrows, direction, version, name, args):
+    m = _method(name, args)
+    call = ("c", 1, direction, m, version)
+    assert outcome(fastrows.method_row, *call) == outcome(rows.method_row_reference, *call)
+    c = Content(4, 5, 6, 1, m, 60, {"content-type": "t"}, 1, 1, 1, "h", b"x", True, 4)
+    call = ("c", 1, direction, c, version)
+    assert outcome(fastrows.message_row, *call) == outcome(rows.message_row_reference, *call)
+
+
+def test_values_keep_their_types(fastrows):
+    m = _method(
+        "basic.ack",
+        {"delivery-tag": True, "multiple": 1, "reply-code": True, "prefetch-count": 2**70, "queue": b"q\xff"},
+    )
+    row = dict(zip(rows._METHOD_COLUMNS, fastrows.method_row("c", 0, 0, m, "0-9-1")))
+    assert row["delivery_tag"] is True and row["multiple"] is None and row["reply_code"] is None
+    assert row["prefetch_count"] == 2**70 and row["queue"] == "q\ufffd"
+    p = {"delivery-mode": 2**80, "priority": -(2**80), "timestamp": True, "headers": {"b": b"\x00"}}
+    c = Content(4, 5, 6, 1, m, 60, p, 1, 1, 1, "h", b"x", True, 4)
+    row = dict(zip(rows.COLUMNS["messages"], fastrows.message_row("c", 0, 0, c, "0-9-1")))
+    assert row["delivery_mode"] is None and row["priority"] == -(2**80)
+    assert row["msg_timestamp"] == 1_000_000_000 and type(row["msg_timestamp"]) is int
+    assert row["headers"] == '{"b":{"$b64":"AA=="}}' and row["delivery_tag"] is True
+
+
+def test_other_event_classes_and_argument_mappings_go_to_the_reference(fastrows):
+    class Sub(Method):
+        __slots__ = ()
+
+    class Args(dict):
+        pass
+
+    for m in (
+        Sub(1, 2, 3, 1, 0, 0, "basic.publish", {"exchange": "x"}, False, True, 9),
+        _method("basic.publish", Args(exchange="x")),
+        _method("basic.publish", ["exchange", "queue"]),
+    ):
+        assert outcome(fastrows.method_row, "c", 0, 0, m, "0-9-1") == outcome(
+            rows.method_row_reference, "c", 0, 0, m, "0-9-1"
+        )
+
+
+def test_the_compiled_builders_build_rows_themselves(fastrows, monkeypatch):
+    """Not builders that hand every row to the reference (the comparisons above would pass)."""
+
+    def reference(*args):
+        raise AssertionError("the reference was called")
+
+    monkeypatch.setattr(rows, "method_row_reference", reference)
+    monkeypatch.setattr(rows, "message_row_reference", reference)
+    m = _method("basic.deliver", {"consumer-tag": "c", "delivery-tag": 5, "redelivered": False})
+    c = Content(4, 5, 6, 1, m, 60, {"content-type": "t", "priority": 3}, 1, 1, 1, "h", b"x", True, 4)
+    row = dict(zip(rows._METHOD_COLUMNS, fastrows.method_row("c", 0, 1, m, "0-9-1")))
+    assert row["consumer_tag"] == "c" and row["delivery_tag"] == 5 and row["redelivered"] is False
+    row = dict(zip(rows.COLUMNS["messages"], fastrows.message_row("c", 0, 1, c, "0-9-1")))
+    assert row["priority"] == 3 and row["direction"] == "s2c" and row["body"] == b"x"
+
+
+JSON_VALUES = st.recursive(
+    SCALARS
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=8)
+    | st.sampled_from(["\ud800", "\\", '"', "\x7f\x1f\b\f\n\r\t", float("nan"), float("-inf"), -0.0, 1e300]),
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.lists(kids, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4) | st.sampled_from([1, None, True, 2.5]), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@FUZZ
+@given(JSON_VALUES)
+def test_compiled_json_text_is_the_reference_text(fastrows, value):
+    assert outcome(fastrows.json_text, value) == outcome(rows.to_json, value)
+
+
+def test_compiled_json_text_of_nested_and_long_values(fastrows):
+    deep = {"a": []}
+    for _ in range(80):  # deeper than the compiled writer goes: the reference writes it
+        deep = {"a": [deep]}
+    for value in (deep, {"s": "é" * 5000, "b": bytes(range(256)) * 9, "n": [2**64, -(2**63)]}):
+        assert fastrows.json_text(value) == rows.to_json(value)
