@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
-# System packages: gcc + python3-dev (the optional compiled decoder), tshark (differential tests against Wireshark's dissector), tcpdump
-# (a real loopback capture read back by our reader), rabbitmq-server (amqpcap live against a real
-# broker on loopback), capsh (libcap2-bin: live without capture privilege, as root).
+# System packages: gcc + python3-dev (build the optional compiled decoder and row builder),
+# tshark (differential tests against Wireshark's dissector), tcpdump (a real loopback capture
+# read back by our reader), rabbitmq-server (amqpcap live against a real broker on loopback),
+# capsh (libcap2-bin: live without capture privilege, as root).
 # Python packages go into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v capsh >/dev/null 2>&1 || need+=(libcap2-bin)
-# gcc and the Python headers build the optional compiled decoder (setup.py); the tests run it
+# setup.py builds the compiled parts when these are there; tests/amqp and tests/records run both paths
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
