@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import weakref
 from collections.abc import Iterator
 
@@ -34,7 +35,9 @@ def to_ts(values) -> pd.Series:
 
 def release_memory() -> None:
     """Give freed memory back to the system between big computations: Arrow's pool keeps freed
-    blocks, and glibc keeps freed heap pages, so RSS would creep up step after step."""
+    blocks, and glibc keeps freed heap pages, so RSS would creep up step after step.  A collection
+    first: pandas frames in reference cycles (hundreds of MB of columns) wait for the collector."""
+    gc.collect()
     pa.default_memory_pool().release_unused()
     if _malloc_trim is not None:
         _malloc_trim(0)
