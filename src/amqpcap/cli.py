@@ -381,7 +381,7 @@ def _tables(a, temp: list):
             raise CaptureError(
                 path, "is a directory but not a dissect output (no connections/ table)", Exit.UNREADABLE
             )
-        return load_dir(path, "analysis")
+        return load_dir(path, "compact")
     if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
         # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
         from amqpcap.pipeline import dissect
@@ -392,14 +392,14 @@ def _tables(a, temp: list):
         print(f"amqpcap: dissecting {name} (a pipe: not cached)", file=sys.stderr)
         summary = dissect([path], os.path.join(tmp, "out"), progress=progress, **opts)
         a.census = (summary.tcp_streams, summary.server_ports)
-        return load_dir(os.path.join(tmp, "out"), "analysis")
+        return load_dir(os.path.join(tmp, "out"), "compact")
     open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
     out = default_cache_dir() / cache_key(path, **opts)
     if out.is_dir():
         print(f"amqpcap: using the dissection of {path} cached in {out}", file=sys.stderr)
     else:
         print(f"amqpcap: dissecting {path} (cached in {out})", file=sys.stderr)
-    return load_dir(dissect_cached(path, progress=progress, **opts), "analysis")
+    return load_dir(dissect_cached(path, progress=progress, **opts), "compact")
 
 
 class _Discard:
