@@ -372,6 +372,18 @@ UNACKED_COLS = {
 }
 
 
+# the columns of a consumer_acks frame that unacked reads (a caller may keep just these)
+UNACKED_ACK_COLS = [
+    "capture",
+    "tcp_stream",
+    "channel",
+    "request_ts",
+    "request_frame",
+    "response_frame",
+    "response_ts",
+]
+
+
 def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Unacknowledged deliveries per channel over time, against basic.qos prefetch.
 
@@ -384,6 +396,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     limit); ``over_prefetch`` is unacked > prefetch_count > 0.  With
     ``global = false`` RabbitMQ applies the count per consumer, so a channel
     with k consumers may hold k x prefetch: ``prefetch_global`` shows which.
+    ``acks``: a :func:`consumer_acks` result (its :data:`UNACKED_ACK_COLS` are enough).
     """
     t = as_tables(t)
     acks = consumer_acks(t) if acks is None else acks

@@ -11,6 +11,7 @@ exact definitions.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import OrderedDict
 
 import numpy as np
@@ -114,6 +115,8 @@ def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd
         v = src.get(name)
         if isinstance(v, tuple):
             data[name] = taken(m[v[0]], np.asarray(v[1], dtype=np.int64)[order], dtype)
+        elif isinstance(v, np.ndarray) and v.dtype != object:  # numbers, none missing
+            data[name] = pd.Series(v[order]).astype(dtype)
         elif v is not None:
             data[name] = pd.Series(np.asarray(v, dtype=object)[order], dtype=dtype)
     df = pd.DataFrame(data)
@@ -376,9 +379,10 @@ def confirms(t) -> pd.DataFrame:
         return _finish([], CONFIRM_COLS)
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
     # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
-    pub_at: list = []
-    resp_at: list = []
-    tags: list = []
+    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
+    pub_at = array("q")
+    resp_at = array("q")
+    tags = array("q")
     outcomes: list = []
     multiples: list = []
 
@@ -426,7 +430,8 @@ def confirms(t) -> pd.DataFrame:
         drain(c)
     if not pub_at:
         return _finish([], CONFIRM_COLS)
-    p, r = np.asarray(pub_at, dtype=np.int64), np.asarray(resp_at, dtype=np.int64)
+    p, r = np.frombuffer(pub_at, dtype=np.int64), np.frombuffer(resp_at, dtype=np.int64)
+    tags = np.frombuffer(tags, dtype=np.int64)
     src = {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),
@@ -661,7 +666,9 @@ def consumer_acks(t) -> pd.DataFrame:
     info, _ = consumer_state(m)
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
     # one entry per settled delivery: the result's columns not taken from the delivery's row
-    got: dict = {k: [] for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")}
+    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
+    got: dict = {k: array("q") for k in ("at", "resp", "tag")}
+    got.update((k, []) for k in ("outcome", "multiple", "requeue", "ctag", "queue"))
 
     def settle(tag, dl, resp, outcome, multiple, requeue):
         for k, v in zip(got, (dl[0], resp, tag, outcome, multiple, requeue, dl[1], dl[2])):
@@ -724,7 +731,8 @@ def consumer_acks(t) -> pd.DataFrame:
             settle(k, dl, -1, "unsettled", None, None)
     if not got["at"]:
         return _finish([], ACK_COLS)
-    p, r = np.asarray(got["at"], dtype=np.int64), np.asarray(got["resp"], dtype=np.int64)
+    p, r = np.frombuffer(got["at"], dtype=np.int64), np.frombuffer(got["resp"], dtype=np.int64)
+    got["tag"] = np.frombuffer(got["tag"], dtype=np.int64)
     src = {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),

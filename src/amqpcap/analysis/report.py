@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from amqpcap.analysis._common import NAT, ns, ordered, records, si
+from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
@@ -705,7 +706,7 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     def keep(kind, df):
         values[kind] = _ok_latencies(kind, df)
         if kind == "consumer_ack":
-            kept[kind] = df
+            kept[kind] = df[UNACKED_ACK_COLS].copy()  # all fig_unacked reads of a big frame
 
     if stats is None:
         s = stats_dict(t, on_latency=keep)

@@ -12,7 +12,14 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import filled, ns, release_memory, si
-from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
+from amqpcap.analysis.connection_health import (
+    UNACKED_ACK_COLS,
+    blocked,
+    flow,
+    heartbeat_gaps,
+    heartbeat_source,
+    unacked,
+)
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.tables import as_tables
@@ -148,6 +155,8 @@ def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
             on_latency(kind, df)
         out[kind] = _SUMMARIES[kind](df)
         if kind == "consumer_ack":
+            df = df[UNACKED_ACK_COLS].copy()  # the rest of a big frame freed before unacked runs
+            release_memory()
             health = _unacked_health(unacked(t, acks=df))
         del df
         release_memory()

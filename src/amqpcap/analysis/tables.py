@@ -254,17 +254,22 @@ def _codes(col: pa.ChunkedArray, empty_is_null: bool) -> pa.ChunkedArray:
 def _compact(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with every nullable column that holds no value at all (on one AMQP version's traffic,
     the other versions' columns: 0-10 command ids, 0-9 reason ...) replaced by an equal column of
-    zero-stride arrays: millions of rows of nothing cost nothing.  The arrays are read-only; pandas
-    copies a column before it writes into it."""
+    zero-stride arrays: millions of rows of nothing cost nothing; likewise the missing-value mask
+    of a nullable column with no missing value.  The arrays are read-only; pandas copies a column
+    before it writes into it."""
     n = len(df)
-    for c in df.columns:
+    for c in df.columns if n else ():
         s = df[c]
-        if n == 0 or not s.isna().all():
-            continue
+        missing = s.isna()
         if isinstance(s.array, (pd.arrays.IntegerArray, pd.arrays.BooleanArray)):
-            values = np.broadcast_to(np.zeros(1, dtype=s.dtype.numpy_dtype), n)
-            arr = type(s.array)(values, np.broadcast_to(np.True_, n))
-        elif s.dtype == object:
+            if missing.all():
+                values = np.broadcast_to(np.zeros(1, dtype=s.dtype.numpy_dtype), n)
+            elif not missing.any():
+                values = s.to_numpy(dtype=s.dtype.numpy_dtype)
+            else:
+                continue
+            arr = type(s.array)(values, np.broadcast_to(missing.iloc[0], n))
+        elif s.dtype == object and missing.all():
             arr = np.broadcast_to(np.array([None], dtype=object), n)
         else:
             continue
