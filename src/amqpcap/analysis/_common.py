@@ -120,7 +120,14 @@ def _source(s: pd.Series):
             a[a == NAT] = None
             return a
 
-    elif isinstance(s.dtype, (pd.StringDtype, pd.CategoricalDtype)):
+    elif isinstance(s.dtype, pd.CategoricalDtype):  # its own small codes, not int64 ones
+        codes = s.cat.codes.to_numpy()
+        objs = np.append(np.asarray(s.cat.categories, dtype=object), None)  # code -1 (missing): None
+
+        def get(lo, hi):
+            return objs[codes[lo:hi]]
+
+    elif isinstance(s.dtype, pd.StringDtype):
         codes, uniques = pd.factorize(s, use_na_sentinel=True)
         objs = np.append(np.asarray(uniques, dtype=object), None)  # code -1 (missing): None
 

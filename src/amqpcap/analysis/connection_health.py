@@ -455,7 +455,9 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
             "over_prefetch": over.astype("boolean"),
         }
     )
-    out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")})
+    # a Categorical capture (a lean load) stays one: a code per row, not the path's text per row
+    keep = ("event",) if isinstance(out["capture"].dtype, pd.CategoricalDtype) else ("capture", "event")
+    out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in keep})
     return out.reset_index(drop=True)
 
 
