@@ -345,6 +345,10 @@ _PAIR_FIELDS = (
 _CONFIRM_FIELDS = _PAIR_FIELDS + ("exchange", "routing_key")
 
 
+# the methods confirms reads (of ``methods``, and of ``messages`` for content timing)
+CONFIRM_METHODS = ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN
+
+
 def confirms(t) -> pd.DataFrame:
     """Publisher confirms: after confirm.select on a channel, the n-th basic.publish (c2s)
     -> the basic.ack / basic.nack (s2c) whose delivery-tag covers n.
@@ -372,9 +376,7 @@ def confirms(t) -> pd.DataFrame:
         "exchange",
         "routing_key",
     ]
-    m = _with_content_completion(
-        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN, cols
-    )
+    m = _with_content_completion(t, CONFIRM_METHODS, cols)
     if len(m) == 0:
         return _finish([], CONFIRM_COLS)
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
@@ -620,6 +622,10 @@ _SETTLE = {
 }
 
 
+# the methods consumer_acks reads (of ``methods``, and of ``messages`` for content timing)
+ACK_METHODS = CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async")
+
+
 def consumer_acks(t) -> pd.DataFrame:
     """basic.deliver / basic.get-ok (s2c) -> the basic.ack / nack / reject (c2s) covering
     its delivery tag on the same channel.
@@ -656,11 +662,7 @@ def consumer_acks(t) -> pd.DataFrame:
         "command_id",
         "id_ranges",
     ]
-    m = _with_content_completion(
-        t,
-        CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"),
-        cols + CONSUMER_STATE_COLS,
-    )
+    m = _with_content_completion(t, ACK_METHODS, cols + CONSUMER_STATE_COLS)
     if len(m) == 0:
         return _finish([], ACK_COLS)
     info, _ = consumer_state(m)

@@ -7,6 +7,7 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -21,8 +22,8 @@ from amqpcap.analysis.connection_health import (
     unacked,
 )
 from amqpcap.analysis.failures import error_summary
-from amqpcap.analysis.latency import LATENCY_FUNCTIONS
-from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
+from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
 
 __all__ = [
@@ -145,22 +146,98 @@ _SUMMARIES = {
 }
 
 
-def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
+def _latency_health(src, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
     """stats' ``latency`` and the unacked part of ``health``.  Without ``lat`` each pairing is
     computed, summarised and dropped before the next (memory: the largest one, not their sum)."""
     out, health = {}, {}
     for kind, pairing in LATENCY_FUNCTIONS.items():
-        df = lat[kind] if lat is not None else pairing(t)
+        df = lat[kind] if lat is not None else pairing(section_tables(src, kind))
         if on_latency is not None:
             on_latency(kind, df)
         out[kind] = _SUMMARIES[kind](df)
         if kind == "consumer_ack":
             df = df[UNACKED_ACK_COLS].copy()  # the rest of a big frame freed before unacked runs
             release_memory()
-            health = _unacked_health(unacked(t, acks=df))
+            health = _unacked_health(unacked(section_tables(src, "unacked"), acks=df))
         del df
         release_memory()
     return out, health
+
+
+# What each computation of stats and the report reads: ({table: columns (None: all)}, {table: the
+# methods whose rows it reads}).  On a dissect output directory each is loaded for its computation
+# alone (load_section) and dropped after.  The wire-order keys are always there (``ordered``).
+_KEYS = [
+    "capture",
+    "tcp_stream",
+    "frame_number",
+    "stream_offset",
+    "ts",
+    "direction",
+    "channel",
+    "method",
+    "version",
+]
+_TS = ["capture", "tcp_stream", "frame_number", "ts"]
+SECTIONS: dict = {
+    "method_rtt": ({"connections": None, "methods": None}, {}),
+    "confirm": (
+        {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "exchange", "routing_key"],
+         "messages": _KEYS},
+        {"methods": CONFIRM_METHODS, "messages": CONFIRM_METHODS},
+    ),
+    "consumer_ack": (
+        {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "requeue", "redelivered",
+         "consumer_tag", "exchange", "routing_key", "command_id", "id_ranges", "queue", "no_ack", "no_wait",
+         "accept_mode"], "messages": _KEYS},
+        {"methods": ACK_METHODS, "messages": ACK_METHODS},
+    ),
+    "unacked": (
+        {"connections": None, "methods": _KEYS + ["prefetch_count", "qos_global"]},
+        {"methods": ("basic.qos",)},
+    ),
+    "transit": (
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
+         "consumer_tag", "redelivered"]},
+        {},
+    ),
+    "rpc": ({"connections": None, "messages": _KEYS + ["correlation_id", "reply_to", "routing_key"]}, {}),
+    "connection_setup": (
+        {"connections": None, "methods": _KEYS}, {"methods": ("connection.open-ok",)}
+    ),
+    "span": ({"connections": None, "methods": _TS, "messages": _TS, "frames": _TS}, {}),
+    "errors": ({"connections": None, "methods": None, "anomalies": None}, {}),
+    "throughput": (
+        {"connections": None, "methods": _KEYS + ["frame_size"],
+         "messages": _KEYS + ["body_size", "body_received", "body_frames"], "frames": None},
+        {},
+    ),
+    "health": (
+        {"connections": None, "methods": _KEYS + ["reason", "active"], "messages": _TS + ["direction"],
+         "frames": None},
+        {},
+    ),
+    "counts": ({"connections": None, "methods": ["capture", "method"], "anomalies": None}, {}),
+}  # fmt: skip
+
+
+def section_tables(src, section: str):
+    """The tables ``section`` (of :data:`SECTIONS`) reads: ``src`` itself when it is loaded
+    ``Tables``; for a dissect output directory, just that section's columns and rows."""
+    if isinstance(src, Tables):
+        return src
+    columns, names = SECTIONS[section]
+    return load_section(src, columns, names)
+
+
+def stats_source(t):
+    """What stats computes from: ``t`` when loaded, a dissect output directory as such (each
+    section loads what it reads), else (a capture) ``load(t)``."""
+    if isinstance(t, Tables):
+        return t
+    if isinstance(t, (str, os.PathLike)) and os.path.isdir(t):
+        return os.fspath(t)
+    return as_tables(t)
 
 
 def error_groups(summary: pd.DataFrame) -> list[dict]:
@@ -352,9 +429,8 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
     given, is called with each (e.g. to keep what a caller needs of it).
     """
-    t = as_tables(t)
-    latency, unacked_health = _latency_health(t, latencies, on_latency)
-    c = t.connections
+    src = stats_source(t)
+    latency, unacked_health = _latency_health(src, latencies, on_latency)
     sections = {  # computed one after the other, memory given back in between
         "span": _span,
         "errors": lambda t: error_groups(error_summary(t)),
@@ -363,8 +439,10 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     }
     done = {}
     for name, section in sections.items():
-        done[name] = section(t)
+        done[name] = section(section_tables(src, name))
         release_memory()
+    t = section_tables(src, "counts")
+    c = t.connections
     return {
         "stats_version": STATS_VERSION,
         "captures": sorted({str(x) for df in (c, t.methods) for x in df["capture"].dropna().unique()}),

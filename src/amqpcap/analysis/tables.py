@@ -306,16 +306,29 @@ def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
     return ds.dataset(files, format=fmt, schema=schema)
 
 
-def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical) -> pd.DataFrame:
+def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, names=None) -> pd.DataFrame:
     """``columns="compact"``: the table read and converted a few columns at a time, memory given
     back in between, so the peak is the frame plus one group's Arrow data, not plus the whole
-    table's (and a :data:`CODE_COLUMNS` column's strings never sit beside anything else)."""
+    table's (and a :data:`CODE_COLUMNS` column's strings never sit beside anything else).
+    ``names``: only the rows whose ``method`` is one of them."""
+    keep = None  # the rows of ``names``: found once, each group's read filtered by it
+    if names is not None:
+        method = dataset.to_table(columns=["method"], memory_pool=POOL).column(0)
+        keep = pc.is_in(method, value_set=pa.array(list(names), pa.string()))
+        del method
     groups = [[c] for c in cols if c in CODE_COLUMNS]
     rest = [c for c in cols if c not in CODE_COLUMNS]
     groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
+    if not groups:
+        n = dataset.count_rows() if keep is None else pc.sum(keep).as_py() or 0
+        return pd.DataFrame(index=pd.RangeIndex(n))
     df = None
     for group in groups:
-        part = arrow_to_pandas(_read(dataset, group), name, group, categorical, True)
+        table = dataset.to_table(columns=group, memory_pool=POOL)
+        if keep is not None:
+            table = table.filter(keep)
+        part = arrow_to_pandas(table, name, group, categorical, True)
+        del table
         if df is None:
             df = part
         else:
@@ -329,10 +342,6 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical) 
 _GROUP = 6  # columns per read of a compact load
 
 
-def _read(dataset: ds.Dataset, cols: list[str]) -> pa.Table:
-    return dataset.to_table(columns=cols, memory_pool=POOL)
-
-
 # Arrow memory of the lean loads comes from malloc, not Arrow's default pool (mimalloc / jemalloc):
 # those keep the freed buffers of the conversion (a few hundred MB on a big output) mapped, where
 # malloc gives them back (``release_memory``); the columns pandas keeps are Arrow buffers too.
@@ -341,9 +350,14 @@ POOL = pa.system_memory_pool()
 
 def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.DataFrame | None:
     """Read the Parquet dataset ``directory/name`` (None if absent); ``columns`` as for :func:`load`."""
-    cols = _columns(name, columns)
-    cat = _categorical(columns)
-    compact = _compact_mode(columns)
+    return _read_table(
+        directory, name, _columns(name, columns), _categorical(columns), _compact_mode(columns)
+    )
+
+
+def _read_table(directory, name: str, cols: list[str], cat, compact: bool, names=None) -> pd.DataFrame | None:
+    """:func:`read_table` of the columns ``cols`` (``cat``: those made Categorical; ``compact``: as
+    ``columns="compact"``; ``names``: a compact read keeps only the rows of these methods)."""
     p = Path(directory) / name
     candidates = [p, p.with_suffix(".parquet")]
     for c in candidates:
@@ -354,7 +368,7 @@ def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.Data
             paths = [str(x) for x in sorted(files)]
             try:  # the schema fills columns a file lacks with nulls
                 if compact:
-                    return _read_compact(_dataset(paths, name, cat), name, cols, cat)
+                    return _read_compact(_dataset(paths, name, cat), name, cols, cat, names)
                 table = _dataset(paths, name, cat).to_table(columns=cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
@@ -385,6 +399,33 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
             present.append(name)
         frames[name] = df
     release_memory()  # the Arrow tables are converted: give their memory back
+    present = tuple(n for n in TABLE_NAMES if n in present)
+    return Tables(**frames, source=str(directory), present=present)
+
+
+def load_section(directory: str | os.PathLike, columns: dict, names: dict | None = None) -> Tables:
+    """The tables of a dissect output as ``columns="compact"`` loads them, but only what one
+    computation reads: the ``columns`` of each table named (``{table: [column, ...]}``; ``None``:
+    its analysis columns; a table not named is empty) and, for a table in ``names``, only the
+    rows whose ``method`` is one of ``names[table]`` (a superset of what the computation selects
+    by method name).  ``stats`` and the report load each section of a big output this way and
+    drop it before the next: memory follows one computation's columns, not every column."""
+    directory = Path(directory)
+    frames, present = {}, []
+    for name in sorted(TABLE_NAMES, key=lambda n: n != "messages"):
+        cols = _columns(name, "compact")
+        want = columns.get(name)  # (a table not named: no rows, every column)
+        cols = cols if want is None else [c for c in cols if c in want]
+        p = directory / name
+        if p.is_dir() or p.with_suffix(".parquet").is_file():
+            present.append(name)
+        elif name != "frames":
+            raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
+        df = None
+        if name in columns:
+            df = _read_table(directory, name, cols, CATEGORICAL_COLUMNS, True, (names or {}).get(name))
+        frames[name] = df if df is not None else empty_frame(name, cols, CATEGORICAL_COLUMNS, True)
+    release_memory()
     present = tuple(n for n in TABLE_NAMES if n in present)
     return Tables(**frames, source=str(directory), present=present)
 
