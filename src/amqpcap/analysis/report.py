@@ -27,9 +27,15 @@ from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
-from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, throughput_cells
+from amqpcap.analysis.summary import (
+    LATENCY_KINDS,
+    connection_cells,
+    connections_table,
+    section_tables,
+    stats_source,
+    throughput_cells,
+)
 from amqpcap.analysis.summary import stats as stats_dict
-from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
@@ -697,7 +703,7 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
     the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
     """
-    t = as_tables(t)
+    src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
@@ -709,22 +715,24 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
             kept[kind] = df[UNACKED_ACK_COLS].copy()  # all fig_unacked reads of a big frame
 
     if stats is None:
-        s = stats_dict(t, on_latency=keep)
+        s = stats_dict(src, on_latency=keep)
     else:
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
-            keep(kind, pairing(t))
-    t0 = _t0(t)
+            keep(kind, pairing(section_tables(src, kind)))
+    t0 = _t0(section_tables(src, "t0"))
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
-    err = errors_frame(t)
+    err = errors_frame(section_tables(src, "errors"))
     paths = {
-        "throughput": fig_throughput(t, out / "throughput.png", bucket, t0),
+        "throughput": fig_throughput(section_tables(src, "throughput"), out / "throughput.png", bucket, t0),
         "latency": fig_latency(values, out / "latency.png"),
         "errors": fig_errors(err, out / "errors.png"),
-        "timeline": fig_timeline(t, err, out / "timeline.png", t0),
-        "unacked": fig_unacked(t, kept.pop("consumer_ack"), out / "unacked.png", t0),
+        "timeline": fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0),
+        "unacked": fig_unacked(
+            section_tables(src, "unacked"), kept.pop("consumer_ack"), out / "unacked.png", t0
+        ),
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"
-    index.write_text(_page(s, t, images, plot_bucket=bucket), encoding="utf-8")
+    index.write_text(_page(s, section_tables(src, "text"), images, plot_bucket=bucket), encoding="utf-8")
     return os.fspath(index)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import filled, ns, release_memory, si
+from amqpcap.analysis._common import CONN_KEYS, filled, ns, release_memory, si
 from amqpcap.analysis.connection_health import (
     UNACKED_ACK_COLS,
     blocked,
@@ -218,6 +218,11 @@ SECTIONS: dict = {
         {},
     ),
     "counts": ({"connections": None, "methods": ["capture", "method"], "anomalies": None}, {}),
+    # the terminal tables' and the report page's connections table
+    "text": ({"connections": None, "methods": CONN_KEYS, "messages": CONN_KEYS}, {}),
+    # the report's figures: their time origin and the connections timeline
+    "t0": ({"connections": None, "methods": ["ts"], "messages": ["ts"], "frames": ["ts"]}, {}),
+    "timeline": ({"connections": None, "methods": _KEYS + ["reason"]}, {}),
 }  # fmt: skip
 
 
