@@ -98,6 +98,12 @@ _BASE_COLS = {
 }
 
 
+def _sources(m: pd.DataFrame, src: dict) -> pd.DataFrame:
+    """Just the columns of ``m`` that ``src`` (see :func:`_taken_frame`) takes: a walk's other
+    columns are freed before its result is built."""
+    return m[list(dict.fromkeys(v[0] for v in src.values() if isinstance(v, tuple)))]
+
+
 def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd.DataFrame:
     """The result frame from a walk that kept positions: ``src`` maps a result column to
     (column of ``m``, positions; -1 missing) or to its values (``request_ts`` is always taken);
@@ -452,6 +458,7 @@ def confirms(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    m = _sources(m, src)
     return _taken_frame(
         m, src, CONFIRM_COLS, ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
     )
@@ -757,6 +764,8 @@ def consumer_acks(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    m = _sources(m, src)
+    del info
     return _taken_frame(m, src, ACK_COLS, ["capture", "tcp_stream", "channel", "request_frame"])
 
 
@@ -1084,6 +1093,8 @@ def rpc(t) -> pd.DataFrame:
         resp_at[n] = -1 if resp is None else resp
         dlv_at[n] = -1 if dlv is None else dlv
         status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
+    # the walk's keys (millions of entries on a big capture) freed before the result is built
+    del corr, has_corr, has_rt, has_rk, req_key, rep_key, names, req_k, rep_k, replies, used
     src = {  # result column -> (R column, positions)
         "capture": ("capture", req_at),
         "tcp_stream": ("tcp_stream", req_at),

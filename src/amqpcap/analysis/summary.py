@@ -180,7 +180,11 @@ _KEYS = [
 ]
 _TS = ["capture", "tcp_stream", "frame_number", "ts"]
 SECTIONS: dict = {
-    "method_rtt": ({"connections": None, "methods": None}, {}),
+    "method_rtt": (
+        {"connections": None, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
+         "synchronous"]},
+        {},
+    ),
     "confirm": (
         {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "exchange", "routing_key"],
          "messages": _KEYS},
@@ -206,7 +210,11 @@ SECTIONS: dict = {
         {"connections": None, "methods": _KEYS}, {"methods": ("connection.open-ok",)}
     ),
     "span": ({"connections": None, "methods": _TS, "messages": _TS, "frames": _TS}, {}),
-    "errors": ({"connections": None, "methods": None, "anomalies": None}, {}),
+    "errors": (
+        {"connections": None, "methods": _KEYS + ["reply_code", "reply_text", "reply_name", "failing_method",
+         "command_id", "answers_command_id", "code", "text"], "anomalies": None},
+        {},
+    ),
     "throughput": (
         {"connections": None, "methods": _KEYS + ["frame_size"],
          "messages": _KEYS + ["body_size", "body_received", "body_frames"], "frames": None},
