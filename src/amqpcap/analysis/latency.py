@@ -679,9 +679,19 @@ def consumer_acks(t) -> pd.DataFrame:
     got: dict = {k: array("q") for k in ("at", "resp", "tag")}
     got.update((k, []) for k in ("outcome", "multiple", "requeue", "ctag", "queue"))
 
-    def settle(tag, dl, resp, outcome, multiple, requeue):
-        for k, v in zip(got, (dl[0], resp, tag, outcome, multiple, requeue, dl[1], dl[2])):
-            got[k].append(v)
+    add_at, add_resp, add_tag, add_outcome, add_multiple, add_requeue, add_ctag, add_queue = (
+        got[k].append for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")
+    )
+
+    def settle(tag, dl, resp, outcome, multiple, requeue):  # once per delivery: plain appends
+        add_at(dl[0])
+        add_resp(resp)
+        add_tag(tag)
+        add_outcome(outcome)
+        add_multiple(multiple)
+        add_requeue(requeue)
+        add_ctag(dl[1])
+        add_queue(dl[2])
 
     walk = [
         "capture",
@@ -933,6 +943,7 @@ def transit(t) -> pd.DataFrame:
         )
     )
     pid, did, match, index = pid[o], did[o], match[o], index[o]
+    del o, starts, rf  # (millions of entries) freed before the result is built
     p_at, d_at = pub_at[pid], del_at[did]
     src = {  # result column -> (column of msgs, of the publish or of the delivery)
         "capture": ("capture", p_at),

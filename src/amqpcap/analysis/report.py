@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from amqpcap.analysis._common import NAT, ns, ordered, records, si
+from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, si
 from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
@@ -29,6 +29,7 @@ from amqpcap.analysis.failures import errors as errors_frame
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
     LATENCY_KINDS,
+    Sections,
     connection_cells,
     connections_table,
     section_tables,
@@ -703,6 +704,12 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
     the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
     """
+    with malloc_pool():
+        return _write_report(t, out_dir, bucket, stats)
+
+
+def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
+    """The body of :func:`write_report`."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -720,19 +727,19 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
-    t0 = _t0(section_tables(src, "t0"))
+    tables = Sections(src)  # the figures that read the same group of columns one after the other
+    t0 = _t0(tables("t0"))
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
-    err = errors_frame(section_tables(src, "errors"))
+    err = errors_frame(tables("errors"))
     paths = {
-        "throughput": fig_throughput(section_tables(src, "throughput"), out / "throughput.png", bucket, t0),
+        "timeline": fig_timeline(tables("timeline"), err, out / "timeline.png", t0),
+        "throughput": fig_throughput(tables("throughput"), out / "throughput.png", bucket, t0),
         "latency": fig_latency(values, out / "latency.png"),
         "errors": fig_errors(err, out / "errors.png"),
-        "timeline": fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0),
-        "unacked": fig_unacked(
-            section_tables(src, "unacked"), kept.pop("consumer_ack"), out / "unacked.png", t0
-        ),
+        "unacked": fig_unacked(tables("unacked"), kept.pop("consumer_ack"), out / "unacked.png", t0),
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"
-    index.write_text(_page(s, section_tables(src, "text"), images, plot_bucket=bucket), encoding="utf-8")
+    index.write_text(_page(s, tables("text"), images, plot_bucket=bucket), encoding="utf-8")
+    tables.close()
     return os.fspath(index)

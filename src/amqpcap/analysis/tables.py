@@ -335,7 +335,7 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
             for c in group:
                 df[c] = part[c]  # no copy (copy on write)
         del part
-        release_memory()
+        release_memory(collect=False)  # (no reference cycles here: a collection would cost, not free)
     return df[cols]
 
 
