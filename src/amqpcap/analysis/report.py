@@ -545,7 +545,11 @@ _KIND_LABELS = {
 }
 
 
-def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") -> str:
+_PAGE_LIMIT = 50  # rows of the page's tables (connections, methods, errors)
+
+
+def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plot_bucket: str = "1s") -> str:
+    """The report page; ``ct``: :func:`connections_table` (its busiest ``limit``)."""
     span = s.get("span", {})
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title>"
@@ -657,7 +661,6 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
     parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
     # connections
     parts.append("<h2>Connections and channels</h2>")
-    ct = connections_table(t, limit)
     n = ct.attrs["total"]
     if len(ct):
         if n > len(ct):
@@ -721,25 +724,37 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         if kind == "consumer_ack":
             kept[kind] = df[UNACKED_ACK_COLS].copy()  # all fig_unacked reads of a big frame
 
+    drawn: dict = {}  # figures and frames made from the tables a stats section loaded
+
+    def draw(section, tables):
+        if section == "counts":  # the light group: connections, errors, the time origin
+            drawn["t0"] = t0 = _t0(tables)
+            drawn["err"] = err = errors_frame(tables)
+            drawn["connections"] = connections_table(tables, _PAGE_LIMIT)
+            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", t0)
+        elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
+            drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
+
     if stats is None:
-        s = stats_dict(src, on_latency=keep)
+        s = stats_dict(src, on_latency=keep, on_section=draw)
     else:
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
-    tables = Sections(src)  # the figures that read the same group of columns one after the other
-    t0 = _t0(tables("t0"))
+        tables = Sections(src)
+        draw("counts", tables("counts"))
+        draw("consumer_ack", tables("unacked"))
+        tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
-    err = errors_frame(tables("errors"))
+    t0 = drawn["t0"]
     paths = {
-        "timeline": fig_timeline(tables("timeline"), err, out / "timeline.png", t0),
-        "throughput": fig_throughput(tables("throughput"), out / "throughput.png", bucket, t0),
+        "throughput": fig_throughput(section_tables(src, "throughput"), out / "throughput.png", bucket, t0),
         "latency": fig_latency(values, out / "latency.png"),
-        "errors": fig_errors(err, out / "errors.png"),
-        "unacked": fig_unacked(tables("unacked"), kept.pop("consumer_ack"), out / "unacked.png", t0),
+        "errors": fig_errors(drawn["err"], out / "errors.png"),
+        "timeline": drawn["timeline"],
+        "unacked": drawn["unacked"],
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"
-    index.write_text(_page(s, tables("text"), images, plot_bucket=bucket), encoding="utf-8")
-    tables.close()
+    index.write_text(_page(s, drawn["connections"], images, plot_bucket=bucket), encoding="utf-8")
     return os.fspath(index)

@@ -472,7 +472,7 @@ def _health(t, unacked_health: dict) -> dict:
     }
 
 
-def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None) -> dict:
+def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None, on_section=None) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
@@ -481,7 +481,9 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     See docs/analysis.md for every field.  ``latencies``: a precomputed
     :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
-    given, is called with each (e.g. to keep what a caller needs of it).
+    given, is called with each (e.g. to keep what a caller needs of it).  ``on_section(section,
+    tables)``, when given, is called after each section (:data:`SECTIONS`) with the tables it read
+    (the report draws figures from them: on a directory they are loaded once for both).
     """
     got: dict = {"latency": {}}
 
@@ -511,6 +513,8 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         tables = Sections(stats_source(t))
         for section, step in steps:
             step(tables(section))
+            if on_section is not None:
+                on_section(section, tables(section))
             release_memory()
         tables.close()
     counts = got["counts"]

@@ -388,8 +388,9 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
         raise FileNotFoundError(f"{directory}: not a dissect output directory")
     frames = {}
     present = []
-    # messages first: its big string columns are turned to codes while little else is in memory
-    for name in sorted(TABLE_NAMES, key=lambda n: n != "messages"):
+    # compact: messages first, its big string columns turned to codes while little else is in memory
+    first = "messages" if _compact_mode(columns) else None
+    for name in sorted(TABLE_NAMES, key=lambda n: n != first):
         df = read_table(directory, name, columns)
         if df is None:
             if name != "frames":
