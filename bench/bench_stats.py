@@ -6,13 +6,14 @@
 Builds (once, cached in bench/data/) a capture of small-packet AMQP 0-9-1
 traffic (each publish and each delivery in a packet of its own, acks and
 confirms every 10 messages: about 2.2 packets a message) and dissects it
-(default tables, no --frames; ``--redissect``: again, e.g. tables of an older amqpcap).  Then, each in a fresh process so the peak RSS
-is that step's alone, it measures wall time and peak RSS (ru_maxrss) of:
+(default tables, no --frames; ``--redissect``: again, e.g. tables of an older
+amqpcap).  Then, each in a fresh process so the peak RSS is that step's alone,
+it measures wall time and peak RSS (ru_maxrss) of:
 
 * ``load``:   amqpcap.load(OUT)
 * ``load-an``: amqpcap.load(OUT, columns="analysis"), the columns the analysis reads
-* ``load-co``: amqpcap.load(OUT, columns="compact"), what stats and report load (the analysis
-  columns, the pairing ids as integer codes)
+* ``load-co``: amqpcap.load(OUT, columns="compact"): the analysis columns, the pairing ids as
+  integer codes (stats and report load that way, a section at a time)
 * ``stats``:  amqpcap stats OUT --json (load + every computation + JSON)
 * ``report``: amqpcap report OUT -o DIR (with --report; matplotlib figures)
 * ``pair``:   stats over the tables of two shipped captures recorded years
