@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Memory and time of the analysis on big tables: `amqpcap.load`, `stats` and `report`.
 
-    python bench/bench_stats.py [--packets 1250000] [--report] [--python PY]
+    python bench/bench_stats.py [--packets 1250000] [--report] [--python PY] [--redissect]
 
 Builds (once, cached in bench/data/) a capture of small-packet AMQP 0-9-1
 traffic (each publish and each delivery in a packet of its own, acks and
 confirms every 10 messages: about 2.2 packets a message) and dissects it
-(default tables, no --frames).  Then, each in a fresh process so the peak RSS
-is that step's alone, it measures wall time and peak RSS (ru_maxrss) of:
+(default tables, no --frames; ``--redissect``: again, e.g. tables of an older
+amqpcap).  Then, each in a fresh process so the peak RSS is that step's alone,
+it measures wall time and peak RSS (ru_maxrss) of:
 
 * ``load``:   amqpcap.load(OUT)
-* ``load-an``: amqpcap.load(OUT, columns="analysis"), the columns stats and report read
+* ``load-an``: amqpcap.load(OUT, columns="analysis"), the columns the analysis reads
+* ``load-co``: amqpcap.load(OUT, columns="compact"): the analysis columns, the pairing ids as
+  integer codes (stats and report load that way, a section at a time)
 * ``stats``:  amqpcap stats OUT --json (load + every computation + JSON)
 * ``report``: amqpcap report OUT -o DIR (with --report; matplotlib figures)
 * ``pair``:   stats over the tables of two shipped captures recorded years
@@ -131,8 +134,9 @@ def main() -> int:
     ap.add_argument("--packets", type=int, default=1_250_000)
     ap.add_argument("--report", action="store_true", help="also time `amqpcap report`")
     ap.add_argument("--python", default=sys.executable, help="interpreter to run the steps with")
-    ap.add_argument("--only", help="comma-separated steps (load,load-an,stats,report,pair,epoch)")
+    ap.add_argument("--only", help="comma-separated steps (load,load-an,load-co,stats,report,pair,epoch)")
     ap.add_argument("--limit-mb", type=int, default=8192, help="address-space cap of each step (MB)")
+    ap.add_argument("--redissect", action="store_true", help="dissect again (tables of an older amqpcap)")
     a = ap.parse_args()
     data = os.path.join(HERE, "data")
     os.makedirs(data, exist_ok=True)
@@ -142,9 +146,9 @@ def main() -> int:
         print(f"building {cap} ...", flush=True)
         build_small(cap + ".tmp", a.packets)
         os.replace(cap + ".tmp", cap)
-    if not os.path.isdir(out):
+    if a.redissect or not os.path.isdir(out):
         print(f"dissecting into {out} ...", flush=True)
-        subprocess.run(amqpcap(sys.executable, "dissect", cap, "-o", out, "-q"), check=True)
+        subprocess.run(amqpcap(sys.executable, "dissect", cap, "-o", out, "-q", "--force"), check=True)
     tmp = tempfile.mkdtemp(prefix="bench-stats-")
     try:
         pair = os.path.join(tmp, "pair")
@@ -173,6 +177,7 @@ def main() -> int:
         steps = {
             "load": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}); print(len(t.methods))"],
             "load-an": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}, columns='analysis')"],
+            "load-co": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}, columns='compact')"],
             "stats": amqpcap(a.python, "stats", out, "--json"),
             "report": amqpcap(a.python, "report", out, "-o", os.path.join(tmp, "report")),
             "pair": amqpcap(a.python, "stats", pair, "--json"),

@@ -384,7 +384,8 @@ def _show(a) -> int:
 def _tables(a, temp: list):
     """Load ``a.path``: a dissect output directory, or a capture dissected into the cache
     (standard input or another pipe: into a temporary directory appended to ``temp``)."""
-    from amqpcap.analysis.tables import cache_key, default_cache_dir, dissect_cached, load_dir
+    from amqpcap.analysis.summary import section_tables
+    from amqpcap.analysis.tables import cache_key, default_cache_dir, dissect_cached
     from amqpcap.capture.reader import CaptureError, open_capture
 
     path = a.path
@@ -395,7 +396,7 @@ def _tables(a, temp: list):
             raise CaptureError(
                 path, "is a directory but not a dissect output (no connections/ table)", Exit.UNREADABLE
             )
-        return load_dir(path, "analysis")
+        return section_tables(path, "text")  # stats and report load the rest by section
     if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
         # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
         from amqpcap.pipeline import dissect
@@ -406,14 +407,14 @@ def _tables(a, temp: list):
         print(f"amqpcap: dissecting {name} (a pipe: not cached)", file=sys.stderr)
         summary = dissect([path], os.path.join(tmp, "out"), progress=progress, **opts)
         a.census = (summary.tcp_streams, summary.server_ports)
-        return load_dir(os.path.join(tmp, "out"), "analysis")
+        return section_tables(os.path.join(tmp, "out"), "text")
     open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
     out = default_cache_dir() / cache_key(path, **opts)
     if out.is_dir():
         print(f"amqpcap: using the dissection of {path} cached in {out}", file=sys.stderr)
     else:
         print(f"amqpcap: dissecting {path} (cached in {out})", file=sys.stderr)
-    return load_dir(dissect_cached(path, progress=progress, **opts), "analysis")
+    return section_tables(os.fspath(dissect_cached(path, progress=progress, **opts)), "text")
 
 
 class _Discard:
@@ -475,7 +476,7 @@ def _stats(a) -> int:
         tables = _tables(a, temp)
         if _no_amqp(tables, a):
             return Exit.NO_AMQP
-        result = stats(tables)
+        result = stats(tables.source)
         if a.json:
             json.dump(result, sys.stdout, indent=None, default=str)
             sys.stdout.write("\n")
@@ -505,7 +506,7 @@ def _report(a) -> int:
             if created:
                 os.rmdir(a.out)
             return Exit.NO_AMQP
-        path = write_report(tables, a.out)
+        path = write_report(tables.source, a.out)
     except BaseException:
         if created:
             shutil.rmtree(a.out, ignore_errors=True)

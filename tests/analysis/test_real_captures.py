@@ -260,3 +260,57 @@ def test_categorical_analysis_columns_give_the_same_frames(cache):
             same(throughput(lean, by=by), throughput(full, by=by), f"{name} throughput by {by}")
         same(message_queues(lean), message_queues(full)[list(lean.messages.columns) + ["queue"]], name)
         same(time_outliers(lean), time_outliers(full), f"{name} time_outliers")
+
+
+def _as_text(s, empty_is_null):
+    """String column values, missing as None (and "" too when ``empty_is_null``)."""
+    v = s.astype(object).where(s.notna(), None)
+    return v.where(v != "", None) if empty_is_null else v
+
+
+def test_compact_load_pairs_on_codes_exactly_as_on_the_strings(cache):
+    """load(columns="compact") (what stats and report load) holds message_id, correlation_id and
+    body_hash as integer codes: on every shipped capture equal strings have equal codes and
+    different strings different ones, and every pairing, unacked and the stats are those of the
+    full load, the codes in transit and rpc standing for the very strings of the full result."""
+    import pandas as pd
+
+    from amqpcap.analysis import all_latencies, unacked
+    from amqpcap.analysis.tables import CODE_COLUMNS
+
+    ids = {"message_id", "correlation_id"}  # an empty id is no id: a null code
+    names = sorted(n for n in os.listdir(CAPTURES) if n.endswith(".pcap"))
+    coded = 0
+    for name in names:
+        path = os.path.join(CAPTURES, name)
+        full = amqpcap.load(path, cache_dir=cache, frames=True)
+        lean = amqpcap.load(path, cache_dir=cache, frames=True, columns="compact")
+        text = {}  # column -> {code: string}
+        for c in CODE_COLUMNS:
+            code, s = lean.messages[c], _as_text(full.messages[c], c in ids)
+            assert str(code.dtype) == "Int32" and (code.isna() == s.isna()).all(), (name, c)
+            pairs = pd.DataFrame({"code": code, "s": s}).dropna()
+            assert (pairs.groupby("code")["s"].nunique() == 1).all(), (name, c)
+            assert (pairs.groupby("s")["code"].nunique() == 1).all(), (name, c)
+            text[c] = dict(zip(pairs["code"].astype(int), pairs["s"]))
+            coded += len(pairs)
+        fl, ll = all_latencies(full), all_latencies(lean)
+        for kind, cols in (("transit", ["message_id", "body_hash"]), ("rpc", ["correlation_id"])):
+            for c in cols:
+                got = [None if pd.isna(v) else text[c][int(v)] for v in ll[kind][c]]
+                want = _as_text(fl[kind][c], c in ids).tolist()
+                assert got == want, (name, kind, c)
+            ll[kind] = ll[kind].drop(columns=cols)
+            fl[kind] = fl[kind].drop(columns=cols)
+        for k in fl:
+            _same(ll[k], fl[k], f"{name} {k}")
+        _same(unacked(lean), unacked(full), f"{name} unacked")
+        assert stats(lean) == stats(full), name
+    assert coded > 1000  # the captures do carry ids and bodies
+
+
+def _same(a, b, what):
+    import pandas as pd
+
+    cat = [c for c in a.columns if isinstance(a[c].dtype, pd.CategoricalDtype)]
+    pd.testing.assert_frame_equal(a.astype({c: b[c].dtype for c in cat}), b, obj=what)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import weakref
 from collections.abc import Iterator
 
@@ -32,12 +34,30 @@ def to_ts(values) -> pd.Series:
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
-def release_memory() -> None:
+def release_memory(collect: bool = True) -> None:
     """Give freed memory back to the system between big computations: Arrow's pool keeps freed
-    blocks, and glibc keeps freed heap pages, so RSS would creep up step after step."""
+    blocks, and glibc keeps freed heap pages, so RSS would creep up step after step.  A collection
+    first (``collect``): pandas frames in reference cycles (hundreds of MB of columns) wait for the
+    collector."""
+    if collect:
+        gc.collect()
     pa.default_memory_pool().release_unused()
     if _malloc_trim is not None:
         _malloc_trim(0)
+
+
+@contextlib.contextmanager
+def malloc_pool():
+    """Arrow memory from malloc while the block runs, not from Arrow's default pool (mimalloc /
+    jemalloc): those keep what a big computation frees mapped (hundreds of MB of RSS after a few
+    sections of stats), malloc gives it back (:func:`release_memory`).  A buffer is freed to the
+    pool it came from, whenever that is."""
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
 
 
 def _libc_malloc_trim():
@@ -117,7 +137,14 @@ def _source(s: pd.Series):
             a[a == NAT] = None
             return a
 
-    elif isinstance(s.dtype, (pd.StringDtype, pd.CategoricalDtype)):
+    elif isinstance(s.dtype, pd.CategoricalDtype):  # its own small codes, not int64 ones
+        codes = s.cat.codes.to_numpy()
+        objs = np.append(np.asarray(s.cat.categories, dtype=object), None)  # code -1 (missing): None
+
+        def get(lo, hi):
+            return objs[codes[lo:hi]]
+
+    elif isinstance(s.dtype, pd.StringDtype):
         codes, uniques = pd.factorize(s, use_na_sentinel=True)
         objs = np.append(np.asarray(uniques, dtype=object), None)  # code -1 (missing): None
 

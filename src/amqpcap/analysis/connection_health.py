@@ -16,6 +16,7 @@ from amqpcap.analysis._common import (
     ns,
     ordered,
     records,
+    sort_key,
 )
 from amqpcap.analysis.latency import consumer_acks
 from amqpcap.analysis.tables import as_tables
@@ -57,11 +58,44 @@ def _activity(t) -> tuple[pd.DataFrame, str]:
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=["capture", "tcp_stream", "direction", "_ts", "frame_number"]), source
-    a = pd.concat(parts, ignore_index=True)
-    a["_ts"] = ns(a["ts"])
-    a = a.drop(columns="ts").drop_duplicates(["capture", "tcp_stream", "direction", "frame_number"])
-    a = a.sort_values(["capture", "tcp_stream", "direction", "_ts", "frame_number"], kind="stable")
+    a = pd.concat(_same_categories(parts), ignore_index=True)
+    ts = ns(a["ts"])
+    # drop_duplicates on (capture, tcp_stream, direction, frame_number), then a stable sort by
+    # (capture, tcp_stream, direction, ts, frame_number): on small integer keys, not on the frame
+    keys = [_small(sort_key(a[c])) for c in ("capture", "tcp_stream", "direction")]
+    frame = sort_key(a["frame_number"])
+    o = np.lexsort((frame, *reversed(keys)))  # stable: concat order among equals
+    same = np.ones(max(len(o) - 1, 0), dtype=bool)
+    for k in (frame, *keys):
+        same &= k[o[1:]] == k[o[:-1]]
+    kept = np.zeros(len(a), dtype=bool)
+    kept[o[np.r_[True, ~same]] if len(o) else o] = True
+    del o, same
+    at = np.flatnonzero(kept)
+    o = np.lexsort((frame[at], ts[at], *(k[at] for k in reversed(keys))))
+    at = at[o]
+    a = a.iloc[at].drop(columns="ts")
+    a["_ts"] = ts[at]
     return a, source
+
+
+def _small(key: np.ndarray) -> np.ndarray:
+    """An integer sort key in 32 bits when it fits (a quarter of the memory of millions of int64)."""
+    if key.dtype.kind == "i" and (len(key) == 0 or (key.min() >= -(2**31) and key.max() < 2**31)):
+        return key.astype(np.int32)
+    return key
+
+
+def _same_categories(parts: list) -> list:
+    """Frames whose Categorical columns share one set of categories (sorted), so that their
+    concat stays Categorical (a code per row), not a column of strings."""
+    for c in ("capture", "direction"):
+        cols = [p[c] for p in parts]
+        if len(cols) < 2 or not all(isinstance(s.dtype, pd.CategoricalDtype) for s in cols):
+            continue
+        union = sorted(set().union(*(s.cat.categories for s in cols)))
+        parts = [p.assign(**{c: p[c].cat.set_categories(union)}) for p in parts]
+    return parts
 
 
 def heartbeat_source(t) -> str:
@@ -117,8 +151,9 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         return build(rows, GAP_COLS)
     act, source = _activity(t)
     source = heartbeat_source(t) if source != "frames" else source
+    # each group's rows (positions): a group's frame is made when its conversation is checked
     groups = (
-        {k: g for k, g in act.groupby(["capture", "tcp_stream", "direction"], sort=False, observed=True)}
+        act.groupby(["capture", "tcp_stream", "direction"], sort=False, observed=True).indices
         if len(act)
         else {}
     )
@@ -132,7 +167,8 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         for i, (d, sender) in enumerate(_DIRS):
             hbs, s0, s1, last = r[6 + 4 * i : 10 + 4 * i]
             live = source != "frames" and hbs is not None
-            g = groups.get((cap, st, d))
+            at = groups.get((cap, st, d))
+            g = act.iloc[at] if at is not None else None
             marks = list(zip(g["_ts"].tolist(), g["frame_number"].tolist())) if g is not None else []
             if live:  # the recorded frame times are signs of life too (one mark per instant, numbered if any)
                 known = dict(marks)
@@ -372,6 +408,18 @@ UNACKED_COLS = {
 }
 
 
+# the columns of a consumer_acks frame that unacked reads (a caller may keep just these)
+UNACKED_ACK_COLS = [
+    "capture",
+    "tcp_stream",
+    "channel",
+    "request_ts",
+    "request_frame",
+    "response_frame",
+    "response_ts",
+]
+
+
 def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Unacknowledged deliveries per channel over time, against basic.qos prefetch.
 
@@ -384,6 +432,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
     limit); ``over_prefetch`` is unacked > prefetch_count > 0.  With
     ``global = false`` RabbitMQ applies the count per consumer, so a channel
     with k consumers may hold k x prefetch: ``prefetch_global`` shows which.
+    ``acks``: a :func:`consumer_acks` result (its :data:`UNACKED_ACK_COLS` are enough).
     """
     t = as_tables(t)
     acks = consumer_acks(t) if acks is None else acks
@@ -442,7 +491,9 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
             "over_prefetch": over.astype("boolean"),
         }
     )
-    out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in ("capture", "event")})
+    # a Categorical capture (a lean load) stays one: a code per row, not the path's text per row
+    keep = ("event",) if isinstance(out["capture"].dtype, pd.CategoricalDtype) else ("capture", "event")
+    out = out.astype({k: v for k, v in UNACKED_COLS.items() if k in keep})
     return out.reset_index(drop=True)
 
 

@@ -11,6 +11,7 @@ exact definitions.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import OrderedDict
 
 import numpy as np
@@ -97,6 +98,12 @@ _BASE_COLS = {
 }
 
 
+def _sources(m: pd.DataFrame, src: dict) -> pd.DataFrame:
+    """Just the columns of ``m`` that ``src`` (see :func:`_taken_frame`) takes: a walk's other
+    columns are freed before its result is built."""
+    return m[list(dict.fromkeys(v[0] for v in src.values() if isinstance(v, tuple)))]
+
+
 def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd.DataFrame:
     """The result frame from a walk that kept positions: ``src`` maps a result column to
     (column of ``m``, positions; -1 missing) or to its values (``request_ts`` is always taken);
@@ -114,6 +121,8 @@ def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd
         v = src.get(name)
         if isinstance(v, tuple):
             data[name] = taken(m[v[0]], np.asarray(v[1], dtype=np.int64)[order], dtype)
+        elif isinstance(v, np.ndarray) and v.dtype != object:  # numbers, none missing
+            data[name] = pd.Series(v[order]).astype(dtype)
         elif v is not None:
             data[name] = pd.Series(np.asarray(v, dtype=object)[order], dtype=dtype)
     df = pd.DataFrame(data)
@@ -342,6 +351,10 @@ _PAIR_FIELDS = (
 _CONFIRM_FIELDS = _PAIR_FIELDS + ("exchange", "routing_key")
 
 
+# the methods confirms reads (of ``methods``, and of ``messages`` for content timing)
+CONFIRM_METHODS = ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN
+
+
 def confirms(t) -> pd.DataFrame:
     """Publisher confirms: after confirm.select on a channel, the n-th basic.publish (c2s)
     -> the basic.ack / basic.nack (s2c) whose delivery-tag covers n.
@@ -369,16 +382,15 @@ def confirms(t) -> pd.DataFrame:
         "exchange",
         "routing_key",
     ]
-    m = _with_content_completion(
-        t, ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN, cols
-    )
+    m = _with_content_completion(t, CONFIRM_METHODS, cols)
     if len(m) == 0:
         return _finish([], CONFIRM_COLS)
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
     # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
-    pub_at: list = []
-    resp_at: list = []
-    tags: list = []
+    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
+    pub_at = array("q")
+    resp_at = array("q")
+    tags = array("q")
     outcomes: list = []
     multiples: list = []
 
@@ -426,7 +438,8 @@ def confirms(t) -> pd.DataFrame:
         drain(c)
     if not pub_at:
         return _finish([], CONFIRM_COLS)
-    p, r = np.asarray(pub_at, dtype=np.int64), np.asarray(resp_at, dtype=np.int64)
+    p, r = np.frombuffer(pub_at, dtype=np.int64), np.frombuffer(resp_at, dtype=np.int64)
+    tags = np.frombuffer(tags, dtype=np.int64)
     src = {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),
@@ -445,6 +458,7 @@ def confirms(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    m = _sources(m, src)
     return _taken_frame(
         m, src, CONFIRM_COLS, ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
     )
@@ -615,6 +629,10 @@ _SETTLE = {
 }
 
 
+# the methods consumer_acks reads (of ``methods``, and of ``messages`` for content timing)
+ACK_METHODS = CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async")
+
+
 def consumer_acks(t) -> pd.DataFrame:
     """basic.deliver / basic.get-ok (s2c) -> the basic.ack / nack / reject (c2s) covering
     its delivery tag on the same channel.
@@ -651,21 +669,29 @@ def consumer_acks(t) -> pd.DataFrame:
         "command_id",
         "id_ranges",
     ]
-    m = _with_content_completion(
-        t,
-        CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async"),
-        cols + CONSUMER_STATE_COLS,
-    )
+    m = _with_content_completion(t, ACK_METHODS, cols + CONSUMER_STATE_COLS)
     if len(m) == 0:
         return _finish([], ACK_COLS)
     info, _ = consumer_state(m)
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
     # one entry per settled delivery: the result's columns not taken from the delivery's row
-    got: dict = {k: [] for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")}
+    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
+    got: dict = {k: array("q") for k in ("at", "resp", "tag")}
+    got.update((k, []) for k in ("outcome", "multiple", "requeue", "ctag", "queue"))
 
-    def settle(tag, dl, resp, outcome, multiple, requeue):
-        for k, v in zip(got, (dl[0], resp, tag, outcome, multiple, requeue, dl[1], dl[2])):
-            got[k].append(v)
+    add_at, add_resp, add_tag, add_outcome, add_multiple, add_requeue, add_ctag, add_queue = (
+        got[k].append for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")
+    )
+
+    def settle(tag, dl, resp, outcome, multiple, requeue):  # once per delivery: plain appends
+        add_at(dl[0])
+        add_resp(resp)
+        add_tag(tag)
+        add_outcome(outcome)
+        add_multiple(multiple)
+        add_requeue(requeue)
+        add_ctag(dl[1])
+        add_queue(dl[2])
 
     walk = [
         "capture",
@@ -724,7 +750,8 @@ def consumer_acks(t) -> pd.DataFrame:
             settle(k, dl, -1, "unsettled", None, None)
     if not got["at"]:
         return _finish([], ACK_COLS)
-    p, r = np.asarray(got["at"], dtype=np.int64), np.asarray(got["resp"], dtype=np.int64)
+    p, r = np.frombuffer(got["at"], dtype=np.int64), np.frombuffer(got["resp"], dtype=np.int64)
+    got["tag"] = np.frombuffer(got["tag"], dtype=np.int64)
     src = {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),
@@ -747,6 +774,8 @@ def consumer_acks(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    m = _sources(m, src)
+    del info
     return _taken_frame(m, src, ACK_COLS, ["capture", "tcp_stream", "channel", "request_frame"])
 
 
@@ -914,6 +943,7 @@ def transit(t) -> pd.DataFrame:
         )
     )
     pid, did, match, index = pid[o], did[o], match[o], index[o]
+    del o, starts, rf  # (millions of entries) freed before the result is built
     p_at, d_at = pub_at[pid], del_at[did]
     src = {  # result column -> (column of msgs, of the publish or of the delivery)
         "capture": ("capture", p_at),
@@ -1074,6 +1104,8 @@ def rpc(t) -> pd.DataFrame:
         resp_at[n] = -1 if resp is None else resp
         dlv_at[n] = -1 if dlv is None else dlv
         status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
+    # the walk's keys (millions of entries on a big capture) freed before the result is built
+    del corr, has_corr, has_rt, has_rk, req_key, rep_key, names, req_k, rep_k, replies, used
     src = {  # result column -> (R column, positions)
         "capture": ("capture", req_at),
         "tcp_stream": ("tcp_stream", req_at),

@@ -21,14 +21,22 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from amqpcap.analysis._common import NAT, ns, ordered, records, si
+from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, si
+from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
-from amqpcap.analysis.summary import LATENCY_KINDS, connection_cells, connections_table, throughput_cells
+from amqpcap.analysis.summary import (
+    LATENCY_KINDS,
+    Sections,
+    connection_cells,
+    connections_table,
+    section_tables,
+    stats_source,
+    throughput_cells,
+)
 from amqpcap.analysis.summary import stats as stats_dict
-from amqpcap.analysis.tables import as_tables
 from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
@@ -537,7 +545,11 @@ _KIND_LABELS = {
 }
 
 
-def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") -> str:
+_PAGE_LIMIT = 50  # rows of the page's tables (connections, methods, errors)
+
+
+def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plot_bucket: str = "1s") -> str:
+    """The report page; ``ct``: :func:`connections_table` (its busiest ``limit``)."""
     span = s.get("span", {})
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title>"
@@ -649,7 +661,6 @@ def _page(s: dict, t, images: dict, limit: int = 50, plot_bucket: str = "1s") ->
     parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
     # connections
     parts.append("<h2>Connections and channels</h2>")
-    ct = connections_table(t, limit)
     n = ct.attrs["total"]
     if len(ct):
         if n > len(ct):
@@ -696,7 +707,13 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
     the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
     """
-    t = as_tables(t)
+    with malloc_pool():
+        return _write_report(t, out_dir, bucket, stats)
+
+
+def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
+    """The body of :func:`write_report`."""
+    src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
@@ -705,25 +722,39 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     def keep(kind, df):
         values[kind] = _ok_latencies(kind, df)
         if kind == "consumer_ack":
-            kept[kind] = df
+            kept[kind] = df[UNACKED_ACK_COLS].copy()  # all fig_unacked reads of a big frame
+
+    drawn: dict = {}  # figures and frames made from the tables a stats section loaded
+
+    def draw(section, tables):
+        if section == "counts":  # the light group: connections, errors, the time origin
+            drawn["t0"] = t0 = _t0(tables)
+            drawn["err"] = err = errors_frame(tables)
+            drawn["connections"] = connections_table(tables, _PAGE_LIMIT)
+            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", t0)
+        elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
+            drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
 
     if stats is None:
-        s = stats_dict(t, on_latency=keep)
+        s = stats_dict(src, on_latency=keep, on_section=draw)
     else:
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
-            keep(kind, pairing(t))
-    t0 = _t0(t)
+            keep(kind, pairing(section_tables(src, kind)))
+        tables = Sections(src)
+        draw("counts", tables("counts"))
+        draw("consumer_ack", tables("unacked"))
+        tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
-    err = errors_frame(t)
+    t0 = drawn["t0"]
     paths = {
-        "throughput": fig_throughput(t, out / "throughput.png", bucket, t0),
+        "throughput": fig_throughput(section_tables(src, "throughput"), out / "throughput.png", bucket, t0),
         "latency": fig_latency(values, out / "latency.png"),
-        "errors": fig_errors(err, out / "errors.png"),
-        "timeline": fig_timeline(t, err, out / "timeline.png", t0),
-        "unacked": fig_unacked(t, kept.pop("consumer_ack"), out / "unacked.png", t0),
+        "errors": fig_errors(drawn["err"], out / "errors.png"),
+        "timeline": drawn["timeline"],
+        "unacked": drawn["unacked"],
     }
     images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
     index = out / "index.html"
-    index.write_text(_page(s, t, images, plot_bucket=bucket), encoding="utf-8")
+    index.write_text(_page(s, drawn["connections"], images, plot_bucket=bucket), encoding="utf-8")
     return os.fspath(index)

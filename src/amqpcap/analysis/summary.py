@@ -7,15 +7,23 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import filled, ns, release_memory, si
-from amqpcap.analysis.connection_health import blocked, flow, heartbeat_gaps, heartbeat_source, unacked
+from amqpcap.analysis._common import CONN_KEYS, filled, malloc_pool, ns, release_memory, si
+from amqpcap.analysis.connection_health import (
+    UNACKED_ACK_COLS,
+    blocked,
+    flow,
+    heartbeat_gaps,
+    heartbeat_source,
+    unacked,
+)
 from amqpcap.analysis.failures import error_summary
-from amqpcap.analysis.latency import LATENCY_FUNCTIONS
-from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
+from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
 
 __all__ = [
@@ -138,20 +146,152 @@ _SUMMARIES = {
 }
 
 
-def _latency_health(t, lat: dict | None, on_latency=None) -> tuple[dict, dict]:
-    """stats' ``latency`` and the unacked part of ``health``.  Without ``lat`` each pairing is
-    computed, summarised and dropped before the next (memory: the largest one, not their sum)."""
-    out, health = {}, {}
-    for kind, pairing in LATENCY_FUNCTIONS.items():
-        df = lat[kind] if lat is not None else pairing(t)
+def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
+    """The stats step of latency ``kind``: its pairing computed (or taken from ``latencies``),
+    summarised into ``got["latency"]`` and dropped; consumer acks also give unacked's health."""
+
+    def step(t):
+        df = latencies[kind] if latencies is not None else LATENCY_FUNCTIONS[kind](t)
         if on_latency is not None:
             on_latency(kind, df)
-        out[kind] = _SUMMARIES[kind](df)
-        if kind == "consumer_ack":
-            health = _unacked_health(unacked(t, acks=df))
-        del df
+        got["latency"][kind] = _SUMMARIES[kind](df)
+        if kind == "consumer_ack":  # unacked reads the consumer_ack section too (one load for both)
+            df = df[UNACKED_ACK_COLS].copy()  # the rest of a big frame freed before unacked runs
+            release_memory()
+            got["unacked"] = _unacked_health(unacked(t, acks=df))
+
+    return step
+
+
+# What each computation of stats and the report reads: ({table: columns (None: all)}, {table: the
+# methods whose rows it reads}).  On a dissect output directory each is loaded for its computation
+# alone (load_section) and dropped after.  The wire-order keys are always there (``ordered``).
+_KEYS = [
+    "capture",
+    "tcp_stream",
+    "frame_number",
+    "stream_offset",
+    "ts",
+    "direction",
+    "channel",
+    "method",
+    "version",
+]
+_TS = ["capture", "tcp_stream", "frame_number", "ts"]
+SECTIONS: dict = {
+    "method_rtt": (
+        {"connections": None, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
+         "synchronous"]},
+        {},
+    ),
+    "confirm": (
+        {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "exchange", "routing_key"],
+         "messages": _KEYS},
+        {"methods": CONFIRM_METHODS, "messages": CONFIRM_METHODS},
+    ),
+    "consumer_ack": (  # and unacked (basic.qos)
+        {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "requeue", "redelivered",
+         "consumer_tag", "exchange", "routing_key", "command_id", "id_ranges", "queue", "no_ack", "no_wait",
+         "accept_mode", "prefetch_count", "qos_global"], "messages": _KEYS},
+        {"methods": ACK_METHODS + ("basic.qos",), "messages": ACK_METHODS},
+    ),
+    "unacked": (
+        {"connections": None, "methods": _KEYS + ["prefetch_count", "qos_global"]},
+        {"methods": ("basic.qos",)},
+    ),
+    "transit": (
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
+         "consumer_tag", "redelivered"]},
+        {},
+    ),
+    "rpc": ({"connections": None, "messages": _KEYS + ["correlation_id", "reply_to", "routing_key"]}, {}),
+    "connection_setup": (
+        {"connections": None, "methods": _KEYS}, {"methods": ("connection.open-ok",)}
+    ),
+    "span": ({"connections": None, "methods": _TS, "messages": _TS, "frames": _TS}, {}),
+    "errors": (
+        {"connections": None, "methods": _KEYS + ["reply_code", "reply_text", "reply_name", "failing_method",
+         "command_id", "answers_command_id", "code", "text"], "anomalies": None},
+        {},
+    ),
+    "throughput": (
+        {"connections": None, "methods": _KEYS + ["frame_size"],
+         "messages": _KEYS + ["body_size", "body_received", "body_frames"], "frames": None},
+        {},
+    ),
+    "health": (
+        {"connections": None, "methods": _KEYS + ["reason", "active"], "messages": _TS + ["direction"],
+         "frames": None},
+        {},
+    ),
+    "counts": ({"connections": None, "methods": ["capture", "method"], "anomalies": None}, {}),
+    # the light computations together: one load for all of them (their columns are few)
+    "light": (
+        {"connections": None, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
+         "synchronous", "reply_code", "reply_text", "reply_name", "failing_method", "code", "text", "reason"],
+         "messages": _TS, "frames": _TS, "anomalies": None},
+        {},
+    ),
+    # transit and rpc: one load of messages for both
+    "messages": (
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
+         "consumer_tag", "redelivered", "correlation_id", "reply_to"]},
+        {},
+    ),
+    # the terminal tables' and the report page's connections table
+    "text": ({"connections": None, "methods": CONN_KEYS, "messages": CONN_KEYS}, {}),
+    # the report's figures: their time origin and the connections timeline
+    "t0": ({"connections": None, "methods": ["ts"], "messages": ["ts"], "frames": ["ts"]}, {}),
+    "timeline": ({"connections": None, "methods": _KEYS + ["reason"]}, {}),
+}  # fmt: skip
+
+
+# sections computed from the load of a larger one (a superset of their columns and rows)
+GROUPS = {
+    **dict.fromkeys(
+        ("method_rtt", "connection_setup", "span", "errors", "counts", "t0", "timeline"), "light"
+    ),
+    **dict.fromkeys(("transit", "rpc"), "messages"),
+}
+
+
+def section_tables(src, section: str):
+    """The tables ``section`` (of :data:`SECTIONS`) reads: ``src`` itself when it is loaded
+    ``Tables``; for a dissect output directory, just its group's columns and rows."""
+    if isinstance(src, Tables):
+        return src
+    columns, names = SECTIONS[GROUPS.get(section, section)]
+    return load_section(src, columns, names)
+
+
+class Sections:
+    """Tables for one section after another (:func:`section_tables`): a group's load serves its
+    sections in a row, and is dropped before the next group's is read."""
+
+    def __init__(self, src):
+        self.src, self.group, self.tables = src, None, None
+
+    def __call__(self, section: str):
+        group = GROUPS.get(section, section)
+        if group != self.group:
+            self.group = self.tables = None
+            release_memory()
+            self.tables, self.group = section_tables(self.src, section), group
+        return self.tables
+
+    def close(self) -> None:
+        self.group = self.tables = None
         release_memory()
-    return out, health
+
+
+def stats_source(t):
+    """What stats computes from: ``t`` when loaded, a dissect output directory as such (each
+    section loads what it reads), else (a capture) ``load(t)``."""
+    if isinstance(t, Tables):
+        return t
+    if isinstance(t, (str, os.PathLike)) and os.path.isdir(t):
+        return os.fspath(t)
+    return as_tables(t)
 
 
 def error_groups(summary: pd.DataFrame) -> list[dict]:
@@ -332,7 +472,7 @@ def _health(t, unacked_health: dict) -> dict:
     }
 
 
-def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None) -> dict:
+def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None, on_section=None) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
@@ -341,33 +481,67 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     See docs/analysis.md for every field.  ``latencies``: a precomputed
     :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
-    given, is called with each (e.g. to keep what a caller needs of it).
+    given, is called with each (e.g. to keep what a caller needs of it).  ``on_section(section,
+    tables)``, when given, is called after each section (:data:`SECTIONS`) with the tables it read
+    (the report draws figures from them: on a directory they are loaded once for both).
     """
-    t = as_tables(t)
-    latency, unacked_health = _latency_health(t, latencies, on_latency)
-    c = t.connections
-    sections = {  # computed one after the other, memory given back in between
-        "span": _span,
-        "errors": lambda t: error_groups(error_summary(t)),
-        "throughput": lambda t: _throughput(t, bucket),
-        "health": lambda t: _health(t, unacked_health),
-    }
-    done = {}
-    for name, section in sections.items():
-        done[name] = section(t)
-        release_memory()
+    got: dict = {"latency": {}}
+
+    def put(key, fn):
+        return lambda t: got.__setitem__(key, fn(t))
+
+    def pairing(kind):
+        return kind, _pairing_step(kind, got, latencies, on_latency)
+
+    # (section, step), computed one after the other, memory given back in between; the sections of
+    # one group (GROUPS) in a row, on one load; transit and rpc first, while the process is fresh:
+    # turning body hashes to codes is the biggest transient of a load
+    steps = [
+        pairing("transit"),
+        pairing("rpc"),
+        pairing("method_rtt"),
+        pairing("connection_setup"),
+        ("span", put("span", _span)),
+        ("errors", put("errors", lambda t: error_groups(error_summary(t)))),
+        ("counts", put("counts", _counts_part)),
+        pairing("confirm"),
+        pairing("consumer_ack"),
+        ("throughput", put("throughput", lambda t: _throughput(t, bucket))),
+        ("health", put("health", lambda t: _health(t, got["unacked"]))),
+    ]
+    with malloc_pool():
+        tables = Sections(stats_source(t))
+        for section, step in steps:
+            step(tables(section))
+            if on_section is not None:
+                on_section(section, tables(section))
+            release_memory()
+        tables.close()
+    counts = got["counts"]
     return {
         "stats_version": STATS_VERSION,
+        "captures": counts["captures"],
+        "connections": counts["connections"],
+        "versions": counts["versions"],
+        "span": got["span"],
+        "latency": {kind: got["latency"][kind] for kind in LATENCY_FUNCTIONS},
+        "errors": got["errors"],
+        "throughput": got["throughput"],
+        "methods": counts["methods"],
+        "anomalies": counts["anomalies"],
+        "health": got["health"],
+    }
+
+
+def _counts_part(t) -> dict:
+    """stats' captures, connection and version counts, method and anomaly counts."""
+    c = t.connections
+    return {
         "captures": sorted({str(x) for df in (c, t.methods) for x in df["capture"].dropna().unique()}),
         "connections": int(len(c)),
         "versions": _counts(c["version"]) if len(c) else {},
-        "span": done["span"],
-        "latency": latency,
-        "errors": done["errors"],
-        "throughput": done["throughput"],
         "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
         "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),
-        "health": done["health"],
     }
 
 

@@ -25,10 +25,13 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from amqpcap.analysis._common import release_memory
 from amqpcap.records.schema import SCHEMAS
 
 TABLE_NAMES = ("connections", "methods", "messages", "anomalies", "frames")
@@ -159,13 +162,27 @@ CATEGORICAL_COLUMNS = frozenset(
 )
 
 
+# With ``columns="compact"`` (what ``amqpcap stats`` and ``report`` load), these string columns,
+# nearly one distinct value per message and only ever compared for equality (pairing publishes to
+# deliveries, RPC requests to replies), are integer codes instead of strings: ``Int32``, equal
+# strings <-> equal codes within the table, null for a missing value (and, for the two ids, for
+# an empty one: the analysis treats an empty id as none).  A code per row, no string kept.
+CODE_COLUMNS = frozenset({"message_id", "correlation_id", "body_hash"})
+_EMPTY_IS_NULL = frozenset({"message_id", "correlation_id"})
+
+_LEAN_MODES = ("analysis", "compact")
+
+
 def _columns(name: str, columns) -> list[str]:
-    """The columns of table ``name`` to read: all, or those of ``columns`` (a mapping or "analysis")."""
+    """The columns of table ``name`` to read: all, or those of ``columns`` (a mapping, "analysis"
+    or "compact")."""
     if columns is None:
         return [f.name for f in SCHEMAS[name]]
     if isinstance(columns, str):
-        if columns != "analysis":
-            raise ValueError(f'columns: None, "analysis" or {{table: [column, ...]}}, not {columns!r}')
+        if columns not in _LEAN_MODES:
+            raise ValueError(
+                f'columns: None, "analysis", "compact" or {{table: [column, ...]}}, not {columns!r}'
+            )
         columns = ANALYSIS_COLUMNS
     want = columns.get(name)
     names = [f.name for f in SCHEMAS[name]]
@@ -173,10 +190,12 @@ def _columns(name: str, columns) -> list[str]:
 
 
 def arrow_to_pandas(
-    table: pa.Table, name: str, columns: list[str] | None = None, categorical=frozenset()
+    table: pa.Table, name: str, columns: list[str] | None = None, categorical=frozenset(), compact=False
 ) -> pd.DataFrame:
     """Convert an Arrow table of schema ``SCHEMAS[name]`` (or of its ``columns``) to a typed DataFrame;
-    the string columns named in ``categorical`` become pandas Categorical (sorted categories)."""
+    the string columns named in ``categorical`` become pandas Categorical (sorted categories).
+    ``compact``: the :data:`CODE_COLUMNS` become integer codes, and a column with no value at all
+    takes no memory (see :func:`_compact`)."""
     full = SCHEMAS[name]
     schema = full if columns is None else pa.schema([full.field(c) for c in columns], metadata=full.metadata)
     # Conform: add missing columns as nulls, order and cast as the schema says.
@@ -189,7 +208,9 @@ def arrow_to_pandas(
         else:
             col = pa.nulls(len(table), type=f.type)
         if f.name in categorical and pa.types.is_string(f.type):
-            col = col.dictionary_encode()
+            col = pc.dictionary_encode(col, memory_pool=POOL if compact else None)
+        elif compact and f.name in CODE_COLUMNS:
+            col = _codes(col, empty_is_null=f.name in _EMPTY_IS_NULL)
         cols.append(col)
     del table
     table = pa.Table.from_arrays(
@@ -198,7 +219,11 @@ def arrow_to_pandas(
     del cols
     # self_destruct: each Arrow column is freed once converted (no second copy of the whole table)
     df = table.to_pandas(
-        types_mapper=_INT_DTYPES.get, ignore_metadata=True, self_destruct=True, split_blocks=True
+        types_mapper=_INT_DTYPES.get,
+        ignore_metadata=True,
+        self_destruct=True,
+        split_blocks=True,
+        memory_pool=POOL if compact else None,
     )
     del table
     for c in df.columns:
@@ -210,16 +235,61 @@ def arrow_to_pandas(
             if not isinstance(s.dtype, pd.DatetimeTZDtype):
                 s = pd.to_datetime(s, utc=True)
             df[f.name] = s.astype("datetime64[ns, UTC]")
+    return _compact(df) if compact else df
+
+
+def _codes(col: pa.ChunkedArray, empty_is_null: bool) -> pa.ChunkedArray:
+    """int32 codes of a string column: equal strings, equal codes (one dictionary for every chunk:
+    Arrow's dictionary_encode of a chunked array shares it); null for null (and "" when
+    ``empty_is_null``)."""
+    enc = pc.dictionary_encode(col, memory_pool=POOL)
+    idx = pa.chunked_array([c.indices for c in enc.chunks], type=pa.int32())
+    if empty_is_null and enc.num_chunks:
+        empty = pc.index(enc.chunk(0).dictionary, "").as_py()
+        if empty >= 0:
+            idx = pc.if_else(pc.equal(idx, empty), pa.scalar(None, pa.int32()), idx, memory_pool=POOL)
+    return idx
+
+
+def _compact(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every nullable column that holds no value at all (on one AMQP version's traffic,
+    the other versions' columns: 0-10 command ids, 0-9 reason ...) replaced by an equal column of
+    zero-stride arrays: millions of rows of nothing cost nothing; likewise the missing-value mask
+    of a nullable column with no missing value.  The arrays are read-only; pandas copies a column
+    before it writes into it."""
+    n = len(df)
+    for c in df.columns if n else ():
+        s = df[c]
+        missing = s.isna()
+        if isinstance(s.array, (pd.arrays.IntegerArray, pd.arrays.BooleanArray)):
+            if missing.all():
+                values = np.broadcast_to(np.zeros(1, dtype=s.dtype.numpy_dtype), n)
+            elif not missing.any():
+                values = s.to_numpy(dtype=s.dtype.numpy_dtype)
+            else:
+                continue
+            arr = type(s.array)(values, np.broadcast_to(missing.iloc[0], n))
+        elif s.dtype == object and missing.all():
+            arr = np.broadcast_to(np.array([None], dtype=object), n)
+        else:
+            continue
+        df[c] = pd.Series(arr, index=df.index, copy=False)
     return df
 
 
-def empty_frame(name: str, columns: list[str] | None = None, categorical=frozenset()) -> pd.DataFrame:
+def empty_frame(
+    name: str, columns: list[str] | None = None, categorical=frozenset(), compact=False
+) -> pd.DataFrame:
     """An empty DataFrame with the columns and dtypes of table ``name``."""
-    return arrow_to_pandas(SCHEMAS[name].empty_table(), name, columns, categorical)
+    return arrow_to_pandas(SCHEMAS[name].empty_table(), name, columns, categorical, compact)
 
 
 def _categorical(columns) -> frozenset:
-    return CATEGORICAL_COLUMNS if isinstance(columns, str) and columns == "analysis" else frozenset()
+    return CATEGORICAL_COLUMNS if isinstance(columns, str) and columns in _LEAN_MODES else frozenset()
+
+
+def _compact_mode(columns) -> bool:
+    return isinstance(columns, str) and columns == "compact"
 
 
 def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
@@ -236,27 +306,78 @@ def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
     return ds.dataset(files, format=fmt, schema=schema)
 
 
+def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, names=None) -> pd.DataFrame:
+    """``columns="compact"``: the table read and converted a few columns at a time, memory given
+    back in between, so the peak is the frame plus one group's Arrow data, not plus the whole
+    table's (and a :data:`CODE_COLUMNS` column's strings never sit beside anything else).
+    ``names``: only the rows whose ``method`` is one of them."""
+    keep = None  # the rows of ``names``: found once, each group's read filtered by it
+    if names is not None:
+        method = dataset.to_table(columns=["method"], memory_pool=POOL).column(0)
+        keep = pc.is_in(method, value_set=pa.array(list(names), pa.string()))
+        del method
+    groups = [[c] for c in cols if c in CODE_COLUMNS]
+    rest = [c for c in cols if c not in CODE_COLUMNS]
+    groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
+    if not groups:
+        n = dataset.count_rows() if keep is None else pc.sum(keep).as_py() or 0
+        return pd.DataFrame(index=pd.RangeIndex(n))
+    df = None
+    for group in groups:
+        table = dataset.to_table(columns=group, memory_pool=POOL)
+        if keep is not None:
+            table = table.filter(keep)
+        part = arrow_to_pandas(table, name, group, categorical, True)
+        del table
+        if df is None:
+            df = part
+        else:
+            for c in group:
+                df[c] = part[c]  # no copy (copy on write)
+        del part
+        release_memory(collect=False)  # (no reference cycles here: a collection would cost, not free)
+    return df[cols]
+
+
+_GROUP = 6  # columns per read of a compact load
+
+
+# Arrow memory of the lean loads comes from malloc, not Arrow's default pool (mimalloc / jemalloc):
+# those keep the freed buffers of the conversion (a few hundred MB on a big output) mapped, where
+# malloc gives them back (``release_memory``); the columns pandas keeps are Arrow buffers too.
+POOL = pa.system_memory_pool()
+
+
 def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.DataFrame | None:
     """Read the Parquet dataset ``directory/name`` (None if absent); ``columns`` as for :func:`load`."""
-    cols = _columns(name, columns)
-    cat = _categorical(columns)
+    return _read_table(
+        directory, name, _columns(name, columns), _categorical(columns), _compact_mode(columns)
+    )
+
+
+def _read_table(directory, name: str, cols: list[str], cat, compact: bool, names=None) -> pd.DataFrame | None:
+    """:func:`read_table` of the columns ``cols`` (``cat``: those made Categorical; ``compact``: as
+    ``columns="compact"``; ``names``: a compact read keeps only the rows of these methods)."""
     p = Path(directory) / name
     candidates = [p, p.with_suffix(".parquet")]
     for c in candidates:
         if c.is_dir():
             files = [x for x in c.rglob("*.parquet") if not x.name.startswith((".", "_"))]
             if not files:
-                return empty_frame(name, cols, cat)
+                return empty_frame(name, cols, cat, compact)
+            paths = [str(x) for x in sorted(files)]
             try:  # the schema fills columns a file lacks with nulls
-                table = _dataset([str(x) for x in sorted(files)], name, cat).to_table(columns=cols)
+                if compact:
+                    return _read_compact(_dataset(paths, name, cat), name, cols, cat, names)
+                table = _dataset(paths, name, cat).to_table(columns=cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
-                    [ds.dataset(str(x), format="parquet").to_table() for x in sorted(files)],
+                    [ds.dataset(x, format="parquet").to_table() for x in paths],
                     promote_options="permissive",
                 )
-            return arrow_to_pandas(table, name, cols, cat)
+            return arrow_to_pandas(table, name, cols, cat, compact)
         if c.is_file():
-            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name, cols, cat)
+            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name, cols, cat, compact)
     return None
 
 
@@ -267,17 +388,47 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
         raise FileNotFoundError(f"{directory}: not a dissect output directory")
     frames = {}
     present = []
-    for name in TABLE_NAMES:
+    # compact: messages first, its big string columns turned to codes while little else is in memory
+    first = "messages" if _compact_mode(columns) else None
+    for name in sorted(TABLE_NAMES, key=lambda n: n != first):
         df = read_table(directory, name, columns)
         if df is None:
             if name != "frames":
                 raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
-            df = empty_frame(name, _columns(name, columns), _categorical(columns))
+            df = empty_frame(name, _columns(name, columns), _categorical(columns), _compact_mode(columns))
         else:
             present.append(name)
         frames[name] = df
-    pa.default_memory_pool().release_unused()  # the Arrow tables are converted: give their memory back
-    return Tables(**frames, source=str(directory), present=tuple(present))
+    release_memory()  # the Arrow tables are converted: give their memory back
+    present = tuple(n for n in TABLE_NAMES if n in present)
+    return Tables(**frames, source=str(directory), present=present)
+
+
+def load_section(directory: str | os.PathLike, columns: dict, names: dict | None = None) -> Tables:
+    """The tables of a dissect output as ``columns="compact"`` loads them, but only what one
+    computation reads: the ``columns`` of each table named (``{table: [column, ...]}``; ``None``:
+    its analysis columns; a table not named is empty) and, for a table in ``names``, only the
+    rows whose ``method`` is one of ``names[table]`` (a superset of what the computation selects
+    by method name).  ``stats`` and the report load each section of a big output this way and
+    drop it before the next: memory follows one computation's columns, not every column."""
+    directory = Path(directory)
+    frames, present = {}, []
+    for name in sorted(TABLE_NAMES, key=lambda n: n != "messages"):
+        cols = _columns(name, "compact")
+        want = columns.get(name)  # (a table not named: no rows, every column)
+        cols = cols if want is None else [c for c in cols if c in want]
+        p = directory / name
+        if p.is_dir() or p.with_suffix(".parquet").is_file():
+            present.append(name)
+        elif name != "frames":
+            raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
+        df = None
+        if name in columns:
+            df = _read_table(directory, name, cols, CATEGORICAL_COLUMNS, True, (names or {}).get(name))
+        frames[name] = df if df is not None else empty_frame(name, cols, CATEGORICAL_COLUMNS, True)
+    release_memory()
+    present = tuple(n for n in TABLE_NAMES if n in present)
+    return Tables(**frames, source=str(directory), present=present)
 
 
 def default_cache_dir() -> Path:
