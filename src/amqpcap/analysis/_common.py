@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import os
 import weakref
 from collections.abc import Iterator
 
@@ -34,13 +35,31 @@ def to_ts(values) -> pd.Series:
     return pd.Series(pd.to_datetime(arr.view("datetime64[ns]"), utc=True)).astype("datetime64[ns, UTC]")
 
 
+COLLECT_ABOVE = 512 << 20  # resident bytes above which release_memory runs a full collection
+
+
+def _resident() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def release_memory(collect: bool = True) -> None:
     """Give freed memory back to the system between big computations: Arrow's pool keeps freed
     blocks, and glibc keeps freed heap pages, so RSS would creep up step after step.  A collection
     first (``collect``): pandas frames in reference cycles (hundreds of MB of columns) wait for the
-    collector."""
+    collector.  Only when the process is big (COLLECT_ABOVE): a full collection walks every object
+    of the process, seconds in a long-lived one (a notebook, the test suite: stats calls this
+    about 25 times), and frees little when the frames are small."""
     if collect:
-        gc.collect()
+        rss = _resident()
+        if rss is None or rss > COLLECT_ABOVE:
+            gc.collect()
     pa.default_memory_pool().release_unused()
     if _malloc_trim is not None:
         _malloc_trim(0)
