@@ -6,11 +6,10 @@ AMQPCAP_REQUIRE_TOOLS is set: CI builds it (scripts/test.sh), and a CI run that 
 the reference twice would prove nothing about the compiled code.
 """
 
-import os
-
 import pytest
+from fixtures.compiled import built_or_skip
 
-from amqpcap.amqp import accel, codec_0_9
+from amqpcap.amqp import codec_0_9
 
 
 @pytest.fixture(params=["reference", "compiled"], autouse=True)
@@ -18,9 +17,7 @@ def walker(request):
     """Which 0-9 frame walker the test runs with."""
     before = codec_0_9.compiled_in_use()
     if request.param == "compiled":
-        module, why = accel.current_build()
-        if module is None:
-            (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(why)
+        built_or_skip("fast09")
     codec_0_9.use_compiled(request.param == "compiled")
     yield request.param
     codec_0_9.use_compiled(before)

@@ -17,6 +17,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from fixtures import amqp09 as A
+from fixtures.compiled import built_or_skip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,10 +45,7 @@ def walker():
 
 @pytest.fixture(scope="module")
 def fast09():
-    module, why = accel.current_build()
-    if module is None:
-        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(why)
-    return module
+    return built_or_skip("fast09")
 
 
 # --- the choice ------------------------------------------------------------------------------

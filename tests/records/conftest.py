@@ -6,11 +6,9 @@ when AMQPCAP_REQUIRE_TOOLS is set: CI builds it (scripts/test.sh), and a CI run 
 tested the reference twice would prove nothing about the compiled code.
 """
 
-import os
-
 import pytest
+from fixtures.compiled import built_or_skip
 
-from amqpcap.amqp import accel
 from amqpcap.records import rows
 
 
@@ -19,9 +17,7 @@ def row_builder(request):
     """Which method / message row builders the test runs with."""
     before = rows.compiled_in_use()
     if request.param == "compiled":
-        module, why = accel.current_build("fastrows")
-        if module is None:
-            (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(why)
+        built_or_skip("fastrows")
     rows.use_compiled(request.param == "compiled")
     yield request.param
     rows.use_compiled(before)

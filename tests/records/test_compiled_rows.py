@@ -15,6 +15,7 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+from fixtures.compiled import built_or_skip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,10 +43,7 @@ def row_builder():
 
 @pytest.fixture(scope="module")
 def fastrows():
-    module, why = accel.current_build("fastrows")
-    if module is None:
-        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)(why)
-    return module
+    return built_or_skip("fastrows")
 
 
 def outcome(build, *args) -> tuple:
