@@ -500,7 +500,11 @@ cdef class Walk:
     lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
     a call into the reference, which may narrow a mid-stream version (``_use_version``)."""
 
-    cdef object dec, d, events, pending, frame_types, methods, properties, names, learner
+    cdef object dec, d, frame_types, learner
+    # typed: Cython then calls the dict / list C API instead of looking the methods up
+    cdef list events
+    cdef dict pending, methods, properties, handlers
+    cdef tuple names
     cdef object packet, ts, base
     cdef int direction
     cdef Py_ssize_t frame_max, body_bytes
@@ -514,6 +518,7 @@ cdef class Walk:
         self.pending = dec.pending[direction]
         self.names = dec.type_names
         self.learner = dec.learner
+        self.handlers = dec.learner.handlers
         self.body_bytes = dec.body_bytes
         self.packet = d.packet
         self.ts = d.ts
@@ -603,7 +608,7 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
     if name in SECRET_ARGS:
         w.learner.redact(name, args)
     w.events.append((direction, m))
-    learn = w.learner.handlers.get(name)
+    learn = w.handlers.get(name)
     if learn is not None:
         learn(direction, m)
         if name == "connection.tune-ok" and (fm := w.learner.v.get("frame_max")):
