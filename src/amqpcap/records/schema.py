@@ -300,3 +300,32 @@ def _schema(cols, table):
 
 SCHEMAS: dict[str, pa.Schema] = {name: _schema(cols, name) for name, cols in TABLES.items()}
 COLUMNS: dict[str, list[str]] = {name: [c[0] for c in cols] for name, cols in TABLES.items()}
+
+# Parquet encoding (not the schema: readers see the same columns either way).  Text columns hold
+# few distinct values (names, versions, routing keys) and are dictionary-encoded, except these,
+# whose values are (nearly) one per row: a dictionary there is built, overflows and is thrown
+# away.  Numbers are written plain.  On the methods and messages of 200k small packets: 15.6 ->
+# 11.4 MB and about a quarter less Parquet write time than dictionary-encoding every column.
+UNIQUE_PER_ROW = frozenset(
+    {
+        "arguments",
+        "headers",
+        "properties",
+        "correlation_id",
+        "message_id",
+        "body_hash",
+        "body",
+        "detail",
+        "client_properties",
+        "server_properties",
+        "zero_windows",
+    }
+)
+
+
+def _dictionary_encoded(schema: pa.Schema) -> list[str]:
+    text = (pa.types.is_string, pa.types.is_binary)
+    return [f.name for f in schema if any(t(f.type) for t in text) and f.name not in UNIQUE_PER_ROW]
+
+
+DICTIONARY_COLUMNS: dict[str, list[str]] = {name: _dictionary_encoded(s) for name, s in SCHEMAS.items()}
