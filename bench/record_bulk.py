@@ -876,8 +876,6 @@ def record(args, pcap, truth_path):
         time.sleep(0.3)
     drops = [int(x) for line in td.stats() for x in re.findall(r"(\d+) packets? dropped by kernel", line)]
     conns = [c.as_json() for c in s.conns]
-    import pika
-
     truth = {
         "format": "amqpcap-bulk-truth/1",
         "capture": os.path.basename(pcap),
@@ -889,7 +887,7 @@ def record(args, pcap, truth_path):
         "seed": args.seed,
         "broker": binfo,
         "python": platform.python_version(),
-        "clients": {"pika": pika.__version__},
+        "clients": {c["client"]: c["client_version"] for c in conns},
         "client_address": src,
         "server": {"address": rec.HOST, "port": rec.PORT},
         "credentials": {"user": USER, "password": PASSWORD, "vhost": VHOST},
