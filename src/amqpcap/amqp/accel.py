@@ -58,6 +58,13 @@ EXTENSIONS = {
         os.path.join(os.path.dirname(HERE), "records"),
         ("fastrows.pyx", "rows.py", "schema.py"),
     ),
+    "fastlink": Extension(
+        "fastlink",
+        "amqpcap.capture.fastlink",
+        "link parser",
+        os.path.join(os.path.dirname(HERE), "capture"),
+        ("fastlink.pyx", "link.py"),
+    ),
 }
 
 _choice: dict | None = None  # extension name -> (module or None, why)
@@ -138,7 +145,10 @@ def select(ext: str = "fast09"):
 
 def describe() -> str:
     """Which implementations run, for ``amqpcap --version`` (after "0-9 decoder: ") and the
-    benches: the decoder's first, then the row builder's."""
-    for ext in EXTENSIONS:
+    benches: the decoder's first, then each other extension's, named by what it is."""
+    parts = []
+    for ext, x in EXTENSIONS.items():
         select(ext)
-    return f"{_choice['fast09'][1]}; row builder: {_choice['fastrows'][1]}"
+        why = _choice[ext][1]
+        parts.append(why if ext == "fast09" else f"{x.what}: {why}")
+    return "; ".join(parts)

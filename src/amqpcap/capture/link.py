@@ -58,6 +58,8 @@ import socket
 import struct
 from typing import NamedTuple
 
+from amqpcap.amqp import accel
+
 __all__ = [
     "parse_packet",
     "Packet",
@@ -201,8 +203,9 @@ def _ethertype(data, off: int, et: int):
     return et, off
 
 
-def parse_packet(linktype: int, data: bytes):
-    """Parse one captured packet; see the module docstring for the result."""
+def parse_packet_reference(linktype: int, data: bytes):
+    """Parse one captured packet; see the module docstring for the result (the reference:
+    ``parse_packet`` is this or its compiled twin, capture/fastlink.pyx)."""
     n = len(data)
     # 1. link layer -> (offset of the IP header, IP version)
     if linktype == 1:
@@ -261,7 +264,7 @@ def parse_packet(linktype: int, data: bytes):
         v = data[0] >> 4
         if v != 4 and v != 6:
             if linktype == 12 and n >= 4 and data[0] == 0 and data[1] == 0 and data[2] == 0:
-                return parse_packet(108, data)  # OpenBSD DLT_LOOP
+                return parse_packet_reference(108, data)  # OpenBSD DLT_LOOP
             return None
         off = 0
     elif linktype == 228 or linktype == 229:
@@ -379,3 +382,27 @@ def _tcp(version, src, dst, data, t: int, end: int, n: int):
     if p >= n:
         return Packet(version, src, dst, sport, dport, seq, ack, flags, window, b"", end - p)
     return Packet(version, src, dst, sport, dport, seq, ack, flags, window, data[p:n], end - n)
+
+
+parse_packet = parse_packet_reference
+
+
+def use_compiled(on: bool) -> None:
+    """Parse with the compiled parser (``on``; it must be built) or the reference above.
+    accel.select() makes the choice once at import."""
+    global parse_packet
+    if on:
+        from amqpcap.capture import fastlink
+
+        fastlink.bind(Packet, parse_packet_reference)
+        parse_packet = fastlink.parse_packet
+    else:
+        parse_packet = parse_packet_reference
+
+
+def compiled_in_use() -> bool:
+    """True if packets are parsed by the compiled parser."""
+    return parse_packet is not parse_packet_reference
+
+
+use_compiled(accel.select("fastlink") is not None)

@@ -1,0 +1,131 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled ``link.parse_packet`` for the common packet (optional; see amqp/accel.py).
+
+The fast path of link.py in C: Ethernet (untagged), Linux SLL / SLL2, and raw IP link
+headers, then an IPv4 header without options (not fragmented, lengths consistent) or an IPv6
+header without extension headers, then TCP, all inside the captured bytes.  Every other packet
+(VLAN tags, BSD loopback, options, fragments, TSO lengths, truncation, anything malformed) goes
+to ``link.parse_packet_reference``, which gives the answer: the result is the reference's by
+construction, a ``link.Packet`` built as the reference builds it.
+"""
+
+from libc.stdint cimport uint8_t, uint16_t, uint32_t
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+cdef extern from *:
+    """
+    #ifndef AMQPCAP_SOURCE_SHA256
+    #define AMQPCAP_SOURCE_SHA256 ""
+    #endif
+    /* tuple.__new__(cls, t) without the call: a tuple subclass instance (Packet is a NamedTuple,
+       no instance dict) holding the items of t. */
+    static PyObject *amqpcap_retype(PyObject *cls, PyObject *t) {
+        PyTypeObject *tp = (PyTypeObject *)cls;
+        Py_ssize_t i, n = PyTuple_GET_SIZE(t);
+        PyObject *r = tp->tp_alloc(tp, n);
+        if (r == NULL) return NULL;
+        for (i = 0; i < n; i++) {
+            PyObject *v = PyTuple_GET_ITEM(t, i);
+            Py_INCREF(v);
+            PyTuple_SET_ITEM(r, i, v);
+        }
+        return r;
+    }
+    """
+    const char *AMQPCAP_SOURCE_SHA256
+    object amqpcap_retype(object cls, tuple t)
+
+# accel.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+
+# link.Packet and link.parse_packet_reference, handed in by link.use_compiled (link imports
+# this module: importing link from here would be circular)
+cdef object PACKET = None
+cdef object REFERENCE = None
+
+
+def bind(packet_class, reference) -> None:
+    global PACKET, REFERENCE
+    PACKET, REFERENCE = packet_class, reference
+
+
+cdef inline uint16_t rd16(const uint8_t *p) noexcept nogil:
+    return (p[0] << 8) | p[1]
+
+
+cdef inline uint32_t rd32(const uint8_t *p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t alen, Py_ssize_t t,
+                   Py_ssize_t p, Py_ssize_t end):
+    """The Packet of a TCP header at ``t`` whose payload is b[p:end] (all captured)."""
+    return amqpcap_retype(
+        PACKET,
+        (
+            version,
+            PyBytes_FromStringAndSize(<const char *>(b + src), alen),
+            PyBytes_FromStringAndSize(<const char *>(b + src + alen), alen),
+            rd16(b + t),
+            rd16(b + t + 2),
+            rd32(b + t + 4),
+            rd32(b + t + 8),
+            rd16(b + t + 12) & 0x1FF,
+            rd16(b + t + 14),
+            PyBytes_FromStringAndSize(<const char *>(b + p), end - p),
+            0,
+        ),
+    )
+
+
+def parse_packet(int linktype, data):
+    """link.parse_packet: the same result for every input."""
+    if type(data) is not bytes:
+        return REFERENCE(linktype, data)
+    cdef const uint8_t *b = data
+    cdef Py_ssize_t n = len(data), off, t, p, end
+    cdef int et, of
+    if linktype == 1:
+        if n < 14:
+            return REFERENCE(linktype, data)
+        et = rd16(b + 12)
+        off = 14
+    elif linktype == 113:
+        if n < 16:
+            return REFERENCE(linktype, data)
+        et = rd16(b + 14)
+        off = 16
+    elif linktype == 276:
+        if n < 20:
+            return REFERENCE(linktype, data)
+        et = rd16(b)
+        off = 20
+    elif linktype == 101 or linktype == 228 or linktype == 229:
+        if n < 1:
+            return REFERENCE(linktype, data)
+        if b[0] >> 4 == 4 and linktype != 229:
+            et = 0x0800
+        elif b[0] >> 4 == 6 and linktype != 228:
+            et = 0x86DD
+        else:
+            return REFERENCE(linktype, data)
+        off = 0
+    else:
+        return REFERENCE(linktype, data)
+    if et == 0x0800:
+        if n >= off + 40 and b[off] == 0x45 and b[off + 9] == 6 and not rd16(b + off + 6) & 0x3FFF:
+            end = off + rd16(b + off + 2)
+            t = off + 20
+            of = rd16(b + t + 12)
+            p = t + ((of >> 10) & 0x3C)
+            if end - off >= 40 and of >= 0x5000 and end <= n and p <= end:
+                return packet(4, b, off + 12, 4, t, p, end)
+    elif et == 0x86DD:
+        if n >= off + 60 and b[off] >> 4 == 6 and b[off + 6] == 6:
+            end = off + 40 + rd16(b + off + 4)
+            t = off + 40
+            of = rd16(b + t + 12)
+            p = t + ((of >> 10) & 0x3C)
+            if end - t >= 20 and of >= 0x5000 and end <= n and p <= end:
+                return packet(6, b, off + 8, 16, t, p, end)
+    return REFERENCE(linktype, data)
