@@ -12,9 +12,11 @@ import sys
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 from fixtures import pcapgen as g
+from fixtures.compiled import built_or_skip
 
 from amqpcap.capture import reader
 from amqpcap.capture.link import parse_packet
@@ -24,6 +26,19 @@ from amqpcap.capture.reader import (
     CaptureError,
     open_capture,
 )
+
+
+@pytest.fixture(params=["reference", "compiled"], autouse=True)
+def pcap_walker(request):
+    """Every test runs with the record-by-record walk of reader.py (the reference) and with the
+    compiled walk over whole buffers (fastread)."""
+    before = reader.compiled_in_use()
+    if request.param == "compiled":
+        built_or_skip("fastread")
+    reader.use_compiled(request.param == "compiled")
+    yield request.param
+    reader.use_compiled(before)
+
 
 T0 = 1_700_000_000_123_456_789  # ns
 T_2040 = 2_200_000_000_987_654_321  # seconds field above 2**31
@@ -751,3 +766,28 @@ def test_damaged_files_either_fail_to_open_or_iterate_without_raising(tmp_path, 
         last = num
     for num, _ts, kind_, detail in src.anomalies:
         assert isinstance(num, int) and isinstance(kind_, str) and "\n" not in detail
+
+
+def test_compiled_walk_yields_the_reference_records_of_every_shipped_capture(pcap_walker):
+    """Every record (number, ts, link type, bytes, wire length) and every anomaly of each shipped
+    capture, the compiled walk against the record-by-record reference, also with small reads."""
+    if pcap_walker == "reference":
+        return  # one comparison is enough: the compiled run does it
+    caps = sorted((Path(__file__).parents[2] / "captures").glob("*.pcap*"))
+    assert len(caps) >= 12
+    for cap in caps:
+        for chunk in (reader.CHUNK, 1000):
+            got = _records_and_anomalies(cap, chunk, compiled=True)
+            assert got == _records_and_anomalies(cap, chunk, compiled=False), cap
+
+
+def _records_and_anomalies(cap, chunk, compiled):
+    before = reader.CHUNK, reader.compiled_in_use()
+    reader.CHUNK = chunk
+    reader.use_compiled(compiled)
+    try:
+        with open_capture(str(cap)) as src:
+            return list(src), list(src.anomalies)
+    finally:
+        reader.CHUNK = before[0]
+        reader.use_compiled(before[1])

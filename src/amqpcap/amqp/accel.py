@@ -65,6 +65,13 @@ EXTENSIONS = {
         os.path.join(os.path.dirname(HERE), "capture"),
         ("fastlink.pyx", "link.py"),
     ),
+    "fastread": Extension(
+        "fastread",
+        "amqpcap.capture.fastread",
+        "pcap reader",
+        os.path.join(os.path.dirname(HERE), "capture"),
+        ("fastread.pyx", "reader.py"),
+    ),
 }
 
 _choice: dict | None = None  # extension name -> (module or None, why)

@@ -97,6 +97,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 
+from amqpcap.amqp import accel
 from amqpcap.exitcodes import Exit
 
 __all__ = [
@@ -373,6 +374,7 @@ class PacketSource:
     def _iter_pcap(self):
         endian, mul, hl, linktype = self._pcap_hdr
         unpack = struct.Struct(endian + "IIII").unpack_from
+        walk, big = _pcap_records, endian == ">"
         f, stream, buf = self._begin()
         read = stream.read
         n = 0
@@ -383,6 +385,12 @@ class PacketSource:
             blen = len(buf)
             anomalies = self.anomalies
             while True:
+                if walk is not None:  # compiled: every record wholly in the buffer at once
+                    records, pos, n = walk(buf, pos, hl, big, mul, linktype, n)
+                    if records:
+                        ts = records[-1][1]
+                        yield from records
+                # one record at a time: the reference, and refills, truncation, anomalies
                 if pos + hl > blen:
                     buf = _fill(read, buf[pos:], hl)
                     pos = 0
@@ -868,3 +876,26 @@ def _recognise(path: str, f) -> PacketSource:
     raise CaptureError(
         path, f"{what} is not a pcap/pcapng capture (starts with {_fmt_magic(head)})", EXIT_NOT_A_CAPTURE
     )
+
+
+_pcap_records = None  # the compiled walk over pcap records (capture/fastread.pyx), or None
+
+
+def use_compiled(on: bool) -> None:
+    """Walk pcap records with the compiled walker (``on``; it must be built) or one at a time
+    in ``_iter_pcap``.  accel.select() makes the choice once at import."""
+    global _pcap_records
+    if on:
+        from amqpcap.capture import fastread
+
+        _pcap_records = fastread.pcap_records
+    else:
+        _pcap_records = None
+
+
+def compiled_in_use() -> bool:
+    """True if pcap records are walked by the compiled walker."""
+    return _pcap_records is not None
+
+
+use_compiled(accel.select("fastread") is not None)
