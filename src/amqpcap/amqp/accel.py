@@ -1,6 +1,7 @@
 """Which implementations of the hot paths run: compiled or pure Python.
 
-Two optional Cython extensions, each a typed twin of pure-Python code that stays the reference:
+Optional Cython extensions (``EXTENSIONS``), each a typed twin of pure-Python code that stays
+the reference, and each handing whatever is off its common path to that reference:
 
 * ``fast09`` (amqp/fast09.pyx), the 0-8 / 0-9 / 0-9-1 decode hot path: it walks the frames of
   a direction buffer (``Decoder09._frames``) with typed C code: frame headers, method
@@ -10,14 +11,19 @@ Two optional Cython extensions, each a typed twin of pure-Python code that stays
 * ``fastrows`` (records/fastrows.pyx), the methods / messages row builders
   (``rows.method_row``, ``rows.message_row``): C type checks and tuples built in place, the
   fill plans and the JSON encoder being rows.py's own.
+* ``fastlink`` (capture/fastlink.pyx), ``link.parse_packet`` for the common packet (Ethernet,
+  SLL, SLL2 or raw IP; IPv4 without options or IPv6 without extension headers; TCP; all
+  captured); every other packet goes to ``link.parse_packet_reference``.
+* ``fastread`` (capture/fastread.pyx), the record walk of classic pcap: every record wholly in
+  the read buffer at once; refills, truncation and anomalies stay reader.py's.
 
 setup.py builds them when Cython and a C compiler are there; without them the install still
 succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
 
 This module is the one place that decides (``select``, once per extension and process;
-codec_0_9 and rows ask it at import):
+codec_0_9, rows, link and reader ask it at import):
 
-* ``AMQPCAP_PURE=1`` in the environment: pure Python, for both;
+* ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them;
 * no extension built (no compiler, or a pure install): pure Python;
 * a stale extension: pure Python, with a one-line warning on stderr.  An extension records
   ``SOURCE_SHA256``, the ``source_hash`` of the files it was built from (its .pyx and the
