@@ -1,5 +1,5 @@
-"""Optional compiled extensions (amqpcap/amqp/accel.py EXTENSIONS): the 0-9 decoder
-src/amqpcap/amqp/fast09.pyx and the row builders src/amqpcap/records/fastrows.pyx, built by Cython
+"""Optional compiled extensions (amqpcap/amqp/accel.py EXTENSIONS: the 0-9 decoder, the row
+builders, the link parser, the pcap record walk, ...), built by Cython
 when it and a C compiler are there (pyproject.toml lists Cython as a build requirement).  Without
 them the install still succeeds, with a warning, and amqpcap runs its pure-Python code (accel.py
 decides at run time, ``AMQPCAP_PURE=1`` forces pure Python).
