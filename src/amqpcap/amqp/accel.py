@@ -58,6 +58,13 @@ EXTENSIONS = {
         os.path.join(os.path.dirname(HERE), "records"),
         ("fastrows.pyx", "rows.py", "schema.py"),
     ),
+    "fastwriter": Extension(
+        "fastwriter",
+        "amqpcap.records.fastwriter",
+        "table buffer",
+        os.path.join(os.path.dirname(HERE), "records"),
+        ("fastwriter.pyx", "writer.py"),
+    ),
 }
 
 _choice: dict | None = None  # extension name -> (module or None, why)

@@ -3,6 +3,13 @@
 ``DatasetWriter(out)`` writes into ``<out>.tmp-<pid>/<table>/part-00000.parquet``
 in row groups and renames the temporary directory to ``out`` in ``close()``,
 so an interrupted run never leaves a dataset that looks complete.
+
+A table's rows wait in a ``TableBuffer`` until ROW_GROUP of them make a record batch.  Two
+implementations, chosen by amqp/accel.py like the row builders (``use_compiled`` switches):
+``TableBufferReference`` here keeps the row tuples and converts them with ``pa.array`` at
+flush; the compiled one (fastwriter.pyx, optional) appends every value to typed column buffers
+as the row arrives and wraps them in Arrow arrays at flush (no ``pa.array``: no per-value
+conversion at flush, and pyarrow does not import pandas).  Both write the same tables.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from amqpcap.amqp import accel
 from amqpcap.records.schema import SCHEMAS
 
 ROW_GROUP = 16384  # rows per record batch and Parquet row group: peak RSS on small rows stays ~200 MB
@@ -22,10 +30,41 @@ class OutputExists(Exception):
     """``out`` exists and ``force`` was not given (exit code ``Exit.OUTPUT_EXISTS``)."""
 
 
-class TableBuffer:
-    """Column lists for one table; flushed as a record batch every ROW_GROUP rows."""
+class ParquetFile:
+    """``<path>/part-00000.parquet``, opened at the first batch (an empty table still gets its
+    file: readers find the schema)."""
 
-    __slots__ = ("name", "schema", "struct", "pending", "path", "writer", "rows")
+    __slots__ = ("path", "schema", "writer")
+
+    def __init__(self, path: str, schema: pa.Schema) -> None:
+        self.path = path
+        self.schema = schema
+        self.writer = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self.writer is None:
+            os.makedirs(self.path, exist_ok=True)
+            self.writer = pq.ParquetWriter(
+                os.path.join(self.path, "part-00000.parquet"), self.schema, compression="zstd"
+            )
+        if batch.num_rows:
+            self.writer.write_batch(batch)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def abort(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class TableBufferReference:
+    """Row tuples of one table; converted and written as a record batch every ROW_GROUP rows."""
+
+    __slots__ = ("name", "schema", "struct", "pending", "path", "file", "rows")
 
     def __init__(self, name: str, path: str) -> None:
         self.name = name
@@ -33,7 +72,7 @@ class TableBuffer:
         self.struct = pa.struct(list(self.schema))  # a row as one struct value: see flush
         self.pending: list = []  # row tuples; converted column by column at flush
         self.path = path
-        self.writer = None
+        self.file = ParquetFile(path, self.schema)
         self.rows = 0
 
     def append(self, row: tuple) -> None:
@@ -44,26 +83,75 @@ class TableBuffer:
 
     def flush(self) -> None:
         n = len(self.pending)
-        if not n and self.writer is not None:
+        if not n and self.file.writer is not None:
             return
         # Arrow converts the row tuples as one struct array, in C++: 2-3x faster than transposing
         # them into column lists in Python and converting each (54 -> 20 ms per 16k method rows).
         rows = pa.array(self.pending, type=self.struct)
-        batch = pa.RecordBatch.from_arrays(rows.flatten(), schema=self.schema)
-        if self.writer is None:
-            os.makedirs(self.path, exist_ok=True)
-            self.writer = pq.ParquetWriter(
-                os.path.join(self.path, "part-00000.parquet"), self.schema, compression="zstd"
-            )
-        if n:
-            self.writer.write_batch(batch)
+        self.file.write(pa.RecordBatch.from_arrays(rows.flatten(), schema=self.schema))
         self.rows += n
         self.pending = []
 
     def close(self) -> None:
         self.flush()
-        if self.writer is not None:
-            self.writer.close()
+        self.file.close()
+
+    def abort(self) -> None:
+        self.file.abort()
+
+
+_compiled_class = None
+
+
+def compiled_table_buffer():
+    """The compiled TableBuffer class (fastwriter must be built): ``fastwriter.Columns`` (rows
+    into column buffers, in C) with the Parquet side of ``TableBufferReference``."""
+    global _compiled_class
+    if _compiled_class is None:
+        from amqpcap.records import fastwriter
+
+        class TableBufferCompiled(fastwriter.Columns):
+            __slots__ = ("name", "path", "file", "rows")
+
+            def __init__(self, name: str, path: str) -> None:
+                super().__init__(SCHEMAS[name], ROW_GROUP)  # append: fastwriter's, in C
+                self.name = name
+                self.path = path
+                self.file = ParquetFile(path, self.schema)
+                self.rows = 0
+
+            def flush(self) -> None:
+                n = self.pending
+                if not n and self.file.writer is not None:
+                    return
+                self.file.write(self.take())
+                self.rows += n
+
+            def close(self) -> None:
+                self.flush()
+                self.file.close()
+
+            def abort(self) -> None:
+                self.file.abort()
+
+        _compiled_class = TableBufferCompiled
+    return _compiled_class
+
+
+def use_compiled(on: bool) -> None:
+    """Buffer tables with the compiled column buffers (``on``; they must be built) or
+    ``TableBufferReference``.  accel.select() makes the choice once at import."""
+    global TableBuffer
+    TableBuffer = compiled_table_buffer() if on else TableBufferReference
+
+
+def compiled_in_use() -> bool:
+    """True if ``TableBuffer`` (what DatasetWriter uses) is the compiled one."""
+    return TableBuffer is not TableBufferReference
+
+
+TableBuffer = TableBufferReference
+use_compiled(accel.select("fastwriter") is not None)
 
 
 class DatasetWriter:
@@ -97,9 +185,5 @@ class DatasetWriter:
 
     def abort(self) -> None:
         for t in self.tables.values():
-            try:
-                if t.writer is not None:
-                    t.writer.close()
-            except Exception:
-                pass
+            t.abort()
         shutil.rmtree(self.tmp, ignore_errors=True)
