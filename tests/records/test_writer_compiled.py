@@ -315,3 +315,49 @@ def test_a_table_buffer_built_from_other_sources_is_stale_and_not_used(tmp_path)
 
 def test_the_built_extension_is_current(fastwriter):
     assert fastwriter.SOURCE_SHA256 == accel.source_hash(WRITER_DIR, WRITER_SOURCES)
+
+
+# --- the Parquet thread ------------------------------------------------------------------------
+
+
+def batch_of(values: list) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([{"x": v} for v in values], schema=pa.schema([("x", pa.int64())]))
+
+
+def test_batches_written_in_the_background_arrive_in_order(tmp_path):
+    files = [writer.ParquetFile(str(tmp_path / n), pa.schema([("x", pa.int64())]), True) for n in "ab"]
+    for i in range(20):  # more batches than QUEUED: the writer waits for the thread, in turn
+        files[i % 2].write(batch_of(list(range(i * 10, i * 10 + 10))))
+    for f in files:
+        f.close()
+        assert not f.pending
+    a = pq.read_table(tmp_path / "a").column("x").to_pylist()
+    assert a == [v for i in range(0, 20, 2) for v in range(i * 10, i * 10 + 10)]
+    assert pq.ParquetFile(tmp_path / "b" / "part-00000.parquet").metadata.num_row_groups == 10
+
+
+def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_still_closed(tmp_path):
+    f = writer.ParquetFile(str(tmp_path / "t"), pa.schema([("x", pa.int64())]), True)
+    f.write(batch_of([1, 2]))
+    wrong = pa.RecordBatch.from_pylist([{"y": "z"}])  # another schema: write_batch raises (in the thread)
+    f.write(wrong)
+    with pytest.raises(ValueError, match="schema"):
+        for _ in range(100):  # raised by a later write or, at the latest, by close
+            f.write(batch_of([3]))
+        f.close()
+    f.abort()  # after the error: nothing left to raise, the file is closed
+    assert pq.read_table(tmp_path / "t").column("x").to_pylist()[:2] == [1, 2]
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_the_dataset_is_the_same_with_or_without_the_parquet_thread(
+    fastwriter, background, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(writer, "BACKGROUND", background)
+    monkeypatch.setattr(writer, "ROW_GROUP", 500)
+    capture = [c for c in CAPTURES if "throughput" in c]
+    compiled = dissect_with(True, capture, tmp_path / "compiled")
+    monkeypatch.setattr(writer, "BACKGROUND", not background)
+    reference = dissect_with(False, capture, tmp_path / "reference")
+    assert_same_tables(compiled, reference)
+    assert compiled["frames"].num_rows > 5 * 500
