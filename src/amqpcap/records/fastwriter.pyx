@@ -28,6 +28,8 @@ from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
+cimport cython
+
 import pyarrow as pa
 
 cdef extern from *:
@@ -93,6 +95,16 @@ cdef inline int reserve(Buf *b, Py_ssize_t more) except -1:
     return 0
 
 
+cdef inline int push_flag(Buf *b, Py_ssize_t at, uint8_t flag) except -1:
+    """Byte ``at`` of ``b`` set to ``flag`` (validity, bool values: one byte per value)."""
+    if at >= b.cap:
+        b.size = at
+        reserve(b, 1)
+    b.data[at] = <char>flag
+    b.size = at + 1
+    return 0
+
+
 cdef inline void release(Buf *b) noexcept:
     PyMem_Free(b.data)
     b.data = NULL
@@ -119,10 +131,18 @@ cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
 # --- columns -----------------------------------------------------------------------------------
 
 
+cdef enum:
+    K_OTHER = 0
+    K_INT = 1
+    K_BOOL = 2
+    K_BYTES = 3
+
+
 cdef class Col:
     """One column's values of the pending rows: ``length`` values, validity one byte each."""
 
     cdef readonly object type
+    cdef int kind  # K_INT, K_BOOL, K_BYTES: a final class Columns.append calls directly
     cdef Py_ssize_t length
     cdef Buf valid
 
@@ -148,12 +168,6 @@ cdef class Col:
     cdef int append_null(self) except -1:
         raise NotImplementedError
 
-    cdef int set_valid(self, uint8_t ok) except -1:
-        reserve(&self.valid, 1)
-        self.valid.data[self.length] = <char>ok
-        self.valid.size = self.length + 1
-        return 0
-
     cdef void truncate(self, Py_ssize_t n) noexcept:
         """Back to the first ``n`` values (the rows before a row that failed)."""
         self.length = n
@@ -172,6 +186,7 @@ cdef class Col:
         raise NotImplementedError
 
 
+@cython.final
 cdef class IntCol(Col):
     """Integers of ``width`` bytes (int8 .. int64, and 64-bit timestamps as their storage)."""
 
@@ -181,6 +196,7 @@ cdef class IntCol(Col):
 
     def __init__(self, type, int width):
         self.type = type
+        self.kind = K_INT
         self.width = width
         self.hi = (1LL << (8 * width - 1)) - 1 if width < 8 else 9223372036854775807LL
         self.lo = -self.hi - 1
@@ -208,7 +224,7 @@ cdef class IntCol(Col):
         else:
             (<int8_t *>p)[0] = <int8_t>x
         self.values.size += self.width
-        self.set_valid(1)
+        push_flag(&self.valid, self.length, 1)
         self.length += 1
         return 1
 
@@ -216,7 +232,7 @@ cdef class IntCol(Col):
         reserve(&self.values, self.width)
         memset(self.values.data + self.length * self.width, 0, self.width)
         self.values.size += self.width
-        self.set_valid(0)
+        push_flag(&self.valid, self.length, 0)
         self.length += 1
         return 0
 
@@ -233,11 +249,13 @@ cdef class IntCol(Col):
         return arr
 
 
+@cython.final
 cdef class BoolCol(Col):
     cdef Buf values  # one byte per value, packed at take()
 
     def __init__(self, type):
         self.type = type
+        self.kind = K_BOOL
 
     def __dealloc__(self):
         release(&self.values)
@@ -248,7 +266,7 @@ cdef class BoolCol(Col):
         reserve(&self.values, 1)
         self.values.data[self.length] = 1 if v is True else 0
         self.values.size += 1
-        self.set_valid(1)
+        push_flag(&self.valid, self.length, 1)
         self.length += 1
         return 1
 
@@ -256,7 +274,7 @@ cdef class BoolCol(Col):
         reserve(&self.values, 1)
         self.values.data[self.length] = 0
         self.values.size += 1
-        self.set_valid(0)
+        push_flag(&self.valid, self.length, 0)
         self.length += 1
         return 0
 
@@ -272,6 +290,7 @@ cdef class BoolCol(Col):
         return arr
 
 
+@cython.final
 cdef class BytesCol(Col):
     """string (``text``: str values, UTF-8) or binary (bytes values): int32 offsets + data."""
 
@@ -281,6 +300,7 @@ cdef class BytesCol(Col):
 
     def __init__(self, type, bint text):
         self.type = type
+        self.kind = K_BYTES
         self.text = text
         reserve(&self.offsets, 4)
         (<int32_t *>self.offsets.data)[0] = 0
@@ -300,7 +320,7 @@ cdef class BytesCol(Col):
         reserve(&self.offsets, 4)
         (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.data.size
         self.offsets.size += 4
-        self.set_valid(ok)
+        push_flag(&self.valid, self.length, ok)
         self.length += 1
         return 0
 
@@ -364,7 +384,7 @@ cdef class StructCol(Col):
                 (<Col>self.children[i]).append(<object>PyTuple_GET_ITEM(v, i))
         else:
             return 0
-        self.set_valid(1)
+        push_flag(&self.valid, self.length, 1)
         self.length += 1
         return 1
 
@@ -372,7 +392,7 @@ cdef class StructCol(Col):
         cdef Py_ssize_t i
         for i in range(self.n):
             (<Col>self.children[i]).append_null()
-        self.set_valid(0)
+        push_flag(&self.valid, self.length, 0)
         self.length += 1
         return 0
 
@@ -412,7 +432,7 @@ cdef class ListCol(Col):
         reserve(&self.offsets, 4)
         (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.child.length
         self.offsets.size += 4
-        self.set_valid(ok)
+        push_flag(&self.valid, self.length, ok)
         self.length += 1
         return 0
 
@@ -537,11 +557,31 @@ cdef class Columns:
     def append(self, row):
         """Append ``row``: a tuple in schema column order."""
         cdef Py_ssize_t i
+        cdef Col col
         if not PyTuple_CheckExact(row) or PyTuple_GET_SIZE(row) != self.ncols:
             row = self.normal_row(row)
         try:
             for i in range(self.ncols):
-                (<Col>PyList_GET_ITEM(self.cols, i)).append(<object>PyTuple_GET_ITEM(row, i))
+                col = <Col>PyList_GET_ITEM(self.cols, i)
+                v = <object>PyTuple_GET_ITEM(row, i)
+                # the common columns without a virtual call (Col.append: the same, for any column)
+                if col.kind == K_INT:
+                    if v is None:
+                        (<IntCol>col).append_null()
+                    elif not (<IntCol>col).put(v):
+                        col.append(v)
+                elif col.kind == K_BYTES:
+                    if v is None:
+                        (<BytesCol>col).append_null()
+                    elif not (<BytesCol>col).put(v):
+                        col.append(v)
+                elif col.kind == K_BOOL:
+                    if v is None:
+                        (<BoolCol>col).append_null()
+                    elif not (<BoolCol>col).put(v):
+                        col.append(v)
+                else:
+                    col.append(v)
         except BaseException:
             for i in range(self.ncols):
                 (<Col>PyList_GET_ITEM(self.cols, i)).truncate(self.n)
