@@ -244,6 +244,26 @@ def test_a_column_of_another_type_takes_the_generic_path(fastwriter):
     assert columns.take().to_pylist() == [{"x": 1.5, "y": 2}, {"x": None, "y": 3}]
 
 
+def test_a_batch_is_full_at_capacity_rows_or_when_a_binary_column_holds_max_bytes(fastwriter):
+    class Batches(fastwriter.Columns):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.batches = []
+
+        def flush(self):
+            self.batches.append(self.take().column("x").to_pylist())
+
+    schema = pa.schema([("x", pa.binary()), ("n", pa.int32())])
+    by_rows = Batches(schema, 3, 1 << 20)
+    by_bytes = Batches(schema, 100, 100)  # 30 bytes a row: full at the 4th row (120 bytes)
+    for i in range(10):
+        for b in (by_rows, by_bytes):
+            b.append((bytes([i]) * 30, i))
+    assert [len(x) for x in by_rows.batches] == [3, 3, 3] and by_rows.pending == 1
+    assert [len(x) for x in by_bytes.batches] == [4, 4] and by_bytes.pending == 2
+    assert sum(by_bytes.batches, []) == [bytes([i]) * 30 for i in range(8)]
+
+
 # --- the writer around it ----------------------------------------------------------------------
 
 

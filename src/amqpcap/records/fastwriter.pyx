@@ -48,6 +48,7 @@ cdef extern from "Python.h":
 SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
 
 cdef Py_ssize_t OFFSET_MAX = 2147483647  # int32 offsets of string / binary / list arrays
+MAX_BYTES = 256 << 20  # bytes of one string / binary column that make a batch full
 
 
 # --- the reference conversion, for the values the native paths do not take -------------------
@@ -520,8 +521,10 @@ cdef class Columns:
     """The pending rows of one table (schema ``schema``), column by column.
 
     ``append(row)`` takes a row tuple in schema column order; when ``capacity`` rows are
-    pending it calls ``self.flush()`` (the writer's, a subclass).  ``take()`` returns the
-    pending rows as a record batch and starts a new one."""
+    pending, or a string / binary column holds ``max_bytes`` (large bodies: memory stays
+    bounded, and a batch stays far from the 2 GiB its int32 offsets can address), it calls
+    ``self.flush()`` (the writer's, a subclass).  ``take()`` returns the pending rows as a
+    record batch and starts a new one."""
 
     cdef readonly object schema
     cdef list cols
@@ -529,10 +532,14 @@ cdef class Columns:
     cdef Py_ssize_t ncols
     cdef Py_ssize_t n
     cdef readonly Py_ssize_t capacity
+    cdef readonly Py_ssize_t max_bytes
+    cdef list bytes_cols  # the top-level string / binary columns
 
-    def __init__(self, schema, Py_ssize_t capacity):
+    def __init__(self, schema, Py_ssize_t capacity, Py_ssize_t max_bytes=MAX_BYTES):
         self.schema = schema
         self.cols = [column(f.type) for f in schema]
+        self.bytes_cols = [c for c in self.cols if isinstance(c, BytesCol)]
+        self.max_bytes = max_bytes
         self.names = list(schema.names)
         self.ncols = len(self.cols)
         self.capacity = capacity
@@ -587,8 +594,15 @@ cdef class Columns:
                 (<Col>PyList_GET_ITEM(self.cols, i)).truncate(self.n)
             raise
         self.n += 1
-        if self.n >= self.capacity:
+        if self.n >= self.capacity or self.full_bytes():
             self.flush()
+
+    cdef bint full_bytes(self):
+        cdef Py_ssize_t i
+        for i in range(PyList_GET_SIZE(self.bytes_cols)):
+            if (<BytesCol>PyList_GET_ITEM(self.bytes_cols, i)).data.size >= self.max_bytes:
+                return True
+        return False
 
     def flush(self):
         """Called when ``capacity`` rows are pending (the writer's flush: a subclass)."""
