@@ -3,6 +3,7 @@
 
     python bench/bench_dissect.py [--shape bulk,small] [--mb 32] [--packets 1000000] [--runs 2]
                                   [--big] [--capture FILE] [--profile] [--frames] [--no-tshark]
+                                  [--reference-writer]
 
 Shapes (each built once, cached in bench/data/, not committed):
 
@@ -22,6 +23,8 @@ default tables; ``--frames`` adds the frames table); tshark is
 ``--big`` adds the memory-flatness case: bulk captures of 100 MB and 1 GB (built by the
 script, ~1.1 GB of disk), amqpcap run once on each, peak RSS side by side.
 ``--profile`` runs amqpcap in this process under cProfile instead (top 25 by own time).
+``--reference-writer`` runs amqpcap with writer.py's reference table buffer and no Parquet
+thread (the writer before the compiled one), to measure what the compiled writer changes.
 It measures; it asserts nothing (not a timed test).
 """
 
@@ -287,18 +290,32 @@ def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
 _CHILD = """
 import json, sys
 from amqpcap.pipeline import dissect
+from amqpcap.records import writer
+if sys.argv[4] == "1":
+    writer.use_compiled(False)
+    writer.BACKGROUND = False
 s = dissect([sys.argv[1]], sys.argv[2], frames=sys.argv[3] == "1", force=True)
 print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows}))
 """
 
 
-def bench_amqpcap(cap: str, runs: int, frames: bool) -> tuple[float, int, dict]:
+def bench_amqpcap(
+    cap: str, runs: int, frames: bool, reference_writer: bool = False
+) -> tuple[float, int, dict]:
     tmp = tempfile.mkdtemp(prefix="bench-dissect-")
     best, rss, summary = float("inf"), 0, {}
     try:
         for _ in range(runs):
             el, r, code, out = run_measured(
-                [sys.executable, "-c", _CHILD, cap, os.path.join(tmp, "out"), "1" if frames else "0"]
+                [
+                    sys.executable,
+                    "-c",
+                    _CHILD,
+                    cap,
+                    os.path.join(tmp, "out"),
+                    "1" if frames else "0",
+                    "1" if reference_writer else "0",
+                ]
             )
             if code:
                 raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
@@ -358,7 +375,7 @@ def profile(cap: str, frames: bool) -> None:
 
 def report(label: str, cap: str, a) -> None:
     size = os.path.getsize(cap)
-    el, rss, s = bench_amqpcap(cap, a.runs, a.frames)
+    el, rss, s = bench_amqpcap(cap, a.runs, a.frames, a.reference_writer)
     print(f"[{label}] {cap} ({size / 1e6:.1f} MB, {s['packets']:,} packets, {s['frames']:,} AMQP frames)")
     print(
         f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
@@ -387,6 +404,11 @@ def main() -> int:
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--frames", action="store_true", help="also write the frames table")
     ap.add_argument("--runs", type=int, default=2, help="best of N runs for each tool")
+    ap.add_argument(
+        "--reference-writer",
+        action="store_true",
+        help="amqpcap with the reference table buffer and no Parquet thread (records/writer.py)",
+    )
     a = ap.parse_args()
     if a.capture:
         caps = [("capture", a.capture)]
@@ -404,7 +426,7 @@ def main() -> int:
     if a.big:
         for mb in (100, 1000):
             cap = bulk_capture(mb)
-            el, rss, s = bench_amqpcap(cap, 1, a.frames)
+            el, rss, s = bench_amqpcap(cap, 1, a.frames, a.reference_writer)
             print(
                 f"[bulk {mb} MB] amqpcap: {el:7.2f} s  {os.path.getsize(cap) / 1e6 / el:7.1f} MB/s  "
                 f"peak RSS {rss / 1e6:6.0f} MB",

@@ -64,6 +64,13 @@ EXTENSIONS = {
         os.path.join(os.path.dirname(HERE), "records"),
         ("fastrows.pyx", "rows.py", "schema.py"),
     ),
+    "fastwriter": Extension(
+        "fastwriter",
+        "amqpcap.records.fastwriter",
+        "table buffer",
+        os.path.join(os.path.dirname(HERE), "records"),
+        ("fastwriter.pyx", "writer.py"),
+    ),
     "fastlink": Extension(
         "fastlink",
         "amqpcap.capture.fastlink",

@@ -1,0 +1,383 @@
+"""The compiled table buffer (records/fastwriter.pyx) against the reference
+(writer.TableBufferReference), and how accel.py chooses it.
+
+Whole datasets first (every shipped capture dissected with both, tables and schemas equal),
+then rows of every schema with odd values: the compiled buffer must take what ``pa.array``
+takes, convert it the same way, and refuse what it refuses with the same exception class,
+leaving nothing of a refused row behind.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import glob
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from fixtures.compiled import built_or_skip
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amqpcap import pipeline
+from amqpcap.amqp import accel
+from amqpcap.records import writer
+from amqpcap.records.schema import SCHEMAS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CAPTURES = sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap")))
+EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(autouse=True)
+def row_builder():
+    """The row builders are the process default here (overrides conftest's two runs): these
+    tests compare the table buffers."""
+    yield
+
+
+@pytest.fixture(autouse=True)
+def table_buffer():
+    before = writer.compiled_in_use()
+    yield
+    writer.use_compiled(before)
+
+
+@pytest.fixture(scope="module")
+def fastwriter():
+    return built_or_skip("fastwriter")
+
+
+def dissect_with(compiled: bool, captures, out, **kw) -> dict:
+    writer.use_compiled(compiled)
+    pipeline.dissect(captures, str(out), frames=True, **kw)
+    return {t: pq.read_table(os.path.join(out, t)) for t in sorted(os.listdir(out))}
+
+
+def assert_same_tables(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name].schema.equals(b[name].schema, check_metadata=True), name
+        assert a[name].schema.equals(SCHEMAS[name], check_metadata=True), name
+        assert a[name].num_rows == b[name].num_rows, name
+        assert a[name].equals(b[name]), name
+
+
+# --- whole datasets ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
+def test_every_shipped_capture_gives_the_reference_tables(fastwriter, capture, tmp_path):
+    compiled = dissect_with(True, capture, tmp_path / "compiled")
+    reference = dissect_with(False, capture, tmp_path / "reference")
+    assert_same_tables(compiled, reference)
+
+
+def test_many_row_groups_and_several_captures_give_the_reference_tables(fastwriter, tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "ROW_GROUP", 1000)  # several flushes per table
+    compiled = dissect_with(True, CAPTURES, tmp_path / "compiled", body_bytes=1 << 20)
+    reference = dissect_with(False, CAPTURES, tmp_path / "reference", body_bytes=1 << 20)
+    assert_same_tables(compiled, reference)
+    methods = compiled["methods"]
+    assert compiled["frames"].num_rows > 5000 and methods.column("id_ranges").null_count < methods.num_rows
+    row_groups = pq.ParquetFile(
+        tmp_path / "compiled" / "frames" / "part-00000.parquet"
+    ).metadata.num_row_groups
+    assert row_groups == -(-compiled["frames"].num_rows // 1000)
+
+
+def _run_dissect(env: dict, tmp_path) -> str:
+    argv = ["dissect", CAPTURES[0], CAPTURES[1], "-o", str(tmp_path / "out"), "--frames"]
+    code = (
+        "import sys; from amqpcap.cli import main; from amqpcap.records import writer; "
+        f"rc = main({argv!r}); "
+        "print(rc, writer.compiled_in_use(), 'pandas' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return r.stdout.splitlines()[-1]
+
+
+def test_a_compiled_dissect_never_imports_pandas(fastwriter, tmp_path):
+    # pyarrow imports pandas at the first pa.array call (~0.2 s, ~56 MB): the compiled path
+    # makes none.  The reference path does import it (the check can see it).
+    assert _run_dissect({}, tmp_path) == "0 True False"
+    assert _run_dissect({"AMQPCAP_PURE": "1"}, tmp_path / "pure") == "0 False True"
+
+
+# --- rows with odd values ----------------------------------------------------------------------
+
+
+class Small(enum.IntEnum):
+    ONE = 1
+
+
+def values(t: pa.DataType):
+    """Values for a column of type ``t``: its own and others that pa.array takes or refuses."""
+    odd = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.floats(allow_nan=True),
+        st.text(max_size=3),
+        st.binary(max_size=3),
+        st.sampled_from([Small.ONE, "\ud800", b"\xff\xfe", bytearray(b"ab"), [], {}, (1, 2), 2**64]),
+    )
+    if pa.types.is_integer(t) or pa.types.is_timestamp(t):
+        hi = (1 << (t.bit_width - 1)) - 1
+        own = st.one_of(
+            st.integers(-hi - 1, hi),
+            st.sampled_from([hi, hi + 1, -hi - 1, -hi - 2, 0]),
+            st.integers(),
+            st.datetimes(timezones=st.just(datetime.UTC)) if pa.types.is_timestamp(t) else st.nothing(),
+        )
+    elif pa.types.is_boolean(t):
+        own = st.one_of(st.booleans(), st.sampled_from([0, 1]))
+    elif pa.types.is_string(t):
+        own = st.one_of(st.text(), st.text().map(str.encode))
+    elif pa.types.is_binary(t):
+        own = st.one_of(st.binary(), st.text(), st.binary().map(bytearray))
+    elif pa.types.is_list(t):
+        ranges = st.fixed_dictionaries(
+            {}, optional={"lower": values(pa.int64()), "upper": values(pa.int64()), "extra": st.integers()}
+        )
+        item = st.one_of(ranges, st.none(), st.tuples(st.integers(), st.integers()), st.integers())
+        own = st.one_of(st.lists(item, max_size=4), st.lists(ranges, max_size=4).map(tuple))
+    else:
+        raise AssertionError(f"no strategy for {t}")
+    return st.one_of(own, own, own, odd)
+
+
+def rows_of(name: str):
+    schema = SCHEMAS[name]
+    row = st.tuples(*[values(f.type) for f in schema])
+    odd_row = st.one_of(
+        st.none(),
+        st.tuples(st.integers()),
+        row.map(list),
+        row.map(lambda r: dict(zip(schema.names, r))),
+        row.map(lambda r: dict(zip(schema.names[::2], r[::2]))),
+    )
+    return st.lists(st.one_of(row, row, row, row, odd_row), max_size=12)
+
+
+def reference_outcome(struct: pa.StructType, row):
+    try:
+        pa.array([row], type=struct)
+        return None
+    except Exception as e:
+        return type(e)
+
+
+@FUZZ
+@given(name=st.sampled_from(sorted(SCHEMAS)), data=st.data())
+def test_odd_values_are_taken_refused_and_converted_as_the_reference_does(fastwriter, name, data):
+    schema = SCHEMAS[name]
+    struct = pa.struct(list(schema))
+    rows = data.draw(rows_of(name))
+    columns = fastwriter.Columns(schema, 1 << 20)
+    taken = []
+    for row in rows:
+        want = reference_outcome(struct, row)
+        try:
+            columns.append(row)
+            got = None
+        except Exception as e:
+            got = type(e)
+        assert got is want, (row, got, want)
+        if want is None:
+            taken.append(row)
+        assert columns.pending == len(taken)  # a refused row leaves nothing behind
+    batch = columns.take()
+    batch.validate(full=True)
+    expect = pa.RecordBatch.from_arrays(pa.array(taken, type=struct).flatten(), schema=schema)
+    assert batch.schema.equals(schema, check_metadata=True)
+    assert batch.equals(expect)
+    assert columns.pending == 0 and columns.take().num_rows == 0
+
+
+def test_a_refused_row_leaves_the_rows_before_it_intact(fastwriter):
+    schema = SCHEMAS["methods"]
+    row = [None] * len(schema)
+    row[schema.names.index("id_ranges")] = [{"lower": 1, "upper": 2}]
+    row[schema.names.index("capture")] = "x"
+    good = tuple(row)
+    row[schema.names.index("id_ranges")] = [{"lower": 3, "upper": 4}, {"lower": "no", "upper": 5}]
+    bad = tuple(row)
+    columns = fastwriter.Columns(schema, 100)
+    columns.append(good)
+    with pytest.raises(pa.ArrowInvalid):  # as pa.array: "Could not convert 'no' ... to int64"
+        columns.append(bad)
+    with pytest.raises(pa.ArrowInvalid):  # as pa.array: a tuple of the wrong size
+        columns.append(good[:-1])
+    with pytest.raises(OverflowError):  # as pa.array
+        columns.append((None, None, 1 << 64) + good[3:])
+    columns.append(good)
+    batch = columns.take()
+    assert batch.num_rows == 2 and batch.column("id_ranges").to_pylist() == [[{"lower": 1, "upper": 2}]] * 2
+    assert batch.column("capture").to_pylist() == ["x", "x"]
+
+
+def test_every_column_type_of_the_schema_is_built_natively(fastwriter):
+    # so no pa.array call happens on the common path (the pandas import, the per-value conversion)
+    for name, schema in SCHEMAS.items():
+        for f in schema:
+            assert fastwriter.native(f.type), (name, f.name, f.type)
+    assert not fastwriter.native(pa.float64())  # others take the generic path
+
+
+def test_a_column_of_another_type_takes_the_generic_path(fastwriter):
+    schema = pa.schema([("x", pa.float64()), ("y", pa.int32())])
+    columns = fastwriter.Columns(schema, 10)
+    columns.append((1.5, 2))
+    columns.append((None, 3))
+    with pytest.raises(pa.ArrowInvalid):
+        columns.append((2.5, "bad"))
+    assert columns.take().to_pylist() == [{"x": 1.5, "y": 2}, {"x": None, "y": 3}]
+
+
+def test_a_batch_is_full_at_capacity_rows_or_when_a_binary_column_holds_max_bytes(fastwriter):
+    class Batches(fastwriter.Columns):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.batches = []
+
+        def flush(self):
+            self.batches.append(self.take().column("x").to_pylist())
+
+    schema = pa.schema([("x", pa.binary()), ("n", pa.int32())])
+    by_rows = Batches(schema, 3, 1 << 20)
+    by_bytes = Batches(schema, 100, 100)  # 30 bytes a row: full at the 4th row (120 bytes)
+    for i in range(10):
+        for b in (by_rows, by_bytes):
+            b.append((bytes([i]) * 30, i))
+    assert [len(x) for x in by_rows.batches] == [3, 3, 3] and by_rows.pending == 1
+    assert [len(x) for x in by_bytes.batches] == [4, 4] and by_bytes.pending == 2
+    assert sum(by_bytes.batches, []) == [bytes([i]) * 30 for i in range(8)]
+
+
+# --- the writer around it ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
+def test_a_table_buffer_writes_a_row_group_every_row_group_rows(compiled, tmp_path, monkeypatch):
+    if compiled:
+        built_or_skip("fastwriter")
+    writer.use_compiled(compiled)
+    monkeypatch.setattr(writer, "ROW_GROUP", 3)
+    schema = SCHEMAS["anomalies"]
+    t = writer.TableBuffer("anomalies", str(tmp_path / "anomalies"))
+    rows = [("c", i, i, i * 10, "c2s", None, None, "amqp", "kind", f"detail {i}", i) for i in range(7)]
+    for row in rows:
+        t.append(row)
+    assert t.rows == 6  # two full row groups written, one row pending
+    t.close()
+    assert t.rows == 7
+    f = pq.ParquetFile(tmp_path / "anomalies" / "part-00000.parquet")
+    assert [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)] == [3, 3, 1]
+    table = f.read()
+    assert table.schema.equals(schema, check_metadata=True)
+    assert [tuple(r.values()) for r in table.to_pylist()][1][:3] == ("c", 1, 1)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
+def test_an_empty_table_still_gets_a_file_with_its_schema(compiled, tmp_path):
+    if compiled:
+        built_or_skip("fastwriter")
+    writer.use_compiled(compiled)
+    t = writer.TableBuffer("frames", str(tmp_path / "frames"))
+    t.close()
+    table = pq.read_table(tmp_path / "frames")
+    assert table.num_rows == 0 and table.schema.equals(SCHEMAS["frames"], check_metadata=True)
+
+
+# --- the choice --------------------------------------------------------------------------------
+
+
+class FakeBuild:
+    __file__ = "/x/fastwriter.cpython-311-x86_64-linux-gnu.so"
+
+    def __init__(self, stamp):
+        self.SOURCE_SHA256 = stamp
+
+
+WRITER_DIR = accel.EXTENSIONS["fastwriter"].directory
+WRITER_SOURCES = accel.EXTENSIONS["fastwriter"].sources
+
+
+def test_pure_env_var_turns_the_table_buffer_off_too():
+    current = FakeBuild(accel.source_hash(WRITER_DIR, WRITER_SOURCES))
+    module, why = accel.choose({"AMQPCAP_PURE": "1"}, current, WRITER_DIR, "fastwriter")
+    assert module is None and "AMQPCAP_PURE" in why
+    assert accel.choose({}, current, WRITER_DIR, "fastwriter")[0] is current
+    module, why = accel.choose({}, None, WRITER_DIR, "fastwriter")
+    assert module is None and why == "pure Python (compiled table buffer not built)"
+
+
+def test_a_table_buffer_built_from_other_sources_is_stale_and_not_used(tmp_path):
+    for name in WRITER_SOURCES:
+        (tmp_path / name).write_bytes(open(os.path.join(WRITER_DIR, name), "rb").read())
+    built = FakeBuild(accel.source_hash(WRITER_DIR, WRITER_SOURCES))
+    assert accel.choose({}, built, str(tmp_path), "fastwriter")[0] is built
+    with open(tmp_path / "writer.py", "a") as f:  # the reference it mirrors
+        f.write("# edited\n")
+    module, why = accel.choose({}, built, str(tmp_path), "fastwriter")
+    assert module is None and why.startswith("pure Python (compiled table buffer is stale")
+
+
+def test_the_built_extension_is_current(fastwriter):
+    assert fastwriter.SOURCE_SHA256 == accel.source_hash(WRITER_DIR, WRITER_SOURCES)
+
+
+# --- the Parquet thread ------------------------------------------------------------------------
+
+
+def batch_of(values: list) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([{"x": v} for v in values], schema=pa.schema([("x", pa.int64())]))
+
+
+def test_batches_written_in_the_background_arrive_in_order(tmp_path):
+    files = [writer.ParquetFile(str(tmp_path / n), pa.schema([("x", pa.int64())]), True) for n in "ab"]
+    for i in range(20):  # more batches than QUEUED: the writer waits for the thread, in turn
+        files[i % 2].write(batch_of(list(range(i * 10, i * 10 + 10))))
+    for f in files:
+        f.close()
+        assert not f.pending
+    a = pq.read_table(tmp_path / "a").column("x").to_pylist()
+    assert a == [v for i in range(0, 20, 2) for v in range(i * 10, i * 10 + 10)]
+    assert pq.ParquetFile(tmp_path / "b" / "part-00000.parquet").metadata.num_row_groups == 10
+
+
+def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_still_closed(tmp_path):
+    f = writer.ParquetFile(str(tmp_path / "t"), pa.schema([("x", pa.int64())]), True)
+    f.write(batch_of([1, 2]))
+    wrong = pa.RecordBatch.from_pylist([{"y": "z"}])  # another schema: write_batch raises (in the thread)
+    f.write(wrong)
+    with pytest.raises(ValueError, match="schema"):
+        for _ in range(100):  # raised by a later write or, at the latest, by close
+            f.write(batch_of([3]))
+        f.close()
+    f.abort()  # after the error: nothing left to raise, the file is closed
+    assert pq.read_table(tmp_path / "t").column("x").to_pylist()[:2] == [1, 2]
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_the_dataset_is_the_same_with_or_without_the_parquet_thread(
+    fastwriter, background, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(writer, "BACKGROUND", background)
+    monkeypatch.setattr(writer, "ROW_GROUP", 500)
+    capture = [c for c in CAPTURES if "throughput" in c]
+    compiled = dissect_with(True, capture, tmp_path / "compiled")
+    monkeypatch.setattr(writer, "BACKGROUND", not background)
+    reference = dissect_with(False, capture, tmp_path / "reference")
+    assert_same_tables(compiled, reference)
+    assert compiled["frames"].num_rows > 5 * 500
