@@ -110,3 +110,33 @@ def test_typed_argument_columns_hold_what_the_arguments_json_says(tmp_path):
             seen[c] += r[c] is not None
     # the shipped captures exercise each column (reason: connection.blocked of pika_blocked)
     assert all(seen.values()), seen
+
+
+def test_text_columns_are_dictionary_encoded_except_those_unique_per_row(tmp_path):
+    """The written files follow schema.dictionary_columns: names, versions and keys as
+    dictionaries, JSON / ids / hashes / bodies plain (a dictionary there overflows and is
+    dropped), and the unique-per-row names are all real text columns."""
+    import pyarrow.parquet as pq
+
+    from amqpcap.pipeline import dissect
+    from amqpcap.records.schema import UNIQUE_PER_ROW, dictionary_columns
+
+    text = {
+        f.name
+        for s in SCHEMAS.values()
+        for f in s
+        if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+    }
+    assert UNIQUE_PER_ROW <= text
+    dissect([str(REPO / "captures" / "rabbitmq091_pika_throughput.pcap")], str(tmp_path / "o"))
+    for name in ("methods", "messages", "connections"):
+        meta = pq.ParquetFile(tmp_path / "o" / name / "part-00000.parquet").metadata
+        wanted = set(dictionary_columns(SCHEMAS[name]))
+        assert wanted and not wanted & UNIQUE_PER_ROW
+        for i in range(meta.num_columns):
+            chunk = meta.row_group(0).column(i)
+            col, encodings = chunk.path_in_schema.split(".")[0], set(chunk.encodings)
+            if col in wanted:
+                assert "RLE_DICTIONARY" in encodings, (name, col, encodings)
+            else:
+                assert not {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} & encodings, (name, col, encodings)

@@ -323,9 +323,7 @@ UNIQUE_PER_ROW = frozenset(
 )
 
 
-def _dictionary_encoded(schema: pa.Schema) -> list[str]:
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns of ``schema`` (a table's, or a selection of it) to write dictionary-encoded."""
     text = (pa.types.is_string, pa.types.is_binary)
     return [f.name for f in schema if any(t(f.type) for t in text) and f.name not in UNIQUE_PER_ROW]
-
-
-DICTIONARY_COLUMNS: dict[str, list[str]] = {name: _dictionary_encoded(s) for name, s in SCHEMAS.items()}
