@@ -16,7 +16,6 @@ from amqpcap.analysis._common import (
     ns,
     ordered,
     records,
-    sort_key,
 )
 from amqpcap.analysis.latency import consumer_acks
 from amqpcap.analysis.tables import as_tables
@@ -46,56 +45,95 @@ _DIRS = (("c2s", "client"), ("s2c", "server"))
 _LIVE = ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
 
 
-def _activity(t) -> tuple[pd.DataFrame, str]:
-    """Every sign of life per conversation and direction: (capture, tcp_stream, direction, ts ns, frame)."""
+def _activity(t) -> tuple[Activity, str]:
+    """Every sign of life per conversation and direction (:class:`Activity`), and its source."""
     parts = []
     source = "methods"
     if t.has_frames or len(t.frames):
-        parts.append(t.frames[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
+        parts.append(t.frames)
         source = "frames"
-    parts.append(t.methods[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
-    parts.append(t.messages[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame(columns=["capture", "tcp_stream", "direction", "_ts", "frame_number"]), source
-    a = pd.concat(_same_categories(parts), ignore_index=True)
-    ts = ns(a["ts"])
-    # drop_duplicates on (capture, tcp_stream, direction, frame_number), then a stable sort by
-    # (capture, tcp_stream, direction, ts, frame_number): on small integer keys, not on the frame
-    keys = [_small(sort_key(a[c])) for c in ("capture", "tcp_stream", "direction")]
-    frame = sort_key(a["frame_number"])
-    o = np.lexsort((frame, *reversed(keys)))  # stable: concat order among equals
-    same = np.ones(max(len(o) - 1, 0), dtype=bool)
-    for k in (frame, *keys):
-        same &= k[o[1:]] == k[o[:-1]]
-    kept = np.zeros(len(a), dtype=bool)
-    kept[o[np.r_[True, ~same]] if len(o) else o] = True
-    del o, same
-    at = np.flatnonzero(kept)
-    o = np.lexsort((frame[at], ts[at], *(k[at] for k in reversed(keys))))
-    at = at[o]
-    a = a.iloc[at].drop(columns="ts")
-    a["_ts"] = ts[at]
-    return a, source
+    parts += [t.methods, t.messages]
+    return Activity([p for p in parts if len(p)]), source
 
 
-def _small(key: np.ndarray) -> np.ndarray:
-    """An integer sort key in 32 bits when it fits (a quarter of the memory of millions of int64)."""
-    if key.dtype.kind == "i" and (len(key) == 0 or (key.min() >= -(2**31) and key.max() < 2**31)):
-        return key.astype(np.int32)
-    return key
+_NO_FRAME = np.iinfo(np.int64).max  # a missing frame number: sorts last, like sort_key's
 
 
-def _same_categories(parts: list) -> list:
-    """Frames whose Categorical columns share one set of categories (sorted), so that their
-    concat stays Categorical (a code per row), not a column of strings."""
-    for c in ("capture", "direction"):
-        cols = [p[c] for p in parts]
-        if len(cols) < 2 or not all(isinstance(s.dtype, pd.CategoricalDtype) for s in cols):
-            continue
-        union = sorted(set().union(*(s.cat.categories for s in cols)))
-        parts = [p.assign(**{c: p[c].cat.set_categories(union)}) for p in parts]
-    return parts
+class Activity:
+    """The packets (``ts`` ns, ``frame_number``) of ``parts`` (frames, methods, messages) per
+    conversation and direction.  Held as three int arrays over every row and one argsort by a
+    group number: a conversation's rows are sorted and deduplicated when it is checked, so no
+    frame of every row is concatenated or sorted (hundreds of MB on a big capture)."""
+
+    def __init__(self, parts: list):
+        self.captures = _numbering(parts, "capture")
+        self.directions = _numbering(parts, "direction")
+        streams = [int(p["tcp_stream"].max()) for p in parts if p["tcp_stream"].notna().any()]
+        self.width = 1 + max(streams, default=0)
+        gid, ts, frame = [], [], []
+        for p in parts:
+            g = self._group_numbers(p)
+            at = np.flatnonzero(g >= 0)  # rows without a conversation or a direction: in no group
+            gid.append(g[at])
+            ts.append(ns(p["ts"])[at])
+            frame.append(p["frame_number"].astype("Int64").fillna(_NO_FRAME).to_numpy(np.int64)[at])
+        gid = np.concatenate(gid) if gid else np.zeros(0, dtype=np.int64)
+        self.ts = np.concatenate(ts) if ts else np.zeros(0, dtype=np.int64)
+        self.frame = np.concatenate(frame) if frame else np.zeros(0, dtype=np.int64)
+        if len(gid) and gid.max() < 2**31:
+            gid = gid.astype(np.int32)
+        self.order = np.argsort(gid, kind="stable")  # by group, the rows of each in concat order
+        sorted_gid = gid[self.order]
+        del gid
+        starts = np.flatnonzero(np.r_[True, sorted_gid[1:] != sorted_gid[:-1]]) if len(sorted_gid) else []
+        ends = np.r_[starts[1:], len(sorted_gid)] if len(starts) else []
+        self.bounds = dict(zip(sorted_gid[starts].tolist(), zip(list(starts), list(ends))))
+
+    def _group_numbers(self, p: pd.DataFrame) -> np.ndarray:
+        """Each row's group: (capture, tcp_stream, direction) as one int, -1 when one is missing."""
+        cap = _codes(p["capture"], self.captures)
+        d = _codes(p["direction"], self.directions)
+        st = p["tcp_stream"].astype("Int64").fillna(-1).to_numpy(np.int64)
+        g = (cap * self.width + st) * max(len(self.directions), 1) + d
+        g[(cap < 0) | (st < 0) | (d < 0)] = -1
+        return g
+
+    def marks(self, capture, tcp_stream, direction) -> list:
+        """(ts ns, frame number or None) of one conversation's direction, by time then frame,
+        a frame once (the first of frames, methods, messages that recorded it)."""
+        cap = int(self.captures.get_indexer([capture])[0])
+        d = int(self.directions.get_indexer([direction])[0])
+        if cap < 0 or d < 0 or tcp_stream is None or not 0 <= tcp_stream < self.width:
+            return []
+        key = (cap * self.width + tcp_stream) * len(self.directions) + d
+        if key not in self.bounds:
+            return []
+        lo, hi = self.bounds[key]
+        at = self.order[lo:hi]
+        ts, frame = self.ts[at], self.frame[at]
+        by_frame = np.argsort(frame, kind="stable")
+        f = frame[by_frame]
+        first = np.sort(by_frame[np.r_[True, f[1:] != f[:-1]]])  # of equal frames, the first row
+        ts, frame = ts[first], frame[first]
+        o = np.lexsort((frame, ts))
+        return [(a, None if b == _NO_FRAME else b) for a, b in zip(ts[o].tolist(), frame[o].tolist())]
+
+
+def _numbering(parts: list, column: str) -> pd.Index:
+    """The distinct values of ``column`` over ``parts``, sorted: their positions number them."""
+    values = set()
+    for p in parts:
+        values.update(p[column].dropna().unique().tolist())
+    return pd.Index(sorted(values), dtype=object)
+
+
+def _codes(s: pd.Series, numbering: pd.Index) -> np.ndarray:
+    """Each value's position in ``numbering`` (int64; -1 for a missing value); a Categorical by
+    its categories' positions (no string per row)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        of_cat = np.append(numbering.get_indexer(s.cat.categories.astype(object)), -1).astype(np.int64)
+        return of_cat[s.cat.codes.to_numpy()]  # code -1 (missing) -> the appended -1
+    return numbering.get_indexer(s.astype(object)).astype(np.int64)
 
 
 def heartbeat_source(t) -> str:
@@ -151,12 +189,6 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         return build(rows, GAP_COLS)
     act, source = _activity(t)
     source = heartbeat_source(t) if source != "frames" else source
-    # each group's rows (positions): a group's frame is made when its conversation is checked
-    groups = (
-        act.groupby(["capture", "tcp_stream", "direction"], sort=False, observed=True).indices
-        if len(act)
-        else {}
-    )
     cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]
     cols += [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
     for r in records(c, cols):
@@ -167,9 +199,7 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         for i, (d, sender) in enumerate(_DIRS):
             hbs, s0, s1, last = r[6 + 4 * i : 10 + 4 * i]
             live = source != "frames" and hbs is not None
-            at = groups.get((cap, st, d))
-            g = act.iloc[at] if at is not None else None
-            marks = list(zip(g["_ts"].tolist(), g["frame_number"].tolist())) if g is not None else []
+            marks = act.marks(cap, st, d)
             if live:  # the recorded frame times are signs of life too (one mark per instant, numbered if any)
                 known = dict(marks)
                 for x in (s0, s1, last):
