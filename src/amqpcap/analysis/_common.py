@@ -188,37 +188,54 @@ def ordered(df: pd.DataFrame, names=None, columns=None, rows=None) -> pd.DataFra
 
     ``names``: keep only the rows whose ``method`` is one of them; ``rows``: only those of this
     boolean mask; ``columns``: only these columns.  The result is a copy of just that part (one
-    take): the wire order of a whole table is computed once while the table lives (an int array,
-    not a sorted copy of the table)."""
+    take).  The wire order of a whole table is computed once while the table lives (an int array,
+    not a sorted copy of the table); a selection of rows, when the table's order is not known yet,
+    is ordered alone (its keys, not the whole table's)."""
     if len(df) == 0:
         return df if columns is None else df[columns]
-    pos = _order(df)
     keep = None
     if names is not None:
         keep = df["method"].isin(names).to_numpy(dtype=bool)
     if rows is not None:
         r = np.asarray(rows, dtype=bool)
         keep = r if keep is None else keep & r
-    if keep is not None:
-        pos = pos[keep[pos]]
+    pos = _known_order(df)
+    if pos is None and keep is not None:
+        pos = _wire_order(df, np.flatnonzero(keep))
+    else:
+        pos = _order(df) if pos is None else pos
+        if keep is not None:
+            pos = pos[keep[pos]]
     if columns is None:
         return df.iloc[pos]
     return df.iloc[pos, [df.columns.get_loc(c) for c in columns]]
 
 
-def _order(df: pd.DataFrame) -> np.ndarray:
+def _known_order(df: pd.DataFrame) -> np.ndarray | None:
     hit = _ORDERS.get(id(df))
-    if hit is not None and hit[0]() is df:
-        return hit[1]
-    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
-    pos = np.arange(len(df))
-    order = np.lexsort([pos] + [_sort_key(df[k]) for k in reversed(keys)])
+    return hit[1] if hit is not None and hit[0]() is df else None
+
+
+def _order(df: pd.DataFrame) -> np.ndarray:
+    """The wire order of the whole of ``df``, kept while ``df`` lives."""
+    hit = _known_order(df)
+    if hit is not None:
+        return hit
+    order = _wire_order(df, np.arange(len(df)))
     try:
         ref = weakref.ref(df, lambda _r, k=id(df): _ORDERS.pop(k, None))  # noqa: B008 (bound now)
     except TypeError:
         return order
     _ORDERS[id(df)] = (ref, order)
     return order
+
+
+def _wire_order(df: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """The positions ``at`` (ascending) of ``df`` in wire order (ties: by position)."""
+    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
+    whole = len(at) == len(df)  # (then no copy of each key column)
+    cols = [df[k] if whole else df[k].iloc[at] for k in reversed(keys)]
+    return at[np.lexsort([at] + [_sort_key(c) for c in cols])]
 
 
 def sort_key(s: pd.Series, positions=None) -> np.ndarray:

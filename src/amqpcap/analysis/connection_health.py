@@ -56,47 +56,51 @@ def _activity(t) -> tuple[Activity, str]:
     return Activity([p for p in parts if len(p)]), source
 
 
-_NO_FRAME = np.iinfo(np.int64).max  # a missing frame number: sorts last, like sort_key's
-
-
 class Activity:
     """The packets (``ts`` ns, ``frame_number``) of ``parts`` (frames, methods, messages) per
-    conversation and direction.  Held as three int arrays over every row and one argsort by a
-    group number: a conversation's rows are sorted and deduplicated when it is checked, so no
-    frame of every row is concatenated or sorted (hundreds of MB on a big capture)."""
+    conversation and direction.  Held as three int arrays over every row (filled part by part,
+    32-bit where the values fit) and one argsort by a group number: a conversation's rows are
+    sorted and deduplicated when it is checked, so no frame of every row is concatenated or
+    sorted (hundreds of MB on a big capture)."""
 
     def __init__(self, parts: list):
         self.captures = _numbering(parts, "capture")
         self.directions = _numbering(parts, "direction")
         streams = [int(p["tcp_stream"].max()) for p in parts if p["tcp_stream"].notna().any()]
         self.width = 1 + max(streams, default=0)
-        gid, ts, frame = [], [], []
+        frames = [int(p["frame_number"].max()) for p in parts if p["frame_number"].notna().any()]
+        groups = len(self.captures) * self.width * max(len(self.directions), 1)
+        n = sum(len(p) for p in parts)
+        gid = np.empty(n, dtype=_fitting(groups))
+        self.ts = np.empty(n, dtype=np.int64)
+        self.frame = np.empty(n, dtype=_fitting(max(frames, default=0) + 1))
+        self.no_frame = np.iinfo(self.frame.dtype).max  # a missing frame number: sorts last
+        lo = 0
         for p in parts:
-            g = self._group_numbers(p)
-            at = np.flatnonzero(g >= 0)  # rows without a conversation or a direction: in no group
-            gid.append(g[at])
-            ts.append(ns(p["ts"])[at])
-            frame.append(p["frame_number"].astype("Int64").fillna(_NO_FRAME).to_numpy(np.int64)[at])
-        gid = np.concatenate(gid) if gid else np.zeros(0, dtype=np.int64)
-        self.ts = np.concatenate(ts) if ts else np.zeros(0, dtype=np.int64)
-        self.frame = np.concatenate(frame) if frame else np.zeros(0, dtype=np.int64)
-        if len(gid) and gid.max() < 2**31:
-            gid = gid.astype(np.int32)
-        self.order = np.argsort(gid, kind="stable")  # by group, the rows of each in concat order
+            hi = lo + len(p)
+            self._group_numbers(p, gid[lo:hi])
+            self.ts[lo:hi] = ns(p["ts"])
+            self.frame[lo:hi] = p["frame_number"].to_numpy(dtype=self.frame.dtype, na_value=self.no_frame)
+            lo = hi
+        # by group, the rows of each in concat order (rows in no group: group -1, never looked up)
+        self.order = np.argsort(gid, kind="stable").astype(_fitting(n), copy=False)
         sorted_gid = gid[self.order]
         del gid
-        starts = np.flatnonzero(np.r_[True, sorted_gid[1:] != sorted_gid[:-1]]) if len(sorted_gid) else []
-        ends = np.r_[starts[1:], len(sorted_gid)] if len(starts) else []
+        starts = np.flatnonzero(np.r_[True, sorted_gid[1:] != sorted_gid[:-1]]) if n else []
+        ends = np.r_[starts[1:], n] if n else []
         self.bounds = dict(zip(sorted_gid[starts].tolist(), zip(list(starts), list(ends))))
 
-    def _group_numbers(self, p: pd.DataFrame) -> np.ndarray:
-        """Each row's group: (capture, tcp_stream, direction) as one int, -1 when one is missing."""
+    def _group_numbers(self, p: pd.DataFrame, out: np.ndarray) -> None:
+        """Each row's group into ``out``: (capture, tcp_stream, direction) as one int, -1 when one
+        is missing."""
         cap = _codes(p["capture"], self.captures)
         d = _codes(p["direction"], self.directions)
-        st = p["tcp_stream"].astype("Int64").fillna(-1).to_numpy(np.int64)
-        g = (cap * self.width + st) * max(len(self.directions), 1) + d
-        g[(cap < 0) | (st < 0) | (d < 0)] = -1
-        return g
+        st = p["tcp_stream"].to_numpy(dtype=np.int32, na_value=-1)
+        np.multiply(cap, self.width, out=out)
+        out += st
+        out *= max(len(self.directions), 1)
+        out += d
+        out[(cap < 0) | (st < 0) | (d < 0)] = -1
 
     def marks(self, capture, tcp_stream, direction) -> list:
         """(ts ns, frame number or None) of one conversation's direction, by time then frame,
@@ -116,7 +120,7 @@ class Activity:
         first = np.sort(by_frame[np.r_[True, f[1:] != f[:-1]]])  # of equal frames, the first row
         ts, frame = ts[first], frame[first]
         o = np.lexsort((frame, ts))
-        return [(a, None if b == _NO_FRAME else b) for a, b in zip(ts[o].tolist(), frame[o].tolist())]
+        return [(a, None if b == self.no_frame else b) for a, b in zip(ts[o].tolist(), frame[o].tolist())]
 
 
 def _numbering(parts: list, column: str) -> pd.Index:
@@ -128,12 +132,17 @@ def _numbering(parts: list, column: str) -> pd.Index:
 
 
 def _codes(s: pd.Series, numbering: pd.Index) -> np.ndarray:
-    """Each value's position in ``numbering`` (int64; -1 for a missing value); a Categorical by
+    """Each value's position in ``numbering`` (int32; -1 for a missing value); a Categorical by
     its categories' positions (no string per row)."""
     if isinstance(s.dtype, pd.CategoricalDtype):
-        of_cat = np.append(numbering.get_indexer(s.cat.categories.astype(object)), -1).astype(np.int64)
+        of_cat = np.append(numbering.get_indexer(s.cat.categories.astype(object)), -1).astype(np.int32)
         return of_cat[s.cat.codes.to_numpy()]  # code -1 (missing) -> the appended -1
-    return numbering.get_indexer(s.astype(object)).astype(np.int64)
+    return numbering.get_indexer(s.astype(object)).astype(np.int32)
+
+
+def _fitting(top: int):
+    """int32 when every value is below ``top`` and fits, else int64."""
+    return np.int32 if top < 2**31 - 1 else np.int64
 
 
 def heartbeat_source(t) -> str:

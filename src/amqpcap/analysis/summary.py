@@ -146,12 +146,29 @@ _SUMMARIES = {
 }
 
 
+# The columns of a pairing that its summary, unacked and the report read: stats builds just these
+# (a big capture's full transit or consumer-ack frame is several times their size).
+LATENCY_COLUMNS = {
+    "confirm": ["outcome", "latency_ms"],
+    "consumer_ack": ["outcome", "latency_ms", "redelivered"] + UNACKED_ACK_COLS,
+    "transit": ["first", "latency_ms", "redelivered"],
+    "rpc": ["status", "latency_ms"],
+}
+
+
+def _pairing(kind: str, t) -> pd.DataFrame:
+    """The pairing of latency ``kind`` (just its :data:`LATENCY_COLUMNS` when it has some)."""
+    if kind in LATENCY_COLUMNS:
+        return LATENCY_FUNCTIONS[kind](t, columns=LATENCY_COLUMNS[kind])
+    return LATENCY_FUNCTIONS[kind](t)
+
+
 def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
     """The stats step of latency ``kind``: its pairing computed (or taken from ``latencies``),
     summarised into ``got["latency"]`` and dropped; consumer acks also give unacked's health."""
 
     def step(t):
-        df = latencies[kind] if latencies is not None else LATENCY_FUNCTIONS[kind](t)
+        df = latencies[kind] if latencies is not None else _pairing(kind, t)
         if on_latency is not None:
             on_latency(kind, df)
         got["latency"][kind] = _SUMMARIES[kind](df)
