@@ -189,8 +189,8 @@ def ordered(df: pd.DataFrame, names=None, columns=None, rows=None) -> pd.DataFra
     ``names``: keep only the rows whose ``method`` is one of them; ``rows``: only those of this
     boolean mask; ``columns``: only these columns.  The result is a copy of just that part (one
     take).  The wire order of a whole table is computed once while the table lives (an int array,
-    not a sorted copy of the table); a selection of rows, when the table's order is not known yet,
-    is ordered alone (its keys, not the whole table's)."""
+    not a sorted copy of the table); a selection of under half the rows, when the table's order is
+    not known yet, is ordered alone (its keys, not the whole table's)."""
     if len(df) == 0:
         return df if columns is None else df[columns]
     keep = None
@@ -200,7 +200,7 @@ def ordered(df: pd.DataFrame, names=None, columns=None, rows=None) -> pd.DataFra
         r = np.asarray(rows, dtype=bool)
         keep = r if keep is None else keep & r
     pos = _known_order(df)
-    if pos is None and keep is not None:
+    if pos is None and keep is not None and np.count_nonzero(keep) < len(df) // 2:
         pos = _wire_order(df, np.flatnonzero(keep))
     else:
         pos = _order(df) if pos is None else pos
