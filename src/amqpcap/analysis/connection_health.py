@@ -12,8 +12,10 @@ from amqpcap.analysis._common import (
     STR,
     TS_DTYPE,
     build,
+    codes_in,
     latency_ms,
     ns,
+    numbering,
     ordered,
     records,
 )
@@ -64,8 +66,8 @@ class Activity:
     sorted (hundreds of MB on a big capture)."""
 
     def __init__(self, parts: list):
-        self.captures = _numbering(parts, "capture")
-        self.directions = _numbering(parts, "direction")
+        self.captures = numbering(parts, "capture")
+        self.directions = numbering(parts, "direction")
         streams = [int(p["tcp_stream"].max()) for p in parts if p["tcp_stream"].notna().any()]
         self.width = 1 + max(streams, default=0)
         frames = [int(p["frame_number"].max()) for p in parts if p["frame_number"].notna().any()]
@@ -93,8 +95,8 @@ class Activity:
     def _group_numbers(self, p: pd.DataFrame, out: np.ndarray) -> None:
         """Each row's group into ``out``: (capture, tcp_stream, direction) as one int, -1 when one
         is missing."""
-        cap = _codes(p["capture"], self.captures)
-        d = _codes(p["direction"], self.directions)
+        cap = codes_in(p["capture"], self.captures)
+        d = codes_in(p["direction"], self.directions)
         st = p["tcp_stream"].to_numpy(dtype=np.int32, na_value=-1)
         np.multiply(cap, self.width, out=out)
         out += st
@@ -121,23 +123,6 @@ class Activity:
         ts, frame = ts[first], frame[first]
         o = np.lexsort((frame, ts))
         return [(a, None if b == self.no_frame else b) for a, b in zip(ts[o].tolist(), frame[o].tolist())]
-
-
-def _numbering(parts: list, column: str) -> pd.Index:
-    """The distinct values of ``column`` over ``parts``, sorted: their positions number them."""
-    values = set()
-    for p in parts:
-        values.update(p[column].dropna().unique().tolist())
-    return pd.Index(sorted(values), dtype=object)
-
-
-def _codes(s: pd.Series, numbering: pd.Index) -> np.ndarray:
-    """Each value's position in ``numbering`` (int32; -1 for a missing value); a Categorical by
-    its categories' positions (no string per row)."""
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        of_cat = np.append(numbering.get_indexer(s.cat.categories.astype(object)), -1).astype(np.int32)
-        return of_cat[s.cat.codes.to_numpy()]  # code -1 (missing) -> the appended -1
-    return numbering.get_indexer(s.astype(object)).astype(np.int32)
 
 
 def _fitting(top: int):

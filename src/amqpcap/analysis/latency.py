@@ -22,10 +22,12 @@ from amqpcap.analysis._common import (
     TS_DTYPE,
     build,
     build_columns,
+    codes_in,
     covered,
     isin,
     latency_ms,
     ns,
+    numbering,
     object_frame,
     ordered,
     records,
@@ -66,20 +68,44 @@ def _with_content_completion(t, names, columns) -> pd.DataFrame:
     msgs = t.messages
     if len(m) and len(msgs):
         named = msgs["method"].isin(names).to_numpy(dtype=bool)  # a content's row names its method
-        mm = (
-            msgs.loc[named, key + ["frame_number", "ts"]]
-            .dropna(subset=["stream_offset"])
-            .drop_duplicates(key)
-        )
-        mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
-        j = m[key].merge(mm, on=key, how="left")
-        has = j["_mframe"].notna().to_numpy()
-        done_frame = j["_mframe"].astype("Int64").where(has, done_frame)
+        at = _content_rows(m, msgs, np.flatnonzero(named))
+        has = at >= 0
+        done_frame = taken(msgs["frame_number"], at, "Int64").where(has, done_frame)
         if has.any():
-            done_ts = np.where(has, ns(j["_mts"]), done_ts)
+            done_ts = np.where(has, ns(msgs["ts"])[np.maximum(at, 0)], done_ts)
     m["_done_frame"] = done_frame.to_numpy() if len(m) else pd.array([], dtype="Int64")
     m["_done_ts"] = done_ts
     return m
+
+
+def _content_rows(m: pd.DataFrame, msgs: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """For each row of ``m``, the position in ``msgs`` of the first of its ``rows`` on the same
+    conversation, direction and ``stream_offset`` (-1: none, or a key is missing).  The four keys
+    are one int per row (a merge on the four columns takes hundreds of MB on a big capture)."""
+    parts = [m, msgs]
+    caps, dirs = numbering(parts, "capture"), numbering(parts, "direction")
+    streams = 1 + max((int(p["tcp_stream"].max()) for p in parts if p["tcp_stream"].notna().any()), default=0)
+    offsets = 1 + max(
+        (int(p["stream_offset"].max()) for p in parts if p["stream_offset"].notna().any()), default=0
+    )
+    wide = len(caps) * streams * max(len(dirs), 1) * offsets >= 2**62  # (then two int keys, not one)
+
+    def keys(df: pd.DataFrame):
+        cap, d = codes_in(df["capture"], caps).astype(np.int64), codes_in(df["direction"], dirs)
+        st = df["tcp_stream"].to_numpy(dtype=np.int64, na_value=-1)
+        off = df["stream_offset"].to_numpy(dtype=np.int64, na_value=-1)
+        missing = (cap < 0) | (d < 0) | (st < 0) | (off < 0)
+        group = (cap * streams + st) * max(len(dirs), 1) + d
+        k = pd.MultiIndex.from_arrays([group, off]) if wide else pd.Index(group * offsets + off)
+        return k, missing
+
+    columns = ["capture", "tcp_stream", "direction", "stream_offset"]
+    right, missing = keys(msgs[columns].iloc[rows])
+    first = np.flatnonzero(~missing)
+    first = first[~right[first].duplicated(keep="first")]
+    left, gone = keys(m[columns])
+    at = right[first].get_indexer(left)
+    return np.where((at >= 0) & ~gone, rows[first[np.maximum(at, 0)]] if len(first) else -1, -1)
 
 
 _BASE_COLS = {
@@ -96,6 +122,15 @@ _BASE_COLS = {
     "response_ts": TS_DTYPE,
     "latency_ms": "float64",
 }
+
+
+def _needed(src: dict, wanted, sort_by: list) -> dict:
+    """The entries of ``src`` (see :func:`_taken_frame`) that building the ``wanted`` columns
+    (None: all) reads: the others (lists of millions of values) can be freed first."""
+    if wanted is None:
+        return src
+    keep = set(wanted) | set(sort_by) | {"request_ts", "response_ts"}
+    return {k: v for k, v in src.items() if k in keep}
 
 
 def _sources(m: pd.DataFrame, src: dict) -> pd.DataFrame:
@@ -122,6 +157,7 @@ def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list, wante
         keys.append(sort_key(m[v[0]], v[1]) if isinstance(v, tuple) else sort_key(pd.Series(v)))
     n = len(src["request_ts"][1])
     order = np.lexsort([np.arange(n)] + keys) if keys else np.arange(n)
+    del keys
     want = _wanted(columns, wanted)
     data = {}
     for name in want:
@@ -471,10 +507,11 @@ def confirms(t, columns=None) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    sort_by = ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
+    src = _needed(src, columns, sort_by)
+    outcomes = multiples = tags = None  # (freed: src holds what is still read)
     m = _sources(m, src)
-    return _taken_frame(
-        m, src, CONFIRM_COLS, ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"], columns
-    )
+    return _taken_frame(m, src, CONFIRM_COLS, sort_by, columns)
 
 
 # --------------------------------------------------------------------------- consumers
@@ -539,7 +576,7 @@ def consumer_state(m: pd.DataFrame):
     cols = CONSUMER_STATE_COLS
     # only these methods change the state; positions stay those of ``m``
     pos_of = np.flatnonzero(m["method"].isin(CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
-    for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
+    for pos, r in zip(pos_of.tolist(), records(m, cols, rows=pos_of)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
         if name == "basic.consume" and d == "c2s":
@@ -788,9 +825,11 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    sort_by = ["capture", "tcp_stream", "channel", "request_frame"]
+    src = _needed(src, columns, sort_by)
+    del got, info
     m = _sources(m, src)
-    del info
-    return _taken_frame(m, src, ACK_COLS, ["capture", "tcp_stream", "channel", "request_frame"], columns)
+    return _taken_frame(m, src, ACK_COLS, sort_by, columns)
 
 
 # --------------------------------------------------------------------------- broker transit
