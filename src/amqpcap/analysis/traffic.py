@@ -191,19 +191,19 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     return g
 
 
-_CHUNK = 1 << 20  # events made and summed a slice of rows at a time: memory follows the slice
+CHUNK_ROWS = 1 << 20  # events made and summed a slice of rows at a time: memory follows the slice
 
 
 def _events(t, msgs: pd.DataFrame, attrs: list, keep: list, frames_source: str):
     """The event tables of :func:`throughput`, one after the other: the messages', then the frames'
-    (or their estimate from ``methods``), a slice of :data:`_CHUNK` rows at a time (sums add up)."""
-    for lo in range(0, len(msgs), _CHUNK):
-        yield _message_events(msgs.iloc[lo : lo + _CHUNK], attrs, keep, frames_source)
+    (or their estimate from ``methods``), a slice of :data:`CHUNK_ROWS` rows at a time (sums add up)."""
+    for lo in range(0, len(msgs), CHUNK_ROWS):
+        yield _message_events(msgs.iloc[lo : lo + CHUNK_ROWS], attrs, keep, frames_source)
     if frames_source == "frames":
         yield _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
     else:
-        for lo in range(0, len(t.methods), _CHUNK):
-            yield _estimated_events(t.methods.iloc[lo : lo + _CHUNK], msgs, attrs, keep)
+        for lo in range(0, len(t.methods), CHUNK_ROWS):
+            yield _estimated_events(t.methods.iloc[lo : lo + CHUNK_ROWS], msgs, attrs, keep)
 
 
 def _message_events(msgs: pd.DataFrame, attrs: list, keep: list, frames_source: str) -> pd.DataFrame:
