@@ -18,6 +18,7 @@ from amqpcap.analysis._common import (
     numbering,
     ordered,
     records,
+    sort_key,
 )
 from amqpcap.analysis.latency import consumer_acks
 from amqpcap.analysis.tables import as_tables
@@ -418,6 +419,19 @@ def flow(t) -> pd.DataFrame:
     return df
 
 
+_SETTLE, _QOS, _DELIVER = np.int8(0), np.int8(1), np.int8(2)  # unacked's events, in packet order
+_EVENTS = np.array(["settle", "qos", "deliver"], dtype=object)
+
+
+def _order_key(s: pd.Series) -> np.ndarray:
+    """A key sorting like ``s.sort_values()``: a Categorical by its categories' order, missing
+    values last."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes = s.cat.codes.to_numpy().astype(np.int64)
+        return np.where(codes < 0, len(s.cat.categories), codes)
+    return sort_key(s)
+
+
 UNACKED_COLS = {
     "capture": STR,
     "tcp_stream": "Int32",
@@ -466,7 +480,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         d = acks[keys + ["request_ts", "request_frame"]].rename(
             columns={"request_ts": "ts", "request_frame": "frame_number"}
         )
-        d = d.assign(delta=1, event="deliver")
+        d = d.assign(delta=1, _o=_DELIVER)
         s = acks[acks["response_frame"].notna()]
         s = (
             s.groupby(keys + ["response_frame", "response_ts"], dropna=False, observed=True)
@@ -474,7 +488,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
             .reset_index(name="n")
         )
         s = s.rename(columns={"response_ts": "ts", "response_frame": "frame_number"})
-        s = s.assign(delta=-s["n"], event="settle").drop(columns="n")
+        s = s.assign(delta=-s["n"], _o=_SETTLE).drop(columns="n")
         ev += [d, s]
     m = t.methods
     q = m[(m["method"] == "basic.qos") & (m["direction"] == "c2s")] if len(m) else m
@@ -482,7 +496,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         qq = q[keys + ["ts", "frame_number", "prefetch_count", "qos_global"]].rename(
             columns={"qos_global": "prefetch_global"}
         )
-        qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, event="qos")
+        qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, _o=_QOS)
         ev.append(qq)
     if not ev:
         return build([], UNACKED_COLS)
@@ -491,9 +505,14 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         e["prefetch_count"] = pd.NA
         e["prefetch_global"] = pd.NA
     e["_ts"] = ns(e["ts"])
-    # within a packet: settle before qos before deliver (an ack and the next delivery may share a packet)
-    e["_o"] = e["event"].map({"settle": 0, "qos": 1, "deliver": 2})
-    e = e.sort_values(keys + ["_ts", "frame_number", "_o"], kind="stable").reset_index(drop=True)
+    e = e.drop(columns="ts")
+    # by channel, time, packet; within a packet: settle before qos before deliver (an ack and the
+    # next delivery may share a packet); the order found on the keys, then one take of the rows
+    by = [_order_key(e[c]) for c in ("capture", "tcp_stream", "channel")]
+    order = np.lexsort([e["_o"].to_numpy(), _order_key(e["frame_number"]), e["_ts"].to_numpy()] + by[::-1])
+    del by
+    e = e.iloc[order].reset_index(drop=True)
+    del order
     g = e.groupby(keys, sort=False, dropna=False, observed=True)
     e["unacked"] = g["delta"].cumsum()
     e["prefetch_count"] = g["prefetch_count"].ffill()
@@ -508,7 +527,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
             "channel": e["channel"].astype("Int32"),
             "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
             "frame_number": e["frame_number"].astype("Int64"),
-            "event": e["event"],
+            "event": _EVENTS[e["_o"].to_numpy()],
             "unacked": un,
             "prefetch_count": pc.astype("Int32"),
             "prefetch_global": e["prefetch_global"].astype("boolean"),
