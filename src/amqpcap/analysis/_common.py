@@ -70,25 +70,42 @@ def malloc_pool():
     """Arrow memory from malloc while the block runs, not from Arrow's default pool (mimalloc /
     jemalloc): those keep what a big computation frees mapped (hundreds of MB of RSS after a few
     sections of stats), malloc gives it back (:func:`release_memory`).  A buffer is freed to the
-    pool it came from, whenever that is."""
+    pool it came from, whenever that is.  And glibc maps every block of MMAP_THRESHOLD bytes or
+    more on its own while the block runs: a freed array is given back at once, where its
+    dynamic threshold (raised up to 32 MB as big blocks are freed) puts arrays of millions of
+    rows on the heap, whose freed pages stay resident between live blocks (~80 MB of a stats or
+    report peak on a 1 GB capture).  After the block the threshold is glibc's default again (but
+    fixed: glibc has no call to make it dynamic again)."""
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
+    _mmap_threshold(MMAP_THRESHOLD)
     try:
         yield
     finally:
         pa.set_memory_pool(previous)
+        _mmap_threshold(128 << 10)
 
 
-def _libc_malloc_trim():
+MMAP_THRESHOLD = 256 << 10
+
+
+def _libc():
     try:
         import ctypes
 
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
         return None
 
 
-_malloc_trim = _libc_malloc_trim()
+_LIBC = _libc()
+_malloc_trim = getattr(_LIBC, "malloc_trim", None)
+_mallopt = getattr(_LIBC, "mallopt", None)
+
+
+def _mmap_threshold(size: int) -> None:
+    if _mallopt is not None:
+        _mallopt(-3, size)  # M_MMAP_THRESHOLD
 
 
 def filled(s: pd.Series, value) -> pd.Series:
@@ -133,26 +150,33 @@ def latency_ms(req_ns, resp_ns) -> np.ndarray:
     return out
 
 
-def records(df: pd.DataFrame, cols: list[str], chunk: int = 1 << 16) -> Iterator[tuple]:
-    """Rows of ``df[cols]`` as plain tuples, missing values as None.
+def records(df: pd.DataFrame, cols: list[str], chunk: int = 1 << 16, rows=None) -> Iterator[tuple]:
+    """Rows of ``df[cols]`` as plain tuples, missing values as None; ``rows``: only the rows at
+    these positions (ascending), without a copy of them.
 
     Timestamp columns (``ts``) come out as int ns.  Python objects are made ``chunk`` rows at a
     time (not a column of objects per column at once), and equal strings are one object, so
     walking a big table and keeping some of its values costs a fraction of the table's objects.
     """
-    if len(df) == 0:
+    n = len(df) if rows is None else len(rows)
+    if n == 0:
         return iter(())
     sources = [_source(df[c]) for c in cols]
-    return (row for lo in range(0, len(df), chunk) for row in zip(*(get(lo, lo + chunk) for get in sources)))
+
+    def part(lo):  # the rows of one chunk: a slice, or positions
+        return slice(lo, lo + chunk) if rows is None else rows[lo : lo + chunk]
+
+    return (row for lo in range(0, n, chunk) for row in zip(*(get(part(lo)) for get in sources)))
 
 
 def _source(s: pd.Series):
-    """A function (lo, hi) -> the object array of rows lo:hi of ``s`` (see :func:`records`)."""
+    """A function (rows: a slice or positions) -> the object array of those rows of ``s`` (see
+    :func:`records`)."""
     if isinstance(s.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(s.dtype):
         v = ns(s)
 
-        def get(lo, hi):
-            a = v[lo:hi].astype(object)
+        def get(rows):
+            a = v[rows].astype(object)
             a[a == NAT] = None
             return a
 
@@ -160,20 +184,20 @@ def _source(s: pd.Series):
         codes = s.cat.codes.to_numpy()
         objs = np.append(np.asarray(s.cat.categories, dtype=object), None)  # code -1 (missing): None
 
-        def get(lo, hi):
-            return objs[codes[lo:hi]]
+        def get(rows):
+            return objs[codes[rows]]
 
     elif isinstance(s.dtype, pd.StringDtype):
         codes, uniques = pd.factorize(s, use_na_sentinel=True)
         objs = np.append(np.asarray(uniques, dtype=object), None)  # code -1 (missing): None
 
-        def get(lo, hi):
-            return objs[codes[lo:hi]]
+        def get(rows):
+            return objs[codes[rows]]
 
     else:
 
-        def get(lo, hi):
-            a = np.array(s.iloc[lo:hi].astype(object).to_numpy(), dtype=object, copy=True)
+        def get(rows):
+            a = np.array(s.iloc[rows].astype(object).to_numpy(), dtype=object, copy=True)
             a[pd.isna(a)] = None
             return a
 
@@ -188,37 +212,54 @@ def ordered(df: pd.DataFrame, names=None, columns=None, rows=None) -> pd.DataFra
 
     ``names``: keep only the rows whose ``method`` is one of them; ``rows``: only those of this
     boolean mask; ``columns``: only these columns.  The result is a copy of just that part (one
-    take): the wire order of a whole table is computed once while the table lives (an int array,
-    not a sorted copy of the table)."""
+    take).  The wire order of a whole table is computed once while the table lives (an int array,
+    not a sorted copy of the table); a selection of under half the rows, when the table's order is
+    not known yet, is ordered alone (its keys, not the whole table's)."""
     if len(df) == 0:
         return df if columns is None else df[columns]
-    pos = _order(df)
     keep = None
     if names is not None:
         keep = df["method"].isin(names).to_numpy(dtype=bool)
     if rows is not None:
         r = np.asarray(rows, dtype=bool)
         keep = r if keep is None else keep & r
-    if keep is not None:
-        pos = pos[keep[pos]]
+    pos = _known_order(df)
+    if pos is None and keep is not None and np.count_nonzero(keep) < len(df) // 2:
+        pos = _wire_order(df, np.flatnonzero(keep))
+    else:
+        pos = _order(df) if pos is None else pos
+        if keep is not None:
+            pos = pos[keep[pos]]
     if columns is None:
         return df.iloc[pos]
     return df.iloc[pos, [df.columns.get_loc(c) for c in columns]]
 
 
-def _order(df: pd.DataFrame) -> np.ndarray:
+def _known_order(df: pd.DataFrame) -> np.ndarray | None:
     hit = _ORDERS.get(id(df))
-    if hit is not None and hit[0]() is df:
-        return hit[1]
-    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
-    pos = np.arange(len(df))
-    order = np.lexsort([pos] + [_sort_key(df[k]) for k in reversed(keys)])
+    return hit[1] if hit is not None and hit[0]() is df else None
+
+
+def _order(df: pd.DataFrame) -> np.ndarray:
+    """The wire order of the whole of ``df``, kept while ``df`` lives."""
+    hit = _known_order(df)
+    if hit is not None:
+        return hit
+    order = _wire_order(df, np.arange(len(df)))
     try:
         ref = weakref.ref(df, lambda _r, k=id(df): _ORDERS.pop(k, None))  # noqa: B008 (bound now)
     except TypeError:
         return order
     _ORDERS[id(df)] = (ref, order)
     return order
+
+
+def _wire_order(df: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """The positions ``at`` (ascending) of ``df`` in wire order (ties: by position)."""
+    keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
+    whole = len(at) == len(df)  # (then no copy of each key column)
+    cols = [df[k] if whole else df[k].iloc[at] for k in reversed(keys)]
+    return at[np.lexsort([at] + [_sort_key(c) for c in cols])]
 
 
 def sort_key(s: pd.Series, positions=None) -> np.ndarray:
@@ -252,6 +293,24 @@ def _sort_key(s: pd.Series) -> np.ndarray:
         return s.astype("float64").fillna(-np.inf).to_numpy()
     codes, _ = pd.factorize(s, sort=True, use_na_sentinel=True)
     return codes  # -1 (missing) sorts first
+
+
+def numbering(parts: list, column: str) -> pd.Index:
+    """The distinct values of ``column`` over the frames ``parts``, sorted: their positions number
+    them (:func:`codes_in`), the same in every part."""
+    values = set()
+    for p in parts:
+        values.update(p[column].dropna().unique().tolist())
+    return pd.Index(sorted(values), dtype=object)
+
+
+def codes_in(s: pd.Series, index: pd.Index) -> np.ndarray:
+    """Each value's position in ``index`` (int32; -1 for a missing value); a Categorical by
+    its categories' positions (no string per row)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        of_cat = np.append(index.get_indexer(s.cat.categories.astype(object)), -1).astype(np.int32)
+        return of_cat[s.cat.codes.to_numpy()]  # code -1 (missing) -> the appended -1
+    return index.get_indexer(s.astype(object)).astype(np.int32)
 
 
 def si(v, unit: str = "") -> str:

@@ -12,8 +12,10 @@ from amqpcap.analysis._common import (
     STR,
     TS_DTYPE,
     build,
+    codes_in,
     latency_ms,
     ns,
+    numbering,
     ordered,
     records,
     sort_key,
@@ -46,56 +48,87 @@ _DIRS = (("c2s", "client"), ("s2c", "server"))
 _LIVE = ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
 
 
-def _activity(t) -> tuple[pd.DataFrame, str]:
-    """Every sign of life per conversation and direction: (capture, tcp_stream, direction, ts ns, frame)."""
+def _activity(t) -> tuple[Activity, str]:
+    """Every sign of life per conversation and direction (:class:`Activity`), and its source."""
     parts = []
     source = "methods"
     if t.has_frames or len(t.frames):
-        parts.append(t.frames[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
+        parts.append(t.frames)
         source = "frames"
-    parts.append(t.methods[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
-    parts.append(t.messages[["capture", "tcp_stream", "direction", "ts", "frame_number"]])
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame(columns=["capture", "tcp_stream", "direction", "_ts", "frame_number"]), source
-    a = pd.concat(_same_categories(parts), ignore_index=True)
-    ts = ns(a["ts"])
-    # drop_duplicates on (capture, tcp_stream, direction, frame_number), then a stable sort by
-    # (capture, tcp_stream, direction, ts, frame_number): on small integer keys, not on the frame
-    keys = [_small(sort_key(a[c])) for c in ("capture", "tcp_stream", "direction")]
-    frame = sort_key(a["frame_number"])
-    o = np.lexsort((frame, *reversed(keys)))  # stable: concat order among equals
-    same = np.ones(max(len(o) - 1, 0), dtype=bool)
-    for k in (frame, *keys):
-        same &= k[o[1:]] == k[o[:-1]]
-    kept = np.zeros(len(a), dtype=bool)
-    kept[o[np.r_[True, ~same]] if len(o) else o] = True
-    del o, same
-    at = np.flatnonzero(kept)
-    o = np.lexsort((frame[at], ts[at], *(k[at] for k in reversed(keys))))
-    at = at[o]
-    a = a.iloc[at].drop(columns="ts")
-    a["_ts"] = ts[at]
-    return a, source
+    parts += [t.methods, t.messages]
+    return Activity([p for p in parts if len(p)]), source
 
 
-def _small(key: np.ndarray) -> np.ndarray:
-    """An integer sort key in 32 bits when it fits (a quarter of the memory of millions of int64)."""
-    if key.dtype.kind == "i" and (len(key) == 0 or (key.min() >= -(2**31) and key.max() < 2**31)):
-        return key.astype(np.int32)
-    return key
+class Activity:
+    """The packets (``ts`` ns, ``frame_number``) of ``parts`` (frames, methods, messages) per
+    conversation and direction.  Held as three int arrays over every row (filled part by part,
+    32-bit where the values fit) and one argsort by a group number: a conversation's rows are
+    sorted and deduplicated when it is checked, so no frame of every row is concatenated or
+    sorted (hundreds of MB on a big capture)."""
+
+    def __init__(self, parts: list):
+        self.captures = numbering(parts, "capture")
+        self.directions = numbering(parts, "direction")
+        streams = [int(p["tcp_stream"].max()) for p in parts if p["tcp_stream"].notna().any()]
+        self.width = 1 + max(streams, default=0)
+        frames = [int(p["frame_number"].max()) for p in parts if p["frame_number"].notna().any()]
+        groups = len(self.captures) * self.width * max(len(self.directions), 1)
+        n = sum(len(p) for p in parts)
+        gid = np.empty(n, dtype=_fitting(groups))
+        self.ts = np.empty(n, dtype=np.int64)
+        self.frame = np.empty(n, dtype=_fitting(max(frames, default=0) + 1))
+        self.no_frame = np.iinfo(self.frame.dtype).max  # a missing frame number: sorts last
+        lo = 0
+        for p in parts:
+            hi = lo + len(p)
+            self._group_numbers(p, gid[lo:hi])
+            self.ts[lo:hi] = ns(p["ts"])
+            self.frame[lo:hi] = p["frame_number"].to_numpy(dtype=self.frame.dtype, na_value=self.no_frame)
+            lo = hi
+        # by group, the rows of each in concat order (rows in no group: group -1, never looked up)
+        self.order = np.argsort(gid, kind="stable").astype(_fitting(n), copy=False)
+        sorted_gid = gid[self.order]
+        del gid
+        starts = np.flatnonzero(np.r_[True, sorted_gid[1:] != sorted_gid[:-1]]) if n else []
+        ends = np.r_[starts[1:], n] if n else []
+        self.bounds = dict(zip(sorted_gid[starts].tolist(), zip(list(starts), list(ends))))
+
+    def _group_numbers(self, p: pd.DataFrame, out: np.ndarray) -> None:
+        """Each row's group into ``out``: (capture, tcp_stream, direction) as one int, -1 when one
+        is missing."""
+        cap = codes_in(p["capture"], self.captures)
+        d = codes_in(p["direction"], self.directions)
+        st = p["tcp_stream"].to_numpy(dtype=np.int32, na_value=-1)
+        np.multiply(cap, self.width, out=out)
+        out += st
+        out *= max(len(self.directions), 1)
+        out += d
+        out[(cap < 0) | (st < 0) | (d < 0)] = -1
+
+    def marks(self, capture, tcp_stream, direction) -> list:
+        """(ts ns, frame number or None) of one conversation's direction, by time then frame,
+        a frame once (the first of frames, methods, messages that recorded it)."""
+        cap = int(self.captures.get_indexer([capture])[0])
+        d = int(self.directions.get_indexer([direction])[0])
+        if cap < 0 or d < 0 or tcp_stream is None or not 0 <= tcp_stream < self.width:
+            return []
+        key = (cap * self.width + tcp_stream) * len(self.directions) + d
+        if key not in self.bounds:
+            return []
+        lo, hi = self.bounds[key]
+        at = self.order[lo:hi]
+        ts, frame = self.ts[at], self.frame[at]
+        by_frame = np.argsort(frame, kind="stable")
+        f = frame[by_frame]
+        first = np.sort(by_frame[np.r_[True, f[1:] != f[:-1]]])  # of equal frames, the first row
+        ts, frame = ts[first], frame[first]
+        o = np.lexsort((frame, ts))
+        return [(a, None if b == self.no_frame else b) for a, b in zip(ts[o].tolist(), frame[o].tolist())]
 
 
-def _same_categories(parts: list) -> list:
-    """Frames whose Categorical columns share one set of categories (sorted), so that their
-    concat stays Categorical (a code per row), not a column of strings."""
-    for c in ("capture", "direction"):
-        cols = [p[c] for p in parts]
-        if len(cols) < 2 or not all(isinstance(s.dtype, pd.CategoricalDtype) for s in cols):
-            continue
-        union = sorted(set().union(*(s.cat.categories for s in cols)))
-        parts = [p.assign(**{c: p[c].cat.set_categories(union)}) for p in parts]
-    return parts
+def _fitting(top: int):
+    """int32 when every value is below ``top`` and fits, else int64."""
+    return np.int32 if top < 2**31 - 1 else np.int64
 
 
 def heartbeat_source(t) -> str:
@@ -151,12 +184,6 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         return build(rows, GAP_COLS)
     act, source = _activity(t)
     source = heartbeat_source(t) if source != "frames" else source
-    # each group's rows (positions): a group's frame is made when its conversation is checked
-    groups = (
-        act.groupby(["capture", "tcp_stream", "direction"], sort=False, observed=True).indices
-        if len(act)
-        else {}
-    )
     cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]
     cols += [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
     for r in records(c, cols):
@@ -167,9 +194,7 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         for i, (d, sender) in enumerate(_DIRS):
             hbs, s0, s1, last = r[6 + 4 * i : 10 + 4 * i]
             live = source != "frames" and hbs is not None
-            at = groups.get((cap, st, d))
-            g = act.iloc[at] if at is not None else None
-            marks = list(zip(g["_ts"].tolist(), g["frame_number"].tolist())) if g is not None else []
+            marks = act.marks(cap, st, d)
             if live:  # the recorded frame times are signs of life too (one mark per instant, numbered if any)
                 known = dict(marks)
                 for x in (s0, s1, last):
@@ -394,6 +419,19 @@ def flow(t) -> pd.DataFrame:
     return df
 
 
+_SETTLE, _QOS, _DELIVER = np.int8(0), np.int8(1), np.int8(2)  # unacked's events, in packet order
+_EVENTS = np.array(["settle", "qos", "deliver"], dtype=object)
+
+
+def _order_key(s: pd.Series) -> np.ndarray:
+    """A key sorting like ``s.sort_values()``: a Categorical by its categories' order, missing
+    values last."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes = s.cat.codes.to_numpy().astype(np.int64)
+        return np.where(codes < 0, len(s.cat.categories), codes)
+    return sort_key(s)
+
+
 UNACKED_COLS = {
     "capture": STR,
     "tcp_stream": "Int32",
@@ -442,7 +480,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         d = acks[keys + ["request_ts", "request_frame"]].rename(
             columns={"request_ts": "ts", "request_frame": "frame_number"}
         )
-        d = d.assign(delta=1, event="deliver")
+        d = d.assign(delta=1, _o=_DELIVER)
         s = acks[acks["response_frame"].notna()]
         s = (
             s.groupby(keys + ["response_frame", "response_ts"], dropna=False, observed=True)
@@ -450,7 +488,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
             .reset_index(name="n")
         )
         s = s.rename(columns={"response_ts": "ts", "response_frame": "frame_number"})
-        s = s.assign(delta=-s["n"], event="settle").drop(columns="n")
+        s = s.assign(delta=-s["n"], _o=_SETTLE).drop(columns="n")
         ev += [d, s]
     m = t.methods
     q = m[(m["method"] == "basic.qos") & (m["direction"] == "c2s")] if len(m) else m
@@ -458,7 +496,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         qq = q[keys + ["ts", "frame_number", "prefetch_count", "qos_global"]].rename(
             columns={"qos_global": "prefetch_global"}
         )
-        qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, event="qos")
+        qq = qq.assign(prefetch_global=qq["prefetch_global"].fillna(False), delta=0, _o=_QOS)
         ev.append(qq)
     if not ev:
         return build([], UNACKED_COLS)
@@ -467,9 +505,14 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
         e["prefetch_count"] = pd.NA
         e["prefetch_global"] = pd.NA
     e["_ts"] = ns(e["ts"])
-    # within a packet: settle before qos before deliver (an ack and the next delivery may share a packet)
-    e["_o"] = e["event"].map({"settle": 0, "qos": 1, "deliver": 2})
-    e = e.sort_values(keys + ["_ts", "frame_number", "_o"], kind="stable").reset_index(drop=True)
+    e = e.drop(columns="ts")
+    # by channel, time, packet; within a packet: settle before qos before deliver (an ack and the
+    # next delivery may share a packet); the order found on the keys, then one take of the rows
+    by = [_order_key(e[c]) for c in ("capture", "tcp_stream", "channel")]
+    order = np.lexsort([e["_o"].to_numpy(), _order_key(e["frame_number"]), e["_ts"].to_numpy()] + by[::-1])
+    del by
+    e = e.iloc[order].reset_index(drop=True)
+    del order
     g = e.groupby(keys, sort=False, dropna=False, observed=True)
     e["unacked"] = g["delta"].cumsum()
     e["prefetch_count"] = g["prefetch_count"].ffill()
@@ -484,7 +527,7 @@ def unacked(t, acks: pd.DataFrame | None = None) -> pd.DataFrame:
             "channel": e["channel"].astype("Int32"),
             "ts": pd.to_datetime(e["_ts"].to_numpy().view("datetime64[ns]"), utc=True),
             "frame_number": e["frame_number"].astype("Int64"),
-            "event": e["event"],
+            "event": _EVENTS[e["_o"].to_numpy()],
             "unacked": un,
             "prefetch_count": pc.astype("Int32"),
             "prefetch_global": e["prefetch_global"].astype("boolean"),

@@ -22,10 +22,12 @@ from amqpcap.analysis._common import (
     TS_DTYPE,
     build,
     build_columns,
+    codes_in,
     covered,
     isin,
     latency_ms,
     ns,
+    numbering,
     object_frame,
     ordered,
     records,
@@ -66,20 +68,44 @@ def _with_content_completion(t, names, columns) -> pd.DataFrame:
     msgs = t.messages
     if len(m) and len(msgs):
         named = msgs["method"].isin(names).to_numpy(dtype=bool)  # a content's row names its method
-        mm = (
-            msgs.loc[named, key + ["frame_number", "ts"]]
-            .dropna(subset=["stream_offset"])
-            .drop_duplicates(key)
-        )
-        mm = mm.rename(columns={"frame_number": "_mframe", "ts": "_mts"})
-        j = m[key].merge(mm, on=key, how="left")
-        has = j["_mframe"].notna().to_numpy()
-        done_frame = j["_mframe"].astype("Int64").where(has, done_frame)
+        at = _content_rows(m, msgs, np.flatnonzero(named))
+        has = at >= 0
+        done_frame = taken(msgs["frame_number"], at, "Int64").where(has, done_frame)
         if has.any():
-            done_ts = np.where(has, ns(j["_mts"]), done_ts)
+            done_ts = np.where(has, ns(msgs["ts"])[np.maximum(at, 0)], done_ts)
     m["_done_frame"] = done_frame.to_numpy() if len(m) else pd.array([], dtype="Int64")
     m["_done_ts"] = done_ts
     return m
+
+
+def _content_rows(m: pd.DataFrame, msgs: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """For each row of ``m``, the position in ``msgs`` of the first of its ``rows`` on the same
+    conversation, direction and ``stream_offset`` (-1: none, or a key is missing).  The four keys
+    are one int per row (a merge on the four columns takes hundreds of MB on a big capture)."""
+    parts = [m, msgs]
+    caps, dirs = numbering(parts, "capture"), numbering(parts, "direction")
+    streams = 1 + max((int(p["tcp_stream"].max()) for p in parts if p["tcp_stream"].notna().any()), default=0)
+    offsets = 1 + max(
+        (int(p["stream_offset"].max()) for p in parts if p["stream_offset"].notna().any()), default=0
+    )
+    wide = len(caps) * streams * max(len(dirs), 1) * offsets >= 2**62  # (then two int keys, not one)
+
+    def keys(df: pd.DataFrame):
+        cap, d = codes_in(df["capture"], caps).astype(np.int64), codes_in(df["direction"], dirs)
+        st = df["tcp_stream"].to_numpy(dtype=np.int64, na_value=-1)
+        off = df["stream_offset"].to_numpy(dtype=np.int64, na_value=-1)
+        missing = (cap < 0) | (d < 0) | (st < 0) | (off < 0)
+        group = (cap * streams + st) * max(len(dirs), 1) + d
+        k = pd.MultiIndex.from_arrays([group, off]) if wide else pd.Index(group * offsets + off)
+        return k, missing
+
+    columns = ["capture", "tcp_stream", "direction", "stream_offset"]
+    right, missing = keys(msgs[columns].iloc[rows])
+    first = np.flatnonzero(~missing)
+    first = first[~right[first].duplicated(keep="first")]
+    left, gone = keys(m[columns])
+    at = right[first].get_indexer(left)
+    return np.where((at >= 0) & ~gone, rows[first[np.maximum(at, 0)]] if len(first) else -1, -1)
 
 
 _BASE_COLS = {
@@ -98,36 +124,58 @@ _BASE_COLS = {
 }
 
 
+def _needed(src: dict, wanted, sort_by: list) -> dict:
+    """The entries of ``src`` (see :func:`_taken_frame`) that building the ``wanted`` columns
+    (None: all) reads: the others (lists of millions of values) can be freed first."""
+    if wanted is None:
+        return src
+    keep = set(wanted) | set(sort_by) | {"request_ts", "response_ts"}
+    return {k: v for k, v in src.items() if k in keep}
+
+
 def _sources(m: pd.DataFrame, src: dict) -> pd.DataFrame:
     """Just the columns of ``m`` that ``src`` (see :func:`_taken_frame`) takes: a walk's other
     columns are freed before its result is built."""
     return m[list(dict.fromkeys(v[0] for v in src.values() if isinstance(v, tuple)))]
 
 
-def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list) -> pd.DataFrame:
+def _wanted(columns: dict, wanted) -> list:
+    """The result columns to build: all of ``columns``, or those named in ``wanted``, in order."""
+    return list(columns) if wanted is None else [c for c in columns if c in set(wanted)]
+
+
+def _taken_frame(m: pd.DataFrame, src: dict, columns: dict, sort_by: list, wanted=None) -> pd.DataFrame:
     """The result frame from a walk that kept positions: ``src`` maps a result column to
     (column of ``m``, positions; -1 missing) or to its values (``request_ts`` is always taken);
     then ``latency_ms``.  Rows in the
     order of ``df.sort_values(sort_by, kind="stable")``, found on the keys alone, so the frame
-    is built once, already in order (not built, sorted and copied)."""
+    is built once, already in order (not built, sorted and copied).  ``wanted``: only these
+    columns (see :func:`_wanted`)."""
     keys = []
     for name in reversed(sort_by):
         v = src[name]
         keys.append(sort_key(m[v[0]], v[1]) if isinstance(v, tuple) else sort_key(pd.Series(v)))
     n = len(src["request_ts"][1])
     order = np.lexsort([np.arange(n)] + keys) if keys else np.arange(n)
+    del keys
+    want = _wanted(columns, wanted)
     data = {}
-    for name, dtype in columns.items():
-        v = src.get(name)
+    for name in want:
+        v, dtype = src.get(name), columns[name]
         if isinstance(v, tuple):
             data[name] = taken(m[v[0]], np.asarray(v[1], dtype=np.int64)[order], dtype)
         elif isinstance(v, np.ndarray) and v.dtype != object:  # numbers, none missing
             data[name] = pd.Series(v[order]).astype(dtype)
         elif v is not None:
             data[name] = pd.Series(np.asarray(v, dtype=object)[order], dtype=dtype)
-    df = pd.DataFrame(data)
-    df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
-    return df[list(columns)]
+    df = pd.DataFrame(data, index=pd.RangeIndex(n))
+    if "latency_ms" in want:
+        ends = [data.get(k) for k in ("request_ts", "response_ts")]
+        for i, k in enumerate(("request_ts", "response_ts")):
+            if ends[i] is None:  # (a column not wanted: taken for the latency alone)
+                ends[i] = taken(m[src[k][0]], np.asarray(src[k][1], dtype=np.int64)[order], columns[k])
+        df["latency_ms"] = latency_ms(ns(ends[0]), ns(ends[1]))
+    return df[want]
 
 
 def _finish(rows, columns, fields=None) -> pd.DataFrame:
@@ -355,7 +403,7 @@ _CONFIRM_FIELDS = _PAIR_FIELDS + ("exchange", "routing_key")
 CONFIRM_METHODS = ("confirm.select", "basic.publish", "basic.ack", "basic.nack") + _SCOPE_OPEN
 
 
-def confirms(t) -> pd.DataFrame:
+def confirms(t, columns=None) -> pd.DataFrame:
     """Publisher confirms: after confirm.select on a channel, the n-th basic.publish (c2s)
     -> the basic.ack / basic.nack (s2c) whose delivery-tag covers n.
 
@@ -363,7 +411,8 @@ def confirms(t) -> pd.DataFrame:
     every outstanding publish.  ``delivery_tag`` is n.  ``outcome``: ``ack``,
     ``nack`` or ``unconfirmed`` (never settled before the channel was reopened
     or the capture ended; NaN latency).  The publish is timed at the packet that
-    completed its content (``request_frame``).
+    completed its content (``request_frame``).  ``columns``: only these columns of the result
+    (a caller that summarises it reads a few; a big capture's full frame is hundreds of MB).
     """
     t = as_tables(t)
     cols = [
@@ -384,7 +433,7 @@ def confirms(t) -> pd.DataFrame:
     ]
     m = _with_content_completion(t, CONFIRM_METHODS, cols)
     if len(m) == 0:
-        return _finish([], CONFIRM_COLS)
+        return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
     chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
     # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
     # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
@@ -437,7 +486,7 @@ def confirms(t) -> pd.DataFrame:
     for c in chans.values():
         drain(c)
     if not pub_at:
-        return _finish([], CONFIRM_COLS)
+        return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
     p, r = np.frombuffer(pub_at, dtype=np.int64), np.frombuffer(resp_at, dtype=np.int64)
     tags = np.frombuffer(tags, dtype=np.int64)
     src = {
@@ -458,10 +507,11 @@ def confirms(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    sort_by = ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
+    src = _needed(src, columns, sort_by)
+    outcomes = multiples = tags = None  # (freed: src holds what is still read)
     m = _sources(m, src)
-    return _taken_frame(
-        m, src, CONFIRM_COLS, ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
-    )
+    return _taken_frame(m, src, CONFIRM_COLS, sort_by, columns)
 
 
 # --------------------------------------------------------------------------- consumers
@@ -526,7 +576,7 @@ def consumer_state(m: pd.DataFrame):
     cols = CONSUMER_STATE_COLS
     # only these methods change the state; positions stay those of ``m``
     pos_of = np.flatnonzero(m["method"].isin(CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
-    for pos, r in zip(pos_of.tolist(), records(m.iloc[pos_of], cols)):
+    for pos, r in zip(pos_of.tolist(), records(m, cols, rows=pos_of)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
         if name == "basic.consume" and d == "c2s":
@@ -633,7 +683,7 @@ _SETTLE = {
 ACK_METHODS = CONSUMER_METHODS + tuple(_SETTLE) + ("basic.recover", "basic.recover-async")
 
 
-def consumer_acks(t) -> pd.DataFrame:
+def consumer_acks(t, columns=None) -> pd.DataFrame:
     """basic.deliver / basic.get-ok (s2c) -> the basic.ack / nack / reject (c2s) covering
     its delivery tag on the same channel.
 
@@ -645,7 +695,8 @@ def consumer_acks(t) -> pd.DataFrame:
     subscription with accept-mode explicit -> message.accept (``ack``) /
     message.release (``nack``) / message.reject (``reject``) whose ``transfers``
     set covers the transfer's command id; ``delivery_tag`` holds that command id.
-    The delivery is timed at the packet that completed its content.
+    The delivery is timed at the packet that completed its content.  ``columns``: only these
+    columns of the result.
     """
     t = as_tables(t)
     cols = [
@@ -671,7 +722,7 @@ def consumer_acks(t) -> pd.DataFrame:
     ]
     m = _with_content_completion(t, ACK_METHODS, cols + CONSUMER_STATE_COLS)
     if len(m) == 0:
-        return _finish([], ACK_COLS)
+        return _finish([], ACK_COLS)[_wanted(ACK_COLS, columns)]
     info, _ = consumer_state(m)
     chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
     # one entry per settled delivery: the result's columns not taken from the delivery's row
@@ -749,7 +800,7 @@ def consumer_acks(t) -> pd.DataFrame:
         for k, dl in out.items():
             settle(k, dl, -1, "unsettled", None, None)
     if not got["at"]:
-        return _finish([], ACK_COLS)
+        return _finish([], ACK_COLS)[_wanted(ACK_COLS, columns)]
     p, r = np.frombuffer(got["at"], dtype=np.int64), np.frombuffer(got["resp"], dtype=np.int64)
     got["tag"] = np.frombuffer(got["tag"], dtype=np.int64)
     src = {
@@ -774,9 +825,11 @@ def consumer_acks(t) -> pd.DataFrame:
         "exchange": ("exchange", p),
         "routing_key": ("routing_key", p),
     }
+    sort_by = ["capture", "tcp_stream", "channel", "request_frame"]
+    src = _needed(src, columns, sort_by)
+    del got, info
     m = _sources(m, src)
-    del info
-    return _taken_frame(m, src, ACK_COLS, ["capture", "tcp_stream", "channel", "request_frame"])
+    return _taken_frame(m, src, ACK_COLS, sort_by, columns)
 
 
 # --------------------------------------------------------------------------- broker transit
@@ -811,7 +864,7 @@ _PUBLISH = ("basic.publish", "message.transfer")
 _DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
 
 
-def transit(t) -> pd.DataFrame:
+def transit(t, columns=None) -> pd.DataFrame:
     """Broker transit: a publish (c2s ``messages`` row) -> each delivery (s2c deliver /
     get-ok / 0-10 transfer) of the same message, on any connection.
 
@@ -823,9 +876,14 @@ def transit(t) -> pd.DataFrame:
     are timed at the packet that completed the content.  ``delivery_index``
     orders a publish's deliveries by time; ``first`` marks index 0, the
     transit time.  ``same_connection`` flags publish and delivery on one TCP
-    conversation.
+    conversation.  ``columns``: only these columns of the result.
     """
-    t = as_tables(t)
+    want = _wanted(TRANSIT_COLS, columns)
+    return _transit(as_tables(t), want)[want]
+
+
+def _transit(t, want: list) -> pd.DataFrame:
+    """:func:`transit`, building only the result columns ``want``."""
     msgs = t.messages
     if len(msgs) == 0:
         return build([], TRANSIT_COLS)
@@ -965,15 +1023,23 @@ def transit(t) -> pd.DataFrame:
         "consumer_tag": ("consumer_tag", d_at),
         "redelivered": ("redelivered", d_at),
     }
-    data = {name: taken(msgs[c], at, TRANSIT_COLS[name]) for name, (c, at) in src.items()}
-    out = pd.DataFrame(data)
-    out["latency_ms"] = latency_ms(p_ts[pid], d_ts[did])
-    out["match"] = pd.Series(match, dtype=STR)
-    out["delivery_index"] = pd.Series(index, dtype="Int32")
-    out["first"] = pd.Series(index == 0, dtype="boolean")
-    same = (out["capture"] == out["response_capture"]) & (out["tcp_stream"] == out["response_tcp_stream"])
-    out["same_connection"] = same.fillna(False).astype("boolean")
-    return out[list(TRANSIT_COLS)]
+    same = ["capture", "response_capture", "tcp_stream", "response_tcp_stream"]
+    need = set(want) | (set(same) if "same_connection" in want else set())
+    data = {name: taken(msgs[c], at, TRANSIT_COLS[name]) for name, (c, at) in src.items() if name in need}
+    out = pd.DataFrame(data, index=pd.RangeIndex(n))
+    computed = {
+        "latency_ms": lambda: latency_ms(p_ts[pid], d_ts[did]),
+        "match": lambda: pd.Series(match, dtype=STR),
+        "delivery_index": lambda: pd.Series(index, dtype="Int32"),
+        "first": lambda: pd.Series(index == 0, dtype="boolean"),
+        "same_connection": lambda: (
+            ((out[same[0]] == out[same[1]]) & (out[same[2]] == out[same[3]])).fillna(False).astype("boolean")
+        ),
+    }
+    for name in want:
+        if name in computed:
+            out[name] = computed[name]()
+    return out[want]
 
 
 # --------------------------------------------------------------------------- application RPC
@@ -1032,7 +1098,7 @@ def _keys(reply_to: pd.Series, version: pd.Series | None) -> np.ndarray:
     return np.array(keys + [None], dtype=object)[inv.reshape(-1)]
 
 
-def rpc(t) -> pd.DataFrame:
+def rpc(t, columns=None) -> pd.DataFrame:
     """Application RPC: a request (a message with reply_to and correlation_id) -> the reply
     (the next message after it whose routing key is that reply_to and whose
     correlation_id is the same).
@@ -1044,9 +1110,15 @@ def rpc(t) -> pd.DataFrame:
     ``delivered_*`` / ``client_latency_ms``: the reply's delivery (s2c), i.e.
     the round trip the requesting client sees.  RabbitMQ direct reply-to
     (``amq.rabbitmq.reply-to``, rewritten to ``amq.rabbitmq.reply-to.<id>``) is
-    matched by prefix; 0-10 ``exchange/key`` reply_to is matched on its key.
+    matched by prefix; 0-10 ``exchange/key`` reply_to is matched on its key.  ``columns``: only
+    these columns of the result.
     """
-    t = as_tables(t)
+    want = _wanted(RPC_COLS, columns)
+    return _rpc(as_tables(t), want)[want]
+
+
+def _rpc(t, want: list) -> pd.DataFrame:
+    """:func:`rpc`, building only the result columns ``want``."""
     msgs = t.messages
     if len(msgs) == 0:
         return build([], RPC_COLS)
@@ -1126,17 +1198,20 @@ def rpc(t) -> pd.DataFrame:
         "delivered_frame": ("frame_number", dlv_at),
         "delivered_ts": ("ts", dlv_at),
     }
+    ends = {"latency_ms": ("request_ts", "response_ts"), "client_latency_ms": ("request_ts", "delivered_ts")}
+    need = set(want).union(*(ends[k] for k in ends if k in want))
     data = {}
     for name, dtype in RPC_COLS.items():
-        if name in src:
+        if name in src and name in need:
             col, at = src[name]
             data[name] = taken(R[col], at, dtype)
-        elif name == "status":
+        elif name == "status" and name in need:
             data[name] = pd.Series(status, dtype=STR)
-    df = pd.DataFrame(data)
-    df["latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["response_ts"]))
-    df["client_latency_ms"] = latency_ms(ns(df["request_ts"]), ns(df["delivered_ts"]))
-    return df[list(RPC_COLS)]
+    df = pd.DataFrame(data, index=pd.RangeIndex(len(req_at)))
+    for name, (a, b) in ends.items():
+        if name in want:
+            df[name] = latency_ms(ns(df[a]), ns(df[b]))
+    return df[want]
 
 
 # --------------------------------------------------------------------------- connection setup

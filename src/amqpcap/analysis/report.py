@@ -722,7 +722,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     def keep(kind, df):
         values[kind] = _ok_latencies(kind, df)
         if kind == "consumer_ack":
-            kept[kind] = df[UNACKED_ACK_COLS].copy()  # all fig_unacked reads of a big frame
+            kept[kind] = df[UNACKED_ACK_COLS]  # all fig_unacked reads of the frame (no copy)
 
     drawn: dict = {}  # figures and frames made from the tables a stats section loaded
 

@@ -12,7 +12,16 @@ import os
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import CONN_KEYS, filled, malloc_pool, ns, release_memory, si
+from amqpcap.analysis._common import (
+    CONN_KEYS,
+    codes_in,
+    filled,
+    malloc_pool,
+    ns,
+    numbering,
+    release_memory,
+    si,
+)
 from amqpcap.analysis.connection_health import (
     UNACKED_ACK_COLS,
     blocked,
@@ -146,19 +155,35 @@ _SUMMARIES = {
 }
 
 
+# The columns of a pairing that its summary, unacked and the report read: stats builds just these
+# (a big capture's full transit or consumer-ack frame is several times their size).
+LATENCY_COLUMNS = {
+    "confirm": ["outcome", "latency_ms"],
+    "consumer_ack": ["outcome", "latency_ms", "redelivered"] + UNACKED_ACK_COLS,
+    "transit": ["first", "latency_ms", "redelivered"],
+    "rpc": ["status", "latency_ms"],
+}
+
+
+def _pairing(kind: str, t) -> pd.DataFrame:
+    """The pairing of latency ``kind`` (just its :data:`LATENCY_COLUMNS` when it has some)."""
+    if kind in LATENCY_COLUMNS:
+        return LATENCY_FUNCTIONS[kind](t, columns=LATENCY_COLUMNS[kind])
+    return LATENCY_FUNCTIONS[kind](t)
+
+
 def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
     """The stats step of latency ``kind``: its pairing computed (or taken from ``latencies``),
     summarised into ``got["latency"]`` and dropped; consumer acks also give unacked's health."""
 
     def step(t):
-        df = latencies[kind] if latencies is not None else LATENCY_FUNCTIONS[kind](t)
+        df = latencies[kind] if latencies is not None else _pairing(kind, t)
         if on_latency is not None:
             on_latency(kind, df)
         got["latency"][kind] = _SUMMARIES[kind](df)
         if kind == "consumer_ack":  # unacked reads the consumer_ack section too (one load for both)
-            df = df[UNACKED_ACK_COLS].copy()  # the rest of a big frame freed before unacked runs
-            release_memory()
-            got["unacked"] = _unacked_health(unacked(t, acks=df))
+            release_memory()  # what the pairing freed, given back before unacked runs
+            got["unacked"] = _unacked_health(unacked(t, acks=df[UNACKED_ACK_COLS]))  # (no copy)
 
     return step
 
@@ -429,17 +454,22 @@ def time_outliers(t) -> pd.DataFrame:
     parts = [df[cols] for df in (t.methods, t.messages, t.frames) if len(df)]
     if not parts:
         return pd.DataFrame({c: [] for c in cols})
-    a = pd.concat(parts, ignore_index=True)
-    a = a[a["ts"].notna()]
-    v = ns(a["ts"])
-    med = (
-        pd.Series(v, index=a.index)
-        .groupby(filled(a["capture"], ""), observed=True)
-        .transform("median")
-        .to_numpy()
-    )
-    odd = a[(v < TS_FLOOR_NS) | (np.abs(v - med) > TS_FAR_NS)]
-    odd = odd.drop_duplicates(["capture", "frame_number"])
+    # each part's stamps as int arrays, the rows far from their capture's median taken from it:
+    # no concatenation of every row of the three tables
+    caps = [filled(p["capture"], "") for p in parts]  # (a missing capture counts as "")
+    index = numbering([c.to_frame() for c in caps], "capture")
+    codes = [codes_in(c, index) for c in caps]
+    stamps = [ns(p["ts"]) for p in parts]
+    stamped = [p["ts"].notna().to_numpy(dtype=bool) for p in parts]
+    med = np.zeros(len(index))
+    for i in range(len(index)):
+        v = np.concatenate([v[ok & (c == i)] for v, ok, c in zip(stamps, stamped, codes)])
+        med[i] = np.median(v.astype(np.float64)) if len(v) else 0.0
+    odd = [
+        p[ok & ((v < TS_FLOOR_NS) | (np.abs(v - med[c]) > TS_FAR_NS))]
+        for p, v, ok, c in zip(parts, stamps, stamped, codes)
+    ]
+    odd = pd.concat(odd, ignore_index=True).drop_duplicates(["capture", "frame_number"])
     return odd.sort_values(["capture", "frame_number"], kind="stable").reset_index(drop=True)
 
 

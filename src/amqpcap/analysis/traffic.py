@@ -116,9 +116,11 @@ def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
     return f.drop(columns=["stream_offset"])
 
 
-def _estimated_events(t, msgs: pd.DataFrame, attrs: list, keep: list) -> pd.DataFrame:
+def _estimated_events(methods: pd.DataFrame, msgs: pd.DataFrame, attrs: list, keep: list) -> pd.DataFrame:
+    """One event per method frame of ``methods`` (``frame_size`` + framing), with its message's
+    ``attrs``."""
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
-    m = t.methods[list(dict.fromkeys(keep + key + ["frame_size", "version"]))]
+    m = methods[list(dict.fromkeys(keep + key + ["frame_size", "version"]))]
     if attrs:  # a method frame carries its message's exchange / routing key / queue
         a = msgs[key + attrs].dropna(subset=["stream_offset"]).drop_duplicates(key)
         m = m.merge(a, on=key, how="left")
@@ -154,32 +156,13 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     msgs = message_queues(t) if "queue" in keys else t.messages
     # the columns an event needs: its group, direction and time (capture: the span of each capture)
     keep = list(dict.fromkeys(["capture"] + [k for k in keys if k not in attrs] + ["direction", "ts"]))
-    mev = msgs[keep + attrs].copy()
-    mev["messages"] = 1
-    size = msgs["body_size"].fillna(msgs["body_received"]).fillna(0).astype("int64")
-    mev["body_bytes"] = size.to_numpy()
     frames_source = "frames" if (t.has_frames or len(t.frames)) else "estimate"
-    if frames_source == "frames":
-        mev["frames"] = 0
-        mev["wire_bytes"] = 0
-    else:
-        over = _overhead(msgs["version"])
-        bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
-        mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
-        mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
     out_cols = ["bucket"] + keys + ["direction"] + _VALUES
     group = ["bucket"] + keys + ["direction"]
-    # message events and frame events are summed apart and the (small) sums added: the two
-    # event tables never exist at once, nor their concatenation
+    # event tables are summed one after the other and the (small) sums added: no two exist at once,
+    # nor their concatenation
     sums, spans = [], []
-    for part in ("messages", "frames"):
-        if part == "messages":
-            ev = mev
-            del mev
-        elif frames_source == "frames":
-            ev = _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
-        else:
-            ev = _estimated_events(t, msgs, attrs, keep)
+    for ev in _events(t, msgs, attrs, keep, frames_source):
         if len(ev):
             ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
             for c in _VALUES:
@@ -206,6 +189,39 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     span = pd.concat(spans).groupby(level=0, sort=False, observed=True).agg({"min": "min", "max": "max"})
     g.attrs["buckets"] = covered_buckets(span.itertuples(index=False, name=None))
     return g
+
+
+CHUNK_ROWS = 1 << 20  # events made and summed a slice of rows at a time: memory follows the slice
+
+
+def _events(t, msgs: pd.DataFrame, attrs: list, keep: list, frames_source: str):
+    """The event tables of :func:`throughput`, one after the other: the messages', then the frames'
+    (or their estimate from ``methods``), a slice of :data:`CHUNK_ROWS` rows at a time (sums add up)."""
+    for lo in range(0, len(msgs), CHUNK_ROWS):
+        yield _message_events(msgs.iloc[lo : lo + CHUNK_ROWS], attrs, keep, frames_source)
+    if frames_source == "frames":
+        yield _frames_events(t, msgs, attrs)[keep + attrs + _VALUES]
+    else:
+        for lo in range(0, len(t.methods), CHUNK_ROWS):
+            yield _estimated_events(t.methods.iloc[lo : lo + CHUNK_ROWS], msgs, attrs, keep)
+
+
+def _message_events(msgs: pd.DataFrame, attrs: list, keep: list, frames_source: str) -> pd.DataFrame:
+    """One event per message of ``msgs``: its body bytes and, without a frames table, the
+    estimate of its header and body frames."""
+    mev = msgs[keep + attrs].copy()
+    mev["messages"] = 1
+    size = msgs["body_size"].fillna(msgs["body_received"]).fillna(0).astype("int64")
+    mev["body_bytes"] = size.to_numpy()
+    if frames_source == "frames":
+        mev["frames"] = 0
+        mev["wire_bytes"] = 0
+    else:
+        over = _overhead(msgs["version"])
+        bf = msgs["body_frames"].fillna(0).astype("int64").to_numpy()
+        mev["frames"] = 1 + bf  # header + body frames (the method frame comes from methods)
+        mev["wire_bytes"] = over * (1 + bf) + size.to_numpy()
+    return mev
 
 
 def _capture_spans(ev: pd.DataFrame, bucket: str) -> pd.DataFrame:
