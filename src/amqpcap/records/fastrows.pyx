@@ -177,6 +177,16 @@ cdef extern from *:
         b->n = o - b->p;
         return 0;
     }
+    /* str(v): digits written backwards into a small buffer (printf's machinery costs more
+       than the rest of a short JSON text) */
+    static int amqpcap_jint(amqpcap_jbuf *b, long long v) {
+        char t[24];
+        char *e = t + sizeof t, *p = e;
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+        if (v < 0) *--p = '-';
+        return amqpcap_jput(b, p, e - p);
+    }
     static int amqpcap_jvalue(amqpcap_jbuf *b, PyObject *o, int depth) {
         int r;
         if (depth > 64) return 1;
@@ -189,9 +199,7 @@ cdef extern from *:
             long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
             if (overflow) return 1;
             if (v == -1 && PyErr_Occurred()) return -1;
-            char t[24];
-            int k = snprintf(t, sizeof t, "%lld", v);
-            return amqpcap_jput(b, t, k);
+            return amqpcap_jint(b, v);
         }
         if (PyFloat_CheckExact(o)) {
             double d = PyFloat_AS_DOUBLE(o);
