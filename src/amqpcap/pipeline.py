@@ -38,10 +38,11 @@ GC_GEN0 = 50_000  # young allocations between cyclic collections while dissectin
 @contextlib.contextmanager
 def _fewer_collections():
     """Run the cyclic GC less often while the hot loop runs.  Every packet allocates short-lived
-    objects and each table keeps up to ROW_GROUP rows (lists, always tracked) until it flushes, so
-    with gen 0 at 700 the collector ran 1,149 times on 200k small packets and took ~18% of the
-    process time.  Rows hold no cycles; a higher gen-0 threshold still collects the few cycles
-    there are, so memory stays bounded.  The old thresholds come back afterwards (library callers)."""
+    objects, and the reference table buffer keeps up to ROW_GROUP row tuples (tracked) until it
+    flushes (the compiled one keeps C buffers), so with gen 0 at 700 the collector ran 1,149
+    times on 200k small packets and took ~18% of the process time.  Rows hold no cycles; a higher
+    gen-0 threshold still collects the few cycles there are, so memory stays bounded.  The old
+    thresholds come back afterwards (library callers)."""
     old = gc.get_threshold()
     gc.set_threshold(max(old[0], GC_GEN0), *old[1:])
     try:
