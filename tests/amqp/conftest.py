@@ -6,18 +6,8 @@ AMQPCAP_REQUIRE_TOOLS is set: CI builds it (scripts/test.sh), and a CI run that 
 the reference twice would prove nothing about the compiled code.
 """
 
-import pytest
-from fixtures.compiled import built_or_skip
+from fixtures.compiled import both_ways
 
 from amqpcap.amqp import codec_0_9
 
-
-@pytest.fixture(params=["reference", "compiled"], autouse=True)
-def walker(request):
-    """Which 0-9 frame walker the test runs with."""
-    before = codec_0_9.compiled_in_use()
-    if request.param == "compiled":
-        built_or_skip("fast09")
-    codec_0_9.use_compiled(request.param == "compiled")
-    yield request.param
-    codec_0_9.use_compiled(before)
+walker = both_ways(codec_0_9, "fast09", "walker")  # which 0-9 frame walker the test runs with

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import pcapgen as g
-from fixtures.compiled import built_or_skip
+from fixtures.compiled import both_ways, built_or_skip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,16 +21,8 @@ from amqpcap.capture.link import (
 )
 from amqpcap.capture.reader import open_capture
 
-
-@pytest.fixture(params=["reference", "compiled"], autouse=True)
-def link_parser(request):
-    """Every test runs with link.py's parser (the reference) and the compiled one (fastlink)."""
-    before = link.compiled_in_use()
-    if request.param == "compiled":
-        built_or_skip("fastlink")
-    link.use_compiled(request.param == "compiled")
-    yield request.param
-    link.use_compiled(before)
+# every test runs with link.py's parser (the reference) and the compiled one (fastlink)
+link_parser = both_ways(link, "fastlink", "link_parser")
 
 
 V4 = ("192.0.2.10", "198.51.100.20")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import pcapgen as g
-from fixtures.compiled import built_or_skip
+from fixtures.compiled import both_ways
 
 from amqpcap.capture import reader
 from amqpcap.capture.link import parse_packet
@@ -27,17 +27,9 @@ from amqpcap.capture.reader import (
     open_capture,
 )
 
-
-@pytest.fixture(params=["reference", "compiled"], autouse=True)
-def pcap_walker(request):
-    """Every test runs with the record-by-record walk of reader.py (the reference) and with the
-    compiled walk over whole buffers (fastread)."""
-    before = reader.compiled_in_use()
-    if request.param == "compiled":
-        built_or_skip("fastread")
-    reader.use_compiled(request.param == "compiled")
-    yield request.param
-    reader.use_compiled(before)
+# every test runs with the record-by-record walk of reader.py (the reference) and with the
+# compiled walk over whole buffers (fastread)
+pcap_walker = both_ways(reader, "fastread", "pcap_walker")
 
 
 T0 = 1_700_000_000_123_456_789  # ns

@@ -6,18 +6,8 @@ when AMQPCAP_REQUIRE_TOOLS is set: CI builds it (scripts/test.sh), and a CI run 
 tested the reference twice would prove nothing about the compiled code.
 """
 
-import pytest
-from fixtures.compiled import built_or_skip
+from fixtures.compiled import both_ways
 
 from amqpcap.records import rows
 
-
-@pytest.fixture(params=["reference", "compiled"], autouse=True)
-def row_builder(request):
-    """Which method / message row builders the test runs with."""
-    before = rows.compiled_in_use()
-    if request.param == "compiled":
-        built_or_skip("fastrows")
-    rows.use_compiled(request.param == "compiled")
-    yield request.param
-    rows.use_compiled(before)
+row_builder = both_ways(rows, "fastrows", "row_builder")  # which row builders the test runs with
