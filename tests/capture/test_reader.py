@@ -773,6 +773,35 @@ def test_compiled_walk_yields_the_reference_records_of_every_shipped_capture(pca
             assert got == _records_and_anomalies(cap, chunk, compiled=False), cap
 
 
+@pytest.mark.parametrize("endian", ["<", ">"])
+@pytest.mark.parametrize("tsresol", [None, 9, 0x83])
+def test_compiled_walk_yields_the_reference_records_of_pcapng_files(
+    pcap_walker, tmp_path, monkeypatch, endian, tsresol
+):
+    """The packets of a shipped capture rewritten as pcapng (both byte orders; microsecond,
+    nanosecond and 2^-3 s resolution; simple packet blocks and unknown blocks among the
+    enhanced ones): the compiled walk against the reference, also with small reads."""
+    if pcap_walker == "reference":
+        return
+    cap = Path(__file__).parents[2] / "captures" / "rabbitmq091_pika_full.pcap"
+    with open_capture(str(cap)) as src:
+        pk = [(ts, lt, data, wirelen) for _n, ts, lt, data, wirelen in src]
+    raw = g.pcapng_bytes(
+        pk, endian=endian, tsresol={1: tsresol}, spb=[3, 40], unknown_after={10: 0x77, 100: 0x78}
+    )
+    path = save(tmp_path, raw)
+    for chunk in (reader.CHUNK, 999):
+        got = _records_and_anomalies(path, chunk, compiled=True)
+        assert got == _records_and_anomalies(path, chunk, compiled=False)
+        assert len(got[0]) == len(pk)
+    # and the compiled walk took most of the packets itself (not the reader's loop)
+    walk, taken = reader._pcapng_records, []
+    monkeypatch.setattr(reader, "_pcapng_records", lambda *a: taken.append(len((r := walk(*a))[0])) or r)
+    with open_capture(str(path)) as src:
+        assert len(list(src)) == len(pk)
+    assert sum(taken) > 0.9 * len(pk)  # not: simple packet blocks, a block after a refill
+
+
 def _records_and_anomalies(cap, chunk, compiled):
     before = reader.CHUNK, reader.compiled_in_use()
     reader.CHUNK = chunk
@@ -783,3 +812,14 @@ def _records_and_anomalies(cap, chunk, compiled):
     finally:
         reader.CHUNK = before[0]
         reader.use_compiled(before[1])
+
+
+def test_compiled_pcapng_walk_leaves_timestamps_beyond_64_bits_to_the_reader(pcap_walker, tmp_path):
+    """A nanosecond timestamp past 2**63 (year 2262) does not fit the walk's 64-bit arithmetic:
+    the reader's exact integers give it, in either run."""
+    f = frames(3)
+    late = 2**63 + 5
+    raw = g.pcapng_bytes([(T0, 1, f[0]), (late, 1, f[1]), (T0 + 1, 1, f[2])], tsresol={1: 9})
+    _, got = read(save(tmp_path, raw))
+    assert [r[1] for r in got] == [T0, late, T0 + 1]
+    assert [r[3] for r in got] == f

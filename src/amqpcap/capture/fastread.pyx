@@ -1,12 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled walk over classic pcap records (optional; see amqp/accel.py).
+"""Compiled walks over pcap records and pcapng packet blocks (optional; see amqp/accel.py).
 
 ``pcap_records`` is the inner loop of ``PacketSource._iter_pcap`` (reader.py) in C: it cuts
 every record lying wholly in the buffer, as the reader would, and stops at the first one that
 does not (or whose header does not), leaving refills, truncation and anomalies to the reader.
+``pcapng_records`` is the same for the enhanced packet blocks ``_iter_pcapng``'s fast path
+takes; every other block (section, interface, statistics, simple packets, anything damaged)
+stops it, and the reader handles that block.
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 cdef extern from *:
@@ -53,6 +56,70 @@ def pcap_records(bytes buf, Py_ssize_t pos, Py_ssize_t hl, bint big, int64_t mul
                 linktype,
                 PyBytes_FromStringAndSize(<const char *>(b + pos + hl), caplen),
                 rd32(b + pos + 12, big),
+            )
+        )
+        pos = end
+    return out, pos, n
+
+
+cdef extern from *:
+    """
+    /* t * num // den + off in 128 bits; 0 if the result does not fit 64 (the reader computes it). */
+    static int amqpcap_scale(uint64_t t, int64_t num, int64_t den, int64_t off, int64_t *out) {
+        __int128 v;
+        if (num <= 0 || den <= 0) return 0;
+        v = (__int128)t * num;
+        v = v / den + off;
+        if (v > (__int128)INT64_MAX || v < (__int128)INT64_MIN) return 0;
+        *out = (int64_t)v;
+        return 1;
+    }
+    """
+    bint amqpcap_scale(uint64_t t, int64_t num, int64_t den, int64_t off, int64_t *out)
+
+
+
+def pcapng_records(bytes buf, Py_ssize_t pos, bint big, list ifaces, int64_t n):
+    """``(records, pos, n)``: the enhanced packet blocks wholly in ``buf`` from ``pos`` that the
+    reader's fast path takes (well-formed, known interface with a link type), as it yields them,
+    numbered from ``n + 1``; where the walk stopped (at any other block) and the last number.
+    ``ifaces``: the reader's ``(linktype, num, den, off, snaplen)`` per interface of the section;
+    timestamps that would not fit 64 bits are left to the reader too."""
+    cdef const uint8_t *b = buf
+    cdef Py_ssize_t blen = len(buf), end, nifaces = len(ifaces)
+    cdef uint32_t blk, iid, caplen
+    cdef int64_t ts, num, den, off
+    cdef tuple iface
+    out = []
+    while pos + 32 <= blen:
+        if rd32(b + pos, big) != 6:
+            break
+        blk = rd32(b + pos + 4, big)
+        caplen = rd32(b + pos + 20, big)
+        end = pos + blk
+        if blk & 3 or blk < 32 or caplen > blk - 32 or end > blen or rd32(b + end - 4, big) != blk:
+            break
+        iid = rd32(b + pos + 8, big)
+        if iid >= nifaces:
+            break
+        iface = <tuple>ifaces[iid]
+        if iface[0] is None:
+            break
+        try:
+            num, den, off = iface[1], iface[2], iface[3]
+        except OverflowError:
+            break
+        if not amqpcap_scale((<uint64_t>rd32(b + pos + 12, big) << 32) | rd32(b + pos + 16, big), num, den,
+                             off, &ts):
+            break
+        n += 1
+        out.append(
+            (
+                n,
+                ts,
+                iface[0],
+                PyBytes_FromStringAndSize(<const char *>(b + pos + 28), caplen),
+                rd32(b + pos + 24, big),
             )
         )
         pos = end

@@ -441,10 +441,16 @@ class PacketSource:
         u2 = struct.Struct("<II").unpack_from  # until the first SHB sets the order
         u7 = struct.Struct("<7I").unpack_from
         u1 = u5 = None
+        walk, big = _pcapng_records, False
         try:
             pos = 0
             blen = len(buf)
             while True:
+                if walk is not None:  # compiled: the blocks the fast path below takes, all at once
+                    records, pos, n = walk(buf, pos, big, ifaces, n)
+                    if records:
+                        last_ts = records[-1][1]
+                        yield from records
                 # fast path: a well-formed EPB wholly in the buffer, known interface
                 if pos + 32 <= blen:
                     btype, blk, iid, hi, lo, caplen, wirelen = u7(buf, pos)
@@ -487,6 +493,7 @@ class PacketSource:
                             )
                         )
                         return
+                    big = e == ">"
                     u2 = struct.Struct(e + "II").unpack_from
                     u1 = struct.Struct(e + "I").unpack_from
                     u5 = struct.Struct(e + "5I").unpack_from
@@ -878,19 +885,21 @@ def _recognise(path: str, f) -> PacketSource:
     )
 
 
-_pcap_records = None  # the compiled walk over pcap records (capture/fastread.pyx), or None
+# the compiled walks over pcap records and pcapng packet blocks (capture/fastread.pyx), or None
+_pcap_records = _pcapng_records = None
 
 
 def use_compiled(on: bool) -> None:
-    """Walk pcap records with the compiled walker (``on``; it must be built) or one at a time
-    in ``_iter_pcap``.  accel.select() makes the choice once at import."""
-    global _pcap_records
+    """Walk pcap records and pcapng packet blocks with the compiled walks (``on``; they must be
+    built) or one at a time in ``_iter_pcap`` / ``_iter_pcapng``.  accel.select() makes the
+    choice once at import."""
+    global _pcap_records, _pcapng_records
     if on:
         from amqpcap.capture import fastread
 
-        _pcap_records = fastread.pcap_records
+        _pcap_records, _pcapng_records = fastread.pcap_records, fastread.pcapng_records
     else:
-        _pcap_records = None
+        _pcap_records = _pcapng_records = None
 
 
 def compiled_in_use() -> bool:
