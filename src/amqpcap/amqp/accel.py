@@ -14,8 +14,9 @@ the reference, and each handing whatever is off its common path to that referenc
 * ``fastlink`` (capture/fastlink.pyx), ``link.parse_packet`` for the common packet (Ethernet,
   SLL, SLL2 or raw IP; IPv4 without options or IPv6 without extension headers; TCP; all
   captured); every other packet goes to ``link.parse_packet_reference``.
-* ``fastread`` (capture/fastread.pyx), the record walk of classic pcap: every record wholly in
-  the read buffer at once; refills, truncation and anomalies stay reader.py's.
+* ``fastread`` (capture/fastread.pyx), the record walks of pcap and pcapng: every record (every
+  well-formed enhanced packet block) wholly in the read buffer at once; other blocks, refills,
+  truncation and anomalies stay reader.py's.
 
 setup.py builds them when Cython and a C compiler are there; without them the install still
 succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
