@@ -56,40 +56,8 @@ def outcome(build, *args) -> tuple:
 # --- the choice ------------------------------------------------------------------------------
 
 
-class FakeBuild:
-    __file__ = "/x/fastrows.cpython-311-x86_64-linux-gnu.so"
-
-    def __init__(self, stamp):
-        self.SOURCE_SHA256 = stamp
-
-
+# (tests/test_accel.py: pure when asked, not built or stale, for every extension)
 ROWS_DIR = accel.EXTENSIONS["fastrows"].directory
-ROWS_SOURCES = accel.EXTENSIONS["fastrows"].sources
-
-
-def test_pure_env_var_turns_the_row_builders_off_too():
-    current = FakeBuild(accel.source_hash(ROWS_DIR, ROWS_SOURCES))
-    module, why = accel.choose({"AMQPCAP_PURE": "1"}, current, ROWS_DIR, "fastrows")
-    assert module is None and "AMQPCAP_PURE" in why
-    assert accel.choose({}, current, ROWS_DIR, "fastrows")[0] is current
-
-
-def test_no_build_selects_the_reference_row_builders():
-    module, why = accel.choose({}, None, ROWS_DIR, "fastrows")
-    assert module is None and why == "pure Python (compiled row builder not built)"
-
-
-def test_a_row_builder_built_from_other_sources_is_stale_and_not_used(tmp_path):
-    for name in ROWS_SOURCES:
-        (tmp_path / name).write_bytes(open(os.path.join(ROWS_DIR, name), "rb").read())
-    built = FakeBuild(accel.source_hash(ROWS_DIR, ROWS_SOURCES))
-    assert accel.choose({}, built, str(tmp_path), "fastrows")[0] is built
-    with open(tmp_path / "rows.py", "a") as f:
-        f.write("# edited\n")
-    module, why = accel.choose({}, built, str(tmp_path), "fastrows")
-    assert module is None and why.startswith("pure Python (compiled row builder is stale")
-    # the decoder's stamp does not cover the row builder's sources, nor the other way round
-    assert accel.source_hash() != accel.source_hash(ROWS_DIR, ROWS_SOURCES)
 
 
 def test_a_stale_row_builder_is_reported_in_one_line_on_stderr(fastrows, monkeypatch, capsys):

@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
-from amqpcap.amqp import accel
 from amqpcap.records import writer
 from amqpcap.records.schema import SCHEMAS
 
@@ -303,41 +302,6 @@ def test_an_empty_table_still_gets_a_file_with_its_schema(compiled, tmp_path):
 
 
 # --- the choice --------------------------------------------------------------------------------
-
-
-class FakeBuild:
-    __file__ = "/x/fastwriter.cpython-311-x86_64-linux-gnu.so"
-
-    def __init__(self, stamp):
-        self.SOURCE_SHA256 = stamp
-
-
-WRITER_DIR = accel.EXTENSIONS["fastwriter"].directory
-WRITER_SOURCES = accel.EXTENSIONS["fastwriter"].sources
-
-
-def test_pure_env_var_turns_the_table_buffer_off_too():
-    current = FakeBuild(accel.source_hash(WRITER_DIR, WRITER_SOURCES))
-    module, why = accel.choose({"AMQPCAP_PURE": "1"}, current, WRITER_DIR, "fastwriter")
-    assert module is None and "AMQPCAP_PURE" in why
-    assert accel.choose({}, current, WRITER_DIR, "fastwriter")[0] is current
-    module, why = accel.choose({}, None, WRITER_DIR, "fastwriter")
-    assert module is None and why == "pure Python (compiled table buffer not built)"
-
-
-def test_a_table_buffer_built_from_other_sources_is_stale_and_not_used(tmp_path):
-    for name in WRITER_SOURCES:
-        (tmp_path / name).write_bytes(open(os.path.join(WRITER_DIR, name), "rb").read())
-    built = FakeBuild(accel.source_hash(WRITER_DIR, WRITER_SOURCES))
-    assert accel.choose({}, built, str(tmp_path), "fastwriter")[0] is built
-    with open(tmp_path / "writer.py", "a") as f:  # the reference it mirrors
-        f.write("# edited\n")
-    module, why = accel.choose({}, built, str(tmp_path), "fastwriter")
-    assert module is None and why.startswith("pure Python (compiled table buffer is stale")
-
-
-def test_the_built_extension_is_current(fastwriter):
-    assert fastwriter.SOURCE_SHA256 == accel.source_hash(WRITER_DIR, WRITER_SOURCES)
 
 
 # --- the Parquet thread ------------------------------------------------------------------------

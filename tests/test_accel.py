@@ -1,0 +1,61 @@
+"""amqp/accel.py's choice, for every optional extension: pure Python when asked, when not
+built, or when built from other sources than the ones next to it; the built one otherwise."""
+
+import os
+
+import pytest
+from fixtures.compiled import built_or_skip
+
+from amqpcap.amqp import accel
+
+EXTENSIONS = sorted(accel.EXTENSIONS)
+
+
+class FakeBuild:
+    """An imported extension as accel sees it: its file and the stamp it was built with."""
+
+    def __init__(self, ext: str, stamp) -> None:
+        self.__file__ = f"/x/{ext}.cpython-311-x86_64-linux-gnu.so"
+        self.SOURCE_SHA256 = stamp
+
+
+def stamp(ext: str, directory: str | None = None):
+    x = accel.EXTENSIONS[ext]
+    return accel.source_hash(directory or x.directory, x.sources)
+
+
+@pytest.mark.parametrize("ext", EXTENSIONS)
+def test_the_env_var_or_a_missing_build_selects_pure_python_a_current_build_itself(ext):
+    x = accel.EXTENSIONS[ext]
+    current = FakeBuild(ext, stamp(ext))
+    assert accel.choose({}, current, x.directory, ext)[0] is current
+    module, why = accel.choose({"AMQPCAP_PURE": "1"}, current, x.directory, ext)
+    assert module is None and why == "pure Python (AMQPCAP_PURE is set)"
+    module, why = accel.choose({}, None, x.directory, ext)
+    assert module is None and why == f"pure Python (compiled {x.what} not built)"
+
+
+@pytest.mark.parametrize("ext", EXTENSIONS)
+def test_a_build_from_other_sources_is_stale_whichever_source_changed(ext, tmp_path):
+    x = accel.EXTENSIONS[ext]
+    for name in x.sources:
+        (tmp_path / name).write_bytes(open(os.path.join(x.directory, name), "rb").read())
+    built = FakeBuild(ext, stamp(ext))
+    assert accel.choose({}, built, str(tmp_path), ext)[0] is built
+    for name in x.sources:  # the .pyx and every Python module it mirrors
+        original = (tmp_path / name).read_bytes()
+        (tmp_path / name).write_bytes(original + b"# edited\n")
+        module, why = accel.choose({}, built, str(tmp_path), ext)
+        assert module is None and why.startswith(f"pure Python (compiled {x.what} is stale"), name
+        (tmp_path / name).write_bytes(original)
+
+
+def test_each_stamp_covers_its_own_sources():
+    assert len({stamp(ext) for ext in EXTENSIONS}) == len(EXTENSIONS)
+    assert all(accel.EXTENSIONS[ext].sources[0] == f"{ext}.pyx" for ext in EXTENSIONS)
+
+
+@pytest.mark.parametrize("ext", EXTENSIONS)
+def test_the_built_extension_is_current_and_names_its_sources(ext):
+    module = built_or_skip(ext)
+    assert module.SOURCE_SHA256 == stamp(ext)
