@@ -8,7 +8,6 @@ for every shipped capture.
 
 from __future__ import annotations
 
-import glob
 import os
 import struct
 import subprocess
@@ -17,22 +16,14 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import built_or_skip
-from hypothesis import HealthCheck, given, settings
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
 from amqpcap.amqp import accel, codec_0_9
 from amqpcap.amqp import spec as spec_tables
 from amqpcap.amqp.codec_0_9 import Decoder09
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @pytest.fixture(autouse=True)
@@ -228,9 +219,7 @@ def test_compiled_and_reference_agree_on_random_bytes(fast09, version, data, rab
     assert events(True, version, [frames], **kw) == events(False, version, [frames], **kw)
 
 
-@pytest.mark.parametrize(
-    "capture", sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap"))), ids=os.path.basename
-)
+@pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
 def test_compiled_and_reference_write_identical_tables_for_every_capture(fast09, capture, tmp_path):
     tables = {}
     for compiled in (False, True):

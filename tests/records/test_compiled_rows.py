@@ -8,29 +8,20 @@ of every shipped capture, and rows of generated events with odd values.
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
 
 import pyarrow.parquet as pq
 import pytest
-from fixtures.compiled import built_or_skip
-from hypothesis import HealthCheck, given, settings
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
 from amqpcap.amqp import accel
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @pytest.fixture(autouse=True)
@@ -116,9 +107,7 @@ def test_use_compiled_switches_the_builders_the_pipeline_calls(fastrows):
 # --- same rows: every shipped capture ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "capture", sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap"))), ids=os.path.basename
-)
+@pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
 def test_compiled_and_reference_build_identical_rows_for_every_capture(
     fastrows, capture, tmp_path, monkeypatch
 ):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import glob
 import os
 import subprocess
 import sys
@@ -19,22 +18,13 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fixtures.compiled import built_or_skip
-from hypothesis import HealthCheck, given, settings
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
 from amqpcap.records import writer
 from amqpcap.records.schema import SCHEMAS
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CAPTURES = sorted(glob.glob(os.path.join(ROOT, "captures", "*.pcap")))
-EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @pytest.fixture(autouse=True)
