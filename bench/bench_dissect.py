@@ -11,6 +11,8 @@ Shapes (each built once, cached in bench/data/, not committed):
   publisher with confirms and a consumer with acks; publishes carry basic properties and
   a headers table, bodies of 100 B to 16 KiB (some over frame-max, so split across body
   frames), several frames per TCP segment, segments of at most 16 KiB (loopback-like).
+* ``rabbit``: the real RabbitMQ capture ``bench/record_bulk.py`` records (~35 MB, ~155k
+  packets, 13 connections of pika / py-amqp / kombu clients; the shape issue 10 measured).
 * ``small``: about ``--packets`` packets of small-packet traffic (``bench_stats.build_small``:
   each publish and each delivery of a 32-256 B body in a packet of its own, confirms and
   acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
@@ -362,6 +364,15 @@ def small_capture(packets: int) -> str:
     return cached(f"small_{packets}.pcap", lambda p: build_small(p, packets))
 
 
+def recorded_capture() -> str:
+    """The real RabbitMQ capture of bench/record_bulk.py (recorded once: it needs root, tcpdump
+    and a local broker, so it is recorded by that script, not built here)."""
+    cap = os.path.join(HERE, "data", "rabbit_bulk_35mb.pcap")
+    if not os.path.exists(cap):
+        raise SystemExit(f"{cap} is missing: record it with `python bench/record_bulk.py` (as root)")
+    return cap
+
+
 def profile(cap: str, frames: bool) -> None:
     import cProfile
     import pstats
@@ -401,7 +412,11 @@ def report(label: str, cap: str, a) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    ap.add_argument("--shape", default="bulk,small", help="comma-separated: bulk, small")
+    ap.add_argument(
+        "--shape",
+        default="bulk,small",
+        help="comma-separated: bulk, small, rabbit (the real RabbitMQ capture of bench/record_bulk.py)",
+    )
     ap.add_argument("--mb", type=float, default=32, help="size of the bulk capture (MB)")
     ap.add_argument("--packets", type=int, default=1_000_000, help="packets of the small-packet capture")
     ap.add_argument("--big", action="store_true", help="also peak RSS on 100 MB and 1 GB bulk captures")
@@ -423,6 +438,8 @@ def main() -> int:
         caps = ([("bulk", bulk_capture(a.mb))] if "bulk" in shapes else []) + (
             [("small", small_capture(a.packets))] if "small" in shapes else []
         )
+        if "rabbit" in shapes:
+            caps.append(("rabbit", recorded_capture()))
     for label, cap in caps:
         if a.profile:
             print(f"[{label}] {cap}")
