@@ -16,7 +16,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,13 +25,7 @@ from amqpcap.amqp import accel, codec_0_9
 from amqpcap.amqp import spec as spec_tables
 from amqpcap.amqp.codec_0_9 import Decoder09
 
-
-@pytest.fixture(autouse=True)
-def walker():
-    """These tests choose the walker themselves (overrides conftest's two runs)."""
-    before = codec_0_9.compiled_in_use()
-    yield
-    codec_0_9.use_compiled(before)
+walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
 
 
 @pytest.fixture(scope="module")

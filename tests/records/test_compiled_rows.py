@@ -14,7 +14,7 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,13 +23,7 @@ from amqpcap.amqp import accel
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
 
-
-@pytest.fixture(autouse=True)
-def row_builder():
-    """These tests choose the builders themselves (overrides conftest's two runs)."""
-    before = rows.compiled_in_use()
-    yield
-    rows.use_compiled(before)
+row_builder = own_choice(rows, "row_builder")  # these tests choose the builders themselves
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,11 +34,7 @@ def row_builder():
     yield
 
 
-@pytest.fixture(autouse=True)
-def table_buffer():
-    before = writer.compiled_in_use()
-    yield
-    writer.use_compiled(before)
+table_buffer = own_choice(writer, "table_buffer")  # these tests choose the buffers themselves
 
 
 @pytest.fixture(scope="module")

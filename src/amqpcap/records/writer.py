@@ -112,7 +112,21 @@ class ParquetFile:
             pass
 
 
-class TableBufferReference:
+class Written:
+    """The Parquet side both table buffers share: ``file`` (a ParquetFile) is closed after the
+    last ``flush``; ``abort`` drops it."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        self.flush()
+        self.file.close()
+
+    def abort(self) -> None:
+        self.file.abort()
+
+
+class TableBufferReference(Written):
     """Row tuples of one table; converted and written as a record batch every ROW_GROUP rows."""
 
     __slots__ = ("name", "schema", "struct", "pending", "path", "file", "rows")
@@ -143,13 +157,6 @@ class TableBufferReference:
         self.rows += n
         self.pending = []
 
-    def close(self) -> None:
-        self.flush()
-        self.file.close()
-
-    def abort(self) -> None:
-        self.file.abort()
-
 
 _compiled_class = None
 
@@ -161,7 +168,7 @@ def compiled_table_buffer():
     if _compiled_class is None:
         from amqpcap.records import fastwriter
 
-        class TableBufferCompiled(fastwriter.Columns):
+        class TableBufferCompiled(fastwriter.Columns, Written):
             __slots__ = ("name", "path", "file", "rows")
 
             def __init__(self, name: str, path: str) -> None:
@@ -177,13 +184,6 @@ def compiled_table_buffer():
                     return
                 self.file.write(self.take())
                 self.rows += n
-
-            def close(self) -> None:
-                self.flush()
-                self.file.close()
-
-            def abort(self) -> None:
-                self.file.abort()
 
         _compiled_class = TableBufferCompiled
     return _compiled_class
