@@ -285,7 +285,8 @@ def pika_channel(c, conn):
     return ch
 
 
-def pika_close(c, conn, ch):
+def close_connection(c, conn, ch):
+    """Close the channel and the connection (pika or py-amqp), in the truth too."""
     ch.close()
     c.sent("channel.close")
     c.got("channel.close-ok")
@@ -309,7 +310,7 @@ def run_setup(c, conn):
     c.got("queue.declare-ok", 5)
     c.sent("queue.bind", 4)
     c.got("queue.bind-ok", 4)
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
 
 
 def run_pika_publisher(c, conn, msgs, kind, unroutable=0):
@@ -350,7 +351,7 @@ def run_pika_publisher(c, conn, msgs, kind, unroutable=0):
         publish(rk, body, props)
         if unroutable and i % max(1, len(msgs) // unroutable) == 0 and c.s2c["basic.return"] < unroutable:
             publish("nowhere.%d" % i, body[:100], props, mandatory=True)
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
 
 
 def run_pika_consumer(c, conn, queue, expected, prefetch, ack_every, deadline):
@@ -379,7 +380,7 @@ def run_pika_consumer(c, conn, queue, expected, prefetch, ack_every, deadline):
     ch.basic_cancel(tag)
     c.sent("basic.cancel")
     c.got("basic.cancel-ok")
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
 
 
 def run_pyamqp_publisher(c, conn, msgs):
@@ -401,12 +402,7 @@ def run_pyamqp_publisher(c, conn, msgs):
         c.body("c2s", "basic.publish", body)
         ch.basic_publish(msg, exchange=EXCHANGE, routing_key=rk)
         c.confirmed += 1  # basic_publish_confirm raises on a nack
-    ch.close()
-    conn.close()
-    c.sent("channel.close")
-    c.got("channel.close-ok")
-    c.sent("connection.close")
-    c.got("connection.close-ok")
+    close_connection(c, conn, ch)
 
 
 def run_pyamqp_consumer(c, conn, queue, expected, prefetch, ack_every, deadline):
@@ -441,12 +437,7 @@ def run_pyamqp_consumer(c, conn, queue, expected, prefetch, ack_every, deadline)
     ch.basic_cancel(tag)
     c.sent("basic.cancel")
     c.got("basic.cancel-ok")
-    ch.close()
-    conn.close()
-    c.sent("channel.close")
-    c.got("channel.close-ok")
-    c.sent("connection.close")
-    c.got("connection.close-ok")
+    close_connection(c, conn, ch)
 
 
 def run_kombu_publisher(c, conn, msgs):
@@ -488,7 +479,7 @@ def run_getter(c, conn, expected, deadline):
         ch.basic_ack(method.delivery_tag)
         c.sent("basic.ack")
         c.acked += 1
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
 
 
 def run_rpc_server(c, conn, done, deadline):
@@ -520,7 +511,7 @@ def run_rpc_server(c, conn, done, deadline):
     ch.basic_cancel(tag)
     c.sent("basic.cancel")
     c.got("basic.cancel-ok")
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
 
 
 def run_rpc_client(c, conn, n, rng, done, deadline):
@@ -554,7 +545,7 @@ def run_rpc_client(c, conn, n, rng, done, deadline):
     finally:
         done.set()
     c.d["rpc_calls"] = n
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
 
 
 def run_teardown(c, conn):
@@ -568,7 +559,7 @@ def run_teardown(c, conn):
     c.sent("exchange.delete")
     c.got("exchange.delete-ok")
     c.d["messages_left_in_queues"] = left
-    pika_close(c, conn, ch)
+    close_connection(c, conn, ch)
     if any(left.values()):
         raise RuntimeError("messages left in queues: %r" % left)
 
