@@ -146,6 +146,28 @@ def test_in_order_capture_matches_the_builder(conv, baseline):
     assert (c["user"], c["vhost"], c["frame_max"], c["closed_by"]) == ("guest", "/", 131072, "client")
 
 
+@pytest.mark.parametrize("start", [None, "channel.open", "deliver-1/3"])
+def test_frame_counts_and_liveness_are_the_same_with_or_without_the_frames_table(conv, tmp_path, start):
+    """Without --frames the decoder tallies frames instead of making Frame events: the
+    connection row cannot tell (whole capture, and mid-stream starts whose events are held)."""
+    segs = conv.segments()
+    if start is not None:
+        segs = segs[conv.index(segs, start) :]
+    blob = P.pcap_bytes(P.to_packets(segs, 1))
+    plain = run_blob(tmp_path, blob, "plain.pcap")
+    framed_out = tmp_path / "framed.out"
+    dissect([str(P.write(tmp_path / "framed.pcap", blob))], str(framed_out), frames=True)
+    framed = read(framed_out)
+    frames = pq.read_table(os.path.join(framed_out, "frames")).to_pylist()
+    (a,), (b,) = plain["connections"], framed["connections"]
+    assert strip([a], ("capture",)) == strip([b], ("capture",))
+    for d in ("c2s", "s2c"):
+        assert a[f"frames_{d}"] == sum(f["direction"] == d for f in frames) > 0
+        assert a[f"last_frame_ts_{d}"] == max(f["ts"] for f in frames if f["direction"] == d)
+    for t in ("methods", "messages", "anomalies"):
+        assert strip(plain[t], ("capture",)) == strip(framed[t], ("capture",))
+
+
 def test_password_is_never_written(baseline):
     for rows in baseline.values():
         for r in rows:

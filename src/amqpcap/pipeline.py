@@ -91,7 +91,6 @@ class Conversation:
         "closed",
         "closed_by",
         "anomalies",
-        "frames",
         "ignored",
         "row",
         "zw_open",
@@ -118,12 +117,13 @@ class Conversation:
         self.closed = False
         self.closed_by = None
         self.anomalies = 0
-        self.frames = [0, 0]
         self.ignored = False
         self.row = None
         self.zw_open = None  # per direction: (frame, ts) where a zero window began, or None
         self.zero_windows = None  # list of closed/open periods, created on the first one
-        self.live = Liveness()  # heartbeats and silences per direction (heartbeat health without --frames)
+        # frames, heartbeats and silences per direction (heartbeat health without --frames),
+        # reported by the decoder itself
+        self.live = Liveness()
 
 
 class Dissector:
@@ -274,7 +274,11 @@ class Dissector:
         self.nstreams += 1
         self.stream_starts.append(number)
         conv.decoder = ConnectionDecoder(
-            body_bytes=self.opts.body_bytes, keep_secrets=self.opts.keep_secrets, amqp_port=server[1] in ports
+            body_bytes=self.opts.body_bytes,
+            keep_secrets=self.opts.keep_secrets,
+            amqp_port=server[1] in ports,
+            tally=conv.live.frames_seen,
+            frame_events=self.t_frames is not None,
         )
         conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))
         self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
@@ -337,6 +341,7 @@ class Dissector:
         dec.finish(number, ts)
         self._emit(conv, dec.pop_events())
         conv.closed = True
+        self.frames += sum(conv.live.frames)
         if dec.is_amqp or dec.tls:
             # The row is written at the end (or when the flow is reused or pruned), so the
             # packets after the closing FIN/RST still count.
@@ -353,12 +358,8 @@ class Dissector:
         tm, tmsg, ta, tf = self.t_methods, self.t_messages, self.t_anom, self.t_frames
         for d, e in events:
             t = type(e)
-            if t is Frame:
-                conv.frames[d] += 1
-                conv.live.frame(d, e.ts)
-                self.frames += 1
-                if tf is not None:
-                    tf.append(R.frame_row(cap, st, d, e))
+            if t is Frame:  # only with the frames table (the decoder's tally counts every frame)
+                tf.append(R.frame_row(cap, st, d, e))
             elif t is Method:
                 tm.append(R.method_row(cap, st, d, e, version))
             elif t is Content:
@@ -400,8 +401,8 @@ class Dissector:
             closed_by=row["closed_by"] or conv.closed_by,
             bytes_c2s=s0.delivered,
             bytes_s2c=s1.delivered,
-            frames_c2s=conv.frames[0],
-            frames_s2c=conv.frames[1],
+            frames_c2s=conv.live.frames[0],
+            frames_s2c=conv.live.frames[1],
             gaps=s0.gaps + s1.gaps,
             gap_bytes=s0.gap_bytes + s1.gap_bytes,
             anomalies=conv.anomalies,

@@ -850,12 +850,13 @@ class Decoder010(StreamDecoder):
             offset = d.base + pos
             if d.marks:
                 d.packet_of(offset + size)
-            events.append(
-                (
-                    direction,
-                    Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype], size - 12, size),
+            if self._counted(direction, d):
+                events.append(
+                    (
+                        direction,
+                        Frame(d.packet, d.ts, offset, channel, stype, SEGMENT_NAMES[stype], size - 12, size),
+                    )
                 )
-            )
             key = (channel << 4) | track
             if stype == 3:
                 self._body_frame(direction, d, key, channel, flags, buf, pos + 12, end, offset)

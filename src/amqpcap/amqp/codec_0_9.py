@@ -523,21 +523,22 @@ class Decoder09(StreamDecoder):
     def _frame(self, direction: int, d, ftype: int, channel: int, buf, pos: int, end: int) -> None:
         size = end - pos - 7
         offset = d.base + pos
-        self.events.append(
-            (
-                direction,
-                Frame(
-                    d.packet,
-                    d.ts,
-                    offset,
-                    channel,
-                    ftype,
-                    FRAME_TYPE_NAMES.get(ftype, str(ftype)),
-                    size,
-                    size + 8,
-                ),
+        if self._counted(direction, d):
+            self.events.append(
+                (
+                    direction,
+                    Frame(
+                        d.packet,
+                        d.ts,
+                        offset,
+                        channel,
+                        ftype,
+                        FRAME_TYPE_NAMES.get(ftype, str(ftype)),
+                        size,
+                        size + 8,
+                    ),
+                )
             )
-        )
         start = pos + 7
         if ftype == 1:
             self._method_frame(direction, d, channel, buf, start, end, offset, size)

@@ -27,10 +27,20 @@ HOLD_BODY_BYTES = 16 << 20
 
 
 class ConnectionDecoder:
-    def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, amqp_port: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        body_bytes: int = 64,
+        keep_secrets: bool = False,
+        amqp_port: bool = True,
+        tally=None,
+        frame_events: bool = True,
+    ) -> None:
         self.body_bytes = body_bytes
         self.keep_secrets = keep_secrets
         self.amqp_port = amqp_port
+        self.tally = tally  # the codec's: every frame decoded, (direction, ts, n)
+        self.frame_events = frame_events  # a Frame event per frame (the frames table, show)
         self.codec = None
         self.version: str | None = None
         self.version_evidence: str | None = None
@@ -106,13 +116,16 @@ class ConnectionDecoder:
     def pop_events(self) -> list:
         ev = self.events
         if self.version_evidence == "inferred":
-            if self._holding and len(self.codec.candidates) > 1 and len(ev) < self._hold_max:
+            # frames count whether or not they are events: the same hold with or without --frames
+            held = len(ev) + self.codec.silent_frames
+            if self._holding and len(self.codec.candidates) > 1 and held < self._hold_max:
                 return []
             self._holding = False
             self.version = self.codec.version
         self.events = []
         if self.codec is not None:
             self.codec.events = self.events
+            self.codec.silent_frames = 0
         return ev
 
     @property
@@ -261,3 +274,5 @@ class ConnectionDecoder:
                 infer=evidence == "inferred",
             )
         self.codec.events = self.events  # one list: the pipeline drains both with pop_events
+        self.codec.tally = self.tally
+        self.codec.frame_events = self.frame_events

@@ -500,7 +500,7 @@ cdef class Walk:
     lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
     a call into the reference, which may narrow a mid-stream version (``_use_version``)."""
 
-    cdef object dec, d, frame_types, learner
+    cdef object dec, d, frame_types, learner, tally
     # typed: Cython then calls the dict / list C API instead of looking the methods up
     cdef list events
     cdef dict pending, methods, properties, handlers
@@ -508,7 +508,7 @@ cdef class Walk:
     cdef object packet, ts, base
     cdef int direction
     cdef Py_ssize_t frame_max, body_bytes
-    cdef bint rabbit, one_version, midstream
+    cdef bint rabbit, one_version, midstream, frame_events
 
     cdef start(self, dec, int direction, d):
         self.dec = dec
@@ -524,7 +524,17 @@ cdef class Walk:
         self.ts = d.ts
         self.base = d.base
         self.midstream = d.mid is not None
+        self.tally = dec.tally
+        self.frame_events = dec.frame_events
         self.refresh()
+
+    cdef counted(self, Py_ssize_t n):
+        """StreamDecoder._counted for the ``n`` frames of this call, all at one time."""
+        if n:
+            if self.tally is not None:
+                self.tally(self.direction, self.ts, n)
+            if not self.frame_events:
+                self.dec.silent_frames += n
 
     cdef refresh(self):
         dec = self.dec
@@ -689,6 +699,7 @@ def frames(dec, int direction, d, Py_ssize_t pos):
     cdef uint16_t channel
     cdef uint32_t size
     cdef Py_ssize_t end, start
+    cdef Py_ssize_t nframes = 0
     cdef Walk w = Walk.__new__(Walk)
     w.start(dec, direction, d)
     while n - pos >= 7:
@@ -696,17 +707,21 @@ def frames(dec, int direction, d, Py_ssize_t pos):
         channel = rd16(b + pos + 1)
         size = rd32(b + pos + 3)
         if ftype not in w.frame_types or size > w.frame_max:
+            w.counted(nframes)
             dec._bad_frame(direction, d, pos, ftype, channel, size)
             return pos + 1
         end = pos + 7 + size
         if end >= n:
             break
         if b[end] != FRAME_END:
+            w.counted(nframes)
             return dec._frames_reference(direction, d, pos)  # reports it, and resyncs
         offset = w.base + pos
-        w.events.append(
-            (direction, build(FRAME, (w.packet, w.ts, offset, channel, ftype, w.names[ftype], size, size + 8)))
-        )
+        nframes += 1
+        if w.frame_events:
+            w.events.append(
+                (direction, build(FRAME, (w.packet, w.ts, offset, channel, ftype, w.names[ftype], size, size + 8)))
+            )
         start = pos + 7
         if ftype == 1:
             method_frame(w, channel, buf, b, start, end, offset, size)
@@ -718,6 +733,7 @@ def frames(dec, int direction, d, Py_ssize_t pos):
             w.events.append((direction, build(HEARTBEAT, (w.packet, w.ts, offset, channel))))
         # 4-7 (0-8 out-of-band and trace frames) are recorded as Frame events only.
         pos = end + 1
+    w.counted(nframes)
     return pos
 
 

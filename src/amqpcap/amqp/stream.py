@@ -148,12 +148,18 @@ class StreamDecoder:
     FLUSH_AT_GAP = True  # a gap ends the stream for a pending resync: prove what is held first
     Direction = Direction
     version = ""
+    # Every frame decoded is reported to ``tally(direction, ts, n)`` if one is handed in (the
+    # pipeline's per-direction liveness and counts), and becomes a ``Frame`` event only if
+    # ``frame_events``: without the frames table a Frame per frame is a third of the work.
+    tally = None
+    frame_events = True
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         self.body_bytes = body_bytes
         self.dirs = (self.Direction(), self.Direction())
         self.pending: tuple[dict, dict] = ({}, {})  # per direction: key -> Pending
         self.events: list = []  # (direction, event), drained by pop_events
+        self.silent_frames = 0  # frames decoded without a Frame event since the last pop_events
         self.learner = FactLearner(keep_secrets, rabbit)
 
     @property
@@ -259,7 +265,17 @@ class StreamDecoder:
     def pop_events(self) -> list:
         ev = self.events
         self.events = []
+        self.silent_frames = 0
         return ev
+
+    def _counted(self, direction: int, d: Direction) -> bool:
+        """One frame decoded: reported to the tally; True if it is to be a Frame event too."""
+        if self.tally is not None:
+            self.tally(direction, d.ts, 1)
+        if self.frame_events:
+            return True
+        self.silent_frames += 1
+        return False
 
     # -- framing and resynchronisation -------------------------------------------------------
 

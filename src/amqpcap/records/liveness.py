@@ -5,7 +5,9 @@ The heartbeat analysis needs to know when each side last showed a sign of life
 ``dissect --frames`` heartbeat frames leave no row anywhere, so the pipeline
 feeds every frame here and the connection row carries the summary: heartbeat
 frames per direction, the longest silence between two consecutive frames of a
-direction, and the last frame's timestamp.  O(1) per frame, no per-frame objects.
+direction, and the last frame's timestamp.  The decoder reports frames here itself
+(``frames_seen``, its ``tally``), several of one packet at once: no per-frame objects
+when the frames table is not written.
 """
 
 from __future__ import annotations
@@ -24,19 +26,25 @@ COLUMNS = tuple(
 class Liveness:
     """Heartbeat frames and frame silences, per direction (0 = c2s, 1 = s2c)."""
 
-    __slots__ = ("heartbeats", "last", "gap", "gap_start")
+    __slots__ = ("frames", "heartbeats", "last", "gap", "gap_start")
 
     def __init__(self) -> None:
+        self.frames = [0, 0]  # AMQP frames decoded
         self.heartbeats = [0, 0]
         self.last = [None, None]  # ts (ns) of the latest frame
         self.gap = [-1, -1]  # longest silence so far, ns
         self.gap_start = [None, None]  # ts of the frame that began it
 
-    def frame(self, d: int, ts: int) -> None:
+    def frames_seen(self, d: int, ts: int, n: int = 1) -> None:
+        """``n`` frames of direction ``d``, all at ``ts``: the same as ``n`` frames one by one."""
+        self.frames[d] += n
         last = self.last[d]
         if last is not None and ts - last > self.gap[d]:
             self.gap[d] = ts - last
             self.gap_start[d] = last
+        if n > 1 and self.gap[d] < 0:  # the second frame at the same instant: a silence of 0
+            self.gap[d] = 0
+            self.gap_start[d] = ts
         self.last[d] = ts
 
     def heartbeat(self, d: int) -> None:
