@@ -646,7 +646,7 @@ class Decoder09(StreamDecoder):
         body = m.args.get("body")
         raw = body.encode() if isinstance(body, str) else bytes(body)
         enc = "octet+longstr" if "body-type" in m.args else "longstr"
-        p = Pending(m, m.channel, m.channel, m.offset, m.packet)
+        p = self.Pending(m, m.channel, m.channel, m.offset, m.packet)
         p.props = {k: v for k, v in m.args.items() if k not in ("body", "$dialect")}
         p.size = len(raw)
         p.encoding = enc
@@ -717,9 +717,11 @@ def use_compiled(on: bool) -> None:
 
         Decoder09._frames = fast09.frames
         Decoder09.feed = fast09.feed  # the per-feed path of the stream core, for this grammar
+        Decoder09.Pending = fast09.Pending  # contents in assembly, with their fields in C
     else:
         Decoder09._frames = Decoder09._frames_reference
         Decoder09.feed = StreamDecoder.feed
+        Decoder09.Pending = Pending
 
 
 def compiled_in_use() -> bool:

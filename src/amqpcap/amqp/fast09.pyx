@@ -21,12 +21,13 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.string cimport memcpy
 
 import dataclasses
+import hashlib
 
 cimport cython
 
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
 from amqpcap.amqp.facts import SECRET_ARGS
-from amqpcap.amqp.stream import COMPACT_AT, Pending, StreamDecoder
+from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
 
 cdef extern from *:
     """
@@ -546,7 +547,44 @@ cdef class Walk:
         self.one_version = len(dec.candidates) == 1
 
 
-cdef end_content(Walk w, p, bint complete):
+cdef object sha256 = hashlib.sha256
+
+
+@cython.final
+cdef class Pending:
+    """stream.Pending with its fields in C (the walker reads and writes them directly, and
+    builds it without a Python ``__init__``); the reference code sees the same attributes.
+    The codec makes these while the compiled walker is in use (``Decoder09.Pending``)."""
+
+    cdef public object method, key, channel, offset, first_packet, header_packet, props, size
+    cdef public object received, frames, hash, head, encoding, unknown, damaged, absorbed, why
+
+    def __init__(self, method, key, channel, offset, packet):
+        init_pending(self, method, key, channel, offset, packet)
+
+
+cdef inline Pending init_pending(Pending p, method, key, channel, offset, packet):
+    p.method = method
+    p.key = key
+    p.channel = channel
+    p.offset = offset  # stream offset of the carrying method
+    p.first_packet = packet
+    p.header_packet = None
+    p.props = None  # the grammar's header values (None until a header arrived)
+    p.size = -1  # declared body size, -1 until known
+    p.received = 0
+    p.frames = 0
+    p.hash = sha256()
+    p.head = b""
+    p.encoding = None
+    p.unknown = None
+    p.damaged = False
+    p.absorbed = 0
+    p.why = ""
+    return p
+
+
+cdef end_content(Walk w, Pending p, bint complete):
     """StreamDecoder._end_content for a content with a method and no reason to report, with
     Decoder09._content_view inlined."""
     w.pending.pop(p.key, None)
@@ -630,15 +668,19 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         dec._end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
     if content:
         # StreamDecoder._start_content (the entry was just ended if there was one)
-        pend[channel] = Pending(m, channel, channel, offset, w.packet)
+        pend[channel] = init_pending(Pending.__new__(Pending), m, channel, channel, offset, w.packet)
     elif name == "message.transfer" and "body" in args:
         dec._inline_transfer(direction, m, buf, start + 4, end)
 
 
 cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
     """Decoder09._header on the common path; anything else goes to the reference."""
-    p = w.pending.get(channel)
-    if p is None or p.props is not None or end - start < 14 or p.method is None:
+    found = w.pending.get(channel)
+    if type(found) is not Pending:  # None, or a reference Pending (the walker was switched on late)
+        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        return
+    cdef Pending p = <Pending>found
+    if p.props is not None or end - start < 14 or p.method is None:
         w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef int cid = rd16(b + start)
@@ -659,8 +701,12 @@ cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
 
 cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
     """Decoder09._body_frame and StreamDecoder._body on the common path."""
-    p = w.pending.get(channel)
-    if p is None or p.props is None or p.method is None:
+    found = w.pending.get(channel)
+    if type(found) is not Pending:
+        w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
+        return
+    cdef Pending p = <Pending>found
+    if p.props is None or p.method is None:
         w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Py_ssize_t n = end - start, take

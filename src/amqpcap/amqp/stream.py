@@ -147,6 +147,7 @@ class StreamDecoder:
     MARK_PACKETS = False
     FLUSH_AT_GAP = True  # a gap ends the stream for a pending resync: prove what is held first
     Direction = Direction
+    Pending = Pending
     version = ""
     # Every frame decoded is reported to ``tally(direction, ts, n)`` if one is handed in (the
     # pipeline's per-direction liveness and counts), and becomes a ``Frame`` event only if
@@ -420,7 +421,7 @@ class StreamDecoder:
         old = pend.get(key)
         if old is not None:
             self._abort_one(direction, old, "a new assembly began before it ended")
-        p = pend[key] = Pending(method, key, channel, offset, self.dirs[direction].packet)
+        p = pend[key] = self.Pending(method, key, channel, offset, self.dirs[direction].packet)
         return p
 
     def _body(self, p: Pending, buf, start: int, end: int) -> None:
