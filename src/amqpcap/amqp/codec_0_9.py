@@ -24,7 +24,7 @@ from amqpcap.amqp import accel
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
-from amqpcap.amqp.stream import DecodeError, Pending, StreamDecoder
+from amqpcap.amqp.stream import DecodeError, Direction, Pending, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
@@ -717,10 +717,13 @@ def use_compiled(on: bool) -> None:
 
         Decoder09._frames = fast09.frames
         Decoder09.feed = fast09.feed  # the per-feed path of the stream core, for this grammar
-        Decoder09.Pending = fast09.Pending  # contents in assembly, with their fields in C
+        # the per-direction state and the contents in assembly, with their fields in C
+        Decoder09.Direction = fast09.Direction
+        Decoder09.Pending = fast09.Pending
     else:
         Decoder09._frames = Decoder09._frames_reference
         Decoder09.feed = StreamDecoder.feed
+        Decoder09.Direction = Direction
         Decoder09.Pending = Pending
 
 

@@ -27,6 +27,7 @@ cimport cython
 
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
 from amqpcap.amqp.facts import SECRET_ARGS
+from amqpcap.amqp import stream as _stream
 from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
 
 cdef extern from *:
@@ -501,7 +502,8 @@ cdef class Walk:
     lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
     a call into the reference, which may narrow a mid-stream version (``_use_version``)."""
 
-    cdef object dec, d, frame_types, learner, tally
+    cdef object dec, frame_types, learner, tally
+    cdef Direction d
     # typed: Cython then calls the dict / list C API instead of looking the methods up
     cdef list events
     cdef dict pending, methods, properties, handlers
@@ -511,7 +513,7 @@ cdef class Walk:
     cdef Py_ssize_t frame_max, body_bytes
     cdef bint rabbit, one_version, midstream, frame_events
 
-    cdef start(self, dec, int direction, d):
+    cdef start(self, dec, int direction, Direction d):
         self.dec = dec
         self.d = d
         self.direction = direction
@@ -548,6 +550,34 @@ cdef class Walk:
 
 
 cdef object sha256 = hashlib.sha256
+
+
+@cython.final
+cdef class Direction:
+    """stream.Direction with its fields in C: the per-feed path reads and writes a dozen of
+    them per packet.  The codec makes these while the compiled walker is in use
+    (``Decoder09.Direction``); the reference code sees the same attributes and methods."""
+
+    cdef public object buf, packet, ts, marks, mid
+    cdef public Py_ssize_t pos, base, resync_from, skip, scan_from
+    cdef public bint resync
+
+    def __init__(self):
+        self.buf = b""
+        self.pos = 0
+        self.base = -1
+        self.resync = False
+        self.resync_from = 0
+        self.skip = 0
+        self.packet = 0
+        self.ts = 0
+        self.marks = []
+        self.scan_from = 0
+        self.mid = None
+
+    # the reference's own methods (plain functions of the attributes above)
+    reset = _stream.Direction.reset
+    packet_of = _stream.Direction.packet_of
 
 
 @cython.final
@@ -734,6 +764,12 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
 
 def frames(dec, int direction, d, Py_ssize_t pos):
     """Decoder09._frames: decode the whole frames of ``d.buf`` from ``pos``; where it stopped."""
+    if type(d) is not Direction:  # a decoder made before the walker was switched on
+        return dec._frames_reference(direction, d, pos)
+    return walk(dec, direction, <Direction>d, pos)
+
+
+cdef Py_ssize_t walk(dec, int direction, Direction d, Py_ssize_t pos) except? -2:
     buf = d.buf
     cdef Py_ssize_t n = len(buf)
     if n - pos < 7:
@@ -789,7 +825,11 @@ def frames(dec, int direction, d, Py_ssize_t pos):
 def feed(dec, int direction, data, offset, packet, ts):
     """StreamDecoder.feed for the common case: in-order data, in sync; anything else (the
     first data, a gap, an overlap, a resync or a skip in progress) goes to the reference."""
-    d = dec.dirs[direction]
+    found = dec.dirs[direction]
+    if type(found) is not Direction:  # a decoder made before the walker was switched on
+        StreamDecoder.feed(dec, direction, data, offset, packet, ts)
+        return
+    cdef Direction d = <Direction>found
     buf = d.buf
     if not data or d.base < 0 or d.resync or d.skip or offset != d.base + len(buf):
         StreamDecoder.feed(dec, direction, data, offset, packet, ts)
@@ -811,15 +851,15 @@ def feed(dec, int direction, data, offset, packet, ts):
         d.packet, d.ts = packet, ts
 
 
-cdef parse(dec, int direction, d):
+cdef parse(dec, int direction, Direction d):
     """StreamDecoder._parse (final=False) with no skip pending."""
-    pos = d.pos
+    cdef Py_ssize_t pos = d.pos, n
     while not d.skip:
         if d.resync:
             pos = dec._find_boundary(direction, d, pos, False)
             if pos < 0:
                 break
-        pos = frames(dec, direction, d, pos)
+        pos = walk(dec, direction, d, pos)
         if not d.resync:
             d.pos = pos
             break

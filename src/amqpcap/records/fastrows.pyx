@@ -130,11 +130,8 @@ cdef extern from *:
         char *o = b->p + b->n;
         *o++ = '"';
         for (Py_ssize_t i = 0; i < n; i++) {
-            /* a run of characters written as they are: one copy (most strings are one run) */
-            Py_ssize_t j = i;
-            while (j < n && (unsigned char)u[j] >= 0x20 && u[j] != '"' && u[j] != '\\\\') j++;
-            if (j > i) { memcpy(o, u + i, j - i); o += j - i; i = j; if (i == n) break; }
             unsigned char c = (unsigned char)u[i];
+            if (c >= 0x20 && c != '"' && c != '\\\\') { *o++ = (char)c; continue; }
             *o++ = '\\\\';
             switch (c) {
             case '"': *o++ = '"'; break;
