@@ -27,7 +27,7 @@ from amqpcap.exitcodes import Exit
 from amqpcap.records import rows as R
 from amqpcap.records.liveness import Liveness
 from amqpcap.records.writer import DatasetWriter
-from amqpcap.tcp.reassembly import Stream
+from amqpcap.tcp import reassembly as _reassembly
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 EXIT_LINKTYPE = Exit.LINKTYPE
@@ -280,7 +280,8 @@ class Dissector:
             tally=conv.live.frames_seen,
             frame_events=self.t_frames is not None,
         )
-        conv.streams = (Stream(0, conv.decoder), Stream(1, conv.decoder))
+        new_stream = _reassembly.new_stream
+        conv.streams = (new_stream(0, conv.decoder), new_stream(1, conv.decoder))
         self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
         if self.on_conversation is not None:
             self.on_conversation(conv)

@@ -1,4 +1,5 @@
-"""Unit tests of the per-direction TCP reassembler (amqpcap.tcp.reassembly.Stream).
+"""Unit tests of the per-direction TCP reassembler (amqpcap.tcp.reassembly.Stream), each run
+with the reference and with its compiled twin (tcp/fastreassembly.pyx; conftest.py).
 
 The sink records every call; ``covered()`` checks the invariant every test
 relies on: data and gap calls tile the stream without holes or overlaps, in
@@ -14,6 +15,10 @@ import pytest
 
 from amqpcap.tcp import reassembly
 from amqpcap.tcp.reassembly import MASK, Stream
+
+
+def Stream_(direction, sink):  # noqa: N802 - the class of the run (reference or compiled)
+    return reassembly.new_stream(direction, sink)
 
 ISN = 1000
 
@@ -55,7 +60,7 @@ class Sink:
 
 def new(direction: int = 0, isn: int | None = ISN):
     sink = Sink()
-    s = Stream(direction, sink)
+    s = Stream_(direction, sink)
     if isn is not None:
         s.syn(isn)
     return s, sink
@@ -451,7 +456,7 @@ def test_flood_of_tiny_out_of_order_segments_keeps_memory_bounded():
     segments, each after its own hole, must not grow memory far beyond the byte
     limit (nor take quadratic time to drain)."""
     sink = CountingSink()
-    s = Stream(0, sink)
+    s = Stream_(0, sink)
     s.syn(ISN)
     s.segment(seq(0), b"a", 0, 1, 0)
     limit = reassembly.MAX_OUT_OF_ORDER
@@ -520,9 +525,10 @@ def test_fin_at_next_seq_or_in_the_past_declares_nothing():
 
 def test_a_stream_keeps_only_state_that_something_reads():
     # retransmitted bytes were counted and never written anywhere; packets was never counted
-    s = Stream(0, None)
+    s = Stream_(0, None)
     assert not hasattr(s, "retransmitted") and not hasattr(s, "packets")
-    assert set(Stream.__slots__) == {
+    fields = {
+
         "direction",
         "sink",
         "started",
@@ -537,3 +543,7 @@ def test_a_stream_keeps_only_state_that_something_reads():
         "gap_bytes",
         "fin_off",
     }
+    assert set(Stream.__slots__) == fields
+    # the compiled twin has the same fields (the reference's methods run on them), and no more
+    assert {a for a in fields if hasattr(s, a)} == fields
+    assert not hasattr(s, "__dict__")

@@ -17,12 +17,15 @@ the reference, and each handing whatever is off its common path to that referenc
 * ``fastread`` (capture/fastread.pyx), the record walks of pcap and pcapng: every record (every
   well-formed enhanced packet block) wholly in the read buffer at once; other blocks, refills,
   truncation and anomalies stay reader.py's.
+* ``fastreassembly`` (tcp/fastreassembly.pyx), ``reassembly.Stream`` with its fields in C: the
+  next segment in order and the ACK typed; out-of-order data, overlaps, snaplen cuts, holes and
+  the end run reassembly.py's own methods on those fields.
 
 setup.py builds them when Cython and a C compiler are there; without them the install still
 succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
 
 This module is the one place that decides (``select``, once per extension and process;
-codec_0_9, rows, link and reader ask it at import):
+codec_0_9, rows, link, reader and reassembly ask it at import):
 
 * ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them;
 * no extension built (no compiler, or a pure install): pure Python;
@@ -85,6 +88,13 @@ EXTENSIONS = {
         "pcap reader",
         os.path.join(os.path.dirname(HERE), "capture"),
         ("fastread.pyx", "reader.py"),
+    ),
+    "fastreassembly": Extension(
+        "fastreassembly",
+        "amqpcap.tcp.fastreassembly",
+        "TCP reassembler",
+        os.path.join(os.path.dirname(HERE), "tcp"),
+        ("fastreassembly.pyx", "reassembly.py"),
     ),
 }
 

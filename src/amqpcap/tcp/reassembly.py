@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import heapq
 
+from amqpcap.amqp import accel
+
 MASK = 0xFFFFFFFF
 HALF = 1 << 31
 MAX_OUT_OF_ORDER = 4 << 20
@@ -192,3 +194,28 @@ class Stream:
             if off > self.next_off:
                 self._hole(off - self.next_off, packet, ts)
             self._drain(packet, ts)
+
+
+# What new conversations are given: ``Stream``, or its compiled twin (tcp/fastreassembly.pyx:
+# the same fields in C, the in-order segment and the ACK typed, this class's code for the rest).
+new_stream = Stream
+
+
+def use_compiled(on: bool) -> None:
+    """Reassemble with the compiled stream (``on``; it must be built) or ``Stream``.
+    accel.select() makes the choice once at import."""
+    global new_stream
+    if on:
+        from amqpcap.tcp import fastreassembly
+
+        new_stream = fastreassembly.Stream
+    else:
+        new_stream = Stream
+
+
+def compiled_in_use() -> bool:
+    """True if new conversations are reassembled by the compiled stream."""
+    return new_stream is not Stream
+
+
+use_compiled(accel.select("fastreassembly") is not None)
