@@ -20,6 +20,7 @@ from amqpcap.tcp.reassembly import MASK, Stream
 def Stream_(direction, sink):  # noqa: N802 - the class of the run (reference or compiled)
     return reassembly.new_stream(direction, sink)
 
+
 ISN = 1000
 
 
@@ -528,7 +529,6 @@ def test_a_stream_keeps_only_state_that_something_reads():
     s = Stream_(0, None)
     assert not hasattr(s, "retransmitted") and not hasattr(s, "packets")
     fields = {
-
         "direction",
         "sink",
         "started",
