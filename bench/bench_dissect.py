@@ -294,9 +294,12 @@ def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
         return el, ru.ru_maxrss * 1024, p.returncode, out.read()
 
 
-# The child that runs amqpcap: dissect() as the CLI calls it, its summary back as JSON.
+# The child that runs amqpcap: dissect() as the CLI calls it, in a process set up as the
+# amqpcap command sets up its own (no numpy), its summary back as JSON.
 _CHILD = """
 import json, sys
+from amqpcap import cli
+cli.lean("dissect")
 from amqpcap.pipeline import dissect
 from amqpcap.records import writer
 if sys.argv[4] == "1":

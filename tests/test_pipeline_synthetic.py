@@ -750,6 +750,27 @@ def test_cli_dissect_succeeds_and_summarises(capture_file, tmp_path):
     assert len(read(tmp_path / "out")["methods"]) == 23
 
 
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_dissect_command_runs_without_numpy_and_writes_what_the_library_does(capture_file, tmp_path, pure):
+    """The amqpcap process leaves numpy out for dissect (cli.lean): nothing on its path, compiled
+    or pure Python, imports it, and the tables are the library's (numpy loaded) to the byte."""
+    probe = (
+        "import sys, atexit; from amqpcap import cli\n"
+        "atexit.register(lambda: print('numpy loaded:', sys.modules.get('numpy') is not None))\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]; cli.console()\n"
+    )
+    env = dict(os.environ, AMQPCAP_PURE=pure)
+    cmd = [sys.executable, "-c", probe, "dissect", capture_file, "-o", str(tmp_path / "cli")]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "numpy loaded: False" in p.stdout and "methods 23" in p.stdout
+    dissect([capture_file], str(tmp_path / "lib"))
+    for t in TABLES:
+        a = pq.read_table(tmp_path / "cli" / t)
+        b = pq.read_table(tmp_path / "lib" / t)
+        assert a.equals(b), t
+
+
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
 def test_cli_not_a_capture_exits_2(tmp_path, content):
     bad = P.write(tmp_path / "bad.pcap", content)

@@ -251,6 +251,26 @@ def _stop_message(e: KeyboardInterrupt) -> tuple[str, int]:
     return f"amqpcap: {what} (partial output removed)", code
 
 
+# Commands whose whole path is capture -> Parquet.  pyarrow imports numpy whenever it is
+# installed (~40-100 ms and a pool of OpenBLAS threads, ~10 MB of a run), and nothing these
+# commands run uses it: the ``amqpcap`` process leaves it out for them (numpy is optional to
+# pyarrow).  ``main`` called from Python (a notebook, the tests) never does.
+WITHOUT_NUMPY = ("dissect", "show")
+
+
+def lean(command: str) -> None:
+    """Leave numpy out of this process if ``command`` does not use it: for a process of its own
+    (the command, the bench's child), before anything imports pyarrow."""
+    if command in WITHOUT_NUMPY and "numpy" not in sys.modules:
+        sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
+
+
+def console() -> None:
+    """The ``amqpcap`` command (pyproject's script): ``main`` in a process of its own."""
+    lean(sys.argv[1] if len(sys.argv) > 1 else "")
+    sys.exit(main())
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     previous = _install_signal_handlers()
@@ -519,4 +539,4 @@ def _report(a) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
