@@ -59,3 +59,22 @@ def test_each_stamp_covers_its_own_sources():
 def test_the_built_extension_is_current_and_names_its_sources(ext):
     module = built_or_skip(ext)
     assert module.SOURCE_SHA256 == stamp(ext)
+
+
+@pytest.mark.parametrize("ext", EXTENSIONS)
+def test_an_extension_imported_before_the_module_it_serves_is_still_chosen(ext):
+    """A process that imports the extension first (``amqpcap --version`` asks accel about every
+    one) must not see it half initialised and fall back to pure Python."""
+    import subprocess
+    import sys
+
+    built_or_skip(ext)
+    code = (
+        "import importlib, sys\n"
+        "from amqpcap.amqp import accel\n"
+        f"importlib.import_module(accel.EXTENSIONS[{ext!r}].module)\n"
+        "print(accel.describe())\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "pure Python" not in p.stdout, p.stdout

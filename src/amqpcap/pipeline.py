@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from amqpcap.amqp.decoder import ConnectionDecoder
-from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
+from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
 from amqpcap.capture import link as _link
 from amqpcap.capture.link import TCP_ACK as ACK
 from amqpcap.capture.link import TCP_FIN as FIN
@@ -355,16 +355,13 @@ class Dissector:
 
     def _emit(self, conv, events) -> None:
         cap, st = self.capture, conv.stream
-        version = conv.decoder.version
-        tm, tmsg, ta, tf = self.t_methods, self.t_messages, self.t_anom, self.t_frames
-        for d, e in events:
+        # methods and messages (almost every event) in one call; the rest here, in order
+        rest = R.append_rows(events, cap, st, conv.decoder.version, self.t_methods, self.t_messages)
+        ta, tf = self.t_anom, self.t_frames
+        for d, e in rest:
             t = type(e)
             if t is Frame:  # only with the frames table (the decoder's tally counts every frame)
                 tf.append(R.frame_row(cap, st, d, e))
-            elif t is Method:
-                tm.append(R.method_row(cap, st, d, e, version))
-            elif t is Content:
-                tmsg.append(R.message_row(cap, st, d, e, version))
             elif t is Anomaly:
                 conv.anomalies += 1
                 ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer

@@ -123,10 +123,43 @@ def test_compiled_and_reference_build_identical_rows_for_every_capture(
     monkeypatch.setattr(
         rows, "message_row", checked("messages", rows.message_row_reference, fastrows.message_row)
     )
+    monkeypatch.setattr(rows, "append_rows", rows.append_rows_reference)  # calls the two above
     pipeline.dissect([capture], str(tmp_path / "out"))
     # every row written went through the comparison
     for table, n in seen.items():
         assert n == sum(pq.read_metadata(p).num_rows for p in (tmp_path / "out").rglob(f"{table}/*.parquet"))
+
+
+class Appended(list):
+    append = list.append  # a table: rows in the order appended
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
+def test_compiled_append_rows_appends_and_hands_back_what_the_reference_does(
+    fastrows, capture, tmp_path, monkeypatch
+):
+    """The pipeline's one call per batch of events: the same rows in the same tables, and the
+    other events (anomalies, heartbeats, frames) handed back in order."""
+    calls = {"events": 0, "rest": 0}
+    reference = rows.append_rows_reference
+
+    def both(events, capture, stream, version, methods, messages):
+        out = {}
+        for name, fn in (("reference", reference), ("compiled", fastrows.append_rows)):
+            m, c = Appended(), Appended()
+            rest = fn(events, capture, stream, version, m, c)
+            out[name] = (repr(list(m)), repr(list(c)), rest)
+        assert out["compiled"] == out["reference"]
+        calls["events"] += len(events)
+        calls["rest"] += len(out["compiled"][2])
+        return reference(events, capture, stream, version, methods, messages)
+
+    monkeypatch.setattr(rows, "use_compiled", None)  # nothing switches it back mid-test
+    monkeypatch.setattr(rows, "method_row", fastrows.method_row)
+    monkeypatch.setattr(rows, "message_row", fastrows.message_row)
+    monkeypatch.setattr(rows, "append_rows", both)
+    pipeline.dissect([capture], str(tmp_path / "out"), frames=True)
+    assert calls["events"] >= calls["rest"] > 0  # frames=True: Frame events come back
 
 
 # --- same rows: odd values -------------------------------------------------------------------

@@ -451,8 +451,34 @@ cdef inline object direction_name(object direction):
     return R.DIRS[direction]
 
 
+def append_rows(list events, capture, stream, version, methods, messages):
+    """rows.append_rows_reference, compiled: no Python frame per event."""
+    cdef list rest = []
+    cdef tuple pair
+    add_method, add_message = methods.append, messages.append
+    for pair in events:
+        d, e = pair
+        t = type(e)
+        if t is Method:
+            add_method(build_method_row(capture, stream, d, e, version))
+        elif t is Content:
+            add_message(build_message_row(capture, stream, d, e, version))
+        else:
+            rest.append(pair)
+    return rest
+
+
 def method_row(capture, stream, direction, m, version):
     """rows.method_row_reference, compiled."""
+    return build_method_row(capture, stream, direction, m, version)
+
+
+def message_row(capture, stream, direction, c, version):
+    """rows.message_row_reference, compiled."""
+    return build_message_row(capture, stream, direction, c, version)
+
+
+cdef build_method_row(capture, stream, direction, m, version):
     cdef Plan plan
     cdef Py_ssize_t i, j
     cdef tuple row
@@ -514,8 +540,7 @@ cdef inline object dget(dict d, object key, object default):
     return default if v is NULL else <object>v
 
 
-def message_row(capture, stream, direction, c, version):
-    """rows.message_row_reference, compiled."""
+cdef build_message_row(capture, stream, direction, c, version):
     cdef Plan fill
     cdef Py_ssize_t j, i
     cdef tuple row

@@ -429,20 +429,39 @@ def connection_row(values: dict) -> tuple:
     return tuple(values[c] for c in _CONNECTION_COLUMNS)
 
 
+def append_rows_reference(events, capture, stream, version, methods, messages) -> list:
+    """The methods and messages rows of ``events`` ((direction, event) pairs), appended to the
+    ``methods`` and ``messages`` tables in event order; the other events are returned, in
+    order (they are the pipeline's: anomalies, heartbeats, frames)."""
+    rest = []
+    for d, e in events:
+        t = type(e)
+        if t is Method:
+            methods.append(method_row(capture, stream, d, e, version))
+        elif t is Content:
+            messages.append(message_row(capture, stream, d, e, version))
+        else:
+            rest.append((d, e))
+    return rest
+
+
 method_row = method_row_reference
 message_row = message_row_reference
+append_rows = append_rows_reference
 
 
 def use_compiled(on: bool) -> None:
     """Build method and message rows with the compiled builders (``on``; they must be built) or
     the reference functions here.  accel.select() makes the choice once at import."""
-    global method_row, message_row
+    global method_row, message_row, append_rows
     if on:
         from amqpcap.records import fastrows
 
         method_row, message_row = fastrows.method_row, fastrows.message_row
+        append_rows = fastrows.append_rows
     else:
         method_row, message_row = method_row_reference, message_row_reference
+        append_rows = append_rows_reference
 
 
 def compiled_in_use() -> bool:

@@ -10,8 +10,6 @@ gaps and their accounting are the reference's by construction.
 
 cimport cython
 
-from amqpcap.tcp import reassembly as _reference
-
 cdef extern from *:
     """
     #ifndef AMQPCAP_SOURCE_SHA256
@@ -25,8 +23,20 @@ SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
 
 cdef unsigned long long MASK = 0xFFFFFFFF
 cdef unsigned long long HALF = 1 << 31
-cdef object reference_segment = _reference.Stream.segment
-cdef object reference_force = _reference.Stream._force
+# The reference's methods, bound by reassembly.use_compiled (this module cannot import
+# reassembly.py at its own import: reassembly.py imports this one to decide which runs).
+cdef object reference_segment = None, reference_syn = None, reference_fin = None
+cdef object reference_close = None, reference_deliver = None, reference_hole = None
+cdef object reference_drain = None, reference_force = None
+
+
+def bind(reference):
+    """Take the methods of the reference class (reassembly.Stream)."""
+    global reference_segment, reference_syn, reference_fin, reference_close
+    global reference_deliver, reference_hole, reference_drain, reference_force
+    reference_segment, reference_syn, reference_fin = reference.segment, reference.syn, reference.fin
+    reference_close, reference_deliver, reference_hole = reference.close, reference._deliver, reference._hole
+    reference_drain, reference_force = reference._drain, reference._force
 
 
 @cython.final
@@ -80,11 +90,24 @@ cdef class Stream:
             if self.ooo and self.ooo_heap[0] <= off:
                 reference_force(self, off, packet, ts)
 
-    # the reference's own code for the rest (plain functions of the fields above)
-    syn = _reference.Stream.syn
-    fin = _reference.Stream.fin
-    close = _reference.Stream.close
-    _deliver = _reference.Stream._deliver
-    _hole = _reference.Stream._hole
-    _drain = _reference.Stream._drain
-    _force = _reference.Stream._force
+    # the reference's own code for the rest, run on the fields above
+    def syn(self, seq):
+        reference_syn(self, seq)
+
+    def fin(self, seq):
+        reference_fin(self, seq)
+
+    def close(self, packet, ts):
+        reference_close(self, packet, ts)
+
+    def _deliver(self, payload, missing, packet, ts):
+        reference_deliver(self, payload, missing, packet, ts)
+
+    def _hole(self, size, packet, ts):
+        reference_hole(self, size, packet, ts)
+
+    def _drain(self, packet, ts):
+        reference_drain(self, packet, ts)
+
+    def _force(self, upto, packet, ts):
+        reference_force(self, upto, packet, ts)

@@ -208,6 +208,7 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap.tcp import fastreassembly
 
+        fastreassembly.bind(Stream)
         new_stream = fastreassembly.Stream
     else:
         new_stream = Stream
