@@ -5,7 +5,7 @@ Every capture is built from one known AMQP 0-9-1 conversation
 numbers, stream offsets and tcp_stream values the output must hold: the
 TCP cases (loss, reordering, retransmission, overlap, wraparound, mid-stream
 start, snaplen), every link layer and file format, port handling, output
-safety and the command line's exit codes.
+safety and the command line's exit codes; each with the packet loop in Python and compiled.
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ import pyarrow.parquet as pq
 import pytest
 from fixtures import amqpconv as C
 from fixtures import pcapgen as P
+from fixtures.compiled import both_ways, built_or_skip
 
+from amqpcap import pipeline
 from amqpcap.capture.reader import CaptureError
 from amqpcap.pipeline import dissect
 from amqpcap.records.writer import OutputExists
+
+# Every test runs with Dissector._packet alone and with the compiled packet loop in front of it.
+loop = both_ways(pipeline, "fastpipeline", "loop")
 
 MASK = 0xFFFFFFFF
 TABLES = ("connections", "methods", "messages", "anomalies")
@@ -853,3 +858,23 @@ def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypa
         ("capture", "truncated-file"),
     } <= kinds
     assert len(built) == len(t["anomalies"])
+
+
+def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeypatch):
+    """Only handshakes, ends and the first packet of a conversation go to Dissector._packet
+    (the comparisons above would pass with a loop that handed every packet over)."""
+    built_or_skip("fastpipeline")
+    pipeline.use_compiled(True)  # in both runs of the module's fixture (it restores the choice)
+    seen = []
+    reference = pipeline.Dissector._packet
+
+    def counted(self, number, *rest):
+        seen.append(number)
+        return reference(self, number, *rest)
+
+    monkeypatch.setattr(pipeline.Dissector, "_packet", counted)
+    segs = conv.segments()
+    t = run(tmp_path, segs)
+    assert len(t["methods"]) == 23
+    flagged = [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
+    assert seen == flagged  # the SYNs and FINs (the SYN opens the conversation)

@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from amqpcap.amqp import accel
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
 from amqpcap.capture import link as _link
@@ -148,6 +149,8 @@ class Dissector:
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
         # first packet number of each tcp_stream (Spark renumbers split captures)
         self.stream_starts: list = []
+        self._unsupported: set = set()  # link types reported as unsupported
+        self._last_progress = 0.0
 
     # -- the hot loop --------------------------------------------------------------------
 
@@ -156,101 +159,112 @@ class Dissector:
             self._run(source, progress)
 
     def _run(self, source, progress) -> None:
-        parse = _link.parse_packet
-        flows = self.flows
-        unsupported: set = set()
-        last_progress = time.monotonic()
-        number = ts = 0
-        for number, ts, linktype, data, wirelen in source:
-            self.bytes += wirelen
-            try:
-                r = parse(linktype, data)
-            except _link.UnsupportedLinkType:
-                if linktype not in unsupported:
-                    unsupported.add(linktype)
-                    self._capture_anomaly(
-                        number,
-                        ts,
-                        "unsupported-link-type",
-                        f"link type {linktype} is not supported; its packets are skipped",
-                    )
-                continue
-            if type(r) is not Packet:
-                if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
-                    self._capture_anomaly(number, ts, "malformed-packet", r)
-                continue
-            ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = r
-            entry = flows.get((src, sport, dst, dport))
-            if entry is None or (entry[0].closed and flags & SYN and not flags & ACK):
-                conv = self._new_conversation(ipv, src, sport, dst, dport, flags, payload, number, ts)
-                entry = flows[(src, sport, dst, dport)]
-            conv, d = entry
-            conv.packets[d] += 1
-            conv.last_ts = ts
-            conv.last_packet = number
-            if conv.closed or conv.ignored:
-                continue
-            if (win == 0 and not flags & (SYN | RST)) or conv.zw_open is not None:
-                self._zero_window(conv, d, win, flags, number, ts)
-            streams = conv.streams
-            if flags & SYN:
-                streams[d].syn(seq)
-                if not flags & ACK and conv.syn_ts is None:
-                    conv.syn_ts = ts
-            if flags & ACK:
-                streams[d ^ 1].ack(ack, number, ts)
-            if payload or missing:
-                streams[d].segment(seq, payload, missing, number, ts)
-                if missing:
-                    self._stream_anomaly(
-                        conv,
-                        d,
-                        number,
-                        ts,
-                        "truncated-packet",
-                        f"{missing} bytes of TCP payload cut by the snapshot length",
-                        missing,
-                    )
-            dec = conv.decoder
-            if dec.events:
-                self._emit(conv, dec.pop_events())
-            if dec.undecoded and not dec.is_amqp:
-                self._ignore(conv)
-                continue
-            if flags & (FIN | RST):
-                if flags & FIN or flags & ACK:
-                    # Bytes before a FIN (or an acknowledging RST) were sent: a hole there is loss.
-                    streams[d].fin(seq + len(payload) + missing)
-                if flags & RST:
-                    conv.rst = True
-                    conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
-                    self._finish(conv, number, ts)
-                else:
-                    conv.fin[d] = True
-                    if conv.closed_by is None and not conv.fin[d ^ 1]:
-                        conv.closed_by = "client-fin" if d == 0 else "server-fin"
-                    if conv.fin[d ^ 1]:
-                        self._finish(conv, number, ts)
-            if progress is not None and not number & 0x3FFF:
-                now = time.monotonic()
-                if now - last_progress > 0.5:
-                    last_progress = now
-                    progress(number, self.bytes)
+        self._last_progress = time.monotonic()
+        if _compiled_loop is not None:
+            number = _compiled_loop(self, source, progress, _link.parse_packet)
+        else:
+            number = 0
+            packet = self._packet
+            for number, ts, linktype, data, wirelen in source:
+                packet(number, ts, linktype, data, wirelen, progress)
         self.packets = number
         for kind_number, kind_ts, kind, detail in getattr(source, "anomalies", ()):
             self._capture_anomaly(kind_number, kind_ts, kind, detail)
         seen = set()
-        for conv, _d in list(flows.values()):
+        for conv, _d in list(self.flows.values()):
             if id(conv) not in seen:
                 seen.add(id(conv))
                 if not conv.closed and not conv.ignored:
                     self._finish(conv, conv.last_packet, conv.last_ts)
         self._write_done()
+        unsupported = self._unsupported
         if unsupported and self.nstreams == 0:
             names = ", ".join(
                 f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported)
             )
             raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
+
+    def _packet(self, number, ts, linktype, data, wirelen, progress) -> None:
+        """One packet record (fastpipeline.pyx: the common packet in C, every other one here)."""
+        self.bytes += wirelen
+        try:
+            r = _link.parse_packet(linktype, data)
+        except _link.UnsupportedLinkType:
+            if linktype not in self._unsupported:
+                self._unsupported.add(linktype)
+                self._capture_anomaly(
+                    number,
+                    ts,
+                    "unsupported-link-type",
+                    f"link type {linktype} is not supported; its packets are skipped",
+                )
+            return
+        if type(r) is not Packet:
+            if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
+                self._capture_anomaly(number, ts, "malformed-packet", r)
+            return
+        ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = r
+        flows = self.flows
+        entry = flows.get((src, sport, dst, dport))
+        if entry is None or (entry[0].closed and flags & SYN and not flags & ACK):
+            conv = self._new_conversation(ipv, src, sport, dst, dport, flags, payload, number, ts)
+            entry = flows[(src, sport, dst, dport)]
+        conv, d = entry
+        conv.packets[d] += 1
+        conv.last_ts = ts
+        conv.last_packet = number
+        if conv.closed or conv.ignored:
+            return
+        if (win == 0 and not flags & (SYN | RST)) or conv.zw_open is not None:
+            self._zero_window(conv, d, win, flags, number, ts)
+        streams = conv.streams
+        if flags & SYN:
+            streams[d].syn(seq)
+            if not flags & ACK and conv.syn_ts is None:
+                conv.syn_ts = ts
+        if flags & ACK:
+            streams[d ^ 1].ack(ack, number, ts)
+        if payload or missing:
+            streams[d].segment(seq, payload, missing, number, ts)
+            if missing:
+                self._stream_anomaly(
+                    conv,
+                    d,
+                    number,
+                    ts,
+                    "truncated-packet",
+                    f"{missing} bytes of TCP payload cut by the snapshot length",
+                    missing,
+                )
+        dec = conv.decoder
+        if dec.events:
+            self._emit(conv, dec.pop_events())
+        if dec.undecoded and not dec.is_amqp:
+            self._ignore(conv)
+            return
+        if flags & (FIN | RST):
+            if flags & FIN or flags & ACK:
+                # Bytes before a FIN (or an acknowledging RST) were sent: a hole there is loss.
+                streams[d].fin(seq + len(payload) + missing)
+            if flags & RST:
+                conv.rst = True
+                conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
+                self._finish(conv, number, ts)
+            else:
+                conv.fin[d] = True
+                if conv.closed_by is None and not conv.fin[d ^ 1]:
+                    conv.closed_by = "client-fin" if d == 0 else "server-fin"
+                if conv.fin[d ^ 1]:
+                    self._finish(conv, number, ts)
+        if progress is not None and not number & 0x3FFF:
+            self.tick(number, progress)
+
+    def tick(self, number, progress) -> None:
+        """Every 16,384th packet: the progress line, at most twice a second."""
+        now = time.monotonic()
+        if now - self._last_progress > 0.5:
+            self._last_progress = now
+            progress(number, self.bytes)
 
     # -- conversations ---------------------------------------------------------------------
 
@@ -411,6 +425,32 @@ class Dissector:
             zero_windows=None,
         )
         return row
+
+
+# The per-packet loop: Dissector._packet for every packet, or the compiled loop
+# (fastpipeline.pyx) that runs the common packet in C and hands every other one to it.
+_compiled_loop = None
+
+
+def use_compiled(on: bool) -> None:
+    """Run the compiled packet loop (``on``; it must be built) or ``Dissector._packet`` alone.
+    accel.select() makes the choice once at import."""
+    global _compiled_loop
+    if on:
+        from amqpcap import fastpipeline
+
+        fastpipeline.bind(Packet)
+        _compiled_loop = fastpipeline.run
+    else:
+        _compiled_loop = None
+
+
+def compiled_in_use() -> bool:
+    """True if packets go through the compiled loop."""
+    return _compiled_loop is not None
+
+
+use_compiled(accel.select("fastpipeline") is not None)
 
 
 def _progress_printer(path: str):

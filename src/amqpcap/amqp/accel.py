@@ -17,6 +17,9 @@ the reference, and each handing whatever is off its common path to that referenc
 * ``fastread`` (capture/fastread.pyx), the record walks of pcap and pcapng: every record (every
   well-formed enhanced packet block) wholly in the read buffer at once; other blocks, refills,
   truncation and anomalies stay reader.py's.
+* ``fastpipeline`` (fastpipeline.pyx), ``Dissector``'s packet loop: the common packet (a known
+  conversation, no SYN / FIN / RST, nothing truncated, an open window) in C; every other packet
+  goes to ``Dissector._packet``.
 * ``fastreassembly`` (tcp/fastreassembly.pyx), ``reassembly.Stream`` with its fields in C: the
   next segment in order and the ACK typed; out-of-order data, overlaps, snaplen cuts, holes and
   the end run reassembly.py's own methods on those fields.
@@ -25,7 +28,7 @@ setup.py builds them when Cython and a C compiler are there; without them the in
 succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
 
 This module is the one place that decides (``select``, once per extension and process;
-codec_0_9, rows, link, reader and reassembly ask it at import):
+codec_0_9, rows, link, reader, reassembly and pipeline ask it at import):
 
 * ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them;
 * no extension built (no compiler, or a pure install): pure Python;
@@ -88,6 +91,13 @@ EXTENSIONS = {
         "pcap reader",
         os.path.join(os.path.dirname(HERE), "capture"),
         ("fastread.pyx", "reader.py"),
+    ),
+    "fastpipeline": Extension(
+        "fastpipeline",
+        "amqpcap.fastpipeline",
+        "packet loop",
+        os.path.dirname(HERE),
+        ("fastpipeline.pyx", "pipeline.py"),
     ),
     "fastreassembly": Extension(
         "fastreassembly",
