@@ -150,8 +150,11 @@ def test_events_are_released_at_the_end_of_the_capture_even_if_nothing_settled_i
     assert [e.name for _, e in rest if isinstance(e, Method)] == ["basic.publish", "basic.ack"]
 
 
-def test_holding_is_bounded():
-    dec = ConnectionDecoder(amqp_port=True)
+@pytest.mark.parametrize("frame_events", [True, False])
+def test_holding_is_bounded(frame_events):
+    """Frames count toward the bound whether or not they are events (without --frames the
+    version is settled at the same point)."""
+    dec = ConnectionDecoder(amqp_port=True, frame_events=frame_events)
     released, off = [], 0
     for i in range(3000):
         dec.data(0, off, ACK, i + 1, i)
@@ -161,6 +164,7 @@ def test_holding_is_bounded():
             break
     assert released, "events were held without bound"
     assert len(released) <= dec._hold_max + 2
+    assert i + 1 == dec._hold_max // 2  # an ack is a frame and a method, events or not
     assert dec.version == "0-9-1"
     dec.data(0, off, ACK, 9999, 9999)
     assert dec.pop_events(), "after the bound, events flow again"
@@ -169,3 +173,13 @@ def test_holding_is_bounded():
 @pytest.mark.parametrize("body_bytes,most", [(64, 4096), (1 << 20, 64)])
 def test_hold_bound_shrinks_with_the_body_bytes_kept(body_bytes, most):
     assert ConnectionDecoder(body_bytes=body_bytes)._hold_max == most
+
+
+def test_once_both_directions_are_settled_the_reassembler_feeds_the_codec_directly():
+    dec = ConnectionDecoder()
+    dec.data(0, 0, A.protocol_header("0-9-1"), 1, 1)
+    assert dec.data.__func__ is ConnectionDecoder.data  # the server has not spoken
+    dec.data(1, 0, A.method_frame(0, "connection.start", version_major=0, version_minor=9), 2, 2)
+    assert dec.data == dec.codec.data
+    dec.data(0, 8, ACK, 3, 3)
+    assert [e.name for _, e in dec.pop_events() if isinstance(e, Method)] == ["connection.start", "basic.ack"]

@@ -717,12 +717,14 @@ def use_compiled(on: bool) -> None:
 
         Decoder09._frames = fast09.frames
         Decoder09.feed = fast09.feed  # the per-feed path of the stream core, for this grammar
+        Decoder09.data = fast09.data
         # the per-direction state and the contents in assembly, with their fields in C
         Decoder09.Direction = fast09.Direction
         Decoder09.Pending = fast09.Pending
     else:
         Decoder09._frames = Decoder09._frames_reference
         Decoder09.feed = StreamDecoder.feed
+        Decoder09.data = StreamDecoder.data
         Decoder09.Direction = Direction
         Decoder09.Pending = Pending
 

@@ -78,6 +78,9 @@ class ConnectionDecoder:
         # Pieces keep their packet numbers and times for the replay into the codec.
         self._pieces[direction].append((offset, data, packet, ts))
         self._settle(direction, packet, ts)
+        if self._settled[0] and self._settled[1] and self.codec is not None:
+            # From now on every byte goes to the codec: the reassembler calls it directly.
+            self.data = self.codec.data
 
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
         if self.codec is not None and self._settled[direction]:

@@ -825,6 +825,15 @@ cdef Py_ssize_t walk(dec, int direction, Direction d, Py_ssize_t pos) except? -2
 def feed(dec, int direction, data, offset, packet, ts):
     """StreamDecoder.feed for the common case: in-order data, in sync; anything else (the
     first data, a gap, an overlap, a resync or a skip in progress) goes to the reference."""
+    feed_one(dec, direction, data, offset, packet, ts)
+
+
+def data(dec, int direction, offset, data, packet, ts):
+    """StreamDecoder.data: ``feed`` with the reassembler's argument order."""
+    feed_one(dec, direction, data, offset, packet, ts)
+
+
+cdef feed_one(dec, int direction, data, offset, packet, ts):
     found = dec.dirs[direction]
     if type(found) is not Direction:  # a decoder made before the walker was switched on
         StreamDecoder.feed(dec, direction, data, offset, packet, ts)

@@ -208,6 +208,11 @@ class StreamDecoder:
             d.marks = []
             d.packet, d.ts = packet, ts
 
+    def data(self, direction: int, offset: int, data: bytes, packet: int, ts: int) -> None:
+        """``feed`` with the TCP reassembler's sink arguments (ConnectionDecoder hands its
+        streams straight to the codec once both directions are settled)."""
+        self.feed(direction, data, offset, packet, ts)
+
     def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
         """The capture starts inside this direction's stream at ``offset``: decode from the first
         provable frame (at or after ``at``, where the caller has proven one)."""
