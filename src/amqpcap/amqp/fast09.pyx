@@ -22,6 +22,7 @@ from libc.string cimport memcpy
 
 import dataclasses
 import hashlib
+import sys
 
 cimport cython
 
@@ -348,7 +349,8 @@ cdef object plan_of(fields):
         if c is None:
             return None
         codes.append(c)
-    return bytes(codes), tuple(n for n, _ in fields)
+    # names interned: the row builders look them up with interned keys (an identity hit)
+    return bytes(codes), tuple(sys.intern(n) for n, _ in fields)
 
 
 cdef Py_ssize_t decode_fields(
@@ -457,7 +459,7 @@ cdef object property_plan(props, tuple words):
     fields = plan_of(tuple((n, t) for n, t in present if t != "bit"))
     if fields is None:
         return None
-    plan = (fields[0], fields[1], tuple(n for n, t in present if t == "bit"))
+    plan = (fields[0], fields[1], tuple(sys.intern(n) for n, t in present if t == "bit"))
     if len(plans) < MAX_PROPERTY_PLANS:
         plans[words] = plan
     return plan

@@ -13,7 +13,7 @@ class than Method / Content, or arguments that are not a dict, go to the referen
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError
 from cpython.long cimport PyLong_Check, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
@@ -21,6 +21,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 
 import dataclasses
+import sys
 
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Content, Method
@@ -374,7 +375,7 @@ cdef class Plan:
         if len(fill) > MAX_FILL:
             raise ValueError("fill plan too long")
         self.n = len(fill)
-        self.keys = tuple(k for _, k, _ in fill)
+        self.keys = tuple(sys.intern(k) for _, k, _ in fill)  # the decoder's keys are interned too
         self.convs = tuple(c for _, _, c in fill)
         for j, (i, k, conv) in enumerate(fill):
             self.col[j] = i
@@ -535,9 +536,16 @@ cdef build_method_row(capture, stream, direction, m, version):
     return row
 
 
-cdef inline object dget(dict d, object key, object default):
-    cdef PyObject *v = PyDict_GetItem(d, key)
+cdef inline object dget(dict d, str key, object default):
+    cdef PyObject *v = PyDict_GetItemWithError(d, key)
     return default if v is NULL else <object>v
+
+
+# argument names looked up in every message row, interned as the decoder's are (fast09)
+cdef str K_EXCHANGE = sys.intern("exchange"), K_DESTINATION = sys.intern("destination")
+cdef str K_ROUTING_KEY = sys.intern("routing-key"), K_CONSUMER_TAG = sys.intern("consumer-tag")
+cdef str K_REPLY_CODE = sys.intern("reply-code"), K_REDELIVERED = sys.intern("redelivered")
+cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
 
 
 cdef build_message_row(capture, stream, direction, c, version):
@@ -564,16 +572,16 @@ cdef build_message_row(capture, stream, direction, c, version):
         fill = <Plan>f
     exchange = get(c, C_EXCHANGE, "exchange")
     if exchange is None:
-        exchange = dget(a, "exchange", dget(a, "destination", None))
+        exchange = dget(a, K_EXCHANGE, dget(a, K_DESTINATION, None))
     routing_key = get(c, C_ROUTING_KEY, "routing_key")
     if routing_key is None:
-        routing_key = dget(a, "routing-key", None)
+        routing_key = dget(a, K_ROUTING_KEY, None)
     if direction == 1 and version == "0-10":
-        consumer_tag = dget(a, "consumer-tag", dget(a, "destination", None))
+        consumer_tag = dget(a, K_CONSUMER_TAG, dget(a, K_DESTINATION, None))
     else:
-        consumer_tag = dget(a, "consumer-tag", None)
-    code = dget(a, "reply-code", None)
-    redelivered = dget(a, "redelivered", dget(p, "redelivered", None))
+        consumer_tag = dget(a, K_CONSUMER_TAG, None)
+    code = dget(a, K_REPLY_CODE, None)
+    redelivered = dget(a, K_REDELIVERED, dget(p, K_REDELIVERED, None))
     row = PyTuple_New(N_MESSAGE)
     init(row, 0, capture)
     init(row, 1, stream)
@@ -587,7 +595,7 @@ cdef build_message_row(capture, stream, direction, c, version):
     init(row, 9, to_s(exchange))
     init(row, 10, to_s(routing_key))
     init(row, 11, to_s(consumer_tag))
-    init(row, 12, to_tag(dget(a, "delivery-tag", None)))
+    init(row, 12, to_tag(dget(a, K_DELIVERY_TAG, None)))
     init(row, 13, redelivered if PyBool_Check(redelivered) else None)
     init(row, 14, code if is_int(code) else None)
     for i in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES):
