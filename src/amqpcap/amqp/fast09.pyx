@@ -683,7 +683,10 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         METHOD, (w.packet, w.ts, offset, channel, cid, mid, name, args, spec.synchronous, content, size, None, None)
     )
     if w.midstream:
-        dec._fresh(direction, w.d, channel)
+        ms = w.d.mid
+        # StreamDecoder._fresh does nothing once the held anomaly is out and the channel known
+        if ms.held is not None or channel not in ms.fresh:
+            dec._fresh(direction, w.d, channel)
     # StreamDecoder._method: secrets out, then the event, then what it tells of the connection
     if name in SECRET_ARGS:
         w.learner.redact(name, args)
