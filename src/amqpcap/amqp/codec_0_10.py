@@ -20,7 +20,8 @@ Wire structure (spec sections 4.4, 5.3, 5.7-5.9):
   assembly: for message.transfer (and file/stream commands that carry content)
   they become one ``Content`` event.
 
-Events: one ``Frame`` per frame, one ``Method`` per control or command
+Events: one ``Frame`` per frame (if ``frame_events``; every frame reaches the ``tally``
+either way: stream.py), one ``Method`` per control or command
 (commands numbered per session and per sender from session.command-point,
 default 0), ``Content`` per content-carrying command, ``Heartbeat`` for
 connection.heartbeat (also reported as a Method), ``Anomaly`` for everything
