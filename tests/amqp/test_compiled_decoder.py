@@ -8,6 +8,7 @@ for every shipped capture.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import subprocess
@@ -287,3 +288,23 @@ def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypat
         "content-type": "t",
         "headers": {"a": 1.5, "b": [1, "x"], "c": {"d": None}},
     }
+
+
+@pytest.mark.parametrize("size", [1024, 1025, 100_000])
+def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
+    """Body frames over 1 KiB are hashed through a view of the frame, not a copy."""
+    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    data = (
+        A.method_frame(1, "basic.publish", exchange="e", routing_key="r")
+        + A.header_frame(1, 60, 2 * size, {})
+        + A.body_frame(1, body)
+        + A.body_frame(1, body[::-1])
+    )
+    got = {}
+    for compiled in (False, True):
+        codec_0_9.use_compiled(compiled)
+        dec = Decoder09()
+        dec.feed(0, data, 0, 1, 0)
+        (c,) = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
+        got[compiled] = (c.body_hash, c.body_received, c.complete)
+    assert got[True] == got[False] == (hashlib.sha256(body + body[::-1]).hexdigest(), 2 * size, True)

@@ -15,7 +15,9 @@ attribute lookups); the gain here comes from C reads of the wire and from not bu
 Python frame per frame, method, header and body.
 """
 
+from cpython.buffer cimport PyBUF_READ
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -747,7 +749,10 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
     cdef Py_ssize_t n = end - start, take
     p.frames += 1
     if n:
-        p.hash.update(PyBytes_FromStringAndSize(<const char *>(b + start), n))
+        if n > 1024:  # a view of the frame, not a copy (a small copy costs less than a view)
+            p.hash.update(PyMemoryView_FromMemory(<char *>(b + start), n, PyBUF_READ))
+        else:
+            p.hash.update(PyBytes_FromStringAndSize(<const char *>(b + start), n))
         head = p.head
         take = w.body_bytes - len(head)
         if take > 0:
