@@ -183,3 +183,29 @@ def test_once_both_directions_are_settled_the_reassembler_feeds_the_codec_direct
     assert dec.data == dec.codec.data
     dec.data(0, 8, ACK, 3, 3)
     assert [e.name for _, e in dec.pop_events() if isinstance(e, Method)] == ["connection.start", "basic.ack"]
+
+
+def _server_after_header(s2c: bytes):
+    dec = ConnectionDecoder()
+    dec.data(0, 0, A.protocol_header("0-9-1"), 1, 1)
+    dec.data(1, 0, s2c, 2, 2)
+    dec.finish(3, 3)
+    return [e for _, e in dec.pop_events()]
+
+
+def test_a_server_seen_from_its_first_frame_has_no_messages_begun_before_the_capture():
+    """The client's header was captured, so the server's first byte is its stream's first: a
+    body frame with no delivery before it is a protocol error, not the rest of a message the
+    capture missed (a mid-stream start would count it in its resync anomaly)."""
+    start = A.method_frame(0, "connection.start", version_major=0, version_minor=9)
+    ev = _server_after_header(start + A.body_frame(1, b"stray"))
+    assert [(a.kind, a.channel) for a in ev if isinstance(a, Anomaly)] == [("unexpected-frame", 1)]
+    assert [e.name for e in ev if isinstance(e, Method)] == ["connection.start"]
+
+
+def test_a_server_whose_first_bytes_are_not_a_frame_is_still_resynchronised():
+    start = A.method_frame(0, "connection.start", version_major=0, version_minor=9)
+    ev = _server_after_header(b"\x00junk" + start)
+    kinds = [(a.kind, a.skipped) for a in ev if isinstance(a, Anomaly)]
+    assert kinds == [("resync", 5)]
+    assert [e.name for e in ev if isinstance(e, Method)] == ["connection.start"]

@@ -634,8 +634,10 @@ class Decoder010(StreamDecoder):
         self.segs: tuple[dict, dict] = ({}, {})  # per direction: (channel << 4 | track) -> _Segment
         self.frame_limit = HARD_MAX_FRAME
 
-    def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
-        super().start_midstream(direction, offset, at)
+    def start_midstream(
+        self, direction: int, offset: int, at: int | None = None, begun: bool = False
+    ) -> None:
+        super().start_midstream(direction, offset, at, begun)
         self.dirs[direction].ids_unknown = True
 
     def _tuned(self, frame_max: int) -> None:

@@ -247,7 +247,8 @@ class ConnectionDecoder:
         self._settled[direction] = True
         self._pre[direction] = bytearray()
         if self._pre_off[direction] is not None:
-            self.codec.start_midstream(direction, self._pre_off[direction], at)
+            begun = direction == 1 and self.client_header is not None  # the server answering
+            self.codec.start_midstream(direction, self._pre_off[direction], at, begun)
         self._replay(direction, None)
         self._pieces[direction] = []
 

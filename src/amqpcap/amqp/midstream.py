@@ -15,10 +15,13 @@ from amqpcap.amqp.events import Anomaly
 
 
 class MidstreamStart:
-    __slots__ = ("fresh", "held", "starting")
+    __slots__ = ("fresh", "held", "starting", "begun")
 
-    def __init__(self) -> None:
+    def __init__(self, begun: bool = False) -> None:
         self.starting = True  # the first boundary is still to be found
+        # The capture saw the conversation begin (the peer's protocol header): if this direction
+        # starts right at a frame, it starts at its own beginning and nothing of it came before.
+        self.begun = begun
         self.fresh: set = set()  # channels (0-10: channel << 4 | track) that have had a method since
         self.held: list | None = None
 

@@ -213,14 +213,18 @@ class StreamDecoder:
         streams straight to the codec once both directions are settled)."""
         self.feed(direction, data, offset, packet, ts)
 
-    def start_midstream(self, direction: int, offset: int, at: int | None = None) -> None:
+    def start_midstream(
+        self, direction: int, offset: int, at: int | None = None, begun: bool = False
+    ) -> None:
         """The capture starts inside this direction's stream at ``offset``: decode from the first
-        provable frame (at or after ``at``, where the caller has proven one)."""
+        provable frame (at or after ``at``, where the caller has proven one).  ``begun``: the
+        capture saw the conversation begin (a server answering a client's header): a first
+        frame right at ``offset`` is then the stream's own beginning, not a mid-stream start."""
         d = self.dirs[direction]
         d.resync = True
         d.resync_from = offset
         d.scan_from = offset if at is None else at
-        d.mid = MidstreamStart()
+        d.mid = MidstreamStart(begun)
 
     def gap(self, direction: int, offset: int, size: int, packet: int, ts: int) -> None:
         """``size`` bytes of this direction are lost at ``offset``."""
@@ -340,7 +344,10 @@ class StreamDecoder:
             if proof > 0:
                 skipped = d.base + p - d.resync_from
                 if d.mid is not None and d.mid.starting:
-                    d.mid.resynced(d.resync_from, skipped, d.packet, d.ts)
+                    if d.mid.begun and not skipped:
+                        d.mid = None  # no message of this direction began before the capture
+                    else:
+                        d.mid.resynced(d.resync_from, skipped, d.packet, d.ts)
                 else:
                     detail = self._resync_detail(d.base + p, skipped)
                     if detail is not None:
