@@ -861,20 +861,27 @@ def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypa
 
 
 def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeypatch):
-    """Only handshakes, ends and the first packet of a conversation go to Dissector._packet
-    (the comparisons above would pass with a loop that handed every packet over)."""
+    """Only handshakes, ends and the first packet of a conversation go to Dissector._parsed
+    (the comparisons above would pass with a loop that handed every packet over), and no
+    packet is parsed twice."""
     built_or_skip("fastpipeline")
     pipeline.use_compiled(True)  # in both runs of the module's fixture (it restores the choice)
-    seen = []
-    reference = pipeline.Dissector._packet
+    seen, parses = [], []
+    reference, parse = pipeline.Dissector._parsed, pipeline._link.parse_packet
 
     def counted(self, number, *rest):
         seen.append(number)
         return reference(self, number, *rest)
 
-    monkeypatch.setattr(pipeline.Dissector, "_packet", counted)
+    def parse_counted(linktype, data):
+        parses.append(linktype)
+        return parse(linktype, data)
+
+    monkeypatch.setattr(pipeline.Dissector, "_parsed", counted)
+    monkeypatch.setattr(pipeline._link, "parse_packet", parse_counted)
     segs = conv.segments()
     t = run(tmp_path, segs)
     assert len(t["methods"]) == 23
     flagged = [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
     assert seen == flagged  # the SYNs and FINs (the SYN opens the conversation)
+    assert len(parses) == len(segs)

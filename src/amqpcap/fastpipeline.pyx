@@ -4,12 +4,11 @@
 The common packet in C: a parsed TCP segment of a conversation already known, with no SYN,
 FIN or RST, nothing cut by the snapshot length and a window that is open (and was open): its
 counts, the acknowledgement, the payload into the stream, the events out.  Every other packet
-(the first of a conversation, handshakes and ends, zero windows, truncation, link types not
-supported, anything malformed) goes to ``Dissector._packet``, the reference, whole: what it
-does with a packet is the reference's by construction.
+(the first of a conversation, handshakes and ends, zero windows, truncation, anything not TCP
+or malformed) goes to ``Dissector._parsed``, the reference, with the parse already done; a
+link type not supported to ``Dissector._unsupported_link``.  What is done with a packet is the
+reference's by construction.
 """
-
-from libc.stdint cimport uint8_t
 
 cdef extern from *:
     """
@@ -24,75 +23,72 @@ SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
 
 # TCP flags (capture/link.py's)
 cdef int SYN = 0x02, FIN = 0x01, RST = 0x04, ACK = 0x10
-cdef object Packet = None  # link.Packet, bound by pipeline.use_compiled (no import cycle)
+# link.Packet and link.UnsupportedLinkType, bound by pipeline.use_compiled (no import cycle)
+cdef object Packet = None, UnsupportedLinkType = None
 
 
-def bind(packet_class):
-    global Packet
-    Packet = packet_class
+def bind(packet_class, unsupported):
+    global Packet, UnsupportedLinkType
+    Packet, UnsupportedLinkType = packet_class, unsupported
 
 
 def run(dis, source, progress, parse):
-    """``for record in source: dis._packet(*record, progress)``, the common packet in C; the
-    number of the last packet."""
+    """``for record in source: dis._packet(*record, progress)``, the common TCP segment in C;
+    the number of the last packet."""
     cdef dict flows = dis.flows
-    cdef long long nbytes = 0
-    cdef int flags, d
-    cdef tuple r, entry
-    slow = dis._packet
-    emit = dis._emit
+    cdef long long nbytes = 0  # added to dis.bytes before anything reads it (the progress line)
     number = 0
     for number, ts, linktype, data, wirelen in source:
+        nbytes += wirelen
         try:
             parsed = parse(linktype, data)
-        except Exception:  # an unsupported link type: the reference reports it
-            parsed = None
-        if type(parsed) is not Packet:
-            dis.bytes += nbytes
-            nbytes = 0
-            slow(number, ts, linktype, data, wirelen, progress)
-            continue
-        r = <tuple>parsed
-        flags = r[7]
-        if flags & (SYN | FIN | RST) or r[10] or r[8] == 0:
-            dis.bytes += nbytes
-            nbytes = 0
-            slow(number, ts, linktype, data, wirelen, progress)
-            continue
-        entry = flows.get((r[1], r[3], r[2], r[4]))
-        if entry is None:
-            dis.bytes += nbytes
-            nbytes = 0
-            slow(number, ts, linktype, data, wirelen, progress)
-            continue
-        conv = entry[0]
-        if conv.zw_open is not None:
-            dis.bytes += nbytes
-            nbytes = 0
-            slow(number, ts, linktype, data, wirelen, progress)
-            continue
-        d = entry[1]
-        nbytes += wirelen
-        conv.packets[d] += 1
-        conv.last_ts = ts
-        conv.last_packet = number
-        if conv.closed or conv.ignored:
-            continue
-        streams = conv.streams
-        if flags & ACK:
-            streams[d ^ 1].ack(r[6], number, ts)
-        payload = r[9]
-        if payload:
-            streams[d].segment(r[5], payload, 0, number, ts)
-        dec = conv.decoder
-        if dec.events:
-            emit(conv, dec.pop_events())
-        if dec.undecoded and not dec.is_amqp:
-            dis._ignore(conv)
-            continue
+        except UnsupportedLinkType:
+            dis._unsupported_link(number, ts, linktype)
+        else:
+            if not common(dis, flows, parsed, number, ts):
+                dis._parsed(number, ts, parsed)
         if progress is not None and not number & 0x3FFF:
             dis.bytes += nbytes
             nbytes = 0
             dis.tick(number, progress)
     dis.bytes += nbytes
     return number
+
+
+cdef bint common(dis, dict flows, parsed, number, ts) except -1:
+    """Dissector._parsed for a TCP segment of a known conversation with no SYN, FIN or RST,
+    nothing cut and the window open (and not closing a zero-window period); False, having done
+    nothing, for any other packet."""
+    cdef tuple r, entry
+    cdef int flags, d
+    if type(parsed) is not Packet:
+        return False
+    r = <tuple>parsed
+    flags = r[7]
+    if flags & (SYN | FIN | RST) or r[10] or r[8] == 0:
+        return False
+    found = flows.get((r[1], r[3], r[2], r[4]))
+    if found is None:
+        return False
+    entry = <tuple>found
+    conv = entry[0]
+    if conv.zw_open is not None:
+        return False
+    d = entry[1]
+    conv.packets[d] += 1
+    conv.last_ts = ts
+    conv.last_packet = number
+    if conv.closed or conv.ignored:
+        return True
+    streams = conv.streams
+    if flags & ACK:
+        streams[d ^ 1].ack(r[6], number, ts)
+    payload = r[9]
+    if payload:
+        streams[d].segment(r[5], payload, 0, number, ts)
+    dec = conv.decoder
+    if dec.events:
+        dis._emit(conv, dec.pop_events())
+    if dec.undecoded and not dec.is_amqp:
+        dis._ignore(conv)
+    return True

@@ -185,20 +185,29 @@ class Dissector:
             raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
 
     def _packet(self, number, ts, linktype, data, wirelen, progress) -> None:
-        """One packet record (fastpipeline.pyx: the common packet in C, every other one here)."""
+        """One packet record: the loop body (fastpipeline.pyx is this loop in C)."""
         self.bytes += wirelen
         try:
             r = _link.parse_packet(linktype, data)
         except _link.UnsupportedLinkType:
-            if linktype not in self._unsupported:
-                self._unsupported.add(linktype)
-                self._capture_anomaly(
-                    number,
-                    ts,
-                    "unsupported-link-type",
-                    f"link type {linktype} is not supported; its packets are skipped",
-                )
-            return
+            self._unsupported_link(number, ts, linktype)
+        else:
+            self._parsed(number, ts, r)
+        if progress is not None and not number & 0x3FFF:
+            self.tick(number, progress)
+
+    def _unsupported_link(self, number, ts, linktype) -> None:
+        if linktype not in self._unsupported:
+            self._unsupported.add(linktype)
+            self._capture_anomaly(
+                number,
+                ts,
+                "unsupported-link-type",
+                f"link type {linktype} is not supported; its packets are skipped",
+            )
+
+    def _parsed(self, number, ts, r) -> None:
+        """A parsed packet (fastpipeline.pyx: the common TCP segment in C, every other one here)."""
         if type(r) is not Packet:
             if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
                 self._capture_anomaly(number, ts, "malformed-packet", r)
@@ -256,8 +265,6 @@ class Dissector:
                     conv.closed_by = "client-fin" if d == 0 else "server-fin"
                 if conv.fin[d ^ 1]:
                     self._finish(conv, number, ts)
-        if progress is not None and not number & 0x3FFF:
-            self.tick(number, progress)
 
     def tick(self, number, progress) -> None:
         """Every 16,384th packet: the progress line, at most twice a second."""
@@ -439,7 +446,7 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap import fastpipeline
 
-        fastpipeline.bind(Packet)
+        fastpipeline.bind(Packet, _link.UnsupportedLinkType)
         _compiled_loop = fastpipeline.run
     else:
         _compiled_loop = None

@@ -130,10 +130,6 @@ def test_compiled_and_reference_build_identical_rows_for_every_capture(
         assert n == sum(pq.read_metadata(p).num_rows for p in (tmp_path / "out").rglob(f"{table}/*.parquet"))
 
 
-class Appended(list):
-    append = list.append  # a table: rows in the order appended
-
-
 @pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
 def test_compiled_append_rows_appends_and_hands_back_what_the_reference_does(
     fastrows, capture, tmp_path, monkeypatch
@@ -146,9 +142,9 @@ def test_compiled_append_rows_appends_and_hands_back_what_the_reference_does(
     def both(events, capture, stream, version, methods, messages):
         out = {}
         for name, fn in (("reference", reference), ("compiled", fastrows.append_rows)):
-            m, c = Appended(), Appended()
+            m, c = [], []  # tables: the rows in the order appended
             rest = fn(events, capture, stream, version, m, c)
-            out[name] = (repr(list(m)), repr(list(c)), rest)
+            out[name] = (repr(m), repr(c), rest)
         assert out["compiled"] == out["reference"]
         calls["events"] += len(events)
         calls["rest"] += len(out["compiled"][2])

@@ -19,7 +19,7 @@ the reference, and each handing whatever is off its common path to that referenc
   truncation and anomalies stay reader.py's.
 * ``fastpipeline`` (fastpipeline.pyx), ``Dissector``'s packet loop: the common packet (a known
   conversation, no SYN / FIN / RST, nothing truncated, an open window) in C; every other packet
-  goes to ``Dissector._packet``.
+  goes to ``Dissector._parsed``, parsed once.
 * ``fastreassembly`` (tcp/fastreassembly.pyx), ``reassembly.Stream`` with its fields in C: the
   next segment in order and the ACK typed; out-of-order data, overlaps, snaplen cuts, holes and
   the end run reassembly.py's own methods on those fields.
