@@ -151,7 +151,7 @@ class StreamDecoder:
     version = ""
     # Every frame decoded is reported to ``tally(direction, ts, n)`` if one is handed in (the
     # pipeline's per-direction liveness and counts), and becomes a ``Frame`` event only if
-    # ``frame_events``: without the frames table a Frame per frame is a third of the work.
+    # ``frame_events``: without the frames table an event per frame is work for nobody.
     tally = None
     frame_events = True
 
