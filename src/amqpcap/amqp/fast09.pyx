@@ -498,13 +498,15 @@ cdef object properties(props, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, 
 # --- the frame walker (Decoder09._frames and the frame methods it calls) ---------------------
 
 
-@cython.no_gc  # holds no reference back to itself: no cycle for the collector to find
-@cython.freelist(4)
 @cython.final
 cdef class Walk:
-    """What one call of ``frames`` reads of the decoder and the direction, read once: attribute
-    lookups from C cost as much as the decoding.  ``refresh`` re-reads the decoder's after
-    a call into the reference, which may narrow a mid-stream version (``_use_version``)."""
+    """What a call of ``frames`` reads of the decoder and the direction.  Attribute lookups
+    from C cost as much as the decoding, so each direction keeps its Walk (``Direction.walk``):
+    what is fixed once the codec exists (the learner, its handlers, the tally, the pending
+    contents, ...) is read on the first call only; per call ``begin`` reads the events list and
+    the direction's position, and ``refresh`` the version's tables, which a call into the
+    reference may narrow (``_use_version``) or tune.  ``dec`` is held only during a call (no
+    cycle through the direction)."""
 
     cdef object dec, frame_types, learner, tally
     cdef Direction d
@@ -517,22 +519,25 @@ cdef class Walk:
     cdef Py_ssize_t frame_max, body_bytes
     cdef bint rabbit, one_version, midstream, frame_events
 
-    cdef start(self, dec, int direction, Direction d):
-        self.dec = dec
-        self.d = d
+    cdef bind(self, dec, int direction):
+        """The decoder's attributes that do not change once it decodes."""
         self.direction = direction
-        self.events = dec.events
         self.pending = dec.pending[direction]
         self.names = dec.type_names
         self.learner = dec.learner
         self.handlers = dec.learner.handlers
         self.body_bytes = dec.body_bytes
+        self.tally = dec.tally
+        self.frame_events = dec.frame_events
+
+    cdef begin(self, dec, Direction d):
+        self.dec = dec
+        self.d = d
+        self.events = dec.events
         self.packet = d.packet
         self.ts = d.ts
         self.base = d.base
         self.midstream = d.mid is not None
-        self.tally = dec.tally
-        self.frame_events = dec.frame_events
         self.refresh()
 
     cdef counted(self, Py_ssize_t n):
@@ -565,6 +570,7 @@ cdef class Direction:
     cdef public object buf, packet, ts, marks, mid
     cdef public Py_ssize_t pos, base, resync_from, skip, scan_from
     cdef public bint resync
+    cdef Walk walk  # the walker's, made on its first call (not part of the reference's state)
 
     def __init__(self):
         self.buf = b""
@@ -787,13 +793,27 @@ cdef Py_ssize_t walk(dec, int direction, Direction d, Py_ssize_t pos) except? -2
     # A typed view: C reads of bytes or bytearray, and a bytearray cannot be resized under it.
     cdef const uint8_t[::1] view = buf
     cdef const uint8_t *b = &view[0]
+    cdef Walk w = d.walk
+    if w is None or w.direction != direction:
+        w = d.walk = Walk.__new__(Walk)
+        w.bind(dec, direction)
+    w.begin(dec, d)
+    try:
+        return frames_of(w, dec, direction, d, buf, b, n, pos)
+    finally:
+        w.dec = None  # no cycle decoder -> direction -> walk -> decoder
+        w.d = None
+        w.events = None
+
+
+cdef inline Py_ssize_t frames_of(
+    Walk w, dec, int direction, Direction d, buf, const uint8_t *b, Py_ssize_t n, Py_ssize_t pos
+) except? -2:
     cdef uint8_t ftype
     cdef uint16_t channel
     cdef uint32_t size
     cdef Py_ssize_t end, start
     cdef Py_ssize_t nframes = 0
-    cdef Walk w = Walk.__new__(Walk)
-    w.start(dec, direction, d)
     while n - pos >= 7:
         ftype = b[pos]
         channel = rd16(b + pos + 1)
