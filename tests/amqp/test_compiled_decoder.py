@@ -290,6 +290,31 @@ def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypat
     }
 
 
+def test_a_decoder_is_freed_with_its_last_reference_after_the_walker_ran(fast09):
+    """Each direction keeps its walk between packets; the walk must not keep the decoder
+    (a cycle would leave every finished conversation to the cyclic collector)."""
+    import gc
+    import weakref
+
+    codec_0_9.use_compiled(True)
+    dec = Decoder09()
+    seen = []
+    dec.tally = lambda d, ts, n: seen.append(n)
+    dec.frame_events = False
+    publish = A.method_frame(1, "basic.publish", exchange="e", routing_key="r") + A.header_frame(1, 60, 2, {})
+    for i, chunk in enumerate([publish + A.body_frame(1, b"ab"), A.heartbeat()]):
+        dec.feed(0, chunk, len(publish + A.body_frame(1, b"ab")) * i, i + 1, i)
+    assert [type(e).__name__ for _, e in dec.pop_events()] == ["Method", "Content", "Heartbeat"]
+    assert seen == [3, 1]  # both packets went through the walker (the second one with its kept walk)
+    ref = weakref.ref(dec)
+    gc.disable()
+    try:
+        del dec
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("size", [1024, 1025, 100_000])
 def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
     """Body frames over 1 KiB are hashed through a view of the frame, not a copy."""
