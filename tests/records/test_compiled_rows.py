@@ -280,6 +280,54 @@ def test_compiled_and_reference_message_rows_are_identical_for_odd_properties(
     assert outcome(fastrows.message_row, *args) == outcome(rows.message_row_reference, *args)
 
 
+@FUZZ
+@given(st.lists(methods(), max_size=12), st.lists(contents(), max_size=12), VERSIONS)
+def test_rows_in_a_sequence_are_identical_whatever_plan_the_row_before_left(fastrows, ms, cs, version):
+    # the compiled builders reuse the plan of the previous row of the same method name (or
+    # property count) when the keys are the same: a sequence mixes hits and misses
+    for m in ms:
+        args = ("cap", 3, 1, m, version)
+        assert outcome(fastrows.method_row, *args) == outcome(rows.method_row_reference, *args)
+    for c in cs:
+        args = ("cap", 3, 0, c, version)
+        assert outcome(fastrows.message_row, *args) == outcome(rows.message_row_reference, *args)
+
+
+class _Key(str):
+    pass
+
+
+def test_the_same_names_in_another_order_type_or_object_are_not_the_plan_of_the_row_before(fastrows):
+    fresh = "".join(["exch", "ange"])  # equal to "exchange", another object
+    sequences = [
+        {"exchange": "e", "routing-key": "r", "mandatory": True},
+        {"routing-key": "r", "exchange": "e", "mandatory": True},  # same names, other order
+        {fresh: "e\n\u00e9", "routing-key": "r", "mandatory": True},
+        {_Key("exchange"): "e", "routing-key": "r", "mandatory": True},  # a str subclass key
+        {"exchange": "e", "routing-key": "r", "mandatory": True, "$dialect": "x"},
+        {"exchange": "e", "routing-key": "r"},
+        {"exchange": "e", "routing-key": "r", "mandatory": True},
+    ]
+    for args in sequences:
+        m = _method("basic.publish", args)
+        call = ("c", 1, 0, m, "0-9-1")
+        expected = outcome(rows.method_row_reference, *call)
+        assert outcome(fastrows.method_row, *call) == expected
+        # and as the properties of a message (a plan per property count)
+        c = Content(4, 5, 6, 1, _method("basic.publish", {}), 60, dict(args), 1, 1, 1, "h", b"x", True, 4)
+        call = ("c", 1, 0, c, "0-9-1")
+        assert outcome(fastrows.message_row, *call) == outcome(rows.message_row_reference, *call)
+    row = dict(
+        zip(
+            rows._METHOD_COLUMNS,
+            fastrows.method_row("c", 1, 0, _method("basic.publish", sequences[1]), "0-9-1"),
+        )
+    )
+    assert (
+        row["arguments"] == '{"routing-key":"r","exchange":"e","mandatory":true}'
+    )  # in the dict's own order
+
+
 def _method(name, args, **kw):
     return Method(1, 2, 3, 1, 0, 0, name, args, False, False, 9, **kw)
 

@@ -13,12 +13,12 @@ class than Method / Content, or arguments that are not a dict, go to the referen
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next
 from cpython.long cimport PyLong_Check, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
-from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
 import dataclasses
 import sys
@@ -244,6 +244,46 @@ cdef extern from *:
             return amqpcap_jb64(b, (const unsigned char *)PyByteArray_AS_STRING(o), PyByteArray_GET_SIZE(o));
         return 1;
     }
+    /* The JSON text of dict d whose keys are, in order, those the fragments were made of
+       ('"key":', already escaped, in one bytes object, ends[i] the end of the i-th): the keys
+       are not encoded again.  As amqpcap_json otherwise. */
+    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends) {
+        amqpcap_jbuf b;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        PyObject *k, *v, *out = NULL;
+        Py_ssize_t pos = 0, i = 0, start = 0;
+        const char *f = PyBytes_AS_STRING(frags);
+        int r = amqpcap_jput(&b, "{", 1);
+        while (r == 0 && PyDict_Next(d, &pos, &k, &v)) {
+            if (i && (r = amqpcap_jput(&b, ",", 1)) != 0) break;
+            if ((r = amqpcap_jput(&b, f + start, ends[i] - start)) != 0) break;
+            start = ends[i++];
+            r = amqpcap_jvalue(&b, v, 1);
+        }
+        if (r == 0) r = amqpcap_jput(&b, "}", 1);
+        if (r == 0) out = PyUnicode_DecodeUTF8(b.p, b.n, NULL);
+        if (b.p != b.small) PyMem_Free(b.p);
+        if (r == 1) Py_RETURN_NONE;
+        return out;
+    }
+    /* '"key":' of each str in keys, one after the other, into a bytes object; ends[i] the end
+       of the i-th.  None if a key is not written here (the plan then encodes whole dicts). */
+    static PyObject *amqpcap_json_fragments(PyObject *keys, Py_ssize_t *ends) {
+        amqpcap_jbuf b;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        int r = 0;
+        Py_ssize_t n = PyTuple_GET_SIZE(keys);
+        for (Py_ssize_t i = 0; i < n && r == 0; i++) {
+            PyObject *k = PyTuple_GET_ITEM(keys, i);
+            r = PyUnicode_CheckExact(k) ? amqpcap_jstr(&b, k) : 1;
+            if (r == 0) r = amqpcap_jput(&b, ":", 1);
+            ends[i] = b.n;
+        }
+        PyObject *out = r == 0 ? PyBytes_FromStringAndSize(b.p, b.n) : NULL;
+        if (b.p != b.small) PyMem_Free(b.p);
+        if (r == 1) Py_RETURN_NONE;
+        return out;
+    }
     /* The JSON text of o; None if it is not a value written here; NULL: error set. */
     static PyObject *amqpcap_json(PyObject *o) {
         amqpcap_jbuf b;
@@ -256,6 +296,8 @@ cdef extern from *:
     }
     """
     object amqpcap_json(object o)
+    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends)
+    object amqpcap_json_fragments(tuple keys, Py_ssize_t *ends)
 
 
 cdef object to_json(object o):
@@ -358,6 +400,7 @@ cdef inline object convert(int code, object conv, object v):
 
 cdef enum:
     MAX_FILL = 32
+    MAX_NAMES = 64  # longer argument / property lists: no keyed JSON
 
 
 cdef class Plan:
@@ -369,6 +412,11 @@ cdef class Plan:
     cdef int code[MAX_FILL]
     cdef tuple keys, convs
     cdef bint destination, reply_code, failing
+    # the names of the dict it was made for, in order, and their JSON keys (None: not written
+    # by amqpcap_json_keyed); a dict with the same names in the same order uses this plan
+    cdef tuple names
+    cdef object frags
+    cdef Py_ssize_t ends[MAX_NAMES]
 
     def __init__(self, fill, destination=False, reply_code=False, failing=False):
         fill = tuple(fill)
@@ -384,9 +432,89 @@ cdef class Plan:
         self.reply_code = reply_code
         self.failing = failing
 
+    cdef void named(self, tuple names):
+        self.names = names
+        self.frags = amqpcap_json_fragments(names, self.ends) if len(names) <= MAX_NAMES else None
+
+    cdef object json(self, dict d, bint same):
+        """to_json(d); ``same``: d's keys are this plan's names (same_names), written from the
+        plan's JSON keys."""
+        if self.frags is None or not same:
+            return to_json(d)
+        text = amqpcap_json_keyed(d, self.frags, self.ends)
+        if text is None:
+            return encode(d)
+        return text
+
 
 cdef dict method_plans = {}  # (method name, argument names) -> Plan, as rows._plans
 cdef dict property_plans = {}  # property names -> Plan, as rows._property_plans
+# The plan used last for a method name / for a property dict of n names: most rows of a
+# capture repeat the names of the row before them, and comparing the names costs less than
+# building and hashing the key tuple.
+cdef dict last_method_plan = {}
+cdef list last_property_plan = [None] * 32
+
+
+cdef inline bint same_names(tuple names, dict d):
+    """d's keys are ``names``, in this order, and of the same type: exact str (the names are
+    interned on both sides: mostly an identity)."""
+    cdef PyObject *k
+    cdef PyObject *v
+    cdef Py_ssize_t pos = 0, i = 0
+    if len(d) != len(names):
+        return False
+    while PyDict_Next(d, &pos, &k, &v):
+        name = <object>PyTuple_GET_ITEM(names, i)
+        if <object>k is not name:
+            if not (PyUnicode_CheckExact(<object>k) and PyUnicode_CheckExact(name) and name == <object>k):
+                return False
+        i += 1
+    return True
+
+
+cdef Plan method_plan(name, dict a, bint *same):
+    """rows._plans[(name, tuple(a))] (made on first use); same[0]: a's keys are its names."""
+    cdef Plan plan
+    found = PyDict_GetItem(last_method_plan, name) if PyUnicode_CheckExact(name) else NULL
+    if found is not NULL and same_names((<Plan>found).names, a):
+        same[0] = True
+        return <Plan>found
+    key = (name, tuple(a))
+    p = PyDict_GetItem(method_plans, key)
+    if p is NULL:
+        rp = R._MethodPlan(name, key[1])
+        plan = Plan(rp.fill, rp.destination, rp.code, rp.failing)
+        plan.named(key[1])
+        method_plans[key] = plan
+    else:
+        plan = <Plan>p
+    same[0] = same_names(plan.names, a)
+    if same[0] and PyUnicode_CheckExact(name) and len(last_method_plan) < 4096:  # names from the wire
+        last_method_plan[name] = plan
+    return plan
+
+
+cdef Plan property_plan(dict p, bint *same):
+    """rows._property_plans[tuple(p)] (made on first use); same[0]: p's keys are its names."""
+    cdef Plan fill
+    cdef Py_ssize_t slot = len(p) & 31
+    found = last_property_plan[slot]
+    if found is not None and same_names((<Plan>found).names, p):
+        same[0] = True
+        return <Plan>found
+    keys = tuple(p)
+    f = PyDict_GetItem(property_plans, keys)
+    if f is NULL:
+        fill = Plan(R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(keys)))
+        fill.named(keys)
+        property_plans[keys] = fill
+    else:
+        fill = <Plan>f
+    same[0] = same_names(fill.names, p)
+    if same[0]:
+        last_property_plan[slot] = fill
+    return fill
 
 
 cdef inline void init(tuple row, Py_ssize_t i, object v):
@@ -481,6 +609,7 @@ def message_row(capture, stream, direction, c, version):
 
 cdef build_method_row(capture, stream, direction, m, version):
     cdef Plan plan
+    cdef bint same = False
     cdef Py_ssize_t i, j
     cdef tuple row
     if R is None:
@@ -491,14 +620,7 @@ cdef build_method_row(capture, stream, direction, m, version):
     if not PyDict_CheckExact(a):
         return R.method_row_reference(capture, stream, direction, m, version)
     name = get(m, M_NAME, "name")
-    key = (name, tuple(a))
-    p = PyDict_GetItem(method_plans, key)
-    if p is NULL:
-        rp = R._MethodPlan(name, key[1])
-        plan = Plan(rp.fill, rp.destination, rp.code, rp.failing)
-        method_plans[key] = plan
-    else:
-        plan = <Plan>p
+    plan = method_plan(name, <dict>a, &same)
     row = PyTuple_New(N_METHOD)
     init(row, 0, capture)
     init(row, 1, stream)
@@ -532,7 +654,7 @@ cdef build_method_row(capture, stream, direction, m, version):
         put(row, M_FAILING_COL, failing(version, a))
     put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
     put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
-    put(row, M_ARGUMENTS_COL, to_json(a))
+    put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same))
     return row
 
 
@@ -550,6 +672,7 @@ cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
 
 cdef build_message_row(capture, stream, direction, c, version):
     cdef Plan fill
+    cdef bint same = False
     cdef Py_ssize_t j, i
     cdef tuple row
     if R is None:
@@ -563,13 +686,7 @@ cdef build_message_row(capture, stream, direction, c, version):
     a = get(method, M_ARGS, "args")
     if not PyDict_CheckExact(a):
         return R.message_row_reference(capture, stream, direction, c, version)
-    keys = tuple(p)
-    f = PyDict_GetItem(property_plans, keys)
-    if f is NULL:
-        fill = Plan(R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(keys)))
-        property_plans[keys] = fill
-    else:
-        fill = <Plan>f
+    fill = property_plan(<dict>p, &same)
     exchange = get(c, C_EXCHANGE, "exchange")
     if exchange is None:
         exchange = dget(a, K_EXCHANGE, dget(a, K_DESTINATION, None))
@@ -601,7 +718,7 @@ cdef build_message_row(capture, stream, direction, c, version):
     for i in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES):
         init(row, i, None)
     i = FIRST_PROPERTY + N_PROPERTIES
-    init(row, i, to_json(p))
+    init(row, i, fill.json(<dict>p, same))
     init(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
     init(row, i + 2, get(c, C_RECEIVED, "body_received"))
     init(row, i + 3, get(c, C_FRAMES, "body_frames"))
