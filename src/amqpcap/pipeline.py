@@ -25,8 +25,8 @@ from amqpcap.capture.link import TCP_SYN as SYN
 from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
+from amqpcap.records import liveness as _liveness
 from amqpcap.records import rows as R
-from amqpcap.records.liveness import Liveness
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp import reassembly as _reassembly
 
@@ -124,7 +124,7 @@ class Conversation:
         self.zero_windows = None  # list of closed/open periods, created on the first one
         # frames, heartbeats and silences per direction (heartbeat health without --frames),
         # reported by the decoder itself
-        self.live = Liveness()
+        self.live = _liveness.Liveness()  # the compiled one with the compiled row builders
 
 
 class Dissector:

@@ -431,3 +431,47 @@ def test_compiled_json_text_of_nested_and_long_values(fastrows):
         deep = {"a": [deep]}
     for value in (deep, {"s": "é" * 5000, "b": bytes(range(256)) * 9, "n": [2**64, -(2**63)]}):
         assert fastrows.json_text(value) == rows.to_json(value)
+
+
+# --- liveness ------------------------------------------------------------------------------
+
+
+TALLIES = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1]),
+        st.integers(0, 10**6) | st.integers(2**63 - 10, 2**64 + 10),  # beyond int64: pcapng times
+        st.integers(1, 5),
+    ),
+    max_size=30,
+)
+
+
+@FUZZ
+@given(TALLIES, st.lists(st.sampled_from([0, 1]), max_size=5))
+def test_compiled_liveness_keeps_the_reference_facts(fastrows, tallies, heartbeats):
+    from amqpcap.records.liveness import LivenessReference
+
+    ours, ref = fastrows.Liveness(), LivenessReference()
+    for d, ts, n in tallies:
+        ours.frames_seen(d, ts, n) if n > 1 else ours.frames_seen(d, ts)
+        ref.frames_seen(d, ts, n)
+    for d in heartbeats:
+        ours.heartbeat(d)
+        ref.heartbeat(d)
+    assert ours.columns() == ref.columns()
+    for name in ("frames", "heartbeats", "last", "gap", "gap_start"):
+        assert getattr(ours, name) == getattr(ref, name), name
+    # an index that is not a direction fails as the reference fails
+    assert outcome(ours.frames_seen, 2, 5) == outcome(ref.frames_seen, 2, 5)
+
+
+def test_the_pipeline_keeps_liveness_with_the_row_builders_it_uses(fastrows):
+    from amqpcap.records import liveness
+
+    try:
+        rows.use_compiled(True)
+        assert liveness.Liveness is fastrows.Liveness
+        rows.use_compiled(False)
+        assert liveness.Liveness is liveness.LivenessReference
+    finally:
+        rows.use_compiled(accel.select("fastrows") is not None)

@@ -10,7 +10,8 @@ the reference, and each handing whatever is off its common path to that referenc
   reference's by construction.
 * ``fastrows`` (records/fastrows.pyx), the methods / messages row builders
   (``rows.method_row``, ``rows.message_row``): C type checks and tuples built in place, the
-  fill plans and the JSON encoder being rows.py's own.
+  fill plans and the JSON encoder being rows.py's own; and ``liveness.Liveness`` with the
+  decoder's per-packet tally (``frames_seen``) in C.
 * ``fastlink`` (capture/fastlink.pyx), ``link.parse_packet`` for the common packet (Ethernet,
   SLL, SLL2 or raw IP; IPv4 without options or IPv6 without extension headers; TCP; all
   captured); every other packet goes to ``link.parse_packet_reference``.
@@ -69,7 +70,7 @@ EXTENSIONS = {
         "amqpcap.records.fastrows",
         "row builder",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastrows.pyx", "rows.py", "schema.py"),
+        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py"),
     ),
     "fastwriter": Extension(
         "fastwriter",

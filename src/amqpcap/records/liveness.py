@@ -12,9 +12,9 @@ when the frames table is not written.
 
 from __future__ import annotations
 
-from amqpcap.records.rows import DIRS
+from amqpcap.records.schema import DIRS
 
-__all__ = ["Liveness", "COLUMNS"]
+__all__ = ["Liveness", "LivenessReference", "COLUMNS", "use_compiled"]
 
 COLUMNS = tuple(
     f"{name}_{d}"
@@ -23,8 +23,10 @@ COLUMNS = tuple(
 )
 
 
-class Liveness:
-    """Heartbeat frames and frame silences, per direction (0 = c2s, 1 = s2c)."""
+class LivenessReference:
+    """Heartbeat frames and frame silences, per direction (0 = c2s, 1 = s2c).  ``Liveness`` is
+    this class, or its compiled twin (fastrows.Liveness: ``frames_seen``, the decoder's tally
+    called once a packet, in C; the same attributes, and this class's other methods)."""
 
     __slots__ = ("frames", "heartbeats", "last", "gap", "gap_start")
 
@@ -60,3 +62,18 @@ class Liveness:
             out[f"silence_end_ts_{d}"] = start + self.gap[i] if start is not None else None
             out[f"last_frame_ts_{d}"] = self.last[i]
         return out
+
+
+Liveness = LivenessReference
+
+
+def use_compiled(on: bool) -> None:
+    """The compiled Liveness (``on``: fastrows must be built) or the reference; rows.use_compiled
+    switches it with the row builders (the same extension)."""
+    global Liveness
+    if on:
+        from amqpcap.records import fastrows
+
+        Liveness = fastrows.Liveness
+    else:
+        Liveness = LivenessReference

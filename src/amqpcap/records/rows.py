@@ -14,9 +14,7 @@ from amqpcap.amqp import accel
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
-from amqpcap.records.schema import COLUMNS
-
-DIRS = ("c2s", "s2c")
+from amqpcap.records.schema import COLUMNS, DIRS
 
 
 def _json_default(o):
@@ -452,8 +450,11 @@ append_rows = append_rows_reference
 
 def use_compiled(on: bool) -> None:
     """Build method and message rows with the compiled builders (``on``; they must be built) or
-    the reference functions here.  accel.select() makes the choice once at import."""
+    the reference functions here (and liveness's ``Liveness`` with them).  accel.select() makes
+    the choice once at import."""
     global method_row, message_row, append_rows
+    from amqpcap.records import liveness  # here: it imports this module
+
     if on:
         from amqpcap.records import fastrows
 
@@ -462,6 +463,7 @@ def use_compiled(on: bool) -> None:
     else:
         method_row, message_row = method_row_reference, message_row_reference
         append_rows = append_rows_reference
+    liveness.use_compiled(on)
 
 
 def compiled_in_use() -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 TS = pa.timestamp("ns", tz="UTC")
+DIRS = ("c2s", "s2c")  # direction values, and the suffixes of the per-direction columns
 
 _KEYS = [
     ("capture", pa.string(), "Capture file as given on the command line (or the Spark input path)."),
