@@ -315,6 +315,26 @@ def test_a_decoder_is_freed_with_its_last_reference_after_the_walker_ran(fast09)
         gc.enable()
 
 
+def test_a_frame_max_tuned_between_packets_is_seen_by_the_compiled_walker(fast09):
+    """The walker keeps the version's tables between packets and re-reads them when the codec
+    says they changed (``generation``): here a frame-max tuned by code that runs between two
+    packets (the reference's own feed, for one)."""
+    first = A.method_frame(1, "basic.ack", delivery_tag=1, multiple=False)
+    second = A.body_frame(1, b"x" * 5000)  # beyond a frame-max of 4096
+    seen = {}
+    for compiled in (False, True):
+        codec_0_9.use_compiled(compiled)
+        dec = Decoder09("0-9-1")
+        dec.frame_events = False
+        dec.feed(0, first, 0, 1, 0)
+        out = [repr(e) for _, e in dec.pop_events()]
+        dec._tuned(4096)
+        dec.feed(0, second, len(first), 2, 1)
+        seen[compiled] = out + [repr(e) for _, e in dec.pop_events()]
+    assert seen[True] == seen[False]
+    assert any("frame" in e and "Anomaly" in e for e in seen[True][1:])
+
+
 @pytest.mark.parametrize("size", [1024, 1025, 100_000])
 def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
     """Body frames over 1 KiB are hashed through a view of the frame, not a copy."""

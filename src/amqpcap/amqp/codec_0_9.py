@@ -432,6 +432,9 @@ class Decoder09(StreamDecoder):
         # ``infer``: the version is a guess (no protocol header was captured); methods whose
         # layout differs between 0-8, 0-9 and 0-9-1 narrow it down as they arrive.
         self.candidates = INFER_ORDER if infer else (version,)
+        # bumped whenever the tables below (methods, properties, frame types, frame-max) change:
+        # the compiled walker re-reads them then, not on every packet
+        self.generation = 0
         self._lookup = {v: _method_table(v) for v in self.candidates}
         self._same: dict = {}  # (class, method) -> True if every candidate decodes it alike
         self._use_version(version if not infer else INFER_ORDER[0])
@@ -439,6 +442,7 @@ class Decoder09(StreamDecoder):
         self.frame_max = MAX_FRAME
 
     def _use_version(self, version: str) -> None:
+        self.generation += 1
         self.version = version
         self.tables = _spec.get(version)
         self.methods = self._lookup[version]
@@ -453,6 +457,7 @@ class Decoder09(StreamDecoder):
     def _tuned(self, frame_max: int) -> None:
         # Allow the 8 bytes of framing the frame-max counts, and a little slack.
         self.frame_max = min(max(frame_max, 4096), HARD_MAX_FRAME)
+        self.generation += 1
 
     # -- framing ---------------------------------------------------------------------
 

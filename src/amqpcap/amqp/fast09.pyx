@@ -518,6 +518,7 @@ cdef class Walk:
     cdef int direction
     cdef Py_ssize_t frame_max, body_bytes
     cdef bint rabbit, one_version, midstream, frame_events
+    cdef object generation  # the decoder's when the tables were read (None: never)
 
     cdef bind(self, dec, int direction):
         """The decoder's attributes that do not change once it decodes."""
@@ -538,7 +539,8 @@ cdef class Walk:
         self.ts = d.ts
         self.base = d.base
         self.midstream = d.mid is not None
-        self.refresh()
+        if dec.generation is not self.generation:  # small ints: an identity while it is the same
+            self.refresh()
 
     cdef counted(self, Py_ssize_t n):
         """StreamDecoder._counted for the ``n`` frames of this call, all at one time."""
@@ -550,6 +552,7 @@ cdef class Walk:
 
     cdef refresh(self):
         dec = self.dec
+        self.generation = dec.generation
         self.frame_types = dec.frame_types
         self.frame_max = dec.frame_max
         self.methods = dec.methods
