@@ -10,6 +10,7 @@ safety and the command line's exit codes; each with the packet loop in Python an
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -885,3 +886,38 @@ def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeyp
     flagged = [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
     assert seen == flagged  # the SYNs and FINs (the SYN opens the conversation)
     assert len(parses) == len(segs)
+
+
+def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
+    """A zero-window period sends the conversation's packets to Dissector._parsed while it is
+    open; once it reopens they are the compiled loop's again (they were not, for the rest of
+    the conversation, until stop 19), and the period is reported the same either way."""
+    built_or_skip("fastpipeline")
+    segs = conv.segments()
+    s2c = [
+        i for i, s in enumerate(segs) if s.direction == "s2c" and s.payload and not set(s.flags) & set("SFR")
+    ]
+    zero = s2c[1]
+    reopen = next(i for i in range(zero + 1, len(segs)) if segs[i].direction == "s2c")
+    segs[zero] = segs[zero].copy(window=0)
+    tables = {}
+    for compiled in (False, True):
+        pipeline.use_compiled(compiled)
+        seen = []
+        reference = pipeline.Dissector._parsed
+
+        def counted(self, number, *rest, _seen=seen, _ref=reference):
+            _seen.append(number)
+            return _ref(self, number, *rest)
+
+        monkeypatch.setattr(pipeline.Dissector, "_parsed", counted)
+        tables[compiled] = run(tmp_path, segs, name=f"{compiled}.pcap")
+        monkeypatch.setattr(pipeline.Dissector, "_parsed", reference)
+    zw = {c: [r["zero_windows"] for r in t["connections"]] for c, t in tables.items()}
+    assert zw[True] == zw[False]
+    (periods,) = [json.loads(z) for z in zw[True] if z]
+    assert [p[:2] for p in periods] == [["s2c", zero + 1]] and periods[0][3] is not None  # reopened
+    flagged = [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
+    # the packet that closes the window, and those up to the one after it in that direction
+    during = [i + 1 for i in range(zero, reopen + 1)]
+    assert seen == sorted(flagged + during)

@@ -120,7 +120,9 @@ class Conversation:
         self.anomalies = 0
         self.ignored = False
         self.row = None
-        self.zw_open = None  # per direction: (frame, ts) where a zero window began, or None
+        # per direction: the index in zero_windows of the period open, or None; None while
+        # neither direction has one open (the compiled loop leaves the packet to _parsed otherwise)
+        self.zw_open = None
         self.zero_windows = None  # list of closed/open periods, created on the first one
         # frames, heartbeats and silences per direction (heartbeat health without --frames),
         # reported by the decoder itself
@@ -326,6 +328,8 @@ class Dissector:
         elif opened is not None:
             conv.zero_windows[opened][3:] = [number, ts]
             conv.zw_open[d] = None
+            if conv.zw_open[d ^ 1] is None:
+                conv.zw_open = None  # no period open: the conversation's packets are common again
 
     def _prune(self) -> None:
         for k in [k for k, (c, _) in self.flows.items() if c.closed or c.ignored]:
