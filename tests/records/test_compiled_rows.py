@@ -475,3 +475,53 @@ def test_the_pipeline_keeps_liveness_with_the_row_builders_it_uses(fastrows):
         assert liveness.Liveness is liveness.LivenessReference
     finally:
         rows.use_compiled(accel.select("fastrows") is not None)
+
+
+# --- rows straight into the compiled table buffer ----------------------------------------------
+
+
+def test_rows_go_into_a_compiled_table_buffer_as_values_not_tuples(fastrows):
+    """append_rows hands a compiled table buffer the staged values (no row tuple, no call of
+    its ``append``); the batch reads back as the same rows appended as tuples; a value the
+    buffer refuses raises as it does for a tuple and leaves the rows before it."""
+    import pyarrow as pa
+
+    from amqpcap.records.schema import SCHEMAS
+
+    fastwriter = built_or_skip("fastwriter")
+
+    class Counting(fastwriter.Columns):
+        calls = 0
+
+        def append(self, row):
+            Counting.calls += 1
+            return super().append(row)
+
+    ack = _method("basic.ack", {"delivery-tag": 5, "multiple": False})
+    publish = _method("basic.publish", {"exchange": "e", "routing-key": "r", "mandatory": False})
+    props = {"content-type": "t", "headers": {"a": 1, "b": [True, None]}, "delivery-mode": 2}
+    content = Content(4, 5, 6, 1, publish, 60, props, 3, 3, 1, "h", b"abc", True, 4)
+    events = [(0, publish), (0, content), (1, ack), (0, _method("channel.close", {"reply-code": 404}))]
+    direct = {n: Counting(SCHEMAS[n], 100) for n in ("methods", "messages")}
+    tuples = {n: fastwriter.Columns(SCHEMAS[n], 100) for n in ("methods", "messages")}
+    assert fastrows.append_rows(events, "cap", 7, "0-9-1", direct["methods"], direct["messages"]) == []
+    for d, e in events:
+        if type(e) is Method:
+            tuples["methods"].append(fastrows.method_row("cap", 7, d, e, "0-9-1"))
+        else:
+            tuples["messages"].append(fastrows.message_row("cap", 7, d, e, "0-9-1"))
+    assert Counting.calls == 0 and direct["methods"].pending == 3 and direct["messages"].pending == 1
+    bad = _method("basic.ack", {"delivery-tag": 6})
+    bad.channel = "not a channel"  # the int16 column refuses it
+    for table in (direct["methods"], tuples["methods"]):
+        add = fastrows.append_rows if table is direct["methods"] else None
+        with pytest.raises(pa.ArrowInvalid):
+            if add:
+                add([(1, bad)], "cap", 7, "0-9-1", table, direct["messages"])
+            else:
+                table.append(fastrows.method_row("cap", 7, 1, bad, "0-9-1"))
+    for name in ("methods", "messages"):
+        got, want = direct[name].take(), tuples[name].take()
+        assert got.equals(want), name
+        assert got.num_rows == (3 if name == "methods" else 1)  # the refused row left nothing
+    assert got.column("headers").to_pylist() == ['{"a":1,"b":[true,null]}']

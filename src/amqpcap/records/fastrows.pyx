@@ -17,7 +17,9 @@ from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithE
 from cpython.long cimport PyLong_Check, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+from libc.string cimport memset
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
 import dataclasses
@@ -519,18 +521,46 @@ cdef Plan property_plan(dict p, bint *same):
     return fill
 
 
-cdef inline void init(tuple row, Py_ssize_t i, object v):
-    """row[i] = v in a new tuple, slot still empty."""
-    Py_INCREF(v)
-    PyTuple_SET_ITEM(row, i, v)
+# A row is staged in a C array of its values (NULL: null), then made a tuple, or handed to the
+# compiled table buffer as it is (fastwriter.APPEND_ARRAY: no tuple, nulls not written one by one).
+cdef enum:
+    MAX_COLS = 64
 
 
-cdef inline void put(tuple row, Py_ssize_t i, object v):
-    """row[i] = v in a tuple being built, slot already set."""
-    cdef PyObject *old = PyTuple_GET_ITEM(row, i)
-    Py_INCREF(v)
-    PyTuple_SET_ITEM(row, i, v)
+cdef inline void put(PyObject **row, Py_ssize_t i, object v):
+    """row[i] = v (None: null)."""
+    cdef PyObject *old = row[i]
+    if v is None:
+        row[i] = NULL
+    else:
+        Py_INCREF(v)
+        row[i] = <PyObject *>v
     Py_XDECREF(old)
+
+
+cdef inline bint is_null(PyObject **row, Py_ssize_t i):
+    return row[i] == NULL
+
+
+cdef void clear(PyObject **row, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        Py_XDECREF(row[i])
+        row[i] = NULL
+
+
+cdef tuple as_tuple(PyObject **row, Py_ssize_t n):
+    cdef Py_ssize_t i
+    cdef tuple t = PyTuple_New(n)
+    for i in range(n):
+        v = <object>row[i] if row[i] != NULL else None
+        Py_INCREF(v)
+        PyTuple_SET_ITEM(t, i, v)
+    return t
+
+
+ctypedef int (*append_array_fn)(object columns, PyObject **values) except -1
+cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind)
 
 
 cdef Py_ssize_t N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
@@ -567,6 +597,17 @@ cdef int bind() except -1:
     N_MESSAGE = len(rows.COLUMNS["messages"])
     FIRST_PROPERTY = rows._MSG_FIRST_PROPERTY
     N_PROPERTIES = len(rows._MESSAGE_PROPERTIES)
+    if N_METHOD > MAX_COLS or N_MESSAGE > MAX_COLS:
+        raise ImportError("records/schema.py: more columns than fastrows.pyx stages (MAX_COLS)")
+    global append_array
+    try:
+        from amqpcap.records import fastwriter
+
+        append_array = <append_array_fn>PyCapsule_GetPointer(
+            fastwriter.APPEND_ARRAY, "amqpcap.records.fastwriter.append_array"
+        )
+    except (ImportError, AttributeError, ValueError):  # not built, or another build: tuples
+        append_array = NULL
     # the positions written by hand below
     if N_HEAD != 14 or FIRST_PROPERTY != 15 or N_MESSAGE != FIRST_PROPERTY + N_PROPERTIES + 9:
         raise ImportError("records/schema.py METHODS / MESSAGES changed: update fastrows.pyx")
@@ -583,17 +624,41 @@ cdef inline object direction_name(object direction):
 
 
 def append_rows(list events, capture, stream, version, methods, messages):
-    """rows.append_rows_reference, compiled: no Python frame per event."""
+    """rows.append_rows_reference, compiled: no Python frame per event, and no row tuple for a
+    compiled table buffer (the staged values go straight into its columns)."""
     cdef list rest = []
     cdef tuple pair
+    cdef PyObject *row[MAX_COLS]
+    cdef bint direct_methods, direct_messages
+    if R is None:
+        bind()
+    memset(row, 0, sizeof(row))
+    direct_methods = append_array != NULL and append_array(methods, NULL)
+    direct_messages = append_array != NULL and append_array(messages, NULL)
     add_method, add_message = methods.append, messages.append
     for pair in events:
         d, e = pair
         t = type(e)
         if t is Method:
-            add_method(build_method_row(capture, stream, d, e, version))
+            try:
+                if stage_method_row(row, capture, stream, d, e, version):
+                    add_method(R.method_row_reference(capture, stream, d, e, version))
+                elif direct_methods:
+                    append_array(methods, row)
+                else:
+                    add_method(as_tuple(row, N_METHOD))
+            finally:
+                clear(row, N_METHOD)
         elif t is Content:
-            add_message(build_message_row(capture, stream, d, e, version))
+            try:
+                if stage_message_row(row, capture, stream, d, e, version):
+                    add_message(R.message_row_reference(capture, stream, d, e, version))
+                elif direct_messages:
+                    append_array(messages, row)
+                else:
+                    add_message(as_tuple(row, N_MESSAGE))
+            finally:
+                clear(row, N_MESSAGE)
         else:
             rest.append(pair)
     return rest
@@ -601,52 +666,66 @@ def append_rows(list events, capture, stream, version, methods, messages):
 
 def method_row(capture, stream, direction, m, version):
     """rows.method_row_reference, compiled."""
-    return build_method_row(capture, stream, direction, m, version)
+    cdef PyObject *row[MAX_COLS]
+    if R is None:
+        bind()
+    memset(row, 0, sizeof(row))
+    try:
+        if stage_method_row(row, capture, stream, direction, m, version):
+            return R.method_row_reference(capture, stream, direction, m, version)
+        return as_tuple(row, N_METHOD)
+    finally:
+        clear(row, N_METHOD)
 
 
 def message_row(capture, stream, direction, c, version):
     """rows.message_row_reference, compiled."""
-    return build_message_row(capture, stream, direction, c, version)
-
-
-cdef build_method_row(capture, stream, direction, m, version):
-    cdef Plan plan
-    cdef bint same = False
-    cdef Py_ssize_t i, j
-    cdef tuple row
+    cdef PyObject *row[MAX_COLS]
     if R is None:
         bind()
+    memset(row, 0, sizeof(row))
+    try:
+        if stage_message_row(row, capture, stream, direction, c, version):
+            return R.message_row_reference(capture, stream, direction, c, version)
+        return as_tuple(row, N_MESSAGE)
+    finally:
+        clear(row, N_MESSAGE)
+
+
+cdef int stage_method_row(PyObject **row, capture, stream, direction, m, version) except -1:
+    """The methods row of ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged) if the
+    reference is to build it (another event class, arguments that are not a dict)."""
+    cdef Plan plan
+    cdef bint same = False
+    cdef Py_ssize_t j
     if not DIRECT or type(m) is not Method:
-        return R.method_row_reference(capture, stream, direction, m, version)
+        return 1
     a = get(m, M_ARGS, "args")
     if not PyDict_CheckExact(a):
-        return R.method_row_reference(capture, stream, direction, m, version)
+        return 1
     name = get(m, M_NAME, "name")
     plan = method_plan(name, <dict>a, &same)
-    row = PyTuple_New(N_METHOD)
-    init(row, 0, capture)
-    init(row, 1, stream)
-    init(row, 2, get(m, M_PACKET, "packet"))
-    init(row, 3, get(m, M_TS, "ts"))
-    init(row, 4, direction_name(direction))
-    init(row, 5, get(m, M_CHANNEL, "channel"))
-    init(row, 6, get(m, M_OFFSET, "offset"))
-    init(row, 7, name)
-    init(row, 8, get(m, M_CLASS, "class_id"))
-    init(row, 9, get(m, M_METHOD, "method_id"))
-    init(row, 10, version)
-    init(row, 11, get(m, M_SYNC, "synchronous"))
-    init(row, 12, get(m, M_HAS_CONTENT, "has_content"))
-    init(row, 13, get(m, M_SIZE, "frame_size"))
-    for i in range(N_HEAD, N_METHOD):
-        init(row, i, None)
+    put(row, 0, capture)
+    put(row, 1, stream)
+    put(row, 2, get(m, M_PACKET, "packet"))
+    put(row, 3, get(m, M_TS, "ts"))
+    put(row, 4, direction_name(direction))
+    put(row, 5, get(m, M_CHANNEL, "channel"))
+    put(row, 6, get(m, M_OFFSET, "offset"))
+    put(row, 7, name)
+    put(row, 8, get(m, M_CLASS, "class_id"))
+    put(row, 9, get(m, M_METHOD, "method_id"))
+    put(row, 10, version)
+    put(row, 11, get(m, M_SYNC, "synchronous"))
+    put(row, 12, get(m, M_HAS_CONTENT, "has_content"))
+    put(row, 13, get(m, M_SIZE, "frame_size"))
     for j in range(plan.n):
         put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
     if plan.destination:
         # 0-10: a transfer from the broker names the subscription it is delivered to.
         if name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
             put(row, M_CONSUMER_TAG_COL, to_s(a["destination"]))
-        elif row[M_EXCHANGE_COL] is None:
+        elif is_null(row, M_EXCHANGE_COL):
             put(row, M_EXCHANGE_COL, to_s(a["destination"]))
     if plan.reply_code:
         code = a.get("reply-code", a.get("error-code"))
@@ -657,7 +736,7 @@ cdef build_method_row(capture, stream, direction, m, version):
     put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
     put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
     put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same))
-    return row
+    return 0
 
 
 cdef inline object dget(dict d, str key, object default):
@@ -672,22 +751,21 @@ cdef str K_REPLY_CODE = sys.intern("reply-code"), K_REDELIVERED = sys.intern("re
 cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
 
 
-cdef build_message_row(capture, stream, direction, c, version):
+cdef int stage_message_row(PyObject **row, capture, stream, direction, c, version) except -1:
+    """The messages row of ``c`` into ``row`` (all NULL on entry): 0; 1 (nothing staged) if the
+    reference is to build it."""
     cdef Plan fill
     cdef bint same = False
     cdef Py_ssize_t j, i
-    cdef tuple row
-    if R is None:
-        bind()
     if not DIRECT or type(c) is not Content:
-        return R.message_row_reference(capture, stream, direction, c, version)
+        return 1
     method = get(c, C_METHOD, "method")
     p = get(c, C_PROPS, "properties")
     if type(method) is not Method or not PyDict_CheckExact(p):
-        return R.message_row_reference(capture, stream, direction, c, version)
+        return 1
     a = get(method, M_ARGS, "args")
     if not PyDict_CheckExact(a):
-        return R.message_row_reference(capture, stream, direction, c, version)
+        return 1
     fill = property_plan(<dict>p, &same)
     exchange = get(c, C_EXCHANGE, "exchange")
     if exchange is None:
@@ -701,37 +779,34 @@ cdef build_message_row(capture, stream, direction, c, version):
         consumer_tag = dget(a, K_CONSUMER_TAG, None)
     code = dget(a, K_REPLY_CODE, None)
     redelivered = dget(a, K_REDELIVERED, dget(p, K_REDELIVERED, None))
-    row = PyTuple_New(N_MESSAGE)
-    init(row, 0, capture)
-    init(row, 1, stream)
-    init(row, 2, get(c, C_PACKET, "packet"))
-    init(row, 3, get(c, C_TS, "ts"))
-    init(row, 4, direction_name(direction))
-    init(row, 5, get(c, C_CHANNEL, "channel"))
-    init(row, 6, get(c, C_OFFSET, "offset"))
-    init(row, 7, get(method, M_NAME, "name"))
-    init(row, 8, version)
-    init(row, 9, to_s(exchange))
-    init(row, 10, to_s(routing_key))
-    init(row, 11, to_s(consumer_tag))
-    init(row, 12, to_tag(dget(a, K_DELIVERY_TAG, None)))
-    init(row, 13, redelivered if PyBool_Check(redelivered) else None)
-    init(row, 14, code if is_int(code) else None)
-    for i in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES):
-        init(row, i, None)
+    put(row, 0, capture)
+    put(row, 1, stream)
+    put(row, 2, get(c, C_PACKET, "packet"))
+    put(row, 3, get(c, C_TS, "ts"))
+    put(row, 4, direction_name(direction))
+    put(row, 5, get(c, C_CHANNEL, "channel"))
+    put(row, 6, get(c, C_OFFSET, "offset"))
+    put(row, 7, get(method, M_NAME, "name"))
+    put(row, 8, version)
+    put(row, 9, to_s(exchange))
+    put(row, 10, to_s(routing_key))
+    put(row, 11, to_s(consumer_tag))
+    put(row, 12, to_tag(dget(a, K_DELIVERY_TAG, None)))
+    put(row, 13, redelivered if PyBool_Check(redelivered) else None)
+    put(row, 14, code if is_int(code) else None)
     i = FIRST_PROPERTY + N_PROPERTIES
-    init(row, i, fill.json(<dict>p, same))
-    init(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
-    init(row, i + 2, get(c, C_RECEIVED, "body_received"))
-    init(row, i + 3, get(c, C_FRAMES, "body_frames"))
-    init(row, i + 4, get(c, C_HASH, "body_hash"))
-    init(row, i + 5, get(c, C_BODY, "body"))
-    init(row, i + 6, get(c, C_COMPLETE, "complete"))
-    init(row, i + 7, get(c, C_FIRST, "first_packet"))
-    init(row, i + 8, get(c, C_PACKET, "packet"))
+    put(row, i, fill.json(<dict>p, same))
+    put(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
+    put(row, i + 2, get(c, C_RECEIVED, "body_received"))
+    put(row, i + 3, get(c, C_FRAMES, "body_frames"))
+    put(row, i + 4, get(c, C_HASH, "body_hash"))
+    put(row, i + 5, get(c, C_BODY, "body"))
+    put(row, i + 6, get(c, C_COMPLETE, "complete"))
+    put(row, i + 7, get(c, C_FIRST, "first_packet"))
+    put(row, i + 8, get(c, C_PACKET, "packet"))
     for j in range(fill.n):
         put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
-    return row
+    return 0
 
 
 # --- liveness (records/liveness.py) -----------------------------------------------------------

@@ -24,6 +24,7 @@ from cpython.long cimport PyLong_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
@@ -41,6 +42,8 @@ cdef extern from *:
     const char *AMQPCAP_SOURCE_SHA256
 
 cdef extern from "Python.h":
+    ctypedef struct PyTupleObject:
+        PyObject *ob_item[1]
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     long long PyLong_AsLongLongAndOverflow(object v, int *overflow) except? -1
 
@@ -103,6 +106,15 @@ cdef inline int push_flag(Buf *b, Py_ssize_t at, uint8_t flag) except -1:
         reserve(b, 1)
     b.data[at] = <char>flag
     b.size = at + 1
+    return 0
+
+
+cdef inline int push_zeros(Buf *b, Py_ssize_t at, Py_ssize_t k) except -1:
+    """Bytes ``at`` .. ``at + k`` of ``b`` set to 0 (``k`` nulls' validity or values at once)."""
+    b.size = at
+    reserve(b, k)
+    memset(b.data + at, 0, k)
+    b.size = at + k
     return 0
 
 
@@ -169,8 +181,16 @@ cdef class Col:
     cdef int append_null(self) except -1:
         raise NotImplementedError
 
+    cdef int fill(self, Py_ssize_t n) except -1:
+        """Nulls up to ``n`` values: the rows that left this column out.  A row writes only its
+        values (``Columns.append_array``); a column's nulls are written when its next value, or
+        ``take``, needs the rows before it (most columns of a row are null)."""
+        while self.length < n:
+            self.append_null()
+        return 0
+
     cdef void truncate(self, Py_ssize_t n) noexcept:
-        """Back to the first ``n`` values (the rows before a row that failed)."""
+        """Back to the first ``n`` values (the rows before a row that failed); n <= length."""
         self.length = n
         self.valid.size = n
 
@@ -237,6 +257,14 @@ cdef class IntCol(Col):
         self.length += 1
         return 0
 
+    cdef int fill(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t k = n - self.length
+        if k > 0:
+            push_zeros(&self.values, self.length * self.width, k * self.width)
+            push_zeros(&self.valid, self.length, k)
+            self.length = n
+        return 0
+
     cdef void truncate(self, Py_ssize_t n) noexcept:
         Col.truncate(self, n)
         self.values.size = n * self.width
@@ -277,6 +305,14 @@ cdef class BoolCol(Col):
         self.values.size += 1
         push_flag(&self.valid, self.length, 0)
         self.length += 1
+        return 0
+
+    cdef int fill(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t k = n - self.length
+        if k > 0:
+            push_zeros(&self.values, self.length, k)
+            push_zeros(&self.valid, self.length, k)
+            self.length = n
         return 0
 
     cdef void truncate(self, Py_ssize_t n) noexcept:
@@ -342,6 +378,21 @@ cdef class BytesCol(Col):
 
     cdef int append_null(self) except -1:
         return self.add(NULL, 0, 0)
+
+    cdef int fill(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t k = n - self.length, i
+        cdef int32_t end
+        cdef int32_t *o
+        if k > 0:
+            end = (<int32_t *>self.offsets.data)[self.length]
+            reserve(&self.offsets, 4 * k)
+            o = <int32_t *>(self.offsets.data + self.offsets.size)
+            for i in range(k):
+                o[i] = end
+            self.offsets.size += 4 * k
+            push_zeros(&self.valid, self.length, k)
+            self.length = n
+        return 0
 
     cdef void truncate(self, Py_ssize_t n) noexcept:
         Col.truncate(self, n)
@@ -563,39 +614,51 @@ cdef class Columns:
 
     def append(self, row):
         """Append ``row``: a tuple in schema column order."""
-        cdef Py_ssize_t i
-        cdef Col col
         if not PyTuple_CheckExact(row) or PyTuple_GET_SIZE(row) != self.ncols:
             row = self.normal_row(row)
+        self.append_array(<PyObject **>&(<PyTupleObject *>row).ob_item[0])
+
+    cdef int append_array(self, PyObject **values) except -1:
+        """Append the row of ``values`` (``ncols`` of them, schema column order; NULL is null):
+        ``append`` for a tuple, and what the row builders call without making one
+        (``APPEND_ARRAY``).  Only the values are written (nulls: ``Col.fill``); a value a column
+        refuses leaves nothing of the row behind."""
+        cdef Py_ssize_t i, n = self.n
+        cdef PyObject *p
+        cdef Col col
         try:
             for i in range(self.ncols):
+                p = values[i]
+                if p == NULL or <object>p is None:
+                    continue
                 col = <Col>PyList_GET_ITEM(self.cols, i)
-                v = <object>PyTuple_GET_ITEM(row, i)
+                v = <object>p
                 # the common columns without a virtual call (Col.append: the same, for any column)
                 if col.kind == K_INT:
-                    if v is None:
-                        (<IntCol>col).append_null()
-                    elif not (<IntCol>col).put(v):
+                    (<IntCol>col).fill(n)
+                    if not (<IntCol>col).put(v):
                         col.append(v)
                 elif col.kind == K_BYTES:
-                    if v is None:
-                        (<BytesCol>col).append_null()
-                    elif not (<BytesCol>col).put(v):
+                    (<BytesCol>col).fill(n)
+                    if not (<BytesCol>col).put(v):
                         col.append(v)
                 elif col.kind == K_BOOL:
-                    if v is None:
-                        (<BoolCol>col).append_null()
-                    elif not (<BoolCol>col).put(v):
+                    (<BoolCol>col).fill(n)
+                    if not (<BoolCol>col).put(v):
                         col.append(v)
                 else:
+                    col.fill(n)
                     col.append(v)
         except BaseException:
             for i in range(self.ncols):
-                (<Col>PyList_GET_ITEM(self.cols, i)).truncate(self.n)
+                col = <Col>PyList_GET_ITEM(self.cols, i)
+                if col.length >= n:  # shorter: a column this row and the ones before left null
+                    col.truncate(n)
             raise
-        self.n += 1
+        self.n = n + 1
         if self.n >= self.capacity or self.full_bytes():
             self.flush()
+        return 0
 
     cdef bint full_bytes(self):
         cdef Py_ssize_t i
@@ -609,6 +672,26 @@ cdef class Columns:
 
     def take(self):
         """The pending rows as a ``pa.RecordBatch`` of the schema; none are pending afterwards."""
+        for c in self.cols:
+            (<Col>c).fill(self.n)
         arrays = [(<Col>c).take() for c in self.cols]
         self.n = 0
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+# --- for the row builders (records/fastrows.pyx) ------------------------------------------------
+
+
+cdef int append_array_of(object columns, PyObject **values) except -1:
+    """``columns.append_array(values)``: 1; 0 (nothing done) if ``columns`` is not a Columns.
+    ``values`` NULL: only whether it is one."""
+    if not isinstance(columns, Columns):
+        return 0
+    if values != NULL:
+        (<Columns>columns).append_array(values)
+    return 1
+
+
+# A C function for fastrows without a build-time dependency between the two extensions (a
+# capsule, not a cimport): fastrows uses it when it finds this module, else makes tuples.
+APPEND_ARRAY = PyCapsule_New(<void *>append_array_of, "amqpcap.records.fastwriter.append_array", NULL)
