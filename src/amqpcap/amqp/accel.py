@@ -9,9 +9,9 @@ the reference, and each handing whatever is off its common path to that referenc
   itself and hands every other frame to the reference (codec_0_9.py), so anomalies are the
   reference's by construction.
 * ``fastrows`` (records/fastrows.pyx), the methods / messages row builders
-  (``rows.method_row``, ``rows.message_row``): C type checks and tuples built in place, the
-  fill plans and the JSON encoder being rows.py's own; and ``liveness.Liveness`` with the
-  decoder's per-packet tally (``frames_seen``) in C.
+  (``rows.method_row``, ``rows.message_row``): C type checks, rows staged in place and handed
+  to the compiled table buffer without a tuple, the fill plans and the JSON encoder being
+  rows.py's own; and ``liveness.Liveness`` with the decoder's per-packet tally in C.
 * ``fastlink`` (capture/fastlink.pyx), ``link.parse_packet`` for the common packet (Ethernet,
   SLL, SLL2 or raw IP; IPv4 without options or IPv6 without extension headers; TCP; all
   captured); every other packet goes to ``link.parse_packet_reference``.

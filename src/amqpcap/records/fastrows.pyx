@@ -9,6 +9,10 @@ the reference and owns every decision that is not a type check: the fill plans
 (``_MethodPlan``, ``_fill_plan``), the JSON encoder (``to_json``), reply-code names, failing
 methods and 0-10 sequence sets are its own functions, called from here.  An event of another
 class than Method / Content, or arguments that are not a dict, go to the reference whole.
+
+A row is staged as a C array of its values; ``append_rows`` hands that array to a compiled
+table buffer (fastwriter's ``APPEND_ARRAY``: no tuple, only the values present written) and
+makes a tuple for any other table.  ``Liveness`` is liveness.py's with the decoder's tally in C.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
