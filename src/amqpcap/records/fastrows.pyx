@@ -639,61 +639,74 @@ def append_rows(list events, capture, stream, version, methods, messages):
     memset(row, 0, sizeof(row))
     direct_methods = append_array != NULL and append_array(methods, NULL)
     direct_messages = append_array != NULL and append_array(messages, NULL)
-    add_method, add_message = methods.append, messages.append
     for pair in events:
         d, e = pair
         t = type(e)
         if t is Method:
-            try:
-                if stage_method_row(row, capture, stream, d, e, version):
-                    add_method(R.method_row_reference(capture, stream, d, e, version))
-                elif direct_methods:
-                    append_array(methods, row)
-                else:
-                    add_method(as_tuple(row, N_METHOD))
-            finally:
-                clear(row, N_METHOD)
+            emit(stage_method_row, R.method_row_reference, N_METHOD, methods, direct_methods, row,
+                 capture, stream, d, e, version)
         elif t is Content:
-            try:
-                if stage_message_row(row, capture, stream, d, e, version):
-                    add_message(R.message_row_reference(capture, stream, d, e, version))
-                elif direct_messages:
-                    append_array(messages, row)
-                else:
-                    add_message(as_tuple(row, N_MESSAGE))
-            finally:
-                clear(row, N_MESSAGE)
+            emit(stage_message_row, R.message_row_reference, N_MESSAGE, messages, direct_messages, row,
+                 capture, stream, d, e, version)
         else:
             rest.append(pair)
     return rest
 
 
-def method_row(capture, stream, direction, m, version):
-    """rows.method_row_reference, compiled."""
+ctypedef int (*stage_fn)(PyObject **row, capture, stream, direction, e, version) except -1
+
+
+cdef int emit(stage_fn stage, reference, Py_ssize_t n, table, bint direct, PyObject **row,
+              capture, stream, direction, e, version) except -1:
+    """The row of ``e`` appended to ``table``: its staged values straight into a compiled
+    table buffer (``direct``), else as a tuple; the reference's row if it is to build it."""
+    try:
+        if stage(row, capture, stream, direction, e, version):
+            table.append(reference(capture, stream, direction, e, version))
+        elif direct:
+            append_array(table, row)
+        else:
+            table.append(as_tuple(row, n))
+    finally:
+        clear(row, n)
+    return 0
+
+
+cdef object one_row(stage_fn stage, reference, Py_ssize_t n, capture, stream, direction, e, version):
+    """The row of ``e`` as a tuple (method_row, message_row; rows.py bound)."""
     cdef PyObject *row[MAX_COLS]
-    if R is None:
-        bind()
     memset(row, 0, sizeof(row))
     try:
-        if stage_method_row(row, capture, stream, direction, m, version):
-            return R.method_row_reference(capture, stream, direction, m, version)
-        return as_tuple(row, N_METHOD)
+        if stage(row, capture, stream, direction, e, version):
+            return reference(capture, stream, direction, e, version)
+        return as_tuple(row, n)
     finally:
-        clear(row, N_METHOD)
+        clear(row, n)
+
+
+def method_row(capture, stream, direction, m, version):
+    """rows.method_row_reference, compiled."""
+    if R is None:
+        bind()
+    return one_row(stage_method_row, R.method_row_reference, N_METHOD, capture, stream, direction, m, version)
 
 
 def message_row(capture, stream, direction, c, version):
     """rows.message_row_reference, compiled."""
-    cdef PyObject *row[MAX_COLS]
     if R is None:
         bind()
-    memset(row, 0, sizeof(row))
-    try:
-        if stage_message_row(row, capture, stream, direction, c, version):
-            return R.message_row_reference(capture, stream, direction, c, version)
-        return as_tuple(row, N_MESSAGE)
-    finally:
-        clear(row, N_MESSAGE)
+    return one_row(stage_message_row, R.message_row_reference, N_MESSAGE, capture, stream, direction, c, version)
+
+
+cdef inline void put_keys(PyObject **row, capture, stream, packet, ts, direction, channel, offset):
+    """The columns every table starts with (records/schema.py _KEYS)."""
+    put(row, 0, capture)
+    put(row, 1, stream)
+    put(row, 2, packet)
+    put(row, 3, ts)
+    put(row, 4, direction_name(direction))
+    put(row, 5, channel)
+    put(row, 6, offset)
 
 
 cdef int stage_method_row(PyObject **row, capture, stream, direction, m, version) except -1:
@@ -709,13 +722,8 @@ cdef int stage_method_row(PyObject **row, capture, stream, direction, m, version
         return 1
     name = get(m, M_NAME, "name")
     plan = method_plan(name, <dict>a, &same)
-    put(row, 0, capture)
-    put(row, 1, stream)
-    put(row, 2, get(m, M_PACKET, "packet"))
-    put(row, 3, get(m, M_TS, "ts"))
-    put(row, 4, direction_name(direction))
-    put(row, 5, get(m, M_CHANNEL, "channel"))
-    put(row, 6, get(m, M_OFFSET, "offset"))
+    put_keys(row, capture, stream, get(m, M_PACKET, "packet"), get(m, M_TS, "ts"), direction,
+             get(m, M_CHANNEL, "channel"), get(m, M_OFFSET, "offset"))
     put(row, 7, name)
     put(row, 8, get(m, M_CLASS, "class_id"))
     put(row, 9, get(m, M_METHOD, "method_id"))
@@ -783,13 +791,8 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
         consumer_tag = dget(a, K_CONSUMER_TAG, None)
     code = dget(a, K_REPLY_CODE, None)
     redelivered = dget(a, K_REDELIVERED, dget(p, K_REDELIVERED, None))
-    put(row, 0, capture)
-    put(row, 1, stream)
-    put(row, 2, get(c, C_PACKET, "packet"))
-    put(row, 3, get(c, C_TS, "ts"))
-    put(row, 4, direction_name(direction))
-    put(row, 5, get(c, C_CHANNEL, "channel"))
-    put(row, 6, get(c, C_OFFSET, "offset"))
+    put_keys(row, capture, stream, get(c, C_PACKET, "packet"), get(c, C_TS, "ts"), direction,
+             get(c, C_CHANNEL, "channel"), get(c, C_OFFSET, "offset"))
     put(row, 7, get(method, M_NAME, "name"))
     put(row, 8, version)
     put(row, 9, to_s(exchange))
