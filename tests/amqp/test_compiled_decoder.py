@@ -353,3 +353,36 @@ def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
         (c,) = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
         got[compiled] = (c.body_hash, c.body_received, c.complete)
     assert got[True] == got[False] == (hashlib.sha256(body + body[::-1]).hexdigest(), 2 * size, True)
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=300), max_size=8))
+def test_body_digests_through_openssl_are_hashlibs(fast09, parts):
+    """The walker's digests (OpenSSL's SHA256_* from the libcrypto hashlib loaded) equal
+    hashlib's, whatever the updates; hexdigest midway does not end the digest."""
+    if not fast09.use_openssl(True):
+        pytest.skip("OpenSSL's SHA256_* not reachable here: hashlib is used (tested everywhere else)")
+    ours, ref = fast09.Pending(None, 1, 1, 0, 1).hash, hashlib.sha256()  # as the walker makes it
+    assert type(ours) is fast09.Sha256 and fast09.Sha256().hexdigest() == hashlib.sha256().hexdigest()
+    for part in parts:
+        ours.update(part)
+        ours.update(memoryview(part)[1:])
+        ref.update(part)
+        ref.update(part[1:])
+        assert ours.hexdigest() == ref.hexdigest()
+
+
+@pytest.mark.parametrize("openssl", [True, False], ids=["openssl", "hashlib"])
+def test_tables_are_the_same_whichever_digest_the_walker_uses(fast09, openssl, tmp_path):
+    capture = next(c for c in CAPTURES if "pika" in os.path.basename(c))
+    tables = {}
+    try:
+        for compiled in (False, True):
+            codec_0_9.use_compiled(compiled)
+            fast09.use_openssl(openssl)
+            out = tmp_path / str(compiled)
+            pipeline.dissect([capture], str(out))
+            tables[compiled] = pq.read_table(out / "messages")
+    finally:
+        fast09.use_openssl(True)
+    assert tables[True].num_rows and tables[True].equals(tables[False])
