@@ -214,6 +214,34 @@ def test_a_refused_row_leaves_the_rows_before_it_intact(fastwriter):
     assert batch.column("capture").to_pylist() == ["x", "x"]
 
 
+def test_a_taken_batch_keeps_its_values_while_the_columns_fill_again(fastwriter):
+    # take() hands the column memory itself to Arrow (no copy) and the columns go on in fresh
+    # memory: the rows appended after it must not show through the batch taken before
+    schema = SCHEMAS["methods"]
+    names = schema.names
+
+    def row(i):
+        r = [None] * len(schema)
+        r[names.index("capture")] = f"capture-{i}" * (i % 3 + 1)
+        r[names.index("channel")] = i
+        r[names.index("id_ranges")] = [{"lower": i, "upper": i + 1}]
+        return tuple(r)
+
+    columns = fastwriter.Columns(schema, 1000)
+    for i in range(50):
+        columns.append(row(i))
+    first = columns.take()
+    expected = first.to_pylist()
+    for i in range(50, 200):
+        columns.append(row(i))
+    second = columns.take()
+    del columns
+    assert first.to_pylist() == expected and first.column("channel").to_pylist() == list(range(50))
+    assert second.column("capture").to_pylist() == [f"capture-{i}" * (i % 3 + 1) for i in range(50, 200)]
+    first.validate(full=True)
+    second.validate(full=True)
+
+
 def test_every_column_type_of_the_schema_is_built_natively(fastwriter):
     # so no pa.array call happens on the common path (the pandas import, the per-value conversion)
     for name, schema in SCHEMAS.items():

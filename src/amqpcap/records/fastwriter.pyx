@@ -21,12 +21,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromSt
 from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.unicode cimport PyUnicode_CheckExact
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
 
 cimport cython
@@ -125,8 +125,41 @@ cdef inline void release(Buf *b) noexcept:
 
 
 cdef object as_buffer(const char *data, Py_ssize_t size):
-    """A copy of ``size`` bytes as an Arrow buffer (the C buffers are reused for the next batch)."""
+    """A copy of ``size`` bytes as an Arrow buffer."""
     return pa.py_buffer(PyBytes_FromStringAndSize(data, size))
+
+
+@cython.final
+cdef class Owned:
+    """The memory of a column buffer handed to Arrow (``pa.foreign_buffer``'s base): freed with
+    the Arrow buffer, once the batch is written."""
+
+    cdef char *data
+
+    def __dealloc__(self):
+        PyMem_Free(self.data)
+
+
+cdef object hand_over(Buf *b):
+    """The ``b.size`` bytes of ``b`` as an Arrow buffer that owns them (no copy); ``b`` starts
+    again empty, in fresh memory of its capacity (the next batch is about as large)."""
+    cdef Owned owner
+    cdef char *fresh
+    if b.data == NULL:
+        return as_buffer(NULL, 0)
+    fresh = <char *>PyMem_Malloc(b.cap)
+    if fresh == NULL:
+        raise MemoryError()
+    owner = Owned.__new__(Owned)
+    try:
+        out = pa.foreign_buffer(<uintptr_t>b.data, b.size, base=owner)
+    except BaseException:
+        PyMem_Free(fresh)
+        raise
+    owner.data = b.data  # owned from here on
+    b.data = fresh
+    b.size = 0
+    return out
 
 
 cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
@@ -272,7 +305,7 @@ cdef class IntCol(Col):
     cdef object take(self):
         vbuf, nulls = self.validity()
         arr = pa.Array.from_buffers(
-            self.type, self.length, [vbuf, as_buffer(self.values.data, self.values.size)], nulls
+            self.type, self.length, [vbuf, hand_over(&self.values)], nulls
         )
         self.truncate(0)
         return arr
@@ -404,9 +437,11 @@ cdef class BytesCol(Col):
         arr = pa.Array.from_buffers(
             self.type,
             self.length,
-            [vbuf, as_buffer(self.offsets.data, self.offsets.size), as_buffer(self.data.data, self.data.size)],
+            [vbuf, hand_over(&self.offsets), hand_over(&self.data)],
             nulls,
         )
+        (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
+        self.offsets.size = 4
         self.truncate(0)
         return arr
 
@@ -507,7 +542,9 @@ cdef class ListCol(Col):
 
     cdef object take(self):
         vbuf, nulls = self.validity()
-        offsets = as_buffer(self.offsets.data, self.offsets.size)
+        offsets = hand_over(&self.offsets)
+        (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
+        self.offsets.size = 4
         arr = pa.Array.from_buffers(self.type, self.length, [vbuf, offsets], nulls, children=[self.child.take()])
         self.truncate(0)
         return arr
