@@ -467,25 +467,32 @@ cdef object property_plan(props, tuple words):
     return plan
 
 
-cdef object properties(props, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit):
-    """codec_0_9.decode_properties, or None if they do not decode."""
+cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit):
+    """codec_0_9.decode_properties, or None if they do not decode.  The walk remembers the plan
+    of the last single flag word it saw (most headers of a connection have the same flags)."""
     cdef uint16_t flags
     cdef int nwords = 0
-    words = []
-    while True:
-        if off + 2 > end:
-            return None
-        flags = rd16(b + off)
+    if off + 2 <= end and not rd16(b + off) & 1 and props is w.last_props and rd16(b + off) == w.last_flags:
+        plan = w.last_property_plan
         off += 2
-        words.append(flags)
-        nwords += 1
-        if not flags & 1:
-            break
-        if nwords > 8:
+    else:
+        words = []
+        while True:
+            if off + 2 > end:
+                return None
+            flags = rd16(b + off)
+            off += 2
+            words.append(flags)
+            nwords += 1
+            if not flags & 1:
+                break
+            if nwords > 8:
+                return None
+        plan = property_plan(props, tuple(words))
+        if plan is None:
             return None
-    plan = property_plan(props, tuple(words))
-    if plan is None:
-        return None
+        if nwords == 1:
+            w.last_props, w.last_flags, w.last_property_plan = props, flags, plan
     out = {}
     off = decode_fields(plan[0], plan[1], b, off, end, rabbit, out)
     if off != end:  # also -1: does not decode
@@ -519,6 +526,11 @@ cdef class Walk:
     cdef Py_ssize_t frame_max, body_bytes
     cdef bint rabbit, one_version, midstream, frame_events
     cdef object generation  # the decoder's when the tables were read (None: never)
+    # what the tables say of a (class, method) (MethodInfo, by key & 63) and of the last single
+    # property flag word: read from the tables once, not per frame; cleared with them
+    cdef list method_infos
+    cdef object last_props, last_property_plan
+    cdef int last_flags
 
     cdef bind(self, dec, int direction):
         """The decoder's attributes that do not change once it decodes."""
@@ -552,6 +564,9 @@ cdef class Walk:
 
     cdef refresh(self):
         dec = self.dec
+        self.method_infos = [None] * 64
+        self.last_props = None
+        self.last_flags = -1
         self.generation = dec.generation
         self.frame_types = dec.frame_types
         self.frame_max = dec.frame_max
@@ -771,6 +786,37 @@ cdef end_content(Walk w, Pending p, bint complete):
     )
 
 
+@cython.final
+cdef class MethodInfo:
+    """What the version's tables say of one (class, method), for the walker: the spec (None:
+    unknown), its dialect, its decoding plan (None: the reference decodes it), and the spec
+    fields and facts each method event needs."""
+
+    cdef int key
+    cdef object spec, dialect, plan, name, content, synchronous, learn
+    cdef bint secret
+
+
+cdef MethodInfo method_info(Walk w, int cid, int mid):
+    cdef int key = (cid << 16) | mid
+    cdef MethodInfo info = <MethodInfo>w.method_infos[key & 63]
+    if info is not None and info.key == key:
+        return info
+    info = MethodInfo.__new__(MethodInfo)
+    info.key = key
+    found = w.methods.get((cid, mid))
+    if found is not None:
+        info.spec, info.dialect = found
+        info.plan = method_plan(info.spec)
+        info.name = info.spec.name
+        info.content = info.spec.content
+        info.synchronous = info.spec.synchronous
+        info.secret = info.name in SECRET_ARGS
+        info.learn = w.handlers.get(info.name)
+    w.method_infos[key & 63] = info
+    return info
+
+
 cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset,
                   Py_ssize_t size):
     """Decoder09._method_frame on the common path; anything else goes to the reference."""
@@ -781,25 +827,24 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         w.refresh()
         return
     cdef int cid = rd16(b + start), mid = rd16(b + start + 2)
-    found = w.methods.get((cid, mid))
-    if found is None:
+    cdef MethodInfo info = method_info(w, cid, mid)
+    if info.spec is None:
         dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
         w.refresh()
         return
-    spec, dialect = found
-    plan = method_plan(spec)
+    plan = info.plan
     args = {}
     if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
         # a dialect, or an anomaly: the reference decides
         dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
         w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max
         return
-    if dialect:
-        args["$dialect"] = dialect
-    name = spec.name
-    content = spec.content
+    if info.dialect:
+        args["$dialect"] = info.dialect
+    name = info.name
+    content = info.content
     m = build(
-        METHOD, (w.packet, w.ts, offset, channel, cid, mid, name, args, spec.synchronous, content, size, None, None)
+        METHOD, (w.packet, w.ts, offset, channel, cid, mid, name, args, info.synchronous, content, size, None, None)
     )
     if w.midstream:
         ms = w.d.mid
@@ -807,10 +852,10 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         if ms.held is not None or channel not in ms.fresh:
             dec._fresh(direction, w.d, channel)
     # StreamDecoder._method: secrets out, then the event, then what it tells of the connection
-    if name in SECRET_ARGS:
+    if info.secret:
         w.learner.redact(name, args)
     w.events.append((direction, m))
-    learn = w.handlers.get(name)
+    learn = info.learn
     if learn is not None:
         learn(direction, m)
         if name == "connection.tune-ok" and (fm := w.learner.v.get("frame_max")):
@@ -841,7 +886,7 @@ cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
     if cid != p.method.class_id:
         w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
-    props = properties(w.properties.get(cid, ()), b, start + 12, end, w.rabbit)
+    props = properties(w, w.properties.get(cid, ()), b, start + 12, end, w.rabbit)
     if props is None:
         w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
