@@ -472,7 +472,7 @@ cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize
     of the last single flag word it saw (most headers of a connection have the same flags)."""
     cdef uint16_t flags
     cdef int nwords = 0
-    if off + 2 <= end and not rd16(b + off) & 1 and props is w.last_props and rd16(b + off) == w.last_flags:
+    if off + 2 <= end and props is w.last_props and rd16(b + off) == w.last_flags:  # one word, as before
         plan = w.last_property_plan
         off += 2
     else:
@@ -610,8 +610,9 @@ cdef class Sha256:
     cdef unsigned char ctx[SHA_CTX_BYTES]
 
     def __cinit__(self):
-        if sha_init != NULL:
-            sha_init(self.ctx)
+        if sha_final == NULL:  # not found, or not checked: the walker uses hashlib
+            raise RuntimeError("amqpcap: OpenSSL's SHA256_* not available; use hashlib.sha256")
+        sha_init(self.ctx)
 
     cdef inline void feed(self, const uint8_t *p, Py_ssize_t n) noexcept:
         sha_update(self.ctx, p, n)

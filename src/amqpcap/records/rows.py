@@ -14,6 +14,7 @@ from amqpcap.amqp import accel
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
+from amqpcap.records import liveness
 from amqpcap.records.schema import COLUMNS, DIRS
 
 
@@ -453,8 +454,6 @@ def use_compiled(on: bool) -> None:
     the reference functions here (and liveness's ``Liveness`` with them).  accel.select() makes
     the choice once at import."""
     global method_row, message_row, append_rows
-    from amqpcap.records import liveness  # here: it imports this module
-
     if on:
         from amqpcap.records import fastrows
 
