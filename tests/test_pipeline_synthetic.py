@@ -888,6 +888,31 @@ def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeyp
     assert len(parses) == len(segs)
 
 
+def test_a_source_of_single_records_gives_the_tables_of_one_of_batches(conv, tmp_path, monkeypatch):
+    """The loop takes the reader's lists (``PacketSource.batches``) or, from any other source
+    (Spark's buckets, a live capture's), one record at a time: the same tables either way."""
+    segs = conv.segments()
+    batched = run(tmp_path, segs, name="batched.pcap")
+
+    class Records:  # a source without batches(): iteration only
+        def __init__(self, source):
+            self.source, self.anomalies = source, source.anomalies
+
+        def __iter__(self):
+            return iter(self.source)
+
+        def close(self):
+            self.source.close()
+
+    real = pipeline.open_capture
+    wrapped = []
+    monkeypatch.setattr(pipeline, "open_capture", lambda path: wrapped.append(path) or Records(real(path)))
+    single = run(tmp_path, segs, name="single.pcap")
+    assert wrapped and len(batched["methods"]) == 23
+    for table in ("methods", "messages", "anomalies", "connections"):  # all but the file's name
+        assert strip(single[table], ("capture",)) == strip(batched[table], ("capture",))
+
+
 def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
     """A zero-window period sends the conversation's packets to Dissector._parsed while it is
     open; once it reopens they are the compiled loop's again (they were not, for the rest of

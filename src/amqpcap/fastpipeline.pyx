@@ -34,24 +34,39 @@ def bind(packet_class, unsupported):
 
 def run(dis, source, progress, parse):
     """``for record in source: dis._packet(*record, progress)``, the common TCP segment in C;
-    the number of the last packet."""
+    the number of the last packet.  A source with ``batches()`` (the reader's lists of
+    records) is taken a list at a time: its generator resumes once a chunk, not a packet."""
     cdef dict flows = dis.flows
     cdef long long nbytes = 0  # added to dis.bytes before anything reads it (the progress line)
-    number = 0
-    for number, ts, linktype, data, wirelen in source:
-        nbytes += wirelen
-        try:
-            parsed = parse(linktype, data)
-        except UnsupportedLinkType:
-            dis._unsupported_link(number, ts, linktype)
-        else:
-            if not common(dis, flows, parsed, number, ts):
-                dis._parsed(number, ts, parsed)
-        if progress is not None and not number & 0x3FFF:
-            dis.bytes += nbytes
-            nbytes = 0
-            dis.tick(number, progress)
+    cdef object number = 0
+    cdef list batch
+    batches = getattr(source, "batches", None)
+    if batches is None:
+        for record in source:
+            number = packet(dis, flows, record, progress, parse, &nbytes)
+    else:
+        for batch in batches():
+            for record in batch:
+                number = packet(dis, flows, record, progress, parse, &nbytes)
     dis.bytes += nbytes
+    return number
+
+
+cdef object packet(dis, dict flows, record, progress, parse, long long *nbytes):
+    """One record ``(number, ts, linktype, data, wirelen)``: its number."""
+    number, ts, linktype, data, wirelen = record
+    nbytes[0] += wirelen
+    try:
+        parsed = parse(linktype, data)
+    except UnsupportedLinkType:
+        dis._unsupported_link(number, ts, linktype)
+    else:
+        if not common(dis, flows, parsed, number, ts):
+            dis._parsed(number, ts, parsed)
+    if progress is not None and not number & 0x3FFF:
+        dis.bytes += nbytes[0]
+        nbytes[0] = 0
+        dis.tick(number, progress)
     return number
 
 

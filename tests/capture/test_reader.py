@@ -495,6 +495,26 @@ def test_records_straddling_read_chunks_are_reassembled(tmp_path, monkeypatch, f
     assert len(got) == 100 and [r[3] for r in got] == f
 
 
+@pytest.mark.parametrize("chunk", [29, 1000, reader.CHUNK])
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_batches_are_the_records_in_order_in_non_empty_lists(tmp_path, monkeypatch, fmt, chunk):
+    f = frames(4) * 25
+    pk = [(T0 + i, 1, x) for i, x in enumerate(f)]
+    raw = g.pcap_bytes(pk) if fmt == "pcap" else g.pcapng_bytes(pk, spb=[5, 6], unknown_after={3: 77})
+    path = save(tmp_path, raw)
+    plain, want = read(path)
+    monkeypatch.setattr(reader, "CHUNK", chunk)
+    with open_capture(path) as src:
+        batches = list(src.batches())
+        assert [r for b in batches for r in b] == want
+        assert all(type(b) is list and b for b in batches)
+        assert src.anomalies == plain.anomalies and len(src.anomalies) == (fmt == "pcapng")
+    if reader.compiled_in_use() and chunk == reader.CHUNK:  # a chunk's records in one list
+        assert len(batches) < len(want) // 2
+    if not reader.compiled_in_use():  # the reference cuts each record alone
+        assert len(batches) == len(want)
+
+
 def test_a_source_can_be_iterated_twice_and_anomalies_reset(tmp_path):
     f = frames(2)
     blob = g.pcapng_bytes([(T0, 1, f[0]), (T0, 1, f[1])], unknown_after={0: 0x77})

@@ -84,12 +84,14 @@ scapy 2.8's raw readers are wrong for our purposes in several ways:
 
 So both formats are parsed here, reading the file in ``CHUNK``-sized pieces
 and cutting records out of the chunk with ``struct.unpack_from``; the only
-per-packet objects are the yielded tuple and the ``bytes`` slice of the data.
+per-packet objects are the record tuple and the ``bytes`` slice of the data (the
+generators yield lists of records: ``PacketSource.batches``).
 Memory is bounded by ``CHUNK + MAX_RECORD``.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import struct
@@ -346,6 +348,13 @@ class PacketSource:
         return f, (_GzipStream(f.read) if self._gz else f), b""
 
     def __iter__(self) -> Iterator[tuple[int, int, int, bytes, int]]:
+        return itertools.chain.from_iterable(self.batches())
+
+    def batches(self) -> Iterator[list[tuple[int, int, int, bytes, int]]]:
+        """The records in lists, in order: the compiled walk's lists as they are (a chunk's
+        records at once), a record the reference cuts alone in a list of its own.  What
+        ``__iter__`` yields one by one; the compiled packet loop takes the lists, so that
+        the generator resumes once a chunk rather than once a packet."""
         self.anomalies.clear()
         if self._pcap_hdr is not None:
             g = self._iter_pcap()
@@ -389,7 +398,7 @@ class PacketSource:
                     records, pos, n = walk(buf, pos, hl, big, mul, linktype, n)
                     if records:
                         ts = records[-1][1]
-                        yield from records
+                        yield records
                 # one record at a time: the reference, and refills, truncation, anomalies
                 if pos + hl > blen:
                     buf = _fill(read, buf[pos:], hl)
@@ -423,7 +432,7 @@ class PacketSource:
                         return
                 n += 1
                 ts = sec * _NS + frac * mul
-                yield (n, ts, linktype, buf[pos + hl : end], wirelen)
+                yield [(n, ts, linktype, buf[pos + hl : end], wirelen)]
                 pos = end
         finally:
             f.close()
@@ -450,7 +459,7 @@ class PacketSource:
                     records, pos, n = walk(buf, pos, big, ifaces, n)
                     if records:
                         last_ts = records[-1][1]
-                        yield from records
+                        yield records
                 # fast path: a well-formed EPB wholly in the buffer, known interface
                 if pos + 32 <= blen:
                     btype, blk, iid, hi, lo, caplen, wirelen = u7(buf, pos)
@@ -464,7 +473,7 @@ class PacketSource:
                                     last_ts = (((hi << 32) | lo) * num) + off
                                 else:
                                     last_ts = (((hi << 32) | lo) * num) // den + off
-                                yield (n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)
+                                yield [(n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)]
                                 pos = end
                                 continue
                 # general path: every block type, refills, checks and anomalies
@@ -583,7 +592,7 @@ class PacketSource:
                         last_ts = (((hi << 32) | lo) * num) + off
                     else:
                         last_ts = (((hi << 32) | lo) * num) // den + off
-                    yield (n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)
+                    yield [(n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)]
                     pos = end
                     continue
 
@@ -608,7 +617,7 @@ class PacketSource:
                         snap = ifaces[0][4]
                         if snap and snap < caplen:
                             caplen = snap
-                        yield (n, last_ts, ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen)
+                        yield [(n, last_ts, ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen)]
                     pos = end
                     continue
 
@@ -687,7 +696,7 @@ class PacketSource:
                     else:
                         lt, num, den, off = ifaces[iid][:4]
                         last_ts = (((hi << 32) | lo) * num) // den + off
-                        yield (n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)
+                        yield [(n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)]
                     pos = end
                     continue
 
