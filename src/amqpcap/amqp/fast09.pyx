@@ -18,9 +18,11 @@ Python frame per frame, method, header and body.
 from cpython.buffer cimport PyBUF_READ
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 import dataclasses
 import hashlib
@@ -154,8 +156,34 @@ cdef inline uint64_t rd64(const uint8_t *p) noexcept nogil:
     return (<uint64_t>rd32(p) << 32) | rd32(p + 4)
 
 
-cdef inline object text(const uint8_t *p, Py_ssize_t n):
-    return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+# The strings a connection sends again and again (exchange, routing key, consumer tag,
+# content type, table keys): the last ASCII str seen in each of TEXT_SLOTS slots, chosen by
+# length and three bytes, is handed out again when the same bytes come (no decode, no new
+# object; a str is immutable, so which object it is does not show).
+cdef enum:
+    TEXT_SLOTS = 1024
+    TEXT_MAX = 64
+cdef PyObject *TEXT_CACHE[TEXT_SLOTS]
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+
+
+cdef object text(const uint8_t *p, Py_ssize_t n):
+    cdef size_t h
+    cdef PyObject *c
+    if n == 0 or n > TEXT_MAX:
+        return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+    h = (<size_t>n * 40503u + p[0] * 131u + p[n >> 1] * 7u + p[n - 1]) & (TEXT_SLOTS - 1)
+    c = TEXT_CACHE[h]
+    if c != NULL and PyUnicode_GET_LENGTH(<object>c) == n and memcmp(PyUnicode_DATA(<object>c), p, n) == 0:
+        return <object>c  # ASCII: its characters are the bytes
+    s = PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+    if PyUnicode_IS_ASCII(s):
+        Py_INCREF(s)
+        Py_XDECREF(c)
+        TEXT_CACHE[h] = <PyObject *>s
+    return s
 
 
 cdef object longstr(const uint8_t *p, Py_ssize_t n):

@@ -10,7 +10,10 @@ construction, a ``link.Packet`` built as the reference builds it.
 """
 
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from libc.string cimport memcmp
 
 cdef extern from *:
     """
@@ -57,6 +60,27 @@ cdef inline uint32_t rd32(const uint8_t *p) noexcept nogil:
     return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
 
 
+# The addresses of the last ADDR_SLOTS hosts, each handed out again for the same bytes: the
+# dissector looks every packet's conversation up by (src, dst, sport, dport), and an address
+# object seen before has its hash computed and compares by identity (a fresh one is hashed
+# and compared byte by byte, ~1k instructions a packet).  Equal bytes either way.
+cdef enum:
+    ADDR_SLOTS = 256
+cdef PyObject *ADDR_CACHE[ADDR_SLOTS]
+
+
+cdef object address(const uint8_t *a, Py_ssize_t alen):
+    cdef size_t h = (a[alen - 1] * 31u + a[alen - 2] * 7u + a[alen - 3] + <size_t>alen) & (ADDR_SLOTS - 1)
+    cdef PyObject *c = ADDR_CACHE[h]
+    if c != NULL and PyBytes_GET_SIZE(<object>c) == alen and memcmp(PyBytes_AS_STRING(<object>c), a, alen) == 0:
+        return <object>c
+    v = PyBytes_FromStringAndSize(<const char *>a, alen)
+    Py_INCREF(v)
+    Py_XDECREF(c)
+    ADDR_CACHE[h] = <PyObject *>v
+    return v
+
+
 cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t alen, Py_ssize_t t,
                    Py_ssize_t p, Py_ssize_t end):
     """The Packet of a TCP header at ``t`` whose payload is b[p:end] (all captured)."""
@@ -64,8 +88,8 @@ cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t ale
         PACKET,
         (
             version,
-            PyBytes_FromStringAndSize(<const char *>(b + src), alen),
-            PyBytes_FromStringAndSize(<const char *>(b + src + alen), alen),
+            address(b + src, alen),
+            address(b + src + alen, alen),
             rd16(b + t),
             rd16(b + t + 2),
             rd32(b + t + 4),

@@ -20,10 +20,14 @@ import shutil
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from amqpcap.amqp import accel
 from amqpcap.records.schema import SCHEMAS, dictionary_columns
+
+try:  # pyarrow.parquet's engine: see open_parquet
+    from pyarrow._parquet import ParquetWriter as _ParquetEngine
+except ImportError:  # pragma: no cover - every pyarrow this project supports has it
+    _ParquetEngine = None
 
 # Rows per record batch and Parquet row group.  Peak RSS of 200k small packets, compiled buffers:
 # 122 MB at 8192, 142 MB at 16384, 190 MB at 32768, same time and file size (reference: ~225 MB).
@@ -57,6 +61,46 @@ def _in_background(write, batch) -> Future:
     return future
 
 
+# What pq.ParquetWriter passes its engine by default, spelled out (the same file, byte for byte:
+# tests/records compares the two).
+ENGINE_DEFAULTS = dict(
+    version="2.6", write_statistics=True, writer_engine_version="V2", data_page_version="1.0"
+)
+
+
+class EngineWriter:
+    """``pq.ParquetWriter``'s ``write_batch`` and ``close`` over its engine."""
+
+    __slots__ = ("engine",)
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self.engine.write_table(pa.Table.from_batches([batch]))
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def open_parquet(path: str, schema: pa.Schema, reference: bool = False):
+    """A Parquet writer of ``path`` for ``schema`` (zstd, the schema's dictionary columns).
+
+    ``pyarrow.parquet.ParquetWriter``'s engine (``pyarrow._parquet``) opened on the path: the
+    same file, without importing ``pyarrow.parquet``, which brings pyarrow's filesystem layer
+    with it (~25 ms of every dissect's start, a tenth of a 40 MB capture's run).
+    ``pq.ParquetWriter`` itself with ``reference``, or where the engine takes other options."""
+    options = dict(compression="zstd", use_dictionary=dictionary_columns(schema))
+    if _ParquetEngine is not None and not reference:
+        try:
+            return EngineWriter(_ParquetEngine(path, schema, **ENGINE_DEFAULTS, **options))
+        except TypeError:  # a pyarrow whose engine has other parameters
+            pass
+    import pyarrow.parquet as pq
+
+    return pq.ParquetWriter(path, schema, **options)
+
+
 class ParquetFile:
     """``<path>/part-00000.parquet``, opened at the first batch (an empty table still gets its
     file: readers find the schema).
@@ -78,12 +122,7 @@ class ParquetFile:
     def write(self, batch: pa.RecordBatch) -> None:
         if self.writer is None:
             os.makedirs(self.path, exist_ok=True)
-            self.writer = pq.ParquetWriter(
-                os.path.join(self.path, "part-00000.parquet"),
-                self.schema,
-                compression="zstd",
-                use_dictionary=dictionary_columns(self.schema),
-            )
+            self.writer = open_parquet(os.path.join(self.path, "part-00000.parquet"), self.schema)
         if not batch.num_rows:
             return
         if not self.background:
