@@ -913,6 +913,35 @@ def test_a_source_of_single_records_gives_the_tables_of_one_of_batches(conv, tmp
         assert strip(single[table], ("capture",)) == strip(batched[table], ("capture",))
 
 
+def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(conv, tmp_path, monkeypatch):
+    """The loop reads and writes a Conversation's slots at their offsets (slots.pxi); a
+    conversation of any other class (here a subclass with a __dict__) goes by attribute: the
+    same tables, and the loop still runs its common packets."""
+    built_or_skip("fastpipeline")
+    pipeline.use_compiled(True)
+    segs = conv.segments()
+    slots = run(tmp_path, segs, name="slots.pcap")
+
+    class Other(pipeline.Conversation):
+        made = 0
+
+        def __init__(self, *args):
+            super().__init__(*args)
+            Other.made += 1
+
+    monkeypatch.setattr(pipeline, "Conversation", Other)
+    seen = []
+    reference = pipeline.Dissector._parsed
+    monkeypatch.setattr(
+        pipeline.Dissector, "_parsed", lambda self, n, *r: seen.append(n) or reference(self, n, *r)
+    )
+    other = run(tmp_path, segs, name="other.pcap")
+    assert Other.made == 1 and len(other["methods"]) == 23
+    assert seen == [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
+    for table in ("methods", "messages", "anomalies", "connections"):
+        assert strip(other[table], ("capture",)) == strip(slots[table], ("capture",))
+
+
 def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
     """A zero-window period sends the conversation's packets to Dissector._parsed while it is
     open; once it reopens they are the compiled loop's again (they were not, for the rest of

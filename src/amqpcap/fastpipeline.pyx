@@ -23,13 +23,47 @@ SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
 
 # TCP flags (capture/link.py's)
 cdef int SYN = 0x02, FIN = 0x01, RST = 0x04, ACK = 0x10
-# link.Packet and link.UnsupportedLinkType, bound by pipeline.use_compiled (no import cycle)
-cdef object Packet = None, UnsupportedLinkType = None
+include "slots.pxi"
+
+# link.Packet, link.UnsupportedLinkType and pipeline.Conversation, bound by
+# pipeline.use_compiled (no import cycle)
+cdef object Packet = None, UnsupportedLinkType = None, Conversation = None
+# Where a Conversation keeps what the common packet reads and writes (slots.pxi); DIRECT
+# False: the class is not laid out so, and its attributes are used
+cdef Py_ssize_t ZW_OPEN = -1, PACKETS = -1, LAST_TS = -1, LAST_PACKET = -1
+cdef Py_ssize_t CLOSED = -1, IGNORED = -1, STREAMS = -1, DECODER = -1
+cdef bint DIRECT = False
 
 
-def bind(packet_class, unsupported):
-    global Packet, UnsupportedLinkType
-    Packet, UnsupportedLinkType = packet_class, unsupported
+def bind(packet_class, unsupported, conversation_class):
+    global Packet, UnsupportedLinkType, Conversation, DIRECT
+    global ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER
+    Packet, UnsupportedLinkType, Conversation = packet_class, unsupported, conversation_class
+    c = conversation_class
+    ZW_OPEN, PACKETS = slot_offset(c, "zw_open", True), slot_offset(c, "packets", True)
+    LAST_TS, LAST_PACKET = slot_offset(c, "last_ts", True), slot_offset(c, "last_packet", True)
+    CLOSED, IGNORED = slot_offset(c, "closed", True), slot_offset(c, "ignored", True)
+    STREAMS, DECODER = slot_offset(c, "streams", True), slot_offset(c, "decoder", True)
+    DIRECT = min(ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER) >= 0
+
+
+cdef inline object cget(conv, bint direct, Py_ssize_t off, str name):
+    """conv.<name>: from its slot (``direct``) unless unset (getattr: the same AttributeError)."""
+    cdef PyObject *v
+    if direct:
+        v = amqpcap_slot(conv, off)
+        if v is not NULL:
+            return <object>v
+    return getattr(conv, name)
+
+
+cdef inline int cset(conv, bint direct, Py_ssize_t off, str name, value) except -1:
+    """conv.<name> = value."""
+    if direct:
+        amqpcap_put(conv, off, value)
+    else:
+        setattr(conv, name, value)
+    return 0
 
 
 def run(dis, source, progress, parse):
@@ -76,6 +110,7 @@ cdef bint common(dis, dict flows, parsed, number, ts) except -1:
     nothing, for any other packet."""
     cdef tuple r, entry
     cdef int flags, d
+    cdef bint direct
     if type(parsed) is not Packet:
         return False
     r = <tuple>parsed
@@ -87,21 +122,22 @@ cdef bint common(dis, dict flows, parsed, number, ts) except -1:
         return False
     entry = <tuple>found
     conv = entry[0]
-    if conv.zw_open is not None:
+    direct = DIRECT and type(conv) is Conversation
+    if cget(conv, direct, ZW_OPEN, "zw_open") is not None:
         return False
     d = entry[1]
-    conv.packets[d] += 1
-    conv.last_ts = ts
-    conv.last_packet = number
-    if conv.closed or conv.ignored:
+    cget(conv, direct, PACKETS, "packets")[d] += 1
+    cset(conv, direct, LAST_TS, "last_ts", ts)
+    cset(conv, direct, LAST_PACKET, "last_packet", number)
+    if cget(conv, direct, CLOSED, "closed") or cget(conv, direct, IGNORED, "ignored"):
         return True
-    streams = conv.streams
+    streams = cget(conv, direct, STREAMS, "streams")
     if flags & ACK:
         streams[d ^ 1].ack(r[6], number, ts)
     payload = r[9]
     if payload:
         streams[d].segment(r[5], payload, 0, number, ts)
-    dec = conv.decoder
+    dec = cget(conv, direct, DECODER, "decoder")
     if dec.events:
         dis._emit(conv, dec.pop_events())
     if dec.undecoded and not dec.is_amqp:

@@ -450,7 +450,7 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap import fastpipeline
 
-        fastpipeline.bind(Packet, _link.UnsupportedLinkType)
+        fastpipeline.bind(Packet, _link.UnsupportedLinkType, Conversation)
         _compiled_loop = fastpipeline.run
     else:
         _compiled_loop = None

@@ -48,7 +48,7 @@ import sys
 
 # What the compiled walker is built from, and mirrors: editing any of them makes a built
 # extension stale.
-SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py")
+SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py", "../slots.pxi")
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "amqpcap.amqp.fast09"
 
@@ -70,7 +70,7 @@ EXTENSIONS = {
         "amqpcap.records.fastrows",
         "row builder",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py"),
+        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py", "../slots.pxi"),
     ),
     "fastwriter": Extension(
         "fastwriter",
@@ -98,7 +98,7 @@ EXTENSIONS = {
         "amqpcap.fastpipeline",
         "packet loop",
         os.path.dirname(HERE),
-        ("fastpipeline.pyx", "pipeline.py"),
+        ("fastpipeline.pyx", "pipeline.py", "slots.pxi"),
     ),
     "fastreassembly": Extension(
         "fastreassembly",

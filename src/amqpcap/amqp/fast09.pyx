@@ -21,7 +21,6 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
-from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 import dataclasses
@@ -46,28 +45,16 @@ cdef extern from *:
 # Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
 # microsecond per event.  The walker builds them as that __init__ would, storing each field in
 # its slot directly (the offsets come from the class's member descriptors at import).
+include "../slots.pxi"
+
 cdef extern from *:
     """
-    #include "structmember.h"
-    static Py_ssize_t amqpcap_slot_offset(PyObject *descr) {
-        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
-        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
-        return m->offset;
-    }
     static PyObject *amqpcap_alloc(PyObject *cls) {
         PyTypeObject *tp = (PyTypeObject *)cls;
         return tp->tp_alloc(tp, 0);
     }
-    static void amqpcap_put(PyObject *obj, Py_ssize_t off, PyObject *v) {
-        PyObject **slot = (PyObject **)((char *)obj + off);
-        Py_INCREF(v);
-        Py_XSETREF(*slot, v);
-    }
     """
-    Py_ssize_t amqpcap_slot_offset(object descr) except? -2
     object amqpcap_alloc(object cls)
-    void amqpcap_put(object obj, Py_ssize_t off, object v)
 
 
 cdef class Slots:
@@ -85,7 +72,7 @@ cdef class Slots:
         self.n = len(names)
         self.direct = self.n <= 24 and "__post_init__" not in cls.__dict__
         for i, name in enumerate(names[:24]):
-            self.off[i] = amqpcap_slot_offset(cls.__dict__.get(name))
+            self.off[i] = slot_offset(cls, name, True)
             if self.off[i] < 0:
                 self.direct = False
 

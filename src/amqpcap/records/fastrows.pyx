@@ -34,29 +34,18 @@ cimport cython
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Content, Method
 
+include "../slots.pxi"
+
 cdef extern from *:
     """
     #ifndef AMQPCAP_SOURCE_SHA256
     #define AMQPCAP_SOURCE_SHA256 ""
     #endif
-    #include "structmember.h"
-    static Py_ssize_t amqpcap_slot_offset(PyObject *descr) {
-        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
-        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX) return -1;
-        return m->offset;
-    }
-    /* The value in a slot (borrowed), NULL if it was never set. */
-    static PyObject *amqpcap_slot(PyObject *obj, Py_ssize_t off) {
-        return *(PyObject **)((char *)obj + off);
-    }
     static long long amqpcap_as_ll(PyObject *v, int *overflow) {
         return PyLong_AsLongLongAndOverflow(v, overflow);
     }
     """
     const char *AMQPCAP_SOURCE_SHA256
-    Py_ssize_t amqpcap_slot_offset(object descr) except? -2
-    PyObject *amqpcap_slot(object obj, Py_ssize_t off)
     long long amqpcap_as_ll(object v, int *overflow) except? -1
     bint PyBool_Check(object o)
 
@@ -75,7 +64,7 @@ cdef class Fields:
         self.off = {}
         self.ok = True
         for f in dataclasses.fields(cls):
-            o = amqpcap_slot_offset(cls.__dict__.get(f.name))
+            o = slot_offset(cls, f.name)
             self.ok = self.ok and o >= 0
             self.off[f.name] = o
 
