@@ -121,7 +121,9 @@ def values(t: pa.DataType):
         hi = (1 << (t.bit_width - 1)) - 1
         own = st.one_of(
             st.integers(-hi - 1, hi),
-            st.sampled_from([hi, hi + 1, -hi - 1, -hi - 2, 0]),
+            st.sampled_from([hi, hi + 1, -hi - 1, -hi - 2, 0, -1, 1]),
+            # one 30-bit digit or two (IntCol reads a one-digit int directly)
+            st.sampled_from([2**30 - 1, 2**30, -(2**30) + 1, -(2**30), 2**31 - 1, -(2**31)]),
             st.integers(),
             st.datetimes(timezones=st.just(datetime.UTC)) if pa.types.is_timestamp(t) else st.nothing(),
         )

@@ -76,6 +76,25 @@ def _convert(value, type):
 # --- growable byte buffers ---------------------------------------------------------------------
 
 
+cdef extern from *:
+    """
+    /* An exact int of at most one 30-bit digit (most values: counts, offsets, channels, tags):
+       its value without the general conversion; 0 for any other.  CPython 3.11's layout
+       (ob_size: sign and digit count), read only where it is that layout. */
+    static int amqpcap_small_int(PyObject *v, long long *out) {
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+        Py_ssize_t size = Py_SIZE(v);
+        if (size >= -1 && size <= 1) {
+            *out = (long long)size * (long long)((PyLongObject *)v)->ob_digit[0];
+            return 1;
+        }
+    #endif
+        return 0;
+    }
+    """
+    bint amqpcap_small_int(PyObject *v, long long *out)
+
+
 cdef struct Buf:
     char *data
     Py_ssize_t size
@@ -264,8 +283,11 @@ cdef class IntCol(Col):
         cdef char *p
         if not PyLong_CheckExact(v):
             return 0
-        x = PyLong_AsLongLongAndOverflow(v, &overflow)
-        if overflow or x < self.lo or x > self.hi:
+        if not amqpcap_small_int(<PyObject *>v, &x):
+            x = PyLong_AsLongLongAndOverflow(v, &overflow)
+            if overflow:
+                return 0
+        if x < self.lo or x > self.hi:
             return 0  # the reference's error (or, for all we know, its conversion)
         reserve(&self.values, self.width)
         p = self.values.data + self.length * self.width
@@ -622,16 +644,26 @@ cdef class Columns:
     cdef readonly Py_ssize_t capacity
     cdef readonly Py_ssize_t max_bytes
     cdef list bytes_cols  # the top-level string / binary columns
+    cdef PyObject **col  # self.cols' items (borrowed: the list keeps them)
 
     def __init__(self, schema, Py_ssize_t capacity, Py_ssize_t max_bytes=MAX_BYTES):
+        cdef Py_ssize_t i
         self.schema = schema
         self.cols = [column(f.type) for f in schema]
+        self.col = <PyObject **>PyMem_Malloc(max(1, len(self.cols)) * sizeof(PyObject *))
+        if self.col == NULL:
+            raise MemoryError()
+        for i in range(len(self.cols)):
+            self.col[i] = PyList_GET_ITEM(self.cols, i)
         self.bytes_cols = [c for c in self.cols if isinstance(c, BytesCol)]
         self.max_bytes = max_bytes
         self.names = list(schema.names)
         self.ncols = len(self.cols)
         self.capacity = capacity
         self.n = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.col)
 
     @property
     def pending(self) -> int:
@@ -662,30 +694,34 @@ cdef class Columns:
         refuses leaves nothing of the row behind."""
         cdef Py_ssize_t i, n = self.n
         cdef PyObject *p
+        cdef PyObject *c
         cdef Col col
         try:
             for i in range(self.ncols):
                 p = values[i]
-                if p == NULL or <object>p is None:
+                if p == NULL or p == <PyObject *>None:
                     continue
-                col = <Col>PyList_GET_ITEM(self.cols, i)
-                v = <object>p
-                # the common columns without a virtual call (Col.append: the same, for any column)
-                if col.kind == K_INT:
-                    (<IntCol>col).fill(n)
-                    if not (<IntCol>col).put(v):
-                        col.append(v)
-                elif col.kind == K_BYTES:
-                    (<BytesCol>col).fill(n)
-                    if not (<BytesCol>col).put(v):
-                        col.append(v)
-                elif col.kind == K_BOOL:
-                    (<BoolCol>col).fill(n)
-                    if not (<BoolCol>col).put(v):
-                        col.append(v)
+                c = self.col[i]
+                # the common columns without a virtual call (Col.append: the same, for any
+                # column); nulls filled in only where the column is behind (Col.fill)
+                if (<Col>c).kind == K_INT:
+                    if (<Col>c).length != n:
+                        (<IntCol>c).fill(n)
+                    if not (<IntCol>c).put(<object>p):
+                        (<Col>c).append(<object>p)
+                elif (<Col>c).kind == K_BYTES:
+                    if (<Col>c).length != n:
+                        (<BytesCol>c).fill(n)
+                    if not (<BytesCol>c).put(<object>p):
+                        (<Col>c).append(<object>p)
+                elif (<Col>c).kind == K_BOOL:
+                    if (<Col>c).length != n:
+                        (<BoolCol>c).fill(n)
+                    if not (<BoolCol>c).put(<object>p):
+                        (<Col>c).append(<object>p)
                 else:
-                    col.fill(n)
-                    col.append(v)
+                    (<Col>c).fill(n)
+                    (<Col>c).append(<object>p)
         except BaseException:
             for i in range(self.ncols):
                 col = <Col>PyList_GET_ITEM(self.cols, i)
