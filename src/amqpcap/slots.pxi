@@ -11,18 +11,18 @@ cdef extern from *:
     #include "structmember.h"
     /* The offset of the object slot ``descr`` describes: -1 if it is not one (or, with
        ``writable``, if it is read-only). */
-    static Py_ssize_t amqpcap_slot_offset(PyObject *descr, int writable) {
+    static inline Py_ssize_t amqpcap_slot_offset(PyObject *descr, int writable) {
         if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
         PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
         if (m->type != T_OBJECT_EX || (writable && (m->flags & READONLY))) return -1;
         return m->offset;
     }
     /* The value in a slot (borrowed), NULL if it was never set. */
-    static PyObject *amqpcap_slot(PyObject *obj, Py_ssize_t off) {
+    static inline PyObject *amqpcap_slot(PyObject *obj, Py_ssize_t off) {
         return *(PyObject **)((char *)obj + off);
     }
     /* A slot set to ``v`` (the previous value released). */
-    static void amqpcap_put(PyObject *obj, Py_ssize_t off, PyObject *v) {
+    static inline void amqpcap_put(PyObject *obj, Py_ssize_t off, PyObject *v) {
         PyObject **slot = (PyObject **)((char *)obj + off);
         Py_INCREF(v);
         Py_XSETREF(*slot, v);

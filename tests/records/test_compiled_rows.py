@@ -409,6 +409,7 @@ def test_the_compiled_builders_build_rows_themselves(fastrows, monkeypatch):
 JSON_VALUES = st.recursive(
     SCALARS
     | st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=8)
+    | st.text(st.sampled_from('ab"\\\x00\x1f\x20\x7f\xe9\n'), min_size=7, max_size=40)
     | st.sampled_from(["\ud800", "\\", '"', "\x7f\x1f\b\f\n\r\t", float("nan"), float("-inf"), -0.0, 1e300]),
     lambda kids: (
         st.lists(kids, max_size=4)
@@ -423,6 +424,16 @@ JSON_VALUES = st.recursive(
 @given(JSON_VALUES)
 def test_compiled_json_text_is_the_reference_text(fastrows, value):
     assert outcome(fastrows.json_text, value) == outcome(rows.to_json, value)
+
+
+SPECIAL = ['"', "\\", "\x00", "\x1f", "\n", "\x7f", " ", "!", "#", "[", "]", "\xe9", "\u2028"]
+
+
+@pytest.mark.parametrize("special", SPECIAL)
+def test_compiled_json_escapes_a_special_character_at_every_position(fastrows, special):
+    for at in range(25):
+        value = {"k": "a" * at + special + "b" * (24 - at), "w": special * at}
+        assert fastrows.json_text(value) == rows.to_json(value)
 
 
 def test_compiled_json_text_of_nested_and_long_values(fastrows):

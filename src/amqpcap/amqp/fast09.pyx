@@ -16,7 +16,7 @@ Python frame per frame, method, header and body.
 """
 
 from cpython.buffer cimport PyBUF_READ
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -964,9 +964,15 @@ cdef Py_ssize_t walk(dec, int direction, Direction d, Py_ssize_t pos) except? -2
     cdef Py_ssize_t n = len(buf)
     if n - pos < 7:
         return pos
-    # A typed view: C reads of bytes or bytearray, and a bytearray cannot be resized under it.
-    cdef const uint8_t[::1] view = buf
-    cdef const uint8_t *b = &view[0]
+    # bytes (most walks: a packet's payload) read in place; a bytearray through a typed view,
+    # so that it cannot be resized under the walk
+    cdef const uint8_t[::1] view
+    cdef const uint8_t *b
+    if type(buf) is bytes:
+        b = <const uint8_t *>PyBytes_AS_STRING(buf)
+    else:
+        view = buf
+        b = &view[0]
     cdef Walk w = d.walk
     if w is None or w.direction != direction:
         w = d.walk = Walk.__new__(Walk)
