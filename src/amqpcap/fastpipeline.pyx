@@ -28,23 +28,26 @@ include "slots.pxi"
 # link.Packet, link.UnsupportedLinkType and pipeline.Conversation, bound by
 # pipeline.use_compiled (no import cycle)
 cdef object Packet = None, UnsupportedLinkType = None, Conversation = None
+cdef object rows = None  # records.rows: its append_rows, as use_compiled chose it
 # Where a Conversation keeps what the common packet reads and writes (slots.pxi); DIRECT
 # False: the class is not laid out so, and its attributes are used
 cdef Py_ssize_t ZW_OPEN = -1, PACKETS = -1, LAST_TS = -1, LAST_PACKET = -1
-cdef Py_ssize_t CLOSED = -1, IGNORED = -1, STREAMS = -1, DECODER = -1
+cdef Py_ssize_t CLOSED = -1, IGNORED = -1, STREAMS = -1, DECODER = -1, STREAM = -1
 cdef bint DIRECT = False
 
 
-def bind(packet_class, unsupported, conversation_class):
-    global Packet, UnsupportedLinkType, Conversation, DIRECT
-    global ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER
+def bind(packet_class, unsupported, conversation_class, rows_module):
+    global Packet, UnsupportedLinkType, Conversation, DIRECT, rows
+    global ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER, STREAM
     Packet, UnsupportedLinkType, Conversation = packet_class, unsupported, conversation_class
+    rows = rows_module
     c = conversation_class
     ZW_OPEN, PACKETS = slot_offset(c, "zw_open", True), slot_offset(c, "packets", True)
     LAST_TS, LAST_PACKET = slot_offset(c, "last_ts", True), slot_offset(c, "last_packet", True)
     CLOSED, IGNORED = slot_offset(c, "closed", True), slot_offset(c, "ignored", True)
     STREAMS, DECODER = slot_offset(c, "streams", True), slot_offset(c, "decoder", True)
-    DIRECT = min(ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER) >= 0
+    STREAM = slot_offset(c, "stream", True)
+    DIRECT = min(ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER, STREAM) >= 0
 
 
 cdef inline object cget(conv, bint direct, Py_ssize_t off, str name):
@@ -138,8 +141,13 @@ cdef bint common(dis, dict flows, parsed, number, ts) except -1:
     if payload:
         streams[d].segment(r[5], payload, 0, number, ts)
     dec = cget(conv, direct, DECODER, "decoder")
-    if dec.events:
-        dis._emit(conv, dec.pop_events())
+    if dec.events:  # Dissector._emit
+        rest = rows.append_rows(
+            dec.pop_events(), dis.capture, cget(conv, direct, STREAM, "stream"), dec.version, dis.t_methods,
+            dis.t_messages
+        )
+        if rest:
+            dis._emit_rest(conv, rest)
     if dec.undecoded and not dec.is_amqp:
         dis._ignore(conv)
     return True

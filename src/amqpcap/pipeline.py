@@ -379,9 +379,17 @@ class Dissector:
     # -- rows ------------------------------------------------------------------------------
 
     def _emit(self, conv, events) -> None:
-        cap, st = self.capture, conv.stream
-        # methods and messages (almost every event) in one call; the rest here, in order
-        rest = R.append_rows(events, cap, st, conv.decoder.version, self.t_methods, self.t_messages)
+        # methods and messages (almost every event) in one call; the rest in order (the compiled
+        # loop makes the same two calls)
+        rest = R.append_rows(
+            events, self.capture, conv.stream, conv.decoder.version, self.t_methods, self.t_messages
+        )
+        if rest:
+            self._emit_rest(conv, rest)
+
+    def _emit_rest(self, conv, rest) -> None:
+        """The events ``rows.append_rows`` left: frames, anomalies, heartbeats."""
+        st, cap = conv.stream, self.capture
         ta, tf = self.t_anom, self.t_frames
         for d, e in rest:
             t = type(e)
@@ -450,7 +458,7 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap import fastpipeline
 
-        fastpipeline.bind(Packet, _link.UnsupportedLinkType, Conversation)
+        fastpipeline.bind(Packet, _link.UnsupportedLinkType, Conversation, R)
         _compiled_loop = fastpipeline.run
     else:
         _compiled_loop = None
