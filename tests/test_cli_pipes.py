@@ -75,6 +75,26 @@ def test_dissect_from_standard_input_writes_the_same_dataset_as_from_the_file(tm
         pd.testing.assert_frame_equal(a, b)
 
 
+@pytest.mark.parametrize("command", ["dissect", "show"])
+def test_dissect_leaves_without_teardown_with_its_output_flushed_and_written(tmp_path, command):
+    """cli.leave: ``dissect`` exits with os._exit once main returns (no interpreter teardown:
+    an atexit handler does not run), its summary flushed into the pipe and its dataset whole;
+    other commands exit normally."""
+    args = [command, str(CAP)] + (["-o", str(tmp_path / "out")] if command == "dissect" else [])
+    code = (
+        "import atexit, sys; atexit.register(lambda: print('TEARDOWN', flush=True)); "
+        f"sys.argv = ['amqpcap'] + {args!r}; from amqpcap.cli import console; console()"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if command == "dissect":
+        assert "TEARDOWN" not in r.stdout
+        assert "written to" in r.stdout + r.stderr and "methods" in r.stdout + r.stderr
+        assert len(_table(tmp_path / "out", "methods")) > 0
+    else:
+        assert r.stdout.rstrip().endswith("TEARDOWN") and len(_lines(r.stdout)) > 10
+
+
 def test_dissect_reads_a_fifo(tmp_path):
     fifo = tmp_path / "cap.fifo"
     os.mkfifo(fifo)

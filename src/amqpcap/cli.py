@@ -265,10 +265,32 @@ def lean(command: str) -> None:
         sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
 
 
+# Commands whose process has nothing left to do once ``main`` returns (everything written and
+# closed, no thread at work, no child process): it leaves without tearing the interpreter down.
+LEAVE_AT_ONCE = ("dissect",)
+
+
 def console() -> None:
     """The ``amqpcap`` command (pyproject's script): ``main`` in a process of its own."""
-    lean(sys.argv[1] if len(sys.argv) > 1 else "")
-    sys.exit(main())
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    lean(command)
+    code = main()
+    if command in LEAVE_AT_ONCE:
+        leave(code)
+    sys.exit(code)
+
+
+def leave(code: int) -> None:
+    """Exit with ``code`` now: standard output and error flushed, then ``os._exit``, skipping
+    the interpreter's teardown (a last collection of every object, every module's cleanup:
+    10-20 ms of a 0.4 s dissect).  No atexit handler of this package is skipped (it has none)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away (not an error); closed
+            pass
+    os._exit(code)
 
 
 def main(argv=None) -> int:
