@@ -294,8 +294,8 @@ def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
         return el, ru.ru_maxrss * 1024, p.returncode, out.read()
 
 
-# The child that runs amqpcap: dissect() as the CLI calls it, in a process set up as the
-# amqpcap command sets up its own (no numpy), its summary back as JSON.
+# The child that runs amqpcap: dissect() as the CLI calls it, in a process set up and ended as
+# the amqpcap command sets up (no numpy) and ends (cli.leave) its own, its summary back as JSON.
 _CHILD = """
 import json, sys
 from amqpcap import cli
@@ -307,6 +307,7 @@ if sys.argv[4] == "1":
     writer.BACKGROUND = False
 s = dissect([sys.argv[1]], sys.argv[2], frames=sys.argv[3] == "1", force=True)
 print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows}))
+cli.leave(0)
 """
 
 
