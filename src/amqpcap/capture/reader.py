@@ -116,8 +116,12 @@ EXIT_UNREADABLE = Exit.UNREADABLE
 
 #: Largest record / block we are prepared to buffer (bytes).
 MAX_RECORD = 256 * 1024 * 1024
-#: Read size; every refill copies at most one partial record.
-CHUNK = 1 << 20
+#: Read size; every refill copies at most one partial record.  64 KiB: a chunk and the partial
+#: record before it stay under glibc's mmap threshold (128 KiB), so their memory is reused from
+#: the heap rather than mapped and faulted in afresh every time, and a chunk's records are
+#: decoded while it is in cache.  Reading a 35 MB capture's records: 35 ms at 1 MiB, 17 ms at
+#: 64 KiB (21 ms on a capture of 64 KiB loopback segments, 40 at 1 MiB).
+CHUNK = 1 << 16
 _PEEK = 1 << 16
 
 _NS = 1_000_000_000
