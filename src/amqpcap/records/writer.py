@@ -30,8 +30,10 @@ except ImportError:  # pragma: no cover - every pyarrow this project supports ha
     _ParquetEngine = None
 
 # Rows per record batch and Parquet row group.  Peak RSS of 200k small packets, compiled buffers:
-# 122 MB at 8192, 142 MB at 16384, 190 MB at 32768, same time and file size (reference: ~225 MB).
-ROW_GROUP = 16384
+# 122 MB at 8192, 142 MB at 16384, 190 MB at 32768 (reference: ~225 MB).  Stop 20, in-process
+# best of 3, 16384 -> 8192: a 42 MB bulk capture (14k rows a table, written only at close with
+# 16384) 142 -> 132 ms, real captures and small packets the same; files +1%, peak RSS -8 to -17 MB.
+ROW_GROUP = 8192
 QUEUED = 2  # record batches in the Parquet thread at most, every table (one written, one waiting)
 # Parquet encoding and compression (~12% of a small-packet dissect) in a thread of its own: 12% faster
 # on 2 cores (bench_dissect small), +2 MB peak RSS.
