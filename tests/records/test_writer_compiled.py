@@ -245,6 +245,56 @@ def test_a_taken_batch_keeps_its_values_while_the_columns_fill_again(fastwriter)
     second.validate(full=True)
 
 
+def test_memory_arrow_lets_go_of_is_reused_by_the_next_batches_and_only_then(fastwriter):
+    # hand_over's blocks go back to a pool when their batch is freed, and a column's next block
+    # comes from it: a batch still alive keeps its memory, a reused block holds the new values
+    schema = SCHEMAS["methods"]
+    names = schema.names
+
+    def row(i):
+        r = [None] * len(schema)
+        r[names.index("capture")] = f"c{i}"
+        r[names.index("channel")] = i
+        return tuple(r)
+
+    fastwriter.release_pool()
+    assert fastwriter.pooled_blocks() == 0
+    columns = fastwriter.Columns(schema, 100_000)
+    for i in range(300):
+        columns.append(row(i))
+    alive = columns.take()  # its blocks are Arrow's while it lives
+    before = fastwriter.pooled_blocks()
+    for i in range(300, 600):
+        columns.append(row(i))
+    dropped = columns.take()
+    assert fastwriter.pooled_blocks() == before  # nothing was let go of yet
+    del dropped
+    pooled = fastwriter.pooled_blocks()
+    assert pooled > before  # the dropped batch's blocks (capture, channel, ...) are back
+    for i in range(600, 900):
+        columns.append(row(i))
+    third = columns.take()  # the columns go on in pooled blocks
+    assert fastwriter.pooled_blocks() < pooled
+    assert alive.column("channel").to_pylist() == list(range(300))
+    assert alive.column("capture").to_pylist() == [f"c{i}" for i in range(300)]
+    assert third.column("channel").to_pylist() == list(range(600, 900))
+    assert third.column("capture").to_pylist() == [f"c{i}" for i in range(600, 900)]
+    alive.validate(full=True)
+    third.validate(full=True)
+    del columns, alive, third
+    assert fastwriter.pooled_blocks() > 0
+    fastwriter.release_pool()
+    assert fastwriter.pooled_blocks() == 0
+
+
+def test_a_written_dataset_leaves_no_pooled_memory_behind(fastwriter, tmp_path):
+    from amqpcap.pipeline import dissect
+
+    writer.use_compiled(True)
+    dissect(CAPTURES[:3], str(tmp_path / "out"), frames=True)
+    assert fastwriter.pooled_blocks() == 0
+
+
 def test_every_column_type_of_the_schema_is_built_natively(fastwriter):
     # so no pa.array call happens on the common path (the pandas import, the per-value conversion)
     for name, schema in SCHEMAS.items():

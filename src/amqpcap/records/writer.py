@@ -230,6 +230,14 @@ def compiled_table_buffer():
     return _compiled_class
 
 
+def release_memory() -> None:
+    """The compiled buffers' pooled memory freed (every batch written: nothing refers to it)."""
+    if TableBuffer is not TableBufferReference:
+        from amqpcap.records import fastwriter
+
+        fastwriter.release_pool()
+
+
 def use_compiled(on: bool) -> None:
     """Buffer tables with the compiled column buffers (``on``; they must be built) or
     ``TableBufferReference``.  accel.select() makes the choice once at import."""
@@ -263,6 +271,7 @@ class DatasetWriter:
     def close(self) -> dict[str, int]:
         for t in self.tables.values():
             t.close()
+        release_memory()
         if os.path.exists(self.out):
             old = f"{self.out}.old-{os.getpid()}"
             os.rename(self.out, old)
