@@ -632,11 +632,9 @@ def append_rows(list events, capture, stream, version, methods, messages):
         d, e = pair
         t = type(e)
         if t is Method:
-            emit(stage_method_row, R.method_row_reference, N_METHOD, methods, direct_methods, row,
-                 capture, stream, d, e, version)
+            emit(stage_method_row, False, N_METHOD, methods, direct_methods, row, capture, stream, d, e, version)
         elif t is Content:
-            emit(stage_message_row, R.message_row_reference, N_MESSAGE, messages, direct_messages, row,
-                 capture, stream, d, e, version)
+            emit(stage_message_row, True, N_MESSAGE, messages, direct_messages, row, capture, stream, d, e, version)
         else:
             rest.append(pair)
     return rest
@@ -645,12 +643,14 @@ def append_rows(list events, capture, stream, version, methods, messages):
 ctypedef int (*stage_fn)(PyObject **row, capture, stream, direction, e, version) except -1
 
 
-cdef int emit(stage_fn stage, reference, Py_ssize_t n, table, bint direct, PyObject **row,
+cdef int emit(stage_fn stage, bint message, Py_ssize_t n, table, bint direct, PyObject **row,
               capture, stream, direction, e, version) except -1:
     """The row of ``e`` appended to ``table``: its staged values straight into a compiled
-    table buffer (``direct``), else as a tuple; the reference's row if it is to build it."""
+    table buffer (``direct``), else as a tuple; the reference's row (rows.message_row_reference
+    or method_row_reference) if it is to build it."""
     try:
         if stage(row, capture, stream, direction, e, version):
+            reference = R.message_row_reference if message else R.method_row_reference
             table.append(reference(capture, stream, direction, e, version))
         elif direct:
             append_array(table, row)
