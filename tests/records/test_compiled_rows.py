@@ -293,6 +293,20 @@ def test_rows_in_a_sequence_are_identical_whatever_plan_the_row_before_left(fast
         assert outcome(fastrows.message_row, *args) == outcome(rows.message_row_reference, *args)
 
 
+@pytest.mark.parametrize("key", ["é", "x-ü", "\u2028", "plain"])
+@pytest.mark.parametrize("value", ["ascii", "ü", "\u2028", 5, {"é": "ü"}])
+def test_json_of_non_ascii_keys_and_values_is_the_reference_text_on_every_path(fastrows, key, value):
+    # the compiled JSON is copied into an ASCII str unless a key (written from the plan's
+    # pre-encoded keys) or a value is not ASCII: every mix, twice (the second row takes the plan
+    # of the first)
+    m = _method("basic.publish", {"exchange": "x", key: value, "routing-key": "r"})
+    for _ in range(2):
+        args = ("cap", 3, 0, m, "0-9-1")
+        got, want = fastrows.method_row(*args), rows.method_row_reference(*args)
+        assert got == want
+        assert [type(v) for v in got] == [type(v) for v in want]
+
+
 class _Key(str):
     pass
 

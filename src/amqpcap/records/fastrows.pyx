@@ -105,7 +105,9 @@ cdef inline object get(object obj, Py_ssize_t off, str name):
 # MAX_DEPTH) makes the whole value go to rows' encoder instead: the text is the same either way.
 cdef extern from *:
     """
-    typedef struct { char *p; Py_ssize_t n, cap; char small[1024]; } amqpcap_jbuf;
+    /* wide: a non-ASCII character was written (the text is then decoded as UTF-8; else it is
+       copied into an ASCII str as it is) */
+    typedef struct { char *p; Py_ssize_t n, cap; int wide; char small[1024]; } amqpcap_jbuf;
 
     static int amqpcap_jreserve(amqpcap_jbuf *b, Py_ssize_t more) {
         if (b->n + more <= b->cap) return 0;
@@ -150,9 +152,23 @@ cdef extern from *:
        -1: error set. */
     static int amqpcap_jstr(amqpcap_jbuf *b, PyObject *s) {
         Py_ssize_t n;
-        const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-        if (u == NULL) { PyErr_Clear(); return 1; }  /* a lone surrogate: the json module's job */
+        const char *u;
+        if (PyUnicode_IS_COMPACT_ASCII(s)) {  /* most keys and values: the characters are the bytes */
+            u = (const char *)PyUnicode_DATA(s);
+            n = PyUnicode_GET_LENGTH(s);
+        } else {
+            u = PyUnicode_AsUTF8AndSize(s, &n);
+            if (u == NULL) { PyErr_Clear(); return 1; }  /* a lone surrogate: the json module's job */
+            b->wide = 1;
+        }
         return amqpcap_jquoted(b, u, n);
+    }
+    /* The text written as a str. */
+    static PyObject *amqpcap_jtext(amqpcap_jbuf *b) {
+        if (b->wide) return PyUnicode_DecodeUTF8(b->p, b->n, NULL);
+        PyObject *out = PyUnicode_New(b->n, 127);
+        if (out != NULL) memcpy(PyUnicode_DATA(out), b->p, b->n);
+        return out;
     }
     static int amqpcap_jb64(amqpcap_jbuf *b, const unsigned char *d, Py_ssize_t n) {
         static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -244,9 +260,9 @@ cdef extern from *:
     /* The JSON text of dict d whose keys are, in order, those the fragments were made of
        ('"key":', already escaped, in one bytes object, ends[i] the end of the i-th): the keys
        are not encoded again.  As amqpcap_json otherwise. */
-    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends) {
+    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends, int wide) {
         amqpcap_jbuf b;
-        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = wide;  /* wide: a key is not ASCII */
         PyObject *k, *v, *out = NULL;
         Py_ssize_t pos = 0, i = 0, start = 0;
         const char *f = PyBytes_AS_STRING(frags);
@@ -258,7 +274,7 @@ cdef extern from *:
             r = amqpcap_jvalue(&b, v, 1);
         }
         if (r == 0) r = amqpcap_jput(&b, "}", 1);
-        if (r == 0) out = PyUnicode_DecodeUTF8(b.p, b.n, NULL);
+        if (r == 0) out = amqpcap_jtext(&b);
         if (b.p != b.small) PyMem_Free(b.p);
         if (r == 1) Py_RETURN_NONE;
         return out;
@@ -267,7 +283,7 @@ cdef extern from *:
        of the i-th.  None if a key is not written here (the plan then encodes whole dicts). */
     static PyObject *amqpcap_json_fragments(PyObject *keys, Py_ssize_t *ends) {
         amqpcap_jbuf b;
-        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = 0;
         int r = 0;
         Py_ssize_t n = PyTuple_GET_SIZE(keys);
         for (Py_ssize_t i = 0; i < n && r == 0; i++) {
@@ -284,16 +300,16 @@ cdef extern from *:
     /* The JSON text of o; None if it is not a value written here; NULL: error set. */
     static PyObject *amqpcap_json(PyObject *o) {
         amqpcap_jbuf b;
-        b.p = b.small; b.n = 0; b.cap = sizeof b.small;
+        b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = 0;
         int r = amqpcap_jvalue(&b, o, 0);
-        PyObject *out = r == 0 ? PyUnicode_DecodeUTF8(b.p, b.n, NULL) : NULL;
+        PyObject *out = r == 0 ? amqpcap_jtext(&b) : NULL;
         if (b.p != b.small) PyMem_Free(b.p);
         if (r == 1) Py_RETURN_NONE;
         return out;
     }
     """
     object amqpcap_json(object o)
-    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends)
+    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends, int wide)
     object amqpcap_json_fragments(tuple keys, Py_ssize_t *ends)
 
 
@@ -413,6 +429,7 @@ cdef class Plan:
     # by amqpcap_json_keyed); a dict with the same names in the same order uses this plan
     cdef tuple names
     cdef object frags
+    cdef bint wide_keys  # a key of frags is not ASCII
     cdef Py_ssize_t ends[MAX_NAMES]
 
     def __init__(self, fill, destination=False, reply_code=False, failing=False):
@@ -432,13 +449,14 @@ cdef class Plan:
     cdef void named(self, tuple names):
         self.names = names
         self.frags = amqpcap_json_fragments(names, self.ends) if len(names) <= MAX_NAMES else None
+        self.wide_keys = self.frags is not None and not self.frags.isascii()
 
     cdef object json(self, dict d, bint same):
         """to_json(d); ``same``: d's keys are this plan's names (same_names), written from the
         plan's JSON keys."""
         if self.frags is None or not same:
             return to_json(d)
-        text = amqpcap_json_keyed(d, self.frags, self.ends)
+        text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys)
         if text is None:
             return encode(d)
         return text
