@@ -25,7 +25,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.pycapsule cimport PyCapsule_New
-from cpython.unicode cimport PyUnicode_CheckExact
+from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET_LENGTH
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
 
@@ -74,6 +74,10 @@ def _convert(value, type):
 
 
 # --- growable byte buffers ---------------------------------------------------------------------
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
 
 
 cdef extern from *:
@@ -472,7 +476,11 @@ cdef class BytesCol(Col):
         if self.text:
             if not PyUnicode_CheckExact(v):
                 return 0
-            p = PyUnicode_AsUTF8AndSize(v, &size)  # UnicodeEncodeError (surrogates) like the reference
+            if PyUnicode_IS_COMPACT_ASCII(v):  # most values: the characters are the UTF-8 bytes
+                p = <const char *>PyUnicode_DATA(v)
+                size = PyUnicode_GET_LENGTH(v)
+            else:
+                p = PyUnicode_AsUTF8AndSize(v, &size)  # UnicodeEncodeError (surrogates) like the reference
         else:
             if not PyBytes_CheckExact(v):
                 return 0
