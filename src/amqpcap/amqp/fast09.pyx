@@ -147,6 +147,16 @@ cdef inline uint64_t rd64(const uint8_t *p) noexcept nogil:
 # content type, table keys): the last ASCII str seen in each of TEXT_SLOTS slots, chosen by
 # length and three bytes, is handed out again when the same bytes come (no decode, no new
 # object; a str is immutable, so which object it is does not show).
+cdef extern from "Python.h":
+    dict _PyDict_NewPresized(Py_ssize_t minused)
+
+
+cdef inline dict new_dict(Py_ssize_t n):
+    """An empty dict with room for ``n`` items (argument and property lists of more than five
+    would otherwise be resized once or twice as they are decoded)."""
+    return _PyDict_NewPresized(n) if n > 5 else {}
+
+
 cdef enum:
     TEXT_SLOTS = 1024
     TEXT_MAX = 64
@@ -508,7 +518,7 @@ cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize
             return None
         if nwords == 1:
             w.last_props, w.last_flags, w.last_property_plan = props, flags, plan
-    out = {}
+    out = new_dict(len(plan[1]) + len(plan[2]))
     off = decode_fields(plan[0], plan[1], b, off, end, rabbit, out)
     if off != end:  # also -1: does not decode
         return None
@@ -849,7 +859,7 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         w.refresh()
         return
     plan = info.plan
-    args = {}
+    args = new_dict(len(plan[1]) if plan is not None else 0)
     if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
         # a dialect, or an anomaly: the reference decides
         dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)

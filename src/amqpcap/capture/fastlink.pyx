@@ -12,6 +12,7 @@ construction, a ``link.Packet`` built as the reference builds it.
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
+from cpython.long cimport PyLong_AsLong, PyLong_FromLong
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.string cimport memcmp
 
@@ -81,6 +82,24 @@ cdef object address(const uint8_t *a, Py_ssize_t alen):
     return v
 
 
+# Likewise the ports and windows (16-bit: a packet's three ints that repeat), from a table of
+# the last PORT_SLOTS values: no int object made and freed for them a packet.
+cdef enum:
+    PORT_SLOTS = 512
+cdef PyObject *PORT_CACHE[PORT_SLOTS]
+
+
+cdef object u16(uint16_t v):
+    cdef PyObject *c = PORT_CACHE[v & (PORT_SLOTS - 1)]
+    if c != NULL and PyLong_AsLong(<object>c) == v:
+        return <object>c
+    o = PyLong_FromLong(v)
+    Py_INCREF(o)
+    Py_XDECREF(c)
+    PORT_CACHE[v & (PORT_SLOTS - 1)] = <PyObject *>o
+    return o
+
+
 cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t alen, Py_ssize_t t,
                    Py_ssize_t p, Py_ssize_t end):
     """The Packet of a TCP header at ``t`` whose payload is b[p:end] (all captured)."""
@@ -90,12 +109,12 @@ cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t ale
             version,
             address(b + src, alen),
             address(b + src + alen, alen),
-            rd16(b + t),
-            rd16(b + t + 2),
+            u16(rd16(b + t)),
+            u16(rd16(b + t + 2)),
             rd32(b + t + 4),
             rd32(b + t + 8),
             rd16(b + t + 12) & 0x1FF,
-            rd16(b + t + 14),
+            u16(rd16(b + t + 14)),
             PyBytes_FromStringAndSize(<const char *>(b + p), end - p),
             0,
         ),
