@@ -760,9 +760,13 @@ def test_cli_dissect_succeeds_and_summarises(capture_file, tmp_path):
 def test_dissect_command_runs_without_numpy_and_writes_what_the_library_does(capture_file, tmp_path, pure):
     """The amqpcap process leaves numpy out for dissect (cli.lean): nothing on its path, compiled
     or pure Python, imports it, and the tables are the library's (numpy loaded) to the byte."""
-    probe = (
-        "import sys, atexit; from amqpcap import cli\n"
-        "atexit.register(lambda: print('numpy loaded:', sys.modules.get('numpy') is not None))\n"
+    probe = (  # at the very end: dissect leaves by cli.leave (os._exit: no atexit handler runs)
+        "import sys; from amqpcap import cli\n"
+        "leave = cli.leave\n"
+        "def probe(code):\n"
+        "    print('numpy loaded:', sys.modules.get('numpy') is not None)\n"
+        "    leave(code)\n"
+        "cli.leave = probe\n"
         "sys.argv = ['amqpcap'] + sys.argv[1:]; cli.console()\n"
     )
     env = dict(os.environ, AMQPCAP_PURE=pure)
