@@ -307,6 +307,23 @@ def test_json_of_non_ascii_keys_and_values_is_the_reference_text_on_every_path(f
         assert [type(v) for v in got] == [type(v) for v in want]
 
 
+@pytest.mark.parametrize(
+    "headers", [{"x-a": 1, "x-b": "ü", "n": {"d": [1, b"\x00"]}}, {}, None, "text", [1, 2], b"\xff", 2.5]
+)
+def test_the_headers_column_is_the_reference_text_when_taken_from_the_properties_text(fastrows, headers):
+    # the compiled message row takes the headers' JSON from the properties' JSON (written once):
+    # the same text as encoding them alone, and null for None
+    m = _method("basic.publish", {"exchange": "x", "routing-key": "r"})
+    p = {"content-type": "t", "headers": headers, "delivery-mode": 2}
+    for _ in range(2):  # the second row takes the plan of the first
+        c = Content(4, 5, 6, 1, m, 60, dict(p), 1, 1, 1, "h", b"x", True, 4)
+        args = ("cap", 3, 0, c, "0-9-1")
+        got, want = fastrows.message_row(*args), rows.message_row_reference(*args)
+        assert got == want
+        row = dict(zip(rows.COLUMNS["messages"], got))
+        assert row["headers"] == (None if headers is None else rows.to_json(headers))
+
+
 class _Key(str):
     pass
 

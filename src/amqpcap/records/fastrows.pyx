@@ -260,21 +260,29 @@ cdef extern from *:
     /* The JSON text of dict d whose keys are, in order, those the fragments were made of
        ('"key":', already escaped, in one bytes object, ends[i] the end of the i-th): the keys
        are not encoded again.  As amqpcap_json otherwise. */
-    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends, int wide) {
+    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends, int wide,
+                                        Py_ssize_t want, PyObject **wanted) {
         amqpcap_jbuf b;
         b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = wide;  /* wide: a key is not ASCII */
         PyObject *k, *v, *out = NULL;
-        Py_ssize_t pos = 0, i = 0, start = 0;
+        Py_ssize_t pos = 0, i = 0, start = 0, w0 = -1, w1 = -1;
         const char *f = PyBytes_AS_STRING(frags);
         int r = amqpcap_jput(&b, "{", 1);
         while (r == 0 && PyDict_Next(d, &pos, &k, &v)) {
             if (i && (r = amqpcap_jput(&b, ",", 1)) != 0) break;
             if ((r = amqpcap_jput(&b, f + start, ends[i] - start)) != 0) break;
-            start = ends[i++];
+            start = ends[i];
+            if (i == want && v != Py_None) w0 = b.n;  /* None: to_json's None, not 'null' */
             r = amqpcap_jvalue(&b, v, 1);
+            if (i++ == want && w0 >= 0) w1 = b.n;
         }
         if (r == 0) r = amqpcap_jput(&b, "}", 1);
         if (r == 0) out = amqpcap_jtext(&b);
+        /* the text of value ``want`` too: the JSON of a value is the same alone or in a dict */
+        if (out != NULL && w1 >= 0 && wanted != NULL) {
+            *wanted = PyUnicode_DecodeUTF8(b.p + w0, w1 - w0, NULL);
+            if (*wanted == NULL) Py_CLEAR(out);
+        }
         if (b.p != b.small) PyMem_Free(b.p);
         if (r == 1) Py_RETURN_NONE;
         return out;
@@ -309,7 +317,8 @@ cdef extern from *:
     }
     """
     object amqpcap_json(object o)
-    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends, int wide)
+    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends, int wide, Py_ssize_t want,
+                              PyObject **wanted)
     object amqpcap_json_fragments(tuple keys, Py_ssize_t *ends)
 
 
@@ -430,6 +439,9 @@ cdef class Plan:
     cdef tuple names
     cdef object frags
     cdef bint wide_keys  # a key of frags is not ASCII
+    # the fill entry of a table written as JSON alone too (the headers: TO_TABLE_JSON), -1: none;
+    # and its name's place in names: its text is taken from the whole dict's (json)
+    cdef Py_ssize_t table_fill, table_at
     cdef Py_ssize_t ends[MAX_NAMES]
 
     def __init__(self, fill, destination=False, reply_code=False, failing=False):
@@ -445,18 +457,25 @@ cdef class Plan:
         self.destination = destination
         self.reply_code = reply_code
         self.failing = failing
+        self.table_fill = self.table_at = -1
 
     cdef void named(self, tuple names):
+        cdef Py_ssize_t j
         self.names = names
         self.frags = amqpcap_json_fragments(names, self.ends) if len(names) <= MAX_NAMES else None
         self.wide_keys = self.frags is not None and not self.frags.isascii()
+        for j in range(self.n):
+            if self.code[j] == TO_TABLE_JSON and self.keys[j] in names:
+                self.table_fill, self.table_at = j, names.index(self.keys[j])
+                break
 
-    cdef object json(self, dict d, bint same):
+    cdef object json(self, dict d, bint same, PyObject **table):
         """to_json(d); ``same``: d's keys are this plan's names (same_names), written from the
-        plan's JSON keys."""
+        plan's JSON keys.  ``table`` (not NULL): set to the JSON text of the value at
+        ``table_at`` when it is written here (a new reference), left NULL otherwise."""
         if self.frags is None or not same:
             return to_json(d)
-        text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys)
+        text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys, self.table_at, table)
         if text is None:
             return encode(d)
         return text
@@ -754,7 +773,7 @@ cdef int stage_method_row(PyObject **row, capture, stream, direction, m, version
         put(row, M_FAILING_COL, failing(version, a))
     put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
     put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
-    put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same))
+    put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same, NULL))
     return 0
 
 
@@ -776,6 +795,7 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
     cdef Plan fill
     cdef bint same = False
     cdef Py_ssize_t j, i
+    cdef PyObject *table = NULL
     if not DIRECT or type(c) is not Content:
         return 1
     method = get(c, C_METHOD, "method")
@@ -809,7 +829,7 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
     put(row, 13, redelivered if PyBool_Check(redelivered) else None)
     put(row, 14, code if is_int(code) else None)
     i = FIRST_PROPERTY + N_PROPERTIES
-    put(row, i, fill.json(<dict>p, same))
+    put(row, i, fill.json(<dict>p, same, &table))
     put(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
     put(row, i + 2, get(c, C_RECEIVED, "body_received"))
     put(row, i + 3, get(c, C_FRAMES, "body_frames"))
@@ -819,7 +839,12 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
     put(row, i + 7, get(c, C_FIRST, "first_packet"))
     put(row, i + 8, get(c, C_PACKET, "packet"))
     for j in range(fill.n):
-        put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
+        if j == fill.table_fill and table != NULL:  # the headers' text, from the properties' own
+            put(row, fill.col[j], <object>table)
+            Py_XDECREF(table)
+            table = NULL
+        else:
+            put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
     return 0
 
 
