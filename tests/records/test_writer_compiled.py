@@ -85,7 +85,8 @@ def _run_dissect(env: dict, tmp_path) -> str:
     code = (
         "import sys; from amqpcap.cli import main; from amqpcap.records import writer; "
         f"rc = main({argv!r}); "
-        "print(rc, writer.compiled_in_use(), 'pandas' in sys.modules, 'pyarrow.parquet' in sys.modules)"
+        "print(rc, writer.compiled_in_use(), 'pandas' in sys.modules, 'pyarrow.parquet' in sys.modules, "
+        "'concurrent.futures' in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -95,9 +96,11 @@ def _run_dissect(env: dict, tmp_path) -> str:
 def test_a_compiled_dissect_never_imports_pandas_nor_pyarrow_parquet(fastwriter, tmp_path):
     # pyarrow imports pandas at the first pa.array call (~0.2 s, ~56 MB): the compiled path
     # makes none.  The reference path does import it (the check can see it).  Neither imports
-    # pyarrow.parquet (~25 ms with the filesystem layer): writer.open_parquet uses its engine.
-    assert _run_dissect({}, tmp_path) == "0 True False False"
-    assert _run_dissect({"AMQPCAP_PURE": "1"}, tmp_path / "pure") == "0 False True False"
+    # pyarrow.parquet (~25 ms with the filesystem layer): writer.open_parquet uses its engine;
+    # nor, compiled, concurrent.futures (~10 ms with logging): the Parquet thread is writer.Job's
+    # (pandas, on the reference path, imports it itself).
+    assert _run_dissect({}, tmp_path) == "0 True False False False"
+    assert _run_dissect({"AMQPCAP_PURE": "1"}, tmp_path / "pure").startswith("0 False True False ")
 
 
 # --- rows with odd values ----------------------------------------------------------------------
@@ -388,6 +391,33 @@ def test_batches_written_in_the_background_arrive_in_order(tmp_path):
     a = pq.read_table(tmp_path / "a").column("x").to_pylist()
     assert a == [v for i in range(0, 20, 2) for v in range(i * 10, i * 10 + 10)]
     assert pq.ParquetFile(tmp_path / "b" / "part-00000.parquet").metadata.num_row_groups == 10
+
+
+def test_a_parquet_job_reports_its_write_and_lets_go_of_its_batch():
+    import threading
+    import weakref
+
+    class Batch:  # a stand-in the job can be seen to drop
+        pass
+
+    seen = []
+    ok, failing = Batch(), Batch()
+    jobs = [writer.Job(seen.append, ok), writer.Job(lambda b: 1 / 0, failing)]
+    refs = [weakref.ref(ok)]
+    del ok, failing
+    assert not any(j.done() for j in jobs)
+    threads = [threading.Thread(target=j.run) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(j.done() for j in jobs)
+    assert jobs[0].exception() is None and jobs[0].result() is None and len(seen) == 1
+    assert isinstance(jobs[1].exception(), ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        jobs[1].result()
+    seen.clear()
+    assert refs[0]() is None  # written: the batch is gone (a failed one lives on in its traceback)
 
 
 def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_still_closed(tmp_path):

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import collections
 import os
+import queue
 import shutil
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+import threading
 
 import pyarrow as pa
 
@@ -44,23 +45,64 @@ class OutputExists(Exception):
     """``out`` exists and ``force`` was not given (exit code ``Exit.OUTPUT_EXISTS``)."""
 
 
-_pool: ThreadPoolExecutor | None = None  # the Parquet thread, shared by every table (started on demand)
-_pool_pid = 0  # the process that started it (a forked child starts its own)
+class Job:
+    """A batch handed to the Parquet thread.  ``done()`` once it is written (or failed);
+    ``exception()`` waits for that and returns what the write raised (None); ``result()`` waits
+    and raises it.  (concurrent.futures would do, and costs ~10 ms of every start to import.)"""
+
+    __slots__ = ("write", "batch", "error", "finished")
+
+    def __init__(self, write, batch: pa.RecordBatch) -> None:
+        self.write, self.batch, self.error = write, batch, None
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.write(self.batch)
+        except BaseException as e:  # raised in the caller (result), whatever it is
+            self.error = e
+        finally:
+            self.write = self.batch = None  # the batch's memory goes back once it is written
+            self.finished.set()
+
+    def done(self) -> bool:
+        return self.finished.is_set()
+
+    def exception(self) -> BaseException | None:
+        self.finished.wait()
+        return self.error
+
+    def result(self) -> None:
+        error = self.exception()
+        if error is not None:
+            raise error
+
+
+def _parquet_thread(jobs: queue.SimpleQueue) -> None:
+    while True:
+        jobs.get().run()
+
+
+_jobs: queue.SimpleQueue | None = None  # the Parquet thread's, shared by every table (started on demand)
+_jobs_pid = 0  # the process that started it (a forked child starts its own)
 _inflight: collections.deque = collections.deque()  # batches handed to it, every table, oldest first
 
 
-def _in_background(write, batch) -> Future:
+def _in_background(write, batch) -> Job:
     """``write(batch)`` in the Parquet thread, once fewer than QUEUED batches are in flight."""
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():
-        _pool, _pool_pid = ThreadPoolExecutor(1, thread_name_prefix="amqpcap-parquet"), os.getpid()
+    global _jobs, _jobs_pid
+    if _jobs is None or _jobs_pid != os.getpid():
+        _jobs, _jobs_pid = queue.SimpleQueue(), os.getpid()
+        # a daemon: idle between dissections, and nothing is left to it once a file is closed
+        threading.Thread(target=_parquet_thread, args=(_jobs,), name="amqpcap-parquet", daemon=True).start()
         _inflight.clear()
     while len(_inflight) >= QUEUED:
         _inflight[0].exception()  # waits; the table that wrote it raises its error
         _inflight.popleft()
-    future = _pool.submit(write, batch)
-    _inflight.append(future)
-    return future
+    job = Job(write, batch)
+    _jobs.put(job)
+    _inflight.append(job)
+    return job
 
 
 # What pq.ParquetWriter passes its engine by default, spelled out (the same file, byte for byte:
@@ -119,7 +161,7 @@ class ParquetFile:
         self.schema = schema
         self.writer = None
         self.background = background
-        self.pending: list[Future] = []  # this file's batches in the Parquet thread
+        self.pending: list[Job] = []  # this file's batches in the Parquet thread
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self.writer is None:
@@ -139,7 +181,8 @@ class ParquetFile:
             self.pending.pop(0).result()
 
     def close(self) -> None:
-        wait(self.pending)  # the file is closed after its last batch, whatever happened to the others
+        for job in self.pending:  # the file is closed after its last batch, whatever happened to the others
+            job.exception()
         try:
             self._settle(wait=True)
         finally:
