@@ -143,10 +143,6 @@ cdef inline uint64_t rd64(const uint8_t *p) noexcept nogil:
     return (<uint64_t>rd32(p) << 32) | rd32(p + 4)
 
 
-# The strings a connection sends again and again (exchange, routing key, consumer tag,
-# content type, table keys): the last ASCII str seen in each of TEXT_SLOTS slots, chosen by
-# length and three bytes, is handed out again when the same bytes come (no decode, no new
-# object; a str is immutable, so which object it is does not show).
 cdef extern from "Python.h":
     dict _PyDict_NewPresized(Py_ssize_t minused)
 
@@ -157,6 +153,10 @@ cdef inline dict new_dict(Py_ssize_t n):
     return _PyDict_NewPresized(n) if n > 5 else {}
 
 
+# The strings a connection sends again and again (exchange, routing key, consumer tag,
+# content type, table keys): the last ASCII str seen in each of TEXT_SLOTS slots, chosen by
+# length and three bytes, is handed out again when the same bytes come (no decode, no new
+# object; a str is immutable, so which object it is does not show).
 cdef enum:
     TEXT_SLOTS = 1024
     TEXT_MAX = 64
