@@ -26,7 +26,7 @@ from fixtures.compiled import both_ways, built_or_skip
 from amqpcap import pipeline
 from amqpcap.capture.reader import CaptureError
 from amqpcap.pipeline import dissect
-from amqpcap.records.writer import OutputExists
+from amqpcap.records.writer import DatasetWriter, OutputExists
 
 # Every test runs with Dissector._packet alone and with the compiled packet loop in front of it.
 loop = both_ways(pipeline, "fastpipeline", "loop")
@@ -979,3 +979,33 @@ def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_p
     # the packet that closes the window, and those up to the one after it in that direction
     during = [i + 1 for i in range(zero, reopen + 1)]
     assert seen == sorted(flagged + during)
+
+
+def test_the_hot_loop_hands_the_gil_over_sooner_and_restores_the_interpreter_after(tmp_path):
+    """While packets are read the switch interval is short (the Parquet thread gets the GIL
+    within it) and gen 0 of the GC large; both come back afterwards, whatever they were, and
+    a caller's interval already shorter is kept."""
+    import gc
+
+    seen = []
+
+    class Source:
+        def __iter__(self):
+            seen.append((sys.getswitchinterval(), gc.get_threshold()[0]))
+            return iter(())
+
+    old_interval, old_threshold = sys.getswitchinterval(), gc.get_threshold()
+    writer = DatasetWriter(str(tmp_path / "out"), ["connections", "methods", "messages", "anomalies"])
+    try:
+        for interval in (0.01, 0.0001):
+            sys.setswitchinterval(interval)
+            gc.set_threshold(700, 11, 12)
+            pipeline.Dissector("x", writer, pipeline.Options()).run(Source())
+            assert sys.getswitchinterval() == pytest.approx(interval, abs=2e-6)  # kept in whole us
+            assert gc.get_threshold() == (700, 11, 12)
+        writer.close()
+    finally:
+        sys.setswitchinterval(old_interval)
+        gc.set_threshold(*old_threshold)
+    assert seen[0] == (pytest.approx(pipeline.SWITCH_INTERVAL, rel=0.02), pipeline.GC_GEN0)
+    assert seen[1] == (pytest.approx(0.0001, rel=0.02), pipeline.GC_GEN0)
