@@ -69,45 +69,60 @@ cdef inline int cset(conv, bint direct, Py_ssize_t off, str name, value) except 
     return 0
 
 
+cdef class Loop:
+    """What every packet of one run reads: the dissector's flow table, capture name and the two
+    tables the common rows go to, and rows.append_rows (read once, not per packet)."""
+    cdef object dis, append_rows, capture, methods, messages, progress, parse
+    cdef dict flows
+    cdef long long nbytes  # added to dis.bytes before anything reads it (the progress line)
+
+    def __cinit__(self, dis, progress, parse):
+        self.dis, self.progress, self.parse = dis, progress, parse
+        self.flows = dis.flows
+        self.append_rows = rows.append_rows
+        self.capture, self.methods, self.messages = dis.capture, dis.t_methods, dis.t_messages
+        self.nbytes = 0
+
+
 def run(dis, source, progress, parse):
     """``for record in source: dis._packet(*record, progress)``, the common TCP segment in C;
     the number of the last packet.  A source with ``batches()`` (the reader's lists of
     records) is taken a list at a time: its generator resumes once a chunk, not a packet."""
-    cdef dict flows = dis.flows
-    cdef long long nbytes = 0  # added to dis.bytes before anything reads it (the progress line)
+    cdef Loop loop = Loop(dis, progress, parse)
     cdef object number = 0
     cdef list batch
     batches = getattr(source, "batches", None)
     if batches is None:
         for record in source:
-            number = packet(dis, flows, record, progress, parse, &nbytes)
+            number = packet(loop, record)
     else:
         for batch in batches():
             for record in batch:
-                number = packet(dis, flows, record, progress, parse, &nbytes)
-    dis.bytes += nbytes
+                number = packet(loop, record)
+    dis.bytes += loop.nbytes
     return number
 
 
-cdef object packet(dis, dict flows, record, progress, parse, long long *nbytes):
+cdef object packet(Loop loop, record):
     """One record ``(number, ts, linktype, data, wirelen)``: its number."""
     number, ts, linktype, data, wirelen = record
-    nbytes[0] += wirelen
+    loop.nbytes += wirelen
+    dis = loop.dis
     try:
-        parsed = parse(linktype, data)
+        parsed = loop.parse(linktype, data)
     except UnsupportedLinkType:
         dis._unsupported_link(number, ts, linktype)
     else:
-        if not common(dis, flows, parsed, number, ts):
+        if not common(loop, parsed, number, ts):
             dis._parsed(number, ts, parsed)
-    if progress is not None and not number & 0x3FFF:
-        dis.bytes += nbytes[0]
-        nbytes[0] = 0
-        dis.tick(number, progress)
+    if loop.progress is not None and not number & 0x3FFF:
+        dis.bytes += loop.nbytes
+        loop.nbytes = 0
+        dis.tick(number, loop.progress)
     return number
 
 
-cdef bint common(dis, dict flows, parsed, number, ts) except -1:
+cdef bint common(Loop loop, parsed, number, ts) except -1:
     """Dissector._parsed for a TCP segment of a known conversation with no SYN, FIN or RST,
     nothing cut and the window open (and not closing a zero-window period); False, having done
     nothing, for any other packet."""
@@ -120,7 +135,7 @@ cdef bint common(dis, dict flows, parsed, number, ts) except -1:
     flags = r[7]
     if flags & (SYN | FIN | RST) or r[10] or r[8] == 0:
         return False
-    found = flows.get((r[1], r[3], r[2], r[4]))
+    found = loop.flows.get((r[1], r[3], r[2], r[4]))
     if found is None:
         return False
     entry = <tuple>found
@@ -142,12 +157,12 @@ cdef bint common(dis, dict flows, parsed, number, ts) except -1:
         streams[d].segment(r[5], payload, 0, number, ts)
     dec = cget(conv, direct, DECODER, "decoder")
     if dec.events:  # Dissector._emit
-        rest = rows.append_rows(
-            dec.pop_events(), dis.capture, cget(conv, direct, STREAM, "stream"), dec.version, dis.t_methods,
-            dis.t_messages
+        rest = loop.append_rows(
+            dec.pop_events(), loop.capture, cget(conv, direct, STREAM, "stream"), dec.version, loop.methods,
+            loop.messages
         )
         if rest:
-            dis._emit_rest(conv, rest)
+            loop.dis._emit_rest(conv, rest)
     if dec.undecoded and not dec.is_amqp:
-        dis._ignore(conv)
+        loop.dis._ignore(conv)
     return True
