@@ -14,6 +14,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.object cimport PyObject
 from cpython.long cimport PyLong_AsLong, PyLong_FromLong
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.string cimport memcmp
 
 cdef extern from *:
@@ -21,23 +22,16 @@ cdef extern from *:
     #ifndef AMQPCAP_SOURCE_SHA256
     #define AMQPCAP_SOURCE_SHA256 ""
     #endif
-    /* tuple.__new__(cls, t) without the call: a tuple subclass instance (Packet is a NamedTuple,
-       no instance dict) holding the items of t. */
-    static PyObject *amqpcap_retype(PyObject *cls, PyObject *t) {
+    /* A Packet (a NamedTuple: a tuple subclass, no instance dict) of n items, all NULL until
+       set (the tuple's traversal and deallocation skip NULL): filled in place, no tuple made
+       first to be copied. */
+    static PyObject *amqpcap_tuple_of(PyObject *cls, Py_ssize_t n) {
         PyTypeObject *tp = (PyTypeObject *)cls;
-        Py_ssize_t i, n = PyTuple_GET_SIZE(t);
-        PyObject *r = tp->tp_alloc(tp, n);
-        if (r == NULL) return NULL;
-        for (i = 0; i < n; i++) {
-            PyObject *v = PyTuple_GET_ITEM(t, i);
-            Py_INCREF(v);
-            PyTuple_SET_ITEM(r, i, v);
-        }
-        return r;
+        return tp->tp_alloc(tp, n);
     }
     """
     const char *AMQPCAP_SOURCE_SHA256
-    object amqpcap_retype(object cls, tuple t)
+    object amqpcap_tuple_of(object cls, Py_ssize_t n)
 
 # accel.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
@@ -100,25 +94,28 @@ cdef object u16(uint16_t v):
     return o
 
 
+cdef inline void put(object r, Py_ssize_t i, object v):
+    """Item ``i`` of the new Packet ``r``: ``v`` (SET_ITEM takes the reference it is given)."""
+    Py_INCREF(v)
+    PyTuple_SET_ITEM(r, i, v)
+
+
 cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t alen, Py_ssize_t t,
                    Py_ssize_t p, Py_ssize_t end):
     """The Packet of a TCP header at ``t`` whose payload is b[p:end] (all captured)."""
-    return amqpcap_retype(
-        PACKET,
-        (
-            version,
-            address(b + src, alen),
-            address(b + src + alen, alen),
-            u16(rd16(b + t)),
-            u16(rd16(b + t + 2)),
-            rd32(b + t + 4),
-            rd32(b + t + 8),
-            rd16(b + t + 12) & 0x1FF,
-            u16(rd16(b + t + 14)),
-            PyBytes_FromStringAndSize(<const char *>(b + p), end - p),
-            0,
-        ),
-    )
+    r = amqpcap_tuple_of(PACKET, 11)
+    put(r, 0, version)
+    put(r, 1, address(b + src, alen))
+    put(r, 2, address(b + src + alen, alen))
+    put(r, 3, u16(rd16(b + t)))
+    put(r, 4, u16(rd16(b + t + 2)))
+    put(r, 5, rd32(b + t + 4))
+    put(r, 6, rd32(b + t + 8))
+    put(r, 7, rd16(b + t + 12) & 0x1FF)
+    put(r, 8, u16(rd16(b + t + 14)))
+    put(r, 9, PyBytes_FromStringAndSize(<const char *>(b + p), end - p))
+    put(r, 10, 0)
+    return r
 
 
 def parse_packet(int linktype, data):
