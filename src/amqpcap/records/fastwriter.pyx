@@ -701,7 +701,6 @@ cdef class Columns:
     cdef Py_ssize_t n
     cdef readonly Py_ssize_t capacity
     cdef readonly Py_ssize_t max_bytes
-    cdef list bytes_cols  # the top-level string / binary columns
     cdef PyObject **col  # self.cols' items (borrowed: the list keeps them)
 
     def __init__(self, schema, Py_ssize_t capacity, Py_ssize_t max_bytes=MAX_BYTES):
@@ -713,7 +712,6 @@ cdef class Columns:
             raise MemoryError()
         for i in range(len(self.cols)):
             self.col[i] = PyList_GET_ITEM(self.cols, i)
-        self.bytes_cols = [c for c in self.cols if isinstance(c, BytesCol)]
         self.max_bytes = max_bytes
         self.names = list(schema.names)
         self.ncols = len(self.cols)
@@ -754,6 +752,7 @@ cdef class Columns:
         cdef PyObject *p
         cdef PyObject *c
         cdef Col col
+        cdef bint full = False  # a string / binary column reached max_bytes with this row
         try:
             for i in range(self.ncols):
                 p = values[i]
@@ -772,6 +771,7 @@ cdef class Columns:
                         (<BytesCol>c).fill(n)
                     if not (<BytesCol>c).put(<object>p):
                         (<Col>c).append(<object>p)
+                    full = full or (<BytesCol>c).data.size >= self.max_bytes
                 elif (<Col>c).kind == K_BOOL:
                     if (<Col>c).length != n:
                         (<BoolCol>c).fill(n)
@@ -787,16 +787,9 @@ cdef class Columns:
                     col.truncate(n)
             raise
         self.n = n + 1
-        if self.n >= self.capacity or self.full_bytes():
+        if self.n >= self.capacity or full:
             self.flush()
         return 0
-
-    cdef bint full_bytes(self):
-        cdef Py_ssize_t i
-        for i in range(PyList_GET_SIZE(self.bytes_cols)):
-            if (<BytesCol>PyList_GET_ITEM(self.bytes_cols, i)).data.size >= self.max_bytes:
-                return True
-        return False
 
     def flush(self):
         """Called when ``capacity`` rows are pending (the writer's flush: a subclass)."""
