@@ -10,6 +10,7 @@ safety and the command line's exit codes; each with the packet loop in Python an
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -985,8 +986,6 @@ def test_the_hot_loop_hands_the_gil_over_sooner_and_restores_the_interpreter_aft
     """While packets are read the switch interval is short (the Parquet thread gets the GIL
     within it) and gen 0 of the GC large; both come back afterwards, whatever they were, and
     a caller's interval already shorter is kept."""
-    import gc
-
     seen = []
 
     class Source:
