@@ -48,7 +48,7 @@ import sys
 
 # What the compiled walker is built from, and mirrors: editing any of them makes a built
 # extension stale.
-SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py", "../slots.pxi")
+SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py", "../slots.pxi", "wirefields.pxi")
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "amqpcap.amqp.fast09"
 
@@ -70,14 +70,14 @@ EXTENSIONS = {
         "amqpcap.records.fastrows",
         "row builder",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py", "../slots.pxi"),
+        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py", "../slots.pxi", "../amqp/wirefields.pxi", "raw.pxi"),
     ),
     "fastwriter": Extension(
         "fastwriter",
         "amqpcap.records.fastwriter",
         "table buffer",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastwriter.pyx", "writer.py"),
+        ("fastwriter.pyx", "writer.py", "raw.pxi"),
     ),
     "fastlink": Extension(
         "fastlink",

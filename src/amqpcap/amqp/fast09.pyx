@@ -16,6 +16,7 @@ Python frame per frame, method, header and body.
 """
 
 from cpython.buffer cimport PyBUF_READ
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -23,6 +24,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.string cimport memcmp, memcpy
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
+import collections.abc
 import dataclasses
 import hashlib
 import sys
@@ -46,6 +48,9 @@ cdef extern from *:
 # microsecond per event.  The walker builds them as that __init__ would, storing each field in
 # its slot directly (the offsets come from the class's member descriptors at import).
 include "../slots.pxi"
+include "wirefields.pxi"
+
+cdef class WireProperties  # below: what properties() returns
 
 cdef extern from *:
     """
@@ -99,17 +104,6 @@ SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
 
 cdef int MAX_DEPTH = 64  # codec_0_9.MAX_DEPTH
 cdef uint8_t FRAME_END = 0xCE
-
-# Field type codes of a decoding plan (one byte per field).
-cdef enum:
-    P_OCTET = 1
-    P_SHORT = 2
-    P_LONG = 3
-    P_LONGLONG = 4
-    P_SHORTSTR = 5
-    P_TABLE = 6
-    P_LONGSTR = 7
-    P_BIT = 8
 
 _CODES = {
     "octet": P_OCTET,
@@ -381,71 +375,85 @@ cdef object plan_of(fields):
 
 
 cdef Py_ssize_t decode_fields(
-    bytes codes, tuple names, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit, dict args
+    bytes codes, tuple names, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit, dict args,
+    amqpcap_wire *w=NULL
 ) except -2:
-    """Decode a plan's fields into args; the end offset, or -1 if they do not decode."""
+    """Decode a plan's fields into args; the end offset, or -1 if they do not decode.  With
+    ``w``: where each value lies goes there instead (spans relative to ``b``; a table or long
+    string decoded into ``w.obj``, a bit too: their decoding is their check), no dict."""
     cdef Py_ssize_t i, nf = len(codes)
     cdef const uint8_t *c = codes
     cdef int bit = 0
-    cdef uint8_t bits = 0, n
-    cdef Py_ssize_t o
+    cdef uint8_t bits = 0
+    cdef Py_ssize_t o, vstart, vsize
+    cdef object v
     for i in range(nf):
-        name = names[i]
         if c[i] == P_BIT:
             if bit == 0:
                 if off >= end:
                     return -1
                 bits = b[off]
                 off += 1
-            args[name] = (bits & (1 << bit)) != 0
+            v = (bits & (1 << bit)) != 0
             bit = (bit + 1) & 7
-            continue
-        bit = 0
-        if c[i] == P_SHORTSTR:
-            if off >= end:
-                return -1
-            n = b[off]
-            if off + 1 + n > end:
-                return -1
-            args[name] = text(b + off + 1, n)
-            off += 1 + n
-        elif c[i] == P_SHORT:
-            if off + 2 > end:
-                return -1
-            args[name] = rd16(b + off)
-            off += 2
-        elif c[i] == P_LONG:
-            if off + 4 > end:
-                return -1
-            args[name] = rd32(b + off)
-            off += 4
-        elif c[i] == P_LONGLONG:
-            if off + 8 > end:
-                return -1
-            args[name] = rd64(b + off)
-            off += 8
-        elif c[i] == P_OCTET:
-            if off >= end:
-                return -1
-            args[name] = b[off]
-            off += 1
-        elif c[i] == P_TABLE:
-            o = off
-            v = table(b, &o, end, 0, rabbit)
-            if v is BAD:
-                return -1
-            args[name] = v
-            off = o
-        else:  # P_LONGSTR
-            if off + 4 > end:
-                return -1
-            o = rd32(b + off)
-            off += 4
-            if off + o > end:
-                return -1
-            args[name] = longstr(b + off, o)
-            off += o
+        else:
+            bit = 0
+            if c[i] == P_TABLE:
+                o = off
+                v = table(b, &o, end, 0, rabbit)
+                if v is BAD:
+                    return -1
+                off = o
+            else:
+                vstart = off
+                if c[i] == P_SHORTSTR:
+                    if off >= end:
+                        return -1
+                    vstart = off + 1
+                    vsize = b[off]
+                elif c[i] == P_SHORT:
+                    vsize = 2
+                elif c[i] == P_LONG:
+                    vsize = 4
+                elif c[i] == P_LONGLONG:
+                    vsize = 8
+                elif c[i] == P_OCTET:
+                    vsize = 1
+                else:  # P_LONGSTR
+                    if off + 4 > end:
+                        return -1
+                    vstart = off + 4
+                    vsize = rd32(b + off)
+                if vstart + vsize > end:
+                    return -1
+                off = vstart + vsize
+                if w != NULL:
+                    w.start[i] = vstart
+                    w.size[i] = vsize
+                    if c[i] != P_LONGSTR:
+                        continue
+                v = field_value(c[i], b + vstart, vsize)
+        if w != NULL:
+            Py_INCREF(v)
+            w.obj[i] = <PyObject *>v
+        else:
+            args[names[i]] = v
     return off
+
+
+cdef inline object field_value(uint8_t code, const uint8_t *p, Py_ssize_t n):
+    """The value of a field of type ``code`` whose bytes (text: without its length) are p[:n]."""
+    if code == P_SHORTSTR:
+        return text(p, n)
+    if code == P_SHORT:
+        return rd16(p)
+    if code == P_LONG:
+        return rd32(p)
+    if code == P_LONGLONG:
+        return rd64(p)
+    if code == P_OCTET:
+        return p[0]
+    return longstr(p, n)
 
 
 # Plans by the identity of the spec object (generated tables live as long as the process); the
@@ -518,13 +526,120 @@ cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize
             return None
         if nwords == 1:
             w.last_props, w.last_flags, w.last_property_plan = props, flags, plan
-    out = new_dict(len(plan[1]) + len(plan[2]))
+    cdef Py_ssize_t nvalues = len(plan[1])
+    cdef WireProperties wp
+    if 0 < nvalues <= AMQPCAP_WIRE_MAX:  # the common case: spans, no dict (see WireProperties)
+        wp = WireProperties.__new__(WireProperties)
+        wp.data = PyBytes_FromStringAndSize(<const char *>b + off, end - off)
+        wp.w.data = <const uint8_t *>PyBytes_AS_STRING(wp.data)
+        if decode_fields(plan[0], plan[1], wp.w.data, 0, end - off, rabbit, None, &wp.w) != end - off:
+            return None
+        wp.codes, wp.names, wp.bits = plan[0], plan[1], plan[2]
+        wp.w.codes = <const uint8_t *>PyBytes_AS_STRING(wp.codes)
+        wp.w.names = <PyObject *>wp.names
+        wp.w.bits = <PyObject *>wp.bits
+        wp.w.n = nvalues
+        return wp
+    out = new_dict(nvalues + len(plan[2]))
     off = decode_fields(plan[0], plan[1], b, off, end, rabbit, out)
     if off != end:  # also -1: does not decode
         return None
     for n in plan[2]:
         out[n] = True
     return out
+
+
+@cython.final
+cdef class WireProperties:
+    """The properties of a content header, a read-only mapping (name -> value) equal to the
+    dict codec_0_9.decode_properties makes.  It keeps the values' bytes and where each lies
+    (``amqpcap_wire``), and makes the dict only when it is read as a mapping: the compiled row
+    builder writes a message's columns from the bytes (WIRE_FIELDS), which is most of what a
+    dissection does with properties.  Bit properties (set: True) come after the values, as in
+    the dict."""
+
+    cdef amqpcap_wire w
+    cdef bytes data, codes
+    cdef tuple names, bits
+    cdef dict decoded
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.w.n):
+            Py_XDECREF(self.w.obj[i])
+
+    cdef dict as_dict(self):
+        cdef Py_ssize_t i
+        cdef uint8_t code
+        if self.decoded is None:
+            out = new_dict(self.w.n + len(self.bits))
+            for i in range(self.w.n):
+                code = self.w.codes[i]
+                if self.w.obj[i] != NULL:
+                    out[self.names[i]] = <object>self.w.obj[i]
+                else:
+                    out[self.names[i]] = field_value(code, self.w.data + self.w.start[i], self.w.size[i])
+            for n in self.bits:
+                out[n] = True
+            self.decoded = out
+        return self.decoded
+
+    def __getitem__(self, key):
+        return self.as_dict()[key]
+
+    def __iter__(self):
+        return iter(self.as_dict())
+
+    def __len__(self):
+        return self.w.n + len(self.bits)
+
+    def __contains__(self, key):
+        return key in self.as_dict()
+
+    def get(self, key, default=None):
+        return self.as_dict().get(key, default)
+
+    def keys(self):
+        return self.as_dict().keys()
+
+    def values(self):
+        return self.as_dict().values()
+
+    def items(self):
+        return self.as_dict().items()
+
+    def copy(self):
+        """A dict of the properties."""
+        return dict(self.as_dict())
+
+    def __eq__(self, other):
+        if isinstance(other, WireProperties):
+            other = (<WireProperties>other).as_dict()
+        return self.as_dict() == other
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(self.as_dict())
+
+    def __reduce__(self):
+        return (dict, (self.as_dict(),))
+
+
+collections.abc.Mapping.register(WireProperties)
+
+
+cdef const amqpcap_wire *wire_of(object o):
+    """The spans of ``o`` if it is a WireProperties, else NULL."""
+    if type(o) is WireProperties:
+        return &(<WireProperties>o).w
+    return NULL
+
+
+WIRE_FIELDS = PyCapsule_New(<void *>wire_of, "amqpcap.amqp.fast09.wire_fields", NULL)
 
 
 # --- the frame walker (Decoder09._frames and the frame methods it calls) ---------------------

@@ -22,7 +22,7 @@ from cpython.long cimport PyLong_Check, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memset
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
@@ -35,6 +35,8 @@ from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Content, Method
 
 include "../slots.pxi"
+include "../amqp/wirefields.pxi"
+include "raw.pxi"
 
 cdef extern from *:
     """
@@ -305,6 +307,8 @@ cdef extern from *:
         if (r == 1) Py_RETURN_NONE;
         return out;
     }
+    static void amqpcap_jinit(amqpcap_jbuf *b) { b->p = b->small; b->n = 0; b->cap = sizeof b->small; b->wide = 0; }
+    static void amqpcap_jfree(amqpcap_jbuf *b) { if (b->p != b->small) PyMem_Free(b->p); amqpcap_jinit(b); }
     /* The JSON text of o; None if it is not a value written here; NULL: error set. */
     static PyObject *amqpcap_json(PyObject *o) {
         amqpcap_jbuf b;
@@ -316,6 +320,17 @@ cdef extern from *:
         return out;
     }
     """
+    ctypedef struct amqpcap_jbuf:
+        char *p
+        Py_ssize_t n
+        int wide
+    void amqpcap_jinit(amqpcap_jbuf *b)
+    void amqpcap_jfree(amqpcap_jbuf *b)
+    int amqpcap_jput(amqpcap_jbuf *b, const char *s, Py_ssize_t n) except -1
+    int amqpcap_jquoted(amqpcap_jbuf *b, const char *u, Py_ssize_t n) except -1
+    int amqpcap_jint(amqpcap_jbuf *b, long long v) except -1
+    int amqpcap_jstr(amqpcap_jbuf *b, object s) except -1
+    int amqpcap_jvalue(amqpcap_jbuf *b, object o, int depth) except -1
     object amqpcap_json(object o)
     object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends, int wide, Py_ssize_t want,
                               PyObject **wanted)
@@ -557,6 +572,14 @@ cdef enum:
     MAX_COLS = 64
 
 
+# Staging straight into a compiled table buffer: values a row builder writes as C data
+# (raw.pxi) beside the row's objects, and the text they point into.
+ctypedef struct Direct:
+    Raw raw[MAX_COLS]
+    bint used  # a raw value is staged (cleared with the row)
+    amqpcap_jbuf *json  # a message's properties JSON (the properties and headers columns' text)
+
+
 cdef inline void put(PyObject **row, Py_ssize_t i, object v):
     """row[i] = v (None: null)."""
     cdef PyObject *old = row[i]
@@ -589,8 +612,8 @@ cdef tuple as_tuple(PyObject **row, Py_ssize_t n):
     return t
 
 
-ctypedef int (*append_array_fn)(object columns, PyObject **values) except -1
 cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind)
+cdef wire_of_fn wire_of = NULL  # fast09's, if it is built (bind): the spans of WireProperties
 
 
 cdef Py_ssize_t N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
@@ -634,10 +657,17 @@ cdef int bind() except -1:
         from amqpcap.records import fastwriter
 
         append_array = <append_array_fn>PyCapsule_GetPointer(
-            fastwriter.APPEND_ARRAY, "amqpcap.records.fastwriter.append_array"
+            fastwriter.APPEND_ARRAY, "amqpcap.records.fastwriter.append_array_raw"
         )
     except (ImportError, AttributeError, ValueError):  # not built, or another build: tuples
         append_array = NULL
+    global wire_of
+    try:
+        from amqpcap.amqp import fast09
+
+        wire_of = <wire_of_fn>PyCapsule_GetPointer(fast09.WIRE_FIELDS, "amqpcap.amqp.fast09.wire_fields")
+    except (ImportError, AttributeError, ValueError):  # properties are then dicts (or mappings)
+        wire_of = NULL
     # the positions written by hand below
     if N_HEAD != 14 or FIRST_PROPERTY != 15 or N_MESSAGE != FIRST_PROPERTY + N_PROPERTIES + 9:
         raise ImportError("records/schema.py METHODS / MESSAGES changed: update fastrows.pyx")
@@ -659,42 +689,58 @@ def append_rows(list events, capture, stream, version, methods, messages):
     cdef list rest = []
     cdef tuple pair
     cdef PyObject *row[MAX_COLS]
-    cdef bint direct_methods, direct_messages
+    cdef Direct direct
+    cdef amqpcap_jbuf json
+    cdef Direct *to_methods = NULL
+    cdef Direct *to_messages = NULL
     if R is None:
         bind()
     memset(row, 0, sizeof(row))
-    direct_methods = append_array != NULL and append_array(methods, NULL)
-    direct_messages = append_array != NULL and append_array(messages, NULL)
-    for pair in events:
-        d, e = pair
-        t = type(e)
-        if t is Method:
-            emit(stage_method_row, False, N_METHOD, methods, direct_methods, row, capture, stream, d, e, version)
-        elif t is Content:
-            emit(stage_message_row, True, N_MESSAGE, messages, direct_messages, row, capture, stream, d, e, version)
-        else:
-            rest.append(pair)
+    memset(&direct, 0, sizeof(direct))
+    amqpcap_jinit(&json)
+    direct.json = &json
+    if append_array != NULL and append_array(methods, NULL, NULL):
+        to_methods = &direct
+    if append_array != NULL and append_array(messages, NULL, NULL):
+        to_messages = &direct
+    try:
+        for pair in events:
+            d, e = pair
+            t = type(e)
+            if t is Method:
+                emit(stage_method_row, False, N_METHOD, methods, to_methods, row, capture, stream, d, e, version)
+            elif t is Content:
+                emit(stage_message_row, True, N_MESSAGE, messages, to_messages, row, capture, stream, d, e, version)
+            else:
+                rest.append(pair)
+    finally:
+        amqpcap_jfree(&json)
     return rest
 
 
-ctypedef int (*stage_fn)(PyObject **row, capture, stream, direction, e, version) except -1
+ctypedef int (*stage_fn)(PyObject **row, Direct *direct, capture, stream, direction, e, version) except -1
 
 
-cdef int emit(stage_fn stage, bint message, Py_ssize_t n, table, bint direct, PyObject **row,
+cdef int emit(stage_fn stage, bint message, Py_ssize_t n, table, Direct *direct, PyObject **row,
               capture, stream, direction, e, version) except -1:
     """The row of ``e`` appended to ``table``: its staged values straight into a compiled
-    table buffer (``direct``), else as a tuple; the reference's row (rows.message_row_reference
-    or method_row_reference) if it is to build it."""
+    table buffer (``direct`` not NULL), else as a tuple; the reference's row
+    (rows.message_row_reference or method_row_reference) if it is to build it."""
+    cdef Py_ssize_t i
     try:
-        if stage(row, capture, stream, direction, e, version):
+        if stage(row, direct, capture, stream, direction, e, version):
             reference = R.message_row_reference if message else R.method_row_reference
             table.append(reference(capture, stream, direction, e, version))
-        elif direct:
-            append_array(table, row)
+        elif direct != NULL:
+            append_array(table, row, direct.raw if direct.used else NULL)
         else:
             table.append(as_tuple(row, n))
     finally:
         clear(row, n)
+        if direct != NULL and direct.used:
+            for i in range(n):
+                direct.raw[i].kind = RAW_NONE
+            direct.used = False
     return 0
 
 
@@ -703,7 +749,7 @@ cdef object one_row(stage_fn stage, reference, Py_ssize_t n, capture, stream, di
     cdef PyObject *row[MAX_COLS]
     memset(row, 0, sizeof(row))
     try:
-        if stage(row, capture, stream, direction, e, version):
+        if stage(row, NULL, capture, stream, direction, e, version):
             return reference(capture, stream, direction, e, version)
         return as_tuple(row, n)
     finally:
@@ -735,7 +781,7 @@ cdef inline void put_keys(PyObject **row, capture, stream, packet, ts, direction
     put(row, 6, offset)
 
 
-cdef int stage_method_row(PyObject **row, capture, stream, direction, m, version) except -1:
+cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direction, m, version) except -1:
     """The methods row of ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged) if the
     reference is to build it (another event class, arguments that are not a dict)."""
     cdef Plan plan
@@ -789,23 +835,39 @@ cdef str K_REPLY_CODE = sys.intern("reply-code"), K_REDELIVERED = sys.intern("re
 cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
 
 
-cdef int stage_message_row(PyObject **row, capture, stream, direction, c, version) except -1:
+cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, direction, c, version) except -1:
     """The messages row of ``c`` into ``row`` (all NULL on entry): 0; 1 (nothing staged) if the
     reference is to build it."""
     cdef Plan fill
+    cdef WirePlan wplan = None
     cdef bint same = False
     cdef Py_ssize_t j, i
     cdef PyObject *table = NULL
+    cdef const amqpcap_wire *wire = NULL
     if not DIRECT or type(c) is not Content:
         return 1
     method = get(c, C_METHOD, "method")
     p = get(c, C_PROPS, "properties")
-    if type(method) is not Method or not PyDict_CheckExact(p):
+    if type(method) is not Method:
+        return 1
+    if wire_of != NULL:
+        wire = wire_of(p)
+        if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
+            if direct != NULL:
+                wplan = wire_plan(wire)
+            if wplan is None or stage_wire(row, direct, wire, wplan):
+                wire = NULL
+                p = p.copy()
+    if wire == NULL and not PyDict_CheckExact(p):
         return 1
     a = get(method, M_ARGS, "args")
     if not PyDict_CheckExact(a):
+        clear(row, N_MESSAGE)  # what stage_wire staged
+        if direct != NULL and direct.used:
+            for j in range(N_MESSAGE):
+                direct.raw[j].kind = RAW_NONE
+            direct.used = False
         return 1
-    fill = property_plan(<dict>p, &same)
     exchange = get(c, C_EXCHANGE, "exchange")
     if exchange is None:
         exchange = dget(a, K_EXCHANGE, dget(a, K_DESTINATION, None))
@@ -817,7 +879,8 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
     else:
         consumer_tag = dget(a, K_CONSUMER_TAG, None)
     code = dget(a, K_REPLY_CODE, None)
-    redelivered = dget(a, K_REDELIVERED, dget(p, K_REDELIVERED, None))
+    # (a wire plan with a redelivered property is not used: stage_wire)
+    redelivered = dget(a, K_REDELIVERED, dget(<dict>p, K_REDELIVERED, None) if wire == NULL else None)
     put_keys(row, capture, stream, get(c, C_PACKET, "packet"), get(c, C_TS, "ts"), direction,
              get(c, C_CHANNEL, "channel"), get(c, C_OFFSET, "offset"))
     put(row, 7, get(method, M_NAME, "name"))
@@ -829,7 +892,6 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
     put(row, 13, redelivered if PyBool_Check(redelivered) else None)
     put(row, 14, code if is_int(code) else None)
     i = FIRST_PROPERTY + N_PROPERTIES
-    put(row, i, fill.json(<dict>p, same, &table))
     put(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
     put(row, i + 2, get(c, C_RECEIVED, "body_received"))
     put(row, i + 3, get(c, C_FRAMES, "body_frames"))
@@ -838,6 +900,10 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
     put(row, i + 6, get(c, C_COMPLETE, "complete"))
     put(row, i + 7, get(c, C_FIRST, "first_packet"))
     put(row, i + 8, get(c, C_PACKET, "packet"))
+    if wire != NULL:  # the properties are staged (stage_wire)
+        return 0
+    fill = property_plan(<dict>p, &same)
+    put(row, i, fill.json(<dict>p, same, &table))
     for j in range(fill.n):
         if j == fill.table_fill and table != NULL:  # the headers' text, from the properties' own
             put(row, fill.col[j], <object>table)
@@ -845,6 +911,170 @@ cdef int stage_message_row(PyObject **row, capture, stream, direction, c, versio
             table = NULL
         else:
             put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
+    return 0
+
+
+# --- properties from the wire (fast09.WireProperties) -----------------------------------------
+
+
+cdef enum:
+    MAX_WIRE_NAMES = 32  # values and bits; more: the properties go through a dict
+
+
+@cython.final
+cdef class WirePlan:
+    """How the properties of one decoding plan (fast09's: the names of the values, then of the
+    bits set) fill a messages row: the column and converter of each, as rows._fill_plan says
+    (-1: JSON only), and each one's JSON key."""
+
+    cdef tuple names, bits
+    cdef Py_ssize_t col[MAX_WIRE_NAMES]
+    cdef int code[MAX_WIRE_NAMES]
+    cdef list convs
+    cdef bytes frags  # '"name":' of each value, then of each bit
+    cdef Py_ssize_t ends[MAX_WIRE_NAMES]
+
+    def __init__(self, tuple names, tuple bits):
+        cdef Py_ssize_t j
+        every = names + bits
+        self.names, self.bits = names, bits
+        self.convs = [None] * len(every)
+        for j in range(len(every)):
+            self.col[j] = -1
+        for col, key, conv in R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(every)):
+            j = every.index(key)
+            self.col[j] = col
+            self.code[j] = CODES.get(conv, CALL)
+            self.convs[j] = conv
+        self.frags = amqpcap_json_fragments(every, self.ends)
+
+
+cdef dict wire_plans = {}  # (names, bits) -> WirePlan (None: not written from the wire)
+cdef list last_wire_plan = [None] * 32  # by the number of names, as last_property_plan
+
+
+cdef WirePlan wire_plan(const amqpcap_wire *w):
+    """The WirePlan of ``w``'s names, or None if its properties go through a dict: too many,
+    a redelivered property (the redelivered column may take it), a key not written here."""
+    names = <tuple>w.names
+    bits = <tuple>w.bits
+    cdef Py_ssize_t slot = PyTuple_GET_SIZE(names) & 31
+    found = last_wire_plan[slot]
+    if found is not None and (<WirePlan>found).names is names and (<WirePlan>found).bits is bits:
+        return <WirePlan>found
+    key = (names, bits)
+    found = wire_plans.get(key, 0)
+    if found is 0:
+        found = None
+        if len(names) + len(bits) <= MAX_WIRE_NAMES and K_REDELIVERED not in names and K_REDELIVERED not in bits:
+            found = WirePlan(names, bits)
+            if (<WirePlan>found).frags is None:
+                found = None
+        if len(wire_plans) < 4096:  # names from the wire: bounded
+            wire_plans[key] = found
+    if found is not None:
+        last_wire_plan[slot] = found
+    return <WirePlan>found
+
+
+cdef inline bint ascii(const unsigned char *p, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t k
+    for k in range(n):
+        if p[k] & 0x80:
+            return False
+    return True
+
+
+cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan plan) except -1:
+    """The property columns and the properties JSON of a messages row, from the bytes: 0; 1
+    (nothing staged) if a value is not written here (the dict's path then writes them).  What
+    the bytes hold as they are goes to the table buffer as raw values (ASCII text, integers);
+    the rest as objects, converted as the reference converts them."""
+    cdef amqpcap_jbuf *jb = d.json
+    cdef Raw *raw = d.raw
+    cdef const char *f = <const char *>PyBytes_AS_STRING(plan.frags)
+    cdef const unsigned char *p
+    cdef Py_ssize_t i, k, col, size, start = 0, v0
+    cdef Py_ssize_t tcol[4]
+    cdef Py_ssize_t tat[4]
+    cdef Py_ssize_t nt = 0
+    cdef unsigned long long x
+    cdef int r = 0, code
+    cdef Py_ssize_t nv = w.n, nb = PyTuple_GET_SIZE(<tuple>w.bits)
+    jb.n = 0
+    jb.wide = 0
+    amqpcap_jput(jb, "{", 1)
+    for i in range(nv + nb):
+        if i:
+            amqpcap_jput(jb, ",", 1)
+        amqpcap_jput(jb, f + start, plan.ends[i] - start)
+        start = plan.ends[i]
+        col = plan.col[i]
+        code = plan.code[i]
+        if i >= nv:  # a bit set
+            amqpcap_jput(jb, "true", 4)
+            if col >= 0:
+                put(row, col, convert(code, plan.convs[i], True))
+            continue
+        p = w.data + w.start[i]
+        size = w.size[i]
+        if w.obj[i] != NULL:  # a table, a long string
+            v0 = jb.n
+            r = amqpcap_jvalue(jb, <object>w.obj[i], 1)
+            if r:
+                break
+            if col >= 0:
+                if code == TO_TABLE_JSON and nt < 4:  # its text is the one just written
+                    tcol[nt], tat[nt] = col, v0
+                    raw[col].n = jb.n - v0
+                    nt += 1
+                else:
+                    put(row, col, convert(code, plan.convs[i], <object>w.obj[i]))
+        elif w.codes[i] == P_SHORTSTR:
+            if ascii(p, size):  # the text's characters are its bytes
+                amqpcap_jquoted(jb, <const char *>p, size)
+                if col >= 0:
+                    if code == TO_S:
+                        raw[col].kind, raw[col].p, raw[col].n = RAW_TEXT, <const char *>p, size
+                    else:
+                        put(row, col, convert(code, plan.convs[i], PyUnicode_DecodeUTF8(<const char *>p, size, "replace")))
+            else:  # the decoder's text (invalid UTF-8 replaced), as the dict would hold it
+                s = PyUnicode_DecodeUTF8(<const char *>p, size, "replace")
+                r = amqpcap_jstr(jb, s)
+                if r:
+                    break
+                if col >= 0:
+                    put(row, col, convert(code, plan.convs[i], s))
+        else:  # octet, short, long, longlong: unsigned, big-endian
+            x = 0
+            for k in range(size):
+                x = (x << 8) | p[k]
+            if x > 9223372036854775807ULL:
+                r = 1
+                break
+            amqpcap_jint(jb, <long long>x)
+            if col >= 0:
+                if code == TO_SHORT:
+                    if x < 32768:
+                        raw[col].kind, raw[col].i = RAW_INT, <long long>x
+                elif code == TO_MSG_TS:
+                    if x < 9_000_000_000ULL:
+                        raw[col].kind, raw[col].i = RAW_INT, <long long>x * 1_000_000_000
+                else:
+                    put(row, col, convert(code, plan.convs[i], PyLong_FromLongLong(<long long>x)))
+    if r == 0:
+        amqpcap_jput(jb, "}", 1)
+    if r:  # nothing of it stays
+        for k in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES + 1):
+            put(row, k, None)
+            raw[k].kind = RAW_NONE
+        return 1
+    # the JSON is complete (no more moves of its buffer): the texts that point into it
+    for k in range(nt):
+        raw[tcol[k]].kind, raw[tcol[k]].p = RAW_TEXT, jb.p + tat[k]
+    i = FIRST_PROPERTY + N_PROPERTIES
+    raw[i].kind, raw[i].p, raw[i].n = RAW_TEXT, jb.p, jb.n
+    d.used = True
     return 0
 
 

@@ -33,6 +33,8 @@ cimport cython
 
 import pyarrow as pa
 
+include "raw.pxi"
+
 cdef extern from *:
     """
     #ifndef AMQPCAP_SOURCE_SHA256
@@ -334,13 +336,17 @@ cdef class IntCol(Col):
     cdef int put(self, object v) except -1:
         cdef int overflow = 0
         cdef long long x
-        cdef char *p
         if not PyLong_CheckExact(v):
             return 0
         if not amqpcap_small_int(<PyObject *>v, &x):
             x = PyLong_AsLongLongAndOverflow(v, &overflow)
             if overflow:
                 return 0
+        return self.put_ll(x)
+
+    cdef int put_ll(self, long long x) except -1:
+        """``put`` of an int of value x."""
+        cdef char *p
         if x < self.lo or x > self.hi:
             return 0  # the reference's error (or, for all we know, its conversion)
         reserve(&self.values, self.width)
@@ -743,10 +749,12 @@ cdef class Columns:
             row = self.normal_row(row)
         self.append_array(<PyObject **>&(<PyTupleObject *>row).ob_item[0])
 
-    cdef int append_array(self, PyObject **values) except -1:
+    cdef int append_array(self, PyObject **values, const Raw *raw=NULL) except -1:
         """Append the row of ``values`` (``ncols`` of them, schema column order; NULL is null):
         ``append`` for a tuple, and what the row builders call without making one
-        (``APPEND_ARRAY``).  Only the values are written (nulls: ``Col.fill``); a value a column
+        (``APPEND_ARRAY``).  ``raw`` (if not NULL, ``ncols`` of them): a column whose raw value
+        is not RAW_NONE takes that instead (text into a string column, an integer into an
+        integer one).  Only the values are written (nulls: ``Col.fill``); a value a column
         refuses leaves nothing of the row behind."""
         cdef Py_ssize_t i, n = self.n
         cdef PyObject *p
@@ -755,6 +763,9 @@ cdef class Columns:
         cdef bint full = False  # a string / binary column reached max_bytes with this row
         try:
             for i in range(self.ncols):
+                if raw != NULL and raw[i].kind != RAW_NONE:
+                    full = self.append_raw(i, &raw[i], n) or full
+                    continue
                 p = values[i]
                 if p == NULL or p == <PyObject *>None:
                     continue
@@ -791,6 +802,21 @@ cdef class Columns:
             self.flush()
         return 0
 
+    cdef bint append_raw(self, Py_ssize_t i, const Raw *r, Py_ssize_t n) except -1:
+        """Column i's value of row n from ``r``; whether the column reached max_bytes."""
+        cdef PyObject *c = self.col[i]
+        if r.kind == RAW_TEXT and (<Col>c).kind == K_BYTES and (<BytesCol>c).text:
+            if (<Col>c).length != n:
+                (<BytesCol>c).fill(n)
+            (<BytesCol>c).add(r.p, r.n, 1)
+            return (<BytesCol>c).data.size >= self.max_bytes
+        if r.kind == RAW_INT and (<Col>c).kind == K_INT:
+            if (<Col>c).length != n:
+                (<IntCol>c).fill(n)
+            if (<IntCol>c).put_ll(r.i):
+                return False
+        raise TypeError(f"amqpcap: raw value of kind {r.kind} refused by the {(<Col>c).type} column")
+
     def flush(self):
         """Called when ``capacity`` rows are pending (the writer's flush: a subclass)."""
 
@@ -806,16 +832,16 @@ cdef class Columns:
 # --- for the row builders (records/fastrows.pyx) ------------------------------------------------
 
 
-cdef int append_array_of(object columns, PyObject **values) except -1:
-    """``columns.append_array(values)``: 1; 0 (nothing done) if ``columns`` is not a Columns.
-    ``values`` NULL: only whether it is one."""
+cdef int append_array_of(object columns, PyObject **values, const Raw *raw) except -1:
+    """``columns.append_array(values, raw)``: 1; 0 (nothing done) if ``columns`` is not a
+    Columns.  ``values`` NULL: only whether it is one."""
     if not isinstance(columns, Columns):
         return 0
     if values != NULL:
-        (<Columns>columns).append_array(values)
+        (<Columns>columns).append_array(values, raw)
     return 1
 
 
 # A C function for fastrows without a build-time dependency between the two extensions (a
 # capsule, not a cimport): fastrows uses it when it finds this module, else makes tuples.
-APPEND_ARRAY = PyCapsule_New(<void *>append_array_of, "amqpcap.records.fastwriter.append_array", NULL)
+APPEND_ARRAY = PyCapsule_New(<void *>append_array_of, "amqpcap.records.fastwriter.append_array_raw", NULL)

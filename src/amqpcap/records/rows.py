@@ -305,6 +305,8 @@ _property_plans: dict = {}  # property names (in order) -> fill plan; a handful 
 def message_row_reference(capture, stream, direction, c: Content, version):
     """The messages row of ``c`` (``message_row`` is this, or its compiled twin fastrows.pyx)."""
     p = c.properties
+    if not isinstance(p, dict):  # the compiled decoder's mapping over the frame (fast09.WireProperties)
+        p = dict(p)
     a = c.method.args
     keys = tuple(p)
     fill = _property_plans.get(keys)

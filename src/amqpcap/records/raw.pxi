@@ -1,0 +1,17 @@
+# A value staged as C data instead of a Python object: what the row builders (fastrows.pyx) hand
+# the compiled table buffer (fastwriter.pyx, Columns.append_array) for a column whose value they
+# read straight from the wire (content-header properties: fast09.WireProperties).  Included by
+# both extensions: this layout is their contract.
+
+cdef enum:
+    RAW_NONE = 0  # the column's value is the PyObject * row's
+    RAW_TEXT = 1  # UTF-8 text: p[:n]
+    RAW_INT = 2   # an integer: i
+
+ctypedef struct Raw:
+    int kind
+    const char *p
+    Py_ssize_t n
+    long long i
+
+ctypedef int (*append_array_fn)(object columns, PyObject **values, const Raw *raw) except -1
