@@ -584,6 +584,11 @@ cdef class WireProperties:
             self.decoded = out
         return self.decoded
 
+    @property
+    def materialized(self):
+        """Whether the dict was made (it is, once the properties are read as a mapping)."""
+        return self.decoded is not None
+
     def __getitem__(self, key):
         return self.as_dict()[key]
 

@@ -1,0 +1,225 @@
+"""Content-header properties kept as the wire has them (fast09.WireProperties) and the message
+columns the compiled row builder writes from those bytes (fastrows.stage_wire, raw values into
+fastwriter's table buffer), against the reference: the pure decoder's dict and rows.py's row.
+
+The tables are compared as Arrow tables (value, type and null alike); the properties through
+every way a consumer reads a mapping.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import pickle
+import struct
+
+import pyarrow as pa
+import pytest
+from fixtures import amqp09 as A
+from fixtures.compiled import FUZZ, built_or_skip, own_choice
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from amqpcap.amqp import codec_0_9, spec
+from amqpcap.amqp.codec_0_9 import Decoder09
+from amqpcap.amqp.events import Content
+from amqpcap.records import rows
+from amqpcap.records.schema import SCHEMAS
+
+walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
+row_builder = own_choice(rows, "row_builder")  # and the row builders
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """(fast09, fastrows, fastwriter): the three extensions the wire path runs through."""
+    return built_or_skip("fast09"), built_or_skip("fastrows"), built_or_skip("fastwriter")
+
+
+def contents(wire: bytes, compiled_walker: bool, version: str = "0-9-1", properties=None) -> list:
+    codec_0_9.use_compiled(compiled_walker)
+    dec = Decoder09(version)
+    if properties is not None:  # a property list no shipped spec has (every field type)
+        dec.properties = properties
+    dec.feed(0, wire, 0, 1, 1000)
+    dec.finish(2, 2000)
+    return [e for _, e in dec.pop_events() if type(e) is Content]
+
+
+def publish(props: dict, version: str = "0-9-1", encode: dict | None = None) -> bytes:
+    method = A.method_frame(1, "basic.publish", exchange="x", routing_key="r")
+    if encode is None:
+        header = A.header_frame(1, 60, 2, props, version)
+    else:  # flags and values by hand: (flag word, encoded values)
+        flags, values = encode
+        header = A.frame(2, 1, struct.pack(">HHQH", 60, 0, 2, flags) + values)
+    return method + header + A.body_frame(1, b"ok")
+
+
+def message_tables(compiled, wire: bytes, version: str = "0-9-1", properties=None):
+    """The messages table of ``wire``: compiled decoder, row builder and table buffer; and the
+    reference decoder's events through rows.py's row builder."""
+    _, fastrows, fastwriter = compiled
+    fast = contents(wire, True, version, properties)
+    ref = contents(wire, False, version, properties)
+    assert len(fast) == len(ref) == 1
+    buf = fastwriter.Columns(SCHEMAS["messages"], 100)
+    fastrows.append_rows([(0, c) for c in fast], "cap", 3, version, [], buf)
+    got = pa.Table.from_batches([buf.take()])
+    # (whether the row builder read the properties as a mapping: the dict's path)
+    message_tables.through_dict = getattr(fast[0].properties, "materialized", True)
+    names = SCHEMAS["messages"].names
+    want = pa.Table.from_pylist(
+        [dict(zip(names, rows.message_row_reference("cap", 3, 0, c, version))) for c in ref],
+        schema=SCHEMAS["messages"],
+    )
+    return fast[0], ref[0], got, want
+
+
+ALL = {
+    "content-type": "application/json",
+    "content-encoding": "utf-8",
+    "headers": {"x-trace": "t-1", "x-seq": 7, "x-retry": False, "n": {"m": [1, "ü"]}},
+    "delivery-mode": 2,
+    "priority": 5,
+    "correlation-id": "c-1",
+    "reply-to": "q",
+    "expiration": "60000",
+    "message-id": "m-1",
+    "timestamp": 1_700_000_000,
+    "type": "t",
+    "user-id": "guest",
+    "app-id": "a",
+}
+
+
+def test_the_compiled_decoder_keeps_properties_as_a_mapping_equal_to_the_reference_dict(compiled):
+    [fast] = contents(publish(ALL), True)
+    [ref] = contents(publish(ALL), False)
+    p, d = fast.properties, ref.properties
+    assert type(p).__name__ == "WireProperties" and type(d) is dict  # not a dict made up front
+    assert isinstance(p, collections.abc.Mapping)
+    assert p == d and d == p and not (p != d) and p == contents(publish(ALL), True)[0].properties
+    assert p != {**d, "priority": 6} and p != list(d)
+    assert list(p) == list(d) and list(p.keys()) == list(d)  # wire order, as the dict
+    assert list(p.items()) == list(d.items()) and list(p.values()) == list(d.values())
+    assert len(p) == 13 and "priority" in p and "nope" not in p
+    assert p["headers"] == ALL["headers"] and p.get("nope", 9) == 9 and p.get("type") == "t"
+    assert repr(p) == repr(d) and repr(fast) == repr(ref)
+    assert dict(p) == d and p.copy() == d and type(p.copy()) is dict
+    assert pickle.loads(pickle.dumps(p)) == d
+    with pytest.raises(TypeError):
+        hash(p)
+    with pytest.raises(KeyError):
+        p["nope"]
+
+
+def test_a_copy_of_the_properties_is_the_callers_to_change(compiled):
+    [fast] = contents(publish(ALL), True)
+    mine = fast.properties.copy()
+    mine["priority"] = 0
+    del mine["type"]
+    assert fast.properties["priority"] == 5 and "type" in fast.properties
+
+
+def test_the_message_row_of_every_basic_property_is_the_references(compiled):
+    fast, ref, got, want = message_tables(compiled, publish(ALL))
+    assert not message_tables.through_dict  # written from the bytes
+    assert got.equals(want)
+    row = got.to_pylist()[0]
+    assert (row["content_type"], row["delivery_mode"], row["priority"]) == ("application/json", 2, 5)
+    assert row["msg_timestamp"].timestamp() == 1_700_000_000
+    assert row["headers"] == rows.to_json(ALL["headers"]) and row["properties"] == rows.to_json(ALL)
+
+
+TEXT = st.one_of(
+    st.text(max_size=12),  # any characters: quotes, backslashes, controls, non-ASCII
+    st.sampled_from(['"', "\\", "\x00", "\x1f\x7f", "a\nb\tc", "é", "\u2028", "日本"]),
+    st.binary(max_size=12).filter(lambda b: len(b) <= 255),  # invalid UTF-8: replaced
+).filter(lambda s: len(s.encode() if isinstance(s, str) else s) <= 255)
+TIMESTAMPS = st.integers(0, 2**64 - 1) | st.sampled_from(
+    [0, 8_999_999_999, 9_000_000_000, 2**63 - 1, 2**63, 2**64 - 1]
+)
+HEADERS = st.dictionaries(
+    st.text(max_size=4),
+    st.one_of(st.text(max_size=5), st.integers(-(2**31), 2**31 - 1), st.booleans(), st.none()),
+    max_size=3,
+)
+
+
+@st.composite
+def basic_properties(draw) -> tuple:
+    """(version, properties): any of the version's basic properties, odd values."""
+    version = draw(st.sampled_from(["0-8", "0-9", "0-9-1"]))
+    types = dict(spec.get(version).PROPERTIES[60])
+    out = {}
+    for n in draw(st.lists(st.sampled_from(sorted(types)), unique=True)):
+        t = types[n]
+        out[n] = draw(HEADERS if t == "table" else st.integers(0, 255) if t == "octet" else TIMESTAMPS if t == "timestamp" else TEXT)
+    return version, out
+
+
+@FUZZ
+@given(basic_properties())
+@example(("0-9-1", {"timestamp": 2**63}))  # beyond a C long long: the dict's path
+@example(("0-9-1", {"content-type": b"\xff\xfe", "type": "é"}))
+@example(("0-8", {"cluster-id": '"\\\n'}))
+@example(("0-9-1", {}))
+def test_message_rows_written_from_the_bytes_are_the_references(compiled, case):
+    version, props = case
+    fast, ref, got, want = message_tables(compiled, publish(props, version), version)
+    # the dict's path only for a value beyond a C long long (the dict has none: empty)
+    assert message_tables.through_dict == (props.get("timestamp", 0) >= 2**63 or not props)
+    assert fast.properties == ref.properties
+    assert got.equals(want), (got.to_pylist(), want.to_pylist())
+
+
+# Every field type the decoder knows, and bit properties (one named redelivered, which the
+# redelivered column takes when the method has none): no shipped spec has them in a header.
+EVERY_TYPE = {
+    60: (
+        ("content-type", "shortstr"),
+        ("delivery-mode", "short"),
+        ("priority", "long"),
+        ("timestamp", "longlong"),
+        ("headers", "table"),
+        ("type", "longstr"),
+        ("flag", "bit"),
+        ("redelivered", "bit"),
+        ("app-id", "octet"),
+    )
+}
+
+
+@pytest.mark.parametrize(
+    "flags, values",
+    [
+        # every value, the first bit set: WireProperties, bits after the values
+        (0xFE80, A.shortstr("t") + struct.pack(">HIQ", 40000, 7, 5) + A.encode_table({"a": 1}) + A.longstr("ü") + b"\x09"),
+        (0xFE80, A.shortstr("t") + struct.pack(">HIQ", 32767, 2**32 - 1, 0) + A.encode_table({}) + A.longstr(b"\xff") + b"\x00"),
+        # redelivered set: the dict's path
+        (0x8100, A.shortstr("t")),
+        # only bits: a dict
+        (0x0300, b""),
+    ],
+)
+def test_rows_of_every_field_type_and_of_bits_are_the_references(compiled, flags, values):
+    fast, ref, got, want = message_tables(
+        compiled, publish({}, encode=(flags, values)), properties=EVERY_TYPE
+    )
+    assert message_tables.through_dict == (flags & 0x0100 != 0 or flags & 0xFE80 == 0)  # redelivered, or bits only
+    assert fast.properties == ref.properties and list(fast.properties) == list(ref.properties)
+    assert got.equals(want), (got.to_pylist(), want.to_pylist())
+
+
+def test_properties_that_do_not_decode_are_the_references_anomaly(compiled):
+    # a short string running past the header: both decoders report it (and the body frame
+    # after it), neither keeps a content with made-up properties
+    wire = publish({}, encode=(0x8000, b"\x09abc"))
+    seen = {}
+    for compiled_walker in (True, False):
+        codec_0_9.use_compiled(compiled_walker)
+        _, events = A.decode(wire)
+        seen[compiled_walker] = [repr(e) for e in events]
+        assert [a.kind for a in A.anomalies(events)][0] == "malformed-header"
+        assert [(c.complete, c.properties) for c in A.events_of(events, Content)] == [(False, {})]
+    assert seen[True] == seen[False]
