@@ -38,16 +38,18 @@ def test_the_env_var_or_a_missing_build_selects_pure_python_a_current_build_itse
 @pytest.mark.parametrize("ext", EXTENSIONS)
 def test_a_build_from_other_sources_is_stale_whichever_source_changed(ext, tmp_path):
     x = accel.EXTENSIONS[ext]
+    here = tmp_path / "package" / "directory"  # sources may be in the directories above (../)
     for name in x.sources:
-        (tmp_path / name).write_bytes(open(os.path.join(x.directory, name), "rb").read())
+        (here / name).parent.mkdir(parents=True, exist_ok=True)
+        (here / name).write_bytes(open(os.path.join(x.directory, name), "rb").read())
     built = FakeBuild(ext, stamp(ext))
-    assert accel.choose({}, built, str(tmp_path), ext)[0] is built
+    assert accel.choose({}, built, str(here), ext)[0] is built
     for name in x.sources:  # the .pyx and every Python module it mirrors
-        original = (tmp_path / name).read_bytes()
-        (tmp_path / name).write_bytes(original + b"# edited\n")
-        module, why = accel.choose({}, built, str(tmp_path), ext)
+        original = (here / name).read_bytes()
+        (here / name).write_bytes(original + b"# edited\n")
+        module, why = accel.choose({}, built, str(here), ext)
         assert module is None and why.startswith(f"pure Python (compiled {x.what} is stale"), name
-        (tmp_path / name).write_bytes(original)
+        (here / name).write_bytes(original)
 
 
 def test_each_stamp_covers_its_own_sources():

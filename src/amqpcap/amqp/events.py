@@ -17,6 +17,7 @@ events: see ``facts.ConnectionFacts``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -75,7 +76,9 @@ class Content:
     channel: int
     method: Method
     class_id: int
-    properties: dict[str, Any]  # property name (spec spelling) -> value; only those present
+    # property name (spec spelling) -> value, only those present: a dict, or (the compiled 0-9
+    # decoder) a read-only mapping equal to it over the header's bytes (fast09.WireProperties)
+    properties: Mapping[str, Any]
     body_size: int  # declared in the content header (0-10: bytes received)
     body_received: int
     body_frames: int
