@@ -70,7 +70,8 @@ EXTENSIONS = {
         "amqpcap.records.fastrows",
         "row builder",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py", "../slots.pxi", "../amqp/wirefields.pxi", "raw.pxi"),
+        ("fastrows.pyx", "rows.py", "schema.py", "liveness.py", "../slots.pxi", "raw.pxi")
+        + ("../amqp/wirefields.pxi",),
     ),
     "fastwriter": Extension(
         "fastwriter",

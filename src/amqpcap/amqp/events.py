@@ -16,8 +16,8 @@ events: see ``facts.ConnectionFacts``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 
