@@ -565,7 +565,7 @@ cdef class WireProperties:
 
     def __dealloc__(self):
         cdef Py_ssize_t i
-        for i in range(self.w.n):
+        for i in range(AMQPCAP_WIRE_MAX):  # (a decoding that failed half way leaves some)
             Py_XDECREF(self.w.obj[i])
 
     cdef dict as_dict(self):
