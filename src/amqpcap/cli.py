@@ -14,10 +14,8 @@ import argparse
 import importlib
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 
 from amqpcap import __version__
 from amqpcap.exitcodes import TABLE as EXIT_TABLE
@@ -441,6 +439,8 @@ def _tables(a, temp: list):
         return section_tables(path, "text")  # stats and report load the rest by section
     if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
         # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
+        import tempfile  # here: every invocation imports this module (~1.6 ms)
+
         from amqpcap.pipeline import dissect
 
         tmp = tempfile.mkdtemp(prefix="amqpcap-stdin-")
@@ -511,6 +511,8 @@ def _stats(a) -> int:
         from amqpcap.spark.cli import stats_args
 
         return stats_args(a)
+    import shutil  # here, not at the top: every invocation imports this module
+
     from amqpcap.analysis import render_text, stats
 
     temp: list = []
@@ -531,6 +533,8 @@ def _stats(a) -> int:
 
 
 def _report(a) -> int:
+    import shutil
+
     from amqpcap.analysis.report import write_report
     from amqpcap.records.writer import OutputExists
 
