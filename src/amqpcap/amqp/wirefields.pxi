@@ -38,7 +38,7 @@ cdef extern from *:
         const unsigned char *codes
         PyObject *names
         PyObject *bits
-        Py_ssize_t start[16]
+        Py_ssize_t start[16]  # 16: AMQPCAP_WIRE_MAX (the C definition above is the layout)
         Py_ssize_t size[16]
         PyObject *obj[16]
 

@@ -836,8 +836,8 @@ cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
 
 
 cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, direction, c, version) except -1:
-    """The messages row of ``c`` into ``row`` (all NULL on entry): 0; 1 (nothing staged) if the
-    reference is to build it."""
+    """The messages row of ``c`` into ``row`` (all NULL on entry): 0; 1 if the reference is to
+    build it (what was staged by then is cleared by the caller, emit or one_row, as always)."""
     cdef Plan fill
     cdef WirePlan wplan = None
     cdef bint same = False
@@ -862,11 +862,6 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
         return 1
     a = get(method, M_ARGS, "args")
     if not PyDict_CheckExact(a):
-        clear(row, N_MESSAGE)  # what stage_wire staged
-        if direct != NULL and direct.used:
-            for j in range(N_MESSAGE):
-                direct.raw[j].kind = RAW_NONE
-            direct.used = False
         return 1
     exchange = get(c, C_EXCHANGE, "exchange")
     if exchange is None:
