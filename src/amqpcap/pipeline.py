@@ -27,6 +27,7 @@ from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
 from amqpcap.records import liveness as _liveness
 from amqpcap.records import rows as R
+from amqpcap.records import writer as W
 from amqpcap.records.writer import DatasetWriter
 from amqpcap.tcp import reassembly as _reassembly
 
@@ -159,6 +160,8 @@ class Dissector:
         self.t_messages = writer["messages"]
         self.t_anom = writer["anomalies"]
         self.t_frames = writer.tables.get("frames")
+        # the messages table writes a body digest when its batch is made: hashing overlaps decoding
+        self.deferred_digests = W.takes_deferred_digests(self.t_messages)
         self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
         self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
@@ -316,6 +319,7 @@ class Dissector:
             amqp_port=server[1] in ports,
             tally=conv.live.frames_seen,
             frame_events=self.t_frames is not None,
+            deferred_digests=self.deferred_digests,
         )
         new_stream = _reassembly.new_stream
         conv.streams = (new_stream(0, conv.decoder), new_stream(1, conv.decoder))

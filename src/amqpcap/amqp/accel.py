@@ -48,7 +48,10 @@ import sys
 
 # What the compiled walker is built from, and mirrors: editing any of them makes a built
 # extension stale.
-SOURCES = ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py", "../slots.pxi", "wirefields.pxi")
+SOURCES = (
+    ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py", "../slots.pxi", "wirefields.pxi")
+    + ("digests.pxi", "../deferred.pxi")
+)
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "amqpcap.amqp.fast09"
 
@@ -78,7 +81,7 @@ EXTENSIONS = {
         "amqpcap.records.fastwriter",
         "table buffer",
         os.path.join(os.path.dirname(HERE), "records"),
-        ("fastwriter.pyx", "writer.py", "raw.pxi"),
+        ("fastwriter.pyx", "writer.py", "raw.pxi", "../deferred.pxi"),
     ),
     "fastlink": Extension(
         "fastlink",

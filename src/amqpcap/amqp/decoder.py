@@ -35,12 +35,14 @@ class ConnectionDecoder:
         amqp_port: bool = True,
         tally=None,
         frame_events: bool = True,
+        deferred_digests: bool = False,
     ) -> None:
         self.body_bytes = body_bytes
         self.keep_secrets = keep_secrets
         self.amqp_port = amqp_port
         self.tally = tally  # the codec's: every frame decoded, (direction, ts, n)
         self.frame_events = frame_events  # a Frame event per frame (the frames table, show)
+        self.deferred_digests = deferred_digests  # body digests handed on uncomputed (stream.py)
         self.codec = None
         self.version: str | None = None
         self.version_evidence: str | None = None
@@ -280,3 +282,4 @@ class ConnectionDecoder:
         self.codec.events = self.events  # one list: the pipeline drains both with pop_events
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events
+        self.codec.deferred_digests = self.deferred_digests

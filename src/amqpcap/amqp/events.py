@@ -82,7 +82,9 @@ class Content:
     body_size: int  # declared in the content header (0-10: bytes received)
     body_received: int
     body_frames: int
-    body_hash: str  # sha256 hex of the body bytes received
+    # sha256 hex of the body bytes received (a decoder with deferred_digests may give the digest
+    # still being computed: str() of it is the text)
+    body_hash: str
     body: bytes  # first N bytes (N = body_bytes option)
     complete: bool
     first_packet: int  # packet of the carrying method frame

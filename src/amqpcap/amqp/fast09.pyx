@@ -669,7 +669,7 @@ cdef class Walk:
     cdef object packet, ts, base
     cdef int direction
     cdef Py_ssize_t frame_max, body_bytes
-    cdef bint rabbit, one_version, midstream, frame_events
+    cdef bint rabbit, one_version, midstream, frame_events, defer_digests
     cdef object generation  # the decoder's when the tables were read (None: never)
     # what the tables say of a (class, method) (MethodInfo, by key & 63) and of the last single
     # property flag word: read from the tables once, not per frame; cleared with them
@@ -687,6 +687,7 @@ cdef class Walk:
         self.body_bytes = dec.body_bytes
         self.tally = dec.tally
         self.frame_events = dec.frame_events
+        self.defer_digests = dec.deferred_digests
 
     cdef begin(self, dec, Direction d):
         self.dec = dec
@@ -721,116 +722,9 @@ cdef class Walk:
         self.one_version = len(dec.candidates) == 1
 
 
-# --- body digests ------------------------------------------------------------------------------
-#
-# A small body's SHA-256 through hashlib costs ~0.4 us (the object, the method calls, the
-# EVP context copy of hexdigest), 3-5% of a small-packet dissection.  OpenSSL's own SHA256_*
-# functions, from the libcrypto this interpreter's hashlib already loaded (no new library, no
-# link-time dependency), do the same work without them.  Not found, or a self-check against
-# hashlib that fails: hashlib, as before.
+# --- body digests: Sha256, the hashing thread, DEFERRED_DIGEST ------------------------------
 
-cdef extern from "dlfcn.h":
-    void *dlopen(const char *filename, int flag)
-    void *dlsym(void *handle, const char *symbol)
-    int RTLD_NOW
-    int RTLD_NOLOAD
-
-ctypedef int (*sha_init_fn)(void *ctx) noexcept nogil
-ctypedef int (*sha_update_fn)(void *ctx, const void *data, size_t n) noexcept nogil
-ctypedef int (*sha_final_fn)(unsigned char *md, void *ctx) noexcept nogil
-cdef sha_init_fn sha_init = NULL
-cdef sha_update_fn sha_update = NULL
-cdef sha_final_fn sha_final = NULL
-cdef bint use_sha = False
-cdef enum:
-    SHA_CTX_BYTES = 256  # OpenSSL's SHA256_CTX is 112 bytes; room to spare
-
-
-@cython.final
-@cython.freelist(16)
-cdef class Sha256:
-    """hashlib.sha256()'s ``update`` and ``hexdigest`` over OpenSSL's SHA256_* (what the
-    reference code calls on a content's digest); the walker feeds it bytes directly."""
-
-    cdef unsigned char ctx[SHA_CTX_BYTES]
-
-    def __cinit__(self):
-        if sha_final == NULL:  # not found, or not checked: the walker uses hashlib
-            raise RuntimeError("amqpcap: OpenSSL's SHA256_* not available; use hashlib.sha256")
-        sha_init(self.ctx)
-
-    cdef inline void feed(self, const uint8_t *p, Py_ssize_t n) noexcept:
-        sha_update(self.ctx, p, n)
-
-    def update(self, data):
-        cdef const uint8_t[::1] v = data
-        if v.shape[0]:
-            sha_update(self.ctx, &v[0], v.shape[0])
-
-    cpdef str hexdigest(self):
-        cdef unsigned char copy[SHA_CTX_BYTES]
-        cdef unsigned char md[32]
-        cdef char out[64]
-        cdef int i
-        memcpy(copy, self.ctx, SHA_CTX_BYTES)  # the digest so far; more updates may follow
-        sha_final(md, copy)
-        for i in range(32):
-            out[2 * i] = HEX[md[i] >> 4]
-            out[2 * i + 1] = HEX[md[i] & 15]
-        return PyUnicode_DecodeASCII(out, 64, NULL)
-
-
-cdef const char *HEX = "0123456789abcdef"
-
-
-cdef object new_digest():
-    """A content's body digest: a Sha256, or hashlib's sha256 where OpenSSL's is not reachable."""
-    if use_sha:
-        return Sha256.__new__(Sha256)
-    return sha256()
-
-
-cdef object sha256 = hashlib.sha256
-
-
-def use_openssl(bint on):
-    """Body digests through OpenSSL's SHA256_* (``on``, if they were found and checked) or
-    hashlib; the choice in force."""
-    global use_sha
-    use_sha = on and sha_final != NULL
-    return use_sha
-
-
-cdef bint load_openssl():
-    global sha_init, sha_update, sha_final
-    cdef void *lib = NULL
-    for name in (b"libcrypto.so.3", b"libcrypto.so.1.1", b"libcrypto.so"):
-        lib = dlopen(<const char *>name, RTLD_NOW | RTLD_NOLOAD)  # only if already loaded (hashlib)
-        if lib != NULL:
-            break
-    if lib == NULL:
-        return False
-    sha_init = <sha_init_fn>dlsym(lib, "SHA256_Init")
-    sha_update = <sha_update_fn>dlsym(lib, "SHA256_Update")
-    sha_final = <sha_final_fn>dlsym(lib, "SHA256_Final")
-    if sha_init == NULL or sha_update == NULL or sha_final == NULL:
-        sha_final = NULL
-        return False
-    # the same digests as hashlib, or not used: empty, one block, several updates across blocks
-    probe = bytes(range(256)) * 5
-    for parts in ((), (b"abc",), (probe[:63], probe[63:200], b"", probe[200:])):
-        h = Sha256.__new__(Sha256)
-        ref = sha256()
-        for part in parts:
-            h.update(part)
-            ref.update(part)
-        if h.hexdigest() != ref.hexdigest():
-            sha_final = NULL
-            return False
-    return True
-
-
-use_openssl(load_openssl())
+include "digests.pxi"
 
 
 @cython.final
@@ -896,6 +790,16 @@ cdef inline Pending init_pending(Pending p, method, key, channel, offset, packet
     return p
 
 
+cdef inline object digest_of(h, bint deferred):
+    """A finished content's body_hash: its hex digest, or (``deferred``) the Sha256 itself while
+    the hashing thread still has pieces of it."""
+    if type(h) is Sha256:
+        if deferred and (<Sha256>h).pending:
+            return h
+        return (<Sha256>h).hexdigest()
+    return h.hexdigest()
+
+
 cdef end_content(Walk w, Pending p, bint complete):
     """StreamDecoder._end_content for a content with a method and no reason to report, with
     Decoder09._content_view inlined."""
@@ -918,7 +822,7 @@ cdef end_content(Walk w, Pending p, bint complete):
                     size if size > 0 else 0,
                     p.received,
                     p.frames,
-                    (<Sha256>p.hash).hexdigest() if type(p.hash) is Sha256 else p.hash.hexdigest(),
+                    digest_of(p.hash, w.defer_digests),
                     p.head,
                     complete,
                     p.first_packet,
@@ -1058,7 +962,10 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
     p.frames += 1
     if n:
         if type(p.hash) is Sha256:  # the frame's bytes as they are
-            (<Sha256>p.hash).feed(b + start, n)
+            if w.defer_digests:
+                (<Sha256>p.hash).feed_queued(b + start, n)
+            else:
+                (<Sha256>p.hash).feed(b + start, n)
         elif n > 1024:  # a view of the frame, not a copy (a small copy costs less than a view)
             p.hash.update(PyMemoryView_FromMemory(<char *>(b + start), n, PyBUF_READ))
         else:

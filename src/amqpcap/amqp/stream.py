@@ -154,6 +154,10 @@ class StreamDecoder:
     # ``frame_events``: without the frames table an event per frame is work for nobody.
     tally = None
     frame_events = True
+    # ``deferred_digests``: a finished content's ``body_hash`` may be the compiled walker's
+    # digest still being computed (fast09.Sha256) instead of its text, for a consumer that takes
+    # one (the dissect pipeline into compiled table buffers).  The reference always gives text.
+    deferred_digests = False
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         self.body_bytes = body_bytes

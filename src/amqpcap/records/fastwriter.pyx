@@ -22,9 +22,10 @@ from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from cpython.object cimport PyObject
+from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.pycapsule cimport PyCapsule_New
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_DATA, PyUnicode_GET_LENGTH
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -34,6 +35,7 @@ cimport cython
 import pyarrow as pa
 
 include "raw.pxi"
+include "../deferred.pxi"
 
 cdef extern from *:
     """
@@ -442,13 +444,38 @@ cdef class BoolCol(Col):
         return arr
 
 
+# The deferred values text columns take (``defer_text``): none until one is handed over.
+cdef amqpcap_deferred_text deferred
+deferred.type = NULL
+
+
+def defer_text(capsule):
+    """Text columns take values of the type ``capsule`` (an "amqpcap.deferred_text") describes
+    from now on: room for their text is kept in the row and the text written when the batch is
+    made (``take``).  fast09.DEFERRED_DIGEST: body digests the hashing thread is still on."""
+    global deferred
+    deferred = (<amqpcap_deferred_text *>PyCapsule_GetPointer(capsule, "amqpcap.deferred_text"))[0]
+
+
+def defers_text() -> bool:
+    """True once ``defer_text`` was given a capsule."""
+    return deferred.type != NULL
+
+
+cdef struct Later:
+    PyObject *value  # a reference held until its text is written
+    Py_ssize_t at  # where in the data buffer
+
+
 @cython.final
 cdef class BytesCol(Col):
-    """string (``text``: str values, UTF-8) or binary (bytes values): int32 offsets + data."""
+    """string (``text``: str values, UTF-8) or binary (bytes values): int32 offsets + data.
+    A text column also takes a deferred value (``defer_text``): its text is written at ``take``."""
 
     cdef bint text
     cdef Buf offsets  # length + 1 int32
     cdef Buf data
+    cdef Buf later  # Later entries, in data order
 
     def __init__(self, type, bint text):
         self.type = type
@@ -459,15 +486,39 @@ cdef class BytesCol(Col):
         self.offsets.size = 4
 
     def __dealloc__(self):
+        self.forget(0)
         release(&self.offsets)
         release(&self.data)
+        release(&self.later)
+
+    cdef void forget(self, Py_ssize_t at) noexcept:
+        """The deferred values from data offset ``at`` on dropped (their rows are cut)."""
+        cdef Later *l = <Later *>self.later.data
+        cdef Py_ssize_t k = self.later.size // <Py_ssize_t>sizeof(Later)
+        while k and l[k - 1].at >= at:
+            k -= 1
+            Py_XDECREF(l[k].value)
+        self.later.size = k * sizeof(Later)
+
+    cdef int put_later(self, object v) except -1:
+        """Room for deferred value ``v``'s text; written by ``take``."""
+        cdef Later *l
+        reserve(&self.later, sizeof(Later))
+        l = <Later *>(self.later.data + self.later.size)
+        l.at = self.data.size
+        self.add(NULL, deferred.size, 1)  # the bytes are written at take
+        l.value = <PyObject *>v
+        Py_INCREF(v)
+        self.later.size += sizeof(Later)
+        return 0
 
     cdef int add(self, const char *p, Py_ssize_t size, uint8_t ok) except -1:
         if self.data.size + size > OFFSET_MAX:
             raise pa.ArrowCapacityError(f"amqpcap: more than 2 GiB in one batch of the {self.type} column")
         if size:
             reserve(&self.data, size)
-            memcpy(self.data.data + self.data.size, p, size)
+            if p != NULL:
+                memcpy(self.data.data + self.data.size, p, size)
             self.data.size += size
         reserve(&self.offsets, 4)
         (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.data.size
@@ -481,6 +532,9 @@ cdef class BytesCol(Col):
         cdef const char *p
         if self.text:
             if not PyUnicode_CheckExact(v):
+                if Py_TYPE(v) == deferred.type and deferred.type != NULL:
+                    self.put_later(v)
+                    return 1
                 return 0
             if PyUnicode_IS_COMPACT_ASCII(v):  # most values: the characters are the UTF-8 bytes
                 p = <const char *>PyUnicode_DATA(v)
@@ -517,8 +571,15 @@ cdef class BytesCol(Col):
         Col.truncate(self, n)
         self.offsets.size = (n + 1) * 4
         self.data.size = (<int32_t *>self.offsets.data)[n]
+        if self.later.size:
+            self.forget(self.data.size)
 
     cdef object take(self):
+        cdef Later *l = <Later *>self.later.data
+        cdef Py_ssize_t i
+        for i in range(self.later.size // <Py_ssize_t>sizeof(Later)):  # the deferred values' text, now
+            deferred.fill(l[i].value, self.data.data + l[i].at)
+        self.forget(0)
         vbuf, nulls = self.validity()
         arr = pa.Array.from_buffers(
             self.type,

@@ -242,14 +242,20 @@ class TableBufferReference(Written):
 
 
 _compiled_class = None
+_deferred_digests = False  # the compiled buffers take fast09's digests still being computed
 
 
 def compiled_table_buffer():
     """The compiled TableBuffer class (fastwriter must be built): ``fastwriter.Columns`` (rows
     into column buffers, in C) with the Parquet side of ``TableBufferReference``."""
-    global _compiled_class
+    global _compiled_class, _deferred_digests
     if _compiled_class is None:
         from amqpcap.records import fastwriter
+
+        decoder = accel.select("fast09")
+        if decoder is not None:  # its body digests may come before the hashing thread is done
+            fastwriter.defer_text(decoder.DEFERRED_DIGEST)
+            _deferred_digests = True
 
         class TableBufferCompiled(fastwriter.Columns, Written):
             __slots__ = ("name", "path", "file", "rows")
@@ -270,6 +276,13 @@ def compiled_table_buffer():
 
         _compiled_class = TableBufferCompiled
     return _compiled_class
+
+
+def takes_deferred_digests(table) -> bool:
+    """True if ``table`` takes a body digest the compiled walker's hashing thread is still on
+    (``Content.body_hash`` of a decoder with ``deferred_digests``): a compiled table buffer,
+    which writes its text when the batch is made."""
+    return _deferred_digests and isinstance(table, _compiled_class)
 
 
 def release_memory() -> None:

@@ -1,0 +1,236 @@
+"""Body digests hashed by the compiled walker's hashing thread (fast09, amqp/digests.pxi).
+
+Pieces of a body queued to the thread must give hashlib's digest whatever the interleaving of
+digests, the piece sizes (in place below QUEUE_MIN, in the ring, too large for it) and the
+ring's wrap-around; a digest handed on before it is computed (a decoder with
+``deferred_digests``) must read as its text once it is, and the compiled table buffer must
+write that text into the batch (and let go of a row it cuts).  A forked child hashes with a
+thread of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import random
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from fixtures import amqp09 as A
+from fixtures.compiled import built_or_skip, own_choice
+
+from amqpcap import pipeline
+from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.codec_0_9 import Decoder09
+from amqpcap.records import writer
+
+walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
+
+RING = 4 << 20  # AMQPCAP_HARENA: pieces above a quarter of it are hashed in place
+
+
+@pytest.fixture(scope="module")
+def fast09():
+    module = built_or_skip("fast09")
+    if not module.use_openssl(True):
+        pytest.skip("OpenSSL's SHA256_* not reachable: hashlib digests, nothing queued")
+    return module
+
+
+def piece_sizes(rng: random.Random, total: int) -> list[int]:
+    """Sizes around every threshold: empty, tiny (in place), QUEUE_MIN, ring-sized, too large."""
+    out, n = [], 0
+    while n < total:
+        size = rng.choice([0, 1, 100, 2047, 2048, 2049, 16384, 131064, RING // 4, RING // 4 + 1, 1500000])
+        out.append(size)
+        n += size
+    return out
+
+
+def test_queued_pieces_of_interleaved_digests_give_hashlibs_digests(fast09):
+    rng = random.Random(7)
+    blob = rng.randbytes(1 << 21)
+    digests = [(fast09.Sha256(), hashlib.sha256()) for _ in range(12)]
+    queued = 0
+    for size in piece_sizes(rng, 40 << 20):  # ten times the ring: it wraps and fills up
+        at = rng.randrange(len(blob))
+        piece = (blob[at:] + blob)[:size]
+        ours, ref = rng.choice(digests)
+        ours.update(piece, queued=rng.random() < 0.8)  # queued and in place, mixed
+        ref.update(piece)
+        queued += size
+        if rng.random() < 0.05:  # one read (and dropped) while others are still queued
+            i = rng.randrange(len(digests))
+            assert digests[i][0].hexdigest() == digests[i][1].hexdigest()
+            digests[i] = (fast09.Sha256(), hashlib.sha256())
+    assert queued > 10 * RING
+    for ours, ref in digests:
+        assert ours.hexdigest() == ref.hexdigest()
+        assert not ours.computing
+
+
+def test_a_digest_dropped_with_pieces_queued_leaves_the_others_right(fast09):
+    rng = random.Random(3)
+    keep, ref = fast09.Sha256(), hashlib.sha256()
+    for _ in range(200):
+        doomed = fast09.Sha256()
+        doomed.update(rng.randbytes(60000), queued=True)
+        piece = rng.randbytes(rng.randrange(2048, 40000))
+        keep.update(piece, queued=True)
+        ref.update(piece)
+        del doomed  # freed while the thread may still hash its piece: freeing waits for it
+    assert keep.hexdigest() == ref.hexdigest()
+
+
+def test_a_small_piece_after_queued_ones_keeps_the_order(fast09):
+    h = fast09.Sha256()
+    h.update(b"a" * 100000, queued=True)
+    assert h.computing  # the thread is woken at 1 MB queued or by a reader: not yet
+    for piece in (b"b", b"c" * 3000, b"", b"d" * 10):  # small ones queued too: they follow
+        h.update(piece, queued=True)
+    h.update(b"e")  # in place: after the queued pieces
+    want = hashlib.sha256(b"a" * 100000 + b"b" + b"c" * 3000 + b"d" * 10 + b"e").hexdigest()
+    assert h.hexdigest() == want
+    assert str(h) == want and want in repr(h)
+
+
+def _child(conn, seed: int) -> None:
+    rng = random.Random(seed)
+    h, ref = __import__("amqpcap.amqp.fast09", fromlist=["Sha256"]).Sha256(), hashlib.sha256()
+    for _ in range(100):
+        piece = rng.randbytes(rng.randrange(2048, 100000))
+        h.update(piece, queued=True)
+        ref.update(piece)
+    conn.send(h.hexdigest() == ref.hexdigest())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork")
+def test_a_forked_child_hashes_with_a_thread_of_its_own(fast09):
+    rng = random.Random(5)
+    h, ref = fast09.Sha256(), hashlib.sha256()
+    for _ in range(50):  # pieces queued in the parent when it forks
+        piece = rng.randbytes(50000)
+        h.update(piece, queued=True)
+        ref.update(piece)
+    ctx = multiprocessing.get_context("fork")
+    here, there = ctx.Pipe()
+    child = ctx.Process(target=_child, args=(there, 11))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0, "the child hung or died"
+    assert here.recv() is True
+    assert h.hexdigest() == ref.hexdigest()
+
+
+# --- handed on before it is computed ---------------------------------------------------------
+
+
+def big_contents(rng: random.Random, n: int) -> tuple[bytes, list[bytes]]:
+    """A 0-9-1 client stream: header, and ``n`` publishes of bodies over QUEUE_MIN, some split
+    into several body frames, some far larger than the ring's quarter."""
+    stream, bodies = A.protocol_header(), []
+    for i in range(n):
+        body = rng.randbytes(rng.choice([3000, 20000, 131072 * 2 + 5, 1_200_000]))
+        bodies.append(body)
+        publish = A.method_frame(1, "basic.publish", exchange="x", routing_key=f"k{i}")
+        stream += A.content(1, publish, body, {"delivery-mode": 2})
+    return stream, bodies
+
+
+def test_a_deferred_digest_is_handed_on_and_reads_as_its_text(fast09):
+    codec_0_9.use_compiled(True)
+    rng = random.Random(1)
+    stream, bodies = big_contents(rng, 6)
+    dec = Decoder09("0-9-1")
+    dec.deferred_digests = True
+    dec.feed(0, stream, 0, 1, 1000)
+    contents = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
+    assert [c.body_received for c in contents] == [len(b) for b in bodies]
+    assert any(type(c.body_hash) is fast09.Sha256 for c in contents)  # some still computing
+    assert [str(c.body_hash) for c in contents] == [hashlib.sha256(b).hexdigest() for b in bodies]
+
+
+def test_without_deferred_digests_the_walker_gives_text(fast09):
+    codec_0_9.use_compiled(True)
+    stream, bodies = big_contents(random.Random(2), 3)
+    _, events = A.decode(stream)
+    contents = [e for e in events if type(e).__name__ == "Content"]
+    assert [c.body_hash for c in contents] == [hashlib.sha256(b).hexdigest() for b in bodies]
+
+
+@pytest.fixture
+def fastwriter():
+    module = built_or_skip("fastwriter")
+    if not writer.compiled_in_use():
+        writer.use_compiled(True)
+    return module
+
+
+def test_a_text_column_writes_a_deferred_digest_when_the_batch_is_made(fast09, fastwriter):
+    fastwriter.defer_text(fast09.DEFERRED_DIGEST)
+    schema = pa.schema([("n", pa.int64()), ("h", pa.string())])
+    cols = fastwriter.Columns(schema, 100)
+    rng = random.Random(4)
+    expect = []
+    for i in range(20):
+        h, data = fast09.Sha256(), rng.randbytes(5000 * (i + 1))
+        h.update(data, queued=True)
+        cols.append((i, h if i % 3 else hashlib.sha256(data).hexdigest()))  # text or deferred
+        expect.append(hashlib.sha256(data).hexdigest())
+    batch = cols.take()
+    assert batch.column("h").to_pylist() == expect
+    assert batch.column("n").to_pylist() == list(range(20))
+
+
+def test_a_cut_row_lets_go_of_its_deferred_digest(fast09, fastwriter):
+    fastwriter.defer_text(fast09.DEFERRED_DIGEST)
+    schema = pa.schema([("h", pa.string()), ("n", pa.int8())])
+    cols = fastwriter.Columns(schema, 100)
+    kept, cut = fast09.Sha256(), fast09.Sha256()
+    kept.update(b"k" * 4000, queued=True)
+    cut.update(b"c" * 4000, queued=True)
+    cols.append((kept, 1))
+    before = sys.getrefcount(cut)
+    with pytest.raises(Exception):
+        cols.append((cut, 1000))  # 1000 does not fit int8: the row is cut, digest and all
+    assert sys.getrefcount(cut) == before
+    assert cols.take().column("h").to_pylist() == [hashlib.sha256(b"k" * 4000).hexdigest()]
+
+
+def test_a_dissect_writes_the_digests_of_bodies_hashed_in_the_thread(fast09, fastwriter, tmp_path):
+    """End to end: a capture of large bodies through the compiled walker into compiled table
+    buffers (deferred digests on) gives hashlib's digest of every body, as the reference does."""
+    from fixtures import pcapgen as G
+
+    codec_0_9.use_compiled(True)
+    rng = random.Random(9)
+    stream, bodies = big_contents(rng, 12)
+    segs = G.tcp_conversation([("c2s", stream)], mss=16344)
+    cap = tmp_path / "big.pcap"
+    G.write(cap, G.pcap_bytes(G.to_packets(segs)))
+    out = tmp_path / "out"
+    tables = {}
+    for compiled in (True, False):
+        writer.use_compiled(compiled)
+        pipeline.dissect([str(cap)], str(out / str(compiled)), force=True)
+        tables[compiled] = pq.read_table(out / str(compiled) / "messages")
+    writer.use_compiled(True)
+    want = [hashlib.sha256(b).hexdigest() for b in bodies]
+    assert tables[True].column("body_hash").to_pylist() == want
+    assert tables[True].equals(tables[False])
+
+
+def test_the_dissect_pipeline_defers_digests_only_into_compiled_buffers(fast09, fastwriter, tmp_path):
+    w = writer.DatasetWriter(str(tmp_path / "o"), ("connections", "methods", "messages", "anomalies"))
+    try:
+        d = pipeline.Dissector("x", w, pipeline.Options())
+        assert d.deferred_digests is True
+        assert writer.takes_deferred_digests(w["messages"])
+        assert not writer.takes_deferred_digests(writer.TableBufferReference("messages", str(tmp_path / "r")))
+        assert not writer.takes_deferred_digests(object())
+    finally:
+        w.abort()
+    assert os.path.exists(tmp_path) and not os.path.exists(tmp_path / "o")
