@@ -49,8 +49,14 @@ import sys
 # What the compiled walker is built from, and mirrors: editing any of them makes a built
 # extension stale.
 SOURCES = (
-    ("fast09.pyx", "codec_0_9.py", "stream.py", "events.py", "../slots.pxi", "wirefields.pxi")
-    + ("digests.pxi", "../deferred.pxi")
+    "fast09.pyx",
+    "codec_0_9.py",
+    "stream.py",
+    "events.py",
+    "../slots.pxi",
+    "wirefields.pxi",
+    "digests.pxi",
+    "../deferred.pxi",
 )
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "amqpcap.amqp.fast09"
