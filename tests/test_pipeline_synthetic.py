@@ -782,6 +782,35 @@ def test_dissect_command_runs_without_numpy_and_writes_what_the_library_does(cap
         assert a.equals(b), t
 
 
+def test_dissect_command_starts_without_collections_and_dissects_with_them(capture_file, tmp_path):
+    """The dissect process imports with the cyclic GC off (cli.QUIET_START) and runs the packet
+    loop with it on, at the loop's own threshold (pipeline.GC_GEN0)."""
+    probe = (
+        "import gc, sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
+        "import contextlib; from amqpcap import pipeline\n"
+        "hot = pipeline._hot_loop\n"
+        "@contextlib.contextmanager\n"
+        "def probe():\n"
+        "    with hot():\n"
+        "        print('start', START, 'run', gc.get_threshold()[0], gc.isenabled())\n"
+        "        yield\n"
+        "pipeline._hot_loop = probe\n"
+        "lean = cli.lean\n"
+        "def lean_probe(command):\n"
+        "    global START; lean(command); START = gc.get_threshold()[0]\n"
+        "cli.lean = lean_probe; cli.console()\n"
+    )
+    cmd = [sys.executable, "-c", probe, "dissect", capture_file, "-o", str(tmp_path / "cli")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"start 0 run {pipeline.GC_GEN0} True" in p.stdout
+    cmd[3:] = ["show", capture_file]  # other commands keep the interpreter's collections
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "start 0 " not in p.stdout and f" run {pipeline.GC_GEN0} True" in p.stdout
+
+
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
 def test_cli_not_a_capture_exits_2(tmp_path, content):
     bad = P.write(tmp_path / "bad.pcap", content)

@@ -53,18 +53,26 @@ cdef extern from *:
         amqpcap_hjob jobs[AMQPCAP_HJOBS];
     } amqpcap_h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
-    /* Under mu: the oldest piece hashed (by the caller: no other piece is being hashed, so the
-       pieces of a digest are hashed in order), then removed. */
-    static void amqpcap_hash_one(void) {
-        amqpcap_hjob job = amqpcap_h.jobs[amqpcap_h.head & (AMQPCAP_HJOBS - 1)];
+    /* Under mu: every piece queued now hashed by the caller, in order, then removed (mu is
+       taken twice for the lot, not for each: the producer and the hasher contended for it).
+       Nobody else hashes meanwhile (busy), so the pieces of a digest are hashed in order. */
+    static void amqpcap_hash_queued(void) {
+        unsigned i, from = amqpcap_h.head, to = amqpcap_h.tail;
+        amqpcap_hjob *job;
         amqpcap_h.busy = 1;
         pthread_mutex_unlock(&amqpcap_h.mu);
-        amqpcap_h.update(job.ctx, amqpcap_h.ring + job.at, job.len);
+        for (i = from; i != to; i++) {  /* the producer writes only past tail: no lock needed */
+            job = &amqpcap_h.jobs[i & (AMQPCAP_HJOBS - 1)];
+            amqpcap_h.update(job->ctx, amqpcap_h.ring + job->at, job->len);
+        }
         pthread_mutex_lock(&amqpcap_h.mu);
-        amqpcap_h.head++;
+        for (i = from; i != to; i++) {
+            job = &amqpcap_h.jobs[i & (AMQPCAP_HJOBS - 1)];
+            amqpcap_h.used -= job->cost;
+            *job->pending -= 1;
+        }
+        amqpcap_h.head = to;
         amqpcap_h.busy = 0;
-        amqpcap_h.used -= job.cost;
-        *job.pending -= 1;
         if (amqpcap_h.waiters)
             pthread_cond_broadcast(&amqpcap_h.done);
     }
@@ -78,7 +86,7 @@ cdef extern from *:
                 pthread_cond_wait(&amqpcap_h.work, &amqpcap_h.mu);
             }
             amqpcap_h.idle = 0;
-            amqpcap_hash_one();
+            amqpcap_hash_queued();
         }
         return NULL;
     }
@@ -104,7 +112,7 @@ cdef extern from *:
     static void amqpcap_hwait_until(int (*ready)(void *), void *arg) {
         while (!ready(arg)) {
             if (!amqpcap_h.busy && amqpcap_h.head != amqpcap_h.tail) {
-                amqpcap_hash_one();
+                amqpcap_hash_queued();
                 continue;
             }
             amqpcap_h.waiters++;
