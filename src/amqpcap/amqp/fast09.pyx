@@ -17,6 +17,7 @@ Python frame per frame, method, header and body.
 
 from cpython.buffer cimport PyBUF_READ
 from cpython.pycapsule cimport PyCapsule_New
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -1127,6 +1128,10 @@ cdef parse(dec, int direction, Direction d):
     if pos >= n:
         d.base += n
         d.buf = b""
+        d.pos = 0
+    elif type(buf) is bytes:  # the tail copied once (a slice, then a bytearray of it: twice)
+        d.base += pos
+        d.buf = PyByteArray_FromStringAndSize(PyBytes_AS_STRING(buf) + pos, n - pos)
         d.pos = 0
     elif type(buf) is not bytearray:
         d.base += pos
