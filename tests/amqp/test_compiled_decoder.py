@@ -213,6 +213,51 @@ def test_compiled_and_reference_emit_identical_events(
     assert events(True, version, chunks, **kw) == events(False, version, chunks, **kw)
 
 
+def one_direction(compiled: bool, version: str, pieces, **kw) -> list:
+    """The events of ``pieces`` fed in order to one direction, packet by packet (repr)."""
+    codec_0_9.use_compiled(compiled)
+    _, events = A.decode(pieces, version, **kw)
+    return [repr(e) for e in events]
+
+
+@FUZZ
+@given(damaged_streams(), st.lists(st.integers(1, 300), min_size=1, max_size=12), st.booleans())
+def test_frames_straddling_packets_decode_as_the_reference_does(fast09, stream, sizes, rabbit):
+    """One direction in order, cut anywhere: the walker completes a frame begun in an earlier
+    packet from the next one and walks the rest of that packet in place (fast09.feed_one)."""
+    version, chunks = stream
+    data, pieces, at, i = b"".join(chunks), [], 0, 0
+    while at < len(data):
+        pieces.append(data[at : at + sizes[i % len(sizes)]])
+        at += sizes[i % len(sizes)]
+        i += 1
+    kw = dict(rabbit_tables=rabbit)
+    assert one_direction(True, version, pieces, **kw) == one_direction(False, version, pieces, **kw)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["none", "bad frame end", "unknown method", "oversize next", "header cut"],
+)
+def test_a_frame_completed_from_the_next_packet_is_walked_or_handed_on_as_the_reference(fast09, damage):
+    frames = [A.method_frame(1, "basic.qos", prefetch_size=0, prefetch_count=5, global_=False)] * 3
+    second = bytearray(A.method_frame(1, "basic.qos", prefetch_size=0, prefetch_count=7, global_=False))
+    if damage == "bad frame end":
+        second[-1] = 0x00
+    elif damage == "unknown method":
+        second[7:11] = struct.pack(">HH", 60, 999)
+    stream = frames[0] + bytes(second) + frames[1]
+    if damage == "oversize next":
+        stream = frames[0] + bytes(second) + A.frame(1, 1, b"x" * 50) + frames[2]
+    cut = len(frames[0]) + 9  # the second frame begins in the first packet
+    pieces = [stream[:cut], stream[cut:]]
+    if damage == "header cut":
+        pieces = [stream[: len(frames[0]) + 3], stream[len(frames[0]) + 3 :]]  # not a whole header
+    reference = one_direction(False, "0-9-1", pieces)
+    assert one_direction(True, "0-9-1", pieces) == reference
+    assert len(reference) >= 2
+
+
 @FUZZ
 @given(st.sampled_from(VERSIONS), st.binary(max_size=600), st.booleans())
 def test_compiled_and_reference_agree_on_random_bytes(fast09, version, data, rabbit):

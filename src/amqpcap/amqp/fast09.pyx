@@ -17,7 +17,7 @@ Python frame per frame, method, header and body.
 
 from cpython.buffer cimport PyBUF_READ
 from cpython.pycapsule cimport PyCapsule_New
-from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -1094,10 +1094,28 @@ cdef feed_one(dec, int direction, data, offset, packet, ts):
     d.packet = packet
     d.ts = ts
     pos = d.pos
+    cdef Py_ssize_t need
     if pos == len(buf):
         d.base += pos
         d.buf = data if type(data) is bytes else bytes(data)
         d.pos = 0
+    elif type(buf) is bytearray and type(data) is bytes and not d.marks:
+        # A frame begun in an earlier packet: only the bytes that complete it go into its
+        # buffer, and the rest of the packet is walked in place (appended whole, every packet of
+        # a stream cut at other places than its frames' ends was copied: ~3 ms of a 42 MB bulk
+        # capture).  Two feeds of one packet, as the reference may be fed any split.
+        need = straddle_need(<bytearray>buf, pos)
+        if need <= 0 or need >= len(data):
+            buf += data
+        else:
+            append_prefix(<bytearray>buf, <bytes>data, need)
+            parse(dec, direction, d)
+            if len(d.buf) or d.resync or d.skip or d.marks:  # not walked as a frame: the reference's way
+                feed_one(dec, direction, data[need:], offset + need, packet, ts)
+                return
+            d.buf = data
+            d.pos = need
+            d.base = offset
     else:
         if type(buf) is not bytearray:
             buf = d.buf = bytearray(buf)
@@ -1106,6 +1124,23 @@ cdef feed_one(dec, int direction, data, offset, packet, ts):
     if d.marks and not d.resync:
         d.marks = []
         d.packet, d.ts = packet, ts
+
+
+cdef inline Py_ssize_t straddle_need(bytearray buf, Py_ssize_t pos):
+    """The bytes the frame at ``pos`` (the start of the unparsed tail) lacks, from its header;
+    -1 if the tail does not hold a whole header."""
+    cdef Py_ssize_t held = len(buf) - pos
+    if held < 7:
+        return -1
+    return <Py_ssize_t>rd32(<const uint8_t *>PyByteArray_AS_STRING(buf) + pos + 3) + 8 - held
+
+
+cdef inline int append_prefix(bytearray buf, bytes data, Py_ssize_t n) except -1:
+    """``buf += data[:n]`` without the slice."""
+    cdef Py_ssize_t old = len(buf)
+    PyByteArray_Resize(buf, old + n)
+    memcpy(PyByteArray_AS_STRING(buf) + old, PyBytes_AS_STRING(data), n)
+    return 0
 
 
 cdef parse(dec, int direction, Direction d):
