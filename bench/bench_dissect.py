@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """End-to-end throughput and peak RSS: amqpcap dissect vs tshark, on two traffic shapes.
 
-    python bench/bench_dissect.py [--shape bulk,small] [--mb 32] [--packets 1000000] [--runs 2]
-                                  [--big] [--capture FILE] [--profile] [--frames] [--no-tshark]
-                                  [--reference-writer]
+    python bench/bench_dissect.py [--shape bulk,small] [--mb 32] [--mss 16344] [--packets 1000000]
+                                  [--runs 2] [--big] [--capture FILE] [--profile] [--frames]
+                                  [--no-tshark] [--reference-writer]
 
 Shapes (each built once, cached in bench/data/, not committed):
 
 * ``bulk``: realistic AMQP 0-9-1 traffic of ``--mb`` MB: several connections, each a
   publisher with confirms and a consumer with acks; publishes carry basic properties and
   a headers table, bodies of 100 B to 16 KiB (some over frame-max, so split across body
-  frames), several frames per TCP segment, segments of at most 16 KiB (loopback-like).
+  frames), several frames per TCP segment, segments of at most 16 KiB (loopback-like;
+  ``--mss 1448``: what a real network's Ethernet segments carry, frames cut across them).
 * ``rabbit``: the real RabbitMQ capture ``bench/record_bulk.py`` records (~35 MB, ~155k
   packets, 13 connections of pika / py-amqp / kombu clients; the shape issue 10 measured).
 * ``small``: about ``--packets`` packets of small-packet traffic (``bench_stats.build_small``:
@@ -358,8 +359,19 @@ def cached(name: str, make) -> str:
     return cap
 
 
-def bulk_capture(mb: float) -> str:
-    return cached(f"bench_{mb:g}mb.pcap", lambda p: build(p, mb))
+def bulk_capture(mb: float, mss: int = MSS) -> str:
+    if mss == MSS:
+        return cached(f"bench_{mb:g}mb.pcap", lambda p: build(p, mb))
+
+    def make(path: str) -> None:
+        global MSS
+        default, MSS = MSS, mss  # Conn.send cuts at the module's MSS
+        try:
+            build(path, mb)
+        finally:
+            MSS = default
+
+    return cached(f"bench_{mb:g}mb_mss{mss}.pcap", make)
 
 
 def small_capture(packets: int) -> str:
@@ -422,6 +434,7 @@ def main() -> int:
         help="comma-separated: bulk, small, rabbit (the real RabbitMQ capture of bench/record_bulk.py)",
     )
     ap.add_argument("--mb", type=float, default=32, help="size of the bulk capture (MB)")
+    ap.add_argument("--mss", type=int, default=MSS, help="largest TCP segment of the bulk capture")
     ap.add_argument("--packets", type=int, default=1_000_000, help="packets of the small-packet capture")
     ap.add_argument("--big", action="store_true", help="also peak RSS on 100 MB and 1 GB bulk captures")
     ap.add_argument("--capture", help="bench this capture instead of the built ones")
@@ -439,7 +452,7 @@ def main() -> int:
         caps = [("capture", a.capture)]
     else:
         shapes = a.shape.split(",")
-        caps = ([("bulk", bulk_capture(a.mb))] if "bulk" in shapes else []) + (
+        caps = ([("bulk", bulk_capture(a.mb, a.mss))] if "bulk" in shapes else []) + (
             [("small", small_capture(a.packets))] if "small" in shapes else []
         )
         if "rabbit" in shapes:
