@@ -252,8 +252,10 @@ def compiled_table_buffer():
     if _compiled_class is None:
         from amqpcap.records import fastwriter
 
-        decoder = accel.select("fast09")
-        if decoder is not None:  # its body digests may come before the hashing thread is done
+        # the compiled walker's body digests may come before its hashing thread is done with
+        # them (whenever that walker is built and current: the tests switch it on themselves)
+        decoder = accel.select("fast09") or accel.current_build("fast09")[0]
+        if decoder is not None:
             fastwriter.defer_text(decoder.DEFERRED_DIGEST)
             _deferred_digests = True
 
