@@ -223,6 +223,37 @@ def test_a_dissect_writes_the_digests_of_bodies_hashed_in_the_thread(fast09, fas
     assert tables[True].equals(tables[False])
 
 
+def test_dissections_in_threads_share_the_hashing_thread_and_write_the_same_tables(
+    fast09, fastwriter, tmp_path
+):
+    import threading
+
+    from fixtures import pcapgen as G
+
+    codec_0_9.use_compiled(True)
+    stream, bodies = big_contents(random.Random(6), 8)
+    cap = tmp_path / "big.pcap"
+    G.write(cap, G.pcap_bytes(G.to_packets(G.tcp_conversation([("c2s", stream)], mss=16344))))
+    outs = [tmp_path / f"t{i}" for i in range(3)]
+    errors = []
+
+    def run(out):
+        try:
+            pipeline.dissect([str(cap)], str(out), force=True)
+        except BaseException as e:  # reported below: a thread's exception is not the test's
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(o,)) for o in outs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    want = [hashlib.sha256(b).hexdigest() for b in bodies]
+    for out in outs:
+        assert pq.read_table(out / "messages").column("body_hash").to_pylist() == want
+
+
 def test_the_dissect_pipeline_defers_digests_only_into_compiled_buffers(fast09, fastwriter, tmp_path):
     w = writer.DatasetWriter(str(tmp_path / "o"), ("connections", "methods", "messages", "anomalies"))
     try:
