@@ -27,8 +27,7 @@ from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
 from amqpcap.records import liveness as _liveness
 from amqpcap.records import rows as R
-from amqpcap.records import writer as W
-from amqpcap.records.writer import DatasetWriter
+from amqpcap.records.writer import DatasetWriter, takes_deferred_digests
 from amqpcap.tcp import reassembly as _reassembly
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
@@ -161,7 +160,7 @@ class Dissector:
         self.t_anom = writer["anomalies"]
         self.t_frames = writer.tables.get("frames")
         # the messages table writes a body digest when its batch is made: hashing overlaps decoding
-        self.deferred_digests = W.takes_deferred_digests(self.t_messages)
+        self.deferred_digests = takes_deferred_digests(self.t_messages)
         self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
         self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")

@@ -242,13 +242,12 @@ class TableBufferReference(Written):
 
 
 _compiled_class = None
-_deferred_digests = False  # the compiled buffers take fast09's digests still being computed
 
 
 def compiled_table_buffer():
     """The compiled TableBuffer class (fastwriter must be built): ``fastwriter.Columns`` (rows
     into column buffers, in C) with the Parquet side of ``TableBufferReference``."""
-    global _compiled_class, _deferred_digests
+    global _compiled_class
     if _compiled_class is None:
         from amqpcap.records import fastwriter
 
@@ -257,7 +256,6 @@ def compiled_table_buffer():
         decoder = accel.select("fast09") or accel.current_build("fast09")[0]
         if decoder is not None:
             fastwriter.defer_text(decoder.DEFERRED_DIGEST)
-            _deferred_digests = True
 
         class TableBufferCompiled(fastwriter.Columns, Written):
             __slots__ = ("name", "path", "file", "rows")
@@ -284,7 +282,11 @@ def takes_deferred_digests(table) -> bool:
     """True if ``table`` takes a body digest the compiled walker's hashing thread is still on
     (``Content.body_hash`` of a decoder with ``deferred_digests``): a compiled table buffer,
     which writes its text when the batch is made."""
-    return _deferred_digests and isinstance(table, _compiled_class)
+    if _compiled_class is None or not isinstance(table, _compiled_class):
+        return False
+    from amqpcap.records import fastwriter
+
+    return fastwriter.defers_text()
 
 
 def release_memory() -> None:
