@@ -298,3 +298,37 @@ def test_permission_denied_on_the_output_is_3_in_one_line(cmd, tmp_path, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert code == Exit.UNREADABLE
     assert err[-1].startswith("amqpcap: ") and err[-1].endswith(": permission denied")
+
+
+@pytest.mark.parametrize("cmd", ["dissect", "show", "stats", "report", "spark", "live"])
+def test_a_command_alone_gets_the_parser_the_full_one_gives_it(cmd, capsys):
+    from amqpcap.cli import COMMANDS, build_parser
+
+    def subparser(parser):
+        return parser._subparsers._group_actions[0].choices
+
+    alone, full = subparser(build_parser(cmd)), subparser(build_parser())
+    assert list(alone) == [cmd] and list(full) == list(COMMANDS)
+    assert alone[cmd].format_help() == full[cmd].format_help()
+    assert build_parser(cmd).parse_args([cmd, *ARGS[cmd]]) == build_parser().parse_args([cmd, *ARGS[cmd]])
+
+
+ARGS = {
+    "dissect": ["a.pcap", "-o", "out", "--ports", "5673"],
+    "show": ["a.pcap", "--json", "--method", "basic."],
+    "stats": ["out", "--spark"],
+    "report": ["out", "-o", "r"],
+    "spark": ["captures", "-o", "out"],
+    "live": ["-i", "lo"],
+}
+
+
+def test_the_dissect_process_imports_no_other_command():
+    code = (
+        "import sys; from amqpcap import cli; "
+        "cli.build_parser('dissect').parse_args(['dissect', 'a', '-o', 'b']); "
+        "print(sorted(m for m in sys.modules if m in ('amqpcap.live', 'amqpcap.spark.cli')))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "amqpcap" not in r.stdout, r.stdout

@@ -74,8 +74,8 @@ def add_arguments(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
 
 
-def register(sub, stats_parser=None) -> None:
-    """Add the ``spark`` subcommand to amqpcap's subparsers, and ``--spark`` / ``--master`` to ``stats``."""
+def register(sub) -> None:
+    """Add the ``spark`` subcommand to amqpcap's subparsers."""
     from amqpcap.cli import add_command
 
     p = add_command(
@@ -89,9 +89,10 @@ def register(sub, stats_parser=None) -> None:
         run_args,
     )
     add_arguments(p)
-    if stats_parser is None:
-        return
-    st = stats_parser
+
+
+def add_stats_options(st) -> None:
+    """``--spark`` and ``--master`` of ``amqpcap stats`` (its parser ``st``)."""
     st.add_argument(
         "--spark",
         action="store_true",
