@@ -20,7 +20,7 @@ Shapes (each built once, cached in bench/data/, not committed):
 
 Each tool runs in a process of its own (best of ``--runs``), timed from start to exit,
 its peak RSS taken from the kernel (``wait4``).  amqpcap is ``amqpcap dissect`` (all
-default tables; ``--frames`` adds the frames table); tshark is
+default tables; ``--frames`` adds the frames table), a new dataset every run; tshark is
 ``tshark -n -r CAPTURE -Y amqp -T fields`` with the 14 fields of TSHARK_FIELDS.
 
 ``--big`` adds the memory-flatness case: bulk captures of 100 MB and 1 GB (built by the
@@ -318,14 +318,17 @@ def bench_amqpcap(
     tmp = tempfile.mkdtemp(prefix="bench-dissect-")
     best, rss, summary = float("inf"), 0, {}
     try:
-        for _ in range(runs):
+        for run in range(runs):
+            # a new dataset every run, the last one removed between runs: replacing an old one
+            # (--force: ~3 ms of removal) is not part of dissecting, and tshark writes nothing
+            shutil.rmtree(os.path.join(tmp, f"out{run - 1}"), ignore_errors=True)
             el, r, code, out = run_measured(
                 [
                     sys.executable,
                     "-c",
                     _CHILD,
                     cap,
-                    os.path.join(tmp, "out"),
+                    os.path.join(tmp, f"out{run}"),
                     "1" if frames else "0",
                     "1" if reference_writer else "0",
                 ]

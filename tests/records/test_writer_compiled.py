@@ -445,3 +445,47 @@ def test_the_dataset_is_the_same_with_or_without_the_parquet_thread(
     reference = dissect_with(False, capture, tmp_path / "reference")
     assert_same_tables(compiled, reference)
     assert compiled["frames"].num_rows > 5 * 500
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
+def test_at_close_the_parquet_thread_takes_the_largest_table_and_the_closer_the_others(
+    compiled, tmp_path, monkeypatch
+):
+    if compiled:
+        built_or_skip("fastwriter")
+    import threading
+    import time
+
+    writer.use_compiled(compiled)
+    monkeypatch.setattr(writer, "BACKGROUND", True)
+    monkeypatch.setattr(writer, "ROW_GROUP", 4)
+    seen = []  # (table, rows, written by the closing thread) in the order written
+    slow = threading.Event()
+    engine_write = writer.EngineWriter.write_batch
+
+    def write_batch(self, batch):
+        if not slow.is_set():  # the first batch (frames) still in the thread when close begins
+            slow.set()
+            time.sleep(0.2)
+        table = batch.schema.metadata[b"amqpcap.table"].decode()
+        seen.append((table, batch.num_rows, threading.current_thread() is threading.main_thread()))
+        engine_write(self, batch)
+
+    monkeypatch.setattr(writer.EngineWriter, "write_batch", write_batch)
+    out = tmp_path / "out"
+    w = writer.DatasetWriter(str(out), ["anomalies", "frames", "connections"])
+    anomaly = ("c", 1, 1, 10, "c2s", None, None, "amqp", "kind", "detail", 1)
+    frame = ("c", 1, 1, 10, "c2s", 1, 0, 1, "method", 12, 20)
+    for _ in range(6):  # frames: one row group handed over (slow), 2 rows pending
+        w["frames"].append(frame)
+    for _ in range(3):  # anomalies: the largest pending
+        w["anomalies"].append(anomaly)
+    w.close()
+    order = seen
+    assert order[0] == ("frames", 4, False)  # in the thread while close began
+    assert ("anomalies", 3, False) in order  # the largest: the thread's
+    assert ("frames", 2, True) in order  # the others: the closer's, after the batch in flight
+    assert order.index(("frames", 2, True)) > 0
+    assert pq.read_table(out / "frames").num_rows == 6
+    assert pq.read_table(out / "anomalies").column("detail").to_pylist() == ["detail"] * 3
+    assert pq.read_table(out / "connections").num_rows == 0

