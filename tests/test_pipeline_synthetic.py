@@ -811,6 +811,67 @@ def test_dissect_command_starts_without_collections_and_dissects_with_them(captu
     assert "start 0 " not in p.stdout and f" run {pipeline.GC_GEN0} True" in p.stdout
 
 
+def test_dissect_command_writes_parquet_with_arrows_jemalloc_pool_unless_told_otherwise(
+    capture_file, tmp_path
+):
+    """cli.ARROW_POOL: the dissect process's Arrow pool (C++'s default, which the Parquet writer
+    uses) is jemalloc where Arrow has it; ARROW_DEFAULT_MEMORY_POOL given wins; other commands
+    keep Arrow's default."""
+    from amqpcap import cli
+
+    probe = (
+        "import os, sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
+        "main = cli.main\n"
+        "def probe():\n"
+        "    code = main(); import pyarrow as pa; chosen = os.environ.get('ARROW_DEFAULT_MEMORY_POOL')\n"
+        "    print('pool', pa.default_memory_pool().backend_name, chosen)\n"
+        "    return code\n"
+        "cli.main = probe; cli.console()\n"
+    )
+
+    def pool(*args, env=None):
+        e = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+        p = subprocess.run(
+            [sys.executable, "-c", probe, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**e, **(env or {})},
+        )
+        assert p.returncode == 0, p.stderr
+        return [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("pool ")]
+
+    dissect_args = ["dissect", capture_file, "-o", str(tmp_path / "out"), "--force", "-q"]
+    if "jemalloc" in cli.arrow_pools():
+        assert pool(*dissect_args) == [["jemalloc", "jemalloc"]]
+    assert pool(*dissect_args, env={"ARROW_DEFAULT_MEMORY_POOL": "system"}) == [["system", "system"]]
+    assert pool("show", capture_file)[0][1] == "None"  # Arrow's own default
+
+
+def test_arrow_pools_are_read_from_arrows_build_configuration(tmp_path, monkeypatch):
+    import importlib.util
+
+    from amqpcap import cli
+
+    pkg = tmp_path / "pyarrow"
+    (pkg / "include" / "arrow" / "util").mkdir(parents=True)
+    config = pkg / "include" / "arrow" / "util" / "config.h"
+    spec = importlib.util.spec_from_file_location(
+        "pyarrow", pkg / "__init__.py", submodule_search_locations=[str(pkg)]
+    )
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    assert cli.arrow_pools() == set()  # no configuration: Arrow's default
+    config.write_text(
+        "#define ARROW_JEMALLOC\n#define ARROW_JEMALLOC_VENDORED\n/* #undef ARROW_MIMALLOC */\n"
+    )
+    assert cli.arrow_pools() == {"jemalloc"}
+    config.write_text("#define ARROW_MIMALLOC\n")
+    assert cli.arrow_pools() == {"mimalloc"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert cli.arrow_pools() == set()
+
+
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
 def test_cli_not_a_capture_exits_2(tmp_path, content):
     bad = P.write(tmp_path / "bad.pcap", content)
