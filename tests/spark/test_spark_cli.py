@@ -56,3 +56,21 @@ def test_spark_refuses_an_existing_output_and_bad_sizes_like_dissect_before_star
     assert main(["spark", str(ROOT / "captures"), "-o", str(out)]) == 5
     assert capsys.readouterr().err == f"amqpcap: output {out} exists (use --force to replace it)\n"
     assert os.listdir(out) == []
+
+
+def test_local_workers_write_parquet_with_the_pool_the_dissect_process_uses(spark, monkeypatch):
+    from amqpcap import cli
+    from amqpcap.spark import session
+
+    def worker_pool(_):
+        import os
+
+        import pyarrow as pa
+
+        return pa.default_memory_pool().backend_name, os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
+
+    backend, chosen = spark.sparkContext.parallelize([0], 1).map(worker_pool).collect()[0]
+    if "jemalloc" in cli.arrow_pools() and not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        assert (backend, chosen) == ("jemalloc", "jemalloc")
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
+    assert session.worker_arrow_pool() == {}  # the user's choice: nothing set for the workers

@@ -53,6 +53,18 @@ def python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def worker_arrow_pool() -> dict:
+    """Local mode: the Python workers write Parquet with Arrow's jemalloc pool, as the dissect
+    process does (``cli.ARROW_POOL``; they run this machine's pyarrow, so its build decides),
+    unless ARROW_DEFAULT_MEMORY_POOL is set.  bench_spark, 200 MB in 20 files: 0.81 -> 0.75 s."""
+    from amqpcap.cli import ARROW_POOL, arrow_pools
+
+    pool = ARROW_POOL["dissect"]
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL") or pool not in arrow_pools():
+        return {}
+    return {"spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": pool}
+
+
 def build(
     master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None, quiet: bool = False
 ):
@@ -76,6 +88,7 @@ def build(
             log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
             settings["spark.driver.extraJavaOptions"] = f"{JVM_FLAGS} -Dlog4j2.configurationFile=file:{log}"
         settings["spark.local.dir"] = os.path.join(tempfile.gettempdir(), "amqpcap-spark")
+        settings.update(worker_arrow_pool())
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
