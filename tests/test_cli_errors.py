@@ -332,3 +332,31 @@ def test_the_dissect_process_imports_no_other_command():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "amqpcap" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["parquet-thread", "foreground"])
+def test_a_full_disk_is_an_output_that_cannot_be_written_not_an_internal_error(tmp_path, background):
+    """pyarrow's I/O errors name no file: the writer names the one it was writing (exit 3)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    probe = (
+        "import sys; from amqpcap import cli; from amqpcap.records import writer\n"
+        f"writer.BACKGROUND = {background}\n"
+        "opened = writer.open_parquet\n"
+        "def full(path, schema, reference=False):  # every write of the methods table: ENOSPC\n"
+        "    return opened('/dev/full' if '/methods/' in path else path, schema, reference)\n"
+        "writer.open_parquet = full\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]; cli.console()\n"
+    )
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-c", probe, "dissect", str(CAP), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == Exit.UNREADABLE, r.stderr
+    line = one_line(r)
+    assert line.endswith("methods/part-00000.parquet: no space left on device"), line
+    assert "internal error" not in line
+    assert os.listdir(tmp_path) == []  # the partial output removed

@@ -31,7 +31,8 @@ MEANING = {
     Exit.INTERNAL: "internal error (a bug; AMQPCAP_DEBUG=1 shows the traceback)",
     Exit.NOT_A_CAPTURE: "not a capture (unknown format, empty file)",
     Exit.UNREADABLE: (
-        "a path cannot be read or written (missing, permission denied, not a dissect output directory)"
+        "a path cannot be read or written (missing, permission denied, disk full, "
+        "not a dissect output directory)"
     ),
     Exit.LINKTYPE: "unsupported link type",
     Exit.OUTPUT_EXISTS: "output exists (use --force)",

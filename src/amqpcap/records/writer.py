@@ -15,6 +15,7 @@ conversion at flush, and pyarrow does not import pandas).  Both write the same t
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
 import threading
@@ -144,6 +145,18 @@ def open_parquet(path: str, schema: pa.Schema, reference: bool = False):
     return pq.ParquetWriter(path, schema, **options)
 
 
+@contextlib.contextmanager
+def named(path: str):
+    """An OSError raised inside without a file name gets ``path`` (pyarrow's I/O errors name
+    none: a full disk is then an output that cannot be written, exit 3, not an internal error)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or not e.errno:
+            raise
+        raise OSError(e.errno, os.strerror(e.errno), path) from e
+
+
 class ParquetFile:
     """``<path>/part-00000.parquet``, opened at the first batch (an empty table still gets its
     file: readers find the schema).
@@ -163,17 +176,22 @@ class ParquetFile:
         self.pending: list[Job] = []  # this file's batches in the Parquet thread
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self.writer is None:
-            os.makedirs(self.path, exist_ok=True)
-            self.writer = open_parquet(os.path.join(self.path, "part-00000.parquet"), self.schema)
-        if not batch.num_rows:
-            return
-        if not self.background:
-            self._settle(wait=True)  # its batches still in the Parquet thread go first
-            self.writer.write_batch(batch)
-            return
-        self._settle(wait=False)
-        self.pending.append(_in_background(self.writer.write_batch, batch))
+        with named(self.file):
+            if self.writer is None:
+                os.makedirs(self.path, exist_ok=True)
+                self.writer = open_parquet(self.file, self.schema)
+            if not batch.num_rows:
+                return
+            if not self.background:
+                self._settle(wait=True)  # its batches still in the Parquet thread go first
+                self.writer.write_batch(batch)
+                return
+            self._settle(wait=False)
+            self.pending.append(_in_background(self.writer.write_batch, batch))
+
+    @property
+    def file(self) -> str:
+        return os.path.join(self.path, "part-00000.parquet")
 
     def writing(self) -> bool:
         """True while the Parquet thread has a batch of this file not yet written."""
@@ -187,11 +205,12 @@ class ParquetFile:
     def close(self) -> None:
         for job in self.pending:  # the file is closed after its last batch, whatever happened to the others
             job.exception()
-        try:
-            self._settle(wait=True)
-        finally:
-            if self.writer is not None:
-                self.writer.close()
+        with named(self.file):
+            try:
+                self._settle(wait=True)
+            finally:
+                if self.writer is not None:
+                    self.writer.close()
 
     def abort(self) -> None:
         try:
