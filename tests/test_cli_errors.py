@@ -360,3 +360,20 @@ def test_a_full_disk_is_an_output_that_cannot_be_written_not_an_internal_error(t
     assert line.endswith("methods/part-00000.parquet: no space left on device"), line
     assert "internal error" not in line
     assert os.listdir(tmp_path) == []  # the partial output removed
+
+
+@pytest.mark.parametrize("cmd", ["show", "stats"])
+def test_standard_output_on_a_full_disk_exits_3_in_one_line(cmd, cache):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            AMQPCAP + [cmd, str(CAP)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **cache},
+        )
+    assert r.returncode == Exit.UNREADABLE
+    lines = [line for line in r.stderr.splitlines() if not line.startswith("amqpcap: dissecting")]
+    assert lines == ["amqpcap: cannot write: no space left on device"], r.stderr

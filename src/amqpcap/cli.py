@@ -11,6 +11,7 @@ Keep that module's imports light: ``amqpcap --help`` and an unknown command impo
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import importlib
 import importlib.util
@@ -385,13 +386,18 @@ def _run(args) -> int:
         sys.stdout = None  # no flush of what the reader will never read at exit
         return Exit.OK
     except OSError as e:
-        if e.filename is None:
+        if e.filename is None and e.errno not in WRITE_FAILURES:
             return _internal(e)
-        reason = (e.strerror or str(e)).lower()
-        print(f"amqpcap: {e.filename}: {reason}", file=sys.stderr)
+        reason = (os.strerror(e.errno) if e.filename is None else e.strerror or str(e)).lower()
+        print(f"amqpcap: {e.filename or 'cannot write'}: {reason}", file=sys.stderr)
         return Exit.UNREADABLE
     except Exception as e:  # never a traceback for the user; AMQPCAP_DEBUG=1 shows it
         return _internal(e)
+
+
+# Errors of the system a write went to, not of amqpcap: with no file named (standard output,
+# pyarrow's I/O errors) they still exit 3 ("a path cannot be read or written"), not 1 (a bug).
+WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS)
 
 
 def _internal(e: BaseException) -> int:
