@@ -397,7 +397,7 @@ def _run(args) -> int:
 
 # Errors of the system a write went to, not of amqpcap: with no file named (standard output,
 # pyarrow's I/O errors) they still exit 3 ("a path cannot be read or written"), not 1 (a bug).
-WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS)
+WRITE_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
 def _internal(e: BaseException) -> int:
