@@ -300,8 +300,18 @@ def test_permission_denied_on_the_output_is_3_in_one_line(cmd, tmp_path, monkeyp
     assert err[-1].startswith("amqpcap: ") and err[-1].endswith(": permission denied")
 
 
-@pytest.mark.parametrize("cmd", ["dissect", "show", "stats", "report", "spark", "live"])
-def test_a_command_alone_gets_the_parser_the_full_one_gives_it(cmd, capsys):
+ARGS = {  # arguments each command parses
+    "dissect": ["a.pcap", "-o", "out", "--ports", "5673"],
+    "show": ["a.pcap", "--json", "--method", "basic."],
+    "stats": ["out", "--spark"],
+    "report": ["out", "-o", "r"],
+    "spark": ["captures", "-o", "out"],
+    "live": ["-i", "lo"],
+}
+
+
+@pytest.mark.parametrize("cmd", list(ARGS))
+def test_a_command_alone_gets_the_parser_the_full_one_gives_it(cmd):
     from amqpcap.cli import COMMANDS, build_parser
 
     def subparser(parser):
@@ -311,16 +321,6 @@ def test_a_command_alone_gets_the_parser_the_full_one_gives_it(cmd, capsys):
     assert list(alone) == [cmd] and list(full) == list(COMMANDS)
     assert alone[cmd].format_help() == full[cmd].format_help()
     assert build_parser(cmd).parse_args([cmd, *ARGS[cmd]]) == build_parser().parse_args([cmd, *ARGS[cmd]])
-
-
-ARGS = {
-    "dissect": ["a.pcap", "-o", "out", "--ports", "5673"],
-    "show": ["a.pcap", "--json", "--method", "basic."],
-    "stats": ["out", "--spark"],
-    "report": ["out", "-o", "r"],
-    "spark": ["captures", "-o", "out"],
-    "live": ["-i", "lo"],
-}
 
 
 def test_the_dissect_process_imports_no_other_command():

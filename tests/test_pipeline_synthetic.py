@@ -870,6 +870,10 @@ def test_arrow_pools_are_read_from_arrows_build_configuration(tmp_path, monkeypa
     assert cli.arrow_pools() == {"mimalloc"}
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert cli.arrow_pools() == set()
+    monkeypatch.undo()  # the installed Arrow: what its build says is what it supports
+    import pyarrow as pa
+
+    assert cli.arrow_pools() == {"jemalloc", "mimalloc"} & set(pa.supported_memory_backends())
 
 
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
