@@ -876,6 +876,87 @@ def test_arrow_pools_are_read_from_arrows_build_configuration(tmp_path, monkeypa
     assert cli.arrow_pools() == {"jemalloc", "mimalloc"} & set(pa.supported_memory_backends())
 
 
+def test_dissect_command_leaves_inspect_unloaded_and_writes_the_same_tables(capture_file, tmp_path):
+    """cli.LAZY: the dissect process never runs ``inspect`` (dataclasses imports it for the
+    docstring of a dataclass that has none) and writes what ``dissect`` from Python writes."""
+    probe = (
+        "import sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
+        "main = cli.main\n"
+        "def probe():\n"
+        "    code = main(); print('inspect', type(sys.modules['inspect']).__name__, 'ast' in sys.modules)\n"
+        "    return code\n"
+        "cli.main = probe; cli.console()\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", probe, "dissect", capture_file, "-o", str(tmp_path / "cli"), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "inspect Deferred False" in p.stdout
+    dissect([capture_file], str(tmp_path / "lib"))
+    for t in ("connections", "methods", "messages", "anomalies"):
+        assert pq.read_table(tmp_path / "cli" / t).equals(pq.read_table(tmp_path / "lib" / t)), t
+
+
+def test_every_dataclass_the_dissect_imports_has_its_own_docstring():
+    """What keeps ``inspect`` unloaded (cli.LAZY): dataclasses writes a missing docstring from
+    ``inspect.signature``."""
+    import dataclasses
+    import importlib
+
+    probe = (
+        "import sys, dataclasses; from amqpcap import cli\n"
+        "cli.lean('dissect')\n"
+        "from amqpcap import pipeline\n"
+        "from amqpcap.records import writer\n"
+        "print(sorted(n for n in sys.modules if n.startswith('amqpcap')))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    names = eval(p.stdout.strip().splitlines()[-1])
+    assert "amqpcap.amqp.events" in names and "amqpcap.pipeline" in names
+    classes = [
+        v
+        for name in names
+        for v in vars(importlib.import_module(name)).values()
+        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == name
+    ]
+    assert len(classes) >= 8
+    for cls in classes:
+        assert "__doc__" in vars(cls) and not cls.__doc__.startswith(cls.__name__ + "("), cls
+
+
+def test_deferred_module_runs_its_code_on_first_use_only(tmp_path, monkeypatch):
+    from amqpcap import cli
+
+    (tmp_path / "deferred_probe.py").write_text(
+        "import builtins\nbuiltins.DEFERRED_RUNS = getattr(builtins, 'DEFERRED_RUNS', 0) + 1\n"
+        "def answer():\n    return 42\nVALUE = 'v'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "deferred_probe", raising=False)
+    monkeypatch.setitem(cli.LAZY, "probe-command", ("deferred_probe",))
+    import builtins
+
+    monkeypatch.setattr(builtins, "DEFERRED_RUNS", 0, raising=False)
+    try:
+        cli.lean("probe-command")
+        import deferred_probe  # an import statement reads __spec__: still not run
+
+        assert type(deferred_probe) is cli.Deferred and builtins.DEFERRED_RUNS == 0
+        assert deferred_probe.answer() == 42 and builtins.DEFERRED_RUNS == 1
+        from deferred_probe import VALUE
+
+        assert VALUE == "v" and builtins.DEFERRED_RUNS == 1
+        assert type(sys.modules["deferred_probe"]) is not cli.Deferred
+        assert sys.modules["deferred_probe"].answer is deferred_probe.answer
+    finally:
+        sys.modules.pop("deferred_probe", None)
+
+
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
 def test_cli_not_a_capture_exits_2(tmp_path, content):
     bad = P.write(tmp_path / "bad.pcap", content)

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import types
 
 from amqpcap import __version__
 from amqpcap.exitcodes import TABLE as EXIT_TABLE
@@ -298,11 +299,31 @@ QUIET_START = ("dissect",)
 ARROW_POOL = {"dissect": "jemalloc"}
 
 
+# Modules a command's imports bring in that its run does not use: loaded on first use, not at
+# import (``Deferred``).  ``inspect`` (~5 ms with ast, dis and tokenize): dataclasses imports it
+# to write the docstring of a dataclass that has none, and every dataclass on the dissect path
+# has one.
+LAZY = {"dissect": ("inspect",)}
+
+
+class Deferred(types.ModuleType):
+    """A module in sys.modules whose code runs on first use of one of its attributes (then it is
+    the module itself).  Not importlib.util.LazyLoader: its module loads on any attribute, and
+    every ``import`` statement of it reads ``__spec__``."""
+
+    def __getattr__(self, attr):  # only for what the module's namespace lacks: all but __spec__
+        name = self.__spec__.name
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+            self.__dict__.update(vars(importlib.import_module(name)))
+        return getattr(sys.modules[name], attr)
+
+
 def lean(command: str) -> None:
     """Set this process up for ``command`` (a process of its own: the command, the bench's
     child), before anything imports pyarrow: numpy left out if the command does not use it,
     no cyclic collection until its work starts (``QUIET_START``), Arrow's memory pool
-    (``ARROW_POOL``)."""
+    (``ARROW_POOL``), modules it does not use left unloaded (``LAZY``)."""
     if command in WITHOUT_NUMPY and "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
     if command in QUIET_START:
@@ -310,6 +331,10 @@ def lean(command: str) -> None:
     pool = ARROW_POOL.get(command)
     if pool and "pyarrow" not in sys.modules and pool in arrow_pools():
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", pool)
+    for name in LAZY.get(command, ()):
+        if name not in sys.modules and (spec := importlib.util.find_spec(name)) is not None:
+            sys.modules[name] = module = Deferred(name)
+            module.__spec__ = spec
 
 
 def arrow_pools() -> set:

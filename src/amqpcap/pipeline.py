@@ -68,6 +68,8 @@ def _hot_loop():
 
 @dataclass
 class Options:
+    """How a capture is dissected (the dissect command's options)."""
+
     body_bytes: int = 64
     frames: bool = False
     ports: frozenset = DEFAULT_PORTS
@@ -76,6 +78,8 @@ class Options:
 
 @dataclass
 class Summary:
+    """What a dissect did: counts, rows per table, time (the command's summary line)."""
+
     captures: int = 0
     packets: int = 0
     tcp_streams: int = 0

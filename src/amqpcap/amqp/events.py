@@ -98,6 +98,8 @@ class Content:
 
 @dataclass(slots=True)
 class Heartbeat:
+    """A heartbeat: a heartbeat frame (0-8/0-9/0-9-1) or 0-10's connection.heartbeat control."""
+
     packet: int
     ts: int
     offset: int
