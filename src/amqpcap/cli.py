@@ -300,16 +300,19 @@ ARROW_POOL = {"dissect": "jemalloc"}
 
 
 # Modules a command's imports bring in that its run does not use: loaded on first use, not at
-# import (``Deferred``).  ``inspect`` (~5 ms with ast, dis and tokenize): dataclasses imports it
-# to write the docstring of a dataclass that has none, and every dataclass on the dissect path
-# has one.
-LAZY = {"dissect": ("inspect",)}
+# import (``Deferred``); ~10 ms of a dissect's start.  ``inspect`` (with ast, dis, tokenize):
+# dataclasses imports it to write the docstring of a dataclass that has none, and every
+# dataclass on the dissect path has one.  ``pickle``, ``decimal``, ``copy``: pyarrow imports them
+# for values a dissect never makes.  ``selectors``: socket's, for what link.py does not call.
+# ``bz2``, ``lzma``: shutil (argparse's terminal width) imports them to know its archive formats.
+LAZY = {"dissect": ("inspect", "pickle", "decimal", "copy", "selectors", "bz2", "lzma")}
 
 
 class Deferred(types.ModuleType):
-    """A module in sys.modules whose code runs on first use of one of its attributes (then it is
-    the module itself).  Not importlib.util.LazyLoader: its module loads on any attribute, and
-    every ``import`` statement of it reads ``__spec__``."""
+    """A module in sys.modules whose code runs on first use of one of its attributes: the
+    module is then imported and its namespace copied here (a global it rebinds later is not seen
+    here; none of LAZY's does).  Not importlib.util.LazyLoader: its module loads on any
+    attribute, and every ``import`` statement of it reads ``__spec__``."""
 
     def __getattr__(self, attr):  # only for what the module's namespace lacks: all but __spec__
         name = self.__spec__.name
