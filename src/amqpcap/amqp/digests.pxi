@@ -27,7 +27,9 @@ ctypedef int (*sha_final_fn)(unsigned char *md, void *ctx) noexcept nogil
 cdef extern from *:
     """
     #include <pthread.h>
+    #include <stdint.h>
     #include <stdlib.h>
+    #include <sys/mman.h>
     #include <string.h>
     #include <unistd.h>
 
@@ -79,6 +81,17 @@ cdef extern from *:
 
     static void *amqpcap_hasher(void *unused) {
         (void)unused;
+    #ifdef MADV_POPULATE_WRITE
+        {   /* The ring's pages faulted in here, not by the producer's first copies (1,024 page
+               faults, ~3 ms of the main thread); their contents are left as they are (the
+               producer may be writing them already).  An older kernel says EINVAL: no matter. */
+            uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t from = ((uintptr_t)amqpcap_h.ring + page - 1) & ~(page - 1);
+            uintptr_t to = ((uintptr_t)amqpcap_h.ring + AMQPCAP_HARENA) & ~(page - 1);
+            if (to > from)
+                madvise((void *)from, to - from, MADV_POPULATE_WRITE);
+        }
+    #endif
         pthread_mutex_lock(&amqpcap_h.mu);
         for (;;) {
             while (amqpcap_h.head == amqpcap_h.tail || amqpcap_h.busy) {
