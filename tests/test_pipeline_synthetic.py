@@ -963,6 +963,52 @@ def test_deferred_module_runs_its_code_on_first_use_only(tmp_path, monkeypatch):
         sys.modules.pop("deferred_probe", None)
 
 
+def test_a_deferred_module_used_by_two_threads_at_once_runs_once(tmp_path, monkeypatch):
+    import builtins
+    import threading
+
+    from amqpcap import cli
+
+    (tmp_path / "deferred_slow.py").write_text(
+        "import builtins, time\n"
+        "builtins.DEFERRED_SLOW_RUNS = getattr(builtins, 'DEFERRED_SLOW_RUNS', 0) + 1\n"
+        "time.sleep(0.2)  # the second thread comes while this one runs the module\n"
+        "VALUE = 42\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli.LAZY, "probe-command", ("deferred_slow",))
+    monkeypatch.setattr(builtins, "DEFERRED_SLOW_RUNS", 0, raising=False)
+    try:
+        cli.lean("probe-command")
+        deferred = sys.modules["deferred_slow"]
+        got = []
+        threads = [threading.Thread(target=lambda: got.append(deferred.VALUE)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == [42, 42] and builtins.DEFERRED_SLOW_RUNS == 1
+    finally:
+        sys.modules.pop("deferred_slow", None)
+
+
+def test_a_deferred_module_that_fails_to_import_fails_at_each_use(tmp_path, monkeypatch):
+    from amqpcap import cli
+
+    (tmp_path / "deferred_broken.py").write_text("raise ImportError('deferred_broken cannot load')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli.LAZY, "probe-command", ("deferred_broken",))
+    try:
+        cli.lean("probe-command")
+        deferred = sys.modules["deferred_broken"]
+        for _ in range(2):  # as an import statement would, each time
+            with pytest.raises(ImportError, match="cannot load"):
+                _ = deferred.anything
+            assert sys.modules["deferred_broken"] is deferred
+    finally:
+        sys.modules.pop("deferred_broken", None)
+
+
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
 def test_cli_not_a_capture_exits_2(tmp_path, content):
     bad = P.write(tmp_path / "bad.pcap", content)

@@ -10,6 +10,7 @@ Keep that module's imports light: ``amqpcap --help`` and an unknown command impo
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import errno
 import gc
@@ -316,10 +317,22 @@ class Deferred(types.ModuleType):
 
     def __getattr__(self, attr):  # only for what the module's namespace lacks: all but __spec__
         name = self.__spec__.name
-        if sys.modules.get(name) is self:
-            del sys.modules[name]
-            self.__dict__.update(vars(importlib.import_module(name)))
-        return getattr(sys.modules[name], attr)
+        with _CLAIM:  # one thread takes it out of sys.modules (no import under this lock)
+            mine = sys.modules.get(name) is self
+            if mine:
+                del sys.modules[name]
+        try:  # the import system's own locks: a thread importing it meanwhile is waited for
+            module = importlib.import_module(name)
+        except BaseException:
+            if mine:
+                sys.modules.setdefault(name, self)  # as an import of it would: the next use tries again
+            raise
+        if mine:
+            self.__dict__.update(vars(module))
+        return getattr(module, attr)
+
+
+_CLAIM = _thread.allocate_lock()
 
 
 def lean(command: str) -> None:
