@@ -19,7 +19,9 @@ Shapes (each built once, cached in bench/data/, not committed):
   acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
 
 Each tool runs in a process of its own (best of ``--runs``), timed from start to exit,
-its peak RSS taken from the kernel (``wait4``).  amqpcap is ``amqpcap dissect`` (all
+its peak RSS taken from the kernel (``wait4``); each tool's time on an empty capture of the
+same header (its start, and amqpcap's empty tables) is printed beside, and the ratio of what
+is beyond it: the part that grows with the capture.  amqpcap is ``amqpcap dissect`` (all
 default tables; ``--frames`` adds the frames table), a new dataset every run; tshark is
 ``tshark -n -r CAPTURE -Y amqp -T fields`` with the 14 fields of TSHARK_FIELDS.
 
@@ -427,6 +429,35 @@ def report(label: str, cap: str, a) -> None:
         f"peak RSS {trss / 1e6:6.0f} MB  ({lines:,} packets with AMQP)"
     )
     print(f"  ratio:   amqpcap is {tel / el:.2f}x tshark's speed", flush=True)
+    e_el, e_tel = fixed_costs(cap, a.runs)
+    print(
+        f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s, tshark {e_tel:.2f} s; beyond it, "
+        f"{el - e_el:.2f} s against {tel - e_tel:.2f} s ({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x)",
+        flush=True,
+    )
+
+
+_FIXED: dict[bytes, tuple[float, float]] = {}
+
+
+def fixed_costs(cap: str, runs: int) -> tuple[float, float]:
+    """What each tool takes on a capture of ``cap``'s file header and no packet (the start, and
+    for amqpcap its empty tables): the part of a run that does not grow with the capture.  A
+    classic pcap's own header; an Ethernet pcap header for any other format."""
+    with open(cap, "rb") as f:
+        head = f.read(24)
+    if head[:4] not in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"):
+        head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    if head not in _FIXED:
+        tmp = tempfile.mkdtemp(prefix="bench-dissect-")
+        try:
+            empty = os.path.join(tmp, "empty.pcap")
+            with open(empty, "wb") as f:
+                f.write(head)
+            _FIXED[head] = (bench_amqpcap(empty, runs, False)[0], bench_tshark(empty, runs)[0])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return _FIXED[head]
 
 
 def main() -> int:
