@@ -918,11 +918,11 @@ def test_every_dataclass_the_dissect_imports_has_its_own_docstring():
         "cli.lean('dissect')\n"
         "from amqpcap import pipeline\n"
         "from amqpcap.records import writer\n"
-        "print(sorted(n for n in sys.modules if n.startswith('amqpcap')))\n"
+        "import json; print(json.dumps(sorted(n for n in sys.modules if n.startswith('amqpcap'))))\n"
     )
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    names = eval(p.stdout.strip().splitlines()[-1])
+    names = json.loads(p.stdout.strip().splitlines()[-1])
     assert "amqpcap.amqp.events" in names and "amqpcap.pipeline" in names
     classes = [
         v
@@ -935,78 +935,73 @@ def test_every_dataclass_the_dissect_imports_has_its_own_docstring():
         assert "__doc__" in vars(cls) and not cls.__doc__.startswith(cls.__name__ + "("), cls
 
 
-def test_deferred_module_runs_its_code_on_first_use_only(tmp_path, monkeypatch):
+@pytest.fixture
+def deferred(tmp_path, monkeypatch):
+    """``deferred(name, source)``: module ``name`` of ``source`` put in sys.modules by
+    ``cli.lean`` as a cli.Deferred (its code not run); removed from sys.modules afterwards."""
     from amqpcap import cli
 
-    (tmp_path / "deferred_probe.py").write_text(
-        "import builtins\nbuiltins.DEFERRED_RUNS = getattr(builtins, 'DEFERRED_RUNS', 0) + 1\n"
-        "def answer():\n    return 42\nVALUE = 'v'\n"
-    )
+    names = []
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "deferred_probe", raising=False)
-    monkeypatch.setitem(cli.LAZY, "probe-command", ("deferred_probe",))
+
+    def make(name: str, source: str):
+        (tmp_path / f"{name}.py").write_text(source)
+        names.append(name)
+        monkeypatch.setitem(cli.LAZY, "probe-command", (name,))
+        cli.lean("probe-command")
+        assert type(sys.modules[name]) is cli.Deferred
+        return sys.modules[name]
+
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+RUN_COUNTER = "import builtins\nbuiltins.DEFERRED_RUNS = getattr(builtins, 'DEFERRED_RUNS', 0) + 1\n"
+
+
+def test_deferred_module_runs_its_code_on_first_use_only(deferred, monkeypatch):
     import builtins
 
+    from amqpcap import cli
+
     monkeypatch.setattr(builtins, "DEFERRED_RUNS", 0, raising=False)
-    try:
-        cli.lean("probe-command")
-        import deferred_probe  # an import statement reads __spec__: still not run
+    deferred("deferred_probe", RUN_COUNTER + "def answer():\n    return 42\nVALUE = 'v'\n")
+    import deferred_probe  # an import statement reads __spec__: still not run
 
-        assert type(deferred_probe) is cli.Deferred and builtins.DEFERRED_RUNS == 0
-        assert deferred_probe.answer() == 42 and builtins.DEFERRED_RUNS == 1
-        from deferred_probe import VALUE
+    assert type(deferred_probe) is cli.Deferred and builtins.DEFERRED_RUNS == 0
+    assert deferred_probe.answer() == 42 and builtins.DEFERRED_RUNS == 1
+    from deferred_probe import VALUE
 
-        assert VALUE == "v" and builtins.DEFERRED_RUNS == 1
-        assert type(sys.modules["deferred_probe"]) is not cli.Deferred
-        assert sys.modules["deferred_probe"].answer is deferred_probe.answer
-    finally:
-        sys.modules.pop("deferred_probe", None)
+    assert VALUE == "v" and builtins.DEFERRED_RUNS == 1
+    assert type(sys.modules["deferred_probe"]) is not cli.Deferred
+    assert sys.modules["deferred_probe"].answer is deferred_probe.answer
 
 
-def test_a_deferred_module_used_by_two_threads_at_once_runs_once(tmp_path, monkeypatch):
+def test_a_deferred_module_used_by_two_threads_at_once_runs_once(deferred, monkeypatch):
     import builtins
     import threading
 
-    from amqpcap import cli
-
-    (tmp_path / "deferred_slow.py").write_text(
-        "import builtins, time\n"
-        "builtins.DEFERRED_SLOW_RUNS = getattr(builtins, 'DEFERRED_SLOW_RUNS', 0) + 1\n"
-        "time.sleep(0.2)  # the second thread comes while this one runs the module\n"
-        "VALUE = 42\n"
+    monkeypatch.setattr(builtins, "DEFERRED_RUNS", 0, raising=False)
+    module = deferred(
+        "deferred_slow",
+        RUN_COUNTER + "import time\ntime.sleep(0.2)  # the second thread comes meanwhile\nVALUE = 42\n",
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(cli.LAZY, "probe-command", ("deferred_slow",))
-    monkeypatch.setattr(builtins, "DEFERRED_SLOW_RUNS", 0, raising=False)
-    try:
-        cli.lean("probe-command")
-        deferred = sys.modules["deferred_slow"]
-        got = []
-        threads = [threading.Thread(target=lambda: got.append(deferred.VALUE)) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert got == [42, 42] and builtins.DEFERRED_SLOW_RUNS == 1
-    finally:
-        sys.modules.pop("deferred_slow", None)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(module.VALUE)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [42, 42] and builtins.DEFERRED_RUNS == 1
 
 
-def test_a_deferred_module_that_fails_to_import_fails_at_each_use(tmp_path, monkeypatch):
-    from amqpcap import cli
-
-    (tmp_path / "deferred_broken.py").write_text("raise ImportError('deferred_broken cannot load')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(cli.LAZY, "probe-command", ("deferred_broken",))
-    try:
-        cli.lean("probe-command")
-        deferred = sys.modules["deferred_broken"]
-        for _ in range(2):  # as an import statement would, each time
-            with pytest.raises(ImportError, match="cannot load"):
-                _ = deferred.anything
-            assert sys.modules["deferred_broken"] is deferred
-    finally:
-        sys.modules.pop("deferred_broken", None)
+def test_a_deferred_module_that_fails_to_import_fails_at_each_use(deferred):
+    module = deferred("deferred_broken", "raise ImportError('deferred_broken cannot load')\n")
+    for _ in range(2):  # as an import statement would, each time
+        with pytest.raises(ImportError, match="cannot load"):
+            _ = module.anything
+        assert sys.modules["deferred_broken"] is module
 
 
 @pytest.mark.parametrize("content", [b"", b"hello, not a capture\n" * 10, b"\x1f\x8bnot really gzip"])
