@@ -57,6 +57,28 @@ def test_a_directory_that_is_not_a_dissect_output_is_3(cmd, tmp_path, cache):
     assert "not a dissect output" in one_line(r)
 
 
+def test_a_dissect_of_what_is_not_a_capture_says_so_before_importing_pyarrow(tmp_path):
+    """pyarrow is imported to write the first batch, not before: bad input gets its one-line
+    error from a process that never loaded it."""
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\n")
+    probe = (
+        "import sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
+        "code = cli.main()\n"
+        "print(code, 'pyarrow' in sys.modules)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe, "dissect", str(p), "-o", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.stdout.split() == [str(int(Exit.NOT_A_CAPTURE)), "False"], r.stdout + r.stderr
+    assert "not a pcap/pcapng capture" in one_line(r)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_stats_of_a_text_file_is_not_a_capture_2(tmp_path, cache):
     p = tmp_path / "notes.txt"
     p.write_text("hello\n")

@@ -31,6 +31,21 @@ def test_show_prints_one_line_per_method_row(tmp_path):
     assert got == list(zip(methods.frame_number.astype(int), methods.method))
 
 
+def test_show_never_imports_pyarrow():
+    """show prints the decoder's rows: the schema's column names, no Arrow (its process starts in
+    about half the time and memory of one that imports pyarrow)."""
+    probe = (
+        "import sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap', 'show'] + sys.argv[1:]\n"
+        "code = cli.main()\n"
+        "print('pyarrow loaded:', 'pyarrow' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe, str(CAP)], capture_output=True, text=True, check=True)
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "pyarrow loaded: False"
+    assert sum(" basic.publish " in line for line in lines) > 0
+
+
 def test_method_prefix_and_channel_filters(tmp_path):
     dissect([str(CAP)], str(tmp_path / "o"))
     m = pd.read_parquet(tmp_path / "o" / "methods")

@@ -53,7 +53,7 @@ def test_an_engine_that_refuses_the_options_falls_back_to_pq(monkeypatch, tmp_pa
     def refuses(*args, **kwargs):
         raise TypeError("unexpected keyword argument")
 
-    monkeypatch.setattr(writer, "_ParquetEngine", refuses)
+    monkeypatch.setattr(writer, "parquet_engine", lambda: refuses)
     w = writer.open_parquet(str(tmp_path / "x.parquet"), SCHEMAS["methods"])
     assert isinstance(w, pq.ParquetWriter)
     w.write_batch(pa.RecordBatch.from_pylist([], schema=SCHEMAS["methods"]))

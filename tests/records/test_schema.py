@@ -29,6 +29,37 @@ def test_every_table_shares_the_keys_needed_to_find_a_packet():
     assert SCHEMAS["methods"].field("ts").type == pa.timestamp("ns", tz="UTC")
 
 
+def test_each_declared_type_is_named_as_pyarrow_names_its_arrow_type():
+    """A column's Type carries pyarrow's name of the type (docs/schema.md prints it) and builds
+    that type; every type of every table is one of them."""
+    from amqpcap.records.schema import TABLES, TYPES
+
+    used = {str(t) for cols in TABLES.values() for _, t, _ in cols}
+    for cols in TABLES.values():
+        for _, t, _ in cols:
+            assert str(t.arrow()) == t.name, t
+    assert {t.name for t in TYPES} <= used and len(used - {t.name for t in TYPES}) == 1  # + id_ranges
+    for name, cols in TABLES.items():
+        assert [f.type for f in SCHEMAS[name]] == [t.arrow() for _, t, _ in cols], name
+
+
+def test_the_tables_and_their_column_buffers_are_declared_without_pyarrow():
+    """The dissect builds its rows before it imports pyarrow (at its first batch), and ``show``
+    never imports it: the schema, the row builders and the table buffers import none of it."""
+    code = (
+        "import sys\n"
+        "from amqpcap.records import schema, rows, writer\n"
+        "from amqpcap.amqp import accel\n"
+        "if accel.select('fastwriter'): writer.compiled_table_buffer()('methods', '/nonexistent')\n"
+        "print('pyarrow' in sys.modules, sorted(schema.TABLES) == sorted(schema.COLUMNS))\n"
+        "schema.SCHEMAS\n"
+        "print('pyarrow' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True", "True"], r.stdout
+
+
 def test_row_builders_produce_one_value_per_column():
     from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 

@@ -306,6 +306,29 @@ def test_every_column_type_of_the_schema_is_built_natively(fastwriter):
     assert not fastwriter.native(pa.float64())  # others take the generic path
 
 
+def test_a_table_by_name_gives_the_batches_its_arrow_schema_gives(fastwriter, tmp_path):
+    """``Columns(name)`` builds its columns from records/schema.py's declared types, without
+    pyarrow (the dissect's tables); the batches it takes equal ``Columns(SCHEMAS[name])``'s."""
+    from amqpcap.records.schema import TABLES
+
+    tables = dissect_with(False, CAPTURES, tmp_path / "ref")  # 0-8 to 0-10: id_ranges too
+    for name in TABLES:
+        assert [str(c.type) for c in [fastwriter.column(t) for _, t, _ in TABLES[name]]] == [
+            str(f.type) for f in SCHEMAS[name]
+        ]
+        t = tables[name]
+        ints = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns]
+        rows = [tuple(r.values()) for r in pa.table(ints, names=t.column_names).to_pylist()]
+        named, typed = fastwriter.Columns(name, 1 << 20), fastwriter.Columns(SCHEMAS[name], 1 << 20)
+        for r in rows:
+            named.append(r)
+            typed.append(r)
+        a, b = named.take(), typed.take()
+        assert a.num_rows == len(rows) == t.num_rows, name
+        assert a.schema.equals(SCHEMAS[name], check_metadata=True) and a.equals(b), name
+        assert pa.Table.from_batches([a]).equals(t), name
+
+
 def test_a_column_of_another_type_takes_the_generic_path(fastwriter):
     schema = pa.schema([("x", pa.float64()), ("y", pa.int32())])
     columns = fastwriter.Columns(schema, 10)
@@ -382,7 +405,7 @@ def batch_of(values: list) -> pa.RecordBatch:
 
 
 def test_batches_written_in_the_background_arrive_in_order(tmp_path):
-    files = [writer.ParquetFile(str(tmp_path / n), pa.schema([("x", pa.int64())]), True) for n in "ab"]
+    files = [writer.ParquetFile(str(tmp_path / n), True) for n in "ab"]
     for i in range(20):  # more batches than QUEUED: the writer waits for the thread, in turn
         files[i % 2].write(batch_of(list(range(i * 10, i * 10 + 10))))
     for f in files:
@@ -421,7 +444,7 @@ def test_a_parquet_job_reports_its_write_and_lets_go_of_its_batch():
 
 
 def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_still_closed(tmp_path):
-    f = writer.ParquetFile(str(tmp_path / "t"), pa.schema([("x", pa.int64())]), True)
+    f = writer.ParquetFile(str(tmp_path / "t"), True)
     f.write(batch_of([1, 2]))
     wrong = pa.RecordBatch.from_pylist([{"y": "z"}])  # another schema: write_batch raises (in the thread)
     f.write(wrong)

@@ -9,7 +9,9 @@ call on the common path: it costs a conversion per value at flush, and its first
 pandas (pyarrow's pandas shim: ~0.2 s and ~56 MB per process).
 
 Native: int8/16/32/64, timestamps, bool, string, binary, and structs / lists of those (methods
-``id_ranges``).  A value that is not of the column's exact native type (an int subclass, bytes
+``id_ranges``).  A table of records/schema.py is given by name (``Columns("methods", ...)``) and
+its columns built from the schema's ``Type``s: pyarrow is imported when the first batch is taken
+(``arrow()``).  A value that is not of the column's exact native type (an int subclass, bytes
 in a string column, an int out of the column's range, ...) is converted by ``pa.array([value],
 type)``, the reference conversion: the same coercions and the same exceptions as the
 reference, for that value.  A row whose conversion raises leaves nothing behind (every column
@@ -32,7 +34,8 @@ from libc.string cimport memcpy, memset
 
 cimport cython
 
-import pyarrow as pa
+from amqpcap.records import schema as declared
+from amqpcap.records.schema import Type
 
 include "raw.pxi"
 include "../deferred.pxi"
@@ -58,12 +61,26 @@ cdef Py_ssize_t OFFSET_MAX = 2147483647  # int32 offsets of string / binary / li
 MAX_BYTES = 256 << 20  # bytes of one string / binary column that make a batch full
 
 
+# pyarrow, imported once a batch is taken or a value needs the reference conversion (``arrow()``).
+cdef object pa = None
+
+
+cdef object arrow():
+    global pa
+    if pa is None:
+        import pyarrow
+
+        pa = pyarrow
+    return pa
+
+
 # --- the reference conversion, for the values the native paths do not take -------------------
 
 
 def _value(arr):
     """The Python value of a one-element array, as the native paths take it (timestamps and
     other temporal types as their integer storage)."""
+    arrow()
     t = arr.type
     if pa.types.is_temporal(t) and t.bit_width == 64:
         arr = arr.view(pa.int64())
@@ -73,8 +90,9 @@ def _value(arr):
 
 
 def _convert(value, type):
-    """``value`` converted to ``type`` by the reference (``pa.array``: its coercions, its errors)."""
-    return _value(pa.array([value], type=type))
+    """``value`` converted to ``type`` (a pyarrow type) by the reference (``pa.array``: its
+    coercions, its errors)."""
+    return _value(arrow().array([value], type=type))
 
 
 # --- growable byte buffers ---------------------------------------------------------------------
@@ -153,7 +171,7 @@ cdef inline void release(Buf *b) noexcept:
 
 cdef object as_buffer(const char *data, Py_ssize_t size):
     """A copy of ``size`` bytes as an Arrow buffer."""
-    return pa.py_buffer(PyBytes_FromStringAndSize(data, size))
+    return arrow().py_buffer(PyBytes_FromStringAndSize(data, size))
 
 
 # Blocks of column memory Arrow has let go of (its batch written), kept for the batches that
@@ -229,7 +247,7 @@ cdef object hand_over(Buf *b):
         raise MemoryError()
     owner = Owned.__new__(Owned)
     try:
-        out = pa.foreign_buffer(<uintptr_t>b.data, b.size, base=owner)
+        out = arrow().foreign_buffer(<uintptr_t>b.data, b.size, base=owner)
     except BaseException:
         free_block(fresh, b.cap)
         raise
@@ -248,7 +266,7 @@ cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
     for i in range(n):
         if flags[i]:
             out[i >> 3] |= <uint8_t>(1 << (i & 7))
-    return pa.py_buffer(b)
+    return arrow().py_buffer(b)
 
 
 # --- columns -----------------------------------------------------------------------------------
@@ -264,7 +282,8 @@ cdef enum:
 cdef class Col:
     """One column's values of the pending rows: ``length`` values, validity one byte each."""
 
-    cdef readonly object type
+    cdef readonly object type  # a schema.Type, or a pyarrow type
+    cdef object atype  # the pyarrow type (arrow_type())
     cdef int kind  # K_INT, K_BOOL, K_BYTES: a final class Columns.append calls directly
     cdef Py_ssize_t length
     cdef Buf valid
@@ -272,12 +291,19 @@ cdef class Col:
     def __dealloc__(self):
         release(&self.valid)
 
+    cdef object arrow_type(self):
+        """The column's pyarrow type (pyarrow imported)."""
+        if self.atype is None:
+            arrow()
+            self.atype = self.type.arrow() if isinstance(self.type, Type) else self.type
+        return self.atype
+
     cdef int append(self, object v) except -1:
         if v is None:
             return self.append_null()
         if self.put(v):
             return 0
-        v = _convert(v, self.type)  # raises as the reference does
+        v = _convert(v, self.arrow_type())  # raises as the reference does
         if v is None:
             return self.append_null()
         if not self.put(v):
@@ -389,7 +415,7 @@ cdef class IntCol(Col):
     cdef object take(self):
         vbuf, nulls = self.validity()
         arr = pa.Array.from_buffers(
-            self.type, self.length, [vbuf, hand_over(&self.values)], nulls
+            self.arrow_type(), self.length, [vbuf, hand_over(&self.values)], nulls
         )
         self.truncate(0)
         return arr
@@ -439,7 +465,7 @@ cdef class BoolCol(Col):
     cdef object take(self):
         vbuf, nulls = self.validity()
         values = bitmap(<const uint8_t *>self.values.data, self.length)
-        arr = pa.Array.from_buffers(self.type, self.length, [vbuf, values], nulls)
+        arr = pa.Array.from_buffers(self.arrow_type(), self.length, [vbuf, values], nulls)
         self.truncate(0)
         return arr
 
@@ -514,7 +540,7 @@ cdef class BytesCol(Col):
 
     cdef int add(self, const char *p, Py_ssize_t size, uint8_t ok) except -1:
         if self.data.size + size > OFFSET_MAX:
-            raise pa.ArrowCapacityError(f"amqpcap: more than 2 GiB in one batch of the {self.type} column")
+            raise arrow().ArrowCapacityError(f"amqpcap: more than 2 GiB in one batch of the {self.type} column")
         if size:
             reserve(&self.data, size)
             if p != NULL:
@@ -582,7 +608,7 @@ cdef class BytesCol(Col):
         self.forget(0)
         vbuf, nulls = self.validity()
         arr = pa.Array.from_buffers(
-            self.type,
+            self.arrow_type(),
             self.length,
             [vbuf, hand_over(&self.offsets), hand_over(&self.data)],
             nulls,
@@ -600,10 +626,10 @@ cdef class StructCol(Col):
     cdef list names
     cdef Py_ssize_t n
 
-    def __init__(self, type, list children):
+    def __init__(self, type, list names, list children):
         self.type = type
         self.children = children
-        self.names = [type.field(i).name for i in range(type.num_fields)]
+        self.names = names
         self.n = len(children)
 
     cdef int put(self, object v) except -1:
@@ -639,7 +665,7 @@ cdef class StructCol(Col):
     cdef object take(self):
         vbuf, nulls = self.validity()
         children = [(<Col>c).take() for c in self.children]
-        arr = pa.Array.from_buffers(self.type, self.length, [vbuf], nulls, children=children)
+        arr = pa.Array.from_buffers(self.arrow_type(), self.length, [vbuf], nulls, children=children)
         self.truncate(0)
         return arr
 
@@ -662,7 +688,7 @@ cdef class ListCol(Col):
 
     cdef int end(self, uint8_t ok) except -1:
         if self.child.length > OFFSET_MAX:
-            raise pa.ArrowCapacityError(f"amqpcap: more than 2**31 items in one batch of {self.type}")
+            raise arrow().ArrowCapacityError(f"amqpcap: more than 2**31 items in one batch of {self.type}")
         reserve(&self.offsets, 4)
         (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.child.length
         self.offsets.size += 4
@@ -692,7 +718,9 @@ cdef class ListCol(Col):
         offsets = hand_over(&self.offsets)
         (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
         self.offsets.size = 4
-        arr = pa.Array.from_buffers(self.type, self.length, [vbuf, offsets], nulls, children=[self.child.take()])
+        arr = pa.Array.from_buffers(
+            self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take()]
+        )
         self.truncate(0)
         return arr
 
@@ -719,28 +747,45 @@ cdef class PyCol(Col):
         self.length = n
 
     cdef object take(self):
-        arr = pa.array(self.values, type=self.type)
+        arr = arrow().array(self.values, type=self.arrow_type())
         self.values = []
         self.length = 0
         return arr
 
 
-cpdef Col column(type):
-    """The column buffer for Arrow type ``type``."""
+cdef tuple describe(type):
+    """(kind, width, fields) of ``type`` as schema.Type has them: a schema.Type's own, or a
+    pyarrow type's (kind None: not one the native columns take)."""
+    if isinstance(type, Type):
+        return type.kind, type.width, type.fields
+    arrow()
     if pa.types.is_integer(type) and pa.types.is_signed_integer(type):
-        return IntCol(type, type.bit_width // 8)
+        return "int", type.bit_width // 8, ()
     if pa.types.is_timestamp(type):
-        return IntCol(type, 8)
-    if pa.types.is_boolean(type):
-        return BoolCol(type)
-    if pa.types.is_string(type):
-        return BytesCol(type, True)
-    if pa.types.is_binary(type):
-        return BytesCol(type, False)
+        return "timestamp", 8, ()
+    for kind, test in (("bool", pa.types.is_boolean), ("string", pa.types.is_string), ("binary", pa.types.is_binary)):
+        if test(type):
+            return kind, 0, ()
     if pa.types.is_struct(type):
-        return StructCol(type, [column(type.field(i).type) for i in range(type.num_fields)])
+        return "struct", 0, tuple([(f.name, f.type) for f in type])
     if pa.types.is_list(type):
-        return ListCol(type, column(type.value_type))
+        return "list", 0, ((type.value_field.name, type.value_type),)
+    return None, 0, ()
+
+
+cpdef Col column(type):
+    """The column buffer for ``type``: a schema.Type or a pyarrow type."""
+    kind, width, fields = describe(type)
+    if kind == "int" or kind == "timestamp":
+        return IntCol(type, width)
+    if kind == "bool":
+        return BoolCol(type)
+    if kind == "string" or kind == "binary":
+        return BytesCol(type, kind == "string")
+    if kind == "struct":
+        return StructCol(type, [n for n, _ in fields], [column(t) for _, t in fields])
+    if kind == "list":
+        return ListCol(type, column(fields[0][1]))
     return PyCol(type)
 
 
@@ -755,13 +800,15 @@ def native(type) -> bool:
 cdef class Columns:
     """The pending rows of one table (schema ``schema``), column by column.
 
-    ``append(row)`` takes a row tuple in schema column order; when ``capacity`` rows are
+    ``schema``: a table of records/schema.py by name (pyarrow imported only at ``take()``), or
+    a pyarrow.Schema.  ``append(row)`` takes a row tuple in schema column order; when ``capacity`` rows are
     pending, or a string / binary column holds ``max_bytes`` (large bodies: memory stays
     bounded, and a batch stays far from the 2 GiB its int32 offsets can address), it calls
     ``self.flush()`` (the writer's, a subclass).  ``take()`` returns the pending rows as a
     record batch and starts a new one."""
 
-    cdef readonly object schema
+    cdef object table  # the records/schema.py table's name, or None
+    cdef object arrow_schema  # the pyarrow.Schema (``schema``)
     cdef list cols
     cdef list names
     cdef Py_ssize_t ncols
@@ -772,21 +819,33 @@ cdef class Columns:
 
     def __init__(self, schema, Py_ssize_t capacity, Py_ssize_t max_bytes=MAX_BYTES):
         cdef Py_ssize_t i
-        self.schema = schema
-        self.cols = [column(f.type) for f in schema]
+        if isinstance(schema, str):
+            self.table = schema
+            fields = [(name, type) for name, type, _ in declared.TABLES[schema]]
+        else:
+            self.arrow_schema = schema
+            fields = [(f.name, f.type) for f in schema]
+        self.cols = [column(type) for _, type in fields]
         self.col = <PyObject **>PyMem_Malloc(max(1, len(self.cols)) * sizeof(PyObject *))
         if self.col == NULL:
             raise MemoryError()
         for i in range(len(self.cols)):
             self.col[i] = PyList_GET_ITEM(self.cols, i)
         self.max_bytes = max_bytes
-        self.names = list(schema.names)
+        self.names = [name for name, _ in fields]
         self.ncols = len(self.cols)
         self.capacity = capacity
         self.n = 0
 
     def __dealloc__(self):
         PyMem_Free(self.col)
+
+    @property
+    def schema(self):
+        """The table's pyarrow.Schema (pyarrow imported)."""
+        if self.arrow_schema is None:
+            self.arrow_schema = declared.SCHEMAS[self.table]
+        return self.arrow_schema
 
     @property
     def pending(self) -> int:
@@ -798,10 +857,10 @@ cdef class Columns:
         if isinstance(row, tuple):
             if len(row) == self.ncols:
                 return tuple(row)
-            raise pa.ArrowInvalid("Tuple size must be equal to number of struct fields")
+            raise arrow().ArrowInvalid("Tuple size must be equal to number of struct fields")
         if isinstance(row, dict):
             return tuple([row.get(name) for name in self.names])
-        arr = pa.array([row], type=pa.struct(list(self.schema)))  # the reference's error, if any
+        arr = arrow().array([row], type=pa.struct(list(self.schema)))  # the reference's error, if any
         return tuple([_value(c) for c in arr.flatten()])
 
     def append(self, row):
@@ -883,6 +942,7 @@ cdef class Columns:
 
     def take(self):
         """The pending rows as a ``pa.RecordBatch`` of the schema; none are pending afterwards."""
+        arrow()  # the columns' take use it (pa)
         for c in self.cols:
             (<Col>c).fill(self.n)
         arrays = [(<Col>c).take() for c in self.cols]

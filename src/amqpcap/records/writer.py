@@ -10,6 +10,8 @@ implementations, chosen by amqp/accel.py like the row builders (``use_compiled``
 flush; the compiled one (fastwriter.pyx, optional) appends every value to typed column buffers
 as the row arrives and wraps them in Arrow arrays at flush (no ``pa.array``: no per-value
 conversion at flush, and pyarrow does not import pandas).  Both write the same tables.
+
+pyarrow is imported where it is used: the compiled buffers build a table's rows without it.
 """
 
 from __future__ import annotations
@@ -19,16 +21,14 @@ import contextlib
 import os
 import queue
 import threading
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from amqpcap.amqp import accel
-from amqpcap.records.schema import SCHEMAS, dictionary_columns
+from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
+from amqpcap.records.schema import dictionary_columns
 
-try:  # pyarrow.parquet's engine: see open_parquet
-    from pyarrow._parquet import ParquetWriter as _ParquetEngine
-except ImportError:  # pragma: no cover - every pyarrow this project supports has it
-    _ParquetEngine = None
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Rows per record batch and Parquet row group.  Peak RSS of 200k small packets, compiled buffers:
 # 122 MB at 8192, 142 MB at 16384, 190 MB at 32768 (reference: ~225 MB).  Stop 20, in-process
@@ -121,10 +121,21 @@ class EngineWriter:
         self.engine = engine
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
+        import pyarrow as pa
+
         self.engine.write_table(pa.Table.from_batches([batch]))
 
     def close(self) -> None:
         self.engine.close()
+
+
+def parquet_engine():
+    """pyarrow.parquet.ParquetWriter's engine class (``pyarrow._parquet``'s), or None."""
+    try:
+        from pyarrow._parquet import ParquetWriter
+    except ImportError:  # pragma: no cover - every pyarrow this project supports has it
+        return None
+    return ParquetWriter
 
 
 def open_parquet(path: str, schema: pa.Schema, reference: bool = False):
@@ -135,9 +146,10 @@ def open_parquet(path: str, schema: pa.Schema, reference: bool = False):
     with it (~25 ms of every dissect's start, a tenth of a 40 MB capture's run).
     ``pq.ParquetWriter`` itself with ``reference``, or where the engine takes other options."""
     options = dict(compression="zstd", use_dictionary=dictionary_columns(schema))
-    if _ParquetEngine is not None and not reference:
+    engine = None if reference else parquet_engine()
+    if engine is not None:
         try:
-            return EngineWriter(_ParquetEngine(path, schema, **ENGINE_DEFAULTS, **options))
+            return EngineWriter(engine(path, schema, **ENGINE_DEFAULTS, **options))
         except TypeError:  # a pyarrow whose engine has other parameters
             pass
     import pyarrow.parquet as pq
@@ -158,19 +170,18 @@ def named(path: str):
 
 
 class ParquetFile:
-    """``<path>/part-00000.parquet``, opened at the first batch (an empty table still gets its
-    file: readers find the schema).
+    """``<path>/part-00000.parquet``, opened at the first batch, with its schema (an empty table
+    still gets its file: readers find the schema).
 
     With ``background``, batches are encoded and compressed in the Parquet thread (the writer
     releases the GIL; one thread for every table, QUEUED batches in flight at most): an
     error there is raised by the next ``write`` of this file or by ``close``, which waits for
     its batches."""
 
-    __slots__ = ("path", "schema", "writer", "background", "pending")
+    __slots__ = ("path", "writer", "background", "pending")
 
-    def __init__(self, path: str, schema: pa.Schema, background: bool = False) -> None:
+    def __init__(self, path: str, background: bool = False) -> None:
         self.path = path
-        self.schema = schema
         self.writer = None
         self.background = background
         self.pending: list[Job] = []  # this file's batches in the Parquet thread
@@ -179,7 +190,7 @@ class ParquetFile:
         with named(self.file):
             if self.writer is None:
                 os.makedirs(self.path, exist_ok=True)
-                self.writer = open_parquet(self.file, self.schema)
+                self.writer = open_parquet(self.file, batch.schema)
             if not batch.num_rows:
                 return
             if not self.background:
@@ -239,12 +250,14 @@ class TableBufferReference(Written):
     __slots__ = ("name", "schema", "struct", "pending", "path", "file", "rows")
 
     def __init__(self, name: str, path: str) -> None:
+        import pyarrow as pa
+
         self.name = name
-        self.schema = SCHEMAS[name]
+        self.schema = declared.SCHEMAS[name]
         self.struct = pa.struct(list(self.schema))  # a row as one struct value: see flush
         self.pending: list = []  # row tuples; converted column by column at flush
         self.path = path
-        self.file = ParquetFile(path, self.schema, BACKGROUND)
+        self.file = ParquetFile(path, BACKGROUND)
         self.rows = 0
 
     def append(self, row: tuple) -> None:
@@ -257,6 +270,8 @@ class TableBufferReference(Written):
         n = len(self.pending)
         if not n and self.file.writer is not None:
             return
+        import pyarrow as pa
+
         # Arrow converts the row tuples as one struct array, in C++: 2-3x faster than transposing
         # them into column lists in Python and converting each (54 -> 20 ms per 16k method rows).
         rows = pa.array(self.pending, type=self.struct)
@@ -285,10 +300,10 @@ def compiled_table_buffer():
             __slots__ = ("name", "path", "file", "rows")
 
             def __init__(self, name: str, path: str) -> None:
-                super().__init__(SCHEMAS[name], ROW_GROUP)  # append: fastwriter's, in C
+                super().__init__(name, ROW_GROUP)  # append: fastwriter's, in C
                 self.name = name
                 self.path = path
-                self.file = ParquetFile(path, self.schema, BACKGROUND)
+                self.file = ParquetFile(path, BACKGROUND)
                 self.rows = 0
 
             def flush(self) -> None:
@@ -354,6 +369,11 @@ class DatasetWriter:
 
             shutil.rmtree(self.tmp)
         os.makedirs(self.tmp)
+        # pyarrow for the batches to come (~24 ms), imported now, before the packet loop, rather
+        # than at the first batch inside it (200k small packets: +6 / +14 ms min / median there,
+        # 16 alternating runs; the same as before here).  What ends before this never imports it.
+        import pyarrow  # noqa: F401
+
         self.tables = {name: TableBuffer(name, os.path.join(self.tmp, name)) for name in tables}
 
     def __getitem__(self, name: str) -> TableBuffer:
