@@ -44,8 +44,9 @@ def test_each_declared_type_is_named_as_pyarrow_names_its_arrow_type():
 
 
 def test_the_tables_and_their_column_buffers_are_declared_without_pyarrow():
-    """The dissect builds its rows before it imports pyarrow (at its first batch), and ``show``
-    never imports it: the schema, the row builders and the table buffers import none of it."""
+    """pyarrow is imported to write Parquet (a dataset opened, a batch taken), not to declare the
+    tables: ``show`` and a dissect of bad input never import it.  The schema, the row builders
+    and the table buffers import none of it."""
     code = (
         "import sys\n"
         "from amqpcap.records import schema, rows, writer\n"
