@@ -387,7 +387,7 @@ class PacketSource:
     def _iter_pcap(self):
         endian, mul, hl, linktype = self._pcap_hdr
         unpack = struct.Struct(endian + "IIII").unpack_from
-        walk, big = _pcap_records, endian == ">"
+        walk, big = _pcap_records or _walk_pcap, endian == ">"
         f, stream, buf = self._begin()
         read = stream.read
         n = 0
@@ -398,12 +398,13 @@ class PacketSource:
             blen = len(buf)
             anomalies = self.anomalies
             while True:
-                if walk is not None:  # compiled: every record wholly in the buffer at once
-                    records, pos, n = walk(buf, pos, hl, big, mul, linktype, n)
-                    if records:
-                        ts = records[-1][1]
-                        yield records
-                # one record at a time: the reference, and refills, truncation, anomalies
+                # every record wholly in the buffer, all at once
+                records, pos, n = walk(buf, pos, hl, big, mul, linktype, n)
+                if records:
+                    ts = records[-1][1]
+                    yield records
+                # the record the buffer cuts (the walk takes it once it is read): refills,
+                # truncation, anomalies
                 if pos + hl > blen:
                     buf = _fill(read, buf[pos:], hl)
                     pos = 0
@@ -411,33 +412,24 @@ class PacketSource:
                     if blen < hl:
                         self._finish(stream, n + 1, ts, blen, "a record header")
                         return
+                    continue
                 sec, frac, caplen, wirelen = unpack(buf, pos)
-                end = pos + hl + caplen
-                if end > blen:
-                    if caplen > MAX_RECORD:
-                        anomalies.append(
-                            (
-                                n + 1,
-                                sec * _NS + frac * mul,
-                                "oversize-record",
-                                f"record claims {caplen} captured bytes "
-                                f"(limit {MAX_RECORD}); stopped reading",
-                            )
+                if caplen > MAX_RECORD:
+                    anomalies.append(
+                        (
+                            n + 1,
+                            sec * _NS + frac * mul,
+                            "oversize-record",
+                            f"record claims {caplen} captured bytes (limit {MAX_RECORD}); stopped reading",
                         )
-                        return
-                    buf = _fill(read, buf[pos:], hl + caplen)
-                    pos = 0
-                    blen = len(buf)
-                    end = hl + caplen
-                    if end > blen:
-                        self._finish(
-                            stream, n + 1, sec * _NS + frac * mul, blen, f"a {hl + caplen}-byte record"
-                        )
-                        return
-                n += 1
-                ts = sec * _NS + frac * mul
-                yield [(n, ts, linktype, buf[pos + hl : end], wirelen)]
-                pos = end
+                    )
+                    return
+                buf = _fill(read, buf[pos:], hl + caplen)
+                pos = 0
+                blen = len(buf)
+                if hl + caplen > blen:
+                    self._finish(stream, n + 1, sec * _NS + frac * mul, blen, f"a {hl + caplen}-byte record")
+                    return
         finally:
             f.close()
 
@@ -446,303 +438,325 @@ class PacketSource:
     def _iter_pcapng(self):
         f, stream, buf = self._begin()
         read = stream.read
-        anomalies = self.anomalies
-        linktypes = self.linktypes
-        n = 0
-        last_ts = 0
-        ifaces: list = []
-        u2 = struct.Struct("<II").unpack_from  # until the first SHB sets the order
-        u7 = struct.Struct("<7I").unpack_from
-        u1 = u5 = None
-        walk, big = _pcapng_records, False
+        st = _Pcapng(self.anomalies, self.linktypes)
+        walk = _pcapng_records or _walk_pcapng
         try:
             pos = 0
             blen = len(buf)
             while True:
-                if walk is not None:  # compiled: the blocks the fast path below takes, all at once
-                    records, pos, n = walk(buf, pos, big, ifaces, n)
-                    if records:
-                        last_ts = records[-1][1]
-                        yield records
-                # fast path: a well-formed EPB wholly in the buffer, known interface
-                if pos + 32 <= blen:
-                    btype, blk, iid, hi, lo, caplen, wirelen = u7(buf, pos)
-                    if btype == 6 and caplen <= blk - 32 and not blk & 3:
-                        end = pos + blk
-                        if end <= blen and iid < len(ifaces) and u1(buf, end - 4)[0] == blk:
-                            lt, num, den, off, _snap = ifaces[iid]
-                            if lt is not None:
-                                n += 1
-                                if den == 1:
-                                    last_ts = (((hi << 32) | lo) * num) + off
-                                else:
-                                    last_ts = (((hi << 32) | lo) * num) // den + off
-                                yield [(n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)]
-                                pos = end
-                                continue
-                # general path: every block type, refills, checks and anomalies
+                # the well-formed enhanced packet blocks wholly in the buffer, all at once
+                records, pos, st.n = walk(buf, pos, st.big, st.ifaces, st.n)
+                if records:
+                    st.last_ts = records[-1][1]
+                    yield records
+                # every other block, and the one the buffer cuts (read, then walked if it can be):
+                # refills, checks and anomalies
                 if pos + 12 > blen:
                     buf = _fill(read, buf[pos:], 12)
                     pos = 0
                     blen = len(buf)
                     if blen < 12:
-                        self._finish(stream, n + 1, last_ts, blen, "a block header")
+                        self._finish(stream, st.n + 1, st.last_ts, blen, "a block header")
                         return
-                btype, blk = u2(buf, pos)
+                    continue
+                btype, blk = st.u2(buf, pos)
                 if btype == _SHB_TYPE:  # palindrome: reads the same in both byte orders
-                    bom = buf[pos + 8 : pos + 12]
-                    if bom == _BOM_LE:
-                        e = "<"
-                    elif bom == _BOM_BE:
-                        e = ">"
-                    else:
-                        anomalies.append(
-                            (
-                                n + 1,
-                                last_ts,
-                                "corrupt-block",
-                                f"section header with bad byte-order magic "
-                                f"{_fmt_magic(bom)}; stopped reading",
-                            )
-                        )
+                    if not st.section(buf[pos + 8 : pos + 12]):
                         return
-                    big = e == ">"
-                    u2 = struct.Struct(e + "II").unpack_from
-                    u1 = struct.Struct(e + "I").unpack_from
-                    u5 = struct.Struct(e + "5I").unpack_from
-                    u7 = struct.Struct(e + "7I").unpack_from
-                    uidb = struct.Struct(e + "HxxI").unpack_from
-                    upb = struct.Struct(e + "HH4I").unpack_from
-                    uopt = struct.Struct(e + "HH").unpack_from
-                    uq = struct.Struct(e + "q").unpack_from
-                    uh = struct.Struct(e + "H").unpack_from
-                    ifaces = []
-                    btype, blk = u2(buf, pos)
+                    btype, blk = st.u2(buf, pos)
                 if blk < 12 or blk & 3:
-                    anomalies.append(
-                        (
-                            n + 1,
-                            last_ts,
-                            "corrupt-block",
-                            f"block type 0x{btype:08x} has invalid length {blk}; stopped reading",
-                        )
+                    st.anomaly(
+                        st.n + 1,
+                        "corrupt-block",
+                        f"block type 0x{btype:08x} has invalid length {blk}; stopped reading",
                     )
                     return
-                end = pos + blk
-                if end > blen:
+                if pos + blk > blen:
                     if blk > MAX_RECORD:
-                        anomalies.append(
-                            (
-                                n + 1,
-                                last_ts,
-                                "oversize-record",
-                                f"block type 0x{btype:08x} claims {blk} bytes "
-                                f"(limit {MAX_RECORD}); stopped reading",
-                            )
+                        st.anomaly(
+                            st.n + 1,
+                            "oversize-record",
+                            f"block type 0x{btype:08x} claims {blk} bytes "
+                            f"(limit {MAX_RECORD}); stopped reading",
                         )
                         return
                     buf = _fill(read, buf[pos:], blk)
                     pos = 0
                     blen = len(buf)
-                    end = blk
-                    if end > blen:
-                        self._finish(stream, n + 1, last_ts, blen, f"a {blk}-byte block (type 0x{btype:08x})")
-                        return
-                if u1(buf, end - 4)[0] != blk:
-                    anomalies.append(
-                        (
-                            n + 1,
-                            last_ts,
-                            "corrupt-block",
-                            f"block type 0x{btype:08x}: trailing length "
-                            f"{u1(buf, end - 4)[0]} != {blk}; stopped reading",
+                    if blk > blen:
+                        self._finish(
+                            stream, st.n + 1, st.last_ts, blen, f"a {blk}-byte block (type 0x{btype:08x})"
                         )
+                        return
+                    continue  # the walk takes it if it is a packet it takes
+                trailing = st.u1(buf, pos + blk - 4)[0]
+                if trailing != blk:
+                    st.anomaly(
+                        st.n + 1,
+                        "corrupt-block",
+                        f"block type 0x{btype:08x}: trailing length {trailing} != {blk}; stopped reading",
                     )
                     return
-
-                if btype == _EPB:
-                    n += 1
-                    if blk < 32:
-                        anomalies.append(
-                            (n, last_ts, "corrupt-block", f"enhanced packet block of {blk} bytes")
-                        )
-                        pos = end
-                        continue
-                    iid, hi, lo, caplen, wirelen = u5(buf, pos + 8)
-                    if caplen > blk - 32:
-                        anomalies.append(
-                            (
-                                n,
-                                last_ts,
-                                "corrupt-block",
-                                f"enhanced packet block: captured length {caplen} exceeds block length {blk}",
-                            )
-                        )
-                        pos = end
-                        continue
-                    if iid >= len(ifaces) or ifaces[iid][0] is None:
-                        anomalies.append(
-                            (
-                                n,
-                                last_ts,
-                                "pcapng-bad-interface",
-                                f"packet names interface {iid}; the section describes {len(ifaces)}",
-                            )
-                        )
-                        pos = end
-                        continue
-                    lt, num, den, off, _snap = ifaces[iid]
-                    if den == 1:
-                        last_ts = (((hi << 32) | lo) * num) + off
-                    else:
-                        last_ts = (((hi << 32) | lo) * num) // den + off
-                    yield [(n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)]
-                    pos = end
-                    continue
-
-                if btype == _SPB:
-                    n += 1
-                    if blk < 16:
-                        anomalies.append((n, last_ts, "corrupt-block", f"simple packet block of {blk} bytes"))
-                    elif not ifaces or ifaces[0][0] is None:
-                        anomalies.append(
-                            (
-                                n,
-                                last_ts,
-                                "pcapng-bad-interface",
-                                "simple packet block without a valid interface 0",
-                            )
-                        )
-                    else:
-                        wirelen = u1(buf, pos + 8)[0]
-                        caplen = blk - 16
-                        if wirelen < caplen:
-                            caplen = wirelen
-                        snap = ifaces[0][4]
-                        if snap and snap < caplen:
-                            caplen = snap
-                        yield [(n, last_ts, ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen)]
-                    pos = end
-                    continue
-
-                if btype == _IDB:
-                    if blk < 20:
-                        anomalies.append(
-                            (n + 1, last_ts, "corrupt-block", f"interface description block of {blk} bytes")
-                        )
-                        # keep numbering interfaces so later indices stay right
-                        ifaces.append((None, 1, 1, 0, 0))
-                        pos = end
-                        continue
-                    lt, snap = uidb(buf, pos + 8)
-                    num, den, off = 1000, 1, 0  # default: microseconds
-                    p = pos + 16
-                    oend = end - 4
-                    while p + 4 <= oend:
-                        code, olen = uopt(buf, p)
-                        if code == 0:
-                            break
-                        v = p + 4
-                        if v + olen > oend:
-                            anomalies.append(
-                                (
-                                    n + 1,
-                                    last_ts,
-                                    "corrupt-block",
-                                    f"interface {len(ifaces)}: option {code} runs past the block",
-                                )
-                            )
-                            break
-                        if code == 9 and olen == 1:
-                            r = buf[v]
-                            if r & 0x80:
-                                num, den = _NS, 1 << (r & 0x7F)
-                            else:
-                                k = r & 0x7F
-                                if k <= 9:
-                                    num, den = 10 ** (9 - k), 1
-                                else:
-                                    num, den = 1, 10 ** (k - 9)
-                        elif code == 14 and olen == 8:
-                            off = uq(buf, v)[0] * _NS
-                        p = v + olen + (-olen & 3)
-                    ifaces.append((lt, num, den, off, snap))
-                    if lt not in linktypes:
-                        linktypes.append(lt)
-                    pos = end
-                    continue
-
-                if btype == _PB:
-                    n += 1
-                    if blk < 32:
-                        anomalies.append((n, last_ts, "corrupt-block", f"packet block of {blk} bytes"))
-                        pos = end
-                        continue
-                    iid, _drops, hi, lo, caplen, wirelen = upb(buf, pos + 8)
-                    if caplen > blk - 32:
-                        anomalies.append(
-                            (
-                                n,
-                                last_ts,
-                                "corrupt-block",
-                                f"packet block: captured length {caplen} exceeds block length {blk}",
-                            )
-                        )
-                    elif iid >= len(ifaces) or ifaces[iid][0] is None:
-                        anomalies.append(
-                            (
-                                n,
-                                last_ts,
-                                "pcapng-bad-interface",
-                                f"packet names interface {iid}; the section describes {len(ifaces)}",
-                            )
-                        )
-                    else:
-                        lt, num, den, off = ifaces[iid][:4]
-                        last_ts = (((hi << 32) | lo) * num) // den + off
-                        yield [(n, last_ts, lt, buf[pos + 28 : pos + 28 + caplen], wirelen)]
-                    pos = end
-                    continue
-
-                if btype == _SHB_TYPE:
-                    if blk < 28:
-                        anomalies.append(
-                            (
-                                n + 1,
-                                last_ts,
-                                "corrupt-block",
-                                f"section header block of {blk} bytes; stopped reading",
-                            )
-                        )
-                        return
-                    major = uh(buf, pos + 12)[0]
-                    if major != 1:
-                        anomalies.append(
-                            (
-                                n + 1,
-                                last_ts,
-                                "corrupt-block",
-                                f"section header version {major}; stopped reading",
-                            )
-                        )
-                        return
-                elif btype == _JOURNAL:
-                    n += 1
-                    anomalies.append(
-                        (n, last_ts, "skipped-record", "systemd journal export block (not a packet)")
-                    )
-                elif btype not in _KNOWN_SKIP:
-                    anomalies.append(
-                        (
-                            n + 1,
-                            last_ts,
-                            "pcapng-unknown-block",
-                            f"skipped unknown block type 0x{btype:08x} ({blk} bytes)",
-                        )
-                    )
-                pos = end
+                got = _PCAPNG_BLOCKS.get(btype, _other_block)(st, buf, pos, blk, btype)
+                if got is _STOP:
+                    return
+                if got:
+                    yield got
+                pos += blk
         finally:
             f.close()
+
+
+_PCAP_HEAD = {big: struct.Struct(">IIII" if big else "<IIII").unpack_from for big in (False, True)}
+
+
+def _walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: int) -> tuple[list, int, int]:
+    """fastread.pcap_records in Python: ``(records, pos, n)``, the records wholly in ``buf`` from
+    ``pos`` (``hl``: the record header's length; ``mul``: ns per fraction unit), numbered from
+    ``n + 1``; where the walk stopped and the last number."""
+    head = _PCAP_HEAD[big]
+    blen = len(buf)
+    out = []
+    while pos + hl <= blen:
+        sec, frac, caplen, wirelen = head(buf, pos)
+        end = pos + hl + caplen
+        if end > blen:
+            break
+        n += 1
+        out.append((n, sec * _NS + frac * mul, linktype, buf[pos + hl : end], wirelen))
+        pos = end
+    return out, pos, n
+
+
+# -- pcapng blocks -------------------------------------------------------------
+
+
+class _Pcapng:
+    """Where a pcapng walk is: the section's byte order (its unpackers: ``big``, ``u1`` ...) and
+    interfaces (link type, timestamp numerator / denominator / offset in ns, snap length), the
+    last record's number and timestamp, and the reader's anomaly and link-type lists.  The
+    block readers (``_PCAPNG_BLOCKS``) take it with the block's bytes."""
+
+    __slots__ = (
+        "anomalies", "linktypes", "n", "last_ts", "ifaces", "big",
+        "u1", "u2", "u5", "u7", "uidb", "upb", "uopt", "uq", "uh",
+    )  # fmt: skip
+
+    def __init__(self, anomalies: list, linktypes: list) -> None:
+        self.anomalies, self.linktypes = anomalies, linktypes
+        self.n = 0
+        self.last_ts = 0
+        self.order("<")  # until the first section header says otherwise
+
+    def order(self, e: str) -> None:
+        """A new section, in byte order ``e`` ("<" or ">"): no interfaces yet."""
+        self.big = e == ">"
+        self.u1, self.u2, self.u5, self.u7, self.uidb, self.upb, self.uopt, self.uq, self.uh = (
+            struct.Struct(e + fmt).unpack_from
+            for fmt in ("I", "II", "5I", "7I", "HxxI", "HH4I", "HH", "q", "H")
+        )
+        self.ifaces = []
+
+    def section(self, bom: bytes) -> bool:
+        """A section header's byte-order magic ``bom``; False (an anomaly) if it is neither."""
+        if bom not in (_BOM_LE, _BOM_BE):
+            self.anomaly(
+                self.n + 1,
+                "corrupt-block",
+                f"section header with bad byte-order magic {_fmt_magic(bom)}; stopped reading",
+            )
+            return False
+        self.order("<" if bom == _BOM_LE else ">")
+        return True
+
+    def anomaly(self, number: int, kind: str, detail: str) -> None:
+        self.anomalies.append((number, self.last_ts, kind, detail))
+
+    def interface(self, iid: int) -> tuple | None:
+        """Interface ``iid`` of the section, or None (an anomaly for packet ``n``)."""
+        if iid < len(self.ifaces) and self.ifaces[iid][0] is not None:
+            return self.ifaces[iid]
+        self.anomaly(
+            self.n,
+            "pcapng-bad-interface",
+            f"packet names interface {iid}; the section describes {len(self.ifaces)}",
+        )
+        return None
+
+
+_STOP = object()  # what a block reader returns where reading stops
+_EPB_HEAD = {big: struct.Struct(">7I" if big else "<7I").unpack_from for big in (False, True)}
+_TRAILER = {big: struct.Struct(">I" if big else "<I").unpack_from for big in (False, True)}
+
+
+def _walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[list, int, int]:
+    """fastread.pcapng_records in Python: ``(records, pos, n)``, the enhanced packet blocks
+    wholly in ``buf`` from ``pos`` (well-formed, of an interface with a link type), numbered
+    from ``n + 1``; where the walk stopped (at any other block) and the last number."""
+    head, trailer = _EPB_HEAD[big], _TRAILER[big]
+    blen = len(buf)
+    out = []
+    while pos + 32 <= blen:
+        btype, blk, iid, hi, lo, caplen, wirelen = head(buf, pos)
+        end = pos + blk
+        if (
+            btype != _EPB
+            or blk & 3
+            or blk < 32
+            or caplen > blk - 32
+            or end > blen
+            or trailer(buf, end - 4)[0] != blk
+        ):
+            break
+        if iid >= len(ifaces) or ifaces[iid][0] is None:
+            break
+        iface = ifaces[iid]
+        n += 1
+        out.append((n, _timestamp(iface, hi, lo), iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen))
+        pos = end
+    return out, pos, n
+
+
+def _timestamp(iface: tuple, hi: int, lo: int) -> int:
+    """ns since the epoch of a packet's 64-bit timestamp on interface ``iface``."""
+    _, num, den, off, _ = iface
+    if den == 1:
+        return ((hi << 32) | lo) * num + off
+    return ((hi << 32) | lo) * num // den + off
+
+
+def _enhanced_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    st.n += 1
+    if blk < 32:
+        st.anomaly(st.n, "corrupt-block", f"enhanced packet block of {blk} bytes")
+        return None
+    iid, hi, lo, caplen, wirelen = st.u5(buf, pos + 8)
+    if caplen > blk - 32:
+        st.anomaly(
+            st.n,
+            "corrupt-block",
+            f"enhanced packet block: captured length {caplen} exceeds block length {blk}",
+        )
+        return None
+    iface = st.interface(iid)
+    if iface is None:
+        return None
+    st.last_ts = _timestamp(iface, hi, lo)
+    return [(st.n, st.last_ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen)]
+
+
+def _packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    """The obsolete packet block: an enhanced packet block with a drop count."""
+    st.n += 1
+    if blk < 32:
+        st.anomaly(st.n, "corrupt-block", f"packet block of {blk} bytes")
+        return None
+    iid, _drops, hi, lo, caplen, wirelen = st.upb(buf, pos + 8)
+    if caplen > blk - 32:
+        st.anomaly(
+            st.n, "corrupt-block", f"packet block: captured length {caplen} exceeds block length {blk}"
+        )
+        return None
+    iface = st.interface(iid)
+    if iface is None:
+        return None
+    st.last_ts = _timestamp(iface, hi, lo)
+    return [(st.n, st.last_ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen)]
+
+
+def _simple_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    """Interface 0, no timestamp (the last one stands), the captured length from the block's."""
+    st.n += 1
+    if blk < 16:
+        st.anomaly(st.n, "corrupt-block", f"simple packet block of {blk} bytes")
+        return None
+    if not st.ifaces or st.ifaces[0][0] is None:
+        st.anomaly(st.n, "pcapng-bad-interface", "simple packet block without a valid interface 0")
+        return None
+    wirelen = st.u1(buf, pos + 8)[0]
+    caplen = min(blk - 16, wirelen)
+    snap = st.ifaces[0][4]
+    if snap and snap < caplen:
+        caplen = snap
+    return [(st.n, st.last_ts, st.ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen)]
+
+
+def _interface(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    """An interface of the section: its link type, snap length and timestamp options."""
+    if blk < 20:
+        st.anomaly(st.n + 1, "corrupt-block", f"interface description block of {blk} bytes")
+        st.ifaces.append((None, 1, 1, 0, 0))  # keep numbering interfaces so later indices stay right
+        return None
+    lt, snap = st.uidb(buf, pos + 8)
+    num, den, off = 1000, 1, 0  # default: microseconds
+    p = pos + 16
+    oend = pos + blk - 4
+    while p + 4 <= oend:
+        code, olen = st.uopt(buf, p)
+        if code == 0:
+            break
+        v = p + 4
+        if v + olen > oend:
+            st.anomaly(
+                st.n + 1, "corrupt-block", f"interface {len(st.ifaces)}: option {code} runs past the block"
+            )
+            break
+        if code == 9 and olen == 1:  # if_tsresol
+            r = buf[v]
+            if r & 0x80:
+                num, den = _NS, 1 << (r & 0x7F)
+            else:
+                k = r & 0x7F
+                if k <= 9:
+                    num, den = 10 ** (9 - k), 1
+                else:
+                    num, den = 1, 10 ** (k - 9)
+        elif code == 14 and olen == 8:  # if_tsoffset, seconds
+            off = st.uq(buf, v)[0] * _NS
+        p = v + olen + (-olen & 3)
+    st.ifaces.append((lt, num, den, off, snap))
+    if lt not in st.linktypes:
+        st.linktypes.append(lt)
+    return None
+
+
+def _section_header(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    """The byte order is already read (``_Pcapng.section``); a short block or another major
+    version stops the walk."""
+    if blk < 28:
+        st.anomaly(st.n + 1, "corrupt-block", f"section header block of {blk} bytes; stopped reading")
+        return _STOP
+    major = st.uh(buf, pos + 12)[0]
+    if major != 1:
+        st.anomaly(st.n + 1, "corrupt-block", f"section header version {major}; stopped reading")
+        return _STOP
+    return None
+
+
+def _journal(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    st.n += 1
+    st.anomaly(st.n, "skipped-record", "systemd journal export block (not a packet)")
+    return None
+
+
+def _other_block(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    if btype not in _KNOWN_SKIP:
+        st.anomaly(
+            st.n + 1, "pcapng-unknown-block", f"skipped unknown block type 0x{btype:08x} ({blk} bytes)"
+        )
+    return None
+
+
+# Block type -> reader(state, buf, pos, blk, btype): the records it yields, None, or _STOP.
+# The walk has checked the block's lengths (at least 12, a multiple of 4, the trailing copy).
+_PCAPNG_BLOCKS = {
+    _EPB: _enhanced_packet,
+    _PB: _packet,
+    _SPB: _simple_packet,
+    _IDB: _interface,
+    _SHB_TYPE: _section_header,
+    _JOURNAL: _journal,
+}
 
 
 def _unreadable(path: str, e: OSError) -> CaptureError:
