@@ -1,12 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled walks over pcap records and pcapng packet blocks (optional; see amqp/accel.py).
 
-``pcap_records`` is the inner loop of ``PacketSource._iter_pcap`` (reader.py) in C: it cuts
-every record lying wholly in the buffer, as the reader would, and stops at the first one that
-does not (or whose header does not), leaving refills, truncation and anomalies to the reader.
-``pcapng_records`` is the same for the enhanced packet blocks ``_iter_pcapng``'s fast path
-takes; every other block (section, interface, statistics, simple packets, anything damaged)
-stops it, and the reader handles that block.
+``pcap_records`` is reader.py's ``_walk_pcap`` in C: it cuts every record lying wholly in the
+buffer and stops at the first one that does not (or whose header does not), leaving refills,
+truncation and anomalies to the reader.  ``pcapng_records`` is ``_walk_pcapng``: the same for
+well-formed enhanced packet blocks of a known interface; every other block (section,
+interface, statistics, simple packets, anything damaged) stops it, and the reader's block
+readers take that block.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
@@ -80,8 +80,8 @@ cdef extern from *:
 
 
 def pcapng_records(bytes buf, Py_ssize_t pos, bint big, list ifaces, int64_t n):
-    """``(records, pos, n)``: the enhanced packet blocks wholly in ``buf`` from ``pos`` that the
-    reader's fast path takes (well-formed, known interface with a link type), as it yields them,
+    """``(records, pos, n)``: the enhanced packet blocks wholly in ``buf`` from ``pos`` that
+    ``_walk_pcapng`` takes (well-formed, known interface with a link type), as it yields them,
     numbered from ``n + 1``; where the walk stopped (at any other block) and the last number.
     ``ifaces``: the reader's ``(linktype, num, den, off, snaplen)`` per interface of the section;
     timestamps that would not fit 64 bits are left to the reader too."""

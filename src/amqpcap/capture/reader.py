@@ -355,8 +355,9 @@ class PacketSource:
         return itertools.chain.from_iterable(self.batches())
 
     def batches(self) -> Iterator[list[tuple[int, int, int, bytes, int]]]:
-        """The records in lists, in order: the compiled walk's lists as they are (a chunk's
-        records at once), a record the reference cuts alone in a list of its own.  What
+        """The records in lists, in order: the walk's lists as they are (a chunk's records at
+        once), a packet the walk leaves to the reader (a simple or obsolete packet block, a
+        timestamp past 64 bits) in a list of its own.  What
         ``__iter__`` yields one by one; the compiled packet loop takes the lists, so that
         the generator resumes once a chunk rather than once a packet."""
         self.anomalies.clear()
@@ -912,14 +913,15 @@ def _recognise(path: str, f) -> PacketSource:
     )
 
 
-# the compiled walks over pcap records and pcapng packet blocks (capture/fastread.pyx), or None
+# the compiled walks over pcap records and pcapng packet blocks (capture/fastread.pyx), or None:
+# their references below
 _pcap_records = _pcapng_records = None
 
 
 def use_compiled(on: bool) -> None:
     """Walk pcap records and pcapng packet blocks with the compiled walks (``on``; they must be
-    built) or one at a time in ``_iter_pcap`` / ``_iter_pcapng``.  accel.select() makes the
-    choice once at import."""
+    built) or their Python references, ``_walk_pcap`` / ``_walk_pcapng``.  accel.select() makes
+    the choice once at import."""
     global _pcap_records, _pcapng_records
     if on:
         from amqpcap.capture import fastread
