@@ -554,7 +554,7 @@ class _Pcapng:
         self.big = e == ">"
         self.u1, self.u2, self.u5, self.u7, self.uidb, self.upb, self.uopt, self.uq, self.uh = (
             struct.Struct(e + fmt).unpack_from
-            for fmt in ("I", "II", "5I", "7I", "HxxI", "HH4I", "HH", "q", "H")
+            for fmt in ("I", "II", "5I", "7I", "HxxI", "H2x4I", "HH", "q", "H")
         )
         self.ifaces = []
 
@@ -626,43 +626,32 @@ def _timestamp(iface: tuple, hi: int, lo: int) -> int:
     return ((hi << 32) | lo) * num // den + off
 
 
-def _enhanced_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+def _packet_block(st: _Pcapng, buf, pos: int, blk: int, name: str, unpack):
+    """An enhanced packet block, or the obsolete packet block (``name``): ``unpack`` reads its
+    interface, timestamp (high, low), captured and wire lengths after the block header."""
     st.n += 1
     if blk < 32:
-        st.anomaly(st.n, "corrupt-block", f"enhanced packet block of {blk} bytes")
+        st.anomaly(st.n, "corrupt-block", f"{name} of {blk} bytes")
         return None
-    iid, hi, lo, caplen, wirelen = st.u5(buf, pos + 8)
+    iid, hi, lo, caplen, wirelen = unpack(buf, pos + 8)
     if caplen > blk - 32:
-        st.anomaly(
-            st.n,
-            "corrupt-block",
-            f"enhanced packet block: captured length {caplen} exceeds block length {blk}",
-        )
+        st.anomaly(st.n, "corrupt-block", f"{name}: captured length {caplen} exceeds block length {blk}")
         return None
     iface = st.interface(iid)
     if iface is None:
         return None
     st.last_ts = _timestamp(iface, hi, lo)
     return [(st.n, st.last_ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen)]
+
+
+def _enhanced_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
+    return _packet_block(st, buf, pos, blk, "enhanced packet block", st.u5)
 
 
 def _packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
-    """The obsolete packet block: an enhanced packet block with a drop count."""
-    st.n += 1
-    if blk < 32:
-        st.anomaly(st.n, "corrupt-block", f"packet block of {blk} bytes")
-        return None
-    iid, _drops, hi, lo, caplen, wirelen = st.upb(buf, pos + 8)
-    if caplen > blk - 32:
-        st.anomaly(
-            st.n, "corrupt-block", f"packet block: captured length {caplen} exceeds block length {blk}"
-        )
-        return None
-    iface = st.interface(iid)
-    if iface is None:
-        return None
-    st.last_ts = _timestamp(iface, hi, lo)
-    return [(st.n, st.last_ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen)]
+    """The obsolete packet block: a 16-bit interface and a drop count where the enhanced packet
+    block has a 32-bit interface (``upb`` skips the count)."""
+    return _packet_block(st, buf, pos, blk, "packet block", st.upb)
 
 
 def _simple_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
