@@ -2,12 +2,13 @@
 
 The CLI, the library and the Spark job all write exactly these Arrow schemas,
 whatever the AMQP version.  docs/schema.md documents every column and is
-checked against this module by tests/records/test_schema_docs.py.
+generated from this module (tools/gen_schema_doc.py; tests/records/test_schema.py checks it).
 
 Each column is declared as (name, type, description); the description is the
 documentation, so the two cannot drift apart.  The types are ``Type``s, which name an Arrow type
-without importing pyarrow: a dissect builds its rows with these declarations and imports pyarrow
-only to write its first batch (``SCHEMAS``, the Arrow schemas, are made on first use).
+without importing pyarrow: the row builders and the column buffers work from these declarations,
+and pyarrow is imported only to write Parquet (``SCHEMAS``, the Arrow schemas, are made on first
+use): ``show`` and a dissect of bad input never import it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Type:
         if self.kind == "list":
             ((item, type),) = self.fields
             return pa.list_(pa.field(item, type.arrow()))
-        if self.kind == "timestamp":
+        if self.kind == "timestamp":  # the tables' one timestamp type (TS)
             return pa.timestamp("ns", tz="UTC")
         return pa.type_for_alias(self.name)
 
