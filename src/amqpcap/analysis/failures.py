@@ -84,8 +84,24 @@ def errors(t) -> pd.DataFrame:
     first packet for rejected protocol headers.
     """
     t = as_tables(t)
+    rows = _method_failures(t.methods) + _resets(t.connections) + _rejected_headers(t.connections)
+    for r in rows:
+        r["class"] = r.pop("cls", None)
+    df = build(rows, ERROR_COLS)
+    if len(df):
+        df["_ts"] = ns(df["ts"])
+        df = (
+            df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable")
+            .drop(columns="_ts")
+            .reset_index(drop=True)
+        )
+    return df
+
+
+def _method_failures(m: pd.DataFrame) -> list[dict]:
+    """The rows of ``errors`` the methods give (closes, returns, nacks, rejects, 0-10
+    exceptions and detaches), in method order."""
     rows: list[dict] = []
-    m = t.methods
     names = set(_CODED) | set(_UNCODED)
     sub = ordered(m, names) if len(m) else m
     if len(sub):
@@ -177,78 +193,81 @@ def errors(t) -> pd.DataFrame:
                     text=text,
                 )
             )
-    c = t.connections
-    if len(c):
-        rst = c[c["rst"].fillna(False).astype(bool)]
-        rst = rst[
-            rst["negotiation"] != "rejected"
-        ]  # the reset that follows a rejected header is that failure
-        for cap, st, end, ver, closed_by in records(
-            rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]
-        ):
-            if closed_by in ("client", "server"):
-                continue  # reset after an AMQP connection.close: socket teardown, not a failure
-            who = (
-                "server"
-                if (closed_by or "").startswith("server")
-                else ("client" if (closed_by or "").startswith("client") else None)
-            )
-            rows.append(
-                dict(
-                    capture=cap,
-                    tcp_stream=st,
-                    frame_number=None,
-                    ts=end,
-                    direction={"client": "c2s", "server": "s2c"}.get(who),
-                    channel=None,
-                    version=ver,
-                    kind="tcp-reset",
-                    method=None,
-                    name="tcp-reset",
-                    cls="hard",
-                    text=f"reset by {who}" if who else "reset",
-                )
-            )
-        rej = c[c["negotiation"] == "rejected"]
-        for cap, st, frame, ts, ver, ch_, sh in records(
-            rej,
-            [
-                "capture",
-                "tcp_stream",
-                "frame_number",
-                "ts",
-                "client_version",
-                "client_header",
-                "server_header",
-            ],
-        ):
-            rows.append(
-                dict(
-                    capture=cap,
-                    tcp_stream=st,
-                    frame_number=frame,
-                    ts=ts,
-                    direction="s2c",
-                    channel=None,
-                    version=ver,
-                    kind="protocol-rejected",
-                    method=None,
-                    name="protocol-rejected",
-                    cls="hard",
-                    text=f"client sent {ch_}, server answered {sh}",
-                )
-            )
-    for r in rows:
-        r["class"] = r.pop("cls", None)
-    df = build(rows, ERROR_COLS)
-    if len(df):
-        df["_ts"] = ns(df["ts"])
-        df = (
-            df.sort_values(["capture", "_ts", "tcp_stream"], kind="stable")
-            .drop(columns="_ts")
-            .reset_index(drop=True)
+    return rows
+
+
+def _resets(c: pd.DataFrame) -> list[dict]:
+    """The ``tcp-reset`` rows: a reset conversation not closed by connection.close before it,
+    nor rejected at its protocol header (that failure is reported as such)."""
+    rows: list[dict] = []
+    if not len(c):
+        return rows
+    rst = c[c["rst"].fillna(False).astype(bool)]
+    rst = rst[rst["negotiation"] != "rejected"]  # the reset that follows a rejected header is that failure
+    for cap, st, end, ver, closed_by in records(
+        rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]
+    ):
+        if closed_by in ("client", "server"):
+            continue  # reset after an AMQP connection.close: socket teardown, not a failure
+        who = (
+            "server"
+            if (closed_by or "").startswith("server")
+            else ("client" if (closed_by or "").startswith("client") else None)
         )
-    return df
+        rows.append(
+            dict(
+                capture=cap,
+                tcp_stream=st,
+                frame_number=None,
+                ts=end,
+                direction={"client": "c2s", "server": "s2c"}.get(who),
+                channel=None,
+                version=ver,
+                kind="tcp-reset",
+                method=None,
+                name="tcp-reset",
+                cls="hard",
+                text=f"reset by {who}" if who else "reset",
+            )
+        )
+    return rows
+
+
+def _rejected_headers(c: pd.DataFrame) -> list[dict]:
+    """The ``protocol-rejected`` rows: the server answered the client's header with its own."""
+    rows: list[dict] = []
+    if not len(c):
+        return rows
+    rej = c[c["negotiation"] == "rejected"]
+    for cap, st, frame, ts, ver, ch_, sh in records(
+        rej,
+        [
+            "capture",
+            "tcp_stream",
+            "frame_number",
+            "ts",
+            "client_version",
+            "client_header",
+            "server_header",
+        ],
+    ):
+        rows.append(
+            dict(
+                capture=cap,
+                tcp_stream=st,
+                frame_number=frame,
+                ts=ts,
+                direction="s2c",
+                channel=None,
+                version=ver,
+                kind="protocol-rejected",
+                method=None,
+                name="protocol-rejected",
+                cls="hard",
+                text=f"client sent {ch_}, server answered {sh}",
+            )
+        )
+    return rows
 
 
 SUMMARY_COLS = {
