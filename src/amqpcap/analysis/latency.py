@@ -330,9 +330,12 @@ def method_rtt(t) -> pd.DataFrame:
         is_sync = name == "execution.sync" or (
             version == "0-10" and cmd is not None and bool(synchronous) and not responses and result is None
         )
-        if (responses or is_sync or result is not None) and name not in _CLOSE_OK:
-            if no_wait:
-                continue
+        is_request = bool(responses or is_sync or result is not None) and name not in _CLOSE_OK
+        if is_request and no_wait:
+            continue
+        # a request waits for its response; any other 0-10 command may still get an
+        # execution.result: it is remembered by command id (not reported if unanswered)
+        if is_request or (cmd is not None and version == "0-10"):
             req = dict(
                 capture=cap,
                 tcp_stream=st,
@@ -342,31 +345,15 @@ def method_rtt(t) -> pd.DataFrame:
                 frame=frame,
                 ts=ts,
                 version=version,
-                responses=frozenset(responses),
-                sync=is_sync,
+                responses=frozenset(responses if is_request else ()),
+                sync=is_request and is_sync,
                 command_id=cmd,
                 done=False,
             )
-            pend.append(req)
+            if is_request:
+                pend.append(req)
             if cmd is not None:
                 commands.setdefault((cap, st, ch, d), {})[cmd] = req
-        elif cmd is not None and version == "0-10":
-            # a command that may still get an execution.result: remember it (not reported if unanswered)
-            req = dict(
-                capture=cap,
-                tcp_stream=st,
-                channel=ch,
-                direction=d,
-                method=name,
-                frame=frame,
-                ts=ts,
-                version=version,
-                responses=frozenset(),
-                sync=False,
-                command_id=cmd,
-                done=False,
-            )
-            commands.setdefault((cap, st, ch, d), {})[cmd] = req
 
     for conn in state.values():
         for lst in conn.values():
