@@ -196,6 +196,25 @@ def _method_failures(m: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def _connection_failure(cap, st, frame, ts, direction, version, kind: str, text: str) -> dict:
+    """A failure of the whole conversation (no method, no channel): ``kind`` is its name too,
+    and it is hard."""
+    return dict(
+        capture=cap,
+        tcp_stream=st,
+        frame_number=frame,
+        ts=ts,
+        direction=direction,
+        channel=None,
+        version=version,
+        kind=kind,
+        method=None,
+        name=kind,
+        cls="hard",
+        text=text,
+    )
+
+
 def _resets(c: pd.DataFrame) -> list[dict]:
     """The ``tcp-reset`` rows: a reset conversation not closed by connection.close before it,
     nor rejected at its protocol header (that failure is reported as such)."""
@@ -214,22 +233,9 @@ def _resets(c: pd.DataFrame) -> list[dict]:
             if (closed_by or "").startswith("server")
             else ("client" if (closed_by or "").startswith("client") else None)
         )
-        rows.append(
-            dict(
-                capture=cap,
-                tcp_stream=st,
-                frame_number=None,
-                ts=end,
-                direction={"client": "c2s", "server": "s2c"}.get(who),
-                channel=None,
-                version=ver,
-                kind="tcp-reset",
-                method=None,
-                name="tcp-reset",
-                cls="hard",
-                text=f"reset by {who}" if who else "reset",
-            )
-        )
+        direction = {"client": "c2s", "server": "s2c"}.get(who)
+        text = f"reset by {who}" if who else "reset"
+        rows.append(_connection_failure(cap, st, None, end, direction, ver, "tcp-reset", text))
     return rows
 
 
@@ -251,22 +257,8 @@ def _rejected_headers(c: pd.DataFrame) -> list[dict]:
             "server_header",
         ],
     ):
-        rows.append(
-            dict(
-                capture=cap,
-                tcp_stream=st,
-                frame_number=frame,
-                ts=ts,
-                direction="s2c",
-                channel=None,
-                version=ver,
-                kind="protocol-rejected",
-                method=None,
-                name="protocol-rejected",
-                cls="hard",
-                text=f"client sent {ch_}, server answered {sh}",
-            )
-        )
+        text = f"client sent {ch_}, server answered {sh}"
+        rows.append(_connection_failure(cap, st, frame, ts, "s2c", ver, "protocol-rejected", text))
     return rows
 
 
