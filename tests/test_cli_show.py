@@ -136,6 +136,22 @@ def test_key_arguments_exchange_type_bind_source_and_blocked_reason():
     assert blocked.endswith("reason=low on memory")
 
 
+def test_key_arguments_stand_in_key_order_numbers_and_flags_as_json(tmp_path):
+    """A line's arguments follow show.KEY_ARGS whatever order the method has them in; an int is
+    its digits and a flag ``true`` / ``false`` (JSON), as in the JSON output."""
+    dissect([str(CAP)], str(tmp_path / "o"))
+    m = pd.read_parquet(tmp_path / "o" / "methods")
+    acks = m[m.method == "basic.ack"]
+    want = [
+        f"delivery-tag={int(t)} multiple={'true' if mu else 'false'}"
+        for t, mu in zip(acks.delivery_tag, acks.multiple)
+    ]
+    assert [line.split(None, 6)[6] for line in _show("--method", "basic.ack")] == want and len(want) > 1
+    # queue.bind has queue, exchange, routing-key; the line puts them in KEY_ARGS order
+    bind = _show("--method", "queue.bind")[0].split(None, 6)[6]
+    assert bind.startswith("exchange=") and bind.index(" routing-key=") < bind.index(" queue=")
+
+
 def test_reply_text_is_shown_whole_when_piped():
     lines = _show("--method", "connection.close", cap=CAPS / "rabbitmq091_pika_refused.pcap")
     text = (

@@ -45,6 +45,7 @@ KEY_ARGS = (
     "description",
     "command-id",
 )
+_KEY_ORDER = {k: i for i, k in enumerate(KEY_ARGS)}  # a key argument's place in a text line
 CSV_FIELDS = ("time", "frame", "stream", "direction", "channel", "method", "client", "server", "arguments")
 _VERSIONS = {
     "01010800": "0-8",
@@ -260,8 +261,10 @@ class ShowSink:
             self.headed.add(stream)
             if client is not None:
                 self.out.write(f"# stream {stream}: {client} -> {server}\n")
-        if text_args is None:
-            text_args = " ".join(f"{k}={_text(args[k])}" for k in KEY_ARGS if args.get(k) not in ("", None))
+        if text_args is None:  # the key arguments present, in KEY_ARGS order
+            keys = [k for k in args if k in _KEY_ORDER and args[k] not in ("", None)]
+            keys.sort(key=_KEY_ORDER.__getitem__)
+            text_args = " ".join([f"{k}={_text(args[k])}" for k in keys])
         tt = t if isinstance(t, str) else (f"{t:12.6f}" if t is not None else f"{'-':>12}")
         ch = f"ch{channel}" if channel is not None else "-"
         self.out.write(
@@ -272,7 +275,12 @@ class ShowSink:
 
 
 def _text(v) -> str:
-    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    """A key argument's value as the text line shows it: a string as it is, anything else as JSON."""
+    if isinstance(v, str):
+        return v
+    if type(v) is int:  # JSON's text of an int (not of a bool, an int subclass)
+        return str(v)
+    return json.dumps(v, ensure_ascii=False)
 
 
 def _header(hexstr):
