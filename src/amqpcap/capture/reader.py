@@ -387,8 +387,8 @@ class PacketSource:
 
     def _iter_pcap(self):
         endian, mul, hl, linktype = self._pcap_hdr
-        unpack = struct.Struct(endian + "IIII").unpack_from
         walk, big = _pcap_records or _walk_pcap, endian == ">"
+        unpack = _PCAP_HEAD[big]
         f, stream, buf = self._begin()
         read = stream.read
         n = 0
@@ -540,7 +540,7 @@ class _Pcapng:
 
     __slots__ = (
         "anomalies", "linktypes", "n", "last_ts", "ifaces", "big",
-        "u1", "u2", "u5", "u7", "uidb", "upb", "uopt", "uq", "uh",
+        "u1", "u2", "u5", "uidb", "upb", "uopt", "uq", "uh",
     )  # fmt: skip
 
     def __init__(self, anomalies: list, linktypes: list) -> None:
@@ -552,9 +552,8 @@ class _Pcapng:
     def order(self, e: str) -> None:
         """A new section, in byte order ``e`` ("<" or ">"): no interfaces yet."""
         self.big = e == ">"
-        self.u1, self.u2, self.u5, self.u7, self.uidb, self.upb, self.uopt, self.uq, self.uh = (
-            struct.Struct(e + fmt).unpack_from
-            for fmt in ("I", "II", "5I", "7I", "HxxI", "H2x4I", "HH", "q", "H")
+        self.u1, self.u2, self.u5, self.uidb, self.upb, self.uopt, self.uq, self.uh = (
+            struct.Struct(e + fmt).unpack_from for fmt in ("I", "II", "5I", "HxxI", "H2x4I", "HH", "q", "H")
         )
         self.ifaces = []
 
