@@ -18,7 +18,9 @@ Shapes (each built once, cached in bench/data/, not committed):
   each publish and each delivery of a 32-256 B body in a packet of its own, confirms and
   acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
 
-Each tool runs in a process of its own (best of ``--runs``), timed from start to exit,
+Each tool runs in a process of its own (best of ``--runs``; the two tools' runs alternate, and
+the ratio of each pair of runs is printed too: this VM's speed drifts within minutes), timed
+from start to exit,
 its peak RSS taken from the kernel (``wait4``); each tool's time on an empty capture of the
 same header (its start, and amqpcap's empty tables) is printed beside, and the ratio of what
 is beyond it: the part that grows with the capture.  amqpcap is ``amqpcap dissect`` (all
@@ -314,44 +316,62 @@ cli.leave(0)
 """
 
 
-def bench_amqpcap(
-    cap: str, runs: int, frames: bool, reference_writer: bool = False
-) -> tuple[float, int, dict]:
-    tmp = tempfile.mkdtemp(prefix="bench-dissect-")
-    best, rss, summary = float("inf"), 0, {}
-    try:
-        for run in range(runs):
-            # a new dataset every run, the last one removed between runs: replacing an old one
-            # (--force: ~3 ms of removal) is not part of dissecting, and tshark writes nothing
-            shutil.rmtree(os.path.join(tmp, f"out{run - 1}"), ignore_errors=True)
-            el, r, code, out = run_measured(
-                [
-                    sys.executable,
-                    "-c",
-                    _CHILD,
-                    cap,
-                    os.path.join(tmp, f"out{run}"),
-                    "1" if frames else "0",
-                    "1" if reference_writer else "0",
-                ]
-            )
-            if code:
-                raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
-            best, rss, summary = min(best, el), max(rss, r), json.loads(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return best, rss, summary
+class Runs:
+    """Each tool's runs on one capture, alternating (amqpcap, tshark, amqpcap, ...): this shared
+    VM's speed drifts by up to a fifth within minutes, and all of one tool's runs before the
+    other's would compare the minutes as much as the tools.  Best of the runs for each, and the
+    ratio of each pair of runs (tshark's time over amqpcap's, the pair run back to back)."""
+
+    def __init__(self, cap: str, runs: int, frames: bool, reference_writer: bool, tshark: bool) -> None:
+        self.amqpcap: list[float] = []
+        self.tshark: list[float] = []
+        self.rss = self.tshark_rss = self.lines = 0
+        self.summary: dict = {}
+        tmp = tempfile.mkdtemp(prefix="bench-dissect-")
+        try:
+            for run in range(runs):
+                # a new dataset every run, the last one removed between runs: replacing an old
+                # one (--force: ~3 ms of removal) is not part of dissecting, and tshark writes nothing
+                shutil.rmtree(os.path.join(tmp, f"out{run - 1}"), ignore_errors=True)
+                out = os.path.join(tmp, f"out{run}")
+                el, r, self.summary = amqpcap_once(cap, out, frames, reference_writer)
+                self.amqpcap.append(el)
+                self.rss = max(self.rss, r)
+                if tshark:
+                    el, r, self.lines = tshark_once(cap)
+                    self.tshark.append(el)
+                    self.tshark_rss = max(self.tshark_rss, r)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def ratios(self) -> list[float]:
+        """tshark's time over amqpcap's, run by run (sorted)."""
+        return sorted(t / a for a, t in zip(self.amqpcap, self.tshark))
 
 
-def bench_tshark(cap: str, runs: int) -> tuple[float, int, int]:
+def amqpcap_once(cap: str, out: str, frames: bool, reference_writer: bool = False) -> tuple[float, int, dict]:
+    """One amqpcap run writing ``out``: (seconds, peak RSS bytes, its summary)."""
+    el, r, code, text = run_measured(
+        [sys.executable, "-c", _CHILD, cap, out, "1" if frames else "0", "1" if reference_writer else "0"]
+    )
+    if code:
+        raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
+    return el, r, json.loads(text)
+
+
+def bench_amqpcap(cap: str, runs: int, frames: bool, reference_writer: bool = False) -> tuple:
+    """amqpcap alone: (best seconds, peak RSS bytes, summary)."""
+    r = Runs(cap, runs, frames, reference_writer, tshark=False)
+    return min(r.amqpcap), r.rss, r.summary
+
+
+def tshark_once(cap: str) -> tuple[float, int, int]:
+    """One tshark run: (seconds, peak RSS bytes, lines printed: packets with AMQP)."""
     cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum(
         (["-e", f] for f in TSHARK_FIELDS), []
     )
-    best, rss, lines = float("inf"), 0, 0
-    for _ in range(runs):
-        el, r, _code, out = run_measured(cmd)
-        best, rss, lines = min(best, el), max(rss, r), out.count(b"\n")
-    return best, rss, lines
+    el, r, _code, out = run_measured(cmd)
+    return el, r, out.count(b"\n")
 
 
 def cached(name: str, make) -> str:
@@ -413,22 +433,29 @@ def profile(cap: str, frames: bool) -> None:
 
 def report(label: str, cap: str, a) -> None:
     size = os.path.getsize(cap)
-    el, rss, s = bench_amqpcap(cap, a.runs, a.frames, a.reference_writer)
+    tshark = not a.no_tshark and shutil.which("tshark") is not None
+    r = Runs(cap, a.runs, a.frames, a.reference_writer, tshark)
+    el, s = min(r.amqpcap), r.summary
     print(f"[{label}] {cap} ({size / 1e6:.1f} MB, {s['packets']:,} packets, {s['frames']:,} AMQP frames)")
     print(
         f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
-        f"peak RSS {rss / 1e6:6.0f} MB  rows {s['rows']}",
+        f"peak RSS {r.rss / 1e6:6.0f} MB  rows {s['rows']}",
         flush=True,
     )
-    if a.no_tshark or not shutil.which("tshark"):
+    if not tshark:
         print("  tshark:  not run")
         return
-    tel, trss, lines = bench_tshark(cap, a.runs)
+    tel = min(r.tshark)
     print(
         f"  tshark:  {tel:7.2f} s  {size / 1e6 / tel:7.1f} MB/s  {s['packets'] / tel:9,.0f} packets/s  "
-        f"peak RSS {trss / 1e6:6.0f} MB  ({lines:,} packets with AMQP)"
+        f"peak RSS {r.tshark_rss / 1e6:6.0f} MB  ({r.lines:,} packets with AMQP)"
     )
-    print(f"  ratio:   amqpcap is {tel / el:.2f}x tshark's speed", flush=True)
+    pairs = r.ratios()
+    print(
+        f"  ratio:   amqpcap is {tel / el:.2f}x tshark's speed (best against best); run by run "
+        f"{pairs[0]:.2f}-{pairs[-1]:.2f}x, median {pairs[len(pairs) // 2]:.2f}x",
+        flush=True,
+    )
     e_el, e_tel = fixed_costs(cap, a.runs)
     print(
         f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s, tshark {e_tel:.2f} s; beyond it, "
@@ -454,7 +481,8 @@ def fixed_costs(cap: str, runs: int) -> tuple[float, float]:
             empty = os.path.join(tmp, "empty.pcap")
             with open(empty, "wb") as f:
                 f.write(head)
-            _FIXED[head] = (bench_amqpcap(empty, runs, False)[0], bench_tshark(empty, runs)[0])
+            r = Runs(empty, runs, False, False, tshark=True)
+            _FIXED[head] = (min(r.amqpcap), min(r.tshark))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return _FIXED[head]
