@@ -1,4 +1,4 @@
-"""Content-header properties kept as the wire has them (fast09.WireProperties) and the message
+"""Content-header properties kept as the wire has them (fast09.WireFields) and the message
 columns the compiled row builder writes from those bytes (fastrows.stage_wire, raw values into
 fastwriter's table buffer), against the reference: the pure decoder's dict and rows.py's row.
 
@@ -99,7 +99,7 @@ def test_the_compiled_decoder_keeps_properties_as_a_mapping_equal_to_the_referen
     [fast] = contents(publish(ALL), True)
     [ref] = contents(publish(ALL), False)
     p, d = fast.properties, ref.properties
-    assert type(p).__name__ == "WireProperties" and type(d) is dict  # not a dict made up front
+    assert type(p).__name__ == "WireFields" and type(d) is dict  # not a dict made up front
     assert isinstance(p, collections.abc.Mapping)
     assert p == d and d == p and not (p != d) and p == contents(publish(ALL), True)[0].properties
     assert p != {**d, "priority": 6} and p != list(d)
@@ -197,7 +197,7 @@ EVERY_TYPE = {
 @pytest.mark.parametrize(
     "flags, values",
     [
-        # every value, the first bit set: WireProperties, bits after the values
+        # every value, the first bit set: WireFields, bits after the values
         (
             0xFE80,
             A.shortstr("t")

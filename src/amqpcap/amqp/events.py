@@ -57,7 +57,10 @@ class Method:
     class_id: int
     method_id: int
     name: str  # "class.method", spec spelling, e.g. "basic.get-empty"
-    args: dict[str, Any]  # argument name (spec spelling, hyphens) -> decoded value
+    # argument name (spec spelling, hyphens) -> decoded value: a dict, or (the compiled 0-9
+    # decoder, a method whose arguments are plain fields) a read-only mapping equal to it over
+    # the frame's bytes (fast09.WireFields)
+    args: Mapping[str, Any]
     synchronous: bool
     has_content: bool
     frame_size: int = 0
@@ -77,7 +80,7 @@ class Content:
     method: Method
     class_id: int
     # property name (spec spelling) -> value, only those present: a dict, or (the compiled 0-9
-    # decoder) a read-only mapping equal to it over the header's bytes (fast09.WireProperties)
+    # decoder) a read-only mapping equal to it over the header's bytes (fast09.WireFields)
     properties: Mapping[str, Any]
     body_size: int  # declared in the content header (0-10: bytes received)
     body_received: int

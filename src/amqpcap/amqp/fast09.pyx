@@ -51,7 +51,7 @@ cdef extern from *:
 include "../slots.pxi"
 include "wirefields.pxi"
 
-cdef class WireProperties  # below: what properties() returns
+cdef class WireFields  # below: what properties() returns, and a method's plain arguments
 
 cdef extern from *:
     """
@@ -121,6 +121,8 @@ _CODES = {
 
 # Returned by the value decoder for "does not decode" (no Python exception set).
 cdef object BAD = object()
+# the field types a method's arguments may have to be kept as the wire has them (MethodInfo.wire)
+cdef frozenset PLAIN = frozenset((P_OCTET, P_SHORT, P_LONG, P_LONGLONG, P_SHORTSTR, P_BIT))
 
 
 # --- wire reads ------------------------------------------------------------------------------
@@ -528,19 +530,8 @@ cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize
         if nwords == 1:
             w.last_props, w.last_flags, w.last_property_plan = props, flags, plan
     cdef Py_ssize_t nvalues = len(plan[1])
-    cdef WireProperties wp
-    if 0 < nvalues <= AMQPCAP_WIRE_MAX:  # the common case: spans, no dict (see WireProperties)
-        wp = WireProperties.__new__(WireProperties)
-        wp.data = PyBytes_FromStringAndSize(<const char *>b + off, end - off)
-        wp.w.data = <const uint8_t *>PyBytes_AS_STRING(wp.data)
-        if decode_fields(plan[0], plan[1], wp.w.data, 0, end - off, rabbit, None, &wp.w) != end - off:
-            return None
-        wp.codes, wp.names, wp.bits = plan[0], plan[1], plan[2]
-        wp.w.codes = <const uint8_t *>PyBytes_AS_STRING(wp.codes)
-        wp.w.names = <PyObject *>wp.names
-        wp.w.bits = <PyObject *>wp.bits
-        wp.w.n = nvalues
-        return wp
+    if 0 < nvalues <= AMQPCAP_WIRE_MAX:  # the common case: spans, no dict (see WireFields)
+        return wire_fields(plan[0], plan[1], plan[2], b, off, end, rabbit)
     out = new_dict(nvalues + len(plan[2]))
     off = decode_fields(plan[0], plan[1], b, off, end, rabbit, out)
     if off != end:  # also -1: does not decode
@@ -550,14 +541,33 @@ cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize
     return out
 
 
+cdef object wire_fields(bytes codes, tuple names, tuple bits, const uint8_t *b, Py_ssize_t off,
+                        Py_ssize_t end, bint rabbit):
+    """The WireFields of the fields ``codes`` / ``names`` at b[off:end] (``bits``: the bit
+    properties set, after them), or None if they do not decode to exactly ``end``."""
+    cdef WireFields wf = WireFields.__new__(WireFields)
+    wf.data = PyBytes_FromStringAndSize(<const char *>b + off, end - off)
+    wf.w.data = <const uint8_t *>PyBytes_AS_STRING(wf.data)
+    if decode_fields(codes, names, wf.w.data, 0, end - off, rabbit, None, &wf.w) != end - off:
+        return None
+    wf.codes, wf.names, wf.bits = codes, names, bits
+    wf.w.codes = <const uint8_t *>PyBytes_AS_STRING(codes)
+    wf.w.names = <PyObject *>names
+    wf.w.bits = <PyObject *>bits
+    wf.w.n = len(names)
+    return wf
+
+
 @cython.final
-cdef class WireProperties:
-    """The properties of a content header, a read-only mapping (name -> value) equal to the
-    dict codec_0_9.decode_properties makes.  It keeps the values' bytes and where each lies
-    (``amqpcap_wire``), and makes the dict only when it is read as a mapping: the compiled row
-    builder writes a message's columns from the bytes (WIRE_FIELDS), which is most of what a
-    dissection does with properties.  Bit properties (set: True) come after the values, as in
-    the dict."""
+cdef class WireFields:
+    """A field list as the wire has it, a read-only mapping (name -> value) equal to the dict
+    the reference decodes: a content header's properties (codec_0_9.decode_properties) or a
+    method's arguments (the plain ones: no table, no long string; ``MethodInfo.wire``).  It
+    keeps the values' bytes and where each lies (``amqpcap_wire``), and makes the dict only
+    when it is read as a mapping: the compiled row builder writes a row's columns and JSON
+    from the bytes (WIRE_FIELDS), which is most of what a dissection does with them.  Bit
+    properties (set: True) come after the values, as in the dict; a method's bit arguments
+    are values (True or False) in their places."""
 
     cdef amqpcap_wire w
     cdef bytes data, codes
@@ -619,8 +629,8 @@ cdef class WireProperties:
         return dict(self.as_dict())
 
     def __eq__(self, other):
-        if isinstance(other, WireProperties):
-            other = (<WireProperties>other).as_dict()
+        if isinstance(other, WireFields):
+            other = (<WireFields>other).as_dict()
         return self.as_dict() == other
 
     def __ne__(self, other):
@@ -635,13 +645,13 @@ cdef class WireProperties:
         return (dict, (self.as_dict(),))
 
 
-collections.abc.Mapping.register(WireProperties)
+collections.abc.Mapping.register(WireFields)
 
 
 cdef const amqpcap_wire *wire_of(object o):
-    """The spans of ``o`` if it is a WireProperties, else NULL."""
-    if type(o) is WireProperties:
-        return &(<WireProperties>o).w
+    """The spans of ``o`` if it is a WireFields, else NULL."""
+    if type(o) is WireFields:
+        return &(<WireFields>o).w
     return NULL
 
 
@@ -846,6 +856,10 @@ cdef class MethodInfo:
     cdef int key
     cdef object spec, dialect, plan, name, content, synchronous, learn
     cdef bint secret
+    # its arguments kept as the wire has them (WireFields): plain fields only (no table, no long
+    # string), and nothing but the row builder reads them (no dialect, no secret to redact, no
+    # connection fact to learn, no body in them)
+    cdef bint wire
 
 
 cdef MethodInfo method_info(Walk w, int cid, int mid):
@@ -864,6 +878,15 @@ cdef MethodInfo method_info(Walk w, int cid, int mid):
         info.synchronous = info.spec.synchronous
         info.secret = info.name in SECRET_ARGS
         info.learn = w.handlers.get(info.name)
+        info.wire = (
+            info.plan is not None
+            and 0 < len(info.plan[1]) <= AMQPCAP_WIRE_MAX
+            and all(c in PLAIN for c in info.plan[0])
+            and not info.dialect
+            and not info.secret
+            and info.learn is None
+            and info.name != "message.transfer"
+        )
     w.method_infos[key & 63] = info
     return info
 
@@ -884,12 +907,19 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         w.refresh()
         return
     plan = info.plan
-    args = new_dict(len(plan[1]) if plan is not None else 0)
-    if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
-        # a dialect, or an anomaly: the reference decides
-        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
-        w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max
-        return
+    if info.wire:
+        args = wire_fields(plan[0], plan[1], (), b, start + 4, end, w.rabbit)
+        if args is None:  # an anomaly: the reference reports it
+            dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+            w.refresh()
+            return
+    else:
+        args = new_dict(len(plan[1]) if plan is not None else 0)
+        if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
+            # a dialect, or an anomaly: the reference decides
+            dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+            w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max
+            return
     if info.dialect:
         args["$dialect"] = info.dialect
     name = info.name

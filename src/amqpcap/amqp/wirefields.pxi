@@ -1,8 +1,9 @@
-# Content-header properties as the compiled decoder keeps them (fast09.WireProperties): where
-# each value lies in the frame's bytes, not a dict of Python objects, so that the compiled row
-# builder (records/fastrows.pyx) writes the messages columns and the properties JSON straight
-# from the bytes.  Included by both extensions: this layout is their contract (fast09 hands
-# the struct over through a capsule, WIRE_FIELDS; no build-time dependency between them).
+# Field lists as the compiled decoder keeps them (fast09.WireFields: a content header's
+# properties, a method's plain arguments): where each value lies in the frame's bytes, not a
+# dict of Python objects, so that the compiled row builder (records/fastrows.pyx) writes the
+# columns and the JSON straight from the bytes.  Included by both extensions: this layout is
+# their contract (fast09 hands the struct over through a capsule, WIRE_FIELDS; no build-time
+# dependency between them).
 
 # Field type codes of a decoding plan (one byte per field).
 cdef enum:

@@ -7,8 +7,10 @@ directly instead of through a list, with C type checks in place of the ``_s`` / 
 ``_b`` / ``_tag`` / ``_short`` calls and the event fields read from their slots.  rows.py stays
 the reference and owns every decision that is not a type check: the fill plans
 (``_MethodPlan``, ``_fill_plan``), the JSON encoder (``to_json``), reply-code names, failing
-methods and 0-10 sequence sets are its own functions, called from here.  An event of another
-class than Method / Content, or arguments that are not a dict, go to the reference whole.
+methods and 0-10 sequence sets are its own functions, called from here.  Properties and plain
+arguments the compiled decoder kept as the wire has them (fast09.WireFields) fill their
+columns and JSON from the bytes (``stage_wire``).  An event of another class than Method /
+Content, or arguments that are neither a dict nor such a mapping, go to the reference whole.
 
 A row is staged as a C array of its values; ``append_rows`` hands that array to a compiled
 table buffer (fastwriter's ``APPEND_ARRAY``: no tuple, only the values present written) and
@@ -18,7 +20,7 @@ makes a tuple for any other table.  ``Liveness`` is liveness.py's with the decod
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next
-from cpython.long cimport PyLong_Check, PyLong_FromLongLong
+from cpython.long cimport PyLong_Check, PyLong_FromLongLong, PyLong_FromUnsignedLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.pycapsule cimport PyCapsule_GetPointer
@@ -613,7 +615,7 @@ cdef tuple as_tuple(PyObject **row, Py_ssize_t n):
 
 
 cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind)
-cdef wire_of_fn wire_of = NULL  # fast09's, if it is built (bind): the spans of WireProperties
+cdef wire_of_fn wire_of = NULL  # fast09's, if it is built (bind): the spans of WireFields
 
 
 cdef Py_ssize_t N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
@@ -787,13 +789,21 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     cdef Plan plan
     cdef bint same = False
     cdef Py_ssize_t j
+    cdef const amqpcap_wire *wire = NULL
+    cdef WirePlan wplan = None
     if not DIRECT or type(m) is not Method:
         return 1
     a = get(m, M_ARGS, "args")
-    if not PyDict_CheckExact(a):
-        return 1
     name = get(m, M_NAME, "name")
-    plan = method_plan(name, <dict>a, &same)
+    if not PyDict_CheckExact(a):
+        wire = wire_of(a) if wire_of != NULL else NULL
+        if wire == NULL:
+            return 1
+        if direct != NULL:
+            wplan = method_wire_plan(name, wire)
+        if wplan is None:  # written from a dict (a table buffer of tuples, a flag of _MethodPlan)
+            wire = NULL
+            a = a.copy()
     put_keys(row, capture, stream, get(m, M_PACKET, "packet"), get(m, M_TS, "ts"), direction,
              get(m, M_CHANNEL, "channel"), get(m, M_OFFSET, "offset"))
     put(row, 7, name)
@@ -803,6 +813,13 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     put(row, 11, get(m, M_SYNC, "synchronous"))
     put(row, 12, get(m, M_HAS_CONTENT, "has_content"))
     put(row, 13, get(m, M_SIZE, "frame_size"))
+    put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
+    put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
+    if wire != NULL:
+        if not stage_wire(row, direct, wire, wplan):  # the argument columns and JSON from the bytes
+            return 0
+        a = a.copy()  # (nothing of them staged)
+    plan = method_plan(name, <dict>a, &same)
     for j in range(plan.n):
         put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
     if plan.destination:
@@ -817,8 +834,6 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         put(row, M_REPLY_NAME_COL, info[0] if info else None)
     if plan.failing:
         put(row, M_FAILING_COL, failing(version, a))
-    put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
-    put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
     put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same, NULL))
     return 0
 
@@ -826,6 +841,55 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
 cdef inline object dget(dict d, str key, object default):
     cdef PyObject *v = PyDict_GetItemWithError(d, key)
     return default if v is NULL else <object>v
+
+
+cdef inline Py_ssize_t wire_index(const amqpcap_wire *w, str key) noexcept:
+    """The place of the field named ``key`` (interned, as the decoder's names are) in ``w``, -1
+    if it has none."""
+    cdef Py_ssize_t i
+    cdef PyObject *k = <PyObject *>key
+    for i in range(w.n):
+        if PyTuple_GET_ITEM(<tuple>w.names, i) == k:
+            return i
+    return -1
+
+
+cdef object wire_value(const amqpcap_wire *w, Py_ssize_t i):
+    """The value of ``w``'s field ``i``, as the reference's dict holds it (fast09.field_value)."""
+    cdef const unsigned char *p
+    cdef unsigned long long x = 0
+    cdef Py_ssize_t k
+    if w.obj[i] != NULL:
+        return <object>w.obj[i]
+    p = w.data + w.start[i]
+    if w.codes[i] == P_SHORTSTR:
+        return PyUnicode_DecodeUTF8(<const char *>p, w.size[i], "replace")
+    for k in range(w.size[i]):  # octet, short, long, longlong: unsigned, big-endian
+        x = (x << 8) | p[k]
+    return PyLong_FromUnsignedLongLong(x)
+
+
+cdef inline object wire_get(const amqpcap_wire *w, str key, object default):
+    """``dict.get`` of the fields of ``w``."""
+    cdef Py_ssize_t i = wire_index(w, key)
+    return default if i < 0 else wire_value(w, i)
+
+
+cdef int put_text_field(PyObject **row, Direct *d, Py_ssize_t col, const amqpcap_wire *w,
+                        Py_ssize_t i) except -1:
+    """Column ``col`` of the row: to_s of ``w``'s field ``i`` (-1: none, null).  ASCII text goes
+    to a compiled table buffer as it lies in the bytes (a raw value), not as a str."""
+    cdef const unsigned char *p
+    if i < 0:
+        return 0
+    if d != NULL and w.obj[i] == NULL and w.codes[i] == P_SHORTSTR:
+        p = w.data + w.start[i]
+        if ascii(p, w.size[i]):
+            d.raw[col].kind, d.raw[col].p, d.raw[col].n = RAW_TEXT, <const char *>p, w.size[i]
+            d.used = True
+            return 0
+    put(row, col, to_s(wire_value(w, i)))
+    return 0
 
 
 # argument names looked up in every message row, interned as the decoder's are (fast09)
@@ -844,6 +908,8 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     cdef Py_ssize_t j, i
     cdef PyObject *table = NULL
     cdef const amqpcap_wire *wire = NULL
+    cdef const amqpcap_wire *awire = NULL
+    cdef Py_ssize_t k
     if not DIRECT or type(c) is not Content:
         return 1
     method = get(c, C_METHOD, "method")
@@ -862,28 +928,50 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
         return 1
     a = get(method, M_ARGS, "args")
     if not PyDict_CheckExact(a):
-        return 1
-    exchange = get(c, C_EXCHANGE, "exchange")
-    if exchange is None:
-        exchange = dget(a, K_EXCHANGE, dget(a, K_DESTINATION, None))
-    routing_key = get(c, C_ROUTING_KEY, "routing_key")
-    if routing_key is None:
-        routing_key = dget(a, K_ROUTING_KEY, None)
-    if direction == 1 and version == "0-10":
-        consumer_tag = dget(a, K_CONSUMER_TAG, dget(a, K_DESTINATION, None))
-    else:
-        consumer_tag = dget(a, K_CONSUMER_TAG, None)
-    code = dget(a, K_REPLY_CODE, None)
-    # (a wire plan with a redelivered property is not used: stage_wire)
-    redelivered = dget(a, K_REDELIVERED, dget(<dict>p, K_REDELIVERED, None) if wire == NULL else None)
+        awire = wire_of(a) if wire_of != NULL else NULL  # the method's arguments as the wire has them
+        if awire == NULL:
+            return 1
     put_keys(row, capture, stream, get(c, C_PACKET, "packet"), get(c, C_TS, "ts"), direction,
              get(c, C_CHANNEL, "channel"), get(c, C_OFFSET, "offset"))
     put(row, 7, get(method, M_NAME, "name"))
     put(row, 8, version)
-    put(row, 9, to_s(exchange))
-    put(row, 10, to_s(routing_key))
-    put(row, 11, to_s(consumer_tag))
-    put(row, 12, to_tag(dget(a, K_DELIVERY_TAG, None)))
+    exchange = get(c, C_EXCHANGE, "exchange")
+    routing_key = get(c, C_ROUTING_KEY, "routing_key")
+    # (a wire plan with a redelivered property is not used: stage_wire)
+    p_redelivered = dget(<dict>p, K_REDELIVERED, None) if wire == NULL else None
+    if awire == NULL:
+        if exchange is None:
+            exchange = dget(a, K_EXCHANGE, dget(a, K_DESTINATION, None))
+        if routing_key is None:
+            routing_key = dget(a, K_ROUTING_KEY, None)
+        if direction == 1 and version == "0-10":
+            consumer_tag = dget(a, K_CONSUMER_TAG, dget(a, K_DESTINATION, None))
+        else:
+            consumer_tag = dget(a, K_CONSUMER_TAG, None)
+        code = dget(a, K_REPLY_CODE, None)
+        redelivered = dget(a, K_REDELIVERED, p_redelivered)
+        tag = dget(a, K_DELIVERY_TAG, None)
+        put(row, 9, to_s(exchange))
+        put(row, 10, to_s(routing_key))
+        put(row, 11, to_s(consumer_tag))
+    else:  # the same, read from the bytes (the texts as they lie there, if they can be)
+        if exchange is None:
+            k = wire_index(awire, K_EXCHANGE)
+            put_text_field(row, direct, 9, awire, k if k >= 0 else wire_index(awire, K_DESTINATION))
+        else:
+            put(row, 9, to_s(exchange))
+        if routing_key is None:
+            put_text_field(row, direct, 10, awire, wire_index(awire, K_ROUTING_KEY))
+        else:
+            put(row, 10, to_s(routing_key))
+        k = wire_index(awire, K_CONSUMER_TAG)
+        if k < 0 and direction == 1 and version == "0-10":
+            k = wire_index(awire, K_DESTINATION)
+        put_text_field(row, direct, 11, awire, k)
+        code = wire_get(awire, K_REPLY_CODE, None)
+        redelivered = wire_get(awire, K_REDELIVERED, p_redelivered)
+        tag = wire_get(awire, K_DELIVERY_TAG, None)
+    put(row, 12, to_tag(tag))
     put(row, 13, redelivered if PyBool_Check(redelivered) else None)
     put(row, 14, code if is_int(code) else None)
     i = FIRST_PROPERTY + N_PROPERTIES
@@ -909,7 +997,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     return 0
 
 
-# --- properties from the wire (fast09.WireProperties) -----------------------------------------
+# --- properties from the wire (fast09.WireFields) -----------------------------------------
 
 
 cdef enum:
@@ -918,9 +1006,10 @@ cdef enum:
 
 @cython.final
 cdef class WirePlan:
-    """How the properties of one decoding plan (fast09's: the names of the values, then of the
-    bits set) fill a messages row: the column and converter of each, as rows._fill_plan says
-    (-1: JSON only), and each one's JSON key."""
+    """How the fields of one decoding plan (fast09's: the names of the values, then of the
+    bits set) fill a row: the column and converter of each, as the reference's fill plan
+    (``fill``: rows._fill_plan's) says (-1: JSON only), each one's JSON key, and the column of
+    their JSON text (``json_col``)."""
 
     cdef tuple names, bits
     cdef Py_ssize_t col[MAX_WIRE_NAMES]
@@ -928,15 +1017,17 @@ cdef class WirePlan:
     cdef list convs
     cdef bytes frags  # '"name":' of each value, then of each bit
     cdef Py_ssize_t ends[MAX_WIRE_NAMES]
+    cdef Py_ssize_t json_col
 
-    def __init__(self, tuple names, tuple bits):
+    def __init__(self, tuple names, tuple bits, fill, Py_ssize_t json_col):
         cdef Py_ssize_t j
         every = names + bits
         self.names, self.bits = names, bits
+        self.json_col = json_col
         self.convs = [None] * len(every)
         for j in range(len(every)):
             self.col[j] = -1
-        for col, key, conv in R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(every)):
+        for col, key, conv in fill:
             j = every.index(key)
             self.col[j] = col
             self.code[j] = CODES.get(conv, CALL)
@@ -962,13 +1053,43 @@ cdef WirePlan wire_plan(const amqpcap_wire *w):
     if found is 0:
         found = None
         if len(names) + len(bits) <= MAX_WIRE_NAMES and K_REDELIVERED not in names and K_REDELIVERED not in bits:
-            found = WirePlan(names, bits)
+            fill = R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(names + bits))
+            found = WirePlan(names, bits, fill, FIRST_PROPERTY + N_PROPERTIES)
             if (<WirePlan>found).frags is None:
                 found = None
         if len(wire_plans) < 4096:  # names from the wire: bounded
             wire_plans[key] = found
     if found is not None:
         last_wire_plan[slot] = found
+    return <WirePlan>found
+
+
+cdef dict method_wire_plans = {}  # (method name, argument names) -> WirePlan (None: from a dict)
+cdef dict last_method_wire_plan = {}  # method name -> the WirePlan used last
+
+
+cdef WirePlan method_wire_plan(name, const amqpcap_wire *w):
+    """The WirePlan of a method's arguments ``w`` (the reference's fill plan for them), or None
+    if its row is written from a dict: a flag of rows._MethodPlan (a destination, a reply code,
+    a failing method: what the dict's path adds), too many names."""
+    names = <tuple>w.names
+    found = last_method_wire_plan.get(name)
+    if found is not None and (<WirePlan>found).names is names:
+        return <WirePlan>found
+    key = (name, names)
+    found = method_wire_plans.get(key, 0)
+    if found is 0:
+        found = None
+        if len(names) <= MAX_WIRE_NAMES:
+            mp = R._MethodPlan(name, names)
+            if not (mp.destination or mp.code or mp.failing):
+                found = WirePlan(names, (), mp.fill, M_ARGUMENTS_COL)
+                if (<WirePlan>found).frags is None:
+                    found = None
+        if len(method_wire_plans) < 4096:  # names from the generated tables: bounded anyway
+            method_wire_plans[key] = found
+    if found is not None and len(last_method_wire_plan) < 4096:
+        last_method_wire_plan[name] = found
     return <WirePlan>found
 
 
@@ -981,8 +1102,9 @@ cdef inline bint ascii(const unsigned char *p, Py_ssize_t n) noexcept:
 
 
 cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan plan) except -1:
-    """The property columns and the properties JSON of a messages row, from the bytes: 0; 1
-    (nothing staged) if a value is not written here (the dict's path then writes them).  What
+    """The columns ``plan`` fills and the JSON text of a row's fields (a message's properties,
+    a method's arguments), from the bytes: 0; 1 (nothing staged) if a value is not written
+    here (the dict's path then writes them).  What
     the bytes hold as they are goes to the table buffer as raw values (ASCII text, integers);
     the rest as objects, converted as the reference converts them."""
     cdef amqpcap_jbuf *jb = d.json
@@ -1060,14 +1182,16 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
     if r == 0:
         amqpcap_jput(jb, "}", 1)
     if r:  # nothing of it stays
-        for k in range(FIRST_PROPERTY, FIRST_PROPERTY + N_PROPERTIES + 1):
-            put(row, k, None)
-            raw[k].kind = RAW_NONE
+        for k in range(nv + nb):
+            col = plan.col[k]
+            if col >= 0:
+                put(row, col, None)
+                raw[col].kind = RAW_NONE
         return 1
     # the JSON is complete (no more moves of its buffer): the texts that point into it
     for k in range(nt):
         raw[tcol[k]].kind, raw[tcol[k]].p = RAW_TEXT, jb.p + tat[k]
-    i = FIRST_PROPERTY + N_PROPERTIES
+    i = plan.json_col
     raw[i].kind, raw[i].p, raw[i].n = RAW_TEXT, jb.p, jb.n
     d.used = True
     return 0

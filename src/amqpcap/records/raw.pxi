@@ -1,6 +1,6 @@
 # A value staged as C data instead of a Python object: what the row builders (fastrows.pyx) hand
 # the compiled table buffer (fastwriter.pyx, Columns.append_array) for a column whose value they
-# read straight from the wire (content-header properties: fast09.WireProperties).  Included by
+# read straight from the wire (properties, plain arguments: fast09.WireFields).  Included by
 # both extensions: this layout is their contract.
 
 cdef enum:

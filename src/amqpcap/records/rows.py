@@ -216,6 +216,8 @@ _plans: dict = {}  # (method name, argument names) -> _MethodPlan; a few dozen p
 def method_row_reference(capture, stream, direction, m: Method, version):
     """The methods row of ``m`` (``method_row`` is this, or its compiled twin fastrows.pyx)."""
     a = m.args
+    if not isinstance(a, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
+        a = dict(a)
     name = m.name
     key = (name, tuple(a))
     plan = _plans.get(key)
@@ -305,9 +307,11 @@ _property_plans: dict = {}  # property names (in order) -> fill plan; a handful 
 def message_row_reference(capture, stream, direction, c: Content, version):
     """The messages row of ``c`` (``message_row`` is this, or its compiled twin fastrows.pyx)."""
     p = c.properties
-    if not isinstance(p, dict):  # the compiled decoder's mapping over the frame (fast09.WireProperties)
+    if not isinstance(p, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
         p = dict(p)
     a = c.method.args
+    if not isinstance(a, dict):
+        a = dict(a)
     keys = tuple(p)
     fill = _property_plans.get(keys)
     if fill is None:
