@@ -81,3 +81,36 @@ def test_an_extension_imported_before_the_module_it_serves_is_still_chosen(ext):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert "pure Python" not in p.stdout, p.stdout
+
+
+def test_the_stamp_is_the_same_with_hashlibs_sha256_and_with_the_decoders(monkeypatch):
+    """accel hashes the sources with the compiled decoder's OpenSSL SHA-256 if it loads
+    (hashlib is then never imported by a dissect), hashlib's otherwise: the same stamps, the
+    one setup.py built with."""
+    import hashlib
+
+    fast09 = built_or_skip("fast09")
+    assert type(accel.sha256()) is fast09.Sha256
+    with_decoder = {ext: stamp(ext) for ext in EXTENSIONS}
+    monkeypatch.setattr(accel, "built", lambda ext="fast09": None)  # not built
+    assert type(accel.sha256()) is type(hashlib.sha256())
+    for ext in EXTENSIONS:
+        x = accel.EXTENSIONS[ext]
+        h = hashlib.sha256()
+        for name in x.sources:
+            with open(os.path.join(x.directory, name), "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+        assert with_decoder[ext] == stamp(ext) == h.hexdigest(), ext
+
+
+def test_the_decoders_sha256_is_checked_against_hashlibs_answers():
+    import hashlib
+
+    fast09 = built_or_skip("fast09")
+    assert len(fast09.KNOWN_DIGESTS) == 3
+    for parts, want in fast09.KNOWN_DIGESTS:
+        assert hashlib.sha256(b"".join(parts)).hexdigest() == want
+        h = fast09.Sha256()
+        for part in parts:
+            h.update(part)
+        assert h.hexdigest() == want

@@ -2,9 +2,10 @@
 #
 # A small body's SHA-256 through hashlib costs ~0.4 us (the object, the method calls, the
 # EVP context copy of hexdigest), 3-5% of a small-packet dissection.  OpenSSL's own SHA256_*
-# functions, from the libcrypto this interpreter's hashlib already loaded (no new library, no
-# link-time dependency), do the same work without them.  Not found, or a self-check against
-# hashlib that fails: hashlib, as before.
+# functions (the libcrypto hashlib loads, found already loaded or loaded here: importing
+# hashlib costs ~2.4 ms of every start, libcrypto alone ~0.6; no link-time dependency) do the
+# same work without them.  Not found, or a known-answer check that fails: hashlib, imported
+# then.
 #
 # Large bodies: hashing is a fifth of a bulk dissection (41 MB of bodies, ~21 ms of ~108), and
 # it needs neither the GIL nor the decoder.  With ``queued``, a body frame's bytes are copied
@@ -333,10 +334,9 @@ cdef object new_digest():
     """A content's body digest: a Sha256, or hashlib's sha256 where OpenSSL's is not reachable."""
     if use_sha:
         return Sha256.__new__(Sha256)
-    return sha256()
+    import hashlib
 
-
-cdef object sha256 = hashlib.sha256
+    return hashlib.sha256()
 
 
 def use_openssl(bint on):
@@ -347,11 +347,28 @@ def use_openssl(bint on):
     return use_sha
 
 
+# (pieces, their SHA-256 as hashlib gives it): what the functions found must answer before they
+# are used (empty, one block, several updates across blocks)
+_PROBE = bytes(range(256)) * 5
+KNOWN_DIGESTS = (
+    ((), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+    ((b"abc",), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+    (
+        (_PROBE[:63], _PROBE[63:200], b"", _PROBE[200:]),
+        "d414b085826eb06778483ba35564dc849e643359f69ed9747878ba6e54985bed",
+    ),
+)
+
+
 cdef bint load_openssl():
     global sha_init, sha_update, sha_final
     cdef void *lib = NULL
-    for name in (b"libcrypto.so.3", b"libcrypto.so.1.1", b"libcrypto.so"):
-        lib = dlopen(<const char *>name, RTLD_NOW | RTLD_NOLOAD)  # only if already loaded (hashlib)
+    names = (b"libcrypto.so.3", b"libcrypto.so.1.1", b"libcrypto.so")
+    for flags in (RTLD_NOW | RTLD_NOLOAD, RTLD_NOW):  # the one hashlib loaded, if it did; else ours
+        for name in names:
+            lib = dlopen(<const char *>name, flags)
+            if lib != NULL:
+                break
         if lib != NULL:
             break
     if lib == NULL:
@@ -362,15 +379,12 @@ cdef bint load_openssl():
     if sha_init == NULL or sha_update == NULL or sha_final == NULL:
         sha_final = NULL
         return False
-    # the same digests as hashlib, or not used: empty, one block, several updates across blocks
-    probe = bytes(range(256)) * 5
-    for parts in ((), (b"abc",), (probe[:63], probe[63:200], b"", probe[200:])):
+    # known answers, or not used
+    for parts, want in KNOWN_DIGESTS:
         h = Sha256.__new__(Sha256)
-        ref = sha256()
         for part in parts:
             h.update(part)
-            ref.update(part)
-        if h.hexdigest() != ref.hexdigest():
+        if h.hexdigest() != want:
             sha_final = NULL
             return False
     return True

@@ -27,7 +27,6 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 import collections.abc
 import dataclasses
-import hashlib
 import sys
 
 cimport cython

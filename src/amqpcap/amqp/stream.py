@@ -28,7 +28,6 @@ and while resynchronising only what may still start a frame.
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_right
 
 from amqpcap.amqp.events import Anomaly, Content
@@ -130,6 +129,8 @@ class Pending:
         self.size = -1  # declared body size, -1 until known
         self.received = 0
         self.frames = 0
+        import hashlib  # here: ~2.4 ms of every start (the compiled walker hashes without it)
+
         self.hash = hashlib.sha256()
         self.head = b""
         self.encoding = None
