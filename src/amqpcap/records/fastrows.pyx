@@ -854,19 +854,24 @@ cdef inline Py_ssize_t wire_index(const amqpcap_wire *w, str key) noexcept:
     return -1
 
 
+cdef inline unsigned long long span_uint(const unsigned char *p, Py_ssize_t n) noexcept:
+    """An octet, short, long or longlong field's value: unsigned, big-endian."""
+    cdef unsigned long long x = 0
+    cdef Py_ssize_t k
+    for k in range(n):
+        x = (x << 8) | p[k]
+    return x
+
+
 cdef object wire_value(const amqpcap_wire *w, Py_ssize_t i):
     """The value of ``w``'s field ``i``, as the reference's dict holds it (fast09.field_value)."""
     cdef const unsigned char *p
-    cdef unsigned long long x = 0
-    cdef Py_ssize_t k
     if w.obj[i] != NULL:
         return <object>w.obj[i]
     p = w.data + w.start[i]
     if w.codes[i] == P_SHORTSTR:
         return PyUnicode_DecodeUTF8(<const char *>p, w.size[i], "replace")
-    for k in range(w.size[i]):  # octet, short, long, longlong: unsigned, big-endian
-        x = (x << 8) | p[k]
-    return PyLong_FromUnsignedLongLong(x)
+    return PyLong_FromUnsignedLongLong(span_uint(p, w.size[i]))
 
 
 cdef inline object wire_get(const amqpcap_wire *w, str key, object default):
@@ -1162,10 +1167,8 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     break
                 if col >= 0:
                     put(row, col, convert(code, plan.convs[i], s))
-        else:  # octet, short, long, longlong: unsigned, big-endian
-            x = 0
-            for k in range(size):
-                x = (x << 8) | p[k]
+        else:  # octet, short, long, longlong
+            x = span_uint(p, size)
             if x > 9223372036854775807ULL:
                 r = 1
                 break
