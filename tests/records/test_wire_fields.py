@@ -96,25 +96,34 @@ ALL = {
 }
 
 
+def assert_reads_as(w, d: dict, other_value: tuple) -> None:
+    """``w`` (a WireFields) reads as the reference's dict ``d`` every way a consumer reads a
+    mapping; ``other_value``: (a key of d, a value it does not have)."""
+    assert type(w).__name__ == "WireFields" and type(d) is dict  # not a dict made up front
+    assert isinstance(w, collections.abc.Mapping)
+    assert w == d and d == w and not (w != d)
+    key, value = other_value
+    assert w != {**d, key: value} and w != list(d)
+    assert list(w) == list(d) and list(w.keys()) == list(d)  # wire order, as the dict
+    assert list(w.items()) == list(d.items()) and list(w.values()) == list(d.values())
+    assert len(w) == len(d) and key in w and "nope" not in w
+    assert w[key] == d[key] and w.get("nope", 9) == 9 and w.get(key) == d[key]
+    assert repr(w) == repr(d)
+    assert dict(w) == d and w.copy() == d and type(w.copy()) is dict
+    assert pickle.loads(pickle.dumps(w)) == d
+    with pytest.raises(TypeError):
+        hash(w)
+    with pytest.raises(KeyError):
+        w["nope"]
+
+
 def test_the_compiled_decoder_keeps_properties_as_a_mapping_equal_to_the_reference_dict(compiled):
     [fast] = contents(publish(ALL), True)
     [ref] = contents(publish(ALL), False)
     p, d = fast.properties, ref.properties
-    assert type(p).__name__ == "WireFields" and type(d) is dict  # not a dict made up front
-    assert isinstance(p, collections.abc.Mapping)
-    assert p == d and d == p and not (p != d) and p == contents(publish(ALL), True)[0].properties
-    assert p != {**d, "priority": 6} and p != list(d)
-    assert list(p) == list(d) and list(p.keys()) == list(d)  # wire order, as the dict
-    assert list(p.items()) == list(d.items()) and list(p.values()) == list(d.values())
-    assert len(p) == 13 and "priority" in p and "nope" not in p
-    assert p["headers"] == ALL["headers"] and p.get("nope", 9) == 9 and p.get("type") == "t"
-    assert repr(p) == repr(d) and repr(fast) == repr(ref)
-    assert dict(p) == d and p.copy() == d and type(p.copy()) is dict
-    assert pickle.loads(pickle.dumps(p)) == d
-    with pytest.raises(TypeError):
-        hash(p)
-    with pytest.raises(KeyError):
-        p["nope"]
+    assert_reads_as(p, d, ("priority", 6))
+    assert p == contents(publish(ALL), True)[0].properties and repr(fast) == repr(ref)
+    assert len(p) == 13 and p["headers"] == ALL["headers"] and p.get("type") == "t"
 
 
 def test_a_copy_of_the_properties_is_the_callers_to_change(compiled):
@@ -332,21 +341,10 @@ def test_plain_arguments_are_a_mapping_equal_to_the_reference_dict(compiled):
     wire = with_content(A.method_frame(1, "basic.deliver", **DELIVER))
     [fast, _], [ref, _] = events(wire, True), events(wire, False)
     a, d = fast.args, ref.args
-    assert type(a).__name__ == "WireFields" and type(d) is dict  # no dict made up front
-    assert isinstance(a, collections.abc.Mapping)
-    assert a == d and d == a and not (a != d) and fast == ref
-    assert a != {**d, "delivery-tag": 8} and a != list(d)
-    assert list(a) == list(d) == ["consumer-tag", "delivery-tag", "redelivered", "exchange", "routing-key"]
-    assert list(a.items()) == list(d.items()) and list(a.values()) == list(d.values())
-    assert len(a) == 5 and "redelivered" in a and "nope" not in a
-    assert a["delivery-tag"] == 7 and a["redelivered"] is True and a.get("nope", 9) == 9
-    assert repr(a) == repr(d) and repr(fast) == repr(ref)
-    assert dict(a) == d and a.copy() == d and type(a.copy()) is dict
-    assert pickle.loads(pickle.dumps(a)) == d
-    with pytest.raises(TypeError):
-        hash(a)
-    with pytest.raises(KeyError):
-        a["nope"]
+    assert_reads_as(a, d, ("delivery-tag", 8))
+    assert fast == ref and repr(fast) == repr(ref)
+    assert list(a) == ["consumer-tag", "delivery-tag", "redelivered", "exchange", "routing-key"]
+    assert a["delivery-tag"] == 7 and a["redelivered"] is True
 
 
 @pytest.mark.parametrize(
