@@ -8,6 +8,7 @@ Each extension is stamped with the hash of the sources it mirrors (its accel ``s
 an edited source is never silently shadowed by an old build; ``AMQPCAP_PURE_BUILD=1`` skips them.
 """
 
+import hashlib
 import importlib.util
 import os
 import sys
@@ -28,6 +29,8 @@ def load_accel():
     spec = importlib.util.spec_from_file_location("amqpcap_accel", os.path.join(AMQP, "accel.py"))
     accel = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(accel)
+    # the stamps with hashlib's SHA-256: accel's own would load the decoder being rebuilt
+    accel.sha256 = hashlib.sha256
     return accel
 
 
