@@ -881,8 +881,8 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
     capture_file, tmp_path
 ):
     """cli.LAZY: the dissect process never runs ``inspect`` (dataclasses imports it for the
-    docstring of a dataclass that has none) nor the others LAZY names, nor imports hashlib
-    with the compiled decoder, and writes what ``dissect`` from Python writes."""
+    docstring of a dataclass that has none) nor the others LAZY names, nor imports typing, nor
+    hashlib with the compiled decoder, and writes what ``dissect`` from Python writes."""
     probe = (
         "import sys; from amqpcap import cli\n"
         "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
@@ -892,6 +892,7 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
         "    lazy = cli.LAZY['dissect']\n"
         "    print('loaded', sorted(n for n in lazy if type(sys.modules[n]) is not cli.Deferred))\n"
         "    print('ast', 'ast' in sys.modules)\n"
+        "    print('typing', 'typing' in sys.modules)\n"
         "    print('hashlib', 'hashlib' in sys.modules)\n"
         "    return code\n"
         "cli.main = probe; cli.console()\n"
@@ -903,7 +904,7 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
         timeout=120,
     )
     assert p.returncode == 0, p.stderr
-    assert "loaded []" in p.stdout and "ast False" in p.stdout
+    assert "loaded []" in p.stdout and "ast False" in p.stdout and "typing False" in p.stdout
     # the compiled decoder hashes with OpenSSL's SHA-256 itself (accel's stamps too): no hashlib
     if accel.select("fast09") is not None:
         assert "hashlib False" in p.stdout, p.stdout

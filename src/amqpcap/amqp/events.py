@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(slots=True)
@@ -60,7 +59,7 @@ class Method:
     # argument name (spec spelling, hyphens) -> decoded value: a dict, or (the compiled 0-9
     # decoder, a method whose arguments are plain fields) a read-only mapping equal to it over
     # the frame's bytes (fast09.WireFields)
-    args: Mapping[str, Any]
+    args: Mapping[str, object]
     synchronous: bool
     has_content: bool
     frame_size: int = 0
@@ -81,7 +80,7 @@ class Content:
     class_id: int
     # property name (spec spelling) -> value, only those present: a dict, or (the compiled 0-9
     # decoder) a read-only mapping equal to it over the header's bytes (fast09.WireFields)
-    properties: Mapping[str, Any]
+    properties: Mapping[str, object]
     body_size: int  # declared in the content header (0-10: bytes received)
     body_received: int
     body_frames: int

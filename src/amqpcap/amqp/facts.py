@@ -10,7 +10,6 @@ consumes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 REDACTED = "<redacted>"
 # Arguments whose values are secrets (redacted unless keep_secrets): method name -> argument.
@@ -74,7 +73,7 @@ class ConnectionFacts:
     close_ts: int | None = None  # the first connection.close
     closed_by: str | None = None  # "client" / "server": who sent it
     close_reply_code: int | None = None
-    close_reply_text: Any = None
+    close_reply_text: object = None
 
 
 # connection.tune / tune-ok argument -> fact (0-10 names the frame size max-frame-size)

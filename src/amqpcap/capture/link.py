@@ -22,7 +22,7 @@ with ``type(r) is Packet`` / ``r is None``):
                               incomplete, so the whole datagram is reported here
                               once and the TCP stage sees a gap)
 
-* otherwise a ``Packet`` (a NamedTuple: fields by name, and unpacked like the
+* otherwise a ``Packet`` (a named tuple: fields by name, and unpacked like the
   tuple it is in the hot loop): ``ip_version``, ``src``/``dst`` packed
   addresses (4 or 16 bytes), ``sport``, ``dport``, ``seq``, ``ack``, ``flags``
   the 9 TCP flag bits (``TCP_SYN`` ...), ``window``, ``payload`` the captured
@@ -58,7 +58,7 @@ import struct
 
 # socket's own inet_ntop, without socket's module (its enums: ~1.3 ms of every start; cli.LAZY)
 from _socket import AF_INET, AF_INET6, inet_ntop
-from typing import NamedTuple
+from collections import namedtuple
 
 from amqpcap.amqp import accel
 
@@ -94,20 +94,10 @@ TCP_CWR = 0x080
 TCP_NS = 0x100
 
 
-class Packet(NamedTuple):
-    """A usable IP/TCP packet (see the module docstring)."""
-
-    ip_version: int
-    src: bytes
-    dst: bytes
-    sport: int
-    dport: int
-    seq: int
-    ack: int
-    flags: int
-    window: int
-    payload: bytes
-    missing: int
+# collections.namedtuple, not typing.NamedTuple: the same class without importing typing, which
+# nothing else the dissect runs needs (~1.5 ms of every start)
+Packet = namedtuple("Packet", "ip_version src dst sport dport seq ack flags window payload missing")
+Packet.__doc__ = "A usable IP/TCP packet (see the module docstring)."
 
 
 class Malformed(str):

@@ -21,12 +21,12 @@ import contextlib
 import os
 import queue
 import threading
-from typing import TYPE_CHECKING
 
 from amqpcap.amqp import accel
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
 from amqpcap.records.schema import dictionary_columns
 
+TYPE_CHECKING = False  # typing's, without importing typing (nothing else the dissect runs needs it)
 if TYPE_CHECKING:
     import pyarrow as pa
 

@@ -1,11 +1,9 @@
 """Row types of the generated protocol tables."""
 
-from typing import NamedTuple
+from collections import namedtuple
 
-
-class MethodSpec(NamedTuple):
-    name: str  # "class.method", spec spelling with hyphens
-    synchronous: bool
-    content: bool
-    responses: tuple  # full "class.method" names of the possible responses
-    fields: tuple  # ((field name, primitive type), ...) in wire order
+# collections.namedtuple, not typing.NamedTuple: no typing import on the dissect path (~1.5 ms)
+MethodSpec = namedtuple("MethodSpec", "name synchronous content responses fields")
+MethodSpec.__doc__ = """One method of a version's tables: ``name`` ("class.method", the spec's spelling, with
+hyphens), ``synchronous``, ``content`` (it carries content), ``responses`` (the full names of
+its possible responses), ``fields`` (((field name, primitive type), ...) in wire order)."""
