@@ -323,6 +323,10 @@ class Dissector:
             tally=conv.live.frames_seen,
             frame_events=self.t_frames is not None,
             deferred_digests=self.deferred_digests,
+            # (with the frames table every frame is an event: nothing would go past the list)
+            row_sink=None
+            if self.t_frames is not None
+            else R.row_sink(self.capture, conv.stream, self.t_methods, self.t_messages),
         )
         new_stream = _reassembly.new_stream
         conv.streams = (new_stream(0, conv.decoder), new_stream(1, conv.decoder))

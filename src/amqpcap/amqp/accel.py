@@ -54,6 +54,7 @@ SOURCES = (
     "events.py",
     "../slots.pxi",
     "wirefields.pxi",
+    "rowsink.pxi",
     "digests.pxi",
     "../deferred.pxi",
 )
@@ -79,7 +80,7 @@ EXTENSIONS = {
         "row builder",
         os.path.join(os.path.dirname(HERE), "records"),
         ("fastrows.pyx", "rows.py", "schema.py", "liveness.py", "../slots.pxi", "raw.pxi")
-        + ("../amqp/wirefields.pxi",),
+        + ("../amqp/wirefields.pxi", "../amqp/rowsink.pxi"),
     ),
     "fastwriter": Extension(
         "fastwriter",

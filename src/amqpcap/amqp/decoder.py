@@ -36,6 +36,7 @@ class ConnectionDecoder:
         tally=None,
         frame_events: bool = True,
         deferred_digests: bool = False,
+        row_sink=None,
     ) -> None:
         self.body_bytes = body_bytes
         self.keep_secrets = keep_secrets
@@ -43,6 +44,9 @@ class ConnectionDecoder:
         self.tally = tally  # the codec's: every frame decoded, (direction, ts, n)
         self.frame_events = frame_events  # a Frame event per frame (the frames table, show)
         self.deferred_digests = deferred_digests  # body digests handed on uncomputed (stream.py)
+        # where the compiled 0-9 walker writes rows without making events (stream.py row_sink):
+        # given to a codec whose version the header settled (held events wait for a version)
+        self.row_sink = row_sink
         self.codec = None
         self.version: str | None = None
         self.version_evidence: str | None = None
@@ -283,3 +287,6 @@ class ConnectionDecoder:
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events
         self.codec.deferred_digests = self.deferred_digests
+        if self.row_sink is not None and version != "0-10" and evidence != "inferred":
+            self.row_sink.version = version
+            self.codec.row_sink = self.row_sink

@@ -16,7 +16,7 @@ Python frame per frame, method, header and body.
 """
 
 from cpython.buffer cimport PyBUF_READ
-from cpython.pycapsule cimport PyCapsule_New
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -49,6 +49,7 @@ cdef extern from *:
 # its slot directly (the offsets come from the class's member descriptors at import).
 include "../slots.pxi"
 include "wirefields.pxi"
+include "rowsink.pxi"
 
 cdef class WireFields  # below: what properties() returns, and a method's plain arguments
 
@@ -686,6 +687,9 @@ cdef class Walk:
     cdef list method_infos
     cdef object last_props, last_property_plan
     cdef int last_flags
+    # the decoder's row sink (rowsink.pxi; None, entry NULL: every method and content an event)
+    cdef object sink
+    cdef const SinkEntry *entry
 
     cdef bind(self, dec, int direction):
         """The decoder's attributes that do not change once it decodes."""
@@ -698,6 +702,10 @@ cdef class Walk:
         self.tally = dec.tally
         self.frame_events = dec.frame_events
         self.defer_digests = dec.deferred_digests
+        self.sink = dec.row_sink
+        self.entry = NULL
+        if self.sink is not None:
+            self.entry = <const SinkEntry *>PyCapsule_GetPointer(self.sink.entry, "amqpcap.records.fastrows.sink")
 
     cdef begin(self, dec, Direction d):
         self.dec = dec
@@ -772,15 +780,53 @@ cdef class Pending:
     builds it without a Python ``__init__``); the reference code sees the same attributes.
     The codec makes these while the compiled walker is in use (``Decoder09.Pending``)."""
 
-    cdef public object method, key, channel, offset, first_packet, header_packet, props, size
+    cdef object _method
+    cdef public object key, channel, offset, first_packet, header_packet, props, size
     cdef public object received, frames, hash, head, encoding, unknown, damaged, absorbed, why
+    # A method whose row was written directly (direct_method) has no event: ``lazy``, and its
+    # fields here (its packet, offset and channel are the content's first_packet, offset and
+    # channel).  Its Method is made from them if anything asks for it (``method``: the content's
+    # event, the reference's anomaly texts).
+    cdef bint lazy
+    cdef object m_ts, m_class_id, m_method_id, m_name, m_args, m_synchronous, m_size
 
     def __init__(self, method, key, channel, offset, packet):
         init_pending(self, method, key, channel, offset, packet)
 
+    @property
+    def method(self):
+        return method_of(self)
+
+    @method.setter
+    def method(self, value):
+        self._method = value
+        self.lazy = False
+
+
+cdef object method_of(Pending p):
+    """The Method event of ``p``'s content, made from its fields the first time it is asked for if
+    its row was written directly."""
+    if p.lazy:
+        p._method = build(
+            METHOD,
+            (p.first_packet, p.m_ts, p.offset, p.channel, p.m_class_id, p.m_method_id, p.m_name, p.m_args,
+             p.m_synchronous, True, p.m_size, None, None),
+        )
+        p.lazy = False
+    return p._method
+
+
+cdef inline bint has_method(Pending p):
+    return p.lazy or p._method is not None
+
+
+cdef inline object method_class_id(Pending p):
+    return p.m_class_id if p.lazy else p._method.class_id
+
 
 cdef inline Pending init_pending(Pending p, method, key, channel, offset, packet):
-    p.method = method
+    p._method = method
+    p.lazy = False
     p.key = key
     p.channel = channel
     p.offset = offset  # stream offset of the carrying method
@@ -812,10 +858,16 @@ cdef inline object digest_of(h, bint deferred):
 
 cdef end_content(Walk w, Pending p, bint complete):
     """StreamDecoder._end_content for a content with a method and no reason to report, with
-    Decoder09._content_view inlined."""
+    Decoder09._content_view inlined; its row written directly if its method's was and nothing
+    waits in the events list."""
     w.pending.pop(p.key, None)
-    m = p.method
     size = p.size
+    props = p.props or {}
+    body_size = size if size > 0 else 0
+    digest = digest_of(p.hash, w.defer_digests)
+    if p.lazy and not w.events and direct_content(w, p, props, body_size, digest, complete):
+        return
+    m = method_of(p)
     w.events.append(
         (
             w.direction,
@@ -828,11 +880,11 @@ cdef end_content(Walk w, Pending p, bint complete):
                     p.channel,
                     m,
                     m.class_id,
-                    p.props or {},
-                    size if size > 0 else 0,
+                    props,
+                    body_size,
                     p.received,
                     p.frames,
-                    digest_of(p.hash, w.defer_digests),
+                    digest,
                     p.head,
                     complete,
                     p.first_packet,
@@ -844,6 +896,28 @@ cdef end_content(Walk w, Pending p, bint complete):
             ),
         )
     )
+
+
+cdef bint direct_content(Walk w, Pending p, props, body_size, digest, bint complete) except -1:
+    """The messages row of ``p``'s content written by the sink, no Content event made: True; False
+    if the sink leaves it to the event (nothing written)."""
+    cdef MethodView mv
+    cdef ContentView cv
+    cdef object done = complete
+    mv.packet, mv.ts = <PyObject *>p.first_packet, <PyObject *>p.m_ts
+    mv.offset, mv.channel = <PyObject *>p.offset, <PyObject *>p.channel
+    mv.class_id, mv.method_id = <PyObject *>p.m_class_id, <PyObject *>p.m_method_id
+    mv.name, mv.args = <PyObject *>p.m_name, <PyObject *>p.m_args
+    mv.synchronous, mv.has_content = <PyObject *>p.m_synchronous, <PyObject *>True
+    mv.frame_size, mv.command_id, mv.answers_command_id = <PyObject *>p.m_size, <PyObject *>None, <PyObject *>None
+    cv.packet, cv.ts = <PyObject *>w.packet, <PyObject *>w.ts
+    cv.offset, cv.channel, cv.method = <PyObject *>p.offset, <PyObject *>p.channel, &mv
+    cv.properties, cv.body_size = <PyObject *>props, <PyObject *>body_size
+    cv.body_received, cv.body_frames = <PyObject *>p.received, <PyObject *>p.frames
+    cv.body_hash, cv.body, cv.complete = <PyObject *>digest, <PyObject *>p.head, <PyObject *>done
+    cv.first_packet = <PyObject *>p.first_packet
+    cv.exchange, cv.routing_key = <PyObject *>None, <PyObject *>None
+    return not w.entry.content(w.sink, w.direction, &cv)
 
 
 @cython.final
@@ -923,6 +997,10 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         args["$dialect"] = info.dialect
     name = info.name
     content = info.content
+    if w.entry != NULL and info.wire and not w.midstream and not w.events:
+        # nothing before it waits in the events list: its row now, and no event
+        if direct_method(w, channel, offset, cid, mid, args, info, size):
+            return
     m = build(
         METHOD, (w.packet, w.ts, offset, channel, cid, mid, name, args, info.synchronous, content, size, None, None)
     )
@@ -952,6 +1030,33 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         dec._inline_transfer(direction, m, buf, start + 4, end)
 
 
+cdef bint direct_method(Walk w, int channel, offset, int cid, int mid, args, MethodInfo info,
+                        Py_ssize_t size) except -1:
+    """method_frame's end for a method of plain arguments (``info.wire``: no dialect, secret or
+    learned fact) whose row the sink writes, no Method event made: True; False if the sink
+    leaves it to the event (nothing written, nothing done)."""
+    cdef MethodView v
+    cdef object ch = channel, class_id = cid, method_id = mid, frame_size = size  # the views hold objects
+    v.packet, v.ts, v.offset, v.channel = <PyObject *>w.packet, <PyObject *>w.ts, <PyObject *>offset, <PyObject *>ch
+    v.class_id, v.method_id = <PyObject *>class_id, <PyObject *>method_id
+    v.name, v.args = <PyObject *>info.name, <PyObject *>args
+    v.synchronous, v.has_content = <PyObject *>info.synchronous, <PyObject *>info.content
+    v.frame_size, v.command_id, v.answers_command_id = <PyObject *>frame_size, <PyObject *>None, <PyObject *>None
+    if w.entry.method(w.sink, w.direction, &v):
+        return False
+    pend = w.pending
+    found = pend.get(channel)
+    if found is not None:
+        w.dec._end_content(w.direction, found, False, f"{found.method.name} content interrupted by {info.name}")
+    if info.content:
+        p = init_pending(Pending.__new__(Pending), None, ch, ch, offset, w.packet)
+        p.lazy = True
+        p.m_ts, p.m_class_id, p.m_method_id, p.m_name = w.ts, class_id, method_id, info.name
+        p.m_args, p.m_synchronous, p.m_size = args, info.synchronous, frame_size
+        pend[channel] = p
+    return True
+
+
 cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
     """Decoder09._header on the common path; anything else goes to the reference."""
     found = w.pending.get(channel)
@@ -959,11 +1064,11 @@ cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Pending p = <Pending>found
-    if p.props is not None or end - start < 14 or p.method is None:
+    if p.props is not None or end - start < 14 or not has_method(p):
         w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef int cid = rd16(b + start)
-    if cid != p.method.class_id:
+    if cid != method_class_id(p):
         w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
         return
     props = properties(w, w.properties.get(cid, ()), b, start + 12, end, w.rabbit)
@@ -985,7 +1090,7 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
         w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Pending p = <Pending>found
-    if p.props is None or p.method is None:
+    if p.props is None or not has_method(p):
         w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Py_ssize_t n = end - start, take

@@ -159,6 +159,10 @@ class StreamDecoder:
     # digest still being computed (fast09.Sha256) instead of its text, for a consumer that takes
     # one (the dissect pipeline into compiled table buffers).  The reference always gives text.
     deferred_digests = False
+    # ``row_sink``: where the compiled walker writes the rows of the methods and contents it
+    # decodes on its common path instead of making their events (fastrows.RowSink, set by the
+    # dissect pipeline's decoder); the reference makes every event.
+    row_sink = None
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         self.body_bytes = body_bytes

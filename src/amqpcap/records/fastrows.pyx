@@ -23,7 +23,7 @@ from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithE
 from cpython.long cimport PyLong_Check, PyLong_FromLongLong, PyLong_FromUnsignedLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from cpython.pycapsule cimport PyCapsule_GetPointer
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memset
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
@@ -38,6 +38,7 @@ from amqpcap.amqp.events import Content, Method
 
 include "../slots.pxi"
 include "../amqp/wirefields.pxi"
+include "../amqp/rowsink.pxi"
 include "raw.pxi"
 
 cdef extern from *:
@@ -92,14 +93,6 @@ cdef Py_ssize_t C_BODY_SIZE = CF.at("body_size"), C_RECEIVED = CF.at("body_recei
 cdef Py_ssize_t C_FRAMES = CF.at("body_frames"), C_HASH = CF.at("body_hash"), C_BODY = CF.at("body")
 cdef Py_ssize_t C_COMPLETE = CF.at("complete"), C_FIRST = CF.at("first_packet")
 cdef Py_ssize_t C_EXCHANGE = CF.at("exchange"), C_ROUTING_KEY = CF.at("routing_key")
-
-
-cdef inline object get(object obj, Py_ssize_t off, str name):
-    """obj.<name>, read from its slot (getattr when unset: the same AttributeError)."""
-    cdef PyObject *v = amqpcap_slot(obj, off)
-    if v is NULL:
-        return getattr(obj, name)
-    return <object>v
 
 
 # JSON: rows.to_json's text (the C encoder of the json module, ensure_ascii=False, compact
@@ -710,9 +703,9 @@ def append_rows(list events, capture, stream, version, methods, messages):
             d, e = pair
             t = type(e)
             if t is Method:
-                emit(stage_method_row, False, N_METHOD, methods, to_methods, row, capture, stream, d, e, version)
+                emit(False, N_METHOD, methods, to_methods, row, capture, stream, d, e, version)
             elif t is Content:
-                emit(stage_message_row, True, N_MESSAGE, messages, to_messages, row, capture, stream, d, e, version)
+                emit(True, N_MESSAGE, messages, to_messages, row, capture, stream, d, e, version)
             else:
                 rest.append(pair)
     finally:
@@ -720,17 +713,84 @@ def append_rows(list events, capture, stream, version, methods, messages):
     return rest
 
 
-ctypedef int (*stage_fn)(PyObject **row, Direct *direct, capture, stream, direction, e, version) except -1
+cdef bint method_view(m, MethodView *v):
+    """``v``: the fields of ``m``, a Method laid out as slots (borrowed from them); False for
+    anything else (another class, or a field unset: the reference builds that row, and raises
+    what it raises)."""
+    if not DIRECT or type(m) is not Method:
+        return False
+    v.packet, v.ts = amqpcap_slot(m, M_PACKET), amqpcap_slot(m, M_TS)
+    v.offset, v.channel = amqpcap_slot(m, M_OFFSET), amqpcap_slot(m, M_CHANNEL)
+    v.class_id, v.method_id = amqpcap_slot(m, M_CLASS), amqpcap_slot(m, M_METHOD)
+    v.name, v.args = amqpcap_slot(m, M_NAME), amqpcap_slot(m, M_ARGS)
+    v.synchronous, v.has_content = amqpcap_slot(m, M_SYNC), amqpcap_slot(m, M_HAS_CONTENT)
+    v.frame_size, v.command_id = amqpcap_slot(m, M_SIZE), amqpcap_slot(m, M_COMMAND)
+    v.answers_command_id = amqpcap_slot(m, M_ANSWERS)
+    return (
+        v.packet != NULL and v.ts != NULL and v.offset != NULL and v.channel != NULL
+        and v.class_id != NULL and v.method_id != NULL and v.name != NULL and v.args != NULL
+        and v.synchronous != NULL and v.has_content != NULL and v.frame_size != NULL
+        and v.command_id != NULL and v.answers_command_id != NULL
+    )
 
 
-cdef int emit(stage_fn stage, bint message, Py_ssize_t n, table, Direct *direct, PyObject **row,
+cdef bint content_view(c, ContentView *v, MethodView *mv):
+    """``v``: the fields of ``c``, a Content laid out as slots, its method's in ``mv``; False
+    as method_view."""
+    if not DIRECT or type(c) is not Content:
+        return False
+    cdef PyObject *method = amqpcap_slot(c, C_METHOD)
+    if method == NULL or not method_view(<object>method, mv):
+        return False
+    v.method = mv
+    v.packet, v.ts = amqpcap_slot(c, C_PACKET), amqpcap_slot(c, C_TS)
+    v.offset, v.channel = amqpcap_slot(c, C_OFFSET), amqpcap_slot(c, C_CHANNEL)
+    v.properties, v.body_size = amqpcap_slot(c, C_PROPS), amqpcap_slot(c, C_BODY_SIZE)
+    v.body_received, v.body_frames = amqpcap_slot(c, C_RECEIVED), amqpcap_slot(c, C_FRAMES)
+    v.body_hash, v.body = amqpcap_slot(c, C_HASH), amqpcap_slot(c, C_BODY)
+    v.complete, v.first_packet = amqpcap_slot(c, C_COMPLETE), amqpcap_slot(c, C_FIRST)
+    v.exchange, v.routing_key = amqpcap_slot(c, C_EXCHANGE), amqpcap_slot(c, C_ROUTING_KEY)
+    return (
+        v.packet != NULL and v.ts != NULL and v.offset != NULL and v.channel != NULL
+        and v.properties != NULL and v.body_size != NULL and v.body_received != NULL
+        and v.body_frames != NULL and v.body_hash != NULL and v.body != NULL
+        and v.complete != NULL and v.first_packet != NULL and v.exchange != NULL
+        and v.routing_key != NULL
+    )
+
+
+cdef int stage_event(PyObject **row, Direct *direct, bint message, capture, stream, direction, e,
+                     version) except -1:
+    """The row of the event ``e`` (a content's: ``message``) staged: 0; 1 if the reference is to
+    build it."""
+    cdef MethodView mv
+    cdef ContentView cv
+    if message:
+        if not content_view(e, &cv, &mv):
+            return 1
+        return stage_message_row(row, direct, capture, stream, direction, &cv, version)
+    if not method_view(e, &mv):
+        return 1
+    return stage_method_row(row, direct, capture, stream, direction, &mv, version)
+
+
+cdef inline void clear_staged(PyObject **row, Py_ssize_t n, Direct *direct) noexcept:
+    """The staged row cleared, and its raw values if it had any."""
+    cdef Py_ssize_t i
+    clear(row, n)
+    if direct != NULL and direct.used:
+        for i in range(n):
+            direct.raw[i].kind = RAW_NONE
+        direct.used = False
+
+
+cdef int emit(bint message, Py_ssize_t n, table, Direct *direct, PyObject **row,
               capture, stream, direction, e, version) except -1:
     """The row of ``e`` appended to ``table``: its staged values straight into a compiled
     table buffer (``direct`` not NULL), else as a tuple; the reference's row
     (rows.message_row_reference or method_row_reference) if it is to build it."""
-    cdef Py_ssize_t i
     try:
-        if stage(row, direct, capture, stream, direction, e, version):
+        if stage_event(row, direct, message, capture, stream, direction, e, version):
             reference = R.message_row_reference if message else R.method_row_reference
             table.append(reference(capture, stream, direction, e, version))
         elif direct != NULL:
@@ -738,20 +798,16 @@ cdef int emit(stage_fn stage, bint message, Py_ssize_t n, table, Direct *direct,
         else:
             table.append(as_tuple(row, n))
     finally:
-        clear(row, n)
-        if direct != NULL and direct.used:
-            for i in range(n):
-                direct.raw[i].kind = RAW_NONE
-            direct.used = False
+        clear_staged(row, n, direct)
     return 0
 
 
-cdef object one_row(stage_fn stage, reference, Py_ssize_t n, capture, stream, direction, e, version):
+cdef object one_row(bint message, reference, Py_ssize_t n, capture, stream, direction, e, version):
     """The row of ``e`` as a tuple (method_row, message_row; rows.py bound)."""
     cdef PyObject *row[MAX_COLS]
     memset(row, 0, sizeof(row))
     try:
-        if stage(row, NULL, capture, stream, direction, e, version):
+        if stage_event(row, NULL, message, capture, stream, direction, e, version):
             return reference(capture, stream, direction, e, version)
         return as_tuple(row, n)
     finally:
@@ -762,14 +818,90 @@ def method_row(capture, stream, direction, m, version):
     """rows.method_row_reference, compiled."""
     if R is None:
         bind()
-    return one_row(stage_method_row, R.method_row_reference, N_METHOD, capture, stream, direction, m, version)
+    return one_row(False, R.method_row_reference, N_METHOD, capture, stream, direction, m, version)
 
 
 def message_row(capture, stream, direction, c, version):
     """rows.message_row_reference, compiled."""
     if R is None:
         bind()
-    return one_row(stage_message_row, R.message_row_reference, N_MESSAGE, capture, stream, direction, c, version)
+    return one_row(True, R.message_row_reference, N_MESSAGE, capture, stream, direction, c, version)
+
+
+# --- direct rows: a method's or a content's row with no event made (rowsink.pxi) ----------------
+
+
+@cython.final
+cdef class RowSink:
+    """One conversation's methods and messages tables, where the compiled decoder has the rows
+    of what it decodes written as it decodes them (``ConnectionDecoder.row_sink``): the
+    row ``append_rows`` would write from the event, with no event made.  ``version`` is the
+    conversation's, set once it is known (the decoder does so as it settles it).  Both tables
+    must be compiled table buffers (``takes``)."""
+
+    cdef object capture, stream, methods, messages
+    cdef public object version
+    cdef Direct direct
+    cdef amqpcap_jbuf json
+    cdef PyObject *row[MAX_COLS]
+
+    def __cinit__(self, capture, stream, methods, messages):
+        memset(self.row, 0, sizeof(self.row))
+        memset(&self.direct, 0, sizeof(self.direct))
+        amqpcap_jinit(&self.json)
+        self.direct.json = &self.json
+        if R is None:
+            bind()
+        if not (RowSink.takes(methods) and RowSink.takes(messages)):
+            raise ValueError("direct rows need compiled table buffers")
+        self.capture, self.stream, self.methods, self.messages = capture, stream, methods, messages
+        self.version = None
+
+    def __dealloc__(self):
+        clear(self.row, MAX_COLS)
+        amqpcap_jfree(&self.json)
+
+    @property
+    def entry(self):
+        """The decoder's way in: a capsule of rowsink.pxi's SinkEntry."""
+        return SINK
+
+    @staticmethod
+    def takes(table):
+        """True if ``table`` is a compiled table buffer (a row sink's tables must be)."""
+        if R is None:
+            bind()
+        return append_array != NULL and bool(append_array(table, NULL, NULL))
+
+
+cdef int sink_row(RowSink s, bint message, int direction, const MethodView *m, const ContentView *c) except -1:
+    cdef Py_ssize_t n = N_MESSAGE if message else N_METHOD
+    cdef int declined
+    d = direction  # 0 or 1: the cached ints, as the events' pairs hold them (direction_name)
+    try:
+        if message:
+            declined = stage_message_row(s.row, &s.direct, s.capture, s.stream, d, c, s.version)
+        else:
+            declined = stage_method_row(s.row, &s.direct, s.capture, s.stream, d, m, s.version)
+        if not declined:
+            append_array(s.messages if message else s.methods, s.row, s.direct.raw if s.direct.used else NULL)
+    finally:
+        clear_staged(s.row, n, &s.direct)
+    return declined
+
+
+cdef int sink_method(object s, int direction, const MethodView *m) except -1:
+    return sink_row(<RowSink>s, False, direction, m, NULL)
+
+
+cdef int sink_content(object s, int direction, const ContentView *c) except -1:
+    return sink_row(<RowSink>s, True, direction, NULL, c)
+
+
+cdef SinkEntry SINK_ENTRY
+SINK_ENTRY.method = sink_method
+SINK_ENTRY.content = sink_content
+SINK = PyCapsule_New(&SINK_ENTRY, "amqpcap.records.fastrows.sink", NULL)
 
 
 cdef inline void put_keys(PyObject **row, capture, stream, packet, ts, direction, channel, offset):
@@ -783,18 +915,17 @@ cdef inline void put_keys(PyObject **row, capture, stream, packet, ts, direction
     put(row, 6, offset)
 
 
-cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direction, m, version) except -1:
-    """The methods row of ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged) if the
-    reference is to build it (another event class, arguments that are not a dict)."""
+cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direction, const MethodView *m,
+                          version) except -1:
+    """The methods row of the method ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged)
+    if the reference is to build it (arguments that are neither a dict nor WireFields)."""
     cdef Plan plan
     cdef bint same = False
     cdef Py_ssize_t j
     cdef const amqpcap_wire *wire = NULL
     cdef WirePlan wplan = None
-    if not DIRECT or type(m) is not Method:
-        return 1
-    a = get(m, M_ARGS, "args")
-    name = get(m, M_NAME, "name")
+    a = <object>m.args
+    name = <object>m.name
     if not PyDict_CheckExact(a):
         wire = wire_of(a) if wire_of != NULL else NULL
         if wire == NULL:
@@ -804,17 +935,16 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         if wplan is None:  # written from a dict (a table buffer of tuples, a flag of _MethodPlan)
             wire = NULL
             a = a.copy()
-    put_keys(row, capture, stream, get(m, M_PACKET, "packet"), get(m, M_TS, "ts"), direction,
-             get(m, M_CHANNEL, "channel"), get(m, M_OFFSET, "offset"))
+    put_keys(row, capture, stream, <object>m.packet, <object>m.ts, direction, <object>m.channel, <object>m.offset)
     put(row, 7, name)
-    put(row, 8, get(m, M_CLASS, "class_id"))
-    put(row, 9, get(m, M_METHOD, "method_id"))
+    put(row, 8, <object>m.class_id)
+    put(row, 9, <object>m.method_id)
     put(row, 10, version)
-    put(row, 11, get(m, M_SYNC, "synchronous"))
-    put(row, 12, get(m, M_HAS_CONTENT, "has_content"))
-    put(row, 13, get(m, M_SIZE, "frame_size"))
-    put(row, M_COMMAND_COL, get(m, M_COMMAND, "command_id"))
-    put(row, M_ANSWERS_COL, get(m, M_ANSWERS, "answers_command_id"))
+    put(row, 11, <object>m.synchronous)
+    put(row, 12, <object>m.has_content)
+    put(row, 13, <object>m.frame_size)
+    put(row, M_COMMAND_COL, <object>m.command_id)
+    put(row, M_ANSWERS_COL, <object>m.answers_command_id)
     if wire != NULL:
         if not stage_wire(row, direct, wire, wplan):  # the argument columns and JSON from the bytes
             return 0
@@ -904,9 +1034,10 @@ cdef str K_REPLY_CODE = sys.intern("reply-code"), K_REDELIVERED = sys.intern("re
 cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
 
 
-cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, direction, c, version) except -1:
-    """The messages row of ``c`` into ``row`` (all NULL on entry): 0; 1 if the reference is to
-    build it (what was staged by then is cleared by the caller, emit or one_row, as always)."""
+cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, direction, const ContentView *c,
+                           version) except -1:
+    """The messages row of the content ``c`` into ``row`` (all NULL on entry): 0; 1 if the
+    reference is to build it (what was staged by then is cleared by the caller, as always)."""
     cdef Plan fill
     cdef WirePlan wplan = None
     cdef bint same = False
@@ -915,12 +1046,8 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     cdef const amqpcap_wire *wire = NULL
     cdef const amqpcap_wire *awire = NULL
     cdef Py_ssize_t k
-    if not DIRECT or type(c) is not Content:
-        return 1
-    method = get(c, C_METHOD, "method")
-    p = get(c, C_PROPS, "properties")
-    if type(method) is not Method:
-        return 1
+    cdef const MethodView *method = c.method
+    p = <object>c.properties
     if wire_of != NULL:
         wire = wire_of(p)
         if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
@@ -931,17 +1058,16 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
                 p = p.copy()
     if wire == NULL and not PyDict_CheckExact(p):
         return 1
-    a = get(method, M_ARGS, "args")
+    a = <object>method.args
     if not PyDict_CheckExact(a):
         awire = wire_of(a) if wire_of != NULL else NULL  # the method's arguments as the wire has them
         if awire == NULL:
             return 1
-    put_keys(row, capture, stream, get(c, C_PACKET, "packet"), get(c, C_TS, "ts"), direction,
-             get(c, C_CHANNEL, "channel"), get(c, C_OFFSET, "offset"))
-    put(row, 7, get(method, M_NAME, "name"))
+    put_keys(row, capture, stream, <object>c.packet, <object>c.ts, direction, <object>c.channel, <object>c.offset)
+    put(row, 7, <object>method.name)
     put(row, 8, version)
-    exchange = get(c, C_EXCHANGE, "exchange")
-    routing_key = get(c, C_ROUTING_KEY, "routing_key")
+    exchange = <object>c.exchange
+    routing_key = <object>c.routing_key
     # (a wire plan with a redelivered property is not used: stage_wire)
     p_redelivered = dget(<dict>p, K_REDELIVERED, None) if wire == NULL else None
     if awire == NULL:
@@ -980,14 +1106,14 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     put(row, 13, redelivered if PyBool_Check(redelivered) else None)
     put(row, 14, code if is_int(code) else None)
     i = FIRST_PROPERTY + N_PROPERTIES
-    put(row, i + 1, get(c, C_BODY_SIZE, "body_size"))
-    put(row, i + 2, get(c, C_RECEIVED, "body_received"))
-    put(row, i + 3, get(c, C_FRAMES, "body_frames"))
-    put(row, i + 4, get(c, C_HASH, "body_hash"))
-    put(row, i + 5, get(c, C_BODY, "body"))
-    put(row, i + 6, get(c, C_COMPLETE, "complete"))
-    put(row, i + 7, get(c, C_FIRST, "first_packet"))
-    put(row, i + 8, get(c, C_PACKET, "packet"))
+    put(row, i + 1, <object>c.body_size)
+    put(row, i + 2, <object>c.body_received)
+    put(row, i + 3, <object>c.body_frames)
+    put(row, i + 4, <object>c.body_hash)
+    put(row, i + 5, <object>c.body)
+    put(row, i + 6, <object>c.complete)
+    put(row, i + 7, <object>c.first_packet)
+    put(row, i + 8, <object>c.packet)
     if wire != NULL:  # the properties are staged (stage_wire)
         return 0
     fill = property_plan(<dict>p, &same)

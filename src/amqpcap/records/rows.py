@@ -450,6 +450,20 @@ def append_rows_reference(events, capture, stream, version, methods, messages) -
     return rest
 
 
+def row_sink(capture, stream, methods, messages):
+    """Where the compiled decoder writes the methods and messages rows of what it decodes on its
+    common path, making no events for them (``fastrows.RowSink``; ``ConnectionDecoder``'s
+    ``row_sink``): None unless the compiled row builder is in use and both tables are compiled
+    table buffers.  The rows are append_rows' from those events, in the same order."""
+    if not compiled_in_use():
+        return None
+    from amqpcap.records import fastrows
+
+    if not (fastrows.RowSink.takes(methods) and fastrows.RowSink.takes(messages)):
+        return None
+    return fastrows.RowSink(capture, stream, methods, messages)
+
+
 method_row = method_row_reference
 message_row = message_row_reference
 append_rows = append_rows_reference
