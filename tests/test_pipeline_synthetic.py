@@ -882,7 +882,8 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
 ):
     """cli.LAZY: the dissect process never runs ``inspect`` (dataclasses imports it for the
     docstring of a dataclass that has none) nor the others LAZY names, nor imports typing, nor
-    hashlib with the compiled decoder, and writes what ``dissect`` from Python writes."""
+    hashlib nor json with the compiled decoder and row builder (their JSON is the builder's),
+    and writes what ``dissect`` from Python writes."""
     probe = (
         "import sys; from amqpcap import cli\n"
         "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
@@ -893,6 +894,7 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
         "    print('loaded', sorted(n for n in lazy if type(sys.modules[n]) is not cli.Deferred))\n"
         "    print('ast', 'ast' in sys.modules)\n"
         "    print('typing', 'typing' in sys.modules)\n"
+        "    print('json', 'json' in sys.modules)\n"
         "    print('hashlib', 'hashlib' in sys.modules)\n"
         "    return code\n"
         "cli.main = probe; cli.console()\n"
@@ -908,6 +910,8 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
     # the compiled decoder hashes with OpenSSL's SHA-256 itself (accel's stamps too): no hashlib
     if accel.select("fast09") is not None:
         assert "hashlib False" in p.stdout, p.stdout
+    if accel.select("fastrows") is not None:
+        assert "json False" in p.stdout, p.stdout
     dissect([capture_file], str(tmp_path / "lib"))
     for t in ("connections", "methods", "messages", "anomalies"):
         assert pq.read_table(tmp_path / "cli" / t).equals(pq.read_table(tmp_path / "lib" / t)), t

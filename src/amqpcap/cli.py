@@ -16,7 +16,6 @@ import errno
 import gc
 import importlib
 import importlib.util
-import json
 import os
 import signal
 import sys
@@ -633,6 +632,8 @@ def _stats(a) -> int:
             return Exit.NO_AMQP
         result = stats(tables.source)
         if a.json:
+            import json
+
             json.dump(result, sys.stdout, indent=None, default=str)
             sys.stdout.write("\n")
         else:

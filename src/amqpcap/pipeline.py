@@ -373,7 +373,7 @@ class Dissector:
                 end_ts=conv.last_ts,
                 packets_c2s=conv.packets[0],
                 packets_s2c=conv.packets[1],
-                zero_windows=R.to_json(conv.zero_windows) if conv.zero_windows else None,
+                zero_windows=R.connection_json(conv.zero_windows) if conv.zero_windows else None,
                 **conv.live.columns(),
             )
             self.t_conn.append(R.connection_row(row))

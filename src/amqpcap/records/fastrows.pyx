@@ -338,7 +338,7 @@ cdef object to_json(object o):
         return None
     text = amqpcap_json(o)
     if text is None:
-        return encode(o)
+        return R._encode(o)  # (read at each use: rows makes its encoder at the first)
     return text
 
 
@@ -364,7 +364,7 @@ cdef enum:
 # which builders run, and a module half imported cannot be judged).
 cdef object R = None
 cdef dict CODES
-cdef object encode, reply_code_info, failing
+cdef object reply_code_info, failing
 cdef frozenset SUBSCRIPTION_DEST
 cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
 
@@ -487,7 +487,7 @@ cdef class Plan:
             return to_json(d)
         text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys, self.table_at, table)
         if text is None:
-            return encode(d)
+            return R._encode(d)
         return text
 
 
@@ -618,7 +618,7 @@ cdef tuple DIRS
 
 
 cdef int bind() except -1:
-    global R, CODES, encode, reply_code_info, failing, SUBSCRIPTION_DEST, DIRS
+    global R, CODES, reply_code_info, failing, SUBSCRIPTION_DEST, DIRS
     global N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
     global M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL, N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
     from amqpcap.records import rows
@@ -632,7 +632,6 @@ cdef int bind() except -1:
         rows._msg_ts: TO_MSG_TS,
         rows._table_json: TO_TABLE_JSON,
     }
-    encode = rows._encode
     reply_code_info = _spec.reply_code_info
     failing = rows._failing
     SUBSCRIPTION_DEST = frozenset(rows._SUBSCRIPTION_DEST)
