@@ -9,6 +9,17 @@
 
 from cpython.object cimport PyObject
 
+# Each view's object fields come first and in the order of the names below (fastrows reads an
+# event's slots into a view as into an array of references, in that order).
+METHOD_VIEW = (
+    "packet", "ts", "offset", "channel", "class_id", "method_id", "name", "args", "synchronous",
+    "has_content", "frame_size", "command_id", "answers_command_id",
+)
+CONTENT_VIEW = (
+    "packet", "ts", "offset", "channel", "properties", "body_size", "body_received", "body_frames",
+    "body_hash", "body", "complete", "first_packet", "exchange", "routing_key",
+)
+
 ctypedef struct MethodView:  # events.Method's fields
     PyObject *packet
     PyObject *ts
@@ -29,7 +40,6 @@ ctypedef struct ContentView:  # the events.Content fields a messages row reads
     PyObject *ts
     PyObject *offset
     PyObject *channel
-    const MethodView *method
     PyObject *properties
     PyObject *body_size
     PyObject *body_received
@@ -40,6 +50,7 @@ ctypedef struct ContentView:  # the events.Content fields a messages row reads
     PyObject *first_packet
     PyObject *exchange
     PyObject *routing_key
+    const MethodView *method  # its method's
 
 # The row of a method / a content written into the sink's tables (``direction``: 0 client to
 # server, 1 back): 0; 1 if the builder leaves it to the event (nothing written: the decoder

@@ -80,19 +80,30 @@ cdef class Fields:
 cdef Fields MF = Fields(Method)
 cdef Fields CF = Fields(Content)
 cdef bint DIRECT = MF.ok and CF.ok
-# Method fields
-cdef Py_ssize_t M_PACKET = MF.at("packet"), M_TS = MF.at("ts"), M_OFFSET = MF.at("offset")
-cdef Py_ssize_t M_CHANNEL = MF.at("channel"), M_CLASS = MF.at("class_id"), M_METHOD = MF.at("method_id")
-cdef Py_ssize_t M_NAME = MF.at("name"), M_ARGS = MF.at("args"), M_SYNC = MF.at("synchronous")
-cdef Py_ssize_t M_HAS_CONTENT = MF.at("has_content"), M_SIZE = MF.at("frame_size")
-cdef Py_ssize_t M_COMMAND = MF.at("command_id"), M_ANSWERS = MF.at("answers_command_id")
-# Content fields
-cdef Py_ssize_t C_PACKET = CF.at("packet"), C_TS = CF.at("ts"), C_OFFSET = CF.at("offset")
-cdef Py_ssize_t C_CHANNEL = CF.at("channel"), C_METHOD = CF.at("method"), C_PROPS = CF.at("properties")
-cdef Py_ssize_t C_BODY_SIZE = CF.at("body_size"), C_RECEIVED = CF.at("body_received")
-cdef Py_ssize_t C_FRAMES = CF.at("body_frames"), C_HASH = CF.at("body_hash"), C_BODY = CF.at("body")
-cdef Py_ssize_t C_COMPLETE = CF.at("complete"), C_FIRST = CF.at("first_packet")
-cdef Py_ssize_t C_EXCHANGE = CF.at("exchange"), C_ROUTING_KEY = CF.at("routing_key")
+# the slot of each field of a view (rowsink.pxi's METHOD_VIEW, CONTENT_VIEW), in its order
+cdef enum:
+    N_METHOD_VIEW = 13
+    N_CONTENT_VIEW = 14
+cdef Py_ssize_t METHOD_SLOTS[N_METHOD_VIEW]
+cdef Py_ssize_t CONTENT_SLOTS[N_CONTENT_VIEW]
+cdef Py_ssize_t C_METHOD = CF.at("method")
+
+
+cdef int view_slots() except -1:
+    cdef Py_ssize_t i
+    if len(METHOD_VIEW) != N_METHOD_VIEW or len(CONTENT_VIEW) != N_CONTENT_VIEW:
+        raise ImportError("rowsink.pxi's views changed: update fastrows.pyx")
+    if (sizeof(MethodView) != N_METHOD_VIEW * sizeof(PyObject *)
+            or sizeof(ContentView) != (N_CONTENT_VIEW + 1) * sizeof(PyObject *)):
+        raise ImportError("rowsink.pxi: a view's fields are not references first, then the method")
+    for i in range(N_METHOD_VIEW):
+        METHOD_SLOTS[i] = MF.at(METHOD_VIEW[i])
+    for i in range(N_CONTENT_VIEW):
+        CONTENT_SLOTS[i] = CF.at(CONTENT_VIEW[i])
+    return 0
+
+
+view_slots()
 
 
 # JSON: rows.to_json's text (the C encoder of the json module, ensure_ascii=False, compact
@@ -712,25 +723,21 @@ def append_rows(list events, capture, stream, version, methods, messages):
     return rest
 
 
+cdef inline bint read_slots(obj, const Py_ssize_t *slots, Py_ssize_t n, PyObject **out) noexcept:
+    """out[i]: ``obj``'s slot ``slots[i]`` (borrowed); False if one is unset."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[i] = amqpcap_slot(obj, slots[i])
+        if out[i] == NULL:
+            return False
+    return True
+
+
 cdef bint method_view(m, MethodView *v):
     """``v``: the fields of ``m``, a Method laid out as slots (borrowed from them); False for
     anything else (another class, or a field unset: the reference builds that row, and raises
     what it raises)."""
-    if not DIRECT or type(m) is not Method:
-        return False
-    v.packet, v.ts = amqpcap_slot(m, M_PACKET), amqpcap_slot(m, M_TS)
-    v.offset, v.channel = amqpcap_slot(m, M_OFFSET), amqpcap_slot(m, M_CHANNEL)
-    v.class_id, v.method_id = amqpcap_slot(m, M_CLASS), amqpcap_slot(m, M_METHOD)
-    v.name, v.args = amqpcap_slot(m, M_NAME), amqpcap_slot(m, M_ARGS)
-    v.synchronous, v.has_content = amqpcap_slot(m, M_SYNC), amqpcap_slot(m, M_HAS_CONTENT)
-    v.frame_size, v.command_id = amqpcap_slot(m, M_SIZE), amqpcap_slot(m, M_COMMAND)
-    v.answers_command_id = amqpcap_slot(m, M_ANSWERS)
-    return (
-        v.packet != NULL and v.ts != NULL and v.offset != NULL and v.channel != NULL
-        and v.class_id != NULL and v.method_id != NULL and v.name != NULL and v.args != NULL
-        and v.synchronous != NULL and v.has_content != NULL and v.frame_size != NULL
-        and v.command_id != NULL and v.answers_command_id != NULL
-    )
+    return DIRECT and type(m) is Method and read_slots(m, METHOD_SLOTS, N_METHOD_VIEW, <PyObject **>v)
 
 
 cdef bint content_view(c, ContentView *v, MethodView *mv):
@@ -742,20 +749,7 @@ cdef bint content_view(c, ContentView *v, MethodView *mv):
     if method == NULL or not method_view(<object>method, mv):
         return False
     v.method = mv
-    v.packet, v.ts = amqpcap_slot(c, C_PACKET), amqpcap_slot(c, C_TS)
-    v.offset, v.channel = amqpcap_slot(c, C_OFFSET), amqpcap_slot(c, C_CHANNEL)
-    v.properties, v.body_size = amqpcap_slot(c, C_PROPS), amqpcap_slot(c, C_BODY_SIZE)
-    v.body_received, v.body_frames = amqpcap_slot(c, C_RECEIVED), amqpcap_slot(c, C_FRAMES)
-    v.body_hash, v.body = amqpcap_slot(c, C_HASH), amqpcap_slot(c, C_BODY)
-    v.complete, v.first_packet = amqpcap_slot(c, C_COMPLETE), amqpcap_slot(c, C_FIRST)
-    v.exchange, v.routing_key = amqpcap_slot(c, C_EXCHANGE), amqpcap_slot(c, C_ROUTING_KEY)
-    return (
-        v.packet != NULL and v.ts != NULL and v.offset != NULL and v.channel != NULL
-        and v.properties != NULL and v.body_size != NULL and v.body_received != NULL
-        and v.body_frames != NULL and v.body_hash != NULL and v.body != NULL
-        and v.complete != NULL and v.first_packet != NULL and v.exchange != NULL
-        and v.routing_key != NULL
-    )
+    return read_slots(c, CONTENT_SLOTS, N_CONTENT_VIEW, <PyObject **>v)
 
 
 cdef int stage_event(PyObject **row, Direct *direct, bint message, capture, stream, direction, e,
