@@ -345,6 +345,25 @@ def test_a_command_alone_gets_the_parser_the_full_one_gives_it(cmd):
     assert build_parser(cmd).parse_args([cmd, *ARGS[cmd]]) == build_parser().parse_args([cmd, *ARGS[cmd]])
 
 
+def test_building_the_parser_asks_no_terminal_width_and_help_still_fits_the_terminal():
+    """A formatter made while the parsers are built (one per add_argument) has a fixed width, so
+    building them imports no shutil; what is printed is wrapped to the terminal (COLUMNS)."""
+    code = (
+        "import sys; from amqpcap import cli; "
+        "cli.build_parser('dissect').parse_args(['dissect', 'a', '-o', 'b']); "
+        "print('shutil' in sys.modules, cli._Parser.building)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"], r.stdout
+    narrow = run("dissect", "--help", env={**os.environ, "COLUMNS": "50"})
+    wide = run("dissect", "--help", env={**os.environ, "COLUMNS": "200"})
+    assert narrow.returncode == wide.returncode == 0
+    usage_narrow, usage_wide = (r.stdout.split("\n\n")[0].splitlines() for r in (narrow, wide))
+    assert len(usage_narrow) > 1 and max(map(len, usage_narrow)) <= 50
+    assert len(usage_wide) == 1 and len(usage_wide[0]) > 50
+
+
 def test_the_dissect_process_imports_no_other_command():
     code = (
         "import sys; from amqpcap import cli; "

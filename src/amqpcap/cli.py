@@ -32,6 +32,16 @@ STDIN = "-"
 
 
 class _Parser(argparse.ArgumentParser):
+    # argparse makes a help formatter for every add_argument (to check its nargs), and a formatter
+    # asks for the terminal's width (shutil's import: ~1.5 ms of every start).  While the parsers
+    # are built nothing is printed: a fixed width then, the terminal's for what is printed.
+    building = False
+
+    def _get_formatter(self):
+        if _Parser.building:
+            return self.formatter_class(prog=self.prog, width=80)
+        return super()._get_formatter()
+
     def error(self, message):  # one line, and a usage exit code distinct from the capture errors
         self.exit(Exit.USAGE, f"amqpcap: {message}\n")
 
@@ -100,17 +110,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``amqpcap`` parser: every subcommand, or only ``command``'s if it names one (what
     ``main`` builds for a command: the other parsers, with the modules that add them, were
     ~2.5 ms of every start; help and errors of the command read the same)."""
-    p = _Parser(
-        prog="amqpcap",
-        description="AMQP packet-capture dissector and traffic analyser",
-        epilog=EXIT_TABLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--version", action=_Version, help="show the version and which 0-9 decoder runs, and exit")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
-    wanted = [command] if command in COMMANDS else list(COMMANDS)
-    for name in wanted:
-        COMMANDS[name](sub)
+    _Parser.building = True
+    try:
+        p = _Parser(
+            prog="amqpcap",
+            description="AMQP packet-capture dissector and traffic analyser",
+            epilog=EXIT_TABLE,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        version_help = "show the version and which 0-9 decoder runs, and exit"
+        p.add_argument("--version", action=_Version, help=version_help)
+        sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
+        wanted = [command] if command in COMMANDS else list(COMMANDS)
+        for name in wanted:
+            COMMANDS[name](sub)
+    finally:
+        _Parser.building = False
     return p
 
 
