@@ -345,17 +345,23 @@ def test_a_command_alone_gets_the_parser_the_full_one_gives_it(cmd):
     assert build_parser(cmd).parse_args([cmd, *ARGS[cmd]]) == build_parser().parse_args([cmd, *ARGS[cmd]])
 
 
-def test_building_the_parser_asks_no_terminal_width_and_help_still_fits_the_terminal():
-    """A formatter made while the parsers are built (one per add_argument) has a fixed width, so
-    building them imports no shutil; what is printed is wrapped to the terminal (COLUMNS)."""
+def after_the_dissect_parser(expr: str) -> str:
+    """What ``print(expr)`` prints in a fresh process that built and used the dissect parser."""
     code = (
         "import sys; from amqpcap import cli; "
         "cli.build_parser('dissect').parse_args(['dissect', 'a', '-o', 'b']); "
-        "print('shutil' in sys.modules, cli._Parser.building)"
+        f"print({expr})"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["False", "False"], r.stdout
+    return r.stdout
+
+
+def test_building_the_parser_asks_no_terminal_width_and_help_still_fits_the_terminal():
+    """A formatter made while the parsers are built (one per add_argument) has a fixed width, so
+    building them imports no shutil; what is printed is wrapped to the terminal (COLUMNS)."""
+    out = after_the_dissect_parser("'shutil' in sys.modules, cli._Parser.building")
+    assert out.split() == ["False", "False"], out
     narrow = run("dissect", "--help", env={**os.environ, "COLUMNS": "50"})
     wide = run("dissect", "--help", env={**os.environ, "COLUMNS": "200"})
     assert narrow.returncode == wide.returncode == 0
@@ -365,14 +371,8 @@ def test_building_the_parser_asks_no_terminal_width_and_help_still_fits_the_term
 
 
 def test_the_dissect_process_imports_no_other_command():
-    code = (
-        "import sys; from amqpcap import cli; "
-        "cli.build_parser('dissect').parse_args(['dissect', 'a', '-o', 'b']); "
-        "print(sorted(m for m in sys.modules if m in ('amqpcap.live', 'amqpcap.spark.cli')))"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    assert "amqpcap" not in r.stdout, r.stdout
+    out = after_the_dissect_parser("[m for m in sys.modules if m in ('amqpcap.live', 'amqpcap.spark.cli')]")
+    assert "amqpcap" not in out, out
 
 
 @pytest.mark.parametrize("background", [True, False], ids=["parquet-thread", "foreground"])
