@@ -830,7 +830,7 @@ cdef class RowSink:
     of what it decodes written as it decodes them (``ConnectionDecoder.row_sink``): the
     row ``append_rows`` would write from the event, with no event made.  ``version`` is the
     conversation's, set once it is known (the decoder does so as it settles it).  Both tables
-    must be compiled table buffers (``takes``)."""
+    must be compiled table buffers (a ValueError otherwise)."""
 
     cdef object capture, stream, methods, messages
     cdef public object version
@@ -845,7 +845,9 @@ cdef class RowSink:
         self.direct.json = &self.json
         if R is None:
             bind()
-        if not (RowSink.takes(methods) and RowSink.takes(messages)):
+        # (append_rows' test of a compiled table buffer)
+        compiled = append_array != NULL and append_array(methods, NULL, NULL) and append_array(messages, NULL, NULL)
+        if not compiled:
             raise ValueError("direct rows need compiled table buffers")
         self.capture, self.stream, self.methods, self.messages = capture, stream, methods, messages
         self.version = None
@@ -858,13 +860,6 @@ cdef class RowSink:
     def entry(self):
         """The decoder's way in: a capsule of rowsink.pxi's SinkEntry."""
         return SINK
-
-    @staticmethod
-    def takes(table):
-        """True if ``table`` is a compiled table buffer (a row sink's tables must be)."""
-        if R is None:
-            bind()
-        return append_array != NULL and bool(append_array(table, NULL, NULL))
 
 
 cdef int sink_row(RowSink s, bint message, int direction, const MethodView *m, const ContentView *c) except -1:

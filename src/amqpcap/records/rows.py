@@ -466,9 +466,10 @@ def row_sink(capture, stream, methods, messages):
         return None
     from amqpcap.records import fastrows
 
-    if not (fastrows.RowSink.takes(methods) and fastrows.RowSink.takes(messages)):
+    try:
+        return fastrows.RowSink(capture, stream, methods, messages)
+    except ValueError:  # a table that is not a compiled table buffer
         return None
-    return fastrows.RowSink(capture, stream, methods, messages)
 
 
 method_row = method_row_reference
