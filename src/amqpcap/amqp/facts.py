@@ -74,6 +74,10 @@ class ConnectionFacts:
     closed_by: str | None = None  # "client" / "server": who sent it
     close_reply_code: int | None = None
     close_reply_text: object = None
+    # AMQP 1.0 open: each peer's container-id, the smaller idle-time-out the peers ask for (ms)
+    client_container_id: str | None = None
+    server_container_id: str | None = None
+    idle_timeout_ms: int | None = None
 
 
 # connection.tune / tune-ok argument -> fact (0-10 names the frame size max-frame-size)

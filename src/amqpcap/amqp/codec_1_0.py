@@ -1,0 +1,472 @@
+"""AMQP 1.0 sans-IO codec: frames -> performatives, SASL frames and reassembled messages.
+
+The frame grammar on the stream core (``stream.StreamDecoder``: buffers, resync, gaps, end of
+capture).  The caller strips the first protocol header; the ones inside the stream (after the
+SASL exchange, ``AMQP 0 1 0 0``; ``AMQP 2 1 0 0`` before TLS) are read here.
+
+Wire structure (OASIS AMQP 1.0 part 2): a frame is an 8-octet header (size, data offset in
+4-octet words, type 0 AMQP / 1 SASL, channel), an extended header up to the data offset, and a
+body: none (an empty frame, the heartbeat), or a performative (a described list) and, for a
+transfer, a payload: a piece of the message.  The values are read by types_1_0's one
+table-driven decoder; the fields are named by the generated table (spec/v1_0.py).
+
+Events: ``Frame`` per frame (if ``frame_events``), ``Heartbeat`` per empty frame,
+``ProtocolHeader`` for a header inside the stream, ``Performative`` per performative or SASL
+frame, ``Delivery`` per message (its transfers reassembled, ``more`` ... last; emitted when it
+is settled, see links_1_0), ``Anomaly`` for what could not be decoded (kinds: gap, resync,
+resync-failed, malformed-frame, oversize-frame, malformed-performative,
+unknown-performative, malformed-message, oversize-message, incomplete-content,
+truncated-stream, unexpected-transfer, encrypted).
+
+After a TLS protocol header the rest of that direction is encrypted: counted, not decoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from struct import Struct
+
+from amqpcap.amqp import links_1_0
+from amqpcap.amqp.detect import header_version
+from amqpcap.amqp.events import Frame, Heartbeat, ProtocolHeader
+from amqpcap.amqp.events_1_0 import Delivery, Performative
+from amqpcap.amqp.facts import REDACTED, ConnectionFacts, split_credentials
+from amqpcap.amqp.spec import v1_0 as SPEC
+from amqpcap.amqp.stream import DecodeError, StreamDecoder
+from amqpcap.amqp.types_1_0 import decode, described, described_head
+
+HARD_MAX_FRAME = 16 << 20  # a larger frame header is taken as lost framing (memory bound)
+MAX_MESSAGE = 16 << 20  # bytes of one message held for its sections to be decoded
+MIN_MAX_FRAME = int(SPEC.DEFINITIONS["MIN-MAX-FRAME-SIZE"])
+
+_U32 = Struct(">I")
+_HEAD = Struct(">IBBH")  # size, data offset, type, channel
+
+TRANSFER = 0x14
+DISPOSITION = 0x15
+_FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
+_BODY = {"data", "amqp-sequence", "amqp-value"}
+
+# Where a frame header could start (resynchronisation, mid-stream): a size below 16 MiB, a data
+# offset of 2 and type 0 or 1, then a performative's descriptor (a smallulong or ulong code);
+# an empty frame; or a protocol header.
+_CODES = bytes(sorted(SPEC.METHOD_NAMES))
+_CODE_CLASS = b"[" + b"".join(re.escape(bytes([c])) for c in _CODES) + b"]"
+CANDIDATE = re.compile(
+    rb"(?=\x00[\x00-\xff]{3}\x02[\x00\x01][\x00-\xff]{2}\x00(?:\x53|\x80\x00{7})" + _CODE_CLASS + rb")"
+    rb"|(?=\x00\x00\x00\x08\x02\x00[\x00-\xff]{2})"
+    rb"|(?=AMQP[\x00\x02\x03]\x01\x00\x00)"
+)
+
+
+def frame_ok(buf, p: int, n: int) -> int:
+    """Size of a plausible 1.0 frame at ``p`` (header checked, and the performative's
+    descriptor where the body is in the buffer), 0 if not, -1 if more bytes are needed."""
+    if p + 8 > n:
+        return -1
+    size, doff, ftype, _ch = _HEAD.unpack_from(buf, p)
+    if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
+        return 0
+    body = p + doff * 4
+    if body == p + size:
+        return size if ftype == 0 else 0
+    if body + 3 > n:
+        return -1
+    if buf[body] != 0:
+        return 0
+    if buf[body + 1] == 0x53:
+        return size if buf[body + 2] in SPEC.METHOD_NAMES else 0
+    if buf[body + 1] == 0x80:
+        if body + 10 > n:
+            return -1
+        code = int.from_bytes(buf[body + 2 : body + 10], "big")
+        return size if code in SPEC.METHOD_NAMES else 0
+    return 0
+
+
+def chain(buf, p: int, n: int | None = None) -> int:
+    """How many whole frames (or protocol headers) follow each other from ``p`` to ``n``
+    (the last may be cut short), -1 where the chain breaks."""
+    if n is None:
+        n = len(buf)
+    k = 0
+    while p + 8 <= n:
+        if buf[p : p + 4] == b"AMQP":
+            if header_version(bytes(buf[p : p + 8])) not in ("1.0", "1.0-sasl", "1.0-tls"):
+                return -1
+            p += 8
+            k += 1
+            continue
+        size = frame_ok(buf, p, n)
+        if size == 0:
+            return -1
+        if size < 0 or p + size > n:
+            return k
+        k += 1
+        p += size
+    return k
+
+
+class _Assembly:
+    """A delivery whose transfers are arriving on one link."""
+
+    __slots__ = ("first", "offset", "channel", "handle", "link", "buf", "size", "frames", "too_big")
+
+    def __init__(self, first: Performative, link) -> None:
+        self.first = first
+        self.offset = first.offset
+        self.channel = first.channel
+        self.handle = first.args.get("handle")
+        self.link = link
+        self.buf = bytearray()
+        self.size = 0  # payload bytes received
+        self.frames = 0
+        self.too_big = False
+
+
+class Decoder10(StreamDecoder):
+    HEADER = 8
+    CANDIDATE = CANDIDATE
+    version = "1.0"
+
+    def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
+        super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit)
+        self.keep_secrets = keep_secrets
+        self.state = links_1_0.ConnectionState()
+        self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> _Assembly
+        self.encrypted = [False, False]  # a TLS header: the rest of the direction is TLS
+        self.v: dict = {}  # connection facts learnt
+        self.opens: list = [None, None]  # each direction's open fields
+
+    # -- connection facts ----------------------------------------------------------------
+
+    @property
+    def facts(self) -> ConnectionFacts:
+        v = dict(self.v)
+        o0, o1 = self.opens
+        both = [o for o in (o0, o1) if o is not None]
+        if both:
+            fm = [o.get("max-frame-size", 0xFFFFFFFF) for o in both]
+            cm = [o.get("channel-max", 0xFFFF) for o in both]
+            idle = [o["idle-time-out"] for o in both if o.get("idle-time-out")]
+            v.update(
+                frame_max=min(x for x in fm if isinstance(x, int)) if fm else None,
+                channel_max=min(x for x in cm if isinstance(x, int)) if cm else None,
+                idle_timeout_ms=min(x for x in idle if isinstance(x, int)) if idle else None,
+            )
+        if o0 is not None:
+            v.update(
+                client_container_id=_text(o0.get("container-id")),
+                client_properties=o0.get("properties"),
+                vhost=_text(o0.get("hostname")),
+            )
+        if o1 is not None:
+            v.update(server_container_id=_text(o1.get("container-id")), server_properties=o1.get("properties"))
+        return ConnectionFacts(**v)
+
+    # -- stream core hooks -----------------------------------------------------------------
+
+    def _probe(self, buf, p: int, n: int, final: bool) -> int:
+        k = chain(buf, p, n)
+        if k < 0:
+            return -1
+        if k >= 2 or (k == 1 and final):
+            return 1
+        return -1 if final else 0
+
+    def _gap(self, direction: int, d, offset: int, size: int) -> None:
+        partial = len(d.buf) - d.pos
+        self._anomaly(
+            direction,
+            offset,
+            "gap",
+            f"{size} bytes lost in capture"
+            + (f"; {partial} bytes of an incomplete frame before it discarded" if partial else ""),
+            None,
+            size + partial,
+        )
+        d.reset(offset + size)
+        if self.encrypted[direction]:
+            return
+        self._lose_sync(direction, d, offset + size, "gap in the TCP stream")
+
+    def _abort_contents(self, direction: int, why: str) -> None:
+        asm = self.assembling[direction]
+        for key in list(asm):
+            self._deliver(direction, asm.pop(key), complete=False, why=why)
+
+    def _finish_direction(self, direction: int, d) -> None:
+        if direction == 1:  # both directions are done: what is still held is unsettled
+            self.events.extend(self.state.release_all())
+
+    # -- frames ----------------------------------------------------------------------------
+
+    def _frames(self, direction: int, d, pos: int) -> int:
+        buf = d.buf
+        n = len(buf)
+        if self.encrypted[direction]:
+            return n
+        while pos + 8 <= n:
+            if buf[pos] == 0x41 and buf[pos : pos + 4] == b"AMQP":
+                pos = self._header(direction, d, buf, pos)
+                if self.encrypted[direction]:
+                    return n
+                continue
+            size, doff, ftype, channel = _HEAD.unpack_from(buf, pos)
+            if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
+                self._lose_sync(direction, d, d.base + pos, "bad frame header")
+                self._anomaly(
+                    direction,
+                    d.base + pos,
+                    "malformed-frame",
+                    f"frame header size={size} doff={doff} type={ftype}: framing lost",
+                    channel,
+                )
+                return pos
+            end = pos + size
+            if end > n:
+                break
+            self._frame(direction, d, buf, pos, end, doff, ftype, channel)
+            pos = end
+        return pos
+
+    def _header(self, direction: int, d, buf, pos: int) -> int:
+        raw = bytes(buf[pos : pos + 8])
+        version = header_version(raw)
+        self.events.append((direction, ProtocolHeader(d.packet, d.ts, d.base + pos, raw, version)))
+        if version == "1.0-tls":
+            self.encrypted[direction] = True
+            self._anomaly(
+                direction,
+                d.base + pos + 8,
+                "encrypted",
+                "TLS after the protocol header: the rest of this direction is not decoded",
+            )
+        elif version not in ("1.0", "1.0-sasl"):
+            self._anomaly(direction, d.base + pos, "malformed-frame", f"unexpected protocol header {raw!r}")
+        return pos + 8
+
+    def _frame(self, direction, d, buf, pos: int, end: int, doff: int, ftype: int, channel: int) -> None:
+        offset = d.base + pos
+        size = end - pos
+        if self._counted(direction, d):
+            name = "sasl" if ftype else ("empty" if doff * 4 == size else "amqp")
+            self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype, name, size, size)))
+        body = pos + doff * 4
+        if body == end:
+            self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
+            return
+        try:
+            code, p = described_head(buf, body, end)
+            fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
+            if fields is None:
+                self._anomaly(
+                    direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
+                )
+                return
+            value, p = decode(buf, p, end, 1)
+            if type(value) is not list:
+                raise DecodeError(f"{SPEC.METHOD_NAMES[code]} is not a list")
+        except DecodeError as e:
+            self._anomaly(direction, offset, "malformed-performative", str(e), channel, size)
+            return
+        args = {k: v for k, v in zip(fields, value) if v is not None}
+        perf = Performative(d.packet, d.ts, offset, channel, code, SPEC.METHOD_NAMES[code], args, ftype, size)
+        if code == TRANSFER:
+            self._transfer(direction, d, perf, buf, p, end)
+        else:
+            self._performative(direction, perf)
+
+    # -- performatives -----------------------------------------------------------------------
+
+    def _performative(self, direction: int, perf: Performative) -> None:
+        name, a, ch, st = perf.name, perf.args, perf.channel, self.state
+        link = None
+        if name == "attach":
+            link = st.attach(direction, ch, a)
+        elif name in ("flow", "detach") and "handle" in a:
+            link = st.detach(direction, ch, a["handle"]) if name == "detach" else st.link(direction, ch, a["handle"])
+        elif name == "begin":
+            st.begin(direction, ch, a)
+        elif name == "end":
+            st.end(direction, ch)
+        elif name == "open":
+            self.opens[direction] = a
+            if direction == 1:
+                self.v.setdefault("open_ts", perf.ts)
+        elif name == "close":
+            self._close(direction, perf)
+        elif name == "sasl.init":
+            self._sasl_init(a)
+        if link is not None:
+            perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+        self.events.append((direction, perf))
+        if name == "disposition":
+            self.events.extend(st.disposition(direction, ch, a, perf.ts))
+
+    def _close(self, direction: int, perf: Performative) -> None:
+        if "close_ts" in self.v:
+            return
+        err = perf.args.get("error")
+        text = None
+        if isinstance(err, dict):
+            text = _text(err.get("description")) or _text(err.get("condition"))
+        self.v.update(close_ts=perf.ts, closed_by="client" if direction == 0 else "server", close_reply_text=text)
+
+    def _sasl_init(self, a: dict) -> None:
+        mech = _text(a.get("mechanism"))
+        self.v["mechanism"] = mech
+        resp = a.get("initial-response")
+        if resp is None:
+            return
+        user, _password = split_credentials(mech, resp, False)
+        if user is None and mech and mech.upper() in ("ANONYMOUS", "EXTERNAL"):
+            return
+        if user is not None:
+            self.v["user"] = user
+        if not self.keep_secrets:
+            a["initial-response"] = {"user": user, "password": REDACTED} if user is not None else REDACTED
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def _transfer(self, direction: int, d, perf: Performative, buf, p: int, end: int) -> None:
+        a, ch = perf.args, perf.channel
+        handle = a.get("handle")
+        link = self.state.link(direction, ch, handle)
+        if link is not None:
+            perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+        self.events.append((direction, perf))
+        key = (ch, handle)
+        asm_map = self.assembling[direction]
+        asm = asm_map.get(key)
+        if asm is None:
+            asm = asm_map[key] = _Assembly(perf, link)
+        elif "delivery-id" in a and a["delivery-id"] != asm.first.args.get("delivery-id"):
+            self._deliver(direction, asm_map.pop(key), False, "a new delivery began before its last transfer")
+            asm = asm_map[key] = _Assembly(perf, link)
+        asm.frames += 1
+        n = end - p
+        asm.size += n
+        if not asm.too_big:
+            if len(asm.buf) + n > MAX_MESSAGE:
+                asm.too_big = True
+                asm.buf = bytearray()
+            else:
+                asm.buf += buf[p:end]
+        if a.get("settled") is True:
+            asm.first.args.setdefault("$settled", True)
+        if a.get("aborted") is True:
+            self._deliver(direction, asm_map.pop(key), False, None, aborted=True)
+        elif a.get("more") is not True:
+            self._deliver(direction, asm_map.pop(key), True, None, last=perf)
+
+    def _deliver(self, direction, asm: _Assembly, complete: bool, why, aborted=False, last=None) -> None:
+        d = self.dirs[direction]
+        fa = asm.first.args
+        link = asm.link
+        settled = fa.pop("$settled", False) or (last is not None and last.args.get("settled") is True)
+        state = (last.args if last is not None else fa).get("state")
+        outcome, condition = links_1_0.outcome_of(state)
+        sections, kind, size, digest, head = {}, None, 0, None, b""
+        if asm.too_big:
+            complete = False
+            self._anomaly(
+                direction,
+                asm.offset,
+                "oversize-message",
+                f"message of {asm.size} bytes: over {MAX_MESSAGE} held, sections not decoded",
+                asm.channel,
+            )
+        elif asm.buf:
+            try:
+                sections, kind, size, digest, head = self._sections(asm.buf)
+            except DecodeError as e:
+                complete = False
+                self._anomaly(direction, asm.offset, "malformed-message", str(e), asm.channel, asm.size)
+        if why:
+            self._anomaly(direction, asm.offset, "incomplete-content", f"transfer incomplete: {why}", asm.channel)
+        if digest is None:
+            digest = hashlib.sha256().hexdigest()
+        addr = None
+        if link is not None:
+            addr = link.target if direction == 0 or link.role == "sender" else link.source
+        dv = Delivery(
+            d.packet,
+            d.ts,
+            asm.offset,
+            asm.channel,
+            asm.handle,
+            link.name if link is not None else None,
+            addr,
+            fa.get("delivery-id"),
+            asm.first.packet,
+            asm.frames,
+            sections,
+            kind,
+            size,
+            digest,
+            head,
+            complete and not aborted,
+            aborted,
+            bool(settled) or aborted,
+            None,
+            outcome,
+            condition,
+        )
+        self.events.extend(self.state.delivered(direction, dv, d.ts))
+
+    def _sections(self, buf):
+        """The message's sections: (sections by name, body kind, body size, body digest, its
+        first bytes).  A data body is its sections' payloads; an amqp-sequence or amqp-value
+        body its encoded values."""
+        n = len(buf)
+        p = 0
+        sections: dict = {}
+        kind = None
+        h = hashlib.sha256()
+        size = 0
+        head = bytearray()
+        keep = self.body_bytes
+        while p < n:
+            at = p
+            code, p = described_head(buf, p, n)
+            name = SPEC.SECTIONS.get(code)
+            if name is None:
+                raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
+            if name in _BODY:
+                kind = kind or name
+                if name == "data":
+                    if p >= n or buf[p] not in (0xA0, 0xB0):
+                        raise DecodeError(f"data section at {at} is not binary")
+                    w = 1 if buf[p] == 0xA0 else 4
+                    if p + 1 + w > n:
+                        raise DecodeError(f"data section at {at} cut short")
+                    ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
+                    s, e = p + 1 + w, p + 1 + w + ln
+                    if e > n:
+                        raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
+                else:
+                    s = p
+                    _v, e = decode(buf, p, n, 1)
+                with memoryview(buf) as mv:
+                    h.update(mv[s:e])
+                if len(head) < keep:
+                    head += buf[s : min(e, s + keep - len(head))]
+                size += e - s
+                p = e
+            else:
+                value, p = decode(buf, p, n, 1)
+                if type(value) is list and code in SPEC.COMPOSITES:  # header, properties: by field name
+                    value = described(code, value)
+                    del value["$type"]
+                sections[name] = value
+        return sections, kind, size, h.hexdigest(), bytes(head)
+
+
+def _text(v):
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
