@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from amqpcap.amqp import accel
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
+from amqpcap.amqp.events_1_0 import Delivery, Performative
 from amqpcap.capture import link as _link
 from amqpcap.capture.link import TCP_ACK as ACK
 from amqpcap.capture.link import TCP_FIN as FIN
@@ -413,7 +414,7 @@ class Dissector:
             self._emit_rest(conv, rest)
 
     def _emit_rest(self, conv, rest) -> None:
-        """The events ``rows.append_rows`` left: frames, anomalies, heartbeats."""
+        """The events ``rows.append_rows`` left: frames, anomalies, heartbeats, AMQP 1.0's."""
         st, cap = conv.stream, self.capture
         ta, tf = self.t_anom, self.t_frames
         for d, e in rest:
@@ -425,6 +426,13 @@ class Dissector:
                 ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer
             elif t is Heartbeat:
                 conv.live.heartbeat(d)
+            elif t is Performative or t is Delivery:  # AMQP 1.0 (its rows' module loaded on use)
+                from amqpcap.records import rows_1_0
+
+                if t is Performative:
+                    self.t_methods.append(rows_1_0.method_row(cap, st, d, e, conv.decoder.version))
+                else:
+                    self.t_messages.append(rows_1_0.message_row(cap, st, d, e, conv.decoder.version))
             # ProtocolHeader events have no table of their own: headers are connection facts.
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:

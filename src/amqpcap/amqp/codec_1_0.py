@@ -129,6 +129,7 @@ class Decoder10(StreamDecoder):
     HEADER = 8
     CANDIDATE = CANDIDATE
     version = "1.0"
+    candidates = ("1.0",)  # the framing alone proves the version
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit)

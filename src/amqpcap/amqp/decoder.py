@@ -182,9 +182,10 @@ class ConnectionDecoder:
                 else:
                     self.version = version
                     self.version_evidence = "header"
-                    # AMQP 1.0 (recognised) or an unknown header (a broker answers it with its own
-                    # and closes): recorded on the connection row, nothing more to decode.
+                    # AMQP 1.0 over TLS (recognised) or an unknown header (a broker answers it with
+                    # its own and closes): recorded on the connection row, nothing more to decode.
                     self.undecoded = True
+                    self.tls = version == "1.0-tls"
             else:
                 self.server_header = raw
                 if self.client_header is not None and raw == self.client_header:
@@ -238,7 +239,7 @@ class ConnectionDecoder:
                     return
                 version = "0-9-1"  # nothing provable: the codec's resync accounts for the bytes
             else:
-                version = "0-10" if found[0] == "0-10" else "0-9-1"
+                version = found[0] if found[0] in ("0-10", "1.0") else "0-9-1"
                 at = self._pre_off[direction] + found[1]
             self.mid_stream = self.client_header is None
             self.negotiation = "unknown"
@@ -270,6 +271,9 @@ class ConnectionDecoder:
             self.codec.feed(direction, data, off, packet, ts)
 
     def _use(self, version: str, evidence: str) -> None:
+        if version in detect.AMQP_1_0:
+            self._use_1_0(evidence)
+            return
         self.version = version
         self.version_evidence = evidence
         if version == "0-10":
@@ -290,3 +294,13 @@ class ConnectionDecoder:
         if self.row_sink is not None and version != "0-10" and evidence != "inferred":
             self.row_sink.version = version
             self.codec.row_sink = self.row_sink
+
+    def _use_1_0(self, evidence: str) -> None:
+        from amqpcap.amqp.codec_1_0 import Decoder10
+
+        self.version = "1.0"
+        self.version_evidence = evidence
+        self.codec = Decoder10(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
+        self.codec.events = self.events
+        self.codec.tally = self.tally
+        self.codec.frame_events = self.frame_events

@@ -18,7 +18,8 @@ HEADERS = {
     b"\x02\x01\x00\x00": "1.0-tls",
 }
 
-DECODED_VERSIONS = ("0-8", "0-9", "0-9-1", "0-10")
+DECODED_VERSIONS = ("0-8", "0-9", "0-9-1", "0-10", "1.0", "1.0-sasl")
+AMQP_1_0 = ("1.0", "1.0-sasl")  # a SASL layer, then AMQP 1.0: one codec
 
 
 def header_version(raw: bytes) -> str | None:
@@ -126,6 +127,23 @@ CANDIDATE_0_10 = re.compile(
 )
 
 
+def _boundary_1_0(data, final: bool, start: int, end: int):
+    """The first offset in ``data[start:end]`` where a chain of AMQP 1.0 frames is proven (as
+    find_midstream_boundary proves the other framings), with its length: (offset, frames) or
+    None; and the first offset not disproven."""
+    from amqpcap.amqp import codec_1_0
+
+    resume = len(data)
+    for m in codec_1_0.CANDIDATE.finditer(data, start, end):
+        p = m.start()
+        k = codec_1_0.chain(data, p)
+        if k >= 0:
+            resume = min(resume, p)
+            if k >= 2 or (k == 1 and (p == 0 or final)):
+                return (p, k), resume
+    return None, resume
+
+
 def find_midstream_boundary(data, final: bool = False, start: int = 0):
     """Where the frames of a conversation picked up mid-stream begin, and in which framing.
 
@@ -152,15 +170,26 @@ def find_midstream_boundary(data, final: bool = False, start: int = 0):
                 b9 = (p, k)
                 break
     end = n if b9 is None else min(n, b9[0] + 12)
+    # AMQP 1.0 frames (their header and performative descriptor are checked): where a 1.0 chain
+    # starts no later than the others and is at least as long, it wins
+    b10, r10 = _boundary_1_0(data, final, start, end)
+    resume = min(resume, r10)
+    if b10 is not None and (b9 is None or b10[0] < b9[0] or (b10[0] == b9[0] and b10[1] >= b9[1])):
+        b9 = None
+        end = min(n, b10[0] + 12)
     for m in CANDIDATE_0_10.finditer(data, start, end):
         p = m.start()
         k = chain_0_10(data, p)
         if k >= 0:
             resume = min(resume, p)
             if k >= 2 or (k == 1 and (p == 0 or final)) or (k == 0 and final):
+                if b10 is not None and b9 is None and p >= b10[0]:
+                    break
                 if b9 is None or p < b9[0] or k > b9[1]:
                     return ("0-10", p), resume
                 break
+    if b10 is not None and b9 is None:
+        return ("1.0", b10[0]), min(resume, max(start, n - 11))
     # the last bytes may yet start a header once more data arrives
     resume = min(resume, max(start, n - 11))
     return (("0-9", b9[0]) if b9 is not None else None), resume

@@ -308,6 +308,8 @@ assert [c for c, _, _ in _MESSAGE_PROPERTIES] == COLUMNS["messages"][
     _MSG_FIRST_PROPERTY : _MSG_FIRST_PROPERTY + len(_MESSAGE_PROPERTIES)
 ], "records/schema.py MESSAGES reordered"
 _PROPERTY_NULLS = [None] * len(_MESSAGE_PROPERTIES)
+# the columns after last_frame_number are AMQP 1.0's (records/rows_1_0.py fills them)
+_MESSAGE_TAIL = [None] * (len(COLUMNS["messages"]) - _MSG["last_frame_number"] - 1)
 _property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
 
 
@@ -349,6 +351,7 @@ def message_row_reference(capture, stream, direction, c: Content, version):
         c.complete,
         c.first_packet,
         c.packet,
+        *_MESSAGE_TAIL,
     ]
     for i, k, conv in fill:
         row[i] = conv(p[k])
@@ -428,6 +431,9 @@ def connection_facts(f: ConnectionFacts) -> dict:
         "closed_by": f.closed_by,
         "close_reply_code": f.close_reply_code,
         "close_reply_text": _s(f.close_reply_text),
+        "client_container_id": f.client_container_id,
+        "server_container_id": f.server_container_id,
+        "idle_timeout_ms": f.idle_timeout_ms,
     }
 
 

@@ -127,24 +127,32 @@ CONNECTIONS = [
         BOOL,
         "The capture started after the connection was opened (no protocol header seen).",
     ),
-    ("server_product", STRING, "server-properties.product"),
+    ("server_product", STRING, "server-properties.product (1.0: of the server's open properties)."),
     ("server_product_version", STRING, "server-properties.version"),
     ("server_platform", STRING, "server-properties.platform"),
-    ("server_properties", STRING, "All server-properties, JSON."),
-    ("client_product", STRING, "client-properties.product"),
+    ("server_properties", STRING, "All server-properties, JSON (1.0: the server's open properties)."),
+    ("client_product", STRING, "client-properties.product (1.0: of the client's open properties)."),
     ("client_product_version", STRING, "client-properties.version"),
     ("client_platform", STRING, "client-properties.platform"),
     ("connection_name", STRING, "client-properties.connection_name"),
-    ("client_properties", STRING, "All client-properties, JSON."),
-    ("mechanism", STRING, "SASL mechanism chosen in start-ok."),
-    ("user", STRING, "User name from the start-ok/secure-ok response (never the password)."),
-    ("vhost", STRING, "Virtual host from connection.open."),
-    ("channel_max", INT32, "Negotiated channel-max (tune-ok, else tune)."),
-    ("frame_max", INT64, "Negotiated frame-max."),
+    ("client_properties", STRING, "All client-properties, JSON (1.0: the client's open properties)."),
+    ("mechanism", STRING, "SASL mechanism chosen in start-ok (1.0: sasl.init)."),
+    (
+        "user",
+        STRING,
+        "User name from the start-ok/secure-ok response (1.0: sasl.init initial-response; never the password).",
+    ),
+    ("vhost", STRING, "Virtual host from connection.open (1.0: the client's open hostname)."),
+    (
+        "channel_max",
+        INT32,
+        "Negotiated channel-max (tune-ok, else tune; 1.0: the smaller of the two opens' channel-max).",
+    ),
+    ("frame_max", INT64, "Negotiated frame-max (1.0: the smaller of the two opens' max-frame-size)."),
     ("heartbeat", INT32, "Negotiated heartbeat interval, seconds."),
     ("syn_ts", TS, "Timestamp of the client's SYN, if captured."),
-    ("open_ts", TS, "Timestamp of connection.open-ok."),
-    ("close_ts", TS, "Timestamp of the first connection.close."),
+    ("open_ts", TS, "Timestamp of connection.open-ok (1.0: the server's open)."),
+    ("close_ts", TS, "Timestamp of the first connection.close (1.0: close)."),
     (
         "closed_by",
         STRING,
@@ -152,7 +160,11 @@ CONNECTIONS = [
         "`client-fin` / `server-fin`; null if still open at capture end.",
     ),
     ("close_reply_code", INT32, "Reply code of connection.close."),
-    ("close_reply_text", STRING, "Reply text of connection.close."),
+    (
+        "close_reply_text",
+        STRING,
+        "Reply text of connection.close (1.0: the close error's description, else its condition).",
+    ),
     ("end_ts", TS, "Timestamp of the conversation's last packet."),
     ("packets_c2s", INT64, "TCP packets client to server."),
     ("packets_s2c", INT64, "TCP packets server to client."),
@@ -174,6 +186,14 @@ CONNECTIONS = [
         "TCP zero-window periods, JSON list of `[direction of the side advertising 0, first "
         "frame_number, first ts ns, end frame_number, end ts ns]` (end null if the window never "
         "reopened).",
+    ),
+    ("client_container_id", STRING, "1.0: container-id of the client's open."),
+    ("server_container_id", STRING, "1.0: container-id of the server's open."),
+    (
+        "idle_timeout_ms",
+        INT64,
+        "1.0: the smaller idle-time-out of the two opens, ms (each peer must send a frame, empty "
+        "if need be, within the other's).",
     ),
     # Liveness (records/liveness.py), written with or without --frames: what the heartbeat analysis needs.
 ] + [
@@ -199,13 +219,16 @@ METHODS = _KEYS + [
     (
         "method",
         STRING,
-        "`class.method`, specification spelling (e.g. `basic.get-empty`, 0-10 `message.transfer`).",
+        "`class.method`, specification spelling (e.g. `basic.get-empty`, 0-10 `message.transfer`); "
+        "1.0: the performative (`open`, `begin`, `attach`, `flow`, `transfer`, `disposition`, `detach`, "
+        "`end`, `close`) or SASL frame (`sasl.mechanisms`, `sasl.init`, `sasl.challenge`, "
+        "`sasl.response`, `sasl.outcome`).",
     ),
-    ("class_id", INT32, "Class index (0-10: class code)."),
-    ("method_id", INT32, "Method index (0-10: command/control code)."),
+    ("class_id", INT32, "Class index (0-10: class code; 1.0: frame type, 0 AMQP, 1 SASL)."),
+    ("method_id", INT32, "Method index (0-10: command/control code; 1.0: descriptor code)."),
     ("version", STRING, "Protocol version of the conversation."),
     ("synchronous", BOOL, "The specification marks the method synchronous (expects a response)."),
-    ("has_content", BOOL, "The method carries content (a `messages` row)."),
+    ("has_content", BOOL, "The method carries content (a `messages` row; 1.0: transfer)."),
     ("frame_size", INT64, "Method frame payload size in bytes."),
     ("exchange", STRING, "exchange / destination argument (0-9-1 exchange.bind: destination)."),
     ("routing_key", STRING, "routing-key / binding-key argument."),
@@ -218,7 +241,7 @@ METHODS = _KEYS + [
     ("no_ack", BOOL, "no-ack flag (consume / get)."),
     ("mandatory", BOOL, "mandatory flag (publish)."),
     ("reply_code", INT32, "reply-code (close, return; 0-10 error-code)."),
-    ("reply_text", STRING, "reply-text (0-10 description)."),
+    ("reply_text", STRING, "reply-text (0-10 description; 1.0: the error's description)."),
     ("reply_name", STRING, "Name of reply_code in the specification (e.g. `not-found`)."),
     ("failing_method", STRING, "close: `class.method` named by class-id/method-id (null when 0/0)."),
     ("prefetch_count", INT32, "basic.qos prefetch-count."),
@@ -244,19 +267,52 @@ METHODS = _KEYS + [
         "id_ranges",
         Type.list_of("element", Type.struct(("lower", INT64), ("upper", INT64))),
         "0-10 sequence set, inclusive ranges of command ids: `commands` of session.completed / "
-        "known-completed / expected / confirmed, `transfers` of message.accept / release / reject / acquire.",
+        "known-completed / expected / confirmed, `transfers` of message.accept / release / reject / acquire; "
+        "1.0: the delivery-ids `first..last` of a disposition.",
     ),
     (
         "code",
         INT32,
-        "`code` argument: 0-10 session.detached detach code, 0-10 / 0-9 message.reject reject code.",
+        "`code` argument: 0-10 session.detached detach code, 0-10 / 0-9 message.reject reject code, "
+        "1.0 sasl.outcome code (0 ok, 1 auth, 2 sys, 3 sys-perm, 4 sys-temp).",
     ),
     ("text", STRING, "`text` argument of 0-10 / 0-9 message.reject."),
     (
         "arguments",
         STRING,
-        "All arguments, JSON (binary as base64 under `$b64`; secrets redacted unless --keep-secrets).",
+        "All arguments, JSON (binary as base64 under `$b64`; secrets redacted unless --keep-secrets; "
+        "1.0: the performative's fields present, a described value as an object with `$type` naming "
+        "it, or `$descriptor` and `value` where the descriptor is not the specification's).",
     ),
+    ("handle", INT64, "1.0: link handle (attach, flow, transfer, detach)."),
+    (
+        "link_name",
+        STRING,
+        "1.0: link name (attach; flow, transfer, detach: the link the handle names on this session).",
+    ),
+    (
+        "role",
+        STRING,
+        "1.0: `sender` or `receiver`: the role of the side sending an attach or disposition.",
+    ),
+    ("source", STRING, "1.0: source address of the link (attach, and the frames naming the link)."),
+    ("target", STRING, "1.0: target address of the link (likewise)."),
+    ("delivery_id", INT64, "1.0: delivery-id (transfer; disposition: `first`, the range in id_ranges)."),
+    ("settled", BOOL, "1.0: settled flag (transfer: sent settled; disposition: settles the range)."),
+    ("more", BOOL, "1.0: transfer `more` flag (the delivery continues in the next transfer)."),
+    (
+        "outcome",
+        STRING,
+        "1.0: delivery state of a transfer or disposition: `accepted`, `rejected`, `released`, "
+        "`modified`, `received`, `declared` (the state's type name).",
+    ),
+    (
+        "condition",
+        STRING,
+        "1.0: error condition (e.g. `amqp:not-found`) of close, end, detach or a rejected outcome.",
+    ),
+    ("link_credit", INT64, "1.0: flow link-credit."),
+    ("delivery_count", INT64, "1.0: flow delivery-count (attach: initial-delivery-count)."),
 ]
 
 MESSAGES = _KEYS + [
@@ -304,6 +360,18 @@ MESSAGES = _KEYS + [
     ("complete", BOOL, "Header and every body byte were decoded."),
     ("first_frame_number", INT64, "Packet of the carrying method frame."),
     ("last_frame_number", INT64, "Packet that completed the content (same as frame_number)."),
+    ("link_name", STRING, "1.0: name of the link the delivery travelled on."),
+    ("delivery_id", INT64, "1.0: delivery-id of the delivery."),
+    ("settled", BOOL, "1.0: the delivery was settled (sent settled, or by a disposition) in the capture."),
+    ("settle_ts", TS, "1.0: when it was settled (the settling disposition; sent settled: its last transfer)."),
+    (
+        "outcome",
+        STRING,
+        "1.0: its outcome (the settling disposition's state, else the last one stated): `accepted`, "
+        "`rejected`, `released`, `modified`, ...",
+    ),
+    ("condition", STRING, "1.0: error condition of a rejected outcome."),
+    ("aborted", BOOL, "1.0: the sender aborted the delivery (a transfer with `aborted`)."),
 ]
 
 ANOMALIES = _KEYS + [
