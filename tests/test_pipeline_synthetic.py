@@ -496,26 +496,6 @@ def test_tls_on_another_port_is_not_amqp(tmp_path):
     assert t["connections"] == [] and t["anomalies"] == []
 
 
-def test_amqp_1_0_is_recognised_counted_and_not_decoded(tmp_path):
-    # a 1.0 peer echoes the header and the conversation goes on in 1.0 frames (size, doff, type)
-    hdr = b"AMQP\x00\x01\x00\x00"
-    open_frame = (8 + 20).to_bytes(4, "big") + b"\x02\x00\x00\x00" + bytes(20)
-    client = [hdr, open_frame, open_frame]
-    server = [hdr, open_frame]
-    t = run(
-        tmp_path, P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", 5672))
-    )
-    (c,) = t["connections"]
-    assert (c["client_version"], c["version"], c["negotiation"], c["tls"]) == (
-        "1.0",
-        "1.0",
-        "accepted",
-        False,
-    )
-    assert c["bytes_c2s"] == sum(map(len, client)) and c["bytes_s2c"] == sum(map(len, server))
-    assert t["anomalies"] == [] and t["methods"] == []
-
-
 def test_mid_stream_junk_on_an_amqp_port_is_accounted_for_to_the_byte(tmp_path):
     # more than the 256 KiB the framing scan holds: no boundary is ever proven
     junk = random.Random(21).randbytes(300_000)

@@ -50,6 +50,12 @@ KINDS = """
 | amqp | incomplete-content | a content cut short (by a method, a gap or the end of the capture); its `messages` row has `complete = false` |
 | amqp | body-overrun | more body bytes than the content header declared |
 | amqp | truncated-stream | the capture ends inside a frame |
+| amqp | malformed-frame | 1.0: a frame header that cannot be one (size under 8, data offset under 2 or past the size, a type other than AMQP or SASL, over 16 MiB): framing lost, resync |
+| amqp | unknown-performative | 1.0: a frame body whose descriptor is no performative or SASL frame |
+| amqp | malformed-performative | 1.0: a performative's fields do not decode (a size or count past the bytes, nesting over 32, an unknown constructor) |
+| amqp | malformed-message | 1.0: a delivery's sections do not decode; its `messages` row has `complete = false` |
+| amqp | oversize-message | 1.0: a delivery over 16 MiB: counted and hashed as received, its sections not decoded |
+| amqp | encrypted | 1.0: a TLS protocol header inside the stream; the rest of that direction is not decoded |
 """
 
 
@@ -84,6 +90,39 @@ are null (0-10 acknowledges transfers by command id: `methods.command_id`).
 """
 
 
+MAPPING_1_0 = """
+## AMQP 1.0 in the tables
+
+A 1.0 conversation (version `1.0`; with a SASL layer its client header is `03010000`) fills the
+same tables. `methods`: one row per performative or SASL frame, `method` its name (`open`,
+`begin`, `attach`, `flow`, `transfer`, `disposition`, `detach`, `end`, `close`,
+`sasl.mechanisms`, `sasl.init`, `sasl.challenge`, `sasl.response`, `sasl.outcome`), its fields
+in `arguments` and the typed 1.0 columns (`handle` ... `delivery_count`) filled from them and
+from the link state (a handle names the link its attach named on that session and direction).
+`reply_text` is an error's description, `code` a sasl.outcome's code, `id_ranges` a
+disposition's `first..last`. The initial-response of sasl.init PLAIN is redacted to the user
+unless `--keep-secrets`.
+
+`messages`: one row per delivery, its transfers (`more` ... last) reassembled, written when it is
+settled (or at the end of the capture) so that it carries its settlement:
+
+| column | 1.0 source |
+|---|---|
+| `method` | `transfer` |
+| `exchange`, `routing_key` | properties.to, else the link's address, where it names a RabbitMQ exchange (`/exchanges/X/K`, `/exchange/X/K`) or queue (`/queues/Q`, `/queue/Q`, `/amq/queue/Q`: exchange `""`, key the queue) |
+| `message_id`, `correlation_id`, `reply_to`, `user_id`, `content_type`, `content_encoding` | the properties section's fields |
+| `msg_timestamp` | properties.creation-time |
+| `delivery_mode` | 2 if header.durable, else 1 (null without a header section) |
+| `priority` | header.priority |
+| `expiration` | header.ttl, in milliseconds, as text |
+| `headers` | the application-properties section, JSON |
+| `properties` | every other section but the body (header, delivery-annotations, message-annotations, properties, footer) by name, JSON, and `body-section`: `data`, `amqp-sequence` or `amqp-value` |
+| `body_size`, `body_hash`, `body` | a data body: its sections' payloads; an amqp-sequence or amqp-value body: the encoded values |
+| `body_frames` | transfer frames |
+| `link_name` ... `aborted` | the delivery's link, id, settlement and outcome |
+"""
+
+
 def render() -> str:
     out = [INTRO]
     for name, cols in TABLES.items():
@@ -92,6 +131,7 @@ def render() -> str:
             out.append(f"| `{col}` | `{typ}` | {doc} |")
     out.append(KINDS)
     out.append(MAPPING_0_10)
+    out.append(MAPPING_1_0)
     return "\n".join(out)
 
 

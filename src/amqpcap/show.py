@@ -159,8 +159,9 @@ class ShowSink:
         args = json.loads(r["arguments"] or "{}")
         if "response" in args:
             args.update(_credentials(args.pop("response"), self.o.keep_secrets))
+        text = line_1_0(r, args) if r["version"] == "1.0" else None
         self._line(
-            r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"], args
+            r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"], args, text
         )
 
     def _anomaly(self, row) -> None:
@@ -272,6 +273,59 @@ class ShowSink:
             f"{ch:<5} {method:<26} {text_args}".rstrip()
             + "\n"
         )
+
+
+def line_1_0(r: dict, args: dict) -> str:
+    """The key fields of an AMQP 1.0 methods row, for its text line: the link on attach, the
+    delivery on transfer, the range and outcome on disposition, credit on flow, the error on
+    detach / end / close."""
+    m = r["method"]
+    parts = []
+
+    def add(key, value):
+        if value is not None and value != "":
+            parts.append(f"{key}={_text(value)}")
+
+    if m in ("attach", "flow", "transfer", "detach"):
+        add("handle", r["handle"])
+        add("link", r["link_name"])
+    if m == "attach":
+        add("role", r["role"])
+        add("source", r["source"])
+        add("target", r["target"])
+    elif m == "transfer":
+        add("delivery-id", r["delivery_id"])
+        add("settled", r["settled"])
+        if r["more"]:
+            add("more", True)
+        add("outcome", r["outcome"])
+    elif m == "disposition":
+        first, last = r["delivery_id"], (r["id_ranges"] or [{}])[0].get("upper")
+        add("role", r["role"])
+        add("range", f"{first}..{last}" if last is not None and last != first else first)
+        add("settled", r["settled"])
+        add("outcome", r["outcome"])
+    elif m == "flow":
+        add("credit", r["link_credit"])
+        add("delivery-count", r["delivery_count"])
+        if args.get("drain"):
+            add("drain", True)
+    elif m == "open":
+        for k in ("container-id", "hostname", "max-frame-size", "idle-time-out"):
+            add(k, args.get(k))
+    elif m == "sasl.init":
+        add("mechanism", args.get("mechanism"))
+        resp = args.get("initial-response")
+        if isinstance(resp, dict):
+            add("user", resp.get("user"))
+            add("password", resp.get("password"))
+    elif m == "sasl.mechanisms":
+        add("mechanisms", args.get("sasl-server-mechanisms"))
+    elif m == "sasl.outcome":
+        add("code", r["code"])
+    add("condition", r["condition"])
+    add("description", r["reply_text"])
+    return " ".join(parts)
 
 
 def _text(v) -> str:

@@ -111,13 +111,27 @@ def frame(body: bytes, channel: int = 0, ftype: int = 0, doff: int = 2, ext: byt
 
 # performatives, fields in spec order (uint fields as UInt)
 def open_(container: str, hostname=None, max_frame=None, channel_max=None, idle=None, props=None) -> bytes:
-    f = [container, hostname, None if max_frame is None else UInt(max_frame), channel_max, None if idle is None else UInt(idle)]
+    f = [
+        container,
+        hostname,
+        None if max_frame is None else UInt(max_frame),
+        channel_max,
+        None if idle is None else UInt(idle),
+    ]
     f += [None, None, None, None, props]
     return perf(0x10, f)
 
 
 def begin(remote=None, next_out=0, in_win=2048, out_win=2048) -> bytes:
-    return perf(0x11, [None if remote is None else Raw(b"\x60" + struct.pack(">H", remote)), UInt(next_out), UInt(in_win), UInt(out_win)])
+    return perf(
+        0x11,
+        [
+            None if remote is None else Raw(b"\x60" + struct.pack(">H", remote)),
+            UInt(next_out),
+            UInt(in_win),
+            UInt(out_win),
+        ],
+    )
 
 
 def source(address: str) -> Raw:
@@ -129,19 +143,39 @@ def target(address: str) -> Raw:
 
 
 def attach(name: str, handle: int, role: bool, src=None, tgt=None, snd=None, rcv=None) -> bytes:
-    f = [name, UInt(handle), role, None if snd is None else Raw(b"\x50" + bytes([snd])), None if rcv is None else Raw(b"\x50" + bytes([rcv]))]
+    f = [
+        name,
+        UInt(handle),
+        role,
+        None if snd is None else Raw(b"\x50" + bytes([snd])),
+        None if rcv is None else Raw(b"\x50" + bytes([rcv])),
+    ]
     f += [None if src is None else source(src), None if tgt is None else target(tgt)]
     return perf(0x12, f)
 
 
 def flow(handle=None, delivery_count=None, credit=None, drain=None) -> bytes:
     f = [UInt(0), UInt(2048), UInt(0), UInt(2048), None if handle is None else UInt(handle)]
-    f += [None if delivery_count is None else UInt(delivery_count), None if credit is None else UInt(credit), None, drain]
+    f += [
+        None if delivery_count is None else UInt(delivery_count),
+        None if credit is None else UInt(credit),
+        None,
+        drain,
+    ]
     return perf(0x13, f)
 
 
-def transfer(handle: int, delivery_id=None, tag=None, settled=None, more=None, state=None, aborted=None) -> bytes:
-    f = [UInt(handle), None if delivery_id is None else UInt(delivery_id), tag, None if delivery_id is None else UInt(0), settled, more]
+def transfer(
+    handle: int, delivery_id=None, tag=None, settled=None, more=None, state=None, aborted=None
+) -> bytes:
+    f = [
+        UInt(handle),
+        None if delivery_id is None else UInt(delivery_id),
+        tag,
+        None if delivery_id is None else UInt(0),
+        settled,
+        more,
+    ]
     f += [None, state, None, aborted]
     while f and f[-1] is None:
         f.pop()
@@ -199,11 +233,29 @@ def sasl_outcome(code: int) -> bytes:
 
 # message sections
 def header(durable=None, priority=None, ttl=None) -> bytes:
-    return described(0x70, list_([durable, None if priority is None else Raw(b"\x50" + bytes([priority])), None if ttl is None else UInt(ttl)]))
+    return described(
+        0x70,
+        list_(
+            [
+                durable,
+                None if priority is None else Raw(b"\x50" + bytes([priority])),
+                None if ttl is None else UInt(ttl),
+            ]
+        ),
+    )
 
 
 def properties(**kw) -> bytes:
-    names = ["message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type", "content-encoding"]
+    names = [
+        "message-id",
+        "user-id",
+        "to",
+        "subject",
+        "reply-to",
+        "correlation-id",
+        "content-type",
+        "content-encoding",
+    ]
     f = [kw.get(n.replace("-", "_")) for n in names]
     while f and f[-1] is None:
         f.pop()

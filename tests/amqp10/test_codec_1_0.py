@@ -140,7 +140,12 @@ def test_empty_frames_are_heartbeats_and_extended_headers_are_skipped():
 def test_connection_facts_from_the_two_opens():
     c2s = frame(open_("client-1", "vhost:/", max_frame=512, channel_max=None, idle=30000))
     s2c = frame(
-        open_("rabbit@host", max_frame=131072, idle=60000, props={Sym("product"): "RabbitMQ", Sym("version"): "4.1"})
+        open_(
+            "rabbit@host",
+            max_frame=131072,
+            idle=60000,
+            props={Sym("product"): "RabbitMQ", Sym("version"): "4.1"},
+        )
     )
     d, _ = run(c2s, s2c)
     f = d.facts
@@ -155,7 +160,13 @@ def test_a_message_split_over_transfers_is_one_delivery_with_its_sections():
     msg = (
         header(True, 7, 5000)
         + message_annotations({Sym("x-opt-a"): "b"})
-        + properties(message_id="m-1", to="/queues/q", reply_to="/queues/r", correlation_id="c-1", content_type=Sym("application/octet-stream"))
+        + properties(
+            message_id="m-1",
+            to="/queues/q",
+            reply_to="/queues/r",
+            correlation_id="c-1",
+            content_type=Sym("application/octet-stream"),
+        )
         + application_properties({"k": 1})
         + data(payload)
     )
@@ -165,7 +176,7 @@ def test_a_message_split_over_transfers_is_one_delivery_with_its_sections():
     c2s = session(frame(attach("sender", 0, False, tgt="/queues/q")), *frames)
     s2c = frame(open_("srv")) + frame(begin(0)) + frame(disposition(True, 3, None, True, accepted()))
     _, ev = run(c2s, s2c, body_bytes=10)
-    (di, dv), = of(ev, Delivery)
+    ((di, dv),) = of(ev, Delivery)
     assert di == 0 and dv.frames == len(chunks) and dv.complete and not dv.aborted
     assert (dv.link_name, dv.delivery_id, dv.address) == ("sender", 3, "/queues/q")
     assert dv.body_kind == "data" and dv.body_size == len(payload) and dv.body == payload[:10]
@@ -193,7 +204,7 @@ def test_the_same_message_fed_byte_by_byte_decodes_the_same():
 def test_amqp_value_and_sequence_bodies_hash_their_encoded_value():
     c2s = session(frame(attach("s", 0, False)), frame(transfer(0, 0, b"a", settled=True) + amqp_value("hi")))
     _, ev = run(c2s)
-    (_, dv), = of(ev, Delivery)
+    ((_, dv),) = of(ev, Delivery)
     assert dv.body_kind == "amqp-value" and dv.body == b"\xa1\x02hi" and dv.body_size == 4
     assert dv.settled and dv.outcome is None
 
@@ -221,11 +232,17 @@ def test_deliveries_on_two_links_and_two_sessions_are_kept_apart():
     got = {e.link_name: e for _, e in of(ev, Delivery)}
     assert got["a"].body_hash == hashlib.sha256(b"A1A2").hexdigest()
     assert got["b"].body_hash == hashlib.sha256(b"B1B2").hexdigest()
-    assert (got["a"].outcome, got["b"].outcome, got["b"].condition) == ("accepted", "rejected", "amqp:not-allowed")
+    assert (got["a"].outcome, got["b"].outcome, got["b"].condition) == (
+        "accepted",
+        "rejected",
+        "amqp:not-allowed",
+    )
 
 
 def test_a_disposition_range_settles_every_delivery_in_it():
-    c2s = session(frame(attach("s", 0, False)), *[frame(transfer(0, i, bytes([i])) + data(b"m")) for i in range(5)])
+    c2s = session(
+        frame(attach("s", 0, False)), *[frame(transfer(0, i, bytes([i])) + data(b"m")) for i in range(5)]
+    )
     s2c = frame(open_("s")) + frame(begin(0)) + frame(disposition(True, 1, 3, True, modified()))
     _, ev = run(c2s, s2c)
     by_id = {e.delivery_id: e for _, e in of(ev, Delivery)}
@@ -243,7 +260,7 @@ def test_an_outcome_stated_unsettled_is_kept_until_the_sender_settles():
     d.feed(1, s2c, 8, 2, 200)
     assert of(d.pop_events(), Delivery) == []  # stated, not settled: held
     d.feed(0, settle, 8 + len(c2s), 3, 300)
-    (_, dv), = of(d.pop_events(), Delivery)
+    ((_, dv),) = of(d.pop_events(), Delivery)
     assert (dv.outcome, dv.settled, dv.settle_ts) == ("accepted", True, 300)
 
 
@@ -254,7 +271,7 @@ def test_an_aborted_delivery_is_recorded_as_such():
         frame(transfer(0, aborted=True)),
     )
     _, ev = run(c2s)
-    (_, dv), = of(ev, Delivery)
+    ((_, dv),) = of(ev, Delivery)
     assert dv.aborted and not dv.complete and dv.settled
 
 
@@ -285,7 +302,7 @@ def test_a_bad_frame_header_loses_the_framing_and_resyncs_to_the_next_frame():
 def test_a_malformed_performative_is_an_anomaly_and_the_next_frame_decodes():
     broken = frame(b"\x00\x53\x12\xc0\x40\x05\x41")  # attach list claiming 64 bytes
     _, ev = run(session(broken, frame(close())))
-    (_, a), = of(ev, Anomaly)
+    ((_, a),) = of(ev, Anomaly)
     assert a.kind == "malformed-performative" and a.skipped == len(broken)
     assert perfs(ev)[-1].name == "close"
 
@@ -298,14 +315,14 @@ def test_an_unknown_descriptor_in_a_frame_is_an_anomaly():
 def test_a_huge_count_in_a_performative_is_refused_without_allocating():
     hostile = frame(b"\x00\x53\x10\xd0\x00\x00\x00\x08\xff\xff\xff\xff\x40\x40\x40\x40")
     _, ev = run(hostile)
-    (_, a), = of(ev, Anomaly)
+    ((_, a),) = of(ev, Anomaly)
     assert a.kind == "malformed-performative" and "claims more items" in a.detail
 
 
 def test_a_transfer_cut_by_the_end_of_the_capture_is_an_incomplete_delivery():
     c2s = session(frame(attach("s", 0, False)), frame(transfer(0, 0, b"t", more=True) + data(b"abc")))
     _, ev = run(c2s)
-    (_, dv), = of(ev, Delivery)
+    ((_, dv),) = of(ev, Delivery)
     assert not dv.complete
     assert any(e.kind == "incomplete-content" for _, e in of(ev, Anomaly))
 

@@ -163,7 +163,9 @@ class Decoder10(StreamDecoder):
                 vhost=_text(o0.get("hostname")),
             )
         if o1 is not None:
-            v.update(server_container_id=_text(o1.get("container-id")), server_properties=o1.get("properties"))
+            v.update(
+                server_container_id=_text(o1.get("container-id")), server_properties=o1.get("properties")
+            )
         return ConnectionFacts(**v)
 
     # -- stream core hooks -----------------------------------------------------------------
@@ -263,7 +265,11 @@ class Decoder10(StreamDecoder):
             fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
             if fields is None:
                 self._anomaly(
-                    direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
+                    direction,
+                    offset,
+                    "unknown-performative",
+                    f"descriptor {code!r} is no performative",
+                    channel,
                 )
                 return
             value, p = decode(buf, p, end, 1)
@@ -287,7 +293,11 @@ class Decoder10(StreamDecoder):
         if name == "attach":
             link = st.attach(direction, ch, a)
         elif name in ("flow", "detach") and "handle" in a:
-            link = st.detach(direction, ch, a["handle"]) if name == "detach" else st.link(direction, ch, a["handle"])
+            link = (
+                st.detach(direction, ch, a["handle"])
+                if name == "detach"
+                else st.link(direction, ch, a["handle"])
+            )
         elif name == "begin":
             st.begin(direction, ch, a)
         elif name == "end":
@@ -313,7 +323,9 @@ class Decoder10(StreamDecoder):
         text = None
         if isinstance(err, dict):
             text = _text(err.get("description")) or _text(err.get("condition"))
-        self.v.update(close_ts=perf.ts, closed_by="client" if direction == 0 else "server", close_reply_text=text)
+        self.v.update(
+            close_ts=perf.ts, closed_by="client" if direction == 0 else "server", close_reply_text=text
+        )
 
     def _sasl_init(self, a: dict) -> None:
         mech = _text(a.get("mechanism"))
@@ -380,13 +392,15 @@ class Decoder10(StreamDecoder):
                 asm.channel,
             )
         elif asm.buf:
-            try:
-                sections, kind, size, digest, head = self._sections(asm.buf)
-            except DecodeError as e:
+            # a delivery cut short (aborted, lost, the capture's end) keeps the sections it has
+            sections, kind, size, digest, head, err = self._sections(asm.buf)
+            if err is not None and complete and not aborted:
                 complete = False
-                self._anomaly(direction, asm.offset, "malformed-message", str(e), asm.channel, asm.size)
+                self._anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
         if why:
-            self._anomaly(direction, asm.offset, "incomplete-content", f"transfer incomplete: {why}", asm.channel)
+            self._anomaly(
+                direction, asm.offset, "incomplete-content", f"transfer incomplete: {why}", asm.channel
+            )
         if digest is None:
             digest = hashlib.sha256().hexdigest()
         addr = None
@@ -419,16 +433,19 @@ class Decoder10(StreamDecoder):
 
     def _sections(self, buf):
         """The message's sections: (sections by name, body kind, body size, body digest, its
-        first bytes).  A data body is its sections' payloads; an amqp-sequence or amqp-value
-        body its encoded values."""
+        first bytes, what could not be decoded or None).  A data body is its sections'
+        payloads; an amqp-sequence or amqp-value body its encoded values."""
+        body = _Body(self.body_bytes)
+        sections: dict = {}
+        try:
+            self._read_sections(buf, sections, body)
+        except DecodeError as e:
+            return sections, body.kind, body.size, body.hash.hexdigest(), bytes(body.head), str(e)
+        return sections, body.kind, body.size, body.hash.hexdigest(), bytes(body.head), None
+
+    def _read_sections(self, buf, sections: dict, body) -> None:
         n = len(buf)
         p = 0
-        sections: dict = {}
-        kind = None
-        h = hashlib.sha256()
-        size = 0
-        head = bytearray()
-        keep = self.body_bytes
         while p < n:
             at = p
             code, p = described_head(buf, p, n)
@@ -436,7 +453,7 @@ class Decoder10(StreamDecoder):
             if name is None:
                 raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
             if name in _BODY:
-                kind = kind or name
+                body.kind = body.kind or name
                 if name == "data":
                     if p >= n or buf[p] not in (0xA0, 0xB0):
                         raise DecodeError(f"data section at {at} is not binary")
@@ -450,11 +467,7 @@ class Decoder10(StreamDecoder):
                 else:
                     s = p
                     _v, e = decode(buf, p, n, 1)
-                with memoryview(buf) as mv:
-                    h.update(mv[s:e])
-                if len(head) < keep:
-                    head += buf[s : min(e, s + keep - len(head))]
-                size += e - s
+                body.add(buf, s, e)
                 p = e
             else:
                 value, p = decode(buf, p, n, 1)
@@ -462,7 +475,26 @@ class Decoder10(StreamDecoder):
                     value = described(code, value)
                     del value["$type"]
                 sections[name] = value
-        return sections, kind, size, h.hexdigest(), bytes(head)
+
+
+class _Body:
+    """A message body being read: its kind, size, digest and first bytes."""
+
+    __slots__ = ("kind", "size", "hash", "head", "keep")
+
+    def __init__(self, keep: int) -> None:
+        self.kind = None
+        self.size = 0
+        self.hash = hashlib.sha256()
+        self.head = bytearray()
+        self.keep = keep
+
+    def add(self, buf, s: int, e: int) -> None:
+        with memoryview(buf) as mv:
+            self.hash.update(mv[s:e])
+        if len(self.head) < self.keep:
+            self.head += buf[s : min(e, s + self.keep - len(self.head))]
+        self.size += e - s
 
 
 def _text(v):

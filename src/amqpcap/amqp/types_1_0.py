@@ -5,13 +5,14 @@ its category and width (fixed, variable, compound, array), so no code is written
 per performative: ``decode(buf, off, end, depth)`` reads any value.
 
 Values: null -> None; boolean -> bool; the integer types -> int (timestamp: int ms since the
-epoch); float / double -> float; decimal32/64/128 -> decimal.Decimal (IEEE 754 binary integer
-decimal); char -> str; uuid -> canonical text; binary -> bytes; string and symbol -> str (UTF-8,
-errors replaced); list and array -> list; map -> dict (a key that cannot be a dict key, a list or
-map, is kept as its text).  A described value whose descriptor is a composite of the spec (a
-performative, a section, a delivery state, ...) -> dict of its fields by name (those present,
-null fields left out) with ``"$type"`` naming it; any other described value ->
-``{"$descriptor": descriptor, "value": value}`` (unknown descriptors are kept, not fatal).
+epoch); float / double -> float; decimal32/64/128 -> ``{"$decimal": text}`` (IEEE 754 binary
+integer decimal, as the 0-9 decimals are given); char -> str; uuid -> canonical text; binary ->
+bytes; string and symbol -> str (UTF-8, errors replaced); list and array -> list; map -> dict (a
+key that cannot be a dict key, a list or map, is kept as its text). A described value whose
+descriptor is a composite of the spec (a performative, a section, a delivery state, ...) -> dict
+of its fields by name (those present, null fields left out) with ``"$type"`` naming it; any
+other described value -> ``{"$descriptor": descriptor, "value": value}`` (unknown descriptors
+are kept, not fatal).
 
 Hostile input is bounded: nesting deeper than ``MAX_DEPTH`` and a count claiming more items
 than the bytes can hold raise ``DecodeError`` before anything of that size is made.
@@ -39,20 +40,20 @@ def _short(what: str, off: int, need: int, end: int) -> DecodeError:
 
 
 def _bid(raw: int, bits: int, ebits: int, bias: int):
-    """An IEEE 754-2008 decimal in the binary integer decimal encoding, as a Decimal."""
+    """An IEEE 754-2008 decimal in the binary integer decimal encoding, as ``{"$decimal": text}``."""
     sign = raw >> (bits - 1)
     if (raw >> (bits - 3)) & 3 == 3:
         combo = (raw >> (bits - 6)) & 0x1F
         if combo == 0x1E:
-            return Decimal("-Infinity" if sign else "Infinity")
+            return {"$decimal": "-Infinity" if sign else "Infinity"}
         if combo == 0x1F:
-            return Decimal("NaN")
+            return {"$decimal": "NaN"}
         exp = (raw >> (bits - 3 - ebits)) & ((1 << ebits) - 1)
         coeff = (0b100 << (bits - 3 - ebits)) | (raw & ((1 << (bits - 3 - ebits)) - 1))
     else:
         exp = (raw >> (bits - 1 - ebits)) & ((1 << ebits) - 1)
         coeff = raw & ((1 << (bits - 1 - ebits)) - 1)
-    return Decimal((sign, tuple(int(c) for c in str(coeff)), exp - bias))
+    return {"$decimal": str(Decimal((sign, tuple(int(c) for c in str(coeff)), exp - bias)))}
 
 
 def _char(cp: int) -> str:

@@ -140,7 +140,8 @@ CONNECTIONS = [
     (
         "user",
         STRING,
-        "User name from the start-ok/secure-ok response (1.0: sasl.init initial-response; never the password).",
+        "User name from the start-ok/secure-ok response (1.0: sasl.init initial-response; never "
+        "the password).",
     ),
     ("vhost", STRING, "Virtual host from connection.open (1.0: the client's open hostname)."),
     (
@@ -363,7 +364,11 @@ MESSAGES = _KEYS + [
     ("link_name", STRING, "1.0: name of the link the delivery travelled on."),
     ("delivery_id", INT64, "1.0: delivery-id of the delivery."),
     ("settled", BOOL, "1.0: the delivery was settled (sent settled, or by a disposition) in the capture."),
-    ("settle_ts", TS, "1.0: when it was settled (the settling disposition; sent settled: its last transfer)."),
+    (
+        "settle_ts",
+        TS,
+        "1.0: when it was settled (the settling disposition; sent settled: its last transfer).",
+    ),
     (
         "outcome",
         STRING,

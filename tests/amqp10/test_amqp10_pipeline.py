@@ -1,0 +1,212 @@
+"""AMQP 1.0 through the whole pipeline: a synthetic capture (scapy) -> Parquet rows, and show."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from amqp10_wire import (
+    AMQP_HEADER,
+    SASL_HEADER,
+    Sym,
+    accepted,
+    attach,
+    begin,
+    close,
+    data,
+    detach,
+    disposition,
+    error,
+    flow,
+    frame,
+    open_,
+    properties,
+    sasl_init,
+    sasl_mechanisms,
+    sasl_outcome,
+    transfer,
+)
+from fixtures import pcapgen as P
+from fixtures.compiled import both_ways
+
+from amqpcap import pipeline
+from amqpcap.pipeline import dissect
+
+loop = both_ways(pipeline, "fastpipeline", "loop")
+
+PAYLOAD = bytes(range(256)) * 12  # 3 kB: four transfers at max-frame-size 1024
+
+
+def conversation(header=SASL_HEADER):
+    msg = properties(message_id="id-1", to="/exchanges/amq.topic/a.b", content_type=Sym("text/plain")) + data(
+        PAYLOAD
+    )
+    chunks = [msg[i : i + 1000] for i in range(0, len(msg), 1000)]
+    transfers = [frame(transfer(0, 7, b"t7", more=True) + chunks[0])]
+    transfers += [frame(transfer(0, more=i < len(chunks) - 1) + c) for i, c in enumerate(chunks[1:], 1)]
+    client = [header]
+    if header == SASL_HEADER:
+        client += [frame(sasl_init("PLAIN", b"\0guest\0hunter2"), ftype=1), AMQP_HEADER]
+    client += [
+        frame(open_("client-c", "vhost:/", max_frame=1024, idle=60000))
+        + frame(begin())
+        + frame(attach("pub-link", 0, False, tgt="/exchanges/amq.topic/a.b"))
+        + frame(attach("missing", 1, True, src="/queues/nope")),
+        b"".join(transfers),
+        frame(b""),
+        frame(close()),
+    ]
+    server = [header]
+    if header == SASL_HEADER:
+        server += [frame(sasl_mechanisms("PLAIN"), ftype=1) + frame(sasl_outcome(0), ftype=1), AMQP_HEADER]
+    server += [
+        frame(
+            open_("rabbit@x", max_frame=131072, props={Sym("product"): "RabbitMQ", Sym("version"): "4.1.0"})
+        )
+        + frame(begin(0))
+        + frame(attach("pub-link", 0, True, tgt="/exchanges/amq.topic/a.b"))
+        + frame(flow(0, 0, 100)),
+        frame(attach("missing", 1, False, src="/queues/nope"))
+        + frame(detach(1, True, error("amqp:not-found", "no queue 'nope'"))),
+        frame(disposition(True, 7, None, True, accepted())),
+        frame(close()),
+    ]
+    return P.tcp_conversation(client_chunks=client, server_chunks=server, server=("10.0.0.2", 5672))
+
+
+def run(tmp_path, segs, **kw):
+    path = P.write(tmp_path / "c.pcap", P.pcap_bytes(P.to_packets(segs)))
+    dissect([str(path)], str(tmp_path / "out"), **kw)
+    tables = ("connections", "methods", "messages", "anomalies") + (("frames",) if kw.get("frames") else ())
+    return {t: pq.read_table(tmp_path / "out" / t).to_pylist() for t in tables}, path
+
+
+def test_a_1_0_conversation_gives_methods_messages_and_its_connection(tmp_path):
+    t, _ = run(tmp_path, conversation())
+    assert t["anomalies"] == []
+    (c,) = t["connections"]
+    assert (c["client_version"], c["version"], c["negotiation"]) == ("1.0-sasl", "1.0", "accepted")
+    assert (c["mechanism"], c["user"], c["vhost"]) == ("PLAIN", "guest", "vhost:/")
+    assert (c["client_container_id"], c["server_container_id"]) == ("client-c", "rabbit@x")
+    assert (c["frame_max"], c["idle_timeout_ms"], c["server_product"], c["server_product_version"]) == (
+        1024,
+        60000,
+        "RabbitMQ",
+        "4.1.0",
+    )
+    names = [(r["direction"], r["method"]) for r in t["methods"]]
+    assert [n for d, n in names if d == "c2s"][:2] == ["sasl.init", "open"]
+    assert ("s2c", "sasl.outcome") in names and names.count(("c2s", "transfer")) == 4
+    assert all(r["version"] == "1.0" for r in t["methods"])
+    init = next(r for r in t["methods"] if r["method"] == "sasl.init")
+    assert (
+        "hunter2" not in init["arguments"]
+        and json.loads(init["arguments"])["initial-response"]["user"] == "guest"
+    )
+    tr = [r for r in t["methods"] if r["method"] == "transfer"]
+    assert [(r["link_name"], r["delivery_id"], r["more"]) for r in tr] == [
+        ("pub-link", 7, True),
+        ("pub-link", None, True),
+        ("pub-link", None, True),
+        ("pub-link", None, False),
+    ]
+    det = next(r for r in t["methods"] if r["method"] == "detach")
+    assert (det["link_name"], det["source"], det["condition"], det["reply_text"]) == (
+        "missing",
+        "/queues/nope",
+        "amqp:not-found",
+        "no queue 'nope'",
+    )
+    disp = next(r for r in t["methods"] if r["method"] == "disposition")
+    assert (disp["role"], disp["delivery_id"], disp["id_ranges"], disp["outcome"], disp["settled"]) == (
+        "receiver",
+        7,
+        [{"lower": 7, "upper": 7}],
+        "accepted",
+        True,
+    )
+    fl = next(r for r in t["methods"] if r["method"] == "flow")
+    assert (fl["link_name"], fl["link_credit"], fl["delivery_count"]) == ("pub-link", 100, 0)
+    (m,) = t["messages"]
+    assert (m["method"], m["exchange"], m["routing_key"], m["message_id"], m["content_type"]) == (
+        "transfer",
+        "amq.topic",
+        "a.b",
+        "id-1",
+        "text/plain",
+    )
+    assert (m["body_size"], m["body_frames"], m["complete"]) == (len(PAYLOAD), 4, True)
+    assert m["body_hash"] == hashlib.sha256(PAYLOAD).hexdigest() and m["body"] == PAYLOAD[:64]
+    assert (m["link_name"], m["delivery_id"], m["settled"], m["outcome"]) == ("pub-link", 7, True, "accepted")
+    assert m["settle_ts"] == disp["ts"] and m["first_frame_number"] == tr[0]["frame_number"]
+    assert c["heartbeats_c2s"] == 1
+
+
+def test_keep_secrets_keeps_the_sasl_password(tmp_path):
+    t, _ = run(tmp_path, conversation(), keep_secrets=True)
+    init = next(r for r in t["methods"] if r["method"] == "sasl.init")
+    assert base64.b64decode(json.loads(init["arguments"])["initial-response"]["$b64"]) == b"\0guest\0hunter2"
+
+
+def test_a_1_0_conversation_without_sasl_decodes_the_same(tmp_path):
+    t, _ = run(tmp_path, conversation(AMQP_HEADER))
+    (c,) = t["connections"]
+    assert (c["client_version"], c["version"], c["mechanism"]) == ("1.0", "1.0", None)
+    assert [r["method"] for r in t["methods"]][:2] == ["open", "begin"]
+    assert len(t["messages"]) == 1 and t["anomalies"] == []
+
+
+def test_a_1_0_capture_started_mid_stream_is_recognised_from_frame_shape(tmp_path):
+    segs = conversation(AMQP_HEADER)
+    data_segs = [s for s in segs if s.payload]
+    cut = [s for s in segs if s not in data_segs[:2]]  # both protocol headers lost
+    t, _ = run(tmp_path, cut)
+    (c,) = t["connections"]
+    assert (c["version"], c["version_evidence"], c["mid_stream"]) == ("1.0", "inferred", True)
+    assert "transfer" in [r["method"] for r in t["methods"]]
+    assert len(t["messages"]) == 1
+
+
+def test_show_prints_one_line_per_performative_with_its_key_fields(tmp_path):
+    _, path = run(tmp_path, conversation())
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "amqpcap.cli",
+            "show",
+            str(path),
+            "--method",
+            "attach",
+            "--method",
+            "disposition",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [x for x in out.stdout.splitlines() if not x.startswith("#")]
+    assert len(lines) == 5
+    assert (
+        "attach" in lines[0] and "link=pub-link" in lines[0] and "target=/exchanges/amq.topic/a.b" in lines[0]
+    )
+    assert "disposition" in lines[-1] and "range=7" in lines[-1] and "outcome=accepted" in lines[-1]
+
+
+@pytest.mark.parametrize("cut", [37, 500, 1500])
+def test_a_1_0_capture_cut_anywhere_accounts_for_every_byte(tmp_path, cut):
+    client = P.stream_bytes(conversation(), "c2s")[:cut]
+    segs = P.tcp_conversation(client_chunks=[client], server=("10.0.0.2", 5672), close=None)
+    t, _ = run(tmp_path, segs, frames=True)
+    (c,) = t["connections"]
+    assert c["version"] == "1.0"
+    kinds = {a["kind"] for a in t["anomalies"]}
+    assert kinds <= {"truncated-stream", "incomplete-content"} and "truncated-stream" in kinds
+    lost = sum(a["skipped_bytes"] for a in t["anomalies"] if a["kind"] == "truncated-stream")
+    headers = client.count(b"AMQP") * 8
+    assert headers + sum(f["wire_size"] for f in t["frames"]) + lost == cut
