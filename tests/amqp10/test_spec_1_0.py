@@ -1,0 +1,91 @@
+"""The AMQP 1.0 tables generated from the OASIS XML vendored in specs/amqp-1.0."""
+
+import os
+import subprocess
+import sys
+
+from amqpcap.amqp.spec import v1_0 as SPEC
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_the_generated_module_is_current_with_the_vendored_xml():
+    r = subprocess.run(
+        [sys.executable, os.path.join(REPO, "tools", "gen_spec_1_0.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
+    assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_the_vendored_xml_is_the_shared_copy_unchanged():
+    shared = "/work/shared/specs/amqp-1.0"
+    for name in ("types.xml", "transport.xml", "messaging.xml", "security.xml", "transactions.xml"):
+        mine = open(os.path.join(REPO, "specs", "amqp-1.0", name), "rb").read()
+        assert b"Copyright" in mine[:600]  # the licence header travels with the file
+        if os.path.isdir(shared):
+            assert mine == open(os.path.join(shared, name), "rb").read()
+
+
+def test_performatives_and_sasl_frames_are_named_by_their_descriptor_codes():
+    assert SPEC.METHOD_NAMES == {
+        0x10: "open",
+        0x11: "begin",
+        0x12: "attach",
+        0x13: "flow",
+        0x14: "transfer",
+        0x15: "disposition",
+        0x16: "detach",
+        0x17: "end",
+        0x18: "close",
+        0x40: "sasl.mechanisms",
+        0x41: "sasl.init",
+        0x42: "sasl.challenge",
+        0x43: "sasl.response",
+        0x44: "sasl.outcome",
+    }
+    assert SPEC.METHODS[0] == "open" and SPEC.METHODS[-1] == "sasl.outcome"
+
+
+def test_fields_carry_type_multiplicity_and_mandatory():
+    transfer = SPEC.COMPOSITES[0x14]
+    assert [f.name for f in transfer.fields][:6] == [
+        "handle",
+        "delivery-id",
+        "delivery-tag",
+        "message-format",
+        "settled",
+        "more",
+    ]
+    handle = transfer.fields[0]
+    assert (handle.type, handle.primitive, handle.mandatory, handle.multiple) == (
+        "handle",
+        "uint",
+        True,
+        False,
+    )
+    caps = [f for f in SPEC.COMPOSITES[0x10].fields if f.name == "offered-capabilities"][0]
+    assert (caps.primitive, caps.multiple) == ("symbol", True)
+    state = [f for f in transfer.fields if f.name == "state"][0]
+    assert (state.type, state.requires) == ("*", "delivery-state")
+
+
+def test_sections_outcomes_and_error_conditions():
+    assert list(SPEC.SECTIONS.values()) == [
+        "header",
+        "delivery-annotations",
+        "message-annotations",
+        "properties",
+        "application-properties",
+        "data",
+        "amqp-sequence",
+        "amqp-value",
+        "footer",
+    ]
+    assert set(SPEC.OUTCOMES.values()) == {"accepted", "rejected", "released", "modified", "declared"}
+    assert set(SPEC.DELIVERY_STATES.values()) >= {"received", "transactional-state"}
+    assert SPEC.ERROR_CONDITIONS["amqp:not-found"] == ("amqp-error", "not-found")
+    assert SPEC.ERROR_CONDITIONS["amqp:link:detach-forced"] == ("link-error", "detach-forced")
+    assert SPEC.CHOICES["sasl-code"][1] == ("1", "auth")
+    assert SPEC.SYMBOLS["amqp:open:list"] == 0x10
