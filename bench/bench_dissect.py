@@ -14,6 +14,9 @@ Shapes (each built once, cached in bench/data/, not committed):
   ``--mss 1448``: what a real network's Ethernet segments carry, frames cut across them).
 * ``rabbit``: the real RabbitMQ capture ``bench/record_bulk.py`` records (~35 MB, ~155k
   packets, 13 connections of pika / py-amqp / kombu clients; the shape issue 10 measured).
+* ``bulk10``: the same traffic in AMQP 1.0 (``bench/bulk_1_0.py``): SASL, a sender link whose
+  transfers the broker settles by ranges, a receiver link; 200 kB messages split over transfers
+  at max-frame-size 65536.  tshark prints the 1.0 fields of TSHARK_FIELDS_1_0 for it.
 * ``small``: about ``--packets`` packets of small-packet traffic (``bench_stats.build_small``:
   each publish and each delivery of a 32-256 B body in a packet of its own, confirms and
   acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
@@ -281,6 +284,24 @@ TSHARK_FIELDS = [
 ]
 
 
+TSHARK_FIELDS_1_0 = [
+    "frame.number",
+    "tcp.stream",
+    "amqp.type",
+    "amqp.channel",
+    "amqp.performative",
+    "amqp.performative.arguments.handle",
+    "amqp.performative.arguments.deliveryId",
+    "amqp.performative.arguments.more",
+    "amqp.performative.arguments.settled",
+    "amqp.performative.arguments.first",
+    "amqp.performative.arguments.last",
+    "amqp.performative.arguments.linkCredit",
+    "amqp.performative.arguments.name",
+    "amqp.error.condition",
+]
+
+
 # The children run as after an install: with Python's bytecode cache.  An environment that sets
 # PYTHONDONTWRITEBYTECODE (this project's CI machines do) would otherwise have every run compile
 # amqpcap's modules from source (~50 ms), which no installed amqpcap does.
@@ -367,9 +388,8 @@ def bench_amqpcap(cap: str, runs: int, frames: bool, reference_writer: bool = Fa
 
 def tshark_once(cap: str) -> tuple[float, int, int]:
     """One tshark run: (seconds, peak RSS bytes, lines printed: packets with AMQP)."""
-    cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum(
-        (["-e", f] for f in TSHARK_FIELDS), []
-    )
+    fields = TSHARK_FIELDS_1_0 if os.path.basename(cap).startswith("bulk10_") else TSHARK_FIELDS
+    cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum((["-e", f] for f in fields), [])
     el, r, _code, out = run_measured(cmd)
     return el, r, out.count(b"\n")
 
@@ -397,6 +417,12 @@ def bulk_capture(mb: float, mss: int = MSS) -> str:
             MSS = default
 
     return cached(f"bench_{mb:g}mb_mss{mss}.pcap", make)
+
+
+def bulk10_capture(mb: float) -> str:
+    from bulk_1_0 import build as build_1_0
+
+    return cached(f"bulk10_{mb:g}mb.pcap", lambda p: build_1_0(p, mb, Conn, PcapOut))
 
 
 def small_capture(packets: int) -> str:
@@ -493,7 +519,8 @@ def main() -> int:
     ap.add_argument(
         "--shape",
         default="bulk,small",
-        help="comma-separated: bulk, small, rabbit (the real RabbitMQ capture of bench/record_bulk.py)",
+        help="comma-separated: bulk, bulk10 (AMQP 1.0), small, rabbit (the real RabbitMQ capture of "
+        "bench/record_bulk.py)",
     )
     ap.add_argument("--mb", type=float, default=32, help="size of the bulk capture (MB)")
     ap.add_argument("--mss", type=int, default=MSS, help="largest TCP segment of the bulk capture")
@@ -517,6 +544,8 @@ def main() -> int:
         caps = ([("bulk", bulk_capture(a.mb, a.mss))] if "bulk" in shapes else []) + (
             [("small", small_capture(a.packets))] if "small" in shapes else []
         )
+        if "bulk10" in shapes:
+            caps.append(("bulk10", bulk10_capture(a.mb)))
         if "rabbit" in shapes:
             caps.append(("rabbit", recorded_capture()))
     for label, cap in caps:
