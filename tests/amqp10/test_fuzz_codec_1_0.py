@@ -85,3 +85,35 @@ def test_every_truncation_of_a_stream_is_accounted_for():
         ev = feed(base[:cut], rnd)
         kinds = {e.kind for _, e in ev if isinstance(e, Anomaly)}
         assert kinds <= {"truncated-stream", "incomplete-content"}
+
+
+def test_deliveries_left_open_on_many_handles_stay_bounded():
+    from amqpcap.amqp import codec_1_0
+
+    d = Decoder10()
+    raw = frame(open_("c")) + frame(begin())
+    raw += b"".join(frame(transfer(h, h, b"t", more=True) + data(b"x" * 100)) for h in range(5000))
+    d.feed(0, raw, 8, 1, 1)
+    assert len(d.assembling[0]) == codec_1_0.MAX_ASSEMBLIES
+    assert len(d.state.held) == 5000 - codec_1_0.MAX_ASSEMBLIES  # ended early, awaiting settlement
+    assert d.held_bytes[0] == sum(len(a.buf) for a in d.assembling[0].values())
+    d.finish(2, 2)
+    ended = [e for _, e in d.pop_events() if isinstance(e, Delivery)]
+    assert len(ended) == 5000 and not any(e.complete for e in ended)
+
+
+def test_a_message_over_the_hold_limit_is_counted_not_held(monkeypatch):
+    from amqpcap.amqp import codec_1_0
+
+    monkeypatch.setattr(codec_1_0, "MAX_MESSAGE", 1000)
+    d = Decoder10()
+    raw = frame(open_("c")) + frame(begin()) + frame(attach("l", 0, False))
+    raw += b"".join(
+        frame(transfer(0, 0 if i == 0 else None, b"t", more=i < 9) + b"y" * 300) for i in range(10)
+    )
+    d.feed(0, raw, 8, 1, 1)
+    assert d.held_bytes[0] == 0
+    d.finish(2, 2)
+    (dv,) = [e for _, e in d.pop_events() if isinstance(e, Delivery)]
+    assert not dv.complete and dv.sections == {} and dv.frames == 10
+    assert d.held_bytes[0] == 0

@@ -38,6 +38,8 @@ from amqpcap.amqp.types_1_0 import decode, described, described_head
 
 HARD_MAX_FRAME = 16 << 20  # a larger frame header is taken as lost framing (memory bound)
 MAX_MESSAGE = 16 << 20  # bytes of one message held for its sections to be decoded
+MAX_HELD_BYTES = 64 << 20  # bytes of all the messages of a direction being assembled
+MAX_ASSEMBLIES = 4096  # deliveries being assembled at once per direction (links x sessions)
 MIN_MAX_FRAME = int(SPEC.DEFINITIONS["MIN-MAX-FRAME-SIZE"])
 
 _U32 = Struct(">I")
@@ -137,6 +139,7 @@ class Decoder10(StreamDecoder):
         self.state = links_1_0.ConnectionState()
         self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> _Assembly
         self.encrypted = [False, False]  # a TLS header: the rest of the direction is TLS
+        self.held_bytes = [0, 0]  # bytes of the deliveries being assembled, per direction
         self.v: dict = {}  # connection facts learnt
         self.opens: list = [None, None]  # each direction's open fields
 
@@ -354,6 +357,10 @@ class Decoder10(StreamDecoder):
         asm_map = self.assembling[direction]
         asm = asm_map.get(key)
         if asm is None:
+            if len(asm_map) >= MAX_ASSEMBLIES:  # the oldest ends: memory stays bounded
+                self._deliver(
+                    direction, asm_map.pop(next(iter(asm_map))), False, "too many deliveries in progress"
+                )
             asm = asm_map[key] = _Assembly(perf, link)
         elif "delivery-id" in a and a["delivery-id"] != asm.first.args.get("delivery-id"):
             self._deliver(direction, asm_map.pop(key), False, "a new delivery began before its last transfer")
@@ -362,11 +369,13 @@ class Decoder10(StreamDecoder):
         n = end - p
         asm.size += n
         if not asm.too_big:
-            if len(asm.buf) + n > MAX_MESSAGE:
+            if len(asm.buf) + n > MAX_MESSAGE or self.held_bytes[direction] + n > MAX_HELD_BYTES:
                 asm.too_big = True
+                self.held_bytes[direction] -= len(asm.buf)
                 asm.buf = bytearray()
             else:
                 asm.buf += buf[p:end]
+                self.held_bytes[direction] += n
         if a.get("settled") is True:
             asm.first.args.setdefault("$settled", True)
         if a.get("aborted") is True:
@@ -376,6 +385,7 @@ class Decoder10(StreamDecoder):
 
     def _deliver(self, direction, asm: _Assembly, complete: bool, why, aborted=False, last=None) -> None:
         d = self.dirs[direction]
+        self.held_bytes[direction] -= len(asm.buf)
         fa = asm.first.args
         link = asm.link
         settled = fa.pop("$settled", False) or (last is not None and last.args.get("settled") is True)
@@ -388,7 +398,8 @@ class Decoder10(StreamDecoder):
                 direction,
                 asm.offset,
                 "oversize-message",
-                f"message of {asm.size} bytes: over {MAX_MESSAGE} held, sections not decoded",
+                f"message of {asm.size} bytes: over {MAX_MESSAGE} (or {MAX_HELD_BYTES} in all) held, "
+                "sections not decoded",
                 asm.channel,
             )
         elif asm.buf:
