@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from amqpcap.analysis import amqp10
 from amqpcap.analysis._common import (
     CONN_KEYS,
     codes_in,
@@ -268,6 +269,7 @@ SECTIONS: dict = {
     # the report's figures: their time origin and the connections timeline
     "t0": ({"connections": None, "methods": ["ts"], "messages": ["ts"], "frames": ["ts"]}, {}),
     "timeline": ({"connections": None, "methods": _KEYS + ["reason"]}, {}),
+    "amqp10": amqp10.SECTION,  # AMQP 1.0: settlement, outcomes, error conditions
 }  # fmt: skip
 
 
@@ -538,6 +540,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         pairing("consumer_ack"),
         ("throughput", put("throughput", lambda t: _throughput(t, bucket))),
         ("health", put("health", lambda t: _health(t, got["unacked"]))),
+        ("amqp10", put("amqp10", lambda t: amqp10.stats_part(t, latency_summary))),
     ]
     with malloc_pool():
         tables = Sections(stats_source(t))
@@ -554,8 +557,12 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         "connections": counts["connections"],
         "versions": counts["versions"],
         "span": got["span"],
-        "latency": {kind: got["latency"][kind] for kind in LATENCY_FUNCTIONS},
-        "errors": got["errors"],
+        "latency": {
+            **{kind: got["latency"][kind] for kind in LATENCY_FUNCTIONS},
+            "settlement": got["amqp10"]["settlement"],
+        },
+        "outcomes": got["amqp10"]["outcomes"],
+        "errors": sorted(got["errors"] + got["amqp10"]["errors"], key=lambda e: -e["count"]),
         "throughput": got["throughput"],
         "methods": counts["methods"],
         "anomalies": counts["anomalies"],
@@ -763,7 +770,7 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     out.append("")
     out.append("Latency (ms)")
     lrows = []
-    for kind in LATENCY_KINDS:
+    for kind in LATENCY_KINDS + ("settlement",):  # settlement: AMQP 1.0
         d = s["latency"].get(kind, {})
         extra = []
         for k in (

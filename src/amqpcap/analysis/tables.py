@@ -113,6 +113,12 @@ ANALYSIS_COLUMNS: dict[str, list[str]] = {
         "id_ranges",
         "code",
         "text",
+        # AMQP 1.0
+        "link_name",
+        "delivery_id",
+        "settled",
+        "outcome",
+        "condition",
     ],
     "messages": [
         "capture",
@@ -136,6 +142,13 @@ ANALYSIS_COLUMNS: dict[str, list[str]] = {
         "body_received",
         "body_frames",
         "body_hash",
+        # AMQP 1.0
+        "link_name",
+        "delivery_id",
+        "settled",
+        "settle_ts",
+        "outcome",
+        "condition",
     ],
 }
 
