@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Record real AMQP 1.0 captures against a local RabbitMQ, with the clients' own logs as truth.
+
+Usage (as root, from the repository root)::
+
+    python captures/record/record_10.py --out captures/                  # every scenario
+    python captures/record/record_10.py --out captures/ --only rhea_outcomes,proton_frames512
+    python captures/record/record_10.py --list
+
+Two independent AMQP 1.0 implementations drive the scenarios: rhea (node, ``rhea_client.js``;
+``npm ci`` in this folder installs it) and Qpid Proton (python-qpid-proton, ``proton_client.py``);
+the cross-protocol scenario adds a pika (0-9-1) consumer. For every scenario this script
+
+1. makes sure RabbitMQ answers on 127.0.0.1:5672 with the ``rabbitmq_amqp1_0`` plugin enabled
+   (starts ``rabbitmq-server -detached`` if no broker runs, enables the plugin if needed) and
+   deletes the scenario's queues, so every recording starts empty;
+2. starts ``tcpdump -i lo -s 0`` filtered on port 5672 and the scenario's own loopback source
+   address (127.0.10.N; the clients bind their sockets to it), so other users of the broker
+   stay out of the capture;
+3. runs the client, which writes a JSON-lines log: every frame the library itself wrote or read
+   (rhea's frame and raw-byte debug channels, Proton's frame trace) and what the application
+   sent, received, settled and saw as outcome;
+4. stops tcpdump (SIGINT to its own pid) and writes ``FILE.truth.json`` from that log;
+5. cross-checks the frames against ``tshark`` and stores the comparison under ``crosscheck``
+   (for information: the truth never comes from tshark).
+
+The truth format (``amqpcap-truth-10/1``) is described in captures/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+HOST = "127.0.0.1"
+PORT = 5672
+USER = "guest"
+PASSWORD = "guest"
+WRONG_PASSWORD = "wrong-pw-0000"
+PREFIX = "amqpcap10"
+PLUGIN = "rabbitmq_amqp1_0"
+FULL_QUEUE_POLICY = ("amqpcap10-full", "^amqpcap10-.*-full$", '{"max-length":2,"overflow":"reject-publish"}')
+
+
+def _record_091():
+    """The 0-9-1 recorder's broker and tcpdump helpers (one copy of that machinery)."""
+    spec = importlib.util.spec_from_file_location("record_091", HERE / "record_091.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+R091 = _record_091()
+
+
+def log(*a):
+    print("[record_10]", *a, file=sys.stderr, flush=True)
+
+
+class Scenario:
+    def __init__(self, name, client, arg, src, description, queues, notes=()):
+        self.notes = list(notes)
+        self.name = name
+        self.client = client
+        self.arg = arg
+        self.src = src
+        self.description = description
+        self.queues = queues
+
+    @property
+    def capture(self):
+        return "rabbitmq10_%s.pcap" % self.name
+
+
+def _q(client, *names):
+    return ["%s-%s-%s" % (PREFIX, client, n) for n in names]
+
+
+SCENARIOS = {
+    s.name: s
+    for s in [
+        Scenario(
+            "rhea_outcomes",
+            "rhea",
+            "outcomes",
+            "127.0.10.1",
+            "rhea: SASL PLAIN, a sender with every message property and application-properties "
+            "(data, amqp-value and amqp-sequence bodies), a pre-settled sender, an unroutable "
+            "message; consumers settling accepted, rejected, released and modified",
+            _q("rhea", "outcomes"),
+        ),
+        Scenario(
+            "rhea_frames512",
+            "rhea",
+            "frames512",
+            "127.0.10.2",
+            "rhea: max-frame-size 512 on both connections; 100 B, 3 kB, 20 kB data bodies and "
+            "a 3 kB amqp-value string, split over many transfers (more=true) both ways",
+            _q("rhea", "frames512"),
+        ),
+        Scenario(
+            "rhea_errors",
+            "rhea",
+            "errors",
+            "127.0.10.3",
+            "rhea: a refused login (SASL outcome auth), links to a missing queue and a missing "
+            "exchange (amqp:not-found), and a publish to a full queue (reject-publish)",
+            _q("rhea", "full"),
+        ),
+        Scenario(
+            "rhea_rpc",
+            "rhea",
+            "rpc",
+            "127.0.10.4",
+            "rhea: request / reply: requests with reply-to, replies with the request's "
+            "message-id as correlation-id, sent on an anonymous-target link addressed by 'to'",
+            _q("rhea", "rpc-requests", "rpc-replies"),
+        ),
+    ]
+}
+
+
+# --------------------------------------------------------------------------
+# Broker
+# --------------------------------------------------------------------------
+def plugin_enabled():
+    r = R091.run(["rabbitmq-plugins", "list", "-e", "-m", PLUGIN], check=False, quiet=True)
+    return r.returncode == 0 and PLUGIN in r.stdout.split()
+
+
+def ensure_broker():
+    """RabbitMQ on 127.0.0.1:5672 with the AMQP 1.0 plugin; returns what had to be done."""
+    done = []
+    running = R091.ctl("-q", "status", check=False, timeout=60).returncode == 0
+    if not running:
+        R091.run(["rabbitmq-plugins", "enable", "--offline", PLUGIN])
+        done.append("enabled %s offline" % PLUGIN)
+        R091.ensure_broker()
+        done.append("started rabbitmq-server -detached")
+    elif not plugin_enabled():
+        R091.run(["rabbitmq-plugins", "enable", PLUGIN])
+        done.append("enabled %s" % PLUGIN)
+    else:
+        R091.ensure_broker()
+    return done
+
+
+def reset_queues(scenario):
+    for q in scenario.queues:
+        R091.ctl("-q", "delete_queue", q, check=False)
+    name, pattern, definition = FULL_QUEUE_POLICY
+    R091.ctl("set_policy", name, pattern, definition, "--apply-to", "queues")
+
+
+def broker_info():
+    info = R091.broker_info()
+    info["plugin"] = PLUGIN
+    info["plugin_version"] = info["version"]
+    return info
+
+
+# --------------------------------------------------------------------------
+# Clients
+# --------------------------------------------------------------------------
+def client_command(scenario, logfile):
+    common = ["--scenario", scenario.arg, "--log", str(logfile), "--src", scenario.src]
+    common += ["--host", HOST, "--port", str(PORT), "--prefix", "%s-%s" % (PREFIX, scenario.client)]
+    if scenario.client == "rhea":
+        if not (HERE / "node_modules" / "rhea").is_dir():
+            R091.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(HERE)], timeout=300)
+        return ["node", str(HERE / "rhea_client.js"), *common]
+    return [sys.executable, str(HERE / "proton_client.py"), *common]
+
+
+def run_client(scenario, logfile):
+    cmd = client_command(scenario, logfile)
+    log("$", " ".join(cmd))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    if proc.returncode != 0:
+        log("client exited %s: %s %s" % (proc.returncode, out[-2000:], err[-2000:]))
+    return proc.returncode
+
+
+# --------------------------------------------------------------------------
+# Truth
+# --------------------------------------------------------------------------
+PERFORMATIVES = {
+    0x10: "open",
+    0x11: "begin",
+    0x12: "attach",
+    0x13: "flow",
+    0x14: "transfer",
+    0x15: "disposition",
+    0x16: "detach",
+    0x17: "end",
+    0x18: "close",
+    0x40: "sasl.mechanisms",
+    0x41: "sasl.init",
+    0x42: "sasl.challenge",
+    0x43: "sasl.response",
+    0x44: "sasl.outcome",
+}
+CODES = {v: k for k, v in PERFORMATIVES.items()}
+
+
+def frame_name(raw):
+    """A client's name of a frame (rhea 'sasl_init#41', proton 'sasl-init') -> 'sasl.init'."""
+    if raw in ("empty", None):
+        return "empty"
+    raw = raw.split("#")[0].replace("_", "-")
+    if raw.startswith("sasl-"):
+        raw = "sasl." + raw[5:]
+    return raw
+
+
+def build_truth(scenario, events, binfo, tcpdump, client_rc):
+    conns = collections.OrderedDict()
+
+    def conn(cid):
+        if cid not in conns:
+            conns[cid] = {
+                "index": len(conns),
+                "tcp_stream": len(conns),
+                "conn": cid,
+                "headers": [],
+                "frames": [],
+                "links": [],
+                "sends": [],
+                "receives": [],
+                "settles": [],
+                "outcomes": [],
+                "errors": [],
+            }
+        return conns[cid]
+
+    start = next((e for e in events if e["ev"] == "start"), {})
+    other = []
+    for e in events:
+        cid = e.get("conn")
+        if cid is None:
+            other.append(e)
+            continue
+        c = conn(cid)
+        ev = e["ev"]
+        if ev == "frame":
+            name = frame_name(e.get("performative"))
+            f = {"i": len(c["frames"]), "dir": e["dir"], "channel": e.get("channel"), "performative": name}
+            for k in ("size", "fields", "hex"):
+                if e.get(k) is not None:
+                    f[k] = e[k]
+            c["frames"].append(f)
+        elif ev == "header":
+            c["headers"].append({"dir": e["dir"], "header": e["header"]})
+        elif ev in ("connection_open", "disconnected", "connect"):
+            for k in ("label", "client_port", "container_id", "user", "password", "requested", "remote"):
+                if e.get(k) is not None and k not in c:
+                    c[k] = e[k]
+            if ev == "disconnected" and e.get("error"):
+                c["errors"].append({"where": "transport", **e["error"]})
+        elif ev in ("attached", "detached", "link_error"):
+            c["links"].append({k: v for k, v in e.items() if k not in ("conn", "seq", "ts")} | {"seq": e["seq"]})
+            if e.get("error"):
+                c["errors"].append({"where": "link " + str(e.get("name")), **e["error"]})
+        elif ev == "send":
+            c["sends"].append(strip(e))
+        elif ev == "receive":
+            c["receives"].append(strip(e))
+        elif ev == "settle":
+            c["settles"].append(strip(e))
+        elif ev == "outcome":
+            c["outcomes"].append(strip(e))
+        elif ev in ("connection_error", "error", "session_error"):
+            c["errors"].append({"where": ev, **(e.get("error") if isinstance(e.get("error"), dict) else {"message": e.get("error")})})
+        else:
+            other.append(e)
+            continue
+        if ev in ("connection_close", "disconnected", "connect", "sasl_outcome"):
+            other.append(e)
+            if ev == "connection_close" and e.get("error"):
+                c["errors"].append({"where": "close", **e["error"]})
+    for c in conns.values():
+        c["c2s_performatives"] = [f["performative"] for f in c["frames"] if f["dir"] == "c2s"]
+        c["s2c_performatives"] = [f["performative"] for f in c["frames"] if f["dir"] == "s2c"]
+        c["c2s_counts"] = dict(collections.Counter(c["c2s_performatives"]))
+        c["s2c_counts"] = dict(collections.Counter(c["s2c_performatives"]))
+    return {
+        "format": "amqpcap-truth-10/1",
+        "scenario": scenario.name,
+        "capture": scenario.capture,
+        "description": scenario.description,
+        "recorder": "captures/record/record_10.py",
+        "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "protocol": "AMQP 1.0",
+        "broker": binfo,
+        "client": {"name": start.get("client"), "version": start.get("client_version"), "runtime": start.get("runtime")},
+        "client_address": scenario.src,
+        "server": {"host": HOST, "port": PORT},
+        "credentials": {"user": USER, "password": PASSWORD, "wrong_password": WRONG_PASSWORD},
+        "capture_info": {"tcpdump": " ".join(tcpdump.cmd), "filter": tcpdump.filter, "stats": tcpdump.stats()},
+        "client_exit": client_rc,
+        "notes": list(scenario.notes),
+        "connections": list(conns.values()),
+        "events": other,
+    }
+
+
+def strip(e):
+    return {k: v for k, v in e.items() if k not in ("conn", "ev")}
+
+
+# --------------------------------------------------------------------------
+# tshark cross-check (information only)
+# --------------------------------------------------------------------------
+TSHARK_FIELDS = [
+    "frame.number",
+    "tcp.stream",
+    "tcp.srcport",
+    "amqp.type",
+    "amqp.performative",
+    "amqp.sasl.method",
+]
+
+
+def tshark_frames(pcap):
+    """Per tcp.stream and direction, tshark's list of frame names (empty frames included)."""
+    cmd = ["tshark", "-r", str(pcap), "-Y", "amqp", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"]
+    for f in TSHARK_FIELDS:
+        cmd += ["-e", f]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = collections.defaultdict(list)
+    for line in r.stdout.splitlines():
+        num, stream, sport, types, perfs, sasls = (line.split("\t") + [""] * 6)[:6]
+        d = "s2c" if sport == str(PORT) else "c2s"
+        perf = [int(x, 0) for x in perfs.split("|") if x]
+        sasl = [int(x, 0) for x in sasls.split("|") if x]
+        for t in types.split("|"):
+            if t == "":
+                continue
+            if int(t, 0) == 1:
+                name = PERFORMATIVES.get(sasl.pop(0), "?") if sasl else "?"
+            else:
+                name = PERFORMATIVES.get(perf.pop(0), "?") if perf else "empty"
+            out[(int(stream), d)].append((int(num), name))
+    return out
+
+
+def crosscheck(pcap, truth):
+    if not shutil.which("tshark"):
+        return {"tshark": None}
+    ver = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    seen = tshark_frames(pcap)
+    res = {"tshark": ver, "connections": []}
+    for c in truth["connections"]:
+        row = {"tcp_stream": c["tcp_stream"]}
+        for d in ("c2s", "s2c"):
+            ts = [n for _, n in seen.get((c["tcp_stream"], d), [])]
+            mine = c[d + "_performatives"]
+            row[d + "_frames"] = len(mine)
+            row[d + "_tshark_frames"] = len(ts)
+            row[d + "_equal"] = ts == mine
+            if ts != mine:
+                first = next((i for i, (a, b) in enumerate(zip(ts, mine)) if a != b), min(len(ts), len(mine)))
+                row[d + "_first_difference"] = {"index": first, "tshark": ts[first : first + 3], "client": mine[first : first + 3]}
+        res["connections"].append(row)
+    return res
+
+
+# --------------------------------------------------------------------------
+def record(scenario, outdir, binfo, keep_log=False):
+    pcap = outdir / scenario.capture
+    logfile = outdir / (scenario.capture[: -len(".pcap")] + ".clientlog.jsonl")
+    reset_queues(scenario)
+    with R091.Tcpdump(str(pcap), scenario.src) as td:
+        rc = run_client(scenario, logfile)
+    os.chmod(pcap, 0o644)
+    events = [json.loads(line) for line in logfile.read_text().splitlines() if line.strip()]
+    truth = build_truth(scenario, events, binfo, td, rc)
+    truth["crosscheck"] = crosscheck(pcap, truth)
+    for row in truth["crosscheck"].get("connections", []):
+        for d in ("c2s", "s2c"):
+            diff = row.get(d + "_first_difference")
+            if diff and not diff["client"] and diff["index"] == row[d + "_frames"]:
+                truth["notes"].append(
+                    "tcp.stream %d %s: the capture has %d frame(s) after the last one the client logged "
+                    "(%s): the client had stopped reading" % (row["tcp_stream"], d, row[d + "_tshark_frames"] - diff["index"], ", ".join(diff["tshark"]))
+                )
+            if diff and not diff["tshark"] and diff["index"] == row[d + "_tshark_frames"]:
+                c = truth["connections"][row["tcp_stream"]]
+                late = [f for f in c["frames"] if f["dir"] == d][diff["index"] :]
+                for f in late:
+                    f["on_wire"] = False
+                truth["notes"].append(
+                    "tcp.stream %d %s: the client logged %d frame(s) (%s) written after the peer had closed "
+                    "the connection; they are not in the capture (marked on_wire: false)"
+                    % (row["tcp_stream"], d, len(late), ", ".join(f["performative"] for f in late))
+                )
+    tpath = outdir / (scenario.capture[: -len(".pcap")] + ".truth.json")
+    tpath.write_text(json.dumps(truth, indent=1, sort_keys=False) + "\n")
+    if not keep_log:
+        logfile.unlink()
+    log("wrote", pcap, pcap.stat().st_size, "bytes;", tpath, tpath.stat().st_size, "bytes")
+    for row in truth["crosscheck"].get("connections", []):
+        log("crosscheck", row)
+    return truth
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "captures"))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--keep-log", action="store_true", help="keep the client's raw JSON-lines log")
+    a = ap.parse_args(argv)
+    if a.list:
+        for s in SCENARIOS.values():
+            print("%-20s %s" % (s.name, s.description))
+        return 0
+    if os.geteuid() != 0:
+        log("needs root (tcpdump on lo, rabbitmqctl)")
+        return 1
+    names = [n for n in a.only.split(",") if n] or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        log("unknown scenario(s):", ", ".join(unknown))
+        return 2
+    done = ensure_broker()
+    if done:
+        log("broker:", "; ".join(done))
+    binfo = broker_info()
+    outdir = Path(a.out)
+    for n in names:
+        record(SCENARIOS[n], outdir, binfo, keep_log=a.keep_log)
+        time.sleep(0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
