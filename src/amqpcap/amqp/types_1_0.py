@@ -162,8 +162,15 @@ def _compound_reader(width: int, is_map: bool, name: str):
             raise DecodeError(f"{name} at {off}: odd count {count} (keys without values)")
         items = []
         append = items.append
+        readers = READERS
         for _ in range(count):
-            v, p = decode(buf, p, e, depth + 1)
+            if p >= e:
+                raise _short("constructor", p, 1, e)
+            code = buf[p]
+            if code:  # (decode() inlined: most items are not described)
+                v, p = readers[code](buf, p + 1, e, depth + 1)
+            else:
+                v, p = decode(buf, p, e, depth + 1)
             append(v)
         if p != e:
             raise DecodeError(f"{name} at {off}: {e - p} bytes after its {count} items")
@@ -299,6 +306,8 @@ def described(descriptor, value):
 def described_head(buf, off: int, end: int):
     """(descriptor code or None, offset of the described value) of the described value at
     ``off``: what a section or performative is, without decoding it."""
+    if off + 3 <= end and buf[off] == 0 and buf[off + 1] == 0x53:  # the common smallulong code
+        return buf[off + 2], off + 3
     if off >= end or buf[off] != 0:
         raise DecodeError(f"expected a described value at {off}")
     descriptor, p = decode(buf, off + 1, end, 1)

@@ -19,13 +19,6 @@ _MESSAGE_INDEX = {c: i for i, c in enumerate(COLUMNS["messages"])}
 _I64_MAX = (1 << 63) - 1
 
 
-def _row(index: dict, values: dict) -> tuple:
-    row = [None] * len(index)
-    for k, v in values.items():
-        row[index[k]] = v
-    return tuple(row)
-
-
 def _s(v):
     if v is None or isinstance(v, str):
         return v
@@ -52,57 +45,99 @@ def _error(a: dict):
 _ROLE = {False: "sender", True: "receiver"}
 
 
+# column indexes (records/schema.py order)
+_MI = _METHOD_INDEX
+_M_HEAD = 14  # capture ... frame_size: the head every methods row fills (rows.py checks the order)
+_M_TAIL = [None] * (len(_MI) - _M_HEAD)
+_M_NAMES = (
+    "arguments",
+    "handle",
+    "link_name",
+    "source",
+    "target",
+    "role",
+    "delivery_id",
+    "settled",
+    "more",
+    "outcome",
+    "condition",
+    "reply_text",
+    "id_ranges",
+    "link_credit",
+    "delivery_count",
+    "code",
+)
+(
+    _M_ARGUMENTS,
+    _M_HANDLE,
+    _M_LINK,
+    _M_SOURCE,
+    _M_TARGET,
+    _M_ROLE,
+    _M_DELIVERY_ID,
+    _M_SETTLED,
+    _M_MORE,
+    _M_OUTCOME,
+    _M_CONDITION,
+    _M_REPLY_TEXT,
+    _M_ID_RANGES,
+    _M_CREDIT,
+    _M_DELIVERY_COUNT,
+    _M_CODE,
+) = (_MI[c] for c in _M_NAMES)
+
+
 def method_row(capture, stream, direction, p: Performative, version) -> tuple:
     """The methods row of a performative or SASL frame."""
     a = p.args
-    v = {
-        "capture": capture,
-        "tcp_stream": stream,
-        "frame_number": p.packet,
-        "ts": p.ts,
-        "direction": DIRS[direction],
-        "channel": p.channel,
-        "stream_offset": p.offset,
-        "method": p.name,
-        "class_id": p.frame_type,
-        "method_id": p.code,
-        "version": version,
-        "synchronous": False,
-        "has_content": p.name == "transfer",
-        "frame_size": p.frame_size,
-        "arguments": to_json(a),
-        "handle": _i(a.get("handle")),
-        "link_name": p.link_name,
-        "source": p.source,
-        "target": p.target,
-    }
     name = p.name
-    if name in ("attach", "disposition"):
-        v["role"] = _ROLE.get(a.get("role"))
-    if name == "attach":
-        v["delivery_count"] = _i(a.get("initial-delivery-count"))
-    elif name == "transfer":
-        v["delivery_id"] = _i(a.get("delivery-id"))
-        v["settled"] = _b(a.get("settled"))
-        v["more"] = _b(a.get("more", False))
-        v["outcome"], v["condition"] = links_1_0.outcome_of(a.get("state"))
+    row = [
+        capture,
+        stream,
+        p.packet,
+        p.ts,
+        DIRS[direction],
+        p.channel,
+        p.offset,
+        name,
+        p.frame_type,
+        p.code,
+        version,
+        False,
+        name == "transfer",
+        p.frame_size,
+        *_M_TAIL,
+    ]
+    row[_M_ARGUMENTS] = to_json(a)
+    row[_M_HANDLE] = _i(a.get("handle"))
+    row[_M_LINK], row[_M_SOURCE], row[_M_TARGET] = p.link_name, p.source, p.target
+    if name == "transfer":
+        row[_M_DELIVERY_ID] = _i(a.get("delivery-id"))
+        row[_M_SETTLED] = _b(a.get("settled"))
+        row[_M_MORE] = _b(a.get("more", False))
+        if "state" in a:
+            row[_M_OUTCOME], row[_M_CONDITION] = links_1_0.outcome_of(a["state"])
     elif name == "disposition":
         first = _i(a.get("first"))
         last = _i(a.get("last", first))
-        v["delivery_id"] = first
-        v["settled"] = _b(a.get("settled", False))
+        row[_M_ROLE] = _ROLE.get(a.get("role"))
+        row[_M_DELIVERY_ID] = first
+        row[_M_SETTLED] = _b(a.get("settled", False))
         if first is not None and last is not None:
-            v["id_ranges"] = [{"lower": first, "upper": last}]
-        v["outcome"], v["condition"] = links_1_0.outcome_of(a.get("state"))
+            row[_M_ID_RANGES] = [{"lower": first, "upper": last}]
+        row[_M_OUTCOME], row[_M_CONDITION] = links_1_0.outcome_of(a.get("state"))
+    elif name == "attach":
+        row[_M_ROLE] = _ROLE.get(a.get("role"))
+        row[_M_DELIVERY_COUNT] = _i(a.get("initial-delivery-count"))
     elif name == "flow":
-        v["link_credit"] = _i(a.get("link-credit"))
-        v["delivery_count"] = _i(a.get("delivery-count"))
+        row[_M_CREDIT] = _i(a.get("link-credit"))
+        row[_M_DELIVERY_COUNT] = _i(a.get("delivery-count"))
     elif name in ("detach", "end", "close"):
-        v["condition"], v["reply_text"] = _error(a)
+        row[_M_CONDITION], row[_M_REPLY_TEXT] = _error(a)
     elif name == "sasl.outcome":
         code = a.get("code")
-        v["code"] = code if isinstance(code, int) and not isinstance(code, bool) else None
-    return _row(_METHOD_INDEX, v)
+        row[_M_CODE] = code if isinstance(code, int) and not isinstance(code, bool) else None
+    return tuple(row)
 
 
 def _ms_ts(v):
@@ -126,61 +161,111 @@ def exchange_key(address):
     return None, None
 
 
+_MSG_COLUMNS = tuple(COLUMNS["messages"])
+_MSG_NULLS = [None] * len(_MSG_COLUMNS)
+_MSG_FILLED = (
+    "capture",
+    "tcp_stream",
+    "frame_number",
+    "ts",
+    "direction",
+    "channel",
+    "stream_offset",
+    "method",
+    "version",
+    "exchange",
+    "routing_key",
+    "content_type",
+    "content_encoding",
+    "headers",
+    "correlation_id",
+    "reply_to",
+    "message_id",
+    "msg_timestamp",
+    "user_id",
+    "properties",
+    "body_size",
+    "body_received",
+    "body_frames",
+    "body_hash",
+    "body",
+    "complete",
+    "first_frame_number",
+    "last_frame_number",
+    "link_name",
+    "delivery_id",
+    "settled",
+    "settle_ts",
+    "outcome",
+    "condition",
+    "aborted",
+)
+_MSG_AT = tuple(_MESSAGE_INDEX[c] for c in _MSG_FILLED)
+_X_DELIVERY_MODE, _X_PRIORITY, _X_EXPIRATION = (
+    _MESSAGE_INDEX[c] for c in ("delivery_mode", "priority", "expiration")
+)
+
+
 def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
     """The messages row of a delivery."""
     sec = dv.sections
-    props = sec.get("properties") if isinstance(sec.get("properties"), dict) else {}
-    hdr = sec.get("header") if isinstance(sec.get("header"), dict) else None
+    props = sec.get("properties")
+    if not isinstance(props, dict):
+        props = {}
     to = _s(props.get("to"))
     exchange, key = exchange_key(to if to is not None else dv.address)
     others = {k: val for k, val in sec.items() if k != "application-properties"}
     if dv.body_kind is not None:
         others["body-section"] = dv.body_kind
     app = sec.get("application-properties")
-    v = {
-        "capture": capture,
-        "tcp_stream": stream,
-        "frame_number": dv.packet,
-        "ts": dv.ts,
-        "direction": DIRS[direction],
-        "channel": dv.channel,
-        "stream_offset": dv.offset,
-        "method": "transfer",
-        "version": version,
-        "exchange": exchange,
-        "routing_key": key,
-        "content_type": _s(props.get("content-type")),
-        "content_encoding": _s(props.get("content-encoding")),
-        "headers": to_json(app) if app is not None else None,
-        "correlation_id": _s(props.get("correlation-id")),
-        "reply_to": _s(props.get("reply-to")),
-        "message_id": _s(props.get("message-id")),
-        "msg_timestamp": _ms_ts(props.get("creation-time")),
-        "user_id": _s(props.get("user-id")),
-        "properties": to_json(others),
-        "body_size": dv.body_size,
-        "body_received": dv.body_size,
-        "body_frames": dv.frames,
-        "body_hash": dv.body_hash,
-        "body": dv.body,
-        "complete": dv.complete,
-        "first_frame_number": dv.first_packet,
-        "last_frame_number": dv.packet,
-        "link_name": dv.link_name,
-        "delivery_id": _i(dv.delivery_id),
-        "settled": dv.settled,
-        "settle_ts": dv.settle_ts,
-        "outcome": dv.outcome,
-        "condition": dv.condition,
-        "aborted": dv.aborted,
-    }
-    if hdr is not None:
-        v["delivery_mode"] = 2 if hdr.get("durable") is True else 1
+    values = (
+        capture,
+        stream,
+        dv.packet,
+        dv.ts,
+        DIRS[direction],
+        dv.channel,
+        dv.offset,
+        "transfer",
+        version,
+        exchange,
+        key,
+        _s(props.get("content-type")),
+        _s(props.get("content-encoding")),
+        to_json(app) if app is not None else None,
+        _s(props.get("correlation-id")),
+        _s(props.get("reply-to")),
+        _s(props.get("message-id")),
+        _ms_ts(props.get("creation-time")),
+        _s(props.get("user-id")),
+        to_json(others),
+        dv.body_size,
+        dv.body_size,
+        dv.frames,
+        dv.body_hash,
+        dv.body,
+        dv.complete,
+        dv.first_packet,
+        dv.packet,
+        dv.link_name,
+        _i(dv.delivery_id),
+        dv.settled,
+        dv.settle_ts,
+        dv.outcome,
+        dv.condition,
+        dv.aborted,
+    )
+    row = _MSG_NULLS.copy()
+    for i, v in zip(_MSG_AT, values):
+        row[i] = v
+    hdr = sec.get("header")
+    if isinstance(hdr, dict):
+        row[_X_DELIVERY_MODE] = 2 if hdr.get("durable") is True else 1
         pr = hdr.get("priority")
-        v["priority"] = pr if isinstance(pr, int) and not isinstance(pr, bool) else None
+        row[_X_PRIORITY] = pr if isinstance(pr, int) and not isinstance(pr, bool) else None
         ttl = hdr.get("ttl")
-        v["expiration"] = str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
-    return _row(_MESSAGE_INDEX, v)
+        row[_X_EXPIRATION] = str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+    return tuple(row)
 
 
 EVENT_TYPES = (Performative, Delivery)
