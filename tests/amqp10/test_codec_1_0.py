@@ -133,7 +133,7 @@ def test_empty_frames_are_heartbeats_and_extended_headers_are_skipped():
     assert len(of(ev, Heartbeat)) == 2
     assert [e.name for e in perfs(ev)] == ["open"]
     frames = [e for _, e in of(ev, Frame)]
-    assert [f.type_name for f in frames] == ["empty", "amqp", "empty"]
+    assert [f.type_name for f in frames] == ["heartbeat", "amqp", "heartbeat"]
     assert frames[1].size == 8 + 8 + len(open_("c"))
 
 

@@ -257,7 +257,7 @@ class Decoder10(StreamDecoder):
         offset = d.base + pos
         size = end - pos
         if self._counted(direction, d):
-            name = "sasl" if ftype else ("empty" if doff * 4 == size else "amqp")
+            name = "sasl" if ftype else ("heartbeat" if doff * 4 == size else "amqp")
             self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype, name, size, size)))
         body = pos + doff * 4
         if body == end:

@@ -389,12 +389,12 @@ ANOMALIES = _KEYS + [
 
 FRAMES = _KEYS + [
     ("stream_offset", INT64, "Byte offset of the frame in this direction's stream."),
-    ("frame_type", INT16, "Frame type octet (0-10: segment type)."),
+    ("frame_type", INT16, "Frame type octet (0-10: segment type; 1.0: 0 AMQP, 1 SASL)."),
     (
         "type_name",
         STRING,
         "method, header, body, heartbeat, oob-method, oob-header, oob-body, trace; "
-        "0-10: control, command, header, body.",
+        "0-10: control, command, header, body; 1.0: amqp, sasl, heartbeat (an empty frame).",
     ),
     ("size", INT64, "Payload size."),
     ("wire_size", INT64, "Whole frame size on the wire."),
