@@ -230,6 +230,19 @@ def frame_name(raw):
     return raw
 
 
+def parse_header(e):
+    """A protocol header as a client logged it -> {dir, protocol_id, major, minor, revision}."""
+    h = {"dir": e["dir"]}
+    if "protocol_id" in e:
+        for k in ("protocol_id", "major", "minor", "revision"):
+            h[k] = e[k]
+        return h
+    for k in ("protocol_id", "major", "minor", "revision"):
+        m = re.search(k + r"\W+(\d+)", e["header"])
+        h[k] = int(m.group(1)) if m else None
+    return h
+
+
 def build_truth(scenario, events, binfo, tcpdump, client_rc):
     conns = collections.OrderedDict()
 
@@ -267,7 +280,7 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
                     f[k] = e[k]
             c["frames"].append(f)
         elif ev == "header":
-            c["headers"].append({"dir": e["dir"], "header": e["header"]})
+            c["headers"].append(parse_header(e))
         elif ev in ("connection_open", "disconnected", "connect"):
             for k in ("label", "client_port", "container_id", "user", "password", "requested", "remote"):
                 if e.get(k) is not None and k not in c:
@@ -335,6 +348,7 @@ TSHARK_FIELDS = [
     "amqp.type",
     "amqp.performative",
     "amqp.sasl.method",
+    "amqp.init.id",
 ]
 
 
@@ -346,8 +360,11 @@ def tshark_frames(pcap):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = collections.defaultdict(list)
     for line in r.stdout.splitlines():
-        num, stream, sport, types, perfs, sasls = (line.split("\t") + [""] * 6)[:6]
+        num, stream, sport, types, perfs, sasls, inits = (line.split("\t") + [""] * 7)[:7]
         d = "s2c" if sport == str(PORT) else "c2s"
+        for x in inits.split("|"):
+            if x:
+                out[(int(stream), d, "headers")].append(int(x, 0))
         perf = [int(x, 0) for x in perfs.split("|") if x]
         sasl = [int(x, 0) for x in sasls.split("|") if x]
         for t in types.split("|"):
@@ -378,6 +395,11 @@ def crosscheck(pcap, truth):
             if ts != mine:
                 first = next((i for i, (a, b) in enumerate(zip(ts, mine)) if a != b), min(len(ts), len(mine)))
                 row[d + "_first_difference"] = {"index": first, "tshark": ts[first : first + 3], "client": mine[first : first + 3]}
+            heads = seen.get((c["tcp_stream"], d, "headers"), [])
+            mine_h = [h for h in c["headers"] if h["dir"] == d]
+            row[d + "_headers_equal"] = heads == [h["protocol_id"] for h in mine_h]
+            for h in mine_h[len(heads) :]:
+                h["on_wire"] = False
         res["connections"].append(row)
     return res
 

@@ -182,10 +182,18 @@ function linkJson(l) {
         snd_settle_mode: l.local.attach.snd_settle_mode, rcv_settle_mode: l.local.attach.rcv_settle_mode };
 }
 
-function openSender(conn, address, opts) {
+function linkTimeout(l, resolve, what) {
+    const t = setTimeout(() => { emit(Object.assign({ ev: 'link_timeout', conn: l.connection.options.id, note: what }, linkJson(l))); resolve(l); }, 3000);
+    const stop = () => clearTimeout(t);
+    for (const e of ['sender_open', 'receiver_open', 'sender_close', 'receiver_close']) l.once(e, stop);
+}
+
+function openSender(owner, address, opts) {
     return new Promise((resolve) => {
         const o = Object.assign({ target: { address: address } }, opts || {});
-        const s = conn.open_sender(o);
+        const s = owner.open_sender(o);
+        const conn = s.connection;
+        linkTimeout(s, resolve, 'no attach or detach within 3 s');
         s.on('sender_open', () => {
             emit(Object.assign({ ev: 'attached', conn: conn.options.id, remote_target: s.remote.attach.target ? unwrap(s.remote.attach.target.address) : null }, linkJson(s)));
             resolve(s);
@@ -202,10 +210,12 @@ function openSender(conn, address, opts) {
     });
 }
 
-function openReceiver(conn, address, opts) {
+function openReceiver(owner, address, opts) {
     return new Promise((resolve) => {
         const o = Object.assign({ source: { address: address }, autoaccept: false }, opts || {});
-        const r = conn.open_receiver(o);
+        const r = owner.open_receiver(o);
+        const conn = r.connection;
+        linkTimeout(r, resolve, 'no attach or detach within 3 s');
         r.on('receiver_open', () => {
             emit(Object.assign({ ev: 'attached', conn: conn.options.id, remote_source: r.remote.attach.source ? unwrap(r.remote.attach.source.address) : null }, linkJson(r)));
             resolve(r);
@@ -418,10 +428,16 @@ scenarios.frames512 = async function () {
 scenarios.errors = async function () {
     await connect('wrong-password', { container_id: 'amqpcap-rhea-badpw', id: 'badpw', password: 'wrong-pw-0000' });
     await sleep(300);
+    // each failing link on a session of its own: RabbitMQ's 1.0 plugin (3.x) ends the session
     const c = await connect('missing-queue', { container_id: 'amqpcap-rhea-errors', id: 'err' });
-    await openSender(c, '/amq/queue/' + PREFIX + '-missing', { name: 'rhea-missing-sender' });
-    await openReceiver(c, '/amq/queue/' + PREFIX + '-missing', { name: 'rhea-missing-receiver' });
-    await openSender(c, '/exchange/' + PREFIX + '-missing-exchange/key', { name: 'rhea-missing-exchange-sender' });
+    const session = () => { const x = c.create_session(); x.begin(); return x; };
+    const ms = await openSender(session(), '/amq/queue/' + PREFIX + '-missing', { name: 'rhea-missing-sender' });
+    send(ms, { message_id: 'rhea-to-missing', body: M.data_section(body('rhea-missing', 10)) }, 'to a missing queue');
+    await sleep(500);
+    await openReceiver(session(), '/amq/queue/' + PREFIX + '-missing', { name: 'rhea-missing-receiver' });
+    await openSender(session(), '/exchange/' + PREFIX + '-missing-exchange/key', { name: 'rhea-missing-exchange-sender' });
+    await openReceiver(session(), '/bogus/' + PREFIX, { name: 'rhea-bad-address-receiver' });
+    await openSender(session(), null, { name: 'rhea-anonymous-sender', target: {} });
     await sleep(300);
     await closeConn(c);
     // a queue limited to 2 messages with overflow reject-publish (policy set by the recorder):
@@ -439,24 +455,32 @@ scenarios.errors = async function () {
     await closeConn(pub);
 };
 
-// request / reply: a server on a request queue answers to reply-to with the correlation-id
+// request / reply: a server on a request queue answers each request on a link to its reply-to
+// address (RabbitMQ's 1.0 plugin in 3.x has no anonymous terminus), with the request's
+// message-id as correlation-id
 scenarios.rpc = async function () {
     const reqq = '/queue/' + PREFIX + '-rpc-requests';
     const repq = '/queue/' + PREFIX + '-rpc-replies';
     const srv = await connect('rpc-server', { container_id: 'amqpcap-rhea-rpc-server', id: 'srv' });
     const sr = await openReceiver(srv, reqq, { name: 'rhea-rpc-server-receiver', credit_window: 10 });
-    const ss = await openSender(srv, null, { name: 'rhea-rpc-server-sender', target: {} });
     const cli = await connect('rpc-client', { container_id: 'amqpcap-rhea-rpc-client', id: 'cli' });
     const cs = await openSender(cli, reqq, { name: 'rhea-rpc-client-sender' });
     const cr = await openReceiver(cli, repq, { name: 'rhea-rpc-client-receiver', credit_window: 10 });
+    const replySenders = {};
+    const replyTo = (addr) => {
+        if (!replySenders[addr]) replySenders[addr] = openSender(srv, addr, { name: 'rhea-rpc-server-reply-sender' });
+        return replySenders[addr];
+    };
     const served = receive(sr, 3, (msg) => {
-        send(ss, { to: msg.reply_to, correlation_id: msg.message_id, message_id: 'reply-' + msg.message_id,
-            subject: 'reply', body: 'reply to ' + msg.body }, 'reply, addressed by the to property');
+        replyTo(msg.reply_to).then((ss) => send(ss, { correlation_id: msg.message_id, message_id: 'reply-' + msg.message_id,
+            subject: 'reply', content_type: 'text/plain', body: 'reply to ' + msg.body }, 'reply'));
         return ['accepted'];
     }, 8000);
     const replies = receive(cr, 3, () => ['accepted'], 8000);
     for (let i = 0; i < 3; i++) {
-        send(cs, { message_id: 'rpc-req-' + i, reply_to: repq, subject: 'request', body: 'request ' + i }, 'request');
+        send(cs, { message_id: 'rpc-req-' + i, reply_to: repq, subject: 'request', content_type: 'text/plain',
+            body: 'request ' + i }, 'request');
+        await sleep(50);
     }
     await served;
     await replies;
