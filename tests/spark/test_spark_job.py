@@ -56,14 +56,20 @@ def test_spark_writes_the_rows_dissect_writes_for_every_shipped_capture(spark, d
     assert s.captures == len(CAPTURES) and not s.errors and not s.split
     assert s.rows["methods"] == pq.ParquetDataset(os.path.join(dissected, "methods")).read().num_rows
     t = amqpcap.load(out)
-    assert len(t.connections) == s.rows["connections"] == 20
+    assert len(t.connections) == s.rows["connections"] == 31
 
 
 def test_a_tiny_split_size_splits_by_conversation_and_packs_the_rest_into_tasks(spark, dissected, tmp_path):
     out = str(tmp_path / "out")
     s = run(spark, CAPTURES, out, frames=True, split_size=20_000)
     # every shipped capture above 20 kB with two or more conversations is split
-    several = ("rabbitmq08_netamqp.pcap", "rabbitmq091_pika_throughput.pcap", "rabbitmq09_netamqp.pcap")
+    several = (
+        "rabbitmq08_netamqp.pcap",
+        "rabbitmq091_pika_throughput.pcap",
+        "rabbitmq09_netamqp.pcap",
+        "rabbitmq10_rhea_frames512.pcap",
+        "rabbitmq10_rhea_outcomes.pcap",
+    )
     assert set(s.split) == {
         c for c in CAPTURES if os.path.getsize(c) > 20_000 and os.path.basename(c) in several
     }

@@ -697,6 +697,25 @@ def stats(spark, out: str) -> dict:
         return _stats(spark, out)
 
 
+def _amqp10(F, methods, msgs) -> dict:
+    """AMQP 1.0's figures (analysis/amqp10.py: settlement latency, outcomes, error conditions),
+    computed by the pandas analysis on the 1.0 rows alone, collected (their columns only)."""
+    from amqpcap.analysis import amqp10
+    from amqpcap.analysis.summary import latency_summary
+
+    frames = {}
+    for name, df in (("methods", methods), ("messages", msgs)):
+        cols = amqp10.SECTION[0][name]
+        pdf = df.filter(F.col("version") == "1.0").select(*cols).toPandas()
+        for c in ("ts", "settle_ts"):  # read as ns (spark.sql.legacy.parquet.nanosAsLong)
+            if c in pdf and not isinstance(pdf[c].dtype, pd.DatetimeTZDtype):
+                pdf[c] = pd.to_datetime(pdf[c], unit="ns", utc=True)
+        frames[name] = pdf
+    return amqp10.stats_part(
+        Tables(**{n: frames.get(n, empty_frame(n)) for n in TABLE_NAMES}), latency_summary
+    )
+
+
 def _stats(spark, out: str) -> dict:
     from pyspark.sql import functions as F
 
@@ -749,5 +768,9 @@ def _stats(spark, out: str) -> dict:
         "anomalies": _counts(anomalies, "kind", F),
         "health": _health(tally, _heartbeat_source(F, conn, has_frames)),
     }
+    v10 = _amqp10(F, methods, msgs)
+    result["latency"]["settlement"] = v10["settlement"]
+    result["outcomes"] = v10["outcomes"]
+    result["errors"] = sorted(result["errors"] + v10["errors"], key=lambda e: -e["count"])
     res.unpersist()
     return result
