@@ -128,6 +128,54 @@ SCENARIOS = {
             "message-id as correlation-id, sent on an anonymous-target link addressed by 'to'",
             _q("rhea", "rpc-requests", "rpc-replies"),
         ),
+        Scenario(
+            "proton_outcomes",
+            "proton",
+            "outcomes",
+            "127.0.10.11",
+            "Qpid Proton: SASL PLAIN, a sender with every message property and application-properties "
+            "of every AMQP type (data, amqp-value string / map bodies, no body; string, uuid and ulong "
+            "message-ids), a pre-settled sender; consumers settling accepted, rejected, released and modified",
+            _q("proton", "outcomes"),
+        ),
+        Scenario(
+            "proton_frames512",
+            "proton",
+            "frames512",
+            "127.0.10.12",
+            "Qpid Proton: max-frame-size 512 on both connections; 100 B, 3 kB, 20 kB data bodies and "
+            "a 3 kB amqp-value string, split over many transfers (more=true) both ways",
+            _q("proton", "frames512"),
+        ),
+        Scenario(
+            "proton_errors",
+            "proton",
+            "errors",
+            "127.0.10.13",
+            "Qpid Proton: a refused login (SASL outcome auth), a send to a missing queue, and one "
+            "connection each for a receiver on a missing queue, a sender to a missing exchange "
+            "(amqp:not-found) and a receiver on an unknown address (amqp:invalid-field)",
+            [],
+        ),
+        Scenario(
+            "proton_rpc",
+            "proton",
+            "rpc",
+            "127.0.10.14",
+            "Qpid Proton: request / reply: requests with reply-to and a uuid correlation-id, the "
+            "server replies with the request's correlation-id",
+            _q("proton", "rpc-requests", "rpc-replies"),
+        ),
+        Scenario(
+            "proton_pika",
+            "proton",
+            "pika",
+            "127.0.10.15",
+            "cross-protocol: a 0-9-1 pika connection declares a queue, a Qpid Proton 1.0 publisher "
+            "sends 4 messages to it (/amq/queue/NAME), pika fetches them with basic.get and acks; "
+            "the truth has both sides (the 1.0 properties as pika saw them)",
+            _q("proton", "cross"),
+        ),
     ]
 }
 
@@ -275,14 +323,16 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         if ev == "frame":
             name = frame_name(e.get("performative"))
             f = {"i": len(c["frames"]), "dir": e["dir"], "channel": e.get("channel"), "performative": name}
-            for k in ("size", "fields", "hex"):
+            for k in ("descriptor", "size", "hex", "trace"):
                 if e.get(k) is not None:
                     f[k] = e[k]
             c["frames"].append(f)
         elif ev == "header":
             c["headers"].append(parse_header(e))
+        elif ev in ("pika", "pika_receive"):
+            c.setdefault("operations", []).append(strip(e) | {"ev": ev})
         elif ev in ("connection_open", "disconnected", "connect"):
-            for k in ("label", "client_port", "container_id", "user", "password", "requested", "remote"):
+            for k in ("label", "client", "client_version", "protocol", "client_port", "container_id", "user", "password", "requested", "remote"):
                 if e.get(k) is not None and k not in c:
                     c[k] = e[k]
             if ev == "disconnected" and e.get("error"):
@@ -309,6 +359,9 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
             if ev == "connection_close" and e.get("error"):
                 c["errors"].append({"where": "close", **e["error"]})
     for c in conns.values():
+        c.setdefault("protocol", "AMQP 1.0")
+        if c["protocol"] != "AMQP 1.0":
+            continue
         c["c2s_performatives"] = [f["performative"] for f in c["frames"] if f["dir"] == "c2s"]
         c["s2c_performatives"] = [f["performative"] for f in c["frames"] if f["dir"] == "s2c"]
         c["c2s_counts"] = dict(collections.Counter(c["c2s_performatives"]))
@@ -386,6 +439,10 @@ def crosscheck(pcap, truth):
     res = {"tshark": ver, "connections": []}
     for c in truth["connections"]:
         row = {"tcp_stream": c["tcp_stream"]}
+        if c["protocol"] != "AMQP 1.0":
+            row["protocol"] = c["protocol"]
+            res["connections"].append(row)
+            continue
         for d in ("c2s", "s2c"):
             ts = [n for _, n in seen.get((c["tcp_stream"], d), [])]
             mine = c[d + "_performatives"]
