@@ -48,7 +48,9 @@ def jsonable(v):
         return {"type": "uuid", "value": str(v)}
     if isinstance(v, proton.symbol):
         return {"type": "symbol", "value": str(v)}
-    if isinstance(v, (proton.ulong, proton.uint, proton.ushort, proton.ubyte, proton.byte, proton.short, proton.int32)):
+    if isinstance(
+        v, (proton.ulong, proton.uint, proton.ushort, proton.ubyte, proton.byte, proton.short, proton.int32)
+    ):
         return {"type": type(v).__name__, "value": int(v)}
     if isinstance(v, proton.timestamp):
         return {"type": "timestamp", "value": int(v)}
@@ -130,7 +132,9 @@ class Tracer:
                 return
             if text in ("AMQP", "SASL", "AMQPS") or text.startswith("AMQP") and "@" not in text:
                 pid = {"AMQP": 0, "SASL": 3, "AMQPS": 2}.get(text.split()[0])
-                emit("header", conn=self.conn, dir=d, protocol_id=pid, major=1, minor=0, revision=0, trace=text)
+                emit(
+                    "header", conn=self.conn, dir=d, protocol_id=pid, major=1, minor=0, revision=0, trace=text
+                )
                 return
             pm = re.match(r"@([a-z-]+)\((\d+)\)", text)
             name = pm.group(1) if pm else ("empty" if "EMPTY" in text.upper() else text[:40])
@@ -171,10 +175,26 @@ class Connection(proton.utils.BlockingConnection):
         self.requested = {k: kw[k] for k in ("max_frame_size", "heartbeat") if k in kw}
         user = kw.pop("user", A.user)
         password = A.password if password is None else password
-        emit("connect", conn=label, label=label, container_id=container_id, user=user, password=password, requested=self.requested)
+        emit(
+            "connect",
+            conn=label,
+            label=label,
+            container_id=container_id,
+            user=user,
+            password=password,
+            requested=self.requested,
+        )
         url = "amqp://%s:%d" % (A.host, A.port)
         self.n_ports = len(PORT_LOG)
-        super().__init__(url, timeout=8, user=user, password=password, allowed_mechs="PLAIN", container_id=container_id, **kw)
+        super().__init__(
+            url,
+            timeout=8,
+            user=user,
+            password=password,
+            allowed_mechs="PLAIN",
+            container_id=container_id,
+            **kw,
+        )
         c = self.conn
         emit(
             "connection_open",
@@ -204,7 +224,9 @@ class Connection(proton.utils.BlockingConnection):
             link = self.conn.link_head(0)
             while link:
                 if link.remote_condition is not None:
-                    emit("link_error", conn=self.label, name=link.name, error=cond_json(link.remote_condition))
+                    emit(
+                        "link_error", conn=self.label, name=link.name, error=cond_json(link.remote_condition)
+                    )
                 link = link.next(0)
         try:
             self.close()
@@ -262,7 +284,11 @@ def message_json(m):
         v = getattr(m, k)
         if v not in (None, "", 0) or k == "group_sequence" and v:
             out[SPEC_NAME.get(k, k)] = typed(v)
-    for k, name in (("properties", "application_properties"), ("annotations", "message_annotations"), ("instructions", "delivery_annotations")):
+    for k, name in (
+        ("properties", "application_properties"),
+        ("annotations", "message_annotations"),
+        ("instructions", "delivery_annotations"),
+    ):
         v = getattr(m, k)
         if v:
             out[name] = typed(v)
@@ -389,7 +415,15 @@ def send(c, sender, msg, note, presettled=False):
         **delivery_json(d),
     )
     if not presettled:
-        emit("outcome", conn=c.label, link=sender.link.name, side="sender", message_id=typed(msg.id), **delivery_json(d), **outcome_json(d))
+        emit(
+            "outcome",
+            conn=c.label,
+            link=sender.link.name,
+            side="sender",
+            message_id=typed(msg.id),
+            **delivery_json(d),
+            **outcome_json(d),
+        )
     return d
 
 
@@ -400,7 +434,9 @@ def receive(c, r, timeout=5):
         emit("receive_timeout", conn=c.label, link=r.link.name, error=err_json(e, c))
         return None, None
     d = r.fetcher.unsettled[-1] if r.fetcher.unsettled else None
-    emit("receive", conn=c.label, link=r.link.name, message=message_json(m), **(delivery_json(d) if d else {}))
+    emit(
+        "receive", conn=c.label, link=r.link.name, message=message_json(m), **(delivery_json(d) if d else {})
+    )
     return m, d
 
 
@@ -413,9 +449,25 @@ def settle(c, r, m, d, outcome, **kw):
     if outcome == "modified":
         local.failed = kw.get("delivery_failed", False)
         local.undeliverable = kw.get("undeliverable_here", False)
-    d.update({"accepted": Delivery.ACCEPTED, "rejected": Delivery.REJECTED, "released": Delivery.RELEASED, "modified": Delivery.MODIFIED}[outcome])
+    d.update(
+        {
+            "accepted": Delivery.ACCEPTED,
+            "rejected": Delivery.REJECTED,
+            "released": Delivery.RELEASED,
+            "modified": Delivery.MODIFIED,
+        }[outcome]
+    )
     d.settle()
-    emit("settle", conn=c.label, link=r.link.name, side="receiver", outcome=outcome, params=kw or None, message_id=typed(m.id), **delivery_json(d))
+    emit(
+        "settle",
+        conn=c.label,
+        link=r.link.name,
+        side="receiver",
+        outcome=outcome,
+        params=kw or None,
+        message_id=typed(m.id),
+        **delivery_json(d),
+    )
     try:
         c.wait(lambda: False, timeout=0.05)
     except Exception:  # noqa: BLE001 - the wait is only there to let the disposition go out
@@ -498,19 +550,50 @@ def scenario_outcomes():
     pub = Connection("publisher", "amqpcap-proton-publisher")
     s = open_sender(pub, q, "proton-outcomes-sender")
     send(pub, s, full_message(0, q), "all properties, data body")
-    send(pub, s, Message(id="proton-msg-1", subject="amqp-value string", body="hello from proton"), "amqp-value string")
     send(
         pub,
         s,
-        Message(id=uuid.UUID("1d0f8c1e-8f9a-4d2b-b6a4-3a7e2c9d0b11"), subject="amqp-value map", body={"k": 1, "list": [1, "two", True]}),
+        Message(id="proton-msg-1", subject="amqp-value string", body="hello from proton"),
+        "amqp-value string",
+    )
+    send(
+        pub,
+        s,
+        Message(
+            id=uuid.UUID("1d0f8c1e-8f9a-4d2b-b6a4-3a7e2c9d0b11"),
+            subject="amqp-value map",
+            body={"k": 1, "list": [1, "two", True]},
+        ),
         "uuid message-id, amqp-value map body",
     )
-    send(pub, s, Message(id=proton.ulong(77), subject="ulong id", correlation_id=b"\x01\x02corr", body=None), "ulong message-id, binary correlation-id, no body")
-    for i, what in ((4, "reject"), (5, "release"), (6, "modify-failed"), (7, "modify-undeliverable"), (8, "accept")):
-        send(pub, s, data("proton-out-%d" % i, 100, id="proton-msg-%d" % i, subject=what, properties={"settle": what}), "to be settled by the consumer: " + what)
+    send(
+        pub,
+        s,
+        Message(id=proton.ulong(77), subject="ulong id", correlation_id=b"\x01\x02corr", body=None),
+        "ulong message-id, binary correlation-id, no body",
+    )
+    for i, what in (
+        (4, "reject"),
+        (5, "release"),
+        (6, "modify-failed"),
+        (7, "modify-undeliverable"),
+        (8, "accept"),
+    ):
+        send(
+            pub,
+            s,
+            data("proton-out-%d" % i, 100, id="proton-msg-%d" % i, subject=what, properties={"settle": what}),
+            "to be settled by the consumer: " + what,
+        )
     ps = open_sender(pub, q, "proton-presettled-sender", options=proton.reactor.AtMostOnce())
     for i in range(9, 12):
-        send(pub, ps, data("proton-pre-%d" % i, 32, id="proton-msg-%d" % i, subject="pre-settled"), "pre-settled", presettled=True)
+        send(
+            pub,
+            ps,
+            data("proton-pre-%d" % i, 32, id="proton-msg-%d" % i, subject="pre-settled"),
+            "pre-settled",
+            presettled=True,
+        )
     pause(pub, 0.3)
     close_link(pub, s)
     close_link(pub, ps)
@@ -529,7 +612,15 @@ def scenario_outcomes():
         what = (m.properties or {}).get("settle")
         seen[m.id] = seen.get(m.id, 0) + 1
         if what == "reject":
-            settle(con, r, m, d, "rejected", condition="amqp:precondition-failed", description="rejected by amqpcap proton consumer")
+            settle(
+                con,
+                r,
+                m,
+                d,
+                "rejected",
+                condition="amqp:precondition-failed",
+                description="rejected by amqpcap proton consumer",
+            )
         elif what == "release" and seen[m.id] == 1:
             settle(con, r, m, d, "released")
         elif what and what.startswith("modify"):
@@ -549,7 +640,9 @@ def scenario_outcomes():
         if m is not None:
             got[(m.properties or {}).get("settle")] = (m, d)
     if "modify-undeliverable" in got:
-        settle(con2, r2, *got["modify-undeliverable"], "modified", delivery_failed=True, undeliverable_here=True)
+        settle(
+            con2, r2, *got["modify-undeliverable"], "modified", delivery_failed=True, undeliverable_here=True
+        )
     pause(con2, 0.5)
     con2.finish()
 
@@ -569,9 +662,19 @@ def scenario_frames512():
     s = open_sender(pub, q, "proton-512-sender")
     send(pub, s, data("proton-512-small", 100, id="proton-small"), "fits one frame")
     send(pub, s, data("proton-512-3k", 3072, id="proton-3k", properties={"size": 3072}), "3 kB, multi-frame")
-    send(pub, s, data("proton-512-20k", 20480, id="proton-20k", properties={"size": 20480}), "20 kB, multi-frame")
+    send(
+        pub,
+        s,
+        data("proton-512-20k", 20480, id="proton-20k", properties={"size": 20480}),
+        "20 kB, multi-frame",
+    )
     # (an amqp-value list body makes RabbitMQ's 1.0 plugin in 3.x fail the session: not used)
-    send(pub, s, Message(id="proton-3k-value", body=body("proton-512-3kv", 2250).hex()[:3000]), "3 kB amqp-value string, multi-frame")
+    send(
+        pub,
+        s,
+        Message(id="proton-3k-value", body=body("proton-512-3kv", 2250).hex()[:3000]),
+        "3 kB amqp-value string, multi-frame",
+    )
     close_link(pub, s)
     con = Connection("consumer", "amqpcap-proton-consumer-512", max_frame_size=512)
     r = open_receiver(con, q, "proton-512-receiver", credit=10)
@@ -596,8 +699,16 @@ def scenario_errors():
         send(c, s, data("proton-missing", 10, id="proton-to-missing"), "to a missing queue")
     c.finish()
     for label, fn in (
-        ("missing-queue-receiver", lambda x: open_receiver(x, "/amq/queue/%s-missing" % A.prefix, "proton-missing-receiver")),
-        ("missing-exchange", lambda x: open_sender(x, "/exchange/%s-missing-exchange/key" % A.prefix, "proton-missing-exchange-sender")),
+        (
+            "missing-queue-receiver",
+            lambda x: open_receiver(x, "/amq/queue/%s-missing" % A.prefix, "proton-missing-receiver"),
+        ),
+        (
+            "missing-exchange",
+            lambda x: open_sender(
+                x, "/exchange/%s-missing-exchange/key" % A.prefix, "proton-missing-exchange-sender"
+            ),
+        ),
         ("bad-address", lambda x: open_receiver(x, "/bogus/%s" % A.prefix, "proton-bad-address-receiver")),
     ):
         x = Connection(label, "amqpcap-proton-" + label)
@@ -617,12 +728,30 @@ def scenario_rpc():
     cr = open_receiver(cli, repq, "proton-rpc-client-receiver", credit=10)
     for i in range(3):
         cid = uuid.UUID(int=0x5EC0000000000000000000000000000 + i)
-        send(cli, cs, Message(id="rpc-req-%d" % i, reply_to=repq, correlation_id=cid, subject="request", content_type="text/plain", body="request %d" % i), "request")
+        send(
+            cli,
+            cs,
+            Message(
+                id="rpc-req-%d" % i,
+                reply_to=repq,
+                correlation_id=cid,
+                subject="request",
+                content_type="text/plain",
+                body="request %d" % i,
+            ),
+            "request",
+        )
         m, d = receive(srv, sr)
         if m is None:
             break
         settle(srv, sr, m, d, "accepted")
-        reply = Message(id="reply-%d" % i, correlation_id=m.correlation_id, subject="reply", content_type="text/plain", body="reply to " + m.body)
+        reply = Message(
+            id="reply-%d" % i,
+            correlation_id=m.correlation_id,
+            subject="reply",
+            content_type="text/plain",
+            body="reply to " + m.body,
+        )
         send(srv, ss, reply, "reply (reply-to of the request; correlation-id copied)")
         m2, d2 = receive(cli, cr)
         if m2 is not None:
@@ -646,7 +775,16 @@ def scenario_pika():
         heartbeat=0,
     )
     n = len(PORT_LOG)
-    emit("connect", conn="pika", label="pika-consumer", client="pika", client_version=pika.__version__, protocol="AMQP 0-9-1", user=A.user, password=A.password)
+    emit(
+        "connect",
+        conn="pika",
+        label="pika-consumer",
+        client="pika",
+        client_version=pika.__version__,
+        protocol="AMQP 0-9-1",
+        user=A.user,
+        password=A.password,
+    )
     pc = pika.BlockingConnection(params)
     emit("connection_open", conn="pika", client_port=PORT_LOG[n] if len(PORT_LOG) > n else None)
     ch = pc.channel()
@@ -658,8 +796,17 @@ def scenario_pika():
     # string for correlation_id: connection.close 541 to the 0-9-1 consumer): a string here
     msgs = [
         full_message(0, "/amq/queue/" + qname, correlation_id="corr-0"),
-        Message(id="cross-1", subject="amqp-value string", content_type="text/plain", body="a string from proton"),
-        data("cross-2", 2000, id="cross-2", correlation_id="corr-2", reply_to="/queue/%s-cross-replies" % A.prefix, properties={"k": "v", "n": 5}),
+        Message(
+            id="cross-1", subject="amqp-value string", content_type="text/plain", body="a string from proton"
+        ),
+        data(
+            "cross-2",
+            2000,
+            id="cross-2",
+            correlation_id="corr-2",
+            reply_to="/queue/%s-cross-replies" % A.prefix,
+            properties={"k": "v", "n": 5},
+        ),
         Message(id="cross-3", subject="amqp-value map", body={"a": 1}),
     ]
     for m in msgs:
@@ -681,7 +828,25 @@ def scenario_pika():
             body_len=len(b),
             body_sha256=sha256(b),
             body_hex=b.hex() if len(b) <= 64 else None,
-            properties={k: typed(getattr(props, k)) for k in ("content_type", "content_encoding", "headers", "delivery_mode", "priority", "correlation_id", "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id") if getattr(props, k) is not None},
+            properties={
+                k: typed(getattr(props, k))
+                for k in (
+                    "content_type",
+                    "content_encoding",
+                    "headers",
+                    "delivery_mode",
+                    "priority",
+                    "correlation_id",
+                    "reply_to",
+                    "expiration",
+                    "message_id",
+                    "timestamp",
+                    "type",
+                    "user_id",
+                    "app_id",
+                )
+                if getattr(props, k) is not None
+            },
         )
         ch.basic_ack(method.delivery_tag)
         emit("pika", conn="pika", op="basic.ack", delivery_tag=method.delivery_tag)

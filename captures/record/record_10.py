@@ -63,6 +63,8 @@ def _record_091():
 
 
 R091 = _record_091()
+sys.path.insert(0, str(HERE))
+import frame_fields  # noqa: E402 - the recorder's sibling module
 
 
 def log(*a):
@@ -135,7 +137,8 @@ SCENARIOS = {
             "127.0.10.11",
             "Qpid Proton: SASL PLAIN, a sender with every message property and application-properties "
             "of every AMQP type (data, amqp-value string / map bodies, no body; string, uuid and ulong "
-            "message-ids), a pre-settled sender; consumers settling accepted, rejected, released and modified",
+            "message-ids), a pre-settled sender; consumers settling accepted, rejected, released "
+            "and modified",
             _q("proton", "outcomes"),
         ),
         Scenario(
@@ -326,19 +329,37 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
             for k in ("descriptor", "size", "hex", "trace"):
                 if e.get(k) is not None:
                     f[k] = e[k]
+            fields = frame_fields.from_rhea(name, e.get("fields")) if e.get("fields") else None
+            if fields is None and e.get("trace"):
+                fields = frame_fields.from_proton(e["trace"])
+            if fields is not None:
+                f["fields"] = fields
             c["frames"].append(f)
         elif ev == "header":
             c["headers"].append(parse_header(e))
         elif ev in ("pika", "pika_receive"):
             c.setdefault("operations", []).append(strip(e) | {"ev": ev})
         elif ev in ("connection_open", "disconnected", "connect"):
-            for k in ("label", "client", "client_version", "protocol", "client_port", "container_id", "user", "password", "requested", "remote"):
+            for k in (
+                "label",
+                "client",
+                "client_version",
+                "protocol",
+                "client_port",
+                "container_id",
+                "user",
+                "password",
+                "requested",
+                "remote",
+            ):
                 if e.get(k) is not None and k not in c:
                     c[k] = e[k]
             if ev == "disconnected" and e.get("error"):
                 c["errors"].append({"where": "transport", **e["error"]})
         elif ev in ("attached", "detached", "link_error"):
-            c["links"].append({k: v for k, v in e.items() if k not in ("conn", "seq", "ts")} | {"seq": e["seq"]})
+            c["links"].append(
+                {k: v for k, v in e.items() if k not in ("conn", "seq", "ts")} | {"seq": e["seq"]}
+            )
             if e.get("error"):
                 c["errors"].append({"where": "link " + str(e.get("name")), **e["error"]})
         elif ev == "send":
@@ -350,7 +371,12 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         elif ev == "outcome":
             c["outcomes"].append(strip(e))
         elif ev in ("connection_error", "error", "session_error"):
-            c["errors"].append({"where": ev, **(e.get("error") if isinstance(e.get("error"), dict) else {"message": e.get("error")})})
+            c["errors"].append(
+                {
+                    "where": ev,
+                    **(e.get("error") if isinstance(e.get("error"), dict) else {"message": e.get("error")}),
+                }
+            )
         else:
             other.append(e)
             continue
@@ -375,11 +401,19 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "protocol": "AMQP 1.0",
         "broker": binfo,
-        "client": {"name": start.get("client"), "version": start.get("client_version"), "runtime": start.get("runtime")},
+        "client": {
+            "name": start.get("client"),
+            "version": start.get("client_version"),
+            "runtime": start.get("runtime"),
+        },
         "client_address": scenario.src,
         "server": {"host": HOST, "port": PORT},
         "credentials": {"user": USER, "password": PASSWORD, "wrong_password": WRONG_PASSWORD},
-        "capture_info": {"tcpdump": " ".join(tcpdump.cmd), "filter": tcpdump.filter, "stats": tcpdump.stats()},
+        "capture_info": {
+            "tcpdump": " ".join(tcpdump.cmd),
+            "filter": tcpdump.filter,
+            "stats": tcpdump.stats(),
+        },
         "client_exit": client_rc,
         "notes": list(scenario.notes),
         "connections": list(conns.values()),
@@ -407,7 +441,19 @@ TSHARK_FIELDS = [
 
 def tshark_frames(pcap):
     """Per tcp.stream and direction, tshark's list of frame names (empty frames included)."""
-    cmd = ["tshark", "-r", str(pcap), "-Y", "amqp", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"]
+    cmd = [
+        "tshark",
+        "-r",
+        str(pcap),
+        "-Y",
+        "amqp",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=|",
+    ]
     for f in TSHARK_FIELDS:
         cmd += ["-e", f]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -431,11 +477,120 @@ def tshark_frames(pcap):
     return out
 
 
+TSHARK_KEYS = {
+    "amqp.performative.arguments.handle": "handle",
+    "amqp.performative.arguments.deliveryId": "delivery-id",
+    "amqp.performative.arguments.deliveryTag": "delivery-tag",
+    "amqp.performative.arguments.more": "more",
+    "amqp.performative.arguments.settled": "settled",
+    "amqp.performative.arguments.first": "first",
+    "amqp.performative.arguments.last": "last",
+    "amqp.performative.arguments.role": "role",
+    "amqp.performative.arguments.linkCredit": "link-credit",
+    "amqp.performative.arguments.deliveryCount": "delivery-count",
+    "amqp.performative.arguments.name": "name",
+    "amqp.sasl.saslCode": "code",
+    "amqp.error.condition": "condition",
+}
+BOOLS = {"more", "settled", "role"}
+
+
+def _walk(d, out):
+    for k, v in d.items():
+        if k.startswith("amqp.delivery-state."):
+            out.setdefault("outcome", k.rsplit(".", 1)[1])
+        if isinstance(v, dict):
+            _walk(v, out)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, dict):
+                    _walk(x, out)
+        elif k in TSHARK_KEYS and TSHARK_KEYS[k] not in out:
+            name = TSHARK_KEYS[k]
+            if name in BOOLS:
+                out[name] = v in ("1", "True", "true")
+            elif name in ("delivery-tag", "name", "condition"):
+                out[name] = v.replace(":", "") if name == "delivery-tag" else v
+            else:
+                out[name] = int(v, 0)
+    return out
+
+
+def tshark_pdus(pcap):
+    """Per (tcp.stream, direction): tshark's key fields of every AMQP 1.0 frame, in order."""
+    cmd = ["tshark", "-r", str(pcap), "-Y", "amqp", "-T", "json", "-J", "tcp amqp", "--no-duplicate-keys"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = collections.defaultdict(list)
+    for pkt in json.loads(r.stdout or "[]"):
+        layers = pkt["_source"]["layers"]
+        tcp = layers.get("tcp", {})
+        stream = int(tcp.get("tcp.stream", -1))
+        d = "s2c" if tcp.get("tcp.srcport") == str(PORT) else "c2s"
+        pdus = layers.get("amqp", [])
+        for pdu in pdus if isinstance(pdus, list) else [pdus]:
+            if "amqp.type" not in pdu:
+                continue
+            out[(stream, d)].append(_walk(pdu, {}))
+    return out
+
+
+def key_fields(f):
+    """The truth's key fields of a frame, named as tshark_pdus names them."""
+    fields = f.get("fields") or {}
+    out = {}
+    for k in (
+        "handle",
+        "delivery-id",
+        "more",
+        "settled",
+        "first",
+        "last",
+        "role",
+        "link-credit",
+        "delivery-count",
+        "name",
+        "code",
+    ):
+        if k in fields:
+            out[k] = fields[k]
+    tag = fields.get("delivery-tag")
+    if isinstance(tag, dict):
+        out["delivery-tag"] = tag.get("binary_hex")
+    state = fields.get("state")
+    if isinstance(state, dict):
+        out["outcome"] = state.get("descriptor")
+    for holder in (fields, state if isinstance(state, dict) else {}):
+        err = holder.get("error")
+        if isinstance(err, dict) and err.get("condition"):
+            out["condition"] = err["condition"]
+    return out
+
+
+def compare_fields(truth_frames, tshark_frames):
+    """Per key field: frames where both have it and agree / disagree (first disagreements kept)."""
+    agree = collections.Counter()
+    differ = collections.Counter()
+    examples = []
+    for i, (f, t) in enumerate(zip(truth_frames, tshark_frames)):
+        mine = key_fields(f)
+        for k, v in mine.items():
+            if k not in t:
+                continue
+            if t[k] == v:
+                agree[k] += 1
+            else:
+                differ[k] += 1
+                if len(examples) < 5:
+                    examples.append({"frame": i, "field": k, "client": v, "tshark": t[k]})
+    return {"agree": dict(agree), "differ": dict(differ), "examples": examples}
+
+
 def crosscheck(pcap, truth):
     if not shutil.which("tshark"):
         return {"tshark": None}
     ver = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     seen = tshark_frames(pcap)
+    pdus = tshark_pdus(pcap)
     res = {"tshark": ver, "connections": []}
     for c in truth["connections"]:
         row = {"tcp_stream": c["tcp_stream"]}
@@ -449,9 +604,15 @@ def crosscheck(pcap, truth):
             row[d + "_frames"] = len(mine)
             row[d + "_tshark_frames"] = len(ts)
             row[d + "_equal"] = ts == mine
+            mine_frames = [f for f in c["frames"] if f["dir"] == d]
+            row[d + "_fields"] = compare_fields(mine_frames, pdus.get((c["tcp_stream"], d), []))
             if ts != mine:
                 first = next((i for i, (a, b) in enumerate(zip(ts, mine)) if a != b), min(len(ts), len(mine)))
-                row[d + "_first_difference"] = {"index": first, "tshark": ts[first : first + 3], "client": mine[first : first + 3]}
+                row[d + "_first_difference"] = {
+                    "index": first,
+                    "tshark": ts[first : first + 3],
+                    "client": mine[first : first + 3],
+                }
             heads = seen.get((c["tcp_stream"], d, "headers"), [])
             mine_h = [h for h in c["headers"] if h["dir"] == d]
             row[d + "_headers_equal"] = heads == [h["protocol_id"] for h in mine_h]
@@ -478,7 +639,13 @@ def record(scenario, outdir, binfo, keep_log=False):
             if diff and not diff["client"] and diff["index"] == row[d + "_frames"]:
                 truth["notes"].append(
                     "tcp.stream %d %s: the capture has %d frame(s) after the last one the client logged "
-                    "(%s): the client had stopped reading" % (row["tcp_stream"], d, row[d + "_tshark_frames"] - diff["index"], ", ".join(diff["tshark"]))
+                    "(%s): the client had stopped reading"
+                    % (
+                        row["tcp_stream"],
+                        d,
+                        row[d + "_tshark_frames"] - diff["index"],
+                        ", ".join(diff["tshark"]),
+                    )
                 )
             if diff and not diff["tshark"] and diff["index"] == row[d + "_tshark_frames"]:
                 c = truth["connections"][row["tcp_stream"]]

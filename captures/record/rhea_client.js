@@ -44,7 +44,7 @@ debug.log = function () {
         if (kind === 'SENT') {
             const f = pendingSent[id] || { performative: 'unknown', channel: null };
             delete pendingSent[id];
-            emit({ ev: 'frame', conn: id, dir: 'c2s', channel: f.channel, performative: f.performative, size: +size, hex: hex });
+            emit({ ev: 'frame', conn: id, dir: 'c2s', channel: f.channel, performative: f.performative, fields: f.fields, size: +size, hex: hex });
         } else {
             pendingRecv[id] = { size: +size, hex: hex };
         }
@@ -54,12 +54,14 @@ debug.log = function () {
     if (m) {
         const [, id, ch, arrow, perf] = m;
         const name = perf === 'empty' ? 'empty' : perf;
+        // the frame line's arguments: format, id, channel, performative type, performative, payload
+        const fields = name === 'empty' ? null : performativeJson(arguments[4]);
         if (arrow === '->') {
-            pendingSent[id] = { performative: name, channel: +ch };
+            pendingSent[id] = { performative: name, channel: +ch, fields: fields };
         } else {
             const r = pendingRecv[id] || {};
             delete pendingRecv[id];
-            emit({ ev: 'frame', conn: id, dir: 's2c', channel: +ch, performative: name, size: r.size, hex: r.hex });
+            emit({ ev: 'frame', conn: id, dir: 's2c', channel: +ch, performative: name, fields: fields, size: r.size, hex: r.hex });
         }
         return;
     }
@@ -68,6 +70,35 @@ debug.log = function () {
         emit({ ev: 'header', conn: m[1], dir: m[2] === '->' ? 'c2s' : 's2c', header: m[3].trim() });
     }
 };
+
+// rhea's own reading of a performative: its fields by name (described values as {descriptor, value})
+function performativeJson(p) {
+    if (!p || typeof p !== 'object') return null;
+    const o = {};
+    for (const k of Object.keys(p)) {
+        if (k.startsWith('_') || typeof p[k] === 'function') continue;
+        o[k] = fieldJson(p[k]);
+    }
+    return o;
+}
+
+function fieldJson(v) {
+    if (v === undefined || v === null) return null;
+    if (Buffer.isBuffer(v)) return { binary_hex: v.toString('hex') };
+    if (Array.isArray(v)) return v.map(fieldJson);
+    if (typeof v === 'object') {
+        if (v.descriptor !== undefined && v.value !== undefined) {
+            const d = v.descriptor.value !== undefined ? v.descriptor.value : v.descriptor;
+            return { descriptor: typeof d === 'object' ? fieldJson(d) : d, value: fieldJson(v.value) };
+        }
+        if (v.type && v.type.name && 'value' in v) return fieldJson(v.value);
+        const o = {};
+        for (const k of Object.keys(v)) if (typeof v[k] !== 'function') o[k] = fieldJson(v[k]);
+        return o;
+    }
+    if (typeof v === 'bigint') return v.toString();
+    return v;
+}
 
 function connect(label, opts) {
     const container = rhea.create_container({ id: opts.container_id });
