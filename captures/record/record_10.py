@@ -667,6 +667,51 @@ def record(scenario, outdir, binfo, keep_log=False):
     return truth
 
 
+def write_index(outdir):
+    """captures/rabbitmq10_index.json: one line of figures per 1.0 capture, from its truth."""
+    rows = []
+    for t in sorted(outdir.glob("rabbitmq10_*.truth.json")):
+        d = json.loads(t.read_text())
+        counts = collections.Counter()
+        more = 0
+        for c in d["connections"]:
+            for f in c["frames"]:
+                if f.get("on_wire") is False:
+                    continue
+                counts[f["performative"]] += 1
+                more += f["performative"] == "transfer" and bool((f.get("fields") or {}).get("more"))
+        conditions = sorted(
+            {e["condition"] for c in d["connections"] for e in c["errors"] if e.get("condition")}
+        )
+        rows.append(
+            {
+                "capture": d["capture"],
+                "truth": t.name,
+                "scenario": d["scenario"],
+                "client": "%s %s" % (d["client"]["name"], d["client"]["version"]),
+                "connections": [
+                    {"tcp_stream": c["tcp_stream"], "label": c.get("label"), "protocol": c["protocol"]}
+                    for c in d["connections"]
+                ],
+                "frames_logged_on_wire": sum(counts.values()),
+                "frames_tshark": sum(
+                    row.get(k, 0)
+                    for row in d["crosscheck"].get("connections", [])
+                    for k in ("c2s_tshark_frames", "s2c_tshark_frames")
+                ),
+                "performatives": dict(sorted(counts.items())),
+                "transfers_with_more": more,
+                "messages_sent": sum(len(c["sends"]) for c in d["connections"]),
+                "messages_received": sum(len(c["receives"]) for c in d["connections"]),
+                "error_conditions": conditions,
+                "notes": d["notes"],
+            }
+        )
+    path = outdir / "rabbitmq10_index.json"
+    path.write_text(json.dumps({"format": "amqpcap-truth-10-index/1", "captures": rows}, indent=1) + "\n")
+    return path
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "captures"))
@@ -694,6 +739,7 @@ def main(argv=None):
     for n in names:
         record(SCENARIOS[n], outdir, binfo, keep_log=a.keep_log)
         time.sleep(0.5)
+    log("wrote", write_index(outdir))
     return 0
 
 
