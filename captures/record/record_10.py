@@ -385,6 +385,8 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
             if ev == "connection_close" and e.get("error"):
                 c["errors"].append({"where": "close", **e["error"]})
     for c in conns.values():
+        fill_delivery_ids(c)
+    for c in conns.values():
         c.setdefault("protocol", "AMQP 1.0")
         if c["protocol"] != "AMQP 1.0":
             continue
@@ -419,6 +421,37 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         "connections": list(conns.values()),
         "events": other,
     }
+
+
+def fill_delivery_ids(c):
+    """Give sends / receives / settles / outcomes the delivery-id of their first transfer frame.
+
+    Proton's API has no delivery-id; its frame trace has, with the delivery-tag and the link's
+    handle (named by the attach frames of the same direction). rhea's events carry it already.
+    """
+    names = {}
+    ids = collections.defaultdict(list)
+    for f in c["frames"]:
+        fields = f.get("fields") or {}
+        if f["performative"] == "attach" and "handle" in fields:
+            names[(f["dir"], f["channel"], fields["handle"])] = fields.get("name")
+        if f["performative"] == "transfer" and "delivery-id" in fields and "delivery-tag" in fields:
+            link = names.get((f["dir"], f["channel"], fields.get("handle")))
+            key = (f["dir"], link, fields["delivery-tag"].get("binary_hex"))
+            if fields["delivery-id"] not in ids[key]:
+                ids[key].append(fields["delivery-id"])
+    for kind, d in (("sends", "c2s"), ("outcomes", "c2s"), ("receives", "s2c"), ("settles", "s2c")):
+        taken = collections.Counter()
+        for e in c[kind]:
+            if e.get("delivery_id") is not None:
+                continue
+            key = (d, e.get("link"), e.get("delivery_tag_hex"))
+            found = ids.get(key, [])
+            if kind in ("sends", "receives") and taken[key] < len(found):
+                e["delivery_id"] = found[taken[key]]
+                taken[key] += 1
+            elif found:
+                e["delivery_id"] = found[0] if len(found) == 1 else None
 
 
 def strip(e):
