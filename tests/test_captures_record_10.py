@@ -89,19 +89,30 @@ def test_each_direction_is_the_logged_bytes(pcap):
 @pytest.mark.parametrize("pcap", RECORDED, ids=[p.stem for p in RECORDED])
 def test_every_logged_message_has_its_transfers(pcap):
     """Each message a client sent or received is delivered by transfer frames of its delivery-id
-    on its link; the last of them has more=false, the others more=true."""
+    on its link (named by the attach of the same channel and handle); the last of them has
+    more=false, the others more=true."""
     truth = json.loads(pcap.with_suffix(".truth.json").read_text())
     for conn in truth["connections"]:
         if conn["protocol"] != "AMQP 1.0":
             continue
         for key, d in (("sends", "c2s"), ("receives", "s2c")):
-            transfers = [
-                f["fields"] for f in conn["frames"] if f["dir"] == d and f["performative"] == "transfer"
-            ]
+            links = {}  # (channel, handle) -> link name, from the attach frames of this direction
+            transfers = []
+            for f in conn["frames"]:
+                if f["dir"] != d:
+                    continue
+                if f["performative"] == "attach":
+                    links[(f["channel"], f["fields"]["handle"])] = f["fields"]["name"]
+                elif f["performative"] == "transfer":
+                    transfers.append((links.get((f["channel"], f["fields"]["handle"])), f["fields"]))
             for m in conn[key]:
                 if m.get("error"):
                     continue
-                mine = [t for t in transfers if t.get("delivery-id") == m["delivery_id"]]
-                assert mine, (conn["tcp_stream"], key, m["delivery_id"])
+                mine = [
+                    t
+                    for link, t in transfers
+                    if link == m["link"] and t.get("delivery-id") == m["delivery_id"]
+                ]
+                assert mine, (conn["tcp_stream"], key, m["link"], m["delivery_id"])
                 assert [bool(t.get("more")) for t in mine] == [True] * (len(mine) - 1) + [False]
                 assert mine[0]["delivery-tag"]["binary_hex"] == m["delivery_tag_hex"]

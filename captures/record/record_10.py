@@ -102,6 +102,11 @@ SCENARIOS = {
             "(data, amqp-value and amqp-sequence bodies), a pre-settled sender, an unroutable "
             "message; consumers settling accepted, rejected, released and modified",
             _q("rhea", "outcomes"),
+            notes=[
+                "RabbitMQ 3.10's 1.0 plugin does not support the modified outcome: it answers the "
+                "disposition with end(amqp:invalid-field) and closes the connection (a close, then a second"
+                " close with amqp:internal-error)",
+            ],
         ),
         Scenario(
             "rhea_frames512",
@@ -120,6 +125,12 @@ SCENARIOS = {
             "rhea: a refused login (SASL outcome auth), links to a missing queue and a missing "
             "exchange (amqp:not-found), and a publish to a full queue (reject-publish)",
             _q("rhea", "full"),
+            notes=[
+                "a failing attach makes the broker end the session (end with the error), not detach the link",
+                "the sender to /amq/queue/<missing> is attached and its message accepted",
+                "on the full queue (reject-publish) the broker's session fails on the nack and the broker "
+                "resets the TCP connection 3 s later",
+            ],
         ),
         Scenario(
             "rhea_rpc",
@@ -131,6 +142,21 @@ SCENARIOS = {
             _q("rhea", "rpc-requests", "rpc-replies"),
         ),
         Scenario(
+            "rhea_multiplex",
+            "rhea",
+            "multiplex",
+            "127.0.10.5",
+            "rhea: one connection, max-frame-size 512, idle-time-out 1 s, two sessions with a sender "
+            "and a receiver each moving 8 kB messages at once; empty frames while idle; a receiver "
+            "attached with no credit while 4 messages wait, then 2 credits, then 5 and a drain",
+            _q("rhea", "mux-a", "mux-b", "mux-credit"),
+            notes=[
+                "the drain: the broker answers flow(drain) with a flow echoing link-credit 5 and drain, "
+                "sends one of the two waiting messages, then ends the session without an error (its "
+                "internal channel failed in rabbit_classic_queue)",
+            ],
+        ),
+        Scenario(
             "proton_outcomes",
             "proton",
             "outcomes",
@@ -140,6 +166,11 @@ SCENARIOS = {
             "message-ids), a pre-settled sender; consumers settling accepted, rejected, released "
             "and modified",
             _q("proton", "outcomes"),
+            notes=[
+                "RabbitMQ 3.10's 1.0 plugin does not support the modified outcome: it answers the "
+                "disposition with end(amqp:invalid-field) and closes the connection (a close, then a second"
+                " close with amqp:internal-error)",
+            ],
         ),
         Scenario(
             "proton_frames512",
@@ -149,6 +180,9 @@ SCENARIOS = {
             "Qpid Proton: max-frame-size 512 on both connections; 100 B, 3 kB, 20 kB data bodies and "
             "a 3 kB amqp-value string, split over many transfers (more=true) both ways",
             _q("proton", "frames512"),
+            notes=[
+                "no amqp-value list body: it makes RabbitMQ 3.10's 1.0 session fail",
+            ],
         ),
         Scenario(
             "proton_errors",
@@ -159,6 +193,9 @@ SCENARIOS = {
             "connection each for a receiver on a missing queue, a sender to a missing exchange "
             "(amqp:not-found) and a receiver on an unknown address (amqp:invalid-field)",
             [],
+            notes=[
+                "a failing attach makes the broker end the session (end with the error), not detach the link",
+            ],
         ),
         Scenario(
             "proton_rpc",
@@ -178,6 +215,11 @@ SCENARIOS = {
             "sends 4 messages to it (/amq/queue/NAME), pika fetches them with basic.get and acks; "
             "the truth has both sides (the 1.0 properties as pika saw them)",
             _q("proton", "cross"),
+            notes=[
+                "tcp.stream 0 is AMQP 0-9-1 (pika): its truth is under 'operations', not 'frames'",
+                "string correlation-ids: a ulong correlation-id makes RabbitMQ 3.10 fail the 0-9-1 delivery"
+                " (connection.close 541)",
+            ],
         ),
     ]
 }
