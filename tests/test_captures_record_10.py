@@ -90,7 +90,7 @@ def test_each_direction_is_the_logged_bytes(pcap):
 def test_every_logged_message_has_its_transfers(pcap):
     """Each message a client sent or received is delivered by transfer frames of its delivery-id
     on its link (named by the attach of the same channel and handle); the last of them has
-    more=false, the others more=true."""
+    more=false, the others more=true; and every delivery on the wire is a logged message."""
     truth = json.loads(pcap.with_suffix(".truth.json").read_text())
     for conn in truth["connections"]:
         if conn["protocol"] != "AMQP 1.0":
@@ -105,6 +105,9 @@ def test_every_logged_message_has_its_transfers(pcap):
                     links[(f["channel"], f["fields"]["handle"])] = f["fields"]["name"]
                 elif f["performative"] == "transfer":
                     transfers.append((links.get((f["channel"], f["fields"]["handle"])), f["fields"]))
+            logged = {(m["link"], m["delivery_id"]) for m in conn[key] if not m.get("error")}
+            deliveries = {(link, t["delivery-id"]) for link, t in transfers if "delivery-id" in t}
+            assert deliveries == logged, (conn["tcp_stream"], key, deliveries ^ logged)
             for m in conn[key]:
                 if m.get("error"):
                     continue

@@ -152,8 +152,8 @@ SCENARIOS = {
             _q("rhea", "mux-a", "mux-b", "mux-credit"),
             notes=[
                 "the drain: the broker answers flow(drain) with a flow echoing link-credit 5 and drain, "
-                "sends one of the two waiting messages, then ends the session without an error (its "
-                "internal channel failed in rabbit_classic_queue)",
+                "sends one of the two waiting messages, then ends the session with amqp:internal-error "
+                "(function_clause in rabbit_classic_queue:handle_event send_drained)",
             ],
         ),
         Scenario(

@@ -507,9 +507,12 @@ scenarios.multiplex = async function () {
         ds.push(send(sb, { message_id: 'mux-b-' + i, body: M.data_section(body('rhea-mux-b-' + i, 8192)) }, 'session 2, 8 kB'));
     }
     await settledAll(ds, 8000);
+    // each receive loop starts as soon as its link is attached: the messages follow at once
     const ra = await openReceiver(s1, qa, { name: 'rhea-mux-receiver-a', credit_window: 10 });
+    const pa = receive(ra, 2, () => ['accepted'], 8000);
     const rb = await openReceiver(s2, qb, { name: 'rhea-mux-receiver-b', credit_window: 10 });
-    await Promise.all([receive(ra, 2, () => ['accepted'], 8000), receive(rb, 2, () => ['accepted'], 8000)]);
+    const pb = receive(rb, 2, () => ['accepted'], 8000);
+    await Promise.all([pa, pb]);
     // idle: the broker sends empty frames (the client asked for a 1 s idle-time-out)
     await sleep(3500);
     // credit: 4 messages wait while the receiver has none, then 2 credits, then a drain
