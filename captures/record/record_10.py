@@ -63,6 +63,8 @@ def _record_091():
 
 
 R091 = _record_091()
+sys.path.insert(0, str(HERE))
+import frame_fields  # noqa: E402 - the recorder's sibling module
 
 
 def log(*a):
@@ -100,6 +102,11 @@ SCENARIOS = {
             "(data, amqp-value and amqp-sequence bodies), a pre-settled sender, an unroutable "
             "message; consumers settling accepted, rejected, released and modified",
             _q("rhea", "outcomes"),
+            notes=[
+                "RabbitMQ 3.10's 1.0 plugin does not support the modified outcome: it answers the "
+                "disposition with end(amqp:invalid-field) and closes the connection (a close, then a second"
+                " close with amqp:internal-error)",
+            ],
         ),
         Scenario(
             "rhea_frames512",
@@ -118,6 +125,12 @@ SCENARIOS = {
             "rhea: a refused login (SASL outcome auth), links to a missing queue and a missing "
             "exchange (amqp:not-found), and a publish to a full queue (reject-publish)",
             _q("rhea", "full"),
+            notes=[
+                "a failing attach makes the broker end the session (end with the error), not detach the link",
+                "the sender to /amq/queue/<missing> is attached and its message accepted",
+                "on the full queue (reject-publish) the broker's session fails on the nack and the broker "
+                "resets the TCP connection 3 s later",
+            ],
         ),
         Scenario(
             "rhea_rpc",
@@ -127,6 +140,86 @@ SCENARIOS = {
             "rhea: request / reply: requests with reply-to, replies with the request's "
             "message-id as correlation-id, sent on an anonymous-target link addressed by 'to'",
             _q("rhea", "rpc-requests", "rpc-replies"),
+        ),
+        Scenario(
+            "rhea_multiplex",
+            "rhea",
+            "multiplex",
+            "127.0.10.5",
+            "rhea: one connection, max-frame-size 512, idle-time-out 1 s, two sessions with a sender "
+            "and a receiver each moving 8 kB messages at once; empty frames while idle; a receiver "
+            "attached with no credit while 4 messages wait, then 2 credits, then 5 and a drain",
+            _q("rhea", "mux-a", "mux-b", "mux-credit"),
+            notes=[
+                "the drain: the broker answers flow(drain) with a flow echoing link-credit 5 and drain, "
+                "sends one of the two waiting messages, then ends the session with amqp:internal-error "
+                "(function_clause in rabbit_classic_queue:handle_event send_drained)",
+            ],
+        ),
+        Scenario(
+            "proton_outcomes",
+            "proton",
+            "outcomes",
+            "127.0.10.11",
+            "Qpid Proton: SASL PLAIN, a sender with every message property and application-properties "
+            "of every AMQP type (data, amqp-value string / map bodies, no body; string, uuid and ulong "
+            "message-ids), a pre-settled sender; consumers settling accepted, rejected, released "
+            "and modified",
+            _q("proton", "outcomes"),
+            notes=[
+                "RabbitMQ 3.10's 1.0 plugin does not support the modified outcome: it answers the "
+                "disposition with end(amqp:invalid-field) and closes the connection (a close, then a second"
+                " close with amqp:internal-error)",
+            ],
+        ),
+        Scenario(
+            "proton_frames512",
+            "proton",
+            "frames512",
+            "127.0.10.12",
+            "Qpid Proton: max-frame-size 512 on both connections; 100 B, 3 kB, 20 kB data bodies and "
+            "a 3 kB amqp-value string, split over many transfers (more=true) both ways",
+            _q("proton", "frames512"),
+            notes=[
+                "no amqp-value list body: it makes RabbitMQ 3.10's 1.0 session fail",
+            ],
+        ),
+        Scenario(
+            "proton_errors",
+            "proton",
+            "errors",
+            "127.0.10.13",
+            "Qpid Proton: a refused login (SASL outcome auth), a send to a missing queue, and one "
+            "connection each for a receiver on a missing queue, a sender to a missing exchange "
+            "(amqp:not-found) and a receiver on an unknown address (amqp:invalid-field)",
+            [],
+            notes=[
+                "a failing attach makes the broker end the session (end with the error), not detach the link",
+            ],
+        ),
+        Scenario(
+            "proton_rpc",
+            "proton",
+            "rpc",
+            "127.0.10.14",
+            "Qpid Proton: request / reply: requests with reply-to and a uuid correlation-id, the "
+            "server replies with the request's correlation-id",
+            _q("proton", "rpc-requests", "rpc-replies"),
+        ),
+        Scenario(
+            "proton_pika",
+            "proton",
+            "pika",
+            "127.0.10.15",
+            "cross-protocol: a 0-9-1 pika connection declares a queue, a Qpid Proton 1.0 publisher "
+            "sends 4 messages to it (/amq/queue/NAME), pika fetches them with basic.get and acks; "
+            "the truth has both sides (the 1.0 properties as pika saw them)",
+            _q("proton", "cross"),
+            notes=[
+                "tcp.stream 0 is AMQP 0-9-1 (pika): its truth is under 'operations', not 'frames'",
+                "string correlation-ids: a ulong correlation-id makes RabbitMQ 3.10 fail the 0-9-1 delivery"
+                " (connection.close 541)",
+            ],
         ),
     ]
 }
@@ -275,20 +368,40 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         if ev == "frame":
             name = frame_name(e.get("performative"))
             f = {"i": len(c["frames"]), "dir": e["dir"], "channel": e.get("channel"), "performative": name}
-            for k in ("size", "fields", "hex"):
+            for k in ("descriptor", "size", "hex", "trace"):
                 if e.get(k) is not None:
                     f[k] = e[k]
+            fields = frame_fields.from_rhea(name, e.get("fields")) if e.get("fields") else None
+            if fields is None and e.get("trace"):
+                fields = frame_fields.from_proton(e["trace"])
+            if fields is not None:
+                f["fields"] = fields
             c["frames"].append(f)
         elif ev == "header":
             c["headers"].append(parse_header(e))
+        elif ev in ("pika", "pika_receive"):
+            c.setdefault("operations", []).append(strip(e) | {"ev": ev})
         elif ev in ("connection_open", "disconnected", "connect"):
-            for k in ("label", "client_port", "container_id", "user", "password", "requested", "remote"):
+            for k in (
+                "label",
+                "client",
+                "client_version",
+                "protocol",
+                "client_port",
+                "container_id",
+                "user",
+                "password",
+                "requested",
+                "remote",
+            ):
                 if e.get(k) is not None and k not in c:
                     c[k] = e[k]
             if ev == "disconnected" and e.get("error"):
                 c["errors"].append({"where": "transport", **e["error"]})
         elif ev in ("attached", "detached", "link_error"):
-            c["links"].append({k: v for k, v in e.items() if k not in ("conn", "seq", "ts")} | {"seq": e["seq"]})
+            c["links"].append(
+                {k: v for k, v in e.items() if k not in ("conn", "seq", "ts")} | {"seq": e["seq"]}
+            )
             if e.get("error"):
                 c["errors"].append({"where": "link " + str(e.get("name")), **e["error"]})
         elif ev == "send":
@@ -300,7 +413,12 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         elif ev == "outcome":
             c["outcomes"].append(strip(e))
         elif ev in ("connection_error", "error", "session_error"):
-            c["errors"].append({"where": ev, **(e.get("error") if isinstance(e.get("error"), dict) else {"message": e.get("error")})})
+            c["errors"].append(
+                {
+                    "where": ev,
+                    **(e.get("error") if isinstance(e.get("error"), dict) else {"message": e.get("error")}),
+                }
+            )
         else:
             other.append(e)
             continue
@@ -309,6 +427,11 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
             if ev == "connection_close" and e.get("error"):
                 c["errors"].append({"where": "close", **e["error"]})
     for c in conns.values():
+        fill_delivery_ids(c)
+    for c in conns.values():
+        c.setdefault("protocol", "AMQP 1.0")
+        if c["protocol"] != "AMQP 1.0":
+            continue
         c["c2s_performatives"] = [f["performative"] for f in c["frames"] if f["dir"] == "c2s"]
         c["s2c_performatives"] = [f["performative"] for f in c["frames"] if f["dir"] == "s2c"]
         c["c2s_counts"] = dict(collections.Counter(c["c2s_performatives"]))
@@ -322,16 +445,55 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "protocol": "AMQP 1.0",
         "broker": binfo,
-        "client": {"name": start.get("client"), "version": start.get("client_version"), "runtime": start.get("runtime")},
+        "client": {
+            "name": start.get("client"),
+            "version": start.get("client_version"),
+            "runtime": start.get("runtime"),
+        },
         "client_address": scenario.src,
         "server": {"host": HOST, "port": PORT},
         "credentials": {"user": USER, "password": PASSWORD, "wrong_password": WRONG_PASSWORD},
-        "capture_info": {"tcpdump": " ".join(tcpdump.cmd), "filter": tcpdump.filter, "stats": tcpdump.stats()},
+        "capture_info": {
+            "tcpdump": " ".join(tcpdump.cmd),
+            "filter": tcpdump.filter,
+            "stats": tcpdump.stats(),
+        },
         "client_exit": client_rc,
         "notes": list(scenario.notes),
         "connections": list(conns.values()),
         "events": other,
     }
+
+
+def fill_delivery_ids(c):
+    """Give sends / receives / settles / outcomes the delivery-id of their first transfer frame.
+
+    Proton's API has no delivery-id; its frame trace has, with the delivery-tag and the link's
+    handle (named by the attach frames of the same direction). rhea's events carry it already.
+    """
+    names = {}
+    ids = collections.defaultdict(list)
+    for f in c["frames"]:
+        fields = f.get("fields") or {}
+        if f["performative"] == "attach" and "handle" in fields:
+            names[(f["dir"], f["channel"], fields["handle"])] = fields.get("name")
+        if f["performative"] == "transfer" and "delivery-id" in fields and "delivery-tag" in fields:
+            link = names.get((f["dir"], f["channel"], fields.get("handle")))
+            key = (f["dir"], link, fields["delivery-tag"].get("binary_hex"))
+            if fields["delivery-id"] not in ids[key]:
+                ids[key].append(fields["delivery-id"])
+    for kind, d in (("sends", "c2s"), ("outcomes", "c2s"), ("receives", "s2c"), ("settles", "s2c")):
+        taken = collections.Counter()
+        for e in c[kind]:
+            if e.get("delivery_id") is not None:
+                continue
+            key = (d, e.get("link"), e.get("delivery_tag_hex"))
+            found = ids.get(key, [])
+            if kind in ("sends", "receives") and taken[key] < len(found):
+                e["delivery_id"] = found[taken[key]]
+                taken[key] += 1
+            elif found:
+                e["delivery_id"] = found[0] if len(found) == 1 else None
 
 
 def strip(e):
@@ -354,7 +516,19 @@ TSHARK_FIELDS = [
 
 def tshark_frames(pcap):
     """Per tcp.stream and direction, tshark's list of frame names (empty frames included)."""
-    cmd = ["tshark", "-r", str(pcap), "-Y", "amqp", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"]
+    cmd = [
+        "tshark",
+        "-r",
+        str(pcap),
+        "-Y",
+        "amqp",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=|",
+    ]
     for f in TSHARK_FIELDS:
         cmd += ["-e", f]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -378,23 +552,142 @@ def tshark_frames(pcap):
     return out
 
 
+TSHARK_KEYS = {
+    "amqp.performative.arguments.handle": "handle",
+    "amqp.performative.arguments.deliveryId": "delivery-id",
+    "amqp.performative.arguments.deliveryTag": "delivery-tag",
+    "amqp.performative.arguments.more": "more",
+    "amqp.performative.arguments.settled": "settled",
+    "amqp.performative.arguments.first": "first",
+    "amqp.performative.arguments.last": "last",
+    "amqp.performative.arguments.role": "role",
+    "amqp.performative.arguments.linkCredit": "link-credit",
+    "amqp.performative.arguments.deliveryCount": "delivery-count",
+    "amqp.performative.arguments.name": "name",
+    "amqp.sasl.saslCode": "code",
+    "amqp.error.condition": "condition",
+}
+BOOLS = {"more", "settled", "role"}
+
+
+def _walk(d, out):
+    for k, v in d.items():
+        if k.startswith("amqp.delivery-state."):
+            out.setdefault("outcome", k.rsplit(".", 1)[1])
+        if isinstance(v, dict):
+            _walk(v, out)
+        elif isinstance(v, list):
+            for x in v:
+                if isinstance(x, dict):
+                    _walk(x, out)
+        elif k in TSHARK_KEYS and TSHARK_KEYS[k] not in out:
+            name = TSHARK_KEYS[k]
+            if name in BOOLS:
+                out[name] = v in ("1", "True", "true")
+            elif name in ("delivery-tag", "name", "condition"):
+                out[name] = v.replace(":", "") if name == "delivery-tag" else v
+            else:
+                out[name] = int(v, 0)
+    return out
+
+
+def tshark_pdus(pcap):
+    """Per (tcp.stream, direction): tshark's key fields of every AMQP 1.0 frame, in order."""
+    cmd = ["tshark", "-r", str(pcap), "-Y", "amqp", "-T", "json", "-J", "tcp amqp", "--no-duplicate-keys"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = collections.defaultdict(list)
+    for pkt in json.loads(r.stdout or "[]"):
+        layers = pkt["_source"]["layers"]
+        tcp = layers.get("tcp", {})
+        stream = int(tcp.get("tcp.stream", -1))
+        d = "s2c" if tcp.get("tcp.srcport") == str(PORT) else "c2s"
+        pdus = layers.get("amqp", [])
+        for pdu in pdus if isinstance(pdus, list) else [pdus]:
+            if "amqp.type" not in pdu:
+                continue
+            out[(stream, d)].append(_walk(pdu, {}))
+    return out
+
+
+def key_fields(f):
+    """The truth's key fields of a frame, named as tshark_pdus names them."""
+    fields = f.get("fields") or {}
+    out = {}
+    for k in (
+        "handle",
+        "delivery-id",
+        "more",
+        "settled",
+        "first",
+        "last",
+        "role",
+        "link-credit",
+        "delivery-count",
+        "name",
+        "code",
+    ):
+        if k in fields:
+            out[k] = fields[k]
+    tag = fields.get("delivery-tag")
+    if isinstance(tag, dict):
+        out["delivery-tag"] = tag.get("binary_hex")
+    state = fields.get("state")
+    if isinstance(state, dict):
+        out["outcome"] = state.get("descriptor")
+    for holder in (fields, state if isinstance(state, dict) else {}):
+        err = holder.get("error")
+        if isinstance(err, dict) and err.get("condition"):
+            out["condition"] = err["condition"]
+    return out
+
+
+def compare_fields(truth_frames, tshark_frames):
+    """Per key field: frames where both have it and agree / disagree (first disagreements kept)."""
+    agree = collections.Counter()
+    differ = collections.Counter()
+    examples = []
+    for i, (f, t) in enumerate(zip(truth_frames, tshark_frames)):
+        mine = key_fields(f)
+        for k, v in mine.items():
+            if k not in t:
+                continue
+            if t[k] == v:
+                agree[k] += 1
+            else:
+                differ[k] += 1
+                if len(examples) < 5:
+                    examples.append({"frame": i, "field": k, "client": v, "tshark": t[k]})
+    return {"agree": dict(agree), "differ": dict(differ), "examples": examples}
+
+
 def crosscheck(pcap, truth):
     if not shutil.which("tshark"):
         return {"tshark": None}
     ver = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     seen = tshark_frames(pcap)
+    pdus = tshark_pdus(pcap)
     res = {"tshark": ver, "connections": []}
     for c in truth["connections"]:
         row = {"tcp_stream": c["tcp_stream"]}
+        if c["protocol"] != "AMQP 1.0":
+            row["protocol"] = c["protocol"]
+            res["connections"].append(row)
+            continue
         for d in ("c2s", "s2c"):
             ts = [n for _, n in seen.get((c["tcp_stream"], d), [])]
             mine = c[d + "_performatives"]
             row[d + "_frames"] = len(mine)
             row[d + "_tshark_frames"] = len(ts)
             row[d + "_equal"] = ts == mine
+            mine_frames = [f for f in c["frames"] if f["dir"] == d]
+            row[d + "_fields"] = compare_fields(mine_frames, pdus.get((c["tcp_stream"], d), []))
             if ts != mine:
                 first = next((i for i, (a, b) in enumerate(zip(ts, mine)) if a != b), min(len(ts), len(mine)))
-                row[d + "_first_difference"] = {"index": first, "tshark": ts[first : first + 3], "client": mine[first : first + 3]}
+                row[d + "_first_difference"] = {
+                    "index": first,
+                    "tshark": ts[first : first + 3],
+                    "client": mine[first : first + 3],
+                }
             heads = seen.get((c["tcp_stream"], d, "headers"), [])
             mine_h = [h for h in c["headers"] if h["dir"] == d]
             row[d + "_headers_equal"] = heads == [h["protocol_id"] for h in mine_h]
@@ -421,7 +714,13 @@ def record(scenario, outdir, binfo, keep_log=False):
             if diff and not diff["client"] and diff["index"] == row[d + "_frames"]:
                 truth["notes"].append(
                     "tcp.stream %d %s: the capture has %d frame(s) after the last one the client logged "
-                    "(%s): the client had stopped reading" % (row["tcp_stream"], d, row[d + "_tshark_frames"] - diff["index"], ", ".join(diff["tshark"]))
+                    "(%s): the client had stopped reading"
+                    % (
+                        row["tcp_stream"],
+                        d,
+                        row[d + "_tshark_frames"] - diff["index"],
+                        ", ".join(diff["tshark"]),
+                    )
                 )
             if diff and not diff["tshark"] and diff["index"] == row[d + "_tshark_frames"]:
                 c = truth["connections"][row["tcp_stream"]]
@@ -441,6 +740,51 @@ def record(scenario, outdir, binfo, keep_log=False):
     for row in truth["crosscheck"].get("connections", []):
         log("crosscheck", row)
     return truth
+
+
+def write_index(outdir):
+    """captures/rabbitmq10_index.json: one line of figures per 1.0 capture, from its truth."""
+    rows = []
+    for t in sorted(outdir.glob("rabbitmq10_*.truth.json")):
+        d = json.loads(t.read_text())
+        counts = collections.Counter()
+        more = 0
+        for c in d["connections"]:
+            for f in c["frames"]:
+                if f.get("on_wire") is False:
+                    continue
+                counts[f["performative"]] += 1
+                more += f["performative"] == "transfer" and bool((f.get("fields") or {}).get("more"))
+        conditions = sorted(
+            {e["condition"] for c in d["connections"] for e in c["errors"] if e.get("condition")}
+        )
+        rows.append(
+            {
+                "capture": d["capture"],
+                "truth": t.name,
+                "scenario": d["scenario"],
+                "client": "%s %s" % (d["client"]["name"], d["client"]["version"]),
+                "connections": [
+                    {"tcp_stream": c["tcp_stream"], "label": c.get("label"), "protocol": c["protocol"]}
+                    for c in d["connections"]
+                ],
+                "frames_logged_on_wire": sum(counts.values()),
+                "frames_tshark": sum(
+                    row.get(k, 0)
+                    for row in d["crosscheck"].get("connections", [])
+                    for k in ("c2s_tshark_frames", "s2c_tshark_frames")
+                ),
+                "performatives": dict(sorted(counts.items())),
+                "transfers_with_more": more,
+                "messages_sent": sum(len(c["sends"]) for c in d["connections"]),
+                "messages_received": sum(len(c["receives"]) for c in d["connections"]),
+                "error_conditions": conditions,
+                "notes": d["notes"],
+            }
+        )
+    path = outdir / "rabbitmq10_index.json"
+    path.write_text(json.dumps({"format": "amqpcap-truth-10-index/1", "captures": rows}, indent=1) + "\n")
+    return path
 
 
 def main(argv=None):
@@ -470,6 +814,7 @@ def main(argv=None):
     for n in names:
         record(SCENARIOS[n], outdir, binfo, keep_log=a.keep_log)
         time.sleep(0.5)
+    log("wrote", write_index(outdir))
     return 0
 
 

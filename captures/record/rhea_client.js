@@ -44,7 +44,7 @@ debug.log = function () {
         if (kind === 'SENT') {
             const f = pendingSent[id] || { performative: 'unknown', channel: null };
             delete pendingSent[id];
-            emit({ ev: 'frame', conn: id, dir: 'c2s', channel: f.channel, performative: f.performative, size: +size, hex: hex });
+            emit({ ev: 'frame', conn: id, dir: 'c2s', channel: f.channel, performative: f.performative, fields: f.fields, size: +size, hex: hex });
         } else {
             pendingRecv[id] = { size: +size, hex: hex };
         }
@@ -54,12 +54,14 @@ debug.log = function () {
     if (m) {
         const [, id, ch, arrow, perf] = m;
         const name = perf === 'empty' ? 'empty' : perf;
+        // the frame line's arguments: format, id, channel, performative type, performative, payload
+        const fields = name === 'empty' ? null : performativeJson(arguments[4]);
         if (arrow === '->') {
-            pendingSent[id] = { performative: name, channel: +ch };
+            pendingSent[id] = { performative: name, channel: +ch, fields: fields };
         } else {
             const r = pendingRecv[id] || {};
             delete pendingRecv[id];
-            emit({ ev: 'frame', conn: id, dir: 's2c', channel: +ch, performative: name, size: r.size, hex: r.hex });
+            emit({ ev: 'frame', conn: id, dir: 's2c', channel: +ch, performative: name, fields: fields, size: r.size, hex: r.hex });
         }
         return;
     }
@@ -68,6 +70,35 @@ debug.log = function () {
         emit({ ev: 'header', conn: m[1], dir: m[2] === '->' ? 'c2s' : 's2c', header: m[3].trim() });
     }
 };
+
+// rhea's own reading of a performative: its fields by name (described values as {descriptor, value})
+function performativeJson(p) {
+    if (!p || typeof p !== 'object') return null;
+    const o = {};
+    for (const k of Object.keys(p)) {
+        if (k.startsWith('_') || typeof p[k] === 'function') continue;
+        o[k] = fieldJson(p[k]);
+    }
+    return o;
+}
+
+function fieldJson(v) {
+    if (v === undefined || v === null) return null;
+    if (Buffer.isBuffer(v)) return { binary_hex: v.toString('hex') };
+    if (Array.isArray(v)) return v.map(fieldJson);
+    if (typeof v === 'object') {
+        if (v.descriptor !== undefined && v.value !== undefined) {
+            const d = v.descriptor.value !== undefined ? v.descriptor.value : v.descriptor;
+            return { descriptor: typeof d === 'object' ? fieldJson(d) : d, value: fieldJson(v.value) };
+        }
+        if (v.type && v.type.name && 'value' in v) return fieldJson(v.value);
+        const o = {};
+        for (const k of Object.keys(v)) if (typeof v[k] !== 'function') o[k] = fieldJson(v[k]);
+        return o;
+    }
+    if (typeof v === 'bigint') return v.toString();
+    return v;
+}
 
 function connect(label, opts) {
     const container = rhea.create_container({ id: opts.container_id });
@@ -453,6 +484,60 @@ scenarios.errors = async function () {
     await settledAll(fds, 5000);
     await sleep(300);
     await closeConn(pub);
+};
+
+// one connection, two sessions with a sender and a receiver each, max-frame-size 512 and a
+// 1 s idle-time-out: 8 kB messages on both sessions at once (their transfers interleave on the
+// connection), empty frames while idle, a receiver at zero credit while messages wait, then
+// credit granted, and a drain
+scenarios.multiplex = async function () {
+    const qa = '/queue/' + PREFIX + '-mux-a';
+    const qb = '/queue/' + PREFIX + '-mux-b';
+    const qc = '/queue/' + PREFIX + '-mux-credit';
+    const c = await connect('multiplex', { container_id: 'amqpcap-rhea-multiplex', id: 'mux', max_frame_size: 512,
+        idle_time_out: 1000 });
+    const session = () => { const x = c.create_session(); x.begin(); return x; };
+    const s1 = session();
+    const s2 = session();
+    const sa = await openSender(s1, qa, { name: 'rhea-mux-sender-a' });
+    const sb = await openSender(s2, qb, { name: 'rhea-mux-sender-b' });
+    const ds = [];
+    for (let i = 0; i < 2; i++) {
+        ds.push(send(sa, { message_id: 'mux-a-' + i, body: M.data_section(body('rhea-mux-a-' + i, 8192)) }, 'session 1, 8 kB'));
+        ds.push(send(sb, { message_id: 'mux-b-' + i, body: M.data_section(body('rhea-mux-b-' + i, 8192)) }, 'session 2, 8 kB'));
+    }
+    await settledAll(ds, 8000);
+    // each receive loop starts as soon as its link is attached: the messages follow at once
+    const ra = await openReceiver(s1, qa, { name: 'rhea-mux-receiver-a', credit_window: 10 });
+    const pa = receive(ra, 2, () => ['accepted'], 8000);
+    const rb = await openReceiver(s2, qb, { name: 'rhea-mux-receiver-b', credit_window: 10 });
+    const pb = receive(rb, 2, () => ['accepted'], 8000);
+    await Promise.all([pa, pb]);
+    // idle: the broker sends empty frames (the client asked for a 1 s idle-time-out)
+    await sleep(3500);
+    // credit: 4 messages wait while the receiver has none, then 2 credits, then a drain
+    const sc = await openSender(s1, qc, { name: 'rhea-mux-credit-sender' });
+    const cds = [];
+    for (let i = 0; i < 4; i++) cds.push(send(sc, { message_id: 'credit-' + i, body: 'waiting ' + i }, 'waits for credit'));
+    await settledAll(cds, 5000);
+    const rc = await openReceiver(s1, qc, { name: 'rhea-mux-credit-receiver', credit_window: 0 });
+    emit({ ev: 'note', conn: 'mux', text: 'receiver attached with no credit; 4 messages wait' });
+    await sleep(1000);
+    const got = receive(rc, 2, () => ['accepted'], 5000);
+    rc.add_credit(2);
+    emit({ ev: 'credit', conn: 'mux', link: rc.name, add: 2 });
+    await got;
+    const drained = new Promise((resolve) => { rc.once('receiver_drained', resolve); setTimeout(resolve, 3000); });
+    const more = receive(rc, 2, () => ['accepted'], 3000);
+    rc.add_credit(5);
+    rc.drain_credit();
+    emit({ ev: 'credit', conn: 'mux', link: rc.name, add: 5, drain: true });
+    await more;
+    await drained;
+    emit({ ev: 'drained', conn: 'mux', link: rc.name, credit: rc.credit });
+    await sleep(300);
+    for (const l of [sa, sb, ra, rb, sc, rc]) await closeLink(l);
+    await closeConn(c);
 };
 
 // request / reply: a server on a request queue answers each request on a link to its reply-to
