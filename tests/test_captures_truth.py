@@ -36,11 +36,6 @@ EXPECTED_VERSION = {
     "rabbitmq091_pika_throughput": {0: "0-9-1", 1: "0-9-1"},
     "rabbitmq091_pyamqp_basic": {0: "0-9-1"},
     "rabbitmq091_pika_refused": {0: "0-9-1", 1: "0-9-1", 2: "0-9-1"},
-    # AMQP 1.0 (their clients' logs are checked in tests/amqp10/test_captures_truth_1_0.py)
-    "rabbitmq10_rhea_errors": {0: "1.0", 1: "1.0", 2: "1.0"},
-    "rabbitmq10_rhea_frames512": {0: "1.0", 1: "1.0"},
-    "rabbitmq10_rhea_outcomes": {0: "1.0", 1: "1.0", 2: "1.0", 3: "1.0"},
-    "rabbitmq10_rhea_rpc": {0: "1.0", 1: "1.0"},
 }
 
 
@@ -108,7 +103,7 @@ def conn_methods(r, stream, direction):
 
 
 def test_all_captures_present():
-    assert len(PCAPS) == 16, PCAPS
+    assert len(PCAPS) == 12, PCAPS
 
 
 @pytest.mark.parametrize("name", PCAPS)
