@@ -56,7 +56,7 @@ def test_spark_writes_the_rows_dissect_writes_for_every_shipped_capture(spark, d
     assert s.captures == len(CAPTURES) and not s.errors and not s.split
     assert s.rows["methods"] == pq.ParquetDataset(os.path.join(dissected, "methods")).read().num_rows
     t = amqpcap.load(out)
-    assert len(t.connections) == s.rows["connections"] == 31
+    assert len(t.connections) == s.rows["connections"] == 47
 
 
 def test_a_tiny_split_size_splits_by_conversation_and_packs_the_rest_into_tasks(spark, dissected, tmp_path):
@@ -67,6 +67,8 @@ def test_a_tiny_split_size_splits_by_conversation_and_packs_the_rest_into_tasks(
         "rabbitmq08_netamqp.pcap",
         "rabbitmq091_pika_throughput.pcap",
         "rabbitmq09_netamqp.pcap",
+        "rabbitmq10_proton_frames512.pcap",
+        "rabbitmq10_proton_outcomes.pcap",
         "rabbitmq10_rhea_frames512.pcap",
         "rabbitmq10_rhea_outcomes.pcap",
     )
