@@ -28,6 +28,8 @@ CASES = {
     "rabbitmq09_anyevent": {"0-9-1"},  # announces 0-9, speaks 0-9-1
     "netamqp09_offline": {"0-9"},  # message class (references, transfer), file, stream, tunnel
     "qpid010_basic": {"0-10"},
+    "rabbitmq10_rhea_frames512": {"1.0"},  # 1.0: its frame shape (no version to tell apart)
+    "rabbitmq10_proton_outcomes": {"1.0"},
 }
 # how many cuts inside a frame each capture offers (those whose messages span packets)
 MID_FRAME_CUTS = {
@@ -96,13 +98,16 @@ def _cut_points(t, offs):
     first kept packet starts inside a frame."""
     m = t["methods"]
     frames = t["frames"]
-    opened = m[m.method.isin(["connection.open-ok", "session.attached"])]
+    opened = m[m.method.isin(["connection.open-ok", "session.attached", "begin"])]  # begin: 1.0
     k1 = int(opened.frame_number.min()) if len(opened) else int(m.frame_number.min()) + 4
     ks = [k1, k1 + 9]
     # frame starts per (stream, direction)
     starts = {}
     for f in frames.itertuples():
         starts.setdefault((int(f.tcp_stream), f.direction), set()).add(int(f.stream_offset))
+    # 1.0 after SASL: the protocol header before the open is no frame either
+    for r in m[m.method == "open"].itertuples():
+        starts.setdefault((int(r.tcp_stream), r.direction), set()).add(int(r.stream_offset) - 8)
     # (offset 0 is a protocol header: a cut there is a new connection, not a mid-frame cut)
     mid = [
         n
@@ -189,7 +194,7 @@ def test_midstream_methods_preserved(full, cuts, name, label):
     t, pkts, offs = full[name]
     K, c = cuts(name, label)
     conns = c["connections"]
-    if name.startswith("rabbitmq08_netamqp") or name.startswith("rabbitmq09_netamqp"):
+    if name.startswith(("rabbitmq08_netamqp", "rabbitmq09_netamqp", "rabbitmq10_")):
         # several connections one after another: only those the cut went through are mid-stream
         conns = conns[conns.mid_stream]
     assert len(conns) >= 1, K

@@ -132,6 +132,7 @@ class Decoder10(StreamDecoder):
     CANDIDATE = CANDIDATE
     version = "1.0"
     candidates = ("1.0",)  # the framing alone proves the version
+    MARK_PACKETS = True  # a boundary is proven by the frames after it, perhaps packets later
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit)
@@ -197,6 +198,10 @@ class Decoder10(StreamDecoder):
             return
         self._lose_sync(direction, d, offset + size, "gap in the TCP stream")
 
+    def _lost(self, direction: int, d, why: str) -> None:
+        # every byte buffered now arrived by this packet: frames in them completed here
+        d.marks = [(d.base + len(d.buf), d.packet, d.ts)]
+
     def _abort_contents(self, direction: int, why: str) -> None:
         asm = self.assembling[direction]
         for key in list(asm):
@@ -233,6 +238,8 @@ class Decoder10(StreamDecoder):
             end = pos + size
             if end > n:
                 break
+            if d.marks:  # proven late: the frame belongs to the packet that completed it
+                d.packet_of(d.base + end)
             self._frame(direction, d, buf, pos, end, doff, ftype, channel)
             pos = end
         return pos
@@ -356,6 +363,13 @@ class Decoder10(StreamDecoder):
         key = (ch, handle)
         asm_map = self.assembling[direction]
         asm = asm_map.get(key)
+        if asm is None and d.mid is not None and key not in d.mid.fresh:
+            # picked up mid-stream: a message starts with a section's descriptor; anything else
+            # is the rest of a delivery begun before the capture (accounted for with the resync)
+            if end - p >= 3 and buf[p] == 0 and buf[p + 1] == 0x53 and 0x70 <= buf[p + 2] <= 0x78:
+                self._fresh(direction, d, key)
+            elif self._orphan(direction, d, key, ch, perf.offset, perf.frame_size, "transfer"):
+                return
         if asm is None:
             if len(asm_map) >= MAX_ASSEMBLIES:  # the oldest ends: memory stays bounded
                 self._deliver(
