@@ -101,7 +101,11 @@ def test_use_compiled_switches_the_builders_the_pipeline_calls(fastrows):
 # --- same rows: every shipped capture ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
+# the captures whose rows these builders make (AMQP 1.0's are records/rows_1_0.py's)
+ROW_CAPTURES = [c for c in CAPTURES if not os.path.basename(c).startswith("rabbitmq10_")]
+
+
+@pytest.mark.parametrize("capture", ROW_CAPTURES, ids=os.path.basename)
 def test_compiled_and_reference_build_identical_rows_for_every_capture(
     fastrows, capture, tmp_path, monkeypatch
 ):

@@ -123,7 +123,9 @@ def test_typed_argument_columns_hold_what_the_arguments_json_says(tmp_path):
     dissect([str(c) for c in caps], str(tmp_path / "out"))
     t = ds.dataset(str(tmp_path / "out" / "methods"), format="parquet").to_table()
     seen = {c: 0 for c in rows.ARG_COLUMNS}
-    for r in t.select(["method", "arguments", *rows.ARG_COLUMNS]).to_pylist():
+    for r in t.select(["method", "version", "arguments", *rows.ARG_COLUMNS]).to_pylist():
+        if r["version"] == "1.0":  # its typed columns come from records/rows_1_0.py (tests/amqp10)
+            continue
         a = json.loads(r["arguments"])
         want = {
             "no_wait": a.get("no-wait", a.get("nowait")),
