@@ -1181,8 +1181,8 @@ def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(con
 
 def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
     """A zero-window period sends the conversation's packets to Dissector._parsed while it is
-    open; once it reopens they are the compiled loop's again (they were not, for the rest of
-    the conversation, until stop 19), and the period is reported the same either way."""
+    open; once it reopens they are the compiled loop's again, and the period is reported the
+    same either way."""
     built_or_skip("fastpipeline")
     segs = conv.segments()
     s2c = [

@@ -30,10 +30,9 @@ TYPE_CHECKING = False  # typing's, without importing typing (nothing else the di
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# Rows per record batch and Parquet row group.  Peak RSS of 200k small packets, compiled buffers:
-# 122 MB at 8192, 142 MB at 16384, 190 MB at 32768 (reference: ~225 MB).  Stop 20, in-process
-# best of 3, 16384 -> 8192: a 42 MB bulk capture (14k rows a table, written only at close with
-# 16384) 142 -> 132 ms, real captures and small packets the same; files +1%, peak RSS -8 to -17 MB.
+# Rows per record batch and Parquet row group: smaller groups lower peak RSS (200k small packets:
+# 122 MB at 8192, 142 MB at 16384) and let a mid-sized capture's batches be encoded while it is
+# read rather than all at close; files grow ~1% against 16384.
 ROW_GROUP = 8192
 QUEUED = 2  # record batches in the Parquet thread at most, every table (one written, one waiting)
 # Parquet encoding and compression (~12% of a small-packet dissect) in a thread of its own: 12% faster
@@ -384,8 +383,7 @@ class DatasetWriter:
         # one, the small tables waited behind the large ones' batches).  The Parquet thread
         # takes the largest; this thread, which would only wait, writes the others meanwhile
         # (a table's batch still in the thread first: ParquetFile.write waits for it), those
-        # with none in flight first.  A 42 MB capture's close, median of 16 runs: 27 -> 17 ms
-        # (11 with Arrow's jemalloc pool: cli.ARROW_POOL, docs/design.md "Stop 24").
+        # with none in flight first.
         tables = list(self.tables.values())
         largest = max(tables, key=pending_rows)
         largest.flush()
