@@ -475,7 +475,7 @@ def write_doc(rows: list, big: list, a) -> None:
     """Rewrite this script's block of docs/performance.md with the rows just measured."""
     import perfdoc
 
-    from amqpcap.amqp.accel import describe
+    from amqpcap.compiled import describe
 
     lines = [
         "## Dissect against tshark",

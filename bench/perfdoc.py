@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(os.path.dirname(HERE), "docs", "performance.md")
@@ -70,7 +69,7 @@ def versions(amqpcap_parts: str) -> list[str]:
     except ImportError:
         arrow = "not installed"
     return [
-        f"- Python {platform.python_version()} ({sys.executable})",
+        f"- Python {platform.python_version()} ({platform.python_implementation()})",
         f"- pyarrow {arrow}",
         f"- {_first_line(['tshark', '--version'])}",
         f"- amqpcap: {amqpcap_parts}",

@@ -24,8 +24,7 @@ from fixtures import amqpconv as C
 from fixtures import pcapgen as P
 from fixtures.compiled import both_ways, built_or_skip
 
-from amqpcap import pipeline
-from amqpcap.amqp import accel
+from amqpcap import compiled, pipeline
 from amqpcap.capture.reader import CaptureError
 from amqpcap.pipeline import dissect
 from amqpcap.records.writer import DatasetWriter, OutputExists
@@ -907,10 +906,10 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
     )
     assert p.returncode == 0, p.stderr
     assert "loaded []" in p.stdout and "ast False" in p.stdout and "typing False" in p.stdout
-    # the compiled decoder hashes with OpenSSL's SHA-256 itself (accel's stamps too): no hashlib
-    if accel.select("fast09") is not None:
+    # the compiled decoder hashes with OpenSSL's SHA-256 itself: no hashlib
+    if compiled.select("fast09") is not None:
         assert "hashlib False" in p.stdout, p.stdout
-    if accel.select("fastrows") is not None:
+    if compiled.select("fastrows") is not None:
         assert "json False" in p.stdout, p.stdout
     dissect([capture_file], str(tmp_path / "lib"))
     for t in ("connections", "methods", "messages", "anomalies"):
@@ -1192,8 +1191,8 @@ def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_p
     reopen = next(i for i in range(zero + 1, len(segs)) if segs[i].direction == "s2c")
     segs[zero] = segs[zero].copy(window=0)
     tables = {}
-    for compiled in (False, True):
-        pipeline.use_compiled(compiled)
+    for on in (False, True):
+        pipeline.use_compiled(on)
         seen = []
         reference = pipeline.Dissector._parsed
 
@@ -1202,7 +1201,7 @@ def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_p
             return _ref(self, number, *rest)
 
         monkeypatch.setattr(pipeline.Dissector, "_parsed", counted)
-        tables[compiled] = run(tmp_path, segs, name=f"{compiled}.pcap")
+        tables[on] = run(tmp_path, segs, name=f"{on}.pcap")
         monkeypatch.setattr(pipeline.Dissector, "_parsed", reference)
     zw = {c: [r["zero_windows"] for r in t["connections"]] for c, t in tables.items()}
     assert zw[True] == zw[False]

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled packet loop of ``pipeline.Dissector`` (optional; see amqp/accel.py).
+"""Compiled packet loop of ``pipeline.Dissector`` (optional; see compiled.py).
 
 The common packet in C: a parsed TCP segment of a conversation already known, with no SYN,
 FIN or RST, nothing cut by the snapshot length and a window that is open (and was open): its
@@ -12,14 +12,14 @@ reference's by construction.
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 # TCP flags (capture/link.py's)
 cdef int SYN = 0x02, FIN = 0x01, RST = 0x04, ACK = 0x10

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
 from amqpcap.capture import link as _link
@@ -478,7 +478,7 @@ _compiled_loop = None
 
 def use_compiled(on: bool) -> None:
     """Run the compiled packet loop (``on``; it must be built) or ``Dissector._packet`` alone.
-    accel.select() makes the choice once at import."""
+    compiled.select() makes the choice once at import."""
     global _compiled_loop
     if on:
         from amqpcap import fastpipeline
@@ -494,7 +494,7 @@ def compiled_in_use() -> bool:
     return _compiled_loop is not None
 
 
-use_compiled(accel.select("fastpipeline") is not None)
+use_compiled(compiled.select("fastpipeline") is not None)
 
 
 def _progress_printer(path: str):

@@ -1,4 +1,4 @@
-"""The compiled frame walker (fast09) against the pure-Python reference, and how accel.py
+"""The compiled frame walker (fast09) against the pure-Python reference, and how compiled.py
 chooses between them.
 
 The rest of tests/amqp runs with both walkers (conftest.py); here the two are compared
@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
-from amqpcap.amqp import accel, codec_0_9
+from amqpcap.amqp import codec_0_9
 from amqpcap.amqp import spec as spec_tables
 from amqpcap.amqp.codec_0_9 import Decoder09
 
@@ -37,70 +37,21 @@ def fast09():
 # --- the choice ------------------------------------------------------------------------------
 
 
-class FakeBuild:
-    __file__ = "/x/fast09.cpython-311-x86_64-linux-gnu.so"
-
-    def __init__(self, stamp):
-        self.SOURCE_SHA256 = stamp
-
-
-def test_pure_env_var_selects_the_reference_even_with_a_current_build():
-    module, why = accel.choose({"AMQPCAP_PURE": "1"}, FakeBuild(accel.source_hash()))
-    assert module is None and "AMQPCAP_PURE" in why
-    assert accel.choose({"AMQPCAP_PURE": "0"}, FakeBuild(accel.source_hash()))[0] is not None
-
-
-def test_no_build_selects_the_reference():
-    module, why = accel.choose({}, None)
-    assert module is None and "not built" in why
-
-
-def test_a_build_from_other_sources_is_stale_and_not_used(tmp_path):
-    built = FakeBuild(accel.source_hash())
-    assert accel.choose({}, built)[0] is built
-    # an edited source next to the extension: its stamp no longer matches
-    for name in accel.SOURCES:
-        (tmp_path / name).write_bytes(open(os.path.join(accel.HERE, name), "rb").read())
-    assert accel.choose({}, built, str(tmp_path))[0] is built
-    with open(tmp_path / "codec_0_9.py", "a") as f:
-        f.write("# edited\n")
-    module, why = accel.choose({}, built, str(tmp_path))
-    assert module is None and "stale" in why and "pip install -e ." in why
-    # a missing source cannot be checked: not used either
-    os.remove(tmp_path / "fast09.pyx")
-    assert accel.choose({}, FakeBuild(accel.source_hash(str(tmp_path))), str(tmp_path))[0] is None
-
-
-def test_an_extension_that_does_not_load_is_not_used(monkeypatch):
-    import amqpcap.amqp
-
-    monkeypatch.setitem(sys.modules, "amqpcap.amqp.fast09", None)  # the import fails
-    monkeypatch.delattr(amqpcap.amqp, "fast09", raising=False)
-    assert accel.built() is None
-    module, why = accel.choose({}, accel.Broken(ImportError("cannot import name 'Pending'")))
-    assert module is None and "stale" in why
-
-
-def test_a_stale_build_is_reported_in_one_line_on_stderr(fast09, monkeypatch, capsys):
-    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
-    monkeypatch.setattr(accel, "_choice", None)
-    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE: "0" * 64)
-    assert accel.select() is None
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("amqpcap: warning: pure Python (compiled decoder is stale")
+# (tests/test_compiled_switch.py: pure when asked, not built or stale, for every part)
 
 
 def _active(env: dict) -> str:
-    code = "from amqpcap.amqp import accel, codec_0_9; print(codec_0_9.compiled_in_use(), accel.describe())"
+    code = "from amqpcap import compiled; from amqpcap.amqp import codec_0_9; "
+    code += "print(codec_0_9.compiled_in_use(), compiled.describe())"
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 
 
 def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fast09):
     r = _active({})
-    assert r.stdout.startswith("True compiled (fast09") and r.stderr == ""
+    assert r.stdout.startswith("True decoder: compiled (fast09") and r.stderr == ""
     r = _active({"AMQPCAP_PURE": "1"})
-    assert r.stdout.startswith("False pure Python (AMQPCAP_PURE is set)") and r.stderr == ""
+    assert r.stdout.startswith("False decoder: pure Python (AMQPCAP_PURE is set)") and r.stderr == ""
 
 
 # --- same events -----------------------------------------------------------------------------

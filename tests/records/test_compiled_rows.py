@@ -1,5 +1,5 @@
 """The compiled row builders (fastrows) against the pure-Python reference (rows.py), and how
-accel.py chooses them.
+compiled.py chooses them.
 
 The rest of tests/records runs with both builders (conftest.py); here the two are compared
 directly, value and type (``repr``: True is not 1, NaN equals itself): the rows of every event
@@ -18,8 +18,7 @@ from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqpcap import pipeline
-from amqpcap.amqp import accel
+from amqpcap import compiled, pipeline
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
 
@@ -41,33 +40,12 @@ def outcome(build, *args) -> tuple:
 # --- the choice ------------------------------------------------------------------------------
 
 
-# (tests/test_accel.py: pure when asked, not built or stale, for every extension)
-ROWS_DIR = accel.EXTENSIONS["fastrows"].directory
-
-
-def test_a_stale_row_builder_is_reported_in_one_line_on_stderr(fastrows, monkeypatch, capsys):
-    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
-    monkeypatch.setattr(accel, "_choice", None)
-    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE, sources=accel.SOURCES: "0" * 64)
-    assert accel.select("fastrows") is None
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert err.startswith("amqpcap: warning: pure Python (compiled row builder is stale")
-
-
-def test_a_row_builder_that_does_not_load_is_not_used(monkeypatch):
-    import amqpcap.records
-
-    monkeypatch.setitem(sys.modules, "amqpcap.records.fastrows", None)  # the import fails
-    monkeypatch.delattr(amqpcap.records, "fastrows", raising=False)
-    assert accel.built("fastrows") is None
-    module, why = accel.choose({}, accel.Broken(ImportError("x"), "fastrows"), ROWS_DIR, "fastrows")
-    assert module is None and "row builder is stale" in why
+# (tests/test_compiled_switch.py: pure when asked, not built or stale, for every part)
 
 
 def _active(env: dict):
-    code = "from amqpcap.records import rows; from amqpcap.amqp import accel; "
-    code += "print(rows.compiled_in_use(), accel.describe())"
+    code = "from amqpcap.records import rows; from amqpcap import compiled; "
+    code += "print(rows.compiled_in_use(), compiled.describe())"
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 
@@ -75,13 +53,14 @@ def _active(env: dict):
 def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fastrows):
     r = _active({})
     assert r.stderr == ""
-    assert r.stdout.startswith("True compiled (fast09") and "; row builder: compiled (fastrows" in r.stdout
+    assert (
+        r.stdout.startswith("True decoder: compiled (fast09")
+        and "; row builder: compiled (fastrows" in r.stdout
+    )
     r = _active({"AMQPCAP_PURE": "1"})
     assert r.stderr == ""
     pure = "pure Python (AMQPCAP_PURE is set)"
-    assert r.stdout.strip() == f"False {pure}" + "".join(
-        f"; {x.what}: {pure}" for name, x in accel.EXTENSIONS.items() if name != "fast09"
-    )
+    assert r.stdout.strip() == "False " + "; ".join(f"{p.what}: {pure}" for p in compiled.PARTS.values())
 
 
 def test_importing_the_extension_first_does_not_change_the_choice(fastrows):
@@ -519,7 +498,7 @@ def test_the_pipeline_keeps_liveness_with_the_row_builders_it_uses(fastrows):
         rows.use_compiled(False)
         assert liveness.Liveness is liveness.LivenessReference
     finally:
-        rows.use_compiled(accel.select("fastrows") is not None)
+        rows.use_compiled(compiled.select("fastrows") is not None)
 
 
 # --- rows straight into the compiled table buffer ----------------------------------------------

@@ -20,7 +20,7 @@ from functools import cache, partial
 from struct import Struct
 from struct import error as StructError
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
@@ -412,7 +412,7 @@ class Decoder09(StreamDecoder):
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
     grammar of these versions on the stream core.
 
-    ``_frames`` and ``feed`` are the compiled walker's (fast09) when accel selects it, else
+    ``_frames`` and ``feed`` are the compiled walker's (fast09) when compiled.py selects it, else
     ``_frames_reference`` and ``StreamDecoder.feed``; see ``use_compiled``."""
 
     HEADER = 7
@@ -716,7 +716,7 @@ class Decoder09(StreamDecoder):
 
 def use_compiled(on: bool) -> None:
     """Walk frames with the compiled walker (``on``; it must be built) or the pure-Python
-    reference.  accel.select() makes the choice once at import; the tests switch to run both."""
+    reference.  compiled.select() makes the choice once at import; the tests switch to run both."""
     if on:
         from amqpcap.amqp import fast09
 
@@ -739,4 +739,4 @@ def compiled_in_use() -> bool:
     return Decoder09._frames is not Decoder09._frames_reference
 
 
-use_compiled(accel.select() is not None)
+use_compiled(compiled.select("fast09") is not None)

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled frame walker for AMQP 0-8 / 0-9 / 0-9-1 (optional; see accel.py).
+"""Compiled frame walker for AMQP 0-8 / 0-9 / 0-9-1 (optional; see compiled.py).
 
 ``frames`` is ``Decoder09._frames`` in typed C: it walks the whole frames of a direction
 buffer through a pointer, decodes method arguments, content-header properties and field
@@ -38,11 +38,11 @@ from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
 # Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
 # microsecond per event.  The walker builds them as that __init__ would, storing each field in
@@ -100,8 +100,8 @@ cdef object build(Slots s, tuple values):
     return obj
 
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 cdef int MAX_DEPTH = 64  # codec_0_9.MAX_DEPTH
 cdef uint8_t FRAME_END = 0xCE

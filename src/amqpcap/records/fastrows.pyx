@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled row builders for the methods and messages tables (optional; see amqp/accel.py).
+"""Compiled row builders for the methods and messages tables (optional; see compiled.py).
 
 ``method_row`` and ``message_row`` are rows.py's ``method_row_reference`` and
 ``message_row_reference`` in typed C: the same tuples (same values, same types), built
@@ -43,19 +43,19 @@ include "raw.pxi"
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     static long long amqpcap_as_ll(PyObject *v, int *overflow) {
         return PyLong_AsLongLongAndOverflow(v, overflow);
     }
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
     long long amqpcap_as_ll(object v, int *overflow) except? -1
     bint PyBool_Check(object o)
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 
 cdef class Fields:

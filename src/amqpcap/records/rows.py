@@ -2,14 +2,14 @@
 filled by column index in a list, then frozen: the writer converts tuples).
 
 ``method_row`` and ``message_row`` run per event: they are the reference functions here, or
-their compiled twins (fastrows.pyx, optional, chosen by amqp/accel.py like the 0-9 decoder;
+their compiled twins (fastrows.pyx, optional, chosen by compiled.py like the 0-9 decoder;
 ``use_compiled`` switches, for the tests and benches)."""
 
 from __future__ import annotations
 
 import base64
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
@@ -483,7 +483,7 @@ connection_json = to_json
 
 def use_compiled(on: bool) -> None:
     """Build method and message rows with the compiled builders (``on``; they must be built) or
-    the reference functions here (and liveness's ``Liveness`` with them).  accel.select() makes
+    the reference functions here (and liveness's ``Liveness`` with them).  compiled.select() makes
     the choice once at import."""
     global method_row, message_row, append_rows, connection_json
     if on:
@@ -504,4 +504,4 @@ def compiled_in_use() -> bool:
     return method_row is not method_row_reference
 
 
-use_compiled(accel.select("fastrows") is not None)
+use_compiled(compiled.select("fastrows") is not None)

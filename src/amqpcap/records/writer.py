@@ -5,7 +5,7 @@ in row groups and renames the temporary directory to ``out`` in ``close()``,
 so an interrupted run never leaves a dataset that looks complete.
 
 A table's rows wait in a ``TableBuffer`` until ROW_GROUP of them make a record batch.  Two
-implementations, chosen by amqp/accel.py like the row builders (``use_compiled`` switches):
+implementations, chosen by compiled.py like the row builders (``use_compiled`` switches):
 ``TableBufferReference`` here keeps the row tuples and converts them with ``pa.array`` at
 flush; the compiled one (fastwriter.pyx, optional) appends every value to typed column buffers
 as the row arrives and wraps them in Arrow arrays at flush (no ``pa.array``: no per-value
@@ -22,7 +22,7 @@ import os
 import queue
 import threading
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
 from amqpcap.records.schema import dictionary_columns
 
@@ -291,7 +291,7 @@ def compiled_table_buffer():
 
         # the compiled walker's body digests may come before its hashing thread is done with
         # them (whenever that walker is built and current: the tests switch it on themselves)
-        decoder = accel.select("fast09") or accel.current_build("fast09")[0]
+        decoder = compiled.select("fast09") or compiled.current_build("fast09")[0]
         if decoder is not None:
             fastwriter.defer_text(decoder.DEFERRED_DIGEST)
 
@@ -343,7 +343,7 @@ def release_memory() -> None:
 
 def use_compiled(on: bool) -> None:
     """Buffer tables with the compiled column buffers (``on``; they must be built) or
-    ``TableBufferReference``.  accel.select() makes the choice once at import."""
+    ``TableBufferReference``.  compiled.select() makes the choice once at import."""
     global TableBuffer
     TableBuffer = compiled_table_buffer() if on else TableBufferReference
 
@@ -354,7 +354,7 @@ def compiled_in_use() -> bool:
 
 
 TableBuffer = TableBufferReference
-use_compiled(accel.select("fastwriter") is not None)
+use_compiled(compiled.select("fastwriter") is not None)
 
 
 class DatasetWriter:
