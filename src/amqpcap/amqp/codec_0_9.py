@@ -24,6 +24,7 @@ from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
+from amqpcap.amqp.spec import readers_0_9
 from amqpcap.amqp.stream import DecodeError, StreamDecoder
 
 FRAME_END = 0xCE
@@ -160,125 +161,88 @@ def decode_table(data: bytes, rabbit: bool = True) -> dict:
 # --- methods and properties ---------------------------------------------------------
 
 
-def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
-    """Decode ``fields`` ((name, type), ...) into ``args``; returns the end offset."""
-    bit = 0
-    bits = 0
-    for name, ftype in fields:
-        if ftype == "bit":
-            if bit == 0:
-                if off >= end:
-                    raise DecodeError(f"{name}: bit past end")
-                bits = buf[off]
-                off += 1
-            args[name] = bool(bits & (1 << bit))
-            bit = (bit + 1) & 7
-            continue
-        bit = 0
-        if ftype == "shortstr":
-            if off >= end:
-                raise DecodeError(f"{name}: short string past end")
-            n = buf[off]
-            off += 1 + n
-            if off > end:
-                raise DecodeError(f"{name}: short string past end")
-            args[name] = _text(buf[off - n : off])
-        elif ftype == "short":
-            if off + 2 > end:
-                raise DecodeError(f"{name}: short past end")
-            args[name] = _U16.unpack_from(buf, off)[0]
-            off += 2
-        elif ftype == "long":
-            if off + 4 > end:
-                raise DecodeError(f"{name}: long past end")
-            args[name] = _U32.unpack_from(buf, off)[0]
-            off += 4
-        elif ftype in ("longlong", "timestamp"):
-            if off + 8 > end:
-                raise DecodeError(f"{name}: longlong past end")
-            args[name] = _U64.unpack_from(buf, off)[0]
-            off += 8
-        elif ftype == "octet":
-            if off >= end:
-                raise DecodeError(f"{name}: octet past end")
-            args[name] = buf[off]
-            off += 1
-        elif ftype == "table":
-            args[name], off = decode_table_at(buf, off, end, 0, rabbit)
-        elif ftype in ("longstr", "content"):
-            args[name], off = longstr_value(buf, off, end, name)
-        else:
-            raise DecodeError(f"{name}: unsupported field type {ftype}")
-    return off
+def shortstr_value(buf, off: int, end: int, name: str):
+    """A short string field: (text, end offset)."""
+    if off >= end:
+        raise DecodeError(f"{name}: short string past end")
+    n = buf[off] + 1
+    if off + n > end:
+        raise DecodeError(f"{name}: short string past end")
+    return buf[off + 1 : off + n].decode("utf-8", "replace"), off + n
 
 
-_FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8), "timestamp": ("Q", 8)}
-_COMPILED: dict = {}
+# The generic reader of a field list, for what has no generated reader (property lists, broker
+# dialects): the list as steps grouped as tools/gen_spec.py groups them for the generated ones
+# (fixed-size fields run together are one struct; up to eight bits share an octet), so both
+# read the same bytes the same way and fail with the same text.
+_FIXED = {"octet": "B", "short": "H", "long": "I", "longlong": "Q", "timestamp": "Q"}
+_VARIABLE = {
+    "shortstr": lambda buf, off, end, name, rabbit: shortstr_value(buf, off, end, name),
+    "table": lambda buf, off, end, name, rabbit: decode_table_at(buf, off, end, 0, rabbit),
+    "longstr": lambda buf, off, end, name, rabbit: longstr_value(buf, off, end, name),
+    "content": lambda buf, off, end, name, rabbit: longstr_value(buf, off, end, name),
+}
+_FIXED_RUN, _BITS, _ONE = 0, 1, 2
 
 
-def compile_fields(fields):
-    """A straight-line decoder for ``fields`` (dpkt style: compiled once per field list).
-
-    Returns ``f(buf, off, end, rabbit, args) -> end offset``; same behaviour as
-    ``_decode_fields`` (which stays the reference implementation).
-    """
-    fn = _COMPILED.get(fields)
-    if fn is not None:
-        return fn
-    lines = ["def _f(buf, off, end, rabbit, a):"]
-    env = {"DecodeError": DecodeError, "decode_table_at": decode_table_at, "_U32": _U32, "_ld": longstr_value}
-    i = 0
-    nf = len(fields)
-    k = 0
+def field_plan(fields) -> tuple:
+    """``fields`` ((name, type), ...) as the generic reader's steps."""
+    steps, i, nf = [], 0, len(fields)
     while i < nf:
         name, t = fields[i]
         if t in _FIXED:
-            j, fmt, size, names = i, ">", 0, []
+            j = i
             while j < nf and fields[j][1] in _FIXED:
-                c, n = _FIXED[fields[j][1]]
-                fmt, size = fmt + c, size + n
-                names.append(fields[j][0])
                 j += 1
-            k += 1
-            env[f"S{k}"] = Struct(fmt)
-            lines += [
-                f"    if off + {size} > end: raise DecodeError({name + ': fixed fields past end'!r})",
-                f"    {', '.join(f'a[{n!r}]' for n in names)}, = S{k}.unpack_from(buf, off)",
-                f"    off += {size}",
-            ]
+            fmt = Struct(">" + "".join(_FIXED[f[1]] for f in fields[i:j]))
+            names = tuple(f[0] for f in fields[i:j])
+            steps.append((_FIXED_RUN, fmt, names, f"{name}: fixed fields past end"))
             i = j
         elif t == "bit":
-            lines += [
-                f"    if off >= end: raise DecodeError({name + ': bit past end'!r})",
-                "    b = buf[off]",
-                "    off += 1",
-            ]
-            bit = 0
-            while i < nf and fields[i][1] == "bit" and bit < 8:
-                lines.append(f"    a[{fields[i][0]!r}] = bool(b & {1 << bit})")
-                bit += 1
-                i += 1
-        elif t == "shortstr":
-            lines += [
-                f"    if off >= end: raise DecodeError({name + ': short string past end'!r})",
-                "    n = buf[off] + 1",
-                f"    if off + n > end: raise DecodeError({name + ': short string past end'!r})",
-                f"    a[{name!r}] = buf[off + 1:off + n].decode('utf-8', 'replace')",
-                "    off += n",
-            ]
-            i += 1
-        elif t == "table":
-            lines.append(f"    a[{name!r}], off = decode_table_at(buf, off, end, 0, rabbit)")
-            i += 1
-        elif t in ("longstr", "content"):
-            lines.append(f"    a[{name!r}], off = _ld(buf, off, end, {name!r})")
+            j = i
+            while j < nf and fields[j][1] == "bit" and j - i < 8:
+                j += 1
+            steps.append((_BITS, None, tuple(f[0] for f in fields[i:j]), f"{name}: bit past end"))
+            i = j
+        elif t in _VARIABLE:
+            steps.append((_ONE, _VARIABLE[t], name, None))
             i += 1
         else:
-            raise ValueError(f"{name}: unsupported field type {t}")
-    lines.append("    return off")
-    exec("\n".join(lines), env)
-    fn = _COMPILED[fields] = env["_f"]
-    return fn
+            raise DecodeError(f"{name}: unsupported field type {t}")
+    return tuple(steps)
+
+
+def read_plan(plan: tuple, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
+    """Read the fields of ``plan`` (``field_plan``) into ``args``; returns the end offset."""
+    for kind, how, names, error in plan:
+        if kind == _FIXED_RUN:
+            if off + how.size > end:
+                raise DecodeError(error)
+            args.update(zip(names, how.unpack_from(buf, off)))
+            off += how.size
+        elif kind == _BITS:
+            if off >= end:
+                raise DecodeError(error)
+            b = buf[off]
+            off += 1
+            for k, name in enumerate(names):
+                args[name] = bool(b & (1 << k))
+        else:
+            args[names], off = how(buf, off, end, names, rabbit)
+    return off
+
+
+def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
+    """Decode ``fields`` ((name, type), ...) into ``args``; returns the end offset."""
+    return read_plan(field_plan(fields), buf, off, end, rabbit, args)
+
+
+def compile_fields(fields):
+    """The reader of ``fields``: ``f(buf, off, end, rabbit, args) -> end offset``.  A method's
+    argument list has a reader generated from the XML (spec/readers_0_9.py); any other list is
+    read by the generic reader on its plan."""
+    fn = _READERS.get(fields)
+    return fn if fn is not None else partial(read_plan, field_plan(fields))
 
 
 def longstr_value(buf, off, end, name):
@@ -290,6 +254,9 @@ def longstr_value(buf, off, end, name):
         raise DecodeError(f"{name}: long string of {n} bytes past end of frame")
     raw = bytes(buf[off : off + n])
     return (raw.decode("utf-8") if _is_text(raw) else raw), off + n
+
+
+_READERS = readers_0_9.readers(DecodeError, shortstr_value, longstr_value, decode_table_at)
 
 
 def _is_text(raw: bytes) -> bool:
@@ -334,9 +301,9 @@ def decode_properties(props, buf, off: int, end: int, rabbit: bool = True) -> di
         if len(_PROPS_CACHE) < 4096:
             plan = _PROPS_CACHE[key] = (compile_fields(fields), bits)
         else:
-            # Cache full (random flag words from corrupt data): compiling would grow
-            # _COMPILED without bound (2^14 flag sets for basic); use the reference decoder.
-            plan = (partial(_decode_fields, fields), bits)
+            # Cache full (random flag words from corrupt data: 2^14 flag sets for basic): the
+            # plan is made for this header alone.
+            plan = (compile_fields(fields), bits)
     out: dict = {}
     off = plan[0](buf, off, end, rabbit, out)
     for n in plan[1]:
