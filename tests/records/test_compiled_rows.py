@@ -162,11 +162,11 @@ VALUES = st.recursive(
     max_leaves=6,
 )
 ARG_NAMES = sorted(
-    {k for _, names, _ in rows._METHOD_ARGS for k in names}
+    {k for _, names, _ in rows.METHOD_ARGS for k in names}
     | {"destination", "error-code", "class-id", "method-id", "class-code", "command-code", "other"}
 )
 PROPERTY_NAMES = sorted(
-    {k for _, names, _ in rows._MESSAGE_PROPERTIES for k in names} | {"redelivered", "other"}
+    {k for _, names, _ in rows.MESSAGE_PROPERTIES for k in names} | {"redelivered", "other"}
 )
 METHOD_NAMES = (
     "basic.publish",
@@ -332,7 +332,7 @@ def test_the_same_names_in_another_order_type_or_object_are_not_the_plan_of_the_
         assert outcome(fastrows.message_row, *call) == outcome(rows.message_row_reference, *call)
     row = dict(
         zip(
-            rows._METHOD_COLUMNS,
+            rows.METHOD_COLUMNS,
             fastrows.method_row("c", 1, 0, _method("basic.publish", sequences[1]), "0-9-1"),
         )
     )
@@ -375,7 +375,7 @@ def test_values_keep_their_types(fastrows):
         "basic.ack",
         {"delivery-tag": True, "multiple": 1, "reply-code": True, "prefetch-count": 2**70, "queue": b"q\xff"},
     )
-    row = dict(zip(rows._METHOD_COLUMNS, fastrows.method_row("c", 0, 0, m, "0-9-1")))
+    row = dict(zip(rows.METHOD_COLUMNS, fastrows.method_row("c", 0, 0, m, "0-9-1")))
     assert row["delivery_tag"] is True and row["multiple"] is None and row["reply_code"] is None
     assert row["prefetch_count"] == 2**70 and row["queue"] == "q\ufffd"
     p = {"delivery-mode": 2**80, "priority": -(2**80), "timestamp": True, "headers": {"b": b"\x00"}}
@@ -413,7 +413,7 @@ def test_the_compiled_builders_build_rows_themselves(fastrows, monkeypatch):
     monkeypatch.setattr(rows, "message_row_reference", reference)
     m = _method("basic.deliver", {"consumer-tag": "c", "delivery-tag": 5, "redelivered": False})
     c = Content(4, 5, 6, 1, m, 60, {"content-type": "t", "priority": 3}, 1, 1, 1, "h", b"x", True, 4)
-    row = dict(zip(rows._METHOD_COLUMNS, fastrows.method_row("c", 0, 1, m, "0-9-1")))
+    row = dict(zip(rows.METHOD_COLUMNS, fastrows.method_row("c", 0, 1, m, "0-9-1")))
     assert row["consumer_tag"] == "c" and row["delivery_tag"] == 5 and row["redelivered"] is False
     row = dict(zip(rows.COLUMNS["messages"], fastrows.message_row("c", 0, 1, c, "0-9-1")))
     assert row["priority"] == 3 and row["direction"] == "s2c" and row["body"] == b"x"

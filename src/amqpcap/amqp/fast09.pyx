@@ -1060,7 +1060,7 @@ cdef bint direct_method(Walk w, int channel, offset, int cid, int mid, args, Met
 cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
     """Decoder09.decode_header_frame on the common path; anything else goes to the reference."""
     found = w.pending.get(channel)
-    if type(found) is not Pending:  # None, or a reference Pending (the walker was switched on late)
+    if type(found) is not Pending:  # no content in assembly on this channel
         w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Pending p = <Pending>found
@@ -1126,7 +1126,7 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
 
 def frames(dec, int direction, d, Py_ssize_t pos):
     """Decoder09._frames: decode the whole frames of ``d.buf`` from ``pos``; where it stopped."""
-    if type(d) is not Direction:  # a decoder made before the walker was switched on
+    if type(d) is not Direction:  # not this class's state (a cast would read the wrong fields)
         return dec.frames_reference(direction, d, pos)
     return walk(dec, direction, <Direction>d, pos)
 
@@ -1217,7 +1217,7 @@ def data(dec, int direction, offset, data, packet, ts):
 
 cdef feed_one(dec, int direction, data, offset, packet, ts):
     found = dec.dirs[direction]
-    if type(found) is not Direction:  # a decoder made before the walker was switched on
+    if type(found) is not Direction:  # not this class's state (a cast would read the wrong fields)
         StreamDecoder.feed(dec, direction, data, offset, packet, ts)
         return
     cdef Direction d = <Direction>found
