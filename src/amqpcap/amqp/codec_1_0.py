@@ -184,7 +184,7 @@ class Decoder10(StreamDecoder):
 
     def _gap(self, direction: int, d, offset: int, size: int) -> None:
         partial = len(d.buf) - d.pos
-        self._anomaly(
+        self.report_anomaly(
             direction,
             offset,
             "gap",
@@ -227,7 +227,7 @@ class Decoder10(StreamDecoder):
             size, doff, ftype, channel = _HEAD.unpack_from(buf, pos)
             if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
                 self._lose_sync(direction, d, d.base + pos, "bad frame header")
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     d.base + pos,
                     "malformed-frame",
@@ -250,14 +250,16 @@ class Decoder10(StreamDecoder):
         self.events.append((direction, ProtocolHeader(d.packet, d.ts, d.base + pos, raw, version)))
         if version == "1.0-tls":
             self.encrypted[direction] = True
-            self._anomaly(
+            self.report_anomaly(
                 direction,
                 d.base + pos + 8,
                 "encrypted",
                 "TLS after the protocol header: the rest of this direction is not decoded",
             )
         elif version not in ("1.0", "1.0-sasl"):
-            self._anomaly(direction, d.base + pos, "malformed-frame", f"unexpected protocol header {raw!r}")
+            self.report_anomaly(
+                direction, d.base + pos, "malformed-frame", f"unexpected protocol header {raw!r}"
+            )
         return pos + 8
 
     def _frame(self, direction, d, buf, pos: int, end: int, doff: int, ftype: int, channel: int) -> None:
@@ -274,7 +276,7 @@ class Decoder10(StreamDecoder):
             code, p = described_head(buf, body, end)
             fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
             if fields is None:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     offset,
                     "unknown-performative",
@@ -286,7 +288,7 @@ class Decoder10(StreamDecoder):
             if type(value) is not list:
                 raise DecodeError(f"{SPEC.METHOD_NAMES[code]} is not a list")
         except DecodeError as e:
-            self._anomaly(direction, offset, "malformed-performative", str(e), channel, size)
+            self.report_anomaly(direction, offset, "malformed-performative", str(e), channel, size)
             return
         args = {k: v for k, v in zip(fields, value) if v is not None}
         perf = Performative(d.packet, d.ts, offset, channel, code, SPEC.METHOD_NAMES[code], args, ftype, size)
@@ -367,7 +369,7 @@ class Decoder10(StreamDecoder):
             # picked up mid-stream: a message starts with a section's descriptor; anything else
             # is the rest of a delivery begun before the capture (accounted for with the resync)
             if end - p >= 3 and buf[p] == 0 and buf[p + 1] == 0x53 and 0x70 <= buf[p + 2] <= 0x78:
-                self._fresh(direction, d, key)
+                self.fresh_channel(direction, d, key)
             elif self._orphan(direction, d, key, ch, perf.offset, perf.frame_size, "transfer"):
                 return
         if asm is None:
@@ -408,7 +410,7 @@ class Decoder10(StreamDecoder):
         sections, kind, size, digest, head = {}, None, 0, None, b""
         if asm.too_big:
             complete = False
-            self._anomaly(
+            self.report_anomaly(
                 direction,
                 asm.offset,
                 "oversize-message",
@@ -421,9 +423,9 @@ class Decoder10(StreamDecoder):
             sections, kind, size, digest, head, err = self._sections(asm.buf)
             if err is not None and complete and not aborted:
                 complete = False
-                self._anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
+                self.report_anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
         if why:
-            self._anomaly(
+            self.report_anomaly(
                 direction, asm.offset, "incomplete-content", f"transfer incomplete: {why}", asm.channel
             )
         if digest is None:
