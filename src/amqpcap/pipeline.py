@@ -276,7 +276,7 @@ class Dissector:
         if flags & (FIN | RST):
             if flags & FIN or flags & ACK:
                 # Bytes before a FIN (or an acknowledging RST) were sent: a hole there is loss.
-                streams[d].fin(seq + len(payload) + missing)
+                streams[d].fin(seq + len(payload) + missing, not flags & FIN)
             if flags & RST:
                 conv.rst = True
                 conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
