@@ -106,9 +106,12 @@ class Conversation:
         "last_packet",
         "syn_ts",
         "rst",
+        "rst_by",
+        "rst_frame",
         "fin",
         "closed",
         "closed_by",
+        "close_frame",
         "anomalies",
         "ignored",
         "row",
@@ -132,9 +135,12 @@ class Conversation:
         self.last_packet = packet
         self.syn_ts = None
         self.rst = False
+        self.rst_by = None  # "client" / "server": the first RST's sender, and its packet
+        self.rst_frame = None
         self.fin = [False, False]
         self.closed = False
         self.closed_by = None
+        self.close_frame = None  # the packet closed_by names
         self.anomalies = 0
         self.ignored = False
         self.row = None
@@ -277,14 +283,17 @@ class Dissector:
             if flags & FIN or flags & ACK:
                 # Bytes before a FIN (or an acknowledging RST) were sent: a hole there is loss.
                 streams[d].fin(seq + len(payload) + missing, not flags & FIN)
+            side = "client" if d == 0 else "server"
             if flags & RST:
                 conv.rst = True
-                conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
+                conv.rst_by, conv.rst_frame = side, number
+                if conv.closed_by is None:
+                    conv.closed_by, conv.close_frame = side + "-rst", number
                 self._finish(conv, number, ts)
             else:
                 conv.fin[d] = True
                 if conv.closed_by is None and not conv.fin[d ^ 1]:
-                    conv.closed_by = "client-fin" if d == 0 else "server-fin"
+                    conv.closed_by, conv.close_frame = side + "-fin", number
                 if conv.fin[d ^ 1]:
                     self._finish(conv, number, ts)
 
@@ -455,6 +464,7 @@ class Dissector:
             direction_source=conv.dir_source,
             syn_ts=conv.syn_ts,
             closed_by=row["closed_by"] or conv.closed_by,
+            close_frame=row["close_frame"] if row["closed_by"] else conv.close_frame,
             bytes_c2s=s0.delivered,
             bytes_s2c=s1.delivered,
             frames_c2s=conv.live.frames[0],
@@ -463,6 +473,8 @@ class Dissector:
             gap_bytes=s0.gap_bytes + s1.gap_bytes,
             anomalies=conv.anomalies,
             rst=conv.rst,
+            rst_by=conv.rst_by,
+            rst_frame=conv.rst_frame,
             end_ts=None,
             packets_c2s=None,
             packets_s2c=None,

@@ -634,7 +634,8 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     """One row per connection, busiest first (messages, then methods): ``capture``, ``tcp_stream``,
     ``client`` / ``server`` (``ip:port``), ``version``, ``server_product``, ``connection_name``,
     ``methods``, ``messages``, ``duration_s``, ``bytes`` (both directions), ``closed`` (``closed_by``,
-    with the reply code when not 200; ``open`` when never closed).  ``limit``: the busiest ``limit``;
+    with the reply code when not 200 and the closing packet's frame number, then a reset that
+    followed, e.g. ``client-fin #40, server-rst #41``; ``open`` when never closed).  ``limit``: the busiest ``limit``;
     ``attrs["total"]`` is the number of connections."""
     t = as_tables(t)
     c = t.connections
@@ -661,13 +662,30 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     out["bytes"] = (c["bytes_c2s"].fillna(0) + c["bytes_s2c"].fillna(0)).astype("int64")
     code = c["close_reply_code"]
     suffix = (" " + code.astype(str)).where(code.notna() & (code != 200), "")
-    out["closed"] = c["closed_by"].fillna("open").astype(str) + suffix.astype(str)
+    out["closed"] = (
+        c["closed_by"].fillna("open").astype(str)
+        + suffix.astype(str)
+        + _frame_ref(c["close_frame"])
+        + _later_reset(c)
+    )
     out = out.sort_values(["messages", "methods"], ascending=False, kind="stable").reset_index(drop=True)
     out = out[CONNECTION_COLS]
     if limit is not None:
         out = out.head(limit)
     out.attrs["total"] = n
     return out
+
+
+def _frame_ref(frames: pd.Series) -> pd.Series:
+    """`` #N`` (Wireshark's frame.number) where ``frames`` has one, else ``""``."""
+    return (" #" + frames.astype("string")).fillna("").astype(str)
+
+
+def _later_reset(c: pd.DataFrame) -> pd.Series:
+    """``, server-rst #N`` where a reset other than the closing packet followed the close."""
+    other = c["rst_by"].notna() & (c["rst_frame"] != c["close_frame"]).fillna(True)
+    text = ", " + c["rst_by"].astype("string") + "-rst" + _frame_ref(c["rst_frame"])
+    return text.where(other, "").fillna("").astype(str)
 
 
 def connection_cells(df: pd.DataFrame, with_capture: bool) -> tuple[list, list]:

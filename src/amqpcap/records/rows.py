@@ -426,6 +426,7 @@ def connection_facts(f: ConnectionFacts) -> dict:
         "open_ts": f.open_ts,
         "close_ts": f.close_ts,
         "closed_by": f.closed_by,
+        "close_frame": f.close_frame,
         "close_reply_code": f.close_reply_code,
         "close_reply_text": _s(f.close_reply_text),
     }

@@ -151,6 +151,11 @@ CONNECTIONS = [
         "Who closed: `client` / `server` (connection.close), `client-rst` / `server-rst`, "
         "`client-fin` / `server-fin`; null if still open at capture end.",
     ),
+    (
+        "close_frame",
+        INT64,
+        "Frame number of the packet `closed_by` names (the connection.close, FIN or RST).",
+    ),
     ("close_reply_code", INT32, "Reply code of connection.close."),
     ("close_reply_text", STRING, "Reply text of connection.close."),
     ("end_ts", TS, "Timestamp of the conversation's last packet."),
@@ -168,6 +173,8 @@ CONNECTIONS = [
     ("gap_bytes", INT64, "Bytes missing in those holes."),
     ("anomalies", INT32, "Anomaly rows for this conversation."),
     ("rst", BOOL, "A TCP reset was seen."),
+    ("rst_by", STRING, "Who sent the first TCP reset: `client` / `server`; null if none."),
+    ("rst_frame", INT64, "Frame number of that reset."),
     (
         "zero_windows",
         STRING,
