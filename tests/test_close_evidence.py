@@ -66,7 +66,10 @@ def test_reset_sender_and_frame_are_tsharks(capture, dissected):
     ends = tshark_ends(capture)
     conns = t.connections.set_index("tcp_stream")
     for stream, c in conns.iterrows():
-        side = lambda port: "server" if port == c["server_port"] else "client"  # noqa: E731
+
+        def side(port, server_port=c["server_port"]):
+            return "server" if port == server_port else "client"
+
         rst = ends.get(stream, {}).get("rst")
         assert (c["rst_by"] if pd.notna(c["rst_by"]) else None) == (rst and side(rst[1]))
         assert (int(c["rst_frame"]) if pd.notna(c["rst_frame"]) else None) == (rst and rst[0])

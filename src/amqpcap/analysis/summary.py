@@ -635,8 +635,8 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     ``client`` / ``server`` (``ip:port``), ``version``, ``server_product``, ``connection_name``,
     ``methods``, ``messages``, ``duration_s``, ``bytes`` (both directions), ``closed`` (``closed_by``,
     with the reply code when not 200 and the closing packet's frame number, then a reset that
-    followed, e.g. ``client-fin #40, server-rst #41``; ``open`` when never closed).  ``limit``: the busiest ``limit``;
-    ``attrs["total"]`` is the number of connections."""
+    followed, e.g. ``client-fin #40, server-rst #41``; ``open`` when never closed).
+    ``limit``: the busiest ``limit``; ``attrs["total"]`` is the number of connections."""
     t = as_tables(t)
     c = t.connections
     keys = ["capture", "tcp_stream"]
