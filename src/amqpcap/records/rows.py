@@ -91,14 +91,17 @@ _SUBSCRIPTION_DEST = {
 
 
 def _failing(version, a):
+    """The method a close (class-id / method-id) or a 0-10 execution.exception (class-code /
+    command-code: a command) names, by name; ``class.method`` numbers when the spec has none."""
     cid = a.get("class-id", a.get("class-code"))
     mid = a.get("method-id", a.get("command-code"))
     if not cid:
         return None
     try:
-        m = _spec.get(version or "0-9-1").METHODS.get((cid, mid))
+        mod = _spec.get(version or "0-9-1")
     except Exception:
-        m = None
+        mod = None
+    m = getattr(mod, "COMMANDS" if version == "0-10" else "METHODS", {}).get((cid, mid))
     return m.name if m is not None else f"{cid}.{mid}"
 
 

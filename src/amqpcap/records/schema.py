@@ -227,7 +227,13 @@ METHODS = _KEYS + [
     ("reply_code", INT32, "reply-code (close, return; 0-10 error-code)."),
     ("reply_text", STRING, "reply-text (0-10 description)."),
     ("reply_name", STRING, "Name of reply_code in the specification (e.g. `not-found`)."),
-    ("failing_method", STRING, "close: `class.method` named by class-id/method-id (null when 0/0)."),
+    (
+        "failing_method",
+        STRING,
+        "close: the method named by class-id/method-id (null when 0/0); 0-10 execution.exception: "
+        "the command named by class-code/command-code; by name (`queue.declare`), numbers when "
+        "the spec has none.",
+    ),
     ("prefetch_count", INT32, "basic.qos prefetch-count."),
     ("prefetch_size", INT64, "basic.qos prefetch-size."),
     ("message_count", INT64, "message-count (declare-ok, get-ok, purge-ok, ...)."),
