@@ -172,6 +172,7 @@ def _add_show(sub) -> None:
             "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --routing-key work",
             "tcpdump -i eth0 -U -w - port 5672 | amqpcap show -",
             "amqpcap show capture.pcap --json | jq .arguments",
+            "amqpcap show capture.pcap --json --method basic.publish | jq .properties",
         ),
         _show,
     )
@@ -201,7 +202,8 @@ def _add_show(sub) -> None:
         dest="fmt",
         action="store_const",
         const="json",
-        help="JSON Lines: one object per method with all its arguments",
+        help="JSON Lines: one object per method with all its arguments (and a message's "
+        "body_size and properties)",
     )
     fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="CSV with a header row")
     s.set_defaults(fmt="text")
@@ -537,6 +539,7 @@ def _show(a) -> int:
         d.run(sink.first_packet(source))
     finally:
         source.close()
+        sink.flush()
     if not sink.amqp_conversations:
         print(f"amqpcap: {no_amqp_message(d.nstreams, d.server_ports)}", file=sys.stderr)
         return Exit.NO_AMQP
