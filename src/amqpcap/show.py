@@ -344,7 +344,6 @@ class ShowSink:
             + "\n"
         )
 
-
     def _write(self, obj: dict) -> None:
         """A JSON or CSV line (``obj``: the fields of ``_line``, and a message's)."""
         if self.o.fmt == "json":
