@@ -362,3 +362,29 @@ def test_tshark_reads_the_same_message_ids_and_body_sizes():
     ids = sorted(o["message_id"] for o in objs if o.get("message_id"))
     assert sizes == field("amqp.header.body-size") and len(sizes) > 10
     assert ids == field("amqp.method.properties.message_id") and len(ids) > 2
+
+
+@pytest.mark.parametrize(
+    ("value", "suggested"),
+    [
+        ("basic.bogus", "basic.qos"),
+        ("Basic.Publsh", "basic.publish"),
+        ("mesage.transfer", "message.transfer"),
+    ],
+)
+def test_a_method_no_version_has_is_a_usage_error_naming_the_closest(value, suggested):
+    r = subprocess.run(
+        [sys.executable, "-m", "amqpcap.cli", "show", str(CAP), "--method", value],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 64 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert repr(value) in line and "did you mean" in line and suggested in line.split("did you mean")[1]
+
+
+def test_method_names_and_classes_of_every_version_are_accepted():
+    # 0-9 file/stream classes, 0-10 commands and controls, show's heartbeat lines
+    values = ["file.open", "stream.", "message.transfer", "session.attach", "execution", "heartbeat"]
+    lines = _show(*[a for v in values for a in ("--method", v)])
+    assert lines == []  # none of them in this 0-9-1 capture, and no error

@@ -21,7 +21,7 @@ import signal
 import sys
 import types
 
-from amqpcap import __version__
+from amqpcap import __version__, filters
 from amqpcap.exitcodes import TABLE as EXIT_TABLE
 from amqpcap.exitcodes import Exit
 
@@ -177,17 +177,7 @@ def _add_show(sub) -> None:
         _show,
     )
     s.add_argument("capture", metavar="CAPTURE", help=_CAPTURE_HELP)
-    s.add_argument("--stream", type=int, action="append", help="only this tcp stream (repeatable)")
-    s.add_argument("--channel", type=int, action="append", help="only this channel (repeatable)")
-    s.add_argument(
-        "--method",
-        action="append",
-        help="only methods matching this name or prefix, any case, e.g. basic.publish, "
-        "Basic.Publish or basic. (repeatable)",
-    )
-    s.add_argument("--exchange", action="append", help="only methods with this exchange (repeatable)")
-    s.add_argument("--queue", action="append", help="only methods with this queue (repeatable)")
-    s.add_argument("--routing-key", action="append", help="only methods with this routing key (repeatable)")
+    filters.add_arguments(s)
     s.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
     s.add_argument(
         "--absolute",

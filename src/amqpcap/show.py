@@ -16,6 +16,7 @@ import struct
 import sys
 
 from amqpcap.capture.link import format_addr
+from amqpcap.filters import matches
 from amqpcap.records.schema import COLUMNS
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
@@ -116,7 +117,7 @@ class ShowSink:
         self.t0 = None
         self.streams: dict[int, tuple[str, str]] = {}  # tcp stream -> (client, server) "ip:port"
         self.headed: set = set()
-        self.methods = [m.lower() for m in opts.method or ()]
+        self.methods = [m.lower() for m in opts.method or ()]  # (filters.method_pattern checked them)
         self.csv = csv.writer(self.out, lineterminator="\n") if opts.fmt == "csv" else None
         if self.csv is not None:
             self.csv.writerow(CSV_FIELDS)
@@ -173,10 +174,7 @@ class ShowSink:
         if self.methods:
             if method is None:
                 return False
-            m = method.lower()
-            if not any(
-                m == p or (p.endswith(".") and m.startswith(p)) or m.startswith(p + ".") for p in self.methods
-            ):
+            if not matches(method.lower(), self.methods):
                 return False
         for col, wanted in (("exchange", o.exchange), ("queue", o.queue), ("routing_key", o.routing_key)):
             if wanted and (r is None or r.get(col) not in wanted):
