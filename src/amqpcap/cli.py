@@ -86,6 +86,11 @@ def add_command(sub, name: str, help: str, examples, run) -> argparse.ArgumentPa
 _CAPTURE_HELP = (
     "pcap or pcapng file, gzip-compressed or not; - reads standard input (a pipe from tcpdump -w -)"
 )
+# dissect's and spark's CAPTURE: the same behaviour with an input that cannot be read
+SEVERAL_HELP = (
+    "; several make one dataset: one that cannot be read is named on stderr and left out, "
+    "the others are written and the exit code is the first unreadable one's"
+)
 _ANALYSE_HELP = (
     "a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
     "- reads standard input)"
@@ -140,7 +145,7 @@ def _add_dissect(sub) -> None:
         ),
         _dissect,
     )
-    d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + " (several: one dataset)")
+    d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + SEVERAL_HELP)
     d.add_argument("-o", "--out", required=True, help="output directory (one dataset directory per table)")
     d.add_argument(
         "--body-bytes",
@@ -473,21 +478,28 @@ def no_amqp_message(tcp_conversations, server_ports) -> str:
 
 
 def _dissect(a) -> int:
-    from amqpcap.pipeline import dissect
+    from amqpcap.pipeline import UnreadableCaptures, dissect
 
     if a.captures.count(STDIN) > 1:
         print("amqpcap: standard input (-) can be given once", file=sys.stderr)
         return Exit.USAGE
-    summary = dissect(
-        a.captures,
-        a.out,
-        body_bytes=a.body_bytes,
-        frames=a.frames,
-        ports=a.ports,
-        keep_secrets=a.keep_secrets,
-        force=a.force,
-        progress=not a.quiet and sys.stderr.isatty(),
-    )
+    try:
+        summary = dissect(
+            a.captures,
+            a.out,
+            body_bytes=a.body_bytes,
+            frames=a.frames,
+            ports=a.ports,
+            keep_secrets=a.keep_secrets,
+            force=a.force,
+            progress=not a.quiet and sys.stderr.isatty(),
+        )
+    except UnreadableCaptures as e:
+        for err in e.errors:
+            print(f"amqpcap: {err}", file=sys.stderr)
+        return e.exit_code
+    for err in summary.errors:  # one line per input left out; the exit code is the first's
+        print(f"amqpcap: {err}", file=sys.stderr)
     if not a.quiet:
         r = summary.rows
         mb = summary.bytes / 1e6
@@ -502,6 +514,8 @@ def _dissect(a) -> int:
             + (f"  frames {r['frames']:,}" if "frames" in r else "")
         )
         print(f"written to {a.out}/")
+    if summary.errors:
+        return summary.errors[0].exit_code
     if not summary.rows.get("connections"):
         print(f"amqpcap: {no_amqp_message(summary.tcp_streams, summary.server_ports)}", file=sys.stderr)
         return Exit.NO_AMQP

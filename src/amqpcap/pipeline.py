@@ -88,6 +88,17 @@ class Summary:
     bytes: int = 0
     frames: int = 0  # AMQP frames decoded (whether or not the frames table is written)
     server_ports: dict = field(default_factory=dict)  # server port -> TCP conversations, all captures
+    errors: list = field(default_factory=list)  # CaptureError of each input that could not be read
+
+
+class UnreadableCaptures(CaptureError):
+    """No input of a dissect could be read: ``errors`` holds each one's CaptureError (the first
+    gives the message and the exit code)."""
+
+    def __init__(self, errors: list) -> None:
+        first = errors[0]
+        super().__init__(first.path, first.reason, first.exit_code)
+        self.errors = errors
 
 
 class Conversation:
@@ -536,7 +547,10 @@ def dissect(
 ) -> Summary:
     """Dissect ``captures`` into the Parquet dataset directory ``out``.
 
-    Raises CaptureError (a capture cannot be read at all) or OutputExists.
+    An input that cannot be read (not a capture, unreadable, unsupported link type) is left
+    out and named in ``Summary.errors``; the others are written.  Raises CaptureError when
+    none can be read (UnreadableCaptures, with each one's error, for several inputs) and
+    OutputExists.
     """
     if isinstance(captures, (str, os.PathLike)):
         captures = [captures]
@@ -547,16 +561,26 @@ def dissect(
         keep_secrets=keep_secrets,
     )
     sources: list = []
+    summary = Summary()
     try:
         for c in captures:  # every input opened (and recognised) before anything is written
-            sources.append((str(c), open_capture(c)))
+            try:
+                sources.append((str(c), open_capture(c)))
+            except CaptureError as e:
+                summary.errors.append(e)
+        if not sources:
+            _unreadable(summary.errors)
         tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
         writer = DatasetWriter(out, tables, force=force)
-        summary = Summary()
         t0 = time.monotonic()
         try:
             for name, source in sources:
-                _run_one(name, source, writer, opts, progress, summary)
+                try:
+                    _run_one(name, source, writer, opts, progress, summary)
+                except CaptureError as e:  # (its rows so far are what it had: an anomaly)
+                    summary.errors.append(e)
+            if not summary.captures:
+                _unreadable(summary.errors)
             summary.rows = writer.close()
         except BaseException:
             writer.abort()
@@ -566,6 +590,10 @@ def dissect(
             source.close()  # a pipe or FIFO stays open until read; let the other end know
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _unreadable(errors: list):
+    raise errors[0] if len(errors) == 1 else UnreadableCaptures(errors)
 
 
 def _run_one(name, source, writer, opts, progress, summary) -> None:
@@ -583,4 +611,4 @@ def _run_one(name, source, writer, opts, progress, summary) -> None:
         summary.server_ports[port] = summary.server_ports.get(port, 0) + n
 
 
-__all__ = ["dissect", "Options", "Summary", "CaptureError"]
+__all__ = ["dissect", "Options", "Summary", "CaptureError", "UnreadableCaptures"]
