@@ -741,6 +741,15 @@ def throughput_cells(tp: dict, arrow: str) -> tuple[list, list]:
     return THROUGHPUT_HEADS, rows
 
 
+def frames_note(source) -> str:
+    """What the frames and wire bytes of a throughput were counted from (``frames_source``)."""
+    if source == "frames":
+        return "frames and wire bytes counted in the frames table"
+    if source == "estimate":
+        return "frames and wire bytes estimated from methods and messages; dissect --frames counts them"
+    return "no frames counted"
+
+
 def render_text(s: dict, t=None, *, limit: int = 15) -> str:
     """Terminal tables for a :func:`stats` dict (and, when ``t`` is given, the
     busiest connections): connections, method counts, latency percentiles,
@@ -864,7 +873,7 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         out.append("Errors: none")
     tp = s.get("throughput", {})
     out.append("")
-    out.append(f"Throughput (bucket {tp.get('bucket_s')} s, frames from {tp.get('frames_source')})")
+    out.append(f"Throughput (bucket {tp.get('bucket_s')} s; {frames_note(tp.get('frames_source'))})")
     heads, trow = throughput_cells(tp, "->")
     out.append(table(heads, trow, align=["l"] + ["r"] * 7))
     h = s.get("health")
