@@ -127,6 +127,15 @@ def test_spark_help_lists_every_suffix_its_directory_search_takes():
     assert all(f"*{s}" in text for s in CAPTURE_SUFFIXES)
 
 
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_help_says_where_the_cache_is_how_to_move_it_and_how_to_clear_it(cmd):
+    text = " ".join(run(cmd, "--help").stdout.split())
+    assert "$XDG_CACHE_HOME/amqpcap" in text and "~/.cache/amqpcap" in text
+    assert "delete that directory to clear it" in text
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "rm -rf ~/.cache/amqpcap" in readme and "XDG_CACHE_HOME=" in readme
+
+
 def test_stats_of_a_text_file_is_not_a_capture_2(tmp_path, cache):
     p = tmp_path / "notes.txt"
     p.write_text("hello\n")

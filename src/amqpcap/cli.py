@@ -92,7 +92,8 @@ SEVERAL_HELP = (
     "the others are written and the exit code is the first unreadable one's"
 )
 _ANALYSE_HELP = (
-    "a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
+    "a dissect output directory, or a capture (dissected into the cache, "
+    "$XDG_CACHE_HOME/amqpcap or else ~/.cache/amqpcap: delete that directory to clear it; "
     "- reads standard input)"
 )
 
