@@ -104,6 +104,9 @@ def test_quickstart_facts(executed, nb_cache):
     out = _stdout(executed["01_quickstart.ipynb"])
     assert "connection.start-ok PLAIN" in out.splitlines()
     assert "client_properties" in out
+    # its password redacted as the tables have it (the truth's password is on the wire)
+    password = truth["credentials"]["password"]
+    assert password not in out and "response  = {'user': 'amqpcap', 'password': '<redacted>'}" in out
 
 
 def test_latency_facts(executed, nb_cache):
