@@ -734,8 +734,12 @@ def test_failed_run_leaves_no_output_and_no_temporary_directory(conv, tmp_path):
     good = P.write(tmp_path / "c.pcap", P.pcap_bytes(P.to_packets(conv.segments())))
     bad = P.write(tmp_path / "bad.pcap", b"this is not a capture at all\n")
     with pytest.raises(CaptureError) as e:
-        dissect([str(good), str(bad)], str(tmp_path / "out"))
+        dissect([str(bad)], str(tmp_path / "out"))
     assert e.value.exit_code == 2
+    # with a readable input beside it, the readable one is written and the other named
+    s = dissect([str(good), str(bad)], str(tmp_path / "mixed"))
+    assert [(x.path, x.exit_code) for x in s.errors] == [(str(bad), 2)] and s.captures == 1
+    assert len(read(tmp_path / "mixed")["methods"]) == len(conv.methods())
     # unsupported link type: detected while reading, after the writer was opened
     odd = P.write(tmp_path / "odd.pcap", P.pcap_bytes([(C.START_NS, 147, b"\x00" * 40)]))
     with pytest.raises(CaptureError) as e:
