@@ -35,6 +35,7 @@ from amqpcap.analysis._common import (
     spec_by_name,
     taken,
 )
+from amqpcap.analysis.settle import ALL, first_settlement, scopes
 from amqpcap.analysis.tables import as_tables
 
 __all__ = [
@@ -421,61 +422,9 @@ def confirms(t, columns=None) -> pd.DataFrame:
     m = _with_content_completion(t, CONFIRM_METHODS, cols)
     if len(m) == 0:
         return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
-    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
-    # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
-    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
-    pub_at = array("q")
-    resp_at = array("q")
-    tags = array("q")
-    outcomes: list = []
-    multiples: list = []
-
-    def settle(n, pos, resp, outcome, multiple):
-        pub_at.append(pos)
-        resp_at.append(resp)
-        tags.append(n)
-        outcomes.append(outcome)
-        multiples.append(multiple)
-
-    def drain(c):
-        for n, pos in c["out"].items():
-            settle(n, pos, -1, "unconfirmed", None)
-        c["out"].clear()
-
-    walk = ["capture", "tcp_stream", "channel", "direction", "method", "delivery_tag", "multiple"]
-    for i, (cap, st, ch, d, name, tag, multiple) in enumerate(records(m, walk)):
-        key = (cap, st, ch)
-        c = chans.get(key)
-        if name in _SCOPE_OPEN:
-            if c is not None:
-                drain(c)
-                chans.pop(key)
-            continue
-        if name == "confirm.select" and d == "c2s":
-            if c is None:
-                c = chans[key] = {"on": True, "seq": 0, "out": OrderedDict()}
-            c["on"] = True
-            continue
-        if c is None or not c["on"]:
-            continue
-        if name == "basic.publish" and d == "c2s":
-            c["seq"] += 1
-            c["out"][c["seq"]] = i
-        elif name in ("basic.ack", "basic.nack") and d == "s2c" and tag is not None:
-            outcome = "ack" if name == "basic.ack" else "nack"
-            out = c["out"]
-            if multiple:
-                done = [k for k in out if tag == 0 or k <= tag]
-                for k in done:
-                    settle(k, out.pop(k), i, outcome, True)
-            elif tag in out:
-                settle(tag, out.pop(tag), i, outcome, bool(multiple) if multiple is not None else False)
-    for c in chans.values():
-        drain(c)
-    if not pub_at:
+    p, r, tags, outcomes, multiples = _confirm_pairs(m)
+    if not len(p):
         return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
-    p, r = np.frombuffer(pub_at, dtype=np.int64), np.frombuffer(resp_at, dtype=np.int64)
-    tags = np.frombuffer(tags, dtype=np.int64)
     src = {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),
@@ -499,6 +448,68 @@ def confirms(t, columns=None) -> pd.DataFrame:
     outcomes = multiples = tags = None  # (freed: src holds what is still read)
     m = _sources(m, src)
     return _taken_frame(m, src, CONFIRM_COLS, sort_by, columns)
+
+
+def _confirm_pairs(m: pd.DataFrame):
+    """The publishes of ``m`` (wire order) counted on a channel in confirm mode (after a c2s
+    confirm.select; a reopened channel starts over) and their basic.ack / nack (s2c): positions
+    in ``m`` of each publish and of its settlement (-1: unconfirmed), its sequence number, outcome
+    and ``multiple``, in the order a walk of ``m`` settles them (see :mod:`.settle`)."""
+    method, direction = m["method"], m["direction"]
+    c2s = (direction == "c2s").fillna(False).to_numpy(dtype=bool)
+    s2c = (direction == "s2c").fillna(False).to_numpy(dtype=bool)
+    chan, g = scopes(m, method.isin(_SCOPE_OPEN).to_numpy(dtype=bool))
+    pos = np.arange(len(m), dtype=np.int64)
+    select = (method == "confirm.select").fillna(False).to_numpy(dtype=bool) & c2s
+    big = np.iinfo(np.int64).max
+    on_from = np.full(int(g.max()) + 1 if len(g) else 0, big)
+    np.minimum.at(on_from, g[select], pos[select])  # a scope's first confirm.select
+    publish = (method == "basic.publish").fillna(False).to_numpy(dtype=bool)
+    pub = np.flatnonzero(publish & c2s & (pos > on_from[g]))
+    n = _ranks(g[pub])
+    tag = m["delivery_tag"].to_numpy(dtype=np.int64, na_value=-1)
+    has_tag = m["delivery_tag"].notna().to_numpy(dtype=bool)
+    is_ack = (method == "basic.ack").fillna(False).to_numpy(dtype=bool)
+    ack = np.flatnonzero(method.isin(("basic.ack", "basic.nack")).to_numpy(dtype=bool) & s2c & has_tag)
+    multiple = m["multiple"].fillna(False).to_numpy(dtype=bool)[ack]
+    by = first_settlement(
+        {"g": g[pub], "tag": n, "pos": pub},
+        {
+            "g": g[ack],
+            "tag": np.where(multiple & (tag[ack] == 0), ALL, tag[ack]),
+            "pos": ack,
+            "multiple": multiple,
+        },
+    )[0]
+    done = by >= 0
+    resp = np.full(len(pub), -1, dtype=np.int64)
+    resp[done] = ack[by[done]]
+    outcome = np.full(len(pub), "unconfirmed", dtype=object)
+    outcome[done] = np.where(is_ack[resp[done]], "ack", "nack")
+    mult = np.full(len(pub), None, dtype=object)
+    mult[done] = multiple[by[done]].tolist()
+    # the walk's order: by the settling packet; the unconfirmed when their channel was reopened, or
+    # at the end by their channel's confirm.select
+    when = np.where(done, resp, _scope_end(chan, g, pos, big)[g[pub]])
+    order = np.lexsort((pub, np.where(when == big, on_from[g[pub]], 0), when))
+    return pub[order], resp[order], n[order], outcome[order], mult[order]
+
+
+def _ranks(g: np.ndarray) -> np.ndarray:
+    """1, 2, 3 ... within each run of equal numbers of ``g`` (in order)."""
+    return pd.Series(np.ones(len(g), dtype=np.int64)).groupby(g).cumsum().to_numpy()
+
+
+def _scope_end(chan: np.ndarray, g: np.ndarray, pos: np.ndarray, big: int) -> np.ndarray:
+    """By scope number: the position of the row that opened the next scope of its channel (``big``:
+    none, the scope lasted to the end)."""
+    end = np.full(int(g.max()) + 1 if len(g) else 0, big)
+    order = np.lexsort((pos, chan))  # a channel's scopes one after the other
+    gs, cs = g[order], chan[order]
+    starts = np.flatnonzero(gs[1:] != gs[:-1]) + 1
+    starts = starts[cs[starts] == cs[starts - 1]]  # a scope that follows one of its channel
+    end[gs[starts - 1]] = pos[order][starts]
+    return end
 
 
 # --------------------------------------------------------------------------- consumers
