@@ -34,7 +34,7 @@ from amqpcap.analysis._common import (
     spec_by_name,
     taken,
 )
-from amqpcap.analysis.settle import ALL, first_settlement, scopes
+from amqpcap.analysis.settle import ALL, codes, first_settlement, scopes
 from amqpcap.analysis.tables import as_tables
 
 __all__ = [
@@ -630,7 +630,7 @@ def consumer_state(m: pd.DataFrame):
                 by_tag.pop(k)
                 binds.append((pos, k, -1))
             pending.pop(key, None)
-    return _deliveries(m, consumers, binds, gets, state_at), consumers
+    return _deliveries(m, consumers, binds, gets), consumers
 
 
 def _key_codes(m: pd.DataFrame, rows: np.ndarray, cols: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
@@ -667,7 +667,7 @@ def _latest(key_code, key_pos, row_code, row_pos) -> np.ndarray:
     return out
 
 
-def _deliveries(m, consumers: list, binds: list, gets: list, state_at: np.ndarray) -> Deliveries:
+def _deliveries(m, consumers: list, binds: list, gets: list) -> Deliveries:
     """:class:`Deliveries` of ``m`` from the state walk's logs (see :func:`consumer_state`)."""
     s2c = (m["direction"] == "s2c").fillna(False).to_numpy(dtype=bool) if len(m) else np.zeros(0, dtype=bool)
     method = m["method"] if len(m) else pd.Series([], dtype=object)
@@ -697,7 +697,7 @@ def _deliveries(m, consumers: list, binds: list, gets: list, state_at: np.ndarra
         found[dl] = values[hit + 1]
     miss = has_tag & (found < 0)
     if miss.any():  # no consumer on the delivery's channel: one with its tag on the connection
-        found[miss] = _any_channel(m, at[miss], consumers, binds, state_at)
+        found[miss] = _any_channel(m, at[miss], binds)
     row_queue = np.array([c["queue"] for c in consumers] + [None], dtype=object)
     row_no_ack = np.array([c["no_ack"] for c in consumers] + [None], dtype=object)
     queue[is_dl] = row_queue[found[is_dl]]  # (-1: the appended None)
@@ -716,34 +716,32 @@ def _deliveries(m, consumers: list, binds: list, gets: list, state_at: np.ndarra
     return Deliveries(at, queue, no_ack, ctag)
 
 
-def _any_channel(m, rows: np.ndarray, consumers: list, binds: list, state_at: np.ndarray) -> np.ndarray:
+def _any_channel(m, rows: np.ndarray, binds: list) -> np.ndarray:
     """The consumer row index of each delivery at ``rows`` whose channel has no consumer of its tag:
     the first consumer bound to that tag on its connection at the time (-1: none)."""
-    by_tag: dict = {}
     out = np.full(len(rows), -1, dtype=np.int64)
-    keys = list(zip(*(m[c].iloc[rows].astype(object).where(m[c].iloc[rows].notna(), None) for c in
-                      ("capture", "tcp_stream", "consumer_tag"))))  # fmt: skip
-    # the state after each bind: the deliveries between two binds see the same one
+    if not binds or not len(rows):
+        return out
+    # the deliveries between two binds see the same state: one look-up per (state, connection, tag)
     when = np.searchsorted(np.array([b[0] for b in binds], dtype=np.int64), rows, side="left")
-    order = np.argsort(when, kind="stable")
+    cols = ("capture", "tcp_stream", "consumer_tag")
+    asked = np.c_[when, np.column_stack([codes(m[c].iloc[rows]) for c in cols])]
+    combos, first, inverse = np.unique(asked, axis=0, return_index=True, return_inverse=True)
+    values = [_objects(m[c], rows[first]) for c in cols]
+    found = np.full(len(combos), -1, dtype=np.int64)
+    by_tag: dict = {}
     b = 0
-    cache: dict = {}
-    for i in order.tolist():
-        while b < when[i]:
-            pos, k, ix = binds[b]
+    for i in range(len(combos)):  # (by state: combos are sorted)
+        while b < combos[i, 0]:
+            _, k, ix = binds[b]
             if ix < 0:
                 by_tag.pop(k, None)
             else:
                 by_tag[k] = ix
             b += 1
-            cache.clear()
-        cap, st, tag = keys[i]
-        hit = cache.get((cap, st, tag))
-        if hit is None:
-            hit = cache[(cap, st, tag)] = next(
-                (v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), -1
-            )
-        out[i] = hit
+        cap, st, tag = (v[i] for v in values)
+        found[i] = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), -1)
+    out[:] = found[inverse.reshape(-1)]
     return out
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["first_settlement", "scopes", "ALL"]
+__all__ = ["first_settlement", "scopes", "codes", "ALL"]
 
 ALL = np.iinfo(np.int64).max  # the tag of an event that covers every tag (multiple with tag 0, recover)
 
@@ -120,7 +120,7 @@ def first_settlement(items: dict, events: dict) -> tuple[np.ndarray, np.ndarray]
     return np.where(replaced, -1, settled), replaced
 
 
-def _codes(s: pd.Series) -> np.ndarray:
+def codes(s: pd.Series) -> np.ndarray:
     """int64 codes of a column's values (missing: -1, a value of its own)."""
     if isinstance(s.dtype, pd.CategoricalDtype):
         return s.cat.codes.to_numpy().astype(np.int64)
@@ -135,7 +135,7 @@ def scopes(m: pd.DataFrame, opens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     channel starts a new scope."""
     chan = np.zeros(len(m), dtype=np.int64)
     for c in ("capture", "tcp_stream", "channel"):
-        code = _codes(m[c])
+        code = codes(m[c])
         chan = chan * (int(code.max()) + 2 if len(code) else 1) + code + 1
     chan = pd.factorize(chan)[0].astype(np.int64)
     epoch = pd.Series(opens.astype(np.int64)).groupby(chan).cumsum().to_numpy()
