@@ -31,31 +31,29 @@ def _next_exact(g, tag, pos, s_g, s_tag, s_pos) -> np.ndarray:
     out = np.full(n, -1, dtype=np.int64)
     if n == 0 or k == 0:
         return out
-    # items and events sorted together by (scope, tag, position); an item's answer is the next event
-    # row after it in that order, when it has the same scope and tag
-    G = np.concatenate([g, s_g])
-    T = np.concatenate([tag, s_tag])
-    P = np.concatenate([pos, s_pos])
-    is_ev = np.r_[np.zeros(n, dtype=bool), np.ones(k, dtype=bool)]
-    order = np.lexsort((~is_ev, P, T, G))  # (an event at an item's own position sorts before it)
-    ev_sorted = is_ev[order]
-    rows = len(order)
-    at = np.where(ev_sorted, np.arange(rows), rows)
-    nxt = np.minimum.accumulate(at[::-1])[::-1]  # the next event row at or after each sorted row
-    nxt = np.r_[nxt[1:], rows]  # strictly after
-    item_rows = np.flatnonzero(~ev_sorted)
-    items, cand = order[item_rows], nxt[item_rows]
-    ok = cand < rows
-    c = order[np.where(ok, cand, 0)] - n  # the event's index
-    ok &= (s_g[np.maximum(c, 0)] == g[items]) & (s_tag[np.maximum(c, 0)] == tag[items])
-    out[items[ok]] = c[ok]
+    # (scope, tag) as one dense number, then (number, position) as one int64 sorted once
+    lo = min(int(tag.min()), int(s_tag.min()))
+    span = max(int(tag.max()), int(s_tag.max())) - lo + 1
+    if (int(max(g.max(), s_g.max())) + 1) * span < 2**62:
+        pair = pd.factorize(np.concatenate([g * span + (tag - lo), s_g * span + (s_tag - lo)]))[0]
+    else:  # (tags far apart: numbered through a hash of the pairs)
+        pair = pd.MultiIndex.from_arrays([np.r_[g, s_g], np.r_[tag, s_tag]]).factorize()[0]
+    pair = pair.astype(np.int64)
+    width = int(max(pos.max(), s_pos.max())) + 1
+    ev = pair[n:] * width + s_pos
+    order = np.argsort(ev, kind="stable")
+    ev = ev[order]
+    c = np.searchsorted(ev, pair[:n] * width + pos, side="right")
+    ok = c < k
+    c = np.minimum(c, k - 1)
+    ok &= ev[c] // width == pair[:n]
+    out[ok] = order[c[ok]]
     return out
 
 
 def _first_covering(g, tag, pos, m_g, m_tag, m_pos) -> np.ndarray:
     """For each item, the index of the first covering event (``m_*``: scope, tag, position; tag
-    :data:`ALL` for every tag) of its scope after ``pos`` whose tag is at least the item's (-1: none).
-    A jump table of the events' running maxima (doubling spans) answers all items at once."""
+    :data:`ALL` for every tag) of its scope after ``pos`` whose tag is at least the item's (-1: none)."""
     n, k = len(g), len(m_g)
     out = np.full(n, -1, dtype=np.int64)
     if n == 0 or k == 0:
@@ -67,9 +65,32 @@ def _first_covering(g, tag, pos, m_g, m_tag, m_pos) -> np.ndarray:
     flat = eg * width + epos
     start = np.searchsorted(flat, g * width + pos, side="right")
     end = np.searchsorted(flat, g * width + (width - 1), side="right")
+    del flat
+    # the scopes' running maxima of the tags (as ranks, scope by scope: one nondecreasing key):
+    # when every event of the scope before the item is below its tag, the first event after it
+    # reaching the tag is the first where the running maximum does
+    values, rank = np.unique(etag, return_inverse=True)
+    rank = rank.reshape(-1).astype(np.int64)
+    u = len(values)
+    running = np.maximum.accumulate(eg * u + rank)
+    want = g * u + np.searchsorted(values, tag, side="left")
+    before = np.where(start > 0, running[np.maximum(start - 1, 0)], -1)
+    simple = (start == 0) | (before < want) | (eg[np.maximum(start - 1, 0)] != g)
+    s = np.where(simple, np.searchsorted(running, want, side="left"), start)
+    hard = np.flatnonzero(~simple)
+    if len(hard):
+        s[hard] = _jump(etag, start[hard], end[hard], tag[hard])
+    hit = (s < end) & (etag[np.minimum(s, k - 1)] >= tag)
+    out[hit] = order[s[hit]]
+    return out
+
+
+def _jump(etag: np.ndarray, start: np.ndarray, end: np.ndarray, tag: np.ndarray) -> np.ndarray:
+    """For each query, the first index in [start, end) whose ``etag`` is at least ``tag`` (``end``:
+    none): a jump table of maxima over doubling spans, skipping spans wholly below the tag."""
     levels = [etag]
     width = 1
-    while width * 2 <= k:
+    while width * 2 <= len(etag):
         prev = levels[-1]
         levels.append(np.maximum(prev[: len(prev) - width], prev[width:]))
         width *= 2
@@ -81,9 +102,7 @@ def _first_covering(g, tag, pos, m_g, m_tag, m_pos) -> np.ndarray:
         at = np.where(can, s, 0)
         can &= table[np.minimum(at, len(table) - 1)] < tag
         s = np.where(can, s + span, s)
-    hit = (s < end) & (etag[np.minimum(s, k - 1)] >= tag)
-    out[hit] = order[s[hit]]
-    return out
+    return s
 
 
 def _mapped(at: np.ndarray, values: np.ndarray, missing=-1) -> np.ndarray:
