@@ -166,7 +166,8 @@ def against_dissect(a, data: str) -> list[dict]:
             for i in range(a.runs):
                 fresh = os.path.join(tmp, f"d{i}")
                 steps = {
-                    "dissect": amqpcap(a.python, "dissect", cap, "-o", fresh, "-q"),
+                    # (this venv's dissect: an older tree in --python may lack the compiled parts)
+                    "dissect": amqpcap(sys.executable, "dissect", cap, "-o", fresh, "-q"),
                     "stats": amqpcap(a.python, "stats", out, "--json"),
                     "report": amqpcap(a.python, "report", out, "-o", os.path.join(tmp, f"r{i}")),
                 }
