@@ -791,7 +791,7 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         )
     out.append(
         table(
-            ["kind", "count", "p50", "p90", "p99", "max", ""],
+            ["kind", "count", "p50", "p90", "p99", "max", "counts"],
             lrows,
             align=["l", "r", "r", "r", "r", "r", "l"],
         )
