@@ -35,7 +35,7 @@ from amqpcap.analysis._common import (
     taken,
 )
 from amqpcap.analysis.settle import ALL, codes, first_settlement, scopes
-from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.tables import as_tables, load_section
 
 __all__ = [
     "method_rtt",
@@ -1092,7 +1092,13 @@ def _transit(t, want: list) -> pd.DataFrame:
     codes = pd.factorize(mid, use_na_sentinel=True)[0]  # equal ids, equal codes (missing: -1)
     p_code, d_code = codes[pub_at], codes[del_at]
     p_has = (mid.notna() & (mid != "")).to_numpy(dtype=bool)[pub_at]  # an empty id is no id
-    has_hash = msgs["body_hash"].notna().to_numpy(dtype=bool)
+    if not p_has.all() or "body_hash" in want:  # (body hashes: only for publishes without an id)
+        msgs = _with_body_hash(t, msgs)
+    has_hash = (  # (not read: not needed)
+        msgs["body_hash"].notna().to_numpy(dtype=bool)
+        if "body_hash" in msgs.columns
+        else np.zeros(len(msgs), bool)
+    )
 
     # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
     pidx = np.flatnonzero(p_has)
@@ -1120,23 +1126,31 @@ def _transit(t, want: list) -> pd.DataFrame:
     used = np.zeros(len(del_at), dtype=bool)
     used[by_id[:, 1]] = True
     psel = np.flatnonzero(~p_has & has_hash[pub_at])
-    P = list(
-        records(
-            msgs.iloc[pub_at[psel]][["exchange", "routing_key", "body_hash"]].assign(
-                _ts=p_ts[psel], _pid=psel
-            ),
-            ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
+    P = (
+        list(
+            records(
+                msgs.iloc[pub_at[psel]][["exchange", "routing_key", "body_hash"]].assign(
+                    _ts=p_ts[psel], _pid=psel
+                ),
+                ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
+            )
         )
+        if len(psel)
+        else []
     )
     dsel = np.flatnonzero(~used & has_hash[del_at]) if P else np.zeros(0, dtype=np.int64)
     dcols = ["exchange", "routing_key", "body_hash", "capture", "tcp_stream", "channel"]
-    D = list(
-        records(
-            msgs.iloc[del_at[dsel]][dcols + ["consumer_tag", "redelivered"]].assign(
-                _ts=d_ts[dsel], _did=dsel
-            ),
-            ["_ts", "_did"] + dcols + ["consumer_tag", "redelivered"],
+    D = (
+        list(
+            records(
+                msgs.iloc[del_at[dsel]][dcols + ["consumer_tag", "redelivered"]].assign(
+                    _ts=d_ts[dsel], _did=dsel
+                ),
+                ["_ts", "_did"] + dcols + ["consumer_tag", "redelivered"],
+            )
         )
+        if len(dsel)
+        else []
     )
 
     def ckey(x):
@@ -1231,6 +1245,16 @@ def _transit(t, want: list) -> pd.DataFrame:
         if name in computed:
             out[name] = computed[name]()
     return out[want]
+
+
+def _with_body_hash(t, msgs: pd.DataFrame) -> pd.DataFrame:
+    """``msgs`` with its ``body_hash`` column: read from the dissect output when the section was
+    loaded without it (its strings are the biggest of a load; most publishes carry an id)."""
+    if "body_hash" in msgs.columns or t.source is None:
+        return msgs
+
+    hashes = load_section(t.source, {"messages": ["body_hash"]}).messages["body_hash"]
+    return msgs.assign(body_hash=hashes.to_numpy()) if len(hashes) == len(msgs) else msgs
 
 
 # --------------------------------------------------------------------------- application RPC
