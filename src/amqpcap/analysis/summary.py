@@ -42,6 +42,7 @@ __all__ = [
     "connections_table",
     "connection_cells",
     "time_outliers",
+    "span_summary",
     "error_groups",
     "throughput_cells",
     "STATS_VERSION",
@@ -404,7 +405,8 @@ def _throughput(t, bucket: str) -> dict:
     return out
 
 
-def _span(t) -> dict:
+def span_summary(t) -> dict:
+    """stats' ``span``: first and last packet time, duration, time outliers."""
     ts = []
     for df, cols in (
         (t.connections, ["ts", "end_ts"]),
@@ -531,7 +533,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         pairing("rpc"),
         pairing("method_rtt"),
         pairing("connection_setup"),
-        ("span", put("span", _span)),
+        ("span", put("span", span_summary)),
         ("errors", put("errors", lambda t: error_groups(error_summary(t)))),
         ("counts", put("counts", _counts_part)),
         pairing("confirm"),
