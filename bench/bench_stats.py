@@ -198,7 +198,8 @@ def write_doc(rows: list[dict], a) -> None:
     lines = [
         f"`python bench/bench_stats.py --gb {a.gb} --runs {a.runs}`: small-packet AMQP 0-9-1 traffic",
         "(each publish and delivery in a packet of its own, confirms and acks every 10 messages);",
-        f"median of {a.runs} rounds (dissect, stats, report one after the other), the largest peak RSS.",
+        f"median of {a.runs} rounds (dissect, stats, report one after the other), the largest peak RSS;",
+        f"load average {os.getloadavg()[1]:.1f} (1: one of the {os.cpu_count()} cores busy) at the end.",
         "",
         "| capture | dissect | `stats --json` | `report` |",
         "| --- | --- | --- | --- |",
