@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import shutil
 import statistics
 import struct
@@ -195,11 +194,17 @@ def against_dissect(a, data: str) -> list[dict]:
 
 def write_doc(rows: list[dict], a) -> None:
     """This script's block of docs/performance.md: the table of :func:`against_dissect`."""
+    import perfdoc
+
     lines = [
-        f"`python bench/bench_stats.py --gb {a.gb} --runs {a.runs}`: small-packet AMQP 0-9-1 traffic",
-        "(each publish and delivery in a packet of its own, confirms and acks every 10 messages);",
-        f"median of {a.runs} rounds (dissect, stats, report one after the other), the largest peak RSS;",
-        f"load average {os.getloadavg()[1]:.1f} (1: one of the {os.cpu_count()} cores busy) at the end.",
+        "## Analysis against the dissection that fed it",
+        "",
+        f"Command: `python bench/bench_stats.py --gb {a.gb} --runs {a.runs}`: small-packet AMQP 0-9-1",
+        "traffic (each publish and delivery in a packet of its own, confirms and acks every 10",
+        f"messages); median of {a.runs} rounds (dissect, stats, report one after the other), the",
+        "largest peak RSS; the ratio is the analysis' median time over dissect's.",
+        "",
+        f"Machine: {perfdoc.machine()}.",
         "",
         "| capture | dissect | `stats --json` | `report` |",
         "| --- | --- | --- | --- |",
@@ -211,18 +216,8 @@ def write_doc(rows: list[dict], a) -> None:
             f"| {st[0]:.1f} s (x{r['stats_ratio']:.2f}), {st[1]:.0f} MB "
             f"| {rp[0]:.1f} s (x{r['report_ratio']:.2f}), {rp[1]:.0f} MB |"
         )
-    block = "<!-- bench:bench_stats -->\n" + "\n".join(lines) + "\n<!-- /bench:bench_stats -->"
-    path = os.path.join(ROOT, "docs", "performance.md")
-    text = open(path).read() if os.path.exists(path) else "# Performance\n"
-    pattern = re.compile(r"<!-- bench:bench_stats -->.*?<!-- /bench:bench_stats -->", re.S)
-    text = (
-        pattern.sub(lambda _m: block, text)
-        if pattern.search(text)
-        else text.rstrip("\n") + "\n\n" + block + "\n"
-    )
-    with open(path, "w") as f:
-        f.write(text)
-    print(f"wrote {path}")
+    perfdoc.write_block("bench_stats", "\n".join(lines) + "\n")
+    print(f"wrote {perfdoc.DOC}")
 
 
 def main() -> int:
