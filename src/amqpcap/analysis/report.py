@@ -34,6 +34,7 @@ from amqpcap.analysis.summary import (
     connections_table,
     frames_note,
     section_tables,
+    span_summary,
     stats_source,
     throughput_cells,
 )
@@ -742,11 +743,14 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     def draw(section, tables):
         if section == "counts":  # the light group: connections, errors, the time origin
             drawn["t0"] = t0 = _t0(tables)
+            drawn["bucket"] = bucket or pick_bucket(span_summary(tables)["duration_s"])
             drawn["err"] = err = errors_frame(tables)
             drawn["connections"] = connections_table(tables, _PAGE_LIMIT)
             drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", t0)
         elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
             drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
+        elif section == "throughput":  # (its section's tables: not loaded again for the figure)
+            drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
 
     if stats is None:
         s = stats_dict(src, on_latency=keep, on_section=draw)
@@ -760,8 +764,12 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     t0 = drawn["t0"]
+    if "throughput" not in drawn:
+        drawn["throughput"] = fig_throughput(
+            section_tables(src, "throughput"), out / "throughput.png", bucket, t0
+        )
     paths = {
-        "throughput": fig_throughput(section_tables(src, "throughput"), out / "throughput.png", bucket, t0),
+        "throughput": drawn["throughput"],
         "latency": fig_latency(values, out / "latency.png"),
         "errors": fig_errors(drawn["err"], out / "errors.png"),
         "timeline": drawn["timeline"],

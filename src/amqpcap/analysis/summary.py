@@ -42,6 +42,7 @@ __all__ = [
     "connections_table",
     "connection_cells",
     "time_outliers",
+    "span_summary",
     "error_groups",
     "throughput_cells",
     "STATS_VERSION",
@@ -225,8 +226,8 @@ SECTIONS: dict = {
         {"methods": ("basic.qos",)},
     ),
     "transit": (
-        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
-         "consumer_tag", "redelivered"]},
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
+         "redelivered"]},
         {},
     ),
     "rpc": ({"connections": None, "messages": _KEYS + ["correlation_id", "reply_to", "routing_key"]}, {}),
@@ -257,10 +258,10 @@ SECTIONS: dict = {
          "messages": _TS, "frames": _TS, "anomalies": None},
         {},
     ),
-    # transit and rpc: one load of messages for both
+    # transit and rpc: one load of messages for both (body hashes read by transit if it needs them)
     "messages": (
-        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
-         "consumer_tag", "redelivered", "correlation_id", "reply_to"]},
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
+         "redelivered", "correlation_id", "reply_to"]},
         {},
     ),
     # the terminal tables' and the report page's connections table
@@ -404,7 +405,8 @@ def _throughput(t, bucket: str) -> dict:
     return out
 
 
-def _span(t) -> dict:
+def span_summary(t) -> dict:
+    """stats' ``span``: first and last packet time, duration, time outliers."""
     ts = []
     for df, cols in (
         (t.connections, ["ts", "end_ts"]),
@@ -531,7 +533,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         pairing("rpc"),
         pairing("method_rtt"),
         pairing("connection_setup"),
-        ("span", put("span", _span)),
+        ("span", put("span", span_summary)),
         ("errors", put("errors", lambda t: error_groups(error_summary(t)))),
         ("counts", put("counts", _counts_part)),
         pairing("confirm"),
@@ -818,7 +820,7 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         )
     out.append(
         table(
-            ["kind", "count", "p50", "p90", "p99", "max", ""],
+            ["kind", "count", "p50", "p90", "p99", "max", "counts"],
             lrows,
             align=["l", "r", "r", "r", "r", "r", "l"],
         )
