@@ -39,14 +39,14 @@ def _conf(text: str):
 
 
 def add_arguments(p) -> None:
-    from amqpcap.cli import nonneg_int, port_list
+    from amqpcap.cli import SEVERAL_HELP, nonneg_int, port_list
 
     p.add_argument(
         "captures",
         nargs="+",
         metavar="CAPTURE_OR_DIR",
-        help="capture files, directories (searched for *.pcap, *.pcapng, *.gz) or globs; "
-        "local paths or file:// URIs every executor can read",
+        help="capture files, directories (searched for *.pcap, *.pcapng, *.cap, *.dmp, *.pcap.gz, "
+        "*.pcapng.gz, *.cap.gz) or globs; local paths or file:// URIs every executor can read" + SEVERAL_HELP,
     )
     p.add_argument("-o", "--out", required=True, help="output directory (dissect's layout)")
     p.add_argument("--master", help="Spark master URL (default local[*]; under spark-submit, its --master)")
