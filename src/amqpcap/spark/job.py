@@ -38,6 +38,7 @@ from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
 from amqpcap.records.writer import DatasetWriter, OutputExists
 from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.plan import InputError
+from amqpcap.spark.session import pandas_version_warning_off
 
 DEFAULT_SPLIT_SIZE = 128 << 20
 
@@ -312,8 +313,10 @@ def run_stage(spark, items: list, fn) -> list:
     def call(batches):
         return _call_items(items, fn, batches)
 
-    df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, "id long, result binary")
-    rows = df.collect()
+    with pandas_version_warning_off():
+        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, "id long, result binary")
+    with pandas_version_warning_off():
+        rows = df.collect()
     got = [None] * n
     for r in rows:
         got[r["id"]] = pickle.loads(r["result"])
