@@ -94,6 +94,7 @@ class SparkSummary:
     split: dict = field(default_factory=dict)  # capture -> number of buckets it was split into
     errors: list = field(default_factory=list)  # [(capture, message, exit code)], not-a-capture etc.
     seconds: float = 0.0
+    task_seconds: float = 0.0  # the tasks' wall time, summed (index and dissect)
 
 
 # -- executor side ----------------------------------------------------------------------------------
@@ -292,20 +293,24 @@ class _Progress:
 
 
 def _call_items(items, fn, batches):
-    """mapInArrow body: every id of the partition's batches -> ``fn(items[id])``, pickled."""
+    """mapInArrow body: every id of the partition's batches -> ``(fn(items[id]), seconds)``,
+    pickled (seconds: the task's wall time, for the per-core throughput the bench reports)."""
     import pyarrow as pa
 
     schema = pa.schema([("id", pa.int64()), ("result", pa.binary())])
     for b in batches:
         for i in b.column(0).to_pylist():
-            got = pickle.dumps(fn(items[i]), protocol=pickle.HIGHEST_PROTOCOL)
+            t0 = time.perf_counter()
+            res = fn(items[i])
+            got = pickle.dumps((res, time.perf_counter() - t0), protocol=pickle.HIGHEST_PROTOCOL)
             yield pa.RecordBatch.from_arrays(
                 [pa.array([i], pa.int64()), pa.array([got], pa.binary())], schema=schema
             )
 
 
-def run_stage(spark, items: list, fn) -> list:
-    """``[fn(item) for item in items]``, one Spark task per item (in order: largest first)."""
+def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
+    """``[fn(item) for item in items]``, one Spark task per item (in order: largest first);
+    each task's wall time appended to ``seconds``."""
     n = len(items)
     if not n:
         return []
@@ -319,7 +324,9 @@ def run_stage(spark, items: list, fn) -> list:
         rows = df.collect()
     got = [None] * n
     for r in rows:
-        got[r["id"]] = pickle.loads(r["result"])
+        got[r["id"]], took = pickle.loads(r["result"])
+        if seconds is not None:
+            seconds.append(took)
     return got
 
 
@@ -452,8 +459,11 @@ def run(
     storage.remove_tree(scratch)
     try:
         range_items = _ranges_of(caps, split_size)
+        took: list = []
         summaries = (
-            prog.stage("index", lambda: run_stage(spark, range_items, partial(index_task, scratch=scratch)))
+            prog.stage(
+                "index", lambda: run_stage(spark, range_items, partial(index_task, scratch=scratch), took)
+            )
             if range_items
             else []
         )
@@ -467,7 +477,7 @@ def run(
         for i, t in enumerate(tasks):
             t.id = i
         job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
-        results = prog.stage("dissect", lambda: run_stage(spark, tasks, job))
+        results = prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
         renumber = _renumber_items(results, scratch)
         if renumber:
             prog.stage(
@@ -477,7 +487,7 @@ def run(
         _commit(scratch, out_loc, tables, results)
     finally:
         storage.remove_tree(scratch)
-    s = SparkSummary(tasks=len(tasks))
+    s = SparkSummary(tasks=len(tasks), task_seconds=sum(took))
     for r in results:
         s.captures += r.captures
         s.packets += r.packets

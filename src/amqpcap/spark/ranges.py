@@ -24,18 +24,19 @@ rows stay those of one process.
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import struct
+from array import array
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
 
 from amqpcap.capture import link
 from amqpcap.capture.link import Packet
-from amqpcap.capture.reader import MAX_RECORD, pcap_records
+from amqpcap.capture.reader import MAX_RECORD
 from amqpcap.spark import storage
 
 SLOTS = 512
@@ -257,9 +258,51 @@ def _chains(lay: Layout, buf: bytes, q: int, need: int, limit: int, left: int):
 # -- indexing a range -------------------------------------------------------------------------------
 
 
+_M64 = (1 << 64) - 1
+#: Link types whose IPv4/TCP conversation key is read from fixed offsets: (link header length,
+#: offset of the ethertype).  Other link types, and any packet the fast path does not fit, go
+#: through ``link.parse_packet``; both give the same key for the same address/port pair.
+_FAST_LINKS = {1: (14, 12), 113: (16, 14)}
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser (the same as ``_mix_array``)."""
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def _mix_array(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _endpoint(addr: bytes, port: int) -> int:
+    a = int.from_bytes(addr, "big")
+    if len(addr) > 4:
+        a = (a ^ (a >> 64)) & _M64
+    return ((a << 16) | port) & _M64
+
+
+def _pair_key(e1, e2):
+    """The key of an unordered endpoint pair (ints or uint64 arrays); never MISC."""
+    if isinstance(e1, int):
+        lo, hi = min(e1, e2), max(e1, e2)
+        return _mix((lo * 0x9E3779B97F4A7C15 + hi) & _M64) or 1
+    lo, hi = np.minimum(e1, e2), np.maximum(e1, e2)
+    k = _mix_array(lo * np.uint64(0x9E3779B97F4A7C15) + hi)
+    k[k == 0] = 1
+    return k
+
+
 class _Keys:
-    """Conversation keys of parsed packets: the unordered address/port pair hashed to 64 bits
-    (the same in every task: no per-process hash seed)."""
+    """Conversation keys: the unordered address/port pair hashed to 64 bits (the same in every
+    task: no per-process hash seed); MISC for packets that are not TCP."""
 
     def __init__(self) -> None:
         self.seen: dict = {}
@@ -272,21 +315,72 @@ class _Keys:
         k = (r[1], r[3], r[2], r[4])
         got = self.seen.get(k)
         if got is None:
-            a, b = r[1] + r[3].to_bytes(2, "big"), r[2] + r[4].to_bytes(2, "big")
-            lo, hi = (a, b) if a <= b else (b, a)
-            got = int.from_bytes(hashlib.blake2b(lo + b"/" + hi, digest_size=8).digest(), "little") or 1
-            self.seen[k] = got
+            got = self.seen[k] = _pair_key(_endpoint(r[1], r[3]), _endpoint(r[2], r[4]))
         return got
+
+    def of_block(self, buf: bytes, a: np.ndarray) -> np.ndarray:
+        """Keys of the RECORD array ``a`` (offsets relative to ``buf``): IPv4/TCP on a link of
+        _FAST_LINKS from fixed offsets, the rest one by one."""
+        n = len(a)
+        offsets, caps = a["off"].astype(np.int64), a["cap"].astype(np.int64)
+        lts = int(a["lt"][0]) if n and (a["lt"] == a["lt"][0]).all() else None
+        out = np.zeros(n, np.uint64)
+        fast = np.zeros(n, bool)
+        if lts in _FAST_LINKS:
+            hlen, et = _FAST_LINKS[lts]
+            b = np.frombuffer(buf, np.uint8)
+            ok = caps >= hlen + 20 + 4
+            o = np.where(ok, offsets, 0)
+            ip = o + hlen
+            etype = (b[o + et].astype(np.uint16) << 8) | b[o + et + 1]
+            vihl = b[ip]
+            ihl = (vihl & 15).astype(np.int64) * 4
+            ok &= (etype == 0x0800) & ((vihl >> 4) == 4) & (ihl >= 20) & (b[ip + 9] == 6)
+            ok &= caps >= hlen + ihl + 4
+            tcp = np.where(ok, ip + ihl, 0)
+
+            def be(at, width):
+                v = np.zeros(n, np.uint64)
+                for i in range(width):
+                    v = (v << np.uint64(8)) | b[at + i].astype(np.uint64)
+                return v
+
+            src, dst = be(np.where(ok, ip + 12, 0), 4), be(np.where(ok, ip + 16, 0), 4)
+            sport, dport = be(tcp, 2), be(tcp + 2, 2)
+            keys = _pair_key((src << np.uint64(16)) | sport, (dst << np.uint64(16)) | dport)
+            out[ok] = keys[ok]
+            fast = ok
+        for i in np.flatnonzero(~fast).tolist():
+            o = int(offsets[i])
+            out[i] = self.of(int(a["lt"][i]), buf[o : o + int(caps[i])])
+        return out
+
+
+def _record_starts(buf: bytes, hl: int, big: bool, end: int) -> tuple:
+    """Offsets of the pcap records wholly in ``buf`` that start before ``end``; where the walk
+    stopped.  Headers only: no record is copied (the walk the index spends most on)."""
+    cap_at = struct.Struct(">I" if big else "<I").unpack_from
+    starts = array("q")
+    app = starts.append
+    p, blen = 0, len(buf)
+    while p < end and p + hl <= blen:
+        nxt = p + hl + cap_at(buf, p + 8)[0]
+        if nxt > blen:
+            break
+        app(p)
+        p = nxt
+    return np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64), p
 
 
 def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
-    """Walk the pcap records starting in [pos, end); ``sink(records, offsets)``; the offset of
+    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets)`` per block
+    read (``packets``: a RECORD array with block-relative offsets, ord unset); the offset of
     the first record that starts at or past ``end``."""
     hl, big = lay.hl, lay.big
     while pos < end:
         buf = f.read_at(min(BLOCK, size - pos), pos)
-        recs, used, _n = pcap_records(buf, 0, hl, big, lay.mul, lay.linktype, 0)
-        if not recs:
+        starts, used = _record_starts(buf, hl, big, end - pos)
+        if not len(starts):
             if len(buf) < hl:
                 if len(buf):
                     raise Unsplittable("file ends inside a record header")
@@ -295,16 +389,19 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
             if cap > MAX_RECORD:
                 raise Unsplittable("oversize record")
             buf = f.read_at(hl + cap, pos)
-            recs, used, _n = pcap_records(buf, 0, hl, big, lay.mul, lay.linktype, 0)
-            if not recs:
+            starts, used = _record_starts(buf, hl, big, end - pos)
+            if not len(starts):
                 raise Unsplittable("file ends inside a record")
-        caps = np.fromiter(map(len, map(itemgetter(3), recs)), np.int64, len(recs))
-        starts = pos + np.concatenate(([0], np.cumsum(caps + hl)[:-1]))
-        keep = int(np.searchsorted(starts, end))  # records that start in the range
-        if keep < len(recs):
-            recs, caps, starts = recs[:keep], caps[:keep], starts[:keep]
-            used = int(starts[-1] + hl + caps[-1] - pos) if keep else 0
-        sink(recs, starts + hl)
+        b = np.frombuffer(buf, np.uint8)
+        head = b[starts[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
+        a = np.empty(len(starts), RECORD)
+        a["cap"], a["wire"] = head[:, 2], head[:, 3]
+        if (head[:, 2] > MAX_RECORD).any():
+            raise Unsplittable("oversize record")
+        a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
+        a["lt"] = lay.linktype
+        a["off"] = starts + hl
+        sink(buf, pos, a)
         pos += used
     return pos
 
@@ -364,7 +461,13 @@ def _pcapng_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
                 raise Unsplittable(f"block type 0x{btype:08x} after the first packet")
             p += blk
         if recs:
-            sink(recs, np.asarray(offs, np.int64))
+            a = np.empty(len(recs), RECORD)
+            a["cap"] = np.fromiter(map(len, map(itemgetter(3), recs)), np.int64, len(recs))
+            a["wire"] = np.fromiter(map(itemgetter(4), recs), np.uint32, len(recs))
+            a["ts"] = np.fromiter(map(itemgetter(1), recs), np.int64, len(recs))
+            a["lt"] = np.fromiter(map(itemgetter(2), recs), np.uint16, len(recs))
+            a["off"] = np.asarray(offs, np.int64) - pos
+            sink(buf, pos, a)
         if p == 0:
             return pos
         pos += p
@@ -380,15 +483,9 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
     keys = _Keys()
     cols: list = []
 
-    def sink(recs, offsets):
-        n = len(recs)
-        a = np.empty(n, RECORD)
-        a["cap"] = np.fromiter(map(len, map(itemgetter(3), recs)), np.uint32, n)
-        a["wire"] = np.fromiter(map(itemgetter(4), recs), np.uint32, n)
-        a["lt"] = np.fromiter(map(itemgetter(2), recs), np.uint16, n)
-        a["ts"] = np.fromiter(map(itemgetter(1), recs), np.int64, n)
-        a["off"] = offsets
-        k = np.fromiter((keys.of(r[2], r[3]) for r in recs), np.uint64, n)
+    def sink(buf, base, a):
+        k = keys.of_block(buf, a)
+        a["off"] += base
         cols.append((a, k))
 
     walk = _pcap_walk if lay.pcap else _pcapng_walk
@@ -543,15 +640,18 @@ class BucketSource:
 
     @staticmethod
     def _records(data, recs: np.ndarray, base: int, local: bool):
-        step = 1 << 16
+        step = 2048  # packets per batch: their bytes are freed and reused while they are in cache
         for i in range(0, len(recs), step):
             r = recs[i : i + step]
             numbers = (r["ord"].astype(np.int64) + (base + 1)).tolist()
-            off, cap = r["off"].tolist(), r["cap"].tolist()
+            off = r["off"].astype(np.int64)
+            ends = off + r["cap"]
             if local:
-                chunks = [data[o : o + c] for o, c in zip(off, cap)]
+                chunks = map(data.__getitem__, map(slice, off.tolist(), ends.tolist()))
             else:
-                lo = off[0]
-                blob = data.read_at(off[-1] + cap[-1] - lo, lo)
-                chunks = [blob[o - lo : o - lo + c] for o, c in zip(off, cap)]
-            yield list(zip(numbers, r["ts"].tolist(), r["lt"].tolist(), chunks, r["wire"].tolist()))
+                lo = int(off[0])
+                blob = data.read_at(int(ends[-1]) - lo, lo)
+                chunks = map(blob.__getitem__, map(slice, (off - lo).tolist(), (ends - lo).tolist()))
+            lt = r["lt"]
+            lts = repeat(int(lt[0])) if (lt == lt[0]).all() else lt.tolist()
+            yield list(zip(numbers, r["ts"].tolist(), lts, chunks, r["wire"].tolist()))
