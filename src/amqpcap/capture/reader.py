@@ -906,12 +906,6 @@ def _recognise(path: str, f) -> PacketSource:
 _pcap_records = _pcapng_records = None
 
 
-def pcap_records(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: int) -> tuple[list, int, int]:
-    """The pcap records wholly in ``buf`` from ``pos``: ``(records, pos, n)`` as ``_walk_pcap``
-    returns them, by the compiled walk when it is in use (the Spark job indexes byte ranges)."""
-    return (_pcap_records or _walk_pcap)(buf, pos, hl, big, mul, linktype, n)
-
-
 def use_compiled(on: bool) -> None:
     """Walk pcap records and pcapng packet blocks with the compiled walks (``on``; they must be
     built) or their Python references, ``_walk_pcap`` / ``_walk_pcapng``.  accel.select() makes

@@ -292,11 +292,23 @@ class _Progress:
             sc.setLocalProperty("spark.jobGroup.id", None)
 
 
-def _call_items(items, fn, batches):
+def storage_env() -> dict:
+    """The driver's AWS settings, for the tasks (their own environment may lack them)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+
+
+def _use_env(env: dict) -> None:
+    if any(os.environ.get(k) != v for k, v in env.items()):
+        os.environ.update(env)
+        storage.forget()
+
+
+def _call_items(items, fn, batches, env=None):
     """mapInArrow body: every id of the partition's batches -> ``(fn(items[id]), seconds)``,
     pickled (seconds: the task's wall time, for the per-core throughput the bench reports)."""
     import pyarrow as pa
 
+    _use_env(env or {})
     schema = pa.schema([("id", pa.int64()), ("result", pa.binary())])
     for b in batches:
         for i in b.column(0).to_pylist():
@@ -315,8 +327,10 @@ def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
     if not n:
         return []
 
+    env = storage_env()
+
     def call(batches):
-        return _call_items(items, fn, batches)
+        return _call_items(items, fn, batches, env)
 
     with pandas_version_warning_off():
         df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, "id long, result binary")
@@ -387,14 +401,45 @@ def _renumber_items(results, scratch) -> list:
     return items
 
 
+def scratch_for(out: storage.Location, pid: int | None = None) -> storage.Location:
+    """The job's scratch directory: beside ``out``, named for the driver's process."""
+    pid = os.getpid() if pid is None else pid
+    return storage.Location(f"{out.uri}.tmp-spark-{pid}", f"{out.path}.tmp-spark-{pid}")
+
+
+def remove_scratch(out: str) -> None:
+    """Remove this driver's scratch directory (after the session stopped: tasks that were still
+    running when the job gave up may have written into it meanwhile)."""
+    try:
+        storage.remove_tree(scratch_for(storage.locate(out)))
+    except storage.StorageError:
+        pass
+
+
+def _cancel(spark) -> None:
+    """Stop the job's tasks (a signal or an error on the driver): they must not write on."""
+    try:
+        if is_connect(spark):
+            spark.interruptAll()
+        else:
+            spark.sparkContext.cancelAllJobs()
+    except Exception:  # the session is going down already
+        pass
+
+
 def _commit(scratch: storage.Location, out: storage.Location, tables: list, results: list) -> None:
-    final = scratch.join("dataset")
+    parts = []  # (task's part, the dataset's name for it)
     for t in tables:
         keep = [r for r in results if r.rows.get(t)] or results[:1]  # empty parts only if nothing else
-        for r in keep:
-            src = task_location(scratch, r.id).join(t, "part-00000.parquet")
-            storage.move(src, final.join(t, f"part-{r.id:05d}.parquet"))
-    if out.local:
+        parts += [
+            (task_location(scratch, r.id).join(t, "part-00000.parquet"), (t, f"part-{r.id:05d}.parquet"))
+            for r in keep
+        ]
+    if out.local:  # renames, then the directory renamed into place: atomic
+        final = scratch.join("dataset")
+        for src, (t, name) in parts:
+            os.makedirs(os.path.join(final.path, t), exist_ok=True)
+            os.rename(src.path, os.path.join(final.path, t, name))
         if os.path.exists(out.path):
             old = f"{out.path}.old-{os.getpid()}"
             os.rename(out.path, old)
@@ -403,10 +448,12 @@ def _commit(scratch: storage.Location, out: storage.Location, tables: list, resu
         else:
             os.rename(final.path, out.path)
         return
-    storage.remove_tree(out)  # object stores have no directory rename: parts, then _SUCCESS
-    for t in tables:
-        for f in storage.listing(final.join(t)):
-            storage.move(storage.Location(f.path, f.path), out.join(t, f.base_name))
+    # object stores have no directory rename: the parts copied into place, then _SUCCESS (readers
+    # of a dataset on S3 take it as complete once _SUCCESS is there, as Hadoop and Spark do)
+    storage.remove_tree(out)
+    fs = out.fs()
+    for src, (t, name) in parts:
+        fs.copy_file(src.path, out.join(t, name).path)
     storage.write_bytes(out.join("_SUCCESS"), b"")
 
 
@@ -444,7 +491,10 @@ def run(
     if not caps:
         raise InputError("no input captures")
     prog = _Progress(spark, progress)
-    prog.line(f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB")
+    prog.line(
+        f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB"
+        + (" and pipes" if any(c.pipe for c in caps) else "")
+    )
     opts = Options(
         body_bytes=body_bytes,
         frames=frames,
@@ -453,11 +503,12 @@ def run(
     )
     tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
     par = parallelism(spark)
-    scratch = storage.Location(
-        f"{out_loc.uri}.tmp-spark-{os.getpid()}", f"{out_loc.path}.tmp-spark-{os.getpid()}"
-    )
+    scratch = scratch_for(out_loc)
     storage.remove_tree(scratch)
     try:
+        for i, c in enumerate(caps):
+            if c.pipe:
+                caps[i] = plan.spool(c, scratch.join("inputs", f"p{i:05d}.cap"))
         range_items = _ranges_of(caps, split_size)
         took: list = []
         summaries = (
@@ -485,6 +536,9 @@ def run(
                 lambda: run_stage(spark, renumber, partial(renumber_task, tables=tables)),
             )
         _commit(scratch, out_loc, tables, results)
+    except BaseException:
+        _cancel(spark)
+        raise
     finally:
         storage.remove_tree(scratch)
     s = SparkSummary(tasks=len(tasks), task_seconds=sum(took))

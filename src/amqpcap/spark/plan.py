@@ -15,6 +15,7 @@ import glob
 import heapq
 import os
 import posixpath
+import stat
 from dataclasses import dataclass, field
 
 from amqpcap.spark import storage
@@ -34,6 +35,7 @@ class Capture:
     size: int
     gzip: bool
     splittable: bool = False  # pcap or pcapng, uncompressed: byte ranges can be indexed
+    pipe: bool = False  # standard input or a FIFO: the driver reads it once and hands it on
 
     @property
     def path(self) -> str:
@@ -73,6 +75,10 @@ def expand(inputs) -> list[Capture]:
 
     for given in inputs:
         given = os.fspath(given)
+        if _is_pipe(given):
+            path = "/dev/stdin" if given == "-" else os.path.abspath(given)
+            out.append(Capture(given, storage.Location(given, path), 0, False, pipe=True))
+            continue
         try:
             loc = storage.locate(given)
         except storage.StorageError as e:
@@ -84,6 +90,45 @@ def expand(inputs) -> list[Capture]:
             for name, floc, size in found:
                 add(name, floc, size)
     return out
+
+
+def _is_pipe(given: str) -> bool:
+    """``-`` (standard input), or a local path that is a FIFO or a character device."""
+    if given == "-":
+        return True
+    if "://" in given:
+        return False
+    try:
+        mode = os.stat(given).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def spool(c: Capture, dest: storage.Location) -> Capture:
+    """Copy a pipe's bytes (read once, here on the driver) to ``dest``: the Capture tasks read."""
+    import sys
+
+    src = sys.stdin.buffer if c.name == "-" else open(c.loc.path, "rb")  # noqa: SIM115
+    size, head = 0, b""
+    try:
+        f = dest.fs()
+        f.create_dir(posixpath.dirname(dest.path), recursive=True)
+        with f.open_output_stream(dest.path) as out:
+            while True:
+                chunk = src.read(8 << 20)
+                if not chunk:
+                    break
+                if not head:
+                    head = chunk[:4]
+                out.write(chunk)
+                size += len(chunk)
+    finally:
+        if src is not sys.stdin.buffer:
+            src.close()
+    from amqpcap.spark.ranges import splittable_format
+
+    return Capture(c.name, dest, size, head[:2] == b"\x1f\x8b", splittable_format(head))
 
 
 def _found(given: str, loc: storage.Location):
@@ -108,7 +153,7 @@ def _found(given: str, loc: storage.Location):
         else:
             parent = storage.Location(given.rsplit("/", 1)[0], posixpath.dirname(loc.path))
             hits = [
-                (given.rsplit("/", 1)[0] + "/" + f.base_name, _child(loc, f.path), f.size)
+                (given.rsplit("/", 1)[0] + "/" + f.base_name, _child(parent, f.path), f.size)
                 for f in storage.listing(parent)
                 if fnmatch.fnmatch(f.path, loc.path)
             ]

@@ -58,6 +58,11 @@ def _s3():
 _CACHE: dict = {}
 
 
+def forget() -> None:
+    """Drop the file systems made so far (the storage settings changed)."""
+    _CACHE.clear()
+
+
 def filesystem(uri: str):
     """The ``pyarrow.fs`` file system of ``uri`` (one per scheme and authority, per process)."""
     from pyarrow import fs
