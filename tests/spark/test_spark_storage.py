@@ -109,7 +109,9 @@ def test_captures_on_s3_give_dissects_rows_in_an_s3_dataset_with_a_split_capture
     # the capture column names the S3 objects; everything else is dissect's
     import pyarrow.dataset as ds
 
-    caps = set(ds.dataset(os.path.join(got, "connections")).to_table(columns=["capture"]).column(0).to_pylist())
+    caps = set(
+        ds.dataset(os.path.join(got, "connections")).to_table(columns=["capture"]).column(0).to_pylist()
+    )
     assert caps == {f"{s3}/in/{n}" for n in names} | {f"{s3}/in/big/merged.pcap"}
     _assert_same_but_capture(got, want)
     assert not [k for k in _keys(f"{s3}") if ".tmp-spark-" in k]

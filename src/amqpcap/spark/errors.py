@@ -13,7 +13,7 @@ from amqpcap.exitcodes import Exit
 #: (pattern in the failure's text, the line, exit code); the first that matches wins.
 CAUSES = (
     (
-        r"No module named '?amqpcap",
+        r"No module named '?(amqpcap|pyarrow|numpy)",
         "executors cannot import amqpcap: give them a Python that has it (PYSPARK_PYTHON="
         "/path/to/venv/bin/python on every worker, or a packed venv: --archives venv.tar.gz#env "
         "with PYSPARK_PYTHON=./env/bin/python)",

@@ -112,8 +112,10 @@ def build(
         logging.getLogger("py4j").setLevel(logging.CRITICAL)  # "Exception while sending command"
     if remote:
         b = SparkSession.builder.remote(remote)
+        # a server's own settings cannot change from a client: the session's SQL ones only
         for k, v in {**CONF, **(conf or {})}.items():
-            b = b.config(k, v)
+            if k.startswith("spark.sql."):
+                b = b.config(k, v)
         with pandas_version_warning_off():
             return b.getOrCreate()
     b = SparkSession.builder.appName(app)
