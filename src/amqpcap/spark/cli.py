@@ -9,7 +9,9 @@ after one line per such capture on stderr; 1 when Spark cannot start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 
 from amqpcap.exitcodes import Exit
@@ -166,8 +168,40 @@ def _failed(e: BaseException) -> int:
     return known[1]
 
 
+@contextlib.contextmanager
+def _signals_noted():
+    """SIGINT, SIGTERM and SIGHUP raise ``cli.Stopped`` as the command line's handlers do, and
+    are noted: py4j turns an interruption inside a call to the JVM into its own network error,
+    which must still end as the signal's exit code."""
+    from amqpcap.cli import Stopped
+
+    noted: list = []
+
+    def stop(signum, _frame):
+        noted.append(signum)
+        raise Stopped(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, stop)
+        except (ValueError, OSError):  # not the main thread
+            pass
+    try:
+        yield noted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_args(a) -> int:
     """``amqpcap spark``."""
+    with _signals_noted() as noted:
+        return _run_job(a, noted)
+
+
+def _run_job(a, noted: list) -> int:
+    from amqpcap.cli import Stopped
     from amqpcap.spark.job import remove_scratch, run
     from amqpcap.spark.plan import InputError
 
@@ -196,6 +230,8 @@ def run_args(a) -> int:
     except KeyboardInterrupt:
         raise
     except Exception as e:
+        if noted:
+            raise Stopped(noted[0]) from None
         return _failed(e)
     finally:
         _stop(spark, ours)

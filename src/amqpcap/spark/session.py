@@ -109,7 +109,13 @@ def build(
             "the Spark job needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)"
         ) from None
     if quiet:
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)  # "Exception while sending command"
+        # py4j logs an interrupted call through the root logger ("KeyboardInterrupt while
+        # sending command"), which would configure itself onto stderr: a handler of its own
+        # keeps such records off the terminal
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        root = logging.getLogger()
+        if not root.handlers:
+            root.addHandler(logging.NullHandler())
     if remote:
         b = SparkSession.builder.remote(remote)
         # a server's own settings cannot change from a client: the session's SQL ones only
