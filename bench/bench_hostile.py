@@ -1,4 +1,4 @@
-"""Hostile-input benchmark (issue 5): many mutants of the shipped real captures
+"""Hostile-input benchmark: many mutants of the shipped real captures
 plus synthetic worst cases.  Prints mutants tried, methods recovered after
 hostile length fields vs the undamaged capture, and peak traced memory.
 

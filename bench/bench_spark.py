@@ -32,10 +32,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DATA = os.path.join(HERE, "data")
-DOC = os.path.join(ROOT, "docs", "performance.md")
 sys.path.insert(0, HERE)
 
 import bench_dissect as gen  # noqa: E402
+import perfdoc  # noqa: E402
 
 
 def build(path: str, target_bytes: int, pairs: int, seed: int, port0: int = 20000) -> None:
@@ -198,22 +198,6 @@ def table(rows: list, start: float, load: tuple, runs: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_block(text: str) -> None:
-    begin, end = "<!-- bench:bench_spark -->", "<!-- /bench:bench_spark -->"
-    doc = (
-        open(DOC).read()
-        if os.path.exists(DOC)
-        else "# Performance\n\nFigures written by the bench scripts.\n"
-    )
-    block = f"{begin}\n{text}{end}"
-    if begin in doc and end in doc:
-        doc = doc[: doc.index(begin)] + block + doc[doc.index(end) + len(end) :]
-    else:
-        doc = doc.rstrip("\n") + "\n\n## Spark (bench/bench_spark.py)\n\n" + block + "\n"
-    with open(DOC, "w") as f:
-        f.write(doc)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.5,1,4", help="GB, comma-separated")
@@ -245,7 +229,7 @@ def main() -> int:
     text = table(rows, start, (load0[0], os.getloadavg()[0]), a.runs)
     print(text)
     if not a.no_doc:
-        write_block(text)
+        perfdoc.write_block("bench_spark", text)
     return 0
 
 
