@@ -149,7 +149,8 @@ t.anomalies.head()"""),
 
 For packet-level work, `import amqpcap.scapy` teaches scapy AMQP: each frame is a layer named
 after its method, with the specification's field names. Packet 8 of the capture (index 7) is
-the client's `connection.start-ok`:
+the client's `connection.start-ok`; its password is redacted as in the tables (the user stays),
+unless `amqpcap.scapy.keep_secrets()` is called (or `with keep_secrets():` for a block):
 """),
         code("""
 import amqpcap.scapy

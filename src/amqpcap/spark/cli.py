@@ -41,15 +41,15 @@ def _conf(text: str):
 
 
 def add_arguments(p) -> None:
-    from amqpcap.cli import nonneg_int, port_list
+    from amqpcap.cli import SEVERAL_HELP, nonneg_int, port_list
 
     p.add_argument(
         "captures",
         nargs="+",
         metavar="CAPTURE_OR_DIR",
-        help="capture files, directories (searched for *.pcap, *.pcapng, *.gz) or globs; "
-        "paths every executor can read, or URIs (s3://, gs://, hdfs://, file://); - or a FIFO: "
-        "read once by the driver and handed on",
+        help="capture files, directories (searched for *.pcap, *.pcapng, *.cap, *.dmp, *.pcap.gz, "
+        "*.pcapng.gz, *.cap.gz) or globs; paths every executor can read, or URIs (s3://, gs://, "
+        "hdfs://, file://); - or a FIFO: read once by the driver and handed on" + SEVERAL_HELP,
     )
     p.add_argument("-o", "--out", required=True, help="output directory or URI (dissect's layout)")
     add_session_options(p)
