@@ -374,3 +374,14 @@ def test_stats_of_a_process_substitution_is_dissected_once_and_not_cached(tmp_pa
     got, want = json.loads(r.stdout), json.loads(want)
     got.pop("captures"), want.pop("captures")
     assert got == want
+
+
+@pytest.mark.parametrize("args", [["--version"], ["dissect", "--help"]])
+def test_a_reader_that_went_away_is_not_an_error(args):
+    """``amqpcap --version | head -c 0``: the pipe's reader is gone before the text is written."""
+    read, write = os.pipe()
+    os.close(read)
+    r = subprocess.run(AMQPCAP + args, stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    os.close(write)
+    assert r.returncode == 0
+    assert "Traceback" not in r.stderr and "Error" not in r.stderr

@@ -389,7 +389,12 @@ def console() -> None:
     """The ``amqpcap`` command (pyproject's script): ``main`` in a process of its own."""
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     lean(command)
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:
+        # --version or --help read by a reader that went away (amqpcap --version | head -c 9)
+        sys.stdout = None
+        code = Exit.OK
     if command in LEAVE_AT_ONCE:
         leave(code)
     sys.exit(code)

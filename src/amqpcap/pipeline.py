@@ -189,6 +189,9 @@ class Dissector:
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
         # first packet number of each tcp_stream (Spark renumbers split captures)
         self.stream_starts: list = []
+        # first packet number -> tcp_stream, when a run sees part of a capture's conversations
+        # (Spark: the whole capture's numbering); None: numbered in order of appearance
+        self.stream_of = None
         self._unsupported: set = set()  # link types reported as unsupported
         self._last_progress = 0.0
 
@@ -334,7 +337,8 @@ class Dissector:
             client_is_src, how = sport > dport, "guess"
         a, b = (src, sport), (dst, dport)
         client, server = (a, b) if client_is_src else (b, a)
-        conv = Conversation(self.nstreams, ipv, client, server, how, number, ts)
+        stream = self.nstreams if self.stream_of is None else self.stream_of(number)
+        conv = Conversation(stream, ipv, client, server, how, number, ts)
         self.nstreams += 1
         self.stream_starts.append(number)
         conv.decoder = ConnectionDecoder(
