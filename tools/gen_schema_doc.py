@@ -50,6 +50,7 @@ KINDS = """
 | amqp | incomplete-content | a content cut short (by a method, a gap or the end of the capture); its `messages` row has `complete = false` |
 | amqp | body-overrun | more body bytes than the content header declared |
 | amqp | truncated-stream | the capture ends inside a frame |
+| amqp | value-out-of-range | a wire value its column cannot hold (an unsigned 64-bit delivery-tag or body size past 2^63 - 1, a timestamp property outside 0 .. 9e9 s): that column is null |
 """
 
 

@@ -24,7 +24,7 @@ from amqpcap.amqp import accel
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
-from amqpcap.amqp.stream import DecodeError, Direction, Pending, StreamDecoder
+from amqpcap.amqp.stream import I64_MAX, DecodeError, Direction, Pending, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
@@ -685,6 +685,8 @@ class Decoder09(StreamDecoder):
         p.props = props
         p.size = body_size
         p.header_packet = d.packet
+        if body_size > I64_MAX or "timestamp" in props:
+            self._unfit_content(direction, offset, channel, body_size, props.get("timestamp"))
         if body_size == 0:
             self._end_content(direction, p, True)
 
@@ -711,7 +713,7 @@ class Decoder09(StreamDecoder):
             self._end_content(direction, p, p.received == p.size)
 
     def _content_view(self, p, direction: int):
-        return p.props or {}, max(p.size, 0), None, None
+        return p.props or {}, max(p.size, 0) if p.size <= I64_MAX else None, None, None
 
 
 def use_compiled(on: bool) -> None:
