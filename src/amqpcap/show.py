@@ -73,6 +73,25 @@ class _Table:
             self.render(row)
 
 
+class _FirstPacket:
+    """A packet source that tells a ShowSink its first packet's timestamp."""
+
+    def __init__(self, sink, source) -> None:
+        self.sink, self.source = sink, source
+
+    @property
+    def anomalies(self):
+        return getattr(self.source, "anomalies", ())
+
+    def __iter__(self):
+        it = iter(self.source)
+        for pkt in it:
+            self.sink.t0 = pkt[1]
+            yield pkt
+            break
+        yield from it
+
+
 class ShowSink:
     """Prints method, anomaly and (with ``frames``) heartbeat rows; see the module docstring.
 
@@ -114,13 +133,9 @@ class ShowSink:
     # -- inputs ------------------------------------------------------------------------
 
     def first_packet(self, source):
-        """Yield ``source``'s packets, noting the first one's timestamp."""
-        it = iter(source)
-        for pkt in it:
-            self.t0 = pkt[1]
-            yield pkt
-            break
-        yield from it
+        """``source``'s packets, noting the first one's timestamp (its ``anomalies`` passed on:
+        the Dissector reports the capture's own after the packets)."""
+        return _FirstPacket(self, source)
 
     def conversation(self, conv) -> None:
         """``Dissector.on_conversation``: remember the stream's addresses."""

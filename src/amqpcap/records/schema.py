@@ -71,7 +71,12 @@ _KEYS = [
         INT64,
         "1-based number of the packet that completed this record (Wireshark `frame.number`).",
     ),
-    ("ts", TS, "Capture timestamp of that packet, ns, UTC."),
+    (
+        "ts",
+        TS,
+        "Capture timestamp of that packet, ns, UTC (a packet time outside 1677 .. 2262, which the "
+        "column cannot hold, is read as the previous packet's: a `timestamp-out-of-range` anomaly).",
+    ),
     ("direction", STRING, "`c2s` (client to server) or `s2c` (server to client)."),
     ("channel", INT32, "AMQP channel (0-10: session channel); null where not applicable."),
 ]
