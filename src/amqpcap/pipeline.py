@@ -12,6 +12,7 @@ import gc
 import os
 import sys
 import time
+from array import array
 from dataclasses import dataclass, field
 
 from amqpcap.amqp import accel
@@ -32,7 +33,17 @@ from amqpcap.tcp import reassembly as _reassembly
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 EXIT_LINKTYPE = Exit.LINKTYPE
-MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
+# Memory is bounded by the conversations held, not by those seen.  A conversation is held while
+# it is open, and once closed (FIN both ways, or RST) for its late packets until it is swept.
+# When more than MAX_HELD are held, a sweep ends and forgets, in capture time (as Zeek's
+# tcp_close_delay and tcp_inactivity_timeout): closed ones quiet for CLOSE_LINGER_NS, open ones
+# quiet for IDLE_TIMEOUT_NS (connections.closed_by "idle"); and if still more than half of
+# MAX_HELD are held, the open ones quiet longest (closed_by "evicted", as Suricata's flow memcap
+# evicts).  A later packet of a conversation ended so starts a new one, decoded mid-stream.  A
+# capture that never holds MAX_HELD conversations is never swept.
+MAX_HELD = 10_000
+CLOSE_LINGER_NS = 5 * 1_000_000_000
+IDLE_TIMEOUT_NS = 300 * 1_000_000_000
 GC_GEN0 = 50_000  # young allocations between cyclic collections while dissecting (default 700)
 SWITCH_INTERVAL = 0.0002  # s: how long the Parquet thread waits for the GIL before asking (default 0.005)
 
@@ -167,10 +178,12 @@ class Dissector:
         self.deferred_digests = takes_deferred_digests(self.t_messages)
         self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
+        self.held = 0  # conversations in flows (two entries each)
+        self.sweep_at = MAX_HELD
         self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
         # first packet number of each tcp_stream (Spark renumbers split captures)
-        self.stream_starts: list = []
+        self.stream_starts = array("q")  # (8 bytes a conversation, not a list's 36)
         self._unsupported: set = set()  # link types reported as unsupported
         self._last_progress = 0.0
 
@@ -333,11 +346,56 @@ class Dissector:
         self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
         if self.on_conversation is not None:
             self.on_conversation(conv)
+        if (client[0], client[1], server[0], server[1]) in self.flows:
+            self.held -= 1  # a new SYN on a closed conversation's addresses: it is let go
         self.flows[(client[0], client[1], server[0], server[1])] = (conv, 0)
         self.flows[(server[0], server[1], client[0], client[1])] = (conv, 1)
-        if len(self.flows) > 2 * MAX_FLOWS:
-            self._prune()
+        self.held += 1
+        if self.held > self.sweep_at:
+            self._sweep(ts)
         return conv
+
+    def _sweep(self, now) -> None:
+        """Bound the conversations held (see MAX_HELD); the next sweep when twice as many as
+        are left are held (linear time however many conversations a capture has)."""
+        held = {id(c): c for c, _ in self.flows.values()}.values()
+        gone, open_ = [], []
+        for c in held:
+            if c.closed or c.ignored:
+                if now - c.last_ts > CLOSE_LINGER_NS:
+                    gone.append(c)
+            elif now - c.last_ts > IDLE_TIMEOUT_NS:
+                self._end_quiet(c, "idle")
+                gone.append(c)
+            else:
+                open_.append(c)
+        keep = MAX_HELD // 2
+        left = len(held) - len(gone)
+        if left > keep:
+            open_.sort(key=lambda c: (c.last_ts, c.stream))
+            for c in open_[: left - keep]:
+                self._end_quiet(c, "evicted")
+                gone.append(c)
+        self._forget(gone)
+        self.sweep_at = max(MAX_HELD, 2 * self.held)
+
+    def _end_quiet(self, conv, why) -> None:
+        """End an open conversation amqpcap stops following (``why``: its connections.closed_by)."""
+        conv.closed_by = conv.closed_by or why
+        self._finish(conv, conv.last_packet, conv.last_ts)
+
+    def _forget(self, convs) -> None:
+        """Drop ``convs`` (finished) from the flows, and write the rows of every finished
+        conversation no longer held."""
+        flows = self.flows
+        for c in convs:
+            del flows[(*c.client, *c.server)]
+            del flows[(*c.server, *c.client)]
+        self.held -= len(convs)
+        let_go = [c for c in self.done if flows.get((*c.client, *c.server), (None,))[0] is not c]
+        if let_go:
+            self._write_rows(let_go)
+            self.done = [c for c in self.done if c.row is not None]
 
     def _zero_window(self, conv, d, win, flags, number, ts) -> None:
         """Track periods in which side ``d`` advertises a zero receive window."""
@@ -356,17 +414,16 @@ class Dissector:
             if conv.zw_open[d ^ 1] is None:
                 conv.zw_open = None  # no period open: the conversation's packets are common again
 
-    def _prune(self) -> None:
-        for k in [k for k, (c, _) in self.flows.items() if c.closed or c.ignored]:
-            del self.flows[k]
-        self._write_done()
-
     def write_finished(self) -> None:
         """Write the connection rows of the conversations that have ended (live: at each segment)."""
         self._write_done()
 
     def _write_done(self) -> None:
-        for conv in sorted(self.done, key=lambda c: c.stream):
+        self._write_rows(self.done)
+        self.done = []
+
+    def _write_rows(self, convs) -> None:
+        for conv in sorted(convs, key=lambda c: c.stream):
             row = conv.row
             # packets after the closing FIN/RST still count; zero-window periods may close later
             row.update(
@@ -378,7 +435,6 @@ class Dissector:
             )
             self.t_conn.append(R.connection_row(row))
             conv.row = None
-        self.done = []
 
     def _ignore(self, conv) -> None:
         conv.ignored = True

@@ -404,6 +404,18 @@ def _method_table(version: str) -> dict:
     return out
 
 
+@cache
+def _known_methods(candidates: tuple) -> frozenset:
+    """Every (class, method) some candidate version knows: one set per candidate tuple, shared by
+    every decoder (one per decoder was its largest allocation)."""
+    return frozenset().union(*(_method_table(v) for v in candidates))
+
+
+@cache
+def _frame_types(version: str, inferring: bool) -> frozenset:
+    return frozenset(range(1, 9)) if inferring else frozenset(_spec.get(version).FRAME_TYPES) | {8}
+
+
 def _layout(fields):
     return None if fields is None else tuple(t for _, t in fields)
 
@@ -447,12 +459,9 @@ class Decoder09(StreamDecoder):
         self.tables = _spec.get(version)
         self.methods = self._lookup[version]
         self.properties = self.tables.PROPERTIES
-        if len(self.candidates) > 1:
-            self.frame_types = frozenset(range(1, 9))
-        else:
-            self.frame_types = frozenset(self.tables.FRAME_TYPES) | {8}
+        self.frame_types = _frame_types(version, len(self.candidates) > 1)
         # a resync proves a method frame by a (class, method) some candidate knows
-        self._known = frozenset().union(*(self._lookup[v] for v in self.candidates))
+        self._known = _known_methods(self.candidates)
 
     def _tuned(self, frame_max: int) -> None:
         # Allow the 8 bytes of framing the frame-max counts, and a little slack.

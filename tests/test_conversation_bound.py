@@ -1,0 +1,75 @@
+"""What a dissect holds is bounded by the conversations open, not by those seen: past
+pipeline.MAX_HELD, closed conversations quiet for a while and open ones quiet past the idle
+timeout are ended and forgotten, then the longest quiet open ones; every conversation still gets
+its one connections row."""
+
+import pyarrow.dataset as ds
+from fixtures import amqp09 as A
+from fixtures import pcapgen as P
+
+from amqpcap import pipeline
+from amqpcap.amqp.codec_0_9 import Decoder09
+
+S = 1_000_000_000
+
+
+def headers_only(n, step_ns, *, close=None):
+    """``n`` conversations, each a client sending only a protocol header, ``step_ns`` apart."""
+    segs = []
+    for i in range(n):
+        segs += P.tcp_conversation(
+            client_chunks=[A.protocol_header("0-9-1")],
+            client=(f"10.0.{i >> 8}.{i & 255}", 40000),
+            handshake=False,
+            acks=False,
+            close=close,
+            start_ns=P.START_NS + i * step_ns,
+        )
+    return P.pcap_bytes(P.to_packets(segs, 1))
+
+
+def dissect(tmp_path, blob, monkeypatch, held=8):
+    monkeypatch.setattr(pipeline, "MAX_HELD", held)
+    most = []
+    real = pipeline.Dissector._sweep
+
+    def sweep(self, now):
+        most.append(self.held)
+        real(self, now)
+        assert self.held <= held // 2 + 1 and len(self.flows) == 2 * self.held
+
+    monkeypatch.setattr(pipeline.Dissector, "_sweep", sweep)
+    cap = tmp_path / "c.pcap"
+    cap.write_bytes(blob)
+    pipeline.dissect([cap], tmp_path / "out")
+    conns = ds.dataset(tmp_path / "out" / "connections").to_table().to_pandas()
+    return conns, most
+
+
+def test_open_conversations_past_the_bound_are_evicted_quietest_first_with_their_rows(tmp_path, monkeypatch):
+    conns, most = dissect(tmp_path, headers_only(100, S // 1000), monkeypatch)
+    assert sorted(conns.tcp_stream) == list(range(100))  # one row each, none lost
+    assert max(most) == 9 and len(most) > 10  # swept whenever the bound is passed, never above it
+    ended = conns.set_index("tcp_stream").closed_by
+    # the quietest (the oldest here) are evicted; the last ones are still open at the end
+    assert (ended.loc[:80] == "evicted").all() and ended.loc[96:].isna().all()
+
+
+def test_open_conversations_quiet_past_the_idle_timeout_end_as_idle(tmp_path, monkeypatch):
+    conns, _ = dissect(tmp_path, headers_only(30, pipeline.IDLE_TIMEOUT_NS + S), monkeypatch)
+    ended = conns.set_index("tcp_stream").closed_by
+    assert sorted(conns.tcp_stream) == list(range(30))
+    assert (ended.loc[:20] == "idle").all()
+
+
+def test_closed_conversations_are_forgotten_after_their_linger_with_their_rows_written(tmp_path, monkeypatch):
+    step = pipeline.CLOSE_LINGER_NS + S
+    conns, most = dissect(tmp_path, headers_only(40, step, close="fin"), monkeypatch)
+    assert sorted(conns.tcp_stream) == list(range(40))
+    assert set(conns.closed_by) == {"client-fin"} and (conns.packets_c2s == 3).all()
+
+
+def test_decoders_share_their_tables_of_known_methods_and_frame_types():
+    a, b = Decoder09("0-9-1"), Decoder09("0-9-1")
+    assert a._known is b._known and a.frame_types is b.frame_types
+    assert Decoder09(infer=True)._known is Decoder09(infer=True)._known
