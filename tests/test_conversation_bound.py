@@ -73,3 +73,31 @@ def test_decoders_share_their_tables_of_known_methods_and_frame_types():
     a, b = Decoder09("0-9-1"), Decoder09("0-9-1")
     assert a._known is b._known and a.frame_types is b.frame_types
     assert Decoder09(infer=True)._known is Decoder09(infer=True)._known
+
+
+def test_show_keeps_the_addresses_of_the_conversations_held_only(tmp_path, monkeypatch):
+    import argparse
+    import io
+
+    from amqpcap.capture.reader import open_capture
+    from amqpcap.show import ShowSink
+
+    monkeypatch.setattr(pipeline, "MAX_HELD", 8)
+    cap = tmp_path / "c.pcap"
+    cap.write_bytes(headers_only(60, S // 1000))
+    opts = argparse.Namespace(
+        stream=None, channel=None, method=None, exchange=None, queue=None, routing_key=None,
+        absolute=False, frames=False, keep_secrets=False, fmt="text",
+    )  # fmt: skip
+    sink = ShowSink(opts, out=io.StringIO())
+    d = pipeline.Dissector(str(cap), sink, pipeline.Options(body_bytes=0))
+    most = []
+
+    def conversation(conv):
+        sink.conversation(conv)
+        most.append(len(sink.streams))
+
+    d.on_conversation = conversation
+    with open_capture(str(cap)) as source:
+        d.run(sink.first_packet(source))
+    assert len(most) == 60 and max(most) <= 9 + 1 and sink.streams == {}

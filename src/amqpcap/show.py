@@ -205,6 +205,14 @@ class ShowSink:
 
     def _connection(self, row) -> None:
         r = dict(zip(self._cols["connections"], row))
+        try:
+            self._rejected(r)
+        finally:  # the conversation's last row: what was kept to print its lines can go
+            self.streams.pop(r["tcp_stream"], None)
+            self.headed.discard(r["tcp_stream"])
+
+    def _rejected(self, r) -> None:
+        """A protocol header answered with another (the connection row of ``r``)."""
         if r["negotiation"] != "rejected" or not self._keep(r["tcp_stream"], None, "protocol-header", None):
             return
         if self.o.exchange or self.o.queue or self.o.routing_key:
