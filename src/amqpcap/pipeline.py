@@ -158,6 +158,14 @@ class Conversation:
         self.live = _liveness.Liveness()  # the compiled one with the compiled row builders
 
 
+def _link_type_text(linktype: int) -> str:
+    """A link type as the messages name it; a negative one is a record that came without one (a
+    scapy packet whose first layer scapy does not know as a link layer, e.g. Raw)."""
+    if linktype < 0:
+        return "link type: none (a packet without a link layer, e.g. scapy's Raw)"
+    return f"link type {linktype} ({_link.LINKTYPE_NAMES.get(linktype, 'unknown')})"
+
+
 class Dissector:
     """Dissects one capture into an open DatasetWriter."""
 
@@ -214,10 +222,8 @@ class Dissector:
         self._write_done()
         unsupported = self._unsupported
         if unsupported and self.nstreams == 0:
-            names = ", ".join(
-                f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported)
-            )
-            raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
+            names = ", ".join(_link_type_text(lt) for lt in sorted(unsupported))
+            raise CaptureError(self.capture, f"unsupported {names}", EXIT_LINKTYPE)
 
     def _packet(self, number, ts, linktype, data, wirelen, progress) -> None:
         """One packet record: the loop body (fastpipeline.pyx is this loop in C)."""
@@ -238,7 +244,7 @@ class Dissector:
                 number,
                 ts,
                 "unsupported-link-type",
-                f"link type {linktype} is not supported; its packets are skipped",
+                f"{_link_type_text(linktype)} is not supported; its packets are skipped",
             )
 
     def _parsed(self, number, ts, r) -> None:
