@@ -14,7 +14,12 @@ from amqpcap.pipeline import dissect
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAPTURES = os.path.normpath(os.path.join(HERE, "..", "captures"))
-PCAPS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(CAPTURES, "*.pcap")))
+# the AMQP 1.0 recordings (rabbitmq10_*) have truth files of their own format: their own tests
+PCAPS = sorted(
+    os.path.basename(p)[:-5]
+    for p in glob.glob(os.path.join(CAPTURES, "*.pcap"))
+    if not os.path.basename(p).startswith("rabbitmq10_")
+)
 TABLES = ("connections", "methods", "messages", "anomalies")
 PASSWORD = "s3cret-pw"
 WRONG_PASSWORD = "wrong-pw-0000"
