@@ -32,7 +32,7 @@ WIDTH_010 = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64, "sequence-no"
 U64 = st.integers(0, 2**64 - 1)
 # No shrinking: a failing capture of 600 packets shrinks for minutes; the seed reproduces it.
 EXAMPLES = settings(
-    max_examples=int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200")),
+    max_examples=int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "100")),
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
