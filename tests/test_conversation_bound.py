@@ -101,3 +101,32 @@ def test_show_keeps_the_addresses_of_the_conversations_held_only(tmp_path, monke
     with open_capture(str(cap)) as source:
         d.run(sink.first_packet(source))
     assert len(most) == 60 and max(most) <= 9 + 1 and sink.streams == {}
+
+
+def test_a_burst_of_closed_conversations_is_forgotten_before_an_open_one_is_evicted(tmp_path, monkeypatch):
+    segs = []
+    for i in range(3):  # long-lived: a heartbeat every 0.1 s through the whole burst
+        segs += P.tcp_conversation(
+            client_chunks=[A.protocol_header("0-9-1")] + [A.heartbeat()] * 60,
+            client=("10.1.0.1", 41000 + i),
+            handshake=False,
+            acks=False,
+            close=None,
+            start_ns=P.START_NS + i,
+            step_ns=S // 10,
+        )
+    for i in range(50):  # short-lived: open, a header, closed, all within the close linger
+        segs += P.tcp_conversation(
+            client_chunks=[A.protocol_header("0-9-1")],
+            client=(f"10.2.0.{i}", 40000),
+            handshake=False,
+            acks=False,
+            close="fin",
+            start_ns=P.START_NS + S + i * S // 20,
+            step_ns=S // 1000,
+        )
+    segs.sort(key=lambda s: s.ts_ns)
+    conns, most = dissect(tmp_path, P.pcap_bytes(P.to_packets(segs, 1)), monkeypatch)
+    assert len(conns) == 53 and len(most) > 5
+    long_lived = conns[conns.client_port.between(41000, 41002)]
+    assert long_lived.closed_by.isna().all() and (long_lived.frames_c2s == 60).all()

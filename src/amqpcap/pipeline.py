@@ -365,28 +365,32 @@ class Dissector:
         """Bound the conversations held (see MAX_HELD); the next sweep when twice as many as
         are left are held (linear time however many conversations a capture has)."""
         held = {id(c): c for c, _ in self.flows.values()}.values()
-        gone, open_ = [], []
+        gone, closed, open_ = [], [], []
         for c in held:
-            if c.closed or c.ignored:
-                if now - c.last_ts > CLOSE_LINGER_NS:
-                    gone.append(c)
-            elif now - c.last_ts > IDLE_TIMEOUT_NS:
+            quiet = now - c.last_ts
+            if c.closed:
+                (gone if quiet > CLOSE_LINGER_NS else closed).append(c)
+            elif quiet > IDLE_TIMEOUT_NS:
                 self._end_quiet(c, "idle")
                 gone.append(c)
             else:
                 open_.append(c)
-        keep = MAX_HELD // 2
-        left = len(held) - len(gone)
-        if left > keep:
-            open_.sort(key=lambda c: (c.last_ts, c.stream))
-            for c in open_[: left - keep]:
-                self._end_quiet(c, "evicted")
+        over = len(held) - len(gone) - MAX_HELD // 2
+        if over > 0:
+            # closed ones first (only their late packets are lost), then the quietest open ones
+            order = lambda c: (c.last_ts, c.stream)  # noqa: E731
+            for c in (sorted(closed, key=order) + sorted(open_, key=order))[:over]:
+                if not c.closed:
+                    self._end_quiet(c, "evicted")
                 gone.append(c)
         self._forget(gone)
         self.sweep_at = max(MAX_HELD, 2 * self.held)
 
     def _end_quiet(self, conv, why) -> None:
         """End an open conversation amqpcap stops following (``why``: its connections.closed_by)."""
+        if conv.ignored:  # not AMQP: nothing to finish or write
+            conv.closed = True
+            return
         conv.closed_by = conv.closed_by or why
         self._finish(conv, conv.last_packet, conv.last_ts)
 
