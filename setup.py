@@ -1,14 +1,14 @@
-"""Optional compiled extensions (amqpcap/amqp/accel.py EXTENSIONS: the 0-9 decoder, the row
-builders, the link parser, the pcap record walk, ...), built by Cython
-when it and a C compiler are there (pyproject.toml lists Cython as a build requirement).  Without
-them the install still succeeds, with a warning, and amqpcap runs its pure-Python code (accel.py
-decides at run time, ``AMQPCAP_PURE=1`` forces pure Python).
+"""Optional compiled parts (src/amqpcap/compiled.py PARTS: the 0-9 decoder, the row builder,
+the table buffer, the link parser, the pcap reader, the packet loop, the TCP reassembler), built
+by Cython when it and a C compiler are there (pyproject.toml lists Cython as a build
+requirement).  Without them the install still succeeds, with a warning, and amqpcap runs its
+pure-Python code (``AMQPCAP_PURE=1`` forces it; ``AMQPCAP_PURE_BUILD=1`` skips the build).
 
-Each extension is stamped with the hash of the sources it mirrors (its accel ``sources``), so that
-an edited source is never silently shadowed by an old build; ``AMQPCAP_PURE_BUILD=1`` skips them.
+Everything here comes from compiled.PARTS: the extensions, the stamp each is built with (the
+sources it mirrors: an edited source is never silently shadowed by an old build), and the
+package data that ships those sources so that an installed copy can check its stamps.
 """
 
-import hashlib
 import importlib.util
 import os
 import sys
@@ -17,21 +17,19 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-AMQP = os.path.join(HERE, "src", "amqpcap", "amqp")
+PACKAGE = os.path.join(HERE, "src", "amqpcap")
 
 
 def warn(msg: str) -> None:
     print(f"WARNING: amqpcap compiled code not built ({msg}); amqpcap runs pure Python", file=sys.stderr)
 
 
-def load_accel():
-    # accel.py by path: the package itself is not importable while it is being built
-    spec = importlib.util.spec_from_file_location("amqpcap_accel", os.path.join(AMQP, "accel.py"))
-    accel = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(accel)
-    # the stamps with hashlib's SHA-256: accel's own would load the decoder being rebuilt
-    accel.sha256 = hashlib.sha256
-    return accel
+def load_compiled():
+    # by path: the package itself is not importable while it is being built
+    spec = importlib.util.spec_from_file_location("amqpcap_compiled", os.path.join(PACKAGE, "compiled.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class OptionalBuildExt(build_ext):
@@ -58,7 +56,7 @@ class OptionalBuildExt(build_ext):
         super().copy_extensions_to_source()
 
 
-def extensions() -> list:
+def extensions(compiled) -> list:
     if os.environ.get("AMQPCAP_PURE_BUILD", "") not in ("", "0"):
         return []
     try:
@@ -66,13 +64,14 @@ def extensions() -> list:
     except ImportError as e:
         warn(f"Cython missing: {e}")
         return []
-    accel = load_accel()
     exts = []
-    for x in accel.EXTENSIONS.values():
-        pyx = os.path.relpath(os.path.join(x.directory, x.sources[0]), HERE)
-        stamp = accel.source_hash(x.directory, x.sources)
+    for part in compiled.PARTS.values():
+        pyx = os.path.join("src", "amqpcap", part.sources[0])
+        stamp = compiled.source_stamp(part.sources)
         exts.append(
-            Extension(x.module, [pyx], define_macros=[("AMQPCAP_SOURCE_SHA256", f'"{stamp}"')], optional=True)
+            Extension(
+                part.module, [pyx], define_macros=[("AMQPCAP_SOURCE_STAMP", f'"{stamp}"')], optional=True
+            )
         )
     try:
         # force: the stamp changes with the Python sources too, which Cython does not track
@@ -82,4 +81,14 @@ def extensions() -> list:
         return []
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+COMPILED = load_compiled()
+PACKAGE_DATA = COMPILED.package_data()
+PACKAGE_DATA.setdefault("amqpcap.spark", []).append("log4j2.properties")
+
+setup(
+    ext_modules=extensions(COMPILED),
+    cmdclass={"build_ext": OptionalBuildExt},
+    package_data=PACKAGE_DATA,
+    # Cython's generated C: built from the .pyx, not shipped
+    exclude_package_data={"": ["*.c", "*.html"]},
+)

@@ -8,7 +8,7 @@ rows and writing Parquet; this bench isolates the decoding.  It dissects CAPTURE
 recording every call the TCP reassembler makes into each conversation's ``ConnectionDecoder``
 (``data``, ``gap``, ``finish``), then replays those calls into fresh decoders, draining the
 events after each call as the pipeline does, and times the replay only (best of ``--runs``).
-It prints which decoder implementation ran (``amqpcap.amqp.accel``: the compiled core or
+It prints which decoder implementation ran (``amqpcap.compiled``: the compiled core or
 pure Python; ``AMQPCAP_PURE=1`` selects pure Python).  ``--profile``: one replay under
 cProfile, top 25 by own time.  It measures; it asserts nothing.
 """
@@ -24,8 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 
-from amqpcap import pipeline  # noqa: E402
-from amqpcap.amqp import accel  # noqa: E402
+from amqpcap import compiled, pipeline  # noqa: E402
 from amqpcap.amqp.decoder import ConnectionDecoder  # noqa: E402
 
 
@@ -80,7 +79,7 @@ def main() -> None:
     a = ap.parse_args()
     convs = record(a.capture)
     ncalls = sum(len(c) for _, c in convs)
-    print(f"decoder: {accel.describe()}")
+    print(f"decoder: {compiled.describe()}")
     print(f"{a.capture}: {len(convs)} conversations, {ncalls} decoder calls")
     if a.profile:
         import cProfile

@@ -13,7 +13,7 @@ Shapes (each built once, cached in bench/data/, not committed):
   frames), several frames per TCP segment, segments of at most 16 KiB (loopback-like;
   ``--mss 1448``: what a real network's Ethernet segments carry, frames cut across them).
 * ``rabbit``: the real RabbitMQ capture ``bench/record_bulk.py`` records (~35 MB, ~155k
-  packets, 13 connections of pika / py-amqp / kombu clients; the shape issue 10 measured).
+  packets, 13 connections of pika / py-amqp / kombu clients).
 * ``small``: about ``--packets`` packets of small-packet traffic (``bench_stats.build_small``:
   each publish and each delivery of a 32-256 B body in a packet of its own, confirms and
   acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
@@ -32,7 +32,8 @@ script, ~1.1 GB of disk), amqpcap run once on each, peak RSS side by side.
 ``--profile`` runs amqpcap in this process under cProfile instead (top 25 by own time).
 ``--reference-writer`` runs amqpcap with writer.py's reference table buffer and no Parquet
 thread (the writer before the compiled one), to measure what the compiled writer changes.
-It measures; it asserts nothing (not a timed test).
+Unless ``--no-doc``, the table of the captures measured against tshark replaces this script's
+block of docs/performance.md (bench/perfdoc.py).  It measures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -431,7 +432,8 @@ def profile(cap: str, frames: bool) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(label: str, cap: str, a) -> None:
+def report(label: str, cap: str, a) -> str | None:
+    """Print one capture's figures; return its row of the performance.md table (None without tshark)."""
     size = os.path.getsize(cap)
     tshark = not a.no_tshark and shutil.which("tshark") is not None
     r = Runs(cap, a.runs, a.frames, a.reference_writer, tshark)
@@ -444,7 +446,7 @@ def report(label: str, cap: str, a) -> None:
     )
     if not tshark:
         print("  tshark:  not run")
-        return
+        return None
     tel = min(r.tshark)
     print(
         f"  tshark:  {tel:7.2f} s  {size / 1e6 / tel:7.1f} MB/s  {s['packets'] / tel:9,.0f} packets/s  "
@@ -462,6 +464,40 @@ def report(label: str, cap: str, a) -> None:
         f"{el - e_el:.2f} s against {tel - e_tel:.2f} s ({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x)",
         flush=True,
     )
+    return (
+        f"| {label}: {os.path.basename(cap)}, {size / 1e6:.0f} MB, {s['packets']:,} packets "
+        f"| {el:.2f} s, {r.rss / 1e6:.0f} MB | {tel:.2f} s, {r.tshark_rss / 1e6:.0f} MB "
+        f"| **{tel / el:.1f}x** (median pair {pairs[len(pairs) // 2]:.1f}x) |"
+    )
+
+
+def write_doc(rows: list, big: list, a) -> None:
+    """Rewrite this script's block of docs/performance.md with the rows just measured."""
+    import perfdoc
+
+    from amqpcap.compiled import describe
+
+    lines = [
+        "## Dissect against tshark",
+        "",
+        "`amqpcap dissect` (default tables) against `tshark -n -r CAPTURE -Y amqp -T fields` with",
+        f"{len(TSHARK_FIELDS)} AMQP fields, each tool in a process of its own, wall time from start to",
+        f"exit and peak RSS; best of {a.runs} runs, the two tools' runs alternating (the ratio's median",
+        "is over the pairs of runs made back to back).",
+        "",
+        "Command: `python bench/bench_dissect.py " + " ".join(sys.argv[1:]) + "`",
+        "",
+        "Machine: " + perfdoc.machine() + ".",
+        "",
+        *perfdoc.versions(describe()),
+        "",
+        "| capture | amqpcap | tshark | amqpcap vs tshark |",
+        "| --- | --- | --- | --- |",
+        *rows,
+    ]
+    if big:
+        lines += ["", "Peak RSS on large bulk captures (amqpcap alone, one run):", "", *big]
+    perfdoc.write_block("bench_dissect", "\n".join(lines))
 
 
 _FIXED: dict[bytes, tuple[float, float]] = {}
@@ -502,6 +538,7 @@ def main() -> int:
     ap.add_argument("--capture", help="bench this capture instead of the built ones")
     ap.add_argument("--profile", action="store_true", help="cProfile amqpcap's run, top 25 functions")
     ap.add_argument("--no-tshark", action="store_true")
+    ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md's block")
     ap.add_argument("--frames", action="store_true", help="also write the frames table")
     ap.add_argument("--runs", type=int, default=2, help="best of N runs for each tool")
     ap.add_argument(
@@ -519,12 +556,13 @@ def main() -> int:
         )
         if "rabbit" in shapes:
             caps.append(("rabbit", recorded_capture()))
+    rows, big = [], []
     for label, cap in caps:
         if a.profile:
             print(f"[{label}] {cap}")
             profile(cap, a.frames)
         else:
-            report(label, cap, a)
+            rows.append(report(label, cap, a))
     if a.big:
         for mb in (100, 1000):
             cap = bulk_capture(mb)
@@ -534,6 +572,10 @@ def main() -> int:
                 f"peak RSS {rss / 1e6:6.0f} MB",
                 flush=True,
             )
+            big.append(f"- {mb} MB: {el:.2f} s, peak RSS {rss / 1e6:.0f} MB")
+    rows = [r for r in rows if r]
+    if rows and not a.no_doc:
+        write_doc(rows, big, a)
     return 0
 
 

@@ -7,8 +7,8 @@ For each run (a process of its own, set up as the amqpcap command sets up its pr
 dissect's wall time and process CPU time; the Parquet thread's batches (how many, their wall
 time and their own CPU time, ``time.thread_time``); and how long the main thread waited for
 them (a batch still in flight when QUEUED were, and the waits at close).  A batch whose wall
-time is well above its CPU time waited for the GIL: that is how stop 21 found the switch
-interval (docs/design.md, "Stop 21").  ``--batches`` lists every batch (start ms, wall ms,
+time is well above its CPU time waited for the GIL (what ``pipeline.SWITCH_INTERVAL`` is
+set for).  ``--batches`` lists every batch (start ms, wall ms,
 CPU ms, rows); ``--switch-interval`` sets the interval the hot loop uses instead of
 ``pipeline.SWITCH_INTERVAL``, to sweep it.  It measures; it asserts nothing.
 """

@@ -155,7 +155,7 @@ class Scenario:
             return r.randint(128, 1024)
         if i % 10000 == 1000:
             return r.randint(FRAME_MAX + 1, 3 * FRAME_MAX)  # several body frames
-        # mostly small, like the capture (35 MB, 194k packets, 60k message rows), with a tail
+        # mostly small (a production capture of 35 MB had 194k packets and 60k message rows), with a tail
         x = r.random()
         if x < 0.001:
             lo, hi = 16384, 65536

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
-# System packages: gcc + python3-dev (build the optional compiled decoder and row builder),
+# System packages: gcc + python3-dev (build the optional compiled parts, setup.py),
 # tshark (differential tests against Wireshark's dissector), tcpdump (a real loopback capture
 # read back by our reader), rabbitmq-server (amqpcap live against a real broker on loopback),
 # capsh (libcap2-bin: live without capture privilege, as root).
@@ -15,7 +15,7 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v capsh >/dev/null 2>&1 || need+=(libcap2-bin)
-# setup.py builds the compiled parts when these are there; tests/amqp and tests/records run both paths
+# setup.py builds the compiled parts when these are there
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
@@ -31,9 +31,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test,spark]"
-.venv/bin/python -c 'from amqpcap.amqp import accel; print("0-9 decoder:", accel.describe())'
+.venv/bin/amqpcap --version
 # lint and format (pyproject.toml [tool.ruff]): a finding fails the run before the tests
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .
 export AMQPCAP_REQUIRE_TOOLS="${AMQPCAP_REQUIRE_TOOLS:-${CI:-}}"
-exec .venv/bin/python -m pytest -q "$@"
+# the whole suite twice: with every compiled part, then with none (the pure-Python reference)
+echo "== compiled parts in use"
+.venv/bin/python -m pytest -q "$@"
+echo "== pure Python (AMQPCAP_PURE=1)"
+AMQPCAP_PURE=1 .venv/bin/python -m pytest -q "$@"

@@ -241,17 +241,16 @@ def test_force_over_an_existing_file_leaves_no_old_copy(tmp_path):
 
 
 def test_version_names_the_decoder_that_runs():
-    from amqpcap import __version__
-    from amqpcap.amqp import accel
+    from amqpcap import __version__, compiled
 
     r = run("--version")
     assert r.returncode == 0
-    assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: {accel.describe()})"
+    assert r.stdout.strip() == f"amqpcap {__version__} ({compiled.describe()})"
     r = run("--version", env={**os.environ, "AMQPCAP_PURE": "1"})
     pure = "pure Python (AMQPCAP_PURE is set)"
-    others = "".join(f"; {x.what}: {pure}" for name, x in accel.EXTENSIONS.items() if name != "fast09")
-    assert r.stdout.strip() == f"amqpcap {__version__} (0-9 decoder: {pure}{others})"
-    assert "row builder: " in others and "link parser: " in others
+    parts = "; ".join(f"{p.what}: {pure}" for p in compiled.PARTS.values())
+    assert r.stdout.strip() == f"amqpcap {__version__} ({parts})"
+    assert "decoder: " in parts and "row builder: " in parts and "link parser: " in parts
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)

@@ -1,4 +1,4 @@
-"""Mutation tests over the shipped real captures (issue 5, "Fuzzing").
+"""Mutation tests over the shipped real captures.
 
 Each mutant is one real capture with one mutation from ``fixtures/mutate.py``
 (flipped payload bytes, dropped / duplicated / reordered packets, hostile AMQP

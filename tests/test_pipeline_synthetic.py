@@ -24,13 +24,12 @@ from fixtures import amqpconv as C
 from fixtures import pcapgen as P
 from fixtures.compiled import both_ways, built_or_skip
 
-from amqpcap import pipeline
-from amqpcap.amqp import accel
+from amqpcap import compiled, pipeline
 from amqpcap.capture.reader import CaptureError
 from amqpcap.pipeline import dissect
 from amqpcap.records.writer import DatasetWriter, OutputExists
 
-# Every test runs with Dissector._packet alone and with the compiled packet loop in front of it.
+# Every test runs with Dissector.handle_record alone and with the compiled packet loop in front of it.
 loop = both_ways(pipeline, "fastpipeline", "loop")
 
 MASK = 0xFFFFFFFF
@@ -907,10 +906,10 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
     )
     assert p.returncode == 0, p.stderr
     assert "loaded []" in p.stdout and "ast False" in p.stdout and "typing False" in p.stdout
-    # the compiled decoder hashes with OpenSSL's SHA-256 itself (accel's stamps too): no hashlib
-    if accel.select("fast09") is not None:
+    # the compiled decoder hashes with OpenSSL's SHA-256 itself: no hashlib
+    if compiled.select("fast09") is not None:
         assert "hashlib False" in p.stdout, p.stdout
-    if accel.select("fastrows") is not None:
+    if compiled.select("fastrows") is not None:
         assert "json False" in p.stdout, p.stdout
     dissect([capture_file], str(tmp_path / "lib"))
     for t in ("connections", "methods", "messages", "anomalies"):
@@ -1099,13 +1098,13 @@ def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypa
 
 
 def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeypatch):
-    """Only handshakes, ends and the first packet of a conversation go to Dissector._parsed
+    """Only handshakes, ends and the first packet of a conversation go to Dissector.handle_parsed
     (the comparisons above would pass with a loop that handed every packet over), and no
     packet is parsed twice."""
     built_or_skip("fastpipeline")
     pipeline.use_compiled(True)  # in both runs of the module's fixture (it restores the choice)
     seen, parses = [], []
-    reference, parse = pipeline.Dissector._parsed, pipeline._link.parse_packet
+    reference, parse = pipeline.Dissector.handle_parsed, pipeline._link.parse_packet
 
     def counted(self, number, *rest):
         seen.append(number)
@@ -1115,7 +1114,7 @@ def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeyp
         parses.append(linktype)
         return parse(linktype, data)
 
-    monkeypatch.setattr(pipeline.Dissector, "_parsed", counted)
+    monkeypatch.setattr(pipeline.Dissector, "handle_parsed", counted)
     monkeypatch.setattr(pipeline._link, "parse_packet", parse_counted)
     segs = conv.segments()
     t = run(tmp_path, segs)
@@ -1168,9 +1167,9 @@ def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(con
 
     monkeypatch.setattr(pipeline, "Conversation", Other)
     seen = []
-    reference = pipeline.Dissector._parsed
+    reference = pipeline.Dissector.handle_parsed
     monkeypatch.setattr(
-        pipeline.Dissector, "_parsed", lambda self, n, *r: seen.append(n) or reference(self, n, *r)
+        pipeline.Dissector, "handle_parsed", lambda self, n, *r: seen.append(n) or reference(self, n, *r)
     )
     other = run(tmp_path, segs, name="other.pcap")
     assert Other.made == 1 and len(other["methods"]) == 23
@@ -1180,9 +1179,9 @@ def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(con
 
 
 def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
-    """A zero-window period sends the conversation's packets to Dissector._parsed while it is
-    open; once it reopens they are the compiled loop's again (they were not, for the rest of
-    the conversation, until stop 19), and the period is reported the same either way."""
+    """A zero-window period sends the conversation's packets to Dissector.handle_parsed while it is
+    open; once it reopens they are the compiled loop's again, and the period is reported the
+    same either way."""
     built_or_skip("fastpipeline")
     segs = conv.segments()
     s2c = [
@@ -1192,18 +1191,18 @@ def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_p
     reopen = next(i for i in range(zero + 1, len(segs)) if segs[i].direction == "s2c")
     segs[zero] = segs[zero].copy(window=0)
     tables = {}
-    for compiled in (False, True):
-        pipeline.use_compiled(compiled)
+    for on in (False, True):
+        pipeline.use_compiled(on)
         seen = []
-        reference = pipeline.Dissector._parsed
+        reference = pipeline.Dissector.handle_parsed
 
         def counted(self, number, *rest, _seen=seen, _ref=reference):
             _seen.append(number)
             return _ref(self, number, *rest)
 
-        monkeypatch.setattr(pipeline.Dissector, "_parsed", counted)
-        tables[compiled] = run(tmp_path, segs, name=f"{compiled}.pcap")
-        monkeypatch.setattr(pipeline.Dissector, "_parsed", reference)
+        monkeypatch.setattr(pipeline.Dissector, "handle_parsed", counted)
+        tables[on] = run(tmp_path, segs, name=f"{on}.pcap")
+        monkeypatch.setattr(pipeline.Dissector, "handle_parsed", reference)
     zw = {c: [r["zero_windows"] for r in t["connections"]] for c, t in tables.items()}
     assert zw[True] == zw[False]
     (periods,) = [json.loads(z) for z in zw[True] if z]

@@ -100,9 +100,9 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        from amqpcap.amqp import accel
+        from amqpcap import compiled
 
-        print(f"amqpcap {__version__} (0-9 decoder: {accel.describe()})")
+        print(f"amqpcap {__version__} ({compiled.describe()})")
         parser.exit()
 
 

@@ -1,25 +1,25 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled packet loop of ``pipeline.Dissector`` (optional; see amqp/accel.py).
+"""Compiled packet loop of ``pipeline.Dissector`` (optional; see compiled.py).
 
 The common packet in C: a parsed TCP segment of a conversation already known, with no SYN,
 FIN or RST, nothing cut by the snapshot length and a window that is open (and was open): its
 counts, the acknowledgement, the payload into the stream, the events out.  Every other packet
 (the first of a conversation, handshakes and ends, zero windows, truncation, anything not TCP
-or malformed) goes to ``Dissector._parsed``, the reference, with the parse already done; a
-link type not supported to ``Dissector._unsupported_link``.  What is done with a packet is the
+or malformed) goes to ``Dissector.handle_parsed``, the reference, with the parse already done; a
+link type not supported to ``Dissector.unsupported_link``.  What is done with a packet is the
 reference's by construction.
 """
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 # TCP flags (capture/link.py's)
 cdef int SYN = 0x02, FIN = 0x01, RST = 0x04, ACK = 0x10
@@ -85,7 +85,7 @@ cdef class Loop:
 
 
 def run(dis, source, progress, parse):
-    """``for record in source: dis._packet(*record, progress)``, the common TCP segment in C;
+    """``for record in source: dis.handle_record(*record, progress)``, the common TCP segment in C;
     the number of the last packet.  A source with ``batches()`` (the reader's lists of
     records) is taken a list at a time: its generator resumes once a chunk, not a packet."""
     cdef Loop loop = Loop(dis, progress, parse)
@@ -111,10 +111,10 @@ cdef object packet(Loop loop, record):
     try:
         parsed = loop.parse(linktype, data)
     except UnsupportedLinkType:
-        dis._unsupported_link(number, ts, linktype)
+        dis.unsupported_link(number, ts, linktype)
     else:
         if not common(loop, parsed, number, ts):
-            dis._parsed(number, ts, parsed)
+            dis.handle_parsed(number, ts, parsed)
     if loop.progress is not None and not number & 0x3FFF:
         dis.bytes += loop.nbytes
         loop.nbytes = 0
@@ -123,7 +123,7 @@ cdef object packet(Loop loop, record):
 
 
 cdef bint common(Loop loop, parsed, number, ts) except -1:
-    """Dissector._parsed for a TCP segment of a known conversation with no SYN, FIN or RST,
+    """Dissector.handle_parsed for a TCP segment of a known conversation with no SYN, FIN or RST,
     nothing cut and the window open (and not closing a zero-window period); False, having done
     nothing, for any other packet."""
     cdef tuple r, entry
@@ -162,7 +162,7 @@ cdef bint common(Loop loop, parsed, number, ts) except -1:
             loop.messages
         )
         if rest:
-            loop.dis._emit_rest(conv, rest)
+            loop.dis.emit_rest(conv, rest)
     if dec.undecoded and not dec.is_amqp:
-        loop.dis._ignore(conv)
+        loop.dis.ignore_conversation(conv)
     return True

@@ -15,7 +15,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
 from amqpcap.capture import link as _link
@@ -150,7 +150,7 @@ class Conversation:
         self.ignored = False
         self.row = None
         # per direction: the index in zero_windows of the period open, or None; None while
-        # neither direction has one open (the compiled loop leaves the packet to _parsed otherwise)
+        # neither direction has one open (the compiled loop leaves the packet to handle_parsed otherwise)
         self.zw_open = None
         self.zero_windows = None  # list of closed/open periods, created on the first one
         # frames, heartbeats and silences per direction (heartbeat health without --frames),
@@ -207,7 +207,7 @@ class Dissector:
             number = _compiled_loop(self, source, progress, _link.parse_packet)
         else:
             number = 0
-            packet = self._packet
+            packet = self.handle_record
             for number, ts, linktype, data, wirelen in source:
                 packet(number, ts, linktype, data, wirelen, progress)
         self.packets = number
@@ -225,19 +225,19 @@ class Dissector:
             names = ", ".join(_link_type_text(lt) for lt in sorted(unsupported))
             raise CaptureError(self.capture, f"unsupported {names}", EXIT_LINKTYPE)
 
-    def _packet(self, number, ts, linktype, data, wirelen, progress) -> None:
+    def handle_record(self, number, ts, linktype, data, wirelen, progress) -> None:
         """One packet record: the loop body (fastpipeline.pyx is this loop in C)."""
         self.bytes += wirelen
         try:
             r = _link.parse_packet(linktype, data)
         except _link.UnsupportedLinkType:
-            self._unsupported_link(number, ts, linktype)
+            self.unsupported_link(number, ts, linktype)
         else:
-            self._parsed(number, ts, r)
+            self.handle_parsed(number, ts, r)
         if progress is not None and not number & 0x3FFF:
             self.tick(number, progress)
 
-    def _unsupported_link(self, number, ts, linktype) -> None:
+    def unsupported_link(self, number, ts, linktype) -> None:
         if linktype not in self._unsupported:
             self._unsupported.add(linktype)
             self._capture_anomaly(
@@ -247,7 +247,7 @@ class Dissector:
                 f"{_link_type_text(linktype)} is not supported; its packets are skipped",
             )
 
-    def _parsed(self, number, ts, r) -> None:
+    def handle_parsed(self, number, ts, r) -> None:
         """A parsed packet (fastpipeline.pyx: the common TCP segment in C, every other one here)."""
         if type(r) is not Packet:
             if r is not None:  # link.Malformed: why the IP/TCP packet cannot be used
@@ -290,7 +290,7 @@ class Dissector:
         if dec.events:
             self._emit(conv, dec.pop_events())
         if dec.undecoded and not dec.is_amqp:
-            self._ignore(conv)
+            self.ignore_conversation(conv)
             return
         if flags & (FIN | RST):
             if flags & FIN or flags & ACK:
@@ -446,7 +446,7 @@ class Dissector:
             self.t_conn.append(R.connection_row(row))
             conv.row = None
 
-    def _ignore(self, conv) -> None:
+    def ignore_conversation(self, conv) -> None:
         conv.ignored = True
         conv.decoder = None
         conv.streams = None
@@ -476,9 +476,9 @@ class Dissector:
             events, self.capture, conv.stream, conv.decoder.version, self.t_methods, self.t_messages
         )
         if rest:
-            self._emit_rest(conv, rest)
+            self.emit_rest(conv, rest)
 
-    def _emit_rest(self, conv, rest) -> None:
+    def emit_rest(self, conv, rest) -> None:
         """The events ``rows.append_rows`` left: frames, anomalies, heartbeats."""
         st, cap = conv.stream, self.capture
         ta, tf = self.t_anom, self.t_frames
@@ -537,14 +537,14 @@ class Dissector:
         return row
 
 
-# The per-packet loop: Dissector._packet for every packet, or the compiled loop
+# The per-packet loop: Dissector.handle_record for every packet, or the compiled loop
 # (fastpipeline.pyx) that runs the common packet in C and hands every other one to it.
 _compiled_loop = None
 
 
 def use_compiled(on: bool) -> None:
-    """Run the compiled packet loop (``on``; it must be built) or ``Dissector._packet`` alone.
-    accel.select() makes the choice once at import."""
+    """Run the compiled packet loop (``on``; it must be built) or ``Dissector.handle_record`` alone.
+    compiled.select() makes the choice once at import."""
     global _compiled_loop
     if on:
         from amqpcap import fastpipeline
@@ -560,7 +560,7 @@ def compiled_in_use() -> bool:
     return _compiled_loop is not None
 
 
-use_compiled(accel.select("fastpipeline") is not None)
+use_compiled(compiled.select("fastpipeline") is not None)
 
 
 def _progress_printer(path: str):

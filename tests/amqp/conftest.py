@@ -1,5 +1,5 @@
 """Every test here runs twice: with the pure-Python frame walker (the reference) and with the
-compiled one (fast09, accel.py), whichever is the process default.
+compiled one (fast09, compiled.py), whichever is the process default.
 
 Without a built (and current) compiled decoder the "compiled" runs are skipped, and fail when
 AMQPCAP_REQUIRE_TOOLS is set: CI builds it (scripts/test.sh), and a CI run that silently tested

@@ -24,7 +24,6 @@ from fixtures.compiled import built_or_skip, own_choice
 
 from amqpcap import pipeline
 from amqpcap.amqp import codec_0_9
-from amqpcap.amqp.codec_0_9 import Decoder09
 from amqpcap.records import writer
 
 walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
@@ -144,7 +143,7 @@ def test_a_deferred_digest_is_handed_on_and_reads_as_its_text(fast09):
     codec_0_9.use_compiled(True)
     rng = random.Random(1)
     stream, bodies = big_contents(rng, 6)
-    dec = Decoder09("0-9-1")
+    dec = codec_0_9.Decoder09("0-9-1")
     dec.deferred_digests = True
     dec.feed(0, stream, 0, 1, 1000)
     contents = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]

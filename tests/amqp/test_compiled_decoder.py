@@ -1,4 +1,4 @@
-"""The compiled frame walker (fast09) against the pure-Python reference, and how accel.py
+"""The compiled frame walker (fast09) against the pure-Python reference, and how compiled.py
 chooses between them.
 
 The rest of tests/amqp runs with both walkers (conftest.py); here the two are compared
@@ -22,9 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
-from amqpcap.amqp import accel, codec_0_9
+from amqpcap.amqp import codec_0_9
 from amqpcap.amqp import spec as spec_tables
-from amqpcap.amqp.codec_0_9 import Decoder09
 
 walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
 
@@ -37,70 +36,21 @@ def fast09():
 # --- the choice ------------------------------------------------------------------------------
 
 
-class FakeBuild:
-    __file__ = "/x/fast09.cpython-311-x86_64-linux-gnu.so"
-
-    def __init__(self, stamp):
-        self.SOURCE_SHA256 = stamp
-
-
-def test_pure_env_var_selects_the_reference_even_with_a_current_build():
-    module, why = accel.choose({"AMQPCAP_PURE": "1"}, FakeBuild(accel.source_hash()))
-    assert module is None and "AMQPCAP_PURE" in why
-    assert accel.choose({"AMQPCAP_PURE": "0"}, FakeBuild(accel.source_hash()))[0] is not None
-
-
-def test_no_build_selects_the_reference():
-    module, why = accel.choose({}, None)
-    assert module is None and "not built" in why
-
-
-def test_a_build_from_other_sources_is_stale_and_not_used(tmp_path):
-    built = FakeBuild(accel.source_hash())
-    assert accel.choose({}, built)[0] is built
-    # an edited source next to the extension: its stamp no longer matches
-    for name in accel.SOURCES:
-        (tmp_path / name).write_bytes(open(os.path.join(accel.HERE, name), "rb").read())
-    assert accel.choose({}, built, str(tmp_path))[0] is built
-    with open(tmp_path / "codec_0_9.py", "a") as f:
-        f.write("# edited\n")
-    module, why = accel.choose({}, built, str(tmp_path))
-    assert module is None and "stale" in why and "pip install -e ." in why
-    # a missing source cannot be checked: not used either
-    os.remove(tmp_path / "fast09.pyx")
-    assert accel.choose({}, FakeBuild(accel.source_hash(str(tmp_path))), str(tmp_path))[0] is None
-
-
-def test_an_extension_that_does_not_load_is_not_used(monkeypatch):
-    import amqpcap.amqp
-
-    monkeypatch.setitem(sys.modules, "amqpcap.amqp.fast09", None)  # the import fails
-    monkeypatch.delattr(amqpcap.amqp, "fast09", raising=False)
-    assert accel.built() is None
-    module, why = accel.choose({}, accel.Broken(ImportError("cannot import name 'Pending'")))
-    assert module is None and "stale" in why
-
-
-def test_a_stale_build_is_reported_in_one_line_on_stderr(fast09, monkeypatch, capsys):
-    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
-    monkeypatch.setattr(accel, "_choice", None)
-    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE: "0" * 64)
-    assert accel.select() is None
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("amqpcap: warning: pure Python (compiled decoder is stale")
+# (tests/test_compiled_switch.py: pure when asked, not built or stale, for every part)
 
 
 def _active(env: dict) -> str:
-    code = "from amqpcap.amqp import accel, codec_0_9; print(codec_0_9.compiled_in_use(), accel.describe())"
+    code = "from amqpcap import compiled; from amqpcap.amqp import codec_0_9; "
+    code += "print(codec_0_9.compiled_in_use(), compiled.describe())"
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 
 
 def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fast09):
     r = _active({})
-    assert r.stdout.startswith("True compiled (fast09") and r.stderr == ""
+    assert r.stdout.startswith("True decoder: compiled (fast09") and r.stderr == ""
     r = _active({"AMQPCAP_PURE": "1"})
-    assert r.stdout.startswith("False pure Python (AMQPCAP_PURE is set)") and r.stderr == ""
+    assert r.stdout.startswith("False decoder: pure Python (AMQPCAP_PURE is set)") and r.stderr == ""
 
 
 # --- same events -----------------------------------------------------------------------------
@@ -188,7 +138,7 @@ def events(compiled: bool, version: str, chunks, frame_events: bool = True, **kw
     """The events (repr: a NaN in a table compares equal to itself), and the frames tallied
     per (direction, time) last."""
     codec_0_9.use_compiled(compiled)
-    dec = Decoder09(version, **kw)
+    dec = codec_0_9.Decoder09(version, **kw)
     tallied: dict = {}
     dec.frame_events = frame_events
     dec.tally = lambda d, ts, n: tallied.__setitem__((d, ts), tallied.get((d, ts), 0) + n)
@@ -280,41 +230,20 @@ def test_compiled_and_reference_write_identical_tables_for_every_capture(fast09,
         assert t.equals(tables[True][name]), name
 
 
-# (made with, then the walker for each packet): a reference Direction under the compiled walker;
-# a content begun by the reference walker in a compiled Direction, and the other way round
-@pytest.mark.parametrize(
-    "walkers", [(False, True, True, True), (True, False, True, True), (True, True, False, True)]
-)
-def test_the_walker_switched_between_packets_decodes_the_same(fast09, walkers):
-    """A decoder keeps the Direction and Pending classes it was made with (or began a content
-    with): the compiled walker hands what is not its own to the reference, never reads the
-    wrong fields."""
-    publish = A.method_frame(1, "basic.publish", exchange="e", routing_key="r") + A.header_frame(1, 60, 5, {})
-    chunks = [publish + A.body_frame(1, b"ab"), A.body_frame(1, b"cd"), A.body_frame(1, b"e") + publish]
-    out = {}
-    for switching in (False, True):
-        codec_0_9.use_compiled(walkers[0] if switching else False)
-        dec = Decoder09()
-        off, seen = 0, []
-        for i, c in enumerate(chunks):
-            if switching:
-                codec_0_9.use_compiled(walkers[i + 1])
-            dec.feed(0, c, off, i + 1, i)
-            off += len(c)
-            seen += [repr(e) for _, e in dec.pop_events()]
-        out[switching] = seen
-    assert out[True] == out[False]
-    assert any("body=b'abcde'" in e and "complete=True" in e for e in out[True])
-
-
 def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypatch):
     """Not a walker that hands everything to the reference (the comparisons above would pass)."""
 
     def reference(*args):
         raise AssertionError("the reference was called for a well-formed frame")
 
-    for name in ("_frames_reference", "_method_frame", "_header", "_body_frame", "_end_content"):
-        monkeypatch.setattr(Decoder09, name, reference)
+    for name in (
+        "frames_reference",
+        "decode_method_frame",
+        "decode_header_frame",
+        "decode_body_frame",
+        "end_content",
+    ):
+        monkeypatch.setattr(codec_0_9.Decoder09Py, name, reference)
     data = (
         A.method_frame(1, "basic.publish", exchange="e", routing_key="r")
         + A.header_frame(
@@ -325,7 +254,7 @@ def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypat
         + A.heartbeat()
     )
     codec_0_9.use_compiled(True)
-    dec = Decoder09()
+    dec = codec_0_9.Decoder09()
     dec.feed(0, data, 0, 1, 0)
     content = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
     assert len(content) == 1 and content[0].complete and content[0].body == b"abcde"
@@ -342,7 +271,7 @@ def test_a_decoder_is_freed_with_its_last_reference_after_the_walker_ran(fast09)
     import weakref
 
     codec_0_9.use_compiled(True)
-    dec = Decoder09()
+    dec = codec_0_9.Decoder09()
     seen = []
     dec.tally = lambda d, ts, n: seen.append(n)
     dec.frame_events = False
@@ -369,11 +298,11 @@ def test_a_frame_max_tuned_between_packets_is_seen_by_the_compiled_walker(fast09
     seen = {}
     for compiled in (False, True):
         codec_0_9.use_compiled(compiled)
-        dec = Decoder09("0-9-1")
+        dec = codec_0_9.Decoder09("0-9-1")
         dec.frame_events = False
         dec.feed(0, first, 0, 1, 0)
         out = [repr(e) for _, e in dec.pop_events()]
-        dec._tuned(4096)
+        dec.tuned(4096)
         dec.feed(0, second, len(first), 2, 1)
         seen[compiled] = out + [repr(e) for _, e in dec.pop_events()]
     assert seen[True] == seen[False]
@@ -393,7 +322,7 @@ def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
     got = {}
     for compiled in (False, True):
         codec_0_9.use_compiled(compiled)
-        dec = Decoder09()
+        dec = codec_0_9.Decoder09()
         dec.feed(0, data, 0, 1, 0)
         (c,) = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
         got[compiled] = (c.body_hash, c.body_received, c.complete)

@@ -26,7 +26,8 @@ from fixtures import amqp09 as A
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqpcap.amqp.codec_0_9 import DecodeError, Decoder09, decode_table
+from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.codec_0_9 import DecodeError, decode_table
 from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
 
 EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
@@ -81,7 +82,7 @@ def assert_events_sane(events) -> None:
 
 def run(version, chunks, *, start=0, midstream=False, gaps=(), **kw):
     """Feed ``chunks`` (list of bytes) with ``gaps`` {chunk index: lost bytes before it}; finish; events."""
-    dec = Decoder09(version, **kw)
+    dec = codec_0_9.Decoder09(version, **kw)
     if midstream:
         dec.start_midstream(0, start)
     off = start

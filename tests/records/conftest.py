@@ -1,5 +1,5 @@
 """Every test here runs twice: with the pure-Python row builders (rows.py, the reference) and
-with the compiled ones (fastrows, amqp/accel.py), whichever is the process default.
+with the compiled ones (fastrows, compiled.py), whichever is the process default.
 
 Without a built (and current) compiled row builder the "compiled" runs are skipped, and fail
 when AMQPCAP_REQUIRE_TOOLS is set: CI builds it (scripts/test.sh), and a CI run that silently

@@ -1,5 +1,5 @@
 """The compiled row builders (fastrows) against the pure-Python reference (rows.py), and how
-accel.py chooses them.
+compiled.py chooses them.
 
 The rest of tests/records runs with both builders (conftest.py); here the two are compared
 directly, value and type (``repr``: True is not 1, NaN equals itself): the rows of every event
@@ -18,8 +18,7 @@ from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqpcap import pipeline
-from amqpcap.amqp import accel
+from amqpcap import compiled, pipeline
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
 
@@ -41,33 +40,12 @@ def outcome(build, *args) -> tuple:
 # --- the choice ------------------------------------------------------------------------------
 
 
-# (tests/test_accel.py: pure when asked, not built or stale, for every extension)
-ROWS_DIR = accel.EXTENSIONS["fastrows"].directory
-
-
-def test_a_stale_row_builder_is_reported_in_one_line_on_stderr(fastrows, monkeypatch, capsys):
-    monkeypatch.delenv("AMQPCAP_PURE", raising=False)  # the suite may run with it set
-    monkeypatch.setattr(accel, "_choice", None)
-    monkeypatch.setattr(accel, "source_hash", lambda directory=accel.HERE, sources=accel.SOURCES: "0" * 64)
-    assert accel.select("fastrows") is None
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert err.startswith("amqpcap: warning: pure Python (compiled row builder is stale")
-
-
-def test_a_row_builder_that_does_not_load_is_not_used(monkeypatch):
-    import amqpcap.records
-
-    monkeypatch.setitem(sys.modules, "amqpcap.records.fastrows", None)  # the import fails
-    monkeypatch.delattr(amqpcap.records, "fastrows", raising=False)
-    assert accel.built("fastrows") is None
-    module, why = accel.choose({}, accel.Broken(ImportError("x"), "fastrows"), ROWS_DIR, "fastrows")
-    assert module is None and "row builder is stale" in why
+# (tests/test_compiled_switch.py: pure when asked, not built or stale, for every part)
 
 
 def _active(env: dict):
-    code = "from amqpcap.records import rows; from amqpcap.amqp import accel; "
-    code += "print(rows.compiled_in_use(), accel.describe())"
+    code = "from amqpcap.records import rows; from amqpcap import compiled; "
+    code += "print(rows.compiled_in_use(), compiled.describe())"
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 
@@ -75,13 +53,14 @@ def _active(env: dict):
 def test_the_process_default_is_compiled_when_built_and_pure_with_the_env_var(fastrows):
     r = _active({})
     assert r.stderr == ""
-    assert r.stdout.startswith("True compiled (fast09") and "; row builder: compiled (fastrows" in r.stdout
+    assert (
+        r.stdout.startswith("True decoder: compiled (fast09")
+        and "; row builder: compiled (fastrows" in r.stdout
+    )
     r = _active({"AMQPCAP_PURE": "1"})
     assert r.stderr == ""
     pure = "pure Python (AMQPCAP_PURE is set)"
-    assert r.stdout.strip() == f"False {pure}" + "".join(
-        f"; {x.what}: {pure}" for name, x in accel.EXTENSIONS.items() if name != "fast09"
-    )
+    assert r.stdout.strip() == "False " + "; ".join(f"{p.what}: {pure}" for p in compiled.PARTS.values())
 
 
 def test_importing_the_extension_first_does_not_change_the_choice(fastrows):
@@ -183,11 +162,11 @@ VALUES = st.recursive(
     max_leaves=6,
 )
 ARG_NAMES = sorted(
-    {k for _, names, _ in rows._METHOD_ARGS for k in names}
+    {k for _, names, _ in rows.METHOD_ARGS for k in names}
     | {"destination", "error-code", "class-id", "method-id", "class-code", "command-code", "other"}
 )
 PROPERTY_NAMES = sorted(
-    {k for _, names, _ in rows._MESSAGE_PROPERTIES for k in names} | {"redelivered", "other"}
+    {k for _, names, _ in rows.MESSAGE_PROPERTIES for k in names} | {"redelivered", "other"}
 )
 METHOD_NAMES = (
     "basic.publish",
@@ -353,7 +332,7 @@ def test_the_same_names_in_another_order_type_or_object_are_not_the_plan_of_the_
         assert outcome(fastrows.message_row, *call) == outcome(rows.message_row_reference, *call)
     row = dict(
         zip(
-            rows._METHOD_COLUMNS,
+            rows.METHOD_COLUMNS,
             fastrows.method_row("c", 1, 0, _method("basic.publish", sequences[1]), "0-9-1"),
         )
     )
@@ -396,7 +375,7 @@ def test_values_keep_their_types(fastrows):
         "basic.ack",
         {"delivery-tag": True, "multiple": 1, "reply-code": True, "prefetch-count": 2**70, "queue": b"q\xff"},
     )
-    row = dict(zip(rows._METHOD_COLUMNS, fastrows.method_row("c", 0, 0, m, "0-9-1")))
+    row = dict(zip(rows.METHOD_COLUMNS, fastrows.method_row("c", 0, 0, m, "0-9-1")))
     assert row["delivery_tag"] is True and row["multiple"] is None and row["reply_code"] is None
     assert row["prefetch_count"] == 2**70 and row["queue"] == "q\ufffd"
     p = {"delivery-mode": 2**80, "priority": -(2**80), "timestamp": True, "headers": {"b": b"\x00"}}
@@ -434,7 +413,7 @@ def test_the_compiled_builders_build_rows_themselves(fastrows, monkeypatch):
     monkeypatch.setattr(rows, "message_row_reference", reference)
     m = _method("basic.deliver", {"consumer-tag": "c", "delivery-tag": 5, "redelivered": False})
     c = Content(4, 5, 6, 1, m, 60, {"content-type": "t", "priority": 3}, 1, 1, 1, "h", b"x", True, 4)
-    row = dict(zip(rows._METHOD_COLUMNS, fastrows.method_row("c", 0, 1, m, "0-9-1")))
+    row = dict(zip(rows.METHOD_COLUMNS, fastrows.method_row("c", 0, 1, m, "0-9-1")))
     assert row["consumer_tag"] == "c" and row["delivery_tag"] == 5 and row["redelivered"] is False
     row = dict(zip(rows.COLUMNS["messages"], fastrows.message_row("c", 0, 1, c, "0-9-1")))
     assert row["priority"] == 3 and row["direction"] == "s2c" and row["body"] == b"x"
@@ -519,7 +498,7 @@ def test_the_pipeline_keeps_liveness_with_the_row_builders_it_uses(fastrows):
         rows.use_compiled(False)
         assert liveness.Liveness is liveness.LivenessReference
     finally:
-        rows.use_compiled(accel.select("fastrows") is not None)
+        rows.use_compiled(compiled.select("fastrows") is not None)
 
 
 # --- rows straight into the compiled table buffer ----------------------------------------------

@@ -50,8 +50,8 @@ def test_the_tables_and_their_column_buffers_are_declared_without_pyarrow():
     code = (
         "import sys\n"
         "from amqpcap.records import schema, rows, writer\n"
-        "from amqpcap.amqp import accel\n"
-        "if accel.select('fastwriter'): writer.compiled_table_buffer()('methods', '/nonexistent')\n"
+        "from amqpcap import compiled\n"
+        "if compiled.select('fastwriter'): writer.compiled_table_buffer()('methods', '/nonexistent')\n"
         "print('pyarrow' in sys.modules, sorted(schema.TABLES) == sorted(schema.COLUMNS))\n"
         "schema.SCHEMAS\n"
         "print('pyarrow' in sys.modules)\n"

@@ -24,7 +24,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from amqpcap.amqp import codec_0_9, spec
-from amqpcap.amqp.codec_0_9 import Decoder09
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
 from amqpcap.records.schema import SCHEMAS
@@ -41,7 +40,7 @@ def compiled():
 
 def contents(wire: bytes, compiled_walker: bool, version: str = "0-9-1", properties=None) -> list:
     codec_0_9.use_compiled(compiled_walker)
-    dec = Decoder09(version)
+    dec = codec_0_9.Decoder09(version)
     if properties is not None:  # a property list no shipped spec has (every field type)
         dec.properties = properties
     dec.feed(0, wire, 0, 1, 1000)
@@ -258,7 +257,7 @@ def test_properties_that_fail_after_a_table_leave_nothing_allocated(compiled):
     # headers (a table, decoded as it is checked) then a delivery-mode the header does not hold:
     # the half-made value is released with the properties that did not decode
     codec_0_9.use_compiled(True)
-    dec = Decoder09("0-9-1")
+    dec = codec_0_9.Decoder09("0-9-1")
     wire = publish({}, encode=(0x3000, A.encode_table({"k": {"n": [1, 2]}})))
     off = 0
 
@@ -301,7 +300,7 @@ def test_a_row_the_reference_builds_after_its_properties_were_staged_leaves_noth
 
 def events(wire: bytes, compiled_walker: bool, version: str = "0-9-1") -> list:
     codec_0_9.use_compiled(compiled_walker)
-    dec = Decoder09(version)
+    dec = codec_0_9.Decoder09(version)
     dec.feed(0, wire, 0, 1, 1000)
     dec.finish(2, 2000)
     return [e for _, e in dec.pop_events() if type(e) in (Method, Content)]

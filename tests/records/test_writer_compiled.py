@@ -1,5 +1,5 @@
 """The compiled table buffer (records/fastwriter.pyx) against the reference
-(writer.TableBufferReference), and how accel.py chooses it.
+(writer.TableBufferReference), and how compiled.py chooses it.
 
 Whole datasets first (every shipped capture dissected with both, tables and schemas equal),
 then rows of every schema with odd values: the compiled buffer must take what ``pa.array``

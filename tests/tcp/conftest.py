@@ -1,5 +1,5 @@
 """Every test here runs twice: with the reference ``reassembly.Stream`` and with its compiled
-twin (tcp/fastreassembly.pyx, accel.py), through ``reassembly.new_stream``."""
+twin (tcp/fastreassembly.pyx, compiled.py), through ``reassembly.new_stream``."""
 
 from fixtures.compiled import both_ways
 

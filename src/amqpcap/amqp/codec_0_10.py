@@ -644,7 +644,7 @@ class Decoder010(StreamDecoder):
         super().start_midstream(direction, offset, at, begun)
         self.dirs[direction].ids_unknown = True
 
-    def _tuned(self, frame_max: int) -> None:
+    def tuned(self, frame_max: int) -> None:
         # frames above the negotiated size are anomalies from here on
         self.frame_limit = min(max(frame_max, SPEC.CONSTANTS.get("MIN-MAX-FRAME-SIZE", 4096)), HARD_MAX_FRAME)
 
@@ -655,7 +655,7 @@ class Decoder010(StreamDecoder):
         a provable boundary, skipped to exactly."""
         if d.base < 0:  # nothing seen yet: the stream starts unknown
             d.base = offset + size
-            self._anomaly(direction, offset, "gap", f"{size} bytes lost before any data", None, size)
+            self.report_anomaly(direction, offset, "gap", f"{size} bytes lost before any data", None, size)
             self._lose_sync(direction, d, offset + size, "gap before any data")
             return
         end = d.base + len(d.buf)
@@ -671,7 +671,7 @@ class Decoder010(StreamDecoder):
         left = len(d.buf) - d.pos
 
         def lost(detail: str, skipped: int, channel=None) -> None:
-            self._anomaly(direction, offset, "gap", detail, channel, skipped)
+            self.report_anomaly(direction, offset, "gap", detail, channel, skipped)
             d.reset(gap_end)
 
         if d.resync:
@@ -679,7 +679,7 @@ class Decoder010(StreamDecoder):
             lost(f"{size} bytes lost while resynchronising", size)
             if skipped > 0:
                 detail = f"{skipped} bytes before a gap hold no provable frame boundary"
-                self._anomaly(direction, d.resync_from, "resync", detail, None, skipped)
+                self.report_anomaly(direction, d.resync_from, "resync", detail, None, skipped)
             d.resync_from = gap_end
             return
         if d.skip and size <= d.skip:
@@ -733,7 +733,7 @@ class Decoder010(StreamDecoder):
         for key in sorted(segs):
             s = segs[key]
             if s.length or (begun and s.frames):
-                self._anomaly(
+                self.report_anomaly(
                     direction, s.offset, kind, detail(SEGMENT_NAMES[s.type], s.length), key >> 4, s.length
                 )
         segs.clear()
@@ -768,7 +768,7 @@ class Decoder010(StreamDecoder):
         s = segs.get(key)
         if flags & 2:  # first frame of a segment
             if s is not None and s.length:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     s.offset,
                     "bad-segment-sequence",
@@ -791,7 +791,7 @@ class Decoder010(StreamDecoder):
             if flags & 1:
                 del segs[key]
                 if s.length:
-                    self._anomaly(
+                    self.report_anomaly(
                         direction,
                         s.offset,
                         "incomplete-segment",
@@ -834,7 +834,7 @@ class Decoder010(StreamDecoder):
             if flags & 0xF0 or stype > 3 or size < 12 or size > limit:
                 off = d.base + pos
                 if size > limit and not (flags & 0xF0 or stype > 3):
-                    self._anomaly(
+                    self.report_anomaly(
                         direction,
                         off,
                         "oversize-frame",
@@ -842,7 +842,7 @@ class Decoder010(StreamDecoder):
                         channel,
                     )
                 else:
-                    self._anomaly(
+                    self.report_anomaly(
                         direction,
                         off,
                         "malformed-frame",
@@ -866,7 +866,7 @@ class Decoder010(StreamDecoder):
                 )
             key = (channel << 4) | track
             if stype == 3:
-                self._body_frame(direction, d, key, channel, flags, buf, pos + 12, end, offset)
+                self.decode_body_frame(direction, d, key, channel, flags, buf, pos + 12, end, offset)
             elif flags & 3 == 3 and key not in segs:
                 # the common case: a segment in one frame
                 SEGMENT_READERS[stype](
@@ -886,7 +886,7 @@ class Decoder010(StreamDecoder):
         if flags & 2:
             if s is not None:
                 if s.length or not s.dropped:
-                    self._anomaly(
+                    self.report_anomaly(
                         direction,
                         s.offset,
                         "bad-segment-sequence",
@@ -902,7 +902,7 @@ class Decoder010(StreamDecoder):
             s.dropped = True
             s.why = "continuation frames without a first frame"
         elif s.type != stype:
-            self._anomaly(
+            self.report_anomaly(
                 direction,
                 s.offset,
                 "bad-segment-sequence",
@@ -925,7 +925,7 @@ class Decoder010(StreamDecoder):
         if flags & 1:
             del segs[key]
             if s.dropped:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     s.offset,
                     "oversize-segment" if "longer" in s.why else "bad-segment-sequence",
@@ -953,20 +953,20 @@ class Decoder010(StreamDecoder):
 
     def _assembled(self, direction, p) -> None:
         """The assembly ended (its last segment's last frame)."""
-        self._end_content(
+        self.end_content(
             direction,
             p,
             not p.damaged,
             f"{p.method.name}: {p.why}" if p.damaged and p.method is not None else None,
         )
 
-    def _body_frame(self, direction, d, key, channel, flags, buf, start, end, offset) -> None:
+    def decode_body_frame(self, direction, d, key, channel, flags, buf, start, end, offset) -> None:
         n = end - start
         p = self.pending[direction].get(key)
         if p is None and self._orphan(direction, d, key, channel, offset, n + 12, "body frame"):
             return
         if p is None:
-            self._anomaly(
+            self.report_anomaly(
                 direction, offset, "bad-segment-sequence", "body frame without a command", channel, n
             )
             if not flags & 4 or not flags & 1:
@@ -985,13 +985,13 @@ class Decoder010(StreamDecoder):
 
 def _read_control(dec, direction, d, key, channel, flags, data, offset, length) -> None:
     if length < 2:
-        dec._anomaly(
+        dec.report_anomaly(
             direction, offset, "malformed-control", f"control segment of {length} bytes", channel, length
         )
         return
     entry = _CONTROLS.get((data[0], data[1]))
     if entry is None:
-        dec._anomaly(
+        dec.report_anomaly(
             direction,
             offset,
             "unknown-control",
@@ -1004,10 +1004,10 @@ def _read_control(dec, direction, d, key, channel, flags, data, offset, length) 
     try:
         args, off = _decode_packed(data, 2, length, fields, 2, 0)
     except (DecodeError, StructError, IndexError, ValueError) as e:
-        dec._anomaly(direction, offset, "malformed-control", f"{op.name}: {e}", channel, length)
+        dec.report_anomaly(direction, offset, "malformed-control", f"{op.name}: {e}", channel, length)
         return
     if off != length:
-        dec._anomaly(
+        dec.report_anomaly(
             direction,
             offset,
             "malformed-control",
@@ -1024,7 +1024,7 @@ def _read_control(dec, direction, d, key, channel, flags, data, offset, length) 
 
 
 def _read_command(dec, direction, d, key, channel, flags, data, offset, length) -> None:
-    dec._fresh(direction, d, key)
+    dec.fresh_channel(direction, d, key)
     pend = dec.pending[direction]
     if key in pend:
         dec._abort_one(direction, pend[key], "a new command began before its assembly ended")
@@ -1032,11 +1032,11 @@ def _read_command(dec, direction, d, key, channel, flags, data, offset, length) 
     entry = _COMMANDS.get((data[0], data[1])) if length >= 2 else None
     if entry is None:
         if length < 2:
-            dec._anomaly(
+            dec.report_anomaly(
                 direction, offset, "malformed-command", f"command segment of {length} bytes", channel, length
             )
         else:
-            dec._anomaly(
+            dec.report_anomaly(
                 direction,
                 offset,
                 "unknown-command",
@@ -1055,12 +1055,12 @@ def _read_command(dec, direction, d, key, channel, flags, data, offset, length) 
         sync = bool(hs and length > 3 and data[3] & 1)
         args, off = _decode_packed(data, 3 + hs, length, fields, 2, 0)
     except (DecodeError, StructError, IndexError, ValueError) as e:
-        dec._anomaly(direction, offset, "malformed-command", f"{op.name}: {e}", channel, length)
+        dec.report_anomaly(direction, offset, "malformed-command", f"{op.name}: {e}", channel, length)
         if not flags & 4:
             dec._start_pending(direction, key, None, offset).why = f"segments of a malformed {op.name}"
         return
     if off != length:
-        dec._anomaly(
+        dec.report_anomaly(
             direction,
             offset,
             "malformed-command",
@@ -1098,7 +1098,7 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
     if p is None and dec._orphan(direction, d, key, channel, offset, length, "header segment"):
         return
     if p is None:
-        dec._anomaly(
+        dec.report_anomaly(
             direction, offset, "bad-segment-sequence", "header segment without a command", channel, length
         )
         if not flags & 4:
@@ -1123,7 +1123,7 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
                     p.unknown.append(
                         {"class-code": ck[0], "struct-code": ck[1], "raw": bytes(data[off + 6 : e])}
                     )
-                    dec._anomaly(
+                    dec.report_anomaly(
                         direction,
                         offset,
                         "unknown-struct",
@@ -1137,7 +1137,7 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
                     p.props[comp[0]] = v
                 off = e
         except (DecodeError, StructError, IndexError, ValueError) as ex:
-            dec._anomaly(
+            dec.report_anomaly(
                 direction,
                 offset,
                 "malformed-header",
@@ -1150,7 +1150,9 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
         mp = p.props.get("message.message-properties") or {}
         dp = p.props.get("message.delivery-properties") or {}
         if "content-length" in mp or "timestamp" in dp:
-            dec._unfit_content(direction, offset, channel, mp.get("content-length"), dp.get("timestamp"))
+            dec.report_unfit_content(
+                direction, offset, channel, mp.get("content-length"), dp.get("timestamp")
+            )
     if flags & 4:
         dec._assembled(direction, p)
 

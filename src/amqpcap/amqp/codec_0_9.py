@@ -20,11 +20,12 @@ from functools import cache, partial
 from struct import Struct
 from struct import error as StructError
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
-from amqpcap.amqp.stream import I64_MAX, DecodeError, Direction, Pending, StreamDecoder
+from amqpcap.amqp.spec import readers_0_9
+from amqpcap.amqp.stream import I64_MAX, DecodeError, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
@@ -92,7 +93,7 @@ def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
         if t == 0x74:  # t boolean
             return buf[off] != 0, off + 1
         if t == 0x46:  # F table
-            return _decode_table(buf, off, end, depth + 1, rabbit)
+            return decode_table_at(buf, off, end, depth + 1, rabbit)
         if t == 0x41:  # A array
             return _decode_array(buf, off, end, depth + 1, rabbit)
         if t == 0x6C:  # l: int64 (RabbitMQ/Qpid) or uint64 (0-9-1 spec text)
@@ -116,7 +117,7 @@ def _decode_value(buf, off: int, end: int, depth: int, rabbit: bool):
     raise DecodeError(f"unknown field type {chr(t)!r} (0x{t:02x})")
 
 
-def _sized(what: str, plural: str, buf, off: int, end: int, depth: int):
+def sized_end(what: str, plural: str, buf, off: int, end: int, depth: int):
     """(start, end) of a field table's or array's entries, after its 4-byte size."""
     if depth > MAX_DEPTH:
         raise DecodeError(f"{plural} nested deeper than {MAX_DEPTH}")
@@ -128,8 +129,8 @@ def _sized(what: str, plural: str, buf, off: int, end: int, depth: int):
     return off + 4, off + 4 + n
 
 
-def _decode_table(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
-    off, tend = _sized("table", "field tables", buf, off, end, depth)
+def decode_table_at(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
+    off, tend = sized_end("table", "field tables", buf, off, end, depth)
     out = {}
     while off < tend:
         kl = buf[off]
@@ -142,7 +143,7 @@ def _decode_table(buf, off: int, end: int, depth: int = 0, rabbit: bool = True):
 
 
 def _decode_array(buf, off: int, end: int, depth: int, rabbit: bool):
-    off, aend = _sized("array", "arrays", buf, off, end, depth)
+    off, aend = sized_end("array", "arrays", buf, off, end, depth)
     out = []
     while off < aend:
         v, off = _decode_value(buf, off, aend, depth, rabbit)
@@ -154,134 +155,97 @@ def _decode_array(buf, off: int, end: int, depth: int, rabbit: bool):
 
 def decode_table(data: bytes, rabbit: bool = True) -> dict:
     """Decode a field table (with its 4-byte size) from ``data``; raises DecodeError."""
-    return _decode_table(data, 0, len(data), 0, rabbit)[0]
+    return decode_table_at(data, 0, len(data), 0, rabbit)[0]
 
 
 # --- methods and properties ---------------------------------------------------------
 
 
-def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
-    """Decode ``fields`` ((name, type), ...) into ``args``; returns the end offset."""
-    bit = 0
-    bits = 0
-    for name, ftype in fields:
-        if ftype == "bit":
-            if bit == 0:
-                if off >= end:
-                    raise DecodeError(f"{name}: bit past end")
-                bits = buf[off]
-                off += 1
-            args[name] = bool(bits & (1 << bit))
-            bit = (bit + 1) & 7
-            continue
-        bit = 0
-        if ftype == "shortstr":
-            if off >= end:
-                raise DecodeError(f"{name}: short string past end")
-            n = buf[off]
-            off += 1 + n
-            if off > end:
-                raise DecodeError(f"{name}: short string past end")
-            args[name] = _text(buf[off - n : off])
-        elif ftype == "short":
-            if off + 2 > end:
-                raise DecodeError(f"{name}: short past end")
-            args[name] = _U16.unpack_from(buf, off)[0]
-            off += 2
-        elif ftype == "long":
-            if off + 4 > end:
-                raise DecodeError(f"{name}: long past end")
-            args[name] = _U32.unpack_from(buf, off)[0]
-            off += 4
-        elif ftype in ("longlong", "timestamp"):
-            if off + 8 > end:
-                raise DecodeError(f"{name}: longlong past end")
-            args[name] = _U64.unpack_from(buf, off)[0]
-            off += 8
-        elif ftype == "octet":
-            if off >= end:
-                raise DecodeError(f"{name}: octet past end")
-            args[name] = buf[off]
-            off += 1
-        elif ftype == "table":
-            args[name], off = _decode_table(buf, off, end, 0, rabbit)
-        elif ftype in ("longstr", "content"):
-            args[name], off = _longstr_value(buf, off, end, name)
-        else:
-            raise DecodeError(f"{name}: unsupported field type {ftype}")
-    return off
+def shortstr_value(buf, off: int, end: int, name: str):
+    """A short string field: (text, end offset)."""
+    if off >= end:
+        raise DecodeError(f"{name}: short string past end")
+    n = buf[off] + 1
+    if off + n > end:
+        raise DecodeError(f"{name}: short string past end")
+    return buf[off + 1 : off + n].decode("utf-8", "replace"), off + n
 
 
-_FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8), "timestamp": ("Q", 8)}
-_COMPILED: dict = {}
+# The generic reader of a field list, for what has no generated reader (property lists, broker
+# dialects): the list as steps grouped as tools/gen_spec.py groups them for the generated ones
+# (fixed-size fields run together are one struct; up to eight bits share an octet), so both
+# read the same bytes the same way and fail with the same text.
+_FIXED = {"octet": "B", "short": "H", "long": "I", "longlong": "Q", "timestamp": "Q"}
+_VARIABLE = {
+    "shortstr": lambda buf, off, end, name, rabbit: shortstr_value(buf, off, end, name),
+    "table": lambda buf, off, end, name, rabbit: decode_table_at(buf, off, end, 0, rabbit),
+    "longstr": lambda buf, off, end, name, rabbit: longstr_value(buf, off, end, name),
+    "content": lambda buf, off, end, name, rabbit: longstr_value(buf, off, end, name),
+}
+_FIXED_RUN, _BITS, _ONE = 0, 1, 2
 
 
-def compile_fields(fields):
-    """A straight-line decoder for ``fields`` (dpkt style: compiled once per field list).
-
-    Returns ``f(buf, off, end, rabbit, args) -> end offset``; same behaviour as
-    ``_decode_fields`` (which stays the reference implementation).
-    """
-    fn = _COMPILED.get(fields)
-    if fn is not None:
-        return fn
-    lines = ["def _f(buf, off, end, rabbit, a):"]
-    env = {"DecodeError": DecodeError, "_decode_table": _decode_table, "_U32": _U32, "_ld": _longstr_value}
-    i = 0
-    nf = len(fields)
-    k = 0
+def field_plan(fields) -> tuple:
+    """``fields`` ((name, type), ...) as the generic reader's steps."""
+    steps, i, nf = [], 0, len(fields)
     while i < nf:
         name, t = fields[i]
         if t in _FIXED:
-            j, fmt, size, names = i, ">", 0, []
+            j = i
             while j < nf and fields[j][1] in _FIXED:
-                c, n = _FIXED[fields[j][1]]
-                fmt, size = fmt + c, size + n
-                names.append(fields[j][0])
                 j += 1
-            k += 1
-            env[f"S{k}"] = Struct(fmt)
-            lines += [
-                f"    if off + {size} > end: raise DecodeError({name + ': fixed fields past end'!r})",
-                f"    {', '.join(f'a[{n!r}]' for n in names)}, = S{k}.unpack_from(buf, off)",
-                f"    off += {size}",
-            ]
+            fmt = Struct(">" + "".join(_FIXED[f[1]] for f in fields[i:j]))
+            names = tuple(f[0] for f in fields[i:j])
+            steps.append((_FIXED_RUN, fmt, names, f"{name}: fixed fields past end"))
             i = j
         elif t == "bit":
-            lines += [
-                f"    if off >= end: raise DecodeError({name + ': bit past end'!r})",
-                "    b = buf[off]",
-                "    off += 1",
-            ]
-            bit = 0
-            while i < nf and fields[i][1] == "bit" and bit < 8:
-                lines.append(f"    a[{fields[i][0]!r}] = bool(b & {1 << bit})")
-                bit += 1
-                i += 1
-        elif t == "shortstr":
-            lines += [
-                f"    if off >= end: raise DecodeError({name + ': short string past end'!r})",
-                "    n = buf[off] + 1",
-                f"    if off + n > end: raise DecodeError({name + ': short string past end'!r})",
-                f"    a[{name!r}] = buf[off + 1:off + n].decode('utf-8', 'replace')",
-                "    off += n",
-            ]
-            i += 1
-        elif t == "table":
-            lines.append(f"    a[{name!r}], off = _decode_table(buf, off, end, 0, rabbit)")
-            i += 1
-        elif t in ("longstr", "content"):
-            lines.append(f"    a[{name!r}], off = _ld(buf, off, end, {name!r})")
+            j = i
+            while j < nf and fields[j][1] == "bit" and j - i < 8:
+                j += 1
+            steps.append((_BITS, None, tuple(f[0] for f in fields[i:j]), f"{name}: bit past end"))
+            i = j
+        elif t in _VARIABLE:
+            steps.append((_ONE, _VARIABLE[t], name, None))
             i += 1
         else:
-            raise ValueError(f"{name}: unsupported field type {t}")
-    lines.append("    return off")
-    exec("\n".join(lines), env)
-    fn = _COMPILED[fields] = env["_f"]
-    return fn
+            raise DecodeError(f"{name}: unsupported field type {t}")
+    return tuple(steps)
 
 
-def _longstr_value(buf, off, end, name):
+def read_plan(plan: tuple, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
+    """Read the fields of ``plan`` (``field_plan``) into ``args``; returns the end offset."""
+    for kind, how, names, error in plan:
+        if kind == _FIXED_RUN:
+            if off + how.size > end:
+                raise DecodeError(error)
+            args.update(zip(names, how.unpack_from(buf, off)))
+            off += how.size
+        elif kind == _BITS:
+            if off >= end:
+                raise DecodeError(error)
+            b = buf[off]
+            off += 1
+            for k, name in enumerate(names):
+                args[name] = bool(b & (1 << k))
+        else:
+            args[names], off = how(buf, off, end, names, rabbit)
+    return off
+
+
+def _decode_fields(fields, buf, off: int, end: int, rabbit: bool, args: dict) -> int:
+    """Decode ``fields`` ((name, type), ...) into ``args``; returns the end offset."""
+    return read_plan(field_plan(fields), buf, off, end, rabbit, args)
+
+
+def compile_fields(fields):
+    """The reader of ``fields``: ``f(buf, off, end, rabbit, args) -> end offset``.  A method's
+    argument list has a reader generated from the XML (spec/readers_0_9.py); any other list is
+    read by the generic reader on its plan."""
+    fn = _READERS.get(fields)
+    return fn if fn is not None else partial(read_plan, field_plan(fields))
+
+
+def longstr_value(buf, off, end, name):
     if off + 4 > end:
         raise DecodeError(f"{name}: long string past end")
     n = _U32.unpack_from(buf, off)[0]
@@ -290,6 +254,9 @@ def _longstr_value(buf, off, end, name):
         raise DecodeError(f"{name}: long string of {n} bytes past end of frame")
     raw = bytes(buf[off : off + n])
     return (raw.decode("utf-8") if _is_text(raw) else raw), off + n
+
+
+_READERS = readers_0_9.readers(DecodeError, shortstr_value, longstr_value, decode_table_at)
 
 
 def _is_text(raw: bytes) -> bool:
@@ -334,9 +301,9 @@ def decode_properties(props, buf, off: int, end: int, rabbit: bool = True) -> di
         if len(_PROPS_CACHE) < 4096:
             plan = _PROPS_CACHE[key] = (compile_fields(fields), bits)
         else:
-            # Cache full (random flag words from corrupt data): compiling would grow
-            # _COMPILED without bound (2^14 flag sets for basic); use the reference decoder.
-            plan = (partial(_decode_fields, fields), bits)
+            # Cache full (random flag words from corrupt data: 2^14 flag sets for basic): the
+            # plan is made for this header alone.
+            plan = (compile_fields(fields), bits)
     out: dict = {}
     off = plan[0](buf, off, end, rabbit, out)
     for n in plan[1]:
@@ -420,12 +387,13 @@ def _layout(fields):
     return None if fields is None else tuple(t for _, t in fields)
 
 
-class Decoder09(StreamDecoder):
+class Decoder09Py(StreamDecoder):
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
-    grammar of these versions on the stream core.
+    grammar of these versions on the stream core; the reference.
 
-    ``_frames`` and ``feed`` are the compiled walker's (fast09) when accel selects it, else
-    ``_frames_reference`` and ``StreamDecoder.feed``; see ``use_compiled``."""
+    ``Decoder09`` is this class or its compiled twin (``implementation``), chosen at import.
+    The twin hands every frame that is not on its common path to the public ``decode_*_frame``
+    methods here, and every walk it cannot do to ``frames_reference``."""
 
     HEADER = 7
     CANDIDATE = CANDIDATE_0_9
@@ -463,7 +431,7 @@ class Decoder09(StreamDecoder):
         # a resync proves a method frame by a (class, method) some candidate knows
         self._known = _known_methods(self.candidates)
 
-    def _tuned(self, frame_max: int) -> None:
+    def tuned(self, frame_max: int) -> None:
         # Allow the 8 bytes of framing the frame-max counts, and a little slack.
         self.frame_max = min(max(frame_max, 4096), HARD_MAX_FRAME)
         self.generation += 1
@@ -476,20 +444,20 @@ class Decoder09(StreamDecoder):
         k = chain_0_9(buf, p, n, 1, self.frame_types, self.frame_max, self._known)
         return -1 if k < 0 or (k == 0 and final) else k
 
-    def _frames_reference(self, direction: int, d, pos: int) -> int:
+    def frames_reference(self, direction: int, d, pos: int) -> int:
         buf = d.buf
         n = len(buf)
         unpack = FRAME_HEADER.unpack_from
         while n - pos >= 7:
             ftype, channel, size = unpack(buf, pos)
             if ftype not in self.frame_types or size > self.frame_max:
-                self._bad_frame(direction, d, pos, ftype, channel, size)
+                self.bad_frame(direction, d, pos, ftype, channel, size)
                 return pos + 1
             end = pos + 7 + size
             if end >= n:
                 break
             if buf[end] != FRAME_END:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     d.base + pos,
                     "bad-frame-end",
@@ -504,7 +472,7 @@ class Decoder09(StreamDecoder):
             pos = end + 1
         return pos
 
-    def _bad_frame(self, direction, d, pos, ftype, channel, size) -> None:
+    def bad_frame(self, direction, d, pos, ftype, channel, size) -> None:
         if ftype not in self.frame_types:
             kind, why = "unknown-frame-type", f"frame type {ftype} is not defined in AMQP {self.version}"
         else:
@@ -512,7 +480,9 @@ class Decoder09(StreamDecoder):
                 "oversize-frame",
                 f"frame type {ftype} channel {channel} claims {size} bytes (limit {self.frame_max})",
             )
-        self._anomaly(direction, d.base + pos, kind, why, channel if ftype in self.frame_types else None)
+        self.report_anomaly(
+            direction, d.base + pos, kind, why, channel if ftype in self.frame_types else None
+        )
         d.resync = True
         d.resync_from = d.base + pos
 
@@ -520,7 +490,7 @@ class Decoder09(StreamDecoder):
         """The frame in progress is lost with the gap: resync after it."""
         partial = len(d.buf) - d.pos
         lost = partial if not d.resync else (d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0)
-        self._anomaly(
+        self.report_anomaly(
             direction,
             offset,
             "gap",
@@ -555,25 +525,27 @@ class Decoder09(StreamDecoder):
             )
         start = pos + 7
         if ftype == 1:
-            self._method_frame(direction, d, channel, buf, start, end, offset, size)
+            self.decode_method_frame(direction, d, channel, buf, start, end, offset, size)
         elif ftype == 3:
-            self._body_frame(direction, d, channel, buf, start, end, offset)
+            self.decode_body_frame(direction, d, channel, buf, start, end, offset)
         elif ftype == 2:
-            self._header(direction, d, channel, buf, start, end, offset)
+            self.decode_header_frame(direction, d, channel, buf, start, end, offset)
         elif ftype == 8:
             self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
         # 4-7 (0-8 out-of-band and trace frames) are recorded as Frame events only.
 
-    def _method_frame(self, direction, d, channel, buf, start, end, offset, size) -> None:
+    def decode_method_frame(self, direction, d, channel, buf, start, end, offset, size) -> None:
         if size < 4:
-            self._anomaly(direction, offset, "malformed-frame", f"method frame of {size} bytes", channel)
+            self.report_anomaly(
+                direction, offset, "malformed-frame", f"method frame of {size} bytes", channel
+            )
             return
         cid, mid = _CM.unpack_from(buf, start)
         if len(self.candidates) > 1 and not self._same.get((cid, mid), False):
             self._narrow(cid, mid, buf, start + 4, end)
         found = self.methods.get((cid, mid))
         if found is None:
-            self._anomaly(
+            self.report_anomaly(
                 direction,
                 offset,
                 "unknown-method",
@@ -585,7 +557,7 @@ class Decoder09(StreamDecoder):
         try:
             args = self._decode_args(self.version, spec, cid, mid, buf, start + 4, end)
         except DecodeError as e:
-            self._anomaly(direction, offset, "malformed-method", f"{spec.name}: {e}", channel)
+            self.report_anomaly(direction, offset, "malformed-method", f"{spec.name}: {e}", channel)
             return
         if dialect:
             args["$dialect"] = dialect
@@ -593,15 +565,15 @@ class Decoder09(StreamDecoder):
         m = Method(
             d.packet, d.ts, offset, channel, cid, mid, name, args, spec.synchronous, spec.content, size
         )
-        self._fresh(direction, d, channel)
+        self.fresh_channel(direction, d, channel)
         self._method(direction, m)
         p = self.pending[direction].get(channel)
         if p is not None:
-            self._end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
+            self.end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
         if spec.content:
             self._start_content(direction, channel, channel, m, offset)
         elif name == "message.transfer" and "body" in args:
-            self._inline_transfer(direction, m, buf, start + 4, end)
+            self.inline_transfer(direction, m, buf, start + 4, end)
 
     def _decode_args(self, version: str, spec, cid: int, mid: int, buf, start: int, end: int) -> dict:
         """The arguments of a method frame as ``version`` lays them out, else DecodeError; a
@@ -654,7 +626,7 @@ class Decoder09(StreamDecoder):
             self._same.clear()
             self._use_version(keep[0])
 
-    def _inline_transfer(self, direction, m: Method, buf, start, end) -> None:
+    def inline_transfer(self, direction, m: Method, buf, start, end) -> None:
         # 0-9 message.transfer: body domain "content" is undefined in the XML;
         # we decoded it as a long string; also accept "octet then long string".
         body = m.args.get("body")
@@ -667,16 +639,16 @@ class Decoder09(StreamDecoder):
         p.hash.update(raw)
         p.head = raw[: self.body_bytes]
         p.received = len(raw)
-        self._end_content(direction, p, True)
+        self.end_content(direction, p, True)
 
-    def _header(self, direction, d, channel, buf, start, end, offset) -> None:
+    def decode_header_frame(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
         if p is None and self._orphan(
             direction, d, channel, channel, offset, end - start + 8, "content header frame"
         ):
             return
         if p is None or p.props is not None:
-            self._anomaly(
+            self.report_anomaly(
                 direction, offset, "unexpected-frame", "content header without a content method", channel
             )
             return
@@ -688,66 +660,80 @@ class Decoder09(StreamDecoder):
                 raise DecodeError(f"content header class {cid} does not match {p.method.name}")
             props = decode_properties(self.properties.get(cid, ()), buf, start + 12, end, self.rabbit)
         except (DecodeError, StructError) as e:
-            self._anomaly(direction, offset, "malformed-header", str(e), channel)
-            self._end_content(direction, p, False)
+            self.report_anomaly(direction, offset, "malformed-header", str(e), channel)
+            self.end_content(direction, p, False)
             return
         p.props = props
         p.size = body_size
         p.header_packet = d.packet
         if body_size > I64_MAX or "timestamp" in props:
-            self._unfit_content(direction, offset, channel, body_size, props.get("timestamp"))
+            self.report_unfit_content(direction, offset, channel, body_size, props.get("timestamp"))
         if body_size == 0:
-            self._end_content(direction, p, True)
+            self.end_content(direction, p, True)
 
-    def _body_frame(self, direction, d, channel, buf, start, end, offset) -> None:
+    def decode_body_frame(self, direction, d, channel, buf, start, end, offset) -> None:
         p = self.pending[direction].get(channel)
         if p is None and self._orphan(direction, d, channel, channel, offset, end - start + 8, "body frame"):
             return
         if p is None or p.props is None:
             # No skipped bytes: the frame's own Frame event already accounts for them.
-            self._anomaly(
+            self.report_anomaly(
                 direction, offset, "unexpected-frame", "body frame without a content header", channel
             )
             return
         self._body(p, buf, start, end)
         if p.received >= p.size:
             if p.received > p.size:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     offset,
                     "body-overrun",
                     f"{p.received} body bytes for a declared size of {p.size}",
                     channel,
                 )
-            self._end_content(direction, p, p.received == p.size)
+            self.end_content(direction, p, p.received == p.size)
 
     def _content_view(self, p, direction: int):
         return p.props or {}, max(p.size, 0) if p.size <= I64_MAX else None, None, None
 
+    _frames = frames_reference  # the stream core's frame loop for this grammar
 
-def use_compiled(on: bool) -> None:
-    """Walk frames with the compiled walker (``on``; it must be built) or the pure-Python
-    reference.  accel.select() makes the choice once at import; the tests switch to run both."""
-    if on:
+
+_compiled_class = None
+
+
+def implementation(on: bool) -> type:
+    """The 0-8 / 0-9 / 0-9-1 decoder class: the reference, or (``on``; it must be built) the
+    same grammar with the compiled walker (fast09): its frame loop, its per-feed path of the
+    stream core, and the per-direction state and contents in assembly with their fields in C."""
+    global _compiled_class
+    if not on:
+        return Decoder09Py
+    if _compiled_class is None:
         from amqpcap.amqp import fast09
 
-        Decoder09._frames = fast09.frames
-        Decoder09.feed = fast09.feed  # the per-feed path of the stream core, for this grammar
-        Decoder09.data = fast09.data
-        # the per-direction state and the contents in assembly, with their fields in C
-        Decoder09.Direction = fast09.Direction
-        Decoder09.Pending = fast09.Pending
-    else:
-        Decoder09._frames = Decoder09._frames_reference
-        Decoder09.feed = StreamDecoder.feed
-        Decoder09.data = StreamDecoder.data
-        Decoder09.Direction = Direction
-        Decoder09.Pending = Pending
+        class Decoder09C(Decoder09Py):
+            __doc__ = implementation.__doc__
+            _frames = fast09.frames
+            feed = fast09.feed
+            data = fast09.data
+            Direction = fast09.Direction
+            Pending = fast09.Pending
+
+        _compiled_class = Decoder09C
+    return _compiled_class
+
+
+Decoder09 = implementation(compiled.select("fast09") is not None)
+
+
+def use_compiled(on: bool) -> None:
+    """Bind ``Decoder09`` to the compiled class (``on``) or the reference: the tests run both
+    (the process chooses once, above).  A decoder keeps the class it was made with."""
+    global Decoder09
+    Decoder09 = implementation(on)
 
 
 def compiled_in_use() -> bool:
-    """True if 0-8 / 0-9 / 0-9-1 frames are walked by the compiled walker."""
-    return Decoder09._frames is not Decoder09._frames_reference
-
-
-use_compiled(accel.select() is not None)
+    """True if new 0-8 / 0-9 / 0-9-1 decoders walk frames with the compiled walker."""
+    return Decoder09 is not Decoder09Py

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from amqpcap.amqp import detect
-from amqpcap.amqp.codec_0_9 import Decoder09
+from amqpcap.amqp import codec_0_9, detect
 from amqpcap.amqp.events import Anomaly, ProtocolHeader
 from amqpcap.amqp.facts import ConnectionFacts
 
@@ -277,7 +276,7 @@ class ConnectionDecoder:
 
             self.codec = Decoder010(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         else:
-            self.codec = Decoder09(
+            self.codec = codec_0_9.Decoder09(
                 version,
                 body_bytes=self.body_bytes,
                 keep_secrets=self.keep_secrets,

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled frame walker for AMQP 0-8 / 0-9 / 0-9-1 (optional; see accel.py).
+"""Compiled frame walker for AMQP 0-8 / 0-9 / 0-9-1 (optional; see compiled.py).
 
 ``frames`` is ``Decoder09._frames`` in typed C: it walks the whole frames of a direction
 buffer through a pointer, decodes method arguments, content-header properties and field
@@ -38,11 +38,11 @@ from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
 # Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
 # microsecond per event.  The walker builds them as that __init__ would, storing each field in
@@ -100,8 +100,8 @@ cdef object build(Slots s, tuple values):
     return obj
 
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 cdef int MAX_DEPTH = 64  # codec_0_9.MAX_DEPTH
 cdef uint8_t FRAME_END = 0xCE
@@ -185,7 +185,7 @@ cdef object text(const uint8_t *p, Py_ssize_t n):
 
 
 cdef object longstr(const uint8_t *p, Py_ssize_t n):
-    """codec_0_9._longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
+    """codec_0_9.longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
     try:
         s = PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
     except UnicodeDecodeError:
@@ -195,7 +195,7 @@ cdef object longstr(const uint8_t *p, Py_ssize_t n):
     return PyBytes_FromStringAndSize(<const char *>p, n)
 
 
-# --- field tables (codec_0_9._decode_table / _decode_value) ------------------------------------
+# --- field tables (codec_0_9.decode_table_at / _decode_value) ------------------------------------
 
 
 cdef object value(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
@@ -316,7 +316,7 @@ cdef object value(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, b
 
 
 cdef Py_ssize_t sized(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth) noexcept:
-    """codec_0_9._sized: the end of a table's or array's entries (po[0] moved past its size),
+    """codec_0_9.sized_end: the end of a table's or array's entries (po[0] moved past its size),
     or -1."""
     cdef Py_ssize_t off = po[0]
     cdef uint32_t n
@@ -863,7 +863,7 @@ cdef inline object digest_of(h, bint deferred):
 
 
 cdef end_content(Walk w, Pending p, bint complete):
-    """StreamDecoder._end_content for a content with a method and no reason to report, with
+    """StreamDecoder.end_content for a content with a method and no reason to report, with
     Decoder09._content_view inlined; its row written directly if its method's was and nothing
     waits in the events list."""
     w.pending.pop(p.key, None)
@@ -972,31 +972,31 @@ cdef MethodInfo method_info(Walk w, int cid, int mid):
 
 cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset,
                   Py_ssize_t size):
-    """Decoder09._method_frame on the common path; anything else goes to the reference."""
+    """Decoder09.decode_method_frame on the common path; anything else goes to the reference."""
     dec = w.dec
     cdef int direction = w.direction
     if size < 4 or not w.one_version:
-        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        dec.decode_method_frame(direction, w.d, channel, buf, start, end, offset, size)
         w.refresh()
         return
     cdef int cid = rd16(b + start), mid = rd16(b + start + 2)
     cdef MethodInfo info = method_info(w, cid, mid)
     if info.spec is None:
-        dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+        dec.decode_method_frame(direction, w.d, channel, buf, start, end, offset, size)
         w.refresh()
         return
     plan = info.plan
     if info.wire:
         args = wire_fields(plan[0], plan[1], (), b, start + 4, end, w.rabbit)
         if args is None:  # an anomaly: the reference reports it
-            dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+            dec.decode_method_frame(direction, w.d, channel, buf, start, end, offset, size)
             w.refresh()
             return
     else:
         args = new_dict(len(plan[1]) if plan is not None else 0)
         if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
             # a dialect, or an anomaly: the reference decides
-            dec._method_frame(direction, w.d, channel, buf, start, end, offset, size)
+            dec.decode_method_frame(direction, w.d, channel, buf, start, end, offset, size)
             w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max
             return
     if info.dialect:
@@ -1012,9 +1012,9 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
     )
     if w.midstream:
         ms = w.d.mid
-        # StreamDecoder._fresh does nothing once the held anomaly is out and the channel known
+        # StreamDecoder.fresh_channel does nothing once the held anomaly is out and the channel known
         if ms.held is not None or channel not in ms.fresh:
-            dec._fresh(direction, w.d, channel)
+            dec.fresh_channel(direction, w.d, channel)
     # StreamDecoder._method: secrets out, then the event, then what it tells of the connection
     if info.secret:
         w.learner.redact(name, args)
@@ -1023,17 +1023,17 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
     if learn is not None:
         learn(direction, m)
         if name == "connection.tune-ok" and (fm := w.learner.v.get("frame_max")):
-            dec._tuned(fm)
+            dec.tuned(fm)
             w.frame_max = dec.frame_max
     pend = w.pending
     p = pend.get(channel)
     if p is not None:
-        dec._end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
+        dec.end_content(direction, p, False, f"{p.method.name} content interrupted by {name}")
     if content:
         # StreamDecoder._start_content (the entry was just ended if there was one)
         pend[channel] = init_pending(Pending.__new__(Pending), m, channel, channel, offset, w.packet)
     elif name == "message.transfer" and "body" in args:
-        dec._inline_transfer(direction, m, buf, start + 4, end)
+        dec.inline_transfer(direction, m, buf, start + 4, end)
 
 
 cdef bint direct_method(Walk w, int channel, offset, int cid, int mid, args, MethodInfo info,
@@ -1053,7 +1053,7 @@ cdef bint direct_method(Walk w, int channel, offset, int cid, int mid, args, Met
     pend = w.pending
     found = pend.get(channel)
     if found is not None:
-        w.dec._end_content(w.direction, found, False, f"{found.method.name} content interrupted by {info.name}")
+        w.dec.end_content(w.direction, found, False, f"{found.method.name} content interrupted by {info.name}")
     if info.content:
         p = init_pending(Pending.__new__(Pending), None, ch, ch, offset, w.packet)
         p.lazy = True
@@ -1064,26 +1064,26 @@ cdef bint direct_method(Walk w, int channel, offset, int cid, int mid, args, Met
 
 
 cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
-    """Decoder09._header on the common path; anything else goes to the reference."""
+    """Decoder09.decode_header_frame on the common path; anything else goes to the reference."""
     found = w.pending.get(channel)
-    if type(found) is not Pending:  # None, or a reference Pending (the walker was switched on late)
-        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+    if type(found) is not Pending:  # no content in assembly on this channel
+        w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Pending p = <Pending>found
     if p.props is not None or end - start < 14 or not has_method(p):
-        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef int cid = rd16(b + start)
     if cid != method_class_id(p):
-        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     props = properties(w, w.properties.get(cid, ()), b, start + 12, end, w.rabbit)
     if props is None:
-        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef uint64_t body_size = rd64(b + start + 4)
     if body_size > <uint64_t>I64_MAX:  # does not fit messages.body_size: the reference reports it
-        w.dec._header(w.direction, w.d, channel, buf, start, end, offset)
+        w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     p.props = props
     p.size = body_size
@@ -1093,14 +1093,14 @@ cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
 
 
 cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py_ssize_t end, offset):
-    """Decoder09._body_frame and StreamDecoder._body on the common path."""
+    """Decoder09.decode_body_frame and StreamDecoder._body on the common path."""
     found = w.pending.get(channel)
     if type(found) is not Pending:
-        w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
+        w.dec.decode_body_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Pending p = <Pending>found
     if p.props is None or not has_method(p):
-        w.dec._body_frame(w.direction, w.d, channel, buf, start, end, offset)
+        w.dec.decode_body_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef Py_ssize_t n = end - start, take
     p.frames += 1
@@ -1123,7 +1123,7 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
     size = p.size
     if received >= size:
         if received > size:
-            w.dec._anomaly(
+            w.dec.report_anomaly(
                 w.direction,
                 offset,
                 "body-overrun",
@@ -1135,8 +1135,8 @@ cdef body_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, Py
 
 def frames(dec, int direction, d, Py_ssize_t pos):
     """Decoder09._frames: decode the whole frames of ``d.buf`` from ``pos``; where it stopped."""
-    if type(d) is not Direction:  # a decoder made before the walker was switched on
-        return dec._frames_reference(direction, d, pos)
+    if type(d) is not Direction:  # not this class's state (a cast would read the wrong fields)
+        return dec.frames_reference(direction, d, pos)
     return walk(dec, direction, <Direction>d, pos)
 
 
@@ -1181,14 +1181,14 @@ cdef inline Py_ssize_t frames_of(
         size = rd32(b + pos + 3)
         if ftype not in w.frame_types or size > w.frame_max:
             w.counted(nframes)
-            dec._bad_frame(direction, d, pos, ftype, channel, size)
+            dec.bad_frame(direction, d, pos, ftype, channel, size)
             return pos + 1
         end = pos + 7 + size
         if end >= n:
             break
         if b[end] != FRAME_END:
             w.counted(nframes)
-            return dec._frames_reference(direction, d, pos)  # reports it, and resyncs
+            return dec.frames_reference(direction, d, pos)  # reports it, and resyncs
         offset = w.base + pos
         nframes += 1
         if w.frame_events:
@@ -1226,7 +1226,7 @@ def data(dec, int direction, offset, data, packet, ts):
 
 cdef feed_one(dec, int direction, data, offset, packet, ts):
     found = dec.dirs[direction]
-    if type(found) is not Direction:  # a decoder made before the walker was switched on
+    if type(found) is not Direction:  # not this class's state (a cast would read the wrong fields)
         StreamDecoder.feed(dec, direction, data, offset, packet, ts)
         return
     cdef Direction d = <Direction>found
@@ -1291,7 +1291,7 @@ cdef parse(dec, int direction, Direction d):
     cdef Py_ssize_t pos = d.pos, n
     while not d.skip:
         if d.resync:
-            pos = dec._find_boundary(direction, d, pos, False)
+            pos = dec.find_boundary(direction, d, pos, False)
             if pos < 0:
                 break
         pos = walk(dec, direction, d, pos)

@@ -20,7 +20,7 @@ its own module).  It provides:
 * ``_content_view(p, direction)``: properties, body size, exchange and routing key of
   a finished content;
 * optionally ``_lost`` / ``_finish_direction`` (grammar state to drop on a loss or at
-  the end), ``_tuned`` (the negotiated frame size) and ``_resync_detail``.
+  the end), ``tuned`` (the negotiated frame size) and ``_resync_detail``.
 
 Memory is bounded: a direction buffers at most one frame (the grammar caps its size),
 and while resynchronising only what may still start a frame.
@@ -262,7 +262,7 @@ class StreamDecoder:
             if d.resync:
                 skipped = d.base + len(d.buf) - d.resync_from if d.base >= 0 else 0
                 if skipped > 0:
-                    self._anomaly(
+                    self.report_anomaly(
                         direction,
                         d.resync_from,
                         "resync-failed",
@@ -273,7 +273,7 @@ class StreamDecoder:
             elif d.skip:
                 d.skip = 0  # the rest of a frame damaged by a gap: already accounted for
             elif left > 0:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     d.base + d.pos,
                     "truncated-stream",
@@ -312,7 +312,7 @@ class StreamDecoder:
             d.pos = pos
         while not d.skip:
             if d.resync:
-                pos = self._find_boundary(direction, d, pos, final)
+                pos = self.find_boundary(direction, d, pos, final)
                 if pos < 0:
                     break
             pos = self._frames(direction, d, pos)
@@ -342,7 +342,7 @@ class StreamDecoder:
         if d.resync and len(d.buf) > d.pos:
             self._parse(direction, d, final=True)
 
-    def _find_boundary(self, direction: int, d: Direction, pos: int, final: bool) -> int:
+    def find_boundary(self, direction: int, d: Direction, pos: int, final: bool) -> int:
         """The first provable frame boundary from ``pos`` (resync over, the skip accounted
         for), or -1 with d.pos where the search resumes once more data arrives."""
         buf = d.buf
@@ -365,7 +365,7 @@ class StreamDecoder:
                 else:
                     detail = self._resync_detail(d.base + p, skipped)
                     if detail is not None:
-                        self._anomaly(direction, d.resync_from, "resync", detail, None, skipped)
+                        self.report_anomaly(direction, d.resync_from, "resync", detail, None, skipped)
                 d.resync = False
                 return p
             if proof == 0:  # cannot tell yet: wait for more bytes
@@ -392,18 +392,18 @@ class StreamDecoder:
     def _finish_direction(self, direction: int, d: Direction) -> None:
         """Grammar state left at the end of the capture (hook)."""
 
-    def _tuned(self, frame_max: int) -> None:
+    def tuned(self, frame_max: int) -> None:
         """connection.tune-ok negotiated ``frame_max`` (hook)."""
 
     # -- events ------------------------------------------------------------------------------
 
-    def _anomaly(self, direction, offset, kind, detail, channel=None, skipped=0) -> None:
+    def report_anomaly(self, direction, offset, kind, detail, channel=None, skipped=0) -> None:
         d = self.dirs[direction]
         self.events.append((direction, Anomaly(d.packet, d.ts, offset, kind, detail, channel, skipped)))
 
     def _unfit(self, direction, offset, channel, what: str, value, column: str) -> None:
         """``value`` (``what`` on the wire) does not fit ``column``: the column is null."""
-        self._anomaly(
+        self.report_anomaly(
             direction,
             offset,
             "value-out-of-range",
@@ -411,7 +411,7 @@ class StreamDecoder:
             channel,
         )
 
-    def _unfit_content(self, direction, offset, channel, body_size, timestamp) -> None:
+    def report_unfit_content(self, direction, offset, channel, body_size, timestamp) -> None:
         """Report a content header's declared body size and timestamp property that do not fit
         messages.body_size and messages.msg_timestamp."""
         if type(body_size) is int and body_size > I64_MAX:
@@ -433,13 +433,13 @@ class StreamDecoder:
         if learn is not None:
             learn(direction, m)
             if name == "connection.tune-ok" and (fm := self.learner.v.get("frame_max")):
-                self._tuned(fm)
+                self.tuned(fm)
 
     def _release_held(self, direction: int, d: Direction) -> None:
         if d.mid is not None and (a := d.mid.release()) is not None:
             self.events.append((direction, a))
 
-    def _fresh(self, direction: int, d: Direction, key: int) -> None:
+    def fresh_channel(self, direction: int, d: Direction, key: int) -> None:
         """A method on ``key``: what follows on it is no rest of a message begun earlier."""
         if d.mid is not None:
             self._release_held(direction, d)
@@ -452,7 +452,7 @@ class StreamDecoder:
             return False
         held = d.mid.orphan(key, channel, size)
         if held is False:
-            self._anomaly(
+            self.report_anomaly(
                 direction,
                 offset,
                 "resync",
@@ -484,12 +484,12 @@ class StreamDecoder:
                 p.head += bytes(buf[start : min(end, start + self.body_bytes - len(p.head))])
             p.received += n
 
-    def _end_content(self, direction: int, p: Pending, complete: bool, why: str | None = None) -> None:
+    def end_content(self, direction: int, p: Pending, complete: bool, why: str | None = None) -> None:
         """The content ends (``why`` it is incomplete, if it is): emit it."""
         self.pending[direction].pop(p.key, None)
         if p.method is None:
             if p.absorbed:
-                self._anomaly(
+                self.report_anomaly(
                     direction,
                     p.offset,
                     "incomplete-content",
@@ -499,7 +499,7 @@ class StreamDecoder:
                 )
             return
         if why:
-            self._anomaly(direction, p.offset, "incomplete-content", why, p.channel)
+            self.report_anomaly(direction, p.offset, "incomplete-content", why, p.channel)
         d = self.dirs[direction]
         m = p.method
         props, body_size, exchange, routing_key = self._content_view(p, direction)
@@ -530,7 +530,7 @@ class StreamDecoder:
         )
 
     def _abort_one(self, direction: int, p: Pending, why: str) -> None:
-        self._end_content(
+        self.end_content(
             direction, p, False, None if p.method is None else f"{p.method.name} content incomplete: {why}"
         )
 

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled ``link.parse_packet`` for the common packet (optional; see amqp/accel.py).
+"""Compiled ``link.parse_packet`` for the common packet (optional; see compiled.py).
 
 The fast path of link.py in C: Ethernet (untagged), Linux SLL / SLL2, and raw IP link
 headers, then an IPv4 header without options (not fragmented, lengths consistent) or an IPv6
@@ -19,8 +19,8 @@ from libc.string cimport memcmp
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     /* A Packet (a NamedTuple: a tuple subclass, no instance dict) of n items, all NULL until
        set (the tuple's traversal and deallocation skip NULL): filled in place, no tuple made
@@ -30,11 +30,11 @@ cdef extern from *:
         return tp->tp_alloc(tp, n);
     }
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
     object amqpcap_tuple_of(object cls, Py_ssize_t n)
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 # link.Packet and link.parse_packet_reference, handed in by link.use_compiled (link imports
 # this module: importing link from here would be circular)

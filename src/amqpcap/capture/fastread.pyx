@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled walks over pcap records and pcapng packet blocks (optional; see amqp/accel.py).
+"""Compiled walks over pcap records and pcapng packet blocks (optional; see compiled.py).
 
 ``pcap_records`` is reader.py's ``_walk_pcap`` in C: it cuts every record lying wholly in the
 buffer and stops at the first one that does not (or whose header does not), leaving refills,
@@ -14,14 +14,14 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 cdef int64_t NS = 1_000_000_000
 

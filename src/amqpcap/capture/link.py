@@ -60,7 +60,7 @@ import struct
 from _socket import AF_INET, AF_INET6, inet_ntop
 from collections import namedtuple
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 
 __all__ = [
     "parse_packet",
@@ -381,7 +381,7 @@ parse_packet = parse_packet_reference
 
 def use_compiled(on: bool) -> None:
     """Parse with the compiled parser (``on``; it must be built) or the reference above.
-    accel.select() makes the choice once at import."""
+    compiled.select() makes the choice once at import."""
     global parse_packet
     if on:
         from amqpcap.capture import fastlink
@@ -397,4 +397,4 @@ def compiled_in_use() -> bool:
     return parse_packet is not parse_packet_reference
 
 
-use_compiled(accel.select("fastlink") is not None)
+use_compiled(compiled.select("fastlink") is not None)

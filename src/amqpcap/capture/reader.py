@@ -103,7 +103,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.exitcodes import Exit
 
 __all__ = [
@@ -931,7 +931,7 @@ _pcap_records = _pcapng_records = None
 
 def use_compiled(on: bool) -> None:
     """Walk pcap records and pcapng packet blocks with the compiled walks (``on``; they must be
-    built) or their Python references, ``_walk_pcap`` / ``_walk_pcapng``.  accel.select() makes
+    built) or their Python references, ``_walk_pcap`` / ``_walk_pcapng``.  compiled.select() makes
     the choice once at import."""
     global _pcap_records, _pcapng_records
     if on:
@@ -947,4 +947,4 @@ def compiled_in_use() -> bool:
     return _pcap_records is not None
 
 
-use_compiled(accel.select("fastread") is not None)
+use_compiled(compiled.select("fastread") is not None)

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled row builders for the methods and messages tables (optional; see amqp/accel.py).
+"""Compiled row builders for the methods and messages tables (optional; see compiled.py).
 
 ``method_row`` and ``message_row`` are rows.py's ``method_row_reference`` and
 ``message_row_reference`` in typed C: the same tuples (same values, same types), built
@@ -43,19 +43,19 @@ include "raw.pxi"
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     static long long amqpcap_as_ll(PyObject *v, int *overflow) {
         return PyLong_AsLongLongAndOverflow(v, overflow);
     }
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
     long long amqpcap_as_ll(object v, int *overflow) except? -1
     bint PyBool_Check(object o)
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 
 cdef class Fields:
@@ -107,7 +107,7 @@ view_slots()
 
 
 # JSON: rows.to_json's text (the C encoder of the json module, ensure_ascii=False, compact
-# separators, bytes as {"$b64": ...} by rows._json_default) written straight into one buffer for
+# separators, bytes as {"$b64": ...} by rows.json_default) written straight into one buffer for
 # the values decoded arguments and properties are made of: dicts with str keys, lists, str, int,
 # float, bool, None, bytes.  Anything else (a subclass, a memoryview, a non-str key, deeper than
 # MAX_DEPTH) makes the whole value go to rows' encoder instead: the text is the same either way.
@@ -349,7 +349,7 @@ cdef object to_json(object o):
         return None
     text = amqpcap_json(o)
     if text is None:
-        return R._encode(o)  # (read at each use: rows makes its encoder at the first)
+        return R.encode_json(o)  # (read at each use: rows makes its encoder at the first)
     return text
 
 
@@ -498,12 +498,12 @@ cdef class Plan:
             return to_json(d)
         text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys, self.table_at, table)
         if text is None:
-            return R._encode(d)
+            return R.encode_json(d)
         return text
 
 
-cdef dict method_plans = {}  # (method name, argument names) -> Plan, as rows._plans
-cdef dict property_plans = {}  # property names -> Plan, as rows._property_plans
+cdef dict method_plans = {}  # (method name, argument names) -> Plan, as rows.method_plans
+cdef dict property_plans = {}  # property names -> Plan, as rows.property_plans
 # The plan used last for a method name / for a property dict of n names: most rows of a
 # capture repeat the names of the row before them, and comparing the names costs less than
 # building and hashing the key tuple.
@@ -529,7 +529,7 @@ cdef inline bint same_names(tuple names, dict d):
 
 
 cdef Plan method_plan(name, dict a, bint *same):
-    """rows._plans[(name, tuple(a))] (made on first use); same[0]: a's keys are its names."""
+    """rows.method_plans[(name, tuple(a))] (made on first use); same[0]: a's keys are its names."""
     cdef Plan plan
     found = PyDict_GetItem(last_method_plan, name) if PyUnicode_CheckExact(name) else NULL
     if found is not NULL and same_names((<Plan>found).names, a):
@@ -538,7 +538,7 @@ cdef Plan method_plan(name, dict a, bint *same):
     key = (name, tuple(a))
     p = PyDict_GetItem(method_plans, key)
     if p is NULL:
-        rp = R._MethodPlan(name, key[1])
+        rp = R.MethodPlan(name, key[1])
         plan = Plan(rp.fill, rp.destination, rp.code, rp.failing)
         plan.named(key[1])
         method_plans[key] = plan
@@ -551,7 +551,7 @@ cdef Plan method_plan(name, dict a, bint *same):
 
 
 cdef Plan property_plan(dict p, bint *same):
-    """rows._property_plans[tuple(p)] (made on first use); same[0]: p's keys are its names."""
+    """rows.property_plans[tuple(p)] (made on first use); same[0]: p's keys are its names."""
     cdef Plan fill
     cdef Py_ssize_t slot = len(p) & 31
     found = last_property_plan[slot]
@@ -561,7 +561,7 @@ cdef Plan property_plan(dict p, bint *same):
     keys = tuple(p)
     f = PyDict_GetItem(property_plans, keys)
     if f is NULL:
-        fill = Plan(R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(keys)))
+        fill = Plan(R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(keys)))
         fill.named(keys)
         property_plans[keys] = fill
     else:
@@ -635,26 +635,26 @@ cdef int bind() except -1:
     from amqpcap.records import rows
 
     CODES = {
-        rows._s: TO_S,
-        rows._i: TO_I,
-        rows._b: TO_B,
-        rows._tag: TO_TAG,
-        rows._short: TO_SHORT,
-        rows._msg_ts: TO_MSG_TS,
-        rows._table_json: TO_TABLE_JSON,
+        rows.as_text: TO_S,
+        rows.as_int: TO_I,
+        rows.as_bool: TO_B,
+        rows.as_tag: TO_TAG,
+        rows.as_short: TO_SHORT,
+        rows.as_timestamp_ns: TO_MSG_TS,
+        rows.as_table_json: TO_TABLE_JSON,
     }
     reply_code_info = _spec.reply_code_info
-    failing = rows._failing
-    SUBSCRIPTION_DEST = frozenset(rows._SUBSCRIPTION_DEST)
+    failing = rows.failing_method
+    SUBSCRIPTION_DEST = frozenset(rows.SUBSCRIPTION_DEST)
     DIRS = tuple(rows.DIRS)
-    N_METHOD = len(rows._METHOD_COLUMNS)
-    N_HEAD = len(rows._METHOD_HEAD)
-    M_EXCHANGE_COL, M_CONSUMER_TAG_COL = rows._M_EXCHANGE, rows._M_CONSUMER_TAG
-    M_REPLY_NAME_COL, M_FAILING_COL = rows._M_REPLY_NAME, rows._M_FAILING
-    M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows._M_COMMAND_ID, rows._M_ANSWERS, rows._M_ARGUMENTS
+    N_METHOD = len(rows.METHOD_COLUMNS)
+    N_HEAD = len(rows.METHOD_HEAD)
+    M_EXCHANGE_COL, M_CONSUMER_TAG_COL = rows.M_EXCHANGE, rows.M_CONSUMER_TAG
+    M_REPLY_NAME_COL, M_FAILING_COL = rows.M_REPLY_NAME, rows.M_FAILING
+    M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows.M_COMMAND_ID, rows.M_ANSWERS, rows.M_ARGUMENTS
     N_MESSAGE = len(rows.COLUMNS["messages"])
-    FIRST_PROPERTY = rows._MSG_FIRST_PROPERTY
-    N_PROPERTIES = len(rows._MESSAGE_PROPERTIES)
+    FIRST_PROPERTY = rows.MSG_FIRST_PROPERTY
+    N_PROPERTIES = len(rows.MESSAGE_PROPERTIES)
     if N_METHOD > MAX_COLS or N_MESSAGE > MAX_COLS:
         raise ImportError("records/schema.py: more columns than fastrows.pyx stages (MAX_COLS)")
     global append_array
@@ -1127,7 +1127,7 @@ cdef enum:
 cdef class WirePlan:
     """How the fields of one decoding plan (fast09's: the names of the values, then of the
     bits set) fill a row: the column and converter of each, as the reference's fill plan
-    (``fill``: rows._fill_plan's) says (-1: JSON only), each one's JSON key, and the column of
+    (``fill``: rows.fill_plan's) says (-1: JSON only), each one's JSON key, and the column of
     their JSON text (``json_col``)."""
 
     cdef tuple names, bits
@@ -1172,7 +1172,7 @@ cdef WirePlan wire_plan(const amqpcap_wire *w):
     if found is 0:
         found = None
         if len(names) + len(bits) <= MAX_WIRE_NAMES and K_REDELIVERED not in names and K_REDELIVERED not in bits:
-            fill = R._fill_plan(R._MESSAGE_PROPERTIES, R._MSG, set(names + bits))
+            fill = R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(names + bits))
             found = WirePlan(names, bits, fill, FIRST_PROPERTY + N_PROPERTIES)
             if (<WirePlan>found).frags is None:
                 found = None
@@ -1189,7 +1189,7 @@ cdef dict last_method_wire_plan = {}  # method name -> the WirePlan used last
 
 cdef WirePlan method_wire_plan(name, const amqpcap_wire *w):
     """The WirePlan of a method's arguments ``w`` (the reference's fill plan for them), or None
-    if its row is written from a dict: a flag of rows._MethodPlan (a destination, a reply code,
+    if its row is written from a dict: a flag of rows.MethodPlan (a destination, a reply code,
     a failing method: what the dict's path adds), too many names."""
     names = <tuple>w.names
     found = last_method_wire_plan.get(name)
@@ -1200,7 +1200,7 @@ cdef WirePlan method_wire_plan(name, const amqpcap_wire *w):
     if found is 0:
         found = None
         if len(names) <= MAX_WIRE_NAMES:
-            mp = R._MethodPlan(name, names)
+            mp = R.MethodPlan(name, names)
             if not (mp.destination or mp.code or mp.failing):
                 found = WirePlan(names, (), mp.fill, M_ARGUMENTS_COL)
                 if (<WirePlan>found).frags is None:

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled column buffers for the Parquet writer (optional; see amqp/accel.py).
+"""Compiled column buffers for the Parquet writer (optional; see compiled.py).
 
 ``Columns`` is the row-to-columns half of writer.py's ``TableBufferReference``: instead of
 keeping the row tuples and converting them with ``pa.array`` at flush, each value goes straight
@@ -42,11 +42,11 @@ include "../deferred.pxi"
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
 cdef extern from "Python.h":
     ctypedef struct PyTupleObject:
@@ -54,8 +54,8 @@ cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     long long PyLong_AsLongLongAndOverflow(object v, int *overflow) except? -1
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 cdef Py_ssize_t OFFSET_MAX = 2147483647  # int32 offsets of string / binary / list arrays
 MAX_BYTES = 256 << 20  # bytes of one string / binary column that make a batch full

@@ -2,14 +2,14 @@
 filled by column index in a list, then frozen: the writer converts tuples).
 
 ``method_row`` and ``message_row`` run per event: they are the reference functions here, or
-their compiled twins (fastrows.pyx, optional, chosen by amqp/accel.py like the 0-9 decoder;
+their compiled twins (fastrows.pyx, optional, chosen by compiled.py like the 0-9 decoder;
 ``use_compiled`` switches, for the tests and benches)."""
 
 from __future__ import annotations
 
 import base64
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
@@ -17,7 +17,7 @@ from amqpcap.records import liveness
 from amqpcap.records.schema import COLUMNS, DIRS
 
 
-def _json_default(o):
+def json_default(o):
     if isinstance(o, (bytes, bytearray, memoryview)):
         return {"$b64": base64.b64encode(bytes(o)).decode()}
     return str(o)
@@ -29,10 +29,10 @@ def _make_encode():
     what ``encode`` writes.  No circular-reference check: decoded values are trees."""
     import json
 
-    encoder = json.JSONEncoder(default=_json_default, ensure_ascii=False, separators=(",", ":"))
+    encoder = json.JSONEncoder(default=json_default, ensure_ascii=False, separators=(",", ":"))
     make = getattr(json.encoder, "c_make_encoder", None)
     try:
-        chunks = make(None, _json_default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+        chunks = make(None, json_default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
         join = "".join
 
         def encode(o) -> str:
@@ -46,22 +46,25 @@ def _make_encode():
     return encoder.encode
 
 
-def _encode(o) -> str:
-    """The JSON text of ``o``.  The encoder is made at the first call, which replaces this
-    function: the json module is not imported by a dissect whose JSON the compiled row builder
-    writes (~1 ms of every start)."""
-    global _encode
-    _encode = _make_encode()
-    return _encode(o)
+_encoder = None
+
+
+def encode_json(o) -> str:
+    """The JSON text of ``o``.  The encoder is made at the first call: the json module is not
+    imported by a dissect whose JSON the compiled row builder writes (~1 ms of every start)."""
+    global _encoder
+    if _encoder is None:
+        _encoder = _make_encode()
+    return _encoder(o)
 
 
 def to_json(obj) -> str | None:
     if obj is None:
         return None
-    return _encode(obj)
+    return encode_json(obj)
 
 
-def _s(v):
+def as_text(v):
     if v is None or isinstance(v, str):
         return v
     if isinstance(v, (bytes, bytearray)):
@@ -69,18 +72,18 @@ def _s(v):
     return str(v)
 
 
-def _i(v):
+def as_int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _b(v):
+def as_bool(v):
     return v if isinstance(v, bool) else None
 
 
 _I64_MAX = (1 << 63) - 1
 
 # 0-10 commands whose "destination" names a subscription, not an exchange.
-_SUBSCRIPTION_DEST = {
+SUBSCRIPTION_DEST = {
     "message.subscribe",
     "message.cancel",
     "message.set-flow-mode",
@@ -90,7 +93,7 @@ _SUBSCRIPTION_DEST = {
 }
 
 
-def _failing(version, a):
+def failing_method(version, a):
     cid = a.get("class-id", a.get("class-code"))
     mid = a.get("method-id", a.get("command-code"))
     if not cid:
@@ -108,7 +111,12 @@ def _ranges(v):
         return None
     out = []
     for r in v:
-        if isinstance(r, (list, tuple)) and len(r) == 2 and _i(r[0]) is not None and _i(r[1]) is not None:
+        if (
+            isinstance(r, (list, tuple))
+            and len(r) == 2
+            and as_int(r[0]) is not None
+            and as_int(r[1]) is not None
+        ):
             out.append({"lower": r[0], "upper": r[1]})
     return out
 
@@ -117,7 +125,7 @@ def _ranges(v):
 ARG_COLUMNS = ("no_wait", "active", "qos_global", "reason", "accept_mode", "id_ranges", "code", "text")
 
 
-def _tag(v):
+def as_tag(v):
     """A delivery-tag that fits the int64 column, else null."""
     return v if isinstance(v, int) and 0 <= v <= _I64_MAX else None
 
@@ -125,33 +133,33 @@ def _tag(v):
 # The methods columns filled from a method's arguments: column -> (argument names, the first
 # present wins; converter).  Every converter maps None to None, so a column none of whose
 # arguments is present stays null, exactly as ``conv(a.get(k1, a.get(k2)))`` would leave it.
-_METHOD_ARGS = (
-    ("exchange", ("exchange",), _s),
-    ("routing_key", ("routing-key", "binding-key"), _s),
-    ("queue", ("queue",), _s),
-    ("consumer_tag", ("consumer-tag",), _s),
-    ("delivery_tag", ("delivery-tag",), _tag),
-    ("multiple", ("multiple",), _b),
-    ("requeue", ("requeue",), _b),
-    ("redelivered", ("redelivered",), _b),
-    ("no_ack", ("no-ack",), _b),
-    ("mandatory", ("mandatory",), _b),
-    ("reply_code", ("reply-code", "error-code"), _i),
-    ("reply_text", ("reply-text", "description"), _s),
-    ("prefetch_count", ("prefetch-count",), _i),
-    ("prefetch_size", ("prefetch-size",), _i),
-    ("message_count", ("message-count",), _i),
-    ("consumer_count", ("consumer-count",), _i),
-    ("no_wait", ("no-wait", "nowait"), _b),
-    ("active", ("active",), _b),
-    ("qos_global", ("global",), _b),
-    ("reason", ("reason",), _s),
-    ("accept_mode", ("accept-mode",), _i),
+METHOD_ARGS = (
+    ("exchange", ("exchange",), as_text),
+    ("routing_key", ("routing-key", "binding-key"), as_text),
+    ("queue", ("queue",), as_text),
+    ("consumer_tag", ("consumer-tag",), as_text),
+    ("delivery_tag", ("delivery-tag",), as_tag),
+    ("multiple", ("multiple",), as_bool),
+    ("requeue", ("requeue",), as_bool),
+    ("redelivered", ("redelivered",), as_bool),
+    ("no_ack", ("no-ack",), as_bool),
+    ("mandatory", ("mandatory",), as_bool),
+    ("reply_code", ("reply-code", "error-code"), as_int),
+    ("reply_text", ("reply-text", "description"), as_text),
+    ("prefetch_count", ("prefetch-count",), as_int),
+    ("prefetch_size", ("prefetch-size",), as_int),
+    ("message_count", ("message-count",), as_int),
+    ("consumer_count", ("consumer-count",), as_int),
+    ("no_wait", ("no-wait", "nowait"), as_bool),
+    ("active", ("active",), as_bool),
+    ("qos_global", ("global",), as_bool),
+    ("reason", ("reason",), as_text),
+    ("accept_mode", ("accept-mode",), as_int),
     ("id_ranges", ("commands", "transfers"), _ranges),
-    ("code", ("code",), _i),
-    ("text", ("text",), _s),
+    ("code", ("code",), as_int),
+    ("text", ("text",), as_text),
 )
-_ARG_CONVERTERS = {col: (names, conv) for col, names, conv in _METHOD_ARGS}
+_ARG_CONVERTERS = {col: (names, conv) for col, names, conv in METHOD_ARGS}
 
 
 def arg_columns(a: dict) -> tuple:
@@ -167,7 +175,7 @@ def arg_columns(a: dict) -> tuple:
 
 # Columns a method row takes from the Method event itself, in schema order; the rest of the
 # row starts null and is filled by column index (the index of each name in records/schema.py).
-_METHOD_HEAD = (
+METHOD_HEAD = (
     "capture",
     "tcp_stream",
     "frame_number",
@@ -183,16 +191,16 @@ _METHOD_HEAD = (
     "has_content",
     "frame_size",
 )
-_METHOD_COLUMNS = COLUMNS["methods"]
-assert tuple(_METHOD_COLUMNS[: len(_METHOD_HEAD)]) == _METHOD_HEAD, "records/schema.py METHODS reordered"
-_METHOD_TAIL = [None] * (len(_METHOD_COLUMNS) - len(_METHOD_HEAD))
-_M = {name: i for i, name in enumerate(_METHOD_COLUMNS)}
-_M_EXCHANGE, _M_CONSUMER_TAG = _M["exchange"], _M["consumer_tag"]
-_M_REPLY_NAME, _M_FAILING = _M["reply_name"], _M["failing_method"]
-_M_COMMAND_ID, _M_ANSWERS, _M_ARGUMENTS = _M["command_id"], _M["answers_command_id"], _M["arguments"]
+METHOD_COLUMNS = COLUMNS["methods"]
+assert tuple(METHOD_COLUMNS[: len(METHOD_HEAD)]) == METHOD_HEAD, "records/schema.py METHODS reordered"
+_METHOD_TAIL = [None] * (len(METHOD_COLUMNS) - len(METHOD_HEAD))
+_M = {name: i for i, name in enumerate(METHOD_COLUMNS)}
+M_EXCHANGE, M_CONSUMER_TAG = _M["exchange"], _M["consumer_tag"]
+M_REPLY_NAME, M_FAILING = _M["reply_name"], _M["failing_method"]
+M_COMMAND_ID, M_ANSWERS, M_ARGUMENTS = _M["command_id"], _M["answers_command_id"], _M["arguments"]
 
 
-def _fill_plan(columns, index: dict, present: set) -> tuple:
+def fill_plan(columns, index: dict, present: set) -> tuple:
     """(column index, value name, converter) for each of ``columns`` (column, value names in
     precedence order, converter) that a value of ``present`` fills."""
     return tuple(
@@ -202,7 +210,7 @@ def _fill_plan(columns, index: dict, present: set) -> tuple:
     )
 
 
-class _MethodPlan:
+class MethodPlan:
     """How to fill a method row from arguments with these names (in this order), compiled once
     per (method name, argument names): a row then touches only the arguments present instead of
     looking up every typed column's argument in every row."""
@@ -211,13 +219,13 @@ class _MethodPlan:
 
     def __init__(self, name: str, keys: tuple) -> None:
         present = set(keys)
-        self.fill = _fill_plan(_METHOD_ARGS, _M, present)
+        self.fill = fill_plan(METHOD_ARGS, _M, present)
         self.destination = "destination" in present
         self.code = "reply-code" in present or "error-code" in present
         self.failing = name.endswith(".close") or name == "execution.exception"
 
 
-_plans: dict = {}  # (method name, argument names) -> _MethodPlan; a few dozen per capture
+method_plans: dict = {}  # (method name, argument names) -> MethodPlan; a few dozen per capture
 
 
 def method_row_reference(capture, stream, direction, m: Method, version):
@@ -227,9 +235,9 @@ def method_row_reference(capture, stream, direction, m: Method, version):
         a = dict(a)
     name = m.name
     key = (name, tuple(a))
-    plan = _plans.get(key)
+    plan = method_plans.get(key)
     if plan is None:
-        plan = _plans[key] = _MethodPlan(name, key[1])
+        plan = method_plans[key] = MethodPlan(name, key[1])
     row = [
         capture,
         stream,
@@ -251,64 +259,62 @@ def method_row_reference(capture, stream, direction, m: Method, version):
         row[i] = conv(a[k])
     if plan.destination:
         # 0-10: a transfer from the broker names the subscription it is delivered to.
-        if name in _SUBSCRIPTION_DEST or (
-            name == "message.transfer" and direction == 1 and version == "0-10"
-        ):
-            row[_M_CONSUMER_TAG] = _s(a["destination"])
-        elif row[_M_EXCHANGE] is None:
-            row[_M_EXCHANGE] = _s(a["destination"])
+        if name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
+            row[M_CONSUMER_TAG] = as_text(a["destination"])
+        elif row[M_EXCHANGE] is None:
+            row[M_EXCHANGE] = as_text(a["destination"])
     if plan.code:
         code = a.get("reply-code", a.get("error-code"))
         info = _spec.reply_code_info(version, code) if isinstance(code, int) else None
-        row[_M_REPLY_NAME] = info[0] if info else None
+        row[M_REPLY_NAME] = info[0] if info else None
     if plan.failing:
-        row[_M_FAILING] = _failing(version, a)
-    row[_M_COMMAND_ID] = m.command_id
-    row[_M_ANSWERS] = m.answers_command_id
-    row[_M_ARGUMENTS] = to_json(a)
+        row[M_FAILING] = failing_method(version, a)
+    row[M_COMMAND_ID] = m.command_id
+    row[M_ANSWERS] = m.answers_command_id
+    row[M_ARGUMENTS] = to_json(a)
     return tuple(row)
 
 
-def _short(v):
+def as_short(v):
     """An int16 property (delivery-mode, priority): out-of-range values are null."""
-    v = _i(v)
+    v = as_int(v)
     return v if v is None or v < 32768 else None
 
 
-def _msg_ts(v):
+def as_timestamp_ns(v):
     """The timestamp property (seconds) as ns, null when outside the timestamp column's range."""
     return v * 1_000_000_000 if isinstance(v, int) and 0 <= v < 9_000_000_000 else None
 
 
-def _table_json(v):
+def as_table_json(v):
     return to_json(v) if v is not None else None
 
 
-# The messages columns filled from a content's properties, as _METHOD_ARGS (contiguous, in
+# The messages columns filled from a content's properties, as METHOD_ARGS (contiguous, in
 # schema order: checked below).
-_MESSAGE_PROPERTIES = (
-    ("content_type", ("content-type",), _s),
-    ("content_encoding", ("content-encoding",), _s),
-    ("headers", ("headers", "application-headers"), _table_json),
-    ("delivery_mode", ("delivery-mode",), _short),
-    ("priority", ("priority",), _short),
-    ("correlation_id", ("correlation-id",), _s),
-    ("reply_to", ("reply-to",), _s),
-    ("expiration", ("expiration",), _s),
-    ("message_id", ("message-id",), _s),
-    ("msg_timestamp", ("timestamp",), _msg_ts),
-    ("type", ("type",), _s),
-    ("user_id", ("user-id",), _s),
-    ("app_id", ("app-id",), _s),
-    ("cluster_id", ("cluster-id",), _s),
+MESSAGE_PROPERTIES = (
+    ("content_type", ("content-type",), as_text),
+    ("content_encoding", ("content-encoding",), as_text),
+    ("headers", ("headers", "application-headers"), as_table_json),
+    ("delivery_mode", ("delivery-mode",), as_short),
+    ("priority", ("priority",), as_short),
+    ("correlation_id", ("correlation-id",), as_text),
+    ("reply_to", ("reply-to",), as_text),
+    ("expiration", ("expiration",), as_text),
+    ("message_id", ("message-id",), as_text),
+    ("msg_timestamp", ("timestamp",), as_timestamp_ns),
+    ("type", ("type",), as_text),
+    ("user_id", ("user-id",), as_text),
+    ("app_id", ("app-id",), as_text),
+    ("cluster_id", ("cluster-id",), as_text),
 )
-_MSG = {name: i for i, name in enumerate(COLUMNS["messages"])}
-_MSG_FIRST_PROPERTY = _MSG[_MESSAGE_PROPERTIES[0][0]]
-assert [c for c, _, _ in _MESSAGE_PROPERTIES] == COLUMNS["messages"][
-    _MSG_FIRST_PROPERTY : _MSG_FIRST_PROPERTY + len(_MESSAGE_PROPERTIES)
+MSG = {name: i for i, name in enumerate(COLUMNS["messages"])}
+MSG_FIRST_PROPERTY = MSG[MESSAGE_PROPERTIES[0][0]]
+assert [c for c, _, _ in MESSAGE_PROPERTIES] == COLUMNS["messages"][
+    MSG_FIRST_PROPERTY : MSG_FIRST_PROPERTY + len(MESSAGE_PROPERTIES)
 ], "records/schema.py MESSAGES reordered"
-_PROPERTY_NULLS = [None] * len(_MESSAGE_PROPERTIES)
-_property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
+_PROPERTY_NULLS = [None] * len(MESSAGE_PROPERTIES)
+property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
 
 
 def message_row_reference(capture, stream, direction, c: Content, version):
@@ -320,9 +326,9 @@ def message_row_reference(capture, stream, direction, c: Content, version):
     if not isinstance(a, dict):
         a = dict(a)
     keys = tuple(p)
-    fill = _property_plans.get(keys)
+    fill = property_plans.get(keys)
     if fill is None:
-        fill = _property_plans[keys] = _fill_plan(_MESSAGE_PROPERTIES, _MSG, set(keys))
+        fill = property_plans[keys] = fill_plan(MESSAGE_PROPERTIES, MSG, set(keys))
     row = [
         capture,
         stream,
@@ -333,12 +339,14 @@ def message_row_reference(capture, stream, direction, c: Content, version):
         c.offset,
         c.method.name,
         version,
-        _s(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
-        _s(c.routing_key if c.routing_key is not None else a.get("routing-key")),
-        _s(a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)),
-        _tag(a.get("delivery-tag")),
-        _b(a.get("redelivered", p.get("redelivered"))),
-        _i(a.get("reply-code")),
+        as_text(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
+        as_text(c.routing_key if c.routing_key is not None else a.get("routing-key")),
+        as_text(
+            a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)
+        ),
+        as_tag(a.get("delivery-tag")),
+        as_bool(a.get("redelivered", p.get("redelivered"))),
+        as_int(a.get("reply-code")),
         *_PROPERTY_NULLS,  # content_type .. cluster_id, filled below
         to_json(p),
         c.body_size,
@@ -392,7 +400,7 @@ _CONNECTION_COLUMNS = tuple(COLUMNS["connections"])
 
 def _prop(props: dict, key: str):
     v = props.get(key)
-    return _s(v) if v is not None else None
+    return as_text(v) if v is not None else None
 
 
 def connection_facts(f: ConnectionFacts) -> dict:
@@ -417,9 +425,9 @@ def connection_facts(f: ConnectionFacts) -> dict:
         "client_platform": _prop(cp, "platform"),
         "connection_name": _prop(cp, "connection_name"),
         "client_properties": connection_json(cp) if cp else None,
-        "mechanism": _s(f.mechanism),
-        "user": _s(f.user),
-        "vhost": _s(f.vhost),
+        "mechanism": as_text(f.mechanism),
+        "user": as_text(f.user),
+        "vhost": as_text(f.vhost),
         "channel_max": f.channel_max,
         "frame_max": f.frame_max,
         "heartbeat": f.heartbeat,
@@ -427,7 +435,7 @@ def connection_facts(f: ConnectionFacts) -> dict:
         "close_ts": f.close_ts,
         "closed_by": f.closed_by,
         "close_reply_code": f.close_reply_code,
-        "close_reply_text": _s(f.close_reply_text),
+        "close_reply_text": as_text(f.close_reply_text),
     }
 
 
@@ -483,7 +491,7 @@ connection_json = to_json
 
 def use_compiled(on: bool) -> None:
     """Build method and message rows with the compiled builders (``on``; they must be built) or
-    the reference functions here (and liveness's ``Liveness`` with them).  accel.select() makes
+    the reference functions here (and liveness's ``Liveness`` with them).  compiled.select() makes
     the choice once at import."""
     global method_row, message_row, append_rows, connection_json
     if on:
@@ -504,4 +512,4 @@ def compiled_in_use() -> bool:
     return method_row is not method_row_reference
 
 
-use_compiled(accel.select("fastrows") is not None)
+use_compiled(compiled.select("fastrows") is not None)

@@ -5,7 +5,7 @@ in row groups and renames the temporary directory to ``out`` in ``close()``,
 so an interrupted run never leaves a dataset that looks complete.
 
 A table's rows wait in a ``TableBuffer`` until ROW_GROUP of them make a record batch.  Two
-implementations, chosen by amqp/accel.py like the row builders (``use_compiled`` switches):
+implementations, chosen by compiled.py like the row builders (``use_compiled`` switches):
 ``TableBufferReference`` here keeps the row tuples and converts them with ``pa.array`` at
 flush; the compiled one (fastwriter.pyx, optional) appends every value to typed column buffers
 as the row arrives and wraps them in Arrow arrays at flush (no ``pa.array``: no per-value
@@ -23,7 +23,7 @@ import os
 import queue
 import threading
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
 from amqpcap.records.schema import dictionary_columns
 
@@ -31,10 +31,9 @@ TYPE_CHECKING = False  # typing's, without importing typing (nothing else the di
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# Rows per record batch and Parquet row group.  Peak RSS of 200k small packets, compiled buffers:
-# 122 MB at 8192, 142 MB at 16384, 190 MB at 32768 (reference: ~225 MB).  Stop 20, in-process
-# best of 3, 16384 -> 8192: a 42 MB bulk capture (14k rows a table, written only at close with
-# 16384) 142 -> 132 ms, real captures and small packets the same; files +1%, peak RSS -8 to -17 MB.
+# Rows per record batch and Parquet row group: smaller groups lower peak RSS (200k small packets:
+# 122 MB at 8192, 142 MB at 16384) and let a mid-sized capture's batches be encoded while it is
+# read rather than all at close; files grow ~1% against 16384.
 ROW_GROUP = 8192
 QUEUED = 2  # record batches in the Parquet thread at most, every table (one written, one waiting)
 # Parquet encoding and compression (~12% of a small-packet dissect) in a thread of its own: 12% faster
@@ -293,7 +292,7 @@ def compiled_table_buffer():
 
         # the compiled walker's body digests may come before its hashing thread is done with
         # them (whenever that walker is built and current: the tests switch it on themselves)
-        decoder = accel.select("fast09") or accel.current_build("fast09")[0]
+        decoder = compiled.select("fast09") or compiled.current_build("fast09")[0]
         if decoder is not None:
             fastwriter.defer_text(decoder.DEFERRED_DIGEST)
 
@@ -345,7 +344,7 @@ def release_memory() -> None:
 
 def use_compiled(on: bool) -> None:
     """Buffer tables with the compiled column buffers (``on``; they must be built) or
-    ``TableBufferReference``.  accel.select() makes the choice once at import."""
+    ``TableBufferReference``.  compiled.select() makes the choice once at import."""
     global TableBuffer
     TableBuffer = compiled_table_buffer() if on else TableBufferReference
 
@@ -356,7 +355,7 @@ def compiled_in_use() -> bool:
 
 
 TableBuffer = TableBufferReference
-use_compiled(accel.select("fastwriter") is not None)
+use_compiled(compiled.select("fastwriter") is not None)
 
 
 def _pid_gone(pid: int) -> bool:
@@ -423,8 +422,7 @@ class DatasetWriter:
         # one, the small tables waited behind the large ones' batches).  The Parquet thread
         # takes the largest; this thread, which would only wait, writes the others meanwhile
         # (a table's batch still in the thread first: ParquetFile.write waits for it), those
-        # with none in flight first.  A 42 MB capture's close, median of 16 runs: 27 -> 17 ms
-        # (11 with Arrow's jemalloc pool: cli.ARROW_POOL, docs/design.md "Stop 24").
+        # with none in flight first.
         tables = list(self.tables.values())
         largest = max(tables, key=pending_rows)
         largest.flush()

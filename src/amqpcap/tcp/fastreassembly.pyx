@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled ``reassembly.Stream`` (optional; see amqp/accel.py).
+"""Compiled ``reassembly.Stream`` (optional; see compiled.py).
 
 The same object with its fields in C, and the two calls made for almost every packet typed:
 ``segment`` for the next bytes in order (whole, nothing held out of order) and ``ack``.
@@ -12,14 +12,14 @@ cimport cython
 
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_SHA256
-    #define AMQPCAP_SOURCE_SHA256 ""
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
     #endif
     """
-    const char *AMQPCAP_SOURCE_SHA256
+    const char *AMQPCAP_SOURCE_STAMP
 
-# accel.py compares this with the sources it finds next to the module (stale-build guard)
-SOURCE_SHA256 = (<bytes>AMQPCAP_SOURCE_SHA256).decode("ascii")
+# compiled.py compares this with the sources it finds next to the module (stale-build guard)
+SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 cdef unsigned long long MASK = 0xFFFFFFFF
 cdef unsigned long long HALF = 1 << 31

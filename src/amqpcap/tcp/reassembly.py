@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 
-from amqpcap.amqp import accel
+from amqpcap import compiled
 
 MASK = 0xFFFFFFFF
 HALF = 1 << 31
@@ -203,7 +203,7 @@ new_stream = Stream
 
 def use_compiled(on: bool) -> None:
     """Reassemble with the compiled stream (``on``; it must be built) or ``Stream``.
-    accel.select() makes the choice once at import."""
+    compiled.select() makes the choice once at import."""
     global new_stream
     if on:
         from amqpcap.tcp import fastreassembly
@@ -219,4 +219,4 @@ def compiled_in_use() -> bool:
     return new_stream is not Stream
 
 
-use_compiled(accel.select("fastreassembly") is not None)
+use_compiled(compiled.select("fastreassembly") is not None)

@@ -1,0 +1,172 @@
+"""The build switch: which stages run their optional compiled twin, and what each is built from.
+
+Some stages have a Cython twin of their common case (``PARTS``); the pure-Python module beside
+it stays the reference and the fallback.  setup.py builds the twins when Cython and a C compiler
+are there, from this module's list (their extensions, the files each is stamped with, and the
+package data that ships those files all come from ``PARTS``); without them the install still
+succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
+
+This module is the one place that decides, once per part and process (``select``; each stage
+asks at import and binds one implementation):
+
+* ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them;
+* a part not built (no compiler, ``AMQPCAP_PURE_BUILD=1``): pure Python;
+* a stale part: pure Python, with a one-line warning on stderr naming the fix.  A part records
+  ``SOURCE_STAMP``, the ``source_stamp`` of the files it was built from (its .pyx and .pxi
+  includes and the Python it mirrors); an edited source no longer matches it, and the old
+  build is not used until it is rebuilt.
+
+It imports nothing of amqpcap, so every stage (capture/, tcp/, amqp/, records/) can ask it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import zlib
+
+ROOT = os.path.dirname(os.path.abspath(__file__))  # the amqpcap package; sources are relative to it
+
+
+class Part:
+    """One optional compiled twin: its module, what it is called in messages, and the files it
+    is built from and mirrors (relative to the package; the .pyx first)."""
+
+    __slots__ = ("name", "module", "what", "sources")
+
+    def __init__(self, name: str, what: str, sources: tuple) -> None:
+        self.name, self.what, self.sources = name, what, sources
+        self.module = "amqpcap." + sources[0][: -len(".pyx")].replace("/", ".")
+
+
+# Every compiled part, in the order describe() names them.
+PARTS = {
+    p.name: p
+    for p in (
+        Part(
+            "fast09",
+            "decoder",
+            ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/stream.py", "amqp/events.py", "slots.pxi")
+            + ("amqp/wirefields.pxi", "amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
+        ),
+        Part(
+            "fastrows",
+            "row builder",
+            ("records/fastrows.pyx", "records/rows.py", "records/schema.py", "records/liveness.py")
+            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi", "amqp/rowsink.pxi"),
+        ),
+        Part(
+            "fastwriter",
+            "table buffer",
+            ("records/fastwriter.pyx", "records/writer.py", "records/raw.pxi", "deferred.pxi"),
+        ),
+        Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py")),
+        Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
+        Part("fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "slots.pxi")),
+        Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
+    )
+}
+
+_choice: dict = {}  # part name -> (module or None, why)
+
+
+def source_stamp(sources: tuple, root: str = ROOT) -> str | None:
+    """A stamp of the contents of ``sources`` under ``root`` (None if one is missing): CRC-32 of
+    each file, which any edit changes (a stale-build check, not a security one; zlib is built
+    into Python, where hashlib would load OpenSSL at every start)."""
+    parts = []
+    for name in sources:
+        try:
+            with open(os.path.join(root, name), "rb") as f:
+                parts.append("%08x" % zlib.crc32(f.read()))
+        except OSError:
+            return None
+    return "".join(parts)
+
+
+def package_data() -> dict:
+    """{package: [file, ...]}: the non-Python sources the stamps read, which an install must ship."""
+    data: dict = {}
+    for part in PARTS.values():
+        for src in part.sources:
+            if not src.endswith(".py"):
+                d, name = os.path.split(src)
+                package = "amqpcap" + ("." + d.replace("/", ".") if d else "")
+                data.setdefault(package, set()).add(name)
+    return {k: sorted(v) for k, v in sorted(data.items())}
+
+
+def editable() -> bool:
+    """True if amqpcap runs from a source checkout (an editable install), not an installed copy."""
+    return os.path.exists(os.path.join(ROOT, "..", "..", "setup.py"))
+
+
+def rebuild_hint() -> str:
+    """The fix for a stale build, for how amqpcap is installed."""
+    if editable():
+        return "rebuild: pip install -e ."
+    return "reinstall amqpcap: pip install --force-reinstall --no-deps amqpcap"
+
+
+def choose(env, module, name: str = "fast09", root: str = ROOT) -> tuple:
+    """(module or None, why): the decision for part ``name``, given the environment and the
+    imported extension (None if it could not be imported), its sources under ``root``."""
+    part = PARTS[name]
+    if env.get("AMQPCAP_PURE", "") not in ("", "0"):
+        return None, "pure Python (AMQPCAP_PURE is set)"
+    if module is None:
+        return None, f"pure Python (compiled {part.what} not built)"
+    want = source_stamp(part.sources, root)
+    if want is None or getattr(module, "SOURCE_STAMP", "") != want:
+        return None, f"pure Python (compiled {part.what} is stale: its sources changed; {rebuild_hint()})"
+    return module, f"compiled ({os.path.basename(module.__file__)})"
+
+
+def built(name: str = "fast09"):
+    """The compiled extension module of part ``name``, or None if it is not built."""
+    module = PARTS[name].module
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        return None
+    except Exception as e:  # e.g. a stale build whose imports are gone: the reference runs
+        return Broken(e, name)
+
+
+class Broken:
+    """An extension that is there but does not load (its stamp matches no source)."""
+
+    SOURCE_STAMP = ""
+
+    def __init__(self, error: Exception, name: str = "fast09") -> None:
+        self.error = error
+        self.__file__ = name
+
+
+def current_build(name: str = "fast09") -> tuple:
+    """(module or None, why): the compiled part if it is built from the current sources,
+    whatever AMQPCAP_PURE says (the tests run it explicitly)."""
+    return choose({}, built(name), name)
+
+
+def select(name: str = "fast09"):
+    """The compiled module of part ``name`` to use, or None for pure Python (once per process)."""
+    if name not in _choice:
+        module = built(name)
+        _choice[name] = choose(os.environ, module, name)
+        if module is not None and _choice[name][0] is None and "stale" in _choice[name][1]:
+            print(f"amqpcap: warning: {_choice[name][1]}", file=sys.stderr)
+    return _choice[name][0]
+
+
+def describe() -> str:
+    """Which implementations run, for ``amqpcap --version`` and the benches: each part named by
+    what it is, in ``PARTS``' order."""
+    parts = []
+    for name, part in PARTS.items():
+        select(name)
+        parts.append(f"{part.what}: {_choice[name][1]}")
+    return "; ".join(parts)
