@@ -196,7 +196,7 @@ ENTRY_POINTS = (
     ("show --csv", lambda c, d: ["show", c, "--csv"], None),
     ("show --absolute", lambda c, d: ["show", c, "--absolute"], None),
     ("stats", lambda c, d: ["stats", c], "cache"),
-    ("report", lambda c, d: ["report", c, "-o", os.path.join(d, "r")], "cache"),
+    ("report", lambda c, d: ["report", c, "-o", os.path.join(d, "r"), "--force"], "cache"),
 )
 
 
