@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
-"""Spark job speed-up: local[1] against local[2] on many files and on one big capture.
+"""Spark job against one dissect process: one big capture and a set of 40, at 0.5, 1 and 4 GB.
 
-    python bench/bench_spark.py [--set-mb 200] [--files 20] [--single-mb 205] [--runs 1]
+    python bench/bench_spark.py [--sizes 0.5,1,4] [--runs 3] [--pairs 174] [--files 40] [--keep]
 
-Builds (once, cached in bench/data/; not committed) with bench_dissect's
-generator: a set of ``--files`` captures totalling ``--set-mb`` MB, and one
-capture of ``--single-mb`` MB (many publisher/consumer conversations, split by
-conversation at the default 64 MiB split size).  Each configuration runs in a
-fresh process (its own JVM, so the master takes effect); the time measured is
-``amqpcap.spark.run`` alone, after a warm-up run on the bundled captures (SparkSession
-start and warm-up reported apart: ``session start``).  The
-single-process ``dissect`` of the same input is printed for reference.
-Targets (2 cores): >= 1.7x for the set, >= 1.5x for the single capture, set when a task
-kept one core busy; a compiled dissect already has the second core at work in every task
-(its Parquet and hashing threads), so the set's speed-up stays near 1x.
+Builds (in bench/data/, not committed; deleted afterwards unless --keep) with bench_dissect's
+AMQP 0-9-1 generator: per size, one capture of ``--pairs`` publisher/consumer connection pairs
+(2 x pairs concurrent conversations, their packets interleaved as on a busy link, 1448-byte
+segments) and a directory of ``--files`` captures of the same total size (8 pairs each).  Each
+configuration runs in a fresh process, as a user runs it: ``amqpcap dissect`` and ``amqpcap
+spark --master local[1]`` / ``local[2]`` (the JVM and Python workers started inside the time);
+the runs alternate and the table gives medians.  The session's fixed start is measured apart
+(``spark`` on a one-packet capture).  Per-core throughput: the input bytes over the Spark
+tasks' summed wall time (index and dissect stages), against one dissect process's MB/s.
+Writes its table into docs/performance.md between the ``bench:bench_spark`` markers.
 """
 
 from __future__ import annotations
@@ -21,114 +20,216 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
+import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 DATA = os.path.join(HERE, "data")
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 sys.path.insert(0, HERE)
 
-
-def _build(path: str, mb: float, seed: int) -> None:
-    from bench_dissect import build
-
-    if not os.path.exists(path):
-        build(path + ".tmp", mb, seed=seed)
-        os.rename(path + ".tmp", path)
+import bench_dissect as gen  # noqa: E402
+import perfdoc  # noqa: E402
 
 
-def inputs(set_mb: float, files: int, single_mb: float):
-    d = os.path.join(DATA, f"spark_set_{files}x{set_mb / files:g}mb")
+def build(path: str, target_bytes: int, pairs: int, seed: int, port0: int = 20000) -> None:
+    """``pairs`` publisher/consumer pairs, round-robin, until the file holds ``target_bytes``."""
+    random.seed(seed)
+    old_mss, gen.MSS = gen.MSS, 1448
+    out = gen.PcapOut(path + ".tmp")
+    try:
+        conns = []
+        for i in range(pairs):
+            ip_c = bytes([10, 1 + i // 250, i % 250, 2])
+            pub, con = gen.Conn(out, port0 + 2 * i, ip_c), gen.Conn(out, port0 + 2 * i + 1, ip_c)
+            for conn in (pub, con):
+                c, s = gen.handshake()
+                for a, b in zip(c, s + [b""]):
+                    conn.send(0, a)
+                    if b:
+                        conn.send(1, b)
+            pub.send(0, gen.method(1, 85, 10, b"\x00"))
+            pub.send(1, gen.method(1, 85, 11, b""))
+            con.send(0, gen.method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
+            con.send(1, gen.method(1, 60, 11, b""))
+            conns.append([pub, con, 0, 0])
+        body = os.urandom(2048)
+        while out.f.tell() < target_bytes:
+            for c in conns:
+                pub, con, n, tag = c
+                msgs = [
+                    (f"orders.{random.randint(0, 9)}", body[: random.choice([64, 128, 256, 512, 1024, 2048])])
+                    for _ in range(random.randint(1, 4))
+                ]
+                pub.send(
+                    0, b"".join(gen.publish(1, "amq.topic", rk, b, n + i) for i, (rk, b) in enumerate(msgs))
+                )
+                pub.send(1, gen.method(1, 60, 80, struct.pack(">QB", n + len(msgs), 1)))
+                for i, (rk, b) in enumerate(msgs):
+                    tag += 1
+                    con.send(1, gen.deliver(1, tag, "amq.topic", rk, b, n + i))
+                con.send(0, gen.method(1, 60, 80, struct.pack(">QB", tag, 1)))
+                c[2], c[3] = n + len(msgs), tag
+        for pub, con, _n, _t in conns:
+            for conn in (pub, con):
+                conn.send(
+                    0, gen.method(0, 10, 50, struct.pack(">H", 200) + gen.shortstr("bye") + b"\0\0\0\0")
+                )
+                conn.send(1, gen.method(0, 10, 51, b""))
+    finally:
+        out.close()
+        gen.MSS = old_mss
+    os.replace(path + ".tmp", path)
+
+
+def inputs(gb: float, pairs: int, files: int) -> tuple[str, str]:
+    os.makedirs(DATA, exist_ok=True)
+    size = int(gb * 1e9)
+    single = os.path.join(DATA, f"spark_single_{gb:g}gb.pcap")
+    if not os.path.exists(single):
+        print(f"building {single} ...", flush=True)
+        build(single, size, pairs, seed=7)
+    d = os.path.join(DATA, f"spark_set_{gb:g}gb")
     os.makedirs(d, exist_ok=True)
-    print(f"building/reusing {files} captures in {d} and one {single_mb:g} MB capture ...", flush=True)
     for i in range(files):
-        _build(os.path.join(d, f"c{i:03d}.pcap"), set_mb / files, seed=100 + i)
-    single = os.path.join(DATA, f"spark_single_{single_mb:g}mb.pcap")
-    _build(single, single_mb, seed=7)
-    return d, single
+        p = os.path.join(d, f"c{i:03d}.pcap")
+        if not os.path.exists(p):
+            build(p, size // files, 8, seed=100 + i)
+    return single, d
 
 
-def child(master: str, inp: str, out: str) -> dict:
+def timed(cmd: list) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    took = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    return took
+
+
+def spark_child(master: str, inp: str, out: str) -> None:
+    """A user's run (session start, job, stop) in this process; prints its summary as JSON."""
     from amqpcap.spark import run, session
 
-    t0 = time.perf_counter()
     spark = session.build(master, app="bench_spark", quiet=True)
-    # warm-up: Python workers started, modules imported, JVM code paths compiled (seconds, once)
-    run(spark, [os.path.join(os.path.dirname(HERE), "captures")], out, force=True)
-    t1 = time.perf_counter()
     s = run(spark, [inp], out, force=True)
-    t2 = time.perf_counter()
     spark.stop()
+    print(json.dumps({"tasks": s.tasks, "task_seconds": s.task_seconds, "bytes": s.bytes}))
+
+
+def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, __file__, "--child", master, inp, out], capture_output=True, text=True
+    )
+    took = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"spark {master} {inp} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return took, json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def measure(inp: str, runs: int) -> dict:
+    amqpcap = os.path.join(os.path.dirname(sys.executable), "amqpcap")
+    caps = [inp] if os.path.isfile(inp) else [os.path.join(inp, f) for f in sorted(os.listdir(inp))]
+    size = sum(os.path.getsize(c) for c in caps)
+    tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=DATA)
+    times: dict = {"dissect": [], "local[1]": [], "local[2]": []}
+    per_task: list = []
+    tasks = 0
+    try:
+        for _ in range(runs):  # alternating: every configuration sees the same load over time
+            times["dissect"].append(
+                timed([amqpcap, "dissect", *caps, "-o", os.path.join(tmp, "d"), "--force", "-q"])
+            )
+            for m in ("local[1]", "local[2]"):
+                took, s = spark_run(m, inp, os.path.join(tmp, "s"))
+                times[m].append(took)
+                if m == "local[2]":
+                    per_task.append(size / 1e6 / s["task_seconds"])
+                    tasks = s["tasks"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "session_s": t1 - t0,
-        "run_s": t2 - t1,
-        "tasks": s.tasks,
-        "split": s.split,
-        "bytes": s.bytes,
-        "rows": s.rows,
-        "packets": s.packets,
+        "size": size,
+        "files": len(caps),
+        "median": med,
+        "task_mb_s": statistics.median(per_task),
+        "tasks": tasks,
     }
 
 
-def measure(master: str, inp: str, runs: int) -> dict:
-    best = None
-    for _ in range(runs):
-        out = tempfile.mkdtemp(prefix="bench_spark_")
-        try:
-            p = subprocess.run(
-                [sys.executable, __file__, "--child", master, inp, os.path.join(out, "o")],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-        r["load"] = os.getloadavg()[0]  # other processes on the machine skew the speed-up
-        if best is None or r["run_s"] < best["run_s"]:
-            best = r
-    return best
+def fixed_start() -> float:
+    """``spark`` on the smallest shipped capture: the session's start, stop and one tiny job."""
+    cap = os.path.join(ROOT, "captures", "rabbitmq08_rejected.pcap")
+    tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=DATA)
+    try:
+        return statistics.median(spark_run("local[2]", cap, os.path.join(tmp, "o"))[0] for _ in range(3))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def table(rows: list, start: float, load: tuple, runs: int) -> str:
+    out = [
+        f"Spark local mode against one `amqpcap dissect` process on this machine ({os.cpu_count()} cores; "
+        f"load average {load[0]:.1f} / {load[1]:.1f} before / after: other engineers' jobs share it), "
+        f"medians of {runs} alternating runs, each a fresh process (JVM start included). "
+        f"Fixed start of a Spark run (session up and down, one tiny job): {start:.1f} s.",
+        "",
+        "| input | MB | dissect s | local[1] s | local[2] s | local[2] vs dissect | local[2] vs local[1] "
+        "| task MB/s per core | dissect MB/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, r in rows:
+        m = r["median"]
+        mb = r["size"] / 1e6
+        out.append(
+            f"| {label} | {mb:,.0f} | {m['dissect']:.1f} | {m['local[1]']:.1f} | {m['local[2]']:.1f} "
+            f"| {m['dissect'] / m['local[2]']:.2f}x | {m['local[1]'] / m['local[2]']:.2f}x "
+            f"| {r['task_mb_s']:.1f} | {mb / m['dissect']:.1f} |"
+        )
+    out += ["", "Command: `python bench/bench_spark.py " + " ".join(sys.argv[1:]) + "`"]
+    return "\n".join(out) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set-mb", type=float, default=200, help="about: the generator overshoots each file")
-    ap.add_argument("--files", type=int, default=20)
-    ap.add_argument("--single-mb", type=float, default=205)
-    ap.add_argument("--runs", type=int, default=1, help="best of N runs per configuration")
+    ap.add_argument("--sizes", default="0.5,1,4", help="GB, comma-separated")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--pairs", type=int, default=174, help="connection pairs in the single capture")
+    ap.add_argument("--files", type=int, default=40)
+    ap.add_argument("--keep", action="store_true", help="keep the inputs in bench/data/")
+    ap.add_argument("--no-doc", action="store_true", help="print the table only")
     ap.add_argument("--child", nargs=3, metavar=("MASTER", "INPUT", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(child(*a.child)))
+        spark_child(*a.child)
         return 0
-    set_dir, single = inputs(a.set_mb, a.files, a.single_mb)
-    from amqpcap.pipeline import dissect
-
-    for label, inp in (("many files", set_dir), ("single capture", single)):
-        caps = sorted(os.path.join(inp, f) for f in os.listdir(inp)) if os.path.isdir(inp) else [inp]
-        size = sum(os.path.getsize(c) for c in caps)
-        out = tempfile.mkdtemp(prefix="bench_dissect_")
-        t0 = time.perf_counter()
-        dissect(caps, os.path.join(out, "o"))
-        ref = time.perf_counter() - t0
-        shutil.rmtree(out, ignore_errors=True)
-        r1 = measure("local[1]", inp, a.runs)
-        r2 = measure("local[2]", inp, a.runs)
-        print(
-            f"{label}: {len(caps)} file(s), {size / 1e6:,.1f} MB, {r2['tasks']} tasks"
-            + (f" (split into {sum(r2['split'].values())} buckets)" if r2["split"] else "")
-        )
-        print(f"  dissect (one process)  {ref:7.2f} s  {size / 1e6 / ref:6.1f} MB/s")
-        for m, r in (("local[1]", r1), ("local[2]", r2)):
-            print(
-                f"  spark {m}         {r['run_s']:7.2f} s  {size / 1e6 / r['run_s']:6.1f} MB/s"
-                f"   (session start {r['session_s']:.1f} s; load average after the run {r['load']:.1f})"
-            )
-        print(f"  speed-up local[2] / local[1]: {r1['run_s'] / r2['run_s']:.2f}x", flush=True)
+    load0 = os.getloadavg()
+    start = fixed_start()
+    rows = []
+    for gb in [float(x) for x in a.sizes.split(",")]:
+        single, setdir = inputs(gb, a.pairs, a.files)
+        for label, inp in (
+            (f"one capture, {2 * a.pairs} conversations", single),
+            (f"{a.files} captures", setdir),
+        ):
+            r = measure(inp, a.runs)
+            rows.append((label, r))
+            print(table(rows[-1:], start, os.getloadavg(), a.runs).splitlines()[-3], flush=True)
+        if not a.keep:
+            os.remove(single)
+            shutil.rmtree(setdir)
+    text = table(rows, start, (load0[0], os.getloadavg()[0]), a.runs)
+    print(text)
+    if not a.no_doc:
+        perfdoc.write_block("bench_spark", text)
     return 0
 
 

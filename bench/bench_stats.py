@@ -2,6 +2,7 @@
 """Memory and time of the analysis on big tables: `amqpcap.load`, `stats` and `report`.
 
     python bench/bench_stats.py [--packets 1250000] [--report] [--python PY] [--redissect]
+    python bench/bench_stats.py --gb 0.1,1,4 [--runs 3] [--python PY] [--write-doc]
 
 Builds (once, cached in bench/data/) a capture of small-packet AMQP 0-9-1
 traffic (each publish and each delivery in a packet of its own, acks and
@@ -21,6 +22,13 @@ it measures wall time and peak RSS (ru_maxrss) of:
   span, not the data, used to decide the memory (an array per 1 s bucket)
 * ``epoch``:  stats over a capture one of whose packets (a method's) is stamped 1970-01-01
 
+``--gb 0.1,1,4``: the analysis against the dissection that fed it, on captures of about 0.1, 1
+and 4 GB (3.2 M packets a GB; built once, cached in bench/data/, several GB of disk: delete them
+after).  Per size, ``--runs`` rounds of ``dissect`` (into a fresh directory), ``stats --json`` and
+``report``, one after the other (the machine's load drifts: the steps of a round see about the
+same), each step's median wall time and largest peak RSS, and the ratio of the analysis' median to
+dissect's.  ``--write-doc`` puts that table in docs/performance.md (this script's block).
+
 ``--python`` runs the steps with another interpreter (e.g. the main branch's
 venv) for a before/after comparison on the same tables.  It measures; it does
 not assert (not a timed test).
@@ -32,6 +40,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -120,13 +129,95 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode, err)
 """
 
 
-def measure(name: str, cmd: list[str], limit_mb: int) -> None:
-    """Run ``cmd``; print its wall time, peak RSS and exit status."""
+def measure(name: str, cmd: list[str], limit_mb: int) -> tuple[float, float]:
+    """Run ``cmd``; print its wall time, peak RSS and exit status; return (seconds, MB)."""
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", _WRAP, str(limit_mb), *cmd], capture_output=True, text=True)
     el = time.monotonic() - t0
     rss, code, err = (r.stdout.strip().split(" ", 2) + ["", ""])[:3]
-    print(f"{name:8s} {el:8.2f} s  {int(rss) / 1024:9.1f} MB peak RSS  exit {code}  {err}", flush=True)
+    mb = int(rss) / 1024 if rss.isdigit() else float("nan")
+    print(f"{name:8s} {el:8.2f} s  {mb:9.1f} MB peak RSS  exit {code}  {err}", flush=True)
+    return el, mb
+
+
+PACKETS_PER_GB = 3_200_000  # small-packet traffic: 3.2 M packets make a 1,002 MB capture
+
+
+def capture(data: str, packets: int) -> str:
+    """The small-packet capture of ``packets`` packets in ``data`` (built once)."""
+    cap = os.path.join(data, f"small_{packets}.pcap")
+    if not os.path.exists(cap):
+        print(f"building {cap} ...", flush=True)
+        build_small(cap + ".tmp", packets)
+        os.replace(cap + ".tmp", cap)
+    return cap
+
+
+def against_dissect(a, data: str) -> list[dict]:
+    """``--gb``: per size, rounds of dissect, stats and report; the medians and the ratios."""
+    rows = []
+    for gb in [float(x) for x in a.gb.split(",")]:
+        cap = capture(data, round(gb * PACKETS_PER_GB))
+        out = cap[: -len(".pcap")] + ".out"
+        tmp = tempfile.mkdtemp(prefix="bench-stats-")
+        try:
+            got: dict = {"dissect": [], "stats": [], "report": []}
+            for i in range(a.runs):
+                fresh = os.path.join(tmp, f"d{i}")
+                steps = {
+                    # (this venv's dissect: an older tree in --python may lack the compiled parts)
+                    "dissect": amqpcap(sys.executable, "dissect", cap, "-o", fresh, "-q"),
+                    "stats": amqpcap(a.python, "stats", out, "--json"),
+                    "report": amqpcap(a.python, "report", out, "-o", os.path.join(tmp, f"r{i}")),
+                }
+                if i == 0 and not os.path.isdir(out):
+                    subprocess.run(amqpcap(sys.executable, "dissect", cap, "-o", out, "-q"), check=True)
+                for name, cmd in steps.items():
+                    got[name].append(measure(f"{gb:g}GB {name}", cmd, a.limit_mb))
+                shutil.rmtree(fresh, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        row = {"gb": gb, "mb": os.path.getsize(cap) / 1e6, "packets": round(gb * PACKETS_PER_GB)}
+        for name, runs in got.items():
+            row[name] = (statistics.median(t for t, _ in runs), max(m for _, m in runs))
+        for name in ("stats", "report"):
+            row[f"{name}_ratio"] = row[name][0] / row["dissect"][0]
+        print(
+            f"{gb:g} GB: dissect {row['dissect'][0]:.1f} s; stats {row['stats'][0]:.1f} s "
+            f"(x{row['stats_ratio']:.2f}), {row['stats'][1]:.0f} MB; report {row['report'][0]:.1f} s "
+            f"(x{row['report_ratio']:.2f}), {row['report'][1]:.0f} MB",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
+
+
+def write_doc(rows: list[dict], a) -> None:
+    """This script's block of docs/performance.md: the table of :func:`against_dissect`."""
+    import perfdoc
+
+    lines = [
+        "## Analysis against the dissection that fed it",
+        "",
+        f"Command: `python bench/bench_stats.py --gb {a.gb} --runs {a.runs}`: small-packet AMQP 0-9-1",
+        "traffic (each publish and delivery in a packet of its own, confirms and acks every 10",
+        f"messages); median of {a.runs} rounds (dissect, stats, report one after the other), the",
+        "largest peak RSS; the ratio is the analysis' median time over dissect's.",
+        "",
+        f"Machine: {perfdoc.machine()}.",
+        "",
+        "| capture | dissect | `stats --json` | `report` |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        d, st, rp = r["dissect"], r["stats"], r["report"]
+        lines.append(
+            f"| {r['mb']:,.0f} MB ({r['packets'] / 1e6:.2g} M packets) | {d[0]:.1f} s, {d[1]:.0f} MB "
+            f"| {st[0]:.1f} s (x{r['stats_ratio']:.2f}), {st[1]:.0f} MB "
+            f"| {rp[0]:.1f} s (x{r['report_ratio']:.2f}), {rp[1]:.0f} MB |"
+        )
+    perfdoc.write_block("bench_stats", "\n".join(lines) + "\n")
+    print(f"wrote {perfdoc.DOC}")
 
 
 def main() -> int:
@@ -137,15 +228,19 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated steps (load,load-an,load-co,stats,report,pair,epoch)")
     ap.add_argument("--limit-mb", type=int, default=8192, help="address-space cap of each step (MB)")
     ap.add_argument("--redissect", action="store_true", help="dissect again (tables of an older amqpcap)")
+    ap.add_argument("--gb", help="capture sizes in GB (e.g. 0.1,1,4): the analysis against dissect")
+    ap.add_argument("--runs", type=int, default=3, help="rounds per size with --gb (medians)")
+    ap.add_argument("--write-doc", action="store_true", help="with --gb: rewrite this script's docs block")
     a = ap.parse_args()
     data = os.path.join(HERE, "data")
     os.makedirs(data, exist_ok=True)
-    cap = os.path.join(data, f"small_{a.packets}.pcap")
+    if a.gb:
+        rows = against_dissect(a, data)
+        if a.write_doc:
+            write_doc(rows, a)
+        return 0
+    cap = capture(data, a.packets)
     out = os.path.join(data, f"small_{a.packets}.out")
-    if not os.path.exists(cap):
-        print(f"building {cap} ...", flush=True)
-        build_small(cap + ".tmp", a.packets)
-        os.replace(cap + ".tmp", cap)
     if a.redissect or not os.path.isdir(out):
         print(f"dissecting into {out} ...", flush=True)
         subprocess.run(amqpcap(sys.executable, "dissect", cap, "-o", out, "-q", "--force"), check=True)

@@ -79,6 +79,63 @@ def test_a_dissect_of_what_is_not_a_capture_says_so_before_importing_pyarrow(tmp
     assert sorted(x.name for x in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_dissect_of_several_inputs_writes_the_readable_ones_and_names_each_unreadable_one(tmp_path):
+    """Like spark: what can be read is written, one line per input left out, the first one's code."""
+    import pyarrow.parquet as pq
+
+    from amqpcap.pipeline import dissect
+
+    empty, missing = tmp_path / "empty.pcap", tmp_path / "missing.pcap"
+    empty.write_bytes(b"")
+    other = ROOT / "captures" / "rabbitmq091_pika_refused.pcap"
+    r = run("dissect", CAP, empty, other, missing, "-o", tmp_path / "out")
+    assert r.returncode == Exit.NOT_A_CAPTURE, r.stderr
+    assert r.stderr.splitlines() == [
+        f"amqpcap: {empty}: empty file, not a capture",
+        f"amqpcap: {missing}: no such file",
+    ]
+    assert "2 capture(s)" in r.stdout
+    dissect([str(CAP), str(other)], str(tmp_path / "want"))
+    for table in ("connections", "methods", "messages", "anomalies"):
+        got = pq.read_table(tmp_path / "out" / table).drop(["capture"])
+        want = pq.read_table(tmp_path / "want" / table).drop(["capture"])
+        assert got.equals(want), table
+
+
+def test_dissect_of_inputs_none_of_which_can_be_read_names_each_and_writes_nothing(tmp_path):
+    empty, text = tmp_path / "empty.pcap", tmp_path / "notes.txt"
+    empty.write_bytes(b"")
+    text.write_text("hello\n")
+    r = run("dissect", empty, text, "-o", tmp_path / "out")
+    assert r.returncode == Exit.NOT_A_CAPTURE
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and str(empty) in lines[0] and str(text) in lines[1]
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("cmd", ["dissect", "spark"])
+def test_dissect_and_spark_help_say_what_happens_to_an_input_that_cannot_be_read(cmd):
+    text = " ".join(run(cmd, "--help").stdout.split())
+    assert "one that cannot be read is named on stderr and left out, the others are written" in text
+
+
+def test_spark_help_lists_every_suffix_its_directory_search_takes():
+    from amqpcap.spark.plan import CAPTURE_SUFFIXES
+
+    text = " ".join(run("spark", "--help").stdout.split())
+    assert all(f"*{s}" in text for s in CAPTURE_SUFFIXES)
+
+
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_help_says_where_the_cache_is_how_to_move_it_and_how_to_clear_it(cmd):
+    text = " ".join(run(cmd, "--help").stdout.split())
+    assert "$XDG_CACHE_HOME/amqpcap" in text and "~/.cache/amqpcap" in text
+    assert "delete that directory to clear it" in text
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "rm -rf ~/.cache/amqpcap" in readme and "XDG_CACHE_HOME=" in readme
+
+
 def test_stats_of_a_text_file_is_not_a_capture_2(tmp_path, cache):
     p = tmp_path / "notes.txt"
     p.write_text("hello\n")

@@ -104,6 +104,9 @@ def test_quickstart_facts(executed, nb_cache):
     out = _stdout(executed["01_quickstart.ipynb"])
     assert "connection.start-ok PLAIN" in out.splitlines()
     assert "client_properties" in out
+    # its password redacted as the tables have it (the truth's password is on the wire)
+    password = truth["credentials"]["password"]
+    assert password not in out and "response  = {'user': 'amqpcap', 'password': '<redacted>'}" in out
 
 
 def test_latency_facts(executed, nb_cache):
@@ -171,3 +174,19 @@ def test_committed_notebooks_have_no_outputs(name):
     for c in nb.cells:
         if c.cell_type == "code":
             assert c.outputs == [] and c.execution_count is None
+
+
+def test_the_notebooks_readme_counts_and_names_every_notebook_and_what_executes_it():
+    readme = (NB_DIR / "README.md").read_text()
+    notebooks = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
+    words = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+    assert readme.startswith("# Example notebooks\n\n" + words[len(notebooks)].capitalize() + " notebooks")
+    assert all(f"`{n}`" in readme for n in notebooks)
+    spark = (ROOT / "tests" / "spark" / "test_spark_notebook.py").read_text()
+    executed_by = {n: "tests/test_notebooks.py" for n in NAMES}
+    executed_by.update({n: "tests/spark/test_spark_notebook.py" for n in notebooks if n in spark})
+    assert sorted(executed_by) == notebooks  # each one executed by some test
+    for count, word in words.items():  # no count of notebooks that is not theirs
+        if count != len(notebooks):
+            assert f"all {word}" not in readme.lower() and f"{word} notebooks" not in readme.lower()
+    assert f"executes the first {words[len(NAMES)]}" in readme

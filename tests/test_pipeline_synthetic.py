@@ -258,6 +258,22 @@ def test_lost_segment_at_the_end_of_a_direction_is_accounted(conv, tmp_path):
     ]
 
 
+def test_fin_then_rst_at_fin_plus_one_loses_no_byte(conv, tmp_path):
+    """A client that closes with FIN and then RST (seq = FIN + 1, as Linux sends it): the
+    FIN's sequence number is not a byte of the stream, so nothing was lost."""
+    segs = [s for s in conv.segments() if "F" not in s.flags]
+    client = next(s for s in segs if s.direction == "c2s")
+    client_end = (conv.data_seq["c2s"] + len(conv.stream("c2s"))) & MASK
+    server_end = (conv.data_seq["s2c"] + len(conv.stream("s2c"))) & MASK
+    fin = client.copy(seq=client_end, ack=server_end, flags="FA", payload=b"")
+    rst = fin.copy(seq=(client_end + 1) & MASK, flags="RA")
+    t = run(tmp_path, P.retime([*segs, fin, rst]))
+    (c,) = t["connections"]
+    assert (c["gaps"], c["gap_bytes"]) == (0, 0)
+    assert [r for r in t["anomalies"] if r["kind"] == "gap"] == []
+    assert c["rst"] and c["bytes_c2s"] == len(conv.stream("c2s"))
+
+
 def test_snaplen_cut_packet_in_a_body(conv, baseline, tmp_path):
     segs = conv.segments()
     i = conv.index(segs, "deliver-1/2")
@@ -717,8 +733,12 @@ def test_failed_run_leaves_no_output_and_no_temporary_directory(conv, tmp_path):
     good = P.write(tmp_path / "c.pcap", P.pcap_bytes(P.to_packets(conv.segments())))
     bad = P.write(tmp_path / "bad.pcap", b"this is not a capture at all\n")
     with pytest.raises(CaptureError) as e:
-        dissect([str(good), str(bad)], str(tmp_path / "out"))
+        dissect([str(bad)], str(tmp_path / "out"))
     assert e.value.exit_code == 2
+    # with a readable input beside it, the readable one is written and the other named
+    s = dissect([str(good), str(bad)], str(tmp_path / "mixed"))
+    assert [(x.path, x.exit_code) for x in s.errors] == [(str(bad), 2)] and s.captures == 1
+    assert len(read(tmp_path / "mixed")["methods"]) == len(conv.methods())
     # unsupported link type: detected while reading, after the writer was opened
     odd = P.write(tmp_path / "odd.pcap", P.pcap_bytes([(C.START_NS, 147, b"\x00" * 40)]))
     with pytest.raises(CaptureError) as e:

@@ -149,7 +149,8 @@ t.anomalies.head()"""),
 
 For packet-level work, `import amqpcap.scapy` teaches scapy AMQP: each frame is a layer named
 after its method, with the specification's field names. Packet 8 of the capture (index 7) is
-the client's `connection.start-ok`:
+the client's `connection.start-ok`; its password is redacted as in the tables (the user stays),
+unless `amqpcap.scapy.keep_secrets()` is called (or `with keep_secrets():` for a block):
 """),
         code("""
 import amqpcap.scapy
@@ -420,8 +421,8 @@ def spark_job():
 `amqpcap.spark.run(spark, inputs, out)` dissects captures in Spark tasks into the same
 tables `amqpcap dissect` writes (same schema, same rows). Here on all the bundled captures,
 in local mode (needs Java 17+ and `pip install -e '.[spark]'`); the same code runs on a
-cluster with another master URL. `amqpcap.spark.stats(spark, out)` (`amqpcap stats OUT
---spark`) computes the whole `stats` report with Spark jobs.
+cluster, through Spark Connect and on S3 (below). `amqpcap.spark.stats(spark, out)`
+(`amqpcap stats OUT --spark`) computes the whole `stats` report with Spark jobs.
 """),
         code("""
 import os
@@ -440,14 +441,34 @@ spark.conf.get("spark.sql.legacy.parquet.nanosAsLong")"""),
 ## Run the job
 
 Small captures are packed into tasks; `split_size` is tiny here so the captures above
-200 kB with several TCP conversations are also split by conversation, as a huge capture
-would be.
+200 kB are indexed by byte range in parallel and dissected conversation by conversation,
+as a huge capture would be.
 """),
         code("""
 out = str(WORK / "out")
 summary = run(spark, [str(CAPTURES)], out, split_size=200_000, frames=True)
 print(f"{summary.captures} captures, {summary.tasks} tasks, split: {summary.split}")
 summary.rows"""),
+        md("""
+The same job elsewhere: only the session and the URIs change (the tests run each of these
+against a standalone cluster, a Spark Connect server and an S3 server on loopback).
+
+```python
+# a standalone cluster (executors need amqpcap: PYSPARK_PYTHON or a packed venv)
+spark = session.build("spark://head:7077")
+run(spark, ["/shared/captures"], "/shared/out")
+
+# Spark Connect
+spark = session.build(remote="sc://head:15002")
+run(spark, ["/shared/captures"], "/shared/out")
+
+# S3, MinIO or Ceph: endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...
+run(spark, ["s3://bucket/captures/"], "s3://bucket/datasets/today")
+```
+
+On the command line: `amqpcap spark captures/ -o out --master spark://head:7077`,
+`--remote sc://head:15002`, or `amqpcap spark s3://bucket/captures/ -o s3://bucket/out`.
+"""),
         md("## Explore with Spark SQL"),
         code('''
 for name in ("connections", "methods", "messages", "anomalies", "frames"):

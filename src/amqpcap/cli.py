@@ -21,7 +21,7 @@ import signal
 import sys
 import types
 
-from amqpcap import __version__
+from amqpcap import __version__, filters
 from amqpcap.exitcodes import TABLE as EXIT_TABLE
 from amqpcap.exitcodes import Exit
 
@@ -86,8 +86,14 @@ def add_command(sub, name: str, help: str, examples, run) -> argparse.ArgumentPa
 _CAPTURE_HELP = (
     "pcap or pcapng file, gzip-compressed or not; - reads standard input (a pipe from tcpdump -w -)"
 )
+# dissect's and spark's CAPTURE: the same behaviour with an input that cannot be read
+SEVERAL_HELP = (
+    "; several make one dataset: one that cannot be read is named on stderr and left out, "
+    "the others are written and the exit code is the first unreadable one's"
+)
 _ANALYSE_HELP = (
-    "a dissect output directory, or a capture (dissected into the cache, ~/.cache/amqpcap; "
+    "a dissect output directory, or a capture (dissected into the cache, "
+    "$XDG_CACHE_HOME/amqpcap or else ~/.cache/amqpcap: delete that directory to clear it; "
     "- reads standard input)"
 )
 
@@ -140,7 +146,7 @@ def _add_dissect(sub) -> None:
         ),
         _dissect,
     )
-    d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + " (several: one dataset)")
+    d.add_argument("captures", nargs="+", metavar="CAPTURE", help=_CAPTURE_HELP + SEVERAL_HELP)
     d.add_argument("-o", "--out", required=True, help="output directory (one dataset directory per table)")
     d.add_argument(
         "--body-bytes",
@@ -172,21 +178,12 @@ def _add_show(sub) -> None:
             "amqpcap show captures/rabbitmq091_pika_full.pcap --method Basic.Publish --routing-key work",
             "tcpdump -i eth0 -U -w - port 5672 | amqpcap show -",
             "amqpcap show capture.pcap --json | jq .arguments",
+            "amqpcap show capture.pcap --json --method basic.publish | jq .properties",
         ),
         _show,
     )
     s.add_argument("capture", metavar="CAPTURE", help=_CAPTURE_HELP)
-    s.add_argument("--stream", type=int, action="append", help="only this tcp stream (repeatable)")
-    s.add_argument("--channel", type=int, action="append", help="only this channel (repeatable)")
-    s.add_argument(
-        "--method",
-        action="append",
-        help="only methods matching this name or prefix, any case, e.g. basic.publish, "
-        "Basic.Publish or basic. (repeatable)",
-    )
-    s.add_argument("--exchange", action="append", help="only methods with this exchange (repeatable)")
-    s.add_argument("--queue", action="append", help="only methods with this queue (repeatable)")
-    s.add_argument("--routing-key", action="append", help="only methods with this routing key (repeatable)")
+    filters.add_arguments(s)
     s.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
     s.add_argument(
         "--absolute",
@@ -201,7 +198,8 @@ def _add_show(sub) -> None:
         dest="fmt",
         action="store_const",
         const="json",
-        help="JSON Lines: one object per method with all its arguments",
+        help="JSON Lines: one object per method with all its arguments (and a message's "
+        "body_size and properties)",
     )
     fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv", help="CSV with a header row")
     s.set_defaults(fmt="text")
@@ -486,21 +484,28 @@ def no_amqp_message(tcp_conversations, server_ports, amqp_ports=frozenset()) -> 
 
 
 def _dissect(a) -> int:
-    from amqpcap.pipeline import dissect
+    from amqpcap.pipeline import UnreadableCaptures, dissect
 
     if a.captures.count(STDIN) > 1:
         print("amqpcap: standard input (-) can be given once", file=sys.stderr)
         return Exit.USAGE
-    summary = dissect(
-        a.captures,
-        a.out,
-        body_bytes=a.body_bytes,
-        frames=a.frames,
-        ports=a.ports,
-        keep_secrets=a.keep_secrets,
-        force=a.force,
-        progress=not a.quiet and sys.stderr.isatty(),
-    )
+    try:
+        summary = dissect(
+            a.captures,
+            a.out,
+            body_bytes=a.body_bytes,
+            frames=a.frames,
+            ports=a.ports,
+            keep_secrets=a.keep_secrets,
+            force=a.force,
+            progress=not a.quiet and sys.stderr.isatty(),
+        )
+    except UnreadableCaptures as e:
+        for err in e.errors:
+            print(f"amqpcap: {err}", file=sys.stderr)
+        return e.exit_code
+    for err in summary.errors:  # one line per input left out; the exit code is the first's
+        print(f"amqpcap: {err}", file=sys.stderr)
     if not a.quiet:
         r = summary.rows
         mb = summary.bytes / 1e6
@@ -515,6 +520,8 @@ def _dissect(a) -> int:
             + (f"  frames {r['frames']:,}" if "frames" in r else "")
         )
         print(f"written to {a.out}/")
+    if summary.errors:
+        return summary.errors[0].exit_code
     if not summary.rows.get("connections"):
         from amqpcap.pipeline import DEFAULT_PORTS
 
@@ -547,6 +554,7 @@ def _show(a) -> int:
         d.run(sink.first_packet(source))
     finally:
         source.close()
+        sink.flush()
     if not sink.amqp_conversations:
         print(f"amqpcap: {no_amqp_message(d.nstreams, d.server_ports, opts.ports)}", file=sys.stderr)
         return Exit.NO_AMQP

@@ -18,6 +18,7 @@ class Exit(IntEnum):
     LINKTYPE = 4
     OUTPUT_EXISTS = 5
     NO_AMQP = 6
+    SPARK = 7
     USAGE = 64
     NO_INTERFACE = 66  # live: EX_NOINPUT
     NO_PRIVILEGE = 77  # live: EX_NOPERM
@@ -37,6 +38,10 @@ MEANING = {
     Exit.LINKTYPE: "unsupported link type",
     Exit.OUTPUT_EXISTS: "output exists (use --force)",
     Exit.NO_AMQP: "no AMQP conversation found (the output is still written; try --ports)",
+    Exit.SPARK: (
+        "spark: the cluster failed the job (executors without amqpcap, master unreachable, "
+        "a worker lost, a task out of memory: the line names the cause and the fix)"
+    ),
     Exit.USAGE: "bad usage",
     Exit.NO_INTERFACE: "live: no such interface",
     Exit.NO_PRIVILEGE: "live: no privilege to capture (run as root or give the interpreter CAP_NET_RAW)",

@@ -1,11 +1,14 @@
 """``amqpcap live``: AMQP methods as they happen on an interface, through scapy's capture.
 
-    amqpcap live -i IFACE [-f BPF] [--ports 5673] [--absolute] [-o OUT [--rotate 60s|100MB] [--force]]
+    amqpcap live -i IFACE [-f BPF] [--ports 5673] [--absolute] [show's filters]
+                 [-o OUT [--rotate 60s|100MB] [--force]]
 
 Packets come from scapy's packet socket (``conf.L2listen``; on the loopback
 interface ``conf.L2socket``, which drops the outgoing copy of each packet as
 libpcap does) as raw bytes and go through the same ``Dissector`` as a capture
-file; method and anomaly rows are printed in ``amqpcap show``'s format.
+file; method and anomaly rows are printed in ``amqpcap show``'s format, filtered by show's
+options (``--stream``, ``--channel``, ``--method``, ...; ``amqpcap.filters``: the segments
+keep every row).
 
 With ``-o OUT`` the rows are also written as Parquet segments, the layout of
 ``amqpcap dissect``: ``OUT/<table>/part-NNNNN.parquet``.  A segment is written
@@ -17,11 +20,12 @@ partial file.  ``--rotate 60s`` starts a new segment every 60 seconds (also
 which the conversation ended.
 
 Ctrl-C (SIGINT) or SIGTERM stops the capture after the current packet: open
-conversations are finished (their rows written), the last segment is closed.
+conversations are finished (their rows written), the last segment is closed; Ctrl-C is the
+way to end a capture (exit 0), SIGTERM exits 143 as the exit-code table says.
 
 Exit codes (amqpcap.exitcodes): 77 no privilege to capture (run as root or give
 the interpreter CAP_NET_RAW), 66 no such interface / the interface cannot be
-captured on, 64 bad usage (also an invalid BPF filter).
+captured on, 64 bad usage (also an invalid BPF filter), 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import sys
 import threading
 import time
 
-from amqpcap.cli import port_list
+from amqpcap import filters
+from amqpcap.cli import add_command, port_list
 from amqpcap.exitcodes import Exit
 
 RECV_SIZE = 1 << 18  # larger than any loopback frame (MTU 65536 + link header)
@@ -69,15 +74,31 @@ class Rotation:
 
 def register(subparsers) -> None:
     """Add the ``live`` subcommand to the CLI's subparsers."""
-    p = subparsers.add_parser(
-        "live", help="print AMQP methods as they happen on an interface (and write rolling Parquet segments)"
+    p = add_command(
+        subparsers,
+        "live",
+        "print AMQP methods as they happen on an interface (and write rolling Parquet segments)",
+        (
+            "amqpcap live -i lo -f 'tcp port 5672'",
+            "amqpcap live -i eth0 --method basic.publish --method basic.deliver",
+            "amqpcap live -i eth0 -o segments --rotate 5m",
+        ),
+        run,
+    )
+    p.description += (
+        ".\n\nLines are show's, filtered by its options (the segments keep every row).\n"
+        "Ctrl-C stops the capture (exit 0), SIGTERM too (exit 143): open conversations\n"
+        "are finished and the last segment is closed; nothing written is removed."
     )
     p.add_argument("-i", "--interface", required=True, help="interface to capture on, e.g. eth0 or lo")
     p.add_argument("-f", "--filter", default="tcp", help="BPF filter (default: tcp)")
     p.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
     p.add_argument(
-        "--absolute", action="store_true", help="absolute UTC times instead of seconds since the first"
+        "--absolute",
+        action="store_true",
+        help="absolute UTC times instead of seconds since the first packet captured",
     )
+    filters.add_arguments(p)
     p.add_argument("-o", "--out", help="also write Parquet segments to this directory")
     p.add_argument("--rotate", type=Rotation.parse, help="start a new segment every 60s / 5m / 1h or 100MB")
     p.add_argument(
@@ -85,7 +106,6 @@ def register(subparsers) -> None:
     )
     p.add_argument("--keep-secrets", action="store_true", help="keep passwords (off by default)")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    p.set_defaults(run=run, stream=None, channel=None, method=None)
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -276,14 +296,14 @@ def run(a) -> int:
     opts = Options(
         body_bytes=a.body_bytes, ports=DEFAULT_PORTS | frozenset(a.ports), keep_secrets=a.keep_secrets
     )
-    # show's text format, unfiltered: every method and anomaly as it happens
+    # show's text format and filters: the methods and anomalies asked for, as they happen
     shown = argparse.Namespace(
-        stream=None,
-        channel=None,
-        method=None,
-        exchange=None,
-        queue=None,
-        routing_key=None,
+        stream=a.stream,
+        channel=a.channel,
+        method=a.method,
+        exchange=a.exchange,
+        queue=a.queue,
+        routing_key=a.routing_key,
         absolute=a.absolute,
         frames=False,
         keep_secrets=a.keep_secrets,
@@ -303,6 +323,7 @@ def run(a) -> int:
             state["started"], state["bytes"] = now, nbytes
 
     def on_signal(signum, frame):
+        state["signal"] = signum
         stop.set()
         signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C ends at once
 
@@ -328,4 +349,4 @@ def run(a) -> int:
             f"under {a.out}/"
         )
     print(msg, file=sys.stderr)
-    return Exit.OK
+    return Exit.TERMINATED if state.get("signal") == signal.SIGTERM else Exit.OK

@@ -99,6 +99,17 @@ class Summary:
     bytes: int = 0
     frames: int = 0  # AMQP frames decoded (whether or not the frames table is written)
     server_ports: dict = field(default_factory=dict)  # server port -> TCP conversations, all captures
+    errors: list = field(default_factory=list)  # CaptureError of each input that could not be read
+
+
+class UnreadableCaptures(CaptureError):
+    """No input of a dissect could be read: ``errors`` holds each one's CaptureError (the first
+    gives the message and the exit code)."""
+
+    def __init__(self, errors: list) -> None:
+        first = errors[0]
+        super().__init__(first.path, first.reason, first.exit_code)
+        self.errors = errors
 
 
 class Conversation:
@@ -117,9 +128,12 @@ class Conversation:
         "last_packet",
         "syn_ts",
         "rst",
+        "rst_by",
+        "rst_frame",
         "fin",
         "closed",
         "closed_by",
+        "close_frame",
         "anomalies",
         "ignored",
         "row",
@@ -143,9 +157,12 @@ class Conversation:
         self.last_packet = packet
         self.syn_ts = None
         self.rst = False
+        self.rst_by = None  # "client" / "server": the first RST's sender, and its packet
+        self.rst_frame = None
         self.fin = [False, False]
         self.closed = False
         self.closed_by = None
+        self.close_frame = None  # the packet closed_by names
         self.anomalies = 0
         self.ignored = False
         self.row = None
@@ -192,6 +209,9 @@ class Dissector:
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
         # first packet number of each tcp_stream (Spark renumbers split captures)
         self.stream_starts = array("q")  # (8 bytes a conversation, not a list's 36)
+        # first packet number -> tcp_stream, when a run sees part of a capture's conversations
+        # (Spark: the whole capture's numbering); None: numbered in order of appearance
+        self.stream_of = None
         self._unsupported: set = set()  # link types reported as unsupported
         self._last_progress = 0.0
 
@@ -295,15 +315,18 @@ class Dissector:
         if flags & (FIN | RST):
             if flags & FIN or flags & ACK:
                 # Bytes before a FIN (or an acknowledging RST) were sent: a hole there is loss.
-                streams[d].fin(seq + len(payload) + missing)
+                streams[d].fin(seq + len(payload) + missing, not flags & FIN)
+            side = "client" if d == 0 else "server"
             if flags & RST:
                 conv.rst = True
-                conv.closed_by = conv.closed_by or ("client-rst" if d == 0 else "server-rst")
+                conv.rst_by, conv.rst_frame = side, number
+                if conv.closed_by is None:
+                    conv.closed_by, conv.close_frame = side + "-rst", number
                 self._finish(conv, number, ts)
             else:
                 conv.fin[d] = True
                 if conv.closed_by is None and not conv.fin[d ^ 1]:
-                    conv.closed_by = "client-fin" if d == 0 else "server-fin"
+                    conv.closed_by, conv.close_frame = side + "-fin", number
                 if conv.fin[d ^ 1]:
                     self._finish(conv, number, ts)
 
@@ -332,7 +355,8 @@ class Dissector:
             client_is_src, how = sport > dport, "guess"
         a, b = (src, sport), (dst, dport)
         client, server = (a, b) if client_is_src else (b, a)
-        conv = Conversation(self.nstreams, ipv, client, server, how, number, ts)
+        stream = self.nstreams if self.stream_of is None else self.stream_of(number)
+        conv = Conversation(stream, ipv, client, server, how, number, ts)
         self.nstreams += 1
         self.stream_starts.append(number)
         conv.decoder = ConnectionDecoder(
@@ -521,6 +545,7 @@ class Dissector:
             direction_source=conv.dir_source,
             syn_ts=conv.syn_ts,
             closed_by=row["closed_by"] or conv.closed_by,
+            close_frame=row["close_frame"] if row["closed_by"] else conv.close_frame,
             bytes_c2s=s0.delivered,
             bytes_s2c=s1.delivered,
             frames_c2s=conv.live.frames[0],
@@ -529,6 +554,8 @@ class Dissector:
             gap_bytes=s0.gap_bytes + s1.gap_bytes,
             anomalies=conv.anomalies,
             rst=conv.rst,
+            rst_by=conv.rst_by,
+            rst_frame=conv.rst_frame,
             end_ts=None,
             packets_c2s=None,
             packets_s2c=None,
@@ -590,7 +617,10 @@ def dissect(
 ) -> Summary:
     """Dissect ``captures`` into the Parquet dataset directory ``out``.
 
-    Raises CaptureError (a capture cannot be read at all) or OutputExists.
+    An input that cannot be read (not a capture, unreadable, unsupported link type) is left
+    out and named in ``Summary.errors``; the others are written.  Raises CaptureError when
+    none can be read (UnreadableCaptures, with each one's error, for several inputs) and
+    OutputExists.
     """
     if isinstance(captures, (str, os.PathLike)):
         captures = [captures]
@@ -601,16 +631,26 @@ def dissect(
         keep_secrets=keep_secrets,
     )
     sources: list = []
+    summary = Summary()
     try:
         for c in captures:  # every input opened (and recognised) before anything is written
-            sources.append((str(c), open_capture(c)))
+            try:
+                sources.append((str(c), open_capture(c)))
+            except CaptureError as e:
+                summary.errors.append(e)
+        if not sources:
+            _unreadable(summary.errors)
         tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
         writer = DatasetWriter(out, tables, force=force)
-        summary = Summary()
         t0 = time.monotonic()
         try:
             for name, source in sources:
-                _run_one(name, source, writer, opts, progress, summary)
+                try:
+                    _run_one(name, source, writer, opts, progress, summary)
+                except CaptureError as e:  # (its rows so far are what it had: an anomaly)
+                    summary.errors.append(e)
+            if not summary.captures:
+                _unreadable(summary.errors)
             summary.rows = writer.close()
         except BaseException:
             writer.abort()
@@ -620,6 +660,10 @@ def dissect(
             source.close()  # a pipe or FIFO stays open until read; let the other end know
     summary.seconds = time.monotonic() - t0
     return summary
+
+
+def _unreadable(errors: list):
+    raise errors[0] if len(errors) == 1 else UnreadableCaptures(errors)
 
 
 def _run_one(name, source, writer, opts, progress, summary) -> None:
@@ -637,4 +681,4 @@ def _run_one(name, source, writer, opts, progress, summary) -> None:
         summary.server_ports[port] = summary.server_ports.get(port, 0) + n
 
 
-__all__ = ["dissect", "Options", "Summary", "CaptureError"]
+__all__ = ["dissect", "Options", "Summary", "CaptureError", "UnreadableCaptures"]

@@ -8,6 +8,7 @@ column name (``records.schema.COLUMNS``), never by position.
 from __future__ import annotations
 
 import base64
+import collections
 import csv
 import datetime as _dt
 import json
@@ -15,6 +16,7 @@ import struct
 import sys
 
 from amqpcap.capture.link import format_addr
+from amqpcap.filters import matches
 from amqpcap.records.schema import COLUMNS
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
@@ -46,7 +48,29 @@ KEY_ARGS = (
     "command-id",
 )
 _KEY_ORDER = {k: i for i, k in enumerate(KEY_ARGS)}  # a key argument's place in a text line
-CSV_FIELDS = ("time", "frame", "stream", "direction", "channel", "method", "client", "server", "arguments")
+#: A content-carrying method's message (JSON: ``body_size`` and a ``properties`` object).
+MESSAGE_FIELDS = (
+    "body_size",
+    "content_type",
+    "delivery_mode",
+    "correlation_id",
+    "reply_to",
+    "message_id",
+    "properties",
+)
+CSV_FIELDS = (
+    "time",
+    "frame",
+    "stream",
+    "direction",
+    "channel",
+    "method",
+    "client",
+    "server",
+    "arguments",
+    *MESSAGE_FIELDS,
+)
+MAX_HELD = 10_000  # lines held at most while a content is incomplete (JSON / CSV)
 _VERSIONS = {
     "01010800": "0-8",
     "01010009": "0-9",
@@ -98,7 +122,12 @@ class ShowSink:
     ``opts``: the parsed ``show`` arguments (stream, channel, method, exchange, queue,
     routing_key filters; absolute, frames, keep_secrets, fmt "text"/"json"/"csv").
     Call ``first_packet(source)`` around the packet source so relative times count
-    from the capture's first packet (Wireshark's ``frame.time_relative``).
+    from the capture's first packet (Wireshark's ``frame.time_relative``), and ``flush()``
+    at the end.
+
+    In JSON and CSV a content-carrying method's line also carries its message (properties,
+    body size), known when the content is complete: its line, and the lines after it, wait
+    for that (in order, so the output stays in frame order).
     """
 
     def __init__(self, opts, out=None, header: bool = False) -> None:
@@ -107,7 +136,7 @@ class ShowSink:
         self.t0 = None
         self.streams: dict[int, tuple[str, str]] = {}  # tcp stream -> (client, server) "ip:port"
         self.headed: set = set()
-        self.methods = [m.lower() for m in opts.method or ()]
+        self.methods = [m.lower() for m in opts.method or ()]  # (filters.method_pattern checked them)
         self.csv = csv.writer(self.out, lineterminator="\n") if opts.fmt == "csv" else None
         if self.csv is not None:
             self.csv.writerow(CSV_FIELDS)
@@ -116,12 +145,17 @@ class ShowSink:
         self.tables = {
             "connections": _Table(self._connection),
             "methods": _Table(self._method),
-            "messages": _Table(None),
+            "messages": _Table(self._message if opts.fmt != "text" else None),
             "anomalies": _Table(self._anomaly),
         }
         if opts.frames:
             self.tables["frames"] = _Table(self._frame)
-        self._cols = {name: COLUMNS[name] for name in ("connections", "methods", "anomalies", "frames")}
+        names = ("connections", "methods", "messages", "anomalies", "frames")
+        self._cols = {name: COLUMNS[name] for name in names}
+        # lines waiting for a content (JSON / CSV): [fields, done], in output order, and the
+        # waiting ones by (tcp_stream, direction, stream_offset) of their method
+        self._held: collections.deque = collections.deque()
+        self._waiting: dict = {}
 
     def __getitem__(self, name):
         return self.tables[name]
@@ -155,10 +189,7 @@ class ShowSink:
         if self.methods:
             if method is None:
                 return False
-            m = method.lower()
-            if not any(
-                m == p or (p.endswith(".") and m.startswith(p)) or m.startswith(p + ".") for p in self.methods
-            ):
+            if not matches(method.lower(), self.methods):
                 return False
         for col, wanted in (("exchange", o.exchange), ("queue", o.queue), ("routing_key", o.routing_key)):
             if wanted and (r is None or r.get(col) not in wanted):
@@ -174,9 +205,50 @@ class ShowSink:
         args = json.loads(r["arguments"] or "{}")
         if "response" in args:
             args.update(_credentials(args.pop("response"), self.o.keep_secrets))
+        # (0-9's message.transfer carries its message in its arguments)
+        carries = r["has_content"] or (r["method"] == "message.transfer" and "body" in args)
+        wait = (r["tcp_stream"], r["direction"], r["stream_offset"]) if carries else None
         self._line(
-            r["ts"], r["frame_number"], r["tcp_stream"], r["direction"], r["channel"], r["method"], args
+            r["ts"],
+            r["frame_number"],
+            r["tcp_stream"],
+            r["direction"],
+            r["channel"],
+            r["method"],
+            args,
+            wait=wait,
         )
+
+    def _message(self, row) -> None:
+        """A content is complete: its method's line gets the message and goes out (JSON / CSV)."""
+        r = dict(zip(self._cols["messages"], row))
+        entry = self._waiting.pop((r["tcp_stream"], r["direction"], r["stream_offset"]), None)
+        if entry is None:
+            return  # its method was filtered out
+        props = json.loads(r["properties"]) if r["properties"] else {}
+        entry[0].update(
+            body_size=r["body_size"],
+            content_type=r["content_type"],
+            delivery_mode=r["delivery_mode"],
+            correlation_id=r["correlation_id"],
+            reply_to=r["reply_to"],
+            message_id=r["message_id"],
+            properties=props,
+        )
+        entry[1] = True
+        self._release()
+
+    def flush(self) -> None:
+        """Write the lines still waiting (contents that never completed: no message)."""
+        for entry in self._held:
+            entry[1] = True
+        self._waiting.clear()
+        self._release()
+
+    def _release(self) -> None:
+        held = self._held
+        while held and held[0][1]:
+            self._write(held.popleft()[0])
 
     def _anomaly(self, row) -> None:
         r = dict(zip(self._cols["anomalies"], row))
@@ -245,11 +317,13 @@ class ShowSink:
             self.t0 = ts
         return round((ts - self.t0) / 1e9, 9)
 
-    def _line(self, ts, frame, stream, direction, channel, method, args, text_args=None) -> None:
+    def _line(self, ts, frame, stream, direction, channel, method, args, text_args=None, wait=None) -> None:
+        """One line; ``wait``: the (tcp_stream, direction, stream_offset) of a method whose
+        message completes it (JSON / CSV)."""
         t = self._time(ts)
         client, server = self.streams.get(stream, (None, None))
         fmt = self.o.fmt
-        if fmt == "json":
+        if fmt != "text":
             obj = {
                 "time": t,
                 "frame": frame,
@@ -261,24 +335,19 @@ class ShowSink:
                 "server": server,
                 "arguments": args,
             }
-            if not self.o.absolute:
+            if fmt == "json" and not self.o.absolute:
                 obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).isoformat() if ts else None
-            self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
-            return
-        if fmt == "csv":
-            self.csv.writerow(
-                (
-                    t,
-                    frame,
-                    stream,
-                    direction,
-                    channel,
-                    method,
-                    client,
-                    server,
-                    json.dumps(args, ensure_ascii=False, default=str),
-                )
-            )
+            if wait is not None:
+                entry = [obj, False]
+                self._waiting[wait] = entry
+                self._held.append(entry)
+                if len(self._held) > MAX_HELD:  # a content that does not end: its line goes as it is
+                    self._held[0][1] = True
+                    self._release()
+            elif self._held:
+                self._held.append([obj, True])
+            else:
+                self._write(obj)
             return
         if stream is not None and stream not in self.headed:
             self.headed.add(stream)
@@ -295,6 +364,17 @@ class ShowSink:
             f"{ch:<5} {method:<26} {text_args}".rstrip()
             + "\n"
         )
+
+    def _write(self, obj: dict) -> None:
+        """A JSON or CSV line (``obj``: the fields of ``_line``, and a message's)."""
+        if self.o.fmt == "json":
+            self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+            return
+        row = [obj.get(k) for k in CSV_FIELDS]
+        for i in (CSV_FIELDS.index("arguments"), CSV_FIELDS.index("properties")):
+            if row[i] is not None:
+                row[i] = json.dumps(row[i], ensure_ascii=False, default=str)
+        self.csv.writerow(row)
 
 
 def _text(v) -> str:
@@ -373,4 +453,4 @@ def _amqplain(raw: bytes):
     return found["LOGIN"], found.get("PASSWORD", "")
 
 
-__all__ = ["ShowSink", "KEY_ARGS", "CSV_FIELDS"]
+__all__ = ["ShowSink", "KEY_ARGS", "CSV_FIELDS", "MESSAGE_FIELDS"]

@@ -141,6 +141,15 @@ def test_render_text_has_every_section():
     assert re.search(r"1\s+404\s+not-found\s+soft\s+channel\.close", text)
 
 
+def test_latency_table_header_names_every_column_above_its_values():
+    t = sample()
+    lines = render_text(stats(t), t).splitlines()
+    head = lines[lines.index("Latency (ms)") + 1]
+    row = next(x for x in lines if x.startswith("confirm "))
+    assert head.split() == ["kind", "count", "p50", "p90", "p99", "max", "counts"]
+    assert head.index("counts") == row.index("acked=2")  # the outcome counts start under their header
+
+
 def test_stats_on_empty_tables():
     s = stats(Capture().tables())
     assert s["connections"] == 0 and s["errors"] == [] and s["latency"]["confirm"]["count"] == 0

@@ -150,3 +150,51 @@ def test_captures_recorded_years_apart_count_only_their_own_spans():
     assert tot["messages"].tolist() == [1, 0, 1, 0, 0, 1, 0, 1]
     assert tot.attrs["buckets"] == 6  # 3 per capture, not 3 years of seconds
     assert stats(t)["throughput"]["msgs_per_s"]["mean"] == round(4 / 6, 3)
+
+
+def _pixels_of(png, hex_color) -> int:
+    """Pixels nearer ``hex_color`` than the other direction's colour, white and grey (antialiased
+    edges count for the colour they lean to)."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    from amqpcap.analysis.report import C2S, S2C
+
+    img = mpimg.imread(png)[..., :3]
+    palette = [C2S, S2C, "#ffffff", "#000000", "#808080", "#b0b0b0", "#e6e6e6"]
+    rgb = np.array([[int(h[i : i + 2], 16) / 255 for i in (1, 3, 5)] for h in palette])
+    nearest = np.abs(img[..., None, :] - rgb).sum(axis=-1).argmin(axis=-1)
+    return int((nearest == palette.index(hex_color)).sum())
+
+
+def test_report_draws_equal_client_and_server_throughput_as_two_visible_lines(tmp_path):
+    """A broker that forwards every publish: both directions at the same rates. Each direction's
+    line must still show (not only in the legend)."""
+    from tables import T0
+
+    from amqpcap.analysis.report import C2S, S2C, fig_throughput
+
+    c = Capture()
+    for i in range(40):
+        ms = 50 * i + (i % 7) * 10
+        c.method(ms, "c2s", "basic.publish", exchange="x", routing_key="k", body=b"b" * (100 + 10 * i))
+        c.method(ms, "s2c", "basic.deliver", consumer_tag="c", delivery_tag=i + 1, body=b"b" * (100 + 10 * i))
+    t = c.tables()
+    tot = totals(t, bucket="100ms")
+    assert (tot["messages_c2s"] == tot["messages_s2c"]).all()  # the lines coincide exactly
+    png = fig_throughput(t, tmp_path / "throughput.png", "100ms", T0)
+    blue, red = _pixels_of(png, C2S), _pixels_of(png, S2C)
+    assert red > 500 and blue > 500, (blue, red)  # a legend entry is ~100 pixels
+
+
+def test_stats_text_says_what_frames_were_counted_from_in_words():
+    from amqpcap.analysis import render_text, stats
+
+    estimated = render_text(stats(_capture().tables()))
+    c = _capture()
+    c.frame_row(5, "c2s", "method", size=40)
+    counted = render_text(stats(c.tables(frames=True)))
+    for text in (estimated, counted):
+        assert "frames from" not in text and "None" not in text.split("Throughput")[1].splitlines()[0]
+    assert "frames and wire bytes estimated from methods and messages" in estimated
+    assert "frames and wire bytes counted in the frames table" in counted

@@ -126,27 +126,18 @@ def test_segments_appear_whole_in_the_table_directories(tmp_path):
         SegmentWriter(str(out), ["methods"])
 
 
-@needs_root
-def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
-    from amqpcap.scapy import AMQP, AMQPProtocolHeader
-
+def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    out = tmp_path / "live"
-    cmd = [
-        *LIVE,
-        "-i",
-        "lo",
-        "-f",
-        f"tcp port {port}",
-        "--ports",
-        str(port),
-        "-o",
-        str(out),
-        "--rotate",
-        "1KB",
-    ]
+        return probe.getsockname()[1]
+
+
+def _live_over_local_traffic(port, args, stop=signal.SIGINT):
+    """Run live on loopback with ``args`` while a client and a server on ``port`` exchange
+    connection.start, start-ok and tune; stop it with ``stop``; (returncode, stdout, stderr)."""
+    from amqpcap.scapy import AMQP, AMQPProtocolHeader
+
+    cmd = [*LIVE, "-i", "lo", "-f", f"tcp port {port}", "--ports", str(port), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert "capturing on lo" in proc.stderr.readline()
@@ -189,12 +180,20 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
         conn.close()
         srv.close()
         time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, stderr
+    return proc.returncode, stdout, stderr
+
+
+@needs_root
+def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
+    port = _free_port()
+    out = tmp_path / "live"
+    code, stdout, stderr = _live_over_local_traffic(port, ["-o", str(out), "--rotate", "1KB"])
+    assert code == 0, stderr
     headers = [ln for ln in stdout.splitlines() if ln.startswith("# stream")]
     assert len(headers) == 1 and "-> 127.0.0.1:" in headers[0]  # a line naming the conversation first
     lines = [ln.split() for ln in stdout.splitlines() if not ln.startswith("#")]
@@ -207,6 +206,31 @@ def test_live_prints_methods_of_local_traffic_and_rotates_by_size(tmp_path):
     assert list(t.methods.method) == ["connection.start", "connection.start-ok", "connection.tune"]
     assert len(t.connections) == 1 and t.connections.iloc[0].server_port == port
     assert len(list((out / "methods").iterdir())) >= 2  # the 1.5 KB start frame passed the 1 KB rotation
+
+
+@needs_root
+def test_live_filters_lines_like_show_keeps_every_row_and_exits_143_on_sigterm(tmp_path):
+    port = _free_port()
+    out = tmp_path / "live"
+    args = ["-o", str(out), "--method", "Connection.Tune", "--method", "connection.start", "--channel", "0"]
+    code, stdout, stderr = _live_over_local_traffic(port, args, stop=signal.SIGTERM)
+    assert code == 143, stderr
+    lines = [ln.split() for ln in stdout.splitlines() if not ln.startswith("#")]
+    assert [ln[5] for ln in lines] == ["connection.start", "connection.tune"]
+    t = amqpcap.load(out)  # the segments are whole and keep every row
+    assert list(t.methods.method) == ["connection.start", "connection.start-ok", "connection.tune"]
+    assert len(t.connections) == 1
+
+
+def test_live_help_has_a_description_examples_exit_codes_and_whole_option_helps():
+    r = run(["--help"])
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "print AMQP methods as they happen on an interface" in text and "SIGTERM too (exit 143)" in text
+    assert "examples: amqpcap live -i" in text and "exit codes:" in text and "143 stopped by SIGTERM" in text
+    assert "seconds since the first packet captured" in text
+    for option in ("--stream", "--channel", "--method", "--exchange", "--queue", "--routing-key"):
+        assert option in text
 
 
 def test_the_dissect_path_does_not_import_scapy(tmp_path):

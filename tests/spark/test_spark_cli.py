@@ -74,3 +74,27 @@ def test_local_workers_write_parquet_with_the_pool_the_dissect_process_uses(spar
         assert (backend, chosen) == ("jemalloc", "jemalloc")
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
     assert session.worker_arrow_pool() == {}  # the user's choice: nothing set for the workers
+
+
+def test_sigterm_during_the_job_is_one_line_exit_143_and_leaves_no_output(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "amqpcap.spark", str(ROOT / "captures"), "-o", str(out)]
+        + ["--master", "local[2]", "--split-size", "100k"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    t0 = time.monotonic()
+    while not list(tmp_path.glob("out.tmp-spark-*/*")):  # the tasks have started writing
+        assert p.poll() is None and time.monotonic() - t0 < 300, p.communicate()
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    _out, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err
+    assert err == "amqpcap: stopped by SIGTERM (partial output removed)\n"
+    time.sleep(2)  # anything a task still running wrote would be there by now
+    assert os.listdir(tmp_path) == []

@@ -6,6 +6,7 @@ import glob
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -17,7 +18,7 @@ from amqpcap.capture.reader import open_capture
 from amqpcap.pipeline import dissect
 from amqpcap.records.schema import SCHEMAS
 from amqpcap.records.writer import OutputExists
-from amqpcap.spark import run, split
+from amqpcap.spark import ranges, run, storage
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted(glob.glob(str(ROOT / "captures" / "*.pcap")))
@@ -42,6 +43,18 @@ def assert_same_dataset(got, want, tables=TABLES):
             assert f.startswith("part-") and f.endswith(".parquet"), f
 
 
+def _conversations(path) -> int:
+    """TCP conversations (unordered address/port pairs) in a capture, by amqpcap's parser."""
+    from amqpcap.capture import link
+
+    pairs = set()
+    for _n, _ts, lt, data, _wl in open_capture(path):
+        r = link.parse_packet(lt, data)
+        if type(r) is link.Packet:
+            pairs.add(frozenset([(r.src, r.sport), (r.dst, r.dport)]))
+    return len(pairs)
+
+
 @pytest.fixture(scope="module")
 def dissected(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("dissect") / "out")
@@ -56,17 +69,21 @@ def test_spark_writes_the_rows_dissect_writes_for_every_shipped_capture(spark, d
     assert s.captures == len(CAPTURES) and not s.errors and not s.split
     assert s.rows["methods"] == pq.ParquetDataset(os.path.join(dissected, "methods")).read().num_rows
     t = amqpcap.load(out)
-    assert len(t.connections) == s.rows["connections"] == 20
+    assert (
+        len(t.connections)
+        == s.rows["connections"]
+        == pq.read_table(os.path.join(dissected, "connections")).num_rows
+    )
 
 
 def test_a_tiny_split_size_splits_by_conversation_and_packs_the_rest_into_tasks(spark, dissected, tmp_path):
     out = str(tmp_path / "out")
     s = run(spark, CAPTURES, out, frames=True, split_size=20_000)
-    # every shipped capture above 20 kB with two or more conversations is split
-    several = ("rabbitmq08_netamqp.pcap", "rabbitmq091_pika_throughput.pcap", "rabbitmq09_netamqp.pcap")
-    assert set(s.split) == {
-        c for c in CAPTURES if os.path.getsize(c) > 20_000 and os.path.basename(c) in several
-    }
+    # every shipped capture above 20 kB is indexed by byte range; those with two or more
+    # conversations are dissected by two tasks or more
+    big = {c for c in CAPTURES if os.path.getsize(c) > 20_000}
+    assert set(s.split) == big
+    assert {c for c, n in s.split.items() if n > 1} == {c for c in big if _conversations(c) > 1}
     assert s.tasks > len(CAPTURES)
     assert len(os.listdir(os.path.join(out, "methods"))) > 1
     assert_same_dataset(out, dissected)
@@ -97,48 +114,75 @@ def _merged_packets():
 
 @pytest.fixture(scope="module")
 def merged(tmp_path_factory):
-    """The merged packets as classic pcap, and as pcapng with two sections (the second big-endian)
-    whose interfaces use other timestamp resolutions and an offset."""
+    """The merged packets as classic pcap, as pcapng whose interfaces use other timestamp
+    resolutions and an offset, and as pcapng with a second (big-endian) section."""
     d = tmp_path_factory.mktemp("merged")
     pkts = _merged_packets()
     pcap = d / "merged.pcap"
     pcap.write_bytes(pcapgen.pcap_bytes(pkts))
-    w = pcapgen.PcapNg("<")
     half = len(pkts) // 2
-    a, b = w.interface(1, tsresol=9), w.interface(1)
-    for i, (ts, _lt, data, wl) in enumerate(pkts[:half]):
-        w.epb(a if i % 3 else b, ts, data, wl)
-    w.section(">")
-    w.block(4, b"\x00" * 4)  # a name resolution block: no packet, no anomaly
-    a = w.interface(1, tsresol=6, tsoffset=1_600_000_000)
-    for ts, _lt, data, wl in pkts[half:]:
-        w.epb(a, ts, data, wl)
-    pcapng = d / "merged.pcapng"
-    pcapng.write_bytes(w.getvalue())
-    return [str(pcap), str(pcapng)]
+    paths = [str(pcap)]
+    for sections in (1, 2):
+        w = pcapgen.PcapNg("<")
+        a, b = w.interface(1, tsresol=9), w.interface(1, tsresol=6, tsoffset=1_600_000_000)
+        for i, (ts, _lt, data, wl) in enumerate(pkts[:half]):
+            w.epb(a if i % 3 else b, ts, data, wl)
+        if sections == 2:
+            w.section(">")
+            a = w.interface(1, tsresol=6, tsoffset=1_600_000_000)
+        w.block(4, b"\x00" * 4)  # a name resolution block: no packet, no anomaly
+        for ts, _lt, data, wl in pkts[half:]:
+            w.epb(a, ts, data, wl)
+        path = d / f"merged{sections}.pcapng"
+        path.write_bytes(w.getvalue())
+        paths.append(str(path))
+    return paths
 
 
-def test_the_split_index_yields_exactly_the_packets_the_reader_yields(merged):
-    for path in merged + CAPTURES:
-        ix = split.index(path)
-        assert ix is not None, path
-        b = split.buckets(ix, path, 1)[0]
-        assert list(split.BucketSource(b)) == list(open_capture(path)), path
+def _index(path, parts, scratch):
+    """Index ``path`` in ``parts`` byte ranges as the tasks do: summaries and index Locations."""
+    size = os.path.getsize(path)
+    edges = [size * k // parts for k in range(parts + 1)]
+    sums, locs = [], []
+    for k in range(parts):
+        with storage.open_input(storage.locate(path)) as f:
+            s, blob = ranges.index_range(f, 0, k, edges[k], edges[k + 1], size)
+        loc = storage.locate(str(scratch / f"r{k}.idx"))
+        storage.write_bytes(loc, blob)
+        sums.append(s)
+        locs.append(loc)
+    return sums, locs
 
 
-def test_buckets_balance_conversations_by_bytes_and_keep_each_whole(merged):
-    ix = split.index(merged[0])
-    assert ix.nflows >= 12
-    parts = split.buckets(ix, "m", 4)
-    assert len(parts) == 4
-    assert sorted(n for b in parts for n in b.number.tolist()) == ix.number.tolist()
-    owner = {}
-    for b in parts:
-        for n in b.number.tolist():
-            owner.setdefault(int(ix.flow[n - 1]), set()).add(b.part)
-    assert all(len(v) == 1 for v in owner.values()), "a conversation was cut across buckets"
-    sizes = sorted(b.size for b in parts)
-    assert sizes[0] > 0 and all(list(b.number) == sorted(b.number) for b in parts)
+def test_byte_ranges_indexed_apart_yield_exactly_the_packets_the_reader_yields(merged, tmp_path):
+    for i, path in enumerate(merged[:2] + CAPTURES):
+        scratch = tmp_path / str(i)
+        sums, locs = _index(path, 4, scratch)
+        assert ranges.check(sums, os.path.getsize(path)) is None, path
+        buckets, bases, _firsts, _ranks = ranges.plan_buckets(sums, 1)
+        src = ranges.BucketSource(storage.locate(path), list(zip(locs, bases.tolist())), buckets[0])
+        got = [r for b in src.batches() for r in b]
+        assert got == list(open_capture(path)), path
+
+
+def test_slots_go_to_buckets_balanced_by_bytes_each_conversation_in_one(merged, tmp_path):
+    sums, locs = _index(merged[0], 3, tmp_path)
+    buckets, bases, firsts, ranks = ranges.plan_buckets(sums, 4)
+    assert len(buckets) == 4 and len(firsts) >= 12
+    assert sorted(s for b in buckets for s in b.tolist()) == sorted(
+        set(s for b in buckets for s in b.tolist())
+    )
+    load = np.sum([s.slot_bytes for s in sums], axis=0)
+    per = sorted(int(load[b].sum()) for b in buckets)
+    assert per[0] > 0 and per[-1] <= 2 * per[0] + int(load.max())
+    # every packet read once, by the bucket of its slot, in file order within it
+    seen = []
+    for b in buckets:
+        src = ranges.BucketSource(storage.locate(merged[0]), list(zip(locs, bases.tolist())), b)
+        numbers = [r[0] for batch in src.batches() for r in batch]
+        assert numbers == sorted(numbers)
+        seen += numbers
+    assert sorted(seen) == [r[0] for r in open_capture(merged[0])]
 
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
@@ -155,11 +199,49 @@ def test_one_capture_split_into_buckets_gives_the_single_process_rows(spark, mer
     assert sorted(streams) == sorted(set(streams)) and max(streams) < d.tcp_streams
 
 
+def test_a_pcapng_with_a_second_section_is_dissected_whole_with_the_same_rows(spark, merged, tmp_path):
+    path = merged[2]
+    want, out = str(tmp_path / "dissect"), str(tmp_path / "spark")
+    dissect([path], want, frames=True)
+    s = run(spark, [path], out, frames=True, split_size=os.path.getsize(path) // 4 + 1)
+    assert not s.split and s.tasks == 1
+    assert_same_dataset(out, want)
+
+
+def test_a_reused_client_port_is_renumbered_to_the_single_process_tcp_stream(spark, tmp_path):
+    """Two conversations on the same address/port pair (the second opened after the first
+    closed): one key in the index, two tcp_streams in dissect's numbering."""
+    blob = (ROOT / "captures" / "rabbitmq091_pika_refused.pcap").read_bytes()
+    pkts = [
+        (ts, lt, data, wl)
+        for _n, ts, lt, data, wl in open_capture(str(ROOT / "captures" / "rabbitmq091_pika_refused.pcap"))
+    ]
+    assert blob
+    shift = pkts[-1][0] - pkts[0][0] + 10**9
+    twice = pkts + [(ts + shift, lt, data, wl) for ts, lt, data, wl in pkts]
+    other = [
+        (ts, lt, data, wl)
+        for _n, ts, lt, data, wl in open_capture(str(ROOT / "captures" / "rabbitmq09_netamqp.pcap"))
+    ]
+    allp = sorted(
+        twice + [(ts - other[0][0] + pkts[0][0], lt, d, wl) for ts, lt, d, wl in other], key=lambda p: p[0]
+    )
+    path = tmp_path / "reused.pcap"
+    path.write_bytes(pcapgen.pcap_bytes(allp))
+    want, out = str(tmp_path / "dissect"), str(tmp_path / "spark")
+    d = dissect([str(path)], want, frames=True)
+    s = run(spark, [str(path)], out, frames=True, split_size=os.path.getsize(path) // 3 + 1)
+    assert s.split and s.tcp_streams == d.tcp_streams
+    assert_same_dataset(out, want)
+
+
 def test_an_unsplittable_capture_is_dissected_whole(spark, tmp_path):
     blob = (ROOT / "captures" / "rabbitmq091_pika_throughput.pcap").read_bytes()
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(blob[:-100])  # ends inside a record: a truncated-file anomaly row
-    assert split.index(str(cut)) is None
+    size = cut.stat().st_size
+    with storage.open_input(storage.locate(str(cut))) as f, pytest.raises(ranges.Unsplittable):
+        ranges.index_range(f, 0, 1, size // 2, size, size)
     out, want = str(tmp_path / "spark"), str(tmp_path / "dissect")
     s = run(spark, [str(cut)], out, split_size=10_000)
     dissect([str(cut)], want)

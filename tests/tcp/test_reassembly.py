@@ -524,6 +524,23 @@ def test_fin_at_next_seq_or_in_the_past_declares_nothing():
     assert sink2.calls == []
 
 
+def test_rst_one_past_the_fin_is_the_fins_sequence_number_not_a_lost_byte():
+    s, sink = new()
+    s.segment(seq(0), b"abc", 0, 1, 0)
+    s.fin(seq(3))  # the FIN takes sequence number 3
+    s.fin(seq(4), rst=True)  # the RST after it carries FIN + 1
+    s.close(3, 0)
+    assert sink.gaps() == [] and (s.gaps, s.gap_bytes) == (0, 0)
+
+
+def test_rst_beyond_missing_bytes_still_declares_them():
+    s, sink = new()
+    s.segment(seq(0), b"abc", 0, 1, 0)
+    s.fin(seq(5), rst=True)  # no FIN: the RST says 5 bytes were sent
+    s.close(2, 0)
+    assert sink.gaps() == [(3, 2)]
+
+
 def test_a_stream_keeps_only_state_that_something_reads():
     # retransmitted bytes were counted and never written anywhere; packets was never counted
     s = Stream_(0, None)

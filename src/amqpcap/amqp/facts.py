@@ -72,6 +72,7 @@ class ConnectionFacts:
     open_ts: int | None = None  # connection.open-ok
     close_ts: int | None = None  # the first connection.close
     closed_by: str | None = None  # "client" / "server": who sent it
+    close_frame: int | None = None  # its packet
     close_reply_code: int | None = None
     close_reply_text: object = None
 
@@ -154,6 +155,7 @@ class FactLearner:
             self.v.update(
                 close_ts=m.ts,
                 closed_by="client" if direction == 0 else "server",
+                close_frame=m.packet,
                 close_reply_code=a.get("reply-code"),
                 close_reply_text=a.get("reply-text"),
             )

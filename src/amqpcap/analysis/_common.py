@@ -258,8 +258,33 @@ def _wire_order(df: pd.DataFrame, at: np.ndarray) -> np.ndarray:
     """The positions ``at`` (ascending) of ``df`` in wire order (ties: by position)."""
     keys = [k for k in ("capture", "tcp_stream", "frame_number", "stream_offset") if k in df.columns]
     whole = len(at) == len(df)  # (then no copy of each key column)
-    cols = [df[k] if whole else df[k].iloc[at] for k in reversed(keys)]
-    return at[np.lexsort([at] + [_sort_key(c) for c in cols])]
+    cols = [df[k] if whole else df[k].iloc[at] for k in keys]
+    packed = _packed(cols)
+    if packed is not None:  # one int64 key, one stable sort
+        return at[np.argsort(packed, kind="stable")]
+    return at[np.lexsort([at] + [_sort_key(c) for c in reversed(cols)])]
+
+
+def _packed(cols: list) -> np.ndarray | None:
+    """The sort keys of ``cols`` (first most significant; missing values first, as :func:`_sort_key`)
+    packed into one int64 per row, when integer columns' ranges fit in 62 bits; else None."""
+    out, bits = None, 0
+    for c in cols:
+        if pd.api.types.is_integer_dtype(c.dtype):
+            v = c.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)
+            has = v != np.iinfo(np.int64).min
+            lo = int(v[has].min()) if has.any() else 0
+            k = np.where(has, v - lo + 1, 0)  # missing: 0, first
+        elif pd.api.types.is_numeric_dtype(c.dtype) or pd.api.types.is_bool_dtype(c.dtype):
+            return None
+        else:
+            k = _sort_key(c).astype(np.int64) + 1  # codes; missing (-1) first
+        width = int(k.max()) + 1 if len(k) else 1
+        bits += width.bit_length()
+        if bits > 62:
+            return None
+        out = k if out is None else out * width + k
+    return out
 
 
 def sort_key(s: pd.Series, positions=None) -> np.ndarray:

@@ -79,9 +79,9 @@ def errors(t) -> pd.DataFrame:
     class-id / method-id; 0-10 execution.exception: the command named by
     ``answers_command_id``; basic.return: ``basic.publish``; a publisher nack:
     ``basic.publish``; a consumer nack / reject: ``basic.deliver``).
-    ``frame_number`` is null for TCP resets (the tables do not record the RST
-    packet; ``ts`` is the conversation's last packet) and is the conversation's
-    first packet for rejected protocol headers.
+    ``frame_number`` is the RST packet for TCP resets (``connections.rst_frame``, its
+    sender ``rst_by`` gives ``direction`` and the text; ``ts`` is the conversation's last
+    packet) and the conversation's first packet for rejected protocol headers.
     """
     t = as_tables(t)
     rows = _method_failures(t.methods) + _resets(t.connections) + _rejected_headers(t.connections)
@@ -223,19 +223,13 @@ def _resets(c: pd.DataFrame) -> list[dict]:
         return rows
     rst = c[c["rst"].fillna(False).astype(bool)]
     rst = rst[rst["negotiation"] != "rejected"]  # the reset that follows a rejected header is that failure
-    for cap, st, end, ver, closed_by in records(
-        rst, ["capture", "tcp_stream", "end_ts", "version", "closed_by"]
-    ):
+    cols = ["capture", "tcp_stream", "end_ts", "version", "closed_by", "rst_by", "rst_frame"]
+    for cap, st, end, ver, closed_by, who, frame in records(rst, cols):
         if closed_by in ("client", "server"):
             continue  # reset after an AMQP connection.close: socket teardown, not a failure
-        who = (
-            "server"
-            if (closed_by or "").startswith("server")
-            else ("client" if (closed_by or "").startswith("client") else None)
-        )
         direction = {"client": "c2s", "server": "s2c"}.get(who)
         text = f"reset by {who}" if who else "reset"
-        rows.append(_connection_failure(cap, st, None, end, direction, ver, "tcp-reset", text))
+        rows.append(_connection_failure(cap, st, frame, end, direction, ver, "tcp-reset", text))
     return rows
 
 

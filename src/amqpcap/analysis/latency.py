@@ -11,7 +11,6 @@ exact definitions.
 from __future__ import annotations
 
 import bisect
-from array import array
 from collections import OrderedDict
 
 import numpy as np
@@ -35,7 +34,8 @@ from amqpcap.analysis._common import (
     spec_by_name,
     taken,
 )
-from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.settle import ALL, codes, first_settlement, scopes
+from amqpcap.analysis.tables import as_tables, load_section
 
 __all__ = [
     "method_rtt",
@@ -421,61 +421,9 @@ def confirms(t, columns=None) -> pd.DataFrame:
     m = _with_content_completion(t, CONFIRM_METHODS, cols)
     if len(m) == 0:
         return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
-    chans: dict = {}  # (cap, st, ch) -> {"on": bool, "seq": int, "out": OrderedDict(n -> position)}
-    # one entry per settled publish: its position in m, the response's (-1: none), n, outcome, multiple
-    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
-    pub_at = array("q")
-    resp_at = array("q")
-    tags = array("q")
-    outcomes: list = []
-    multiples: list = []
-
-    def settle(n, pos, resp, outcome, multiple):
-        pub_at.append(pos)
-        resp_at.append(resp)
-        tags.append(n)
-        outcomes.append(outcome)
-        multiples.append(multiple)
-
-    def drain(c):
-        for n, pos in c["out"].items():
-            settle(n, pos, -1, "unconfirmed", None)
-        c["out"].clear()
-
-    walk = ["capture", "tcp_stream", "channel", "direction", "method", "delivery_tag", "multiple"]
-    for i, (cap, st, ch, d, name, tag, multiple) in enumerate(records(m, walk)):
-        key = (cap, st, ch)
-        c = chans.get(key)
-        if name in _SCOPE_OPEN:
-            if c is not None:
-                drain(c)
-                chans.pop(key)
-            continue
-        if name == "confirm.select" and d == "c2s":
-            if c is None:
-                c = chans[key] = {"on": True, "seq": 0, "out": OrderedDict()}
-            c["on"] = True
-            continue
-        if c is None or not c["on"]:
-            continue
-        if name == "basic.publish" and d == "c2s":
-            c["seq"] += 1
-            c["out"][c["seq"]] = i
-        elif name in ("basic.ack", "basic.nack") and d == "s2c" and tag is not None:
-            outcome = "ack" if name == "basic.ack" else "nack"
-            out = c["out"]
-            if multiple:
-                done = [k for k in out if tag == 0 or k <= tag]
-                for k in done:
-                    settle(k, out.pop(k), i, outcome, True)
-            elif tag in out:
-                settle(tag, out.pop(tag), i, outcome, bool(multiple) if multiple is not None else False)
-    for c in chans.values():
-        drain(c)
-    if not pub_at:
+    p, r, tags, outcomes, multiples = _confirm_pairs(m)
+    if not len(p):
         return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
-    p, r = np.frombuffer(pub_at, dtype=np.int64), np.frombuffer(resp_at, dtype=np.int64)
-    tags = np.frombuffer(tags, dtype=np.int64)
     src = {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),
@@ -499,6 +447,68 @@ def confirms(t, columns=None) -> pd.DataFrame:
     outcomes = multiples = tags = None  # (freed: src holds what is still read)
     m = _sources(m, src)
     return _taken_frame(m, src, CONFIRM_COLS, sort_by, columns)
+
+
+def _confirm_pairs(m: pd.DataFrame):
+    """The publishes of ``m`` (wire order) counted on a channel in confirm mode (after a c2s
+    confirm.select; a reopened channel starts over) and their basic.ack / nack (s2c): positions
+    in ``m`` of each publish and of its settlement (-1: unconfirmed), its sequence number, outcome
+    and ``multiple``, in the order a walk of ``m`` settles them (see :mod:`.settle`)."""
+    method, direction = m["method"], m["direction"]
+    c2s = (direction == "c2s").fillna(False).to_numpy(dtype=bool)
+    s2c = (direction == "s2c").fillna(False).to_numpy(dtype=bool)
+    chan, g = scopes(m, method.isin(_SCOPE_OPEN).to_numpy(dtype=bool))
+    pos = np.arange(len(m), dtype=np.int64)
+    select = (method == "confirm.select").fillna(False).to_numpy(dtype=bool) & c2s
+    big = np.iinfo(np.int64).max
+    on_from = np.full(int(g.max()) + 1 if len(g) else 0, big)
+    np.minimum.at(on_from, g[select], pos[select])  # a scope's first confirm.select
+    publish = (method == "basic.publish").fillna(False).to_numpy(dtype=bool)
+    pub = np.flatnonzero(publish & c2s & (pos > on_from[g]))
+    n = _ranks(g[pub])
+    tag = m["delivery_tag"].to_numpy(dtype=np.int64, na_value=-1)
+    has_tag = m["delivery_tag"].notna().to_numpy(dtype=bool)
+    is_ack = (method == "basic.ack").fillna(False).to_numpy(dtype=bool)
+    ack = np.flatnonzero(method.isin(("basic.ack", "basic.nack")).to_numpy(dtype=bool) & s2c & has_tag)
+    multiple = m["multiple"].fillna(False).to_numpy(dtype=bool)[ack]
+    by = first_settlement(
+        {"g": g[pub], "tag": n, "pos": pub},
+        {
+            "g": g[ack],
+            "tag": np.where(multiple & (tag[ack] == 0), ALL, tag[ack]),
+            "pos": ack,
+            "multiple": multiple,
+        },
+    )[0]
+    done = by >= 0
+    resp = np.full(len(pub), -1, dtype=np.int64)
+    resp[done] = ack[by[done]]
+    outcome = np.full(len(pub), "unconfirmed", dtype=object)
+    outcome[done] = np.where(is_ack[resp[done]], "ack", "nack")
+    mult = np.full(len(pub), None, dtype=object)
+    mult[done] = multiple[by[done]].tolist()
+    # the walk's order: by the settling packet; the unconfirmed when their channel was reopened, or
+    # at the end by their channel's confirm.select
+    when = np.where(done, resp, _scope_end(chan, g, pos, big)[g[pub]])
+    order = np.lexsort((pub, np.where(when == big, on_from[g[pub]], 0), when))
+    return pub[order], resp[order], n[order], outcome[order], mult[order]
+
+
+def _ranks(g: np.ndarray) -> np.ndarray:
+    """1, 2, 3 ... within each run of equal numbers of ``g`` (in order)."""
+    return pd.Series(np.ones(len(g), dtype=np.int64)).groupby(g).cumsum().to_numpy()
+
+
+def _scope_end(chan: np.ndarray, g: np.ndarray, pos: np.ndarray, big: int) -> np.ndarray:
+    """By scope number: the position of the row that opened the next scope of its channel (``big``:
+    none, the scope lasted to the end)."""
+    end = np.full(int(g.max()) + 1 if len(g) else 0, big)
+    order = np.lexsort((pos, chan))  # a channel's scopes one after the other
+    gs, cs = g[order], chan[order]
+    starts = np.flatnonzero(gs[1:] != gs[:-1]) + 1
+    starts = starts[cs[starts] == cs[starts - 1]]  # a scope that follows one of its channel
+    end[gs[starts - 1]] = pos[order][starts]
+    return end
 
 
 # --------------------------------------------------------------------------- consumers
@@ -547,40 +557,59 @@ CONSUMER_STATE_COLS = [
 ]
 
 
-def consumer_state(m: pd.DataFrame):
-    """Walk methods in order and yield, for every delivery row (s2c deliver / get-ok /
-    0-10 transfer), its (queue, no_ack); also the consumer table rows.
+class Deliveries:
+    """What :func:`consumer_state` found for the delivery rows (s2c deliver / get-ok / 0-10 transfer)
+    of a methods frame: their positions ``at`` and, per position, ``queue``, ``no_ack`` (True,
+    False or None: unknown) and ``consumer_tag`` (object arrays)."""
 
-    Returns (delivery_info, consumer rows): delivery_info[row position] is (queue, no_ack,
-    consumer_tag) for a delivery row, else None (a list: equal tuples shared, no dict of millions).
-    """
-    info: list = [None] * len(m)
-    shared: dict = {}  # one tuple per distinct (queue, no_ack, consumer_tag)
+    def __init__(self, at, queue, no_ack, consumer_tag):
+        self.at, self.queue, self.no_ack, self.consumer_tag = at, queue, no_ack, consumer_tag
+
+
+_STATE_ONLY = ("basic.deliver", "message.transfer", "basic.get-ok")  # rows that read the state alone
+
+
+def consumer_state(m: pd.DataFrame):
+    """Walk the rows of ``m`` (wire order) that change the consumer state (consume, consume-ok,
+    subscribe, cancel, get, channel reopening) and look up, for every delivery row (s2c deliver /
+    get-ok / 0-10 transfer), its consumer's queue and no_ack.  Returns (:class:`Deliveries`,
+    consumer table rows).  The walk visits the few state rows; the millions of deliveries are
+    matched to the state they saw by key and position (array operations)."""
     consumers: list[dict] = []
     by_tag: dict = {}  # (cap, st, ch, tag) -> consumer row
     pending: dict = {}  # (cap, st, ch) -> [consumer row awaiting consume-ok]
-    last_get: dict = {}  # (cap, st, ch) -> (queue, no_ack)
-    cols = CONSUMER_STATE_COLS
-    # only these methods change the state; positions stay those of ``m``
-    pos_of = np.flatnonzero(m["method"].isin(CONSUMER_METHODS).to_numpy()) if len(m) else np.zeros(0, int)
-    for pos, r in zip(pos_of.tolist(), records(m, cols, rows=pos_of)):
+    binds: list = []  # (position, (cap, st, ch, tag), consumer row index or -1: unbound)
+    gets: list = []  # (position, (cap, st, ch), (queue, no_ack))
+    method = m["method"] if len(m) else pd.Series([], dtype=object)
+    state = method.isin(CONSUMER_METHODS) & ~method.isin(_STATE_ONLY)
+    state_at = np.flatnonzero(state.to_numpy(dtype=bool))
+    index: dict = {}  # id(consumer row) -> its index
+
+    def bind(pos, k, row):
+        by_tag[k] = row
+        binds.append((pos, k, index[id(row)]))
+
+    for pos, r in zip(state_at.tolist(), records(m, CONSUMER_STATE_COLS, rows=state_at)):
         cap, st, ch, d, name, frame, ts, queue, tag, no_ack, no_wait, accept_mode = r
         key = (cap, st, ch)
-        if name == "basic.consume" and d == "c2s":
+        if name in ("basic.consume", "message.subscribe") and d == "c2s":
+            subscribe = name == "message.subscribe"
+            # 0-10: consumer_tag holds the subscription's destination; accept-mode 1 (none): no acks
             row = dict(
                 capture=cap,
                 tcp_stream=st,
                 channel=ch,
-                consumer_tag=tag or None,
+                consumer_tag=tag if subscribe else (tag or None),
                 queue=queue,
-                no_ack=no_ack,
+                no_ack=accept_mode == 1 if subscribe else no_ack,
                 consume_frame=frame,
                 consume_ts=ts,
             )
+            index[id(row)] = len(consumers)
             consumers.append(row)
-            if tag:
-                by_tag[key + (tag,)] = row
-            if not no_wait:
+            if subscribe or tag:
+                bind(pos, key + (row["consumer_tag"],), row)
+            if not subscribe and not no_wait:
                 pending.setdefault(key, []).append(row)
         elif name == "basic.consume-ok" and d == "s2c":
             lst = pending.get(key)
@@ -588,48 +617,132 @@ def consumer_state(m: pd.DataFrame):
                 row = lst.pop(0)
                 if tag:
                     row["consumer_tag"] = tag
-                    by_tag[key + (tag,)] = row
-        elif name == "message.subscribe" and d == "c2s":
-            # consumer_tag holds the subscription's destination; accept-mode 1 (none): no acks
-            row = dict(
-                capture=cap,
-                tcp_stream=st,
-                channel=ch,
-                consumer_tag=tag,
-                queue=queue,
-                no_ack=accept_mode == 1,
-                consume_frame=frame,
-                consume_ts=ts,
-            )
-            consumers.append(row)
-            by_tag[key + (row["consumer_tag"],)] = row
+                    bind(pos, key + (tag,), row)
         elif name in ("basic.cancel", "message.cancel") and tag:
             row = by_tag.get(key + (tag,))
             if row is not None and row.get("cancel_frame") is None:
                 row["cancel_frame"] = frame
                 row["cancel_ts"] = ts
         elif name == "basic.get" and d == "c2s":
-            last_get[key] = (queue, no_ack)
-        elif name in ("basic.deliver", "message.transfer") and d == "s2c":
-            # 0-10: the transfer names its subscription (consumer_tag) and carries its accept-mode
-            mode = accept_mode if name == "message.transfer" else None
-            row = by_tag.get(key + (tag,)) if tag is not None else None
-            if row is None and tag is not None:  # consumer tags are unique per connection in practice
-                row = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), None)
-            no_ack = row["no_ack"] if row else None
-            if mode is not None:
-                no_ack = mode == 1
-            v = (row["queue"] if row else None, no_ack, tag)
-            info[pos] = shared.setdefault(v, v)
-        elif name == "basic.get-ok" and d == "s2c":
-            q, na = last_get.get(key, (None, None))
-            v = (q, na, None)
-            info[pos] = shared.setdefault(v, v)
+            gets.append((pos, key, (queue, no_ack)))
         elif name in _SCOPE_OPEN:
             for k in [k for k in by_tag if k[:3] == key]:
                 by_tag.pop(k)
+                binds.append((pos, k, -1))
             pending.pop(key, None)
-    return info, consumers
+    return _deliveries(m, consumers, binds, gets), consumers
+
+
+def _key_codes(m: pd.DataFrame, rows: np.ndarray, cols: list, keys: list) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 per key: of the rows ``rows`` of ``m`` (columns ``cols``) and of the tuples
+    ``keys``, equal for equal values (None equal to a missing value); a row value that no key
+    has gets -1."""
+    row_code = np.zeros(len(rows), dtype=np.int64)
+    key_code = np.zeros(len(keys), dtype=np.int64)
+    for i, c in enumerate(cols):
+        values = pd.Index(sorted({k[i] for k in keys if k[i] is not None}, key=str), dtype=object)
+        kc = np.array([-1 if k[i] is None else values.get_loc(k[i]) for k in keys], dtype=np.int64) + 1
+        s = m[c].iloc[rows]
+        rc = codes_in(s, values).astype(np.int64) + 1  # missing or unknown: 0
+        rc[(rc == 0) & s.notna().to_numpy(dtype=bool)] = -1  # a value no key has
+        width = len(values) + 1
+        row_code = np.where((row_code < 0) | (rc < 0), -1, row_code * width + rc)
+        key_code = key_code * width + kc
+    return row_code, key_code
+
+
+def _latest(key_code, key_pos, row_code, row_pos) -> np.ndarray:
+    """For each row (code, position), the index of the latest key entry of the same code at an
+    earlier position (-1: none).  Entries are in position order."""
+    out = np.full(len(row_code), -1, dtype=np.int64)
+    if len(key_code) == 0 or len(row_code) == 0:
+        return out
+    order = np.lexsort((key_pos, key_code))
+    width = int(max(key_pos.max(), row_pos.max())) + 1
+    flat = key_code[order] * width + key_pos[order]
+    j = np.searchsorted(flat, row_code * width + row_pos, side="left") - 1
+    ok = (row_code >= 0) & (j >= 0)
+    ok[ok] = key_code[order[j[ok]]] == row_code[ok]
+    out[ok] = order[j[ok]]
+    return out
+
+
+def _deliveries(m, consumers: list, binds: list, gets: list) -> Deliveries:
+    """:class:`Deliveries` of ``m`` from the state walk's logs (see :func:`consumer_state`)."""
+    s2c = (m["direction"] == "s2c").fillna(False).to_numpy(dtype=bool) if len(m) else np.zeros(0, dtype=bool)
+    method = m["method"] if len(m) else pd.Series([], dtype=object)
+    transfer = (method == "message.transfer").fillna(False).to_numpy(dtype=bool) & s2c
+    deliver = ((method == "basic.deliver").fillna(False).to_numpy(dtype=bool) & s2c) | transfer
+    get_ok = (method == "basic.get-ok").fillna(False).to_numpy(dtype=bool) & s2c
+    at = np.flatnonzero(deliver | get_ok)
+    n = len(at)
+    queue = np.full(n, None, dtype=object)
+    no_ack = np.full(n, None, dtype=object)
+    ctag = np.full(n, None, dtype=object)
+    if n == 0:
+        return Deliveries(at, queue, no_ack, ctag)
+    is_dl, is_get = deliver[at], get_ok[at]
+    tags = m["consumer_tag"].iloc[at]
+    has_tag = tags.notna().to_numpy(dtype=bool) & is_dl
+    ctag[is_dl] = tags.astype(object).to_numpy()[is_dl]
+    ctag[is_dl & ~has_tag] = None
+    # deliveries: the consumer bound to (channel, tag) when the delivery came
+    cols = ["capture", "tcp_stream", "channel", "consumer_tag"]
+    found = np.full(n, -1, dtype=np.int64)
+    dl = np.flatnonzero(has_tag)
+    if binds and len(dl):
+        row_code, key_code = _key_codes(m, at[dl], cols, [b[1] for b in binds])
+        hit = _latest(key_code, np.array([b[0] for b in binds], dtype=np.int64), row_code, at[dl])
+        values = np.array([-1] + [b[2] for b in binds], dtype=np.int64)
+        found[dl] = values[hit + 1]
+    miss = has_tag & (found < 0)
+    if miss.any():  # no consumer on the delivery's channel: one with its tag on the connection
+        found[miss] = _any_channel(m, at[miss], binds)
+    row_queue = np.array([c["queue"] for c in consumers] + [None], dtype=object)
+    row_no_ack = np.array([c["no_ack"] for c in consumers] + [None], dtype=object)
+    queue[is_dl] = row_queue[found[is_dl]]  # (-1: the appended None)
+    no_ack[is_dl] = row_no_ack[found[is_dl]]
+    mode = m["accept_mode"].iloc[at]
+    set_mode = transfer[at] & mode.notna().to_numpy(dtype=bool)  # 0-10: the transfer's accept-mode
+    no_ack[set_mode] = (mode.to_numpy(dtype=object)[set_mode] == 1).tolist()
+    # get-ok: the channel's latest basic.get
+    g = np.flatnonzero(is_get)
+    if gets and len(g):
+        row_code, key_code = _key_codes(m, at[g], cols[:3], [x[1] for x in gets])
+        hit = _latest(key_code, np.array([x[0] for x in gets], dtype=np.int64), row_code, at[g])
+        got = [gets[i][2] if i >= 0 else (None, None) for i in hit.tolist()]
+        queue[g] = [q for q, _ in got]
+        no_ack[g] = [a for _, a in got]
+    return Deliveries(at, queue, no_ack, ctag)
+
+
+def _any_channel(m, rows: np.ndarray, binds: list) -> np.ndarray:
+    """The consumer row index of each delivery at ``rows`` whose channel has no consumer of its tag:
+    the first consumer bound to that tag on its connection at the time (-1: none)."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if not binds or not len(rows):
+        return out
+    # the deliveries between two binds see the same state: one look-up per (state, connection, tag)
+    when = np.searchsorted(np.array([b[0] for b in binds], dtype=np.int64), rows, side="left")
+    cols = ("capture", "tcp_stream", "consumer_tag")
+    asked = np.c_[when, np.column_stack([codes(m[c].iloc[rows]) for c in cols])]
+    combos, first, inverse = np.unique(asked, axis=0, return_index=True, return_inverse=True)
+    values = [_objects(m[c], rows[first]) for c in cols]
+    found = np.full(len(combos), -1, dtype=np.int64)
+    by_tag: dict = {}
+    b = 0
+    for i in range(len(combos)):  # (by state: combos are sorted)
+        while b < combos[i, 0]:
+            _, k, ix = binds[b]
+            if ix < 0:
+                by_tag.pop(k, None)
+            else:
+                by_tag[k] = ix
+            b += 1
+        cap, st, tag = (v[i] for v in values)
+        found[i] = next((v for k, v in by_tag.items() if k[0] == cap and k[1] == st and k[3] == tag), -1)
+    out[:] = found[inverse.reshape(-1)]
+    return out
 
 
 def consumers(t) -> pd.DataFrame:
@@ -710,26 +823,145 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
     m = _with_content_completion(t, ACK_METHODS, cols + CONSUMER_STATE_COLS)
     if len(m) == 0:
         return _finish([], ACK_COLS)[_wanted(ACK_COLS, columns)]
-    info, _ = consumer_state(m)
-    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
-    # one entry per settled delivery: the result's columns not taken from the delivery's row
-    # (the integers in int64 arrays: 8 bytes each, not a Python int and a pointer, for millions)
-    got: dict = {k: array("q") for k in ("at", "resp", "tag")}
-    got.update((k, []) for k in ("outcome", "multiple", "requeue", "ctag", "queue"))
+    dlv, _ = consumer_state(m)
+    chan, g = scopes(m, m["method"].isin(_SCOPE_OPEN).to_numpy(dtype=bool))
+    # 0-10 channels settle by command id sets: walked; the others by tag: array operations
+    odd = (m["version"] == "0-10").fillna(False) | m["method"].isin(_BY_COMMAND)
+    walked = np.isin(chan, chan[odd.to_numpy(dtype=bool)])
+    got = _ack_pairs(m, dlv, ~walked, chan, g)
+    if walked.any():
+        more = _ack_walk(m, dlv, walked)
+        got = {k: np.concatenate([got[k], more[k]]) for k in got}
+    if not len(got["at"]):
+        return _finish([], ACK_COLS)[_wanted(ACK_COLS, columns)]
+    p, r = got["at"], got["resp"]
+    src = {
+        "capture": ("capture", p),
+        "tcp_stream": ("tcp_stream", p),
+        "channel": ("channel", p),
+        "version": ("version", p),
+        "request_method": ("method", p),
+        "request_direction": ("direction", p),
+        "request_frame": ("_done_frame", p),
+        "request_ts": ("_done_ts", p),
+        "response_method": ("method", r),
+        "response_frame": ("frame_number", r),
+        "response_ts": ("ts", r),
+        "delivery_tag": got["tag"],
+        "outcome": got["outcome"],
+        "multiple": got["multiple"],
+        "requeue": got["requeue"],
+        "redelivered": ("redelivered", p),
+        "consumer_tag": got["ctag"],
+        "queue": got["queue"],
+        "exchange": ("exchange", p),
+        "routing_key": ("routing_key", p),
+    }
+    sort_by = ["capture", "tcp_stream", "channel", "request_frame"]
+    src = _needed(src, columns, sort_by)
+    del got, dlv
+    m = _sources(m, src)
+    return _taken_frame(m, src, ACK_COLS, sort_by, columns)
 
-    add_at, add_resp, add_tag, add_outcome, add_multiple, add_requeue, add_ctag, add_queue = (
-        got[k].append for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")
+
+_BY_COMMAND = ("message.transfer", "message.subscribe", "message.accept", "message.release", "message.reject")
+
+
+def _ack_pairs(m: pd.DataFrame, dlv: Deliveries, rows: np.ndarray, chan: np.ndarray, g: np.ndarray) -> dict:
+    """:func:`consumer_acks` of the rows of ``m`` in ``rows`` (0-8 / 0-9 / 0-9-1 channels: settled by
+    tag, ``multiple``, recover) as array operations (:mod:`.settle`): the walk's ``got`` arrays
+    (positions of the delivery and of its settlement, tag, outcome, multiple, requeue, consumer tag,
+    queue), in the order a walk settles them; ``chan``, ``g``: the rows' channels and scopes."""
+    method = m["method"]
+    c2s = (m["direction"] == "c2s").fillna(False).to_numpy(dtype=bool)
+    tag = m["delivery_tag"].to_numpy(dtype=np.int64, na_value=-1)
+    has_tag = m["delivery_tag"].notna().to_numpy(dtype=bool)
+    basic = method.isin(("basic.deliver", "basic.get-ok")).to_numpy(dtype=bool)
+    keep = rows[dlv.at] & basic[dlv.at] & has_tag[dlv.at] & (dlv.no_ack != True)  # noqa: E712 (None: kept)
+    at, queue = dlv.at[keep], dlv.queue[keep]
+    kind = np.full(len(m), -1, dtype=np.int8)  # the settling methods: _OUTCOMES' index
+    for i, name in enumerate(_OUTCOMES):
+        kind[(method == name).fillna(False).to_numpy(dtype=bool)] = i
+    recover = kind >= 3
+    ev = np.flatnonzero(rows & c2s & (kind >= 0) & (has_tag | recover))
+    multiple = (m["multiple"].fillna(False).to_numpy(dtype=bool) & (kind != 2))[ev] | recover[ev]
+    ev_tag = np.where(multiple & ((tag[ev] == 0) | recover[ev]), ALL, tag[ev])
+    by, replaced = first_settlement(
+        {"g": g[at], "tag": tag[at], "pos": at}, {"g": g[ev], "tag": ev_tag, "pos": ev, "multiple": multiple}
     )
+    big = np.iinfo(np.int64).max
+    first = np.full(int(g.max()) + 1, big)  # a channel's outstanding set is made by its first delivery
+    np.minimum.at(first, g[at], at)
+    slot = _slots(g, tag, at, replaced)
+    live = ~replaced
+    at, queue, by, slot = at[live], queue[live], by[live], slot[live]
+    done = by >= 0
+    resp = np.full(len(at), -1, dtype=np.int64)
+    resp[done] = ev[by[done]]
+    k = np.full(len(at), len(_OUTCOMES), dtype=np.int64)
+    k[done] = kind[resp[done]]
+    outcome = np.array([*_OUTCOMES.values(), "unsettled"], dtype=object)[k]
+    mult = np.full(len(at), None, dtype=object)
+    flag = done.copy()
+    flag[done] = k[done] <= 1  # ack, nack: multiple or not; reject, recover: None
+    mult[flag] = multiple[by[flag]].tolist()
+    requeue = np.full(len(at), None, dtype=object)
+    settled_by_tag = done & (k <= 2)
+    requeue[settled_by_tag] = _objects(m["requeue"], resp[settled_by_tag])
+    # the walk's order: by the settling packet, the unsettled when their channel was reopened or at
+    # the end by the channel's first delivery; the deliveries of one packet by their tag's first
+    # delivery (a redelivered tag keeps its place)
+    when = np.where(done, resp, _scope_end(chan, g, np.arange(len(m), dtype=np.int64), big)[g[at]])
+    order = np.lexsort((slot, np.where(when == big, first[g[at]], 0), when))
+    return {
+        "at": at[order],
+        "resp": resp[order],
+        "tag": tag[at][order],
+        "outcome": outcome[order],
+        "multiple": mult[order],
+        "requeue": requeue[order],
+        "ctag": _objects(m["consumer_tag"], at[order]),
+        "queue": queue[order],
+    }
 
-    def settle(tag, dl, resp, outcome, multiple, requeue):  # once per delivery: plain appends
-        add_at(dl[0])
-        add_resp(resp)
-        add_tag(tag)
-        add_outcome(outcome)
-        add_multiple(multiple)
-        add_requeue(requeue)
-        add_ctag(dl[1])
-        add_queue(dl[2])
+
+_OUTCOMES = {
+    "basic.ack": "ack",
+    "basic.nack": "nack",
+    "basic.reject": "reject",
+    "basic.recover": "recovered",
+    "basic.recover-async": "recovered",
+}
+
+
+def _objects(s: pd.Series, at: np.ndarray) -> np.ndarray:
+    """The values of ``s`` at positions ``at`` as Python objects, None for missing."""
+    v = s.iloc[at]
+    return np.asarray(v.astype(object).where(v.notna(), None), dtype=object)
+
+
+def _slots(g: np.ndarray, tag: np.ndarray, at: np.ndarray, replaced: np.ndarray) -> np.ndarray:
+    """Each item's place in its channel's outstanding set: its position, or that of the item it
+    replaced (a tag delivered again while outstanding keeps the first one's place)."""
+    order = np.lexsort((at, tag[at], g[at]))
+    gs, ts = g[at][order], tag[at][order]
+    new = np.r_[True, (gs[1:] != gs[:-1]) | (ts[1:] != ts[:-1]) | ~replaced[order][:-1]]
+    start = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
+    out = np.empty(len(at), dtype=np.int64)
+    out[order] = at[order][start]
+    return out
+
+
+def _ack_walk(m: pd.DataFrame, dlv: Deliveries, rows: np.ndarray) -> dict:
+    """:func:`consumer_acks` of the rows of ``m`` in ``rows`` by a walk (0-10: a message.accept /
+    release / reject settles the transfers whose command ids its id sets cover)."""
+    info = dict(zip(dlv.at.tolist(), zip(dlv.queue, dlv.no_ack, dlv.consumer_tag)))
+    chans: dict = {}  # (cap, st, ch) -> OrderedDict(tag -> (position, consumer tag, queue))
+    got: dict = {k: [] for k in ("at", "resp", "tag", "outcome", "multiple", "requeue", "ctag", "queue")}
+
+    def settle(tag, dl, resp, outcome, multiple, requeue):
+        for k, v in zip(got, (dl[0], resp, tag, outcome, multiple, requeue, dl[1], dl[2])):
+            got[k].append(v)
 
     walk = [
         "capture",
@@ -744,8 +976,9 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
         "command_id",
         "id_ranges",
     ]
-    for pos, (cap, st, ch, d, name, tag, multiple, requeue, ctag, cmd, id_ranges) in enumerate(
-        records(m, walk)
+    at = np.flatnonzero(rows)
+    for pos, (cap, st, ch, d, name, tag, multiple, requeue, ctag, cmd, id_ranges) in zip(
+        at.tolist(), records(m, walk, rows=at)
     ):
         key = (cap, st, ch)
         if name in _SCOPE_OPEN:
@@ -753,7 +986,7 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
                 settle(k, dl, -1, "unsettled", None, None)
             continue
         if d == "s2c" and name in ("basic.deliver", "basic.get-ok", "message.transfer"):
-            q, no_ack, dest = info[pos] or (None, None, None)
+            q, no_ack, dest = info.get(pos) or (None, None, None)
             if no_ack:
                 continue
             if name == "message.transfer":  # 0-10: settled by command id
@@ -786,37 +1019,8 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
     for out in chans.values():
         for k, dl in out.items():
             settle(k, dl, -1, "unsettled", None, None)
-    if not got["at"]:
-        return _finish([], ACK_COLS)[_wanted(ACK_COLS, columns)]
-    p, r = np.frombuffer(got["at"], dtype=np.int64), np.frombuffer(got["resp"], dtype=np.int64)
-    got["tag"] = np.frombuffer(got["tag"], dtype=np.int64)
-    src = {
-        "capture": ("capture", p),
-        "tcp_stream": ("tcp_stream", p),
-        "channel": ("channel", p),
-        "version": ("version", p),
-        "request_method": ("method", p),
-        "request_direction": ("direction", p),
-        "request_frame": ("_done_frame", p),
-        "request_ts": ("_done_ts", p),
-        "response_method": ("method", r),
-        "response_frame": ("frame_number", r),
-        "response_ts": ("ts", r),
-        "delivery_tag": got["tag"],
-        "outcome": got["outcome"],
-        "multiple": got["multiple"],
-        "requeue": got["requeue"],
-        "redelivered": ("redelivered", p),
-        "consumer_tag": got["ctag"],
-        "queue": got["queue"],
-        "exchange": ("exchange", p),
-        "routing_key": ("routing_key", p),
-    }
-    sort_by = ["capture", "tcp_stream", "channel", "request_frame"]
-    src = _needed(src, columns, sort_by)
-    del got, info
-    m = _sources(m, src)
-    return _taken_frame(m, src, ACK_COLS, sort_by, columns)
+    ints = ("at", "resp", "tag")
+    return {k: np.array(v, dtype=np.int64 if k in ints else object) for k, v in got.items()}
 
 
 # --------------------------------------------------------------------------- broker transit
@@ -888,7 +1092,13 @@ def _transit(t, want: list) -> pd.DataFrame:
     codes = pd.factorize(mid, use_na_sentinel=True)[0]  # equal ids, equal codes (missing: -1)
     p_code, d_code = codes[pub_at], codes[del_at]
     p_has = (mid.notna() & (mid != "")).to_numpy(dtype=bool)[pub_at]  # an empty id is no id
-    has_hash = msgs["body_hash"].notna().to_numpy(dtype=bool)
+    if not p_has.all() or "body_hash" in want:  # (body hashes: only for publishes without an id)
+        msgs = _with_body_hash(t, msgs)
+    has_hash = (  # (not read: not needed)
+        msgs["body_hash"].notna().to_numpy(dtype=bool)
+        if "body_hash" in msgs.columns
+        else np.zeros(len(msgs), bool)
+    )
 
     # 1. message id: the latest publish with that id at or before the delivery (a join, not a walk)
     pidx = np.flatnonzero(p_has)
@@ -916,23 +1126,31 @@ def _transit(t, want: list) -> pd.DataFrame:
     used = np.zeros(len(del_at), dtype=bool)
     used[by_id[:, 1]] = True
     psel = np.flatnonzero(~p_has & has_hash[pub_at])
-    P = list(
-        records(
-            msgs.iloc[pub_at[psel]][["exchange", "routing_key", "body_hash"]].assign(
-                _ts=p_ts[psel], _pid=psel
-            ),
-            ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
+    P = (
+        list(
+            records(
+                msgs.iloc[pub_at[psel]][["exchange", "routing_key", "body_hash"]].assign(
+                    _ts=p_ts[psel], _pid=psel
+                ),
+                ["_ts", "_pid", "exchange", "routing_key", "body_hash"],
+            )
         )
+        if len(psel)
+        else []
     )
     dsel = np.flatnonzero(~used & has_hash[del_at]) if P else np.zeros(0, dtype=np.int64)
     dcols = ["exchange", "routing_key", "body_hash", "capture", "tcp_stream", "channel"]
-    D = list(
-        records(
-            msgs.iloc[del_at[dsel]][dcols + ["consumer_tag", "redelivered"]].assign(
-                _ts=d_ts[dsel], _did=dsel
-            ),
-            ["_ts", "_did"] + dcols + ["consumer_tag", "redelivered"],
+    D = (
+        list(
+            records(
+                msgs.iloc[del_at[dsel]][dcols + ["consumer_tag", "redelivered"]].assign(
+                    _ts=d_ts[dsel], _did=dsel
+                ),
+                ["_ts", "_did"] + dcols + ["consumer_tag", "redelivered"],
+            )
         )
+        if len(dsel)
+        else []
     )
 
     def ckey(x):
@@ -1027,6 +1245,16 @@ def _transit(t, want: list) -> pd.DataFrame:
         if name in computed:
             out[name] = computed[name]()
     return out[want]
+
+
+def _with_body_hash(t, msgs: pd.DataFrame) -> pd.DataFrame:
+    """``msgs`` with its ``body_hash`` column: read from the dissect output when the section was
+    loaded without it (its strings are the biggest of a load; most publishes carry an id)."""
+    if "body_hash" in msgs.columns or t.source is None:
+        return msgs
+
+    hashes = load_section(t.source, {"messages": ["body_hash"]}).messages["body_hash"]
+    return msgs.assign(body_hash=hashes.to_numpy()) if len(hashes) == len(msgs) else msgs
 
 
 # --------------------------------------------------------------------------- application RPC

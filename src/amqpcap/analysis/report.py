@@ -32,7 +32,9 @@ from amqpcap.analysis.summary import (
     Sections,
     connection_cells,
     connections_table,
+    frames_note,
     section_tables,
+    span_summary,
     stats_source,
     throughput_cells,
 )
@@ -131,22 +133,35 @@ def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
     x = (pd.to_datetime(tot["bucket"], utc=True) - t0).dt.total_seconds().to_numpy()
     ax1 = fig.add_subplot(2, 1, 1)
     ax2 = fig.add_subplot(2, 1, 2, sharex=ax1)
-    for d, color, label in (("c2s", C2S, "client → server"), ("s2c", S2C, "server → client")):
-        ax1.step(x, tot[f"messages_{d}"] / secs, where="post", color=color, label=label)
-        ax2.step(x, tot[f"wire_bytes_{d}"] / secs, where="post", color=color, label=f"wire, {label}")
+    # client → server wide and under, server → client narrow on top: equal rates (a broker
+    # forwarding what it gets) show both lines, not one
+    for d, color, label, width in (
+        ("c2s", C2S, "client → server", 3.2),
+        ("s2c", S2C, "server → client", 1.1),
+    ):
+        ax1.step(x, tot[f"messages_{d}"] / secs, where="post", color=color, label=label, linewidth=width)
+        ax2.step(
+            x,
+            tot[f"wire_bytes_{d}"] / secs,
+            where="post",
+            color=color,
+            label=f"wire, {label}",
+            linewidth=width,
+        )
         ax2.step(
             x,
             tot[f"body_bytes_{d}"] / secs,
             where="post",
             color=color,
             linestyle="--",
+            linewidth=width,
             alpha=0.7,
             label=f"body, {label}",
         )
     ax1.set_ylabel("messages / s")
     ax1.set_title(
-        f"Throughput per {_fmt_bucket(bucket)} bucket "
-        f"(frames/wire bytes from {tot.attrs.get('frames_source', '?')})"
+        f"Throughput per {_fmt_bucket(bucket)} bucket\n({frames_note(tot.attrs.get('frames_source'))})",
+        fontsize=10,
     )
     ax1.legend(loc="upper right", fontsize=8)
     ax2.set_ylabel("bytes / s (wire solid, body dashed)")
@@ -614,8 +629,7 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
         f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
         "(as <code>amqpcap stats</code>); "
         f"the plot below uses {html.escape(_fmt_bucket(plot_bucket))} buckets, so its peaks differ "
-        f"(shorter buckets show higher peaks). Frames and wire bytes from "
-        f"{html.escape(str(tp['frames_source']))}.</p>",
+        f"(shorter buckets show higher peaks); {html.escape(frames_note(tp['frames_source']))}.</p>",
         _html_table(
             heads,
             trows,
@@ -729,11 +743,14 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     def draw(section, tables):
         if section == "counts":  # the light group: connections, errors, the time origin
             drawn["t0"] = t0 = _t0(tables)
+            drawn["bucket"] = bucket or pick_bucket(span_summary(tables)["duration_s"])
             drawn["err"] = err = errors_frame(tables)
             drawn["connections"] = connections_table(tables, _PAGE_LIMIT)
             drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", t0)
         elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
             drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
+        elif section == "throughput":  # (its section's tables: not loaded again for the figure)
+            drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
 
     if stats is None:
         s = stats_dict(src, on_latency=keep, on_section=draw)
@@ -747,8 +764,12 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     t0 = drawn["t0"]
+    if "throughput" not in drawn:
+        drawn["throughput"] = fig_throughput(
+            section_tables(src, "throughput"), out / "throughput.png", bucket, t0
+        )
     paths = {
-        "throughput": fig_throughput(section_tables(src, "throughput"), out / "throughput.png", bucket, t0),
+        "throughput": drawn["throughput"],
         "latency": fig_latency(values, out / "latency.png"),
         "errors": fig_errors(drawn["err"], out / "errors.png"),
         "timeline": drawn["timeline"],

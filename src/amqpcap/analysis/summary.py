@@ -42,6 +42,7 @@ __all__ = [
     "connections_table",
     "connection_cells",
     "time_outliers",
+    "span_summary",
     "error_groups",
     "throughput_cells",
     "STATS_VERSION",
@@ -225,8 +226,8 @@ SECTIONS: dict = {
         {"methods": ("basic.qos",)},
     ),
     "transit": (
-        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
-         "consumer_tag", "redelivered"]},
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
+         "redelivered"]},
         {},
     ),
     "rpc": ({"connections": None, "messages": _KEYS + ["correlation_id", "reply_to", "routing_key"]}, {}),
@@ -257,10 +258,10 @@ SECTIONS: dict = {
          "messages": _TS, "frames": _TS, "anomalies": None},
         {},
     ),
-    # transit and rpc: one load of messages for both
+    # transit and rpc: one load of messages for both (body hashes read by transit if it needs them)
     "messages": (
-        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "body_hash",
-         "consumer_tag", "redelivered", "correlation_id", "reply_to"]},
+        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
+         "redelivered", "correlation_id", "reply_to"]},
         {},
     ),
     # the terminal tables' and the report page's connections table
@@ -404,7 +405,8 @@ def _throughput(t, bucket: str) -> dict:
     return out
 
 
-def _span(t) -> dict:
+def span_summary(t) -> dict:
+    """stats' ``span``: first and last packet time, duration, time outliers."""
     ts = []
     for df, cols in (
         (t.connections, ["ts", "end_ts"]),
@@ -531,7 +533,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         pairing("rpc"),
         pairing("method_rtt"),
         pairing("connection_setup"),
-        ("span", put("span", _span)),
+        ("span", put("span", span_summary)),
         ("errors", put("errors", lambda t: error_groups(error_summary(t)))),
         ("counts", put("counts", _counts_part)),
         pairing("confirm"),
@@ -634,8 +636,9 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     """One row per connection, busiest first (messages, then methods): ``capture``, ``tcp_stream``,
     ``client`` / ``server`` (``ip:port``), ``version``, ``server_product``, ``connection_name``,
     ``methods``, ``messages``, ``duration_s``, ``bytes`` (both directions), ``closed`` (``closed_by``,
-    with the reply code when not 200; ``open`` when never closed).  ``limit``: the busiest ``limit``;
-    ``attrs["total"]`` is the number of connections."""
+    with the reply code when not 200 and the closing packet's frame number, then a reset that
+    followed, e.g. ``client-fin #40, server-rst #41``; ``open`` when never closed).
+    ``limit``: the busiest ``limit``; ``attrs["total"]`` is the number of connections."""
     t = as_tables(t)
     c = t.connections
     keys = ["capture", "tcp_stream"]
@@ -661,13 +664,30 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     out["bytes"] = (c["bytes_c2s"].fillna(0) + c["bytes_s2c"].fillna(0)).astype("int64")
     code = c["close_reply_code"]
     suffix = (" " + code.astype(str)).where(code.notna() & (code != 200), "")
-    out["closed"] = c["closed_by"].fillna("open").astype(str) + suffix.astype(str)
+    out["closed"] = (
+        c["closed_by"].fillna("open").astype(str)
+        + suffix.astype(str)
+        + _frame_ref(c["close_frame"])
+        + _later_reset(c)
+    )
     out = out.sort_values(["messages", "methods"], ascending=False, kind="stable").reset_index(drop=True)
     out = out[CONNECTION_COLS]
     if limit is not None:
         out = out.head(limit)
     out.attrs["total"] = n
     return out
+
+
+def _frame_ref(frames: pd.Series) -> pd.Series:
+    """`` #N`` (Wireshark's frame.number) where ``frames`` has one, else ``""``."""
+    return (" #" + frames.astype("string")).fillna("").astype(str)
+
+
+def _later_reset(c: pd.DataFrame) -> pd.Series:
+    """``, server-rst #N`` where a reset other than the closing packet followed the close."""
+    other = c["rst_by"].notna() & (c["rst_frame"] != c["close_frame"]).fillna(True)
+    text = ", " + c["rst_by"].astype("string") + "-rst" + _frame_ref(c["rst_frame"])
+    return text.where(other, "").fillna("").astype(str)
 
 
 def connection_cells(df: pd.DataFrame, with_capture: bool) -> tuple[list, list]:
@@ -721,6 +741,15 @@ def throughput_cells(tp: dict, arrow: str) -> tuple[list, list]:
                  (("msgs_per_s", ""), ("body_bytes_per_s", "B"), ("wire_bytes_per_s", "B"))]  # fmt: skip
         rows.append([label, f"{d.get('messages', 0):,}"] + [si(v, u) for m, p, u in rates for v in (m, p)])
     return THROUGHPUT_HEADS, rows
+
+
+def frames_note(source) -> str:
+    """What the frames and wire bytes of a throughput were counted from (``frames_source``)."""
+    if source == "frames":
+        return "frames and wire bytes counted in the frames table"
+    if source == "estimate":
+        return "frames and wire bytes estimated from methods and messages; dissect --frames counts them"
+    return "no frames counted"
 
 
 def render_text(s: dict, t=None, *, limit: int = 15) -> str:
@@ -791,7 +820,7 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         )
     out.append(
         table(
-            ["kind", "count", "p50", "p90", "p99", "max", ""],
+            ["kind", "count", "p50", "p90", "p99", "max", "counts"],
             lrows,
             align=["l", "r", "r", "r", "r", "r", "l"],
         )
@@ -846,7 +875,7 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
         out.append("Errors: none")
     tp = s.get("throughput", {})
     out.append("")
-    out.append(f"Throughput (bucket {tp.get('bucket_s')} s, frames from {tp.get('frames_source')})")
+    out.append(f"Throughput (bucket {tp.get('bucket_s')} s; {frames_note(tp.get('frames_source'))})")
     heads, trow = throughput_cells(tp, "->")
     out.append(table(heads, trow, align=["l"] + ["r"] * 7))
     h = s.get("health")

@@ -313,8 +313,8 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
     ``names``: only the rows whose ``method`` is one of them."""
     keep = None  # the rows of ``names``: found once, each group's read filtered by it
     if names is not None:
-        method = dataset.to_table(columns=["method"], memory_pool=POOL).column(0)
-        keep = pc.is_in(method, value_set=pa.array(list(names), pa.string()))
+        method = dataset.to_table(columns=["method"], memory_pool=POOL, use_threads=False).column(0)
+        keep = _is_in(method, pa.array(list(names), pa.string()))
         del method
     groups = [[c] for c in cols if c in CODE_COLUMNS]
     rest = [c for c in cols if c not in CODE_COLUMNS]
@@ -324,7 +324,7 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
         return pd.DataFrame(index=pd.RangeIndex(n))
     df = None
     for group in groups:
-        table = dataset.to_table(columns=group, memory_pool=POOL)
+        table = dataset.to_table(columns=group, memory_pool=POOL, use_threads=False)
         if keep is not None:
             table = table.filter(keep)
         part = arrow_to_pandas(table, name, group, categorical, True)
@@ -340,6 +340,18 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
 
 
 _GROUP = 6  # columns per read of a compact load
+
+
+def _is_in(col: pa.ChunkedArray, values: pa.Array) -> pa.ChunkedArray:
+    """``pc.is_in(col, values)``; of a dictionary column, decided once per dictionary entry (Arrow's
+    is_in of a dictionary array looks at every row's string)."""
+    if not pa.types.is_dictionary(col.type):
+        return pc.is_in(col, value_set=values)
+    chunks = []
+    for c in col.chunks:
+        entry = pc.fill_null(pc.is_in(c.dictionary, value_set=values), False)
+        chunks.append(pc.if_else(c.is_null(), False, pc.take(entry, c.indices)))
+    return pa.chunked_array(chunks, type=pa.bool_())
 
 
 # Arrow memory of the lean loads comes from malloc, not Arrow's default pool (mimalloc / jemalloc):

@@ -51,11 +51,11 @@ def message_queues(t) -> pd.DataFrame:
     key = ["capture", "tcp_stream", "direction", "stream_offset"]
     cols = list(dict.fromkeys(CONSUMER_STATE_COLS + key))
     m = ordered(t.methods, CONSUMER_METHODS, cols).reset_index(drop=True)
-    info, _ = consumer_state(m)
-    pos = np.flatnonzero(np.array([v is not None for v in info], dtype=bool))
+    dlv, _ = consumer_state(m)
+    pos = dlv.at
     if len(pos):
         q = m.loc[pos, key].copy()
-        q["_q"] = str_series([info[i][0] for i in pos.tolist()]).to_numpy()
+        q["_q"] = str_series(dlv.queue.tolist()).to_numpy()
         q = q.dropna(subset=["stream_offset"]).drop_duplicates(key)
         j = msgs[key].merge(q, on=key, how="left")
         msgs["queue"] = str_series(j["_q"].astype(object).where(j["_q"].notna(), None).tolist()).to_numpy()

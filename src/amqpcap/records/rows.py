@@ -94,14 +94,17 @@ SUBSCRIPTION_DEST = {
 
 
 def failing_method(version, a):
+    """The method a close (class-id / method-id) or a 0-10 execution.exception (class-code /
+    command-code: a command) names, by name; ``class.method`` numbers when the spec has none."""
     cid = a.get("class-id", a.get("class-code"))
     mid = a.get("method-id", a.get("command-code"))
     if not cid:
         return None
     try:
-        m = _spec.get(version or "0-9-1").METHODS.get((cid, mid))
+        mod = _spec.get(version or "0-9-1")
     except Exception:
-        m = None
+        mod = None
+    m = getattr(mod, "COMMANDS" if version == "0-10" else "METHODS", {}).get((cid, mid))
     return m.name if m is not None else f"{cid}.{mid}"
 
 
@@ -434,6 +437,7 @@ def connection_facts(f: ConnectionFacts) -> dict:
         "open_ts": f.open_ts,
         "close_ts": f.close_ts,
         "closed_by": f.closed_by,
+        "close_frame": f.close_frame,
         "close_reply_code": f.close_reply_code,
         "close_reply_text": as_text(f.close_reply_text),
     }

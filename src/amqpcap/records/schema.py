@@ -156,6 +156,11 @@ CONNECTIONS = [
         "Who closed: `client` / `server` (connection.close), `client-rst` / `server-rst`, "
         "`client-fin` / `server-fin`; null if still open at capture end.",
     ),
+    (
+        "close_frame",
+        INT64,
+        "Frame number of the packet `closed_by` names (the connection.close, FIN or RST).",
+    ),
     ("close_reply_code", INT32, "Reply code of connection.close."),
     ("close_reply_text", STRING, "Reply text of connection.close."),
     ("end_ts", TS, "Timestamp of the conversation's last packet."),
@@ -173,6 +178,8 @@ CONNECTIONS = [
     ("gap_bytes", INT64, "Bytes missing in those holes."),
     ("anomalies", INT32, "Anomaly rows for this conversation."),
     ("rst", BOOL, "A TCP reset was seen."),
+    ("rst_by", STRING, "Who sent the first TCP reset: `client` / `server`; null if none."),
+    ("rst_frame", INT64, "Frame number of that reset."),
     (
         "zero_windows",
         STRING,
@@ -230,7 +237,13 @@ METHODS = _KEYS + [
     ("reply_code", INT32, "reply-code (close, return; 0-10 error-code)."),
     ("reply_text", STRING, "reply-text (0-10 description)."),
     ("reply_name", STRING, "Name of reply_code in the specification (e.g. `not-found`)."),
-    ("failing_method", STRING, "close: `class.method` named by class-id/method-id (null when 0/0)."),
+    (
+        "failing_method",
+        STRING,
+        "close: the method named by class-id/method-id (null when 0/0); 0-10 execution.exception: "
+        "the command named by class-code/command-code; by name (`queue.declare`), numbers when "
+        "the spec has none.",
+    ),
     ("prefetch_count", INT32, "basic.qos prefetch-count."),
     ("prefetch_size", INT64, "basic.qos prefetch-size."),
     ("message_count", INT64, "message-count (declare-ok, get-ok, purge-ok, ...)."),

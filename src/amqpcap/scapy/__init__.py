@@ -9,6 +9,8 @@
   end of the packet is an ``AMQPFragment``.  ``pkt[AMQP]`` is the first frame,
   ``pkt[AMQP].method`` its "class.method", ``pkt[AMQP].fields`` its fields and
   ``pkt[AMQP].arguments`` the arguments by their specification names.
+* ``show()`` and ``repr`` of a start-ok / secure-ok / update-secret redact the password as the
+  tables do (the user stays); ``keep_secrets()`` (or ``with keep_secrets():``) shows it.
 
 The layer is for interactive work; the dissector (``amqpcap dissect``) does not use it.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, bind_layers
 
+from amqpcap.scapy.fields import keep_secrets
 from amqpcap.scapy.layers import (
     AMQP,
     AMQP010,
@@ -77,5 +80,6 @@ __all__ = [
     "OP_CLASSES_010",
     "bind_port",
     "header_class",
+    "keep_secrets",
     "method_class",
 ]

@@ -75,6 +75,44 @@ class SizedBytesField(Field):
         return _text_repr(_as_bytes(x))
 
 
+class keep_secrets:  # noqa: N801 - read as a function: keep_secrets() / with keep_secrets():
+    """Show passwords in the layers' ``show()`` / ``repr`` (start-ok, secure-ok, update-secret):
+    ``keep_secrets()`` from now on, ``keep_secrets(False)`` no more, ``with keep_secrets():``
+    for a block.  Off by default, as ``amqpcap dissect --keep-secrets`` is.  The field values
+    themselves (``pkt.fields``, ``bytes(pkt)``) are the wire's either way."""
+
+    on = False
+
+    def __init__(self, on: bool = True) -> None:
+        self.before = keep_secrets.on
+        keep_secrets.on = on
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        keep_secrets.on = self.before
+
+
+def redacted_repr(pkt, x) -> str:
+    """A SASL response as the tables keep it without --keep-secrets: the user, no password."""
+    from amqpcap.amqp.facts import REDACTED, split_credentials
+
+    mechanism = getattr(pkt, "mechanism", None)
+    if isinstance(mechanism, bytes):
+        mechanism = mechanism.decode("utf-8", "replace")
+    user, _password = split_credentials(mechanism, _as_bytes(x) if x is not None else b"")
+    return repr({"user": user, "password": REDACTED} if user is not None else REDACTED)
+
+
+class SecretBytesField(SizedBytesField):
+    """A 0-9 secret argument (a SASL response, a new secret): redacted when shown, unless
+    ``keep_secrets``."""
+
+    def i2repr(self, pkt, x):
+        return super().i2repr(pkt, x) if keep_secrets.on else redacted_repr(pkt, x)
+
+
 class PackedBitField(Field):
     """One bit of a run of consecutive 0-9 ``bit`` fields, packed 8 to an octet, least
     significant bit first; the last bit of the run consumes the run's octets."""
@@ -323,6 +361,13 @@ class Value010Field(Field):
 
     def i2repr(self, pkt, x):
         return _text_repr(x) if isinstance(x, bytes) else repr(x)
+
+
+class SecretValue010Field(Value010Field):
+    """A 0-10 secret argument (the SASL response): redacted when shown, unless ``keep_secrets``."""
+
+    def i2repr(self, pkt, x):
+        return super().i2repr(pkt, x) if keep_secrets.on else redacted_repr(pkt, x)
 
 
 class PackBitField(Field):

@@ -44,7 +44,15 @@ from scapy.fields import (
 from scapy.packet import Packet, Raw
 
 from amqpcap.amqp import detect, spec
-from amqpcap.scapy.fields import PackBitField, PackedBitField, Value010Field, field_09
+from amqpcap.amqp.facts import SECRET_ARGS
+from amqpcap.scapy.fields import (
+    PackBitField,
+    PackedBitField,
+    SecretBytesField,
+    SecretValue010Field,
+    Value010Field,
+    field_09,
+)
 
 FRAME_END = 0xCE
 DEFAULT_VERSION = "0-9-1"  # a 0-8/0-9 conversation is recognised by its protocol header
@@ -273,8 +281,9 @@ def _class_name(version: str, name: str) -> str:
     return "AMQP_" + version.replace("-", "_") + "_" + name.replace(".", "_").replace("-", "_")
 
 
-def _fields_09(fields) -> list:
-    """scapy fields of ((name, type), ...) in wire order; runs of bits share octets."""
+def _fields_09(fields, secret: str | None = None) -> list:
+    """scapy fields of ((name, type), ...) in wire order; runs of bits share octets; the
+    argument named ``secret`` redacted when shown."""
     out = []
     i = 0
     while i < len(fields):
@@ -285,6 +294,9 @@ def _fields_09(fields) -> list:
                 j += 1
             out += [PackedBitField(field_name(fields[k][0]), False, k - i, j - i) for k in range(i, j)]
             i = j
+        elif name == secret:
+            out.append(SecretBytesField(field_name(name), b"", 4 if t == "longstr" else 1))
+            i += 1
         else:
             out.append(field_09(field_name(name), t))
             i += 1
@@ -311,7 +323,7 @@ def _make_method_09(version: str, key, ms) -> type:
             "_spec_names": {field_name(n): n for n, _ in ms.fields},
             "fields_desc": AMQP.fields_desc[:3]
             + [ShortField("class_index", cid), ShortField("method_index", mid)]
-            + _fields_09(ms.fields)
+            + _fields_09(ms.fields, SECRET_ARGS.get(ms.name))
             + [XByteField("frame_end", FRAME_END)],
         },
     )
@@ -446,7 +458,8 @@ def _make_op_010(op) -> type:
         if f.type == "bit":
             args.append(PackBitField(n, 1 << i))
         else:
-            args.append(ConditionalField(Value010Field(n, f.type), _cond010(1 << i, n)))
+            field = (SecretValue010Field if SECRET_ARGS.get(op.name) == f.name else Value010Field)(n, f.type)
+            args.append(ConditionalField(field, _cond010(1 << i, n)))
         masks.append((1 << i, n, f.type == "bit"))
     return type(
         _class_name("0-10", op.name),

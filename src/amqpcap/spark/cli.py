@@ -9,14 +9,16 @@ after one line per such capture on stderr; 1 when Spark cannot start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 
 from amqpcap.exitcodes import Exit
 
 EXIT_OK, EXIT_NO_SPARK, EXIT_UNREADABLE, EXIT_EXISTS = (
     Exit.OK,
-    Exit.INTERNAL,
+    Exit.SPARK,
     Exit.UNREADABLE,
     Exit.OUTPUT_EXISTS,
 )
@@ -39,24 +41,25 @@ def _conf(text: str):
 
 
 def add_arguments(p) -> None:
-    from amqpcap.cli import nonneg_int, port_list
+    from amqpcap.cli import SEVERAL_HELP, nonneg_int, port_list
 
     p.add_argument(
         "captures",
         nargs="+",
         metavar="CAPTURE_OR_DIR",
-        help="capture files, directories (searched for *.pcap, *.pcapng, *.gz) or globs; "
-        "local paths or file:// URIs every executor can read",
+        help="capture files, directories (searched for *.pcap, *.pcapng, *.cap, *.dmp, *.pcap.gz, "
+        "*.pcapng.gz, *.cap.gz) or globs; paths every executor can read, or URIs (s3://, gs://, "
+        "hdfs://, file://); - or a FIFO: read once by the driver and handed on" + SEVERAL_HELP,
     )
-    p.add_argument("-o", "--out", required=True, help="output directory (dissect's layout)")
-    p.add_argument("--master", help="Spark master URL (default local[*]; under spark-submit, its --master)")
+    p.add_argument("-o", "--out", required=True, help="output directory or URI (dissect's layout)")
+    add_session_options(p)
     p.add_argument(
         "--split-size",
         type=_size,
-        default="64M",
+        default="128M",
         metavar="SIZE",
         help="split plain captures larger than SIZE by TCP conversation into tasks of about SIZE; "
-        "pack smaller ones into tasks of at most SIZE (default 64M)",
+        "pack smaller ones into tasks of at most SIZE (default 128M)",
     )
     p.add_argument(
         "--conf",
@@ -72,6 +75,16 @@ def add_arguments(p) -> None:
     p.add_argument("--keep-secrets", action="store_true", help="as for dissect")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+
+
+def add_session_options(p, master_default=None) -> None:
+    p.add_argument(
+        "--master",
+        default=master_default,
+        help="Spark master URL (default local[*]; under spark-submit, its --master)",
+    )
+    p.add_argument("--remote", metavar="sc://HOST:PORT", help="a Spark Connect server instead of --master")
+    p.add_argument("--verbose", action="store_true", help="show the JVM's and Spark's own output on stderr")
 
 
 def register(sub) -> None:
@@ -98,44 +111,101 @@ def add_stats_options(st) -> None:
         action="store_true",
         help="compute with Spark DataFrame jobs (tables larger than memory; dissect output only)",
     )
-    st.add_argument("--master", default="local[*]", help="Spark master URL for --spark (default local[*])")
+    add_session_options(st, "local[*]")
 
 
 def _session(a, app):
     """(session, ours): an active session (a notebook, a test) is used and left running."""
-    from amqpcap.spark import session
+    from amqpcap.spark import errors, session
 
     try:
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
-        if active is not None:
+        if active is not None and not getattr(a, "remote", None):
             return active, False
         conf = dict(getattr(a, "conf", []) or [])
-        return session.build(session.default_master(a.master), app=app, conf=conf, quiet=True), True
-    except ImportError:
+        quiet = not getattr(a, "verbose", False)
+        master = session.default_master(a.master)
+        return session.build(master, app=app, conf=conf, quiet=quiet, remote=getattr(a, "remote", None)), True
+    except ImportError as e:
+        missing = getattr(e, "name", None) or "pyspark"
         print(
-            "amqpcap: the spark command needs pyspark: pip install 'amqpcap[spark]' (and Java 17+)",
+            f"amqpcap: the spark command needs {missing}: pip install 'amqpcap[spark]' (and Java 17+)",
             file=sys.stderr,
         )
     except RuntimeError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
-    except Exception as e:  # the JVM did not start: no Java, bad master URL, ...
+    except Exception as e:  # the JVM did not start, the master or server is not there, ...
+        known = errors.explain(e)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(
-            f"amqpcap: cannot start Spark ({msg}); the spark command needs Java 17+ and "
+            f"amqpcap: {known[0]}"
+            if known and "task failed" not in known[0]
+            else f"amqpcap: cannot start Spark ({msg[:200]}); the spark command needs Java 17+ and "
             "pip install 'amqpcap[spark]'",
             file=sys.stderr,
         )
     return None, False
 
 
+def _stop(spark, ours: bool) -> None:
+    if ours:
+        try:
+            spark.stop()
+        except Exception:  # a session whose JVM or server is gone already
+            pass
+
+
+def _failed(e: BaseException) -> int:
+    """One line for a failure Spark reported (None: not one of those; re-raised)."""
+    from amqpcap.spark import errors
+
+    known = errors.explain(e)
+    if known is None:
+        raise e
+    print(f"amqpcap: {known[0]}", file=sys.stderr)
+    return known[1]
+
+
+@contextlib.contextmanager
+def _signals_noted():
+    """SIGINT, SIGTERM and SIGHUP raise ``cli.Stopped`` as the command line's handlers do, and
+    are noted: py4j turns an interruption inside a call to the JVM into its own network error,
+    which must still end as the signal's exit code."""
+    from amqpcap.cli import Stopped
+
+    noted: list = []
+
+    def stop(signum, _frame):
+        noted.append(signum)
+        raise Stopped(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, stop)
+        except (ValueError, OSError):  # not the main thread
+            pass
+    try:
+        yield noted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_args(a) -> int:
     """``amqpcap spark``."""
-    from amqpcap.spark.job import run
+    with _signals_noted() as noted:
+        return _run_job(a, noted)
+
+
+def _run_job(a, noted: list) -> int:
+    from amqpcap.cli import Stopped
+    from amqpcap.spark.job import remove_scratch, run
     from amqpcap.spark.plan import InputError
 
-    if os.path.exists(a.out) and not a.force:  # before paying for a JVM start
+    if "://" not in a.out and os.path.exists(a.out) and not a.force:  # before paying for a JVM start
         print(f"amqpcap: output {a.out} exists (use --force to replace it)", file=sys.stderr)
         return EXIT_EXISTS
     spark, ours = _session(a, "amqpcap spark")
@@ -157,9 +227,15 @@ def run_args(a) -> int:
     except InputError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        if noted:
+            raise Stopped(noted[0]) from None
+        return _failed(e)
     finally:
-        if ours:
-            spark.stop()
+        _stop(spark, ours)
+        remove_scratch(a.out)  # what tasks still running wrote after the job gave up
     for _capture, msg, _code in s.errors:
         print(f"amqpcap: {msg}", file=sys.stderr)
     if not a.quiet:
@@ -193,9 +269,12 @@ def stats_args(a) -> int:
         return EXIT_NO_SPARK
     try:
         result = stats(spark, a.path)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        return _failed(e)
     finally:
-        if ours:
-            spark.stop()
+        _stop(spark, ours)
     if a.json:
         json.dump(result, sys.stdout, indent=None, default=str)
         sys.stdout.write("\n")

@@ -1,36 +1,71 @@
-"""The Spark dissect job: ``run(spark, inputs, out)``.
+"""The Spark dissect job: ``run(spark, inputs, out)``, on the DataFrame API only.
 
-Tasks decode with amqpcap's own ``Dissector`` and write Parquet themselves with
-pyarrow (``DatasetWriter``: about 4x cheaper than shipping rows to Spark, and
-``ts`` stays ``timestamp[ns, UTC]``) into ``OUT.tmp-spark-<pid>/tasks/tNNNNN``.
-When every task is done the driver moves the parts to
-``OUT.tmp-spark-<pid>/dataset/<table>/part-NNNNN.parquet`` (split captures:
-rewritten with the renumbered ``tcp_stream``) and renames that directory to
-``OUT``: a failed or interrupted job never leaves an ``OUT`` that looks
-complete, and a retried task overwrites its own directory.
+Every stage is ``spark.range(n, numPartitions=n).mapInArrow(...)`` over n work items (the
+items travel with the function; each task takes its own): the same code on local mode, a
+standalone or YARN cluster and Spark Connect.  Stages:
+
+1. ``index`` (only for captures larger than the split size): a task per byte range indexes
+   the records that start in it (``amqpcap.spark.ranges``) into the scratch directory.
+2. ``dissect``: a task per bucket of a split capture's conversations, and a task per group
+   of whole captures, runs amqpcap's own ``Dissector`` and writes Parquet with pyarrow into
+   ``OUT.tmp-spark-<pid>/tasks/tNNNNN``.
+3. ``renumber tcp_stream``: only if a split capture had a conversation the index could not
+   foresee (a client port reused after a close): its parts are rewritten.
+
+The driver reads no record: it lists and sizes the inputs, merges the index summaries
+(O(ranges + conversations)), moves the parts to ``OUT.tmp-spark-<pid>/dataset`` and renames
+that to ``OUT`` (object stores: moves the parts, then writes ``_SUCCESS``).  A failed or
+interrupted job never leaves an ``OUT`` that looks complete.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+import numpy as np
 
 from amqpcap.capture.reader import CaptureError, open_capture
+from amqpcap.exitcodes import Exit
 from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
 from amqpcap.records.writer import DatasetWriter, OutputExists
-from amqpcap.spark import plan, split
+from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.plan import InputError
+from amqpcap.spark.session import pandas_version_warning_off
 
-DEFAULT_SPLIT_SIZE = 64 << 20
+DEFAULT_SPLIT_SIZE = 128 << 20
+
+
+@dataclass
+class RangeItem:
+    capture: int
+    loc: storage.Location
+    part: int
+    start: int
+    end: int
+    size: int
+
+
+@dataclass
+class Bucket:
+    """One task's share of a split capture: its slots, and every range's index and base number."""
+
+    capture: int
+    name: str
+    loc: storage.Location
+    part: int
+    slots: np.ndarray
+    ranges: list  # [(index Location, base packet number)]
+    firsts: np.ndarray
+    ranks: np.ndarray
+    size: int
 
 
 @dataclass
@@ -43,8 +78,8 @@ class TaskResult:
     tcp_streams: int = 0
     frames: int = 0
     errors: list = field(default_factory=list)  # [(capture, one-line message, exit code)]
-    starts: list | None = None  # split bucket: first packet of each local tcp_stream
-    split_of: str | None = None  # split bucket: the capture's name
+    split_of: int | None = None  # split bucket: the capture's index
+    used: list | None = None  # split bucket: (first packet, tcp_stream given) per conversation
 
 
 @dataclass
@@ -59,57 +94,153 @@ class SparkSummary:
     split: dict = field(default_factory=dict)  # capture -> number of buckets it was split into
     errors: list = field(default_factory=list)  # [(capture, message, exit code)], not-a-capture etc.
     seconds: float = 0.0
+    task_seconds: float = 0.0  # the tasks' wall time, summed (index and dissect)
 
 
-def _task_dir(tmp: str, task_id: int) -> str:
-    return os.path.join(tmp, "tasks", f"t{task_id:05d}")
+# -- executor side ----------------------------------------------------------------------------------
 
 
-def run_task(task: plan.Task, *, tmp: str, opts: Options, tables: list) -> TaskResult:
-    """Executor side: dissect one task's captures (or split bucket) into its own directory."""
-    writer = DatasetWriter(_task_dir(tmp, task.id), tables, force=True)
+def index_task(item: RangeItem, *, scratch: storage.Location) -> ranges.RangeSummary:
+    """Index one byte range into ``scratch/index``; the summary for the driver."""
+    try:
+        with storage.open_input(item.loc) as f:
+            s, blob = ranges.index_range(f, item.capture, item.part, item.start, item.end, item.size)
+    except ranges.Unsplittable as e:
+        return ranges.RangeSummary(item.capture, item.part, error=str(e))
+    storage.write_bytes(index_location(scratch, item.capture, item.part), blob)
+    return s
+
+
+def index_location(scratch: storage.Location, capture: int, part: int) -> storage.Location:
+    return scratch.join("index", f"c{capture:05d}-r{part:05d}.idx")
+
+
+def task_location(scratch: storage.Location, task_id: int) -> storage.Location:
+    return scratch.join("tasks", f"t{task_id:05d}")
+
+
+class _Counting:
+    """A bucket's packet source that counts what it yields (its last number is no count)."""
+
+    def __init__(self, source) -> None:
+        self.source, self.count = source, 0
+        self.anomalies = source.anomalies
+
+    def batches(self):
+        for b in self.source.batches():
+            self.count += len(b)
+            yield b
+
+    def __iter__(self):
+        for b in self.batches():
+            yield from b
+
+
+def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, tables: list) -> TaskResult:
+    """Dissect one task's captures (or split bucket) into its own directory under ``scratch``."""
+    dest = task_location(scratch, task.id)
+    local_dir = dest.path if dest.local else tempfile.mkdtemp(prefix="amqpcap-task-")
+    writer = DatasetWriter(os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True)
     res = TaskResult(task.id, {})
     try:
         if task.bucket is not None:
-            b = task.bucket
-            d = Dissector(b.name, writer, opts)
-            d.run(split.BucketSource(b))
-            res.starts, res.split_of = d.stream_starts, b.name
-            res.captures, res.packets, res.bytes = 0, len(b.number), int(b.wirelen.sum())
-            res.tcp_streams, res.frames = d.nstreams, d.frames
+            _dissect_bucket(task.bucket, writer, opts, res)
         for c in task.captures:
-            try:
-                d = Dissector(c.name, writer, opts)
-                d.run(open_capture(c.path))
-            except CaptureError as e:  # that capture's error; what it yielded before stays
-                res.errors.append((c.name, str(e).replace(c.path, c.name, 1), e.exit_code))
-                continue
-            res.captures += 1
-            res.packets += d.packets
-            res.bytes += d.bytes
-            res.tcp_streams += d.nstreams
-            res.frames += d.frames
+            _dissect_whole(c, writer, opts, res)
         res.rows = writer.close()
+        if not dest.local:
+            storage.upload_dir(os.path.join(local_dir, "t"), dest)
     except BaseException:
         writer.abort()
         raise
+    finally:
+        if not dest.local:
+            shutil.rmtree(local_dir, ignore_errors=True)
     return res
 
 
-def _rewrite_streams(item) -> None:
-    """Executor side: copy a split bucket's part with ``tcp_stream`` mapped local -> global."""
-    src, dst, mapping = item
-    t = pq.read_table(src)
-    i = t.schema.get_field_index("tcp_stream")
-    t = t.set_column(i, t.schema.field(i), pc.take(pa.array(mapping, pa.int32()), t.column(i)))
-    pq.write_table(t, dst, compression="zstd")
+def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult) -> None:
+    d = Dissector(b.name, writer, opts)
+    numbers = ranges.StreamNumbers(b.firsts, b.ranks)
+    d.stream_of = numbers
+    source = _Counting(ranges.BucketSource(b.loc, b.ranges, b.slots))
+    d.run(source)
+    res.split_of, res.used = b.capture, numbers.used
+    res.packets, res.bytes = source.count, d.bytes
+    res.tcp_streams, res.frames = d.nstreams, d.frames
+
+
+def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult) -> None:
+    local, fetched = c.loc.path, None
+    try:
+        if not c.loc.local:
+            fd, fetched = tempfile.mkstemp(prefix="amqpcap-capture-")
+            os.close(fd)
+            try:
+                storage.fetch(c.loc, fetched)
+            except OSError as e:
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                res.errors.append((c.name, f"{c.name}: cannot be read ({msg})", Exit.UNREADABLE))
+                return
+            local = fetched
+        d = Dissector(c.name, writer, opts)
+        d.run(open_capture(local))
+    except CaptureError as e:  # that capture's error; what it yielded before stays
+        res.errors.append((c.name, str(e).replace(local, c.name, 1), e.exit_code))
+        return
+    finally:
+        if fetched:
+            os.remove(fetched)
+    res.captures += 1
+    res.packets += d.packets
+    res.bytes += d.bytes
+    res.tcp_streams += d.nstreams
+    res.frames += d.frames
+
+
+def renumber_task(item, *, tables: list) -> int:
+    """Rewrite one split bucket's parts with ``tcp_stream`` mapped through (given -> final)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    dest, given, final = item
+    fs = dest.fs()
+    for t in tables:
+        path = dest.join(t, "part-00000.parquet").path
+        tab = pq.read_table(path, filesystem=fs)
+        i = tab.schema.get_field_index("tcp_stream")
+        col = tab.column(i)
+        idx = pc.index_in(col, value_set=pa.array(given, pa.int32()))
+        new = pc.if_else(pc.is_null(idx), col, pc.take(pa.array(final, pa.int32()), idx))
+        tab = tab.set_column(i, tab.schema.field(i), new)
+        pq.write_table(tab, path, filesystem=fs, compression="zstd")
+    return len(given)
+
+
+# -- driver side ------------------------------------------------------------------------------------
+
+
+def is_connect(spark) -> bool:
+    """A Spark Connect session (no SparkContext: DataFrame API only)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def parallelism(spark) -> int:
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    try:
+        return max(1, int(spark.conf.get("spark.default.parallelism", "0"))) or 8
+    except (ValueError, TypeError):
+        return 8
 
 
 class _Progress:
-    """One line per stage on stderr; while Spark runs it, ``done/total tasks`` refreshed in place."""
+    """One line per stage on stderr; with a SparkContext, ``done/total tasks`` refreshed in place."""
 
-    def __init__(self, sc, enabled: bool) -> None:
-        self.sc, self.enabled = sc, enabled
+    def __init__(self, spark, enabled: bool) -> None:
+        self.sc = None if is_connect(spark) else spark.sparkContext
+        self.enabled = enabled
 
     def line(self, text: str) -> None:
         if self.enabled:
@@ -118,13 +249,18 @@ class _Progress:
 
     def stage(self, label: str, func):
         """Run ``func()`` as Spark job group ``label``, showing its task count."""
-        group = f"amqpcap-{label}-{os.getpid()}-{time.monotonic_ns()}"
-        self.sc.setJobGroup(group, f"amqpcap {label}")
-        stop = threading.Event()
+        sc = self.sc
         t0 = time.monotonic()
+        if sc is None:
+            got = func()
+            self.line(f"{label}: done, {time.monotonic() - t0:,.1f} s")
+            return got
+        group = f"amqpcap-{label}-{os.getpid()}-{time.monotonic_ns()}"
+        sc.setJobGroup(group, f"amqpcap {label}", interruptOnCancel=True)
+        stop = threading.Event()
 
         def show(final=False):
-            tr = self.sc.statusTracker()
+            tr = sc.statusTracker()
             done = total = 0
             for jid in tr.getJobIdsForGroup(group):
                 job = tr.getJobInfo(jid)
@@ -153,70 +289,172 @@ class _Progress:
             if th:
                 th.join()
                 show(final=True)
-            self.sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.jobGroup.id", None)
 
 
-def _plan(caps, split_size: int, parallelism: int, prog: _Progress):
-    """Tasks, largest first: split buckets of big plain captures, packed groups of the rest."""
-    tasks, whole = [], []
-    for c in caps:
-        if c.gzip or c.size <= split_size:
-            whole.append(c)
+def storage_env() -> dict:
+    """The driver's AWS settings, for the tasks (their own environment may lack them)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+
+
+def _use_env(env: dict) -> None:
+    if any(os.environ.get(k) != v for k, v in env.items()):
+        os.environ.update(env)
+        storage.forget()
+
+
+def _call_items(items, fn, batches, env=None):
+    """mapInArrow body: every id of the partition's batches -> ``(fn(items[id]), seconds)``,
+    pickled (seconds: the task's wall time, for the per-core throughput the bench reports)."""
+    import pyarrow as pa
+
+    _use_env(env or {})
+    schema = pa.schema([("id", pa.int64()), ("result", pa.binary())])
+    for b in batches:
+        for i in b.column(0).to_pylist():
+            t0 = time.perf_counter()
+            res = fn(items[i])
+            got = pickle.dumps((res, time.perf_counter() - t0), protocol=pickle.HIGHEST_PROTOCOL)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([i], pa.int64()), pa.array([got], pa.binary())], schema=schema
+            )
+
+
+def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
+    """``[fn(item) for item in items]``, one Spark task per item (in order: largest first);
+    each task's wall time appended to ``seconds``."""
+    n = len(items)
+    if not n:
+        return []
+
+    env = storage_env()
+
+    def call(batches):
+        return _call_items(items, fn, batches, env)
+
+    with pandas_version_warning_off():
+        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, "id long, result binary")
+    with pandas_version_warning_off():
+        rows = df.collect()
+    got = [None] * n
+    for r in rows:
+        got[r["id"]], took = pickle.loads(r["result"])
+        if seconds is not None:
+            seconds.append(took)
+    return got
+
+
+def _ranges_of(caps, split_size: int) -> list:
+    items = []
+    for ci, c in enumerate(caps):
+        if c.gzip or not c.splittable or c.size <= split_size:
             continue
-        t0 = time.monotonic()
-        ix = split.index(c.path)
-        if ix is None or ix.nflows < 2:
-            prog.line(f"{c.name}: {c.size / 1e6:,.1f} MB dissected whole (not splittable by conversation)")
-            whole.append(c)
+        parts = -(-c.size // split_size)
+        edges = [c.size * k // parts for k in range(parts + 1)]
+        items += [RangeItem(ci, c.loc, k, edges[k], edges[k + 1], c.size) for k in range(parts)]
+    return items
+
+
+def _split_plan(caps, summaries, scratch, parallel: int, split_size: int, prog) -> tuple[list, set]:
+    """Buckets of every capture whose ranges tile it; the set of captures to dissect whole."""
+    by_cap: dict = {}
+    for s in summaries:
+        by_cap.setdefault(s.capture, []).append(s)
+    buckets, whole = [], set()
+    for ci, sums in sorted(by_cap.items()):
+        sums.sort(key=lambda s: s.part)
+        c = caps[ci]
+        why = ranges.check(sums, c.size)
+        if why:
+            prog.line(f"{c.name}: {c.size / 1e6:,.1f} MB dissected whole ({why})")
+            whole.add(ci)
             continue
-        parts = split.buckets(ix, c.name, -(-c.size // split_size))
+        parts = max(-(-c.size // split_size), min(2 * parallel, 64))
+        slot_sets, bases, firsts, ranks = ranges.plan_buckets(sums, parts)
+        idx = [(index_location(scratch, ci, s.part), int(b)) for s, b in zip(sums, bases) if s.packets]
+        load = np.sum([s.slot_bytes for s in sums], axis=0)
+        for k, slots in enumerate(slot_sets):
+            size = int(load[slots].sum())
+            buckets.append(Bucket(ci, c.name, c.loc, k, slots, idx, firsts, ranks, size))
         prog.line(
-            f"{c.name}: {c.size / 1e6:,.1f} MB, {len(ix.number):,} packets, "
-            f"{ix.nflows:,} conversations -> {len(parts)} tasks "
-            f"(indexed in {time.monotonic() - t0:.1f} s)"
+            f"{c.name}: {c.size / 1e6:,.1f} MB, {sum(s.packets for s in sums):,} packets, "
+            f"{len(firsts):,} conversations -> {len(slot_sets)} tasks"
         )
-        tasks += [plan.Task(0, bucket=b, size=b.size) for b in parts]
-    target = plan.task_target(sum(c.size for c in whole), parallelism, split_size)
-    tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(whole, target)]
-    tasks.sort(key=lambda t: -t.size)
-    for i, t in enumerate(tasks):
-        t.id = i
-    return tasks
+    return buckets, whole
 
 
-def _commit(spark, tmp: str, out: str, tables: list, results: list, prog: _Progress) -> None:
-    final = os.path.join(tmp, "dataset")
-    by_capture: dict = {}
+def _renumber_items(results, scratch) -> list:
+    """(task directory, given, final) for every split bucket whose numbers were not final."""
+    by_cap: dict = {}
     for r in results:
         if r.split_of is not None:
-            by_capture.setdefault(r.split_of, []).append(r)
-    mapping = {}
-    for rs in by_capture.values():
-        rs.sort(key=lambda r: r.id)
-        for r, m in zip(rs, split.global_streams([r.starts for r in rs])):
-            mapping[r.id] = m
-    rewrites = []
+            by_cap.setdefault(r.split_of, []).append(r)
+    items = []
+    for rs in by_cap.values():
+        starts = sorted(n for r in rs for n, _ in r.used)
+        final = {n: i for i, n in enumerate(starts)}
+        for r in rs:
+            given = [g for _, g in r.used]
+            want = [final[n] for n, _ in r.used]
+            if given != want:
+                items.append((task_location(scratch, r.id), given, want))
+    return items
+
+
+def scratch_for(out: storage.Location, pid: int | None = None) -> storage.Location:
+    """The job's scratch directory: beside ``out``, named for the driver's process."""
+    pid = os.getpid() if pid is None else pid
+    return storage.Location(f"{out.uri}.tmp-spark-{pid}", f"{out.path}.tmp-spark-{pid}")
+
+
+def remove_scratch(out: str) -> None:
+    """Remove this driver's scratch directory (after the session stopped: tasks that were still
+    running when the job gave up may have written into it meanwhile)."""
+    try:
+        storage.remove_tree(scratch_for(storage.locate(out)))
+    except storage.StorageError:
+        pass
+
+
+def _cancel(spark) -> None:
+    """Stop the job's tasks (a signal or an error on the driver): they must not write on."""
+    try:
+        if is_connect(spark):
+            spark.interruptAll()
+        else:
+            spark.sparkContext.cancelAllJobs()
+    except Exception:  # the session is going down already
+        pass
+
+
+def _commit(scratch: storage.Location, out: storage.Location, tables: list, results: list) -> None:
+    parts = []  # (task's part, the dataset's name for it)
     for t in tables:
-        os.makedirs(os.path.join(final, t))
         keep = [r for r in results if r.rows.get(t)] or results[:1]  # empty parts only if nothing else
-        for r in keep:
-            src = os.path.join(_task_dir(tmp, r.id), t, "part-00000.parquet")
-            dst = os.path.join(final, t, f"part-{r.id:05d}.parquet")
-            if r.id in mapping:
-                rewrites.append((src, dst, mapping[r.id]))
-            else:
-                os.replace(src, dst)
-    if rewrites:
-        sc = spark.sparkContext
-        rdd = sc.parallelize(rewrites, min(len(rewrites), 4 * sc.defaultParallelism))
-        prog.stage("renumber tcp_stream", lambda: rdd.foreach(_rewrite_streams))
-    if os.path.exists(out):
-        old = f"{out}.old-{os.getpid()}"
-        os.rename(out, old)
-        os.rename(final, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(final, out)
+        parts += [
+            (task_location(scratch, r.id).join(t, "part-00000.parquet"), (t, f"part-{r.id:05d}.parquet"))
+            for r in keep
+        ]
+    if out.local:  # renames, then the directory renamed into place: atomic
+        final = scratch.join("dataset")
+        for src, (t, name) in parts:
+            os.makedirs(os.path.join(final.path, t), exist_ok=True)
+            os.rename(src.path, os.path.join(final.path, t, name))
+        if os.path.exists(out.path):
+            old = f"{out.path}.old-{os.getpid()}"
+            os.rename(out.path, old)
+            os.rename(final.path, out.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(final.path, out.path)
+        return
+    # object stores have no directory rename: the parts copied into place, then _SUCCESS (readers
+    # of a dataset on S3 take it as complete once _SUCCESS is there, as Hadoop and Spark do)
+    storage.remove_tree(out)
+    fs = out.fs()
+    for src, (t, name) in parts:
+        fs.copy_file(src.path, out.join(t, name).path)
+    storage.write_bytes(out.join("_SUCCESS"), b"")
 
 
 def run(
@@ -232,8 +470,9 @@ def run(
     force: bool = False,
     progress: bool = False,
 ) -> SparkSummary:
-    """Dissect ``inputs`` (capture files, directories, globs; local paths or ``file://``) on ``spark``
-    into the dataset directory ``out``: the layout, schema and rows of ``amqpcap dissect``.
+    """Dissect ``inputs`` (capture files, directories, globs; local paths or URIs such as
+    ``s3://bucket/dir``) on ``spark`` (a classic or a Spark Connect session) into the dataset
+    directory ``out`` (a path or URI): the layout, schema and rows of ``amqpcap dissect``.
 
     Captures larger than ``split_size`` bytes (uncompressed) are split across tasks by TCP
     conversation.  A capture that cannot be read is reported in ``SparkSummary.errors``; the job
@@ -242,15 +481,20 @@ def run(
     t0 = time.monotonic()
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
-    out = os.path.abspath(plan.local_path(os.fspath(out)))
-    if os.path.exists(out) and not force:
-        raise OutputExists(f"output {out} exists (use --force to replace it)")
+    try:
+        out_loc = storage.locate(os.fspath(out))
+        if storage.exists(out_loc) and not force:
+            raise OutputExists(f"output {out} exists (use --force to replace it)")
+    except storage.StorageError as e:
+        raise InputError(str(e)) from None
     caps = plan.expand(inputs)
     if not caps:
         raise InputError("no input captures")
-    sc = spark.sparkContext
-    prog = _Progress(sc, progress)
-    prog.line(f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB")
+    prog = _Progress(spark, progress)
+    prog.line(
+        f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB"
+        + (" and pipes" if any(c.pipe for c in caps) else "")
+    )
     opts = Options(
         body_bytes=body_bytes,
         frames=frames,
@@ -258,18 +502,46 @@ def run(
         keep_secrets=keep_secrets,
     )
     tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
-    tasks = _plan(caps, split_size, sc.defaultParallelism, prog)
-    tmp = f"{out}.tmp-spark-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(os.path.join(tmp, "tasks"))
+    par = parallelism(spark)
+    scratch = scratch_for(out_loc)
+    storage.remove_tree(scratch)
     try:
-        rdd = sc.parallelize(tasks, len(tasks))
-        job = partial(run_task, tmp=tmp, opts=opts, tables=tables)
-        results = prog.stage("dissect", lambda: rdd.map(job).collect())
-        _commit(spark, tmp, out, tables, results, prog)
+        for i, c in enumerate(caps):
+            if c.pipe:
+                caps[i] = plan.spool(c, scratch.join("inputs", f"p{i:05d}.cap"))
+        range_items = _ranges_of(caps, split_size)
+        took: list = []
+        summaries = (
+            prog.stage(
+                "index", lambda: run_stage(spark, range_items, partial(index_task, scratch=scratch), took)
+            )
+            if range_items
+            else []
+        )
+        buckets, whole = _split_plan(caps, summaries, scratch, par, split_size, prog)
+        split_caps = {b.capture for b in buckets}
+        rest = [c for i, c in enumerate(caps) if i not in split_caps]
+        target = plan.task_target(sum(c.size for c in rest), par, split_size)
+        tasks = [plan.Task(0, bucket=b, size=b.size) for b in buckets]
+        tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(rest, target)]
+        tasks.sort(key=lambda t: -t.size)
+        for i, t in enumerate(tasks):
+            t.id = i
+        job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
+        results = prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
+        renumber = _renumber_items(results, scratch)
+        if renumber:
+            prog.stage(
+                "renumber tcp_stream",
+                lambda: run_stage(spark, renumber, partial(renumber_task, tables=tables)),
+            )
+        _commit(scratch, out_loc, tables, results)
+    except BaseException:
+        _cancel(spark)
+        raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    s = SparkSummary(tasks=len(tasks), seconds=0.0)
+        storage.remove_tree(scratch)
+    s = SparkSummary(tasks=len(tasks), task_seconds=sum(took))
     for r in results:
         s.captures += r.captures
         s.packets += r.packets
@@ -280,10 +552,11 @@ def run(
         for t, n in r.rows.items():
             s.rows[t] = s.rows.get(t, 0) + n
         if r.split_of is not None:
-            s.split[r.split_of] = s.split.get(r.split_of, 0) + 1
+            name = caps[r.split_of].name
+            s.split[name] = s.split.get(name, 0) + 1
     s.captures += len(s.split)
     s.seconds = time.monotonic() - t0
     return s
 
 
-__all__ = ["run", "run_task", "SparkSummary", "InputError", "OutputExists", "DEFAULT_SPLIT_SIZE"]
+__all__ = ["run", "SparkSummary", "InputError", "OutputExists", "DEFAULT_SPLIT_SIZE"]

@@ -5,15 +5,20 @@ first (longest-processing-time rule: each capture, in decreasing size, joins
 the task with the fewest bytes so far), so every task does seconds of work and
 the long ones start first.  gzip captures are one task each (they cannot be
 split and their size on disk understates their work).  A plain capture larger
-than the split size is split by TCP conversation (``amqpcap.spark.split``).
+than the split size is split by TCP conversation (``amqpcap.spark.ranges``).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import heapq
 import os
+import posixpath
+import stat
 from dataclasses import dataclass, field
+
+from amqpcap.spark import storage
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".dmp", ".pcap.gz", ".pcapng.gz", ".cap.gz")
 MIN_TASK_BYTES = 8 << 20  # below this a task is mostly Spark overhead (0.05-0.1 s per task)
@@ -25,10 +30,16 @@ class InputError(Exception):
 
 @dataclass
 class Capture:
-    name: str  # the ``capture`` column: the path as given (or as found in a directory)
-    path: str  # local path to open
+    name: str  # the ``capture`` column: the path or URI as given (or as found in a directory)
+    loc: storage.Location
     size: int
     gzip: bool
+    splittable: bool = False  # pcap or pcapng, uncompressed: byte ranges can be indexed
+    pipe: bool = False  # standard input or a FIFO: the driver reads it once and hands it on
+
+    @property
+    def path(self) -> str:
+        return self.loc.path
 
 
 @dataclass
@@ -37,70 +48,125 @@ class Task:
 
     id: int
     captures: list = field(default_factory=list)  # [Capture]
-    bucket: object = None  # split.Bucket, for a split capture
+    bucket: object = None  # job.Bucket, for a split capture
     size: int = 0
 
 
-def local_path(uri: str) -> str:
-    """``file://`` URIs and plain paths to a local path; other schemes are refused (documented)."""
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    if "://" in uri:
-        raise InputError(
-            f"{uri}: only local paths and file:// URIs are supported "
-            "(mount other storage where every executor sees the same path)"
-        )
-    return uri
-
-
-def _is_gzip(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(2) == b"\x1f\x8b"
-    except OSError:
-        return False
+def _glob_chars(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
 
 
 def expand(inputs) -> list[Capture]:
     """Files as given (whatever their name: they are recognised by content in the tasks);
-    directories (recursively) and globs to the captures they hold, by file name."""
+    directories (recursively) and globs to the captures they hold, by file name.  Paths or
+    URIs (``amqpcap.spark.storage``); the driver lists and sizes them, reading no record."""
     out: list[Capture] = []
     seen: set = set()
 
-    def add(name: str, path: str) -> None:
-        if path in seen:
+    def add(name: str, loc: storage.Location, size: int) -> None:
+        if (loc.uri if not loc.local else loc.path) in seen:
             return
-        seen.add(path)
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            size = 0  # unreadable: the task reports it as that capture's error
-        out.append(Capture(name, path, size, _is_gzip(path)))
+        seen.add(loc.uri if not loc.local else loc.path)
+        head = storage.head(loc, 4) if size else b""
+        gz = head[:2] == b"\x1f\x8b"
+        from amqpcap.spark.ranges import splittable_format
+
+        out.append(Capture(name, loc, size, gz, splittable_format(head)))
 
     for given in inputs:
         given = os.fspath(given)
-        path = local_path(given)
-        if os.path.isdir(path):
-            found = []
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                found += [
-                    os.path.join(root, f) for f in sorted(files) if f.lower().endswith(CAPTURE_SUFFIXES)
-                ]
-            if not found:
-                raise InputError(f"{given}: directory holds no captures ({', '.join(CAPTURE_SUFFIXES)})")
-            for p in found:
-                name = given.rstrip("/") + p[len(path.rstrip("/")) :] if given != path else p
-                add(name, p)
-        elif any(ch in path for ch in "*?[") and not os.path.exists(path):
-            found = sorted(glob.glob(path, recursive=True))
-            if not found:
-                raise InputError(f"{given}: no file matches")
-            for p in found:
-                add(p, p)
+        if _is_pipe(given):
+            path = "/dev/stdin" if given == "-" else os.path.abspath(given)
+            out.append(Capture(given, storage.Location(given, path), 0, False, pipe=True))
+            continue
+        try:
+            loc = storage.locate(given)
+        except storage.StorageError as e:
+            raise InputError(str(e)) from None
+        found = _found(given, loc)
+        if found is None:
+            add(given, loc, 0)  # a missing file becomes that capture's error, as in dissect
         else:
-            add(given, path)  # a missing file becomes that capture's error, as in dissect
+            for name, floc, size in found:
+                add(name, floc, size)
     return out
+
+
+def _is_pipe(given: str) -> bool:
+    """``-`` (standard input), or a local path that is a FIFO or a character device."""
+    if given == "-":
+        return True
+    if "://" in given:
+        return False
+    try:
+        mode = os.stat(given).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def spool(c: Capture, dest: storage.Location) -> Capture:
+    """Copy a pipe's bytes (read once, here on the driver) to ``dest``: the Capture tasks read."""
+    import sys
+
+    src = sys.stdin.buffer if c.name == "-" else open(c.loc.path, "rb")  # noqa: SIM115
+    size, head = 0, b""
+    try:
+        f = dest.fs()
+        f.create_dir(posixpath.dirname(dest.path), recursive=True)
+        with f.open_output_stream(dest.path) as out:
+            while True:
+                chunk = src.read(8 << 20)
+                if not chunk:
+                    break
+                if not head:
+                    head = chunk[:4]
+                out.write(chunk)
+                size += len(chunk)
+    finally:
+        if src is not sys.stdin.buffer:
+            src.close()
+    from amqpcap.spark.ranges import splittable_format
+
+    return Capture(c.name, dest, size, head[:2] == b"\x1f\x8b", splittable_format(head))
+
+
+def _found(given: str, loc: storage.Location):
+    """[(name, Location, size)] that ``given`` names; None for a file that is not there."""
+    try:
+        info = storage.info(loc)
+    except storage.StorageError as e:
+        raise InputError(str(e)) from None
+    kind = info.type.name
+    if kind == "File":
+        return [(given, loc, info.size)]
+    if kind == "Directory":
+        files = [f for f in storage.listing(loc) if f.base_name.lower().endswith(CAPTURE_SUFFIXES)]
+        if not files:
+            raise InputError(f"{given}: directory holds no captures ({', '.join(CAPTURE_SUFFIXES)})")
+        root = loc.path.rstrip("/")
+        return [(given.rstrip("/") + f.path[len(root) :], _child(loc, f.path), f.size) for f in files]
+    if _glob_chars(given):
+        if loc.local:
+            paths = sorted(glob.glob(loc.path, recursive=True))
+            hits = [(p, storage.locate(p), os.path.getsize(p)) for p in paths if os.path.isfile(p)]
+        else:
+            parent = storage.Location(given.rsplit("/", 1)[0], posixpath.dirname(loc.path))
+            hits = [
+                (given.rsplit("/", 1)[0] + "/" + f.base_name, _child(parent, f.path), f.size)
+                for f in storage.listing(parent)
+                if fnmatch.fnmatch(f.path, loc.path)
+            ]
+        if not hits:
+            raise InputError(f"{given}: no file matches")
+        return hits
+    return None
+
+
+def _child(root: storage.Location, path: str) -> storage.Location:
+    """The Location of ``path`` (on root's file system) found under ``root``."""
+    rel = path[len(root.path.rstrip("/")) :].lstrip("/")
+    return root.join(*rel.split("/"))
 
 
 def pack(captures: list[Capture], target: int) -> list[list[Capture]]:

@@ -94,8 +94,8 @@ cdef class Stream:
     def syn(self, seq):
         reference_syn(self, seq)
 
-    def fin(self, seq):
-        reference_fin(self, seq)
+    def fin(self, seq, rst=False):
+        reference_fin(self, seq, rst)
 
     def close(self, packet, ts):
         reference_close(self, packet, ts)

@@ -122,11 +122,12 @@ class Stream:
             if self.ooo and self.ooo_heap[0] <= off:
                 self._force(off, packet, ts)
 
-    def fin(self, seq: int) -> None:
-        """This direction's FIN or RST carries ``seq``: every byte before it was sent.
+    def fin(self, seq: int, rst: bool = False) -> None:
+        """This direction's FIN (or RST, ``rst``) carries ``seq``: every byte before it was sent.
 
-        Nothing is declared yet (a retransmission may still fill a hole); ``close()``
-        declares whatever is missing before it.
+        A FIN takes one sequence number of its own, so a RST after it carries the FIN's
+        number + 1 without a byte between them.  Nothing is declared yet (a retransmission
+        may still fill a hole); ``close()`` declares whatever is missing before it.
         """
         if not self.started:
             return
@@ -134,6 +135,8 @@ class Stream:
         if d >= HALF:
             return
         off = self.next_off + d
+        if rst and self.fin_off is not None and off == self.fin_off + 1:
+            return  # (a RST ends the conversation: an end reported before it was a FIN)
         if self.fin_off is None or off > self.fin_off:
             self.fin_off = off
 

@@ -1,0 +1,68 @@
+"""What went wrong on Spark, in one line a cluster user can act on, with its exit code.
+
+Spark hands a failure back as a Java or Python exception whose text holds the whole story
+(executor stack traces, the Python worker's traceback); ``explain`` finds the cause in it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from amqpcap.exitcodes import Exit
+
+#: (pattern in the failure's text, the line, exit code); the first that matches wins.
+CAUSES = (
+    (
+        r"No module named '?(amqpcap|pyarrow|numpy)",
+        "executors cannot import amqpcap: give them a Python that has it (PYSPARK_PYTHON="
+        "/path/to/venv/bin/python on every worker, or a packed venv: --archives venv.tar.gz#env "
+        "with PYSPARK_PYTHON=./env/bin/python)",
+        Exit.SPARK,
+    ),
+    (
+        r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded",
+        "no space left on device (output, scratch or spark.local.dir): free space or write elsewhere",
+        Exit.UNREADABLE,
+    ),
+    (
+        r"OutOfMemoryError|Java heap space|exceeding memory limits|Container killed .* memory"
+        r"|MemoryError",
+        "a task ran out of memory: give executors more (--conf spark.executor.memory=4g; local mode: "
+        "--conf spark.driver.memory=4g) or lower --split-size",
+        Exit.SPARK,
+    ),
+    (
+        r"All masters are unresponsive|Failed to connect to master|Could not connect to spark://"
+        r"|Master .* unresponsive|Invalid master URL|Could not parse Master URL",
+        "cannot reach the Spark master: check --master (spark://HOST:PORT) and that the master runs",
+        Exit.SPARK,
+    ),
+    (
+        r"StatusCode.UNAVAILABLE|failed to connect to all addresses|Connection refused.*sc://"
+        r"|SparkConnectGrpcException",
+        "cannot reach the Spark Connect server: check --remote (sc://HOST:PORT) and that it runs",
+        Exit.SPARK,
+    ),
+    (
+        r"ExecutorLostFailure|Executor heartbeat timed out|Lost executor|worker lost|Worker .* lost"
+        r"|Python worker exited unexpectedly|SparkContext was shut down",
+        "a Spark worker died during the job (see the worker's log); run it again, or give it more "
+        "memory (--conf spark.executor.memory=4g)",
+        Exit.SPARK,
+    ),
+)
+
+_PY_ERROR = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception)): (.*)$", re.M)
+
+
+def explain(e: BaseException) -> tuple[str, int] | None:
+    """``(one line, exit code)`` for a failure Spark reported; None if it is not one."""
+    text = f"{type(e).__name__}: {e}"
+    for pattern, line, code in CAUSES:
+        if re.search(pattern, text):
+            return line, code
+    if type(e).__module__.startswith(("pyspark", "py4j")):
+        found = _PY_ERROR.findall(text)
+        last = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
+        return f"a Spark task failed: {last[:300]}", Exit.SPARK
+    return None
