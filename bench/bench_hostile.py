@@ -1,17 +1,25 @@
-"""Hostile-input benchmark: many mutants of the shipped real captures
-plus synthetic worst cases.  Prints mutants tried, methods recovered after
-hostile length fields vs the undamaged capture, and peak traced memory.
+"""Hostile-input benchmark: many mutants of the shipped real captures plus synthetic worst
+cases.  Prints mutants tried, methods recovered after hostile length fields vs the undamaged
+capture, and peak traced memory; then crafted values (64-bit sizes and tags, timestamps past
+what a column holds) through every entry point (dissect compiled and pure, show in each format,
+stats, report, the API), counting runs that end in an internal error; then a capture in which
+every packet is a new connection sending only a protocol header, with the peak RSS and time of
+dissect, show and stats on it.  With --write the table goes to docs/performance.md.
 
     python bench/bench_hostile.py                 # 500 mutants + synthetic cases
-    python bench/bench_hostile.py --mutants 50 --no-million
+    python bench/bench_hostile.py --mutants 50 --no-million --connections 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import re
 import struct
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -21,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import test_mutations as T  # noqa: E402
 from fixtures import amqp09 as A  # noqa: E402
+from fixtures import hostile as H  # noqa: E402
 from fixtures import mutate  # noqa: E402
 from fixtures import pcapgen as P  # noqa: E402
 
@@ -104,12 +113,164 @@ def synthetic(million: bool):
     return out
 
 
+def many_connections(n: int, path: str, step_ns: int = 100_000) -> None:
+    """A pcap of ``n`` packets, each a new TCP connection to 5672 sending only a 0-9-1 protocol
+    header (written with struct: a million in a few seconds)."""
+    payload = b"AMQP\x00\x00\x09\x01"
+    eth = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
+    dst, total, start = bytes([10, 255, 255, 254]), 20 + 20 + len(payload), P.START_NS
+    rec, ip, tcp = struct.Struct("<IIII"), struct.Struct("!BBHHHBBH4s4s"), struct.Struct("!HHIIBBHHH")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        out = []
+        for i in range(n):
+            ts = start + i * step_ns
+            src = struct.pack("!I", (10 << 24) | ((i >> 14) + 1))
+            frame = (
+                eth
+                + ip.pack(0x45, 0, total, i & 0xFFFF, 0, 64, 6, 0, src, dst)
+                + tcp.pack(1024 + (i & 0x3FFF), 5672, 1000, 0, 5 << 4, 0x18, 65535, 0, 0)
+                + payload
+            )
+            out.append(rec.pack(ts // 10**9, ts % 10**9 // 1000, len(frame), len(frame)) + frame)
+            if len(out) == 65536:
+                f.write(b"".join(out))
+                out = []
+        f.write(b"".join(out))
+
+
+def measured(args, env=None):
+    """(exit code, peak RSS MB, seconds, stderr) of an amqpcap command run as a child."""
+    e = dict(os.environ, **(env or {}))
+    t = time.monotonic()
+    p = subprocess.Popen(
+        H.AMQPCAP + [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=e
+    )
+    err = p.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(p.pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, time.monotonic() - t, err
+
+
+def connections_case(n: int, d: str) -> list:
+    path = os.path.join(d, f"conn{n}.pcap")
+    many_connections(n, path)
+    rows = []
+    for cmd, args, env in (
+        ("dissect", ["dissect", path, "-o", os.path.join(d, f"o{n}"), "--force"], None),
+        ("show", ["show", path], None),
+        ("stats", ["stats", path], {"XDG_CACHE_HOME": os.path.join(d, "cache")}),
+    ):
+        code, rss, secs, err = measured(args, env)
+        rows.append((f"{n:,} connections, header only", cmd, code, rss, secs, "internal error" in err))
+    return rows
+
+
+def crafted_captures() -> dict:
+    """name -> capture bytes: the values no column holds, and packet times no timestamp holds."""
+    cli, srv = H.conversation_09()
+    pk = P.to_packets(P.tcp_conversation(client_chunks=cli, server_chunks=srv), 1)
+    out = {}
+    for v in ("0-8", "0-9", "0-9-1"):
+        out[f"{v} body size 2^64-1"] = H.capture(*H.conversation_09(v, body_size=H.U64))
+    out["0-9-1 timestamp property 2^64-1"] = H.capture(*H.conversation_09(timestamp=H.U64))
+    acks = (("c2s", "basic.ack", {"delivery_tag": H.U64}),)
+    out["0-9-1 delivery-tag 2^64-1"] = H.capture(*H.conversation_09(methods=acks))
+    out["0-10 content-length 2^64-1"] = H.capture(*H.conversation_010(content_length=H.U64, ttl=H.U64))
+    out["0-10 timestamp -2^63"] = H.capture(*H.conversation_010(timestamp=-(2**63)))
+    out["pcapng EPB high word 0xFFFFFFFF"] = H.pcapng_ticks(pk, {5: 0xFFFFFFFF_00000000})
+    out["pcapng if_tsoffset +2^63-1"] = H.pcapng_ticks(pk, {}, tsoffset=2**63 - 1)
+    out["pcapng if_tsoffset -2^63"] = H.pcapng_ticks(pk, {}, tsoffset=-(2**63))
+    out["pcap seconds/fraction 0xFFFFFFFF"] = H.pcap_times(pk, {5: (0xFFFFFFFF, 0xFFFFFFFF)})
+    return out
+
+
+ENTRY_POINTS = (
+    ("dissect", lambda c, d: ["dissect", c, "-o", os.path.join(d, "o"), "--force"], None),
+    (
+        "dissect pure",
+        lambda c, d: ["dissect", c, "-o", os.path.join(d, "p"), "--force"],
+        {"AMQPCAP_PURE": "1"},
+    ),
+    ("show", lambda c, d: ["show", c], None),
+    ("show --json", lambda c, d: ["show", c, "--json"], None),
+    ("show --csv", lambda c, d: ["show", c, "--csv"], None),
+    ("show --absolute", lambda c, d: ["show", c, "--absolute"], None),
+    ("stats", lambda c, d: ["stats", c], "cache"),
+    ("report", lambda c, d: ["report", c, "-o", os.path.join(d, "r"), "--force"], "cache"),
+)
+
+
+def crafted_case(d: str) -> tuple[int, list]:
+    """Runs of every crafted capture through every entry point (and the API); the failures."""
+    from scapy.utils import rdpcap
+
+    import amqpcap
+
+    runs, bad = 0, []
+    for name, blob in crafted_captures().items():
+        cap = os.path.join(d, re.sub(r"\W+", "_", name) + (".pcapng" if "pcapng" in name else ".pcap"))
+        with open(cap, "wb") as f:
+            f.write(blob)
+        for entry, argv, env in ENTRY_POINTS:
+            env = {"XDG_CACHE_HOME": os.path.join(d, "cache")} if env == "cache" else env
+            code, _, _, err = measured(argv(cap, d), env)
+            runs += 1
+            if code not in (0,) or "internal error" in err or "Traceback" in err:
+                bad.append((name, entry, code, err.strip()[-200:]))
+        try:
+            pkts = rdpcap(cap)
+        except Exception:  # noqa: BLE001  (scapy's own reader: not an entry point of ours)
+            continue
+        runs += 1
+        try:
+            amqpcap.dissect_packets(pkts)
+        except Exception as e:  # noqa: BLE001
+            bad.append((name, "API dissect_packets", None, repr(e)[:200]))
+    return runs, bad
+
+
+def write_block(lines: list[str]) -> None:
+    path = ROOT / "docs" / "performance.md"
+    text = path.read_text() if path.exists() else "# Performance\n\nFigures written by the bench scripts.\n"
+    block = "<!-- bench:bench_hostile -->\n" + "\n".join(lines) + "\n<!-- /bench:bench_hostile -->"
+    if "<!-- bench:bench_hostile -->" in text:
+        text = re.sub(
+            r"<!-- bench:bench_hostile -->.*?<!-- /bench:bench_hostile -->", lambda _: block, text, flags=re.S
+        )
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mutants", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-million", action="store_true")
+    ap.add_argument("--connections", type=int, default=1_000_000, help="0: no many-connections case")
+    ap.add_argument("--no-crafted", action="store_true")
+    ap.add_argument("--write", action="store_true", help="write the table to docs/performance.md")
     a = ap.parse_args()
+    table = [
+        "| case | entry point | exit | peak RSS MB | seconds | internal error |",
+        "|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        if not a.no_crafted:
+            runs, bad = crafted_case(d)
+            print(f"crafted values: {runs} runs through every entry point; failures: {len(bad)}")
+            for b in bad[:20]:
+                print("  FAIL", *b)
+            table.append(
+                f"| {len(crafted_captures())} crafted captures | {runs} runs, all entry points | "
+                f"{len(bad)} failed | | | {len(bad)} |"
+            )
+        if a.connections:
+            for case, cmd, code, rss, secs, internal in connections_case(a.connections, d):
+                print(f"{case}: {cmd} exit {code}, peak RSS {rss:.0f} MB, {secs:.1f} s")
+                table.append(
+                    f"| {case} | {cmd} | {code} | {rss:.0f} | {secs:.1f} | {'yes' if internal else 'no'} |"
+                )
     rng = random.Random(a.seed)
     tried, errors, worst = 0, [], (0, None)
     rec = defaultdict(lambda: [0, 0, 0, 0])  # kind -> later_orig, later_recovered, other_missing, n
@@ -139,6 +300,9 @@ def main():
             r[2] += len(missing)
             r[3] += 1
     print(f"mutants tried: {tried} in {time.time() - t0:.0f}s; failures: {len(errors)}")
+    table.append(
+        f"| {tried} mutants (7 families) | API dissect | | | {time.time() - t0:.0f} | {len(errors)} failed |"
+    )
     for e in errors[:20]:
         print("  FAIL", *e)
     print("recovery after hostile length fields (later methods, same connection+direction):")
@@ -158,6 +322,8 @@ def main():
             f"synthetic {name}: {size / 1e6:.1f} MB capture, peak {peak / 1e6:.1f} MB, "
             f"{dt:.1f}s, methods={nm}, anomalies={kinds}"
         )
+    if a.write:
+        write_block(table)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ KINDS = """
 | capture | unknown-block | a pcapng block type that is not a packet or interface block (skipped) |
 | capture | unsupported-link-type | packets of a link type amqpcap does not decode (skipped, counted once) |
 | capture | malformed-packet | an IP/TCP header that cannot be parsed |
+| capture | timestamp-out-of-range | a packet time (pcapng ticks and `if_tsoffset`, a scapy packet's `time`) that a timestamp column cannot hold: the packet is read with the previous packet's time |
 | tcp | truncated-packet | the snapshot length cut TCP payload; the missing bytes become a gap |
 | amqp | gap | bytes lost in the capture; `skipped_bytes` = lost bytes + the incomplete frame before them |
 | amqp | resync | bytes skipped to reach the next provable frame boundary (after a bad frame, a gap or a mid-stream start); at a mid-stream start it also counts the content frames of messages begun before the capture (their bytes are in their frames, not in `skipped_bytes`) |
@@ -56,6 +57,7 @@ KINDS = """
 | amqp | malformed-message | 1.0: a delivery's sections do not decode; its `messages` row has `complete = false` |
 | amqp | oversize-message | 1.0: a delivery over 16 MiB: counted and hashed as received, its sections not decoded |
 | amqp | encrypted | 1.0: a TLS protocol header inside the stream; the rest of that direction is not decoded |
+| amqp | value-out-of-range | a wire value its column cannot hold (an unsigned 64-bit delivery-tag or body size past 2^63 - 1, a timestamp property outside 0 .. 9e9 s): that column is null |
 """
 
 

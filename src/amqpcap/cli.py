@@ -468,16 +468,21 @@ def _internal(e: BaseException) -> int:
     return Exit.INTERNAL
 
 
-def no_amqp_message(tcp_conversations, server_ports) -> str:
-    """The one line for a run that found no AMQP conversation."""
+def no_amqp_message(tcp_conversations, server_ports, amqp_ports=frozenset()) -> str:
+    """The one line for a run that found no AMQP conversation (``amqp_ports``: the ports the run
+    already took as AMQP, the defaults and --ports: no use suggesting them)."""
     if not tcp_conversations:
         return "no AMQP conversations found; no TCP conversations seen"
     ports = sorted(server_ports.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
     seen = ", ".join(str(p) for p, _ in ports)
-    return (
-        f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen "
-        f"(server ports {seen}); try --ports {','.join(str(p) for p, _ in ports)} if AMQP runs there"
+    others = [str(p) for p, _ in ports if p not in amqp_ports]
+    hint = (
+        f"try --ports {','.join(others)} if AMQP runs there"
+        if others
+        else "nothing there decoded as AMQP (a cut protocol header? another protocol?)"
     )
+    head = f"no AMQP conversations found; {tcp_conversations} TCP conversation(s) seen"
+    return f"{head} (server ports {seen}); {hint}"
 
 
 # -- dissect --------------------------------------------------------------------------------
@@ -523,7 +528,12 @@ def _dissect(a) -> int:
     if summary.errors:
         return summary.errors[0].exit_code
     if not summary.rows.get("connections"):
-        print(f"amqpcap: {no_amqp_message(summary.tcp_streams, summary.server_ports)}", file=sys.stderr)
+        from amqpcap.pipeline import DEFAULT_PORTS
+
+        taken = DEFAULT_PORTS | frozenset(a.ports)
+        print(
+            f"amqpcap: {no_amqp_message(summary.tcp_streams, summary.server_ports, taken)}", file=sys.stderr
+        )
         return Exit.NO_AMQP
     return Exit.OK
 
@@ -551,7 +561,7 @@ def _show(a) -> int:
         source.close()
         sink.flush()
     if not sink.amqp_conversations:
-        print(f"amqpcap: {no_amqp_message(d.nstreams, d.server_ports)}", file=sys.stderr)
+        print(f"amqpcap: {no_amqp_message(d.nstreams, d.server_ports, opts.ports)}", file=sys.stderr)
         return Exit.NO_AMQP
     return Exit.OK
 
@@ -639,7 +649,9 @@ def _no_amqp(t, a) -> bool:
             "try dissect --ports PORT,... if AMQP runs on other ports"
         )
     else:
-        msg = no_amqp_message(*census)
+        from amqpcap.pipeline import DEFAULT_PORTS
+
+        msg = no_amqp_message(*census, DEFAULT_PORTS | frozenset(a.ports or ()))
     print(f"amqpcap: {msg}", file=sys.stderr)
     return True
 

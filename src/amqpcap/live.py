@@ -151,6 +151,10 @@ class SegmentWriter:
             if not force:
                 raise OutputExists(f"output {out} exists (use --force to replace it)")
             shutil.rmtree(self.out)
+        try:
+            os.mkdir(self.out)  # the check again, atomically: another run may have made it since
+        except FileExistsError:
+            raise OutputExists(f"output {out} was created by another run meanwhile") from None
         for name in tables:
             os.makedirs(os.path.join(self.out, name))
         self.tables = {name: _SegmentTable(name, self.out) for name in tables}

@@ -12,6 +12,7 @@ import gc
 import os
 import sys
 import time
+from array import array
 from dataclasses import dataclass, field
 
 from amqpcap import compiled
@@ -33,7 +34,17 @@ from amqpcap.tcp import reassembly as _reassembly
 
 DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 EXIT_LINKTYPE = Exit.LINKTYPE
-MAX_FLOWS = 1_000_000  # closed conversations remembered for late packets; pruned beyond
+# Memory is bounded by the conversations held, not by those seen.  A conversation is held while
+# it is open, and once closed (FIN both ways, or RST) for its late packets until it is swept.
+# When more than MAX_HELD are held, a sweep ends and forgets, in capture time (as Zeek's
+# tcp_close_delay and tcp_inactivity_timeout): closed ones quiet for CLOSE_LINGER_NS, open ones
+# quiet for IDLE_TIMEOUT_NS (connections.closed_by "idle"); and if still more than half of
+# MAX_HELD are held, the open ones quiet longest (closed_by "evicted", as Suricata's flow memcap
+# evicts).  A later packet of a conversation ended so starts a new one, decoded mid-stream.  A
+# capture that never holds MAX_HELD conversations is never swept.
+MAX_HELD = 10_000
+CLOSE_LINGER_NS = 5 * 1_000_000_000
+IDLE_TIMEOUT_NS = 300 * 1_000_000_000
 GC_GEN0 = 50_000  # young allocations between cyclic collections while dissecting (default 700)
 SWITCH_INTERVAL = 0.0002  # s: how long the Parquet thread waits for the GIL before asking (default 0.005)
 
@@ -165,6 +176,14 @@ class Conversation:
         self.live = _liveness.Liveness()  # the compiled one with the compiled row builders
 
 
+def _link_type_text(linktype: int) -> str:
+    """A link type as the messages name it; a negative one is a record that came without one (a
+    scapy packet whose first layer scapy does not know as a link layer, e.g. Raw)."""
+    if linktype < 0:
+        return "link type: none (a packet without a link layer, e.g. scapy's Raw)"
+    return f"link type {linktype} ({_link.LINKTYPE_NAMES.get(linktype, 'unknown')})"
+
+
 class Dissector:
     """Dissects one capture into an open DatasetWriter."""
 
@@ -185,10 +204,12 @@ class Dissector:
         self.deferred_digests = takes_deferred_digests(self.t_messages)
         self.frames = 0
         self.done: list = []  # finished conversations whose connection row is not written yet
+        self.held = 0  # conversations in flows (two entries each)
+        self.sweep_at = MAX_HELD
         self.server_ports: dict = {}  # server port -> TCP conversations (for "try --ports")
         self.on_conversation = None  # called with each new Conversation (amqpcap show's addresses)
         # first packet number of each tcp_stream (Spark renumbers split captures)
-        self.stream_starts: list = []
+        self.stream_starts = array("q")  # (8 bytes a conversation, not a list's 36)
         # first packet number -> tcp_stream, when a run sees part of a capture's conversations
         # (Spark: the whole capture's numbering); None: numbered in order of appearance
         self.stream_of = None
@@ -222,10 +243,8 @@ class Dissector:
         self._write_done()
         unsupported = self._unsupported
         if unsupported and self.nstreams == 0:
-            names = ", ".join(
-                f"{lt} ({_link.LINKTYPE_NAMES.get(lt, 'unknown')})" for lt in sorted(unsupported)
-            )
-            raise CaptureError(self.capture, f"unsupported link type {names}", EXIT_LINKTYPE)
+            names = ", ".join(_link_type_text(lt) for lt in sorted(unsupported))
+            raise CaptureError(self.capture, f"unsupported {names}", EXIT_LINKTYPE)
 
     def handle_record(self, number, ts, linktype, data, wirelen, progress) -> None:
         """One packet record: the loop body (fastpipeline.pyx is this loop in C)."""
@@ -246,7 +265,7 @@ class Dissector:
                 number,
                 ts,
                 "unsupported-link-type",
-                f"link type {linktype} is not supported; its packets are skipped",
+                f"{_link_type_text(linktype)} is not supported; its packets are skipped",
             )
 
     def handle_parsed(self, number, ts, r) -> None:
@@ -358,11 +377,60 @@ class Dissector:
         self.server_ports[server[1]] = self.server_ports.get(server[1], 0) + 1
         if self.on_conversation is not None:
             self.on_conversation(conv)
+        if (client[0], client[1], server[0], server[1]) in self.flows:
+            self.held -= 1  # a new SYN on a closed conversation's addresses: it is let go
         self.flows[(client[0], client[1], server[0], server[1])] = (conv, 0)
         self.flows[(server[0], server[1], client[0], client[1])] = (conv, 1)
-        if len(self.flows) > 2 * MAX_FLOWS:
-            self._prune()
+        self.held += 1
+        if self.held > self.sweep_at:
+            self._sweep(ts)
         return conv
+
+    def _sweep(self, now) -> None:
+        """Bound the conversations held (see MAX_HELD); the next sweep when twice as many as
+        are left are held (linear time however many conversations a capture has)."""
+        held = {id(c): c for c, _ in self.flows.values()}.values()
+        gone, closed, open_ = [], [], []
+        for c in held:
+            quiet = now - c.last_ts
+            if c.closed:
+                (gone if quiet > CLOSE_LINGER_NS else closed).append(c)
+            elif quiet > IDLE_TIMEOUT_NS:
+                self._end_quiet(c, "idle")
+                gone.append(c)
+            else:
+                open_.append(c)
+        over = len(held) - len(gone) - MAX_HELD // 2
+        if over > 0:
+            # closed ones first (only their late packets are lost), then the quietest open ones
+            order = lambda c: (c.last_ts, c.stream)  # noqa: E731
+            for c in (sorted(closed, key=order) + sorted(open_, key=order))[:over]:
+                if not c.closed:
+                    self._end_quiet(c, "evicted")
+                gone.append(c)
+        self._forget(gone)
+        self.sweep_at = max(MAX_HELD, 2 * self.held)
+
+    def _end_quiet(self, conv, why) -> None:
+        """End an open conversation amqpcap stops following (``why``: its connections.closed_by)."""
+        if conv.ignored:  # not AMQP: nothing to finish or write
+            conv.closed = True
+            return
+        conv.closed_by = conv.closed_by or why
+        self._finish(conv, conv.last_packet, conv.last_ts)
+
+    def _forget(self, convs) -> None:
+        """Drop ``convs`` (finished) from the flows, and write the rows of every finished
+        conversation no longer held."""
+        flows = self.flows
+        for c in convs:
+            del flows[(*c.client, *c.server)]
+            del flows[(*c.server, *c.client)]
+        self.held -= len(convs)
+        let_go = [c for c in self.done if flows.get((*c.client, *c.server), (None,))[0] is not c]
+        if let_go:
+            self._write_rows(let_go)
+            self.done = [c for c in self.done if c.row is not None]
 
     def _zero_window(self, conv, d, win, flags, number, ts) -> None:
         """Track periods in which side ``d`` advertises a zero receive window."""
@@ -381,17 +449,16 @@ class Dissector:
             if conv.zw_open[d ^ 1] is None:
                 conv.zw_open = None  # no period open: the conversation's packets are common again
 
-    def _prune(self) -> None:
-        for k in [k for k, (c, _) in self.flows.items() if c.closed or c.ignored]:
-            del self.flows[k]
-        self._write_done()
-
     def write_finished(self) -> None:
         """Write the connection rows of the conversations that have ended (live: at each segment)."""
         self._write_done()
 
     def _write_done(self) -> None:
-        for conv in sorted(self.done, key=lambda c: c.stream):
+        self._write_rows(self.done)
+        self.done = []
+
+    def _write_rows(self, convs) -> None:
+        for conv in sorted(convs, key=lambda c: c.stream):
             row = conv.row
             # packets after the closing FIN/RST still count; zero-window periods may close later
             row.update(
@@ -403,7 +470,6 @@ class Dissector:
             )
             self.t_conn.append(R.connection_row(row))
             conv.row = None
-        self.done = []
 
     def ignore_conversation(self, conv) -> None:
         conv.ignored = True

@@ -97,6 +97,25 @@ class _Table:
             self.render(row)
 
 
+class _FirstPacket:
+    """A packet source that tells a ShowSink its first packet's timestamp."""
+
+    def __init__(self, sink, source) -> None:
+        self.sink, self.source = sink, source
+
+    @property
+    def anomalies(self):
+        return getattr(self.source, "anomalies", ())
+
+    def __iter__(self):
+        it = iter(self.source)
+        for pkt in it:
+            self.sink.t0 = pkt[1]
+            yield pkt
+            break
+        yield from it
+
+
 class ShowSink:
     """Prints method, anomaly and (with ``frames``) heartbeat rows; see the module docstring.
 
@@ -148,13 +167,9 @@ class ShowSink:
     # -- inputs ------------------------------------------------------------------------
 
     def first_packet(self, source):
-        """Yield ``source``'s packets, noting the first one's timestamp."""
-        it = iter(source)
-        for pkt in it:
-            self.t0 = pkt[1]
-            yield pkt
-            break
-        yield from it
+        """``source``'s packets, noting the first one's timestamp (its ``anomalies`` passed on:
+        the Dissector reports the capture's own after the packets)."""
+        return _FirstPacket(self, source)
 
     def conversation(self, conv) -> None:
         """``Dissector.on_conversation``: remember the stream's addresses."""
@@ -267,6 +282,14 @@ class ShowSink:
 
     def _connection(self, row) -> None:
         r = dict(zip(self._cols["connections"], row))
+        try:
+            self._rejected(r)
+        finally:  # the conversation's last row: what was kept to print its lines can go
+            self.streams.pop(r["tcp_stream"], None)
+            self.headed.discard(r["tcp_stream"])
+
+    def _rejected(self, r) -> None:
+        """A protocol header answered with another (the connection row of ``r``)."""
         if r["negotiation"] != "rejected" or not self._keep(r["tcp_stream"], None, "protocol-header", None):
             return
         if self.o.exchange or self.o.queue or self.o.routing_key:

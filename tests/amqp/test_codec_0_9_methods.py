@@ -63,7 +63,10 @@ def test_every_method_round_trips_with_name_ids_flags_and_arguments(version, nam
     assert (m.name, m.class_id, m.method_id, m.channel, m.offset) == (name, cid, mid, 7, 0)
     assert (m.synchronous, m.has_content, m.frame_size) == (s.synchronous, s.content, len(wire) - 8)
     assert m.args == values
-    assert A.anomalies(events) == []
+    # a delivery-tag past the int64 column is reported (the column will be null), nothing else
+    tag = values.get("delivery-tag")
+    unfit = ["value-out-of-range"] if isinstance(tag, int) and tag > 2**63 - 1 else []
+    assert [a.kind for a in A.anomalies(events)] == unfit
     if name == "message.transfer":  # 0-9: the body travels inside the method
         [c] = A.events_of(events, Content)
         assert (c.complete, c.body_size, c.body, c.body_encoding) == (

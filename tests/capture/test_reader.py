@@ -832,12 +832,14 @@ def _records_and_anomalies(cap, chunk, compiled):
         reader.use_compiled(before[1])
 
 
-def test_compiled_pcapng_walk_leaves_timestamps_beyond_64_bits_to_the_reader(pcap_walker, tmp_path):
-    """A nanosecond timestamp past 2**63 (year 2262) does not fit the walk's 64-bit arithmetic:
-    the reader's exact integers give it, in either run."""
+def test_a_pcapng_timestamp_beyond_64_bits_reads_with_the_previous_time_and_an_anomaly(pcap_walker, tmp_path):
+    """A nanosecond timestamp past 2**63 - 1 (year 2262) fits no timestamp column: the packet gets
+    the previous packet's time and a timestamp-out-of-range anomaly, in either walk."""
     f = frames(3)
     late = 2**63 + 5
     raw = g.pcapng_bytes([(T0, 1, f[0]), (late, 1, f[1]), (T0 + 1, 1, f[2])], tsresol={1: 9})
-    _, got = read(save(tmp_path, raw))
-    assert [r[1] for r in got] == [T0, late, T0 + 1]
+    src, got = read(save(tmp_path, raw))
+    assert [r[1] for r in got] == [T0, T0, T0 + 1]
     assert [r[3] for r in got] == f
+    ((number, ts, kind, detail),) = src.anomalies
+    assert (number, ts, kind) == (2, T0, "timestamp-out-of-range") and str(late) in detail

@@ -60,7 +60,7 @@ from struct import error as StructError
 from amqpcap.amqp.detect import CANDIDATE_0_10, frame_ok_0_10
 from amqpcap.amqp.events import Frame, Heartbeat, Method
 from amqpcap.amqp.spec import v0_10 as SPEC
-from amqpcap.amqp.stream import DecodeError, Direction, StreamDecoder
+from amqpcap.amqp.stream import I64_MAX, DecodeError, Direction, StreamDecoder
 
 MAX_DEPTH = 64  # nesting of maps / lists / arrays / structs
 MAX_SEGMENT = 16 << 20  # bytes of one control / command / header segment we buffer
@@ -581,7 +581,11 @@ def _content_view(p, direction: int):
         routing_key = m.args.get("routing-key")
     if p.unknown:
         props["$unknown-structs"] = p.unknown
-    return props, declared if declared is not None else p.received, exchange, routing_key
+    if declared is None:
+        declared = p.received
+    elif declared > I64_MAX:
+        declared = None  # reported when the header was read
+    return props, declared, exchange, routing_key
 
 
 # --- decoder state -----------------------------------------------------------------------
@@ -1143,6 +1147,12 @@ def _read_header(dec, direction, d, key, channel, flags, data, offset, length) -
             )
             p.damaged = True
             p.why = "malformed header segment"
+        mp = p.props.get("message.message-properties") or {}
+        dp = p.props.get("message.delivery-properties") or {}
+        if "content-length" in mp or "timestamp" in dp:
+            dec.report_unfit_content(
+                direction, offset, channel, mp.get("content-length"), dp.get("timestamp")
+            )
     if flags & 4:
         dec._assembled(direction, p)
 

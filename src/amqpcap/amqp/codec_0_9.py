@@ -25,7 +25,7 @@ from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
 from amqpcap.amqp.spec import readers_0_9
-from amqpcap.amqp.stream import DecodeError, StreamDecoder
+from amqpcap.amqp.stream import I64_MAX, DecodeError, StreamDecoder
 
 FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
@@ -371,6 +371,18 @@ def _method_table(version: str) -> dict:
     return out
 
 
+@cache
+def _known_methods(candidates: tuple) -> frozenset:
+    """Every (class, method) some candidate version knows: one set per candidate tuple, shared by
+    every decoder (one per decoder was its largest allocation)."""
+    return frozenset().union(*(_method_table(v) for v in candidates))
+
+
+@cache
+def _frame_types(version: str, inferring: bool) -> frozenset:
+    return frozenset(range(1, 9)) if inferring else frozenset(_spec.get(version).FRAME_TYPES) | {8}
+
+
 def _layout(fields):
     return None if fields is None else tuple(t for _, t in fields)
 
@@ -415,12 +427,9 @@ class Decoder09Py(StreamDecoder):
         self.tables = _spec.get(version)
         self.methods = self._lookup[version]
         self.properties = self.tables.PROPERTIES
-        if len(self.candidates) > 1:
-            self.frame_types = frozenset(range(1, 9))
-        else:
-            self.frame_types = frozenset(self.tables.FRAME_TYPES) | {8}
+        self.frame_types = _frame_types(version, len(self.candidates) > 1)
         # a resync proves a method frame by a (class, method) some candidate knows
-        self._known = frozenset().union(*(self._lookup[v] for v in self.candidates))
+        self._known = _known_methods(self.candidates)
 
     def tuned(self, frame_max: int) -> None:
         # Allow the 8 bytes of framing the frame-max counts, and a little slack.
@@ -657,6 +666,8 @@ class Decoder09Py(StreamDecoder):
         p.props = props
         p.size = body_size
         p.header_packet = d.packet
+        if body_size > I64_MAX or "timestamp" in props:
+            self.report_unfit_content(direction, offset, channel, body_size, props.get("timestamp"))
         if body_size == 0:
             self.end_content(direction, p, True)
 
@@ -683,7 +694,7 @@ class Decoder09Py(StreamDecoder):
             self.end_content(direction, p, p.received == p.size)
 
     def _content_view(self, p, direction: int):
-        return p.props or {}, max(p.size, 0), None, None
+        return p.props or {}, max(p.size, 0) if p.size <= I64_MAX else None, None, None
 
     _frames = frames_reference  # the stream core's frame loop for this grammar
 

@@ -122,6 +122,10 @@ _CODES = {
 # Returned by the value decoder for "does not decode" (no Python exception set).
 cdef object BAD = object()
 # the field types a method's arguments may have to be kept as the wire has them (MethodInfo.wire)
+# stream.I64_MAX and stream.TS_SECONDS_MAX: a longlong at or past the latter (a delivery-tag, a
+# timestamp property) goes to the reference, which reports what its column cannot hold
+cdef uint64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
+cdef uint64_t TS_SECONDS_MAX = 9_000_000_000
 cdef frozenset PLAIN = frozenset((P_OCTET, P_SHORT, P_LONG, P_LONGLONG, P_SHORTSTR, P_BIT))
 
 
@@ -429,6 +433,8 @@ cdef Py_ssize_t decode_fields(
                     vsize = rd32(b + off)
                 if vstart + vsize > end:
                     return -1
+                if c[i] == P_LONGLONG and rd64(b + vstart) >= TS_SECONDS_MAX:
+                    return -1  # may not fit its column: the reference reports it
                 off = vstart + vsize
                 if w != NULL:
                     w.start[i] = vstart
@@ -1076,6 +1082,9 @@ cdef header_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
         return
     cdef uint64_t body_size = rd64(b + start + 4)
+    if body_size > <uint64_t>I64_MAX:  # does not fit messages.body_size: the reference reports it
+        w.dec.decode_header_frame(w.direction, w.d, channel, buf, start, end, offset)
+        return
     p.props = props
     p.size = body_size
     p.header_packet = w.packet

@@ -35,6 +35,11 @@ from amqpcap.amqp.facts import SECRET_ARGS, FactLearner
 from amqpcap.amqp.midstream import MidstreamStart
 
 COMPACT_AT = 1 << 16  # a read position past this is cut from the buffer
+# What the tables' columns hold of the wire's unsigned 64-bit values (records/schema.py): an
+# int64 column up to I64_MAX, a timestamp column (ns) seconds below TS_SECONDS_MAX.  A value
+# past them is null in its column and reported as a value-out-of-range anomaly.
+I64_MAX = (1 << 63) - 1
+TS_SECONDS_MAX = 9_000_000_000
 
 
 class DecodeError(Exception):
@@ -396,10 +401,31 @@ class StreamDecoder:
         d = self.dirs[direction]
         self.events.append((direction, Anomaly(d.packet, d.ts, offset, kind, detail, channel, skipped)))
 
+    def _unfit(self, direction, offset, channel, what: str, value, column: str) -> None:
+        """``value`` (``what`` on the wire) does not fit ``column``: the column is null."""
+        self.report_anomaly(
+            direction,
+            offset,
+            "value-out-of-range",
+            f"{what} {value} does not fit {column} (stored null)",
+            channel,
+        )
+
+    def report_unfit_content(self, direction, offset, channel, body_size, timestamp) -> None:
+        """Report a content header's declared body size and timestamp property that do not fit
+        messages.body_size and messages.msg_timestamp."""
+        if type(body_size) is int and body_size > I64_MAX:
+            self._unfit(direction, offset, channel, "body size", body_size, "messages.body_size")
+        if type(timestamp) is int and not 0 <= timestamp < TS_SECONDS_MAX:
+            self._unfit(direction, offset, channel, "timestamp property", timestamp, "messages.msg_timestamp")
+
     def _method(self, direction: int, m) -> None:
         """Hand over a decoded method: secrets out, then the event, then what it tells of
         the connection."""
         name = m.name
+        tag = m.args.get("delivery-tag")
+        if type(tag) is int and tag > I64_MAX:
+            self._unfit(direction, m.offset, m.channel, "delivery-tag", tag, "delivery_tag")
         if name in SECRET_ARGS:
             self.learner.redact(name, m.args)
         self.events.append((direction, m))

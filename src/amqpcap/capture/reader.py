@@ -50,6 +50,10 @@ the last packet read (0 before the first).  Kinds:
                           consumes a number, as in Wireshark)
 ``skipped-record``        a non-packet record that Wireshark numbers as a frame
                           (systemd journal export block); consumes a number
+``timestamp-out-of-range`` a packet's time (pcapng ticks and ``if_tsoffset``, a
+                          scapy packet's ``time``) outside what an int64 of ns
+                          holds (years 1677 to 2262): the packet is read with the
+                          previous packet's time, as a simple packet block is
 
 Packet numbering follows Wireshark's ``frame.number``: every EPB, SPB, PB (and
 systemd journal block) counts, in file order, from 1, whether or not it is
@@ -125,6 +129,13 @@ CHUNK = 1 << 16
 _PEEK = 1 << 16
 
 _NS = 1_000_000_000
+#: the times a packet can have: what the tables' timestamp[ns] columns (int64) hold
+TS_MIN, TS_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def ts_fits(ts) -> bool:
+    return type(ts) is int and TS_MIN <= ts <= TS_MAX
+
 
 _PCAP_MAGICS = {
     # magic bytes as stored: (endian, ns multiplier for the fraction, record header length, name)
@@ -611,8 +622,11 @@ def _walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple
         if iid >= len(ifaces) or ifaces[iid][0] is None:
             break
         iface = ifaces[iid]
+        ts = _timestamp(iface, hi, lo)
+        if not TS_MIN <= ts <= TS_MAX:
+            break  # the block reader reports it
         n += 1
-        out.append((n, _timestamp(iface, hi, lo), iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen))
+        out.append((n, ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen))
         pos = end
     return out, pos, n
 
@@ -639,7 +653,16 @@ def _packet_block(st: _Pcapng, buf, pos: int, blk: int, name: str, unpack):
     iface = st.interface(iid)
     if iface is None:
         return None
-    st.last_ts = _timestamp(iface, hi, lo)
+    ts = _timestamp(iface, hi, lo)
+    if TS_MIN <= ts <= TS_MAX:
+        st.last_ts = ts
+    else:
+        st.anomaly(
+            st.n,
+            "timestamp-out-of-range",
+            f"{name}: {(hi << 32) | lo} ticks on interface {iid} are {ts} ns, outside what a "
+            "timestamp holds; read with the previous packet's time",
+        )
     return [(st.n, st.last_ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen)]
 
 

@@ -71,7 +71,12 @@ _KEYS = [
         INT64,
         "1-based number of the packet that completed this record (Wireshark `frame.number`).",
     ),
-    ("ts", TS, "Capture timestamp of that packet, ns, UTC."),
+    (
+        "ts",
+        TS,
+        "Capture timestamp of that packet, ns, UTC (a packet time outside 1677 .. 2262, which the "
+        "column cannot hold, is read as the previous packet's: a `timestamp-out-of-range` anomaly).",
+    ),
     ("direction", STRING, "`c2s` (client to server) or `s2c` (server to client)."),
     ("channel", INT32, "AMQP channel (0-10: session channel); null where not applicable."),
 ]
@@ -242,7 +247,12 @@ METHODS = _KEYS + [
     ("routing_key", STRING, "routing-key / binding-key argument."),
     ("queue", STRING, "queue argument."),
     ("consumer_tag", STRING, "consumer-tag (0-10: destination of message.subscribe/transfer)."),
-    ("delivery_tag", INT64, "delivery-tag."),
+    (
+        "delivery_tag",
+        INT64,
+        "delivery-tag (an unsigned 64-bit wire value: one past 2^63 - 1 is null here, kept in "
+        "`arguments`, and a `value-out-of-range` anomaly says so).",
+    ),
     ("multiple", BOOL, "multiple flag (ack / nack / reject)."),
     ("requeue", BOOL, "requeue flag."),
     ("redelivered", BOOL, "redelivered flag."),
@@ -344,7 +354,7 @@ MESSAGES = _KEYS + [
     ),
     ("routing_key", STRING, "Routing key."),
     ("consumer_tag", STRING, "consumer-tag (deliver)."),
-    ("delivery_tag", INT64, "delivery-tag (deliver, get-ok)."),
+    ("delivery_tag", INT64, "delivery-tag (deliver, get-ok); null past 2^63 - 1, as in `methods`."),
     ("redelivered", BOOL, "redelivered flag."),
     ("reply_code", INT32, "basic.return reply-code."),
     ("content_type", STRING, "content-type property."),
@@ -356,7 +366,12 @@ MESSAGES = _KEYS + [
     ("reply_to", STRING, "reply-to (0-10: reply-to exchange/routing key as `exchange/key`)."),
     ("expiration", STRING, "expiration (0-10: ttl in ms as text)."),
     ("message_id", STRING, "message-id (0-10 uuid as text)."),
-    ("msg_timestamp", TS, "timestamp property."),
+    (
+        "msg_timestamp",
+        TS,
+        "timestamp property; null (value kept in `properties`, a `value-out-of-range` anomaly) "
+        "outside 0 .. 9e9 s, which the ns column cannot hold.",
+    ),
     ("type", STRING, "type property."),
     ("user_id", STRING, "user-id property."),
     ("app_id", STRING, "app-id property."),
@@ -366,7 +381,12 @@ MESSAGES = _KEYS + [
         STRING,
         "Every property present, JSON (also the file/stream/tunnel classes' properties).",
     ),
-    ("body_size", INT64, "Body size declared in the content header."),
+    (
+        "body_size",
+        INT64,
+        "Body size declared in the content header (0-10: content-length). The wire's unsigned "
+        "64-bit value past 2^63 - 1 is null here and reported as a `value-out-of-range` anomaly.",
+    ),
     ("body_received", INT64, "Body bytes actually captured."),
     ("body_frames", INT32, "Number of body frames."),
     ("body_hash", STRING, "SHA-256 (hex) of the body bytes received."),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import os
 import queue
 import threading
@@ -357,11 +358,49 @@ TableBuffer = TableBufferReference
 use_compiled(compiled.select("fastwriter") is not None)
 
 
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, someone else's
+        return False
+    return False
+
+
+def sweep_stale(out: str) -> None:
+    """Remove ``OUT.tmp-PID`` and ``OUT.old-PID`` left by runs into ``out`` that were killed
+    (their PID is gone)."""
+    parent, base = os.path.split(out)
+    try:
+        names = os.listdir(parent or ".")
+    except OSError:
+        return
+    for name in names:
+        stem, sep, pid = name.rpartition("-")
+        if sep and stem in (f"{base}.tmp", f"{base}.old") and pid.isdigit() and _pid_gone(int(pid)):
+            import shutil
+
+            path = os.path.join(parent, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+# What a rename onto an existing OUT fails with: a non-empty directory, a file.
+_TAKEN = (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR)
+
+
 class DatasetWriter:
+    """Tables written under ``OUT.tmp-PID`` and renamed to ``OUT`` when complete.  The rename
+    never replaces what another run put there meanwhile unless ``force``; runs racing with
+    ``force`` each install a complete dataset in turn, the last one stays."""
+
     def __init__(self, out: str, tables, *, force: bool = False) -> None:
         self.out = os.path.abspath(out)
+        self.force = force
         if os.path.exists(self.out) and not force:
             raise OutputExists(f"output {out} exists (use --force to replace it)")
+        sweep_stale(self.out)
         self.tmp = f"{self.out}.tmp-{os.getpid()}"
         if os.path.exists(self.tmp):
             import shutil  # where it is needed: not at every start (~1.9 ms with its imports)
@@ -394,19 +433,36 @@ class DatasetWriter:
         for t in tables:
             t.close()
         release_memory()
-        if os.path.exists(self.out):
-            old = f"{self.out}.old-{os.getpid()}"
-            os.rename(self.out, old)
-            os.rename(self.tmp, self.out)
+        self._install()
+        return {name: t.rows for name, t in self.tables.items()}
+
+    def _install(self) -> None:
+        """Rename the finished ``tmp`` to ``out``: the check for an existing ``out`` is the
+        rename itself (it fails on a non-empty directory or a file), so nothing another run
+        put there since the start is replaced without ``force``."""
+        old = f"{self.out}.old-{os.getpid()}"
+        for _ in range(100):  # other --force runs may take OUT between our two renames
+            try:
+                os.rename(self.tmp, self.out)
+                return
+            except OSError as e:
+                if e.errno not in _TAKEN:
+                    raise
+                if not self.force:
+                    raise OutputExists(
+                        f"output {self.out} was created by another run meanwhile (use --force to replace it)"
+                    ) from None
+            try:
+                os.rename(self.out, old)
+            except FileNotFoundError:  # another run moved it aside first: try again
+                continue
             if os.path.isdir(old) and not os.path.islink(old):
                 import shutil
 
                 shutil.rmtree(old, ignore_errors=True)
             else:  # --force over a file (or a link): rmtree would leave it behind
                 os.remove(old)
-        else:
-            os.rename(self.tmp, self.out)
-        return {name: t.rows for name, t in self.tables.items()}
+        raise OutputExists(f"output {self.out} is being replaced by other runs; not written")
 
     def abort(self) -> None:
         import shutil

@@ -41,10 +41,29 @@ class PacketsSource:
         self.anomalies: list = []  # file-level problems: none, there is no file
 
     def __iter__(self):
+        from amqpcap.capture.reader import ts_fits
+
+        last = 0
         for number, pkt in enumerate(self.packets, 1):
             data = bytes(pkt)
             wirelen = getattr(pkt, "wirelen", None)
-            yield number, timestamp_ns(pkt.time), linktype_of(pkt), data, wirelen or len(data)
+            try:
+                ts = timestamp_ns(pkt.time)
+            except (ArithmeticError, ValueError, TypeError):  # nan, inf, not a number
+                ts = None
+            if not ts_fits(ts):
+                self.anomalies.append(
+                    (
+                        number,
+                        last,
+                        "timestamp-out-of-range",
+                        f"packet time {pkt.time!r} is outside what a timestamp holds; "
+                        "read with the previous packet's time",
+                    )
+                )
+                ts = last
+            last = ts
+            yield number, ts, linktype_of(pkt), data, wirelen or len(data)
 
 
 def dissect_packets_to(
