@@ -11,20 +11,12 @@ from __future__ import annotations
 
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative
-from amqpcap.records.rows import to_json
+from amqpcap.records.rows import as_text, to_json
 from amqpcap.records.schema import COLUMNS, DIRS
 
 _METHOD_INDEX = {c: i for i, c in enumerate(COLUMNS["methods"])}
 _MESSAGE_INDEX = {c: i for i, c in enumerate(COLUMNS["messages"])}
 _I64_MAX = (1 << 63) - 1
-
-
-def _s(v):
-    if v is None or isinstance(v, str):
-        return v
-    if isinstance(v, (bytes, bytearray)):
-        return bytes(v).decode("utf-8", "replace")
-    return str(v)
 
 
 def _i(v):
@@ -39,7 +31,7 @@ def _error(a: dict):
     err = a.get("error")
     if not isinstance(err, dict):
         return None, None
-    return _s(err.get("condition")), _s(err.get("description"))
+    return as_text(err.get("condition")), as_text(err.get("description"))
 
 
 _ROLE = {False: "sender", True: "receiver"}
@@ -212,7 +204,7 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
     props = sec.get("properties")
     if not isinstance(props, dict):
         props = {}
-    to = _s(props.get("to"))
+    to = as_text(props.get("to"))
     exchange, key = exchange_key(to if to is not None else dv.address)
     others = {k: val for k, val in sec.items() if k != "application-properties"}
     if dv.body_kind is not None:
@@ -230,14 +222,14 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         version,
         exchange,
         key,
-        _s(props.get("content-type")),
-        _s(props.get("content-encoding")),
+        as_text(props.get("content-type")),
+        as_text(props.get("content-encoding")),
         to_json(app) if app is not None else None,
-        _s(props.get("correlation-id")),
-        _s(props.get("reply-to")),
-        _s(props.get("message-id")),
+        as_text(props.get("correlation-id")),
+        as_text(props.get("reply-to")),
+        as_text(props.get("message-id")),
         _ms_ts(props.get("creation-time")),
-        _s(props.get("user-id")),
+        as_text(props.get("user-id")),
         to_json(others),
         dv.body_size,
         dv.body_size,
