@@ -425,6 +425,21 @@ def confirms(t, columns=None) -> pd.DataFrame:
     if not len(p):
         return _finish([], CONFIRM_COLS)[_wanted(CONFIRM_COLS, columns)]
     src = {
+        **_settled_pair(p, r, tags, outcomes, multiples),
+        "exchange": ("exchange", p),
+        "routing_key": ("routing_key", p),
+    }
+    sort_by = ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
+    src = _needed(src, columns, sort_by)
+    outcomes = multiples = tags = None  # (freed: src holds what is still read)
+    m = _sources(m, src)
+    return _taken_frame(m, src, CONFIRM_COLS, sort_by, columns)
+
+
+def _settled_pair(p, r, tags, outcomes, multiples) -> dict:
+    """The columns a confirm and a consumer ack share: where each comes from (a column at the
+    request's positions ``p`` or the response's ``r``, or the pairing's own array)."""
+    return {
         "capture": ("capture", p),
         "tcp_stream": ("tcp_stream", p),
         "channel": ("channel", p),
@@ -439,14 +454,7 @@ def confirms(t, columns=None) -> pd.DataFrame:
         "delivery_tag": tags,
         "outcome": outcomes,
         "multiple": multiples,
-        "exchange": ("exchange", p),
-        "routing_key": ("routing_key", p),
     }
-    sort_by = ["capture", "tcp_stream", "channel", "request_frame", "delivery_tag"]
-    src = _needed(src, columns, sort_by)
-    outcomes = multiples = tags = None  # (freed: src holds what is still read)
-    m = _sources(m, src)
-    return _taken_frame(m, src, CONFIRM_COLS, sort_by, columns)
 
 
 def _confirm_pairs(m: pd.DataFrame):
@@ -836,20 +844,7 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
         return _finish([], ACK_COLS)[_wanted(ACK_COLS, columns)]
     p, r = got["at"], got["resp"]
     src = {
-        "capture": ("capture", p),
-        "tcp_stream": ("tcp_stream", p),
-        "channel": ("channel", p),
-        "version": ("version", p),
-        "request_method": ("method", p),
-        "request_direction": ("direction", p),
-        "request_frame": ("_done_frame", p),
-        "request_ts": ("_done_ts", p),
-        "response_method": ("method", r),
-        "response_frame": ("frame_number", r),
-        "response_ts": ("ts", r),
-        "delivery_tag": got["tag"],
-        "outcome": got["outcome"],
-        "multiple": got["multiple"],
+        **_settled_pair(p, r, got["tag"], got["outcome"], got["multiple"]),
         "requeue": got["requeue"],
         "redelivered": ("redelivered", p),
         "consumer_tag": got["ctag"],
