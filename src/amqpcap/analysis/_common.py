@@ -17,6 +17,18 @@ import pyarrow.compute as pc
 NAT = np.iinfo(np.int64).min  # pandas' iNaT
 
 CONN_KEYS = ["capture", "tcp_stream"]
+# the columns every section of stats loads with a method or message row: its place and name
+ROW_KEYS = [
+    "capture",
+    "tcp_stream",
+    "frame_number",
+    "stream_offset",
+    "ts",
+    "direction",
+    "channel",
+    "method",
+    "version",
+]
 CONTENT_REQUEST = ("basic.publish",)  # c2s content methods
 DELIVERY_METHODS = ("basic.deliver", "basic.get-ok")
 

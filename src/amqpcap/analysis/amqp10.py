@@ -19,18 +19,9 @@ from __future__ import annotations
 import pandas as pd
 
 from amqpcap.amqp.spec import v1_0 as SPEC
+from amqpcap.analysis._common import ROW_KEYS
 
-_KEYS = [
-    "capture",
-    "tcp_stream",
-    "frame_number",
-    "stream_offset",
-    "ts",
-    "direction",
-    "channel",
-    "method",
-    "version",
-]
+_KEYS = ROW_KEYS
 # stats' section of the 1.0 figures: (columns by table, methods by table), as summary.SECTIONS
 SECTION = (
     {

@@ -15,6 +15,7 @@ import pandas as pd
 from amqpcap.analysis import amqp10
 from amqpcap.analysis._common import (
     CONN_KEYS,
+    ROW_KEYS,
     codes_in,
     filled,
     malloc_pool,
@@ -193,17 +194,7 @@ def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
 # What each computation of stats and the report reads: ({table: columns (None: all)}, {table: the
 # methods whose rows it reads}).  On a dissect output directory each is loaded for its computation
 # alone (load_section) and dropped after.  The wire-order keys are always there (``ordered``).
-_KEYS = [
-    "capture",
-    "tcp_stream",
-    "frame_number",
-    "stream_offset",
-    "ts",
-    "direction",
-    "channel",
-    "method",
-    "version",
-]
+_KEYS = ROW_KEYS
 _TS = ["capture", "tcp_stream", "frame_number", "ts"]
 SECTIONS: dict = {
     "method_rtt": (
