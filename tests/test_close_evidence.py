@@ -8,13 +8,12 @@ AMQPCAP_REQUIRE_TOOLS is set.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixtures.tshark import tshark
 
 from amqpcap import analysis
 from amqpcap.pipeline import dissect
@@ -25,17 +24,10 @@ CAPS = sorted((ROOT / "captures").glob("*.pcap")) + [
 ]
 
 
-def _tshark() -> str:
-    exe = shutil.which("tshark")
-    if exe is None:
-        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)("tshark not installed")
-    return exe
-
-
 def tshark_ends(capture: Path) -> dict[int, dict]:
     """tcp.stream -> the first FIN and the first RST: (frame.number, source port)."""
     out = subprocess.run(
-        [_tshark(), "-n", "-r", str(capture), "-Y", "tcp.flags.fin == 1 || tcp.flags.reset == 1"]
+        [tshark(), "-n", "-r", str(capture), "-Y", "tcp.flags.fin == 1 || tcp.flags.reset == 1"]
         + ["-T", "fields", "-e", "frame.number", "-e", "tcp.stream", "-e", "tcp.srcport"]
         + ["-e", "tcp.flags.fin", "-e", "tcp.flags.reset"],
         check=True,

@@ -13,14 +13,11 @@ test skips and says why, unless AMQPCAP_REQUIRE_TOOLS is set.
 from __future__ import annotations
 
 import collections
-import os
-import shutil
-import subprocess
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixtures.tshark import amqp_pdus, tshark
 
 from amqpcap.pipeline import dissect
 
@@ -42,50 +39,22 @@ ARGS = {
 KNOWN_TSHARK_ERRORS: dict = {}
 
 
-def _tshark():
-    exe = shutil.which("tshark")
-    if exe is None:
-        if os.environ.get("AMQPCAP_REQUIRE_TOOLS"):
-            pytest.fail("tshark is required (AMQPCAP_REQUIRE_TOOLS set) but not installed")
-        pytest.skip("tshark not installed: run scripts/test.sh (installs it) to run the differential test")
-    return exe
-
-
 def tshark_methods(exe: str, capture: Path) -> list[dict]:
-    out = subprocess.run(
-        [exe, "-n", "-r", str(capture), "-Y", "amqp", "-T", "pdml"],
-        check=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    ).stdout
     rows = []
-    for pkt in ET.fromstring(out).iter("packet"):
-        number = stream = None
-        for f in pkt.iter("field"):
-            n = f.get("name")
-            if n == "num" and number is None:
-                number = int(f.get("show"))
-            elif n == "tcp.stream" and stream is None:
-                stream = int(f.get("show"))
-        for proto in pkt.findall("proto"):
-            if proto.get("name") != "amqp":
-                continue
-            fields = {}
-            for f in proto.iter("field"):
-                fields.setdefault(f.get("name"), f.get("show"))
-            if fields.get("amqp.type") != "1":
-                continue
-            row = {
-                "frame_number": number,
-                "tcp_stream": stream,
-                "channel": int(fields["amqp.channel"]),
-                "class_id": int(fields["amqp.method.class"]),
-                "method_id": int(fields["amqp.method.method"]),
-            }
-            for tf, col in ARGS.items():
-                if tf in fields:
-                    row[col] = fields[tf]
-            rows.append(row)
+    for number, stream, fields in amqp_pdus(exe, capture):
+        if fields.get("amqp.type") != "1":
+            continue
+        row = {
+            "frame_number": number,
+            "tcp_stream": stream,
+            "channel": int(fields["amqp.channel"]),
+            "class_id": int(fields["amqp.method.class"]),
+            "method_id": int(fields["amqp.method.method"]),
+        }
+        for tf, col in ARGS.items():
+            if tf in fields:
+                row[col] = fields[tf]
+        rows.append(row)
     return rows
 
 
@@ -99,7 +68,7 @@ def _norm(v):
 
 @pytest.mark.parametrize("capture", CAPS_091, ids=[c.name for c in CAPS_091])
 def test_every_method_frame_agrees_with_tshark(capture, tmp_path):
-    exe = _tshark()
+    exe = tshark()
     theirs = tshark_methods(exe, capture)
     assert theirs, f"tshark decoded no AMQP methods in {capture.name}"
     dissect([str(capture)], str(tmp_path / "out"))

@@ -14,11 +14,6 @@ elsewhere the test skips unless AMQPCAP_REQUIRE_TOOLS is set.
 from __future__ import annotations
 
 import collections
-import os
-import re
-import shutil
-import subprocess
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +35,7 @@ from amqp10_wire import (
     transfer,
 )
 from fixtures import pcapgen as P
+from fixtures.tshark import amqp_pdus, tshark
 from test_amqp10_pipeline import conversation
 
 from amqpcap.pipeline import dissect
@@ -50,62 +46,34 @@ RECORDED = sorted(CAPTURES.glob("rabbitmq10_*.pcap"))
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received")
 
 
-def _tshark():
-    exe = shutil.which("tshark")
-    if exe is None:
-        if os.environ.get("AMQPCAP_REQUIRE_TOOLS"):
-            pytest.fail("tshark is required (AMQPCAP_REQUIRE_TOOLS set) but not installed")
-        pytest.skip("tshark not installed: run scripts/test.sh (installs it) to run the differential test")
-    return exe
-
-
 def tshark_frames(exe: str, capture: Path, ports=()) -> list[tuple]:
     """(packet, stream, code, handle, delivery-id, more, settled, first, last, outcome) per frame."""
-    cmd = [exe, "-n", "-r", str(capture), "-Y", "amqp", "-T", "pdml"]
-    for p in ports:
-        cmd += ["-d", f"tcp.port=={p},amqp"]
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
-    # tshark writes some decoded strings' control characters as they are: not XML
-    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "?", out.decode("utf-8", "replace"))
     rows = []
-    for pkt in ET.fromstring(text).iter("packet"):
-        number = stream = None
-        for f in pkt.iter("field"):
-            n = f.get("name")
-            if n == "num" and number is None:
-                number = int(f.get("show"))
-            elif n == "tcp.stream" and stream is None:
-                stream = int(f.get("show"))
-        for proto in pkt.findall("proto"):
-            if proto.get("name") != "amqp":
-                continue
-            fields = {}
-            for f in proto.iter("field"):
-                fields.setdefault(f.get("name"), f.get("show"))
-            code = fields.get("amqp.performative") or fields.get("amqp.sasl.method")
-            if code is None:
-                continue  # a protocol header or an empty frame
-            # a delivery state of a transfer or disposition (an attach's source names a default one)
-            state = next((o for o in OUTCOMES if f"amqp.delivery-state.{o}" in fields), None)
-            if int(code) not in (0x14, 0x15):
-                state = None
+    for number, stream, fields in amqp_pdus(exe, capture, ports):
+        code = fields.get("amqp.performative") or fields.get("amqp.sasl.method")
+        if code is None:
+            continue  # a protocol header or an empty frame
+        # a delivery state of a transfer or disposition (an attach's source names a default one)
+        state = next((o for o in OUTCOMES if f"amqp.delivery-state.{o}" in fields), None)
+        if int(code) not in (0x14, 0x15):
+            state = None
 
-            num = _num_of(fields)
-            flag = _flag_of(fields)
-            rows.append(
-                (
-                    number,
-                    stream,
-                    int(code),
-                    num("handle"),
-                    num("deliveryId"),
-                    flag("more"),
-                    flag("settled"),
-                    num("first"),
-                    num("last"),
-                    state,
-                )
+        num = _num_of(fields)
+        flag = _flag_of(fields)
+        rows.append(
+            (
+                number,
+                stream,
+                int(code),
+                num("handle"),
+                num("deliveryId"),
+                flag("more"),
+                flag("settled"),
+                num("first"),
+                num("last"),
+                state,
             )
+        )
     return rows
 
 
@@ -203,11 +171,11 @@ def _check(exe, capture: Path, tmp_path):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_synthetic_1_0_frame_agrees_with_tshark(case, tmp_path):
-    exe = _tshark()
+    exe = tshark()
     mine = _check(exe, _synthetic(tmp_path, case + ".pcap", CASES[case]()), tmp_path)
     assert len(mine) >= 10
 
 
 @pytest.mark.parametrize("capture", RECORDED, ids=[c.name for c in RECORDED])
 def test_every_recorded_1_0_frame_agrees_with_tshark(capture, tmp_path):
-    _check(_tshark(), capture, tmp_path)
+    _check(tshark(), capture, tmp_path)
