@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures.tshark import tshark
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 RECORDED = sorted(CAPTURES.glob("rabbitmq10_*.pcap"))
-
-pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark")
 
 
 def follow(pcap: Path, stream: int) -> dict[str, bytes]:
     """Each direction's reassembled TCP payload of one stream (tshark -z follow,tcp,raw)."""
     out = subprocess.run(
-        ["tshark", "-r", str(pcap), "-q", "-z", "follow,tcp,raw,%d" % stream],
+        [tshark(), "-r", str(pcap), "-q", "-z", "follow,tcp,raw,%d" % stream],
         capture_output=True,
         text=True,
         check=True,
