@@ -1,7 +1,8 @@
 """Packet times outside what a timestamp[ns] column holds (a pcapng high word of 0xFFFFFFFF, an
-if_tsoffset of +/- 2^63 s, a scapy packet time of 1e30 or nan): the packet is read with the
-previous packet's time and a capture-layer timestamp-out-of-range anomaly names it, in every
-entry point; nothing else of the capture is lost."""
+if_tsoffset of +/- 2^63 s, a scapy packet time of 1e30 or nan): a capture-layer
+timestamp-out-of-range anomaly names the packet, every row whose time is that packet's has a null
+time (and every line ``show`` prints of it none), in every entry point; nothing else of the
+capture is lost."""
 
 import json
 
@@ -27,21 +28,48 @@ def write(tmp_path, name):
     return cap
 
 
-def test_a_timestamp_past_64_bits_reads_with_the_previous_time_and_an_anomaly_both_paths(tmp_path):
+def late_rows(tabs, frame=6):
+    """(table, row) of every row whose time is packet ``frame``'s (connections: first, close, end)."""
+    for name, rows in tabs.items():
+        for r in rows:
+            if r.get("frame_number") == frame:
+                yield name, r
+
+
+def test_rows_of_a_packet_past_64_bits_have_a_null_time_both_paths(tmp_path):
     cap = write(tmp_path, "epb-high-word")
     got = []
     for pure in (False, True):
-        r = H.run_cli("dissect", cap, "-o", tmp_path / f"o{pure}", pure=pure)
+        r = H.run_cli("dissect", cap, "--frames", "-o", tmp_path / f"o{pure}", pure=pure)
         H.no_internal_error(r)
         got.append(H.tables(tmp_path / f"o{pure}"))
     assert got[0] == got[1]
     tabs = got[0]
     (a,) = [a for a in tabs["anomalies"] if a["kind"] == "timestamp-out-of-range"]
     assert a["layer"] == "capture" and a["frame_number"] == 6 and str(HIGH) in a["detail"]
+    assert a["ts"] is None
+    late = list(late_rows(tabs))
+    assert {name for name, _ in late} == {"methods", "frames", "anomalies"}
+    assert all(r["ts"] is None for _, r in late)
     start = next(m for m in tabs["methods"] if m["method"] == "connection.start")
-    assert start["frame_number"] == 6
-    assert start["ts"].timestamp() == pytest.approx(PACKETS[4][0] / 1e9)  # packet 5's time
+    assert start["frame_number"] == 6 and start["ts"] is None
+    publish = next(m for m in tabs["methods"] if m["method"] == "basic.publish")
+    assert publish["ts"].timestamp() == pytest.approx(PACKETS[publish["frame_number"] - 1][0] / 1e9)
+    others = [r for name, rows in tabs.items() for r in rows if r.get("frame_number") != 6]
+    assert others and all(r["ts"] is not None for r in others)
     assert [m["method"] for m in tabs["methods"]] == ["connection.start", "basic.publish"]
+
+
+def test_a_connection_whose_packets_are_all_past_64_bits_has_no_start_or_end_time(tmp_path):
+    cap = write(tmp_path, "tsoffset-plus")
+    for pure in (False, True):
+        r = H.run_cli("dissect", cap, "-o", tmp_path / f"o{pure}", pure=pure)
+        H.no_internal_error(r)
+        tabs = H.tables(tmp_path / f"o{pure}")
+        (c,) = tabs["connections"]
+        assert c["ts"] is None and c["end_ts"] is None and c["close_ts"] is None
+        assert all(r["ts"] is None for name in ("methods", "messages", "anomalies") for r in tabs[name])
+        assert len(tabs["methods"]) == 2 and len(tabs["messages"]) == 1
 
 
 @pytest.mark.parametrize("name", ["tsoffset-plus", "tsoffset-minus"])
@@ -63,6 +91,16 @@ def test_show_prints_the_packet_and_its_timestamp_anomaly_in_every_format(tmp_pa
     lines = [x for x in r.stdout.splitlines() if "timestamp-out-of-range" in x]
     assert len(lines) == 1 and str(HIGH) in lines[0]
     assert "connection.start" in r.stdout and "basic.publish" in r.stdout
+    start = next(x for x in r.stdout.splitlines() if "connection.start" in x)
+    publish = next(x for x in r.stdout.splitlines() if "basic.publish" in x)
+    for line, timed in ((lines[0], False), (start, False), (publish, True)):
+        if "--json" in fmt:
+            obj = json.loads(line)
+            assert (obj["time"] is not None) == timed and (obj.get("ts") is not None) == ("--absolute" not in fmt and timed)
+        elif "--csv" in fmt:
+            assert (line.split(",")[0] != "") == timed
+        else:
+            assert (line.split()[0] != "-") == timed
     if fmt == ["--json"]:
         assert json.loads(lines[0])["frame"] == 6
 
@@ -87,3 +125,4 @@ def test_the_api_reads_a_scapy_packet_time_it_cannot_store_with_the_previous_tim
     a = t.anomalies[t.anomalies.kind == "timestamp-out-of-range"]
     assert list(a.frame_number) == [6] and list(a.layer) == ["capture"]
     assert list(t.methods.method) == ["connection.start", "basic.publish"]
+    assert list(t.methods.ts.isna()) == [True, False] and a.ts.isna().all()

@@ -41,8 +41,10 @@ import threading
 import time
 
 from amqpcap import filters
+from amqpcap.capture.reader import TS_MAX, TS_MIN
 from amqpcap.cli import add_command, port_list
 from amqpcap.exitcodes import Exit
+from amqpcap.records.times import KIND
 
 RECV_SIZE = 1 << 18  # larger than any loopback frame (MTU 65536 + link header)
 POLL_SECONDS = 0.2  # how often an idle capture checks Ctrl-C and the rotation clock
@@ -120,6 +122,7 @@ class _SegmentTable:
         self.rows = 0
         self.current = None
         self.segment = -1
+        self.out_of_range: dict = {}  # the SegmentWriter's: capture -> times.OutOfRange
 
     def start(self, segment: int) -> None:
         from amqpcap.records.writer import TableBuffer
@@ -127,6 +130,7 @@ class _SegmentTable:
         self.segment = segment
         tmp = os.path.join(self.out, ".segments", f"{self.name}-{segment:05d}")
         self.current = TableBuffer(self.name, tmp)
+        self.current.file.out_of_range = self.out_of_range
 
     def append(self, row) -> None:
         self.current.append(row)
@@ -159,11 +163,17 @@ class SegmentWriter:
             os.makedirs(os.path.join(self.out, name))
         self.tables = {name: _SegmentTable(name, self.out) for name in tables}
         self.segments = 0
+        self.out_of_range: dict = {}
         for t in self.tables.values():
+            t.out_of_range = self.out_of_range
             t.start(0)
 
     def __getitem__(self, name: str):
         return self.tables[name]
+
+    def note_out_of_range(self, capture: str, found) -> None:
+        """As DatasetWriter's: the rows of ``capture`` whose packet is in ``found`` get a null time."""
+        self.out_of_range[capture] = found
 
     def rotate(self) -> None:
         for t in self.tables.values():
@@ -197,9 +207,14 @@ class _LiveSink:
             name: (_Tee(show[name], segments[name]) if segments else show[name])
             for name in ("connections", "methods", "messages", "anomalies")
         }
+        self.sinks = [show] + ([segments] if segments else [])
 
     def __getitem__(self, name: str):
         return self.tables[name]
+
+    def note_out_of_range(self, capture: str, found) -> None:
+        for sink in self.sinks:
+            sink.note_out_of_range(capture, found)
 
 
 # -- capture -----------------------------------------------------------------------------------
@@ -225,6 +240,7 @@ class LiveSource:
         sock, stop, tick = self.sock, self.stop, self.tick
         linktypes = conf.l2types.layer2num
         fd = sock.fileno()
+        last = 0
         while not stop.is_set():
             if tick is not None:
                 tick(self.bytes)
@@ -240,6 +256,10 @@ class LiveSource:
             self.packets += 1
             self.bytes += len(data)
             ts_ns = int((ts if ts is not None else time.time()) * 1e9)
+            if not TS_MIN <= ts_ns <= TS_MAX:  # a clock past 2262: the previous time, the row's null
+                self.anomalies.append((self.packets, last, KIND, f"packet time {ts!r} is outside what a timestamp holds"))
+                ts_ns = last
+            last = ts_ns
             yield self.packets, ts_ns, linktypes.get(cls, -1), data, len(data)
 
 

@@ -29,6 +29,7 @@ from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
 from amqpcap.records import liveness as _liveness
 from amqpcap.records import rows as R
+from amqpcap.records.times import FRAME_OF, OutOfRange
 from amqpcap.records.writer import DatasetWriter, takes_deferred_digests
 from amqpcap.tcp import reassembly as _reassembly
 
@@ -214,11 +215,16 @@ class Dissector:
         # (Spark: the whole capture's numbering); None: numbered in order of appearance
         self.stream_of = None
         self._unsupported: set = set()  # link types reported as unsupported
+        self.out_of_range = OutOfRange(None)  # packets whose time no column holds (run: the source's)
         self._last_progress = 0.0
 
     # -- the hot loop --------------------------------------------------------------------
 
     def run(self, source, progress=None) -> None:
+        self.out_of_range = OutOfRange(source)
+        note = getattr(self.w, "note_out_of_range", None)  # every writer but a test's stand-in
+        if note is not None:
+            note(self.capture, self.out_of_range)
         with _hot_loop():
             self._run(source, progress)
 
@@ -468,6 +474,8 @@ class Dissector:
                 zero_windows=R.connection_json(conv.zero_windows) if conv.zero_windows else None,
                 **conv.live.columns(),
             )
+            if self.out_of_range.numbers():
+                _null_times(row, conv, self.out_of_range)
             self.t_conn.append(R.connection_row(row))
             conv.row = None
 
@@ -571,6 +579,15 @@ class Dissector:
             zero_windows=None,
         )
         return row
+
+
+def _null_times(row: dict, conv, out_of_range: OutOfRange) -> None:
+    """A connection row's times that are a packet's whose own time was out of range: null."""
+    for t, f in FRAME_OF.items():
+        if row[f] in out_of_range:
+            row[t] = None
+    if conv.last_packet in out_of_range:
+        row["end_ts"] = None
 
 
 # The per-packet loop: Dissector.handle_record for every packet, or the compiled loop

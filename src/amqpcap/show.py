@@ -18,6 +18,7 @@ import sys
 from amqpcap.capture.link import format_addr
 from amqpcap.filters import matches
 from amqpcap.records.schema import COLUMNS
+from amqpcap.records.times import OutOfRange
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
 KEY_ARGS = (
@@ -109,10 +110,13 @@ class _FirstPacket:
 
     def __iter__(self):
         it = iter(self.source)
+        out_of_range = OutOfRange(self.source)  # such a packet's time is not its own: no t0
         for pkt in it:
-            self.sink.t0 = pkt[1]
+            if pkt[0] not in out_of_range:
+                self.sink.t0 = pkt[1]
+                yield pkt
+                break
             yield pkt
-            break
         yield from it
 
 
@@ -156,9 +160,15 @@ class ShowSink:
         # waiting ones by (tcp_stream, direction, stream_offset) of their method
         self._held: collections.deque = collections.deque()
         self._waiting: dict = {}
+        self.out_of_range = None  # the capture's packets whose time is out of range: lines without time
 
     def __getitem__(self, name):
         return self.tables[name]
+
+    def note_out_of_range(self, capture: str, found) -> None:
+        """The Dissector's: lines of ``capture`` (dissected one at a time, printed as they come)
+        whose packet is in ``found`` (a times.OutOfRange) have no time."""
+        self.out_of_range = found
 
     @property
     def amqp_conversations(self) -> int:
@@ -325,6 +335,8 @@ class ShowSink:
     def _line(self, ts, frame, stream, direction, channel, method, args, text_args=None, wait=None) -> None:
         """One line; ``wait``: the (tcp_stream, direction, stream_offset) of a method whose
         message completes it (JSON / CSV)."""
+        if self.out_of_range is not None and frame in self.out_of_range:
+            ts = None
         t = self._time(ts)
         client, server = self.streams.get(stream, (None, None))
         fmt = self.o.fmt
@@ -341,7 +353,7 @@ class ShowSink:
                 "arguments": args,
             }
             if fmt == "json" and not self.o.absolute:
-                obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).isoformat() if ts else None
+                obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).isoformat() if ts is not None else None
             if wait is not None:
                 entry = [obj, False]
                 self._waiting[wait] = entry

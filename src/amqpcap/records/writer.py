@@ -26,6 +26,7 @@ import threading
 from amqpcap import compiled
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
 from amqpcap.records.schema import dictionary_columns
+from amqpcap.records.times import null_times
 
 TYPE_CHECKING = False  # typing's, without importing typing (nothing else the dissect runs needs it)
 if TYPE_CHECKING:
@@ -178,15 +179,18 @@ class ParquetFile:
     error there is raised by the next ``write`` of this file or by ``close``, which waits for
     its batches."""
 
-    __slots__ = ("path", "writer", "background", "pending")
+    __slots__ = ("path", "writer", "background", "pending", "out_of_range")
 
     def __init__(self, path: str, background: bool = False) -> None:
         self.path = path
         self.writer = None
         self.background = background
         self.pending: list[Job] = []  # this file's batches in the Parquet thread
+        self.out_of_range: dict = {}  # capture -> times.OutOfRange: its rows' times to null
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if self.out_of_range:
+            batch = null_times(batch, self.out_of_range)
         with named(self.file):
             if self.writer is None:
                 os.makedirs(self.path, exist_ok=True)
@@ -413,9 +417,17 @@ class DatasetWriter:
         import pyarrow  # noqa: F401
 
         self.tables = {name: TableBuffer(name, os.path.join(self.tmp, name)) for name in tables}
+        self.out_of_range: dict = {}
+        for t in self.tables.values():
+            t.file.out_of_range = self.out_of_range
 
     def __getitem__(self, name: str) -> TableBuffer:
         return self.tables[name]
+
+    def note_out_of_range(self, capture: str, found) -> None:
+        """The rows of ``capture`` whose packet is in ``found`` (a times.OutOfRange) are
+        written with a null time."""
+        self.out_of_range[capture] = found
 
     def close(self) -> dict[str, int]:
         # Every table's last batch written before any file waits for its own (closed one by
