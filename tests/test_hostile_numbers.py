@@ -1,12 +1,15 @@
 """Arbitrary numbers in every numeric field the wire carries, through dissect and show --json:
 never an internal error.
 
-Each example is one capture holding an 0-8, an 0-9, an 0-9-1 and an 0-10 conversation.  In
-each, every method of the version is sent once with every numeric argument drawn (a 64-bit
+Each example is one capture holding an 0-8, an 0-9, an 0-9-1, an 0-10 and a 1.0 conversation.
+In each, every method of the version is sent once with every numeric argument drawn (a 64-bit
 draw cut to the field's width: octet, short, long, longlong, timestamp; 0-10 uint8 .. uint64,
-sequence-no, datetime), every content class's header with every numeric property and the body
-size drawn, and the file's packet times are drawn too: a classic pcap's seconds and fraction
-(microsecond or nanosecond magic), or a pcapng's 64-bit ticks, if_tsresol and if_tsoffset.
+sequence-no, datetime; 1.0 ubyte .. ulong, byte .. long, timestamp, and the restricted types
+over them), every content class's header with every numeric property and the body size drawn
+(1.0: a transfer's message with every numeric field of its header and properties sections drawn,
+and drawn numbers of every width as message annotations and application properties), and the
+file's packet times are drawn too: a classic pcap's seconds and fraction (microsecond or
+nanosecond magic), or a pcapng's 64-bit ticks, if_tsresol and if_tsoffset.
 """
 
 import contextlib
@@ -15,6 +18,7 @@ import os
 import struct
 import tempfile
 
+from amqp10 import amqp10_wire as W
 from fixtures import amqp09 as A
 from fixtures import hostile as H
 from fixtures import pcapgen as P
@@ -24,6 +28,7 @@ from hypothesis import strategies as st
 from amqpcap import cli
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.spec import v0_10 as S10
+from amqpcap.amqp.spec import v1_0 as S1
 from amqpcap.pipeline import dissect
 
 B = H.B
@@ -100,11 +105,69 @@ def conversation_010(draw64):
     return [B.HEADER_010, c2s], [B.HEADER_010, s2c]
 
 
+# 1.0 primitive -> (constructor, width in bits): every fixed-width number (a signed one's bits
+# drawn as they are: every two's-complement value)
+NUMBERS_10 = {
+    "ubyte": (0x50, 8),
+    "ushort": (0x60, 16),
+    "uint": (0x70, 32),
+    "ulong": (0x80, 64),
+    "byte": (0x51, 8),
+    "short": (0x61, 16),
+    "int": (0x71, 32),
+    "long": (0x81, 64),
+    "timestamp": (0x83, 64),
+}
+# a value for the fields that are not numbers (mandatory ones must be there for the list to decode)
+OTHER_10 = {"string": "x", "symbol": W.Sym("x"), "boolean": False, "binary": b"t"}
+
+
+def number_10(primitive, draw64) -> W.Raw:
+    code, bits = NUMBERS_10[primitive]
+    return W.Raw(bytes([code]) + (draw64() & ((1 << bits) - 1)).to_bytes(bits // 8, "big"))
+
+
+def composite_10(code, draw64) -> bytes:
+    """The composite ``code`` (a performative, SASL frame or message section) with every numeric
+    field drawn at its wire width, the other mandatory ones plausible, the rest null."""
+    values = []
+    for f in S1.COMPOSITES[code].fields:
+        prim = "ulong" if f.primitive == "*" else f.primitive
+        if f.multiple:
+            values.append(None)
+        elif prim in NUMBERS_10:
+            values.append(number_10(prim, draw64))
+        else:
+            values.append(OTHER_10.get(prim) if f.mandatory else None)
+    return W.perf(code, values)
+
+
+def conversation_10(draw64):
+    """SASL then AMQP 1.0: every SASL frame and performative once, a transfer carrying a message
+    whose header, properties, annotations and application properties hold drawn numbers."""
+    sasl = [c for c in S1.SASL_FRAMES]
+    amqp = [c for c in S1.PERFORMATIVES if c not in (0x14, 0x18)]
+    drawn = {W.Sym(f"n-{p}"): number_10(p, draw64) for p in NUMBERS_10}
+    message = (
+        composite_10(0x70, draw64)
+        + W.described(0x72, W.map_(drawn))
+        + composite_10(0x73, draw64)
+        + W.described(0x74, W.map_({f"n-{p}": v for p, v in drawn.items()}))
+        + W.data(b"xy")
+    )
+    c2s = [W.SASL_HEADER] + [W.frame(composite_10(c, draw64), ftype=1) for c in sasl[1::2]]
+    s2c = [W.SASL_HEADER] + [W.frame(composite_10(c, draw64), ftype=1) for c in sasl[0::2]]
+    c2s += [W.AMQP_HEADER] + [W.frame(composite_10(c, draw64)) for c in amqp]
+    c2s += [W.frame(composite_10(0x14, draw64) + message), W.frame(composite_10(0x18, draw64))]
+    s2c += [W.AMQP_HEADER, W.frame(W.open_("srv"))]
+    return c2s, s2c
+
+
 def packets(draw64):
     pk = []
-    for port, (cli_, srv) in enumerate(
-        [conversation_09(v, draw64) for v in ("0-8", "0-9", "0-9-1")] + [conversation_010(draw64)]
-    ):
+    convs = [conversation_09(v, draw64) for v in ("0-8", "0-9", "0-9-1")]
+    convs += [conversation_010(draw64), conversation_10(draw64)]
+    for port, (cli_, srv) in enumerate(convs):
         segs = P.tcp_conversation(client_chunks=cli_, server_chunks=srv, client=("10.0.0.1", 40000 + port))
         pk += P.to_packets(segs, 1)
     return pk
@@ -139,3 +202,4 @@ def test_no_number_on_the_wire_or_in_a_packet_time_is_an_internal_error(blob):
             code = cli.main(["show", cap, "--json"])
         assert code == 0 and "internal error" not in err.getvalue(), err.getvalue()
         assert '"method": "basic.publish"' in out.getvalue()
+        assert '"method": "transfer"' in out.getvalue()

@@ -257,7 +257,8 @@ class LiveSource:
             self.bytes += len(data)
             ts_ns = int((ts if ts is not None else time.time()) * 1e9)
             if not TS_MIN <= ts_ns <= TS_MAX:  # a clock past 2262: the previous time, the row's null
-                self.anomalies.append((self.packets, last, KIND, f"packet time {ts!r} is outside what a timestamp holds"))
+                detail = f"packet time {ts!r} is outside what a timestamp holds"
+                self.anomalies.append((self.packets, last, KIND, detail))
                 ts_ns = last
             last = ts_ns
             yield self.packets, ts_ns, linktypes.get(cls, -1), data, len(data)

@@ -353,7 +353,8 @@ class ShowSink:
                 "arguments": args,
             }
             if fmt == "json" and not self.o.absolute:
-                obj["ts"] = _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).isoformat() if ts is not None else None
+                iso = None if ts is None else _dt.datetime.fromtimestamp(ts / 1e9, _dt.UTC).isoformat()
+                obj["ts"] = iso
             if wait is not None:
                 entry = [obj, False]
                 self._waiting[wait] = entry

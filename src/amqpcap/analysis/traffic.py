@@ -261,6 +261,7 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
     of buckets from each capture's first non-empty one to its last (overlaps once),
     a rate's denominator."""
     tp = throughput(t, bucket=bucket, by="total")
+    tp = tp[tp["bucket"].notna()] if len(tp) else tp  # rows without a time are in no bucket
     if len(tp) == 0:
         out = pd.DataFrame(columns=["bucket"] + _VALUES)
         out.attrs = {"buckets": 0}
