@@ -25,6 +25,18 @@ The same schema is written for every AMQP version, by the CLI and by the Spark j
 Timestamps are `timestamp[ns, UTC]`. JSON columns encode binary values as
 `{"$b64": "..."}`, AMQP decimals as `{"$decimal": "..."}`; a method argument
 decoded with another dialect's field list carries `"$dialect"`.
+
+A row's time is null when the packet it is the time of has a time that no timestamp column can
+hold (before 1677 or after 2262: a pcapng timestamp of huge ticks or `if_tsoffset`, a scapy
+packet's `time` of 1e30 or NaN). A capture-layer `timestamp-out-of-range` anomaly names each
+such packet, and every row whose time is that packet's has a null time: `ts` of the methods,
+messages, anomalies and frames rows whose `frame_number` is that packet (the anomaly's own row
+included), and of connections `ts` (first packet), `close_ts` (`close_frame`) and `end_ts`
+(last packet). `amqpcap show` prints such a line without a time (`-` in text, `null` in JSON,
+empty in CSV). The packet itself is still decoded, in order: reassembly and the liveness columns
+take the previous packet's time for it, so `syn_ts`, `open_ts`, the silence and last-frame
+columns and the times in `zero_windows` may hold that previous time. `stats` leaves rows without a time out of its throughput
+buckets.
 """
 
 KINDS = """
@@ -36,7 +48,7 @@ KINDS = """
 | capture | unknown-block | a pcapng block type that is not a packet or interface block (skipped) |
 | capture | unsupported-link-type | packets of a link type amqpcap does not decode (skipped, counted once) |
 | capture | malformed-packet | an IP/TCP header that cannot be parsed |
-| capture | timestamp-out-of-range | a packet time (pcapng ticks and `if_tsoffset`, a scapy packet's `time`) that a timestamp column cannot hold: the packet is read with the previous packet's time |
+| capture | timestamp-out-of-range | a packet time (pcapng ticks and `if_tsoffset`, a scapy packet's `time`) that a timestamp column cannot hold: the rows whose time is that packet's have a null time (see above) |
 | tcp | truncated-packet | the snapshot length cut TCP payload; the missing bytes become a gap |
 | amqp | gap | bytes lost in the capture; `skipped_bytes` = lost bytes + the incomplete frame before them |
 | amqp | resync | bytes skipped to reach the next provable frame boundary (after a bad frame, a gap or a mid-stream start); at a mid-stream start it also counts the content frames of messages begun before the capture (their bytes are in their frames, not in `skipped_bytes`) |

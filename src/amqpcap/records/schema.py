@@ -74,8 +74,9 @@ _KEYS = [
     (
         "ts",
         TS,
-        "Capture timestamp of that packet, ns, UTC (a packet time outside 1677 .. 2262, which the "
-        "column cannot hold, is read as the previous packet's: a `timestamp-out-of-range` anomaly).",
+        "Capture timestamp of that packet, ns, UTC; null if the packet's own time is outside "
+        "1677 .. 2262, which the column cannot hold (a `timestamp-out-of-range` anomaly names "
+        "the packet).",
     ),
     ("direction", STRING, "`c2s` (client to server) or `s2c` (server to client)."),
     ("channel", INT32, "AMQP channel (0-10: session channel); null where not applicable."),
@@ -85,7 +86,7 @@ CONNECTIONS = [
     ("capture", STRING, "Capture file as given."),
     ("tcp_stream", INT32, "0-based TCP conversation index (Wireshark `tcp.stream`)."),
     ("frame_number", INT64, "Packet number of the conversation's first packet."),
-    ("ts", TS, "Timestamp of the conversation's first packet."),
+    ("ts", TS, "Timestamp of the conversation's first packet (null as the other tables' `ts`)."),
     ("client_ip", STRING, "Client address (the side that sent the protocol header / SYN)."),
     ("client_port", INT32, "Client TCP port."),
     ("server_ip", STRING, "Server address."),
@@ -158,7 +159,7 @@ CONNECTIONS = [
     ("heartbeat", INT32, "Negotiated heartbeat interval, seconds."),
     ("syn_ts", TS, "Timestamp of the client's SYN, if captured."),
     ("open_ts", TS, "Timestamp of connection.open-ok (1.0: the server's open)."),
-    ("close_ts", TS, "Timestamp of the first connection.close (1.0: close)."),
+    ("close_ts", TS, "Timestamp of the first connection.close (1.0: close); null as `ts`."),
     (
         "closed_by",
         STRING,
@@ -176,7 +177,7 @@ CONNECTIONS = [
         STRING,
         "Reply text of connection.close (1.0: the close error's description, else its condition).",
     ),
-    ("end_ts", TS, "Timestamp of the conversation's last packet."),
+    ("end_ts", TS, "Timestamp of the conversation's last packet; null as `ts`."),
     ("packets_c2s", INT64, "TCP packets client to server."),
     ("packets_s2c", INT64, "TCP packets server to client."),
     (
