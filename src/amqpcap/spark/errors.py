@@ -39,7 +39,7 @@ CAUSES = (
     ),
     (
         r"StatusCode.UNAVAILABLE|failed to connect to all addresses|Connection refused.*sc://"
-        r"|SparkConnectGrpcException",
+        r"|SparkConnectGrpcException|cannot connect to sc://",
         "cannot reach the Spark Connect server: check --remote (sc://HOST:PORT) and that it runs",
         Exit.SPARK,
     ),

@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import sys
 import tempfile
 import warnings
+from urllib.parse import urlsplit
 
 #: Settings amqpcap needs whatever the master.
 CONF = {
@@ -29,6 +31,11 @@ LOCAL_CONF = {
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
 }
+#: Spark Connect: seconds to open a TCP connection to the server before giving up (the client
+#: alone retries an unreachable server for ten minutes), and the client's retries of a call once
+#: connected (~15 s of backoff in all: a server gone mid-job is an error, not a wait).
+CONNECT_TIMEOUT = 10.0
+CONNECT_RETRIES = {"max_retries": 5, "initial_backoff": 50, "backoff_multiplier": 4.0, "max_backoff": 10_000}
 
 
 @contextlib.contextmanager
@@ -117,13 +124,16 @@ def build(
         if not root.handlers:
             root.addHandler(logging.NullHandler())
     if remote:
+        reach(remote)
         b = SparkSession.builder.remote(remote)
         # a server's own settings cannot change from a client: the session's SQL ones only
         for k, v in {**CONF, **(conf or {})}.items():
             if k.startswith("spark.sql."):
                 b = b.config(k, v)
         with pandas_version_warning_off():
-            return b.getOrCreate()
+            spark = b.getOrCreate()
+        _bounded_retries(spark)
+        return spark
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)
@@ -144,3 +154,34 @@ def build(
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+class Unreachable(ConnectionError):
+    """The Spark Connect server of ``--remote`` does not accept a connection."""
+
+
+def reach(remote: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Raise Unreachable unless ``remote`` (``sc://HOST[:PORT][/;params]``) accepts a TCP
+    connection within ``timeout`` seconds."""
+    url = urlsplit(remote)
+    host = url.hostname or "localhost"
+    try:
+        port = url.port or 15002  # Spark Connect's default
+    except ValueError:
+        raise Unreachable(f"cannot connect to {remote}: not a HOST:PORT") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise Unreachable(f"cannot connect to {remote}: {why}") from None
+
+
+def _bounded_retries(spark) -> None:
+    """The session's client retries a failing call for seconds, not ten minutes."""
+    client = getattr(spark, "client", None)
+    try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+    except ImportError:  # pragma: no cover - a pyspark without that module: its own policy stays
+        return
+    if client is not None and hasattr(client, "set_retry_policies"):
+        client.set_retry_policies([DefaultPolicy(**CONNECT_RETRIES)])
