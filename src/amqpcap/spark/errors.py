@@ -33,7 +33,7 @@ CAUSES = (
     ),
     (
         r"All masters are unresponsive|Failed to connect to master|Could not connect to spark://"
-        r"|Master .* unresponsive|Invalid master URL|Could not parse Master URL",
+        r"|Master .* unresponsive|Invalid master URL|Could not parse Master URL|cannot connect to spark://",
         "cannot reach the Spark master: check --master (spark://HOST:PORT) and that the master runs",
         Exit.SPARK,
     ),
@@ -53,6 +53,18 @@ CAUSES = (
 )
 
 _PY_ERROR = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception)): (.*)$", re.M)
+_TASK_FAILED = re.compile(r"TaskFailed: (.*)$", re.M)
+
+
+class TaskFailed(Exception):
+    """A task's error, its text one line naming the capture and the task (``task_failure``)."""
+
+
+def task_failure(e: BaseException, task: int, capture: str | None) -> str:
+    """``CAPTURE, task N: Type: first line of the message`` (the driver's line for it)."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    where = f"{capture}, task {task}" if capture else f"task {task}"
+    return f"{where}: {type(e).__name__}" + (f": {msg[:300]}" if msg else "")
 
 
 def explain(e: BaseException) -> tuple[str, int] | None:
@@ -62,6 +74,9 @@ def explain(e: BaseException) -> tuple[str, int] | None:
         if re.search(pattern, text):
             return line, code
     if type(e).__module__.startswith(("pyspark", "py4j")):
+        named = _TASK_FAILED.findall(text)
+        if named:
+            return f"a Spark task failed: {named[-1].strip()}", Exit.SPARK
         found = _PY_ERROR.findall(text)
         last = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
         return f"a Spark task failed: {last[:300]}", Exit.SPARK

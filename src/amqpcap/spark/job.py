@@ -37,6 +37,7 @@ from amqpcap.exitcodes import Exit
 from amqpcap.pipeline import DEFAULT_PORTS, Dissector, Options
 from amqpcap.records.writer import DatasetWriter, OutputExists
 from amqpcap.spark import plan, ranges, storage
+from amqpcap.spark.errors import TaskFailed, task_failure
 from amqpcap.spark.plan import InputError
 from amqpcap.spark.session import pandas_version_warning_off
 
@@ -142,14 +143,21 @@ def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, t
     local_dir = dest.path if dest.local else tempfile.mkdtemp(prefix="amqpcap-task-")
     writer = DatasetWriter(os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True)
     res = TaskResult(task.id, {})
+    name = None  # the capture being dissected: named in the one line of a failure
     try:
         if task.bucket is not None:
+            name = task.bucket.name
             _dissect_bucket(task.bucket, writer, opts, res)
         for c in task.captures:
+            name = c.name
             _dissect_whole(c, writer, opts, res)
+        name = None
         res.rows = writer.close()
         if not dest.local:
             storage.upload_dir(os.path.join(local_dir, "t"), dest)
+    except Exception as e:
+        writer.abort()
+        raise TaskFailed(task_failure(e, task.id, name)) from e
     except BaseException:
         writer.abort()
         raise

@@ -135,6 +135,8 @@ def build(
         _bounded_retries(spark)
         return spark
     b = SparkSession.builder.appName(app)
+    if master and master.startswith("spark://"):
+        reach(master)
     if master:
         b = b.master(master)
     settings = dict(CONF)
@@ -157,23 +159,30 @@ def build(
 
 
 class Unreachable(ConnectionError):
-    """The Spark Connect server of ``--remote`` does not accept a connection."""
+    """The Spark master or Spark Connect server named does not accept a connection."""
 
 
-def reach(remote: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Raise Unreachable unless ``remote`` (``sc://HOST[:PORT][/;params]``) accepts a TCP
-    connection within ``timeout`` seconds."""
-    url = urlsplit(remote)
-    host = url.hostname or "localhost"
-    try:
-        port = url.port or 15002  # Spark Connect's default
-    except ValueError:
-        raise Unreachable(f"cannot connect to {remote}: not a HOST:PORT") from None
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as e:
-        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-        raise Unreachable(f"cannot connect to {remote}: {why}") from None
+DEFAULT_PORTS = {"sc": 15002, "spark": 7077}
+
+
+def reach(url: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Raise Unreachable unless ``url`` (``sc://HOST[:PORT][/;params]``, or
+    ``spark://HOST[:PORT][,HOST[:PORT]...]``) has a host that accepts a TCP connection within
+    ``timeout`` seconds: Spark itself would retry for minutes before saying so."""
+    scheme, _, rest = url.partition("://")
+    why = "not a HOST:PORT"
+    for hostport in rest.split("/")[0].split(";")[0].split(","):
+        try:
+            where = urlsplit(f"//{hostport}")
+            host, port = where.hostname or "localhost", where.port or DEFAULT_PORTS[scheme]
+        except ValueError:
+            continue
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except OSError as e:
+            why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+    raise Unreachable(f"cannot connect to {url}: {why}")
 
 
 def _bounded_retries(spark) -> None:
