@@ -26,9 +26,10 @@ CAUSES = (
     ),
     (
         r"OutOfMemoryError|Java heap space|exceeding memory limits|Container killed .* memory"
-        r"|MemoryError",
-        "a task ran out of memory: give executors more (--conf spark.executor.memory=4g; local mode: "
-        "--conf spark.driver.memory=4g) or lower --split-size",
+        r"|MemoryError|Cannot allocate memory|failed to map segment from shared object",
+        "a task ran out of memory: give executors more (--conf spark.executor.memory=4g, and "
+        "spark.executor.pyspark.memory if set; local mode: --conf spark.driver.memory=4g) or "
+        "lower --split-size",
         Exit.SPARK,
     ),
     (
