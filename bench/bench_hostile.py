@@ -1,8 +1,10 @@
 """Hostile-input benchmark: many mutants of the shipped real captures plus synthetic worst
 cases.  Prints mutants tried, methods recovered after hostile length fields vs the undamaged
-capture, and peak traced memory; then crafted values (64-bit sizes and tags, timestamps past
-what a column holds) through every entry point (dissect compiled and pure, show in each format,
-stats, report, the API), counting runs that end in an internal error; then a capture in which
+capture, and peak traced memory (the 0-8 .. 0-10 and AMQP 1.0 captures); then crafted values
+(64-bit sizes and tags, every 1.0 number at its extremes, timestamps past what a column holds)
+through every entry point (dissect compiled and pure, show in each format, stats, report, the
+API, the scapy layer, and one spark run over them all), counting runs that end in an internal
+error and, for the packet times no column holds, rows whose time is not null; then a capture in which
 every packet is a new connection sending only a protocol header, with the peak RSS and time of
 dissect, show and stats on it.  With --write the table goes to docs/performance.md.
 
@@ -27,17 +29,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import test_hostile_numbers as HN  # noqa: E402
 import test_mutations as T  # noqa: E402
 from fixtures import amqp09 as A  # noqa: E402
 from fixtures import hostile as H  # noqa: E402
 from fixtures import mutate  # noqa: E402
 from fixtures import pcapgen as P  # noqa: E402
 
+CAPTURES_10 = ["rabbitmq10_proton_outcomes.pcap", "rabbitmq10_rhea_rpc.pcap"]  # AMQP 1.0 mutants too
+
 
 def mutant(i, rng):
     kinds = ["flip", "drop", "dup", "reorder", "cut", "size", "table"]
     kind = kinds[i % len(kinds)]
-    caps = T.FRAMED_09 if kind in ("size", "table") else T.CAPTURES
+    caps = T.FRAMED_09 if kind in ("size", "table") else T.CAPTURES + CAPTURES_10
     cap = caps[(i // len(kinds)) % len(caps)]
     pc, otabs, _ = T.original(cap)
     if kind == "size":
@@ -181,7 +186,15 @@ def crafted_captures() -> dict:
     out["pcapng if_tsoffset +2^63-1"] = H.pcapng_ticks(pk, {}, tsoffset=2**63 - 1)
     out["pcapng if_tsoffset -2^63"] = H.pcapng_ticks(pk, {}, tsoffset=-(2**63))
     out["pcap seconds/fraction 0xFFFFFFFF"] = H.pcap_times(pk, {5: (0xFFFFFFFF, 0xFFFFFFFF)})
+    for label, value in (("2^64-1", 2**64 - 1), ("2^63", 2**63), ("0", 0)):
+        cli10, srv10 = HN.conversation_10(lambda v=value: v)
+        out[f"1.0 every number {label}"] = P.pcap_bytes(
+            P.to_packets(P.tcp_conversation(client_chunks=cli10, server_chunks=srv10), 1)
+        )
     return out
+
+
+LATE = ("pcapng EPB high word 0xFFFFFFFF", "pcapng if_tsoffset +2^63-1", "pcapng if_tsoffset -2^63")
 
 
 ENTRY_POINTS = (
@@ -195,20 +208,46 @@ ENTRY_POINTS = (
     ("show --json", lambda c, d: ["show", c, "--json"], None),
     ("show --csv", lambda c, d: ["show", c, "--csv"], None),
     ("show --absolute", lambda c, d: ["show", c, "--absolute"], None),
+    ("show --json --absolute", lambda c, d: ["show", c, "--json", "--absolute"], None),
+    ("show --frames --json pure", lambda c, d: ["show", c, "--frames", "--json"], {"AMQPCAP_PURE": "1"}),
     ("stats", lambda c, d: ["stats", c], "cache"),
+    ("stats --json", lambda c, d: ["stats", c, "--json"], "cache"),
     ("report", lambda c, d: ["report", c, "-o", os.path.join(d, "r"), "--force"], "cache"),
 )
 
 
-def crafted_case(d: str) -> tuple[int, list]:
-    """Runs of every crafted capture through every entry point (and the API); the failures."""
+def timed_late_rows(out: str) -> int:
+    """Rows of a dissect or spark output whose packet's own time no column holds (a
+    timestamp-out-of-range anomaly names it) and whose time is not null (it should be)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    late = ds.dataset(os.path.join(out, "anomalies")).to_table()
+    late = late.filter(pc.equal(late["kind"], "timestamp-out-of-range"))
+    wrong = 0
+    for table in ("methods", "messages", "anomalies", "connections"):
+        t = ds.dataset(os.path.join(out, table)).to_table()
+        for cap in set(late.column("capture").to_pylist()):
+            frames = late.filter(pc.equal(late["capture"], cap)).column("frame_number").combine_chunks()
+            mine = pc.and_(pc.equal(t["capture"], cap), pc.is_in(t["frame_number"], value_set=frames))
+            wrong += pc.sum(pc.and_(mine, pc.is_valid(t["ts"]))).as_py() or 0
+    return wrong
+
+
+def crafted_case(d: str) -> tuple[int, list, int]:
+    """Runs of every crafted capture through every entry point (the API and the scapy layer in
+    this process, then one spark run over them all); the failures; timed rows of late packets."""
     from scapy.utils import rdpcap
 
     import amqpcap
+    import amqpcap.scapy  # noqa: F401  (binds the AMQP layers)
 
-    runs, bad = 0, []
+    os.environ["XDG_CACHE_HOME"] = os.path.join(d, "cache")  # amqpcap.load's cache
+    runs, bad, timed = 0, [], 0
+    caps = os.path.join(d, "crafted")
+    os.makedirs(caps, exist_ok=True)
     for name, blob in crafted_captures().items():
-        cap = os.path.join(d, re.sub(r"\W+", "_", name) + (".pcapng" if "pcapng" in name else ".pcap"))
+        cap = os.path.join(caps, re.sub(r"\W+", "_", name) + (".pcapng" if "pcapng" in name else ".pcap"))
         with open(cap, "wb") as f:
             f.write(blob)
         for entry, argv, env in ENTRY_POINTS:
@@ -217,16 +256,35 @@ def crafted_case(d: str) -> tuple[int, list]:
             runs += 1
             if code not in (0,) or "internal error" in err or "Traceback" in err:
                 bad.append((name, entry, code, err.strip()[-200:]))
+            if entry.startswith("dissect") and name in LATE and code == 0:
+                timed += timed_late_rows(os.path.join(d, "o" if entry == "dissect" else "p"))
+        runs += 1
+        try:
+            amqpcap.load(cap)
+        except Exception as e:  # noqa: BLE001
+            bad.append((name, "API load", None, repr(e)[:200]))
         try:
             pkts = rdpcap(cap)
         except Exception:  # noqa: BLE001  (scapy's own reader: not an entry point of ours)
             continue
-        runs += 1
+        runs += 2
         try:
             amqpcap.dissect_packets(pkts)
         except Exception as e:  # noqa: BLE001
             bad.append((name, "API dissect_packets", None, repr(e)[:200]))
-    return runs, bad
+        try:
+            for p in pkts:
+                p.show(dump=True)
+        except Exception as e:  # noqa: BLE001
+            bad.append((name, "scapy layer show", None, repr(e)[:200]))
+    out = os.path.join(d, "spark")
+    code, _, _, err = measured(["spark", caps, "-o", out, "--master", "local[2]", "--force"])
+    runs += 1
+    if code != 0 or "internal error" in err or "Traceback" in err:
+        bad.append(("every crafted capture", "spark", code, err.strip()[-200:]))
+    else:
+        timed += timed_late_rows(out)
+    return runs, bad, timed
 
 
 def write_block(lines: list[str]) -> None:
@@ -257,14 +315,20 @@ def main():
     ]
     with tempfile.TemporaryDirectory() as d:
         if not a.no_crafted:
-            runs, bad = crafted_case(d)
-            print(f"crafted values: {runs} runs through every entry point; failures: {len(bad)}")
+            t0 = time.monotonic()
+            runs, bad, timed = crafted_case(d)
+            secs = time.monotonic() - t0
+            print(
+                f"crafted values: {runs} runs through every entry point in {secs:.0f} s; failures: "
+                f"{len(bad)}; rows of out-of-range packets with a time: {timed}"
+            )
             for b in bad[:20]:
                 print("  FAIL", *b)
             table.append(
                 f"| {len(crafted_captures())} crafted captures | {runs} runs, all entry points | "
-                f"{len(bad)} failed | | | {len(bad)} |"
+                f"{len(bad)} failed | | {secs:.0f} | {len(bad)} |"
             )
+            table.append(f"| late packet times | rows with a time (should be null) | {timed} | | | |")
         if a.connections:
             for case, cmd, code, rss, secs, internal in connections_case(a.connections, d):
                 print(f"{case}: {cmd} exit {code}, peak RSS {rss:.0f} MB, {secs:.1f} s")

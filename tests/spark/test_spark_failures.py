@@ -123,3 +123,84 @@ def test_a_task_error_is_one_line_naming_the_capture_and_the_task(tools, tmp_pat
         7,
     )
     assert sorted(os.listdir(tmp_path)) == ["plant"]
+
+
+def _executors_under(work: Path) -> list[int]:
+    """PIDs of the processes running in an application directory of the worker's ``work``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if cwd.startswith(str(work) + os.sep):
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def one_worker(tools, tmp_path):
+    """spark://127.0.0.1:PORT with one one-core worker: (url, worker process, its work dir)."""
+    import pyspark
+
+    cls = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+    d = tmp_path / "cluster"
+    d.mkdir()
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    env.update(SPARK_LOG_DIR=str(d), SPARK_WORKER_DIR=str(d / "work"))
+    port = _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    log = open(d / "master.log", "w")  # noqa: SIM115
+    procs = [
+        subprocess.Popen(
+            [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+            + ["--webui-port", str(_free_port())],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
+            + ["--cores", "1", "--memory", "1g", "--webui-port", str(_free_port())],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
+    try:
+        t0 = time.monotonic()
+        while "Registering worker" not in (d / "master.log").read_text():
+            assert all(p.poll() is None for p in procs) and time.monotonic() - t0 < 240, "cluster not up"
+            time.sleep(0.5)
+        yield url, procs[1], d / "work"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for pid in _executors_under(d / "work"):
+            os.kill(pid, 9)
+        log.close()
+
+
+def test_a_worker_killed_mid_job_is_one_line_exit_7_and_leaves_nothing(one_worker, tmp_path):
+    url, worker, work = one_worker
+    out = tmp_path / "out"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "amqpcap.spark", CAPTURES, "-o", str(out), "--master", url]
+        + ["--split-size", "100k", "--conf", "spark.task.maxFailures=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+    )
+    t0 = time.monotonic()
+    while not (list(tmp_path.glob("out.tmp-spark-*/*")) and _executors_under(work)):  # the job runs
+        assert p.poll() is None and time.monotonic() - t0 < 300, p.communicate()
+        time.sleep(0.2)
+    worker.kill()  # the worker, then its executor and the executor's Python workers
+    for pid in _executors_under(work):
+        os.kill(pid, 9)
+    _out, err = p.communicate(timeout=300)
+    assert p.returncode == 7, err
+    assert re.fullmatch(r"amqpcap: a Spark worker died during the job .*\n", err), err
+    assert sorted(os.listdir(tmp_path)) == ["cluster"]
