@@ -187,20 +187,23 @@ def test_a_worker_killed_mid_job_is_one_line_exit_7_and_leaves_nothing(one_worke
     out = tmp_path / "out"
     p = subprocess.Popen(
         [sys.executable, "-m", "amqpcap.spark", CAPTURES, "-o", str(out), "--master", url]
-        + ["--split-size", "100k", "--conf", "spark.task.maxFailures=1"],
+        + ["--split-size", "100k", "--conf", "spark.amqpcap.executorLossTimeout=5"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
     )
-    t0 = time.monotonic()
-    while not (list(tmp_path.glob("out.tmp-spark-*/*")) and _executors_under(work)):  # the job runs
-        assert p.poll() is None and time.monotonic() - t0 < 300, p.communicate()
-        time.sleep(0.2)
-    worker.kill()  # the worker, then its executor and the executor's Python workers
-    for pid in _executors_under(work):
-        os.kill(pid, 9)
-    _out, err = p.communicate(timeout=300)
+    try:
+        t0 = time.monotonic()
+        while not (list(tmp_path.glob("out.tmp-spark-*/*")) and _executors_under(work)):  # the job runs
+            assert p.poll() is None and time.monotonic() - t0 < 300, p.communicate()
+            time.sleep(0.2)
+        worker.kill()  # the only worker, then its executor and the executor's Python workers
+        for pid in _executors_under(work):
+            os.kill(pid, 9)
+        _out, err = p.communicate(timeout=300)
+    finally:
+        p.kill()
     assert p.returncode == 7, err
     assert re.fullmatch(r"amqpcap: a Spark worker died during the job .*\n", err), err
     assert sorted(os.listdir(tmp_path)) == ["cluster"]

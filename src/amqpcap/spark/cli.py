@@ -211,19 +211,24 @@ def _run_job(a, noted: list) -> int:
     spark, ours = _session(a, "amqpcap spark")
     if spark is None:
         return EXIT_NO_SPARK
+    from amqpcap.spark.errors import EXECUTORS_LOST
+    from amqpcap.spark.watch import Executors
+
+    watch = Executors(spark)
     try:
-        s = run(
-            spark,
-            a.captures,
-            a.out,
-            split_size=a.split_size,
-            body_bytes=a.body_bytes,
-            frames=a.frames,
-            ports=a.ports,
-            keep_secrets=a.keep_secrets,
-            force=a.force,
-            progress=not a.quiet and sys.stderr.isatty(),
-        )
+        with watch:
+            s = run(
+                spark,
+                a.captures,
+                a.out,
+                split_size=a.split_size,
+                body_bytes=a.body_bytes,
+                frames=a.frames,
+                ports=a.ports,
+                keep_secrets=a.keep_secrets,
+                force=a.force,
+                progress=not a.quiet and sys.stderr.isatty(),
+            )
     except InputError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -232,7 +237,7 @@ def _run_job(a, noted: list) -> int:
     except Exception as e:
         if noted:
             raise Stopped(noted[0]) from None
-        return _failed(e)
+        return _failed(RuntimeError(EXECUTORS_LOST) if watch.lost else e)
     finally:
         _stop(spark, ours)
         remove_scratch(a.out)  # what tasks still running wrote after the job gave up

@@ -10,6 +10,9 @@ import re
 
 from amqpcap.exitcodes import Exit
 
+#: What a job cancelled by watch.Executors failed of (no executor left to run its tasks).
+EXECUTORS_LOST = "every executor was lost and none came back"
+
 #: (pattern in the failure's text, the line, exit code); the first that matches wins.
 CAUSES = (
     (
@@ -46,7 +49,7 @@ CAUSES = (
     ),
     (
         r"ExecutorLostFailure|Executor heartbeat timed out|Lost executor|worker lost|Worker .* lost"
-        r"|Python worker exited unexpectedly|SparkContext was shut down",
+        r"|Python worker exited unexpectedly|SparkContext was shut down|every executor was lost",
         "a Spark worker died during the job (see the worker's log); run it again, or give it more "
         "memory (--conf spark.executor.memory=4g)",
         Exit.SPARK,
