@@ -127,3 +127,56 @@ def test_the_api_reads_a_scapy_packet_time_it_cannot_store_with_the_previous_tim
     assert list(a.frame_number) == [6] and list(a.layer) == ["capture"]
     assert list(t.methods.method) == ["connection.start", "basic.publish"]
     assert list(t.methods.ts.isna()) == [True, False] and a.ts.isna().all()
+
+
+class Replay:
+    """A capture socket for LiveSource that hands over ``packets`` (Ethernet bytes, time in s)
+    and then sets ``stop``; its descriptor is always readable."""
+
+    def __init__(self, packets, stop) -> None:
+        import socket
+
+        from scapy.layers.l2 import Ether
+
+        self.ends = socket.socketpair()
+        self.ends[1].send(b"x")
+        self.packets = [(Ether, data, t) for data, t in packets]
+        self.stop = stop
+
+    def fileno(self) -> int:
+        return self.ends[0].fileno()
+
+    def recv_raw(self, _size):
+        got = self.packets.pop(0)
+        if not self.packets:
+            self.stop.set()
+        return got
+
+    def close(self) -> None:
+        for end in self.ends:
+            end.close()
+
+
+def test_live_segments_of_a_packet_time_past_64_bits_have_a_null_time(tmp_path):
+    import threading
+
+    from amqpcap.live import LiveSource, SegmentWriter
+    from amqpcap.pipeline import Dissector, Options
+
+    stop = threading.Event()
+    times = [ts / 1e9 for ts, _lt, _data in PACKETS]
+    times[5] = 1e30  # a clock no timestamp column holds
+    sock = Replay([(data, t) for (_ts, _lt, data), t in zip(PACKETS, times)], stop)
+    out = tmp_path / "live"
+    segments = SegmentWriter(str(out), ["connections", "methods", "messages", "anomalies"])
+    try:
+        Dissector("live:test", segments, Options()).run(LiveSource(sock, stop))
+    finally:
+        segments.close()
+        sock.close()
+    tabs = H.tables(out)
+    (a,) = [a for a in tabs["anomalies"] if a["kind"] == "timestamp-out-of-range"]
+    assert a["frame_number"] == 6 and a["ts"] is None
+    start = next(m for m in tabs["methods"] if m["method"] == "connection.start")
+    publish = next(m for m in tabs["methods"] if m["method"] == "basic.publish")
+    assert start["frame_number"] == 6 and start["ts"] is None and publish["ts"] is not None
