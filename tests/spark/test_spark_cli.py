@@ -76,7 +76,14 @@ def test_local_workers_write_parquet_with_the_pool_the_dissect_process_uses(spar
     assert session.worker_arrow_pool() == {}  # the user's choice: nothing set for the workers
 
 
-def test_sigterm_during_the_job_is_one_line_exit_143_and_leaves_no_output(tmp_path):
+@pytest.mark.parametrize(
+    "sig, code, line",
+    [
+        ("SIGTERM", 143, "amqpcap: stopped by SIGTERM (partial output removed)\n"),
+        ("SIGINT", 130, "amqpcap: interrupted (partial output removed)\n"),
+    ],
+)
+def test_a_signal_during_the_job_is_one_line_its_exit_code_and_leaves_no_output(tmp_path, sig, code, line):
     import signal
     import time
 
@@ -92,9 +99,9 @@ def test_sigterm_during_the_job_is_one_line_exit_143_and_leaves_no_output(tmp_pa
     while not list(tmp_path.glob("out.tmp-spark-*/*")):  # the tasks have started writing
         assert p.poll() is None and time.monotonic() - t0 < 300, p.communicate()
         time.sleep(0.2)
-    p.send_signal(signal.SIGTERM)
+    p.send_signal(getattr(signal, sig))
     _out, err = p.communicate(timeout=120)
-    assert p.returncode == 143, err
-    assert err == "amqpcap: stopped by SIGTERM (partial output removed)\n"
+    assert p.returncode == code, err
+    assert err == line
     time.sleep(2)  # anything a task still running wrote would be there by now
     assert os.listdir(tmp_path) == []

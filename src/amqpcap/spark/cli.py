@@ -214,21 +214,20 @@ def _run_job(a, noted: list) -> int:
     from amqpcap.spark.errors import EXECUTORS_LOST
     from amqpcap.spark.watch import Executors
 
-    watch = Executors(spark)
+    watch = Executors(spark).start()
     try:
-        with watch:
-            s = run(
-                spark,
-                a.captures,
-                a.out,
-                split_size=a.split_size,
-                body_bytes=a.body_bytes,
-                frames=a.frames,
-                ports=a.ports,
-                keep_secrets=a.keep_secrets,
-                force=a.force,
-                progress=not a.quiet and sys.stderr.isatty(),
-            )
+        s = run(
+            spark,
+            a.captures,
+            a.out,
+            split_size=a.split_size,
+            body_bytes=a.body_bytes,
+            frames=a.frames,
+            ports=a.ports,
+            keep_secrets=a.keep_secrets,
+            force=a.force,
+            progress=not a.quiet and sys.stderr.isatty(),
+        )
     except InputError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -239,6 +238,7 @@ def _run_job(a, noted: list) -> int:
             raise Stopped(noted[0]) from None
         return _failed(RuntimeError(EXECUTORS_LOST) if watch.lost else e)
     finally:
+        watch.close()
         _stop(spark, ours)
         remove_scratch(a.out)  # what tasks still running wrote after the job gave up
     for _capture, msg, _code in s.errors:

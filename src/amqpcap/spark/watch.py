@@ -17,7 +17,7 @@ POLL = 2.0
 
 
 class Executors:
-    """``with Executors(spark) as watch:`` around a job; ``watch.lost`` once it cancelled it."""
+    """``start()`` before a job, ``close()`` after it; ``lost`` once it cancelled the job."""
 
     def __init__(self, spark) -> None:
         self.sc = getattr(spark, "_sc", None)  # None for Spark Connect
@@ -29,13 +29,13 @@ class Executors:
             conf = self.sc.getConf().get("spark.amqpcap.executorLossTimeout", str(LOSS_TIMEOUT))
             self.timeout = float(conf)
 
-    def __enter__(self) -> Executors:
+    def start(self) -> Executors:
         if self.sc is not None and not self.sc.master.startswith("local"):
             self.thread = threading.Thread(target=self._watch, name="amqpcap-executors", daemon=True)
             self.thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def close(self) -> None:
         self.stop.set()
         if self.thread is not None:
             self.thread.join()
