@@ -7,7 +7,7 @@ draw cut to the field's width: octet, short, long, longlong, timestamp; 0-10 uin
 sequence-no, datetime; 1.0 ubyte .. ulong, byte .. long, timestamp, and the restricted types
 over them), every content class's header with every numeric property and the body size drawn
 (1.0: a transfer's message with every numeric field of its header and properties sections drawn,
-and drawn numbers of every width as message annotations and application properties), and the
+and drawn numbers of every width as its annotations, application properties and footer), and the
 file's packet times are drawn too: a classic pcap's seconds and fraction (microsecond or
 nanosecond magic), or a pcapng's 64-bit ticks, if_tsresol and if_tsoffset.
 """
@@ -150,10 +150,12 @@ def conversation_10(draw64):
     drawn = {W.Sym(f"n-{p}"): number_10(p, draw64) for p in NUMBERS_10}
     message = (
         composite_10(0x70, draw64)
-        + W.described(0x72, W.map_(drawn))
+        + W.described(0x71, W.map_(drawn))  # delivery annotations
+        + W.described(0x72, W.map_(drawn))  # message annotations
         + composite_10(0x73, draw64)
         + W.described(0x74, W.map_({f"n-{p}": v for p, v in drawn.items()}))
         + W.data(b"xy")
+        + W.described(0x78, W.map_(drawn))  # footer
     )
     c2s = [W.SASL_HEADER] + [W.frame(composite_10(c, draw64), ftype=1) for c in sasl[1::2]]
     s2c = [W.SASL_HEADER] + [W.frame(composite_10(c, draw64), ftype=1) for c in sasl[0::2]]
