@@ -82,8 +82,8 @@ _SMALL_SIGNED = {"smallint": "b", "smalllong": "b"}
 _ZERO = {"null": None, "true": True, "false": False, "uint0": 0, "ulong0": 0, "list0": []}
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+def _text(raw) -> str:
+    return str(raw, "utf-8", "replace")
 
 
 # a reader reads the value after its constructor: fn(buf, off, end, depth) -> (value, new off)
@@ -129,7 +129,7 @@ def _variable_reader(width: int, conv, name: str):
         e = s + n
         if e > end:
             raise _short(name, s, n, end)
-        return conv(bytes(buf[s:e])), e
+        return conv(buf[s:e]), e
 
     return read
 
@@ -155,7 +155,10 @@ def _compound_reader(width: int, is_map: bool, name: str):
     def read(buf, off, end, depth):
         if depth >= MAX_DEPTH:
             raise DecodeError(f"{name} at {off}: nesting deeper than {MAX_DEPTH}")
-        count, p, e = _sized(buf, off, end, width, name)
+        if width == 1 and off + 2 <= end and 1 <= buf[off] <= end - off - 1:  # (_sized's common case)
+            count, p, e = buf[off + 1], off + 2, off + 1 + buf[off]
+        else:
+            count, p, e = _sized(buf, off, end, width, name)
         if count > e - p:  # every item has a constructor octet at least
             raise DecodeError(f"{name} at {off}: count {count} claims more items than its {e - p} bytes")
         if is_map and count % 2:
@@ -278,13 +281,12 @@ del _code, _enc
 _WIDTH0 = {c: e.name for c, e in SPEC.ENCODINGS.items() if e.category == "fixed" and e.width == 0}
 CONSTANT = bytes(0 if c not in _WIDTH0 else 2 if _WIDTH0[c] == "list0" else 1 for c in range(256))
 VALUES = [_ZERO.get(_WIDTH0.get(c)) if CONSTANT[c] == 1 else None for c in range(256)]
-OCTET = bytes(
-    1
-    if c in SPEC.ENCODINGS
-    and SPEC.ENCODINGS[c][1:] in (("ubyte", "fixed", 1), ("smalluint", "fixed", 1), ("smallulong", "fixed", 1))
-    else 0
-    for c in range(256)
-)
+_OCTETS = {
+    c
+    for c, e in SPEC.ENCODINGS.items()
+    if e.category == "fixed" and e.width == 1 and e.type in ("ubyte", "uint", "ulong")
+}
+OCTET = bytes(1 if c in _OCTETS else 0 for c in range(256))
 
 
 def decode(buf, off: int, end: int, depth: int = 0):
