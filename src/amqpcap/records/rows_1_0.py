@@ -13,7 +13,8 @@ from operator import itemgetter
 
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative
-from amqpcap.records.rows import as_text, to_json
+from amqpcap.records import rows
+from amqpcap.records.rows import as_text
 from amqpcap.records.schema import COLUMNS, DIRS
 
 _METHOD_INDEX = {c: i for i, c in enumerate(COLUMNS["methods"])}
@@ -102,7 +103,7 @@ def method_row(capture, stream, direction, p: Performative, version) -> tuple:
         p.frame_size,
         *_M_TAIL,
     ]
-    row[_M_ARGUMENTS] = to_json(a)
+    row[_M_ARGUMENTS] = rows.connection_json(a)
     row[_M_HANDLE] = _i(a.get("handle"))
     row[_M_LINK], row[_M_SOURCE], row[_M_TARGET] = p.link_name, p.source, p.target
     if name == "transfer":
@@ -226,13 +227,13 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         key,
         as_text(props.get("content-type")),
         as_text(props.get("content-encoding")),
-        to_json(app) if app is not None else None,
+        rows.connection_json(app) if app is not None else None,
         as_text(props.get("correlation-id")),
         as_text(props.get("reply-to")),
         as_text(props.get("message-id")),
         _ms_ts(props.get("creation-time")),
         as_text(props.get("user-id")),
-        to_json(others),
+        rows.connection_json(others),
         dv.body_size,
         dv.body_size,
         dv.frames,
