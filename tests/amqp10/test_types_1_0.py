@@ -81,15 +81,18 @@ def test_empty_lists_inside_a_list_are_lists_of_their_own():
 
 
 def test_every_constructor_cut_short_inside_a_list_is_refused_as_it_is_alone():
-    for code, enc in SPEC.ENCODINGS.items():
-        if enc.category == "fixed" and enc.width == 0:
-            continue
-        raw = list8(bytes([code]))
-        with pytest.raises(DecodeError) as inside:
-            decode(raw, 0, len(raw))
-        with pytest.raises(DecodeError) as alone:
-            decode(raw, 3, len(raw))  # the item at the same offset, outside its list
-        assert str(inside.value) == str(alone.value)
+    for code in SPEC.ENCODINGS:
+        for rest in (b"", b"\x05", b"\x05\x00"):  # no payload, a size only, a size and less
+            raw = list8(bytes([code]) + rest)
+            try:
+                alone = decode(raw, 3, len(raw))  # the item at the same offset, outside its list
+            except DecodeError as e:
+                with pytest.raises(DecodeError) as inside:
+                    decode(raw, 0, len(raw))
+                assert str(inside.value) == str(e)
+            else:
+                if alone[1] == len(raw):
+                    assert value(raw) == [alone[0]]
 
 
 def test_every_constructor_with_a_payload_refuses_a_missing_one():

@@ -166,8 +166,7 @@ def _compound_reader(width: int, is_map: bool, name: str):
         items = []
         append = items.append
         readers = READERS
-        constant = CONSTANT
-        octet = OCTET
+        constant, octet, short = CONSTANT, OCTET, SHORT
         for _ in range(count):
             if p >= e:
                 raise _short("constructor", p, 1, e)
@@ -183,6 +182,14 @@ def _compound_reader(width: int, is_map: bool, name: str):
                     raise _short(SPEC.ENCODINGS[code].name, p + 1, 1, e)
                 append(buf[p + 1])
                 p += 2
+            elif short[code]:
+                if p + 2 > e:
+                    raise _short(SPEC.ENCODINGS[code].name + " size", p + 1, 1, e)
+                s, q = p + 2, p + 2 + buf[p + 1]
+                if q > e:
+                    raise _short(SPEC.ENCODINGS[code].name, s, q - s, e)
+                append(str(buf[s:q], "utf-8", "replace") if short[code] == 1 else bytes(buf[s:q]))
+                p = q
             elif code:  # (decode() inlined: most items are not described)
                 v, p = readers[code](buf, p + 1, e, depth + 1)
                 append(v)
@@ -277,7 +284,7 @@ del _code, _enc
 
 # per constructor octet, what a list's loop reads without a call: CONSTANT, a value that is its
 # constructor (a zero-width encoding: 1, VALUES holds it; 2, list0); OCTET, one octet that is
-# its unsigned value (the small uint, ulong and ubyte)
+# its unsigned value (the small uint, ulong and ubyte); SHORT, below
 _WIDTH0 = {c: e.name for c, e in SPEC.ENCODINGS.items() if e.category == "fixed" and e.width == 0}
 CONSTANT = bytes(0 if c not in _WIDTH0 else 2 if _WIDTH0[c] == "list0" else 1 for c in range(256))
 VALUES = [_ZERO.get(_WIDTH0.get(c)) if CONSTANT[c] == 1 else None for c in range(256)]
@@ -287,6 +294,9 @@ _OCTETS = {
     if e.category == "fixed" and e.width == 1 and e.type in ("ubyte", "uint", "ulong")
 }
 OCTET = bytes(1 if c in _OCTETS else 0 for c in range(256))
+# SHORT: a one-octet size then that many octets of text (1: string, symbol) or binary (2)
+_SHORTS = {c: e.type for c, e in SPEC.ENCODINGS.items() if e.category == "variable" and e.width == 1}
+SHORT = bytes(0 if c not in _SHORTS else 2 if _SHORTS[c] == "binary" else 1 for c in range(256))
 
 
 def decode(buf, off: int, end: int, depth: int = 0):
