@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Spark job against one dissect process: one big capture and a set of 40, at 0.5, 1 and 4 GB.
 
-    python bench/bench_spark.py [--sizes 0.5,1,4] [--runs 3] [--pairs 174] [--files 40] [--keep]
+    python bench/bench_spark.py [--sizes 0.5,1,4] [--kinds single,set] [--runs 2]
+                                [--pairs 174] [--files 40] [--data DIR] [--keep] [--no-doc]
 
-Builds (in bench/data/, not committed; deleted afterwards unless --keep) with bench_dissect's
-AMQP 0-9-1 generator: per size, one capture of ``--pairs`` publisher/consumer connection pairs
-(2 x pairs concurrent conversations, their packets interleaved as on a busy link, 1448-byte
-segments) and a directory of ``--files`` captures of the same total size (8 pairs each).  Each
-configuration runs in a fresh process, as a user runs it: ``amqpcap dissect`` and ``amqpcap
-spark --master local[1]`` / ``local[2]`` (the JVM and Python workers started inside the time);
-the runs alternate and the table gives medians.  The session's fixed start is measured apart
+Builds in a new temp directory (``--data``: there instead; deleted afterwards unless
+``--keep``) with bench_dissect's AMQP 0-9-1 generator: per size, one capture of ``--pairs``
+publisher/consumer connection pairs (2 x pairs concurrent conversations, their packets
+interleaved as on a busy link, 1448-byte segments) and a directory of ``--files`` captures of
+the same total size (8 pairs each).  Each configuration runs in a fresh process, as a user
+runs it: ``amqpcap dissect`` and ``amqpcap spark --master local[1]`` / ``local[2]`` (the JVM
+and Python workers started inside the time); the runs alternate and the table gives medians
+of the wall time and of the CPU seconds of every process of the run (load on the machine
+inflates the first, hardly the second).  The session's fixed start is measured apart
 (``spark`` on a one-packet capture).  Per-core throughput: the input bytes over the Spark
-tasks' summed wall time (index and dissect stages), against one dissect process's MB/s.
-Writes its table into docs/performance.md between the ``bench:bench_spark`` markers.
+tasks' summed wall and CPU time, against one dissect process's.  All points, two runs each:
+about 20 minutes on an idle 2-core machine.  Writes its table into docs/performance.md
+between the ``bench:bench_spark`` markers.
 """
 
 from __future__ import annotations
@@ -267,7 +271,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.5,1,4", help="GB, comma-separated")
     ap.add_argument("--kinds", default="single,set", help="single (one capture), set (--files captures)")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=174, help="connection pairs in the single capture")
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--data", help="where the inputs are built (default: a new temp directory)")
@@ -285,7 +289,7 @@ def main() -> int:
     t0 = time.perf_counter()
     rows = []
     try:
-        start = fixed_start(data, 3)
+        start = fixed_start(data, max(1, min(a.runs, 3)))
         print(f"fixed start: {start[0]:.1f} s, {start[1]:.1f} CPU s", flush=True)
         for gb in [float(x) for x in a.sizes.split(",")]:
             made = inputs(data, gb, a.pairs, a.files, kinds)

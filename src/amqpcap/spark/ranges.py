@@ -24,6 +24,7 @@ rows stay those of one process.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -112,9 +113,30 @@ class Mapped:
         self.close()
 
 
+class _Kept:
+    """The last capture a process mapped, kept mapped: the next task on the same capture in
+    the same Python worker (index, then bucket tasks) finds its pages mapped already."""
+
+    key: tuple | None = None
+    mapped: Mapped | None = None
+
+
+@contextlib.contextmanager
 def open_capture_bytes(loc: storage.Location):
-    """The capture at ``loc`` for random access: mapped if local, else the store's file."""
-    return Mapped(loc.path) if loc.local else storage.open_input(loc)
+    """The capture at ``loc`` for random access: mapped if local (the mapping kept for the next
+    task on it, while the file is unchanged), else the store's file."""
+    if not loc.local:
+        with storage.open_input(loc) as f:
+            yield f
+        return
+    st = os.stat(loc.path)
+    key = (loc.path, st.st_ino, st.st_size, st.st_mtime_ns)
+    if _Kept.key != key:
+        if _Kept.mapped is not None:
+            _Kept.mapped.close()
+        _Kept.key, _Kept.mapped = None, None
+        _Kept.mapped, _Kept.key = Mapped(loc.path), key
+    yield _Kept.mapped
 
 
 def splittable_format(head: bytes) -> bool:
