@@ -88,3 +88,22 @@ def test_compiled_index_and_buckets_equal_the_references_on_shipped_captures(bot
         assert ref[2] == fast[2], path
         assert sorted(p for b in fast[2] for p in b) == list(open_capture(path)), path
         assert all(type(p[3]) is bytes for b in fast[2] for p in b)
+
+
+def test_a_capture_rewritten_in_place_is_mapped_afresh_for_the_next_task(tmp_path):
+    # a Python worker keeps its last mapping for the next task on the same capture: one that
+    # changed since must not be read through the old mapping
+    path = tmp_path / "c.pcap"
+    first, second = CAPTURES[0], CAPTURES[1]
+    path.write_bytes(open(first, "rb").read())
+    loc = storage.locate(str(path))
+    with ranges.open_capture_bytes(loc) as f:
+        assert f.size() == os.path.getsize(first)
+        kept = f
+    with ranges.open_capture_bytes(loc) as f:
+        assert f is kept  # unchanged: the same mapping
+    os.remove(path)
+    path.write_bytes(open(second, "rb").read())
+    with ranges.open_capture_bytes(loc) as f:
+        assert f is not kept and f.size() == os.path.getsize(second)
+        assert bytes(f.read_at(64, 0)) == open(second, "rb").read(64)
