@@ -17,7 +17,7 @@ from fixtures.compiled import built_or_skip
 import amqpcap
 from amqpcap.capture.reader import open_capture
 from amqpcap.pipeline import dissect
-from amqpcap.records.schema import SCHEMAS
+from amqpcap.records.schema import STORED_SCHEMAS
 from amqpcap.records.writer import OutputExists
 from amqpcap.spark import ranges, run, storage
 
@@ -37,7 +37,7 @@ def read_sorted(out, table) -> pa.Table:
 def assert_same_dataset(got, want, tables=TABLES):
     for table in tables:
         g, w = read_sorted(got, table), read_sorted(want, table)
-        assert g.schema.equals(SCHEMAS[table], check_metadata=True), table
+        assert g.schema.equals(STORED_SCHEMAS[table], check_metadata=True), table
         assert g.num_rows == w.num_rows, table
         assert g.equals(w), f"{table}: rows differ"
         for f in os.listdir(os.path.join(got, table)):
