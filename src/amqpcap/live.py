@@ -44,7 +44,7 @@ from amqpcap import filters
 from amqpcap.capture.reader import TS_MAX, TS_MIN
 from amqpcap.cli import add_command, port_list
 from amqpcap.exitcodes import Exit
-from amqpcap.records.times import KIND
+from amqpcap.records.outofrange import KIND
 
 RECV_SIZE = 1 << 18  # larger than any loopback frame (MTU 65536 + link header)
 POLL_SECONDS = 0.2  # how often an idle capture checks Ctrl-C and the rotation clock
@@ -122,7 +122,7 @@ class _SegmentTable:
         self.rows = 0
         self.current = None
         self.segment = -1
-        self.out_of_range: dict = {}  # the SegmentWriter's: capture -> times.OutOfRange
+        self.out_of_range: dict = {}  # the SegmentWriter's: capture -> outofrange.OutOfRange
 
     def start(self, segment: int) -> None:
         from amqpcap.records.writer import TableBuffer

@@ -29,7 +29,7 @@ from amqpcap.capture.reader import CaptureError, open_capture
 from amqpcap.exitcodes import Exit
 from amqpcap.records import liveness as _liveness
 from amqpcap.records import rows as R
-from amqpcap.records.times import FRAME_OF, OutOfRange
+from amqpcap.records.outofrange import FRAME_OF, OutOfRange
 from amqpcap.records.writer import DatasetWriter, takes_deferred_digests
 from amqpcap.tcp import reassembly as _reassembly
 

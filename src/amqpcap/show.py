@@ -18,7 +18,7 @@ import sys
 from amqpcap.capture.link import format_addr
 from amqpcap.filters import matches
 from amqpcap.records.schema import COLUMNS
-from amqpcap.records.times import OutOfRange
+from amqpcap.records.outofrange import OutOfRange
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
 KEY_ARGS = (
@@ -167,7 +167,7 @@ class ShowSink:
 
     def note_out_of_range(self, capture: str, found) -> None:
         """The Dissector's: lines of ``capture`` (dissected one at a time, printed as they come)
-        whose packet is in ``found`` (a times.OutOfRange) have no time."""
+        whose packet is in ``found`` (an outofrange.OutOfRange) have no time."""
         self.out_of_range = found
 
     @property

@@ -54,7 +54,7 @@ the last packet read (0 before the first).  Kinds:
                           scapy packet's ``time``) outside what an int64 of ns
                           holds (years 1677 to 2262): the packet is read with the
                           previous packet's time, as a simple packet block is (the
-                          rows it makes are written with a null time: records/times.py)
+                          rows it makes are written with a null time: records/outofrange.py)
 
 Packet numbering follows Wireshark's ``frame.number``: every EPB, SPB, PB (and
 systemd journal block) counts, in file order, from 1, whether or not it is

@@ -1,76 +1,132 @@
-"""Rows whose time is a packet's that no timestamp column can hold: written with a null time.
+"""Time columns between the rows (exact ns) and Parquet (microseconds plus the ns past them).
 
-A packet time outside what an int64 of nanoseconds holds (years 1677 to 2262: huge pcapng
-ticks or ``if_tsoffset``, a scapy packet's ``time``) is reported by its source as a
-``timestamp-out-of-range`` anomaly, and the packet is read with the previous packet's time, so
-that reassembly, liveness and ordering keep doing arithmetic on a number.  The time of every row
-that packet makes is not that number: a row's time column is null where the column naming its
-packet (``FRAME_OF``) names such a packet.  The Parquet writers apply the rule to each record
-batch (``null_times``), ``show`` to each line, the Dissector to each connection row (whose
-end time names no packet column).
+The row builders and the library's frames hold a time as ``timestamp[ns, UTC]``.  Parquet's
+TIMESTAMP(NANOS) is refused by Spark (and the readers built on it: Glue, Databricks ...), so the
+files hold each time column X as ``timestamp[us, UTC]``, floored, and ``X_nanos`` (int16, 0 ..
+999) beside it (records/schema.py: ``stored``).  ``to_stored`` is how both table buffers' batches
+are written; ``to_exact`` is how every reader of the library gets the exact ns back.
+
+The split runs on the column's buffer: in C (fastwriter.split_ns) where the table buffer is
+compiled, else ``split_ns`` here.  Neither uses numpy or pyarrow.compute, which the dissect
+process leaves out (cli.WITHOUT_NUMPY; compute adds ~40 ms to every start).
 """
 
 from __future__ import annotations
 
-KIND = "timestamp-out-of-range"
-# A time column -> the column holding the number of the packet it is the time of.
-FRAME_OF = {"ts": "frame_number", "close_ts": "close_frame"}
+from array import array
+
+import pyarrow as pa
+
+from amqpcap import compiled
+from amqpcap.records.schema import NANOS, nanos_doc
+
+NS = pa.timestamp("ns", tz="UTC")
+US = pa.timestamp("us", tz="UTC")
 
 
-class OutOfRange:
-    """The packet numbers of one source whose time was out of range, read from the source's
-    ``anomalies`` as they come (a source reports a packet's anomaly before yielding it, so the
-    rows of a packet find its number here)."""
-
-    __slots__ = ("anomalies", "seen", "found")
-
-    def __init__(self, source) -> None:
-        self.anomalies = getattr(source, "anomalies", ())
-        self.seen = 0
-        self.found: set = set()
-
-    def numbers(self) -> set:
-        a = self.anomalies
-        n = len(a)
-        if n < self.seen:  # the source was read again from the start
-            self.seen = 0
-        for i in range(self.seen, n):
-            if a[i][2] == KIND:
-                self.found.add(a[i][0])
-        self.seen = n
-        return self.found
-
-    def __contains__(self, number) -> bool:
-        return number in self.numbers()
+def _is_exact(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) and t.unit == "ns"
 
 
-def null_times(batch, captures: dict):
-    """``batch`` with its time columns null in the rows whose packet column names a packet whose
-    time was out of range (``captures``: capture name -> its OutOfRange)."""
-    names = batch.schema.names
-    pairs = [(t, f) for t, f in FRAME_OF.items() if t in names and f in names]
-    found = {c: sorted(o.numbers()) for c, o in captures.items()}
-    found = {c: n for c, n in found.items() if n}
-    if not pairs or not found or "capture" not in names or not batch.num_rows:
+def stored_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` (a table's rows) as Parquet holds it: every ns time column as a microsecond
+    one followed by its ``_nanos`` companion (metadata kept; ``schema.STORED_SCHEMAS`` for the
+    declared tables)."""
+    fields = []
+    for f in schema:
+        if _is_exact(f.type):
+            fields += [
+                f.with_type(US),
+                pa.field(f.name + NANOS, pa.int16(), metadata={"doc": nanos_doc(f.name)}),
+            ]
+        else:
+            fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def split_ns(data, count: int) -> tuple:
+    """The first ``count`` int64 ns of ``data`` (a buffer) as (microseconds, floored; the 0 ..
+    999 ns past them), two buffers of int64 and int16 (fastwriter.split_ns is the same in C)."""
+    ns = memoryview(data).cast("B")[: count * 8].cast("q")
+    if len(ns) != count:
+        raise ValueError(f"{count} int64 values do not fit a buffer of {memoryview(data).nbytes} bytes")
+    return array("q", [x // 1000 for x in ns]), array("h", [x % 1000 for x in ns])
+
+
+def _split(a: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """A ns time array as (microseconds floored, the 0 .. 999 ns past them); nulls where ``a``'s."""
+    validity, data = a.buffers()
+    n, off, nulls = len(a), a.offset, a.null_count
+    kernel = compiled.select("fastwriter")
+    us, rest = (kernel.split_ns if kernel is not None else split_ns)(data, off + n)
+    return (
+        pa.Array.from_buffers(US, n, [validity, pa.py_buffer(us)], nulls, off),
+        pa.Array.from_buffers(pa.int16(), n, [validity, pa.py_buffer(rest)], nulls, off),
+    )
+
+
+def to_stored(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` (a table's rows) as Parquet holds it; ``schema``: its ``stored_schema``."""
+    if not any(_is_exact(t) for t in batch.schema.types):
         return batch
-    import pyarrow as pa
+    arrays = []
+    for f, col in zip(batch.schema, batch.columns):
+        if _is_exact(f.type):
+            arrays += _split(col)
+        else:
+            arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def with_companions(columns: list[str], available) -> list[str]:
+    """``columns`` (of a table's rows) plus the ``_nanos`` companions ``available`` (the
+    file's column names) holds for them: what to read to get those columns exact."""
+    have = set(available)
+    out = []
+    for c in columns:
+        out.append(c)
+        if c + NANOS in have and c + NANOS not in columns:
+            out.append(c + NANOS)
+    return out
+
+
+def to_exact(table: pa.Table, memory_pool=None) -> pa.Table:
+    """``table`` (a Table or RecordBatch) read from Parquet with its time columns exact: each
+    ``timestamp`` column with a ``_nanos`` companion becomes ``timestamp[ns, UTC]`` plus those
+    ns, the companion dropped; a time column without one (a file written with ns times) is
+    cast to ns."""
     import pyarrow.compute as pc
 
-    capture = batch.column(names.index("capture"))
-    if pa.types.is_dictionary(capture.type):
-        capture = capture.cast(pa.string())
-    columns = list(batch.columns)
-    for t, f in pairs:
-        mask = None
-        for name, numbers in found.items():
-            m = pc.and_(
-                pc.equal(capture, name),
-                pc.is_in(batch.column(names.index(f)), value_set=pa.array(numbers, pa.int64())),
-            )
-            mask = m if mask is None else pc.or_(mask, m)
-        mask = pc.fill_null(mask, False)
-        if not pc.any(mask).as_py():
+    names = table.column_names
+    for i, f in enumerate(table.schema):
+        if not pa.types.is_timestamp(f.type) or (f.type.unit == "ns" and f.name + NANOS not in names):
             continue
-        i = names.index(t)
-        columns[i] = pc.if_else(mask, pa.scalar(None, columns[i].type), columns[i])
-    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+        col = table.column(i)
+        if f.name + NANOS in names:
+            ns = pc.multiply(col.cast(pa.int64()), 1000, memory_pool=memory_pool)
+            nanos = pc.fill_null(table.column(f.name + NANOS), 0).cast(pa.int64())
+            col = pc.add(ns, nanos, memory_pool=memory_pool).cast(NS)
+        else:
+            col = col.cast(pa.timestamp("ns", tz=f.type.tz or "UTC"))
+        table = table.set_column(i, f.with_type(col.type), col)
+    drop = [n for n in names if n.endswith(NANOS) and n[: -len(NANOS)] in names]
+    return table.drop_columns(drop) if drop else table
+
+
+def spark_exact(df):
+    """A Spark DataFrame read from the tables with each time column as exact ns since the epoch
+    (bigint: ``unix_micros(X) * 1000 + X_nanos``), the companions dropped: what ``stats --spark``
+    computes on, as the library does on ``to_exact``'s ns."""
+    from pyspark.sql import functions as F
+
+    names = set(df.columns)
+    cols = []
+    for c in df.columns:
+        if c.endswith(NANOS) and c[: -len(NANOS)] in names:
+            continue
+        if c + NANOS in names:
+            nanos = F.coalesce(F.col(c + NANOS).cast("long"), F.lit(0))
+            cols.append((F.unix_micros(F.col(c)) * 1000 + nanos).alias(c))
+        else:
+            cols.append(F.col(c))
+    return df.select(*cols)
