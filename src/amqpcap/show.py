@@ -17,8 +17,8 @@ import sys
 
 from amqpcap.capture.link import format_addr
 from amqpcap.filters import matches
-from amqpcap.records.schema import COLUMNS
 from amqpcap.records.outofrange import OutOfRange
+from amqpcap.records.schema import COLUMNS
 
 #: Arguments shown on a text line, in this order (JSON and CSV carry every argument).
 KEY_ARGS = (

@@ -25,8 +25,8 @@ import threading
 
 from amqpcap import compiled
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
-from amqpcap.records.schema import dictionary_columns
 from amqpcap.records.outofrange import null_times
+from amqpcap.records.schema import dictionary_columns
 
 TYPE_CHECKING = False  # typing's, without importing typing (nothing else the dissect runs needs it)
 if TYPE_CHECKING:
