@@ -63,7 +63,9 @@ PARTS = {
         ),
         Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py")),
         Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
-        Part("fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "slots.pxi")),
+        Part(
+            "fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi")
+        ),
         Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
     )
 }

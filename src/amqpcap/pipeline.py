@@ -26,8 +26,8 @@ from amqpcap.capture.link import TCP_RST as RST
 from amqpcap.capture.link import TCP_SYN as SYN
 from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import CaptureError, open_capture
+from amqpcap.conversation import Conversation
 from amqpcap.exitcodes import Exit
-from amqpcap.records import liveness as _liveness
 from amqpcap.records import rows as R
 from amqpcap.records.writer import DatasetWriter, takes_deferred_digests
 from amqpcap.tcp import reassembly as _reassembly
@@ -111,69 +111,6 @@ class UnreadableCaptures(CaptureError):
         first = errors[0]
         super().__init__(first.path, first.reason, first.exit_code)
         self.errors = errors
-
-
-class Conversation:
-    __slots__ = (
-        "stream",
-        "ip_version",
-        "client",
-        "server",
-        "dir_source",
-        "decoder",
-        "streams",
-        "packets",
-        "first_packet",
-        "first_ts",
-        "last_ts",
-        "last_packet",
-        "syn_ts",
-        "rst",
-        "rst_by",
-        "rst_frame",
-        "fin",
-        "closed",
-        "closed_by",
-        "close_frame",
-        "anomalies",
-        "ignored",
-        "row",
-        "zw_open",
-        "zero_windows",
-        "live",
-    )
-
-    def __init__(self, stream, ip_version, client, server, dir_source, packet, ts):
-        self.stream = stream
-        self.ip_version = ip_version
-        self.client = client  # (packed addr, port)
-        self.server = server
-        self.dir_source = dir_source
-        self.decoder = None
-        self.streams = None
-        self.packets = [0, 0]
-        self.first_packet = packet
-        self.first_ts = ts
-        self.last_ts = ts
-        self.last_packet = packet
-        self.syn_ts = None
-        self.rst = False
-        self.rst_by = None  # "client" / "server": the first RST's sender, and its packet
-        self.rst_frame = None
-        self.fin = [False, False]
-        self.closed = False
-        self.closed_by = None
-        self.close_frame = None  # the packet closed_by names
-        self.anomalies = 0
-        self.ignored = False
-        self.row = None
-        # per direction: the index in zero_windows of the period open, or None; None while
-        # neither direction has one open (the compiled loop leaves the packet to handle_parsed otherwise)
-        self.zw_open = None
-        self.zero_windows = None  # list of closed/open periods, created on the first one
-        # frames, heartbeats and silences per direction (heartbeat health without --frames),
-        # reported by the decoder itself
-        self.live = _liveness.Liveness()  # the compiled one with the compiled row builders
 
 
 def _link_type_text(linktype: int) -> str:
@@ -585,7 +522,6 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap import fastpipeline
 
-        fastpipeline.bind(Packet, _link.UnsupportedLinkType, Conversation, R)
         _compiled_loop = fastpipeline.run
     else:
         _compiled_loop = None

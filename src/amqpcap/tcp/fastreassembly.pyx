@@ -35,8 +35,8 @@ def bind(reference):
     global reference_segment, reference_syn, reference_fin, reference_close
     global reference_deliver, reference_hole, reference_drain, reference_force
     reference_segment, reference_syn, reference_fin = reference.segment, reference.syn, reference.fin
-    reference_close, reference_deliver, reference_hole = reference.close, reference._deliver, reference._hole
-    reference_drain, reference_force = reference._drain, reference._force
+    reference_close, reference_deliver, reference_hole = reference.close, reference.deliver, reference.hole
+    reference_drain, reference_force = reference.drain, reference.force
 
 
 @cython.final
@@ -100,14 +100,14 @@ cdef class Stream:
     def close(self, packet, ts):
         reference_close(self, packet, ts)
 
-    def _deliver(self, payload, missing, packet, ts):
+    def deliver(self, payload, missing, packet, ts):
         reference_deliver(self, payload, missing, packet, ts)
 
-    def _hole(self, size, packet, ts):
+    def hole(self, size, packet, ts):
         reference_hole(self, size, packet, ts)
 
-    def _drain(self, packet, ts):
+    def drain(self, packet, ts):
         reference_drain(self, packet, ts)
 
-    def _force(self, upto, packet, ts):
+    def force(self, upto, packet, ts):
         reference_force(self, upto, packet, ts)
