@@ -47,8 +47,8 @@ PARTS = {
         Part(
             "fast09",
             "decoder",
-            ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/stream.py", "amqp/events.py", "slots.pxi")
-            + ("amqp/wirefields.pxi", "amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
+            ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
+            + ("slots.pxi", "amqp/wirefields.pxi", "amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
         ),
         Part(
             "fastrows",

@@ -3,7 +3,9 @@ loop, fastpipeline.pyx, imports the class it reads the slots of, as pipeline.py 
 
 from __future__ import annotations
 
+from amqpcap.capture.link import format_addr
 from amqpcap.records import liveness as _liveness
+from amqpcap.records.rows import connection_facts
 
 
 class Conversation:
@@ -67,3 +69,40 @@ class Conversation:
         # frames, heartbeats and silences per direction (heartbeat health without --frames),
         # reported by the decoder itself
         self.live = _liveness.Liveness()  # the compiled one with the compiled row builders
+
+    def connection_row(self, capture: str) -> dict:
+        """Its connections row by column name (end_ts, packet counts and zero_windows are
+        filled in when it is written)."""
+        s0, s1 = self.streams
+        fmt = format_addr
+        row = connection_facts(self.decoder.facts)
+        row.update(
+            capture=capture,
+            tcp_stream=self.stream,
+            frame_number=self.first_packet,
+            ts=self.first_ts,
+            client_ip=fmt(self.ip_version, self.client[0]),
+            client_port=self.client[1],
+            server_ip=fmt(self.ip_version, self.server[0]),
+            server_port=self.server[1],
+            ip_version=self.ip_version,
+            direction_source=self.dir_source,
+            syn_ts=self.syn_ts,
+            closed_by=row["closed_by"] or self.closed_by,
+            close_frame=row["close_frame"] if row["closed_by"] else self.close_frame,
+            bytes_c2s=s0.delivered,
+            bytes_s2c=s1.delivered,
+            frames_c2s=self.live.frames[0],
+            frames_s2c=self.live.frames[1],
+            gaps=s0.gaps + s1.gaps,
+            gap_bytes=s0.gap_bytes + s1.gap_bytes,
+            anomalies=self.anomalies,
+            rst=self.rst,
+            rst_by=self.rst_by,
+            rst_frame=self.rst_frame,
+            end_ts=None,
+            packets_c2s=None,
+            packets_s2c=None,
+            zero_windows=None,
+        )
+        return row

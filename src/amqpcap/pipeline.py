@@ -424,7 +424,7 @@ class Dissector:
         if dec.is_amqp or dec.tls:
             # The row is written at the end (or when the flow is reused or pruned), so the
             # packets after the closing FIN/RST still count.
-            conv.row = self._connection_row(conv)
+            conv.row = conv.connection_row(self.capture)
             self.done.append(conv)
         conv.decoder = None
         conv.streams = None
@@ -471,43 +471,6 @@ class Dissector:
     def _capture_anomaly(self, number, ts, kind, detail) -> None:
         e = Anomaly(packet=number, ts=ts, offset=None, kind=kind, detail=str(detail))
         self.t_anom.append(R.anomaly_row(self.capture, None, None, e, "capture"))
-
-    def _connection_row(self, conv) -> dict:
-        """The connections row by column name (end_ts, packet counts and zero_windows are
-        filled in when it is written)."""
-        s0, s1 = conv.streams
-        fmt = _link.format_addr
-        row = R.connection_facts(conv.decoder.facts)
-        row.update(
-            capture=self.capture,
-            tcp_stream=conv.stream,
-            frame_number=conv.first_packet,
-            ts=conv.first_ts,
-            client_ip=fmt(conv.ip_version, conv.client[0]),
-            client_port=conv.client[1],
-            server_ip=fmt(conv.ip_version, conv.server[0]),
-            server_port=conv.server[1],
-            ip_version=conv.ip_version,
-            direction_source=conv.dir_source,
-            syn_ts=conv.syn_ts,
-            closed_by=row["closed_by"] or conv.closed_by,
-            close_frame=row["close_frame"] if row["closed_by"] else conv.close_frame,
-            bytes_c2s=s0.delivered,
-            bytes_s2c=s1.delivered,
-            frames_c2s=conv.live.frames[0],
-            frames_s2c=conv.live.frames[1],
-            gaps=s0.gaps + s1.gaps,
-            gap_bytes=s0.gap_bytes + s1.gap_bytes,
-            anomalies=conv.anomalies,
-            rst=conv.rst,
-            rst_by=conv.rst_by,
-            rst_frame=conv.rst_frame,
-            end_ts=None,
-            packets_c2s=None,
-            packets_s2c=None,
-            zero_windows=None,
-        )
-        return row
 
 
 # The per-packet loop: Dissector.handle_record for every packet, or the compiled loop
