@@ -835,14 +835,7 @@ class Decoder010(StreamDecoder):
         if flags & 2:
             if s is not None:
                 if s.length or not s.dropped:
-                    self.report_anomaly(
-                        direction,
-                        s.offset,
-                        "bad-segment-sequence",
-                        f"{SEGMENT_NAMES[s.type]} segment without its last frame",
-                        channel,
-                        s.length,
-                    )
+                    _unended_segment(self, direction, s, channel)
             s = segs[key] = _Segment(stype, offset)
         elif s is None:
             if self._orphan(direction, d, key, channel, offset, n + 12, f"{SEGMENT_NAMES[stype]} frame"):
@@ -932,6 +925,18 @@ class Decoder010(StreamDecoder):
 # --- segment readers (h11 style: one function per segment type, handed in as a table) ------
 
 
+def _unended_segment(dec, direction: int, s: _Segment, channel: int) -> None:
+    """A new segment began on a track before ``s`` had its last frame."""
+    dec.report_anomaly(
+        direction,
+        s.offset,
+        "bad-segment-sequence",
+        f"{SEGMENT_NAMES[s.type]} segment without its last frame",
+        channel,
+        s.length,
+    )
+
+
 def _damaged_frame(dec, direction, d, flags, stype, fsize, track, channel, fstart) -> None:
     """A frame whose payload was (partly) lost: keep segments, assemblies and command ids right."""
     key = (channel << 4) | track
@@ -948,14 +953,7 @@ def _damaged_frame(dec, direction, d, flags, stype, fsize, track, channel, fstar
     s = segs.get(key)
     if flags & 2:  # first frame of a segment
         if s is not None and s.length:
-            dec.report_anomaly(
-                direction,
-                s.offset,
-                "bad-segment-sequence",
-                f"{SEGMENT_NAMES[s.type]} segment without its last frame",
-                channel,
-                s.length,
-            )
+            _unended_segment(dec, direction, s, channel)
         s = segs[key] = _Segment(stype, fstart)
         if stype == 1:  # a command was lost: it still took a command id
             d.take_command_id(channel)

@@ -502,12 +502,26 @@ def implementation(on: bool) -> type:
             data = fast09.data
             Direction = fast09.Direction
             Pending = fast09.Pending
+            # what ``direct_output`` hands over: none until it does (every event made)
+            row_sink = None
+            deferred_digests = False
 
         _compiled_class = Decoder09C
     return _compiled_class
 
 
 Decoder09 = implementation(compiled.select("fast09") is not None)
+
+
+def direct_output(codec, row_sink, deferred_digests: bool) -> None:
+    """Let ``codec`` write rows and digests without events, if it is the compiled walker (the
+    reference makes every event; the dissect pipeline chooses, pipeline.Dissector): the rows of
+    the methods and contents it decodes on its common path go to ``row_sink`` (a
+    fastrows.RowSink; None: events), and a finished content's ``body_hash`` may be a digest
+    still being computed (fast09.Sha256, ``deferred_digests``) for a table buffer that takes one."""
+    if _compiled_class is not None and isinstance(codec, _compiled_class):
+        codec.deferred_digests = deferred_digests
+        codec.row_sink = row_sink
 
 
 def use_compiled(on: bool) -> None:

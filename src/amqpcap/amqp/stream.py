@@ -259,14 +259,6 @@ class StreamDecoder(ContentAssembly):
     # ``frame_events``: without the frames table an event per frame is work for nobody.
     tally = None
     frame_events = True
-    # ``deferred_digests``: a finished content's ``body_hash`` may be the compiled walker's
-    # digest still being computed (fast09.Sha256) instead of its text, for a consumer that takes
-    # one (the dissect pipeline into compiled table buffers).  The reference always gives text.
-    deferred_digests = False
-    # ``row_sink``: where the compiled walker writes the rows of the methods and contents it
-    # decodes on its common path instead of making their events (fastrows.RowSink, set by the
-    # dissect pipeline's decoder); the reference makes every event.
-    row_sink = None
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         self.body_bytes = body_bytes
