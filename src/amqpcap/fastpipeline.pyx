@@ -25,9 +25,13 @@ SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 cdef int SYN = 0x02, FIN = 0x01, RST = 0x04, ACK = 0x10
 include "slots.pxi"
 
-from amqpcap.capture.link import Packet, UnsupportedLinkType
-from amqpcap.conversation import Conversation
+from amqpcap.capture import link
+from amqpcap import conversation
 from amqpcap.records import rows  # its append_rows, as compiled.py chose the row builder
+
+# held in C globals: read for every packet
+cdef object Packet = link.Packet, UnsupportedLinkType = link.UnsupportedLinkType
+cdef object Conversation = conversation.Conversation
 
 # Where a Conversation keeps what the common packet reads and writes (slots.pxi); DIRECT
 # False: the class is not laid out so, and its attributes are used

@@ -212,7 +212,6 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap.tcp import fastreassembly
 
-        fastreassembly.bind(Stream)
         new_stream = fastreassembly.Stream
     else:
         new_stream = Stream
