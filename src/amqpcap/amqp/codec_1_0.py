@@ -432,7 +432,8 @@ class Decoder10(StreamDecoder):
             digest = hashlib.sha256().hexdigest()
         addr = None
         if link is not None:
-            addr = link.target if direction == 0 or link.role == "sender" else link.source
+            # sent to its target; received from its source (the queue a consumer reads)
+            addr = link.target if direction == 0 else (link.source or link.target)
         dv = Delivery(
             d.packet,
             d.ts,

@@ -20,6 +20,7 @@ import pandas as pd
 
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.analysis._common import ROW_KEYS
+from amqpcap.records.rows_1_0 import exchange_key
 
 _KEYS = ROW_KEYS
 # stats' section of the 1.0 figures: (columns by table, methods by table), as summary.SECTIONS
@@ -40,6 +41,36 @@ def _v10(df: pd.DataFrame) -> pd.DataFrame:
     if len(df) == 0 or "version" not in df:
         return df.iloc[0:0]
     return df[df["version"].astype(object) == "1.0"]
+
+
+def reply_key(reply_to: str) -> str:
+    """The routing key a 1.0 reply-to address names (``/queue/Q`` -> ``Q``, ``/exchange/E/K`` ->
+    ``K``: what a reply's messages row carries), else the address itself.  A 0-9-1 responder
+    publishing to ``Q`` and a 1.0 one sending to ``/queue/Q`` both answer ``/queue/Q``."""
+    key = exchange_key(reply_to)[1]
+    return key if key else reply_to
+
+
+def with_request_ids(msgs: pd.DataFrame) -> pd.DataFrame:
+    """``msgs`` with each 1.0 request that has a reply-to but no correlation-id given its
+    message-id as ``correlation_id``: a 1.0 reply names its request by the request's message-id
+    (the specification's request-response pattern), or by the request's correlation-id when it
+    has one.  Other rows unchanged; ``msgs`` itself when no row needs it."""
+    if len(msgs) == 0 or not {"version", "message_id", "reply_to", "correlation_id"} <= set(msgs.columns):
+        return msgs
+    corr = msgs["correlation_id"]
+    fill = (
+        (msgs["version"].astype(object) == "1.0")
+        & msgs["reply_to"].notna()
+        & (msgs["reply_to"].astype(object) != "")
+        & (corr.isna() | (corr.astype(object) == ""))
+        & msgs["message_id"].notna()
+    ).to_numpy(dtype=bool)
+    if not fill.any():
+        return msgs
+    ids = corr.astype(object).to_numpy(copy=True)
+    ids[fill] = msgs["message_id"].astype(object).to_numpy()[fill]
+    return msgs.assign(correlation_id=pd.Series(ids, index=msgs.index, dtype=corr.dtype))
 
 
 def settlement(t) -> pd.DataFrame:

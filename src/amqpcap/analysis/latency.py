@@ -16,6 +16,7 @@ from collections import OrderedDict
 import numpy as np
 import pandas as pd
 
+from amqpcap.analysis import amqp10
 from amqpcap.analysis._common import (
     STR,
     TS_DTYPE,
@@ -1046,8 +1047,8 @@ TRANSIT_COLS = {
     "same_connection": "boolean",
 }
 
-_PUBLISH = ("basic.publish", "message.transfer")
-_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
+_PUBLISH = ("basic.publish", "message.transfer", "transfer")  # (1.0: a c2s transfer's delivery)
+_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer", "transfer")
 
 
 def transit(t, columns=None) -> pd.DataFrame:
@@ -1284,7 +1285,9 @@ _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 def _reply_key(reply_to: str | None, version: str | None):
     if not reply_to:
         return None
-    if version == "0-10" and "/" in reply_to:
+    if version == "1.0":
+        reply_to = amqp10.reply_key(reply_to)
+    elif version == "0-10" and "/" in reply_to:
         reply_to = reply_to.split("/", 1)[1]
     if reply_to.startswith(_DIRECT_REPLY):
         return _DIRECT_REPLY
@@ -1329,7 +1332,7 @@ def rpc(t, columns=None) -> pd.DataFrame:
 
 def _rpc(t, want: list) -> pd.DataFrame:
     """:func:`rpc`, building only the result columns ``want``."""
-    msgs = t.messages
+    msgs = amqp10.with_request_ids(t.messages)
     if len(msgs) == 0:
         return build([], RPC_COLS)
     cols = [

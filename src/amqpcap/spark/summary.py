@@ -60,8 +60,8 @@ RESULT = (
     "text string, failing string, capture string, tcp_stream int, frame bigint, ts bigint"
 )
 _RESULT_NAMES = [c.split()[0] for c in RESULT.split(", ")]
-_PUBLISH = ("basic.publish", "message.transfer")
-_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
+_PUBLISH = ("basic.publish", "message.transfer", "transfer")
+_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer", "transfer")
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -609,13 +609,21 @@ def _counts(df, col, F) -> dict:
 
 
 def _reply_key(F, col, version=None):
-    """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; direct reply-to -> its prefix."""
+    """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; 1.0 ``/queue/Q`` -> ``Q``,
+    ``/exchange/E/K`` -> ``K`` (analysis.amqp10.reply_key); direct reply-to -> its prefix."""
     c = F.col(col)
     if version is not None:
-        c = F.when(
-            (F.col(version) == "0-10") & F.col(col).contains("/"),
-            F.expr(f"substr({col}, instr({col}, '/') + 1)"),
-        ).otherwise(F.col(col))
+        queue = F.regexp_extract(c, r"^/(?:queues?|amq/queue)/([^/]+)$", 1)
+        key = F.regexp_extract(c, r"^/exchanges?/[^/]+/(.+)$", 1)
+        c = (
+            F.when(
+                (F.col(version) == "0-10") & F.col(col).contains("/"),
+                F.expr(f"substr({col}, instr({col}, '/') + 1)"),
+            )
+            .when((F.col(version) == "1.0") & (queue != ""), queue)
+            .when((F.col(version) == "1.0") & (key != ""), key)
+            .otherwise(F.col(col))
+        )
     return F.when(c.startswith(_DIRECT_REPLY), F.lit(_DIRECT_REPLY)).otherwise(c)
 
 
@@ -662,7 +670,12 @@ def _transit_rows(F, msgs, parts: int):
 
 
 def _rpc_rows(F, msgs, parts: int):
-    m = msgs.drop("body").filter(F.col("correlation_id").isNotNull() & (F.col("correlation_id") != ""))
+    m = msgs.drop("body")
+    # a 1.0 request without a correlation-id is named by its message-id (amqp10.with_request_ids)
+    no_corr = F.col("correlation_id").isNull() | (F.col("correlation_id") == "")
+    fill = (F.col("version") == "1.0") & (F.col("reply_to").isNotNull()) & (F.col("reply_to") != "") & no_corr
+    m = m.withColumn("correlation_id", F.when(fill, F.col("message_id")).otherwise(F.col("correlation_id")))
+    m = m.filter(F.col("correlation_id").isNotNull() & (F.col("correlation_id") != ""))
     has_rt = F.col("reply_to").isNotNull() & (F.col("reply_to") != "")
     m = m.withColumn("_kreq", F.when(has_rt, _reply_key(F, "reply_to", "version")))
     m = m.withColumn(
