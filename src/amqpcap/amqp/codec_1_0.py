@@ -162,13 +162,16 @@ class Decoder10(StreamDecoder):
             )
         if o0 is not None:
             v.update(
+                client_idle_timeout_ms=_int(o0.get("idle-time-out")),
                 client_container_id=_text(o0.get("container-id")),
                 client_properties=o0.get("properties"),
                 vhost=_text(o0.get("hostname")),
             )
         if o1 is not None:
             v.update(
-                server_container_id=_text(o1.get("container-id")), server_properties=o1.get("properties")
+                server_container_id=_text(o1.get("container-id")),
+                server_properties=o1.get("properties"),
+                server_idle_timeout_ms=_int(o1.get("idle-time-out")),
             )
         return ConnectionFacts(**v)
 
@@ -531,3 +534,8 @@ def _text(v):
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).decode("utf-8", "replace")
     return str(v)
+
+
+def _int(v):
+    """A milliseconds field (uint) as an int, else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -1,4 +1,4 @@
-"""AMQP 1.0 analysis: settlement latency, outcomes and error conditions.
+"""AMQP 1.0 analysis: settlement latency, outcomes, error conditions, liveness.
 
 A 1.0 delivery's messages row carries its settlement (``settled``, ``settle_ts``, ``outcome``,
 ``condition``); its first transfer's methods row (same capture, stream, direction and stream
@@ -11,7 +11,13 @@ offset) carries when it began and whether it was sent settled.  From them:
   and unsettled deliveries, by direction;
 * :func:`error_conditions`: every error condition of close, end, detach and rejected outcomes,
   and SASL outcomes other than ok, grouped like the other versions' errors (stats ``errors``),
-  with ``condition`` and ``descriptions`` in place of code and texts.
+  with ``condition`` and ``descriptions`` in place of code and texts;
+* :func:`idle_gaps`: silences against the idle-time-out each peer asked of the other in its
+  open (the 1.0 heartbeat health);
+
+Link credit (stalls, drain cycles) is in :mod:`amqpcap.analysis.amqp10_credit`; what lets the
+transit and RPC pairings take 1.0 messages, alone or next to 0-9-1 ones, in
+:mod:`amqpcap.analysis.amqp10_pairing`.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from __future__ import annotations
 import pandas as pd
 
 from amqpcap.amqp.spec import v1_0 as SPEC
-from amqpcap.analysis._common import ROW_KEYS
-from amqpcap.records.rows_1_0 import exchange_key
+from amqpcap.analysis._common import ROW_KEYS, STR, TS_DTYPE, build, records
+from amqpcap.analysis.amqp10_credit import CREDIT_COLUMNS, credit_summary
+from amqpcap.analysis.connection_health import LIVENESS_COLUMNS, activity, heartbeat_source, silences
 
 _KEYS = ROW_KEYS
 # stats' section of the 1.0 figures: (columns by table, methods by table), as summary.SECTIONS
@@ -28,8 +35,10 @@ SECTION = (
     {
         "connections": None,
         "methods": _KEYS
-        + ["link_name", "delivery_id", "settled", "outcome", "condition", "reply_text", "code"],
+        + ["link_name", "delivery_id", "settled", "outcome", "condition", "reply_text", "code"]
+        + [c for c in CREDIT_COLUMNS if c not in _KEYS + ["link_name"]],
         "messages": _KEYS + ["link_name", "delivery_id", "settled", "settle_ts", "outcome", "condition"],
+        "frames": None,  # (the liveness check's signs of life, when the output has them)
     },
     {},
 )
@@ -41,36 +50,6 @@ def _v10(df: pd.DataFrame) -> pd.DataFrame:
     if len(df) == 0 or "version" not in df:
         return df.iloc[0:0]
     return df[df["version"].astype(object) == "1.0"]
-
-
-def reply_key(reply_to: str) -> str:
-    """The routing key a 1.0 reply-to address names (``/queue/Q`` -> ``Q``, ``/exchange/E/K`` ->
-    ``K``: what a reply's messages row carries), else the address itself.  A 0-9-1 responder
-    publishing to ``Q`` and a 1.0 one sending to ``/queue/Q`` both answer ``/queue/Q``."""
-    key = exchange_key(reply_to)[1]
-    return key if key else reply_to
-
-
-def with_request_ids(msgs: pd.DataFrame) -> pd.DataFrame:
-    """``msgs`` with each 1.0 request that has a reply-to but no correlation-id given its
-    message-id as ``correlation_id``: a 1.0 reply names its request by the request's message-id
-    (the specification's request-response pattern), or by the request's correlation-id when it
-    has one.  Other rows unchanged; ``msgs`` itself when no row needs it."""
-    if len(msgs) == 0 or not {"version", "message_id", "reply_to", "correlation_id"} <= set(msgs.columns):
-        return msgs
-    corr = msgs["correlation_id"]
-    fill = (
-        (msgs["version"].astype(object) == "1.0")
-        & msgs["reply_to"].notna()
-        & (msgs["reply_to"].astype(object) != "")
-        & (corr.isna() | (corr.astype(object) == ""))
-        & msgs["message_id"].notna()
-    ).to_numpy(dtype=bool)
-    if not fill.any():
-        return msgs
-    ids = corr.astype(object).to_numpy(copy=True)
-    ids[fill] = msgs["message_id"].astype(object).to_numpy()[fill]
-    return msgs.assign(correlation_id=pd.Series(ids, index=msgs.index, dtype=corr.dtype))
 
 
 def settlement(t) -> pd.DataFrame:
@@ -177,11 +156,101 @@ def error_conditions(t) -> list[dict]:
     return out
 
 
+IDLE_GAP_COLS = {
+    "capture": STR,
+    "tcp_stream": "Int32",
+    "direction": STR,
+    "sender": STR,
+    "idle_timeout_ms": "Int64",
+    "start_frame": "Int64",
+    "start_ts": TS_DTYPE,
+    "end_frame": "Int64",
+    "end_ts": TS_DTYPE,
+    "gap_s": "float64",
+    "intervals": "float64",
+    "missed": "boolean",
+    "open_ended": "boolean",
+    "source": STR,
+    "evidence": STR,
+}
+# (direction, its sender, the connections column of the idle-time-out its silences answer to)
+_IDLE = (("c2s", "client", "server_idle_timeout_ms"), ("s2c", "server", "client_idle_timeout_ms"))
+
+
+def idle_gaps(t, *, late: float = 1.0, all_gaps: bool = False) -> pd.DataFrame:
+    """Liveness of 1.0 connections: per direction, the silences longer than ``late`` x the
+    idle-time-out the *receiving* peer asked for in its open (each peer states the longest
+    silence it accepts from the other, and the specification asks it to state half its real
+    limit, so a silence over one idle-time-out is late and over two (``missed``) is past the
+    peer's limit).  Any frame, empty frames included, is a sign of life.  ``evidence``,
+    ``source``, ``open_ended`` and ``all_gaps`` as for
+    :func:`~amqpcap.analysis.connection_health.heartbeat_gaps`, with ``idle_timeout_ms`` in
+    place of ``heartbeat_s`` and ``intervals`` = gap / idle-time-out."""
+    c = t.connections
+    if len(c) == 0 or "client_idle_timeout_ms" not in c:
+        return build([], IDLE_GAP_COLS)
+    c = c[(c["version"].astype(object) == "1.0").to_numpy(dtype=bool)]
+    c = c[(c["client_idle_timeout_ms"].fillna(0) > 0) | (c["server_idle_timeout_ms"].fillna(0) > 0)]
+    if len(c) == 0:
+        return build([], IDLE_GAP_COLS)
+    act, source = activity(t)
+    source = heartbeat_source(t) if source != "frames" else source
+    cols = ["capture", "tcp_stream", "open_ts", "end_ts", "close_ts"] + LIVENESS_COLUMNS
+    cols += [col for _, _, col in _IDLE]
+    rows = []
+    for r in records(c, cols):
+        cap, st, open_ts, end_ts, close_ts = r[:5]
+        stop = close_ts if close_ts is not None else end_ts
+        for i, (d, sender, _) in enumerate(_IDLE):
+            idle = r[5 + len(LIVENESS_COLUMNS) + i]
+            if not idle:
+                continue
+            step = int(idle) * 1_000_000
+            live = r[5 + 4 * i : 9 + 4 * i]
+            for a, b, gap, f0, f1, trailing, evidence in silences(
+                act, source, (cap, st, d), step, (open_ts, stop), live, late, all_gaps
+            ):
+                rows.append(
+                    dict(
+                        capture=cap,
+                        tcp_stream=st,
+                        direction=d,
+                        sender=sender,
+                        idle_timeout_ms=idle,
+                        start_frame=f0,
+                        start_ts=a,
+                        end_frame=f1,
+                        end_ts=b,
+                        gap_s=gap / 1e9,
+                        intervals=gap / step,
+                        missed=None if evidence == "unknown" else gap > 2 * step,
+                        open_ended=trailing,
+                        source=source,
+                        evidence=evidence,
+                    )
+                )
+    return build(rows, IDLE_GAP_COLS)
+
+
+def idle_summary(gaps: pd.DataFrame) -> dict:
+    """The 1.0 share of stats' heartbeat health: ``heartbeat_late`` (known late silences),
+    ``heartbeat_missed`` (of them, over two idle-time-outs), ``heartbeat_unknown``."""
+    known = gaps[gaps["evidence"] != "unknown"] if len(gaps) else gaps
+    return {
+        "heartbeat_late": int(len(known)),
+        "heartbeat_missed": int(known["missed"].fillna(False).astype(bool).sum()) if len(known) else 0,
+        "heartbeat_unknown": int(len(gaps) - len(known)),
+    }
+
+
 def stats_part(t, summarise) -> dict:
-    """The 1.0 figures of stats: ``settlement`` (latency), ``outcomes`` and ``errors``."""
+    """The 1.0 figures of stats: ``settlement`` (latency), ``outcomes``, ``errors``, ``credit``
+    (amqp10_credit.credit_summary) and ``liveness`` (:func:`idle_summary`)."""
     s = settlement(t)
     return {
         "settlement": settlement_summary(s, summarise),
         "outcomes": outcomes(s),
         "errors": error_conditions(t),
+        "credit": credit_summary(t),
+        "liveness": idle_summary(idle_gaps(t)),
     }

@@ -16,7 +16,7 @@ from collections import OrderedDict
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis import amqp10
+from amqpcap.analysis import amqp10_pairing
 from amqpcap.analysis._common import (
     STR,
     TS_DTYPE,
@@ -1286,7 +1286,7 @@ def _reply_key(reply_to: str | None, version: str | None):
     if not reply_to:
         return None
     if version == "1.0":
-        reply_to = amqp10.reply_key(reply_to)
+        reply_to = amqp10_pairing.reply_key(reply_to)
     elif version == "0-10" and "/" in reply_to:
         reply_to = reply_to.split("/", 1)[1]
     if reply_to.startswith(_DIRECT_REPLY):
@@ -1332,7 +1332,7 @@ def rpc(t, columns=None) -> pd.DataFrame:
 
 def _rpc(t, want: list) -> pd.DataFrame:
     """:func:`rpc`, building only the result columns ``want``."""
-    msgs = amqp10.with_request_ids(t.messages)
+    msgs = amqp10_pairing.with_request_ids(t.messages)
     if len(msgs) == 0:
         return build([], RPC_COLS)
     cols = [

@@ -119,6 +119,12 @@ ANALYSIS_COLUMNS: dict[str, list[str]] = {
         "settled",
         "outcome",
         "condition",
+        "role",
+        "more",
+        "link_credit",
+        "delivery_count",
+        "drain",
+        "available",
     ],
     "messages": [
         "capture",

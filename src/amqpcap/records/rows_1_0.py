@@ -58,6 +58,8 @@ _M_NAMES = (
     "link_credit",
     "delivery_count",
     "code",
+    "drain",
+    "available",
 )
 (
     _M_ARGUMENTS,
@@ -76,6 +78,8 @@ _M_NAMES = (
     _M_CREDIT,
     _M_DELIVERY_COUNT,
     _M_CODE,
+    _M_DRAIN,
+    _M_AVAILABLE,
 ) = (_MI[c] for c in _M_NAMES)
 
 
@@ -124,6 +128,8 @@ def method_row(capture, stream, direction, p: Performative, version) -> tuple:
     elif name == "flow":
         row[_M_CREDIT] = _i(a.get("link-credit"))
         row[_M_DELIVERY_COUNT] = _i(a.get("delivery-count"))
+        row[_M_DRAIN] = _b(a.get("drain", False))
+        row[_M_AVAILABLE] = _i(a.get("available"))
     elif name in ("detach", "end", "close"):
         row[_M_CONDITION], row[_M_REPLY_TEXT] = _error(a)
     elif name == "sasl.outcome":

@@ -610,7 +610,7 @@ def _counts(df, col, F) -> dict:
 
 def _reply_key(F, col, version=None):
     """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; 1.0 ``/queue/Q`` -> ``Q``,
-    ``/exchange/E/K`` -> ``K`` (analysis.amqp10.reply_key); direct reply-to -> its prefix."""
+    ``/exchange/E/K`` -> ``K`` (analysis.amqp10_pairing.reply_key); direct reply-to -> its prefix."""
     c = F.col(col)
     if version is not None:
         queue = F.regexp_extract(c, r"^/(?:queues?|amq/queue)/([^/]+)$", 1)
@@ -671,7 +671,7 @@ def _transit_rows(F, msgs, parts: int):
 
 def _rpc_rows(F, msgs, parts: int):
     m = msgs.drop("body")
-    # a 1.0 request without a correlation-id is named by its message-id (amqp10.with_request_ids)
+    # a 1.0 request without a correlation-id is named by its message-id (amqp10_pairing.with_request_ids)
     no_corr = F.col("correlation_id").isNull() | (F.col("correlation_id") == "")
     fill = (F.col("version") == "1.0") & (F.col("reply_to").isNotNull()) & (F.col("reply_to") != "") & no_corr
     m = m.withColumn("correlation_id", F.when(fill, F.col("message_id")).otherwise(F.col("correlation_id")))
