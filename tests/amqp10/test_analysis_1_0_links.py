@@ -247,3 +247,21 @@ def test_rpc_pairs_across_protocols_both_ways():
         ["basic.publish", "transfer", "ok", "c2"],
     ]
     assert r["latency_ms"].tolist() == [4.0, 7.0]
+
+
+def test_rabbitmq_4_addresses_name_their_percent_decoded_exchange_and_key():
+    from amqpcap.analysis.amqp10_pairing import reply_key
+    from amqpcap.records.rows_1_0 import exchange_key
+
+    assert exchange_key("/exchanges/x%2Fy/a%2Fb") == ("x/y", "a/b")
+    assert exchange_key("/exchanges/amq.fanout") == ("amq.fanout", None)
+    assert exchange_key("/queues/q%20one+two") == ("", "q one+two")
+    assert exchange_key("/exchanges/x/a/b") == (None, None)  # v2 keys are one encoded segment
+    assert exchange_key("/exchange/x/a/b") == ("x", "a/b")  # v1 keys are not encoded
+    assert exchange_key("/topic/a.b") == ("amq.topic", "a.b")
+    assert [reply_key(a) for a in ("/queues/r%2F1", "/queue/r", "/management", "$me")] == [
+        "r/1",
+        "r",
+        "/management",
+        "$me",
+    ]

@@ -254,3 +254,13 @@ def stats_part(t, summarise) -> dict:
         "credit": credit_summary(t),
         "liveness": idle_summary(idle_gaps(t)),
     }
+
+
+def with_health(health: dict, part: dict) -> dict:
+    """stats' ``health`` with the 1.0 figures of ``part`` (:func:`stats_part`): silences against
+    the idle-time-out counted with the heartbeat ones, and the link credit figures added."""
+    out = dict(health)
+    for k, v in part["liveness"].items():
+        out[k] = out.get(k, 0) + v
+    out.update(part["credit"])
+    return out

@@ -559,18 +559,8 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         "throughput": got["throughput"],
         "methods": counts["methods"],
         "anomalies": counts["anomalies"],
-        "health": _with_amqp10_health(got["health"], got["amqp10"]),
+        "health": amqp10.with_health(got["health"], got["amqp10"]),
     }
-
-
-def _with_amqp10_health(health: dict, v10: dict) -> dict:
-    """stats' ``health`` with the 1.0 figures: empty-frame silences counted with the heartbeat
-    ones, and the link credit figures (amqp10_credit.credit_summary) added."""
-    out = dict(health)
-    for k, v in v10["liveness"].items():
-        out[k] = out.get(k, 0) + v
-    out.update(v10["credit"])
-    return out
 
 
 def _counts_part(t) -> dict:

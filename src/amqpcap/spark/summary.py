@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from amqpcap.analysis import (
+    amqp10,
     blocked,
     confirms,
     connection_setup,
@@ -608,20 +609,33 @@ def _counts(df, col, F) -> dict:
     return dict(sorted(((str(r[col]), int(r["count"])) for r in rows), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _percent_decoded(F, col, pattern):
+    """The group of ``pattern`` in ``col``, percent-decoded as urllib.parse.unquote does (RabbitMQ
+    4's /queues/, /exchanges/ addresses): '+' stays '+', a malformed escape stays as it is."""
+    raw = f"regexp_extract({col}, '{pattern}', 1)"
+    return F.expr(f"coalesce(try_url_decode(replace({raw}, '+', '%2B')), {raw})")
+
+
 def _reply_key(F, col, version=None):
     """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; 1.0 ``/queue/Q`` -> ``Q``,
     ``/exchange/E/K`` -> ``K`` (analysis.amqp10_pairing.reply_key); direct reply-to -> its prefix."""
     c = F.col(col)
     if version is not None:
-        queue = F.regexp_extract(c, r"^/(?:queues?|amq/queue)/([^/]+)$", 1)
-        key = F.regexp_extract(c, r"^/exchanges?/[^/]+/(.+)$", 1)
+        queue = F.regexp_extract(c, r"^/(?:queue|amq/queue)/([^/]+)$", 1)
+        v2_queue = _percent_decoded(F, col, "^/queues/([^/]+)$")
+        v2_key = _percent_decoded(F, col, "^/exchanges/[^/]+/([^/]+)$")
+        key = F.regexp_extract(c, r"^/exchange/[^/]+/(.+)$", 1)
+        topic = F.regexp_extract(c, r"^/topic/([^/]+)$", 1)
         c = (
             F.when(
                 (F.col(version) == "0-10") & F.col(col).contains("/"),
                 F.expr(f"substr({col}, instr({col}, '/') + 1)"),
             )
+            .when((F.col(version) == "1.0") & (v2_queue != ""), v2_queue)
             .when((F.col(version) == "1.0") & (queue != ""), queue)
+            .when((F.col(version) == "1.0") & (v2_key != ""), v2_key)
             .when((F.col(version) == "1.0") & (key != ""), key)
+            .when((F.col(version) == "1.0") & (topic != ""), topic)
             .otherwise(F.col(col))
         )
     return F.when(c.startswith(_DIRECT_REPLY), F.lit(_DIRECT_REPLY)).otherwise(c)
@@ -710,23 +724,33 @@ def stats(spark, out: str) -> dict:
         return _stats(spark, out)
 
 
-def _amqp10(F, methods, msgs) -> dict:
-    """AMQP 1.0's figures (analysis/amqp10.py: settlement latency, outcomes, error conditions),
-    computed by the pandas analysis on the 1.0 rows alone, collected (their columns only)."""
-    from amqpcap.analysis import amqp10
+def _amqp10(F, conn, methods, msgs, frames) -> dict:
+    """AMQP 1.0's figures (analysis/amqp10.py: settlement latency, outcomes, error conditions,
+    link credit, idle-time-out liveness), computed by the pandas analysis on the rows of the 1.0
+    connections alone, collected (their columns only)."""
     from amqpcap.analysis.summary import latency_summary
 
-    frames = {}
-    for name, df in (("methods", methods), ("messages", msgs)):
-        cols = amqp10.SECTION[0][name]
-        pdf = df.filter(F.col("version") == "1.0").select(*cols).toPandas()
-        for c in ("ts", "settle_ts"):  # read as ns (spark.sql.legacy.parquet.nanosAsLong)
-            if c in pdf and not isinstance(pdf[c].dtype, pd.DatetimeTZDtype):
-                pdf[c] = pd.to_datetime(pdf[c], unit="ns", utc=True)
-        frames[name] = pdf
-    return amqp10.stats_part(
-        Tables(**{n: frames.get(n, empty_frame(n)) for n in TABLE_NAMES}), latency_summary
-    )
+    v10 = conn.filter(F.col("version") == "1.0")
+    keys = v10.select("capture", "tcp_stream")
+    got = {"connections": v10}
+    for name, df in (("methods", methods), ("messages", msgs), ("frames", frames)):
+        if df is not None:
+            cols = amqp10.SECTION[0][name] or [f.name for f in SCHEMAS[name]]
+            got[name] = df.join(keys, ["capture", "tcp_stream"], "left_semi").select(*cols)
+    pdfs = {}
+    for name, df in got.items():
+        pdf = df.toPandas()
+        for f in SCHEMAS[name]:  # timestamps read as ns (spark.sql.legacy.parquet.nanosAsLong)
+            if (
+                pa.types.is_timestamp(f.type)
+                and f.name in pdf
+                and not isinstance(pdf[f.name].dtype, pd.DatetimeTZDtype)
+            ):
+                pdf[f.name] = pd.to_datetime(pdf[f.name], unit="ns", utc=True)
+        pdfs[name] = pdf
+    present = tuple(n for n in TABLE_NAMES if n in pdfs)
+    tables = Tables(**{n: pdfs.get(n, empty_frame(n)) for n in TABLE_NAMES}, source=None, present=present)
+    return amqp10.stats_part(tables, latency_summary)
 
 
 def _stats(spark, out: str) -> dict:
@@ -781,9 +805,10 @@ def _stats(spark, out: str) -> dict:
         "anomalies": _counts(anomalies, "kind", F),
         "health": _health(tally, _heartbeat_source(F, conn, has_frames)),
     }
-    v10 = _amqp10(F, methods, msgs)
+    v10 = _amqp10(F, conn, methods, msgs, frames)
     result["latency"]["settlement"] = v10["settlement"]
     result["outcomes"] = v10["outcomes"]
     result["errors"] = sorted(result["errors"] + v10["errors"], key=lambda e: -e["count"])
+    result["health"] = amqp10.with_health(result["health"], v10)
     res.unpersist()
     return result
