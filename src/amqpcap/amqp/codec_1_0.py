@@ -325,6 +325,8 @@ class Decoder10(StreamDecoder):
             self._close(direction, perf)
         elif name == "sasl.init":
             self._sasl_init(a)
+        elif name == "sasl.response" and "response" in a and not self.keep_secrets:
+            a["response"] = REDACTED  # (what secure-ok's response is to 0-9-1: a credential)
         if link is not None:
             perf.link_name, perf.source, perf.target = link.name, link.source, link.target
         self.events.append((direction, perf))
