@@ -188,6 +188,9 @@ CATEGORICAL_COLUMNS = frozenset(
 # an empty one: the analysis treats an empty id as none).  A code per row, no string kept.
 CODE_COLUMNS = frozenset({"message_id", "correlation_id", "body_hash"})
 _EMPTY_IS_NULL = frozenset({"message_id", "correlation_id"})
+# coded with one dictionary when read together: an AMQP 1.0 reply names its request by the
+# request's message-id in its correlation-id (analysis.amqp10_pairing)
+SHARED_CODES = ("message_id", "correlation_id")
 
 _LEAN_MODES = ("analysis", "compact")
 
@@ -218,6 +221,9 @@ def arrow_to_pandas(
     full = SCHEMAS[name]
     schema = full if columns is None else pa.schema([full.field(c) for c in columns], metadata=full.metadata)
     # Conform: add missing columns as nulls, order and cast as the schema says.
+    shared = [c for c in SHARED_CODES if compact and c in table.column_names]
+    coded = _shared_codes([table.column(c).cast(pa.string()) for c in shared]) if len(shared) > 1 else []
+    coded = dict(zip(shared, coded))
     cols = []
     for f in schema:
         if f.name in table.column_names:
@@ -228,6 +234,8 @@ def arrow_to_pandas(
             col = pa.nulls(len(table), type=f.type)
         if f.name in categorical and pa.types.is_string(f.type):
             col = pc.dictionary_encode(col, memory_pool=POOL if compact else None)
+        elif f.name in coded:
+            col = coded.pop(f.name)
         elif compact and f.name in CODE_COLUMNS:
             col = _codes(col, empty_is_null=f.name in _EMPTY_IS_NULL)
         cols.append(col)
@@ -268,6 +276,19 @@ def _codes(col: pa.ChunkedArray, empty_is_null: bool) -> pa.ChunkedArray:
         if empty >= 0:
             idx = pc.if_else(pc.equal(idx, empty), pa.scalar(None, pa.int32()), idx, memory_pool=POOL)
     return idx
+
+
+def _shared_codes(cols: list) -> list:
+    """:func:`_codes` of the id columns ``cols`` (empty as null) with one dictionary for all of
+    them: a string has the same code in each."""
+    lengths = [len(c) for c in cols]
+    idx = _codes(pa.chunked_array([k for c in cols for k in c.chunks], type=pa.string()), empty_is_null=True)
+    flat = idx.combine_chunks() if idx.num_chunks != 1 else idx.chunk(0)
+    out, at = [], 0
+    for n in lengths:
+        out.append(pa.chunked_array([flat.slice(at, n)], type=pa.int32()))
+        at += n
+    return out
 
 
 def _compact(df: pd.DataFrame) -> pd.DataFrame:
@@ -335,7 +356,8 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
         method = dataset.to_table(columns=["method"], memory_pool=POOL, use_threads=False).column(0)
         keep = _is_in(method, pa.array(list(names), pa.string()))
         del method
-    groups = [[c] for c in cols if c in CODE_COLUMNS]
+    ids = [c for c in SHARED_CODES if c in cols]  # read together: one dictionary (SHARED_CODES)
+    groups = ([ids] if ids else []) + [[c] for c in cols if c in CODE_COLUMNS and c not in ids]
     rest = [c for c in cols if c not in CODE_COLUMNS]
     groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
     if not groups:
