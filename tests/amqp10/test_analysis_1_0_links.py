@@ -193,6 +193,9 @@ def test_1_0_rpc_reply_names_the_request_by_its_message_id():
     assert r["reply_to"].tolist() == ["/queue/amqpcap10-rhea-rpc-replies"] * 3
     assert (r["latency_ms"] > 0).all() and (r["client_latency_ms"] > r["latency_ms"]).all()
     assert stats(t)["latency"]["rpc"]["count"] == 3
+    # from the output directory, section by section, the ids as codes: the reply's correlation-id
+    # and the request's message-id share one dictionary
+    assert stats(str(t.source))["latency"]["rpc"] == stats(t)["latency"]["rpc"]
 
 
 def test_1_0_rpc_with_correlation_ids_pairs_on_them():
