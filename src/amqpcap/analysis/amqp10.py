@@ -25,9 +25,16 @@ from __future__ import annotations
 import pandas as pd
 
 from amqpcap.amqp.spec import v1_0 as SPEC
-from amqpcap.analysis._common import ROW_KEYS, STR, TS_DTYPE, build, records
+from amqpcap.analysis._common import ROW_KEYS, build, records
 from amqpcap.analysis.amqp10_credit import CREDIT_COLUMNS, credit_summary
-from amqpcap.analysis.connection_health import LIVENESS_COLUMNS, activity, heartbeat_source, silences
+from amqpcap.analysis.connection_health import (
+    GAP_COLS,
+    LIVENESS_COLUMNS,
+    activity,
+    gap_row,
+    heartbeat_source,
+    silences,
+)
 
 _KEYS = ROW_KEYS
 # stats' section of the 1.0 figures: (columns by table, methods by table), as summary.SECTIONS
@@ -156,22 +163,10 @@ def error_conditions(t) -> list[dict]:
     return out
 
 
+# heartbeat_gaps' columns, with the idle-time-out (ms) the silence answers to in place of heartbeat_s
 IDLE_GAP_COLS = {
-    "capture": STR,
-    "tcp_stream": "Int32",
-    "direction": STR,
-    "sender": STR,
-    "idle_timeout_ms": "Int64",
-    "start_frame": "Int64",
-    "start_ts": TS_DTYPE,
-    "end_frame": "Int64",
-    "end_ts": TS_DTYPE,
-    "gap_s": "float64",
-    "intervals": "float64",
-    "missed": "boolean",
-    "open_ended": "boolean",
-    "source": STR,
-    "evidence": STR,
+    ("idle_timeout_ms" if k == "heartbeat_s" else k): ("Int64" if k == "heartbeat_s" else v)
+    for k, v in GAP_COLS.items()
 }
 # (direction, its sender, the connections column of the idle-time-out its silences answer to)
 _IDLE = (("c2s", "client", "server_idle_timeout_ms"), ("s2c", "server", "client_idle_timeout_ms"))
@@ -207,28 +202,8 @@ def idle_gaps(t, *, late: float = 1.0, all_gaps: bool = False) -> pd.DataFrame:
                 continue
             step = int(idle) * 1_000_000
             live = r[5 + 4 * i : 9 + 4 * i]
-            for a, b, gap, f0, f1, trailing, evidence in silences(
-                act, source, (cap, st, d), step, (open_ts, stop), live, late, all_gaps
-            ):
-                rows.append(
-                    dict(
-                        capture=cap,
-                        tcp_stream=st,
-                        direction=d,
-                        sender=sender,
-                        idle_timeout_ms=idle,
-                        start_frame=f0,
-                        start_ts=a,
-                        end_frame=f1,
-                        end_ts=b,
-                        gap_s=gap / 1e9,
-                        intervals=gap / step,
-                        missed=None if evidence == "unknown" else gap > 2 * step,
-                        open_ended=trailing,
-                        source=source,
-                        evidence=evidence,
-                    )
-                )
+            found = silences(act, source, (cap, st, d), step, (open_ts, stop), live, late, all_gaps)
+            rows += [gap_row((cap, st, d, sender), ("idle_timeout_ms", idle), step, x, source) for x in found]
     return build(rows, IDLE_GAP_COLS)
 
 

@@ -29,15 +29,8 @@ import pandas as pd
 from amqpcap.analysis._common import ROW_KEYS, STR, TS_DTYPE, build
 
 # the methods columns the credit walk reads (stats' section loads them)
-CREDIT_COLUMNS = ROW_KEYS + [
-    "link_name",
-    "role",
-    "more",
-    "link_credit",
-    "delivery_count",
-    "drain",
-    "available",
-]
+_LINK_STATE = ["role", "more", "link_credit", "delivery_count", "drain", "available"]
+CREDIT_COLUMNS = ROW_KEYS + ["link_name"] + _LINK_STATE
 
 STALL_COLS = {
     "capture": STR,
@@ -244,7 +237,7 @@ def _links(t) -> list:
     ends, conn_ends = _ends(m, t.connections)
     m = m[m["method"].astype(object).isin(_LINK_ROWS) & m["link_name"].notna()]
     cols = ["capture", "tcp_stream", "ts", "frame_number", "direction", "channel", "method", "link_name"]
-    cols += ["role", "more", "link_credit", "delivery_count", "drain", "available"]
+    cols += _LINK_STATE
     sub = m[cols].astype({c: object for c in ("capture", "direction", "method", "link_name", "role")})
     sub = sub.astype({c: object for c in ("more", "drain")})
     out = []

@@ -191,29 +191,32 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
         hb_ns = int(hb) * 1_000_000_000
         stop = close_ts if close_ts is not None else end_ts
         for i, (d, sender) in enumerate(_DIRS):
-            for a, b, gap, start_frame, end_frame, trailing, evidence in silences(
+            found = silences(
                 act, source, (cap, st, d), hb_ns, (open_ts, stop), r[6 + 4 * i : 10 + 4 * i], late, all_gaps
-            ):
-                rows.append(
-                    dict(
-                        capture=cap,
-                        tcp_stream=st,
-                        direction=d,
-                        sender=sender,
-                        heartbeat_s=hb,
-                        start_frame=start_frame,
-                        start_ts=a,
-                        end_frame=end_frame,
-                        end_ts=b,
-                        gap_s=gap / 1e9,
-                        intervals=gap / hb_ns,
-                        missed=None if evidence == "unknown" else gap > 2 * hb_ns,
-                        open_ended=trailing,
-                        source=source,
-                        evidence=evidence,
-                    )
-                )
+            )
+            rows += [gap_row((cap, st, d, sender), ("heartbeat_s", hb), hb_ns, x, source) for x in found]
     return build(rows, GAP_COLS)
+
+
+def gap_row(where, interval: tuple, interval_ns: int, silence: tuple, source: str) -> dict:
+    """A :func:`heartbeat_gaps` row: ``where`` (capture, tcp_stream, direction, sender),
+    ``interval`` (column, value) of the interval the silence is measured against, ``silence``
+    as :func:`silences` gives it."""
+    a, b, gap, start_frame, end_frame, trailing, evidence = silence
+    return dict(
+        zip(("capture", "tcp_stream", "direction", "sender"), where),
+        **{interval[0]: interval[1]},
+        start_frame=start_frame,
+        start_ts=a,
+        end_frame=end_frame,
+        end_ts=b,
+        gap_s=gap / 1e9,
+        intervals=gap / interval_ns,
+        missed=None if evidence == "unknown" else gap > 2 * interval_ns,
+        open_ended=trailing,
+        source=source,
+        evidence=evidence,
+    )
 
 
 def silences(act, source, where, interval_ns, span, live_cols, late=1.5, all_gaps=False) -> list:
