@@ -45,9 +45,11 @@ SECTION = (
         + ["link_name", "delivery_id", "settled", "outcome", "condition", "reply_text", "code"]
         + [c for c in CREDIT_COLUMNS if c not in _KEYS + ["link_name"]],
         "messages": _KEYS + ["link_name", "delivery_id", "settled", "settle_ts", "outcome", "condition"],
-        "frames": None,  # (the liveness check's signs of life, when the output has them)
+        # (the liveness check's signs of life, when the output has them)
+        "frames": ["capture", "tcp_stream", "frame_number", "ts", "direction"],
     },
-    {},
+    # (1.0 rows only: a 1.0 conversation has no other methods, its messages are transfers)
+    {"methods": SPEC.METHODS, "messages": ("transfer",)},
 )
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received")
 _SASL_CODES = dict((int(v), n) for v, n in SPEC.CHOICES["sasl-code"])
