@@ -13,6 +13,7 @@ from amqp10_wire import (
     begin,
     close,
     data,
+    detach,
     flow,
     frame,
     open_,
@@ -268,3 +269,28 @@ def test_rabbitmq_4_addresses_name_their_percent_decoded_exchange_and_key():
         "/management",
         "$me",
     ]
+
+
+def test_a_link_name_attached_again_is_a_new_link_with_its_own_stall(tmp_path):
+    ex = [
+        ("c2s", AMQP_HEADER),
+        ("s2c", AMQP_HEADER),
+        ("c2s", frame(open_("client")) + frame(begin())),
+        ("s2c", frame(open_("broker")) + frame(begin(0))),
+        ("c2s", frame(attach("rx", 0, True, src="/queues/q")) + frame(flow(0, 0, 10))),
+        ("s2c", frame(attach("rx", 0, False, src="/queues/q")) + frame(flow(0, 0, 10, available=0))),
+        ("c2s", frame(detach(0, True))),
+        ("s2c", frame(detach(0, True))),
+        ("c2s", frame(attach("rx", 1, True, src="/queues/q"))),  # 8: the same name again
+        ("s2c", frame(attach("rx", 1, False, src="/queues/q")) + frame(flow(1, 0, 0, available=7))),
+        ("c2s", frame(flow(1, 0, 3))),  # 10: 300 ms later
+        ("c2s", frame(close())),
+        ("s2c", frame(close())),
+    ]
+    t = load(str(_dissect(tmp_path, _timed(ex, {10: 300 * MS}))))
+    s = amqp10_credit.credit_stalls(t)
+    assert s[["cause", "status", "backlog"]].values.tolist() == [
+        ["attach", "resumed", 0],
+        ["attach", "resumed", 7],
+    ]
+    assert s["stalled"].tolist() == [False, True] and 300 < s["duration_ms"].iloc[1] < 310

@@ -242,9 +242,26 @@ def _links(t) -> list:
     sub = sub.astype({c: object for c in ("more", "drain")})
     out = []
     for key, g in sub.groupby(["capture", "tcp_stream", "link_name"], sort=True, dropna=False):
-        link = _Link(key, g.to_dict("records"))
-        link.walk(ends.get(key[:2], []), conn_ends.get(key[:2]))
-        out.append(link)
+        for rows in _lifetimes(g.to_dict("records")):
+            link = _Link(key, rows)
+            link.walk(ends.get(key[:2], []), conn_ends.get(key[:2]))
+            out.append(link)
+    return out
+
+
+def _lifetimes(rows: list) -> list:
+    """The rows of one link name cut into the link's lifetimes: a name attached again (an attach
+    from a side that has attached it already) is a new link."""
+    out, attached = [], set()
+    for r in rows:
+        if r["method"] == "attach":
+            if r["direction"] in attached or not out:
+                out.append([])
+                attached = set()
+            attached.add(r["direction"])
+        elif not out:
+            out.append([])
+        out[-1].append(r)
     return out
 
 
