@@ -1047,7 +1047,7 @@ TRANSIT_COLS = {
     "same_connection": "boolean",
 }
 
-_PUBLISH = ("basic.publish", "message.transfer", "transfer")  # (1.0: a c2s transfer's delivery)
+_PUBLISH = ("basic.publish", "message.transfer", "transfer")  # ("transfer": AMQP 1.0)
 _DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer", "transfer")
 
 
