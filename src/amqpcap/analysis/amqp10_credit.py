@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import ROW_KEYS, STR, TS_DTYPE, build
+from amqpcap.analysis._common import ROW_KEYS, STR, TS_DTYPE, build, records
 
 # the methods columns the credit walk reads (stats' section loads them)
 _LINK_STATE = ["role", "more", "link_credit", "delivery_count", "drain", "available"]
@@ -125,24 +125,24 @@ class _Link:
     def walk(self, session_ends, conn_end):
         if self.sender is None:
             return
-        channels = {r["direction"]: _opt(r["channel"]) for r in self.rows}
+        channels = {r["direction"]: r["channel"] for r in self.rows}
         end = self._end(session_ends, conn_end, channels)
         credit, snd_count, initial = 0, None, 0
         more = False
         stall = None  # the open zero-credit period: dict
         drain = None  # the open drain cycle: dict
         answer_wanted = False  # the sender's next flow answers the flow that ended a stall
-        rows = [r for r in self.rows if r["ts"].value <= end[0]]
+        rows = [r for r in self.rows if r["ts"] <= end[0]]
         for r in rows:
             name, ts, fr, mine = (
                 r["method"],
-                r["ts"].value,
-                _opt(r["frame_number"]),
+                r["ts"],
+                r["frame_number"],
                 r["direction"] == self.sender,
             )
             if name == "attach":
-                if mine and not pd.isna(r["delivery_count"]):
-                    initial = int(r["delivery_count"])
+                if mine and r["delivery_count"] is not None:
+                    initial = r["delivery_count"]
                     snd_count = initial if snd_count is None else snd_count
                 if stall is None and credit == 0 and not self.stalls:
                     stall = self._open(ts, fr, "attach")
@@ -158,13 +158,13 @@ class _Link:
                             drain = self._close_drain(drain, ts, fr, "used")
                         stall = self._open(ts, fr, "exhausted")
                 more = r["more"] is True
-            elif name == "flow" and not pd.isna(r["link_credit"]):
-                lc = int(r["link_credit"])
+            elif name == "flow" and r["link_credit"] is not None:
+                lc = r["link_credit"]
                 if mine:  # the sender's view and backlog
-                    if not pd.isna(r["delivery_count"]):
-                        snd_count = int(r["delivery_count"])
+                    if r["delivery_count"] is not None:
+                        snd_count = r["delivery_count"]
                     credit = lc
-                    avail = None if pd.isna(r["available"]) else int(r["available"])
+                    avail = r["available"]
                     if drain is not None and drain["available"] is None:
                         drain["available"] = avail
                     if drain is not None and lc == 0:
@@ -179,7 +179,7 @@ class _Link:
                             last["backlog"] = max(last["backlog"] or 0, avail)
                     answer_wanted = False
                 else:  # the receiver grants credit
-                    dc = int(r["delivery_count"]) if not pd.isna(r["delivery_count"]) else initial
+                    dc = r["delivery_count"] if r["delivery_count"] is not None else initial
                     sc = initial if snd_count is None else snd_count
                     credit = max(_serial_diff(dc + lc, sc), 0)
                     if drain is not None and r["drain"] is not True:
@@ -199,15 +199,15 @@ class _Link:
     def _end(self, session_ends, conn_end, channels):
         """(ts ns, frame) where the link stopped: its first detach, its session's first end after
         its attach, else the connection's end (else its last row)."""
-        start = self.rows[0]["ts"].value
-        cands = [(r["ts"].value, _opt(r["frame_number"])) for r in self.rows if r["method"] == "detach"]
+        start = self.rows[0]["ts"]
+        cands = [(r["ts"], r["frame_number"]) for r in self.rows if r["method"] == "detach"]
         cands += [(ts, fr) for ts, fr, d, ch in session_ends if ts >= start and channels.get(d) == ch]
         if cands:
             return min(cands, key=lambda x: x[0])
         if conn_end is not None:
             return conn_end
         last = self.rows[-1]
-        return last["ts"].value, _opt(last["frame_number"])
+        return last["ts"], last["frame_number"]
 
     def _open(self, ts, fr, cause):
         s = {"cause": cause, "start_ts": ts, "start_frame": fr, "backlog": None}
@@ -238,11 +238,12 @@ def _links(t) -> list:
     m = m[m["method"].astype(object).isin(_LINK_ROWS) & m["link_name"].notna()]
     cols = ["capture", "tcp_stream", "ts", "frame_number", "direction", "channel", "method", "link_name"]
     cols += _LINK_STATE
-    sub = m[cols].astype({c: object for c in ("capture", "direction", "method", "link_name", "role")})
-    sub = sub.astype({c: object for c in ("more", "drain")})
+    by_link: dict = {}  # (capture, tcp_stream, link_name) -> its rows in wire order
+    for r in records(m, cols):  # (plain values: ts as int ns, a missing value as None)
+        by_link.setdefault(r[:2] + r[7:8], []).append(dict(zip(cols, r)))
     out = []
-    for key, g in sub.groupby(["capture", "tcp_stream", "link_name"], sort=True, dropna=False):
-        for rows in _lifetimes(g.to_dict("records")):
+    for key in sorted(by_link, key=lambda k: tuple("" if v is None else v for v in k)):
+        for rows in _lifetimes(by_link.pop(key)):
             link = _Link(key, rows)
             link.walk(ends.get(key[:2], []), conn_ends.get(key[:2]))
             out.append(link)
