@@ -10,7 +10,7 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
-from amqpcap.records.schema import TABLES  # noqa: E402
+from amqpcap.records.schema import STORED  # noqa: E402
 
 INTRO = """# Parquet schema
 
@@ -22,9 +22,31 @@ The same schema is written for every AMQP version, by the CLI and by the Spark j
 `--frames`, `OUT/frames/`. Read them with `pyarrow.dataset.dataset("OUT/methods")`,
 `pandas.read_parquet("OUT/methods")` or `amqpcap.load("OUT")`.
 
-Timestamps are `timestamp[ns, UTC]`. JSON columns encode binary values as
-`{"$b64": "..."}`, AMQP decimals as `{"$decimal": "..."}`; a method argument
-decoded with another dialect's field list carries `"$dialect"`.
+JSON columns encode binary values as `{"$b64": "..."}`, AMQP decimals as
+`{"$decimal": "..."}`; a method argument decoded with another dialect's field list
+carries `"$dialect"`.
+
+## Time columns
+
+Packet times are nanoseconds, and Parquet's nanosecond timestamp, `TIMESTAMP(NANOS)`, is
+refused by Spark (`Illegal Parquet type`) and by the readers built on it (Glue, Databricks).
+So each time column `X` is stored as two columns:
+
+- `X`: `timestamp[us, tz=UTC]` (Parquet `TIMESTAMP(MICROS, isAdjustedToUTC=true)`), the time
+  floored to the microsecond: a stock `spark.read.parquet("OUT/methods")` reads it as a
+  Spark `TIMESTAMP`, ready for `window`, `date_trunc` and every time function;
+- `X_nanos`: `int16`, the 0 .. 999 nanoseconds past that microsecond (null where `X` is).
+
+The exact time is `X` + `X_nanos` ns: in Spark, `unix_micros(X) * 1000 + X_nanos` (a bigint
+of ns since the epoch); in pyarrow, `pc.add(pc.multiply(X.cast("int64"), 1000), X_nanos)`.
+`amqpcap.load("OUT")` does this for you: its DataFrames have one `datetime64[ns, UTC]`
+column per time, exact, and no `_nanos` columns.
+
+Why this layout: the companion holds only what the microsecond timestamp cannot (no value
+is stored twice, so the two cannot disagree), it costs two bytes a row before compression,
+and a Spark or SQL user who needs only microseconds reads `X` alone. A full-ns `int64`
+beside a timestamp would store every time twice; Parquet `INT96` (which Spark reads as a
+timestamp) comes back from pyarrow without its UTC zone and is deprecated.
 """
 
 KINDS = """
@@ -127,7 +149,7 @@ settled (or at the end of the capture) so that it carries its settlement:
 
 def render() -> str:
     out = [INTRO]
-    for name, cols in TABLES.items():
+    for name, cols in STORED.items():
         out.append(f"\n## `{name}`\n\n| column | type | meaning |\n|---|---|---|")
         for col, typ, doc in cols:
             out.append(f"| `{col}` | `{typ}` | {doc} |")

@@ -59,12 +59,14 @@ PARTS = {
         Part(
             "fastwriter",
             "table buffer",
-            ("records/fastwriter.pyx", "records/writer.py", "records/raw.pxi", "deferred.pxi"),
+            ("records/fastwriter.pyx", "records/writer.py", "records/times.py", "records/raw.pxi")
+            + ("deferred.pxi",),
         ),
         Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py")),
         Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
         Part("fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "slots.pxi")),
         Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
+        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
     )
 }
 

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from amqpcap.analysis._common import release_memory
-from amqpcap.records.schema import SCHEMAS
+from amqpcap.records import times
+from amqpcap.records.schema import SCHEMAS, STORED_SCHEMAS
 
 TABLE_NAMES = ("connections", "methods", "messages", "anomalies", "frames")
 
@@ -333,9 +334,10 @@ def _compact_mode(columns) -> bool:
 
 
 def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
-    """The Parquet files of table ``name``; the string columns in ``categorical`` are read as
-    dictionaries (as Parquet stores them: no string per row is ever made)."""
-    schema = SCHEMAS[name]
+    """The Parquet files of table ``name`` (as stored: see :func:`_read_exact`); the string columns
+    in ``categorical`` are read as dictionaries (as Parquet stores them: no string per row is
+    ever made)."""
+    schema = STORED_SCHEMAS[name]
     dict_cols = [f.name for f in schema if f.name in categorical and pa.types.is_string(f.type)]
     if not dict_cols:
         return ds.dataset(files, format="parquet", schema=schema)
@@ -344,6 +346,14 @@ def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
     )
     fmt = ds.ParquetFileFormat(read_options={"dictionary_columns": dict_cols})
     return ds.dataset(files, format=fmt, schema=schema)
+
+
+def _read_exact(dataset: ds.Dataset, columns: list[str] | None = None, **kw) -> pa.Table:
+    """``columns`` (all: None) of ``dataset`` with exact ns times: the one place the library
+    reads the tables' stored time columns (``records/times.py``), whatever reads them after."""
+    if columns is not None:
+        columns = times.with_companions(columns, dataset.schema.names)
+    return times.to_exact(dataset.to_table(columns=columns, **kw), kw.get("memory_pool"))
 
 
 def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, names=None) -> pd.DataFrame:
@@ -365,7 +375,7 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
         return pd.DataFrame(index=pd.RangeIndex(n))
     df = None
     for group in groups:
-        table = dataset.to_table(columns=group, memory_pool=POOL, use_threads=False)
+        table = _read_exact(dataset, group, memory_pool=POOL, use_threads=False)
         if keep is not None:
             table = table.filter(keep)
         part = arrow_to_pandas(table, name, group, categorical, True)
@@ -422,15 +432,17 @@ def _read_table(directory, name: str, cols: list[str], cat, compact: bool, names
             try:  # the schema fills columns a file lacks with nulls
                 if compact:
                     return _read_compact(_dataset(paths, name, cat), name, cols, cat, names)
-                table = _dataset(paths, name, cat).to_table(columns=cols)
+                table = _read_exact(_dataset(paths, name, cat), cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
-                    [ds.dataset(x, format="parquet").to_table() for x in paths],
+                    [_read_exact(ds.dataset(x, format="parquet")) for x in paths],
                     promote_options="permissive",
                 )
             return arrow_to_pandas(table, name, cols, cat, compact)
         if c.is_file():
-            return arrow_to_pandas(ds.dataset(str(c), format="parquet").to_table(), name, cols, cat, compact)
+            return arrow_to_pandas(
+                _read_exact(ds.dataset(str(c), format="parquet")), name, cols, cat, compact
+            )
     return None
 
 

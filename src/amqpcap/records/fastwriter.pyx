@@ -950,6 +950,39 @@ cdef class Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
+# --- time columns as Parquet stores them (records/times.py) ------------------------------------
+
+
+def split_ns(data, Py_ssize_t count):
+    """The first ``count`` int64 ns of ``data`` (a buffer) as (microseconds, floored: int64 bytes;
+    the 0 .. 999 ns past them: int16 bytes): ``times.split_ns``, in C."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t i
+    cdef int64_t x, q, r
+    cdef const int64_t *v
+    cdef int64_t *u
+    cdef int16_t *n
+    if count < 0 or count * 8 > view.shape[0]:
+        raise ValueError(f"{count} int64 values do not fit a buffer of {view.shape[0]} bytes")
+    us = PyBytes_FromStringAndSize(NULL, count * 8)
+    rest = PyBytes_FromStringAndSize(NULL, count * 2)
+    if not count:
+        return us, rest
+    v = <const int64_t *>&view[0]
+    u = <int64_t *>PyBytes_AS_STRING(us)
+    n = <int16_t *>PyBytes_AS_STRING(rest)
+    for i in range(count):
+        x = v[i]
+        q = x / 1000  # C division truncates: floored below for negative times (before 1970)
+        r = x - q * 1000
+        if r < 0:
+            r += 1000
+            q -= 1
+        u[i] = q
+        n[i] = <int16_t>r
+    return us, rest
+
+
 # --- for the row builders (records/fastrows.pyx) ------------------------------------------------
 
 

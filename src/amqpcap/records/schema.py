@@ -46,8 +46,8 @@ class Type:
         if self.kind == "list":
             ((item, type),) = self.fields
             return pa.list_(pa.field(item, type.arrow()))
-        if self.kind == "timestamp":  # the tables' one timestamp type (TS)
-            return pa.timestamp("ns", tz="UTC")
+        if self.kind == "timestamp":  # TS (rows, frames) or STORED_TS (Parquet): UTC, the unit named
+            return pa.timestamp(self.name[len("timestamp[") :].split(",")[0], tz="UTC")
         return pa.type_for_alias(self.name)
 
 
@@ -55,8 +55,10 @@ STRING = Type("string", "string")
 BINARY = Type("binary", "binary")
 BOOL = Type("bool", "bool")
 INT8, INT16, INT32, INT64 = (Type(f"int{8 * w}", "int", w) for w in (1, 2, 4, 8))
-TS = Type("timestamp[ns, tz=UTC]", "timestamp", 8)
+TS = Type("timestamp[ns, tz=UTC]", "timestamp", 8)  # a time in the rows and the library's frames
+STORED_TS = Type("timestamp[us, tz=UTC]", "timestamp", 8)  # a time in Parquet, with its NANOS companion
 TYPES = (STRING, BINARY, BOOL, INT8, INT16, INT32, INT64, TS)  # every leaf type (tests: names = pyarrow's)
+NANOS = "_nanos"  # suffix of a time column's companion in Parquet: the ns past its microsecond
 DIRS = ("c2s", "s2c")  # direction values, and the suffixes of the per-direction columns
 
 _KEYS = [
@@ -74,7 +76,7 @@ _KEYS = [
     (
         "ts",
         TS,
-        "Capture timestamp of that packet, ns, UTC (a packet time outside 1677 .. 2262, which the "
+        "Capture timestamp of that packet, UTC (a packet time outside 1677 .. 2262, which the "
         "column cannot hold, is read as the previous packet's: a `timestamp-out-of-range` anomaly).",
     ),
     ("direction", STRING, "`c2s` (client to server) or `s2c` (server to client)."),
@@ -454,21 +456,50 @@ TABLES = {
 }
 
 
+# How a time column is stored.  The rows and the library's frames hold exact ns (TS); Parquet
+# holds each time column X as a microsecond TIMESTAMP (STORED_TS, floored) plus ``X_nanos``, the
+# 0 .. 999 ns past that microsecond: Spark and the other Parquet readers that take no
+# TIMESTAMP(NANOS) read X as a timestamp, and X + X_nanos ns is the exact time.
+def nanos_doc(name: str) -> str:
+    """The description of time column ``name``'s companion."""
+    return (
+        f"Nanoseconds past the microsecond of `{name}` (0 .. 999; null where `{name}` is): "
+        f"`{name}` + `{name}_nanos` ns is the exact time."
+    )
+
+
+def stored(cols: list) -> list:
+    """A table's columns as Parquet holds them: each time column as STORED_TS, then its companion."""
+    out = []
+    for n, t, d in cols:
+        if t is TS:
+            out += [(n, STORED_TS, d), (n + NANOS, INT16, nanos_doc(n))]
+        else:
+            out.append((n, t, d))
+    return out
+
+
+STORED = {table: stored(cols) for table, cols in TABLES.items()}
+SCHEMA_VERSION = "2"  # 2: time columns as microsecond timestamps plus their NANOS companions
+
+
 def _schema(cols, table):
     import pyarrow as pa
 
     return pa.schema(
         [pa.field(n, t.arrow(), metadata={"doc": d}) for n, t, d in cols],
-        metadata={"amqpcap.table": table, "amqpcap.schema_version": "1"},
+        metadata={"amqpcap.table": table, "amqpcap.schema_version": SCHEMA_VERSION},
     )
 
 
 def __getattr__(name: str):
-    # SCHEMAS (a dict of pyarrow.Schema, by table) is made, and pyarrow imported, on first use
-    if name == "SCHEMAS":
-        global SCHEMAS
+    # SCHEMAS (the rows' and frames' pyarrow.Schema, by table) and STORED_SCHEMAS (the Parquet
+    # files') are made, and pyarrow imported, on first use
+    if name in ("SCHEMAS", "STORED_SCHEMAS"):
+        global SCHEMAS, STORED_SCHEMAS
         SCHEMAS = {table: _schema(cols, table) for table, cols in TABLES.items()}
-        return SCHEMAS
+        STORED_SCHEMAS = {table: _schema(cols, table) for table, cols in STORED.items()}
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -178,27 +178,38 @@ class ParquetFile:
     error there is raised by the next ``write`` of this file or by ``close``, which waits for
     its batches."""
 
-    __slots__ = ("path", "writer", "background", "pending")
+    __slots__ = ("path", "writer", "stored", "background", "pending")
 
     def __init__(self, path: str, background: bool = False) -> None:
         self.path = path
         self.writer = None
+        self.stored = None  # the file's schema: the batches' with their time columns split (times.py)
         self.background = background
         self.pending: list[Job] = []  # this file's batches in the Parquet thread
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Write ``batch`` (a table's rows: exact ns times), its time columns stored as
+        ``times.to_stored`` splits them (in the Parquet thread, with ``background``)."""
         with named(self.file):
             if self.writer is None:
+                from amqpcap.records import times  # pyarrow's, with the first batch
+
                 os.makedirs(self.path, exist_ok=True)
-                self.writer = open_parquet(self.file, batch.schema)
+                self.stored = times.stored_schema(batch.schema)
+                self.writer = open_parquet(self.file, self.stored)
             if not batch.num_rows:
                 return
             if not self.background:
                 self._settle(wait=True)  # its batches still in the Parquet thread go first
-                self.writer.write_batch(batch)
+                self._write_stored(batch)
                 return
             self._settle(wait=False)
-            self.pending.append(_in_background(self.writer.write_batch, batch))
+            self.pending.append(_in_background(self._write_stored, batch))
+
+    def _write_stored(self, batch: pa.RecordBatch) -> None:
+        from amqpcap.records import times
+
+        self.writer.write_batch(times.to_stored(batch, self.stored))
 
     @property
     def file(self) -> str:

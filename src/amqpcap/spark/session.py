@@ -14,10 +14,10 @@ import warnings
 
 #: Settings amqpcap needs whatever the master.
 CONF = {
-    # the tables keep ``timestamp[ns, UTC]``: Spark reads those as exact ns bigints
-    "spark.sql.legacy.parquet.nanosAsLong": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",  # amqpcap prints its own progress lines
+    # a worker runs task after task: amqpcap imported once, a capture mapped once (ranges.py)
+    "spark.python.worker.reuse": "true",
 }
 #: JIT level 1 and the serial GC roughly halve the JVM start in local mode.
 JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

@@ -19,7 +19,8 @@ computed without loading the tables into one process:
 Each group's rows are held by one task: a group is one conversation, one message
 id or one content key, one RPC key.
 
-Timestamps are read as exact ns integers (``spark.sql.legacy.parquet.nanosAsLong``).
+Time columns are read as exact ns integers (``records.times.spark_exact``: the microsecond
+timestamp and its ``_nanos`` companion).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, erro
 from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
+from amqpcap.records.times import spark_exact
 from amqpcap.spark.session import pandas_version_warning_off
 
 __all__ = ["stats"]
@@ -278,7 +280,7 @@ def _read(spark, out: str, name: str):
     path = os.path.join(out, name)
     if not os.path.isdir(path):
         return None
-    return spark.read.parquet(path)
+    return spark_exact(spark.read.parquet(path))
 
 
 def _num(x, nd=3):
@@ -740,7 +742,7 @@ def _amqp10(F, conn, methods, msgs, frames) -> dict:
     pdfs = {}
     for name, df in got.items():
         pdf = df.toPandas()
-        for f in SCHEMAS[name]:  # timestamps read as ns (spark.sql.legacy.parquet.nanosAsLong)
+        for f in SCHEMAS[name]:  # time columns read as ns (spark_exact)
             if (
                 pa.types.is_timestamp(f.type)
                 and f.name in pdf
@@ -756,7 +758,6 @@ def _amqp10(F, conn, methods, msgs, frames) -> dict:
 def _stats(spark, out: str) -> dict:
     from pyspark.sql import functions as F
 
-    spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     conn, methods, msgs = (_read(spark, out, n) for n in ("connections", "methods", "messages"))
     anomalies, frames = _read(spark, out, "anomalies"), _read(spark, out, "frames")
