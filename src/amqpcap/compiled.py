@@ -47,8 +47,8 @@ PARTS = {
         Part(
             "fast09",
             "decoder",
-            ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/stream.py", "amqp/events.py", "slots.pxi")
-            + ("amqp/wirefields.pxi", "amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
+            ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
+            + ("slots.pxi", "amqp/wirefields.pxi", "amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
         ),
         Part(
             "fastrows",
@@ -64,7 +64,9 @@ PARTS = {
         ),
         Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py")),
         Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
-        Part("fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "slots.pxi")),
+        Part(
+            "fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi")
+        ),
         Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
         Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
     )

@@ -25,29 +25,26 @@ SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 cdef int SYN = 0x02, FIN = 0x01, RST = 0x04, ACK = 0x10
 include "slots.pxi"
 
-# link.Packet, link.UnsupportedLinkType and pipeline.Conversation, bound by
-# pipeline.use_compiled (no import cycle)
-cdef object Packet = None, UnsupportedLinkType = None, Conversation = None
-cdef object rows = None  # records.rows: its append_rows, as use_compiled chose it
+from amqpcap.capture import link
+from amqpcap import conversation
+from amqpcap.records import rows  # its append_rows, as compiled.py chose the row builder
+
+# held in C globals: read for every packet
+cdef object Packet = link.Packet, UnsupportedLinkType = link.UnsupportedLinkType
+cdef object Conversation = conversation.Conversation
+
 # Where a Conversation keeps what the common packet reads and writes (slots.pxi); DIRECT
 # False: the class is not laid out so, and its attributes are used
-cdef Py_ssize_t ZW_OPEN = -1, PACKETS = -1, LAST_TS = -1, LAST_PACKET = -1
-cdef Py_ssize_t CLOSED = -1, IGNORED = -1, STREAMS = -1, DECODER = -1, STREAM = -1
-cdef bint DIRECT = False
-
-
-def bind(packet_class, unsupported, conversation_class, rows_module):
-    global Packet, UnsupportedLinkType, Conversation, DIRECT, rows
-    global ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER, STREAM
-    Packet, UnsupportedLinkType, Conversation = packet_class, unsupported, conversation_class
-    rows = rows_module
-    c = conversation_class
-    ZW_OPEN, PACKETS = slot_offset(c, "zw_open", True), slot_offset(c, "packets", True)
-    LAST_TS, LAST_PACKET = slot_offset(c, "last_ts", True), slot_offset(c, "last_packet", True)
-    CLOSED, IGNORED = slot_offset(c, "closed", True), slot_offset(c, "ignored", True)
-    STREAMS, DECODER = slot_offset(c, "streams", True), slot_offset(c, "decoder", True)
-    STREAM = slot_offset(c, "stream", True)
-    DIRECT = min(ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER, STREAM) >= 0
+cdef Py_ssize_t ZW_OPEN = slot_offset(Conversation, "zw_open", True)
+cdef Py_ssize_t PACKETS = slot_offset(Conversation, "packets", True)
+cdef Py_ssize_t LAST_TS = slot_offset(Conversation, "last_ts", True)
+cdef Py_ssize_t LAST_PACKET = slot_offset(Conversation, "last_packet", True)
+cdef Py_ssize_t CLOSED = slot_offset(Conversation, "closed", True)
+cdef Py_ssize_t IGNORED = slot_offset(Conversation, "ignored", True)
+cdef Py_ssize_t STREAMS = slot_offset(Conversation, "streams", True)
+cdef Py_ssize_t DECODER = slot_offset(Conversation, "decoder", True)
+cdef Py_ssize_t STREAM = slot_offset(Conversation, "stream", True)
+cdef bint DIRECT = min(ZW_OPEN, PACKETS, LAST_TS, LAST_PACKET, CLOSED, IGNORED, STREAMS, DECODER, STREAM) >= 0
 
 
 cdef inline object cget(conv, bint direct, Py_ssize_t off, str name):

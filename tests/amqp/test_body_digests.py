@@ -144,7 +144,7 @@ def test_a_deferred_digest_is_handed_on_and_reads_as_its_text(fast09):
     rng = random.Random(1)
     stream, bodies = big_contents(rng, 6)
     dec = codec_0_9.Decoder09("0-9-1")
-    dec.deferred_digests = True
+    codec_0_9.direct_output(dec, None, True)
     dec.feed(0, stream, 0, 1, 1000)
     contents = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
     assert [c.body_received for c in contents] == [len(b) for b in bodies]

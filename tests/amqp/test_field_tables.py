@@ -7,8 +7,8 @@ import struct
 import pytest
 from fixtures import amqp09 as A
 
-from amqpcap.amqp.codec_0_9 import MAX_DEPTH, DecodeError, decode_table
 from amqpcap.amqp.events import Method
+from amqpcap.amqp.fields_0_9 import MAX_DEPTH, DecodeError, decode_table
 
 T = A.Typed
 

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqpcap.amqp import codec_0_9
-from amqpcap.amqp.codec_0_9 import DecodeError, decode_table
 from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
+from amqpcap.amqp.fields_0_9 import DecodeError, decode_table
 
 EXAMPLES = int(os.environ.get("AMQPCAP_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(

@@ -8,6 +8,8 @@ The tables are compared as Arrow tables (value, type and null alike).
 
 from __future__ import annotations
 
+import hashlib
+
 import pyarrow as pa
 import pytest
 from fixtures import amqp09 as A
@@ -224,3 +226,29 @@ def test_dissect_writes_the_same_tables_with_direct_rows(compiled, capture, tmp_
     dissect([capture], str(tmp_path / "events"))
     for t in ("connections", "methods", "messages", "anomalies"):
         assert pq.read_table(tmp_path / "direct" / t).equals(pq.read_table(tmp_path / "events" / t)), t
+
+
+def test_the_reference_codec_takes_no_direct_output_and_makes_every_event():
+    """Direct rows and deferred digests are the compiled walker's alone: handed to the
+    reference codec they change nothing (it has no such hook) and every method and content is
+    an event with a text digest."""
+    dec = codec_0_9.Decoder09Py("0-9-1")
+    codec_0_9.direct_output(dec, object(), True)
+    assert not hasattr(dec, "row_sink") and not hasattr(dec, "deferred_digests")
+    body = bytes(range(256)) * 40
+    publish = A.method_frame(1, "basic.publish", exchange="x", routing_key="k")
+    data = A.method_frame(1, "channel.open") + A.content(1, publish, body, {"delivery-mode": 2})
+    dec.feed(0, data, 0, 1, 1000)
+    events = [e for _, e in dec.pop_events()]
+    assert [e.name for e in events if type(e) is Method] == ["channel.open", "basic.publish"]
+    (content,) = [e for e in events if type(e) is Content]
+    assert content.body_hash == hashlib.sha256(body).hexdigest()
+
+
+def test_the_compiled_codec_takes_the_direct_output_it_is_handed(compiled):
+    codec_0_9.use_compiled(True)
+    dec = codec_0_9.Decoder09("0-9-1")
+    assert dec.row_sink is None and dec.deferred_digests is False  # events until told otherwise
+    sink = object()
+    codec_0_9.direct_output(dec, sink, True)
+    assert dec.row_sink is sink and dec.deferred_digests is True

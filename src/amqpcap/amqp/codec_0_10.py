@@ -696,7 +696,7 @@ class Decoder010(StreamDecoder):
             frame_end = fstart + fsize
             # A partial frame with a readable header: its end is a provable boundary
             # if the gap does not reach past it.
-            self._damaged_frame(direction, d, flags, stype, fsize, track, channel, fstart)
+            _damaged_frame(self, direction, d, flags, stype, fsize, track, channel, fstart)
             if frame_end >= gap_end:
                 tail = frame_end - gap_end
                 lost(
@@ -751,57 +751,6 @@ class Decoder010(StreamDecoder):
             False,
             lambda t, n: f"{t} segment cut by a {why} ({n} bytes discarded)",
         )
-
-    def _damaged_frame(self, direction, d, flags, stype, fsize, track, channel, fstart) -> None:
-        """A frame whose payload was (partly) lost: keep segments, assemblies and command ids right."""
-        key = (channel << 4) | track
-        if stype == 3:
-            p = self.pending[direction].get(key)
-            if p is not None:
-                p.damaged = True
-                p.frames += 1
-                p.why = "body bytes lost in a gap"
-                if flags & 5 == 5:  # last frame of the last segment: the assembly ends here
-                    self._assembled(direction, p)
-            return
-        segs = self.segs[direction]
-        s = segs.get(key)
-        if flags & 2:  # first frame of a segment
-            if s is not None and s.length:
-                self.report_anomaly(
-                    direction,
-                    s.offset,
-                    "bad-segment-sequence",
-                    f"{SEGMENT_NAMES[s.type]} segment without its last frame",
-                    channel,
-                    s.length,
-                )
-            s = segs[key] = _Segment(stype, fstart)
-            if stype == 1:  # a command was lost: it still took a command id
-                d.take_command_id(channel)
-                if not flags & 4:
-                    self._start_pending(direction, key, None, fstart)
-            elif stype == 2 and (p := self.pending[direction].get(key)) is not None:
-                p.damaged = True
-                p.why = "header segment lost in a gap"
-        if s is not None:
-            s.dropped = True
-            s.why = "lost in a gap"
-            s.frames += 1
-            if flags & 1:
-                del segs[key]
-                if s.length:
-                    self.report_anomaly(
-                        direction,
-                        s.offset,
-                        "incomplete-segment",
-                        f"{SEGMENT_NAMES[s.type]} segment damaged by a gap",
-                        channel,
-                        s.length,
-                    )
-                if stype == 2 and flags & 4 and (p := self.pending[direction].get(key)) is not None:
-                    p.damaged = True
-                    self._assembled(direction, p)
 
     # -- framing -----------------------------------------------------------------------------
 
@@ -886,14 +835,7 @@ class Decoder010(StreamDecoder):
         if flags & 2:
             if s is not None:
                 if s.length or not s.dropped:
-                    self.report_anomaly(
-                        direction,
-                        s.offset,
-                        "bad-segment-sequence",
-                        f"{SEGMENT_NAMES[s.type]} segment without its last frame",
-                        channel,
-                        s.length,
-                    )
+                    _unended_segment(self, direction, s, channel)
             s = segs[key] = _Segment(stype, offset)
         elif s is None:
             if self._orphan(direction, d, key, channel, offset, n + 12, f"{SEGMENT_NAMES[stype]} frame"):
@@ -981,6 +923,63 @@ class Decoder010(StreamDecoder):
 
 
 # --- segment readers (h11 style: one function per segment type, handed in as a table) ------
+
+
+def _unended_segment(dec, direction: int, s: _Segment, channel: int) -> None:
+    """A new segment began on a track before ``s`` had its last frame."""
+    dec.report_anomaly(
+        direction,
+        s.offset,
+        "bad-segment-sequence",
+        f"{SEGMENT_NAMES[s.type]} segment without its last frame",
+        channel,
+        s.length,
+    )
+
+
+def _damaged_frame(dec, direction, d, flags, stype, fsize, track, channel, fstart) -> None:
+    """A frame whose payload was (partly) lost: keep segments, assemblies and command ids right."""
+    key = (channel << 4) | track
+    if stype == 3:
+        p = dec.pending[direction].get(key)
+        if p is not None:
+            p.damaged = True
+            p.frames += 1
+            p.why = "body bytes lost in a gap"
+            if flags & 5 == 5:  # last frame of the last segment: the assembly ends here
+                dec._assembled(direction, p)
+        return
+    segs = dec.segs[direction]
+    s = segs.get(key)
+    if flags & 2:  # first frame of a segment
+        if s is not None and s.length:
+            _unended_segment(dec, direction, s, channel)
+        s = segs[key] = _Segment(stype, fstart)
+        if stype == 1:  # a command was lost: it still took a command id
+            d.take_command_id(channel)
+            if not flags & 4:
+                dec._start_pending(direction, key, None, fstart)
+        elif stype == 2 and (p := dec.pending[direction].get(key)) is not None:
+            p.damaged = True
+            p.why = "header segment lost in a gap"
+    if s is not None:
+        s.dropped = True
+        s.why = "lost in a gap"
+        s.frames += 1
+        if flags & 1:
+            del segs[key]
+            if s.length:
+                dec.report_anomaly(
+                    direction,
+                    s.offset,
+                    "incomplete-segment",
+                    f"{SEGMENT_NAMES[s.type]} segment damaged by a gap",
+                    channel,
+                    s.length,
+                )
+            if stype == 2 and flags & 4 and (p := dec.pending[direction].get(key)) is not None:
+                p.damaged = True
+                dec._assembled(direction, p)
 
 
 def _read_control(dec, direction, d, key, channel, flags, data, offset, length) -> None:

@@ -42,9 +42,10 @@ class ConnectionDecoder:
         self.amqp_port = amqp_port
         self.tally = tally  # the codec's: every frame decoded, (direction, ts, n)
         self.frame_events = frame_events  # a Frame event per frame (the frames table, show)
-        self.deferred_digests = deferred_digests  # body digests handed on uncomputed (stream.py)
-        # where the compiled 0-9 walker writes rows without making events (stream.py row_sink):
-        # given to a codec whose version the header settled (held events wait for a version)
+        # what the compiled 0-9 walker may write without events (codec_0_9.direct_output): body
+        # digests handed on uncomputed, and rows (to a codec whose version the header settled:
+        # held events wait for a version)
+        self.deferred_digests = deferred_digests
         self.row_sink = row_sink
         self.codec = None
         self.version: str | None = None
@@ -289,10 +290,11 @@ class ConnectionDecoder:
         self.codec.events = self.events  # one list: the pipeline drains both with pop_events
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events
-        self.codec.deferred_digests = self.deferred_digests
-        if self.row_sink is not None and version != "0-10" and evidence != "inferred":
-            self.row_sink.version = version
-            self.codec.row_sink = self.row_sink
+        if version != "0-10" and (self.row_sink is not None or self.deferred_digests):
+            sink = None if self.row_sink is None or evidence == "inferred" else self.row_sink
+            if sink is not None:
+                sink.version = version
+            codec_0_9.direct_output(self.codec, sink, self.deferred_digests)
 
     def _use_1_0(self, evidence: str) -> None:
         from amqpcap.amqp.codec_1_0 import Decoder10

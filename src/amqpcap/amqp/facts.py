@@ -26,7 +26,7 @@ def _text(b) -> str:
 
 def split_credentials(mechanism: str | None, response, rabbit: bool = True):
     """(user, password) from a PLAIN, AMQPLAIN or CRAM-MD5 SASL response; (None, None) if unknown."""
-    from amqpcap.amqp.codec_0_9 import DecodeError, decode_table  # AMQPLAIN: a 0-9 field table
+    from amqpcap.amqp.fields_0_9 import DecodeError, decode_table  # AMQPLAIN: a 0-9 field table
 
     raw = response.encode() if isinstance(response, str) else bytes(response or b"")
     mech = (mechanism or "").upper()

@@ -103,7 +103,7 @@ cdef object build(Slots s, tuple values):
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
-cdef int MAX_DEPTH = 64  # codec_0_9.MAX_DEPTH
+cdef int MAX_DEPTH = 64  # fields_0_9.MAX_DEPTH
 cdef uint8_t FRAME_END = 0xCE
 
 _CODES = {
@@ -185,7 +185,7 @@ cdef object text(const uint8_t *p, Py_ssize_t n):
 
 
 cdef object longstr(const uint8_t *p, Py_ssize_t n):
-    """codec_0_9.longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
+    """fields_0_9.longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
     try:
         s = PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
     except UnicodeDecodeError:
@@ -195,7 +195,7 @@ cdef object longstr(const uint8_t *p, Py_ssize_t n):
     return PyBytes_FromStringAndSize(<const char *>p, n)
 
 
-# --- field tables (codec_0_9.decode_table_at / _decode_value) ------------------------------------
+# --- field tables (fields_0_9.decode_table_at / _decode_value) ------------------------------------
 
 
 cdef object value(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
@@ -316,7 +316,7 @@ cdef object value(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, b
 
 
 cdef Py_ssize_t sized(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth) noexcept:
-    """codec_0_9.sized_end: the end of a table's or array's entries (po[0] moved past its size),
+    """fields_0_9.sized_end: the end of a table's or array's entries (po[0] moved past its size),
     or -1."""
     cdef Py_ssize_t off = po[0]
     cdef uint32_t n
@@ -365,7 +365,7 @@ cdef object array(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, b
     return out
 
 
-# --- argument and property lists (codec_0_9.compile_fields / _decode_fields) -------------------
+# --- argument and property lists (fields_0_9.read_plan, spec/readers_0_9.py) -------------------
 
 
 cdef object plan_of(fields):

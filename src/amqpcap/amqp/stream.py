@@ -145,7 +145,106 @@ class Pending:
         self.why = ""
 
 
-class StreamDecoder:
+class ContentAssembly:
+    """The content half of the stream core: a message's header and body frames assembled per
+    channel (``pending``) into one ``Content`` event.  Mixed into ``StreamDecoder``, whose
+    state (``dirs``, ``pending``, ``events``, ``body_bytes``) and ``report_anomaly`` it uses."""
+
+    def _start_content(self, direction: int, key: int, channel: int, method, offset: int) -> Pending:
+        pend = self.pending[direction]
+        old = pend.get(key)
+        if old is not None:
+            self._abort_one(direction, old, "a new assembly began before it ended")
+        p = pend[key] = self.Pending(method, key, channel, offset, self.dirs[direction].packet)
+        return p
+
+    def _body(self, p: Pending, buf, start: int, end: int) -> None:
+        """A body frame's payload ``buf[start:end]``: hashed, its head kept."""
+        p.frames += 1
+        n = end - start
+        if p.method is None:
+            p.absorbed += n
+        elif n:
+            with memoryview(buf) as mv:
+                p.hash.update(mv[start:end])
+            if len(p.head) < self.body_bytes:
+                p.head += bytes(buf[start : min(end, start + self.body_bytes - len(p.head))])
+            p.received += n
+
+    def end_content(self, direction: int, p: Pending, complete: bool, why: str | None = None) -> None:
+        """The content ends (``why`` it is incomplete, if it is): emit it."""
+        self.pending[direction].pop(p.key, None)
+        if p.method is None:
+            if p.absorbed:
+                self.report_anomaly(
+                    direction,
+                    p.offset,
+                    "incomplete-content",
+                    f"{p.why}: {p.absorbed} bytes not decoded",
+                    p.channel,
+                    p.absorbed,
+                )
+            return
+        if why:
+            self.report_anomaly(direction, p.offset, "incomplete-content", why, p.channel)
+        d = self.dirs[direction]
+        m = p.method
+        props, body_size, exchange, routing_key = self._content_view(p, direction)
+        self.events.append(
+            (
+                direction,
+                Content(
+                    d.packet,
+                    d.ts,
+                    p.offset,
+                    p.channel,
+                    m,
+                    m.class_id,
+                    props,
+                    body_size,
+                    p.received,
+                    p.frames,
+                    p.hash.hexdigest(),
+                    p.head,
+                    complete,
+                    p.first_packet,
+                    p.header_packet,
+                    p.encoding,
+                    exchange,
+                    routing_key,
+                ),
+            )
+        )
+
+    def _abort_one(self, direction: int, p: Pending, why: str) -> None:
+        self.end_content(
+            direction, p, False, None if p.method is None else f"{p.method.name} content incomplete: {why}"
+        )
+
+    def _abort_contents(self, direction: int, why: str) -> None:
+        pend = self.pending[direction]
+        for key in sorted(pend):
+            self._abort_one(direction, pend[key], why)
+        pend.clear()
+
+    def _orphan(self, direction, d, key, channel, offset, size, what) -> bool:
+        """Content with no method before it on ``key``: the rest of a message begun before a
+        mid-stream capture (True: accounted for), or not (False)."""
+        if d.mid is None:
+            return False
+        held = d.mid.orphan(key, channel, size)
+        if held is False:
+            self.report_anomaly(
+                direction,
+                offset,
+                "resync",
+                f"{what} of a message begun before the capture started ({size} bytes)",
+                channel,
+            )
+        return held is not None
+
+
+class StreamDecoder(ContentAssembly):
     """The framing-independent half of a codec (see the module docstring)."""
 
     HEADER = 7
@@ -160,14 +259,6 @@ class StreamDecoder:
     # ``frame_events``: without the frames table an event per frame is work for nobody.
     tally = None
     frame_events = True
-    # ``deferred_digests``: a finished content's ``body_hash`` may be the compiled walker's
-    # digest still being computed (fast09.Sha256) instead of its text, for a consumer that takes
-    # one (the dissect pipeline into compiled table buffers).  The reference always gives text.
-    deferred_digests = False
-    # ``row_sink``: where the compiled walker writes the rows of the methods and contents it
-    # decodes on its common path instead of making their events (fastrows.RowSink, set by the
-    # dissect pipeline's decoder); the reference makes every event.
-    row_sink = None
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         self.body_bytes = body_bytes
@@ -444,98 +535,3 @@ class StreamDecoder:
         if d.mid is not None:
             self._release_held(direction, d)
             d.mid.fresh.add(key)
-
-    def _orphan(self, direction, d, key, channel, offset, size, what) -> bool:
-        """Content with no method before it on ``key``: the rest of a message begun before a
-        mid-stream capture (True: accounted for), or not (False)."""
-        if d.mid is None:
-            return False
-        held = d.mid.orphan(key, channel, size)
-        if held is False:
-            self.report_anomaly(
-                direction,
-                offset,
-                "resync",
-                f"{what} of a message begun before the capture started ({size} bytes)",
-                channel,
-            )
-        return held is not None
-
-    # -- contents ----------------------------------------------------------------------------
-
-    def _start_content(self, direction: int, key: int, channel: int, method, offset: int) -> Pending:
-        pend = self.pending[direction]
-        old = pend.get(key)
-        if old is not None:
-            self._abort_one(direction, old, "a new assembly began before it ended")
-        p = pend[key] = self.Pending(method, key, channel, offset, self.dirs[direction].packet)
-        return p
-
-    def _body(self, p: Pending, buf, start: int, end: int) -> None:
-        """A body frame's payload ``buf[start:end]``: hashed, its head kept."""
-        p.frames += 1
-        n = end - start
-        if p.method is None:
-            p.absorbed += n
-        elif n:
-            with memoryview(buf) as mv:
-                p.hash.update(mv[start:end])
-            if len(p.head) < self.body_bytes:
-                p.head += bytes(buf[start : min(end, start + self.body_bytes - len(p.head))])
-            p.received += n
-
-    def end_content(self, direction: int, p: Pending, complete: bool, why: str | None = None) -> None:
-        """The content ends (``why`` it is incomplete, if it is): emit it."""
-        self.pending[direction].pop(p.key, None)
-        if p.method is None:
-            if p.absorbed:
-                self.report_anomaly(
-                    direction,
-                    p.offset,
-                    "incomplete-content",
-                    f"{p.why}: {p.absorbed} bytes not decoded",
-                    p.channel,
-                    p.absorbed,
-                )
-            return
-        if why:
-            self.report_anomaly(direction, p.offset, "incomplete-content", why, p.channel)
-        d = self.dirs[direction]
-        m = p.method
-        props, body_size, exchange, routing_key = self._content_view(p, direction)
-        self.events.append(
-            (
-                direction,
-                Content(
-                    d.packet,
-                    d.ts,
-                    p.offset,
-                    p.channel,
-                    m,
-                    m.class_id,
-                    props,
-                    body_size,
-                    p.received,
-                    p.frames,
-                    p.hash.hexdigest(),
-                    p.head,
-                    complete,
-                    p.first_packet,
-                    p.header_packet,
-                    p.encoding,
-                    exchange,
-                    routing_key,
-                ),
-            )
-        )
-
-    def _abort_one(self, direction: int, p: Pending, why: str) -> None:
-        self.end_content(
-            direction, p, False, None if p.method is None else f"{p.method.name} content incomplete: {why}"
-        )
-
-    def _abort_contents(self, direction: int, why: str) -> None:
-        pend = self.pending[direction]
-        for key in sorted(pend):
-            self._abort_one(direction, pend[key], why)
-        pend.clear()

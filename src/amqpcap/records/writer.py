@@ -24,6 +24,7 @@ import queue
 import threading
 
 from amqpcap import compiled
+from amqpcap.amqp import digests
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
 from amqpcap.records.schema import dictionary_columns
 
@@ -301,11 +302,10 @@ def compiled_table_buffer():
     if _compiled_class is None:
         from amqpcap.records import fastwriter
 
-        # the compiled walker's body digests may come before its hashing thread is done with
-        # them (whenever that walker is built and current: the tests switch it on themselves)
-        decoder = compiled.select("fast09") or compiled.current_build("fast09")[0]
-        if decoder is not None:
-            fastwriter.defer_text(decoder.DEFERRED_DIGEST)
+        # the compiled walker's body digests may come before its hashing thread is done with them
+        capsule = digests.deferred_text()
+        if capsule is not None:
+            fastwriter.defer_text(capsule)
 
         class TableBufferCompiled(fastwriter.Columns, Written):
             __slots__ = ("name", "path", "file", "rows")

@@ -1,6 +1,6 @@
 """scapy fields for AMQP wire types (0-8 / 0-9 / 0-9-1 domains, 0-10 types).
 
-Decoding reuses the codecs' public decoders (``codec_0_9.decode_table``,
+Decoding reuses the codecs' public decoders (``fields_0_9.decode_table``,
 ``codec_0_10.TYPE_DECODERS`` / ``decode_value``) so a value reads the same in
 the layer as in the tables; encoding (building packets) is here, since the
 pipeline never writes AMQP.
@@ -15,8 +15,8 @@ import uuid as _uuid
 
 from scapy.fields import ByteField, Field, IntField, LongField, ShortField
 
-from amqpcap.amqp import codec_0_9 as _c09
 from amqpcap.amqp import codec_0_10 as _c10
+from amqpcap.amqp import fields_0_9 as _f09
 from amqpcap.amqp.spec import v0_10 as _S10
 
 _U8, _U16, _U32 = struct.Struct(">B"), struct.Struct(">H"), struct.Struct(">I")
@@ -206,8 +206,8 @@ class FieldTableField(Field):
         if len(s) < end:
             raise DecodeError(f"{self.name}: table past end")
         try:
-            value = _c09.decode_table(bytes(s[:end]))
-        except _c09.DecodeError as e:
+            value = _f09.decode_table(bytes(s[:end]))
+        except _f09.DecodeError as e:
             raise DecodeError(f"{self.name}: {e}") from None
         return s[end:], value
 

@@ -23,20 +23,9 @@ SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 cdef unsigned long long MASK = 0xFFFFFFFF
 cdef unsigned long long HALF = 1 << 31
-# The reference's methods, bound by reassembly.use_compiled (this module cannot import
-# reassembly.py at its own import: reassembly.py imports this one to decide which runs).
-cdef object reference_segment = None, reference_syn = None, reference_fin = None
-cdef object reference_close = None, reference_deliver = None, reference_hole = None
-cdef object reference_drain = None, reference_force = None
-
-
-def bind(reference):
-    """Take the methods of the reference class (reassembly.Stream)."""
-    global reference_segment, reference_syn, reference_fin, reference_close
-    global reference_deliver, reference_hole, reference_drain, reference_force
-    reference_segment, reference_syn, reference_fin = reference.segment, reference.syn, reference.fin
-    reference_close, reference_deliver, reference_hole = reference.close, reference._deliver, reference._hole
-    reference_drain, reference_force = reference._drain, reference._force
+# The reference's methods, run on this class's fields (taken at the end of this module: see there)
+cdef object reference_segment, reference_syn, reference_fin, reference_close
+cdef object reference_deliver, reference_hole, reference_drain, reference_force
 
 
 @cython.final
@@ -100,14 +89,25 @@ cdef class Stream:
     def close(self, packet, ts):
         reference_close(self, packet, ts)
 
-    def _deliver(self, payload, missing, packet, ts):
+    def deliver(self, payload, missing, packet, ts):
         reference_deliver(self, payload, missing, packet, ts)
 
-    def _hole(self, size, packet, ts):
+    def hole(self, size, packet, ts):
         reference_hole(self, size, packet, ts)
 
-    def _drain(self, packet, ts):
+    def drain(self, packet, ts):
         reference_drain(self, packet, ts)
 
-    def _force(self, upto, packet, ts):
+    def force(self, upto, packet, ts):
         reference_force(self, upto, packet, ts)
+
+
+# The reference is imported last: reassembly.py imports this module at its own end to choose
+# it, when its Stream is defined and this module's Stream is not yet needed; imported first
+# (compiled.describe), this module is complete but for these names when reassembly.py asks
+# for it.
+from amqpcap.tcp.reassembly import Stream as Reference
+
+reference_segment, reference_syn, reference_fin = Reference.segment, Reference.syn, Reference.fin
+reference_close, reference_deliver, reference_hole = Reference.close, Reference.deliver, Reference.hole
+reference_drain, reference_force = Reference.drain, Reference.force

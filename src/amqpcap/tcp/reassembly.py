@@ -81,20 +81,20 @@ class Stream:
         if d >= HALF:
             d -= 1 << 32
         if d == 0:
-            self._deliver(payload, missing, packet, ts)
+            self.deliver(payload, missing, packet, ts)
             if self.ooo:
-                self._drain(packet, ts)
+                self.drain(packet, ts)
         elif d < 0:
             if d + total <= 0:
                 return  # a retransmission of bytes already delivered
             # Overlaps what we have: keep only the new tail.
             cut = -d
             if cut < len(payload):
-                self._deliver(payload[cut:], missing, packet, ts)
+                self.deliver(payload[cut:], missing, packet, ts)
             else:
-                self._deliver(b"", missing - (cut - len(payload)), packet, ts)
+                self.deliver(b"", missing - (cut - len(payload)), packet, ts)
             if self.ooo:
-                self._drain(packet, ts)
+                self.drain(packet, ts)
         else:
             off = self.next_off + d
             old = self.ooo.get(off)
@@ -107,7 +107,7 @@ class Stream:
                 self.ooo_bytes += len(payload)
             full = self.ooo_bytes > MAX_OUT_OF_ORDER or len(self.ooo) > MAX_OUT_OF_ORDER_SEGMENTS
             if full or off <= self.acked_off:
-                self._force(None if full else self.acked_off, packet, ts)
+                self.force(None if full else self.acked_off, packet, ts)
 
     def ack(self, ack: int, packet: int, ts: int) -> None:
         """The peer acknowledged up to ``ack``: bytes before it were on the wire."""
@@ -120,7 +120,7 @@ class Stream:
         if off > self.acked_off:
             self.acked_off = off
             if self.ooo and self.ooo_heap[0] <= off:
-                self._force(off, packet, ts)
+                self.force(off, packet, ts)
 
     def fin(self, seq: int, rst: bool = False) -> None:
         """This direction's FIN (or RST, ``rst``) carries ``seq``: every byte before it was sent.
@@ -144,13 +144,14 @@ class Stream:
         """End of the conversation or capture: whatever is still held goes out after its hole,
         and bytes before a reported FIN/RST that never arrived are declared lost."""
         if self.ooo:
-            self._force(None, packet, ts)
+            self.force(None, packet, ts)
         if self.fin_off is not None and self.fin_off > self.next_off:
-            self._hole(self.fin_off - self.next_off, packet, ts)
+            self.hole(self.fin_off - self.next_off, packet, ts)
 
-    # -- internals --------------------------------------------------------------------
+    # -- the steps segment/ack/fin are made of (public: the compiled twin runs these on its
+    # own fields for everything but the in-order segment and the ACK) --------------------
 
-    def _deliver(self, payload: bytes, missing: int, packet: int, ts: int) -> None:
+    def deliver(self, payload: bytes, missing: int, packet: int, ts: int) -> None:
         n = len(payload)
         if n:
             self.sink.data(self.direction, self.next_off, payload, packet, ts)
@@ -162,14 +163,14 @@ class Stream:
             self.gap_bytes += missing
             self.sink.gap(self.direction, self.next_off - missing, missing, packet, ts)
 
-    def _hole(self, size: int, packet: int, ts: int) -> None:
+    def hole(self, size: int, packet: int, ts: int) -> None:
         self.gaps += 1
         self.gap_bytes += size
         self.sink.gap(self.direction, self.next_off, size, packet, ts)
         self.next_off += size
         self.next_seq = (self.next_seq + size) & MASK
 
-    def _drain(self, packet: int, ts: int) -> None:
+    def drain(self, packet: int, ts: int) -> None:
         ooo = self.ooo
         heap = self.ooo_heap
         while ooo:
@@ -184,19 +185,19 @@ class Stream:
                 continue  # already delivered
             cut = self.next_off - off  # the part already delivered
             if cut < len(payload):
-                self._deliver(payload[cut:], missing, packet, ts)
+                self.deliver(payload[cut:], missing, packet, ts)
             else:
-                self._deliver(b"", missing - (cut - len(payload)), packet, ts)
+                self.deliver(b"", missing - (cut - len(payload)), packet, ts)
 
-    def _force(self, upto: int | None, packet: int, ts: int) -> None:
+    def force(self, upto: int | None, packet: int, ts: int) -> None:
         """Declare holes lost: all of them (upto None) or those before held data at or below ``upto``."""
         while self.ooo:
             off = self.ooo_heap[0]
             if upto is not None and off > upto:
                 return
             if off > self.next_off:
-                self._hole(off - self.next_off, packet, ts)
-            self._drain(packet, ts)
+                self.hole(off - self.next_off, packet, ts)
+            self.drain(packet, ts)
 
 
 # What new conversations are given: ``Stream``, or its compiled twin (tcp/fastreassembly.pyx:
@@ -211,7 +212,6 @@ def use_compiled(on: bool) -> None:
     if on:
         from amqpcap.tcp import fastreassembly
 
-        fastreassembly.bind(Stream)
         new_stream = fastreassembly.Stream
     else:
         new_stream = Stream
