@@ -20,7 +20,7 @@ from amqpcap.analysis._common import (
     records,
     sort_key,
 )
-from amqpcap.analysis.latency import consumer_acks
+from amqpcap.analysis.acknowledgements import consumer_acks
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
@@ -46,6 +46,7 @@ GAP_COLS = {
 _DIRS = (("c2s", "client"), ("s2c", "server"))
 # connections columns written by records/liveness.py, per direction
 _LIVE = ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
+LIVENESS_COLUMNS = [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
 
 
 def _activity(t) -> tuple[Activity, str]:
