@@ -203,7 +203,7 @@ _CONN = CONN_KEYS + ["version"]
 _CONN_LIGHT = _CONN + (
     "frame_number ts end_ts client_ip client_port server_ip server_port connection_name syn_ts open_ts "
     "negotiation client_version client_header server_header rst closed_by rst_by rst_frame bytes_c2s "
-    "bytes_s2c".split()
+    "bytes_s2c server_product close_reply_code close_frame".split()  # (and the report's connections table)
 )
 _CONN_HEALTH = _CONN + "heartbeat open_ts end_ts close_ts zero_windows".split() + LIVENESS_COLUMNS
 _CONN_TEXT = _CONN + (
@@ -674,6 +674,14 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
             if counts is not None
             else np.zeros(n, dtype=np.int64)
         )
+    # busiest first; the text columns made for the rows shown only (a million conversations: a
+    # few strings, not millions)
+    order = (
+        out.reset_index(drop=True).sort_values(["messages", "methods"], ascending=False, kind="stable").index
+    )
+    order = order.to_numpy()[:limit] if limit is not None else order.to_numpy()
+    c = c.iloc[order].reset_index(drop=True)
+    out = out.iloc[order].reset_index(drop=True)
     out["client"] = c["client_ip"].astype(str) + ":" + c["client_port"].astype(str)
     out["server"] = c["server_ip"].astype(str) + ":" + c["server_port"].astype(str)
     out["version"] = c["version"]
@@ -689,10 +697,7 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
         + _frame_ref(c["close_frame"])
         + _later_reset(c)
     )
-    out = out.sort_values(["messages", "methods"], ascending=False, kind="stable").reset_index(drop=True)
     out = out[CONNECTION_COLS]
-    if limit is not None:
-        out = out.head(limit)
     out.attrs["total"] = n
     return out
 
