@@ -300,7 +300,7 @@ def channel_lifetimes(t) -> pd.DataFrame:
 STEP_POINTS = 40_000  # a step line of more points is drawn as its envelope (a figure is ~1,200 px wide)
 
 
-def _envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
+def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """The points of a step line (``x`` ascending) worth drawing: all of them up to ``most``; past
     that, in each of ``most // 4`` equal spans of x, the first, the last, and the first at the
     span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
@@ -346,7 +346,7 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     ev = np.concatenate([np.c_[c["x_s"].to_numpy(), np.ones(n)], np.c_[c["x_e"].to_numpy(), -np.ones(n)]])
     ev = ev[np.lexsort((ev[:, 1], ev[:, 0]))]
     ax0.step(
-        *_envelope(ev[:, 0], np.cumsum(ev[:, 1])), where="post", color="#2ca02c", label="open connections"
+        *step_envelope(ev[:, 0], np.cumsum(ev[:, 1])), where="post", color="#2ca02c", label="open connections"
     )
     ch = channel_lifetimes(t)
     if len(ch):
@@ -364,7 +364,7 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
         e2 = np.concatenate([np.c_[cs, np.ones(len(cs))], np.c_[ce, -np.ones(len(ce))]])
         e2 = e2[np.lexsort((e2[:, 1], e2[:, 0]))]
         ax0.step(
-            *_envelope(e2[:, 0], np.cumsum(e2[:, 1])),
+            *step_envelope(e2[:, 0], np.cumsum(e2[:, 1])),
             where="post",
             color="#9467bd",
             label="open channels / sessions",
