@@ -26,6 +26,7 @@ from amqpcap.analysis.pairing import (
     BASE_COLS,
     PAIR_FIELDS,
     SCOPE_OPEN,
+    SETTLE_COLUMNS,
     finish,
     needed_sources,
     object_values,
@@ -85,19 +86,7 @@ def consumer_acks(t, columns=None) -> pd.DataFrame:
     columns of the result.
     """
     t = as_tables(t)
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "direction",
-        "method",
-        "_done_frame",
-        "_done_ts",
-        "frame_number",
-        "ts",
-        "version",
-        "delivery_tag",
-        "multiple",
+    cols = SETTLE_COLUMNS + [
         "requeue",
         "redelivered",
         "consumer_tag",

@@ -32,6 +32,14 @@ CLOSE_OK = ("channel.close-ok", "connection.close-ok")
 BY_ID = ("session.completed", "execution.result", "execution.exception")
 
 
+# the columns of a method row a pairing walks: where it is, what it is
+METHOD_COLUMNS = ["capture", "tcp_stream", "channel", "direction", "method", "frame_number", "ts", "version"]
+# confirms and consumer acks: those with the content's completion, the tag and multiple, in this order
+SETTLE_COLUMNS = (
+    METHOD_COLUMNS[:5] + ["_done_frame", "_done_ts"] + METHOD_COLUMNS[5:] + ["delivery_tag", "multiple"]
+)
+
+
 def with_content_completion(t, names, columns) -> pd.DataFrame:
     """The methods named ``names`` in wire order (``columns`` of them), plus ``_done_frame`` /
     ``_done_ts`` (ns): the packet that completed the content (from ``messages``, joined on stream

@@ -15,6 +15,7 @@ from amqpcap.analysis.pairing import (
     BASE_COLS,
     PAIR_FIELDS,
     SCOPE_OPEN,
+    SETTLE_COLUMNS,
     finish,
     needed_sources,
     result_columns,
@@ -51,19 +52,7 @@ def confirms(t, columns=None) -> pd.DataFrame:
     (a caller that summarises it reads a few; a big capture's full frame is hundreds of MB).
     """
     t = as_tables(t)
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "direction",
-        "method",
-        "_done_frame",
-        "_done_ts",
-        "frame_number",
-        "ts",
-        "version",
-        "delivery_tag",
-        "multiple",
+    cols = SETTLE_COLUMNS + [
         "exchange",
         "routing_key",
     ]

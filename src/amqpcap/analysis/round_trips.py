@@ -21,6 +21,7 @@ from amqpcap.analysis.pairing import (
     BY_ID,
     CLOSE,
     CLOSE_OK,
+    METHOD_COLUMNS,
     SCOPE_OPEN,
     finish,
 )
@@ -47,15 +48,7 @@ def method_rtt(t) -> pd.DataFrame:
     """
     t = as_tables(t)
     m = t.methods
-    cols = [
-        "capture",
-        "tcp_stream",
-        "channel",
-        "direction",
-        "method",
-        "frame_number",
-        "ts",
-        "version",
+    cols = METHOD_COLUMNS + [
         "command_id",
         "answers_command_id",
         "id_ranges",
