@@ -343,11 +343,16 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     ax0 = fig.add_subplot(gs[0])
     ax = fig.add_subplot(gs[1], sharex=ax0)
     # concurrency of every connection and channel (aggregate: readable at any scale)
-    ev = np.concatenate([np.c_[c["x_s"].to_numpy(), np.ones(n)], np.c_[c["x_e"].to_numpy(), -np.ones(n)]])
-    ev = ev[np.lexsort((ev[:, 1], ev[:, 0]))]
+    x = np.concatenate([c["x_s"].to_numpy(), c["x_e"].to_numpy()])
+    step = np.r_[np.ones(n), -np.ones(n)]
+    order = np.lexsort((step, x))  # (a close before an open at the same time)
     ax0.step(
-        *step_envelope(ev[:, 0], np.cumsum(ev[:, 1])), where="post", color="#2ca02c", label="open connections"
+        *step_envelope(x[order], np.cumsum(step[order])),
+        where="post",
+        color="#2ca02c",
+        label="open connections",
     )
+    del x, step, order
     ch = channel_lifetimes(t)
     if len(ch):
         cs = (np.asarray(ch["start"], dtype=np.int64) - t0n) / 1e9
