@@ -343,6 +343,8 @@ def _read_compact(
             these = _is_in(col, pa.array(list(values), pa.string()))
             keep = these if keep is None else pc.and_(keep, these)
             del col
+    if keep is not None and not pc.any(keep).as_py():  # no row wanted: no column read
+        return empty_frame(name, cols, categorical, True)
     groups = [[c] for c in cols if c in CODE_COLUMNS]
     rest = [c for c in cols if c not in CODE_COLUMNS]
     groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
