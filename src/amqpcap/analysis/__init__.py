@@ -11,9 +11,10 @@
 
 Definitions: docs/analysis.md.  Every function takes a ``Tables`` (or a path,
 loaded on the fly).  The public API is the names in ``__all__``; the modules
-behind them (``tables``, ``latency``, ``traffic``, ``failures``,
-``connection_health``, ``summary``, ``report``) are named apart from the
-functions, so no function hides a module.
+behind them (``tables``, ``latency`` and the pairings it gathers: ``round_trips``,
+``publisher_confirms``, ``deliveries``, ``acknowledgements``, ``message_transit``,
+``rpc_replies``, ``pairing``; ``traffic``, ``failures``, ``connection_health``, ``summary``,
+``report``) are named apart from the functions, so no function hides a module.
 """
 
 from amqpcap.analysis.amqp10 import idle_gaps

@@ -20,7 +20,7 @@ from amqpcap.analysis._common import (
     records,
     sort_key,
 )
-from amqpcap.analysis.latency import consumer_acks
+from amqpcap.analysis.acknowledgements import consumer_acks
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
