@@ -500,7 +500,7 @@ spark.sql("""
                AS open_ms,
            count_if(m.method = 'basic.publish') AS publishes
     FROM connections c LEFT JOIN methods m ON m.capture = c.capture AND m.tcp_stream = c.tcp_stream
-    GROUP BY c.capture, c.tcp_stream, c.open_ts, c.ts
+    GROUP BY c.capture, c.tcp_stream, c.open_ts, c.open_ts_nanos, c.ts, c.ts_nanos
     ORDER BY publishes DESC, c.capture, c.tcp_stream LIMIT 8""").toPandas()'''),
         md("""
 Heartbeats are only in the `frames` table (written with `frames=True`): the longest silence
