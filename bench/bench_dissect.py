@@ -309,8 +309,9 @@ TSHARK_FIELDS_1_0 = [
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
-    """Run ``cmd``: (wall seconds, peak RSS in bytes, exit status, stdout)."""
+def run_measured(cmd: list[str]) -> tuple[float, float, int, int, bytes]:
+    """Run ``cmd``: (wall seconds, CPU seconds, peak RSS in bytes, exit status, stdout).  The CPU
+    seconds (user and system, every thread) move less than the wall time on a loaded machine."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=CHILD_ENV)
@@ -318,7 +319,7 @@ def run_measured(cmd: list[str]) -> tuple[float, int, int, bytes]:
         el = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
-        return el, ru.ru_maxrss * 1024, p.returncode, out.read()
+        return el, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode, out.read()
 
 
 # The child that runs amqpcap: dissect() as the CLI calls it, in a process set up and ended as
@@ -347,6 +348,8 @@ class Runs:
     def __init__(self, cap: str, runs: int, frames: bool, reference_writer: bool, tshark: bool) -> None:
         self.amqpcap: list[float] = []
         self.tshark: list[float] = []
+        self.amqpcap_cpu: list[float] = []
+        self.tshark_cpu: list[float] = []
         self.rss = self.tshark_rss = self.lines = 0
         self.summary: dict = {}
         tmp = tempfile.mkdtemp(prefix="bench-dissect-")
@@ -356,12 +359,14 @@ class Runs:
                 # one (--force: ~3 ms of removal) is not part of dissecting, and tshark writes nothing
                 shutil.rmtree(os.path.join(tmp, f"out{run - 1}"), ignore_errors=True)
                 out = os.path.join(tmp, f"out{run}")
-                el, r, self.summary = amqpcap_once(cap, out, frames, reference_writer)
+                el, cpu, r, self.summary = amqpcap_once(cap, out, frames, reference_writer)
                 self.amqpcap.append(el)
+                self.amqpcap_cpu.append(cpu)
                 self.rss = max(self.rss, r)
                 if tshark:
-                    el, r, self.lines = tshark_once(cap)
+                    el, cpu, r, self.lines = tshark_once(cap)
                     self.tshark.append(el)
+                    self.tshark_cpu.append(cpu)
                     self.tshark_rss = max(self.tshark_rss, r)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -371,14 +376,16 @@ class Runs:
         return sorted(t / a for a, t in zip(self.amqpcap, self.tshark))
 
 
-def amqpcap_once(cap: str, out: str, frames: bool, reference_writer: bool = False) -> tuple[float, int, dict]:
-    """One amqpcap run writing ``out``: (seconds, peak RSS bytes, its summary)."""
-    el, r, code, text = run_measured(
+def amqpcap_once(
+    cap: str, out: str, frames: bool, reference_writer: bool = False
+) -> tuple[float, float, int, dict]:
+    """One amqpcap run writing ``out``: (seconds, CPU seconds, peak RSS bytes, its summary)."""
+    el, cpu, r, code, text = run_measured(
         [sys.executable, "-c", _CHILD, cap, out, "1" if frames else "0", "1" if reference_writer else "0"]
     )
     if code:
         raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
-    return el, r, json.loads(text)
+    return el, cpu, r, json.loads(text)
 
 
 def bench_amqpcap(cap: str, runs: int, frames: bool, reference_writer: bool = False) -> tuple:
@@ -387,12 +394,12 @@ def bench_amqpcap(cap: str, runs: int, frames: bool, reference_writer: bool = Fa
     return min(r.amqpcap), r.rss, r.summary
 
 
-def tshark_once(cap: str) -> tuple[float, int, int]:
-    """One tshark run: (seconds, peak RSS bytes, lines printed: packets with AMQP)."""
+def tshark_once(cap: str) -> tuple[float, float, int, int]:
+    """One tshark run: (seconds, CPU seconds, peak RSS bytes, lines printed: packets with AMQP)."""
     fields = TSHARK_FIELDS_1_0 if os.path.basename(cap).startswith("bulk10_") else TSHARK_FIELDS
     cmd = ["tshark", "-n", "-r", cap, "-Y", "amqp", "-T", "fields"] + sum((["-e", f] for f in fields), [])
-    el, r, _code, out = run_measured(cmd)
-    return el, r, out.count(b"\n")
+    el, cpu, r, _code, out = run_measured(cmd)
+    return el, cpu, r, out.count(b"\n")
 
 
 def cached(name: str, make) -> str:
@@ -463,25 +470,26 @@ def report(label: str, cap: str, a) -> str | None:
     size = os.path.getsize(cap)
     tshark = not a.no_tshark and shutil.which("tshark") is not None
     r = Runs(cap, a.runs, a.frames, a.reference_writer, tshark)
-    el, s = min(r.amqpcap), r.summary
+    el, s, cpu = min(r.amqpcap), r.summary, min(r.amqpcap_cpu)
     print(f"[{label}] {cap} ({size / 1e6:.1f} MB, {s['packets']:,} packets, {s['frames']:,} AMQP frames)")
     print(
         f"  amqpcap: {el:7.2f} s  {size / 1e6 / el:7.1f} MB/s  {s['packets'] / el:9,.0f} packets/s  "
-        f"peak RSS {r.rss / 1e6:6.0f} MB  rows {s['rows']}",
+        f"peak RSS {r.rss / 1e6:6.0f} MB  CPU {cpu:.2f} s  rows {s['rows']}",
         flush=True,
     )
     if not tshark:
         print("  tshark:  not run")
         return None
-    tel = min(r.tshark)
+    tel, tcpu = min(r.tshark), min(r.tshark_cpu)
     print(
         f"  tshark:  {tel:7.2f} s  {size / 1e6 / tel:7.1f} MB/s  {s['packets'] / tel:9,.0f} packets/s  "
-        f"peak RSS {r.tshark_rss / 1e6:6.0f} MB  ({r.lines:,} packets with AMQP)"
+        f"peak RSS {r.tshark_rss / 1e6:6.0f} MB  CPU {tcpu:.2f} s  ({r.lines:,} packets with AMQP)"
     )
     pairs = r.ratios()
     print(
         f"  ratio:   amqpcap is {tel / el:.2f}x tshark's speed (best against best); run by run "
-        f"{pairs[0]:.2f}-{pairs[-1]:.2f}x, median {pairs[len(pairs) // 2]:.2f}x",
+        f"{pairs[0]:.2f}-{pairs[-1]:.2f}x, median {pairs[len(pairs) // 2]:.2f}x; "
+        f"CPU seconds {tcpu / cpu:.2f}x",
         flush=True,
     )
     e_el, e_tel = fixed_costs(cap, a.runs)
@@ -492,8 +500,9 @@ def report(label: str, cap: str, a) -> str | None:
     )
     return (
         f"| {label}: {os.path.basename(cap)}, {size / 1e6:.0f} MB, {s['packets']:,} packets "
-        f"| {el:.2f} s, {r.rss / 1e6:.0f} MB | {tel:.2f} s, {r.tshark_rss / 1e6:.0f} MB "
-        f"| **{tel / el:.1f}x** (median pair {pairs[len(pairs) // 2]:.1f}x) |"
+        f"| {el:.2f} s ({cpu:.2f} s CPU), {r.rss / 1e6:.0f} MB "
+        f"| {tel:.2f} s ({tcpu:.2f} s CPU), {r.tshark_rss / 1e6:.0f} MB "
+        f"| **{tel / el:.1f}x** (median pair {pairs[len(pairs) // 2]:.1f}x; CPU {tcpu / cpu:.1f}x) |"
     )
 
 
@@ -507,9 +516,10 @@ def write_doc(rows: list, big: list, a) -> None:
         "## Dissect against tshark",
         "",
         "`amqpcap dissect` (default tables) against `tshark -n -r CAPTURE -Y amqp -T fields` with",
-        f"{len(TSHARK_FIELDS)} AMQP fields, each tool in a process of its own, wall time from start to",
-        f"exit and peak RSS; best of {a.runs} runs, the two tools' runs alternating (the ratio's median",
-        "is over the pairs of runs made back to back).",
+        f"{len(TSHARK_FIELDS)} AMQP fields ({len(TSHARK_FIELDS_1_0)} AMQP 1.0 fields on bulk10), each tool",
+        "in a process of its own, wall time from start to exit, CPU seconds (user and system, all",
+        f"threads) and peak RSS; best of {a.runs} runs, the two tools' runs alternating (the ratio's",
+        "median is over the pairs of runs made back to back).",
         "",
         "Command: `python bench/bench_dissect.py " + " ".join(sys.argv[1:]) + "`",
         "",

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Spark job against one dissect process: one big capture and a set of 40, at 0.5, 1 and 4 GB.
 
-    python bench/bench_spark.py [--sizes 0.5,1,4] [--runs 3] [--pairs 174] [--files 40] [--keep]
+    python bench/bench_spark.py [--sizes 0.5,1,4] [--kinds single,set] [--runs 2]
+                                [--pairs 174] [--files 40] [--data DIR] [--keep] [--no-doc]
 
-Builds (in bench/data/, not committed; deleted afterwards unless --keep) with bench_dissect's
-AMQP 0-9-1 generator: per size, one capture of ``--pairs`` publisher/consumer connection pairs
-(2 x pairs concurrent conversations, their packets interleaved as on a busy link, 1448-byte
-segments) and a directory of ``--files`` captures of the same total size (8 pairs each).  Each
-configuration runs in a fresh process, as a user runs it: ``amqpcap dissect`` and ``amqpcap
-spark --master local[1]`` / ``local[2]`` (the JVM and Python workers started inside the time);
-the runs alternate and the table gives medians.  The session's fixed start is measured apart
+Builds in a new temp directory (``--data``: there instead; deleted afterwards unless
+``--keep``) with bench_dissect's AMQP 0-9-1 generator: per size, one capture of ``--pairs``
+publisher/consumer connection pairs (2 x pairs concurrent conversations, their packets
+interleaved as on a busy link, 1448-byte segments) and a directory of ``--files`` captures of
+the same total size (8 pairs each).  Each configuration runs in a fresh process, as a user
+runs it: ``amqpcap dissect`` and ``amqpcap spark --master local[1]`` / ``local[2]`` (the JVM
+and Python workers started inside the time); the runs alternate and the table gives medians
+of the wall time and of the CPU seconds of every process of the run (load on the machine
+inflates the first, hardly the second).  The session's fixed start is measured apart
 (``spark`` on a one-packet capture).  Per-core throughput: the input bytes over the Spark
-tasks' summed wall time (index and dissect stages), against one dissect process's MB/s.
-Writes its table into docs/performance.md between the ``bench:bench_spark`` markers.
+tasks' summed wall and CPU time, against one dissect process's.  All points, two runs each:
+about 20 minutes on an idle 2-core machine.  Writes its table into docs/performance.md
+between the ``bench:bench_spark`` markers.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DATA = os.path.join(HERE, "data")
 sys.path.insert(0, HERE)
 
 import bench_dissect as gen  # noqa: E402
@@ -88,39 +91,89 @@ def build(path: str, target_bytes: int, pairs: int, seed: int, port0: int = 2000
     os.replace(path + ".tmp", path)
 
 
-def inputs(gb: float, pairs: int, files: int) -> tuple[str, str]:
-    os.makedirs(DATA, exist_ok=True)
+def inputs(data: str, gb: float, pairs: int, files: int, kinds: list) -> list:
+    """[(label, path)] of the inputs of ``gb`` GB (built in ``data`` unless there)."""
     size = int(gb * 1e9)
-    single = os.path.join(DATA, f"spark_single_{gb:g}gb.pcap")
-    if not os.path.exists(single):
-        print(f"building {single} ...", flush=True)
-        build(single, size, pairs, seed=7)
-    d = os.path.join(DATA, f"spark_set_{gb:g}gb")
-    os.makedirs(d, exist_ok=True)
-    for i in range(files):
-        p = os.path.join(d, f"c{i:03d}.pcap")
-        if not os.path.exists(p):
-            build(p, size // files, 8, seed=100 + i)
-    return single, d
+    out = []
+    if "single" in kinds:
+        single = os.path.join(data, f"spark_single_{gb:g}gb.pcap")
+        if not os.path.exists(single):
+            print(f"building {single} ...", flush=True)
+            build(single, size, pairs, seed=7)
+        out.append((f"one capture, {2 * pairs} conversations", single))
+    if "set" in kinds:
+        d = os.path.join(data, f"spark_set_{gb:g}gb")
+        os.makedirs(d, exist_ok=True)
+        print(f"building {d} ...", flush=True)
+        for i in range(files):
+            p = os.path.join(d, f"c{i:03d}.pcap")
+            if not os.path.exists(p):
+                build(p, size // files, 8, seed=100 + i)
+        out.append((f"{files} captures", d))
+    return out
 
 
-def timed(cmd: list) -> float:
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and every live descendant, with the children each has reaped
+    (the JVM, the Python worker daemon and its workers): /proc, as load does not distort it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kids: dict = {}
+    stats: dict = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(st[1]), []).append(int(d))
+        stats[int(d)] = sum(int(x) for x in st[11:15])  # utime stime cutime cstime
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, 0)
+        todo += kids.get(p, [])
+    return total / tick
+
+
+def timed(cmd: list) -> tuple[float, float]:
+    """(wall, CPU seconds) of ``cmd``, a fresh process."""
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _pid, status, ru = os.wait4(p.pid, 0)
     took = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
-    return took
+    err = p.stderr.read()
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
+    return took, ru.ru_utime + ru.ru_stime
 
 
 def spark_child(master: str, inp: str, out: str) -> None:
-    """A user's run (session start, job, stop) in this process; prints its summary as JSON."""
+    """A user's run (session start, job, stop) in this process; prints its summary as JSON, with
+    the CPU seconds of this process and the JVM and Python workers it started."""
     from amqpcap.spark import run, session
 
+    t0 = time.perf_counter()
     spark = session.build(master, app="bench_spark", quiet=True)
+    up = time.perf_counter() - t0
     s = run(spark, [inp], out, force=True)
+    cpu = tree_cpu(os.getpid())
     spark.stop()
-    print(json.dumps({"tasks": s.tasks, "task_seconds": s.task_seconds, "bytes": s.bytes}))
+    print(
+        json.dumps(
+            {
+                "tasks": s.tasks,
+                "task_seconds": s.task_seconds,
+                "task_cpu": s.task_cpu,
+                "bytes": s.bytes,
+                "cpu": cpu,
+                "session": up,
+                "job": s.seconds,
+            }
+        )
+    )
 
 
 def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
@@ -134,100 +187,124 @@ def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
     return took, json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def measure(inp: str, runs: int) -> dict:
+MODES = ("dissect", "local[1]", "local[2]")
+
+
+def measure(inp: str, runs: int, scratch: str) -> dict:
     amqpcap = os.path.join(os.path.dirname(sys.executable), "amqpcap")
     caps = [inp] if os.path.isfile(inp) else [os.path.join(inp, f) for f in sorted(os.listdir(inp))]
     size = sum(os.path.getsize(c) for c in caps)
-    tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=DATA)
-    times: dict = {"dissect": [], "local[1]": [], "local[2]": []}
-    per_task: list = []
-    tasks = 0
+    tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=scratch)
+    wall: dict = {m: [] for m in MODES}
+    cpu: dict = {m: [] for m in MODES}
+    task: dict = {"wall": [], "cpu": [], "session": [], "tasks": 0}
     try:
         for _ in range(runs):  # alternating: every configuration sees the same load over time
-            times["dissect"].append(
-                timed([amqpcap, "dissect", *caps, "-o", os.path.join(tmp, "d"), "--force", "-q"])
-            )
-            for m in ("local[1]", "local[2]"):
+            w, c = timed([amqpcap, "dissect", *caps, "-o", os.path.join(tmp, "d"), "--force", "-q"])
+            wall["dissect"].append(w)
+            cpu["dissect"].append(c)
+            for m in MODES[1:]:
                 took, s = spark_run(m, inp, os.path.join(tmp, "s"))
-                times[m].append(took)
+                wall[m].append(took)
+                cpu[m].append(s["cpu"])
                 if m == "local[2]":
-                    per_task.append(size / 1e6 / s["task_seconds"])
-                    tasks = s["tasks"]
+                    task["wall"].append(s["task_seconds"])
+                    task["cpu"].append(s["task_cpu"])
+                    task["session"].append(s["session"])
+                    task["tasks"] = s["tasks"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = statistics.median
     return {
         "size": size,
         "files": len(caps),
-        "median": med,
-        "task_mb_s": statistics.median(per_task),
-        "tasks": tasks,
+        "wall": {k: med(v) for k, v in wall.items()},
+        "cpu": {k: med(v) for k, v in cpu.items()},
+        "task_wall": med(task["wall"]),
+        "task_cpu": med(task["cpu"]),
+        "session": med(task["session"]),
+        "tasks": task["tasks"],
     }
 
 
-def fixed_start() -> float:
-    """``spark`` on the smallest shipped capture: the session's start, stop and one tiny job."""
+def fixed_start(scratch: str, runs: int) -> tuple[float, float]:
+    """(wall, CPU) of ``spark`` on the smallest shipped capture: the session's start and stop,
+    the Python workers' start and one tiny job."""
     cap = os.path.join(ROOT, "captures", "rabbitmq08_rejected.pcap")
-    tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=DATA)
+    tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=scratch)
     try:
-        return statistics.median(spark_run("local[2]", cap, os.path.join(tmp, "o"))[0] for _ in range(3))
+        got = [spark_run("local[2]", cap, os.path.join(tmp, "o")) for _ in range(runs)]
+        return statistics.median(w for w, _ in got), statistics.median(s["cpu"] for _, s in got)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def table(rows: list, start: float, load: tuple, runs: int) -> str:
+def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
     out = [
         f"Spark local mode against one `amqpcap dissect` process on this machine ({os.cpu_count()} cores; "
-        f"load average {load[0]:.1f} / {load[1]:.1f} before / after: other engineers' jobs share it), "
-        f"medians of {runs} alternating runs, each a fresh process (JVM start included). "
-        f"Fixed start of a Spark run (session up and down, one tiny job): {start:.1f} s.",
+        f"load average {load[0]:.1f} / {load[1]:.1f} before / after), medians of {runs} alternating "
+        "runs, each a fresh process (JVM and Python workers started inside the time). "
+        f"Fixed start of a Spark run (session up and down, one tiny job): {start[0]:.1f} s, "
+        f"{start[1]:.1f} CPU s. CPU s: every process of the run (JVM, driver, Python workers), "
+        "which other jobs on the machine do not inflate. Per task: the input over the Spark tasks' "
+        "summed wall time, and over their CPU time, against dissect's MB per wall and CPU second.",
         "",
         "| input | MB | dissect s | local[1] s | local[2] s | local[2] vs dissect | local[2] vs local[1] "
-        "| task MB/s per core | dissect MB/s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| CPU s dissect / local[1] / local[2] | task MB/s (wall, CPU) | dissect MB/s (wall, CPU) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, r in rows:
-        m = r["median"]
+        m, c = r["wall"], r["cpu"]
         mb = r["size"] / 1e6
         out.append(
             f"| {label} | {mb:,.0f} | {m['dissect']:.1f} | {m['local[1]']:.1f} | {m['local[2]']:.1f} "
             f"| {m['dissect'] / m['local[2]']:.2f}x | {m['local[1]'] / m['local[2]']:.2f}x "
-            f"| {r['task_mb_s']:.1f} | {mb / m['dissect']:.1f} |"
+            f"| {c['dissect']:.1f} / {c['local[1]']:.1f} / {c['local[2]']:.1f} "
+            f"| {mb / r['task_wall']:.1f}, {mb / r['task_cpu']:.1f} "
+            f"| {mb / m['dissect']:.1f}, {mb / c['dissect']:.1f} |"
         )
-    out += ["", "Command: `python bench/bench_spark.py " + " ".join(sys.argv[1:]) + "`"]
+    out += ["", "Command: `python bench/bench_spark.py" + "".join(" " + a for a in argv) + "`"]
     return "\n".join(out) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.5,1,4", help="GB, comma-separated")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--kinds", default="single,set", help="single (one capture), set (--files captures)")
+    ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=174, help="connection pairs in the single capture")
     ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--keep", action="store_true", help="keep the inputs in bench/data/")
+    ap.add_argument("--data", help="where the inputs are built (default: a new temp directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the inputs")
     ap.add_argument("--no-doc", action="store_true", help="print the table only")
     ap.add_argument("--child", nargs=3, metavar=("MASTER", "INPUT", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         spark_child(*a.child)
         return 0
+    data = a.data or tempfile.mkdtemp(prefix="bench_spark_data_")
+    os.makedirs(data, exist_ok=True)
+    kinds = a.kinds.split(",")
     load0 = os.getloadavg()
-    start = fixed_start()
+    t0 = time.perf_counter()
     rows = []
-    for gb in [float(x) for x in a.sizes.split(",")]:
-        single, setdir = inputs(gb, a.pairs, a.files)
-        for label, inp in (
-            (f"one capture, {2 * a.pairs} conversations", single),
-            (f"{a.files} captures", setdir),
-        ):
-            r = measure(inp, a.runs)
-            rows.append((label, r))
-            print(table(rows[-1:], start, os.getloadavg(), a.runs).splitlines()[-3], flush=True)
-        if not a.keep:
-            os.remove(single)
-            shutil.rmtree(setdir)
-    text = table(rows, start, (load0[0], os.getloadavg()[0]), a.runs)
+    try:
+        start = fixed_start(data, max(1, min(a.runs, 3)))
+        print(f"fixed start: {start[0]:.1f} s, {start[1]:.1f} CPU s", flush=True)
+        for gb in [float(x) for x in a.sizes.split(",")]:
+            made = inputs(data, gb, a.pairs, a.files, kinds)
+            for label, inp in made:
+                rows.append((label, measure(inp, a.runs, data)))
+                print(table(rows[-1:], start, os.getloadavg(), a.runs, []).splitlines()[-3], flush=True)
+            if not a.keep:
+                for _label, inp in made:
+                    shutil.rmtree(inp) if os.path.isdir(inp) else os.remove(inp)
+    finally:
+        if not a.keep and not a.data:
+            shutil.rmtree(data, ignore_errors=True)
+    text = table(rows, start, (load0[0], os.getloadavg()[0]), a.runs, sys.argv[1:])
     print(text)
+    print(f"bench took {time.perf_counter() - t0:,.0f} s", flush=True)
     if not a.no_doc:
         perfdoc.write_block("bench_spark", text)
     return 0

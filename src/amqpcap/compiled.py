@@ -66,6 +66,7 @@ PARTS = {
         Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
         Part("fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "slots.pxi")),
         Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
+        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
     )
 }
 

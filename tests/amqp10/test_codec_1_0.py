@@ -201,6 +201,48 @@ def test_the_same_message_fed_byte_by_byte_decodes_the_same():
     assert len(of(pieces, Performative)) == len(of(whole, Performative)) == 5
 
 
+def one_and_split(msg: bytes, cut: int):
+    """The deliveries and anomalies of ``msg`` sent in one transfer, and split at ``cut``."""
+    one = session(frame(attach("s", 0, False)), frame(transfer(0, 0, b"a") + msg))
+    split = session(
+        frame(attach("s", 0, False)),
+        frame(transfer(0, 0, b"a", more=True) + msg[:cut]),
+        frame(transfer(0, more=False) + msg[cut:]),
+    )
+    out = []
+    for c2s in (one, split):
+        _, ev = run(c2s, body_bytes=20)
+        ((_, dv),) = of(ev, Delivery)
+        out.append(
+            (
+                dv.sections,
+                dv.body_kind,
+                dv.body_size,
+                dv.body_hash,
+                dv.body,
+                dv.complete,
+                [(a.kind, a.detail) for _, a in of(ev, Anomaly) if a.kind != "incomplete-content"],
+            )
+        )
+    return out
+
+
+def test_a_message_in_one_transfer_decodes_as_the_same_message_split():
+    # a single-frame message is read where it lies, a split one from its assembly: the same
+    msg = header(True) + properties(message_id="m", to="/q") + data(b"abc" * 20) + data(b"xyz" * 7)
+    one, split = one_and_split(msg, 7)
+    assert one == split
+    assert one[2:5] == (81, hashlib.sha256(b"abc" * 20 + b"xyz" * 7).hexdigest(), (b"abc" * 20)[:20])
+
+
+def test_a_malformed_message_in_one_transfer_is_reported_as_the_same_message_split():
+    msg = properties(message_id="m") + data(b"abc") + b"\x00\x53\x75\xa0\x09abc"  # a data section cut
+    one, split = one_and_split(msg, 5)
+    assert one == split
+    assert not one[5] and one[6] == [("malformed-message", one[6][0][1])]
+    assert one[6][0][1].startswith("data section at ")
+
+
 def test_amqp_value_and_sequence_bodies_hash_their_encoded_value():
     c2s = session(frame(attach("s", 0, False)), frame(transfer(0, 0, b"a", settled=True) + amqp_value("hi")))
     _, ev = run(c2s)

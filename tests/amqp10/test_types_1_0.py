@@ -16,51 +16,83 @@ def value(raw: bytes):
     return v
 
 
-@pytest.mark.parametrize(
-    "raw, expected",
-    [
-        (b"\x40", None),
-        (b"\x41", True),
-        (b"\x42", False),
-        (b"\x56\x01", True),
-        (b"\x56\x00", False),
-        (b"\x50\xff", 255),
-        (b"\x60\xff\xfe", 0xFFFE),
-        (b"\x70\xff\xff\xff\xff", 0xFFFFFFFF),
-        (b"\x52\x07", 7),
-        (b"\x43", 0),
-        (b"\x80" + struct.pack(">Q", 2**64 - 1), 2**64 - 1),
-        (b"\x53\x10", 0x10),
-        (b"\x44", 0),
-        (b"\x51\xff", -1),
-        (b"\x61\xff\xfe", -2),
-        (b"\x71\xff\xff\xff\xfd", -3),
-        (b"\x54\xfc", -4),
-        (b"\x81" + struct.pack(">q", -(2**63)), -(2**63)),
-        (b"\x55\xfb", -5),
-        (b"\x72" + struct.pack(">f", 1.5), 1.5),
-        (b"\x82" + struct.pack(">d", -2.25), -2.25),
-        (b"\x73\x00\x01\xf6\x00", "\U0001f600"),
-        (b"\x83" + struct.pack(">q", 1700000000123), 1700000000123),
-        (b"\x98" + bytes(range(16)), "00010203-0405-0607-0809-0a0b0c0d0e0f"),
-        (b"\xa0\x03abc", b"abc"),
-        (b"\xb0\x00\x00\x00\x02\x00\xff", b"\x00\xff"),
-        (b"\xa1\x05h\xc3\xa9llo"[:7], "h\xe9ll"),
-        (b"\xb1\x00\x00\x00\x02hi", "hi"),
-        (b"\xa3\x05PLAIN", "PLAIN"),
-        (b"\xb3\x00\x00\x00\x01x", "x"),
-        (b"\x45", []),
-        (b"\xc0\x03\x02\x41\x42", [True, False]),
-        (b"\xd0\x00\x00\x00\x06\x00\x00\x00\x02\x43\x40", [0, None]),
-        (b"\xc1\x05\x02\xa3\x01k\x41", {"k": True}),
-        (b"\xd1\x00\x00\x00\x08\x00\x00\x00\x02\x52\x01\x52\x02", {1: 2}),
-        (b"\xe0\x06\x02\xa3\x01a\x01b", ["a", "b"]),
-        (b"\xf0\x00\x00\x00\x0d\x00\x00\x00\x02\x70" + struct.pack(">II", 1, 2), [1, 2]),
-        (b"\xe0\x02\x03\x40", [None, None, None]),
-    ],
-)
+ENCODED = [
+    (b"\x40", None),
+    (b"\x41", True),
+    (b"\x42", False),
+    (b"\x56\x01", True),
+    (b"\x56\x00", False),
+    (b"\x50\xff", 255),
+    (b"\x60\xff\xfe", 0xFFFE),
+    (b"\x70\xff\xff\xff\xff", 0xFFFFFFFF),
+    (b"\x52\x07", 7),
+    (b"\x43", 0),
+    (b"\x80" + struct.pack(">Q", 2**64 - 1), 2**64 - 1),
+    (b"\x53\x10", 0x10),
+    (b"\x44", 0),
+    (b"\x51\xff", -1),
+    (b"\x61\xff\xfe", -2),
+    (b"\x71\xff\xff\xff\xfd", -3),
+    (b"\x54\xfc", -4),
+    (b"\x81" + struct.pack(">q", -(2**63)), -(2**63)),
+    (b"\x55\xfb", -5),
+    (b"\x72" + struct.pack(">f", 1.5), 1.5),
+    (b"\x82" + struct.pack(">d", -2.25), -2.25),
+    (b"\x73\x00\x01\xf6\x00", "\U0001f600"),
+    (b"\x83" + struct.pack(">q", 1700000000123), 1700000000123),
+    (b"\x98" + bytes(range(16)), "00010203-0405-0607-0809-0a0b0c0d0e0f"),
+    (b"\xa0\x03abc", b"abc"),
+    (b"\xb0\x00\x00\x00\x02\x00\xff", b"\x00\xff"),
+    (b"\xa1\x05h\xc3\xa9llo"[:7], "h\xe9ll"),
+    (b"\xb1\x00\x00\x00\x02hi", "hi"),
+    (b"\xa3\x05PLAIN", "PLAIN"),
+    (b"\xb3\x00\x00\x00\x01x", "x"),
+    (b"\x45", []),
+    (b"\xc0\x03\x02\x41\x42", [True, False]),
+    (b"\xd0\x00\x00\x00\x06\x00\x00\x00\x02\x43\x40", [0, None]),
+    (b"\xc1\x05\x02\xa3\x01k\x41", {"k": True}),
+    (b"\xd1\x00\x00\x00\x08\x00\x00\x00\x02\x52\x01\x52\x02", {1: 2}),
+    (b"\xe0\x06\x02\xa3\x01a\x01b", ["a", "b"]),
+    (b"\xf0\x00\x00\x00\x0d\x00\x00\x00\x02\x70" + struct.pack(">II", 1, 2), [1, 2]),
+    (b"\xe0\x02\x03\x40", [None, None, None]),
+]
+
+
+@pytest.mark.parametrize("raw, expected", ENCODED)
 def test_every_primitive_encoding_decodes_to_its_value(raw, expected):
     assert value(raw) == expected
+
+
+def list8(*items: bytes) -> bytes:
+    body = b"".join(items)
+    return bytes([0xC0, len(body) + 1, len(items)]) + body
+
+
+@pytest.mark.parametrize("raw, expected", ENCODED)
+def test_every_encoding_inside_a_list_decodes_as_it_does_alone(raw, expected):
+    # a list reads its commonest items without a reader call: each reads as it does alone
+    assert value(list8(raw, raw, b"\x40")) == [expected, expected, None]
+
+
+def test_empty_lists_inside_a_list_are_lists_of_their_own():
+    first, second = value(list8(b"\x45", b"\x45"))
+    first.append(1)
+    assert second == []
+
+
+def test_every_constructor_cut_short_inside_a_list_is_refused_as_it_is_alone():
+    for code in SPEC.ENCODINGS:
+        for rest in (b"", b"\x05", b"\x05\x00"):  # no payload, a size only, a size and less
+            raw = list8(bytes([code]) + rest)
+            try:
+                alone = decode(raw, 3, len(raw))  # the item at the same offset, outside its list
+            except DecodeError as e:
+                with pytest.raises(DecodeError) as inside:
+                    decode(raw, 0, len(raw))
+                assert str(inside.value) == str(e)
+            else:
+                if alone[1] == len(raw):
+                    assert value(raw) == [alone[0]]
 
 
 def test_every_constructor_with_a_payload_refuses_a_missing_one():

@@ -34,7 +34,7 @@ from amqpcap.amqp.events_1_0 import Delivery, Performative
 from amqpcap.amqp.facts import REDACTED, ConnectionFacts, split_credentials
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import DecodeError, StreamDecoder
-from amqpcap.amqp.types_1_0 import decode, described, described_head
+from amqpcap.amqp.types_1_0 import decode, described_head, fields_of
 
 HARD_MAX_FRAME = 16 << 20  # a larger frame header is taken as lost framing (memory bound)
 MAX_MESSAGE = 16 << 20  # bytes of one message held for its sections to be decoded
@@ -372,6 +372,19 @@ class Decoder10(StreamDecoder):
                 self.fresh_channel(direction, d, key)
             elif self._orphan(direction, d, key, ch, perf.offset, perf.frame_size, "transfer"):
                 return
+        more, aborted = a.get("more") is True, a.get("aborted") is True
+        if asm is None and not more and not aborted and len(asm_map) < MAX_ASSEMBLIES:
+            # a whole delivery in one frame (the common case): its sections are read where they
+            # lie, not copied into an assembly first
+            asm = _Assembly(perf, link)
+            asm.frames, asm.size = 1, end - p
+            if asm.size > MAX_MESSAGE or self.held_bytes[direction] + asm.size > MAX_HELD_BYTES:
+                asm.too_big = True
+                self._deliver(direction, asm, True, None, last=perf)
+            else:
+                with memoryview(buf) as mv, mv[p:end] as payload:
+                    self._deliver(direction, asm, True, None, last=perf, payload=payload)
+            return
         if asm is None:
             if len(asm_map) >= MAX_ASSEMBLIES:  # the oldest ends: memory stays bounded
                 self._deliver(
@@ -394,14 +407,20 @@ class Decoder10(StreamDecoder):
                 self.held_bytes[direction] += n
         if a.get("settled") is True:
             asm.first.args.setdefault("$settled", True)
-        if a.get("aborted") is True:
+        if aborted:
             self._deliver(direction, asm_map.pop(key), False, None, aborted=True)
-        elif a.get("more") is not True:
+        elif not more:
             self._deliver(direction, asm_map.pop(key), True, None, last=perf)
 
-    def _deliver(self, direction, asm: _Assembly, complete: bool, why, aborted=False, last=None) -> None:
+    def _deliver(
+        self, direction, asm: _Assembly, complete: bool, why, aborted=False, last=None, payload=None
+    ) -> None:
+        """Emit a delivery; its message is ``payload`` if given (a single-frame message, read
+        in place), else what its assembly holds."""
         d = self.dirs[direction]
         self.held_bytes[direction] -= len(asm.buf)
+        if payload is None:
+            payload = asm.buf
         fa = asm.first.args
         link = asm.link
         settled = fa.pop("$settled", False) or (last is not None and last.args.get("settled") is True)
@@ -418,9 +437,9 @@ class Decoder10(StreamDecoder):
                 "sections not decoded",
                 asm.channel,
             )
-        elif asm.buf:
+        elif payload:
             # a delivery cut short (aborted, lost, the capture's end) keeps the sections it has
-            sections, kind, size, digest, head, err = self._sections(asm.buf)
+            sections, kind, size, digest, head, err = self._sections(payload)
             if err is not None and complete and not aborted:
                 complete = False
                 self.report_anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
@@ -462,66 +481,66 @@ class Decoder10(StreamDecoder):
         """The message's sections: (sections by name, body kind, body size, body digest, its
         first bytes, what could not be decoded or None).  A data body is its sections'
         payloads; an amqp-sequence or amqp-value body its encoded values."""
-        body = _Body(self.body_bytes)
         sections: dict = {}
+        spans: list = []  # (start, end) of each body section's bytes
+        err = None
         try:
-            self._read_sections(buf, sections, body)
+            kind = self._read_sections(buf, sections, spans)
         except DecodeError as e:
-            return sections, body.kind, body.size, body.hash.hexdigest(), bytes(body.head), str(e)
-        return sections, body.kind, body.size, body.hash.hexdigest(), bytes(body.head), None
+            kind = e.args[1] if len(e.args) > 1 else None
+            err = str(e.args[0])
+        keep = self.body_bytes
+        if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
+            s, e = spans[0]
+            digest = hashlib.sha256(buf[s:e]).hexdigest()
+            return sections, kind, e - s, digest, bytes(buf[s : min(e, s + keep)]), err
+        h, head, size = hashlib.sha256(), bytearray(), 0
+        for s, e in spans:
+            h.update(buf[s:e])
+            if len(head) < keep:
+                head += buf[s : min(e, s + keep - len(head))]
+            size += e - s
+        return sections, kind, size, h.hexdigest(), bytes(head), err
 
-    def _read_sections(self, buf, sections: dict, body) -> None:
+    def _read_sections(self, buf, sections: dict, spans: list):
+        """Decode the sections into ``sections`` and note the body's in ``spans``: the body's
+        kind, or DecodeError(what, the body's kind so far)."""
         n = len(buf)
         p = 0
+        kind = None
         while p < n:
             at = p
-            code, p = described_head(buf, p, n)
-            name = SPEC.SECTIONS.get(code)
-            if name is None:
-                raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
-            if name in _BODY:
-                body.kind = body.kind or name
-                if name == "data":
-                    if p >= n or buf[p] not in (0xA0, 0xB0):
-                        raise DecodeError(f"data section at {at} is not binary")
-                    w = 1 if buf[p] == 0xA0 else 4
-                    if p + 1 + w > n:
-                        raise DecodeError(f"data section at {at} cut short")
-                    ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
-                    s, e = p + 1 + w, p + 1 + w + ln
-                    if e > n:
-                        raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
+            try:
+                code, p = described_head(buf, p, n)
+                name = SPEC.SECTIONS.get(code)
+                if name is None:
+                    raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
+                if name in _BODY:
+                    kind = kind or name
+                    if name == "data":
+                        if p >= n or buf[p] not in (0xA0, 0xB0):
+                            raise DecodeError(f"data section at {at} is not binary")
+                        w = 1 if buf[p] == 0xA0 else 4
+                        if p + 1 + w > n:
+                            raise DecodeError(f"data section at {at} cut short")
+                        ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
+                        s, e = p + 1 + w, p + 1 + w + ln
+                        if e > n:
+                            raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
+                    else:
+                        s = p
+                        _v, e = decode(buf, p, n, 1)
+                    spans.append((s, e))
+                    p = e
                 else:
-                    s = p
-                    _v, e = decode(buf, p, n, 1)
-                body.add(buf, s, e)
-                p = e
-            else:
-                value, p = decode(buf, p, n, 1)
-                if type(value) is list and code in SPEC.COMPOSITES:  # header, properties: by field name
-                    value = described(code, value)
-                    del value["$type"]
-                sections[name] = value
-
-
-class _Body:
-    """A message body being read: its kind, size, digest and first bytes."""
-
-    __slots__ = ("kind", "size", "hash", "head", "keep")
-
-    def __init__(self, keep: int) -> None:
-        self.kind = None
-        self.size = 0
-        self.hash = hashlib.sha256()
-        self.head = bytearray()
-        self.keep = keep
-
-    def add(self, buf, s: int, e: int) -> None:
-        with memoryview(buf) as mv:
-            self.hash.update(mv[s:e])
-        if len(self.head) < self.keep:
-            self.head += buf[s : min(e, s + self.keep - len(self.head))]
-        self.size += e - s
+                    value, p = decode(buf, p, n, 1)
+                    fields = _FIELDS.get(code) if type(value) is list else None
+                    if fields is not None:  # header, properties: by field name
+                        value = fields_of(fields, value)
+                    sections[name] = value
+            except DecodeError as e:
+                raise DecodeError(str(e), kind) from None
+        return kind
 
 
 def _text(v):

@@ -82,8 +82,8 @@ _SMALL_SIGNED = {"smallint": "b", "smalllong": "b"}
 _ZERO = {"null": None, "true": True, "false": False, "uint0": 0, "ulong0": 0, "list0": []}
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+def _text(raw) -> str:
+    return str(raw, "utf-8", "replace")
 
 
 # a reader reads the value after its constructor: fn(buf, off, end, depth) -> (value, new off)
@@ -129,7 +129,7 @@ def _variable_reader(width: int, conv, name: str):
         e = s + n
         if e > end:
             raise _short(name, s, n, end)
-        return conv(bytes(buf[s:e])), e
+        return conv(buf[s:e]), e
 
     return read
 
@@ -155,7 +155,10 @@ def _compound_reader(width: int, is_map: bool, name: str):
     def read(buf, off, end, depth):
         if depth >= MAX_DEPTH:
             raise DecodeError(f"{name} at {off}: nesting deeper than {MAX_DEPTH}")
-        count, p, e = _sized(buf, off, end, width, name)
+        if width == 1 and off + 2 <= end and 1 <= buf[off] <= end - off - 1:  # (_sized's common case)
+            count, p, e = buf[off + 1], off + 2, off + 1 + buf[off]
+        else:
+            count, p, e = _sized(buf, off, end, width, name)
         if count > e - p:  # every item has a constructor octet at least
             raise DecodeError(f"{name} at {off}: count {count} claims more items than its {e - p} bytes")
         if is_map and count % 2:
@@ -163,15 +166,36 @@ def _compound_reader(width: int, is_map: bool, name: str):
         items = []
         append = items.append
         readers = READERS
+        constant, octet, short = CONSTANT, OCTET, SHORT
         for _ in range(count):
             if p >= e:
                 raise _short("constructor", p, 1, e)
             code = buf[p]
-            if code:  # (decode() inlined: most items are not described)
+            # the commonest items read here, not by a call: a value in its constructor (null,
+            # true, false, zeros) and a one-octet unsigned (the small uint, ulong and ubyte)
+            k = constant[code]
+            if k:
+                append(VALUES[code] if k == 1 else [])  # (2: list0, a list of its own)
+                p += 1
+            elif octet[code]:
+                if p + 2 > e:
+                    raise _short(SPEC.ENCODINGS[code].name, p + 1, 1, e)
+                append(buf[p + 1])
+                p += 2
+            elif short[code]:
+                if p + 2 > e:
+                    raise _short(SPEC.ENCODINGS[code].name + " size", p + 1, 1, e)
+                s, q = p + 2, p + 2 + buf[p + 1]
+                if q > e:
+                    raise _short(SPEC.ENCODINGS[code].name, s, q - s, e)
+                append(str(buf[s:q], "utf-8", "replace") if short[code] == 1 else bytes(buf[s:q]))
+                p = q
+            elif code:  # (decode() inlined: most items are not described)
                 v, p = readers[code](buf, p + 1, e, depth + 1)
+                append(v)
             else:
                 v, p = decode(buf, p, e, depth + 1)
-            append(v)
+                append(v)
         if p != e:
             raise DecodeError(f"{name} at {off}: {e - p} bytes after its {count} items")
         if not is_map:
@@ -258,6 +282,22 @@ for _code, _enc in SPEC.ENCODINGS.items():
     READERS[_code] = _reader(_code, _enc)
 del _code, _enc
 
+# per constructor octet, what a list's loop reads without a call: CONSTANT, a value that is its
+# constructor (a zero-width encoding: 1, VALUES holds it; 2, list0); OCTET, one octet that is
+# its unsigned value (the small uint, ulong and ubyte); SHORT, below
+_WIDTH0 = {c: e.name for c, e in SPEC.ENCODINGS.items() if e.category == "fixed" and e.width == 0}
+CONSTANT = bytes(0 if c not in _WIDTH0 else 2 if _WIDTH0[c] == "list0" else 1 for c in range(256))
+VALUES = [_ZERO.get(_WIDTH0.get(c)) if CONSTANT[c] == 1 else None for c in range(256)]
+_OCTETS = {
+    c
+    for c, e in SPEC.ENCODINGS.items()
+    if e.category == "fixed" and e.width == 1 and e.type in ("ubyte", "uint", "ulong")
+}
+OCTET = bytes(1 if c in _OCTETS else 0 for c in range(256))
+# SHORT: a one-octet size then that many octets of text (1: string, symbol) or binary (2)
+_SHORTS = {c: e.type for c, e in SPEC.ENCODINGS.items() if e.category == "variable" and e.width == 1}
+SHORT = bytes(0 if c not in _SHORTS else 2 if _SHORTS[c] == "binary" else 1 for c in range(256))
+
 
 def decode(buf, off: int, end: int, depth: int = 0):
     """The value encoded at ``buf[off:end]`` (constructor included): (value, offset after it)."""
@@ -286,18 +326,25 @@ def descriptor_code(descriptor) -> int | None:
 _FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 
 
+def fields_of(fields: tuple, value: list, out: dict | None = None) -> dict:
+    """A composite's list of values as a dict of its fields by name (``fields``: the names in
+    order; null fields left out, values beyond them kept as ``$extra``), added to ``out``."""
+    if out is None:
+        out = {}
+    for name, v in zip(fields, value):
+        if v is not None:
+            out[name] = v
+    if len(value) > len(fields):  # more fields than the spec knows: kept
+        out["$extra"] = value[len(fields) :]
+    return out
+
+
 def described(descriptor, value):
     """A described value as the module docstring says."""
     code = descriptor_code(descriptor)
     fields = _FIELDS.get(code)
     if fields is not None and type(value) is list:
-        out = {"$type": SPEC.COMPOSITES[code].name}
-        for name, v in zip(fields, value):
-            if v is not None:
-                out[name] = v
-        if len(value) > len(fields):  # more fields than the spec knows: kept
-            out["$extra"] = value[len(fields) :]
-        return out
+        return fields_of(fields, value, {"$type": SPEC.COMPOSITES[code].name})
     if code in SPEC.DESCRIBED:
         return {"$type": SPEC.DESCRIBED[code].name, "value": value}
     return {"$descriptor": descriptor, "value": value}

@@ -493,9 +493,9 @@ def row_sink(capture, stream, methods, messages):
 method_row = method_row_reference
 message_row = message_row_reference
 append_rows = append_rows_reference
-# The JSON columns of a connections row (the peers' properties, zero-window periods): to_json,
-# or the compiled builder's (fastrows.json_text: the same text; the json module is imported
-# only for what it leaves to to_json)
+# The JSON columns the row builders here do not write (a connections row's peers' properties and
+# zero-window periods, AMQP 1.0's rows): to_json, or the compiled builder's (fastrows.json_text:
+# the same text; the json module is imported only for what it leaves to to_json)
 connection_json = to_json
 
 

@@ -9,9 +9,12 @@ leaves them, as it leaves frames and anomalies).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative
-from amqpcap.records.rows import as_text, to_json
+from amqpcap.records import rows
+from amqpcap.records.rows import as_text
 from amqpcap.records.schema import COLUMNS, DIRS
 
 _METHOD_INDEX = {c: i for i, c in enumerate(COLUMNS["methods"])}
@@ -100,7 +103,7 @@ def method_row(capture, stream, direction, p: Performative, version) -> tuple:
         p.frame_size,
         *_M_TAIL,
     ]
-    row[_M_ARGUMENTS] = to_json(a)
+    row[_M_ARGUMENTS] = rows.connection_json(a)
     row[_M_HANDLE] = _i(a.get("handle"))
     row[_M_LINK], row[_M_SOURCE], row[_M_TARGET] = p.link_name, p.source, p.target
     if name == "transfer":
@@ -154,7 +157,6 @@ def exchange_key(address):
 
 
 _MSG_COLUMNS = tuple(COLUMNS["messages"])
-_MSG_NULLS = [None] * len(_MSG_COLUMNS)
 _MSG_FILLED = (
     "capture",
     "tcp_stream",
@@ -191,11 +193,12 @@ _MSG_FILLED = (
     "outcome",
     "condition",
     "aborted",
+    "delivery_mode",
+    "priority",
+    "expiration",
 )
-_MSG_AT = tuple(_MESSAGE_INDEX[c] for c in _MSG_FILLED)
-_X_DELIVERY_MODE, _X_PRIORITY, _X_EXPIRATION = (
-    _MESSAGE_INDEX[c] for c in ("delivery_mode", "priority", "expiration")
-)
+# the row in column order from the values of _MSG_FILLED and a null after them, in one C call
+_MSG_ROW = itemgetter(*(_MSG_FILLED.index(c) if c in _MSG_FILLED else len(_MSG_FILLED) for c in _MSG_COLUMNS))
 
 
 def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
@@ -224,13 +227,13 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         key,
         as_text(props.get("content-type")),
         as_text(props.get("content-encoding")),
-        to_json(app) if app is not None else None,
+        rows.connection_json(app) if app is not None else None,
         as_text(props.get("correlation-id")),
         as_text(props.get("reply-to")),
         as_text(props.get("message-id")),
         _ms_ts(props.get("creation-time")),
         as_text(props.get("user-id")),
-        to_json(others),
+        rows.connection_json(others),
         dv.body_size,
         dv.body_size,
         dv.frames,
@@ -246,18 +249,23 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         dv.outcome,
         dv.condition,
         dv.aborted,
+        *_header_columns(sec.get("header")),
+        None,
     )
-    row = _MSG_NULLS.copy()
-    for i, v in zip(_MSG_AT, values):
-        row[i] = v
-    hdr = sec.get("header")
-    if isinstance(hdr, dict):
-        row[_X_DELIVERY_MODE] = 2 if hdr.get("durable") is True else 1
-        pr = hdr.get("priority")
-        row[_X_PRIORITY] = pr if isinstance(pr, int) and not isinstance(pr, bool) else None
-        ttl = hdr.get("ttl")
-        row[_X_EXPIRATION] = str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
-    return tuple(row)
+    return _MSG_ROW(values)
+
+
+def _header_columns(hdr) -> tuple:
+    """delivery_mode, priority and expiration of the header section."""
+    if not isinstance(hdr, dict):
+        return None, None, None
+    pr = hdr.get("priority")
+    ttl = hdr.get("ttl")
+    return (
+        2 if hdr.get("durable") is True else 1,
+        pr if isinstance(pr, int) and not isinstance(pr, bool) else None,
+        str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
+    )
 
 
 EVENT_TYPES = (Performative, Delivery)

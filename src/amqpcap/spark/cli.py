@@ -58,8 +58,9 @@ def add_arguments(p) -> None:
         type=_size,
         default="128M",
         metavar="SIZE",
-        help="split plain captures larger than SIZE by TCP conversation into tasks of about SIZE; "
-        "pack smaller ones into tasks of at most SIZE (default 128M)",
+        help="index plain captures larger than SIZE in byte ranges of about SIZE and split them by "
+        "TCP conversation into at most two tasks a core; pack smaller ones into tasks of at most "
+        "SIZE (default 128M)",
     )
     p.add_argument(
         "--conf",

@@ -95,6 +95,7 @@ class SparkSummary:
     errors: list = field(default_factory=list)  # [(capture, message, exit code)], not-a-capture etc.
     seconds: float = 0.0
     task_seconds: float = 0.0  # the tasks' wall time, summed (index and dissect)
+    task_cpu: float = 0.0  # the tasks' CPU time (their Python worker's, threads included), summed
 
 
 # -- executor side ----------------------------------------------------------------------------------
@@ -103,7 +104,7 @@ class SparkSummary:
 def index_task(item: RangeItem, *, scratch: storage.Location) -> ranges.RangeSummary:
     """Index one byte range into ``scratch/index``; the summary for the driver."""
     try:
-        with storage.open_input(item.loc) as f:
+        with ranges.open_capture_bytes(item.loc) as f:
             s, blob = ranges.index_range(f, item.capture, item.part, item.start, item.end, item.size)
     except ranges.Unsplittable as e:
         return ranges.RangeSummary(item.capture, item.part, error=str(e))
@@ -304,17 +305,18 @@ def _use_env(env: dict) -> None:
 
 
 def _call_items(items, fn, batches, env=None):
-    """mapInArrow body: every id of the partition's batches -> ``(fn(items[id]), seconds)``,
-    pickled (seconds: the task's wall time, for the per-core throughput the bench reports)."""
+    """mapInArrow body: every id of the partition's batches -> ``(fn(items[id]), (wall, cpu))``,
+    pickled (the task's seconds, for the per-core throughput the bench reports)."""
     import pyarrow as pa
 
     _use_env(env or {})
     schema = pa.schema([("id", pa.int64()), ("result", pa.binary())])
     for b in batches:
         for i in b.column(0).to_pylist():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = fn(items[i])
-            got = pickle.dumps((res, time.perf_counter() - t0), protocol=pickle.HIGHEST_PROTOCOL)
+            took = (time.perf_counter() - t0, time.process_time() - c0)
+            got = pickle.dumps((res, took), protocol=pickle.HIGHEST_PROTOCOL)
             yield pa.RecordBatch.from_arrays(
                 [pa.array([i], pa.int64()), pa.array([got], pa.binary())], schema=schema
             )
@@ -322,7 +324,7 @@ def _call_items(items, fn, batches, env=None):
 
 def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
     """``[fn(item) for item in items]``, one Spark task per item (in order: largest first);
-    each task's wall time appended to ``seconds``."""
+    each task's ``(wall, cpu)`` seconds appended to ``seconds``."""
     n = len(items)
     if not n:
         return []
@@ -369,7 +371,9 @@ def _split_plan(caps, summaries, scratch, parallel: int, split_size: int, prog) 
             prog.line(f"{c.name}: {c.size / 1e6:,.1f} MB dissected whole ({why})")
             whole.add(ci)
             continue
-        parts = max(-(-c.size // split_size), min(2 * parallel, 64))
+        # every bucket maps the whole capture (its packets are spread over it): no more buckets
+        # than keep the cores busy
+        parts = max(1, min(-(-c.size // split_size), 2 * parallel))
         slot_sets, bases, firsts, ranks = ranges.plan_buckets(sums, parts)
         idx = [(index_location(scratch, ci, s.part), int(b)) for s, b in zip(sums, bases) if s.packets]
         load = np.sum([s.slot_bytes for s in sums], axis=0)
@@ -541,7 +545,7 @@ def run(
         raise
     finally:
         storage.remove_tree(scratch)
-    s = SparkSummary(tasks=len(tasks), task_seconds=sum(took))
+    s = SparkSummary(tasks=len(tasks), task_seconds=sum(w for w, _ in took), task_cpu=sum(c for _, c in took))
     for r in results:
         s.captures += r.captures
         s.packets += r.packets

@@ -24,6 +24,7 @@ rows stay those of one process.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -34,6 +35,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from amqpcap import compiled
 from amqpcap.capture import link
 from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import MAX_RECORD
@@ -77,6 +79,66 @@ class Unsplittable(Exception):
     """What the reader reports as an anomaly, or what a range cannot resolve alone."""
 
 
+class Mapped:
+    """A local capture mapped into memory, read as ``storage.open_input``'s files are
+    (``read_at``, ``size``) but without a copy: ``read_at`` gives a view of the page cache."""
+
+    def __init__(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            self._size = os.fstat(fd).st_size
+            self.map = mmap.mmap(fd, self._size, access=mmap.ACCESS_READ) if self._size else None
+        finally:
+            os.close(fd)
+        self.view = memoryview(self.map) if self.map is not None else memoryview(b"")
+
+    def size(self) -> int:
+        return self._size
+
+    def read_at(self, nbytes: int, offset: int):
+        return self.view[offset : offset + nbytes]
+
+    def close(self) -> None:
+        try:
+            self.view.release()
+            if self.map is not None:
+                self.map.close()
+        except BufferError:  # a view still held (an exception's frames): unmapped when freed
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Kept:
+    """The last capture a process mapped, kept mapped: the next task on the same capture in
+    the same Python worker (index, then bucket tasks) finds its pages mapped already."""
+
+    key: tuple | None = None
+    mapped: Mapped | None = None
+
+
+@contextlib.contextmanager
+def open_capture_bytes(loc: storage.Location):
+    """The capture at ``loc`` for random access: mapped if local (the mapping kept for the next
+    task on it, while the file is unchanged), else the store's file."""
+    if not loc.local:
+        with storage.open_input(loc) as f:
+            yield f
+        return
+    st = os.stat(loc.path)
+    key = (loc.path, st.st_ino, st.st_size, st.st_mtime_ns)
+    if _Kept.key != key:
+        if _Kept.mapped is not None:
+            _Kept.mapped.close()
+        _Kept.key, _Kept.mapped = None, None
+        _Kept.mapped, _Kept.key = Mapped(loc.path), key
+    yield _Kept.mapped
+
+
 def splittable_format(head: bytes) -> bool:
     """True if a capture starting with ``head`` is one the ranges can index (not gzip)."""
     return head[:4] in _PCAP or head[:4] == _PCAPNG
@@ -116,7 +178,7 @@ class Layout:
 
 
 def layout(f) -> Layout:
-    head = f.read_at(1 << 16, 0)
+    head = bytes(f.read_at(1 << 16, 0))
     if head[:4] in _PCAP:
         endian, mul, hl = _PCAP[head[:4]]
         if len(head) < 24:
@@ -323,8 +385,13 @@ class _Keys:
         _FAST_LINKS from fixed offsets, the rest one by one."""
         n = len(a)
         offsets, caps = a["off"].astype(np.int64), a["cap"].astype(np.int64)
-        lts = int(a["lt"][0]) if n and (a["lt"] == a["lt"][0]).all() else None
         out = np.zeros(n, np.uint64)
+        if _fast is not None:
+            for i in _fast.conversation_keys(buf, a.view(np.uint8), out):
+                o = int(offsets[i])
+                out[i] = self.of(int(a["lt"][i]), bytes(buf[o : o + int(caps[i])]))
+            return out
+        lts = int(a["lt"][0]) if n and (a["lt"] == a["lt"][0]).all() else None
         fast = np.zeros(n, bool)
         if lts in _FAST_LINKS:
             hlen, et = _FAST_LINKS[lts]
@@ -352,13 +419,21 @@ class _Keys:
             fast = ok
         for i in np.flatnonzero(~fast).tolist():
             o = int(offsets[i])
-            out[i] = self.of(int(a["lt"][i]), buf[o : o + int(caps[i])])
+            out[i] = self.of(int(a["lt"][i]), bytes(buf[o : o + int(caps[i])]))
         return out
 
 
-def _record_starts(buf: bytes, hl: int, big: bool, end: int) -> tuple:
-    """Offsets of the pcap records wholly in ``buf`` that start before ``end``; where the walk
-    stopped.  Headers only: no record is copied (the walk the index spends most on)."""
+def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
+    """``(entries, pos, keys, slow)``: the index entries (RECORD, ``off`` relative to ``buf``,
+    ``ord`` unset) of the pcap records wholly in ``buf`` that start before ``end``; where the
+    walk stopped; with the compiled walk (fastranges.pcap_index) their conversation keys but
+    those of the positions ``slow`` (keys None: not computed)."""
+    hl, big = lay.hl, lay.big
+    if _fast is not None:
+        room = len(buf) // hl + 1
+        a, k = np.empty(room, RECORD), np.empty(room, np.uint64)
+        n, used, slow = _fast.pcap_index(buf, end, hl, big, lay.mul, lay.linktype, a.view(np.uint8), k)
+        return a[:n], used, k[:n], slow
     cap_at = struct.Struct(">I" if big else "<I").unpack_from
     starts = array("q")
     app = starts.append
@@ -369,18 +444,26 @@ def _record_starts(buf: bytes, hl: int, big: bool, end: int) -> tuple:
             break
         app(p)
         p = nxt
-    return np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64), p
+    s = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
+    b = np.frombuffer(buf, np.uint8)
+    head = b[s[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
+    a = np.zeros(len(s), RECORD)
+    a["cap"], a["wire"] = head[:, 2], head[:, 3]
+    a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
+    a["lt"] = lay.linktype
+    a["off"] = s + hl
+    return a, p, None, ()
 
 
 def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
-    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets)`` per block
-    read (``packets``: a RECORD array with block-relative offsets, ord unset); the offset of
-    the first record that starts at or past ``end``."""
+    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets, keys, slow)``
+    per block read (``packets``: a RECORD array with block-relative offsets, ord unset; keys as
+    _pcap_block gives them); the offset of the first record that starts at or past ``end``."""
     hl, big = lay.hl, lay.big
     while pos < end:
         buf = f.read_at(min(BLOCK, size - pos), pos)
-        starts, used = _record_starts(buf, hl, big, end - pos)
-        if not len(starts):
+        a, used, k, slow = _pcap_block(buf, end - pos, lay)
+        if not len(a):
             if len(buf) < hl:
                 if len(buf):
                     raise Unsplittable("file ends inside a record header")
@@ -389,19 +472,12 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
             if cap > MAX_RECORD:
                 raise Unsplittable("oversize record")
             buf = f.read_at(hl + cap, pos)
-            starts, used = _record_starts(buf, hl, big, end - pos)
-            if not len(starts):
+            a, used, k, slow = _pcap_block(buf, end - pos, lay)
+            if not len(a):
                 raise Unsplittable("file ends inside a record")
-        b = np.frombuffer(buf, np.uint8)
-        head = b[starts[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
-        a = np.empty(len(starts), RECORD)
-        a["cap"], a["wire"] = head[:, 2], head[:, 3]
-        if (head[:, 2] > MAX_RECORD).any():
+        if (a["cap"] > MAX_RECORD).any():
             raise Unsplittable("oversize record")
-        a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
-        a["lt"] = lay.linktype
-        a["off"] = starts + hl
-        sink(buf, pos, a)
+        sink(buf, pos, a, k, slow)
         pos += used
     return pos
 
@@ -483,8 +559,12 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
     keys = _Keys()
     cols: list = []
 
-    def sink(buf, base, a):
-        k = keys.of_block(buf, a)
+    def sink(buf, base, a, k=None, slow=()):
+        if k is None:
+            k = keys.of_block(buf, a)
+        for i in slow:
+            o = int(a["off"][i])
+            k[i] = keys.of(int(a["lt"][i]), bytes(buf[o : o + int(a["cap"][i])]))
         a["off"] += base
         cols.append((a, k))
 
@@ -501,7 +581,7 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
         recs, k = np.zeros(0, RECORD), np.zeros(0, np.uint64)
     recs["ord"] = np.arange(len(recs), dtype=np.uint32)
     s.packets = len(recs)
-    slot = (k % np.uint64(SLOTS)).astype(np.int64)
+    slot = (k & np.uint64(SLOTS - 1)).astype(np.uint16)  # SLOTS: a power of two; uint16: a radix sort
     s.slot_bytes = np.bincount(slot, weights=recs["cap"], minlength=SLOTS).astype(np.int64)
     tcp = k != MISC
     s.keys, first = np.unique(k[tcp], return_index=True)
@@ -617,41 +697,57 @@ class BucketSource:
 
     def batches(self):
         local = self.capture.local
-        if local:
-            fd = os.open(self.capture.path, os.O_RDONLY)
-            try:
-                size = os.fstat(fd).st_size
-                data = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
-            finally:
-                os.close(fd)
-        else:
-            data = storage.open_input(self.capture)
-        try:
+        with open_capture_bytes(self.capture) as f:
             for loc, base in self.ranges:
-                with storage.open_input(loc) as f:
-                    recs = read_index(f, self.slots)
+                with storage.open_input(loc) as fi:
+                    recs = read_index(fi, self.slots)
                 if len(recs):
-                    yield from self._records(data, recs, int(base), local)
-        finally:
-            if local and data:
-                data.close()
-            elif not local:
-                data.close()
+                    yield from self._records((f.map or b"") if local else f, recs, int(base), local)
 
     @staticmethod
     def _records(data, recs: np.ndarray, base: int, local: bool):
         step = 2048  # packets per batch: their bytes are freed and reused while they are in cache
         for i in range(0, len(recs), step):
             r = recs[i : i + step]
-            numbers = (r["ord"].astype(np.int64) + (base + 1)).tolist()
-            off = r["off"].astype(np.int64)
-            ends = off + r["cap"]
             if local:
-                chunks = map(data.__getitem__, map(slice, off.tolist(), ends.tolist()))
+                yield _batch(data, r, 0, base)
             else:
-                lo = int(off[0])
-                blob = data.read_at(int(ends[-1]) - lo, lo)
-                chunks = map(blob.__getitem__, map(slice, (off - lo).tolist(), (ends - lo).tolist()))
-            lt = r["lt"]
-            lts = repeat(int(lt[0])) if (lt == lt[0]).all() else lt.tolist()
-            yield list(zip(numbers, r["ts"].tolist(), lts, chunks, r["wire"].tolist()))
+                lo = int(r["off"][0])
+                yield _batch(data.read_at(int(r["off"][-1] + r["cap"][-1]) - lo, lo), r, lo, base)
+
+
+def _batch(data, r: np.ndarray, lo: int, base: int) -> list:
+    """Index entries ``r`` as the reader's packet tuples, their bytes from ``data`` (which holds
+    the capture from offset ``lo``); fastranges.bucket_batch in C."""
+    if _fast is not None:
+        return _fast.bucket_batch(data, r.view(np.uint8), lo, base)
+    numbers = (r["ord"].astype(np.int64) + (base + 1)).tolist()
+    off = r["off"].astype(np.int64) - lo
+    ends = off + r["cap"]
+    chunks = map(data.__getitem__, map(slice, off.tolist(), ends.tolist()))
+    lt = r["lt"]
+    lts = repeat(int(lt[0])) if (lt == lt[0]).all() else lt.tolist()
+    return list(zip(numbers, r["ts"].tolist(), lts, chunks, r["wire"].tolist()))
+
+
+# the compiled twins of _pcap_block, _Keys.of_block and _batch (spark/fastranges.pyx), or None
+_fast = None
+
+
+def use_compiled(on: bool) -> None:
+    """Index and read buckets with the compiled twins (``on``; they must be built) or the Python
+    references.  compiled.select() makes the choice once at import."""
+    global _fast
+    if on:
+        from amqpcap.spark import fastranges
+
+        _fast = fastranges
+    else:
+        _fast = None
+
+
+def compiled_in_use() -> bool:
+    return _fast is not None
+
+
+use_compiled(compiled.select("fastranges") is not None)

@@ -16,6 +16,8 @@ import warnings
 CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",  # amqpcap prints its own progress lines
+    # a worker runs task after task: amqpcap imported once, a capture mapped once (ranges.py)
+    "spark.python.worker.reuse": "true",
 }
 #: JIT level 1 and the serial GC roughly halve the JVM start in local mode.
 JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
