@@ -661,19 +661,27 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     t = as_tables(t)
     c = t.connections
     keys = ["capture", "tcp_stream"]
-    out = c[keys].copy()
     n = len(c)
+    counts = {}
     for name, df in (("methods", t.methods), ("messages", t.messages)):
-        counts = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
-        out[name] = (
-            c[keys]
-            .merge(counts.reset_index(), on=keys, how="left")[name]
-            .fillna(0)
-            .astype("int64")
-            .to_numpy()
-            if counts is not None
+        per = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
+        counts[name] = (
+            c[keys].merge(per.reset_index(), on=keys, how="left")[name].fillna(0).astype("int64").to_numpy()
+            if per is not None
             else np.zeros(n, dtype=np.int64)
         )
+    return connection_rows(c, counts["methods"], counts["messages"], limit)
+
+
+def connection_rows(c: pd.DataFrame, methods, messages, limit: int | None = None, total: int | None = None):
+    """:func:`connections_table` of the connection rows ``c`` and each one's ``methods`` and
+    ``messages`` counts (arrays in ``c``'s order); ``total``: the number of connections, if ``c``
+    holds only some (``stats --spark`` counts with Spark and hands over the busiest)."""
+    keys = ["capture", "tcp_stream"]
+    out = c[keys].copy()
+    n = len(c) if total is None else total
+    out["methods"] = np.asarray(methods, dtype=np.int64)
+    out["messages"] = np.asarray(messages, dtype=np.int64)
     # busiest first; the text columns made for the rows shown only (a million conversations: a
     # few strings, not millions)
     order = (
@@ -776,10 +784,10 @@ def frames_note(source) -> str:
     return "no frames counted"
 
 
-def render_text(s: dict, t=None, *, limit: int = 15) -> str:
+def render_text(s: dict, t=None, *, limit: int = 15, connections: pd.DataFrame | None = None) -> str:
     """Terminal tables for a :func:`stats` dict (and, when ``t`` is given, the
-    busiest connections): connections, method counts, latency percentiles,
-    top errors, throughput, health, anomalies."""
+    busiest connections; or ``connections``, their :func:`connections_table` made elsewhere):
+    connections, method counts, latency percentiles, top errors, throughput, health, anomalies."""
     out = []
     span = s.get("span", {})
     out.append(f"amqpcap stats: {', '.join(s.get('captures', [])) or '-'}")
@@ -795,9 +803,8 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
             f"(before 1990 or a year from its median; the span and rates include them): first "
             f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}"
         )
-    if t is not None:
-        t = as_tables(t)
-        ct = connections_table(t, limit)
+    if t is not None or connections is not None:
+        ct = connections if connections is not None else connections_table(as_tables(t), limit)
         n = ct.attrs["total"]
         if len(ct):
             several = len(s.get("captures", [])) > 1  # a capture column tells their conversations apart

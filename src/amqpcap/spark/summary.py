@@ -26,6 +26,8 @@ timestamp and its ``_nanos`` companion).
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 import pandas as pd
 import pyarrow as pa
@@ -276,11 +278,61 @@ def _partitions(spark, out: str) -> int:
     return max(2 * spark.sparkContext.defaultParallelism, -(-size // PARTITION_BYTES))
 
 
-def _read(spark, out: str, name: str):
+def _read(spark, out: str, name: str, place: bool = False):
+    """Table ``name`` of ``out`` (None if absent), times as exact ns; ``place``: with each row's
+    ``_file`` and ``_row`` (the order ``amqpcap.load`` reads the rows in)."""
     path = os.path.join(out, name)
     if not os.path.isdir(path):
         return None
-    return spark_exact(spark.read.parquet(path))
+    df = spark.read.parquet(path)
+    if place:
+        df = df.select("*", df["_metadata.file_path"].alias("_file"), df["_metadata.row_index"].alias("_row"))
+    return spark_exact(df)
+
+
+# what the Connections table of the text report shows of a connection (summary.connection_rows)
+_CONNECTION_COLS = [
+    "capture",
+    "tcp_stream",
+    "client_ip",
+    "client_port",
+    "server_ip",
+    "server_port",
+    "version",
+    "server_product",
+    "connection_name",
+    "ts",
+    "end_ts",
+    "bytes_c2s",
+    "bytes_s2c",
+    "close_reply_code",
+    "closed_by",
+    "close_frame",
+    "rst_by",
+    "rst_frame",
+]
+
+
+def busiest_connections(spark, out: str, limit: int = 15) -> pd.DataFrame:
+    """The Connections table of ``amqpcap stats`` (:func:`amqpcap.analysis.summary.connections_table`)
+    for the output ``out``: methods and messages counted per connection by Spark, the busiest
+    ``limit`` collected (ties in the order the library reads the rows)."""
+    from pyspark.sql import functions as F
+
+    from amqpcap.analysis.summary import connection_rows
+
+    keys = ["capture", "tcp_stream"]
+    conn = _read(spark, out, "connections", place=True)
+    j = conn.select(*_CONNECTION_COLS, "_file", "_row")
+    for name in ("methods", "messages"):
+        counts = _read(spark, out, name).groupBy(*keys).agg(F.count(F.lit(1)).alias(name))
+        j = j.join(counts, on=keys, how="left")
+    j = j.fillna(0, subset=["methods", "messages"])
+    order = [F.desc("messages"), F.desc("methods"), F.asc("_file"), F.asc("_row")]
+    with pandas_version_warning_off():
+        top = j.orderBy(*order).limit(limit).toArrow()
+    c = arrow_to_pandas(top.select(_CONNECTION_COLS), "connections", _CONNECTION_COLS)
+    return connection_rows(c, top["methods"].to_numpy(), top["messages"].to_numpy(), limit, conn.count())
 
 
 def _num(x, nd=3):
@@ -720,10 +772,26 @@ def _rpc_rows(F, msgs, parts: int):
     return _grouped(both, ["_k", "correlation_id"], parts, per_rpc_group)
 
 
-def stats(spark, out: str) -> dict:
-    """The ``stats --json`` dict of the dissect (or spark) output directory ``out``."""
+def stats(spark, out: str, progress: bool = False) -> dict:
+    """The ``stats --json`` dict of the dissect (or spark) output directory ``out``;
+    ``progress``: a line per step on stderr."""
     with pandas_version_warning_off():
-        return _stats(spark, out)
+        return _stats(spark, out, _Steps(progress))
+
+
+class _Steps:
+    """``amqpcap stats: STEP: done, N s`` on stderr, a line per step (when enabled)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def done(self, step: str) -> None:
+        if self.enabled:
+            now = time.monotonic()
+            sys.stderr.write(f"amqpcap stats: {step}: done, {now - self.t0:,.1f} s\n")
+            self.t0 = now
+            sys.stderr.flush()
 
 
 def _amqp10(F, conn, methods, msgs, frames) -> dict:
@@ -755,7 +823,7 @@ def _amqp10(F, conn, methods, msgs, frames) -> dict:
     return amqp10.stats_part(tables, latency_summary)
 
 
-def _stats(spark, out: str) -> dict:
+def _stats(spark, out: str, steps: _Steps) -> dict:
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -784,6 +852,7 @@ def _stats(spark, out: str) -> dict:
     )
     res.cache()
     tally = _tally(res, F)
+    steps.done("pairings")
     caps = {
         r[0]
         for r in conn.select("capture").union(methods.select("capture")).distinct().collect()
@@ -799,17 +868,21 @@ def _stats(spark, out: str) -> dict:
             [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])],
             [methods, msgs, frames],
         ),
-        "latency": _latency(_summaries(res, F), tally),
-        "errors": _errors(res, F),
-        "throughput": _throughput(F, msgs, methods, frames),
-        "methods": _counts(methods, "method", F),
-        "anomalies": _counts(anomalies, "kind", F),
-        "health": _health(tally, _heartbeat_source(F, conn, has_frames)),
     }
+    steps.done("span")
+    result["latency"] = _latency(_summaries(res, F), tally)
+    result["errors"] = _errors(res, F)
+    steps.done("latency and errors")
+    result["throughput"] = _throughput(F, msgs, methods, frames)
+    steps.done("throughput")
+    result["methods"] = _counts(methods, "method", F)
+    result["anomalies"] = _counts(anomalies, "kind", F)
+    result["health"] = _health(tally, _heartbeat_source(F, conn, has_frames))
     v10 = _amqp10(F, conn, methods, msgs, frames)
     result["latency"]["settlement"] = v10["settlement"]
     result["outcomes"] = v10["outcomes"]
     result["errors"] = sorted(result["errors"] + v10["errors"], key=lambda e: -e["count"])
     result["health"] = amqp10.with_health(result["health"], v10)
     res.unpersist()
+    steps.done("counts, health and AMQP 1.0")
     return result
