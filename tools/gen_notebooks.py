@@ -435,8 +435,7 @@ CAPTURES = Path("..") / "captures"
 WORK = Path(tempfile.mkdtemp(prefix="amqpcap-nb05-"))
 spark = session.build("local[2]", app="amqpcap notebook",
                       conf={"spark.sql.shuffle.partitions": "4", "spark.local.dir": str(WORK / "spark")})
-# timestamps are read as exact nanoseconds (bigint): spark.sql.legacy.parquet.nanosAsLong
-spark.conf.get("spark.sql.legacy.parquet.nanosAsLong")"""),
+spark.conf.get("spark.sql.session.timeZone")  # times shown in UTC"""),
         md("""
 ## Run the job
 
@@ -481,15 +480,27 @@ spark.sql("""
     SELECT method, count(*) AS n FROM methods
     GROUP BY method ORDER BY n DESC, method LIMIT 10""").toPandas()'''),
         md("""
-Timestamps are nanoseconds since the epoch (bigint): differences are exact. Here, per
-connection, the time from the first packet to `connection.open-ok` and the publish count.
+Every time column is a Spark `TIMESTAMP` (microseconds, UTC), so `window`, `date_trunc` and
+the other time functions take it as it is: publishes per second.
 """),
         code('''
 spark.sql("""
-    SELECT c.capture, c.tcp_stream, (c.open_ts - c.ts) / 1e6 AS open_ms,
+    SELECT window.start AS second, count(*) AS publishes FROM messages
+    WHERE method = 'basic.publish'
+    GROUP BY window(ts, '1 second') ORDER BY publishes DESC, second LIMIT 5""").toPandas()'''),
+        md("""
+The nanoseconds past the microsecond are in `X_nanos` beside each time column `X`:
+`unix_micros(X) * 1000 + X_nanos` is the exact time in ns, and differences are exact. Here,
+per connection, the time from the first packet to `connection.open-ok` and the publish count.
+"""),
+        code('''
+spark.sql("""
+    SELECT c.capture, c.tcp_stream,
+           ((unix_micros(c.open_ts) * 1000 + c.open_ts_nanos) - (unix_micros(c.ts) * 1000 + c.ts_nanos)) / 1e6
+               AS open_ms,
            count_if(m.method = 'basic.publish') AS publishes
     FROM connections c LEFT JOIN methods m ON m.capture = c.capture AND m.tcp_stream = c.tcp_stream
-    GROUP BY c.capture, c.tcp_stream, c.open_ts, c.ts
+    GROUP BY c.capture, c.tcp_stream, c.open_ts, c.open_ts_nanos, c.ts, c.ts_nanos
     ORDER BY publishes DESC, c.capture, c.tcp_stream LIMIT 8""").toPandas()'''),
         md("""
 Heartbeats are only in the `frames` table (written with `frames=True`): the longest silence
@@ -497,9 +508,10 @@ between two frames of a direction, per connection that negotiated a heartbeat.
 """),
         code('''
 spark.sql("""
-    WITH f AS (SELECT capture, tcp_stream, direction, ts,
-                      ts - lag(ts) OVER (PARTITION BY capture, tcp_stream, direction ORDER BY ts) AS gap
-               FROM frames)
+    WITH n AS (SELECT capture, tcp_stream, direction, unix_micros(ts) * 1000 + ts_nanos AS ns FROM frames),
+         f AS (SELECT capture, tcp_stream, direction,
+                      ns - lag(ns) OVER (PARTITION BY capture, tcp_stream, direction ORDER BY ns) AS gap
+               FROM n)
     SELECT f.capture, f.tcp_stream, f.direction, c.heartbeat, max(f.gap) / 1e9 AS longest_silence_s
     FROM f JOIN connections c USING (capture, tcp_stream)
     WHERE c.heartbeat > 0

@@ -569,10 +569,10 @@ def _show(a) -> int:
 # -- stats and report -----------------------------------------------------------------------
 
 
-def _tables(a, temp: list):
-    """Load ``a.path``: a dissect output directory, or a capture dissected into the cache
-    (standard input or another pipe: into a temporary directory appended to ``temp``)."""
-    from amqpcap.analysis.summary import section_tables
+def _output_dir(a, temp: list) -> str:
+    """The dissect output directory of ``a.path``: itself, or a capture dissected into the cache
+    (standard input or another pipe: into a temporary directory appended to ``temp``).  Nothing is
+    loaded: stats and report load what each section reads."""
     from amqpcap.analysis.tables import cache_key, default_cache_dir, dissect_cached
     from amqpcap.capture.reader import CaptureError, open_capture
 
@@ -584,7 +584,7 @@ def _tables(a, temp: list):
             raise CaptureError(
                 path, "is a directory but not a dissect output (no connections/ table)", Exit.UNREADABLE
             )
-        return section_tables(path, "text")  # stats and report load the rest by section
+        return path
     if path == STDIN or (os.path.exists(path) and not os.path.isfile(path)):
         # A pipe or FIFO can be read once: no content hash for the cache, a temporary dissection.
         import tempfile  # here: every invocation imports this module (~1.6 ms)
@@ -597,14 +597,14 @@ def _tables(a, temp: list):
         print(f"amqpcap: dissecting {name} (a pipe: not cached)", file=sys.stderr)
         summary = dissect([path], os.path.join(tmp, "out"), progress=progress, **opts)
         a.census = (summary.tcp_streams, summary.server_ports)
-        return section_tables(os.path.join(tmp, "out"), "text")
+        return os.path.join(tmp, "out")
     open_capture(path).close()  # a one-line error (exit 2 or 3) before anything else
     out = default_cache_dir() / cache_key(path, **opts)
     if out.is_dir():
         print(f"amqpcap: using the dissection of {path} cached in {out}", file=sys.stderr)
     else:
         print(f"amqpcap: dissecting {path} (cached in {out})", file=sys.stderr)
-    return section_tables(os.fspath(dissect_cached(path, progress=progress, **opts)), "text")
+    return os.fspath(dissect_cached(path, progress=progress, **opts))
 
 
 class _Discard:
@@ -637,8 +637,10 @@ def _census(path, ports):
     return d.nstreams, d.server_ports
 
 
-def _no_amqp(t, a) -> bool:
-    if len(t.connections):
+def _no_amqp(out: str, a) -> bool:
+    from amqpcap.analysis.tables import count_rows
+
+    if count_rows(out, "connections"):
         return False
     census = getattr(a, "census", None)
     if census is None and os.path.isfile(a.path):
@@ -664,20 +666,21 @@ def _stats(a) -> int:
     import shutil  # here, not at the top: every invocation imports this module
 
     from amqpcap.analysis import render_text, stats
+    from amqpcap.analysis.summary import section_tables
 
     temp: list = []
     try:
-        tables = _tables(a, temp)
-        if _no_amqp(tables, a):
+        out = _output_dir(a, temp)
+        if _no_amqp(out, a):
             return Exit.NO_AMQP
-        result = stats(tables.source)
+        result = stats(out)
         if a.json:
             import json
 
             json.dump(result, sys.stdout, indent=None, default=str)
             sys.stdout.write("\n")
-        else:
-            sys.stdout.write(render_text(result, tables))
+        else:  # (the connections table's columns: loaded once the stats are done)
+            sys.stdout.write(render_text(result, section_tables(out, "text")))
     finally:
         for tmp in temp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -699,12 +702,12 @@ def _report(a) -> int:
     os.makedirs(a.out, exist_ok=True)  # an unwritable OUT fails now, before the dissection
     temp: list = []
     try:
-        tables = _tables(a, temp)
-        if _no_amqp(tables, a):
+        out = _output_dir(a, temp)
+        if _no_amqp(out, a):
             if created:
                 os.rmdir(a.out)
             return Exit.NO_AMQP
-        path = write_report(tables.source, a.out)
+        path = write_report(out, a.out)
     except BaseException:
         if created:
             shutil.rmtree(a.out, ignore_errors=True)

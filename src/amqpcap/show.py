@@ -213,7 +213,7 @@ class ShowSink:
         if not self._keep(r["tcp_stream"], r["channel"], r["method"], r):
             return
         args = json.loads(r["arguments"] or "{}")
-        if "response" in args:
+        if "response" in args and r["version"] != "1.0":  # (1.0's sasl.response: redacted by the codec)
             args.update(_credentials(args.pop("response"), self.o.keep_secrets))
         text = line_1_0(r, args) if r["version"] == "1.0" else None
         # (0-9's message.transfer carries its message in its arguments; a 1.0 delivery's message
@@ -419,6 +419,8 @@ def line_1_0(r: dict, args: dict) -> str:
         if r["more"]:
             add("more", True)
         add("outcome", r["outcome"])
+        if args.get("aborted"):
+            add("aborted", True)
     elif m == "disposition":
         first, last = r["delivery_id"], (r["id_ranges"] or [{}])[0].get("upper")
         add("role", r["role"])
@@ -430,6 +432,7 @@ def line_1_0(r: dict, args: dict) -> str:
         add("delivery-count", r["delivery_count"])
         if args.get("drain"):
             add("drain", True)
+        add("available", args.get("available"))
     elif m == "open":
         for k in ("container-id", "hostname", "max-frame-size", "idle-time-out"):
             add(k, args.get(k))
@@ -439,6 +442,9 @@ def line_1_0(r: dict, args: dict) -> str:
         if isinstance(resp, dict):
             add("user", resp.get("user"))
             add("password", resp.get("password"))
+    elif m in ("sasl.challenge", "sasl.response"):
+        key = m[5:]
+        add(key, args.get(key))
     elif m == "sasl.mechanisms":
         add("mechanisms", args.get("sasl-server-mechanisms"))
     elif m == "sasl.outcome":

@@ -154,12 +154,12 @@ def attach(name: str, handle: int, role: bool, src=None, tgt=None, snd=None, rcv
     return perf(0x12, f)
 
 
-def flow(handle=None, delivery_count=None, credit=None, drain=None) -> bytes:
+def flow(handle=None, delivery_count=None, credit=None, drain=None, available=None) -> bytes:
     f = [UInt(0), UInt(2048), UInt(0), UInt(2048), None if handle is None else UInt(handle)]
     f += [
         None if delivery_count is None else UInt(delivery_count),
         None if credit is None else UInt(credit),
-        None,
+        None if available is None else UInt(available),
         drain,
     ]
     return perf(0x13, f)

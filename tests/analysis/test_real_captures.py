@@ -294,6 +294,11 @@ def test_compact_load_pairs_on_codes_exactly_as_on_the_strings(cache):
             assert (pairs.groupby("s")["code"].nunique() == 1).all(), (name, c)
             text[c] = dict(zip(pairs["code"].astype(int), pairs["s"]))
             coded += len(pairs)
+        # message_id and correlation_id share one dictionary (a 1.0 reply's correlation-id is its
+        # request's message-id): a code is one string in both
+        both = text["message_id"].keys() & text["correlation_id"].keys()
+        assert all(text["message_id"][k] == text["correlation_id"][k] for k in both), name
+        text["correlation_id"] = {**text["message_id"], **text["correlation_id"]}
         fl, ll = all_latencies(full), all_latencies(lean)
         for kind, cols in (("transit", ["message_id", "body_hash"]), ("rpc", ["correlation_id"])):
             for c in cols:

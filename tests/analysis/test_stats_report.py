@@ -206,6 +206,9 @@ def test_docs_list_every_result_column():
         H.BLOCKED_COLS,
         H.FLOW_COLS,
         H.UNACKED_COLS,
+        importlib.import_module("amqpcap.analysis.amqp10_credit").STALL_COLS,
+        importlib.import_module("amqpcap.analysis.amqp10_credit").DRAIN_COLS,
+        importlib.import_module("amqpcap.analysis.amqp10").IDLE_GAP_COLS,
     ]
     missing = sorted({c for cols in tables for c in cols if f"`{c}`" not in doc})
     assert missing == []

@@ -86,6 +86,42 @@ def test_stats_spark_json_equals_the_pandas_stats_on_the_shipped_captures(spark,
     assert want["throughput"]["frames_source"] == ("frames" if "frames" in os.listdir(output) else "estimate")
 
 
+def assert_same_text(got: str, want: str) -> None:
+    """The same lines, except latency figures (ms, three decimals) within 1 µs (Spark's
+    percentiles are over latencies rounded to 1 µs: ``assert_same_report``)."""
+    g, w = got.splitlines(), want.splitlines()
+    assert len(g) == len(w), (got, want)
+    for a, b in zip(g, w):
+        if a == b:
+            continue
+        ta, tb = a.split(), b.split()
+        assert len(ta) == len(tb), (a, b)
+        for x, y in zip(ta, tb):
+            if x != y:
+                assert "." in x and abs(float(x.replace(",", "")) - float(y.replace(",", ""))) <= 0.0011, (
+                    a,
+                    b,
+                )
+
+
+def test_stats_spark_prints_the_text_the_pandas_stats_prints_connections_included(spark, output, capsys):
+    assert main(["stats", output, "--spark"]) == 0
+    got = capsys.readouterr()
+    assert main(["stats", output]) == 0
+    want = capsys.readouterr().out
+    assert "\nConnections" in want and "client" in want
+    assert_same_text(got.out, want)
+    assert got.err == ""  # no terminal here: no progress lines, and no JVM or Spark chatter
+
+
+def test_stats_spark_shows_a_line_per_step_on_a_terminal(spark, output, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert main(["stats", output, "--spark", "--json"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("amqpcap stats: pairings: done, ") and err[-1].endswith(" s")
+    assert all(line.startswith("amqpcap stats: ") for line in err) and len(err) == 5
+
+
 def test_stats_spark_needs_an_output_directory(tmp_path, capsys):
     assert main(["stats", CAPTURES[0], "--spark"]) == 3
     assert "stats --spark reads a dissect or spark output directory" in capsys.readouterr().err

@@ -162,13 +162,16 @@ class Decoder10(StreamDecoder):
             )
         if o0 is not None:
             v.update(
+                client_idle_timeout_ms=_int(o0.get("idle-time-out")),
                 client_container_id=_text(o0.get("container-id")),
                 client_properties=o0.get("properties"),
                 vhost=_text(o0.get("hostname")),
             )
         if o1 is not None:
             v.update(
-                server_container_id=_text(o1.get("container-id")), server_properties=o1.get("properties")
+                server_container_id=_text(o1.get("container-id")),
+                server_properties=o1.get("properties"),
+                server_idle_timeout_ms=_int(o1.get("idle-time-out")),
             )
         return ConnectionFacts(**v)
 
@@ -322,6 +325,8 @@ class Decoder10(StreamDecoder):
             self._close(direction, perf)
         elif name == "sasl.init":
             self._sasl_init(a)
+        elif name == "sasl.response" and "response" in a and not self.keep_secrets:
+            a["response"] = REDACTED  # (what secure-ok's response is to 0-9-1: a credential)
         if link is not None:
             perf.link_name, perf.source, perf.target = link.name, link.source, link.target
         self.events.append((direction, perf))
@@ -451,7 +456,8 @@ class Decoder10(StreamDecoder):
             digest = hashlib.sha256().hexdigest()
         addr = None
         if link is not None:
-            addr = link.target if direction == 0 or link.role == "sender" else link.source
+            # sent to its target; received from its source (the queue a consumer reads)
+            addr = link.target if direction == 0 else (link.source or link.target)
         dv = Delivery(
             d.packet,
             d.ts,
@@ -549,3 +555,8 @@ def _text(v):
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).decode("utf-8", "replace")
     return str(v)
+
+
+def _int(v):
+    """A milliseconds field (uint) as an int, else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -79,6 +79,8 @@ class ConnectionFacts:
     client_container_id: str | None = None
     server_container_id: str | None = None
     idle_timeout_ms: int | None = None
+    client_idle_timeout_ms: int | None = None
+    server_idle_timeout_ms: int | None = None
 
 
 # connection.tune / tune-ok argument -> fact (0-10 names the frame size max-frame-size)

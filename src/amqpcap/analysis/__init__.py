@@ -6,15 +6,19 @@
     A.method_rtt(t); A.confirms(t); A.consumer_acks(t); A.transit(t); A.rpc(t); A.connection_setup(t)
     A.throughput(t, bucket="1s", by="connection")
     A.errors(t); A.heartbeat_gaps(t); A.blocked(t); A.flow(t); A.unacked(t)
+    A.credit_stalls(t); A.drains(t); A.idle_gaps(t)   # AMQP 1.0 links and liveness
     s = A.stats(t); print(A.render_text(s, t)); A.write_report(t, "report/")
 
 Definitions: docs/analysis.md.  Every function takes a ``Tables`` (or a path,
 loaded on the fly).  The public API is the names in ``__all__``; the modules
-behind them (``tables``, ``latency``, ``traffic``, ``failures``,
-``connection_health``, ``summary``, ``report``) are named apart from the
-functions, so no function hides a module.
+behind them (``tables``, ``latency`` and the pairings it gathers: ``round_trips``,
+``publisher_confirms``, ``deliveries``, ``acknowledgements``, ``message_transit``,
+``rpc_replies``, ``pairing``; ``traffic``, ``failures``, ``connection_health``, ``summary``,
+``report``) are named apart from the functions, so no function hides a module.
 """
 
+from amqpcap.analysis.amqp10 import idle_gaps
+from amqpcap.analysis.amqp10_credit import credit_stalls, drains
 from amqpcap.analysis.connection_health import (
     blocked,
     flow,
@@ -75,6 +79,9 @@ __all__ = [
     "unacked",
     "zero_windows",
     "health",
+    "credit_stalls",
+    "drains",
+    "idle_gaps",
     "stats",
     "render_text",
     "latency_summary",

@@ -1,4 +1,4 @@
-"""AMQP 1.0 analysis: settlement latency, outcomes and error conditions.
+"""AMQP 1.0 analysis: settlement latency, outcomes, error conditions, liveness.
 
 A 1.0 delivery's messages row carries its settlement (``settled``, ``settle_ts``, ``outcome``,
 ``condition``); its first transfer's methods row (same capture, stream, direction and stream
@@ -11,7 +11,13 @@ offset) carries when it began and whether it was sent settled.  From them:
   and unsettled deliveries, by direction;
 * :func:`error_conditions`: every error condition of close, end, detach and rejected outcomes,
   and SASL outcomes other than ok, grouped like the other versions' errors (stats ``errors``),
-  with ``condition`` and ``descriptions`` in place of code and texts.
+  with ``condition`` and ``descriptions`` in place of code and texts;
+* :func:`idle_gaps`: silences against the idle-time-out each peer asked of the other in its
+  open (the 1.0 heartbeat health);
+
+Link credit (stalls, drain cycles) is in :mod:`amqpcap.analysis.amqp10_credit`; what lets the
+transit and RPC pairings take 1.0 messages, alone or next to 0-9-1 ones, in
+:mod:`amqpcap.analysis.amqp10_pairing`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,16 @@ from __future__ import annotations
 import pandas as pd
 
 from amqpcap.amqp.spec import v1_0 as SPEC
-from amqpcap.analysis._common import ROW_KEYS
+from amqpcap.analysis._common import ROW_KEYS, build, records
+from amqpcap.analysis.amqp10_credit import CREDIT_COLUMNS, credit_summary
+from amqpcap.analysis.connection_health import (
+    GAP_COLS,
+    LIVENESS_COLUMNS,
+    activity,
+    gap_row,
+    heartbeat_source,
+    silences,
+)
 
 _KEYS = ROW_KEYS
 # stats' section of the 1.0 figures: (columns by table, methods by table), as summary.SECTIONS
@@ -27,10 +42,14 @@ SECTION = (
     {
         "connections": None,
         "methods": _KEYS
-        + ["link_name", "delivery_id", "settled", "outcome", "condition", "reply_text", "code"],
+        + ["link_name", "delivery_id", "settled", "outcome", "condition", "reply_text", "code"]
+        + [c for c in CREDIT_COLUMNS if c not in _KEYS + ["link_name"]],
         "messages": _KEYS + ["link_name", "delivery_id", "settled", "settle_ts", "outcome", "condition"],
+        # (the liveness check's signs of life, when the output has them)
+        "frames": ["capture", "tcp_stream", "frame_number", "ts", "direction"],
     },
-    {},
+    # (1.0 rows only: a 1.0 conversation has no other methods, its messages are transfers)
+    {"methods": SPEC.METHODS, "messages": ("transfer",)},
 )
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received")
 _SASL_CODES = dict((int(v), n) for v, n in SPEC.CHOICES["sasl-code"])
@@ -146,11 +165,79 @@ def error_conditions(t) -> list[dict]:
     return out
 
 
+# heartbeat_gaps' columns, with the idle-time-out (ms) the silence answers to in place of heartbeat_s
+IDLE_GAP_COLS = {
+    ("idle_timeout_ms" if k == "heartbeat_s" else k): ("Int64" if k == "heartbeat_s" else v)
+    for k, v in GAP_COLS.items()
+}
+# (direction, its sender, the connections column of the idle-time-out its silences answer to)
+_IDLE = (("c2s", "client", "server_idle_timeout_ms"), ("s2c", "server", "client_idle_timeout_ms"))
+
+
+def idle_gaps(t, *, late: float = 1.0, all_gaps: bool = False) -> pd.DataFrame:
+    """Liveness of 1.0 connections: per direction, the silences longer than ``late`` x the
+    idle-time-out the *receiving* peer asked for in its open (each peer states the longest
+    silence it accepts from the other, and the specification asks it to state half its real
+    limit, so a silence over one idle-time-out is late and over two (``missed``) is past the
+    peer's limit).  Any frame, empty frames included, is a sign of life.  ``evidence``,
+    ``source``, ``open_ended`` and ``all_gaps`` as for
+    :func:`~amqpcap.analysis.connection_health.heartbeat_gaps`, with ``idle_timeout_ms`` in
+    place of ``heartbeat_s`` and ``intervals`` = gap / idle-time-out."""
+    c = t.connections
+    if len(c) == 0 or "client_idle_timeout_ms" not in c:
+        return build([], IDLE_GAP_COLS)
+    c = c[(c["version"].astype(object) == "1.0").to_numpy(dtype=bool)]
+    c = c[(c["client_idle_timeout_ms"].fillna(0) > 0) | (c["server_idle_timeout_ms"].fillna(0) > 0)]
+    if len(c) == 0:
+        return build([], IDLE_GAP_COLS)
+    act, source = activity(t)
+    source = heartbeat_source(t) if source != "frames" else source
+    cols = ["capture", "tcp_stream", "open_ts", "end_ts", "close_ts"] + LIVENESS_COLUMNS
+    cols += [col for _, _, col in _IDLE]
+    rows = []
+    for r in records(c, cols):
+        cap, st, open_ts, end_ts, close_ts = r[:5]
+        stop = close_ts if close_ts is not None else end_ts
+        for i, (d, sender, _) in enumerate(_IDLE):
+            idle = r[5 + len(LIVENESS_COLUMNS) + i]
+            if not idle:
+                continue
+            step = int(idle) * 1_000_000
+            live = r[5 + 4 * i : 9 + 4 * i]
+            found = silences(act, source, (cap, st, d), step, (open_ts, stop), live, late, all_gaps)
+            rows += [gap_row((cap, st, d, sender), ("idle_timeout_ms", idle), step, x, source) for x in found]
+    return build(rows, IDLE_GAP_COLS)
+
+
+def idle_summary(gaps: pd.DataFrame) -> dict:
+    """The 1.0 share of stats' heartbeat health: ``heartbeat_late`` (known late silences),
+    ``heartbeat_missed`` (of them, over two idle-time-outs), ``heartbeat_unknown``."""
+    known = gaps[gaps["evidence"] != "unknown"] if len(gaps) else gaps
+    return {
+        "heartbeat_late": int(len(known)),
+        "heartbeat_missed": int(known["missed"].fillna(False).astype(bool).sum()) if len(known) else 0,
+        "heartbeat_unknown": int(len(gaps) - len(known)),
+    }
+
+
 def stats_part(t, summarise) -> dict:
-    """The 1.0 figures of stats: ``settlement`` (latency), ``outcomes`` and ``errors``."""
+    """The 1.0 figures of stats: ``settlement`` (latency), ``outcomes``, ``errors``, ``credit``
+    (amqp10_credit.credit_summary) and ``liveness`` (:func:`idle_summary`)."""
     s = settlement(t)
     return {
         "settlement": settlement_summary(s, summarise),
         "outcomes": outcomes(s),
         "errors": error_conditions(t),
+        "credit": credit_summary(t),
+        "liveness": idle_summary(idle_gaps(t)),
     }
+
+
+def with_health(health: dict, part: dict) -> dict:
+    """stats' ``health`` with the 1.0 figures of ``part`` (:func:`stats_part`): silences against
+    the idle-time-out counted with the heartbeat ones, and the link credit figures added."""
+    out = dict(health)
+    for k, v in part["liveness"].items():
+        out[k] = out.get(k, 0) + v
+    out.update(part["credit"])
+    return out

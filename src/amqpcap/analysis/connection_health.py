@@ -20,7 +20,7 @@ from amqpcap.analysis._common import (
     records,
     sort_key,
 )
-from amqpcap.analysis.latency import consumer_acks
+from amqpcap.analysis.acknowledgements import consumer_acks
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
@@ -46,9 +46,10 @@ GAP_COLS = {
 _DIRS = (("c2s", "client"), ("s2c", "server"))
 # connections columns written by records/liveness.py, per direction
 _LIVE = ("heartbeats", "silence_start_ts", "silence_end_ts", "last_frame_ts")
+LIVENESS_COLUMNS = [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
 
 
-def _activity(t) -> tuple[Activity, str]:
+def activity(t) -> tuple[Activity, str]:
     """Every sign of life per conversation and direction (:class:`Activity`), and its source."""
     parts = []
     source = "methods"
@@ -182,72 +183,91 @@ def heartbeat_gaps(t, *, late: float = 1.5, all_gaps: bool = False) -> pd.DataFr
     rows: list[dict] = []
     if len(c) == 0:
         return build(rows, GAP_COLS)
-    act, source = _activity(t)
+    act, source = activity(t)
     source = heartbeat_source(t) if source != "frames" else source
-    cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"]
-    cols += [f"{n}_{d}" for d, _ in _DIRS for n in _LIVE]
+    cols = ["capture", "tcp_stream", "heartbeat", "open_ts", "end_ts", "close_ts"] + LIVENESS_COLUMNS
     for r in records(c, cols):
         cap, st, hb, open_ts, end_ts, close_ts = r[:6]
         hb_ns = int(hb) * 1_000_000_000
-        threshold = 0 if all_gaps else late * hb_ns
         stop = close_ts if close_ts is not None else end_ts
         for i, (d, sender) in enumerate(_DIRS):
-            hbs, s0, s1, last = r[6 + 4 * i : 10 + 4 * i]
-            live = source != "frames" and hbs is not None
-            marks = act.marks(cap, st, d)
-            if live:  # the recorded frame times are signs of life too (one mark per instant, numbered if any)
-                known = dict(marks)
-                for x in (s0, s1, last):
-                    if x is not None and known.get(x) is None:
-                        known[x] = None
-                marks = sorted(known.items())
-            if not marks:
-                continue
-            start = open_ts if open_ts is not None else marks[0][0]
-            marks = [m for m in marks if m[0] >= start]
-            if not marks:
-                continue
-            open_end = stop is not None and stop > marks[-1][0]
-            if open_end:
-                marks.append((stop, None))
-            longest = 0
-            if live:  # the longest frame silence, the one after the last frame included
-                longest = max(s1 - s0 if s0 is not None else 0, stop - last if (last and stop) else 0)
-            mt = np.fromiter((m[0] for m in marks), dtype=np.int64, count=len(marks))
-            gaps = np.diff(mt)
-            for k in np.nonzero(gaps > threshold)[0]:
-                a, b, gap = int(mt[k]), int(mt[k + 1]), int(gaps[k])
-                trailing = open_end and k == len(gaps) - 1
-                if source == "frames":
-                    evidence = "frames"
-                elif not live:
-                    evidence = "unknown"
-                elif (a, b) == (s0, s1) or (trailing and a == last):
-                    evidence = "liveness"
-                elif longest <= late * hb_ns and not all_gaps:
-                    continue  # frames the tables do not show (heartbeats) broke this silence
-                else:
-                    evidence = "unknown"
-                rows.append(
-                    dict(
-                        capture=cap,
-                        tcp_stream=st,
-                        direction=d,
-                        sender=sender,
-                        heartbeat_s=hb,
-                        start_frame=marks[k][1],
-                        start_ts=a,
-                        end_frame=marks[k + 1][1],
-                        end_ts=b,
-                        gap_s=gap / 1e9,
-                        intervals=gap / hb_ns,
-                        missed=None if evidence == "unknown" else gap > 2 * hb_ns,
-                        open_ended=trailing,
-                        source=source,
-                        evidence=evidence,
-                    )
-                )
+            found = silences(
+                act, source, (cap, st, d), hb_ns, (open_ts, stop), r[6 + 4 * i : 10 + 4 * i], late, all_gaps
+            )
+            rows += [gap_row((cap, st, d, sender), ("heartbeat_s", hb), hb_ns, x, source) for x in found]
     return build(rows, GAP_COLS)
+
+
+def gap_row(where, interval: tuple, interval_ns: int, silence: tuple, source: str) -> dict:
+    """A :func:`heartbeat_gaps` row: ``where`` (capture, tcp_stream, direction, sender),
+    ``interval`` (column, value) of the interval the silence is measured against, ``silence``
+    as :func:`silences` gives it."""
+    a, b, gap, start_frame, end_frame, trailing, evidence = silence
+    return dict(
+        zip(("capture", "tcp_stream", "direction", "sender"), where),
+        **{interval[0]: interval[1]},
+        start_frame=start_frame,
+        start_ts=a,
+        end_frame=end_frame,
+        end_ts=b,
+        gap_s=gap / 1e9,
+        intervals=gap / interval_ns,
+        missed=None if evidence == "unknown" else gap > 2 * interval_ns,
+        open_ended=trailing,
+        source=source,
+        evidence=evidence,
+    )
+
+
+def silences(act, source, where, interval_ns, span, live_cols, late=1.5, all_gaps=False) -> list:
+    """The silences of one conversation's direction ``where`` (capture, tcp_stream, direction)
+    longer than ``late`` x ``interval_ns`` (every one with ``all_gaps``), between ``span``
+    (from: open time, else the first sign of life; to: close, else the last packet): tuples
+    (start ns, end ns, gap ns, start frame, end frame, open-ended, evidence), as
+    :func:`heartbeat_gaps` lists them.  ``act``: :class:`Activity`; ``source``:
+    :func:`heartbeat_source`; ``live_cols``: the direction's liveness columns (heartbeats,
+    silence start, silence end, last frame)."""
+    hbs, s0, s1, last = live_cols
+    open_ts, stop = span
+    threshold = 0 if all_gaps else late * interval_ns
+    live = source != "frames" and hbs is not None
+    marks = act.marks(*where)
+    if live:  # the recorded frame times are signs of life too (one mark per instant, numbered if any)
+        known = dict(marks)
+        for x in (s0, s1, last):
+            if x is not None and known.get(x) is None:
+                known[x] = None
+        marks = sorted(known.items())
+    if not marks:
+        return []
+    start = open_ts if open_ts is not None else marks[0][0]
+    marks = [m for m in marks if m[0] >= start]
+    if not marks:
+        return []
+    open_end = stop is not None and stop > marks[-1][0]
+    if open_end:
+        marks.append((stop, None))
+    longest = 0
+    if live:  # the longest frame silence, the one after the last frame included
+        longest = max(s1 - s0 if s0 is not None else 0, stop - last if (last and stop) else 0)
+    mt = np.fromiter((m[0] for m in marks), dtype=np.int64, count=len(marks))
+    gaps = np.diff(mt)
+    out = []
+    for k in np.nonzero(gaps > threshold)[0]:
+        a, b, gap = int(mt[k]), int(mt[k + 1]), int(gaps[k])
+        trailing = open_end and k == len(gaps) - 1
+        if source == "frames":
+            evidence = "frames"
+        elif not live:
+            evidence = "unknown"
+        elif (a, b) == (s0, s1) or (trailing and a == last):
+            evidence = "liveness"
+        elif longest <= late * interval_ns and not all_gaps:
+            continue  # frames the tables do not show (heartbeats) broke this silence
+        else:
+            evidence = "unknown"
+        out.append((a, b, gap, marks[k][1], marks[k + 1][1], trailing, evidence))
+    return out
 
 
 SUMMARY_COLS = {

@@ -297,6 +297,29 @@ def channel_lifetimes(t) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object) for i, c in enumerate(cols)})
 
 
+STEP_POINTS = 40_000  # a step line of more points is drawn as its envelope (a figure is ~1,200 px wide)
+
+
+def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """The points of a step line (``x`` ascending) worth drawing: all of them up to ``most``; past
+    that, in each of ``most // 4`` equal spans of x, the first, the last, and the first at the
+    span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
+    n = len(x)
+    if n <= most or not np.isfinite(x[[0, -1]]).all():
+        return x, y
+    bins = most // 4
+    width = max(float(x[-1] - x[0]), 1e-300)
+    b = np.minimum(((x - x[0]) / width * bins).astype(np.int64), bins - 1)
+    starts = np.r_[0, np.flatnonzero(np.diff(b)) + 1]
+    seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    keep = [starts, np.r_[starts[1:], n] - 1]
+    for extreme in (np.maximum, np.minimum):
+        at = np.flatnonzero(y == extreme.reduceat(y, starts)[seg])
+        keep.append(at[np.unique(seg[at], return_index=True)[1]])
+    idx = np.unique(np.concatenate(keep))
+    return x[idx], y[idx]
+
+
 def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTIONS) -> Path:
     c = t.connections
     if len(c) == 0 or t0 is None:
@@ -312,15 +335,24 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
         x_b=(c["bytes_c2s"].fillna(0).astype("int64") + c["bytes_s2c"].fillna(0).astype("int64")).to_numpy(),
     )
     n = len(c)
-    shown = c.sort_values(["x_b", "x_s"], ascending=[False, True]).head(top).sort_values("x_s")
+    # the busiest ``top`` (bytes, then start; ties in table order) taken alone, not the whole table sorted
+    busiest = np.lexsort((c["x_s"].to_numpy(dtype=np.float64), -c["x_b"].to_numpy(dtype=np.int64)))[:top]
+    shown = c.iloc[busiest].sort_values("x_s")
     fig = Figure(figsize=(12, 3 + 0.28 * len(shown)))
     gs = fig.add_gridspec(2, 1, height_ratios=[1, max(1.5, 0.28 * len(shown) / 2)])
     ax0 = fig.add_subplot(gs[0])
     ax = fig.add_subplot(gs[1], sharex=ax0)
     # concurrency of every connection and channel (aggregate: readable at any scale)
-    ev = np.concatenate([np.c_[c["x_s"].to_numpy(), np.ones(n)], np.c_[c["x_e"].to_numpy(), -np.ones(n)]])
-    ev = ev[np.lexsort((ev[:, 1], ev[:, 0]))]
-    ax0.step(ev[:, 0], np.cumsum(ev[:, 1]), where="post", color="#2ca02c", label="open connections")
+    x = np.concatenate([c["x_s"].to_numpy(), c["x_e"].to_numpy()])
+    step = np.r_[np.ones(n), -np.ones(n)]
+    order = np.lexsort((step, x))  # (a close before an open at the same time)
+    ax0.step(
+        *step_envelope(x[order], np.cumsum(step[order])),
+        where="post",
+        color="#2ca02c",
+        label="open connections",
+    )
+    del x, step, order
     ch = channel_lifetimes(t)
     if len(ch):
         cs = (np.asarray(ch["start"], dtype=np.int64) - t0n) / 1e9
@@ -337,7 +369,10 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
         e2 = np.concatenate([np.c_[cs, np.ones(len(cs))], np.c_[ce, -np.ones(len(ce))]])
         e2 = e2[np.lexsort((e2[:, 1], e2[:, 0]))]
         ax0.step(
-            e2[:, 0], np.cumsum(e2[:, 1]), where="post", color="#9467bd", label="open channels / sessions"
+            *step_envelope(e2[:, 0], np.cumsum(e2[:, 1])),
+            where="post",
+            color="#9467bd",
+            label="open channels / sessions",
         )
     # connection.blocked periods, shaded on both panels (a still-blocked one: to its conversation's end)
     bl = blocked_frame(t)

@@ -51,6 +51,30 @@ def _next_exact(g, tag, pos, s_g, s_tag, s_pos) -> np.ndarray:
     return out
 
 
+def _next_same(g, tag, pos) -> np.ndarray:
+    """For each item, the index of the next item of the same scope and tag (by position, each item's
+    its own: rows; -1: none): :func:`_next_exact` of the items against themselves, by one sort of
+    the items alone (no second copy of them to search)."""
+    n = len(g)
+    out = np.full(n, -1, dtype=np.int64)
+    if n < 2:
+        return out
+    lo, span = int(tag.min()), int(tag.max()) - int(tag.min()) + 1
+    width = int(pos.max()) + 1
+    if (int(g.max()) + 1) * span * width < 2**62:  # (scope, tag, position) as one int64, one sort
+        key = (g * span + (tag - lo)) * width + pos
+        order = np.argsort(key, kind="stable")
+        key = key[order] // width
+    else:
+        key = pd.MultiIndex.from_arrays([g, tag]).factorize()[0]
+        order = np.lexsort((pos, key))
+        key = key[order]
+    same = key[1:] == key[:-1]
+    del key
+    out[order[:-1][same]] = order[1:][same]
+    return out
+
+
 def _first_covering(g, tag, pos, m_g, m_tag, m_pos) -> np.ndarray:
     """For each item, the index of the first covering event (``m_*``: scope, tag, position; tag
     :data:`ALL` for every tag) of its scope after ``pos`` whose tag is at least the item's (-1: none)."""
@@ -135,7 +159,7 @@ def first_settlement(items: dict, events: dict) -> tuple[np.ndarray, np.ndarray]
     settled = np.where(pa_ <= pb_, a, b)  # (one event is not both)
     at = np.minimum(pa_, pb_)
     # replaced: the next item of the same scope and tag opened before this one was settled
-    replaced = _mapped(_next_exact(g, tag, pos, g, tag, pos), pos, big) < at
+    replaced = _mapped(_next_same(g, tag, pos), pos, big) < at
     return np.where(replaced, -1, settled), replaced
 
 

@@ -25,6 +25,7 @@ from amqpcap.analysis._common import (
     si,
 )
 from amqpcap.analysis.connection_health import (
+    LIVENESS_COLUMNS,
     UNACKED_ACK_COLS,
     blocked,
     flow,
@@ -196,71 +197,85 @@ def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
 # alone (load_section) and dropped after.  The wire-order keys are always there (``ordered``).
 _KEYS = ROW_KEYS
 _TS = ["capture", "tcp_stream", "frame_number", "ts"]
+# The connections columns a section reads (a capture of a million conversations makes a frame
+# of every column most of a section's memory): the pairings read none but the keys.
+_CONN = CONN_KEYS + ["version"]
+_CONN_LIGHT = _CONN + (
+    "frame_number ts end_ts client_ip client_port server_ip server_port connection_name syn_ts open_ts "
+    "negotiation client_version client_header server_header rst closed_by rst_by rst_frame bytes_c2s "
+    "bytes_s2c server_product close_reply_code close_frame".split()  # (and the report's connections table)
+)
+_CONN_HEALTH = _CONN + "heartbeat open_ts end_ts close_ts zero_windows".split() + LIVENESS_COLUMNS
+_CONN_TEXT = _CONN + (
+    "ts end_ts client_ip client_port server_ip server_port server_product connection_name bytes_c2s "
+    "bytes_s2c close_reply_code closed_by close_frame rst_by rst_frame".split()
+)
 SECTIONS: dict = {
     "method_rtt": (
-        {"connections": None, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
+        {"connections": _CONN, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
          "synchronous"]},
         {},
     ),
     "confirm": (
-        {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "exchange", "routing_key"],
+        {"connections": _CONN, "methods": _KEYS + ["delivery_tag", "multiple", "exchange", "routing_key"],
          "messages": _KEYS},
         {"methods": CONFIRM_METHODS, "messages": CONFIRM_METHODS},
     ),
     "consumer_ack": (  # and unacked (basic.qos)
-        {"connections": None, "methods": _KEYS + ["delivery_tag", "multiple", "requeue", "redelivered",
+        {"connections": _CONN, "methods": _KEYS + ["delivery_tag", "multiple", "requeue", "redelivered",
          "consumer_tag", "exchange", "routing_key", "command_id", "id_ranges", "queue", "no_ack", "no_wait",
          "accept_mode", "prefetch_count", "qos_global"], "messages": _KEYS},
         {"methods": ACK_METHODS + ("basic.qos",), "messages": ACK_METHODS},
     ),
     "unacked": (
-        {"connections": None, "methods": _KEYS + ["prefetch_count", "qos_global"]},
+        {"connections": _CONN, "methods": _KEYS + ["prefetch_count", "qos_global"]},
         {"methods": ("basic.qos",)},
     ),
     "transit": (
-        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
+        {"connections": _CONN, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
          "redelivered"]},
         {},
     ),
-    "rpc": ({"connections": None, "messages": _KEYS + ["correlation_id", "reply_to", "routing_key"]}, {}),
+    "rpc": ({"connections": _CONN, "messages": _KEYS + ["correlation_id", "reply_to", "routing_key"]}, {}),
     "connection_setup": (
-        {"connections": None, "methods": _KEYS}, {"methods": ("connection.open-ok",)}
+        {"connections": _CONN_LIGHT, "methods": _KEYS}, {"methods": ("connection.open-ok",)}
     ),
-    "span": ({"connections": None, "methods": _TS, "messages": _TS, "frames": _TS}, {}),
+    "span": ({"connections": _CONN_LIGHT, "methods": _TS, "messages": _TS, "frames": _TS}, {}),
     "errors": (
-        {"connections": None, "methods": _KEYS + ["reply_code", "reply_text", "reply_name", "failing_method",
-         "command_id", "answers_command_id", "code", "text"], "anomalies": None},
+        {"connections": _CONN_LIGHT, "methods": _KEYS + ["reply_code", "reply_text", "reply_name",
+         "failing_method", "command_id", "answers_command_id", "code", "text"], "anomalies": None},
         {},
     ),
     "throughput": (
-        {"connections": None, "methods": _KEYS + ["frame_size"],
+        {"connections": _CONN, "methods": _KEYS + ["frame_size"],
          "messages": _KEYS + ["body_size", "body_received", "body_frames"], "frames": None},
         {},
     ),
     "health": (
-        {"connections": None, "methods": _KEYS + ["reason", "active"], "messages": _TS + ["direction"],
-         "frames": None},
+        {"connections": _CONN_HEALTH, "methods": _KEYS + ["reason", "active"],
+         "messages": _TS + ["direction"], "frames": None},
         {},
     ),
-    "counts": ({"connections": None, "methods": ["capture", "method"], "anomalies": None}, {}),
+    "counts": ({"connections": _CONN_LIGHT, "methods": ["capture", "method"], "anomalies": None}, {}),
     # the light computations together: one load for all of them (their columns are few)
     "light": (
-        {"connections": None, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
-         "synchronous", "reply_code", "reply_text", "reply_name", "failing_method", "code", "text", "reason"],
+        {"connections": _CONN_LIGHT, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges",
+         "no_wait", "synchronous", "reply_code", "reply_text", "reply_name", "failing_method", "code", "text",
+         "reason"],
          "messages": _TS, "frames": _TS, "anomalies": None},
         {},
     ),
     # transit and rpc: one load of messages for both (body hashes read by transit if it needs them)
     "messages": (
-        {"connections": None, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
+        {"connections": _CONN, "messages": _KEYS + ["message_id", "exchange", "routing_key", "consumer_tag",
          "redelivered", "correlation_id", "reply_to"]},
         {},
     ),
     # the terminal tables' and the report page's connections table
-    "text": ({"connections": None, "methods": CONN_KEYS, "messages": CONN_KEYS}, {}),
+    "text": ({"connections": _CONN_TEXT, "methods": CONN_KEYS, "messages": CONN_KEYS}, {}),
     # the report's figures: their time origin and the connections timeline
-    "t0": ({"connections": None, "methods": ["ts"], "messages": ["ts"], "frames": ["ts"]}, {}),
-    "timeline": ({"connections": None, "methods": _KEYS + ["reason"]}, {}),
+    "t0": ({"connections": _CONN_LIGHT, "methods": ["ts"], "messages": ["ts"], "frames": ["ts"]}, {}),
+    "timeline": ({"connections": _CONN_LIGHT, "methods": _KEYS + ["reason"]}, {}),
     "amqp10": amqp10.SECTION,  # AMQP 1.0: settlement, outcomes, error conditions
 }  # fmt: skip
 
@@ -274,13 +289,19 @@ GROUPS = {
 }
 
 
+# sections that read the rows of some versions only (the 1.0 figures: on a capture of other
+# versions, no row is loaded)
+VERSIONS = {"amqp10": {"connections": ("1.0",), "methods": ("1.0",), "messages": ("1.0",)}}
+
+
 def section_tables(src, section: str):
     """The tables ``section`` (of :data:`SECTIONS`) reads: ``src`` itself when it is loaded
     ``Tables``; for a dissect output directory, just its group's columns and rows."""
     if isinstance(src, Tables):
         return src
-    columns, names = SECTIONS[GROUPS.get(section, section)]
-    return load_section(src, columns, names)
+    group = GROUPS.get(section, section)
+    columns, names = SECTIONS[group]
+    return load_section(src, columns, names, VERSIONS.get(group))
 
 
 class Sections:
@@ -559,7 +580,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         "throughput": got["throughput"],
         "methods": counts["methods"],
         "anomalies": counts["anomalies"],
-        "health": got["health"],
+        "health": amqp10.with_health(got["health"], got["amqp10"]),
     }
 
 
@@ -640,19 +661,35 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     t = as_tables(t)
     c = t.connections
     keys = ["capture", "tcp_stream"]
-    out = c[keys].copy()
     n = len(c)
+    counts = {}
     for name, df in (("methods", t.methods), ("messages", t.messages)):
-        counts = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
-        out[name] = (
-            c[keys]
-            .merge(counts.reset_index(), on=keys, how="left")[name]
-            .fillna(0)
-            .astype("int64")
-            .to_numpy()
-            if counts is not None
+        per = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
+        counts[name] = (
+            c[keys].merge(per.reset_index(), on=keys, how="left")[name].fillna(0).astype("int64").to_numpy()
+            if per is not None
             else np.zeros(n, dtype=np.int64)
         )
+    return connection_rows(c, counts["methods"], counts["messages"], limit)
+
+
+def connection_rows(c: pd.DataFrame, methods, messages, limit: int | None = None, total: int | None = None):
+    """:func:`connections_table` of the connection rows ``c`` and each one's ``methods`` and
+    ``messages`` counts (arrays in ``c``'s order); ``total``: the number of connections, if ``c``
+    holds only some (``stats --spark`` counts with Spark and hands over the busiest)."""
+    keys = ["capture", "tcp_stream"]
+    out = c[keys].copy()
+    n = len(c) if total is None else total
+    out["methods"] = np.asarray(methods, dtype=np.int64)
+    out["messages"] = np.asarray(messages, dtype=np.int64)
+    # busiest first; the text columns made for the rows shown only (a million conversations: a
+    # few strings, not millions)
+    order = (
+        out.reset_index(drop=True).sort_values(["messages", "methods"], ascending=False, kind="stable").index
+    )
+    order = order.to_numpy()[:limit] if limit is not None else order.to_numpy()
+    c = c.iloc[order].reset_index(drop=True)
+    out = out.iloc[order].reset_index(drop=True)
     out["client"] = c["client_ip"].astype(str) + ":" + c["client_port"].astype(str)
     out["server"] = c["server_ip"].astype(str) + ":" + c["server_port"].astype(str)
     out["version"] = c["version"]
@@ -668,10 +705,7 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
         + _frame_ref(c["close_frame"])
         + _later_reset(c)
     )
-    out = out.sort_values(["messages", "methods"], ascending=False, kind="stable").reset_index(drop=True)
     out = out[CONNECTION_COLS]
-    if limit is not None:
-        out = out.head(limit)
     out.attrs["total"] = n
     return out
 
@@ -750,10 +784,10 @@ def frames_note(source) -> str:
     return "no frames counted"
 
 
-def render_text(s: dict, t=None, *, limit: int = 15) -> str:
+def render_text(s: dict, t=None, *, limit: int = 15, connections: pd.DataFrame | None = None) -> str:
     """Terminal tables for a :func:`stats` dict (and, when ``t`` is given, the
-    busiest connections): connections, method counts, latency percentiles,
-    top errors, throughput, health, anomalies."""
+    busiest connections; or ``connections``, their :func:`connections_table` made elsewhere):
+    connections, method counts, latency percentiles, top errors, throughput, health, anomalies."""
     out = []
     span = s.get("span", {})
     out.append(f"amqpcap stats: {', '.join(s.get('captures', [])) or '-'}")
@@ -769,9 +803,8 @@ def render_text(s: dict, t=None, *, limit: int = 15) -> str:
             f"(before 1990 or a year from its median; the span and rates include them): first "
             f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}"
         )
-    if t is not None:
-        t = as_tables(t)
-        ct = connections_table(t, limit)
+    if t is not None or connections is not None:
+        ct = connections if connections is not None else connections_table(as_tables(t), limit)
         n = ct.attrs["total"]
         if len(ct):
             several = len(s.get("captures", [])) > 1  # a capture column tells their conversations apart

@@ -120,6 +120,12 @@ ANALYSIS_COLUMNS: dict[str, list[str]] = {
         "settled",
         "outcome",
         "condition",
+        "role",
+        "more",
+        "link_credit",
+        "delivery_count",
+        "drain",
+        "available",
     ],
     "messages": [
         "capture",
@@ -172,6 +178,16 @@ CATEGORICAL_COLUMNS = frozenset(
         "failing_method",
         "reason",
         "text",
+        # connections: one distinct value for many conversations (a server, a client host, a header)
+        "client_ip",
+        "server_ip",
+        "client_header",
+        "server_header",
+        "client_version",
+        "negotiation",
+        "closed_by",
+        "rst_by",
+        "server_product",
     }
 )
 
@@ -183,6 +199,9 @@ CATEGORICAL_COLUMNS = frozenset(
 # an empty one: the analysis treats an empty id as none).  A code per row, no string kept.
 CODE_COLUMNS = frozenset({"message_id", "correlation_id", "body_hash"})
 _EMPTY_IS_NULL = frozenset({"message_id", "correlation_id"})
+# coded with one dictionary when read together: an AMQP 1.0 reply names its request by the
+# request's message-id in its correlation-id (analysis.amqp10_pairing)
+SHARED_CODES = ("message_id", "correlation_id")
 
 _LEAN_MODES = ("analysis", "compact")
 
@@ -213,6 +232,9 @@ def arrow_to_pandas(
     full = SCHEMAS[name]
     schema = full if columns is None else pa.schema([full.field(c) for c in columns], metadata=full.metadata)
     # Conform: add missing columns as nulls, order and cast as the schema says.
+    shared = [c for c in SHARED_CODES if compact and c in table.column_names]
+    coded = _shared_codes([table.column(c).cast(pa.string()) for c in shared]) if len(shared) > 1 else []
+    coded = dict(zip(shared, coded))
     cols = []
     for f in schema:
         if f.name in table.column_names:
@@ -223,6 +245,8 @@ def arrow_to_pandas(
             col = pa.nulls(len(table), type=f.type)
         if f.name in categorical and pa.types.is_string(f.type):
             col = pc.dictionary_encode(col, memory_pool=POOL if compact else None)
+        elif f.name in coded:
+            col = coded.pop(f.name)
         elif compact and f.name in CODE_COLUMNS:
             col = _codes(col, empty_is_null=f.name in _EMPTY_IS_NULL)
         cols.append(col)
@@ -263,6 +287,19 @@ def _codes(col: pa.ChunkedArray, empty_is_null: bool) -> pa.ChunkedArray:
         if empty >= 0:
             idx = pc.if_else(pc.equal(idx, empty), pa.scalar(None, pa.int32()), idx, memory_pool=POOL)
     return idx
+
+
+def _shared_codes(cols: list) -> list:
+    """:func:`_codes` of the id columns ``cols`` (empty as null) with one dictionary for all of
+    them: a string has the same code in each."""
+    lengths = [len(c) for c in cols]
+    idx = _codes(pa.chunked_array([k for c in cols for k in c.chunks], type=pa.string()), empty_is_null=True)
+    flat = idx.combine_chunks() if idx.num_chunks != 1 else idx.chunk(0)
+    out, at = [], 0
+    for n in lengths:
+        out.append(pa.chunked_array([flat.slice(at, n)], type=pa.int32()))
+        at += n
+    return out
 
 
 def _compact(df: pd.DataFrame) -> pd.DataFrame:
@@ -329,17 +366,24 @@ def _read_exact(dataset: ds.Dataset, columns: list[str] | None = None, **kw) -> 
     return times.to_exact(dataset.to_table(columns=columns, **kw), kw.get("memory_pool"))
 
 
-def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, names=None) -> pd.DataFrame:
+def _read_compact(
+    dataset: ds.Dataset, name: str, cols: list[str], categorical, names=None, versions=None
+) -> pd.DataFrame:
     """``columns="compact"``: the table read and converted a few columns at a time, memory given
     back in between, so the peak is the frame plus one group's Arrow data, not plus the whole
     table's (and a :data:`CODE_COLUMNS` column's strings never sit beside anything else).
-    ``names``: only the rows whose ``method`` is one of them."""
-    keep = None  # the rows of ``names``: found once, each group's read filtered by it
-    if names is not None:
-        method = dataset.to_table(columns=["method"], memory_pool=POOL, use_threads=False).column(0)
-        keep = _is_in(method, pa.array(list(names), pa.string()))
-        del method
-    groups = [[c] for c in cols if c in CODE_COLUMNS]
+    ``names``: only the rows whose ``method`` is one of them; ``versions``: whose ``version``."""
+    keep = None  # the rows of ``names`` (and ``versions``): found once, each group's read filtered by it
+    for column, values in (("method", names), ("version", versions)):
+        if values is not None:
+            col = dataset.to_table(columns=[column], memory_pool=POOL, use_threads=False).column(0)
+            these = _is_in(col, pa.array(list(values), pa.string()))
+            keep = these if keep is None else pc.and_(keep, these)
+            del col
+    if keep is not None and not pc.any(keep).as_py():  # no row wanted: no column read
+        return empty_frame(name, cols, categorical, True)
+    ids = [c for c in SHARED_CODES if c in cols]  # read together: one dictionary (SHARED_CODES)
+    groups = ([ids] if ids else []) + [[c] for c in cols if c in CODE_COLUMNS and c not in ids]
     rest = [c for c in cols if c not in CODE_COLUMNS]
     groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
     if not groups:
@@ -362,7 +406,7 @@ def _read_compact(dataset: ds.Dataset, name: str, cols: list[str], categorical, 
     return df[cols]
 
 
-_GROUP = 6  # columns per read of a compact load
+_GROUP = 2  # columns per read of a compact load (the conversion transient follows it)
 
 
 def _is_in(col: pa.ChunkedArray, values: pa.Array) -> pa.ChunkedArray:
@@ -390,9 +434,12 @@ def read_table(directory: str | os.PathLike, name: str, columns=None) -> pd.Data
     )
 
 
-def _read_table(directory, name: str, cols: list[str], cat, compact: bool, names=None) -> pd.DataFrame | None:
+def _read_table(
+    directory, name: str, cols: list[str], cat, compact: bool, names=None, versions=None
+) -> pd.DataFrame | None:
     """:func:`read_table` of the columns ``cols`` (``cat``: those made Categorical; ``compact``: as
-    ``columns="compact"``; ``names``: a compact read keeps only the rows of these methods)."""
+    ``columns="compact"``; ``names``, ``versions``: a compact read keeps only the rows of these
+    methods, of these versions)."""
     p = Path(directory) / name
     candidates = [p, p.with_suffix(".parquet")]
     for c in candidates:
@@ -403,7 +450,7 @@ def _read_table(directory, name: str, cols: list[str], cat, compact: bool, names
             paths = [str(x) for x in sorted(files)]
             try:  # the schema fills columns a file lacks with nulls
                 if compact:
-                    return _read_compact(_dataset(paths, name, cat), name, cols, cat, names)
+                    return _read_compact(_dataset(paths, name, cat), name, cols, cat, names, versions)
                 table = _read_exact(_dataset(paths, name, cat), cols)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 table = pa.concat_tables(
@@ -416,6 +463,17 @@ def _read_table(directory, name: str, cols: list[str], cat, compact: bool, names
                 _read_exact(ds.dataset(str(c), format="parquet")), name, cols, cat, compact
             )
     return None
+
+
+def count_rows(directory: str | os.PathLike, name: str) -> int:
+    """The number of rows of table ``name`` of a dissect output (0 if absent), from the Parquet
+    metadata: no column is read."""
+    p = Path(directory) / name
+    if p.is_dir():
+        files = [str(x) for x in sorted(p.rglob("*.parquet")) if not x.name.startswith((".", "_"))]
+    else:
+        files = [str(p.with_suffix(".parquet"))] if p.with_suffix(".parquet").is_file() else []
+    return ds.dataset(files, format="parquet").count_rows() if files else 0
 
 
 def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
@@ -441,13 +499,16 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
     return Tables(**frames, source=str(directory), present=present)
 
 
-def load_section(directory: str | os.PathLike, columns: dict, names: dict | None = None) -> Tables:
+def load_section(
+    directory: str | os.PathLike, columns: dict, names: dict | None = None, versions: dict | None = None
+) -> Tables:
     """The tables of a dissect output as ``columns="compact"`` loads them, but only what one
     computation reads: the ``columns`` of each table named (``{table: [column, ...]}``; ``None``:
     its analysis columns; a table not named is empty) and, for a table in ``names``, only the
     rows whose ``method`` is one of ``names[table]`` (a superset of what the computation selects
-    by method name).  ``stats`` and the report load each section of a big output this way and
-    drop it before the next: memory follows one computation's columns, not every column."""
+    by method name); likewise ``versions[table]``, the versions whose rows are read.  ``stats``
+    and the report load each section of a big output this way and drop it before the next:
+    memory follows one computation's columns, not every column."""
     directory = Path(directory)
     frames, present = {}, []
     for name in sorted(TABLE_NAMES, key=lambda n: n != "messages"):
@@ -461,7 +522,15 @@ def load_section(directory: str | os.PathLike, columns: dict, names: dict | None
             raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
         df = None
         if name in columns:
-            df = _read_table(directory, name, cols, CATEGORICAL_COLUMNS, True, (names or {}).get(name))
+            df = _read_table(
+                directory,
+                name,
+                cols,
+                CATEGORICAL_COLUMNS,
+                True,
+                (names or {}).get(name),
+                (versions or {}).get(name),
+            )
         frames[name] = df if df is not None else empty_frame(name, cols, CATEGORICAL_COLUMNS, True)
     release_memory()
     present = tuple(n for n in TABLE_NAMES if n in present)

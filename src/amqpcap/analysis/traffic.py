@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import STR, filled, ns, ordered, str_series
-from amqpcap.analysis.latency import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
+from amqpcap.analysis.deliveries import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["throughput", "totals", "message_queues", "covered_buckets", "BY"]

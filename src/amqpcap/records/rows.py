@@ -446,6 +446,8 @@ def connection_facts(f: ConnectionFacts) -> dict:
         "client_container_id": f.client_container_id,
         "server_container_id": f.server_container_id,
         "idle_timeout_ms": f.idle_timeout_ms,
+        "client_idle_timeout_ms": f.client_idle_timeout_ms,
+        "server_idle_timeout_ms": f.server_idle_timeout_ms,
     }
 
 

@@ -10,6 +10,7 @@ leaves them, as it leaves frames and anomalies).
 from __future__ import annotations
 
 from operator import itemgetter
+from urllib.parse import unquote
 
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative
@@ -61,6 +62,8 @@ _M_NAMES = (
     "link_credit",
     "delivery_count",
     "code",
+    "drain",
+    "available",
 )
 (
     _M_ARGUMENTS,
@@ -79,6 +82,8 @@ _M_NAMES = (
     _M_CREDIT,
     _M_DELIVERY_COUNT,
     _M_CODE,
+    _M_DRAIN,
+    _M_AVAILABLE,
 ) = (_MI[c] for c in _M_NAMES)
 
 
@@ -127,6 +132,8 @@ def method_row(capture, stream, direction, p: Performative, version) -> tuple:
     elif name == "flow":
         row[_M_CREDIT] = _i(a.get("link-credit"))
         row[_M_DELIVERY_COUNT] = _i(a.get("delivery-count"))
+        row[_M_DRAIN] = _b(a.get("drain", False))
+        row[_M_AVAILABLE] = _i(a.get("available"))
     elif name in ("detach", "end", "close"):
         row[_M_CONDITION], row[_M_REPLY_TEXT] = _error(a)
     elif name == "sasl.outcome":
@@ -143,14 +150,21 @@ def _ms_ts(v):
 def exchange_key(address):
     """(exchange, routing key) an address names on RabbitMQ: ``/exchanges/X[/K]`` (and the older
     ``/exchange/X[/K]``), ``/queues/Q`` (and ``/queue/Q``, ``/amq/queue/Q``: the default exchange,
-    the queue's name as key); (None, None) for any other address."""
+    the queue's name as key), ``/topic/K`` (amq.topic); (None, None) for any other address.
+    RabbitMQ 4's forms (``/exchanges/``, ``/queues/``) percent-encode each name: decoded here."""
     if not isinstance(address, str) or not address.startswith("/"):
         return None, None
     parts = address[1:].split("/")
-    if parts[0] in ("exchanges", "exchange") and len(parts) >= 2:
+    if parts[0] == "exchanges" and len(parts) in (2, 3):
+        return unquote(parts[1]), unquote(parts[2]) if len(parts) == 3 else None
+    if parts[0] == "queues" and len(parts) == 2:
+        return "", unquote(parts[1])
+    if parts[0] == "exchange" and len(parts) >= 2:
         return parts[1], "/".join(parts[2:]) if len(parts) > 2 else None
-    if parts[0] in ("queues", "queue") and len(parts) == 2:
+    if parts[0] == "queue" and len(parts) == 2:
         return "", parts[1]
+    if parts[0] == "topic" and len(parts) == 2:
+        return "amq.topic", parts[1]
     if parts[:2] == ["amq", "queue"] and len(parts) == 3:
         return "", parts[2]
     return None, None

@@ -211,6 +211,16 @@ CONNECTIONS = [
         "1.0: the smaller idle-time-out of the two opens, ms (each peer must send a frame, empty "
         "if need be, within the other's).",
     ),
+    (
+        "client_idle_timeout_ms",
+        INT64,
+        "1.0: idle-time-out of the client's open, ms: the longest silence it accepts from the server.",
+    ),
+    (
+        "server_idle_timeout_ms",
+        INT64,
+        "1.0: idle-time-out of the server's open, ms: the longest silence it accepts from the client.",
+    ),
     # Liveness (records/liveness.py), written with or without --frames: what the heartbeat analysis needs.
 ] + [
     col
@@ -340,6 +350,8 @@ METHODS = _KEYS + [
     ),
     ("link_credit", INT64, "1.0: flow link-credit."),
     ("delivery_count", INT64, "1.0: flow delivery-count (attach: initial-delivery-count)."),
+    ("drain", BOOL, "1.0: flow drain flag (the sender is to use up its credit or give it back)."),
+    ("available", INT64, "1.0: flow available: the messages the sender has waiting for the link."),
 ]
 
 MESSAGES = _KEYS + [

@@ -4,13 +4,17 @@
   payload that starts with ``AMQP`` (a protocol header) is AMQP too, and so is the rest
   of that TCP conversation once its header has been dissected.
 * 0-8, 0-9 and 0-9-1 frames are read by the version the conversation's protocol header
-  named (0-9-1 when no header was seen); 0-10 by its framing.
+  named (0-9-1 when no header was seen); 0-10 and 1.0 by their framing.  1.0 frames
+  (performatives, SASL frames, empty frames) are ``AMQP10`` layers; after a 1.0 TLS header
+  (``AMQP 2 1 0 0``) the rest is ``TLSRecords``.
 * One frame is one layer, the frames of a packet a chain of layers; a frame cut by the
   end of the packet is an ``AMQPFragment``.  ``pkt[AMQP]`` is the first frame,
   ``pkt[AMQP].method`` its "class.method", ``pkt[AMQP].fields`` its fields and
-  ``pkt[AMQP].arguments`` the arguments by their specification names.
-* ``show()`` and ``repr`` of a start-ok / secure-ok / update-secret redact the password as the
-  tables do (the user stays); ``keep_secrets()`` (or ``with keep_secrets():``) shows it.
+  ``pkt[AMQP].arguments`` the arguments by their specification names (1.0: the
+  performative's name and fields).
+* ``show()`` and ``repr`` of a start-ok / secure-ok / update-secret (1.0: sasl-init,
+  sasl-response) redact the password as the tables do (the user stays);
+  ``keep_secrets()`` (or ``with keep_secrets():``) shows it.
 
 The layer is for interactive work; the dissector (``amqpcap dissect``) does not use it.
 """
@@ -24,6 +28,7 @@ from amqpcap.scapy.fields import keep_secrets
 from amqpcap.scapy.layers import (
     AMQP,
     AMQP010,
+    AMQP10,
     DEFAULT_VERSION,
     METHOD_CLASSES,
     OP_CLASSES_010,
@@ -70,6 +75,7 @@ else:  # re-imported (importlib.reload): keep the original guess
 __all__ = [
     "AMQP",
     "AMQP010",
+    "AMQP10",
     "AMQPBody",
     "AMQPFragment",
     "AMQPHeartbeat",

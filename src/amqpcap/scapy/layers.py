@@ -43,7 +43,7 @@ from scapy.fields import (
 )
 from scapy.packet import Packet, Raw
 
-from amqpcap.amqp import detect, spec
+from amqpcap.amqp import codec_1_0, detect, spec
 from amqpcap.amqp.facts import SECRET_ARGS
 from amqpcap.scapy.fields import (
     PackBitField,
@@ -53,11 +53,13 @@ from amqpcap.scapy.fields import (
     Value010Field,
     field_09,
 )
+from amqpcap.scapy.layers_1_0 import frame_layer, whole_frame
 
 FRAME_END = 0xCE
 DEFAULT_VERSION = "0-9-1"  # a 0-8/0-9 conversation is recognised by its protocol header
 VERSIONS_09 = ("0-8", "0-9", "0-9-1")
 MAX_CHAIN = 100  # frames dissected per packet: scapy dissects a chain by recursion
+VERSIONS_10 = ("1.0", "1.0-sasl", "1.0-tls")  # the 1.0 protocol headers: AMQP, SASL, TLS
 MAX_CONVERSATIONS = 4096  # protocol headers remembered (per TCP conversation) for the version
 
 _FRAME_TYPES = {**spec.get("0-8").FRAME_TYPES, **spec.get("0-9-1").FRAME_TYPES}
@@ -106,13 +108,15 @@ def _version_for(under, data: bytes) -> str:
         return under.version
     if isinstance(under, AMQPProtocolHeader):
         v = under.protocol_version
-        if v in spec.VERSIONS:
+        if v in spec.VERSIONS or v in VERSIONS_10:
             return v
     elif under is not None and under.name == "TCP":
         v = known_version(under)
         if v is not None:
             return v
-    # No header seen: the framing tells 0-10 from the others (as mid-stream detection does).
+    # No header seen: the framing tells 0-10 and 1.0 from the others (as mid-stream detection does).
+    if detect.chain_0_9(data, 0) < 0 and codec_1_0.chain(data, 0) > 0:
+        return "1.0"
     if detect.chain_0_9(data, 0) < 0 and detect.chain_0_10(data, 0) >= 0:
         return "0-10"
     return DEFAULT_VERSION
@@ -238,7 +242,8 @@ class AMQPProtocolHeader(_ChosenByAMQP, Packet):
 
     def post_dissect(self, s):
         v = self.protocol_version
-        if v in spec.VERSIONS and self.underlayer is not None and self.underlayer.name == "TCP":
+        known = v in spec.VERSIONS or v in VERSIONS_10
+        if known and self.underlayer is not None and self.underlayer.name == "TCP":
             remember_version(self.underlayer, v)
         return s
 
@@ -272,6 +277,14 @@ class TLSRecords(_ChosenByAMQP, Raw):
     """TLS records where AMQP was expected (AMQPS on 5671): not decoded."""
 
     name = "TLS (not decoded)"
+
+
+class AMQP10(frame_layer(AMQP)):
+    """An AMQP 1.0 frame: the header's fields, the performative decoded (``method``,
+    ``arguments``, ``message_bytes``; amqpcap.scapy.layers_1_0)."""
+
+    def guess_payload_class(self, payload):
+        return AMQP  # the next frame of the packet (dispatched as 1.0: this frame's version)
 
 
 # -- 0-8 / 0-9 / 0-9-1 classes from the tables -----------------------------------------------
@@ -538,6 +551,10 @@ def _dispatch(data: bytes, under, version: str | None = None) -> type:
     version = version or _version_for(under, data)
     if version == "0-10":
         return _dispatch_010(data)
+    if version == "1.0-tls":
+        return TLSRecords  # after the TLS protocol header, TLS records
+    if version in VERSIONS_10:
+        return AMQP10 if whole_frame(data) else AMQPFragment
     if detect.is_tls(data):
         return TLSRecords  # AMQPS (5671): TLS records, not frames
     if len(data) < 7:

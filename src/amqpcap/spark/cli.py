@@ -265,7 +265,7 @@ def stats_args(a) -> int:
     import json
 
     from amqpcap.analysis import render_text
-    from amqpcap.spark.summary import stats
+    from amqpcap.spark.summary import busiest_connections, stats
 
     if not os.path.isdir(a.path):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
@@ -273,8 +273,11 @@ def stats_args(a) -> int:
     spark, ours = _session(a, "amqpcap stats")
     if spark is None:
         return EXIT_NO_SPARK
+    connections = None
     try:
-        result = stats(spark, a.path)
+        result = stats(spark, a.path, progress=sys.stderr.isatty())
+        if not a.json:
+            connections = busiest_connections(spark, a.path)
     except KeyboardInterrupt:
         raise
     except Exception as e:
@@ -285,7 +288,7 @@ def stats_args(a) -> int:
         json.dump(result, sys.stdout, indent=None, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(result, None))
+        sys.stdout.write(render_text(result, connections=connections))
     return EXIT_OK
 
 

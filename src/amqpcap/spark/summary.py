@@ -26,12 +26,15 @@ timestamp and its ``_nanos`` companion).
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from amqpcap.analysis import (
+    amqp10,
     blocked,
     confirms,
     connection_setup,
@@ -62,8 +65,8 @@ RESULT = (
     "text string, failing string, capture string, tcp_stream int, frame bigint, ts bigint"
 )
 _RESULT_NAMES = [c.split()[0] for c in RESULT.split(", ")]
-_PUBLISH = ("basic.publish", "message.transfer")
-_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer")
+_PUBLISH = ("basic.publish", "message.transfer", "transfer")
+_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer", "transfer")
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
@@ -275,11 +278,61 @@ def _partitions(spark, out: str) -> int:
     return max(2 * spark.sparkContext.defaultParallelism, -(-size // PARTITION_BYTES))
 
 
-def _read(spark, out: str, name: str):
+def _read(spark, out: str, name: str, place: bool = False):
+    """Table ``name`` of ``out`` (None if absent), times as exact ns; ``place``: with each row's
+    ``_file`` and ``_row`` (the order ``amqpcap.load`` reads the rows in)."""
     path = os.path.join(out, name)
     if not os.path.isdir(path):
         return None
-    return spark_exact(spark.read.parquet(path))
+    df = spark.read.parquet(path)
+    if place:
+        df = df.select("*", df["_metadata.file_path"].alias("_file"), df["_metadata.row_index"].alias("_row"))
+    return spark_exact(df)
+
+
+# what the Connections table of the text report shows of a connection (summary.connection_rows)
+_CONNECTION_COLS = [
+    "capture",
+    "tcp_stream",
+    "client_ip",
+    "client_port",
+    "server_ip",
+    "server_port",
+    "version",
+    "server_product",
+    "connection_name",
+    "ts",
+    "end_ts",
+    "bytes_c2s",
+    "bytes_s2c",
+    "close_reply_code",
+    "closed_by",
+    "close_frame",
+    "rst_by",
+    "rst_frame",
+]
+
+
+def busiest_connections(spark, out: str, limit: int = 15) -> pd.DataFrame:
+    """The Connections table of ``amqpcap stats`` (:func:`amqpcap.analysis.summary.connections_table`)
+    for the output ``out``: methods and messages counted per connection by Spark, the busiest
+    ``limit`` collected (ties in the order the library reads the rows)."""
+    from pyspark.sql import functions as F
+
+    from amqpcap.analysis.summary import connection_rows
+
+    keys = ["capture", "tcp_stream"]
+    conn = _read(spark, out, "connections", place=True)
+    j = conn.select(*_CONNECTION_COLS, "_file", "_row")
+    for name in ("methods", "messages"):
+        counts = _read(spark, out, name).groupBy(*keys).agg(F.count(F.lit(1)).alias(name))
+        j = j.join(counts, on=keys, how="left")
+    j = j.fillna(0, subset=["methods", "messages"])
+    order = [F.desc("messages"), F.desc("methods"), F.asc("_file"), F.asc("_row")]
+    with pandas_version_warning_off():
+        top = j.orderBy(*order).limit(limit).toArrow()
+    c = arrow_to_pandas(top.select(_CONNECTION_COLS), "connections", _CONNECTION_COLS)
+    return connection_rows(c, top["methods"].to_numpy(), top["messages"].to_numpy(), limit, conn.count())
 
 
 def _num(x, nd=3):
@@ -610,14 +663,35 @@ def _counts(df, col, F) -> dict:
     return dict(sorted(((str(r[col]), int(r["count"])) for r in rows), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _percent_decoded(F, col, pattern):
+    """The group of ``pattern`` in ``col``, percent-decoded as urllib.parse.unquote does (RabbitMQ
+    4's /queues/, /exchanges/ addresses): '+' stays '+', a malformed escape stays as it is."""
+    raw = f"regexp_extract({col}, '{pattern}', 1)"
+    return F.expr(f"coalesce(try_url_decode(replace({raw}, '+', '%2B')), {raw})")
+
+
 def _reply_key(F, col, version=None):
-    """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; direct reply-to -> its prefix."""
+    """SQL twin of the RPC reply key: 0-10 ``exchange/key`` -> key; 1.0 ``/queue/Q`` -> ``Q``,
+    ``/exchange/E/K`` -> ``K`` (analysis.amqp10_pairing.reply_key); direct reply-to -> its prefix."""
     c = F.col(col)
     if version is not None:
-        c = F.when(
-            (F.col(version) == "0-10") & F.col(col).contains("/"),
-            F.expr(f"substr({col}, instr({col}, '/') + 1)"),
-        ).otherwise(F.col(col))
+        queue = F.regexp_extract(c, r"^/(?:queue|amq/queue)/([^/]+)$", 1)
+        v2_queue = _percent_decoded(F, col, "^/queues/([^/]+)$")
+        v2_key = _percent_decoded(F, col, "^/exchanges/[^/]+/([^/]+)$")
+        key = F.regexp_extract(c, r"^/exchange/[^/]+/(.+)$", 1)
+        topic = F.regexp_extract(c, r"^/topic/([^/]+)$", 1)
+        c = (
+            F.when(
+                (F.col(version) == "0-10") & F.col(col).contains("/"),
+                F.expr(f"substr({col}, instr({col}, '/') + 1)"),
+            )
+            .when((F.col(version) == "1.0") & (v2_queue != ""), v2_queue)
+            .when((F.col(version) == "1.0") & (queue != ""), queue)
+            .when((F.col(version) == "1.0") & (v2_key != ""), v2_key)
+            .when((F.col(version) == "1.0") & (key != ""), key)
+            .when((F.col(version) == "1.0") & (topic != ""), topic)
+            .otherwise(F.col(col))
+        )
     return F.when(c.startswith(_DIRECT_REPLY), F.lit(_DIRECT_REPLY)).otherwise(c)
 
 
@@ -664,7 +738,12 @@ def _transit_rows(F, msgs, parts: int):
 
 
 def _rpc_rows(F, msgs, parts: int):
-    m = msgs.drop("body").filter(F.col("correlation_id").isNotNull() & (F.col("correlation_id") != ""))
+    m = msgs.drop("body")
+    # a 1.0 request without a correlation-id is named by its message-id (amqp10_pairing.with_request_ids)
+    no_corr = F.col("correlation_id").isNull() | (F.col("correlation_id") == "")
+    fill = (F.col("version") == "1.0") & (F.col("reply_to").isNotNull()) & (F.col("reply_to") != "") & no_corr
+    m = m.withColumn("correlation_id", F.when(fill, F.col("message_id")).otherwise(F.col("correlation_id")))
+    m = m.filter(F.col("correlation_id").isNotNull() & (F.col("correlation_id") != ""))
     has_rt = F.col("reply_to").isNotNull() & (F.col("reply_to") != "")
     m = m.withColumn("_kreq", F.when(has_rt, _reply_key(F, "reply_to", "version")))
     m = m.withColumn(
@@ -693,32 +772,58 @@ def _rpc_rows(F, msgs, parts: int):
     return _grouped(both, ["_k", "correlation_id"], parts, per_rpc_group)
 
 
-def stats(spark, out: str) -> dict:
-    """The ``stats --json`` dict of the dissect (or spark) output directory ``out``."""
+def stats(spark, out: str, progress: bool = False) -> dict:
+    """The ``stats --json`` dict of the dissect (or spark) output directory ``out``;
+    ``progress``: a line per step on stderr."""
     with pandas_version_warning_off():
-        return _stats(spark, out)
+        return _stats(spark, out, _Steps(progress))
 
 
-def _amqp10(F, methods, msgs) -> dict:
-    """AMQP 1.0's figures (analysis/amqp10.py: settlement latency, outcomes, error conditions),
-    computed by the pandas analysis on the 1.0 rows alone, collected (their columns only)."""
-    from amqpcap.analysis import amqp10
+class _Steps:
+    """``amqpcap stats: STEP: done, N s`` on stderr, a line per step (when enabled)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+
+    def done(self, step: str) -> None:
+        if self.enabled:
+            now = time.monotonic()
+            sys.stderr.write(f"amqpcap stats: {step}: done, {now - self.t0:,.1f} s\n")
+            self.t0 = now
+            sys.stderr.flush()
+
+
+def _amqp10(F, conn, methods, msgs, frames) -> dict:
+    """AMQP 1.0's figures (analysis/amqp10.py: settlement latency, outcomes, error conditions,
+    link credit, idle-time-out liveness), computed by the pandas analysis on the rows of the 1.0
+    connections alone, collected (their columns only)."""
     from amqpcap.analysis.summary import latency_summary
 
-    frames = {}
-    for name, df in (("methods", methods), ("messages", msgs)):
-        cols = amqp10.SECTION[0][name]
-        pdf = df.filter(F.col("version") == "1.0").select(*cols).toPandas()
-        for c in ("ts", "settle_ts"):  # read as ns (spark_exact)
-            if c in pdf and not isinstance(pdf[c].dtype, pd.DatetimeTZDtype):
-                pdf[c] = pd.to_datetime(pdf[c], unit="ns", utc=True)
-        frames[name] = pdf
-    return amqp10.stats_part(
-        Tables(**{n: frames.get(n, empty_frame(n)) for n in TABLE_NAMES}), latency_summary
-    )
+    v10 = conn.filter(F.col("version") == "1.0")
+    keys = v10.select("capture", "tcp_stream")
+    got = {"connections": v10}
+    for name, df in (("methods", methods), ("messages", msgs), ("frames", frames)):
+        if df is not None:
+            cols = amqp10.SECTION[0][name] or [f.name for f in SCHEMAS[name]]
+            got[name] = df.join(keys, ["capture", "tcp_stream"], "left_semi").select(*cols)
+    pdfs = {}
+    for name, df in got.items():
+        pdf = df.toPandas()
+        for f in SCHEMAS[name]:  # time columns read as ns (spark_exact)
+            if (
+                pa.types.is_timestamp(f.type)
+                and f.name in pdf
+                and not isinstance(pdf[f.name].dtype, pd.DatetimeTZDtype)
+            ):
+                pdf[f.name] = pd.to_datetime(pdf[f.name], unit="ns", utc=True)
+        pdfs[name] = pdf
+    present = tuple(n for n in TABLE_NAMES if n in pdfs)
+    tables = Tables(**{n: pdfs.get(n, empty_frame(n)) for n in TABLE_NAMES}, source=None, present=present)
+    return amqp10.stats_part(tables, latency_summary)
 
 
-def _stats(spark, out: str) -> dict:
+def _stats(spark, out: str, steps: _Steps) -> dict:
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -747,6 +852,7 @@ def _stats(spark, out: str) -> dict:
     )
     res.cache()
     tally = _tally(res, F)
+    steps.done("pairings")
     caps = {
         r[0]
         for r in conn.select("capture").union(methods.select("capture")).distinct().collect()
@@ -762,16 +868,21 @@ def _stats(spark, out: str) -> dict:
             [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])],
             [methods, msgs, frames],
         ),
-        "latency": _latency(_summaries(res, F), tally),
-        "errors": _errors(res, F),
-        "throughput": _throughput(F, msgs, methods, frames),
-        "methods": _counts(methods, "method", F),
-        "anomalies": _counts(anomalies, "kind", F),
-        "health": _health(tally, _heartbeat_source(F, conn, has_frames)),
     }
-    v10 = _amqp10(F, methods, msgs)
+    steps.done("span")
+    result["latency"] = _latency(_summaries(res, F), tally)
+    result["errors"] = _errors(res, F)
+    steps.done("latency and errors")
+    result["throughput"] = _throughput(F, msgs, methods, frames)
+    steps.done("throughput")
+    result["methods"] = _counts(methods, "method", F)
+    result["anomalies"] = _counts(anomalies, "kind", F)
+    result["health"] = _health(tally, _heartbeat_source(F, conn, has_frames))
+    v10 = _amqp10(F, conn, methods, msgs, frames)
     result["latency"]["settlement"] = v10["settlement"]
     result["outcomes"] = v10["outcomes"]
     result["errors"] = sorted(result["errors"] + v10["errors"], key=lambda e: -e["count"])
+    result["health"] = amqp10.with_health(result["health"], v10)
     res.unpersist()
+    steps.done("counts, health and AMQP 1.0")
     return result

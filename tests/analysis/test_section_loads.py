@@ -1,0 +1,93 @@
+"""What stats and the report load per section, on real captures: the rows of one version only,
+the connections columns a section reads, the row count from the metadata; and the step line of
+a timeline with more points than a figure can show drawn as its envelope."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import amqpcap
+from amqpcap.analysis import stats
+from amqpcap.analysis.report import step_envelope
+from amqpcap.analysis.summary import connections_table, section_tables
+from amqpcap.analysis.tables import count_rows, dissect_cached
+
+HERE = os.path.dirname(__file__)
+CAPTURES = os.path.normpath(os.path.join(HERE, "..", "..", "captures"))
+MIXED = "rabbitmq10_proton_pika.pcap"  # a 1.0 publisher and a 0-9-1 consumer
+MANY = "rabbitmq091_pika_full.pcap"
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    return {n: str(dissect_cached(os.path.join(CAPTURES, n), cache_dir=cache)) for n in (MIXED, MANY)}
+
+
+def test_the_1_0_section_loads_the_1_0_rows_and_no_other(outputs):
+    full = amqpcap.load(outputs[MIXED], columns="compact")
+    t = section_tables(outputs[MIXED], "amqp10")
+    for name in ("connections", "methods", "messages"):
+        whole = getattr(full, name)
+        want = whole[whole["version"].astype(object) == "1.0"]
+        got = getattr(t, name)
+        assert len(want) and len(want) < len(whole)  # (the capture has both versions)
+        assert len(got) == len(want)
+        assert set(got["version"].astype(object)) == {"1.0"}
+        assert list(got["frame_number"]) == list(want["frame_number"])
+
+
+def test_stats_from_the_sections_equal_stats_from_every_column(outputs):
+    for out in outputs.values():
+        assert stats(out) == stats(amqpcap.load(out))
+
+
+def test_a_pairing_section_reads_only_the_connection_keys(outputs):
+    t = section_tables(outputs[MANY], "transit")
+    assert list(t.connections.columns) == ["capture", "tcp_stream", "version"]
+    assert len(t.connections) == len(amqpcap.load(outputs[MANY]).connections)
+
+
+def test_the_busiest_connections_are_those_of_the_whole_table_sorted(outputs):
+    t = amqpcap.load(outputs[MANY])
+    whole = connections_table(t)
+    for limit in (1, 2, 5):
+        top = connections_table(t, limit)
+        pd.testing.assert_frame_equal(top, whole.head(limit))
+        assert top.attrs["total"] == len(t.connections)
+
+
+def test_row_counts_come_from_the_metadata(outputs, tmp_path):
+    t = amqpcap.load(outputs[MANY])
+    for name in ("connections", "methods", "messages", "anomalies"):
+        assert count_rows(outputs[MANY], name) == len(getattr(t, name))
+    assert count_rows(outputs[MANY], "frames") == 0  # (not dissected with --frames)
+    assert count_rows(tmp_path, "connections") == 0
+
+
+def test_a_short_step_line_is_drawn_whole():
+    x = np.arange(10.0)
+    y = np.cumsum(np.where(x % 3 == 0, 1, -1))
+    gx, gy = step_envelope(x, y, most=10)
+    assert list(gx) == list(x) and list(gy) == list(y)
+
+
+def test_a_long_step_line_keeps_its_ends_and_each_span_extremes():
+    rng = np.random.default_rng(5)
+    x = np.sort(rng.uniform(0, 100, 100_000))
+    y = np.cumsum(rng.choice([-1, 1], len(x)))
+    gx, gy = step_envelope(x, y, most=400)
+    assert len(gx) <= 400 and np.all(np.diff(gx) >= 0)
+    assert (gx[0], gy[0], gx[-1], gy[-1]) == (x[0], y[0], x[-1], y[-1])
+    assert gy.max() == y.max() and gy.min() == y.min()
+    # each kept point is a point of the line
+    at = np.searchsorted(x, gx)
+    assert np.array_equal(x[at], gx) and np.array_equal(y[at], gy)
+    # every span of x keeps its highest and lowest value
+    bins = np.minimum(((x - x[0]) / (x[-1] - x[0]) * 100).astype(int), 99)
+    gbins = np.minimum(((gx - x[0]) / (x[-1] - x[0]) * 100).astype(int), 99)
+    for b in range(100):
+        assert gy[gbins == b].max() == y[bins == b].max()
+        assert gy[gbins == b].min() == y[bins == b].min()
