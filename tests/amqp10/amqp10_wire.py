@@ -255,11 +255,18 @@ def properties(**kw) -> bytes:
         "correlation-id",
         "content-type",
         "content-encoding",
+        "absolute-expiry-time",
+        "creation-time",
     ]
     f = [kw.get(n.replace("-", "_")) for n in names]
     while f and f[-1] is None:
         f.pop()
     return described(0x73, list_(f))
+
+
+def timestamp(ms: int) -> Raw:
+    """A timestamp (0x83): signed milliseconds since the epoch."""
+    return Raw(b"\x83" + struct.pack(">q", ms))
 
 
 def application_properties(d: dict) -> bytes:

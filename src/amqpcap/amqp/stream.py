@@ -40,6 +40,7 @@ COMPACT_AT = 1 << 16  # a read position past this is cut from the buffer
 # past them is null in its column and reported as a value-out-of-range anomaly.
 I64_MAX = (1 << 63) - 1
 TS_SECONDS_MAX = 9_000_000_000
+TS_MS_MAX = TS_SECONDS_MAX * 1000  # AMQP 1.0 timestamps are signed milliseconds
 
 
 class DecodeError(Exception):
@@ -492,7 +493,7 @@ class StreamDecoder(ContentAssembly):
         d = self.dirs[direction]
         self.events.append((direction, Anomaly(d.packet, d.ts, offset, kind, detail, channel, skipped)))
 
-    def _unfit(self, direction, offset, channel, what: str, value, column: str) -> None:
+    def report_unfit(self, direction, offset, channel, what: str, value, column: str) -> None:
         """``value`` (``what`` on the wire) does not fit ``column``: the column is null."""
         self.report_anomaly(
             direction,
@@ -506,9 +507,11 @@ class StreamDecoder(ContentAssembly):
         """Report a content header's declared body size and timestamp property that do not fit
         messages.body_size and messages.msg_timestamp."""
         if type(body_size) is int and body_size > I64_MAX:
-            self._unfit(direction, offset, channel, "body size", body_size, "messages.body_size")
+            self.report_unfit(direction, offset, channel, "body size", body_size, "messages.body_size")
         if type(timestamp) is int and not 0 <= timestamp < TS_SECONDS_MAX:
-            self._unfit(direction, offset, channel, "timestamp property", timestamp, "messages.msg_timestamp")
+            self.report_unfit(
+                direction, offset, channel, "timestamp property", timestamp, "messages.msg_timestamp"
+            )
 
     def _method(self, direction: int, m) -> None:
         """Hand over a decoded method: secrets out, then the event, then what it tells of
@@ -516,7 +519,7 @@ class StreamDecoder(ContentAssembly):
         name = m.name
         tag = m.args.get("delivery-tag")
         if type(tag) is int and tag > I64_MAX:
-            self._unfit(direction, m.offset, m.channel, "delivery-tag", tag, "delivery_tag")
+            self.report_unfit(direction, m.offset, m.channel, "delivery-tag", tag, "delivery_tag")
         if name in SECRET_ARGS:
             self.learner.redact(name, m.args)
         self.events.append((direction, m))

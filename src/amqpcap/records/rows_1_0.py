@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative
+from amqpcap.amqp.stream import TS_MS_MAX
 from amqpcap.records import rows
 from amqpcap.records.rows import as_text
 from amqpcap.records.schema import COLUMNS, DIRS
@@ -143,8 +144,9 @@ def method_row(capture, stream, direction, p: Performative, version) -> tuple:
 
 
 def _ms_ts(v):
-    """A timestamp (ms since the epoch) as ns, null outside the column's range."""
-    return v * 1_000_000 if isinstance(v, int) and -9_000_000_000_000 < v < 9_000_000_000_000 else None
+    """A timestamp (ms since the epoch) as ns, null outside the column's range (the decoder
+    reports such a value as a value-out-of-range anomaly)."""
+    return v * 1_000_000 if isinstance(v, int) and -TS_MS_MAX < v < TS_MS_MAX else None
 
 
 def exchange_key(address):

@@ -384,8 +384,9 @@ MESSAGES = _KEYS + [
     (
         "msg_timestamp",
         TS,
-        "timestamp property; null (value kept in `properties`, a `value-out-of-range` anomaly) "
-        "outside 0 .. 9e9 s, which the ns column cannot hold.",
+        "timestamp property (1.0: creation-time); null (value kept in `properties`, a "
+        "`value-out-of-range` anomaly) outside 0 .. 9e9 s (1.0: -9e12 .. 9e12 ms), which the ns "
+        "column cannot hold.",
     ),
     ("type", STRING, "type property."),
     ("user_id", STRING, "user-id property."),
