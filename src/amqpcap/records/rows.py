@@ -99,10 +99,13 @@ def names_subscription(name: str, direction, version) -> bool:
     return name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10")
 
 
-def with_destination(columns, column: str) -> tuple:
-    """``columns`` (column, argument names, converter) with ``destination`` the last argument
-    name of ``column``."""
-    return tuple((c, names + ("destination",) if c == column else names, conv) for c, names, conv in columns)
+def with_destination(columns, column: str, first: bool = False) -> tuple:
+    """``columns`` (column, argument names, converter) with ``destination`` an argument name of
+    ``column``: the last (the column's own arguments win), or the ``first``."""
+    return tuple(
+        (c, (("destination",) + names if first else names + ("destination",)) if c == column else names, conv)
+        for c, names, conv in columns
+    )
 
 
 def failing_method(version, a):
@@ -175,11 +178,11 @@ METHOD_ARGS = (
     ("text", ("text",), as_text),
 )
 _ARG_CONVERTERS = {col: (names, conv) for col, names, conv in METHOD_ARGS}
-# by names_subscription: where a destination goes (the exchange column takes it if no exchange
-# argument fills it)
+# by names_subscription: where a destination goes (the consumer tag it names; an exchange
+# argument wins over it)
 _METHOD_ARGS_BY_SUBSCRIPTION = {
     False: with_destination(METHOD_ARGS, "exchange"),
-    True: with_destination(METHOD_ARGS, "consumer_tag"),
+    True: with_destination(METHOD_ARGS, "consumer_tag", first=True),
 }
 
 
