@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from fixtures.compiled import built_or_skip
 
+from amqpcap.amqp import spec
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
 
@@ -35,7 +36,7 @@ def _cols(table, row):
     return {c: row[names.index(c)] for c in COLUMNS if c in names}
 
 
-@pytest.mark.parametrize("name", sorted(rows.SUBSCRIPTION_DEST))
+@pytest.mark.parametrize("name", sorted(spec.SUBSCRIPTION_COMMANDS))
 def test_a_0_10_subscription_command_names_its_consumer_tag_by_its_destination(build, name):
     row = build[0]("c", 1, 0, _method(name, {"destination": "sub-1"}), "0-10")
     assert _cols("methods", row)["consumer_tag"] == "sub-1" and _cols("methods", row)["exchange"] is None

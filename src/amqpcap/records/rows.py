@@ -82,22 +82,6 @@ def as_bool(v):
 
 _I64_MAX = (1 << 63) - 1
 
-# 0-10 commands whose "destination" names a subscription, not an exchange.
-SUBSCRIPTION_DEST = {
-    "message.subscribe",
-    "message.cancel",
-    "message.set-flow-mode",
-    "message.flow",
-    "message.stop",
-    "message.flush",
-}
-
-
-def names_subscription(name: str, direction, version) -> bool:
-    """Whether the ``destination`` argument of method ``name`` names a subscription (the consumer
-    tag), not an exchange: 0-10's subscription commands, and a transfer the broker delivers."""
-    return name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10")
-
 
 def with_destination(columns, column: str, first: bool = False) -> tuple:
     """``columns`` (column, argument names, converter) with ``destination`` an argument name of
@@ -178,7 +162,7 @@ METHOD_ARGS = (
     ("text", ("text",), as_text),
 )
 _ARG_CONVERTERS = {col: (names, conv) for col, names, conv in METHOD_ARGS}
-# by names_subscription: where a destination goes (the consumer tag it names; an exchange
+# by spec.names_subscription: where a destination goes (the consumer tag it names; an exchange
 # argument wins over it)
 _METHOD_ARGS_BY_SUBSCRIPTION = {
     False: with_destination(METHOD_ARGS, "exchange"),
@@ -243,7 +227,7 @@ class MethodPlan:
 
     def __init__(self, name: str, keys: tuple, direction=0, version=None) -> None:
         present = set(keys)
-        columns = _METHOD_ARGS_BY_SUBSCRIPTION[names_subscription(name, direction, version)]
+        columns = _METHOD_ARGS_BY_SUBSCRIPTION[_spec.names_subscription(name, direction, version)]
         self.fill = fill_plan(columns, _M, present)
         self.code = "reply-code" in present or "error-code" in present
         self.failing = name.endswith(".close") or name == "execution.exception"
@@ -359,7 +343,7 @@ message_arg_plans: dict = {}  # (method name, argument names, direction, version
 
 def message_arg_plan(name: str, keys: tuple, direction, version) -> tuple:
     """The fill plan of the MESSAGE_ARGS columns from the arguments ``keys`` of method ``name``."""
-    columns = _MESSAGE_ARGS_BY_SUBSCRIPTION[names_subscription(name, direction, version)]
+    columns = _MESSAGE_ARGS_BY_SUBSCRIPTION[_spec.names_subscription(name, direction, version)]
     return fill_plan(columns, MSG, set(keys))
 
 
