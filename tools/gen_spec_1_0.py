@@ -235,26 +235,13 @@ def generate(xml_dir: str = DEFAULT_XML_DIR) -> str:
         out.append("}")
     out.append("")
     out.append("METHODS = tuple(METHOD_NAMES.values())")
-    out.append("")
-    out.append("CHOICES = {")
-    for n in sorted(choices):
-        out.append(f"    {n!r}: {choices[n]!r},")
-    out.append("}")
-    out.append("")
-    out.append("ERROR_CONDITIONS = {")
-    for sym in sorted(conditions):
-        out.append(f"    {sym!r}: {conditions[sym]!r},")
-    out.append("}")
-    out.append("")
-    out.append("RESTRICTED = {")
-    for n in sorted(restricted):
-        out.append(f"    {n!r}: {restricted[n]!r},")
-    out.append("}")
-    out.append("")
-    out.append("DEFINITIONS = {")
-    for n in sorted(definitions):
-        out.append(f"    {n!r}: {definitions[n]!r},")
-    out.append("}")
+    for title, table in (
+        ("CHOICES", choices),
+        ("ERROR_CONDITIONS", conditions),
+        ("RESTRICTED", restricted),
+        ("DEFINITIONS", definitions),
+    ):
+        out += ["", f"{title} = {{", *(f"    {n!r}: {table[n]!r}," for n in sorted(table)), "}"]
     return "\n".join(out) + "\n"
 
 
