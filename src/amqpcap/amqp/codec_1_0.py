@@ -27,6 +27,7 @@ import hashlib
 import re
 from struct import Struct
 
+from amqpcap import compiled
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.detect import header_version
 from amqpcap.amqp.events import Frame, Heartbeat, ProtocolHeader
@@ -148,32 +149,7 @@ class Decoder10(StreamDecoder):
 
     @property
     def facts(self) -> ConnectionFacts:
-        v = dict(self.v)
-        o0, o1 = self.opens
-        both = [o for o in (o0, o1) if o is not None]
-        if both:
-            fm = [o.get("max-frame-size", 0xFFFFFFFF) for o in both]
-            cm = [o.get("channel-max", 0xFFFF) for o in both]
-            idle = [o["idle-time-out"] for o in both if o.get("idle-time-out")]
-            v.update(
-                frame_max=min(x for x in fm if isinstance(x, int)) if fm else None,
-                channel_max=min(x for x in cm if isinstance(x, int)) if cm else None,
-                idle_timeout_ms=min(x for x in idle if isinstance(x, int)) if idle else None,
-            )
-        if o0 is not None:
-            v.update(
-                client_idle_timeout_ms=_int(o0.get("idle-time-out")),
-                client_container_id=_text(o0.get("container-id")),
-                client_properties=o0.get("properties"),
-                vhost=_text(o0.get("hostname")),
-            )
-        if o1 is not None:
-            v.update(
-                server_container_id=_text(o1.get("container-id")),
-                server_properties=o1.get("properties"),
-                server_idle_timeout_ms=_int(o1.get("idle-time-out")),
-            )
-        return ConnectionFacts(**v)
+        return ConnectionFacts(**open_facts(self.v, self.opens))
 
     # -- stream core hooks -----------------------------------------------------------------
 
@@ -444,7 +420,7 @@ class Decoder10(StreamDecoder):
             )
         elif payload:
             # a delivery cut short (aborted, lost, the capture's end) keeps the sections it has
-            sections, kind, size, digest, head, err = self._sections(payload)
+            sections, kind, size, digest, head, err = body_sections(payload, self.body_bytes)
             if err is not None and complete and not aborted:
                 complete = False
                 self.report_anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
@@ -488,70 +464,35 @@ class Decoder10(StreamDecoder):
         )
         self.events.extend(self.state.delivered(direction, dv, d.ts))
 
-    def _sections(self, buf):
-        """The message's sections: (sections by name, body kind, body size, body digest, its
-        first bytes, what could not be decoded or None).  A data body is its sections'
-        payloads; an amqp-sequence or amqp-value body its encoded values."""
-        sections: dict = {}
-        spans: list = []  # (start, end) of each body section's bytes
-        err = None
-        try:
-            kind = self._read_sections(buf, sections, spans)
-        except DecodeError as e:
-            kind = e.args[1] if len(e.args) > 1 else None
-            err = str(e.args[0])
-        keep = self.body_bytes
-        if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
-            s, e = spans[0]
-            digest = hashlib.sha256(buf[s:e]).hexdigest()
-            return sections, kind, e - s, digest, bytes(buf[s : min(e, s + keep)]), err
-        h, head, size = hashlib.sha256(), bytearray(), 0
-        for s, e in spans:
-            h.update(buf[s:e])
-            if len(head) < keep:
-                head += buf[s : min(e, s + keep - len(head))]
-            size += e - s
-        return sections, kind, size, h.hexdigest(), bytes(head), err
 
-    def _read_sections(self, buf, sections: dict, spans: list):
-        """Decode the sections into ``sections`` and note the body's in ``spans``: the body's
-        kind, or DecodeError(what, the body's kind so far)."""
-        n = len(buf)
-        p = 0
-        kind = None
-        while p < n:
-            at = p
-            try:
-                code, p = described_head(buf, p, n)
-                name = SPEC.SECTIONS.get(code)
-                if name is None:
-                    raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
-                if name in _BODY:
-                    kind = kind or name
-                    if name == "data":
-                        if p >= n or buf[p] not in (0xA0, 0xB0):
-                            raise DecodeError(f"data section at {at} is not binary")
-                        w = 1 if buf[p] == 0xA0 else 4
-                        if p + 1 + w > n:
-                            raise DecodeError(f"data section at {at} cut short")
-                        ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
-                        s, e = p + 1 + w, p + 1 + w + ln
-                        if e > n:
-                            raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
-                    else:
-                        s = p
-                        _v, e = decode(buf, p, n, 1)
-                    spans.append((s, e))
-                    p = e
-                else:
-                    value, p = decode(buf, p, n, 1)
-                    fields = _FIELDS.get(code) if type(value) is list else None
-                    if fields is not None:  # header, properties: by field name
-                        value = fields_of(fields, value)
-                    sections[name] = value
-            except DecodeError as e:
-                raise DecodeError(str(e), kind) from None
-        return kind
+def open_facts(learnt: dict, opens: list) -> dict:
+    """The connection facts of ``learnt`` (SASL, close) and each direction's open fields."""
+    v = dict(learnt)
+    o0, o1 = opens
+    both = [o for o in (o0, o1) if o is not None]
+    if both:
+        fm = [o.get("max-frame-size", 0xFFFFFFFF) for o in both]
+        cm = [o.get("channel-max", 0xFFFF) for o in both]
+        idle = [o["idle-time-out"] for o in both if o.get("idle-time-out")]
+        v.update(
+            frame_max=min(x for x in fm if isinstance(x, int)) if fm else None,
+            channel_max=min(x for x in cm if isinstance(x, int)) if cm else None,
+            idle_timeout_ms=min(x for x in idle if isinstance(x, int)) if idle else None,
+        )
+    if o0 is not None:
+        v.update(
+            client_idle_timeout_ms=_int(o0.get("idle-time-out")),
+            client_container_id=_text(o0.get("container-id")),
+            client_properties=o0.get("properties"),
+            vhost=_text(o0.get("hostname")),
+        )
+    if o1 is not None:
+        v.update(
+            server_container_id=_text(o1.get("container-id")),
+            server_properties=o1.get("properties"),
+            server_idle_timeout_ms=_int(o1.get("idle-time-out")),
+        )
+    return v
 
 
 def _text(v):
@@ -572,3 +513,75 @@ def _creation_time(sections: dict):
     props = sections.get("properties")
     value = props.get("creation-time") if isinstance(props, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def body_sections(buf, keep: int):
+    """The message's sections: (sections by name, body kind, body size, body digest, its
+    first ``keep`` bytes, what could not be decoded or None).  A data body is its sections'
+    payloads; an amqp-sequence or amqp-value body its encoded values."""
+    sections: dict = {}
+    spans: list = []  # (start, end) of each body section's bytes
+    err = None
+    try:
+        kind = read_sections(buf, sections, spans)
+    except DecodeError as e:
+        kind = e.args[1] if len(e.args) > 1 else None
+        err = str(e.args[0])
+    if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
+        s, e = spans[0]
+        digest = hashlib.sha256(buf[s:e]).hexdigest()
+        return sections, kind, e - s, digest, bytes(buf[s : min(e, s + keep)]), err
+    h, head, size = hashlib.sha256(), bytearray(), 0
+    for s, e in spans:
+        h.update(buf[s:e])
+        if len(head) < keep:
+            head += buf[s : min(e, s + keep - len(head))]
+        size += e - s
+    return sections, kind, size, h.hexdigest(), bytes(head), err
+
+
+def read_sections_reference(buf, sections: dict, spans: list):
+    """Decode the sections into ``sections`` and note the body's in ``spans``: the body's
+    kind, or DecodeError(what, the body's kind so far)."""
+    n = len(buf)
+    p = 0
+    kind = None
+    while p < n:
+        at = p
+        try:
+            code, p = described_head(buf, p, n)
+            name = SPEC.SECTIONS.get(code)
+            if name is None:
+                raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
+            if name in _BODY:
+                kind = kind or name
+                if name == "data":
+                    if p >= n or buf[p] not in (0xA0, 0xB0):
+                        raise DecodeError(f"data section at {at} is not binary")
+                    w = 1 if buf[p] == 0xA0 else 4
+                    if p + 1 + w > n:
+                        raise DecodeError(f"data section at {at} cut short")
+                    ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
+                    s, e = p + 1 + w, p + 1 + w + ln
+                    if e > n:
+                        raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
+                else:
+                    s = p
+                    _v, e = decode(buf, p, n, 1)
+                spans.append((s, e))
+                p = e
+            else:
+                value, p = decode(buf, p, n, 1)
+                fields = _FIELDS.get(code) if type(value) is list else None
+                if fields is not None:  # header, properties: by field name
+                    value = fields_of(fields, value)
+                sections[name] = value
+        except DecodeError as e:
+            raise DecodeError(str(e), kind) from None
+    return kind
+
+
+# ``read_sections``: the compiled twin (fast10.read_sections: the same sections, C reads) if it
+# is built, else the reference; chosen once, here
+_fast = compiled.select("fast10")
+read_sections = read_sections_reference if _fast is None else _fast.read_sections
