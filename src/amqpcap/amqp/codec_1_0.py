@@ -252,24 +252,15 @@ class Decoder10(StreamDecoder):
             self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
             return
         try:
-            code, p = described_head(buf, body, end)
-            fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
-            if fields is None:
-                self.report_anomaly(
-                    direction,
-                    offset,
-                    "unknown-performative",
-                    f"descriptor {code!r} is no performative",
-                    channel,
-                )
-                return
-            value, p = decode(buf, p, end, 1)
-            if type(value) is not list:
-                raise DecodeError(f"{SPEC.METHOD_NAMES[code]} is not a list")
+            code, args, p = read_performative(buf, body, end)
         except DecodeError as e:
             self.report_anomaly(direction, offset, "malformed-performative", str(e), channel, size)
             return
-        args = {k: v for k, v in zip(fields, value) if v is not None}
+        if args is None:
+            self.report_anomaly(
+                direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
+            )
+            return
         perf = Performative(d.packet, d.ts, offset, channel, code, SPEC.METHOD_NAMES[code], args, ftype, size)
         if code == TRANSFER:
             self._transfer(direction, d, perf, buf, p, end)
@@ -581,7 +572,22 @@ def read_sections_reference(buf, sections: dict, spans: list):
     return kind
 
 
-# ``read_sections``: the compiled twin (fast10.read_sections: the same sections, C reads) if it
-# is built, else the reference; chosen once, here
+def read_performative_reference(buf, body: int, end: int):
+    """(descriptor code, the performative's fields by name (null fields left out), offset after
+    them) of the frame body at ``body``; fields None if the code is no performative's.
+    DecodeError if it does not decode."""
+    code, p = described_head(buf, body, end)
+    fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
+    if fields is None:
+        return code, None, p
+    value, p = decode(buf, p, end, 1)
+    if type(value) is not list:
+        raise DecodeError(f"{SPEC.METHOD_NAMES[code]} is not a list")
+    return code, {k: v for k, v in zip(fields, value) if v is not None}, p
+
+
+# ``read_sections``, ``read_performative``: the compiled twins (fast10: the same values, C reads)
+# if built, else the reference; chosen once, here
 _fast = compiled.select("fast10")
 read_sections = read_sections_reference if _fast is None else _fast.read_sections
+read_performative = read_performative_reference if _fast is None else _fast.read_performative

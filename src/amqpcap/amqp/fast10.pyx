@@ -63,6 +63,7 @@ cdef int MAX_DEPTH = T.MAX_DEPTH
 cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
+cdef dict PERFORMATIVES = {code: FIELDS[code] for code in SPEC.METHOD_NAMES if code in FIELDS}
 _described = T.described
 _key = T._key
 
@@ -179,21 +180,35 @@ cdef object value(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int d
     return v
 
 
+cdef Py_ssize_t sized(
+    const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int w, Py_ssize_t *count, Py_ssize_t *e
+) except -1:
+    """The start of a list's or map's items at ``p`` (after its constructor); its count and end
+    in ``count`` and ``e``."""
+    cdef Py_ssize_t size
+    if p + 2 * w > end:
+        raise FALLBACK
+    if w == 1:
+        size, count[0] = b[p], b[p + 1]
+    else:
+        size, count[0] = be32(b + p), be32(b + p + 4)
+    e[0] = p + w + size
+    if size < w or e[0] > end:
+        raise FALLBACK
+    p += 2 * w
+    if count[0] > e[0] - p:  # every item has a constructor octet at least
+        raise FALLBACK
+    return p
+
+
 cdef object compound(
     const unsigned char *b, Py_ssize_t *pos, Py_ssize_t p, Py_ssize_t end, int depth, int w, bint is_map, object buf
 ):
-    cdef Py_ssize_t size, count, e, i
-    if depth >= MAX_DEPTH or p + 2 * w > end:
+    cdef Py_ssize_t count, e, i
+    if depth >= MAX_DEPTH:
         raise FALLBACK
-    if w == 1:
-        size, count = b[p], b[p + 1]
-    else:
-        size, count = be32(b + p), be32(b + p + 4)
-    e = p + w + size
-    if size < w or e > end:
-        raise FALLBACK
-    p += 2 * w
-    if count > e - p or (is_map and count % 2):
+    p = sized(b, p, end, w, &count, &e)
+    if is_map and count % 2:
         raise FALLBACK
     cdef list items = [None] * count
     pos[0] = p
@@ -296,3 +311,51 @@ def read_sections(buf, dict sections, list spans):
     from amqpcap.amqp.codec_1_0 import read_sections_reference
 
     return read_sections_reference(buf, sections, spans)
+
+
+cdef object walk_performative(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, object buf):
+    """codec_1_0.read_performative_reference of a performative with a small descriptor code: its
+    list's items read straight into the dict of its fields."""
+    cdef Py_ssize_t count, e, i, pos
+    cdef int code
+    cdef unsigned char k
+    cdef tuple fields
+    if p + 3 > end or b[p] != 0 or b[p + 1] != 0x53:
+        raise FALLBACK
+    code = b[p + 2]
+    f = PERFORMATIVES.get(code)
+    p += 3
+    if f is None or p >= end:
+        raise FALLBACK
+    fields = <tuple>f
+    k = KIND[b[p]]
+    if k == K_LIST0:
+        return code, {}, p + 1
+    if k != K_LIST:
+        raise FALLBACK
+    pos = sized(b, p + 1, end, WIDTH[b[p]], &count, &e)
+    cdef dict args = {}
+    for i in range(count):
+        v = value(b, &pos, e, 2, buf)
+        if i < len(fields):
+            if v is not None:
+                args[fields[i]] = v
+    if pos != e:
+        raise FALLBACK
+    return code, args, e
+
+
+def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
+    """codec_1_0.read_performative_reference: (code, fields by name or None, offset after)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if body >= 0 and end <= view.len:
+            return walk_performative(<const unsigned char *>view.buf, body, end, buf)
+    except (Fallback, DecodeError):
+        pass
+    finally:
+        PyBuffer_Release(&view)
+    from amqpcap.amqp.codec_1_0 import read_performative_reference
+
+    return read_performative_reference(buf, body, end)
