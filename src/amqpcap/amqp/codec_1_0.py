@@ -28,14 +28,14 @@ import re
 from struct import Struct
 
 from amqpcap import compiled
-from amqpcap.amqp import links_1_0
+from amqpcap.amqp import links_1_0, types_1_0
 from amqpcap.amqp.detect import header_version
 from amqpcap.amqp.events import Frame, Heartbeat, ProtocolHeader
 from amqpcap.amqp.events_1_0 import Delivery, Performative
 from amqpcap.amqp.facts import REDACTED, ConnectionFacts, split_credentials
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import TS_MS_MAX, DecodeError, StreamDecoder
-from amqpcap.amqp.types_1_0 import decode, described_head, fields_of
+from amqpcap.amqp.types_1_0 import described_head, fields_of
 
 HARD_MAX_FRAME = 16 << 20  # a larger frame header is taken as lost framing (memory bound)
 MAX_MESSAGE = 16 << 20  # bytes of one message held for its sections to be decoded
@@ -586,8 +586,9 @@ def read_performative_reference(buf, body: int, end: int):
     return code, {k: v for k, v in zip(fields, value) if v is not None}, p
 
 
-# ``read_sections``, ``read_performative``: the compiled twins (fast10: the same values, C reads)
-# if built, else the reference; chosen once, here
+# ``decode``, ``read_sections``, ``read_performative``: the compiled twins (fast10: the same
+# values, C reads) if built, else the reference; chosen once, here
 _fast = compiled.select("fast10")
+decode = types_1_0.decode if _fast is None else _fast.decode
 read_sections = read_sections_reference if _fast is None else _fast.read_sections
 read_performative = read_performative_reference if _fast is None else _fast.read_performative

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled AMQP 1.0 value decoder and section reader (optional; see compiled.py).
 
-``decode`` is types_1_0's ``decode_reference`` in typed C: it reads the wire through a pointer
+``decode`` is types_1_0's ``decode`` in typed C: it reads the wire through a pointer
 and makes the very same values.  The constructors it reads itself come from the generated
 table (spec/v1_0.py ENCODINGS) by category, type and width: the zero-width constants, the
 integers and booleans, binary, strings and symbols, lists, maps and described values; any
@@ -22,7 +22,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, 
 
 cimport cython
 
-import amqpcap.amqp.types_1_0 as T  # (being imported: it selects this module at its end)
+from amqpcap.amqp import types_1_0 as T
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import DecodeError
 
@@ -237,7 +237,7 @@ cdef dict fields_dict(tuple fields, list v, dict out):
 
 
 def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
-    """types_1_0.decode_reference: (value, offset after it)."""
+    """types_1_0.decode: (value, offset after it)."""
     cdef Py_buffer view
     cdef Py_ssize_t pos = off
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
@@ -250,7 +250,7 @@ def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
         pass
     finally:
         PyBuffer_Release(&view)
-    return T.decode_reference(buf, off, end, depth)
+    return T.decode(buf, off, end, depth)
 
 
 cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf):

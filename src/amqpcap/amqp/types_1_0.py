@@ -24,7 +24,6 @@ import uuid as _uuid
 from decimal import Decimal
 from struct import Struct
 
-from amqpcap import compiled
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import DecodeError
 
@@ -195,7 +194,7 @@ def _compound_reader(width: int, is_map: bool, name: str):
                 v, p = readers[code](buf, p + 1, e, depth + 1)
                 append(v)
             else:
-                v, p = decode_reference(buf, p, e, depth + 1)
+                v, p = decode(buf, p, e, depth + 1)
                 append(v)
         if p != e:
             raise DecodeError(f"{name} at {off}: {e - p} bytes after its {count} items")
@@ -220,7 +219,7 @@ def _array_reader(width: int, name: str):
         if p >= e:
             raise _short(name + " element constructor", p, 1, e)
         if buf[p] == 0:
-            descriptor, p = decode_reference(buf, p + 1, e, depth + 1)
+            descriptor, p = decode(buf, p + 1, e, depth + 1)
             if p >= e:
                 raise _short(name + " element constructor", p, 1, e)
         code = buf[p]
@@ -300,7 +299,7 @@ _SHORTS = {c: e.type for c, e in SPEC.ENCODINGS.items() if e.category == "variab
 SHORT = bytes(0 if c not in _SHORTS else 2 if _SHORTS[c] == "binary" else 1 for c in range(256))
 
 
-def decode_reference(buf, off: int, end: int, depth: int = 0):
+def decode(buf, off: int, end: int, depth: int = 0):
     """The value encoded at ``buf[off:end]`` (constructor included): (value, offset after it)."""
     if off >= end:
         raise _short("constructor", off, 1, end)
@@ -308,8 +307,8 @@ def decode_reference(buf, off: int, end: int, depth: int = 0):
     if code == 0:  # a described value: descriptor, then the value
         if depth >= MAX_DEPTH:
             raise DecodeError(f"described value at {off}: nesting deeper than {MAX_DEPTH}")
-        descriptor, p = decode_reference(buf, off + 1, end, depth + 1)
-        value, p = decode_reference(buf, p, end, depth + 1)
+        descriptor, p = decode(buf, off + 1, end, depth + 1)
+        value, p = decode(buf, p, end, depth + 1)
         return described(descriptor, value), p
     return READERS[code](buf, off + 1, end, depth)
 
@@ -360,9 +359,3 @@ def described_head(buf, off: int, end: int):
         raise DecodeError(f"expected a described value at {off}")
     descriptor, p = decode(buf, off + 1, end, 1)
     return descriptor_code(descriptor), p
-
-
-# ``decode``: the compiled twin (fast10.decode: the same values, C reads) if it is built, else
-# the reference; chosen once, here
-_fast = compiled.select("fast10")
-decode = decode_reference if _fast is None else _fast.decode
