@@ -31,7 +31,7 @@ from amqpcap import compiled
 from amqpcap.amqp import links_1_0, types_1_0
 from amqpcap.amqp.detect import header_version
 from amqpcap.amqp.events import Frame, Heartbeat, ProtocolHeader
-from amqpcap.amqp.events_1_0 import Delivery, Performative
+from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.facts import REDACTED, ConnectionFacts, split_credentials
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import TS_MS_MAX, DecodeError, StreamDecoder
@@ -415,7 +415,7 @@ class Decoder10(StreamDecoder):
             if err is not None and complete and not aborted:
                 complete = False
                 self.report_anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
-            created = _creation_time(sections)
+            created = creation_time(sections)
             if created is not None and not -TS_MS_MAX < created < TS_MS_MAX:
                 self.report_unfit(
                     direction, asm.offset, asm.channel, "creation-time", created, "messages.msg_timestamp"
@@ -497,13 +497,6 @@ def _text(v):
 def _int(v):
     """A milliseconds field (uint) as an int, else None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _creation_time(sections: dict):
-    """The properties section's creation-time (ms), if it is an integer."""
-    props = sections.get("properties")
-    value = props.get("creation-time") if isinstance(props, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def body_sections(buf, keep: int):
