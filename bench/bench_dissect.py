@@ -506,10 +506,12 @@ def report(label: str, cap: str, a) -> str | None:
         f"CPU seconds {tcpu / cpu:.2f}x",
         flush=True,
     )
-    e_el, e_tel = fixed_costs(cap, a.runs)
+    e_el, e_tel, e_cpu, e_tcpu = fixed_costs(cap, a.runs)
     print(
-        f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s, tshark {e_tel:.2f} s; beyond it, "
-        f"{el - e_el:.2f} s against {tel - e_tel:.2f} s ({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x)",
+        f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s ({e_cpu:.2f} s CPU), tshark {e_tel:.2f} s "
+        f"({e_tcpu:.2f} s CPU); beyond it, {el - e_el:.2f} s against {tel - e_tel:.2f} s "
+        f"({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x), CPU {cpu - e_cpu:.2f} s against {tcpu - e_tcpu:.2f} s "
+        f"({(tcpu - e_tcpu) / max(cpu - e_cpu, 1e-9):.2f}x)",
         flush=True,
     )
     return (
@@ -550,12 +552,13 @@ def write_doc(rows: list, big: list, a) -> None:
     perfdoc.write_block("bench_dissect", "\n".join(lines))
 
 
-_FIXED: dict[bytes, tuple[float, float]] = {}
+_FIXED: dict[bytes, tuple[float, float, float, float]] = {}
 
 
-def fixed_costs(cap: str, runs: int) -> tuple[float, float]:
+def fixed_costs(cap: str, runs: int) -> tuple[float, float, float, float]:
     """What each tool takes on a capture of ``cap``'s file header and no packet (the start, and
-    for amqpcap its empty tables): the part of a run that does not grow with the capture.  A
+    for amqpcap its empty tables): the part of a run that does not grow with the capture, as
+    (amqpcap s, tshark s, amqpcap CPU s, tshark CPU s).  A
     classic pcap's own header; an Ethernet pcap header for any other format."""
     with open(cap, "rb") as f:
         head = f.read(24)
@@ -568,7 +571,7 @@ def fixed_costs(cap: str, runs: int) -> tuple[float, float]:
             with open(empty, "wb") as f:
                 f.write(head)
             r = Runs(empty, runs, False, False, tshark=True)
-            _FIXED[head] = (min(r.amqpcap), min(r.tshark))
+            _FIXED[head] = (min(r.amqpcap), min(r.tshark), min(r.amqpcap_cpu), min(r.tshark_cpu))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return _FIXED[head]
