@@ -510,8 +510,8 @@ def report(label: str, cap: str, a) -> str | None:
     print(
         f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s ({e_cpu:.2f} s CPU), tshark {e_tel:.2f} s "
         f"({e_tcpu:.2f} s CPU); beyond it, {el - e_el:.2f} s against {tel - e_tel:.2f} s "
-        f"({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x), CPU {cpu - e_cpu:.2f} s against {tcpu - e_tcpu:.2f} s "
-        f"({(tcpu - e_tcpu) / max(cpu - e_cpu, 1e-9):.2f}x)",
+        f"({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x), CPU {cpu - e_cpu:.2f} s against "
+        f"{tcpu - e_tcpu:.2f} s ({(tcpu - e_tcpu) / max(cpu - e_cpu, 1e-9):.2f}x)",
         flush=True,
     )
     return (
