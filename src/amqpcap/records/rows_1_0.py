@@ -9,6 +9,7 @@ leaves them, as it leaves frames and anomalies).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from operator import itemgetter
 from urllib.parse import unquote
 
@@ -149,6 +150,7 @@ def _ms_ts(v):
     return v * 1_000_000 if v is not None and -TS_MS_MAX < v < TS_MS_MAX else None
 
 
+@lru_cache(maxsize=4096)  # (a capture's messages name few addresses)
 def exchange_key(address):
     """(exchange, routing key) an address names on RabbitMQ: ``/exchanges/X[/K]`` (and the older
     ``/exchange/X[/K]``), ``/queues/Q`` (and ``/queue/Q``, ``/amq/queue/Q``: the default exchange,
