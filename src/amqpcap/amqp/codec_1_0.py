@@ -8,7 +8,9 @@ Wire structure (OASIS AMQP 1.0 part 2): a frame is an 8-octet header (size, data
 4-octet words, type 0 AMQP / 1 SASL, channel), an extended header up to the data offset, and a
 body: none (an empty frame, the heartbeat), or a performative (a described list) and, for a
 transfer, a payload: a piece of the message.  The values are read by types_1_0's one
-table-driven decoder; the fields are named by the generated table (spec/v1_0.py).
+table-driven decoder (or its compiled twin, amqp/fast10.pyx, chosen below once: ``decode``,
+``read_performative``, ``read_sections``); the fields are named by the generated table
+(spec/v1_0.py).
 
 Events: ``Frame`` per frame (if ``frame_events``), ``Heartbeat`` per empty frame,
 ``ProtocolHeader`` for a header inside the stream, ``Performative`` per performative or SASL
