@@ -23,7 +23,7 @@ from amqpcap.records import times
 
 __all__ = ["table_files", "batches", "OutOfOrder", "WireOrder"]
 
-BATCH_ROWS = 1 << 16
+BATCH_ROWS = 1 << 14
 
 
 class OutOfOrder(Exception):

@@ -20,7 +20,7 @@ from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
-__all__ = ["streamed_confirms"]
+__all__ = ["streamed_confirms", "content_times", "Blocks"]
 
 _COLUMNS = [
     "capture",
@@ -36,34 +36,36 @@ _COLUMNS = [
 ]
 
 
-class _Settled:
-    """The confirmed publishes: conversation, stream offset, own time, settling time (grown in
-    blocks of numpy arrays)."""
+class Blocks:
+    """Rows of ``width`` int64 numbers, gathered in blocks of numpy arrays (a list of tuples
+    a block at most)."""
 
-    def __init__(self):
-        self.rows: list = []
-        self.blocks: list = []
+    def __init__(self, width: int):
+        self.width, self.rows, self.blocks = width, [], []
 
-    def add(self, conv, offset, own_ts, ts) -> None:
-        self.rows.append((conv, offset, own_ts, ts))
+    def add(self, row: tuple) -> None:
+        self.rows.append(row)
         if len(self.rows) >= 1 << 16:
             self.flush()
 
     def flush(self) -> None:
         if self.rows:
-            self.blocks.append(np.array(self.rows, dtype=np.int64))
+            self.blocks.append(np.array(self.rows, dtype=np.int64).reshape(-1, self.width))
             self.rows = []
 
     def arrays(self) -> np.ndarray:
         self.flush()
-        return np.concatenate(self.blocks) if self.blocks else np.zeros((0, 4), dtype=np.int64)
+        out = np.concatenate(self.blocks) if self.blocks else np.zeros((0, self.width), dtype=np.int64)
+        self.blocks = []
+        return out
 
 
 def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
-    """The confirmed publishes (:class:`_Settled` rows), how many by an ack, how many were left
+    """The confirmed publishes (:class:`Blocks` rows: conversation, stream offset, own time,
+    settling time), how many by an ack, how many were left
     unconfirmed."""
     order = WireOrder()
-    settled = _Settled()
+    settled = Blocks(4)
     unconfirmed = acked = 0
     chans: dict = {}  # channel in confirm mode -> [publishes counted, {n: (offset, ts)}, deque of n]
     methods = strings["method"]
@@ -114,12 +116,12 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
                     while ns_ and (tag == 0 or ns_[0] <= tag):
                         p = pending.pop(ns_.popleft(), None)
                         if p is not None:
-                            settled.add(conv, p[0], p[1], ts)
+                            settled.add((conv, p[0], p[1], ts))
                             acked += ack
                 else:
                     p = pending.pop(tag, None)
                     if p is not None:
-                        settled.add(conv, p[0], p[1], ts)
+                        settled.add((conv, p[0], p[1], ts))
                         acked += ack
                     while ns_ and ns_[0] not in pending:  # (settled one by one: not kept)
                         ns_.popleft()
@@ -137,15 +139,17 @@ def streamed_confirms(directory) -> tuple[np.ndarray, dict]:
     counts = {"acked": acked, "nacked": int(len(got) - acked), "unconfirmed": int(unconfirmed)}
     if not len(got):
         return np.zeros(0), counts
-    done, has = _content_times(directory, got[:, 0], got[:, 1], strings)
+    done, _, has = content_times(directory, got[:, 0], got[:, 1], strings, CONFIRM_METHODS, "c2s")
     start = np.where(has, done, got[:, 2])
     del done, has
     return latency_ms(start, got[:, 3]), counts
 
 
-def _content_times(directory, conv: np.ndarray, offset: np.ndarray, strings: dict) -> tuple:
-    """For each (conversation, stream offset) of a c2s publish, the time of the first ``messages``
-    row there and whether there is one: one pass over ``messages``, a sorted search per batch."""
+def content_times(directory, conv, offset, strings: dict, names, direction: str) -> tuple:
+    """For each (conversation, stream offset) of a method in ``direction`` (``names``: the
+    methods), the time and packet of the first ``messages`` row there and whether there is one:
+    one pass over ``messages``, a sorted search per batch.  Conversations are numbered
+    ``capture code * 2**32 + tcp_stream``."""
     convs, dense = np.unique(conv, return_inverse=True)
     width = int(offset.max()) + 1
     if offset.min() < 0 or len(convs) * width >= 1 << 62:
@@ -158,21 +162,22 @@ def _content_times(directory, conv: np.ndarray, offset: np.ndarray, strings: dic
     if np.any(sk[1:] == sk[:-1]):
         raise OutOfOrder("two publishes at one stream offset")
     found = np.full(len(sk), NAT, dtype=np.int64)
+    frames = np.full(len(sk), -1, dtype=np.int64)
     has = np.zeros(len(sk), dtype=bool)
-    c2s = strings["direction"].index.get("c2s", -2)
-    cols = ["capture", "tcp_stream", "stream_offset", "ts", "direction", "method"]
-    for b in batches(directory, "messages", cols, strings, CONFIRM_METHODS, nulls=("stream_offset",)):
+    cols = ["capture", "tcp_stream", "stream_offset", "ts", "frame_number", "direction", "method"]
+    for b in batches(directory, "messages", cols, strings, names, nulls=("stream_offset", "frame_number")):
+        c2s = strings["direction"].index.get(direction, -2)
         c = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
         at = np.minimum(np.searchsorted(convs, c), len(convs) - 1)
         ok = (b["direction"] == c2s) & (b["capture"] >= 0) & (b["tcp_stream"] >= 0) & b["stream_offset_valid"]
         ok &= (convs[at] == c) & (b["stream_offset"] < width)
         k = (at * width + b["stream_offset"])[ok]
-        ts = b["ts"][ok]
+        ts, frame = b["ts"][ok], np.where(b["frame_number_valid"], b["frame_number"], -1)[ok]
         at = np.minimum(np.searchsorted(sk, k), len(sk) - 1)
         hit = sk[at] == k
-        at, ts = order[at[hit]], ts[hit]
+        at, ts, frame = order[at[hit]], ts[hit], frame[hit]
         at, first = np.unique(at, return_index=True)  # (the first row of a key in this batch)
         new = ~has[at]
-        found[at[new]] = ts[first][new]
+        found[at[new]], frames[at[new]] = ts[first][new], frame[first][new]
         has[at[new]] = True
-    return found, has
+    return found, frames, has

@@ -36,6 +36,7 @@ from amqpcap.analysis.connection_health import (
 )
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
+from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
 from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
@@ -195,8 +196,11 @@ def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
 
 
 # the pairings stats computes in a pass over a dissect output's tables, not from a section's frames:
-# kind -> directory -> (latencies, the counts of its summary)
-STREAMED = {"confirm": streamed_confirms}
+# kind -> directory -> (latencies, the counts of its summary, what else of stats it gives)
+STREAMED = {
+    "confirm": lambda out: (*streamed_confirms(out), {}),
+    "consumer_ack": lambda out: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out)),
+}
 
 
 class _StreamedStep:
@@ -209,11 +213,12 @@ class _StreamedStep:
 
     def __call__(self) -> None:
         try:
-            values, counts = STREAMED[self.kind](self.src)
+            values, counts, more = STREAMED[self.kind](self.src)
         except OutOfOrder:
             _pairing_step(self.kind, self.got, None, None)(self.tables(self.kind))
             return
         self.got["latency"][self.kind] = {**latency_summary(values), **counts}
+        self.got.update(more)
 
 
 # What each computation of stats and the report reads: ({table: columns (None: all)}, {table: the
