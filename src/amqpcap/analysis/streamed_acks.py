@@ -45,11 +45,12 @@ class _Channel:
 
 def _walk(directory, strings: dict):
     """The deliveries paired (:class:`Blocks` rows: conversation, stream offset, own time and
-    packet, channel id, redelivered, settling time and packet, outcome: an index of
-    ``_OUTCOMES``), the qos events (channel id, time, packet, prefetch count or -1, global) and
+    packet, channel id, settling time and packet, outcome: an index of ``_OUTCOMES``), how many
+    of them were redelivered, the qos events (channel id, time, packet, prefetch count or -1, global) and
     the channel ids (key -> id)."""
     order = WireOrder()
-    rows, qos = Blocks(9), Blocks(5)
+    rows, qos = Blocks(8), Blocks(5)
+    redelivered = 0
     chans: dict = {}
     ids: dict = {}
     conns: dict = {}  # (capture, tcp_stream) -> {(channel, consumer tag): consumer}, in binding order
@@ -65,10 +66,9 @@ def _walk(directory, strings: dict):
         s2c = (b["direction"] == strings["direction"].index.get("s2c", -2)).tolist()
         cols = [b[c].tolist() for c in _WALKED]
         names = [methods.values[i] for i in b["method"].tolist()]
-        for i, name in enumerate(names):
-            cap, st, ch, has_ch, off, ts, frame, tag, has_tag, mult, redl, ctag, no_ack, has_na, no_wait = (
-                c[i] for c in cols[:15]
-            )
+        walked = zip(names, *cols[:15])
+        for i, (name, cap, st, ch, has_ch, off, ts, frame, tag, has_tag, mult, redl, ctag, no_ack, has_na,
+                no_wait) in enumerate(walked):  # fmt: skip
             key = (cap, st, ch if has_ch else None)
             chan = chans.get(key)
             if chan is None:
@@ -77,7 +77,8 @@ def _walk(directory, strings: dict):
             ctag = tags[ctag] if ctag >= 0 else None
             if name in SCOPE_OPEN:
                 for item in chan.out.values():
-                    rows.add(item + (NAT, -1, _UNSETTLED))
+                    rows.add(item[:5] + (NAT, -1, _UNSETTLED))
+                    redelivered += item[5]
                 binds = conns.get((cap, st), {})
                 for t in chan.bound:
                     binds.pop((key[2], t), None)
@@ -123,11 +124,14 @@ def _walk(directory, strings: dict):
                 else:
                     hit = [tag] if tag in chan.out else []
                 for k in hit:
-                    rows.add(chan.out.pop(k) + (ts, frame, kind))
+                    item = chan.out.pop(k)
+                    rows.add(item[:5] + (ts, frame, kind))
+                    redelivered += item[5]
     for chan in chans.values():
         for item in chan.out.values():
-            rows.add(item + (NAT, -1, _UNSETTLED))
-    return rows.arrays(), qos.arrays(), ids
+            rows.add(item[:5] + (NAT, -1, _UNSETTLED))
+            redelivered += item[5]
+    return rows.arrays(), redelivered, qos.arrays(), ids
 
 
 def streamed_acks(directory) -> tuple[np.ndarray, dict, dict]:
@@ -135,45 +139,73 @@ def streamed_acks(directory) -> tuple[np.ndarray, dict, dict]:
     ``consumer_ack`` (acked, nacked, rejected, unsettled, recovered, redelivered) and the unacked
     health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``."""
     strings = {c: Codes() for c in ("capture", "direction", "method", "consumer_tag", "version")}
-    rows, qos, ids = _walk(directory, strings)
-    n = np.bincount(rows[:, 8], minlength=len(_OUTCOMES))
+    rows, redelivered, qos, ids = _walk(directory, strings)
+    n = np.bincount(rows[:, 7], minlength=len(_OUTCOMES))
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
     counts = {k: int(n[_OUTCOMES.index(k)]) for k in names}
-    counts["redelivered"] = int(rows[:, 5].sum()) if len(rows) else 0
+    counts["redelivered"] = redelivered
     values = np.zeros(0)
     if len(rows):
         done, frames, has = content_times(directory, rows[:, 0], rows[:, 1], strings, ACK_METHODS, "s2c")
         rows[:, 2] = np.where(has, done, rows[:, 2])  # the delivery timed at its content's packet
         rows[:, 3] = np.where(has, frames, rows[:, 3])
         del done, frames, has
-        timed = rows[:, 8] <= 2
-        values = latency_ms(rows[timed, 2], rows[timed, 6])
-    return values, counts, _unacked(rows, qos, ids)
+        timed = rows[:, 7] <= 2
+        values = latency_ms(rows[timed, 2], rows[timed, 5])
+        del timed
+    events = _events(rows, qos)
+    del rows, qos
+    return values, counts, _unacked(events, ids)
 
 
-def _unacked(rows: np.ndarray, qos: np.ndarray, ids: dict) -> dict:
-    """stats' unacked health from the deliveries and qos events: per channel, by time then packet
-    (a settle, then a qos, then a delivery within one), the count of unsettled deliveries after
-    each event against the latest prefetch count."""
-    settled = rows[rows[:, 7] >= 0] if len(rows) else rows
-    # one settle event per settling packet of a channel: -(the deliveries it settled)
-    keys, n = np.unique(settled[:, [4, 6, 7]], axis=0, return_counts=True) if len(settled) else (
-        np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64))  # fmt: skip
-    chan = np.concatenate([rows[:, 4], keys[:, 0], qos[:, 0]])
-    ts = np.concatenate([rows[:, 2], keys[:, 1], qos[:, 1]])
+def _settle_events(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One settle event per settling packet of a channel (channel id, time, packet) and the
+    number of deliveries it settled."""
+    settled = np.flatnonzero(rows[:, 6] >= 0)
+    if not len(settled):
+        return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    chan, ts, frame = rows[settled, 4], rows[settled, 5], rows[settled, 6]
+    o = np.lexsort((frame, ts, chan))
+    chan, ts, frame = chan[o], ts[o], frame[o]
+    first = np.r_[True, (chan[1:] != chan[:-1]) | (ts[1:] != ts[:-1]) | (frame[1:] != frame[:-1])]
+    at = np.flatnonzero(first)
+    return np.c_[chan[at], ts[at], frame[at]], np.diff(np.r_[at, len(chan)])
+
+
+def _events(rows: np.ndarray, qos: np.ndarray) -> dict:
+    """unacked's events: a delivery (+1 at the packet completing it), a settling packet (-the
+    deliveries it settled), a qos (its prefetch count); channel, time, packet (a missing one:
+    last), their order within a packet (settle, qos, delivery), change, prefetch count (-1: none
+    given, -2: not a qos)."""
+    keys, n = _settle_events(rows)
     frame = np.concatenate([rows[:, 3], keys[:, 2], qos[:, 2]])
-    kind = np.concatenate([np.full(len(rows), 2), np.zeros(len(keys), int), np.ones(len(qos), int)])
-    delta = np.concatenate([np.ones(len(rows), dtype=np.int64), -n, np.zeros(len(qos), dtype=np.int64)])
-    prefetch = np.concatenate([np.full(len(rows) + len(keys), -2), qos[:, 3]])  # -2: not a qos
-    del settled, keys, n
+    frame[frame < 0] = np.iinfo(np.int64).max
+    return {
+        "chan": np.concatenate([rows[:, 4], keys[:, 0], qos[:, 0]]).astype(np.int32),
+        "ts": np.concatenate([rows[:, 2], keys[:, 1], qos[:, 1]]),
+        "frame": frame,
+        "kind": np.repeat(np.array([2, 0, 1], dtype=np.int8), [len(rows), len(keys), len(qos)]),
+        "delta": np.concatenate(
+            [np.ones(len(rows), dtype=np.int32), -n.astype(np.int32), np.zeros(len(qos), dtype=np.int32)]
+        ),  # fmt: skip
+        "prefetch": np.concatenate(
+            [np.full(len(rows) + len(keys), -2, dtype=np.int32), qos[:, 3].astype(np.int32)]
+        ),  # fmt: skip
+    }
+
+
+def _unacked(events: dict, ids: dict) -> dict:
+    """stats' unacked health from :func:`_events`: per channel, by time then packet (a settle,
+    then a qos, then a delivery within one), the count of unsettled deliveries after each event
+    against the latest prefetch count."""
+    chan = events["chan"]
     if not len(chan):
         return {"max_unacked": 0, "channels_over_prefetch": 0}
-    frame_key = np.where(frame < 0, np.iinfo(np.int64).max, frame)  # (a missing packet: last)
-    order = np.lexsort((kind, frame_key, ts, chan))
-    chan, delta, prefetch = chan[order], delta[order], prefetch[order]
-    del ts, frame, frame_key, kind, order
+    order = np.lexsort((events.pop("kind"), events.pop("frame"), events.pop("ts"), chan))
+    chan, delta, prefetch = chan[order], events.pop("delta")[order], events.pop("prefetch")[order]
+    del order, events
     start = np.r_[True, chan[1:] != chan[:-1]]
-    total = np.cumsum(delta)
+    total = np.cumsum(delta, dtype=np.int64)
     base = np.maximum.accumulate(np.where(start, np.arange(len(chan)), 0))
     unacked = total - np.r_[0, total][base]  # the channel's running sum
     # the latest prefetch count of the channel (a qos without one keeps the one before)
