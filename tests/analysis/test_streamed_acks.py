@@ -1,21 +1,16 @@
 """stats' consumer acks and unacked health from one pass over a dissect output's row groups: the
 same as the pairing of the loaded tables, and the loaded way where the pass cannot decide."""
 
-import os
-
 import pytest
 from tables import Capture
-from test_streamed_confirms import write_output
+from test_streamed_confirms import dissected, write_output
 
 import amqpcap
 from amqpcap.analysis import stats
 from amqpcap.analysis.batches import OutOfOrder
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.summary import latency_summary
-from amqpcap.analysis.tables import dissect_cached
 
-HERE = os.path.dirname(__file__)
-CAPTURES = os.path.normpath(os.path.join(HERE, "..", "..", "captures"))
 WITH_ACKS = (
     "rabbitmq091_pika_full.pcap",
     "rabbitmq091_pika_throughput.pcap",
@@ -39,8 +34,7 @@ def streamed(out) -> tuple[dict, dict]:
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    return [str(dissect_cached(os.path.join(CAPTURES, n), cache_dir=cache)) for n in WITH_ACKS]
+    return dissected(tmp_path_factory, WITH_ACKS)
 
 
 def test_streamed_acks_equal_the_pairing_of_the_loaded_tables_on_real_captures(outputs):

@@ -77,10 +77,15 @@ def confirm_capture() -> Capture:
     return c
 
 
+def dissected(tmp_path_factory, names) -> list[str]:
+    """The dissect outputs of the shipped captures ``names``."""
+    cache = tmp_path_factory.mktemp("cache")
+    return [str(dissect_cached(os.path.join(CAPTURES, n), cache_dir=cache)) for n in names]
+
+
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    return [str(dissect_cached(os.path.join(CAPTURES, n), cache_dir=cache)) for n in WITH_CONFIRMS]
+    return dissected(tmp_path_factory, WITH_CONFIRMS)
 
 
 def test_streamed_confirms_equal_the_pairing_of_the_loaded_tables_on_real_captures(outputs):

@@ -15,25 +15,14 @@ from collections import deque
 
 import numpy as np
 
-from amqpcap.analysis._common import NAT, latency_ms
+from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
 from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
 __all__ = ["streamed_confirms", "content_times", "Blocks"]
 
-_COLUMNS = [
-    "capture",
-    "tcp_stream",
-    "frame_number",
-    "stream_offset",
-    "ts",
-    "direction",
-    "channel",
-    "method",
-    "delivery_tag",
-    "multiple",
-]
+_COLUMNS = [c for c in ROW_KEYS if c != "version"] + ["delivery_tag", "multiple"]
 
 
 class Blocks:
