@@ -47,7 +47,7 @@ def _walk(directory, strings: dict):
     """The deliveries paired (:class:`Blocks` rows: conversation, stream offset, own time and
     packet, channel id, settling time and packet, outcome: an index of ``_OUTCOMES``), how many
     of them were redelivered, the qos events (channel id, time, packet, prefetch count or -1, global) and
-    the channel ids (key -> id)."""
+    the channel ids (key -> id: the channels with a delivery or a qos)."""
     order = WireOrder()
     rows, qos = Blocks(8), Blocks(5)
     redelivered = 0
@@ -70,12 +70,11 @@ def _walk(directory, strings: dict):
         for i, (name, cap, st, ch, has_ch, off, ts, frame, tag, has_tag, mult, redl, ctag, no_ack, has_na,
                 no_wait) in enumerate(walked):  # fmt: skip
             key = (cap, st, ch if has_ch else None)
-            chan = chans.get(key)
-            if chan is None:
-                chan = chans[key] = _Channel()
-                ids[key] = len(ids)
+            chan = chans.get(key)  # (made when the channel has consumer state: not every channel has)
             ctag = tags[ctag] if ctag >= 0 else None
             if name in SCOPE_OPEN:
+                if chan is None:
+                    continue
                 for item in chan.out.values():
                     rows.add(item[:5] + (NAT, -1, _UNSETTLED))
                     redelivered += item[5]
@@ -84,38 +83,47 @@ def _walk(directory, strings: dict):
                     binds.pop((key[2], t), None)
                 chan.out, chan.bound, chan.pending = {}, {}, []
             elif name == "basic.consume" and c2s[i]:
+                chan = chan or chans.setdefault(key, _Channel())
                 consumer = [no_ack if has_na else None]
                 if ctag:
                     chan.bound[ctag] = conns.setdefault((cap, st), {})[(key[2], ctag)] = consumer
                 if not no_wait:
                     chan.pending.append(consumer)
             elif name == "basic.consume-ok" and s2c[i]:
-                if chan.pending:
+                if chan is not None and chan.pending:
                     consumer = chan.pending.pop(0)
                     if ctag:
                         chan.bound[ctag] = conns.setdefault((cap, st), {})[(key[2], ctag)] = consumer
             elif name == "basic.get" and c2s[i]:
-                chan.get = [no_ack if has_na else None]
+                chans.setdefault(key, _Channel()).get = [no_ack if has_na else None]
             elif name in ("basic.deliver", "basic.get-ok") and s2c[i]:
                 if name == "basic.get-ok":
-                    consumer = chan.get
+                    consumer = chan.get if chan is not None else None
                 elif ctag is None:
                     consumer = None
                 else:
-                    consumer = chan.bound.get(ctag)
+                    consumer = chan.bound.get(ctag) if chan is not None else None
                     if consumer is None:  # the first consumer of its tag on the connection, if any
                         binds = conns.get((cap, st), {})
                         consumer = next((c for (_, t), c in binds.items() if t == ctag), None)
                 if not has_tag or (consumer is not None and consumer[0] is True):
                     continue
                 # (a tag delivered again while outstanding replaces the first delivery)
-                chan.out[tag] = (cap * (1 << 32) + st, off, ts, frame, ids[key], int(redl))
+                chan = chan or chans.setdefault(key, _Channel())
+                chan.out[tag] = (
+                    cap * (1 << 32) + st,
+                    off,
+                    ts,
+                    frame,
+                    ids.setdefault(key, len(ids)),
+                    int(redl),
+                )
             elif name.startswith("message."):  # (0-9 and 0-10 message class: by command ids)
                 raise OutOfOrder("0-10 channels settle by command sets")
             elif name == "basic.qos" and c2s[i]:
                 count = cols[15][i] if cols[16][i] else -1
-                qos.add((ids[key], ts, frame, count, int(cols[17][i])))
-            elif name in _SETTLING and c2s[i] and chan.out:
+                qos.add((ids.setdefault(key, len(ids)), ts, frame, count, int(cols[17][i])))
+            elif name in _SETTLING and c2s[i] and chan is not None and chan.out:
                 kind = _SETTLING[name]
                 if not has_tag and kind != 3:
                     continue
