@@ -51,12 +51,14 @@ def _walk(directory, strings: dict):
     order = WireOrder()
     rows, qos = Blocks(8), Blocks(5)
     redelivered = 0
+    add = rows.add
     chans: dict = {}
     ids: dict = {}
     conns: dict = {}  # (capture, tcp_stream) -> {(channel, consumer tag): consumer}, in binding order
     methods = strings["method"]
     nulls = ("channel", "delivery_tag", "consumer_tag", "prefetch_count", "no_ack", "qos_global")
     for b in batches(directory, "methods", _COLUMNS, strings, ACK_METHODS + ("basic.qos",), nulls=nulls):
+        rows.flush()
         order.check(b["capture"], b["tcp_stream"], b["frame_number"], b["stream_offset"])
         version = strings["version"]
         if any(version.values[v] == "0-10" for v in np.unique(b["version"]).tolist() if v >= 0):
@@ -76,7 +78,7 @@ def _walk(directory, strings: dict):
                 if chan is None:
                     continue
                 for item in chan.out.values():
-                    rows.add(item[:5] + (NAT, -1, _UNSETTLED))
+                    add(item[:5] + (NAT, -1, _UNSETTLED))
                     redelivered += item[5]
                 binds = conns.get((cap, st), {})
                 for t in chan.bound:
@@ -133,11 +135,11 @@ def _walk(directory, strings: dict):
                     hit = [tag] if tag in chan.out else []
                 for k in hit:
                     item = chan.out.pop(k)
-                    rows.add(item[:5] + (ts, frame, kind))
+                    add(item[:5] + (ts, frame, kind))
                     redelivered += item[5]
     for chan in chans.values():
         for item in chan.out.values():
-            rows.add(item[:5] + (NAT, -1, _UNSETTLED))
+            add(item[:5] + (NAT, -1, _UNSETTLED))
             redelivered += item[5]
     return rows.arrays(), redelivered, qos.arrays(), ids
 

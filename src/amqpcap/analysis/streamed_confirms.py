@@ -26,21 +26,17 @@ _COLUMNS = [c for c in ROW_KEYS if c != "version"] + ["delivery_tag", "multiple"
 
 
 class Blocks:
-    """Rows of ``width`` int64 numbers, gathered in blocks of numpy arrays (a list of tuples
-    a block at most)."""
+    """Rows of ``width`` int64 numbers, gathered in blocks of numpy arrays: ``add`` a row (a
+    tuple), ``flush`` what was added into a block (after each batch of a pass)."""
 
     def __init__(self, width: int):
         self.width, self.rows, self.blocks = width, [], []
-
-    def add(self, row: tuple) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= 1 << 16:
-            self.flush()
+        self.add = self.rows.append
 
     def flush(self) -> None:
         if self.rows:
             self.blocks.append(np.array(self.rows, dtype=np.int64).reshape(-1, self.width))
-            self.rows = []
+            self.rows.clear()
 
     def arrays(self) -> np.ndarray:
         self.flush()
@@ -60,7 +56,9 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
     methods = strings["method"]
     nulls = ("channel", "delivery_tag")
     read = batches(directory, "methods", _COLUMNS, strings, CONFIRM_METHODS, nulls=nulls)
+    add = settled.add
     for b in read:
+        settled.flush()
         order.check(b["capture"], b["tcp_stream"], b["frame_number"], b["stream_offset"])
         name = [methods.values[i] for i in b["method"].tolist()]
         c2s = (b["direction"] == strings["direction"].index.get("c2s", -2)).tolist()
@@ -105,12 +103,12 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
                     while ns_ and (tag == 0 or ns_[0] <= tag):
                         p = pending.pop(ns_.popleft(), None)
                         if p is not None:
-                            settled.add((conv, p[0], p[1], ts))
+                            add((conv, p[0], p[1], ts))
                             acked += ack
                 else:
                     p = pending.pop(tag, None)
                     if p is not None:
-                        settled.add((conv, p[0], p[1], ts))
+                        add((conv, p[0], p[1], ts))
                         acked += ack
                     while ns_ and ns_[0] not in pending:  # (settled one by one: not kept)
                         ns_.popleft()
