@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from amqpcap.analysis._common import NAT
 from amqpcap.records import times
+from amqpcap.records.schema import SCHEMAS
 
 __all__ = ["table_files", "batches", "OutOfOrder", "WireOrder"]
 
@@ -95,7 +96,7 @@ def batches(
             batch = times.to_exact(batch)
             out = {}
             for c in columns:
-                col = batch.column(c) if c in have else pa.nulls(batch.num_rows, pa.string())
+                col = batch.column(c) if c in have else pa.nulls(batch.num_rows, SCHEMAS[name].field(c).type)
                 if c in nulls:
                     out[c + "_valid"] = col.is_valid().to_numpy(zero_copy_only=False)
                 out[c] = _numpy(col, strings.get(c))
