@@ -1,6 +1,9 @@
 """stats' consumer acks and unacked health from one pass over a dissect output's row groups: the
 same as the pairing of the loaded tables, and the loaded way where the pass cannot decide."""
 
+import os
+
+import pyarrow.parquet as pq
 import pytest
 from tables import Capture
 from test_streamed_confirms import dissected, write_output
@@ -92,3 +95,11 @@ def test_a_0_10_capture_is_left_to_the_loaded_pairing(tmp_path):
     with pytest.raises(OutOfOrder):
         streamed_acks(out)
     assert stats(out)["latency"]["consumer_ack"] == of_loaded(c.tables())[0]
+
+
+def test_an_output_without_a_column_it_reads_streams_with_that_column_null(tmp_path):
+    c = ack_capture()
+    out = write_output(c, tmp_path)
+    path = os.path.join(out, "methods", "part-00000.parquet")
+    pq.write_table(pq.read_table(path).drop_columns(["qos_global", "no_wait"]), path)
+    assert streamed(out) == of_loaded(c.tables())
