@@ -240,7 +240,9 @@ def build(
         settings.update(LOCAL_CONF)
         settings["spark.local.dir"] = os.path.join(tempfile.gettempdir(), "amqpcap-spark")
         settings.update(worker_arrow_pool())
-        flags = f"{JVM_FLAGS} {class_archive() if CLASS_ARCHIVE else ''}".strip()
+        archive = class_archive() if CLASS_ARCHIVE else ""
+        # the JVM logs to stdout by default (the archive's warnings as it is recorded): to stderr
+        flags = f"{JVM_FLAGS} -Xlog:disable -Xlog:all=warning:stderr {archive}".strip()
         settings["spark.driver.extraJavaOptions"] = flags
     else:
         flags = JVM_FLAGS
