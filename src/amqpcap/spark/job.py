@@ -143,6 +143,7 @@ def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, t
     dest = task_location(scratch, task.id)
     local_dir = dest.path if dest.local else tempfile.mkdtemp(prefix="amqpcap-task-")
     writer = DatasetWriter(os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True)
+    one_thread(writer)
     res = TaskResult(task.id, {})
     name = None  # the capture being dissected: named in the one line of a failure
     try:
@@ -168,8 +169,24 @@ def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, t
     return res
 
 
+def one_thread(writer: DatasetWriter) -> None:
+    """A task encodes its Parquet in its own thread.  Spark gives a task one core (spark.task.cpus)
+    and takes its parallelism from the tasks: dissect's Parquet thread, useful beside one process's
+    packet loop, would contend with the other tasks for their cores (and its GIL hand-overs wait
+    for a thread the scheduler has parked)."""
+    for t in writer.tables.values():
+        t.file.background = False
+
+
+def dissector(name: str, writer: DatasetWriter, opts: Options) -> Dissector:
+    """A ``Dissector`` that hashes message bodies in the task's thread (see ``one_thread``)."""
+    d = Dissector(name, writer, opts)
+    d.deferred_digests = False
+    return d
+
+
 def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult) -> None:
-    d = Dissector(b.name, writer, opts)
+    d = dissector(b.name, writer, opts)
     numbers = ranges.StreamNumbers(b.firsts, b.ranks)
     d.stream_of = numbers
     source = _Counting(ranges.BucketSource(b.loc, b.ranges, b.slots))
@@ -192,7 +209,7 @@ def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult) -> N
                 res.errors.append((c.name, f"{c.name}: cannot be read ({msg})", Exit.UNREADABLE))
                 return
             local = fetched
-        d = Dissector(c.name, writer, opts)
+        d = dissector(c.name, writer, opts)
         d.run(open_capture(local))
     except CaptureError as e:  # that capture's error; what it yielded before stays
         res.errors.append((c.name, str(e).replace(local, c.name, 1), e.exit_code))

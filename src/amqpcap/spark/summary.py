@@ -25,6 +25,7 @@ timestamp and its ``_nanos`` companion).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -775,8 +776,25 @@ def _rpc_rows(F, msgs, parts: int):
 def stats(spark, out: str, progress: bool = False) -> dict:
     """The ``stats --json`` dict of the dissect (or spark) output directory ``out``;
     ``progress``: a line per step on stderr."""
-    with pandas_version_warning_off():
+    with pandas_version_warning_off(), _shuffle_partitions(spark, _partitions(spark, out)):
         return _stats(spark, out, _Steps(progress))
+
+
+@contextlib.contextmanager
+def _shuffle_partitions(spark, n: int):
+    """Spark's grouping and joins shuffle into ``n`` partitions (the session's setting restored
+    afterwards): its default, 200, makes each of the report's twenty-odd aggregations 200 tasks
+    on tables a few partitions hold, most of ``stats --spark``'s time on tables pandas can hold."""
+    key = "spark.sql.shuffle.partitions"
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, str(n))
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
 
 
 class _Steps:
