@@ -50,7 +50,7 @@ from amqpcap.analysis import (
 from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis.failures import SUMMARY_COLS, order_error_summary
 from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
-from amqpcap.analysis.tables import TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
+from amqpcap.analysis.tables import ANALYSIS_COLUMNS, TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
 from amqpcap.records.times import spark_exact
@@ -74,6 +74,30 @@ _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 # --------------------------------------------------------------------------- executor side
 
 
+# 0-10's list of {lower, upper}: Spark's conversion of a list of structs to Arrow costs tens of
+# µs a row, null or not (most of the pairings' time), so it travels as text "l:u,l:u"
+RANGES = "id_ranges"
+
+
+def _ranges_as_text(F, df):
+    """``df`` with its id_ranges (if any) as text (``_ranges_from_text`` reads it back)."""
+    if RANGES not in df.columns:
+        return df
+    pair = F.transform(
+        RANGES, lambda r: F.concat_ws(":", r["lower"].cast("string"), r["upper"].cast("string"))
+    )
+    return df.withColumn(RANGES, F.when(F.col(RANGES).isNotNull(), F.concat_ws(",", pair)))
+
+
+def _ranges_from_text(col, type_) -> pa.Array:
+    def one(v):
+        if v is None:
+            return None
+        return [{"lower": int(a), "upper": int(b)} for a, b in (p.split(":") for p in v.split(",") if p)]
+
+    return pa.array([one(v) for v in col.to_pylist()], type=type_)
+
+
 def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
     """The rows of one group (tagged ``_t`` with their table) as typed pandas Tables."""
     frames = {}
@@ -83,6 +107,8 @@ def _tables(t: pa.Table, present: tuple, only=None) -> Tables:
             continue
         sub = t.filter(pc.equal(t["_t"], name)) if "_t" in t.column_names else t
         cols = {f.name: sub[f.name] for f in SCHEMAS[name] if f.name in sub.column_names}
+        if pa.types.is_string(cols.get(RANGES, pa.array([0])).type):
+            cols[RANGES] = _ranges_from_text(cols[RANGES], SCHEMAS[name].field(RANGES).type)
         frames[name] = arrow_to_pandas(pa.table(cols), name)
     return Tables(**frames, source=None, present=present)
 
@@ -289,6 +315,12 @@ def _read(spark, out: str, name: str, place: bool = False):
     if place:
         df = df.select("*", df["_metadata.file_path"].alias("_file"), df["_metadata.row_index"].alias("_row"))
     return spark_exact(df)
+
+
+def _lean(df, name: str):
+    """``df`` (table ``name``) with only the columns the analysis reads (``ANALYSIS_COLUMNS``)."""
+    want = set(ANALYSIS_COLUMNS[name])
+    return df.select(*[c for c in df.columns if c in want])
 
 
 # what the Connections table of the text report shows of a connection (summary.connection_rows)
@@ -851,10 +883,13 @@ def _stats(spark, out: str, steps: _Steps) -> dict:
         raise FileNotFoundError(f"{out}: not a dissect output directory")
     present = tuple(n for n in TABLE_NAMES if os.path.isdir(os.path.join(out, n)))
     has_frames = frames is not None
+    # the pairings read the analysis columns only: the JSON and binary ones (arguments,
+    # properties, headers, body) would be most of the rows shuffled and converted to Arrow
+    lean_methods, lean_msgs = _ranges_as_text(F, _lean(methods, "methods")), _lean(msgs, "messages")
     parts = [
         conn.withColumn("_t", F.lit("connections")),
-        methods.withColumn("_t", F.lit("methods")),
-        msgs.drop("body").withColumn("_t", F.lit("messages")),
+        lean_methods.withColumn("_t", F.lit("methods")),
+        lean_msgs.withColumn("_t", F.lit("messages")),
     ]
     if has_frames:
         parts.append(frames.withColumn("_t", F.lit("frames")))
@@ -865,8 +900,8 @@ def _stats(spark, out: str, steps: _Steps) -> dict:
     parts = _partitions(spark, out)
     res = (
         _grouped(u, ["capture", "tcp_stream"], parts, per_connection, present)
-        .unionByName(_transit_rows(F, msgs, parts))
-        .unionByName(_rpc_rows(F, msgs, parts))
+        .unionByName(_transit_rows(F, lean_msgs, parts))
+        .unionByName(_rpc_rows(F, lean_msgs, parts))
     )
     res.cache()
     tally = _tally(res, F)
