@@ -429,6 +429,7 @@ report with Spark jobs.
 Needs Java 17+ and `pip install -e '.[spark,test]'` (pyspark; moto's S3 server and boto3).
 """),
         code("""
+import atexit
 import os
 import socket
 import subprocess
@@ -446,6 +447,46 @@ WORK = Path(tempfile.mkdtemp(prefix="amqpcap-nb05-"))
 spark = session.build("local[2]", app="amqpcap notebook", quiet=True,  # the JVM's chatter to a log file
                       conf={"spark.sql.shuffle.partitions": "4", "spark.local.dir": str(WORK / "spark")})
 spark.conf.get("spark.sql.session.timeZone")  # times shown in UTC"""),
+        md("""
+## A cluster to run on later
+
+A master and two one-core workers, started from pyspark's own `bin/spark-class` on
+loopback (on a real cluster each node runs its part, e.g. `sbin/start-master.sh` and
+`sbin/start-worker.sh spark://head:7077`). They start in the background while local mode
+runs below.
+"""),
+        code("""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, ready, procs, timeout=180):
+    t0 = time.monotonic()
+    while not ready():
+        if any(p.poll() is not None for p in procs) or time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.5)
+
+
+SPARK_HOME = os.path.dirname(pyspark.__file__)
+node_env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_JAVA_OPTS=session.JVM_FLAGS,
+                SPARK_LOG_DIR=str(WORK / "cluster"), SPARK_WORKER_DIR=str(WORK / "cluster" / "work"))
+(WORK / "cluster").mkdir()
+node_log = WORK / "cluster" / "nodes.log"
+spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
+port = free_port()
+master_url = f"spark://127.0.0.1:{port}"
+with open(node_log, "w") as log:
+    nodes = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(free_port())],
+                              env=node_env, stdout=log, stderr=subprocess.STDOUT)]
+    nodes += [subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                                "--cores", "1", "--memory", "1g", "--webui-port", str(free_port())],
+                               env=node_env, stdout=log, stderr=subprocess.STDOUT) for _ in range(2)]
+atexit.register(lambda: [p.terminate() for p in nodes if p.poll() is None])  # even if a cell below fails
+master_url"""),
         md("""
 ## Local mode
 
@@ -517,42 +558,11 @@ spark.stop()'''),
         md("""
 ## A standalone cluster
 
-A master and two one-core workers, started from pyspark's own `bin/spark-class` on
-loopback (on a real cluster each node runs its part, e.g. `sbin/start-master.sh` and
-`sbin/start-worker.sh spark://head:7077`). Executors need amqpcap and pyarrow: here they run
-this notebook's Python (`spark.pyspark.python`); on other machines, install the wheel on
-every node or ship a packed virtual environment (README, Spark).
+Reached at `master_url` once its nodes have registered with it. Executors need amqpcap and
+pyarrow: here they run this notebook's Python (`spark.pyspark.python`); on other machines,
+install the wheel on every node or ship a packed virtual environment (README, Spark).
 """),
         code("""
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, ready, procs, timeout=180):
-    t0 = time.monotonic()
-    while not ready():
-        if any(p.poll() is not None for p in procs) or time.monotonic() - t0 > timeout:
-            raise RuntimeError(f"{what} did not start")
-        time.sleep(0.5)
-
-
-SPARK_HOME = os.path.dirname(pyspark.__file__)
-node_env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_JAVA_OPTS=session.JVM_FLAGS,
-                SPARK_LOG_DIR=str(WORK / "cluster"), SPARK_WORKER_DIR=str(WORK / "cluster" / "work"))
-(WORK / "cluster").mkdir()
-node_log = WORK / "cluster" / "nodes.log"
-spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
-port = free_port()
-master_url = f"spark://127.0.0.1:{port}"
-with open(node_log, "w") as log:
-    nodes = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(free_port())],
-                              env=node_env, stdout=log, stderr=subprocess.STDOUT)]
-    nodes += [subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
-                                "--cores", "1", "--memory", "1g", "--webui-port", str(free_port())],
-                               env=node_env, stdout=log, stderr=subprocess.STDOUT) for _ in range(2)]
 wait_for("the cluster", lambda: node_log.read_text().count("Registering worker") >= 2, nodes)
 print(master_url, "with", node_log.read_text().count("Registering worker"), "workers")"""),
         code("""
@@ -578,6 +588,7 @@ import boto3
 s3_port = free_port()
 s3_server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+atexit.register(lambda: s3_server.poll() is None and s3_server.terminate())
 os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_port}", AWS_ACCESS_KEY_ID="testing",
                   AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
 
