@@ -413,7 +413,8 @@ print(f"SUMMARY messages_c2s={int(by_dir.get('c2s', 0))} messages_s2c={int(by_di
     ]
 
 
-def spark_job():
+def spark_local_cells():
+    """Notebook 05: the session, the cluster's start and the local-mode run."""
     return [
         md("""
 # 05 — Spark: the dissect job and Spark SQL
@@ -499,6 +500,12 @@ out = str(WORK / "out")
 summary = run(spark, [str(CAPTURES)], out, split_size=200_000, frames=True)
 print(f"{summary.captures} captures, {summary.tasks} tasks, split: {summary.split}")
 summary.rows"""),
+    ]
+
+
+def spark_sql_cells():
+    """Notebook 05: the local dataset explored with Spark SQL."""
+    return [
         md("## Explore with Spark SQL"),
         code('''
 for name in ("connections", "methods", "messages", "anomalies", "frames"):
@@ -555,6 +562,12 @@ n = spark.sql("""SELECT (SELECT count(*) FROM connections) AS connections, (SELE
 print(f"SUMMARY connections={n.connections} methods={n.methods} frames={n.frames} publishes={n.publishes} "
       f"tasks={summary.tasks} split={len(summary.split)}")
 spark.stop()'''),
+    ]
+
+
+def spark_elsewhere_cells():
+    """Notebook 05: the same job on the standalone cluster and on S3; everything stopped."""
+    return [
         md("""
 ## A standalone cluster
 
@@ -629,6 +642,10 @@ print(f"SUMMARY cluster_rows={sum(on_cluster.rows.values())} s3_rows={sum(on_s3.
       f"local_rows={sum(summary.rows.values())} cluster_tasks={on_cluster.tasks} s3_captures={on_s3.captures} "
       f"stopped={sum(c is not None for c in codes)}/{len(codes)}")"""),
     ]
+
+
+def spark_job():
+    return spark_local_cells() + spark_sql_cells() + spark_elsewhere_cells()
 
 
 NOTEBOOKS = {
