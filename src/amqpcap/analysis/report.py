@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, si
+from amqpcap.analysis.batches import is_output_dir
 from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
@@ -34,11 +35,12 @@ from amqpcap.analysis.summary import (
     connections_table,
     frames_note,
     section_tables,
-    span_summary,
+    span_duration,
     stats_source,
     throughput_cells,
 )
 from amqpcap.analysis.summary import stats as stats_dict
+from amqpcap.analysis.timespan import first_ts
 from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
@@ -113,6 +115,8 @@ def _empty(fig: Figure, title: str, text: str):
 
 
 def _t0(t) -> pd.Timestamp | None:
+    if is_output_dir(t):
+        return first_ts(t)
     vals = []
     for df in (t.connections, t.methods, t.messages, t.frames):
         if len(df) and df["ts"].notna().any():
@@ -776,12 +780,13 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     drawn: dict = {}  # figures and frames made from the tables a stats section loaded
 
     def draw(section, tables):
-        if section == "counts":  # the light group: connections, errors, the time origin
-            drawn["t0"] = t0 = _t0(tables)
-            drawn["bucket"] = bucket or pick_bucket(span_summary(tables)["duration_s"])
+        if section == "span":  # the time origin and the plot bucket (a directory: read by column)
+            drawn["t0"] = _t0(tables)
+            drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
+        elif section == "counts":  # the light group: connections, errors
             drawn["err"] = err = errors_frame(tables)
-            drawn["connections"] = connections_table(tables, _PAGE_LIMIT)
-            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", t0)
+            drawn["connections"] = connections_table(src if is_output_dir(src) else tables, _PAGE_LIMIT)
+            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", drawn["t0"])
         elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
             drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
         elif section == "throughput":  # (its section's tables: not loaded again for the figure)
@@ -794,6 +799,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         tables = Sections(src)
+        draw("span", tables("span"))
         draw("counts", tables("counts"))
         draw("consumer_ack", tables("unacked"))
         tables.close()
