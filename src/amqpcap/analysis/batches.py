@@ -13,18 +13,34 @@ from collections.abc import Iterator
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, POOL, arrow_to_pandas, table_dataset
+from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, POOL, arrow_to_pandas, table_files
 from amqpcap.records import times
 
-__all__ = ["BATCH_ROWS", "is_output_dir", "frames"]
+__all__ = ["BATCH_ROWS", "is_output_dir", "tables", "frames"]
 
-BATCH_ROWS = 1 << 19  # rows per batch: a few tens of MB of a frame of a few columns
+BATCH_ROWS = 1 << 17  # rows per batch: a few MB of a frame of a few columns, tens with its transients
 
 
 def is_output_dir(t) -> bool:
     """True when ``t`` is a dissect output directory (read batch by batch), not loaded tables."""
     return isinstance(t, (str, os.PathLike)) and os.path.isdir(t)
+
+
+def tables(directory, name: str, columns: list[str], rows: int | None = None) -> Iterator[pa.Table]:
+    """The ``columns`` of table ``name`` of dissect output ``directory`` (those a file has), ``rows``
+    (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with exact ns times (the strings of
+    :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as dictionaries); nothing when the table
+    is absent or empty.  Row group after row group, no read ahead: memory follows one batch."""
+    for path in table_files(directory, name):
+        f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in CATEGORICAL_COLUMNS])
+        have = f.schema_arrow.names
+        want = [c for c in times.with_companions(columns, have) if c in have]
+        for batch in f.iter_batches(batch_size=rows or BATCH_ROWS, columns=want, use_threads=False):
+            if batch.num_rows:
+                yield times.to_exact(pa.Table.from_batches([batch]), POOL)
+        f.close()
 
 
 def frames(
@@ -34,20 +50,11 @@ def frames(
     *,
     categorical=CATEGORICAL_COLUMNS,
     compact: bool = True,
-    rows: int = BATCH_ROWS,
+    rows: int | None = None,
 ) -> Iterator[pd.DataFrame]:
-    """The ``columns`` of table ``name`` of dissect output ``directory``, ``rows`` rows at a time, in
-    the files' order, each slice as a frame typed like a section load's (``columns="compact"``; or
-    as :func:`~amqpcap.analysis.tables.arrow_to_pandas` makes it with ``categorical`` and
-    ``compact``); nothing when the table is absent or empty."""
-    dataset = table_dataset(directory, name)
-    if dataset is None:
-        return
-    want = times.with_companions(columns, dataset.schema.names)
-    for batch in dataset.to_batches(columns=want, batch_size=rows, use_threads=False, memory_pool=POOL):
-        if batch.num_rows == 0:
-            continue
-        table = times.to_exact(pa.Table.from_batches([batch]), POOL)
-        del batch
+    """:func:`tables` as pandas frames typed like a section load's (``columns="compact"``; or as
+    :func:`~amqpcap.analysis.tables.arrow_to_pandas` makes them with ``categorical`` and
+    ``compact``)."""
+    for table in tables(directory, name, columns, rows):
         yield arrow_to_pandas(table, name, columns, categorical, compact)
         del table

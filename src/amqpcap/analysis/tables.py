@@ -465,16 +465,13 @@ def _read_table(
     return None
 
 
-def table_dataset(directory: str | os.PathLike, name: str) -> ds.Dataset | None:
-    """The Parquet dataset of table ``name`` of a dissect output as :func:`read_table` reads it
-    (the stored schema, :data:`CATEGORICAL_COLUMNS` as dictionaries), for a read batch by batch;
-    None when the table is absent or has no file."""
+def table_files(directory: str | os.PathLike, name: str) -> list[str]:
+    """The Parquet files of table ``name`` of a dissect output, in the order :func:`read_table`
+    reads them (none when the table is absent)."""
     p = Path(directory) / name
     if p.is_dir():
-        files = [str(x) for x in sorted(x for x in p.rglob("*.parquet") if not x.name.startswith((".", "_")))]
-    else:
-        files = [str(p.with_suffix(".parquet"))] if p.with_suffix(".parquet").is_file() else []
-    return _dataset(files, name, CATEGORICAL_COLUMNS) if files else None
+        return [str(x) for x in sorted(x for x in p.rglob("*.parquet") if not x.name.startswith((".", "_")))]
+    return [str(p.with_suffix(".parquet"))] if p.with_suffix(".parquet").is_file() else []
 
 
 def count_rows(directory: str | os.PathLike, name: str) -> int:

@@ -232,7 +232,10 @@ def _batch_events(directory, keep: list, frames_source: str):
         yield _message_events(m, [], keep, frames_source)
     if frames_source == "frames":
         for f in batches.frames(directory, "frames", _FRAME_COLUMNS, **read):
-            yield _frame_counts(f)[keep + _VALUES]
+            f = _frame_counts(f)
+            f["messages"] = 0
+            f["body_bytes"] = 0
+            yield f[keep + _VALUES]
     else:
         cols = list(
             dict.fromkeys(keep + ["tcp_stream", "direction", "stream_offset", "frame_size", "version"])
