@@ -495,17 +495,20 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     fig = Figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    e = un[keys + ["ts", "unacked"]].copy()
-    e["_ts"] = ns(e["ts"])
-    e["_d"] = (
-        e.groupby(keys, sort=False, dropna=False, observed=True)["unacked"]
+    # the total: each channel's changes in time order, summed (arrays of the two columns read, no
+    # copy of the frame)
+    d = (
+        un.groupby(keys, sort=False, dropna=False, observed=True)["unacked"]
         .diff()
-        .fillna(e["unacked"])
+        .fillna(un["unacked"])
         .astype(float)
+        .to_numpy()
     )
-    e = e.sort_values("_ts", kind="stable")
-    x = (e["_ts"].to_numpy() - t0n) / 1e9
-    y = e["_d"].cumsum().to_numpy()
+    ts = ns(un["ts"])
+    order = np.argsort(ts, kind="stable")
+    x = (ts[order] - t0n) / 1e9
+    y = np.cumsum(d[order])
+    del d, ts, order
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
