@@ -163,7 +163,8 @@ def capture(data: str, packets: int) -> str:
 
 
 def against_dissect(a, data: str) -> list[dict]:
-    """``--gb``: per size, rounds of dissect, stats and report; the medians and the ratios."""
+    """``--gb``: per size, rounds of dissect, stats and report; the medians and the ratios (with
+    ``--write-doc``, the table of the sizes measured so far written after each)."""
     rows = []
     for gb in [float(x) for x in a.gb.split(",")]:
         cap = capture(data, round(gb * PACKETS_PER_GB))
@@ -210,6 +211,8 @@ def against_dissect(a, data: str) -> list[dict]:
             flush=True,
         )
         rows.append(row)
+        if a.write_doc:
+            write_doc(rows, a)
     return rows
 
 
@@ -268,9 +271,7 @@ def main() -> int:
     os.makedirs(data, exist_ok=True)
     try:
         if a.gb:
-            rows = against_dissect(a, data)
-            if a.write_doc:
-                write_doc(rows, a)
+            against_dissect(a, data)
             return 0
         return one_size(a, data)
     finally:
