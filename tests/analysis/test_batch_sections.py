@@ -7,14 +7,17 @@ import os
 import shutil
 import struct
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import amqpcap
 from amqpcap.analysis import batches
-from amqpcap.analysis.report import _t0
+from amqpcap.analysis.connection_health import unacked
+from amqpcap.analysis.report import total_unacked
 from amqpcap.analysis.summary import connections_table, span_summary, stats, time_outliers
 from amqpcap.analysis.tables import dissect_cached
+from amqpcap.analysis.timespan import first_ts
 from amqpcap.analysis.traffic import throughput, totals
 from amqpcap.pipeline import dissect
 
@@ -73,7 +76,8 @@ def test_span_of_the_batches_equals_that_of_the_loaded_tables(outputs, name):
     out = outputs[name]
     loaded = amqpcap.load(out)
     assert span_summary(out) == span_summary(loaded)
-    assert _t0(out) == _t0(loaded)
+    tables = (loaded.connections, loaded.methods, loaded.messages, loaded.frames)
+    assert first_ts(out) == min(df["ts"].min() for df in tables if len(df) and df["ts"].notna().any())
 
 
 def test_a_packet_stamped_1970_is_found_by_the_batches(outputs):
@@ -105,3 +109,20 @@ def test_an_output_without_frames_files_reads_as_empty(outputs, tmp_path):
     shutil.rmtree(out / "messages")
     (out / "messages").mkdir()
     assert list(batches.frames(str(out), "messages", ["ts"])) == []
+
+
+def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count(outputs):
+    t = amqpcap.load(outputs["two captures"])
+    un = unacked(t)
+    assert len(un) and un.groupby(["capture", "tcp_stream", "channel"], observed=True).ngroups >= 1
+    t0n = int(un["ts"].min().value)
+    x, y = total_unacked(un, t0n)
+    assert len(x) == len(y) == len(un) and (x[1:] >= x[:-1]).all()
+    # after each event in time order: the latest count of every channel, added up
+    order = np.argsort(un["ts"].to_numpy(), kind="stable")
+    latest: dict = {}
+    for i, k in enumerate(order):
+        r = un.iloc[k]
+        latest[(r["capture"], r["tcp_stream"], r["channel"])] = int(r["unacked"])
+        assert y[i] == sum(latest.values())
+        assert x[i] == (r["ts"].value - t0n) / 1e9

@@ -451,6 +451,23 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     return _save(fig, path)
 
 
+def total_unacked(un: pd.DataFrame, t0n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The unacknowledged deliveries of every channel together after each event of an
+    :func:`~amqpcap.analysis.connection_health.unacked` frame, in time order: (seconds since
+    ``t0n`` ns, total).  Each channel's changes summed in time order, from two column arrays (no
+    copy of the frame)."""
+    d = (
+        un.groupby(["capture", "tcp_stream", "channel"], sort=False, dropna=False, observed=True)["unacked"]
+        .diff()
+        .fillna(un["unacked"])
+        .astype(float)
+        .to_numpy()
+    )
+    ts = ns(un["ts"])
+    order = np.argsort(ts, kind="stable")
+    return (ts[order] - t0n) / 1e9, np.cumsum(d[order])
+
+
 def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
     """Up to ``top`` channels: each channel's unacked count over time with its prefetch.
     More channels: the total over time, and each channel's peak against its prefetch."""
@@ -495,20 +512,7 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     fig = Figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    # the total: each channel's changes in time order, summed (arrays of the two columns read, no
-    # copy of the frame)
-    d = (
-        un.groupby(keys, sort=False, dropna=False, observed=True)["unacked"]
-        .diff()
-        .fillna(un["unacked"])
-        .astype(float)
-        .to_numpy()
-    )
-    ts = ns(un["ts"])
-    order = np.argsort(ts, kind="stable")
-    x = (ts[order] - t0n) / 1e9
-    y = np.cumsum(d[order])
-    del d, ts, order
+    x, y = total_unacked(un, t0n)
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
