@@ -29,10 +29,11 @@ def is_output_dir(t) -> bool:
 
 
 def tables(directory, name: str, columns: list[str], rows: int | None = None) -> Iterator[pa.Table]:
-    """The ``columns`` of table ``name`` of dissect output ``directory`` (those a file has), ``rows``
-    (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with exact ns times (the strings of
-    :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as dictionaries); nothing when the table
-    is absent or empty.  Row group after row group, no read ahead: memory follows one batch."""
+    """The ``columns`` of table ``name`` of dissect output ``directory`` (those a file has),
+    ``rows`` (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with
+    exact ns times (the strings of :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as
+    dictionaries); nothing when the table is absent or empty.  Row group after row group, no read
+    ahead: memory follows one batch."""
     for path in table_files(directory, name):
         f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in CATEGORICAL_COLUMNS])
         have = f.schema_arrow.names
