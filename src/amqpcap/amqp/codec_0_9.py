@@ -482,35 +482,12 @@ class Decoder09Py(StreamDecoder):
     _frames = frames_reference  # the stream core's frame loop for this grammar
 
 
-_compiled_class = None
-
-
-def implementation(on: bool) -> type:
-    """The 0-8 / 0-9 / 0-9-1 decoder class: the reference, or (``on``; it must be built) the
-    same grammar with the compiled walker (fast09): its frame loop, its per-feed path of the
-    stream core, and the per-direction state and contents in assembly with their fields in C."""
-    global _compiled_class
-    if not on:
-        return Decoder09Py
-    if _compiled_class is None:
-        from amqpcap.amqp import fast09
-
-        class Decoder09C(Decoder09Py):
-            __doc__ = implementation.__doc__
-            _frames = fast09.frames
-            feed = fast09.feed
-            data = fast09.data
-            Direction = fast09.Direction
-            Pending = fast09.Pending
-            # what ``direct_output`` hands over: none until it does (every event made)
-            row_sink = None
-            deferred_digests = False
-
-        _compiled_class = Decoder09C
-    return _compiled_class
-
-
-Decoder09 = implementation(compiled.select("fast09") is not None)
+# The 0-8 / 0-9 / 0-9-1 decoder class, chosen once at import: the reference, or fast09.Decoder09
+# (this grammar with the compiled walker: its frame loop, its per-feed path of the stream core,
+# and the per-direction state and contents in assembly with their fields in C; whatever it does
+# not walk itself it hands to the reference's public frame methods).
+_fast = compiled.select("fast09")
+Decoder09 = _fast.Decoder09 if _fast is not None else Decoder09Py
 
 
 def direct_output(codec, row_sink, deferred_digests: bool) -> None:
@@ -518,17 +495,11 @@ def direct_output(codec, row_sink, deferred_digests: bool) -> None:
     reference makes every event; the dissect pipeline chooses, pipeline.Dissector): the rows of
     the methods and contents it decodes on its common path go to ``row_sink`` (a
     fastrows.RowSink; None: events), and a finished content's ``body_hash`` may be a digest
-    still being computed (fast09.Sha256, ``deferred_digests``) for a table buffer that takes one."""
-    if _compiled_class is not None and isinstance(codec, _compiled_class):
+    still being computed (fast09.Sha256, ``deferred_digests``) for a table buffer that takes one.
+    The compiled class declares both (``row_sink``, ``deferred_digests``); the reference neither."""
+    if hasattr(type(codec), "row_sink"):
         codec.deferred_digests = deferred_digests
         codec.row_sink = row_sink
-
-
-def use_compiled(on: bool) -> None:
-    """Bind ``Decoder09`` to the compiled class (``on``) or the reference: the tests run both
-    (the process chooses once, above).  A decoder keeps the class it was made with."""
-    global Decoder09
-    Decoder09 = implementation(on)
 
 
 def compiled_in_use() -> bool:

@@ -36,15 +36,11 @@ cdef extern from *:
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
-# link.Packet and link.parse_packet_reference, handed in by link.use_compiled (link imports
-# this module: importing link from here would be circular)
-cdef object PACKET = None
-cdef object REFERENCE = None
+# link imports this module at its end, both of these defined
+from amqpcap.capture.link import Packet as _Packet, parse_packet_reference as _reference
 
-
-def bind(packet_class, reference) -> None:
-    global PACKET, REFERENCE
-    PACKET, REFERENCE = packet_class, reference
+cdef object PACKET = _Packet
+cdef object REFERENCE = _reference
 
 
 cdef inline uint16_t rd16(const uint8_t *p) noexcept nogil:

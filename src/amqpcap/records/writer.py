@@ -357,20 +357,13 @@ def release_memory() -> None:
         fastwriter.release_pool()
 
 
-def use_compiled(on: bool) -> None:
-    """Buffer tables with the compiled column buffers (``on``; they must be built) or
-    ``TableBufferReference``.  compiled.select() makes the choice once at import."""
-    global TableBuffer
-    TableBuffer = compiled_table_buffer() if on else TableBufferReference
-
-
 def compiled_in_use() -> bool:
     """True if ``TableBuffer`` (what DatasetWriter uses) is the compiled one."""
     return TableBuffer is not TableBufferReference
 
 
-TableBuffer = TableBufferReference
-use_compiled(compiled.select("fastwriter") is not None)
+# what DatasetWriter buffers tables with, chosen once at import
+TableBuffer = compiled_table_buffer() if compiled.select("fastwriter") is not None else TableBufferReference
 
 
 def _pid_gone(pid: int) -> bool:
