@@ -307,7 +307,7 @@ def test_a_table_by_name_gives_the_batches_its_arrow_schema_gives(fastwriter, tm
     pyarrow (the dissect's tables); the batches it takes equal ``Columns(SCHEMAS[name])``'s."""
     from amqpcap.records.schema import TABLES
 
-    tables = dissect_with(False, CAPTURES, tmp_path / "ref")  # 0-8 to 0-10: id_ranges too
+    tables = dissect_here(CAPTURES, tmp_path / "ref")  # 0-8 to 0-10: id_ranges too
     for name in TABLES:
         assert [str(c.type) for c in [fastwriter.column(t) for _, t, _ in TABLES[name]]] == [
             str(f.type) for f in SCHEMAS[name]
