@@ -18,7 +18,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, on_the_other_side
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, decoder09, on_the_other_side
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,11 +30,6 @@ from amqpcap.amqp import spec as spec_tables
 @pytest.fixture(scope="module")
 def fast09():
     return built_or_skip("fast09")
-
-
-def decoder(compiled: bool) -> type:
-    """The compiled decoder class (fast09 must be built) or the reference."""
-    return built_or_skip("fast09").Decoder09 if compiled else codec_0_9.Decoder09Py
 
 
 # --- the choice ------------------------------------------------------------------------------
@@ -141,7 +136,7 @@ def damaged_streams(draw):
 def events(compiled: bool, version: str, chunks, frame_events: bool = True, **kw) -> list:
     """The events (repr: a NaN in a table compares equal to itself), and the frames tallied
     per (direction, time) last."""
-    dec = decoder(compiled)(version, **kw)
+    dec = decoder09(compiled)(version, **kw)
     tallied: dict = {}
     dec.frame_events = frame_events
     dec.tally = lambda d, ts, n: tallied.__setitem__((d, ts), tallied.get((d, ts), 0) + n)
@@ -168,7 +163,7 @@ def test_compiled_and_reference_emit_identical_events(
 
 def one_direction(compiled: bool, version: str, pieces, **kw) -> list:
     """The events of ``pieces`` fed in order to one direction, packet by packet (repr)."""
-    _, events = A.decode(pieces, version, decoder=decoder(compiled), **kw)
+    _, events = A.decode(pieces, version, decoder=decoder09(compiled), **kw)
     return [repr(e) for e in events]
 
 
@@ -299,7 +294,7 @@ def test_a_frame_max_tuned_between_packets_is_seen_by_the_compiled_walker(fast09
     second = A.body_frame(1, b"x" * 5000)  # beyond a frame-max of 4096
     seen = {}
     for compiled in (False, True):
-        dec = decoder(compiled)("0-9-1")
+        dec = decoder09(compiled)("0-9-1")
         dec.frame_events = False
         dec.feed(0, first, 0, 1, 0)
         out = [repr(e) for _, e in dec.pop_events()]
@@ -322,7 +317,7 @@ def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
     )
     got = {}
     for compiled in (False, True):
-        dec = decoder(compiled)()
+        dec = decoder09(compiled)()
         dec.feed(0, data, 0, 1, 0)
         (c,) = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
         got[compiled] = (c.body_hash, c.body_received, c.complete)

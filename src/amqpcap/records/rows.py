@@ -2,8 +2,8 @@
 filled by column index in a list, then frozen: the writer converts tuples).
 
 ``method_row`` and ``message_row`` run per event: they are the reference functions here, or
-their compiled twins (fastrows.pyx, optional, chosen by compiled.py like the 0-9 decoder;
-``use_compiled`` switches, for the tests and benches)."""
+their compiled twins (fastrows.pyx, optional), chosen once at import by compiled.py like the
+0-9 decoder."""
 
 from __future__ import annotations
 

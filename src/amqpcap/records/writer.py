@@ -5,7 +5,7 @@ in row groups and renames the temporary directory to ``out`` in ``close()``,
 so an interrupted run never leaves a dataset that looks complete.
 
 A table's rows wait in a ``TableBuffer`` until ROW_GROUP of them make a record batch.  Two
-implementations, chosen by compiled.py like the row builders (``use_compiled`` switches):
+implementations, chosen once at import by compiled.py like the row builders:
 ``TableBufferReference`` here keeps the row tuples and converts them with ``pa.array`` at
 flush; the compiled one (fastwriter.pyx, optional) appends every value to typed column buffers
 as the row arrives and wraps them in Arrow arrays at flush (no ``pa.array``: no per-value
