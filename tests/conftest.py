@@ -13,9 +13,14 @@ if _TESTS not in sys.path:
 def pytest_sessionstart(session):
     """In CI (AMQPCAP_REQUIRE_TOOLS) the compiled pass runs every compiled part: one that is not
     built, or stale, fails the run instead of silently testing pure Python twice."""
+    import amqpcap
+    from amqpcap import compiled
+
+    where = os.environ.get("AMQPCAP_INSTALLED_FROM")  # tests run with an installed wheel
+    if where and not amqpcap.__file__.startswith(where):
+        raise pytest.UsageError(f"amqpcap comes from {amqpcap.__file__}, not the install in {where}")
     if not os.environ.get("AMQPCAP_REQUIRE_TOOLS") or os.environ.get("AMQPCAP_PURE", "") not in ("", "0"):
         return
-    from amqpcap import compiled
 
     missing = [
         why

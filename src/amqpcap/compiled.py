@@ -18,6 +18,10 @@ asks at import and binds one implementation):
   build is not used until it is rebuilt.
 
 It imports nothing of amqpcap, so every stage (capture/, tcp/, amqp/, records/) can ask it.
+A part is imported by its reference module, at that module's end (``select``), or through
+``built``, which imports the reference first: a part imports from its reference what it falls
+back to (fast09 subclasses ``codec_0_9.Decoder09Py``), so importing a part's extension module
+before its reference is circular.
 """
 
 from __future__ import annotations
