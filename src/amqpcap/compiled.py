@@ -18,10 +18,9 @@ asks at import and binds one implementation):
   build is not used until it is rebuilt.
 
 It imports nothing of amqpcap, so every stage (capture/, tcp/, amqp/, records/) can ask it.
-A part is imported by its reference module, at that module's end (``select``), or through
-``built``, which imports the reference first: a part imports from its reference what it falls
-back to (fast09 subclasses ``codec_0_9.Decoder09Py``), so importing a part's extension module
-before its reference is circular.
+A part is imported by the module that binds it (``select``, at import), or through ``built``,
+which imports its reference module first (fast09 subclasses ``codec_0_9.Decoder09Py``, which
+decoder.py binds; the others' references bind them at their own end).
 """
 
 from __future__ import annotations

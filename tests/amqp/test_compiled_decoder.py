@@ -39,8 +39,8 @@ def fast09():
 
 
 def _active(env: dict) -> str:
-    code = "from amqpcap import compiled; from amqpcap.amqp import codec_0_9; "
-    code += "print(codec_0_9.compiled_in_use(), compiled.describe())"
+    code = "from amqpcap import compiled; from amqpcap.amqp import decoder; "
+    code += "print(decoder.compiled_in_use(), compiled.describe())"
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 

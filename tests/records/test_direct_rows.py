@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap.amqp import codec_0_9
-from amqpcap.amqp.decoder import ConnectionDecoder
+from amqpcap.amqp.decoder import ConnectionDecoder, Decoder09
 from amqpcap.amqp.events import Anomaly, Content, Method
 from amqpcap.records import rows
 from amqpcap.records.schema import SCHEMAS
@@ -245,7 +245,7 @@ def test_the_reference_codec_takes_no_direct_output_and_makes_every_event():
 
 @pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 def test_the_compiled_codec_takes_the_direct_output_it_is_handed(compiled):
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     assert dec.row_sink is None and dec.deferred_digests is False  # events until told otherwise
     sink = object()
     codec_0_9.direct_output(dec, sink, True)

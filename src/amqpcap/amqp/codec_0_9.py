@@ -1,6 +1,6 @@
 """AMQP 0-8 / 0-9 / 0-9-1 codec: frames, methods, content headers, field tables.
 
-``Decoder09`` is the frame grammar of these versions on the stream core
+``Decoder09Py`` is the frame grammar of these versions on the stream core
 (``stream.StreamDecoder``): ``feed()`` bytes of either direction after the
 protocol header, ``pop_events()`` to read what they decoded.  It never raises on
 wire data: whatever it cannot decode becomes an ``Anomaly`` event and the core
@@ -20,7 +20,6 @@ from functools import cache, partial
 from struct import Struct
 from struct import error as StructError
 
-from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
@@ -174,9 +173,9 @@ class Decoder09Py(StreamDecoder):
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
     grammar of these versions on the stream core; the reference.
 
-    ``Decoder09`` is this class or its compiled twin (``implementation``), chosen at import.
-    The twin hands every frame that is not on its common path to the public ``decode_*_frame``
-    methods here, and every walk it cannot do to ``frames_reference``."""
+    ``decoder.Decoder09`` is this class or its compiled twin (``fast09.Decoder09``, a subclass),
+    chosen once at import.  The twin hands every frame that is not on its common path to the
+    public ``decode_*_frame`` methods here, and every walk it cannot do to ``frames_reference``."""
 
     HEADER = 7
     CANDIDATE = CANDIDATE_0_9
@@ -482,14 +481,6 @@ class Decoder09Py(StreamDecoder):
     _frames = frames_reference  # the stream core's frame loop for this grammar
 
 
-# The 0-8 / 0-9 / 0-9-1 decoder class, chosen once at import: the reference, or fast09.Decoder09
-# (this grammar with the compiled walker: its frame loop, its per-feed path of the stream core,
-# and the per-direction state and contents in assembly with their fields in C; whatever it does
-# not walk itself it hands to the reference's public frame methods).
-_fast = compiled.select("fast09")
-Decoder09 = _fast.Decoder09 if _fast is not None else Decoder09Py
-
-
 def direct_output(codec, row_sink, deferred_digests: bool) -> None:
     """Let ``codec`` write rows and digests without events, if it is the compiled walker (the
     reference makes every event; the dissect pipeline chooses, pipeline.Dissector): the rows of
@@ -500,8 +491,3 @@ def direct_output(codec, row_sink, deferred_digests: bool) -> None:
     if hasattr(type(codec), "row_sink"):
         codec.deferred_digests = deferred_digests
         codec.row_sink = row_sink
-
-
-def compiled_in_use() -> bool:
-    """True if new 0-8 / 0-9 / 0-9-1 decoders walk frames with the compiled walker."""
-    return Decoder09 is not Decoder09Py

@@ -1321,8 +1321,7 @@ cdef parse(dec, int direction, Direction d):
         d.pos = 0
 
 
-# --- what codec_0_9 binds as ``Decoder09`` when this part is built ----------------------------
-# (imported here, at the end: codec_0_9 imports this module at its own end, the reference defined)
+# --- what decoder.py binds as ``Decoder09`` when this part is built --------------------------
 from amqpcap.amqp.codec_0_9 import Decoder09Py
 
 _walk_frames, _feed, _data, _Direction, _Pending = frames, feed, data, Direction, Pending

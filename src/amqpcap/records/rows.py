@@ -13,7 +13,6 @@ from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
-from amqpcap.records import liveness
 from amqpcap.records.schema import COLUMNS, DIRS
 
 
