@@ -217,54 +217,68 @@ class Conn:
             self.seq[d] += len(chunk)
 
 
-def build(path: str, target_mb: float, seed: int = 7) -> None:
+def batches(count: int = 400):
+    """The bulk traffic's messages, batch by batch (every version's bulk capture): lists of 1 to
+    8 (routing key, body), bodies of 64 B to 2 KiB, some of 8-64 KiB, a few of 200 kB."""
+    for _batch in range(count):
+        msgs = []
+        for _ in range(random.randint(1, 8)):
+            r = random.random()
+            size = (
+                random.choice([64, 128, 256, 512, 1024, 2048])
+                if r < 0.95
+                else random.choice([8192, 16384, 65536])
+                if r < 0.995
+                else 200000
+            )
+            msgs.append((f"orders.{random.randint(0, 9)}", os.urandom(64) * (size // 64)))
+        yield msgs
+
+
+def build_bulk(path: str, target_mb: float, seed: int, port: int, conversation) -> None:
+    """A capture of ``target_mb`` MB: pairs of connections (a publisher, a consumer, from client
+    port ``port`` on), each pair's traffic written by ``conversation(pub, con, n)``, which
+    returns the number of the next message (``n``: its first)."""
     random.seed(seed)
     out = PcapOut(path)
     n = 0
-    port = 40000
     while os.path.getsize(path) < target_mb * 1e6 if os.path.exists(path) else True:
         pub, con = Conn(out, port), Conn(out, port + 1)
         port += 2
-        for conn in (pub, con):
-            c, s = handshake()
-            for a, b in zip(c, s + [b""]):
-                conn.send(0, a)
-                if b:
-                    conn.send(1, b)
-        pub.send(0, method(1, 85, 10, b"\x00"))
-        pub.send(1, method(1, 85, 11, b""))
-        con.send(0, method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
-        con.send(1, method(1, 60, 11, b""))
-        tag = 0
-        for _batch in range(400):
-            msgs = []
-            for _ in range(random.randint(1, 8)):
-                r = random.random()
-                size = (
-                    random.choice([64, 128, 256, 512, 1024, 2048])
-                    if r < 0.95
-                    else random.choice([8192, 16384, 65536])
-                    if r < 0.995
-                    else 200000
-                )
-                msgs.append((f"orders.{random.randint(0, 9)}", os.urandom(64) * (size // 64)))
-            pub.send(
-                0, b"".join(publish(1, "amq.topic", rk, body, n + i) for i, (rk, body) in enumerate(msgs))
-            )
-            pub.send(1, method(1, 60, 80, struct.pack(">QB", n + len(msgs), 1)))
-            for i, (rk, body) in enumerate(msgs):
-                tag += 1
-                con.send(1, deliver(1, tag, "amq.topic", rk, body, n + i))
-            con.send(0, method(1, 60, 80, struct.pack(">QB", tag, 1)))
-            n += len(msgs)
-            out.f.flush()
-        for conn in (pub, con):
-            conn.send(
-                0, method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye") + struct.pack(">HH", 0, 0))
-            )
-            conn.send(1, method(0, 10, 51, b""))
+        n = conversation(pub, con, n)
         out.f.flush()
     out.close()
+
+
+def conversation_0_9_1(pub, con, n: int) -> int:
+    """A publisher with confirms and a consumer with acks, over ``batches()``."""
+    for conn in (pub, con):
+        c, s = handshake()
+        for a, b in zip(c, s + [b""]):
+            conn.send(0, a)
+            if b:
+                conn.send(1, b)
+    pub.send(0, method(1, 85, 10, b"\x00"))
+    pub.send(1, method(1, 85, 11, b""))
+    con.send(0, method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
+    con.send(1, method(1, 60, 11, b""))
+    tag = 0
+    for msgs in batches():
+        pub.send(0, b"".join(publish(1, "amq.topic", rk, body, n + i) for i, (rk, body) in enumerate(msgs)))
+        pub.send(1, method(1, 60, 80, struct.pack(">QB", n + len(msgs), 1)))
+        for i, (rk, body) in enumerate(msgs):
+            tag += 1
+            con.send(1, deliver(1, tag, "amq.topic", rk, body, n + i))
+        con.send(0, method(1, 60, 80, struct.pack(">QB", tag, 1)))
+        n += len(msgs)
+    for conn in (pub, con):
+        conn.send(0, method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye") + struct.pack(">HH", 0, 0)))
+        conn.send(1, method(0, 10, 51, b""))
+    return n
+
+
+def build(path: str, target_mb: float, seed: int = 7) -> None:
+    build_bulk(path, target_mb, seed, 40000, conversation_0_9_1)
 
 
 TSHARK_FIELDS = [
@@ -429,9 +443,9 @@ def bulk_capture(mb: float, mss: int = MSS) -> str:
 
 
 def bulk10_capture(mb: float) -> str:
-    from bulk_1_0 import build as build_1_0
+    from bulk_1_0 import conversation
 
-    return cached(f"bulk10_{mb:g}mb.pcap", lambda p: build_1_0(p, mb, Conn, PcapOut))
+    return cached(f"bulk10_{mb:g}mb.pcap", lambda p: build_bulk(p, mb, 11, 50000, conversation))
 
 
 def small_capture(packets: int) -> str:
@@ -493,10 +507,12 @@ def report(label: str, cap: str, a) -> str | None:
         f"CPU seconds {tcpu / cpu:.2f}x",
         flush=True,
     )
-    e_el, e_tel = fixed_costs(cap, a.runs)
+    e_el, e_tel, e_cpu, e_tcpu = fixed_costs(cap, a.runs)
     print(
-        f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s, tshark {e_tel:.2f} s; beyond it, "
-        f"{el - e_el:.2f} s against {tel - e_tel:.2f} s ({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x)",
+        f"  fixed:   an empty capture takes amqpcap {e_el:.2f} s ({e_cpu:.2f} s CPU), tshark {e_tel:.2f} s "
+        f"({e_tcpu:.2f} s CPU); beyond it, {el - e_el:.2f} s against {tel - e_tel:.2f} s "
+        f"({(tel - e_tel) / max(el - e_el, 1e-9):.2f}x), CPU {cpu - e_cpu:.2f} s against "
+        f"{tcpu - e_tcpu:.2f} s ({(tcpu - e_tcpu) / max(cpu - e_cpu, 1e-9):.2f}x)",
         flush=True,
     )
     return (
@@ -537,12 +553,13 @@ def write_doc(rows: list, big: list, a) -> None:
     perfdoc.write_block("bench_dissect", "\n".join(lines))
 
 
-_FIXED: dict[bytes, tuple[float, float]] = {}
+_FIXED: dict[bytes, tuple[float, float, float, float]] = {}
 
 
-def fixed_costs(cap: str, runs: int) -> tuple[float, float]:
+def fixed_costs(cap: str, runs: int) -> tuple[float, float, float, float]:
     """What each tool takes on a capture of ``cap``'s file header and no packet (the start, and
-    for amqpcap its empty tables): the part of a run that does not grow with the capture.  A
+    for amqpcap its empty tables): the part of a run that does not grow with the capture, as
+    (amqpcap s, tshark s, amqpcap CPU s, tshark CPU s).  A
     classic pcap's own header; an Ethernet pcap header for any other format."""
     with open(cap, "rb") as f:
         head = f.read(24)
@@ -555,7 +572,7 @@ def fixed_costs(cap: str, runs: int) -> tuple[float, float]:
             with open(empty, "wb") as f:
                 f.write(head)
             r = Runs(empty, runs, False, False, tshark=True)
-            _FIXED[head] = (min(r.amqpcap), min(r.tshark))
+            _FIXED[head] = (min(r.amqpcap), min(r.tshark), min(r.amqpcap_cpu), min(r.tshark_cpu))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return _FIXED[head]

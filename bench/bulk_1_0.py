@@ -1,4 +1,4 @@
-"""A bulk AMQP 1.0 capture for bench_dissect (``--shape bulk10``): self-contained encoder.
+"""A bulk AMQP 1.0 capture for bench_dissect (``--shape bulk10``): the 1.0 encoder of its traffic.
 
 Several connections, each with a SASL PLAIN layer, a sender link publishing unsettled messages
 (header, properties, application-properties, a data body of 100 B to 16 KiB, a few of 200 kB
@@ -8,8 +8,6 @@ ranges, and a receiver link the broker delivers to, the client settling each bat
 
 from __future__ import annotations
 
-import os
-import random
 import struct
 
 MAX_FRAME = 65536
@@ -117,50 +115,34 @@ def disposition(role: bool, first: int, last: int) -> bytes:
     )
 
 
-def build(path: str, target_mb: float, conn_class, pcap_class, seed: int = 11) -> None:
-    """Write the capture (bench_dissect's Conn and PcapOut give the TCP and the file)."""
-    random.seed(seed)
-    out = pcap_class(path)
-    port = 50000
-    n = 0
-    while os.path.getsize(path) < target_mb * 1e6 if os.path.exists(path) else True:
-        pub, con = conn_class(out, port), conn_class(out, port + 1)
-        port += 2
-        for conn, name in ((pub, "publisher"), (con, "consumer")):
-            c, s = handshake(name)
-            for a, b in zip(c, s + [b""]):
-                conn.send(0, a)
-                if b:
-                    conn.send(1, b)
-        pub.send(0, attach("pub", 0, False, "/exchanges/amq.topic"))
-        pub.send(1, attach("pub", 0, True, "/exchanges/amq.topic") + flow(0, 1000))
-        con.send(0, attach("sub", 0, True, "/queues/q") + flow(0, 1000))
-        con.send(1, attach("sub", 0, False, "/queues/q"))
-        pid = cid = 0
-        for _batch in range(400):
-            msgs = []
-            for _ in range(random.randint(1, 8)):
-                r = random.random()
-                size = (
-                    random.choice([64, 128, 256, 512, 1024, 2048])
-                    if r < 0.95
-                    else random.choice([8192, 16384, 65536])
-                    if r < 0.995
-                    else 200000
-                )
-                msgs.append(message(n, f"orders.{random.randint(0, 9)}", os.urandom(64) * (size // 64)))
-                n += 1
-            first = pid
-            pub.send(0, b"".join(transfers(0, pid + i, m) for i, m in enumerate(msgs)))
-            pid += len(msgs)
-            pub.send(1, disposition(True, first, pid - 1))
-            first = cid
-            con.send(1, b"".join(transfers(0, cid + i, m) for i, m in enumerate(msgs)))
-            cid += len(msgs)
-            con.send(0, disposition(True, first, cid - 1))
-            out.f.flush()
-        for conn in (pub, con):
-            conn.send(0, frame(_desc(0x18, b"\x45")))
-            conn.send(1, frame(_desc(0x18, b"\x45")))
-        out.f.flush()
-    out.close()
+def conversation(pub, con, n: int) -> int:
+    """bench_dissect.build_bulk's conversation in AMQP 1.0: a publisher and a consumer (their
+    connections: bench_dissect.Conn) over ``batches``."""
+    from bench_dissect import batches  # (bench_dissect imports this module when it needs it)
+
+    for conn, name in ((pub, "publisher"), (con, "consumer")):
+        c, s = handshake(name)
+        for a, b in zip(c, s + [b""]):
+            conn.send(0, a)
+            if b:
+                conn.send(1, b)
+    pub.send(0, attach("pub", 0, False, "/exchanges/amq.topic"))
+    pub.send(1, attach("pub", 0, True, "/exchanges/amq.topic") + flow(0, 1000))
+    con.send(0, attach("sub", 0, True, "/queues/q") + flow(0, 1000))
+    con.send(1, attach("sub", 0, False, "/queues/q"))
+    pid = cid = 0
+    for batch in batches():
+        msgs = [message(n + i, key, body) for i, (key, body) in enumerate(batch)]
+        n += len(msgs)
+        first = pid
+        pub.send(0, b"".join(transfers(0, pid + i, m) for i, m in enumerate(msgs)))
+        pid += len(msgs)
+        pub.send(1, disposition(True, first, pid - 1))
+        first = cid
+        con.send(1, b"".join(transfers(0, cid + i, m) for i, m in enumerate(msgs)))
+        cid += len(msgs)
+        con.send(0, disposition(True, first, cid - 1))
+    for conn in (pub, con):
+        conn.send(0, frame(_desc(0x18, b"\x45")))
+        conn.send(1, frame(_desc(0x18, b"\x45")))
+    return n

@@ -75,6 +75,11 @@ PARTS = {
         ),
         Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
         Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
+        Part(
+            "fast10",
+            "AMQP 1.0 decoder",
+            ("amqp/fast10.pyx", "amqp/types_1_0.py", "amqp/codec_1_0.py", "amqp/spec/v1_0.py"),
+        ),
     )
 }
 

@@ -5,14 +5,27 @@ the compiled and pure-Python paths write the same tables."""
 from __future__ import annotations
 
 import pytest
-from amqp10_wire import AMQP_HEADER, attach, begin, close, data, frame, open_, properties, timestamp, transfer
+from amqp10_wire import (
+    AMQP_HEADER,
+    Raw,
+    attach,
+    begin,
+    close,
+    data,
+    frame,
+    open_,
+    properties,
+    timestamp,
+    transfer,
+)
 from fixtures import hostile as H
 
 LIMIT_MS = 9_000_000_000_000  # the column's range: seconds below 9e9, in ms
 
 
-def capture(created_ms: int) -> bytes:
-    msg = properties(message_id="m-1", creation_time=timestamp(created_ms)) + data(b"hello")
+def capture(created_ms: int, created: bytes | None = None) -> bytes:
+    created = timestamp(created_ms) if created is None else created
+    msg = properties(message_id="m-1", creation_time=created) + data(b"hello")
     client = [
         AMQP_HEADER,
         frame(open_("c")) + frame(begin()) + frame(attach("l", 0, False, tgt="/queues/q")),
@@ -51,4 +64,12 @@ def test_a_creation_time_inside_the_column_is_kept_without_an_anomaly(tmp_path):
     ms = LIMIT_MS - 1
     tabs = dissect_both(tmp_path, capture(ms))
     assert tabs["messages"][0]["msg_timestamp"] is not None
+    assert out_of_range(tabs) == []
+
+
+def test_a_boolean_creation_time_is_no_timestamp(tmp_path):
+    tabs = dissect_both(tmp_path, capture(0, created=Raw(b"\x41")))  # true: a boolean, not an integer
+    (msg,) = tabs["messages"]
+    assert msg["msg_timestamp"] is None and msg["message_id"] == "m-1"
+    assert '"creation-time":true' in msg["properties"]
     assert out_of_range(tabs) == []

@@ -8,7 +8,9 @@ Wire structure (OASIS AMQP 1.0 part 2): a frame is an 8-octet header (size, data
 4-octet words, type 0 AMQP / 1 SASL, channel), an extended header up to the data offset, and a
 body: none (an empty frame, the heartbeat), or a performative (a described list) and, for a
 transfer, a payload: a piece of the message.  The values are read by types_1_0's one
-table-driven decoder; the fields are named by the generated table (spec/v1_0.py).
+table-driven decoder (or its compiled twin, amqp/fast10.pyx, chosen below once: ``decode``,
+``read_performative``, ``read_sections``); the fields are named by the generated table
+(spec/v1_0.py).
 
 Events: ``Frame`` per frame (if ``frame_events``), ``Heartbeat`` per empty frame,
 ``ProtocolHeader`` for a header inside the stream, ``Performative`` per performative or SASL
@@ -27,14 +29,15 @@ import hashlib
 import re
 from struct import Struct
 
-from amqpcap.amqp import links_1_0
+from amqpcap import compiled
+from amqpcap.amqp import links_1_0, types_1_0
 from amqpcap.amqp.detect import header_version
 from amqpcap.amqp.events import Frame, Heartbeat, ProtocolHeader
-from amqpcap.amqp.events_1_0 import Delivery, Performative
+from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.facts import REDACTED, ConnectionFacts, split_credentials
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import TS_MS_MAX, DecodeError, StreamDecoder
-from amqpcap.amqp.types_1_0 import decode, described_head, fields_of
+from amqpcap.amqp.types_1_0 import described_head, fields_of
 
 HARD_MAX_FRAME = 16 << 20  # a larger frame header is taken as lost framing (memory bound)
 MAX_MESSAGE = 16 << 20  # bytes of one message held for its sections to be decoded
@@ -148,32 +151,7 @@ class Decoder10(StreamDecoder):
 
     @property
     def facts(self) -> ConnectionFacts:
-        v = dict(self.v)
-        o0, o1 = self.opens
-        both = [o for o in (o0, o1) if o is not None]
-        if both:
-            fm = [o.get("max-frame-size", 0xFFFFFFFF) for o in both]
-            cm = [o.get("channel-max", 0xFFFF) for o in both]
-            idle = [o["idle-time-out"] for o in both if o.get("idle-time-out")]
-            v.update(
-                frame_max=min(x for x in fm if isinstance(x, int)) if fm else None,
-                channel_max=min(x for x in cm if isinstance(x, int)) if cm else None,
-                idle_timeout_ms=min(x for x in idle if isinstance(x, int)) if idle else None,
-            )
-        if o0 is not None:
-            v.update(
-                client_idle_timeout_ms=_int(o0.get("idle-time-out")),
-                client_container_id=_text(o0.get("container-id")),
-                client_properties=o0.get("properties"),
-                vhost=_text(o0.get("hostname")),
-            )
-        if o1 is not None:
-            v.update(
-                server_container_id=_text(o1.get("container-id")),
-                server_properties=o1.get("properties"),
-                server_idle_timeout_ms=_int(o1.get("idle-time-out")),
-            )
-        return ConnectionFacts(**v)
+        return ConnectionFacts(**open_facts(self.v, self.opens))
 
     # -- stream core hooks -----------------------------------------------------------------
 
@@ -276,24 +254,15 @@ class Decoder10(StreamDecoder):
             self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
             return
         try:
-            code, p = described_head(buf, body, end)
-            fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
-            if fields is None:
-                self.report_anomaly(
-                    direction,
-                    offset,
-                    "unknown-performative",
-                    f"descriptor {code!r} is no performative",
-                    channel,
-                )
-                return
-            value, p = decode(buf, p, end, 1)
-            if type(value) is not list:
-                raise DecodeError(f"{SPEC.METHOD_NAMES[code]} is not a list")
+            code, args, p = read_performative(buf, body, end)
         except DecodeError as e:
             self.report_anomaly(direction, offset, "malformed-performative", str(e), channel, size)
             return
-        args = {k: v for k, v in zip(fields, value) if v is not None}
+        if args is None:
+            self.report_anomaly(
+                direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
+            )
+            return
         perf = Performative(d.packet, d.ts, offset, channel, code, SPEC.METHOD_NAMES[code], args, ftype, size)
         if code == TRANSFER:
             self._transfer(direction, d, perf, buf, p, end)
@@ -444,11 +413,11 @@ class Decoder10(StreamDecoder):
             )
         elif payload:
             # a delivery cut short (aborted, lost, the capture's end) keeps the sections it has
-            sections, kind, size, digest, head, err = self._sections(payload)
+            sections, kind, size, digest, head, err = body_sections(payload, self.body_bytes)
             if err is not None and complete and not aborted:
                 complete = False
                 self.report_anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
-            created = _creation_time(sections)
+            created = creation_time(sections)
             if created is not None and not -TS_MS_MAX < created < TS_MS_MAX:
                 self.report_unfit(
                     direction, asm.offset, asm.channel, "creation-time", created, "messages.msg_timestamp"
@@ -488,70 +457,35 @@ class Decoder10(StreamDecoder):
         )
         self.events.extend(self.state.delivered(direction, dv, d.ts))
 
-    def _sections(self, buf):
-        """The message's sections: (sections by name, body kind, body size, body digest, its
-        first bytes, what could not be decoded or None).  A data body is its sections'
-        payloads; an amqp-sequence or amqp-value body its encoded values."""
-        sections: dict = {}
-        spans: list = []  # (start, end) of each body section's bytes
-        err = None
-        try:
-            kind = self._read_sections(buf, sections, spans)
-        except DecodeError as e:
-            kind = e.args[1] if len(e.args) > 1 else None
-            err = str(e.args[0])
-        keep = self.body_bytes
-        if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
-            s, e = spans[0]
-            digest = hashlib.sha256(buf[s:e]).hexdigest()
-            return sections, kind, e - s, digest, bytes(buf[s : min(e, s + keep)]), err
-        h, head, size = hashlib.sha256(), bytearray(), 0
-        for s, e in spans:
-            h.update(buf[s:e])
-            if len(head) < keep:
-                head += buf[s : min(e, s + keep - len(head))]
-            size += e - s
-        return sections, kind, size, h.hexdigest(), bytes(head), err
 
-    def _read_sections(self, buf, sections: dict, spans: list):
-        """Decode the sections into ``sections`` and note the body's in ``spans``: the body's
-        kind, or DecodeError(what, the body's kind so far)."""
-        n = len(buf)
-        p = 0
-        kind = None
-        while p < n:
-            at = p
-            try:
-                code, p = described_head(buf, p, n)
-                name = SPEC.SECTIONS.get(code)
-                if name is None:
-                    raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
-                if name in _BODY:
-                    kind = kind or name
-                    if name == "data":
-                        if p >= n or buf[p] not in (0xA0, 0xB0):
-                            raise DecodeError(f"data section at {at} is not binary")
-                        w = 1 if buf[p] == 0xA0 else 4
-                        if p + 1 + w > n:
-                            raise DecodeError(f"data section at {at} cut short")
-                        ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
-                        s, e = p + 1 + w, p + 1 + w + ln
-                        if e > n:
-                            raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
-                    else:
-                        s = p
-                        _v, e = decode(buf, p, n, 1)
-                    spans.append((s, e))
-                    p = e
-                else:
-                    value, p = decode(buf, p, n, 1)
-                    fields = _FIELDS.get(code) if type(value) is list else None
-                    if fields is not None:  # header, properties: by field name
-                        value = fields_of(fields, value)
-                    sections[name] = value
-            except DecodeError as e:
-                raise DecodeError(str(e), kind) from None
-        return kind
+def open_facts(learnt: dict, opens: list) -> dict:
+    """The connection facts of ``learnt`` (SASL, close) and each direction's open fields."""
+    v = dict(learnt)
+    o0, o1 = opens
+    both = [o for o in (o0, o1) if o is not None]
+    if both:
+        fm = [o.get("max-frame-size", 0xFFFFFFFF) for o in both]
+        cm = [o.get("channel-max", 0xFFFF) for o in both]
+        idle = [o["idle-time-out"] for o in both if o.get("idle-time-out")]
+        v.update(
+            frame_max=min(x for x in fm if isinstance(x, int)) if fm else None,
+            channel_max=min(x for x in cm if isinstance(x, int)) if cm else None,
+            idle_timeout_ms=min(x for x in idle if isinstance(x, int)) if idle else None,
+        )
+    if o0 is not None:
+        v.update(
+            client_idle_timeout_ms=_int(o0.get("idle-time-out")),
+            client_container_id=_text(o0.get("container-id")),
+            client_properties=o0.get("properties"),
+            vhost=_text(o0.get("hostname")),
+        )
+    if o1 is not None:
+        v.update(
+            server_container_id=_text(o1.get("container-id")),
+            server_properties=o1.get("properties"),
+            server_idle_timeout_ms=_int(o1.get("idle-time-out")),
+        )
+    return v
 
 
 def _text(v):
@@ -567,8 +501,89 @@ def _int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _creation_time(sections: dict):
-    """The properties section's creation-time (ms), if it is an integer."""
-    props = sections.get("properties")
-    value = props.get("creation-time") if isinstance(props, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def body_sections(buf, keep: int):
+    """The message's sections: (sections by name, body kind, body size, body digest, its
+    first ``keep`` bytes, what could not be decoded or None).  A data body is its sections'
+    payloads; an amqp-sequence or amqp-value body its encoded values."""
+    sections: dict = {}
+    spans: list = []  # (start, end) of each body section's bytes
+    err = None
+    try:
+        kind = read_sections(buf, sections, spans)
+    except DecodeError as e:
+        kind = e.args[1] if len(e.args) > 1 else None
+        err = str(e.args[0])
+    if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
+        s, e = spans[0]
+        digest = hashlib.sha256(buf[s:e]).hexdigest()
+        return sections, kind, e - s, digest, bytes(buf[s : min(e, s + keep)]), err
+    h, head, size = hashlib.sha256(), bytearray(), 0
+    for s, e in spans:
+        h.update(buf[s:e])
+        if len(head) < keep:
+            head += buf[s : min(e, s + keep - len(head))]
+        size += e - s
+    return sections, kind, size, h.hexdigest(), bytes(head), err
+
+
+def read_sections_reference(buf, sections: dict, spans: list):
+    """Decode the sections into ``sections`` and note the body's in ``spans``: the body's
+    kind, or DecodeError(what, the body's kind so far)."""
+    n = len(buf)
+    p = 0
+    kind = None
+    while p < n:
+        at = p
+        try:
+            code, p = described_head(buf, p, n)
+            name = SPEC.SECTIONS.get(code)
+            if name is None:
+                raise DecodeError(f"section at {at}: descriptor {code!r} is no message section")
+            if name in _BODY:
+                kind = kind or name
+                if name == "data":
+                    if p >= n or buf[p] not in (0xA0, 0xB0):
+                        raise DecodeError(f"data section at {at} is not binary")
+                    w = 1 if buf[p] == 0xA0 else 4
+                    if p + 1 + w > n:
+                        raise DecodeError(f"data section at {at} cut short")
+                    ln = buf[p + 1] if w == 1 else _U32.unpack_from(buf, p + 1)[0]
+                    s, e = p + 1 + w, p + 1 + w + ln
+                    if e > n:
+                        raise DecodeError(f"data section at {at}: {ln} bytes, {n - s} left")
+                else:
+                    s = p
+                    _v, e = decode(buf, p, n, 1)
+                spans.append((s, e))
+                p = e
+            else:
+                value, p = decode(buf, p, n, 1)
+                fields = _FIELDS.get(code) if type(value) is list else None
+                if fields is not None:  # header, properties: by field name
+                    value = fields_of(fields, value)
+                sections[name] = value
+        except DecodeError as e:
+            raise DecodeError(str(e), kind) from None
+    return kind
+
+
+def read_performative_reference(buf, body: int, end: int):
+    """(descriptor code, the performative's fields by name (null fields left out), offset after
+    them) of the frame body at ``body``; fields None if the code is no performative's.
+    DecodeError if it does not decode."""
+    code, p = described_head(buf, body, end)
+    fields = _FIELDS.get(code) if code in SPEC.METHOD_NAMES else None
+    if fields is None:
+        return code, None, p
+    value, p = decode(buf, p, end, 1)
+    if type(value) is not list:
+        raise DecodeError(f"{SPEC.METHOD_NAMES[code]} is not a list")
+    return code, {k: v for k, v in zip(fields, value) if v is not None}, p
+
+
+# ``decode``, ``read_sections``, ``read_performative``: the compiled twins (fast10: the same
+# values, C reads) if built, else the reference; chosen once, here
+_fast = compiled.select("fast10")
+decode = types_1_0.decode if _fast is None else _fast.decode
+read_sections = read_sections_reference if _fast is None else _fast.read_sections
+read_performative = read_performative_reference if _fast is None else _fast.read_performative

@@ -57,3 +57,11 @@ class Delivery:
     settle_ts: int | None = None
     outcome: str | None = None  # accepted, rejected, released, modified, received, declared, ...
     condition: str | None = None  # a rejected outcome's error condition
+
+
+def creation_time(sections: dict):
+    """The properties section's creation-time (ms since the epoch), if it is an integer (a
+    boolean is not), else None."""
+    props = sections.get("properties")
+    value = props.get("creation-time") if isinstance(props, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

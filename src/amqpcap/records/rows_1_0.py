@@ -9,11 +9,12 @@ leaves them, as it leaves frames and anomalies).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from operator import itemgetter
 from urllib.parse import unquote
 
 from amqpcap.amqp import links_1_0
-from amqpcap.amqp.events_1_0 import Delivery, Performative
+from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 from amqpcap.records import rows
 from amqpcap.records.rows import as_text
@@ -144,11 +145,12 @@ def method_row(capture, stream, direction, p: Performative, version) -> tuple:
 
 
 def _ms_ts(v):
-    """A timestamp (ms since the epoch) as ns, null outside the column's range (the decoder
-    reports such a value as a value-out-of-range anomaly)."""
-    return v * 1_000_000 if isinstance(v, int) and -TS_MS_MAX < v < TS_MS_MAX else None
+    """A timestamp (ms since the epoch, an integer: events_1_0.creation_time) as ns, null
+    outside the column's range (the decoder reports such a value as a value-out-of-range anomaly)."""
+    return v * 1_000_000 if v is not None and -TS_MS_MAX < v < TS_MS_MAX else None
 
 
+@lru_cache(maxsize=4096)  # (a capture's messages name few addresses)
 def exchange_key(address):
     """(exchange, routing key) an address names on RabbitMQ: ``/exchanges/X[/K]`` (and the older
     ``/exchange/X[/K]``), ``/queues/Q`` (and ``/queue/Q``, ``/amq/queue/Q``: the default exchange,
@@ -172,49 +174,14 @@ def exchange_key(address):
     return None, None
 
 
-_MSG_COLUMNS = tuple(COLUMNS["messages"])
-_MSG_FILLED = (
-    "capture",
-    "tcp_stream",
-    "frame_number",
-    "ts",
-    "direction",
-    "channel",
-    "stream_offset",
-    "method",
-    "version",
-    "exchange",
-    "routing_key",
-    "content_type",
-    "content_encoding",
-    "headers",
-    "correlation_id",
-    "reply_to",
-    "message_id",
-    "msg_timestamp",
-    "user_id",
-    "properties",
-    "body_size",
-    "body_received",
-    "body_frames",
-    "body_hash",
-    "body",
-    "complete",
-    "first_frame_number",
-    "last_frame_number",
-    "link_name",
-    "delivery_id",
-    "settled",
-    "settle_ts",
-    "outcome",
-    "condition",
-    "aborted",
-    "delivery_mode",
-    "priority",
-    "expiration",
-)
+# the 0-9-1 columns a 1.0 message has nothing for; message_row gives every other column, in
+# records/schema.py's order
+_MSG_NULL = ("consumer_tag", "delivery_tag", "redelivered", "reply_code", "type", "app_id", "cluster_id")
+_MSG_FILLED = tuple(c for c in COLUMNS["messages"] if c not in _MSG_NULL)
 # the row in column order from the values of _MSG_FILLED and a null after them, in one C call
-_MSG_ROW = itemgetter(*(_MSG_FILLED.index(c) if c in _MSG_FILLED else len(_MSG_FILLED) for c in _MSG_COLUMNS))
+_MSG_ROW = itemgetter(
+    *(_MSG_FILLED.index(c) if c in _MSG_FILLED else len(_MSG_FILLED) for c in COLUMNS["messages"])
+)
 
 
 def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
@@ -229,6 +196,7 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
     if dv.body_kind is not None:
         others["body-section"] = dv.body_kind
     app = sec.get("application-properties")
+    mode, priority, expiration = _header_columns(sec.get("header"))
     values = (
         capture,
         stream,
@@ -244,10 +212,13 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         as_text(props.get("content-type")),
         as_text(props.get("content-encoding")),
         rows.connection_json(app) if app is not None else None,
+        mode,
+        priority,
         as_text(props.get("correlation-id")),
         as_text(props.get("reply-to")),
+        expiration,
         as_text(props.get("message-id")),
-        _ms_ts(props.get("creation-time")),
+        _ms_ts(creation_time(sec)),
         as_text(props.get("user-id")),
         rows.connection_json(others),
         dv.body_size,
@@ -265,7 +236,6 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         dv.outcome,
         dv.condition,
         dv.aborted,
-        *_header_columns(sec.get("header")),
         None,
     )
     return _MSG_ROW(values)

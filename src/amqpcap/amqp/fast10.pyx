@@ -1,0 +1,361 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled AMQP 1.0 value decoder and section reader (optional; see compiled.py).
+
+``decode`` is types_1_0's ``decode`` in typed C: it reads the wire through a pointer
+and makes the very same values.  The constructors it reads itself come from the generated
+table (spec/v1_0.py ENCODINGS) by category, type and width: the zero-width constants, the
+integers and booleans, binary, strings and symbols, lists, maps and described values; any
+other constructor (floats, decimals, chars, uuids, arrays) is read by the reference's reader
+for that constructor.  Whatever does not decode cleanly (a size past the end, nesting too deep,
+a count the bytes cannot hold, ...) is handed whole to the reference, which raises its own
+error: so this code only needs to say "decodes" or "does not", and every error message is the
+reference's.
+
+``read_sections`` is codec_1_0's ``Sections.read`` over the same C reads: a message's sections
+by name and the spans of its body.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
+
+cimport cython
+
+from amqpcap.amqp import types_1_0 as T
+from amqpcap.amqp.spec import v1_0 as SPEC
+from amqpcap.amqp.stream import DecodeError
+
+cdef extern from *:
+    """
+    #ifndef AMQPCAP_SOURCE_STAMP
+    #define AMQPCAP_SOURCE_STAMP ""
+    #endif
+    """
+    const char *AMQPCAP_SOURCE_STAMP
+
+SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")
+
+# what a constructor octet is to this decoder (from the generated encodings, at import)
+cdef enum Kind:
+    K_PY = 0  # read by the reference's reader for it
+    K_CONST  # a zero-width value: VALUES holds it
+    K_LIST0
+    K_U8
+    K_S8
+    K_BOOL
+    K_U16
+    K_S16
+    K_U32
+    K_S32
+    K_U64
+    K_S64
+    K_BINARY
+    K_TEXT
+    K_LIST
+    K_MAP
+
+cdef unsigned char KIND[256]
+cdef unsigned char WIDTH[256]
+cdef list VALUES = [None] * 256
+cdef list READERS = T.READERS
+cdef int MAX_DEPTH = T.MAX_DEPTH
+cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
+cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
+cdef dict SECTIONS = dict(SPEC.SECTIONS)
+cdef dict PERFORMATIVES = {code: FIELDS[code] for code in SPEC.METHOD_NAMES if code in FIELDS}
+_described = T.described
+_key = T._key
+
+_INTS = {
+    (1, "ubyte"): K_U8, (1, "uint"): K_U8, (1, "ulong"): K_U8,
+    (1, "byte"): K_S8, (1, "int"): K_S8, (1, "long"): K_S8, (1, "boolean"): K_BOOL,
+    (2, "ushort"): K_U16, (2, "short"): K_S16,
+    (4, "uint"): K_U32, (4, "int"): K_S32,
+    (8, "ulong"): K_U64, (8, "long"): K_S64, (8, "timestamp"): K_S64,
+}
+
+
+def _kinds():
+    for code, enc in SPEC.ENCODINGS.items():
+        k = K_PY
+        if enc.category == "fixed":
+            if enc.width == 0:
+                k = K_LIST0 if enc.name == "list0" else K_CONST
+                VALUES[code] = T.VALUES[code]
+            else:
+                k = _INTS.get((enc.width, enc.type), K_PY)
+        elif enc.category == "variable":
+            k = K_BINARY if enc.type == "binary" else K_TEXT
+        elif enc.category == "compound":
+            k = K_MAP if enc.type == "map" else K_LIST
+        KIND[code] = k
+        WIDTH[code] = enc.width
+
+
+_kinds()
+
+
+class Fallback(Exception):
+    """Not decoded here: the reference decodes the value (and raises its error)."""
+
+
+cdef object FALLBACK = Fallback()
+
+
+cdef inline uint32_t be32(const unsigned char *b) noexcept:
+    return (<uint32_t>b[0] << 24) | (<uint32_t>b[1] << 16) | (<uint32_t>b[2] << 8) | b[3]
+
+
+cdef inline uint64_t be64(const unsigned char *b) noexcept:
+    return (<uint64_t>be32(b) << 32) | be32(b + 4)
+
+
+cdef object value(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int depth, object buf):
+    """The value at ``pos`` (constructor included), ``pos`` moved past it; Fallback raised for
+    what the reference must read."""
+    cdef Py_ssize_t p = pos[0]
+    cdef Py_ssize_t s, e, n
+    cdef unsigned char code, k, w
+    if p >= end:
+        raise FALLBACK
+    code = b[p]
+    p += 1
+    if code == 0:
+        if depth >= MAX_DEPTH:
+            raise FALLBACK
+        pos[0] = p
+        descriptor = value(b, pos, end, depth + 1, buf)
+        v = value(b, pos, end, depth + 1, buf)
+        if type(descriptor) is int and type(v) is list:
+            fields = FIELDS.get(descriptor)
+            if fields is not None:
+                return fields_dict(<tuple>fields, <list>v, {"$type": COMPOSITE_NAMES[descriptor]})
+        return _described(descriptor, v)
+    k = KIND[code]
+    w = WIDTH[code]
+    if k == K_CONST:
+        pos[0] = p
+        return VALUES[code]
+    if k == K_LIST0:
+        pos[0] = p
+        return []
+    if k >= K_U8 and k <= K_S64:
+        if p + w > end:
+            raise FALLBACK
+        pos[0] = p + w
+        if k == K_U8:
+            return b[p]
+        if k == K_S8:
+            return <int8_t>b[p]
+        if k == K_BOOL:
+            return b[p] != 0
+        if k == K_U16:
+            return (<uint16_t>b[p] << 8) | b[p + 1]
+        if k == K_S16:
+            return <int16_t>((<uint16_t>b[p] << 8) | b[p + 1])
+        if k == K_U32:
+            return be32(b + p)
+        if k == K_S32:
+            return <int32_t>be32(b + p)
+        if k == K_U64:
+            return be64(b + p)
+        return <int64_t>be64(b + p)
+    if k == K_BINARY or k == K_TEXT:
+        if p + w > end:
+            raise FALLBACK
+        n = b[p] if w == 1 else be32(b + p)
+        s = p + w
+        e = s + n
+        if e > end:
+            raise FALLBACK
+        pos[0] = e
+        if k == K_BINARY:
+            return PyBytes_FromStringAndSize(<const char *>b + s, n)
+        return PyUnicode_DecodeUTF8(<const char *>b + s, n, "replace")
+    if k == K_LIST or k == K_MAP:
+        return compound(b, pos, p, end, depth, w, k == K_MAP, buf)
+    v, e = READERS[code](buf, p, end, depth)
+    pos[0] = e
+    return v
+
+
+cdef Py_ssize_t sized(
+    const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int w, Py_ssize_t *count, Py_ssize_t *e
+) except -1:
+    """The start of a list's or map's items at ``p`` (after its constructor); its count and end
+    in ``count`` and ``e``."""
+    cdef Py_ssize_t size
+    if p + 2 * w > end:
+        raise FALLBACK
+    if w == 1:
+        size, count[0] = b[p], b[p + 1]
+    else:
+        size, count[0] = be32(b + p), be32(b + p + 4)
+    e[0] = p + w + size
+    if size < w or e[0] > end:
+        raise FALLBACK
+    p += 2 * w
+    if count[0] > e[0] - p:  # every item has a constructor octet at least
+        raise FALLBACK
+    return p
+
+
+cdef object compound(
+    const unsigned char *b, Py_ssize_t *pos, Py_ssize_t p, Py_ssize_t end, int depth, int w, bint is_map, object buf
+):
+    cdef Py_ssize_t count, e, i
+    if depth >= MAX_DEPTH:
+        raise FALLBACK
+    p = sized(b, p, end, w, &count, &e)
+    if is_map and count % 2:
+        raise FALLBACK
+    cdef list items = [None] * count
+    pos[0] = p
+    for i in range(count):
+        items[i] = value(b, pos, e, depth + 1, buf)
+    if pos[0] != e:
+        raise FALLBACK
+    if not is_map:
+        return items
+    cdef dict d = {}
+    for i in range(0, count, 2):
+        d[_key(items[i])] = items[i + 1]
+    return d
+
+
+cdef dict fields_dict(tuple fields, list v, dict out):
+    """types_1_0.fields_of: a composite's fields by name, added to ``out``."""
+    cdef Py_ssize_t i, n = len(fields)
+    for i in range(min(n, len(v))):
+        x = v[i]
+        if x is not None:
+            out[fields[i]] = x
+    if len(v) > n:
+        out["$extra"] = v[n:]
+    return out
+
+
+def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
+    """types_1_0.decode: (value, offset after it)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t pos = off
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if off < 0 or end > view.len:
+            raise FALLBACK
+        v = value(<const unsigned char *>view.buf, &pos, end, depth, buf)
+        return v, pos
+    except (Fallback, DecodeError):
+        pass
+    finally:
+        PyBuffer_Release(&view)
+    return T.decode(buf, off, end, depth)
+
+
+cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf):
+    cdef Py_ssize_t p = 0, s, e, pos
+    cdef int code, w
+    kind = None
+    while p < n:
+        if p + 3 > n or b[p] != 0 or b[p + 1] != 0x53:
+            raise FALLBACK  # (a descriptor other than a small code: the reference reads it)
+        code = b[p + 2]
+        p += 3
+        name = SECTIONS.get(code)
+        if name is None:
+            raise FALLBACK
+        if name == "data":
+            if p >= n or (b[p] != 0xA0 and b[p] != 0xB0):
+                raise FALLBACK
+            w = 1 if b[p] == 0xA0 else 4
+            if p + 1 + w > n:
+                raise FALLBACK
+            s = p + 1 + w
+            e = s + (b[p + 1] if w == 1 else be32(b + p + 1))
+            if e > n:
+                raise FALLBACK
+        elif name == "amqp-sequence" or name == "amqp-value":
+            s = pos = p
+            value(b, &pos, n, 1, buf)
+            e = pos
+        else:
+            pos = p
+            v = value(b, &pos, n, 1, buf)
+            p = pos
+            fields = FIELDS.get(code) if type(v) is list else None
+            if fields is not None:  # header, properties: by field name
+                v = fields_dict(<tuple>fields, <list>v, {})
+            sections[name] = v
+            continue
+        if kind is None:
+            kind = name
+        spans.append((s, e))
+        p = e
+    return kind
+
+
+def read_sections(buf, dict sections, list spans):
+    """codec_1_0.read_sections_reference: the sections into ``sections``, the body's spans into
+    ``spans``; the body's kind, or DecodeError(what, the body's kind so far)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return walk_sections(<const unsigned char *>view.buf, view.len, sections, spans, buf)
+    except (Fallback, DecodeError):
+        pass
+    finally:
+        PyBuffer_Release(&view)
+    sections.clear()
+    del spans[:]
+    from amqpcap.amqp.codec_1_0 import read_sections_reference
+
+    return read_sections_reference(buf, sections, spans)
+
+
+cdef object walk_performative(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, object buf):
+    """codec_1_0.read_performative_reference of a performative with a small descriptor code: its
+    list's items read straight into the dict of its fields."""
+    cdef Py_ssize_t count, e, i, pos
+    cdef int code
+    cdef unsigned char k
+    cdef tuple fields
+    if p + 3 > end or b[p] != 0 or b[p + 1] != 0x53:
+        raise FALLBACK
+    code = b[p + 2]
+    f = PERFORMATIVES.get(code)
+    p += 3
+    if f is None or p >= end:
+        raise FALLBACK
+    fields = <tuple>f
+    k = KIND[b[p]]
+    if k == K_LIST0:
+        return code, {}, p + 1
+    if k != K_LIST:
+        raise FALLBACK
+    pos = sized(b, p + 1, end, WIDTH[b[p]], &count, &e)
+    cdef dict args = {}
+    for i in range(count):
+        v = value(b, &pos, e, 2, buf)
+        if i < len(fields):
+            if v is not None:
+                args[fields[i]] = v
+    if pos != e:
+        raise FALLBACK
+    return code, args, e
+
+
+def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
+    """codec_1_0.read_performative_reference: (code, fields by name or None, offset after)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if body >= 0 and end <= view.len:
+            return walk_performative(<const unsigned char *>view.buf, body, end, buf)
+    except (Fallback, DecodeError):
+        pass
+    finally:
+        PyBuffer_Release(&view)
+    from amqpcap.amqp.codec_1_0 import read_performative_reference
+
+    return read_performative_reference(buf, body, end)
