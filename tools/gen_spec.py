@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/amqpcap/amqp/spec/v*.py from the AMQP XML specifications.
+"""Generate src/amqpcap/amqp/spec/v*.py and the 0-9 readers from the AMQP XML specifications.
 
     python tools/gen_spec.py [--specs specs]
 
@@ -19,6 +19,8 @@ import argparse
 import os
 import sys
 import xml.etree.ElementTree as ET
+
+import gen_spec_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -176,61 +178,177 @@ def render(version: str, t: dict) -> str:
     return "\n".join(out)
 
 
-# How each field type of 0-8 / 0-9 / 0-9-1 is read: the one table of field types the generated
-# readers are written from.  Fixed-size types run together are read by one struct format (dpkt
-# style); the others are a line each.
-FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8), "timestamp": ("Q", 8)}
-# the others: a call of the runtime reader of that type (fields_0_9's; each returns (value, end))
-VARIABLE = {
-    "shortstr": "shortstr_value(buf, off, end, {name!r})",
-    "table": "decode_table_at(buf, off, end, 0, rabbit)",
-    "longstr": "longstr_value(buf, off, end, {name!r})",
-    "content": "longstr_value(buf, off, end, {name!r})",
+# How each field type of 0-8 / 0-9 / 0-9-1 is read: the one table of field types both kinds of
+# generated readers are written from.  type -> (the compiled decoder's type code, (struct code,
+# size) of a fixed-size type, or the call of the runtime reader of that type: Python (fields_0_9.py,
+# returns (value, end)), Cython (fields_0_9.pxi, returns the end or -1)).  Fixed-size types run
+# together are read by one struct format (dpkt style) and one bounds check; up to eight bits
+# share an octet.
+TYPES = {
+    "bit": ("P_BIT", None, None, None),
+    "octet": ("P_OCTET", ("B", 1), None, None),
+    "short": ("P_SHORT", ("H", 2), None, None),
+    "long": ("P_LONG", ("I", 4), None, None),
+    "longlong": ("P_LONGLONG", ("Q", 8), None, None),
+    "timestamp": ("P_LONGLONG", ("Q", 8), None, None),
+    "shortstr": (
+        "P_SHORTSTR",
+        None,
+        "shortstr_value(buf, off, end, {name!r})",
+        "shortstr_field(b, off, end, {i}, names, a, w)",
+    ),
+    "table": (
+        "P_TABLE",
+        None,
+        "decode_table_at(buf, off, end, 0, rabbit)",
+        "table_field(b, off, end, rabbit, {i}, names, a, w)",
+    ),
+    "longstr": (
+        "P_LONGSTR",
+        None,
+        "longstr_value(buf, off, end, {name!r})",
+        "longstr_field(b, off, end, {i}, names, a, w)",
+    ),
+    "content": (
+        "P_LONGSTR",
+        None,
+        "longstr_value(buf, off, end, {name!r})",
+        "longstr_field(b, off, end, {i}, names, a, w)",
+    ),
 }
+FIXED = {t: v[1] for t, v in TYPES.items() if v[1]}
+VARIABLE = {t: v[2] for t, v in TYPES.items() if v[2]}
+
+
+def steps(fields: tuple):
+    """``fields`` as the generated readers read them: ("fixed", [(index, name, type), ...]) for a
+    run of fixed-size fields, ("bits", [...]) for the bits of one octet, ("one", [...]) else."""
+    i, nf = 0, len(fields)
+    while i < nf:
+        t = fields[i][1]
+        kind = "fixed" if t in FIXED else "bits" if t == "bit" else "one"
+        j = i + 1
+        if kind == "fixed":
+            while j < nf and fields[j][1] in FIXED:
+                j += 1
+        elif kind == "bits":
+            while j < nf and fields[j][1] == "bit" and j - i < 8:
+                j += 1
+        yield kind, [(k, fields[k][0], fields[k][1]) for k in range(i, j)]
+        i = j
 
 
 def reader(fields: tuple, number: int, structs: dict) -> list:
     """The lines of ``def rN(buf, off, end, rabbit, a)``: ``fields`` read into ``a``."""
     lines = [f"def r{number}(buf, off, end, rabbit, a):"]
-    i, nf = 0, len(fields)
-    while i < nf:
-        name, t = fields[i]
-        if t in FIXED:
-            j, fmt, size, names = i, ">", 0, []
-            while j < nf and fields[j][1] in FIXED:
-                code, n = FIXED[fields[j][1]]
-                fmt, size = fmt + code, size + n
-                names.append(fields[j][0])
-                j += 1
+    for kind, run in steps(fields):
+        name = run[0][1]
+        if kind == "fixed":
+            fmt = ">" + "".join(FIXED[t][0] for _, _, t in run)
+            size = sum(FIXED[t][1] for _, _, t in run)
             s = structs.setdefault(fmt, f"S_{fmt[1:]}")
             lines += [
                 f"    if off + {size} > end:",
                 f"        raise DecodeError({name + ': fixed fields past end'!r})",
-                f"    {', '.join(f'a[{n!r}]' for n in names)}, = {s}.unpack_from(buf, off)",
+                f"    {', '.join(f'a[{n!r}]' for _, n, _ in run)}, = {s}.unpack_from(buf, off)",
                 f"    off += {size}",
             ]
-            i = j
-        elif t == "bit":
+        elif kind == "bits":
             lines += [
                 "    if off >= end:",
                 f"        raise DecodeError({name + ': bit past end'!r})",
                 "    b = buf[off]",
                 "    off += 1",
+                *(f"    a[{n!r}] = bool(b & {1 << bit})" for bit, (_, n, _) in enumerate(run)),
             ]
-            bit = 0
-            while i < nf and fields[i][1] == "bit" and bit < 8:
-                lines.append(f"    a[{fields[i][0]!r}] = bool(b & {1 << bit})")
-                bit += 1
-                i += 1
         else:
-            lines.append(f"    a[{name!r}], off = " + VARIABLE[t].format(name=name))
-            i += 1
+            lines.append(f"    a[{name!r}], off = " + VARIABLE[run[0][2]].format(name=name))
     return lines + ["    return off", "", ""]
+
+
+def typed_reader(types: tuple, number: int) -> list:
+    """The lines of the Cython reader ``fieldsN`` of the field types ``types``: fields_0_9.pxi's
+    read_fields for them, straight-line (the names are the caller's: one reader serves every
+    argument list of these types)."""
+    fields = tuple((str(i), t) for i, t in enumerate(types))
+    lines = [
+        f"cdef Py_ssize_t fields{number}(",
+        "    const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit, tuple names, dict a, amqpcap_wire *w",
+        ") except -2:",
+    ]
+    if "bit" in types:
+        lines.append("    cdef uint8_t bits")
+    for kind, run in steps(fields):
+        if kind == "fixed":
+            size = sum(FIXED[t][1] for _, _, t in run)
+            lines += [f"    if off + {size} > end:", "        return -1"]
+            for i, _, t in run:
+                lines.append(f"    off = fixed_field({TYPES[t][0]}, {FIXED[t][1]}, b, off, {i}, names, a, w)")
+                if TYPES[t][0] == "P_LONGLONG":
+                    lines += ["    if off < 0:", "        return -1"]
+        elif kind == "bits":
+            lines += ["    if off >= end:", "        return -1", "    bits = b[off]", "    off += 1"]
+            lines += [
+                f"    put_obj({i}, (bits & {1 << bit}) != 0, names, a, w)"
+                for bit, (i, _, _) in enumerate(run)
+            ]
+        else:
+            i, _, t = run[0]
+            lines += ["    off = " + TYPES[t][3].format(i=i), "    if off < 0:", "        return -1"]
+    return lines + ["    return off", "", ""]
+
+
+def ctuple(items) -> str:
+    """A tuple's source text of the names ``items``."""
+    items = list(items)
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def layouts_of(tables: dict) -> list:
+    """Every distinct argument list of the methods of ``tables``, sorted."""
+    return sorted({m[6] for t in tables.values() for m in t["methods"]})
+
+
+def render_typed_readers(tables: dict) -> str:
+    """spec/readers_0_9.pxi: the typed twin of spec/readers_0_9.py for the compiled decoder, a
+    reader per distinct list of field types (by their type codes)."""
+    code = {t: v[0] for t, v in TYPES.items()}
+    # types read alike (timestamp and longlong, content and longstr) share a reader
+    canonical = {v[0]: t for t, v in reversed(TYPES.items())}
+    kinds = sorted({tuple(canonical[code[t]] for _, t in fields) for fields in layouts_of(tables)})
+    out = [
+        "# Typed readers of the 0-8 / 0-9 / 0-9-1 method arguments, one per list of field types, for",
+        "# the compiled decoder (fast09.pyx includes this after amqp/fields_0_9.pxi, whose steps they",
+        "# call).  Generated by tools/gen_spec.py from the XML of those versions and its table of field",
+        "# types (TYPES), as spec/readers_0_9.py is; do not edit.",
+        "",
+        "# field type -> the compiled decoder's type code (wirefields.pxi)",
+        "TYPE_CODES = {",
+        *(f"    {t!r}: {c}," for t, c in code.items()),
+        "}",
+        "",
+        "",
+    ]
+    for k, types in enumerate(kinds):
+        out += typed_reader(types, k)
+    out += [
+        "# {(type code, ...): the index of its reader in FIELD_READERS}",
+        "LAYOUTS = {",
+        *(
+            f"    {ctuple(code[t] for t in types)}: {k},  # {' '.join(types) or 'no fields'}"
+            for k, types in enumerate(kinds)
+        ),
+        "}",
+        f"cdef fields_fn FIELD_READERS[{len(kinds)}]",
+        *(f"FIELD_READERS[{k}] = fields{k}" for k in range(len(kinds))),
+        "",
+    ]
+    return "\n".join(out)
 
 
 def render_readers(tables: dict) -> str:
     """spec/readers_0_9.py: a reader per distinct argument list of the methods of ``tables``."""
-    layouts = sorted({m[6] for t in tables.values() for m in t["methods"]})
+    layouts = layouts_of(tables)
     structs: dict = {}
     body = []
     for k, fields in enumerate(layouts):
@@ -239,7 +357,7 @@ def render_readers(tables: dict) -> str:
         '"""Readers of the 0-8 / 0-9 / 0-9-1 method arguments, one per argument list.',
         "",
         "Generated by tools/gen_spec.py from the XML of those versions and its table of field types",
-        "(FIXED, VARIABLE); do not edit.  The variable-size types are read by the runtime",
+        "(TYPES); do not edit.  The variable-size types are read by the runtime",
         "readers of fields_0_9, written there once.",
         '"""',
         "",
@@ -265,32 +383,21 @@ def main(argv=None) -> int:
     ap.add_argument("--specs", default=DEFAULT_SPECS)
     ap.add_argument("--check", action="store_true", help="exit 1 if a generated module is out of date")
     a = ap.parse_args(argv)
-    stale = []
     outputs = {}
     tables = {}
     for version, (module, rel) in SOURCES.items():
         tables[version] = parse(os.path.join(a.specs, rel), version)
-        outputs[module] = render(version, tables[version])
-    outputs["readers_0_9"] = render_readers(tables)
+        outputs[module + ".py"] = render(version, tables[version])
+    outputs["readers_0_9.py"] = render_readers(tables)
+    outputs["readers_0_9.pxi"] = render_typed_readers(tables)
     try:
         sys.path.insert(0, HERE)
         import gen_spec_0_10  # noqa: E402
 
-        outputs["v0_10"] = gen_spec_0_10.generate(os.path.join(a.specs, "0-10", "amqp.0-10.stripped.xml"))
+        outputs["v0_10.py"] = gen_spec_0_10.generate(os.path.join(a.specs, "0-10", "amqp.0-10.stripped.xml"))
     except ImportError:
         pass
-    for module, src in outputs.items():
-        path = os.path.join(OUT_DIR, module + ".py")
-        old = open(path).read() if os.path.exists(path) else None
-        if old != src:
-            stale.append(path)
-            if not a.check:
-                with open(path, "w") as f:
-                    f.write(src)
-    if a.check and stale:
-        print("out of date: " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    return gen_spec_write.write({os.path.join(OUT_DIR, name): src for name, src in outputs.items()}, a.check)
 
 
 if __name__ == "__main__":

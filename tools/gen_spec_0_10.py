@@ -49,10 +49,11 @@ holds the errata shape; the codec recognises both encodings of an xid field.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import xml.etree.ElementTree as ET
+
+import gen_spec_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -388,21 +389,7 @@ def generate(xml_path: str = DEFAULT_XML) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--xml", default=DEFAULT_XML)
-    ap.add_argument("--out", default=OUT_PATH)
-    ap.add_argument("--check", action="store_true", help="exit 1 if the module is out of date")
-    a = ap.parse_args(argv)
-    src = generate(a.xml)
-    old = open(a.out).read() if os.path.exists(a.out) else None
-    if old == src:
-        return 0
-    if a.check:
-        print(f"out of date: {a.out}", file=sys.stderr)
-        return 1
-    with open(a.out, "w") as f:
-        f.write(src)
-    return 0
+    return gen_spec_write.main(__doc__, ("--xml", DEFAULT_XML), OUT_PATH, generate, argv)
 
 
 if __name__ == "__main__":

@@ -37,10 +37,11 @@ What the module holds (plain dicts and tuples, built once at import):
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import xml.etree.ElementTree as ET
+
+import gen_spec_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -234,45 +235,18 @@ def generate(xml_dir: str = DEFAULT_XML_DIR) -> str:
         out.append("}")
     out.append("")
     out.append("METHODS = tuple(METHOD_NAMES.values())")
-    out.append("")
-    out.append("CHOICES = {")
-    for n in sorted(choices):
-        out.append(f"    {n!r}: {choices[n]!r},")
-    out.append("}")
-    out.append("")
-    out.append("ERROR_CONDITIONS = {")
-    for sym in sorted(conditions):
-        out.append(f"    {sym!r}: {conditions[sym]!r},")
-    out.append("}")
-    out.append("")
-    out.append("RESTRICTED = {")
-    for n in sorted(restricted):
-        out.append(f"    {n!r}: {restricted[n]!r},")
-    out.append("}")
-    out.append("")
-    out.append("DEFINITIONS = {")
-    for n in sorted(definitions):
-        out.append(f"    {n!r}: {definitions[n]!r},")
-    out.append("}")
+    for title, table in (
+        ("CHOICES", choices),
+        ("ERROR_CONDITIONS", conditions),
+        ("RESTRICTED", restricted),
+        ("DEFINITIONS", definitions),
+    ):
+        out += ["", f"{title} = {{", *(f"    {n!r}: {table[n]!r}," for n in sorted(table)), "}"]
     return "\n".join(out) + "\n"
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--xml-dir", default=DEFAULT_XML_DIR)
-    ap.add_argument("--out", default=OUT_PATH)
-    ap.add_argument("--check", action="store_true", help="exit 1 if the module is out of date")
-    a = ap.parse_args(argv)
-    src = generate(a.xml_dir)
-    old = open(a.out).read() if os.path.exists(a.out) else None
-    if old == src:
-        return 0
-    if a.check:
-        print(f"out of date: {a.out}", file=sys.stderr)
-        return 1
-    with open(a.out, "w") as f:
-        f.write(src)
-    return 0
+    return gen_spec_write.main(__doc__, ("--xml-dir", DEFAULT_XML_DIR), OUT_PATH, generate, argv)
 
 
 if __name__ == "__main__":

@@ -54,13 +54,15 @@ PARTS = {
             "fast09",
             "decoder",
             ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
-            + ("slots.pxi", "amqp/wirefields.pxi", "amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
+            + ("slots.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi", "amqp/spec/readers_0_9.pxi")
+            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
         ),
         Part(
             "fastrows",
             "row builder",
             ("records/fastrows.pyx", "records/rows.py", "records/schema.py", "records/liveness.py")
-            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi", "amqp/rowsink.pxi"),
+            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi")
+            + ("amqp/rowsink.pxi",),
         ),
         Part(
             "fastwriter",

@@ -59,6 +59,7 @@ from struct import error as StructError
 
 from amqpcap.amqp.detect import CANDIDATE_0_10, frame_ok_0_10
 from amqpcap.amqp.events import Frame, Heartbeat, Method
+from amqpcap.amqp.spec import names_subscription
 from amqpcap.amqp.spec import v0_10 as SPEC
 from amqpcap.amqp.stream import I64_MAX, DecodeError, Direction, StreamDecoder
 
@@ -569,7 +570,7 @@ def _content_view(p, direction: int):
         fp = structs.get("message.fragment-properties")
         if fp is not None:
             props["fragment-properties"] = fp
-        if exchange is None and direction == 0:
+        if exchange is None and not names_subscription(m.name, direction, "0-10"):
             exchange = m.args.get("destination")
     else:
         for qname, v in structs.items():

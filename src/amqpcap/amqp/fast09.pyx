@@ -49,6 +49,8 @@ cdef extern from *:
 # its slot directly (the offsets come from the class's member descriptors at import).
 include "../slots.pxi"
 include "wirefields.pxi"
+include "fields_0_9.pxi"
+include "spec/readers_0_9.pxi"
 include "rowsink.pxi"
 
 cdef class WireFields  # below: what properties() returns, and a method's plain arguments
@@ -103,45 +105,11 @@ cdef object build(Slots s, tuple values):
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
-cdef int MAX_DEPTH = 64  # fields_0_9.MAX_DEPTH
 cdef uint8_t FRAME_END = 0xCE
 
-_CODES = {
-    "octet": P_OCTET,
-    "short": P_SHORT,
-    "long": P_LONG,
-    "longlong": P_LONGLONG,
-    "timestamp": P_LONGLONG,
-    "shortstr": P_SHORTSTR,
-    "table": P_TABLE,
-    "longstr": P_LONGSTR,
-    "content": P_LONGSTR,
-    "bit": P_BIT,
-}
-
-# Returned by the value decoder for "does not decode" (no Python exception set).
-cdef object BAD = object()
+cdef uint64_t I64_MAX = 0x7FFFFFFFFFFFFFFF  # stream.I64_MAX
 # the field types a method's arguments may have to be kept as the wire has them (MethodInfo.wire)
-# stream.I64_MAX and stream.TS_SECONDS_MAX: a longlong at or past the latter (a delivery-tag, a
-# timestamp property) goes to the reference, which reports what its column cannot hold
-cdef uint64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
-cdef uint64_t TS_SECONDS_MAX = 9_000_000_000
 cdef frozenset PLAIN = frozenset((P_OCTET, P_SHORT, P_LONG, P_LONGLONG, P_SHORTSTR, P_BIT))
-
-
-# --- wire reads ------------------------------------------------------------------------------
-
-
-cdef inline uint16_t rd16(const uint8_t *p) noexcept nogil:
-    return (<uint16_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t rd32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint64_t rd64(const uint8_t *p) noexcept nogil:
-    return (<uint64_t>rd32(p) << 32) | rd32(p + 4)
 
 
 cdef extern from "Python.h":
@@ -154,315 +122,30 @@ cdef inline dict new_dict(Py_ssize_t n):
     return _PyDict_NewPresized(n) if n > 5 else {}
 
 
-# The strings a connection sends again and again (exchange, routing key, consumer tag,
-# content type, table keys): the last ASCII str seen in each of TEXT_SLOTS slots, chosen by
-# length and three bytes, is handed out again when the same bytes come (no decode, no new
-# object; a str is immutable, so which object it is does not show).
-cdef enum:
-    TEXT_SLOTS = 1024
-    TEXT_MAX = 64
-cdef PyObject *TEXT_CACHE[TEXT_SLOTS]
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
-
-
-cdef object text(const uint8_t *p, Py_ssize_t n):
-    cdef size_t h
-    cdef PyObject *c
-    if n == 0 or n > TEXT_MAX:
-        return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
-    h = (<size_t>n * 40503u + p[0] * 131u + p[n >> 1] * 7u + p[n - 1]) & (TEXT_SLOTS - 1)
-    c = TEXT_CACHE[h]
-    if c != NULL and PyUnicode_GET_LENGTH(<object>c) == n and memcmp(PyUnicode_DATA(<object>c), p, n) == 0:
-        return <object>c  # ASCII: its characters are the bytes
-    s = PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
-    if PyUnicode_IS_ASCII(s):
-        Py_INCREF(s)
-        Py_XDECREF(c)
-        TEXT_CACHE[h] = <PyObject *>s
-    return s
-
-
-cdef object longstr(const uint8_t *p, Py_ssize_t n):
-    """fields_0_9.longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
-    try:
-        s = PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
-    except UnicodeDecodeError:
-        return PyBytes_FromStringAndSize(<const char *>p, n)
-    if n == 0 or s.isprintable():
-        return s
-    return PyBytes_FromStringAndSize(<const char *>p, n)
-
-
-# --- field tables (fields_0_9.decode_table_at / _decode_value) ------------------------------------
-
-
-cdef object value(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
-    """One field value at po[0] (advanced past it), or BAD if it does not decode within end."""
-    cdef Py_ssize_t off = po[0]
-    cdef uint8_t t
-    cdef uint32_t n32
-    cdef uint64_t u64
-    cdef double dv
-    cdef float fv
-    if off >= end:
-        return BAD
-    t = b[off]
-    off += 1
-    if t == 0x53 or t == 0x78:  # S long string, x byte array
-        if off + 4 > end:
-            return BAD
-        n32 = rd32(b + off)
-        off += 4
-        if off + <Py_ssize_t>n32 > end:
-            return BAD
-        po[0] = off + n32
-        if t == 0x53:
-            return text(b + off, n32)
-        return PyBytes_FromStringAndSize(<const char *>(b + off), n32)
-    if t == 0x49:  # I int32
-        if off + 4 > end:
-            return BAD
-        po[0] = off + 4
-        return <int32_t>rd32(b + off)
-    if t == 0x54:  # T timestamp
-        if off + 8 > end:
-            return BAD
-        po[0] = off + 8
-        return rd64(b + off)
-    if t == 0x64:  # d double
-        if off + 8 > end:
-            return BAD
-        u64 = rd64(b + off)
-        memcpy(&dv, &u64, 8)
-        po[0] = off + 8
-        return dv
-    if t == 0x66:  # f float
-        if off + 4 > end:
-            return BAD
-        n32 = rd32(b + off)
-        memcpy(&fv, &n32, 4)
-        po[0] = off + 4
-        return <double>fv
-    if t == 0x62:  # b int8
-        if off + 1 > end:
-            return BAD
-        po[0] = off + 1
-        return <int8_t>b[off]
-    if t == 0x42:  # B uint8
-        if off + 1 > end:
-            return BAD
-        po[0] = off + 1
-        return b[off]
-    if t == 0x55:  # U int16
-        if off + 2 > end:
-            return BAD
-        po[0] = off + 2
-        return <int16_t>rd16(b + off)
-    if t == 0x75:  # u uint16
-        if off + 2 > end:
-            return BAD
-        po[0] = off + 2
-        return rd16(b + off)
-    if t == 0x69:  # i uint32
-        if off + 4 > end:
-            return BAD
-        po[0] = off + 4
-        return rd32(b + off)
-    if t == 0x4C:  # L int64
-        if off + 8 > end:
-            return BAD
-        po[0] = off + 8
-        return <int64_t>rd64(b + off)
-    if t == 0x74:  # t boolean
-        if off + 1 > end:
-            return BAD
-        po[0] = off + 1
-        return b[off] != 0
-    if t == 0x46:  # F table
-        po[0] = off
-        return table(b, po, end, depth + 1, rabbit)
-    if t == 0x41:  # A array
-        po[0] = off
-        return array(b, po, end, depth + 1, rabbit)
-    if t == 0x6C:  # l: int64 (brokers) or uint64 (spec text)
-        if off + 8 > end:
-            return BAD
-        po[0] = off + 8
-        if rabbit:
-            return <int64_t>rd64(b + off)
-        return rd64(b + off)
-    if t == 0x73:  # s: int16 (brokers) or short string (spec text)
-        if rabbit:
-            if off + 2 > end:
-                return BAD
-            po[0] = off + 2
-            return <int16_t>rd16(b + off)
-        if off + 1 > end or off + 1 + b[off] > end:
-            return BAD
-        po[0] = off + 1 + b[off]
-        return text(b + off + 1, b[off])
-    if t == 0x44:  # D decimal: scale octet + int32
-        if off + 5 > end:
-            return BAD
-        po[0] = off + 5
-        v = <int32_t>rd32(b + off + 1)
-        return {"$decimal": f"{v}e-{b[off]}" if b[off] else str(v)}
-    if t == 0x56:  # V void
-        po[0] = off
-        return None
-    return BAD
-
-
-cdef Py_ssize_t sized(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth) noexcept:
-    """fields_0_9.sized_end: the end of a table's or array's entries (po[0] moved past its size),
-    or -1."""
-    cdef Py_ssize_t off = po[0]
-    cdef uint32_t n
-    if depth > MAX_DEPTH or off + 4 > end:
-        return -1
-    n = rd32(b + off)
-    if off + 4 + <Py_ssize_t>n > end:
-        return -1
-    po[0] = off + 4
-    return off + 4 + n
-
-
-cdef object table(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
-    cdef Py_ssize_t tend = sized(b, po, end, depth)
-    cdef Py_ssize_t off = po[0]
-    cdef uint8_t kl
-    if tend < 0:
-        return BAD
-    out = {}
-    while off < tend:
-        kl = b[off]
-        if off + 1 + kl > tend:
-            return BAD
-        key = text(b + off + 1, kl)
-        off += 1 + kl
-        v = value(b, &off, tend, depth, rabbit)
-        if v is BAD:
-            return BAD
-        out[key] = v
-    po[0] = tend
-    return out
-
-
-cdef object array(const uint8_t *b, Py_ssize_t *po, Py_ssize_t end, int depth, bint rabbit):
-    cdef Py_ssize_t aend = sized(b, po, end, depth)
-    cdef Py_ssize_t off = po[0]
-    if aend < 0:
-        return BAD
-    out = []
-    while off < aend:
-        v = value(b, &off, aend, depth, rabbit)
-        if v is BAD:
-            return BAD
-        out.append(v)
-    po[0] = aend
-    return out
-
-
-# --- argument and property lists (fields_0_9.read_plan, spec/readers_0_9.py) -------------------
+# --- argument and property lists (read by spec/readers_0_9.pxi and fields_0_9.pxi) ------------
 
 
 cdef object plan_of(fields):
-    """(codes, names) of a field list, or None if a type is not one the C decoder knows (the
-    reference then decodes, or refuses, it)."""
+    """(codes, names, reader) of a field list: its type codes, its names and the index of its
+    generated reader (-1: none, the generic one reads it); None if a type is not one the C
+    decoder knows (the reference then decodes, or refuses, it)."""
     codes = bytearray()
     for _, t in fields:
-        c = _CODES.get(t)
+        c = TYPE_CODES.get(t)
         if c is None:
             return None
         codes.append(c)
     # names interned: the row builders look them up with interned keys (an identity hit)
-    return bytes(codes), tuple(sys.intern(n) for n, _ in fields)
+    return bytes(codes), tuple(sys.intern(n) for n, _ in fields), LAYOUTS.get(tuple(codes), -1)
 
 
-cdef Py_ssize_t decode_fields(
-    bytes codes, tuple names, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit, dict args,
-    amqpcap_wire *w=NULL
-) except -2:
-    """Decode a plan's fields into args; the end offset, or -1 if they do not decode.  With
-    ``w``: where each value lies goes there instead (spans relative to ``b``; a table or long
-    string decoded into ``w.obj``, a bit too: their decoding is their check), no dict."""
-    cdef Py_ssize_t i, nf = len(codes)
-    cdef const uint8_t *c = codes
-    cdef int bit = 0
-    cdef uint8_t bits = 0
-    cdef Py_ssize_t o, vstart, vsize
-    cdef object v
-    for i in range(nf):
-        if c[i] == P_BIT:
-            if bit == 0:
-                if off >= end:
-                    return -1
-                bits = b[off]
-                off += 1
-            v = (bits & (1 << bit)) != 0
-            bit = (bit + 1) & 7
-        else:
-            bit = 0
-            if c[i] == P_TABLE:
-                o = off
-                v = table(b, &o, end, 0, rabbit)
-                if v is BAD:
-                    return -1
-                off = o
-            else:
-                vstart = off
-                if c[i] == P_SHORTSTR:
-                    if off >= end:
-                        return -1
-                    vstart = off + 1
-                    vsize = b[off]
-                elif c[i] == P_SHORT:
-                    vsize = 2
-                elif c[i] == P_LONG:
-                    vsize = 4
-                elif c[i] == P_LONGLONG:
-                    vsize = 8
-                elif c[i] == P_OCTET:
-                    vsize = 1
-                else:  # P_LONGSTR
-                    if off + 4 > end:
-                        return -1
-                    vstart = off + 4
-                    vsize = rd32(b + off)
-                if vstart + vsize > end:
-                    return -1
-                if c[i] == P_LONGLONG and rd64(b + vstart) >= TS_SECONDS_MAX:
-                    return -1  # may not fit its column: the reference reports it
-                off = vstart + vsize
-                if w != NULL:
-                    w.start[i] = vstart
-                    w.size[i] = vsize
-                    if c[i] != P_LONGSTR:
-                        continue
-                v = field_value(c[i], b + vstart, vsize)
-        if w != NULL:
-            Py_INCREF(v)
-            w.obj[i] = <PyObject *>v
-        else:
-            args[names[i]] = v
-    return off
-
-
-cdef inline object field_value(uint8_t code, const uint8_t *p, Py_ssize_t n):
-    """The value of a field of type ``code`` whose bytes (text: without its length) are p[:n]."""
-    if code == P_SHORTSTR:
-        return text(p, n)
-    if code == P_SHORT:
-        return rd16(p)
-    if code == P_LONG:
-        return rd32(p)
-    if code == P_LONGLONG:
-        return rd64(p)
-    if code == P_OCTET:
-        return p[0]
-    return longstr(p, n)
+cdef inline Py_ssize_t plan_fields(plan, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit,
+                                   dict a, amqpcap_wire *w=NULL) except -2:
+    """The fields of ``plan`` (plan_of's) read by its generated reader, or the generic one."""
+    cdef Py_ssize_t k = plan[2]
+    if k >= 0:
+        return FIELD_READERS[k](b, off, end, rabbit, <tuple>plan[1], a, w)
+    return read_fields(<bytes>plan[0], <tuple>plan[1], b, off, end, rabbit, a, w)
 
 
 # Plans by the identity of the spec object (generated tables live as long as the process); the
@@ -480,8 +163,8 @@ cdef object method_plan(spec):
 
 
 cdef object property_plan(props, tuple words):
-    """(codes, names, bit names) of the properties the flag words say are present, or None if
-    a flag is set beyond the defined properties."""
+    """(codes, names, reader, bit names) of the properties the flag words say are present, or
+    None if a flag is set beyond the defined properties."""
     per = PROPERTY_PLANS.get(id(props))
     if per is None or per[0] is not props:
         per = PROPERTY_PLANS[id(props)] = (props, {})
@@ -503,7 +186,7 @@ cdef object property_plan(props, tuple words):
     fields = plan_of(tuple((n, t) for n, t in present if t != "bit"))
     if fields is None:
         return None
-    plan = (fields[0], fields[1], tuple(sys.intern(n) for n, t in present if t == "bit"))
+    plan = fields + (tuple(sys.intern(n) for n, t in present if t == "bit"),)
     if len(plans) < MAX_PROPERTY_PLANS:
         plans[words] = plan
     return plan
@@ -537,24 +220,25 @@ cdef object properties(Walk w, props, const uint8_t *b, Py_ssize_t off, Py_ssize
             w.last_props, w.last_flags, w.last_property_plan = props, flags, plan
     cdef Py_ssize_t nvalues = len(plan[1])
     if 0 < nvalues <= AMQPCAP_WIRE_MAX:  # the common case: spans, no dict (see WireFields)
-        return wire_fields(plan[0], plan[1], plan[2], b, off, end, rabbit)
-    out = new_dict(nvalues + len(plan[2]))
-    off = decode_fields(plan[0], plan[1], b, off, end, rabbit, out)
+        return wire_fields(plan, plan[3], b, off, end, rabbit)
+    out = new_dict(nvalues + len(plan[3]))
+    off = plan_fields(plan, b, off, end, rabbit, out)
     if off != end:  # also -1: does not decode
         return None
-    for n in plan[2]:
+    for n in plan[3]:
         out[n] = True
     return out
 
 
-cdef object wire_fields(bytes codes, tuple names, tuple bits, const uint8_t *b, Py_ssize_t off,
-                        Py_ssize_t end, bint rabbit):
-    """The WireFields of the fields ``codes`` / ``names`` at b[off:end] (``bits``: the bit
+cdef object wire_fields(plan, tuple bits, const uint8_t *b, Py_ssize_t off, Py_ssize_t end, bint rabbit):
+    """The WireFields of the fields of ``plan`` (plan_of's) at b[off:end] (``bits``: the bit
     properties set, after them), or None if they do not decode to exactly ``end``."""
     cdef WireFields wf = WireFields.__new__(WireFields)
+    cdef bytes codes = plan[0]
+    cdef tuple names = plan[1]
     wf.data = PyBytes_FromStringAndSize(<const char *>b + off, end - off)
     wf.w.data = <const uint8_t *>PyBytes_AS_STRING(wf.data)
-    if decode_fields(codes, names, wf.w.data, 0, end - off, rabbit, None, &wf.w) != end - off:
+    if plan_fields(plan, wf.w.data, 0, end - off, rabbit, None, &wf.w) != end - off:
         return None
     wf.codes, wf.names, wf.bits = codes, names, bits
     wf.w.codes = <const uint8_t *>PyBytes_AS_STRING(codes)
@@ -587,15 +271,10 @@ cdef class WireFields:
 
     cdef dict as_dict(self):
         cdef Py_ssize_t i
-        cdef uint8_t code
         if self.decoded is None:
             out = new_dict(self.w.n + len(self.bits))
             for i in range(self.w.n):
-                code = self.w.codes[i]
-                if self.w.obj[i] != NULL:
-                    out[self.names[i]] = <object>self.w.obj[i]
-                else:
-                    out[self.names[i]] = field_value(code, self.w.data + self.w.start[i], self.w.size[i])
+                out[self.names[i]] = field_of(&self.w, i)
             for n in self.bits:
                 out[n] = True
             self.decoded = out
@@ -987,14 +666,14 @@ cdef method_frame(Walk w, int channel, buf, const uint8_t *b, Py_ssize_t start, 
         return
     plan = info.plan
     if info.wire:
-        args = wire_fields(plan[0], plan[1], (), b, start + 4, end, w.rabbit)
+        args = wire_fields(plan, (), b, start + 4, end, w.rabbit)
         if args is None:  # an anomaly: the reference reports it
             dec.decode_method_frame(direction, w.d, channel, buf, start, end, offset, size)
             w.refresh()
             return
     else:
         args = new_dict(len(plan[1]) if plan is not None else 0)
-        if plan is None or decode_fields(plan[0], plan[1], b, start + 4, end, w.rabbit, args) != end:
+        if plan is None or plan_fields(plan, b, start + 4, end, w.rabbit, args) != end:
             # a dialect, or an anomaly: the reference decides
             dec.decode_method_frame(direction, w.d, channel, buf, start, end, offset, size)
             w.refresh()  # a dialect's connection.tune-ok may have changed the frame-max

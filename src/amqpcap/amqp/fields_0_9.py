@@ -2,7 +2,7 @@
 short and long strings, and the generic reader of a field list (property lists and broker
 dialects).  The per-method argument readers are generated from the XML (spec/readers_0_9.py,
 by tools/gen_spec.py) and call these for the variable-size types; codec_0_9 decodes frames
-with both, and the compiled decoder (fast09.pyx) is their typed twin."""
+with both.  Their typed twin, for the compiled parts, is fields_0_9.pxi."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from amqpcap.analysis._common import (
     release_memory,
     si,
 )
+from amqpcap.analysis.batches import OutOfOrder
 from amqpcap.analysis.connection_health import (
     LIVENESS_COLUMNS,
     UNACKED_ACK_COLS,
@@ -35,6 +36,8 @@ from amqpcap.analysis.connection_health import (
 )
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
+from amqpcap.analysis.streamed_acks import streamed_acks
+from amqpcap.analysis.streamed_confirms import streamed_confirms
 from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
 
@@ -190,6 +193,32 @@ def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
             got["unacked"] = _unacked_health(unacked(t, acks=df[UNACKED_ACK_COLS]))  # (no copy)
 
     return step
+
+
+# the pairings stats computes in a pass over a dissect output's tables, not from a section's frames:
+# kind -> directory -> (latencies, the counts of its summary, what else of stats it gives)
+STREAMED = {
+    "confirm": lambda out: (*streamed_confirms(out), {}),
+    "consumer_ack": lambda out: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out)),
+}
+
+
+class _StreamedStep:
+    """The stats step of latency ``kind`` in one pass over the tables of the dissect output ``src``
+    (:data:`STREAMED`), no section loaded; the way of :func:`_pairing_step` when they are not in
+    wire order (``tables``: the :class:`Sections` to load from then)."""
+
+    def __init__(self, kind: str, got: dict, src, tables):
+        self.kind, self.got, self.src, self.tables = kind, got, src, tables
+
+    def __call__(self) -> None:
+        try:
+            values, counts, more = STREAMED[self.kind](self.src)
+        except OutOfOrder:
+            _pairing_step(self.kind, self.got, None, None)(self.tables(self.kind))
+            return
+        self.got["latency"][self.kind] = {**latency_summary(values), **counts}
+        self.got.update(more)
 
 
 # What each computation of stats and the report reads: ({table: columns (None: all)}, {table: the
@@ -536,7 +565,13 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     def put(key, fn):
         return lambda t: got.__setitem__(key, fn(t))
 
+    src = stats_source(t)
+    stream = latencies is None and on_latency is None and on_section is None and isinstance(src, str)
+    tables = Sections(src)
+
     def pairing(kind):
+        if stream and kind in STREAMED:
+            return kind, _StreamedStep(kind, got, src, tables)
         return kind, _pairing_step(kind, got, latencies, on_latency)
 
     # (section, step), computed one after the other, memory given back in between; the sections of
@@ -557,9 +592,11 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         ("amqp10", put("amqp10", lambda t: amqp10.stats_part(t, latency_summary))),
     ]
     with malloc_pool():
-        tables = Sections(stats_source(t))
         for section, step in steps:
-            step(tables(section))
+            if isinstance(step, _StreamedStep):
+                step()
+            else:
+                step(tables(section))
             if on_section is not None:
                 on_section(section, tables(section))
             release_memory()

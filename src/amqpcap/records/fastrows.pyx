@@ -3,11 +3,12 @@
 
 ``method_row`` and ``message_row`` are rows.py's ``method_row_reference`` and
 ``message_row_reference`` in typed C: the same tuples (same values, same types), built
-directly instead of through a list, with C type checks in place of the ``_s`` / ``_i`` /
-``_b`` / ``_tag`` / ``_short`` calls and the event fields read from their slots.  rows.py stays
-the reference and owns every decision that is not a type check: the fill plans
-(``_MethodPlan``, ``_fill_plan``), the JSON encoder (``to_json``), reply-code names, failing
-methods and 0-10 sequence sets are its own functions, called from here.  Properties and plain
+directly instead of through a list, with C type checks in place of rows' ``as_text`` /
+``as_int`` / ... converters and the event fields read from their slots.  rows.py stays the
+reference and owns every decision that is not a type check: which column each argument and
+property fills (``MethodPlan``, ``message_arg_plan``, ``fill_plan``: the 0-10 consumer tag
+included), the JSON encoder (``to_json``), reply-code names, failing methods and 0-10 sequence
+sets are its own functions, called from here.  Properties and plain
 arguments the compiled decoder kept as the wire has them (fast09.WireFields) fill their
 columns and JSON from the bytes (``stage_wire``).  An event of another class than Method /
 Content, or arguments that are neither a dict nor such a mapping, go to the reference whole.
@@ -20,7 +21,7 @@ makes a tuple for any other table.  ``Liveness`` is liveness.py's with the decod
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Check, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next
-from cpython.long cimport PyLong_Check, PyLong_FromLongLong, PyLong_FromUnsignedLongLong
+from cpython.long cimport PyLong_Check, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
@@ -38,6 +39,7 @@ from amqpcap.amqp.events import Content, Method
 
 include "../slots.pxi"
 include "../amqp/wirefields.pxi"
+include "../amqp/fields_0_9.pxi"
 include "../amqp/rowsink.pxi"
 include "raw.pxi"
 
@@ -379,7 +381,6 @@ cdef enum:
 cdef object R = None
 cdef dict CODES
 cdef object reply_code_info, failing
-cdef frozenset SUBSCRIPTION_DEST
 cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
 
 
@@ -457,7 +458,8 @@ cdef class Plan:
     cdef Py_ssize_t col[MAX_FILL]
     cdef int code[MAX_FILL]
     cdef tuple keys, convs
-    cdef bint destination, reply_code, failing
+    cdef bint reply_code, failing
+    cdef object direction, version  # the row's it was made for (rows' plans depend on them)
     # the names of the dict it was made for, in order, and their JSON keys (None: not written
     # by amqpcap_json_keyed); a dict with the same names in the same order uses this plan
     cdef tuple names
@@ -468,7 +470,7 @@ cdef class Plan:
     cdef Py_ssize_t table_fill, table_at
     cdef Py_ssize_t ends[MAX_NAMES]
 
-    def __init__(self, fill, destination=False, reply_code=False, failing=False):
+    def __init__(self, fill, reply_code=False, failing=False, direction=None, version=None):
         fill = tuple(fill)
         if len(fill) > MAX_FILL:
             raise ValueError("fill plan too long")
@@ -478,9 +480,9 @@ cdef class Plan:
         for j, (i, k, conv) in enumerate(fill):
             self.col[j] = i
             self.code[j] = CODES.get(conv, CALL)
-        self.destination = destination
         self.reply_code = reply_code
         self.failing = failing
+        self.direction, self.version = direction, version
         self.table_fill = self.table_at = -1
 
     cdef void named(self, tuple names):
@@ -505,13 +507,27 @@ cdef class Plan:
         return text
 
 
-cdef dict method_plans = {}  # (method name, argument names) -> Plan, as rows.method_plans
+cdef dict method_plans = {}  # (method name, argument names, direction, version) -> Plan, as rows.method_plans
 cdef dict property_plans = {}  # property names -> Plan, as rows.property_plans
-# The plan used last for a method name / for a property dict of n names: most rows of a
-# capture repeat the names of the row before them, and comparing the names costs less than
-# building and hashing the key tuple.
-cdef dict last_method_plan = {}
+cdef dict message_arg_plans = {}  # as rows.message_arg_plans
+# The plan used last for a method name (per direction) / for a property dict of n names: most
+# rows of a capture repeat the names of the row before them, and comparing the names costs less
+# than building and hashing the key tuple.
+cdef tuple last_method_plan = ({}, {})
+cdef tuple last_message_arg_plan = ({}, {})
 cdef list last_property_plan = [None] * 32
+
+
+cdef inline bint made_for(object plan_direction, object plan_version, direction, version):
+    """A plan made for ``plan_direction`` and ``plan_version`` serves a row of ``direction`` and
+    ``version`` (small ints and the conversation's version string: mostly identities)."""
+    return (plan_direction is direction or plan_direction == direction) and (
+        plan_version is version or plan_version == version
+    )
+
+
+cdef inline dict last_plans(tuple by_direction, direction):
+    return <dict>by_direction[1 if direction is 1 else 0]
 
 
 cdef inline bint same_names(tuple names, dict d):
@@ -531,25 +547,52 @@ cdef inline bint same_names(tuple names, dict d):
     return True
 
 
-cdef Plan method_plan(name, dict a, bint *same):
-    """rows.method_plans[(name, tuple(a))] (made on first use); same[0]: a's keys are its names."""
+cdef Plan method_plan(name, dict a, direction, version, bint *same):
+    """rows.method_plans[(name, tuple(a), direction, version)] (made on first use); same[0]: a's
+    keys are its names."""
     cdef Plan plan
-    found = PyDict_GetItem(last_method_plan, name) if PyUnicode_CheckExact(name) else NULL
-    if found is not NULL and same_names((<Plan>found).names, a):
+    cdef dict last = last_plans(last_method_plan, direction)
+    found = PyDict_GetItem(last, name) if PyUnicode_CheckExact(name) else NULL
+    if (found is not NULL and made_for((<Plan>found).direction, (<Plan>found).version, direction, version)
+            and same_names((<Plan>found).names, a)):
         same[0] = True
         return <Plan>found
-    key = (name, tuple(a))
+    key = (name, tuple(a), direction, version)
     p = PyDict_GetItem(method_plans, key)
     if p is NULL:
-        rp = R.MethodPlan(name, key[1])
-        plan = Plan(rp.fill, rp.destination, rp.code, rp.failing)
+        rp = R.MethodPlan(*key)
+        plan = Plan(rp.fill, rp.code, rp.failing, direction, version)
         plan.named(key[1])
         method_plans[key] = plan
     else:
         plan = <Plan>p
     same[0] = same_names(plan.names, a)
-    if same[0] and PyUnicode_CheckExact(name) and len(last_method_plan) < 4096:  # names from the wire
-        last_method_plan[name] = plan
+    if same[0] and PyUnicode_CheckExact(name) and len(last) < 4096:  # names from the wire
+        last[name] = plan
+    return plan
+
+
+cdef Plan message_arg_plan(name, a, const amqpcap_wire *aw, direction, version):
+    """rows.message_arg_plans[(name, argument names, direction, version)] for the arguments of a
+    content's method: the dict ``a``, or (``aw`` not NULL) as the wire has them."""
+    cdef Plan plan
+    cdef dict last = last_plans(last_message_arg_plan, direction)
+    found = last.get(name)
+    if found is not None and made_for((<Plan>found).direction, (<Plan>found).version, direction, version):
+        if (<Plan>found).names is <object>aw.names if aw != NULL else same_names((<Plan>found).names, <dict>a):
+            return <Plan>found
+    names = <tuple>aw.names if aw != NULL else tuple(a)
+    key = (name, names, direction, version)
+    found = message_arg_plans.get(key)
+    if found is None:
+        plan = Plan(R.message_arg_plan(*key), False, False, direction, version)
+        plan.names = names
+        if len(message_arg_plans) < 4096:  # names from the wire: bounded
+            message_arg_plans[key] = plan
+    else:
+        plan = <Plan>found
+    if PyUnicode_CheckExact(name) and len(last) < 4096:
+        last[name] = plan
     return plan
 
 
@@ -600,10 +643,6 @@ cdef inline void put(PyObject **row, Py_ssize_t i, object v):
     Py_XDECREF(old)
 
 
-cdef inline bint is_null(PyObject **row, Py_ssize_t i):
-    return row[i] == NULL
-
-
 cdef void clear(PyObject **row, Py_ssize_t n) noexcept:
     cdef Py_ssize_t i
     for i in range(n):
@@ -625,16 +664,17 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind)
 cdef wire_of_fn wire_of = NULL  # fast09's, if it is built (bind): the spans of WireFields
 
 
-cdef Py_ssize_t N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
+cdef Py_ssize_t N_METHOD, N_HEAD, M_REPLY_NAME_COL, M_FAILING_COL
 cdef Py_ssize_t M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL
-cdef Py_ssize_t N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+cdef Py_ssize_t N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES, MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
 cdef tuple DIRS
 
 
 cdef int bind() except -1:
-    global R, CODES, reply_code_info, failing, SUBSCRIPTION_DEST, DIRS
-    global N_METHOD, N_HEAD, M_EXCHANGE_COL, M_CONSUMER_TAG_COL, M_REPLY_NAME_COL, M_FAILING_COL
+    global R, CODES, reply_code_info, failing, DIRS
+    global N_METHOD, N_HEAD, M_REPLY_NAME_COL, M_FAILING_COL
     global M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL, N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+    global MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
     from amqpcap.records import rows
 
     CODES = {
@@ -648,16 +688,16 @@ cdef int bind() except -1:
     }
     reply_code_info = _spec.reply_code_info
     failing = rows.failing_method
-    SUBSCRIPTION_DEST = frozenset(rows.SUBSCRIPTION_DEST)
     DIRS = tuple(rows.DIRS)
     N_METHOD = len(rows.METHOD_COLUMNS)
     N_HEAD = len(rows.METHOD_HEAD)
-    M_EXCHANGE_COL, M_CONSUMER_TAG_COL = rows.M_EXCHANGE, rows.M_CONSUMER_TAG
     M_REPLY_NAME_COL, M_FAILING_COL = rows.M_REPLY_NAME, rows.M_FAILING
     M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows.M_COMMAND_ID, rows.M_ANSWERS, rows.M_ARGUMENTS
     N_MESSAGE = len(rows.COLUMNS["messages"])
     FIRST_PROPERTY = rows.MSG_FIRST_PROPERTY
     N_PROPERTIES = len(rows.MESSAGE_PROPERTIES)
+    MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL = rows.MSG_EXCHANGE, rows.MSG_ROUTING_KEY
+    MSG_REDELIVERED_COL = rows.MSG_REDELIVERED
     if N_METHOD > MAX_COLS or N_MESSAGE > MAX_COLS:
         raise ImportError("records/schema.py: more columns than fastrows.pyx stages (MAX_COLS)")
     global append_array
@@ -922,8 +962,8 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         if wire == NULL:
             return 1
         if direct != NULL:
-            wplan = method_wire_plan(name, wire)
-        if wplan is None:  # written from a dict (a table buffer of tuples, a flag of _MethodPlan)
+            wplan = method_wire_plan(name, wire, direction, version)
+        if wplan is None:  # written from a dict (a table buffer of tuples, a flag of rows.MethodPlan)
             wire = NULL
             a = a.copy()
     put_keys(row, capture, stream, <object>m.packet, <object>m.ts, direction, <object>m.channel, <object>m.offset)
@@ -940,15 +980,9 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         if not stage_wire(row, direct, wire, wplan):  # the argument columns and JSON from the bytes
             return 0
         a = a.copy()  # (nothing of them staged)
-    plan = method_plan(name, <dict>a, &same)
+    plan = method_plan(name, <dict>a, direction, version, &same)
     for j in range(plan.n):
         put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
-    if plan.destination:
-        # 0-10: a transfer from the broker names the subscription it is delivered to.
-        if name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
-            put(row, M_CONSUMER_TAG_COL, to_s(a["destination"]))
-        elif is_null(row, M_EXCHANGE_COL):
-            put(row, M_EXCHANGE_COL, to_s(a["destination"]))
     if plan.reply_code:
         code = a.get("reply-code", a.get("error-code"))
         info = reply_code_info(version, code) if PyLong_Check(code) else None
@@ -975,32 +1009,6 @@ cdef inline Py_ssize_t wire_index(const amqpcap_wire *w, str key) noexcept:
     return -1
 
 
-cdef inline unsigned long long span_uint(const unsigned char *p, Py_ssize_t n) noexcept:
-    """An octet, short, long or longlong field's value: unsigned, big-endian."""
-    cdef unsigned long long x = 0
-    cdef Py_ssize_t k
-    for k in range(n):
-        x = (x << 8) | p[k]
-    return x
-
-
-cdef object wire_value(const amqpcap_wire *w, Py_ssize_t i):
-    """The value of ``w``'s field ``i``, as the reference's dict holds it (fast09.field_value)."""
-    cdef const unsigned char *p
-    if w.obj[i] != NULL:
-        return <object>w.obj[i]
-    p = w.data + w.start[i]
-    if w.codes[i] == P_SHORTSTR:
-        return PyUnicode_DecodeUTF8(<const char *>p, w.size[i], "replace")
-    return PyLong_FromUnsignedLongLong(span_uint(p, w.size[i]))
-
-
-cdef inline object wire_get(const amqpcap_wire *w, str key, object default):
-    """``dict.get`` of the fields of ``w``."""
-    cdef Py_ssize_t i = wire_index(w, key)
-    return default if i < 0 else wire_value(w, i)
-
-
 cdef int put_text_field(PyObject **row, Direct *d, Py_ssize_t col, const amqpcap_wire *w,
                         Py_ssize_t i) except -1:
     """Column ``col`` of the row: to_s of ``w``'s field ``i`` (-1: none, null).  ASCII text goes
@@ -1014,15 +1022,42 @@ cdef int put_text_field(PyObject **row, Direct *d, Py_ssize_t col, const amqpcap
             d.raw[col].kind, d.raw[col].p, d.raw[col].n = RAW_TEXT, <const char *>p, w.size[i]
             d.used = True
             return 0
-    put(row, col, to_s(wire_value(w, i)))
+    put(row, col, to_s(field_of(w, i)))
     return 0
 
 
-# argument names looked up in every message row, interned as the decoder's are (fast09)
-cdef str K_EXCHANGE = sys.intern("exchange"), K_DESTINATION = sys.intern("destination")
-cdef str K_ROUTING_KEY = sys.intern("routing-key"), K_CONSUMER_TAG = sys.intern("consumer-tag")
-cdef str K_REPLY_CODE = sys.intern("reply-code"), K_REDELIVERED = sys.intern("redelivered")
-cdef str K_DELIVERY_TAG = sys.intern("delivery-tag")
+# looked up in every message row, interned as the decoder's names are (fast09)
+cdef str K_REDELIVERED = sys.intern("redelivered")
+
+
+cdef int stage_message_args(PyObject **row, Direct *direct, const ContentView *c, a, const amqpcap_wire *aw,
+                            p, direction, version) except -1:
+    """The columns of rows.MESSAGE_ARGS by rows' rule (message_row_reference): from the arguments
+    of the content's method (the dict ``a``, or ``aw`` as the wire has them: ASCII text staged
+    raw) by rows.message_arg_plan, the content's own exchange and routing key before them, and
+    the redelivered property of ``p`` (a dict, or None) for a missing redelivered argument."""
+    cdef Plan plan = message_arg_plan(<object>c.method.name, a, aw, direction, version)
+    cdef Py_ssize_t j, col
+    exchange, routing_key = <object>c.exchange, <object>c.routing_key
+    for j in range(plan.n):
+        col = plan.col[j]
+        if (col == MSG_EXCHANGE_COL and exchange is not None) or (col == MSG_ROUTING_KEY_COL and routing_key is not None):
+            continue  # the content's own, below
+        if aw == NULL:
+            put(row, col, convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
+        elif plan.code[j] == TO_S:
+            put_text_field(row, direct, col, aw, wire_index(aw, plan.keys[j]))
+        else:
+            put(row, col, convert(plan.code[j], plan.convs[j], field_of(aw, wire_index(aw, plan.keys[j]))))
+    if exchange is not None:
+        put(row, MSG_EXCHANGE_COL, to_s(exchange))
+    if routing_key is not None:
+        put(row, MSG_ROUTING_KEY_COL, to_s(routing_key))
+    given = wire_index(aw, K_REDELIVERED) >= 0 if aw != NULL else K_REDELIVERED in <dict>a
+    if not given and p is not None:
+        redelivered = dget(<dict>p, K_REDELIVERED, None)
+        put(row, MSG_REDELIVERED_COL, redelivered if PyBool_Check(redelivered) else None)
+    return 0
 
 
 cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, direction, const ContentView *c,
@@ -1036,7 +1071,6 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     cdef PyObject *table = NULL
     cdef const amqpcap_wire *wire = NULL
     cdef const amqpcap_wire *awire = NULL
-    cdef Py_ssize_t k
     cdef const MethodView *method = c.method
     p = <object>c.properties
     if wire_of != NULL:
@@ -1057,45 +1091,8 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     put_keys(row, capture, stream, <object>c.packet, <object>c.ts, direction, <object>c.channel, <object>c.offset)
     put(row, 7, <object>method.name)
     put(row, 8, version)
-    exchange = <object>c.exchange
-    routing_key = <object>c.routing_key
     # (a wire plan with a redelivered property is not used: stage_wire)
-    p_redelivered = dget(<dict>p, K_REDELIVERED, None) if wire == NULL else None
-    if awire == NULL:
-        if exchange is None:
-            exchange = dget(a, K_EXCHANGE, dget(a, K_DESTINATION, None))
-        if routing_key is None:
-            routing_key = dget(a, K_ROUTING_KEY, None)
-        if direction == 1 and version == "0-10":
-            consumer_tag = dget(a, K_CONSUMER_TAG, dget(a, K_DESTINATION, None))
-        else:
-            consumer_tag = dget(a, K_CONSUMER_TAG, None)
-        code = dget(a, K_REPLY_CODE, None)
-        redelivered = dget(a, K_REDELIVERED, p_redelivered)
-        tag = dget(a, K_DELIVERY_TAG, None)
-        put(row, 9, to_s(exchange))
-        put(row, 10, to_s(routing_key))
-        put(row, 11, to_s(consumer_tag))
-    else:  # the same, read from the bytes (the texts as they lie there, if they can be)
-        if exchange is None:
-            k = wire_index(awire, K_EXCHANGE)
-            put_text_field(row, direct, 9, awire, k if k >= 0 else wire_index(awire, K_DESTINATION))
-        else:
-            put(row, 9, to_s(exchange))
-        if routing_key is None:
-            put_text_field(row, direct, 10, awire, wire_index(awire, K_ROUTING_KEY))
-        else:
-            put(row, 10, to_s(routing_key))
-        k = wire_index(awire, K_CONSUMER_TAG)
-        if k < 0 and direction == 1 and version == "0-10":
-            k = wire_index(awire, K_DESTINATION)
-        put_text_field(row, direct, 11, awire, k)
-        code = wire_get(awire, K_REPLY_CODE, None)
-        redelivered = wire_get(awire, K_REDELIVERED, p_redelivered)
-        tag = wire_get(awire, K_DELIVERY_TAG, None)
-    put(row, 12, to_tag(tag))
-    put(row, 13, redelivered if PyBool_Check(redelivered) else None)
-    put(row, 14, code if is_int(code) else None)
+    stage_message_args(row, direct, c, a, awire, p if wire == NULL else None, direction, version)
     i = FIRST_PROPERTY + N_PROPERTIES
     put(row, i + 1, <object>c.body_size)
     put(row, i + 2, <object>c.body_received)
@@ -1140,6 +1137,7 @@ cdef class WirePlan:
     cdef bytes frags  # '"name":' of each value, then of each bit
     cdef Py_ssize_t ends[MAX_WIRE_NAMES]
     cdef Py_ssize_t json_col
+    cdef object direction, version  # a method's: the row's it was made for (as Plan's)
 
     def __init__(self, tuple names, tuple bits, fill, Py_ssize_t json_col):
         cdef Py_ssize_t j
@@ -1186,32 +1184,35 @@ cdef WirePlan wire_plan(const amqpcap_wire *w):
     return <WirePlan>found
 
 
-cdef dict method_wire_plans = {}  # (method name, argument names) -> WirePlan (None: from a dict)
-cdef dict last_method_wire_plan = {}  # method name -> the WirePlan used last
+cdef dict method_wire_plans = {}  # (method name, names, direction, version) -> WirePlan (None: from a dict)
+cdef tuple last_method_wire_plan = ({}, {})  # per direction: method name -> the WirePlan used last
 
 
-cdef WirePlan method_wire_plan(name, const amqpcap_wire *w):
+cdef WirePlan method_wire_plan(name, const amqpcap_wire *w, direction, version):
     """The WirePlan of a method's arguments ``w`` (the reference's fill plan for them), or None
-    if its row is written from a dict: a flag of rows.MethodPlan (a destination, a reply code,
-    a failing method: what the dict's path adds), too many names."""
+    if its row is written from a dict: a flag of rows.MethodPlan (a reply code, a failing
+    method: what the dict's path adds), too many names."""
     names = <tuple>w.names
-    found = last_method_wire_plan.get(name)
-    if found is not None and (<WirePlan>found).names is names:
+    cdef dict last = last_plans(last_method_wire_plan, direction)
+    found = last.get(name)
+    if (found is not None and (<WirePlan>found).names is names
+            and made_for((<WirePlan>found).direction, (<WirePlan>found).version, direction, version)):
         return <WirePlan>found
-    key = (name, names)
+    key = (name, names, direction, version)
     found = method_wire_plans.get(key, 0)
     if found is 0:
         found = None
         if len(names) <= MAX_WIRE_NAMES:
-            mp = R.MethodPlan(name, names)
-            if not (mp.destination or mp.code or mp.failing):
+            mp = R.MethodPlan(*key)
+            if not (mp.code or mp.failing):
                 found = WirePlan(names, (), mp.fill, M_ARGUMENTS_COL)
+                (<WirePlan>found).direction, (<WirePlan>found).version = direction, version
                 if (<WirePlan>found).frags is None:
                     found = None
         if len(method_wire_plans) < 4096:  # names from the generated tables: bounded anyway
             method_wire_plans[key] = found
-    if found is not None and len(last_method_wire_plan) < 4096:
-        last_method_wire_plan[name] = found
+    if found is not None and len(last) < 4096:
+        last[name] = found
     return <WirePlan>found
 
 

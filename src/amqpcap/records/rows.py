@@ -81,15 +81,14 @@ def as_bool(v):
 
 _I64_MAX = (1 << 63) - 1
 
-# 0-10 commands whose "destination" names a subscription, not an exchange.
-SUBSCRIPTION_DEST = {
-    "message.subscribe",
-    "message.cancel",
-    "message.set-flow-mode",
-    "message.flow",
-    "message.stop",
-    "message.flush",
-}
+
+def with_destination(columns, column: str, first: bool = False) -> tuple:
+    """``columns`` (column, argument names, converter) with ``destination`` an argument name of
+    ``column``: the last (the column's own arguments win), or the ``first``."""
+    return tuple(
+        (c, (("destination",) + names if first else names + ("destination",)) if c == column else names, conv)
+        for c, names, conv in columns
+    )
 
 
 def failing_method(version, a):
@@ -162,6 +161,12 @@ METHOD_ARGS = (
     ("text", ("text",), as_text),
 )
 _ARG_CONVERTERS = {col: (names, conv) for col, names, conv in METHOD_ARGS}
+# by spec.names_subscription: where a destination goes (the consumer tag it names; an exchange
+# argument wins over it)
+_METHOD_ARGS_BY_SUBSCRIPTION = {
+    False: with_destination(METHOD_ARGS, "exchange"),
+    True: with_destination(METHOD_ARGS, "consumer_tag", first=True),
+}
 
 
 def arg_columns(a: dict) -> tuple:
@@ -214,20 +219,20 @@ def fill_plan(columns, index: dict, present: set) -> tuple:
 
 class MethodPlan:
     """How to fill a method row from arguments with these names (in this order), compiled once
-    per (method name, argument names): a row then touches only the arguments present instead of
-    looking up every typed column's argument in every row."""
+    per (method name, argument names, direction, version): a row then touches only the arguments
+    present instead of looking up every typed column's argument in every row."""
 
-    __slots__ = ("fill", "destination", "code", "failing")
+    __slots__ = ("fill", "code", "failing")
 
-    def __init__(self, name: str, keys: tuple) -> None:
+    def __init__(self, name: str, keys: tuple, direction=0, version=None) -> None:
         present = set(keys)
-        self.fill = fill_plan(METHOD_ARGS, _M, present)
-        self.destination = "destination" in present
+        columns = _METHOD_ARGS_BY_SUBSCRIPTION[_spec.names_subscription(name, direction, version)]
+        self.fill = fill_plan(columns, _M, present)
         self.code = "reply-code" in present or "error-code" in present
         self.failing = name.endswith(".close") or name == "execution.exception"
 
 
-method_plans: dict = {}  # (method name, argument names) -> MethodPlan; a few dozen per capture
+method_plans: dict = {}  # (method name, argument names, direction, version) -> MethodPlan
 
 
 def method_row_reference(capture, stream, direction, m: Method, version):
@@ -236,10 +241,10 @@ def method_row_reference(capture, stream, direction, m: Method, version):
     if not isinstance(a, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
         a = dict(a)
     name = m.name
-    key = (name, tuple(a))
+    key = (name, tuple(a), direction, version)
     plan = method_plans.get(key)
     if plan is None:
-        plan = method_plans[key] = MethodPlan(name, key[1])
+        plan = method_plans[key] = MethodPlan(*key)
     row = [
         capture,
         stream,
@@ -259,12 +264,6 @@ def method_row_reference(capture, stream, direction, m: Method, version):
     ]
     for i, k, conv in plan.fill:
         row[i] = conv(a[k])
-    if plan.destination:
-        # 0-10: a transfer from the broker names the subscription it is delivered to.
-        if name in SUBSCRIPTION_DEST or (name == "message.transfer" and direction == 1 and version == "0-10"):
-            row[M_CONSUMER_TAG] = as_text(a["destination"])
-        elif row[M_EXCHANGE] is None:
-            row[M_EXCHANGE] = as_text(a["destination"])
     if plan.code:
         code = a.get("reply-code", a.get("error-code"))
         info = _spec.reply_code_info(version, code) if isinstance(code, int) else None
@@ -292,6 +291,19 @@ def as_table_json(v):
     return to_json(v) if v is not None else None
 
 
+# The messages columns filled from the arguments of a content's method, as METHOD_ARGS (by
+# message_arg_plan); a content's own exchange and routing key (0-10's delivery properties) come
+# before them, and a redelivered property stands in for a redelivered argument.
+MESSAGE_ARGS = (
+    ("exchange", ("exchange", "destination"), as_text),
+    ("routing_key", ("routing-key",), as_text),
+    ("consumer_tag", ("consumer-tag",), as_text),
+    ("delivery_tag", ("delivery-tag",), as_tag),
+    ("redelivered", ("redelivered",), as_bool),
+    ("reply_code", ("reply-code",), as_int),
+)
+_MESSAGE_ARGS_BY_SUBSCRIPTION = {False: MESSAGE_ARGS, True: with_destination(MESSAGE_ARGS, "consumer_tag")}
+
 # The messages columns filled from a content's properties, as METHOD_ARGS (contiguous, in
 # schema order: checked below).
 MESSAGE_PROPERTIES = (
@@ -316,9 +328,22 @@ assert [c for c, _, _ in MESSAGE_PROPERTIES] == COLUMNS["messages"][
     MSG_FIRST_PROPERTY : MSG_FIRST_PROPERTY + len(MESSAGE_PROPERTIES)
 ], "records/schema.py MESSAGES reordered"
 _PROPERTY_NULLS = [None] * len(MESSAGE_PROPERTIES)
+MSG_EXCHANGE, MSG_ROUTING_KEY, MSG_REDELIVERED = MSG["exchange"], MSG["routing_key"], MSG["redelivered"]
+MSG_FIRST_ARG = MSG[MESSAGE_ARGS[0][0]]
+assert [c for c, _, _ in MESSAGE_ARGS] == COLUMNS["messages"][MSG_FIRST_ARG:MSG_FIRST_PROPERTY], (
+    "records/schema.py MESSAGES reordered"
+)
+_ARG_NULLS = [None] * len(MESSAGE_ARGS)
 # the columns after last_frame_number are AMQP 1.0's (records/rows_1_0.py fills them)
 _MESSAGE_TAIL = [None] * (len(COLUMNS["messages"]) - MSG["last_frame_number"] - 1)
 property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
+message_arg_plans: dict = {}  # (method name, argument names, direction, version) -> fill plan
+
+
+def message_arg_plan(name: str, keys: tuple, direction, version) -> tuple:
+    """The fill plan of the MESSAGE_ARGS columns from the arguments ``keys`` of method ``name``."""
+    columns = _MESSAGE_ARGS_BY_SUBSCRIPTION[_spec.names_subscription(name, direction, version)]
+    return fill_plan(columns, MSG, set(keys))
 
 
 def message_row_reference(capture, stream, direction, c: Content, version):
@@ -333,6 +358,11 @@ def message_row_reference(capture, stream, direction, c: Content, version):
     fill = property_plans.get(keys)
     if fill is None:
         fill = property_plans[keys] = fill_plan(MESSAGE_PROPERTIES, MSG, set(keys))
+    name = c.method.name
+    akey = (name, tuple(a), direction, version)
+    afill = message_arg_plans.get(akey)
+    if afill is None:
+        afill = message_arg_plans[akey] = message_arg_plan(*akey)
     row = [
         capture,
         stream,
@@ -341,16 +371,9 @@ def message_row_reference(capture, stream, direction, c: Content, version):
         DIRS[direction],
         c.channel,
         c.offset,
-        c.method.name,
+        name,
         version,
-        as_text(c.exchange if c.exchange is not None else a.get("exchange", a.get("destination"))),
-        as_text(c.routing_key if c.routing_key is not None else a.get("routing-key")),
-        as_text(
-            a.get("consumer-tag", a.get("destination") if direction == 1 and version == "0-10" else None)
-        ),
-        as_tag(a.get("delivery-tag")),
-        as_bool(a.get("redelivered", p.get("redelivered"))),
-        as_int(a.get("reply-code")),
+        *_ARG_NULLS,  # exchange .. reply_code, filled below
         *_PROPERTY_NULLS,  # content_type .. cluster_id, filled below
         to_json(p),
         c.body_size,
@@ -363,6 +386,14 @@ def message_row_reference(capture, stream, direction, c: Content, version):
         c.packet,
         *_MESSAGE_TAIL,
     ]
+    for i, k, conv in afill:
+        row[i] = conv(a[k])
+    if c.exchange is not None:
+        row[MSG_EXCHANGE] = as_text(c.exchange)
+    if c.routing_key is not None:
+        row[MSG_ROUTING_KEY] = as_text(c.routing_key)
+    if "redelivered" not in a:
+        row[MSG_REDELIVERED] = as_bool(p.get("redelivered"))
     for i, k, conv in fill:
         row[i] = conv(p[k])
     return tuple(row)

@@ -37,4 +37,26 @@ def reply_code_info(version: str | None, code: int | None):
     return None
 
 
-__all__ = ["MethodSpec", "get", "reply_code_info", "VERSIONS"]
+# 0-10 commands whose "destination" names a subscription, not an exchange.
+SUBSCRIPTION_COMMANDS = frozenset(
+    (
+        "message.subscribe",
+        "message.cancel",
+        "message.set-flow-mode",
+        "message.flow",
+        "message.stop",
+        "message.flush",
+    )
+)
+
+
+def names_subscription(name: str, direction, version) -> bool:
+    """Whether the ``destination`` argument of method ``name`` names a subscription (a consumer
+    tag), not an exchange: 0-10's subscription commands, and a transfer the broker delivers
+    (``direction`` 1: server to client)."""
+    return name in SUBSCRIPTION_COMMANDS or (
+        name == "message.transfer" and direction == 1 and version == "0-10"
+    )
+
+
+__all__ = ["MethodSpec", "get", "reply_code_info", "names_subscription", "SUBSCRIPTION_COMMANDS", "VERSIONS"]

@@ -1,0 +1,170 @@
+"""Publisher confirms of a dissect output in one pass over its tables (what ``stats`` reports of
+them: latencies and outcome counts), holding the channels in confirm mode, their unconfirmed
+publishes and a few numbers per confirmed one, not the tables.
+
+The rules are :func:`amqpcap.analysis.publisher_confirms.confirms`'s: after a c2s confirm.select,
+the n-th c2s basic.publish of the channel (a channel.open starts over) is settled by the first
+s2c basic.ack / basic.nack whose delivery-tag is n, or covers it (``multiple``: tags up to its
+own; tag 0: all).  Its time is that of the packet completing its content (the first ``messages``
+row at its stream offset), else its own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
+from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches
+from amqpcap.analysis.pairing import SCOPE_OPEN
+from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
+
+__all__ = ["streamed_confirms", "content_times", "Blocks"]
+
+_COLUMNS = [c for c in ROW_KEYS if c != "version"] + ["delivery_tag", "multiple"]
+
+
+class Blocks:
+    """Rows of ``width`` int64 numbers, gathered in blocks of numpy arrays: ``add`` a row (a
+    tuple), ``flush`` what was added into a block (after each batch of a pass)."""
+
+    def __init__(self, width: int):
+        self.width, self.rows, self.blocks = width, [], []
+        self.add = self.rows.append
+
+    def flush(self) -> None:
+        if self.rows:
+            self.blocks.append(np.array(self.rows, dtype=np.int64).reshape(-1, self.width))
+            self.rows.clear()
+
+    def arrays(self) -> np.ndarray:
+        self.flush()
+        out = np.concatenate(self.blocks) if self.blocks else np.zeros((0, self.width), dtype=np.int64)
+        self.blocks = []
+        return out
+
+
+def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
+    """The confirmed publishes (:class:`Blocks` rows: conversation, stream offset, own time,
+    settling time), how many by an ack, how many were left
+    unconfirmed."""
+    order = WireOrder()
+    settled = Blocks(4)
+    unconfirmed = acked = 0
+    chans: dict = {}  # channel in confirm mode -> [publishes counted, {n: (offset, ts)}, deque of n]
+    methods = strings["method"]
+    nulls = ("channel", "delivery_tag")
+    read = batches(directory, "methods", _COLUMNS, strings, CONFIRM_METHODS, nulls=nulls)
+    add = settled.add
+    for b in read:
+        settled.flush()
+        order.check(b["capture"], b["tcp_stream"], b["frame_number"], b["stream_offset"])
+        name = [methods.values[i] for i in b["method"].tolist()]
+        c2s = (b["direction"] == strings["direction"].index.get("c2s", -2)).tolist()
+        s2c = (b["direction"] == strings["direction"].index.get("s2c", -2)).tolist()
+        rows = zip(
+            name,
+            b["capture"].tolist(),
+            b["tcp_stream"].tolist(),
+            b["channel"].tolist(),
+            b["channel_valid"].tolist(),
+            c2s,
+            s2c,
+            b["stream_offset"].tolist(),
+            b["ts"].tolist(),
+            b["delivery_tag"].tolist(),
+            b["delivery_tag_valid"].tolist(),
+            b["multiple"].tolist(),
+        )
+        for name_, cap, st, ch, has_ch, out, back, off, ts, tag, has_tag, multiple in rows:
+            key = (cap, st, ch if has_ch else None)
+            if name_ in SCOPE_OPEN:
+                state = chans.pop(key, None)
+                if state is not None:
+                    unconfirmed += len(state[1])
+            elif name_ == "basic.publish":
+                state = chans.get(key)
+                if state is not None and out:
+                    state[0] += 1
+                    state[1][state[0]] = (off, ts)
+                    state[2].append(state[0])
+            elif name_ == "confirm.select":
+                if out and key not in chans:
+                    chans[key] = [0, {}, deque()]
+            elif back and has_tag:  # basic.ack / basic.nack
+                state = chans.get(key)
+                if state is None:
+                    continue
+                pending, ns_ = state[1], state[2]
+                ack = name_ == "basic.ack"
+                conv = cap * (1 << 32) + st
+                if multiple:
+                    while ns_ and (tag == 0 or ns_[0] <= tag):
+                        p = pending.pop(ns_.popleft(), None)
+                        if p is not None:
+                            add((conv, p[0], p[1], ts))
+                            acked += ack
+                else:
+                    p = pending.pop(tag, None)
+                    if p is not None:
+                        add((conv, p[0], p[1], ts))
+                        acked += ack
+                    while ns_ and ns_[0] not in pending:  # (settled one by one: not kept)
+                        ns_.popleft()
+    unconfirmed += sum(len(s[1]) for s in chans.values())
+    return settled.arrays(), acked, unconfirmed
+
+
+def streamed_confirms(directory) -> tuple[np.ndarray, dict]:
+    """The latencies (ms, float64: the settled publishes') and the ``acked`` / ``nacked`` /
+    ``unconfirmed`` counts of :func:`~amqpcap.analysis.publisher_confirms.confirms` on the dissect
+    output ``directory``.  Raises :class:`~amqpcap.analysis.batches.OutOfOrder` when a table is
+    not in wire order within a conversation (or its keys do not fit one number)."""
+    strings = {c: Codes() for c in ("capture", "direction", "method")}
+    got, acked, unconfirmed = _walk(directory, strings)
+    counts = {"acked": acked, "nacked": int(len(got) - acked), "unconfirmed": int(unconfirmed)}
+    if not len(got):
+        return np.zeros(0), counts
+    done, _, has = content_times(directory, got[:, 0], got[:, 1], strings, CONFIRM_METHODS, "c2s")
+    start = np.where(has, done, got[:, 2])
+    del done, has
+    return latency_ms(start, got[:, 3]), counts
+
+
+def content_times(directory, conv, offset, strings: dict, names, direction: str) -> tuple:
+    """For each (conversation, stream offset) of a method in ``direction`` (``names``: the
+    methods), the time and packet of the first ``messages`` row there and whether there is one:
+    one pass over ``messages``, a sorted search per batch.  Conversations are numbered
+    ``capture code * 2**32 + tcp_stream``."""
+    convs, dense = np.unique(conv, return_inverse=True)
+    width = int(offset.max()) + 1
+    if offset.min() < 0 or len(convs) * width >= 1 << 62:
+        raise OutOfOrder("keys too wide for one number")
+    key = dense.reshape(-1).astype(np.int64) * width + offset
+    del dense
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    del key
+    if np.any(sk[1:] == sk[:-1]):
+        raise OutOfOrder("two publishes at one stream offset")
+    found = np.full(len(sk), NAT, dtype=np.int64)
+    frames = np.full(len(sk), -1, dtype=np.int64)
+    has = np.zeros(len(sk), dtype=bool)
+    cols = ["capture", "tcp_stream", "stream_offset", "ts", "frame_number", "direction", "method"]
+    for b in batches(directory, "messages", cols, strings, names, nulls=("stream_offset", "frame_number")):
+        c2s = strings["direction"].index.get(direction, -2)
+        c = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
+        at = np.minimum(np.searchsorted(convs, c), len(convs) - 1)
+        ok = (b["direction"] == c2s) & (b["capture"] >= 0) & (b["tcp_stream"] >= 0) & b["stream_offset_valid"]
+        ok &= (convs[at] == c) & (b["stream_offset"] < width)
+        k = (at * width + b["stream_offset"])[ok]
+        ts, frame = b["ts"][ok], np.where(b["frame_number_valid"], b["frame_number"], -1)[ok]
+        at = np.minimum(np.searchsorted(sk, k), len(sk) - 1)
+        hit = sk[at] == k
+        at, ts, frame = order[at[hit]], ts[hit], frame[hit]
+        at, first = np.unique(at, return_index=True)  # (the first row of a key in this batch)
+        new = ~has[at]
+        found[at[new]], frames[at[new]] = ts[first][new], frame[first][new]
+        has[at[new]] = True
+    return found, frames, has
