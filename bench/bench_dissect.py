@@ -339,13 +339,14 @@ def run_measured(cmd: list[str]) -> tuple[float, float, int, int, bytes]:
 # The child that runs amqpcap: dissect() as the CLI calls it, in a process set up and ended as
 # the amqpcap command sets up (no numpy) and ends (cli.leave) its own, its summary back as JSON.
 _CHILD = """
-import json, sys
+import json, os, sys
+if sys.argv[4] == "1":
+    os.environ["AMQPCAP_PURE"] = "fastwriter"  # the reference table buffer, chosen at import
 from amqpcap import cli
 cli.lean("dissect")
 from amqpcap.pipeline import dissect
 from amqpcap.records import writer
 if sys.argv[4] == "1":
-    writer.use_compiled(False)
     writer.BACKGROUND = False
 s = dissect([sys.argv[1]], sys.argv[2], frames=sys.argv[3] == "1", force=True)
 print(json.dumps({"packets": s.packets, "frames": s.frames, "rows": s.rows}))

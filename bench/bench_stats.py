@@ -2,9 +2,10 @@
 """Memory and time of the analysis on big tables: `amqpcap.load`, `stats` and `report`.
 
     python bench/bench_stats.py [--packets 1250000] [--report] [--python PY] [--redissect]
-    python bench/bench_stats.py --gb 0.1,1,4 [--runs 3] [--python PY] [--write-doc]
+    python bench/bench_stats.py --gb 0.1,1,4 [--runs 3] [--python PY] [--write-doc] [--data DIR --keep]
 
-Builds (once, cached in bench/data/) a capture of small-packet AMQP 0-9-1
+Builds (in ``--data``, default a new directory under /tmp, deleted when done unless ``--keep``) a
+capture of small-packet AMQP 0-9-1
 traffic (each publish and each delivery in a packet of its own, acks and
 confirms every 10 messages: about 2.2 packets a message) and dissects it
 (default tables, no --frames; ``--redissect``: again, e.g. tables of an older
@@ -23,11 +24,13 @@ it measures wall time and peak RSS (ru_maxrss) of:
 * ``epoch``:  stats over a capture one of whose packets (a method's) is stamped 1970-01-01
 
 ``--gb 0.1,1,4``: the analysis against the dissection that fed it, on captures of about 0.1, 1
-and 4 GB (3.2 M packets a GB; built once, cached in bench/data/, several GB of disk: delete them
-after).  Per size, ``--runs`` rounds of ``dissect`` (into a fresh directory), ``stats --json`` and
+and 4 GB (3.2 M packets a GB; each size's capture and tables built in ``--data`` and, without
+``--keep``, deleted once that size is measured: a 4 GB capture and its tables are about 4.3 GB of
+disk).  Per size, ``--runs`` rounds of ``dissect`` (into a fresh directory), ``stats --json`` and
 ``report``, one after the other (the machine's load drifts: the steps of a round see about the
-same), each step's median wall time and largest peak RSS, and the ratio of the analysis' median to
-dissect's.  ``--write-doc`` puts that table in docs/performance.md (this script's block).
+same), each step's median wall time, median CPU seconds (user + system: what a loaded machine
+does not inflate) and each run's peak RSS, and the ratio of the analysis' median to dissect's.
+``--write-doc`` puts that table in docs/performance.md (this script's block).
 
 ``--python`` runs the steps with another interpreter (e.g. the main branch's
 venv) for a before/after comparison on the same tables.  It measures; it does
@@ -125,19 +128,25 @@ cap = int(sys.argv[1]) << 20
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 err = r.stderr.strip().splitlines()[-1][:100] if r.returncode and r.stderr.strip() else ""
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode, err)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(u.ru_maxrss, u.ru_utime + u.ru_stime, r.returncode, err)
 """
 
 
-def measure(name: str, cmd: list[str], limit_mb: int) -> tuple[float, float]:
-    """Run ``cmd``; print its wall time, peak RSS and exit status; return (seconds, MB)."""
+def measure(name: str, cmd: list[str], limit_mb: int) -> tuple[float, float, float]:
+    """Run ``cmd``; print its wall time, CPU time, peak RSS and exit status; return (wall
+    seconds, MB, CPU seconds)."""
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", _WRAP, str(limit_mb), *cmd], capture_output=True, text=True)
     el = time.monotonic() - t0
-    rss, code, err = (r.stdout.strip().split(" ", 2) + ["", ""])[:3]
+    rss, cpu, code, err = (r.stdout.strip().split(" ", 3) + ["", "", ""])[:4]
     mb = int(rss) / 1024 if rss.isdigit() else float("nan")
-    print(f"{name:8s} {el:8.2f} s  {mb:9.1f} MB peak RSS  exit {code}  {err}", flush=True)
-    return el, mb
+    try:
+        cpu_s = float(cpu)
+    except ValueError:
+        cpu_s = float("nan")
+    print(f"{name:8s} {el:8.2f} s  {cpu_s:8.2f} s CPU  {mb:9.1f} MB peak RSS  exit {code}  {err}", flush=True)
+    return el, mb, cpu_s
 
 
 PACKETS_PER_GB = 3_200_000  # small-packet traffic: 3.2 M packets make a 1,002 MB capture
@@ -154,12 +163,14 @@ def capture(data: str, packets: int) -> str:
 
 
 def against_dissect(a, data: str) -> list[dict]:
-    """``--gb``: per size, rounds of dissect, stats and report; the medians and the ratios."""
+    """``--gb``: per size, rounds of dissect, stats and report; the medians and the ratios (with
+    ``--write-doc``, the table of the sizes measured so far written after each)."""
     rows = []
     for gb in [float(x) for x in a.gb.split(",")]:
         cap = capture(data, round(gb * PACKETS_PER_GB))
-        out = cap[: -len(".pcap")] + ".out"
-        tmp = tempfile.mkdtemp(prefix="bench-stats-")
+        out, mb = cap[: -len(".pcap")] + ".out", os.path.getsize(cap) / 1e6
+        tmp = tempfile.mkdtemp(prefix="bench-stats-", dir=data)
+        load = [os.getloadavg()[0]]
         try:
             got: dict = {"dissect": [], "stats": [], "report": []}
             for i in range(a.runs):
@@ -175,21 +186,39 @@ def against_dissect(a, data: str) -> list[dict]:
                 for name, cmd in steps.items():
                     got[name].append(measure(f"{gb:g}GB {name}", cmd, a.limit_mb))
                 shutil.rmtree(fresh, ignore_errors=True)
+                load.append(os.getloadavg()[0])
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        row = {"gb": gb, "mb": os.path.getsize(cap) / 1e6, "packets": round(gb * PACKETS_PER_GB)}
+            if not a.keep:  # (a 4 GB capture and its tables: GBs of /tmp)
+                shutil.rmtree(out, ignore_errors=True)
+                os.remove(cap)
+        row = {"gb": gb, "mb": mb}
+        row.update(packets=round(gb * PACKETS_PER_GB), load=statistics.median(load))
         for name, runs in got.items():
-            row[name] = (statistics.median(t for t, _ in runs), max(m for _, m in runs))
+            row[name] = (
+                statistics.median(t for t, _, _ in runs),
+                max(m for _, m, _ in runs),
+                statistics.median(c for _, _, c in runs),
+                [m for _, m, _ in runs],
+            )
         for name in ("stats", "report"):
             row[f"{name}_ratio"] = row[name][0] / row["dissect"][0]
         print(
-            f"{gb:g} GB: dissect {row['dissect'][0]:.1f} s; stats {row['stats'][0]:.1f} s "
-            f"(x{row['stats_ratio']:.2f}), {row['stats'][1]:.0f} MB; report {row['report'][0]:.1f} s "
-            f"(x{row['report_ratio']:.2f}), {row['report'][1]:.0f} MB",
+            f"{gb:g} GB (load {row['load']:.1f}): dissect {row['dissect'][0]:.1f} s "
+            f"({row['dissect'][2]:.1f} s CPU); stats {row['stats'][0]:.1f} s (x{row['stats_ratio']:.2f}, "
+            f"{row['stats'][2]:.1f} s CPU), {_peaks(row['stats'][3])} MB; report {row['report'][0]:.1f} s "
+            f"(x{row['report_ratio']:.2f}, {row['report'][2]:.1f} s CPU), {_peaks(row['report'][3])} MB",
             flush=True,
         )
         rows.append(row)
+        if a.write_doc:
+            write_doc(rows, a)
     return rows
+
+
+def _peaks(mbs: list) -> str:
+    """Each run's peak RSS, in run order: ``812 / 806 / 815``."""
+    return " / ".join(f"{m:.0f}" for m in mbs)
 
 
 def write_doc(rows: list[dict], a) -> None:
@@ -201,20 +230,24 @@ def write_doc(rows: list[dict], a) -> None:
         "",
         f"Command: `python bench/bench_stats.py --gb {a.gb} --runs {a.runs}`: small-packet AMQP 0-9-1",
         "traffic (each publish and delivery in a packet of its own, confirms and acks every 10",
-        f"messages); median of {a.runs} rounds (dissect, stats, report one after the other), the",
-        "largest peak RSS; the ratio is the analysis' median time over dissect's.",
+        f"messages); per step the median wall time of {a.runs} rounds (dissect, stats, report one after",
+        "the other), the median CPU seconds (user + system), and each round's peak RSS; the ratio is",
+        "the analysis' median wall time over dissect's.  On a loaded machine the wall times stretch",
+        "(the CPU seconds and peak RSS much less): the load column is the 1-minute load average",
+        "during that size's rounds.",
         "",
         f"Machine: {perfdoc.machine()}.",
         "",
-        "| capture | dissect | `stats --json` | `report` |",
-        "| --- | --- | --- | --- |",
+        "| capture | load | dissect | `stats --json` | `report` |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         d, st, rp = r["dissect"], r["stats"], r["report"]
         lines.append(
-            f"| {r['mb']:,.0f} MB ({r['packets'] / 1e6:.2g} M packets) | {d[0]:.1f} s, {d[1]:.0f} MB "
-            f"| {st[0]:.1f} s (x{r['stats_ratio']:.2f}), {st[1]:.0f} MB "
-            f"| {rp[0]:.1f} s (x{r['report_ratio']:.2f}), {rp[1]:.0f} MB |"
+            f"| {r['mb']:,.0f} MB ({r['packets'] / 1e6:.2g} M packets) | {r['load']:.1f} "
+            f"| {d[0]:.1f} s ({d[2]:.1f} s CPU), {d[1]:.0f} MB "
+            f"| {st[0]:.1f} s (x{r['stats_ratio']:.2f}; {st[2]:.1f} s CPU), {_peaks(st[3])} MB "
+            f"| {rp[0]:.1f} s (x{r['report_ratio']:.2f}; {rp[2]:.1f} s CPU), {_peaks(rp[3])} MB |"
         )
     perfdoc.write_block("bench_stats", "\n".join(lines) + "\n")
     print(f"wrote {perfdoc.DOC}")
@@ -231,14 +264,23 @@ def main() -> int:
     ap.add_argument("--gb", help="capture sizes in GB (e.g. 0.1,1,4): the analysis against dissect")
     ap.add_argument("--runs", type=int, default=3, help="rounds per size with --gb (medians)")
     ap.add_argument("--write-doc", action="store_true", help="with --gb: rewrite this script's docs block")
+    ap.add_argument("--data", help="where the captures and their tables are built (default: a new /tmp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the captures and tables (reused by a next run)")
     a = ap.parse_args()
-    data = os.path.join(HERE, "data")
+    data = a.data or tempfile.mkdtemp(prefix="bench-stats-data-")
     os.makedirs(data, exist_ok=True)
-    if a.gb:
-        rows = against_dissect(a, data)
-        if a.write_doc:
-            write_doc(rows, a)
-        return 0
+    try:
+        if a.gb:
+            against_dissect(a, data)
+            return 0
+        return one_size(a, data)
+    finally:
+        if not a.keep:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def one_size(a, data: str) -> int:
+    """Without ``--gb``: load, stats, report and the odd-time cases on one capture's tables."""
     cap = capture(data, a.packets)
     out = os.path.join(data, f"small_{a.packets}.out")
     if a.redissect or not os.path.isdir(out):

@@ -36,7 +36,9 @@ fi
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --check --quiet .
 export AMQPCAP_REQUIRE_TOOLS="${AMQPCAP_REQUIRE_TOOLS:-${CI:-}}"
-# the whole suite twice: with every compiled part, then with none (the pure-Python reference)
+# the whole suite twice: with every compiled part, then with none (the pure-Python reference).
+# With CI set, a compiled pass in which a part is not built or stale fails at its start
+# (tests/conftest.py), and tests marked compiled(part) run in the compiled pass only.
 echo "== compiled parts in use"
 .venv/bin/python -m pytest -q "$@"
 echo "== pure Python (AMQPCAP_PURE=1)"

@@ -8,7 +8,7 @@ from fixtures import amqp09 as A
 from fixtures import pcapgen as P
 
 from amqpcap import pipeline
-from amqpcap.amqp.codec_0_9 import Decoder09
+from amqpcap.amqp.decoder import Decoder09
 
 S = 1_000_000_000
 

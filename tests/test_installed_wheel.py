@@ -1,6 +1,7 @@
 """The wheel, installed: built from this checkout and installed into a fresh virtual environment,
-it runs every compiled part (none stale: the stamps' sources ship with it) and dissects a
-bundled capture into the same tables as the source checkout."""
+it runs every compiled part (none stale: the stamps' sources ship with it), dissects a bundled
+capture into the same tables as the source checkout, and passes the dissect and differential
+tests (against tshark, and compiled against pure Python on every shipped capture) run with it."""
 
 import os
 import subprocess
@@ -16,6 +17,8 @@ from amqpcap.pipeline import dissect
 
 CAPTURE = os.path.join(ROOT, "captures", "rabbitmq091_pika_full.pcap")
 TABLES = ("connections", "methods", "messages", "anomalies", "frames")
+# once, in the compiled pass: the wheel is built with every compiled part
+pytestmark = pytest.mark.compiled(*compiled.PARTS)
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +79,27 @@ def test_the_wheels_tables_equal_the_source_checkouts(installed, tmp_path):
     for table in TABLES:
         wheel = pq.read_table(tmp_path / "wheel" / table)
         assert wheel.equals(pq.read_table(tmp_path / "here" / table)), table
+
+
+# the dissect and differential tests, run by the wheel's interpreter (amqpcap from the wheel)
+WHEEL_TESTS = (
+    "tests/test_differential_tshark.py",
+    "tests/test_captures_truth.py",
+    "tests/amqp/test_compiled_decoder.py::test_compiled_and_reference_write_identical_tables_for_every_capture",
+    "tests/records/test_writer_compiled.py::test_every_shipped_capture_gives_the_reference_tables",
+)
+
+
+def test_the_dissect_and_differential_tests_pass_with_the_wheel(installed):
+    python, _amqpcap, env, tmp = installed
+    env = env | {"AMQPCAP_INSTALLED_FROM": str(tmp / "venv")}  # tests/conftest.py checks it
+    r = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WHEEL_TESTS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " skipped" not in r.stdout, r.stdout[-2000:]

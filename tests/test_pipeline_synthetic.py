@@ -22,15 +22,12 @@ import pyarrow.parquet as pq
 import pytest
 from fixtures import amqpconv as C
 from fixtures import pcapgen as P
-from fixtures.compiled import both_ways, built_or_skip
+from fixtures.compiled import on_the_other_side
 
 from amqpcap import compiled, pipeline
 from amqpcap.capture.reader import CaptureError
 from amqpcap.pipeline import dissect
 from amqpcap.records.writer import DatasetWriter, OutputExists
-
-# Every test runs with Dissector.handle_record alone and with the compiled packet loop in front of it.
-loop = both_ways(pipeline, "fastpipeline", "loop")
 
 MASK = 0xFFFFFFFF
 TABLES = ("connections", "methods", "messages", "anomalies")
@@ -1097,12 +1094,11 @@ def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypa
     assert len(built) == len(t["anomalies"])
 
 
+@pytest.mark.compiled("fastpipeline")
 def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeypatch):
     """Only handshakes, ends and the first packet of a conversation go to Dissector.handle_parsed
     (the comparisons above would pass with a loop that handed every packet over), and no
     packet is parsed twice."""
-    built_or_skip("fastpipeline")
-    pipeline.use_compiled(True)  # in both runs of the module's fixture (it restores the choice)
     seen, parses = [], []
     reference, parse = pipeline.Dissector.handle_parsed, pipeline._link.parse_packet
 
@@ -1149,12 +1145,11 @@ def test_a_source_of_single_records_gives_the_tables_of_one_of_batches(conv, tmp
         assert strip(single[table], ("capture",)) == strip(batched[table], ("capture",))
 
 
+@pytest.mark.compiled("fastpipeline")
 def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(conv, tmp_path, monkeypatch):
     """The loop reads and writes a Conversation's slots at their offsets (slots.pxi); a
     conversation of any other class (here a subclass with a __dict__) goes by attribute: the
     same tables, and the loop still runs its common packets."""
-    built_or_skip("fastpipeline")
-    pipeline.use_compiled(True)
     segs = conv.segments()
     slots = run(tmp_path, segs, name="slots.pcap")
 
@@ -1178,11 +1173,11 @@ def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(con
         assert strip(other[table], ("capture",)) == strip(slots[table], ("capture",))
 
 
+@pytest.mark.compiled("fastpipeline")
 def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
     """A zero-window period sends the conversation's packets to Dissector.handle_parsed while it is
     open; once it reopens they are the compiled loop's again, and the period is reported the
-    same either way."""
-    built_or_skip("fastpipeline")
+    same either way (the reference's tables come from a pure-Python process)."""
     segs = conv.segments()
     s2c = [
         i for i, s in enumerate(segs) if s.direction == "s2c" and s.payload and not set(s.flags) & set("SFR")
@@ -1190,19 +1185,17 @@ def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_p
     zero = s2c[1]
     reopen = next(i for i in range(zero + 1, len(segs)) if segs[i].direction == "s2c")
     segs[zero] = segs[zero].copy(window=0)
-    tables = {}
-    for on in (False, True):
-        pipeline.use_compiled(on)
-        seen = []
-        reference = pipeline.Dissector.handle_parsed
+    seen = []
+    reference = pipeline.Dissector.handle_parsed
 
-        def counted(self, number, *rest, _seen=seen, _ref=reference):
-            _seen.append(number)
-            return _ref(self, number, *rest)
+    def counted(self, number, *rest):
+        seen.append(number)
+        return reference(self, number, *rest)
 
-        monkeypatch.setattr(pipeline.Dissector, "handle_parsed", counted)
-        tables[on] = run(tmp_path, segs, name=f"{on}.pcap")
-        monkeypatch.setattr(pipeline.Dissector, "handle_parsed", reference)
+    monkeypatch.setattr(pipeline.Dissector, "handle_parsed", counted)
+    blob = P.pcap_bytes(P.to_packets(segs, 1))
+    tables = {True: run_blob(tmp_path, blob, "compiled.pcap")}
+    tables[False] = on_the_other_side(run_blob, tmp_path, blob, "reference.pcap")
     zw = {c: [r["zero_windows"] for r in t["connections"]] for c, t in tables.items()}
     assert zw[True] == zw[False]
     (periods,) = [json.loads(z) for z in zw[True] if z]

@@ -413,31 +413,83 @@ print(f"SUMMARY messages_c2s={int(by_dir.get('c2s', 0))} messages_s2c={int(by_di
     ]
 
 
-def spark_job():
+def spark_local_cells():
+    """Notebook 05: the session, the cluster's start and the local-mode run."""
     return [
         md("""
 # 05 — Spark: the dissect job and Spark SQL
 
 `amqpcap.spark.run(spark, inputs, out)` dissects captures in Spark tasks into the same
 tables `amqpcap dissect` writes (same schema, same rows). Here on all the bundled captures,
-in local mode (needs Java 17+ and `pip install -e '.[spark]'`); the same code runs on a
-cluster, through Spark Connect and on S3 (below). `amqpcap.spark.stats(spark, out)`
-(`amqpcap stats OUT --spark`) computes the whole `stats` report with Spark jobs.
+three ways: in local mode, on a standalone cluster (a master and two workers started on this
+machine's loopback, as a cluster's nodes start them) and with the captures and the dataset on
+S3 (an S3 API server on loopback: moto's). Only the session and the URIs change.
+`amqpcap.spark.stats(spark, out)` (`amqpcap stats OUT --spark`) computes the whole `stats`
+report with Spark jobs.
+
+Needs Java 17+ and `pip install -e '.[spark,test]'` (pyspark; moto's S3 server and boto3).
 """),
         code("""
+import atexit
 import os
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
+
+import pyspark
 
 from amqpcap.spark import run, session
 
 CAPTURES = Path("..") / "captures"
 WORK = Path(tempfile.mkdtemp(prefix="amqpcap-nb05-"))
-spark = session.build("local[2]", app="amqpcap notebook",
+spark = session.build("local[2]", app="amqpcap notebook", quiet=True,  # the JVM's chatter to a log file
                       conf={"spark.sql.shuffle.partitions": "4", "spark.local.dir": str(WORK / "spark")})
 spark.conf.get("spark.sql.session.timeZone")  # times shown in UTC"""),
         md("""
-## Run the job
+## A cluster to run on later
+
+A master and two one-core workers, started from pyspark's own `bin/spark-class` on
+loopback (on a real cluster each node runs its part, e.g. `sbin/start-master.sh` and
+`sbin/start-worker.sh spark://head:7077`). They start in the background while local mode
+runs below.
+"""),
+        code("""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, ready, procs, timeout=180):
+    t0 = time.monotonic()
+    while not ready():
+        if any(p.poll() is not None for p in procs) or time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.5)
+
+
+SPARK_HOME = os.path.dirname(pyspark.__file__)
+node_env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_JAVA_OPTS=session.JVM_FLAGS,
+                SPARK_LOG_DIR=str(WORK / "cluster"), SPARK_WORKER_DIR=str(WORK / "cluster" / "work"))
+(WORK / "cluster").mkdir()
+node_log = WORK / "cluster" / "nodes.log"
+spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
+port = free_port()
+master_url = f"spark://127.0.0.1:{port}"
+with open(node_log, "w") as log:
+    nodes = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(free_port())],
+                              env=node_env, stdout=log, stderr=subprocess.STDOUT)]
+    nodes += [subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                                "--cores", "1", "--memory", "1g", "--webui-port", str(free_port())],
+                               env=node_env, stdout=log, stderr=subprocess.STDOUT) for _ in range(2)]
+atexit.register(lambda: [p.terminate() for p in nodes if p.poll() is None])  # even if a cell below fails
+master_url"""),
+        md("""
+## Local mode
 
 Small captures are packed into tasks; `split_size` is tiny here so the captures above
 200 kB are indexed by byte range in parallel and dissected conversation by conversation,
@@ -448,26 +500,12 @@ out = str(WORK / "out")
 summary = run(spark, [str(CAPTURES)], out, split_size=200_000, frames=True)
 print(f"{summary.captures} captures, {summary.tasks} tasks, split: {summary.split}")
 summary.rows"""),
-        md("""
-The same job elsewhere: only the session and the URIs change (the tests run each of these
-against a standalone cluster, a Spark Connect server and an S3 server on loopback).
+    ]
 
-```python
-# a standalone cluster (executors need amqpcap: PYSPARK_PYTHON or a packed venv)
-spark = session.build("spark://head:7077")
-run(spark, ["/shared/captures"], "/shared/out")
 
-# Spark Connect
-spark = session.build(remote="sc://head:15002")
-run(spark, ["/shared/captures"], "/shared/out")
-
-# S3, MinIO or Ceph: endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...
-run(spark, ["s3://bucket/captures/"], "s3://bucket/datasets/today")
-```
-
-On the command line: `amqpcap spark captures/ -o out --master spark://head:7077`,
-`--remote sc://head:15002`, or `amqpcap spark s3://bucket/captures/ -o s3://bucket/out`.
-"""),
+def spark_sql_cells():
+    """Notebook 05: the local dataset explored with Spark SQL."""
+    return [
         md("## Explore with Spark SQL"),
         code('''
 for name in ("connections", "methods", "messages", "anomalies", "frames"):
@@ -525,6 +563,89 @@ print(f"SUMMARY connections={n.connections} methods={n.methods} frames={n.frames
       f"tasks={summary.tasks} split={len(summary.split)}")
 spark.stop()'''),
     ]
+
+
+def spark_elsewhere_cells():
+    """Notebook 05: the same job on the standalone cluster and on S3; everything stopped."""
+    return [
+        md("""
+## A standalone cluster
+
+Reached at `master_url` once its nodes have registered with it. Executors need amqpcap and
+pyarrow: here they run this notebook's Python (`spark.pyspark.python`); on other machines,
+install the wheel on every node or ship a packed virtual environment (README, Spark).
+"""),
+        code("""
+wait_for("the cluster", lambda: node_log.read_text().count("Registering worker") >= 2, nodes)
+print(master_url, "with", node_log.read_text().count("Registering worker"), "workers")"""),
+        code("""
+spark = session.build(master_url, app="amqpcap notebook", quiet=True,
+                      conf={"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "4",
+                            "spark.executor.extraJavaOptions": session.JVM_FLAGS})
+cluster_out = str(WORK / "cluster-out")
+on_cluster = run(spark, [str(CAPTURES)], cluster_out, split_size=200_000, frames=True)
+print(f"{spark.sparkContext.master}: {on_cluster.captures} captures, {on_cluster.tasks} tasks, "
+      f"{len(on_cluster.split)} split, the same rows as local mode: {on_cluster.rows == summary.rows}")
+on_cluster.rows"""),
+        md("""
+## S3
+
+Inputs and the output as `s3://` URIs, opened through `pyarrow.fs` by the driver and the
+tasks alike; the endpoint and credentials come from the standard AWS environment, so the same
+code reaches AWS, MinIO or Ceph. Here an S3 API server on loopback (moto's standalone server)
+holds a bucket with the captures, and the job runs on the cluster above.
+"""),
+        code("""
+import boto3
+
+s3_port = free_port()
+s3_server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+atexit.register(lambda: s3_server.poll() is None and s3_server.terminate())
+os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_port}", AWS_ACCESS_KEY_ID="testing",
+                  AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
+
+
+def listening():
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", s3_port)) == 0
+
+
+wait_for("the S3 server", listening, [s3_server], timeout=60)
+s3 = boto3.client("s3")
+s3.create_bucket(Bucket="amqpcap")
+for p in sorted(CAPTURES.glob("*.pcap")):
+    s3.upload_file(str(p), "amqpcap", f"captures/{p.name}")
+print(len(s3.list_objects_v2(Bucket="amqpcap", Prefix="captures/")["Contents"]), "captures in s3://amqpcap/captures/")"""),
+        code("""
+on_s3 = run(spark, ["s3://amqpcap/captures/"], "s3://amqpcap/datasets/all", split_size=200_000, frames=True)
+keys = [o["Key"] for o in s3.list_objects_v2(Bucket="amqpcap", Prefix="datasets/all/")["Contents"]]
+print(f"{on_s3.captures} captures, {on_s3.tasks} tasks, {len(on_s3.split)} split, the same rows as local mode: "
+      f"{on_s3.rows == summary.rows}; {len(keys)} objects written, _SUCCESS last: {'datasets/all/_SUCCESS' in keys}")
+on_s3.rows"""),
+        md("""
+Any S3-aware reader takes the dataset from there, e.g. pyarrow (`spark.read.parquet("s3a://...")`
+works too where Spark has the `hadoop-aws` jars):
+"""),
+        code("""
+import pyarrow.dataset as ds
+
+methods = ds.dataset("s3://amqpcap/datasets/all/methods", format="parquet").to_table(columns=["version", "method"])
+methods.group_by("version").aggregate([("method", "count")]).to_pandas()"""),
+        md("Stop what this notebook started: the session, the cluster's nodes and the S3 server."),
+        code("""
+spark.stop()
+for p in [*nodes, s3_server]:
+    p.terminate()
+codes = [p.wait(30) for p in [*nodes, s3_server]]
+print(f"SUMMARY cluster_rows={sum(on_cluster.rows.values())} s3_rows={sum(on_s3.rows.values())} "
+      f"local_rows={sum(summary.rows.values())} cluster_tasks={on_cluster.tasks} s3_captures={on_s3.captures} "
+      f"stopped={sum(c is not None for c in codes)}/{len(codes)}")"""),
+    ]
+
+
+def spark_job():
+    return spark_local_cells() + spark_sql_cells() + spark_elsewhere_cells()
 
 
 NOTEBOOKS = {

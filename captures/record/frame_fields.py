@@ -11,6 +11,24 @@ from __future__ import annotations
 
 import re
 
+# descriptor code -> the name a frame has in the truth files (performatives and SASL frames)
+PERFORMATIVES = {
+    0x10: "open",
+    0x11: "begin",
+    0x12: "attach",
+    0x13: "flow",
+    0x14: "transfer",
+    0x15: "disposition",
+    0x16: "detach",
+    0x17: "end",
+    0x18: "close",
+    0x40: "sasl.mechanisms",
+    0x41: "sasl.init",
+    0x42: "sasl.challenge",
+    0x43: "sasl.response",
+    0x44: "sasl.outcome",
+}
+
 FIELDS = {
     "open": "container-id hostname max-frame-size channel-max idle-time-out outgoing-locales "
     "incoming-locales offered-capabilities desired-capabilities properties",

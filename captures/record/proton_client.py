@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import importlib.util
 import json
 import re
 import socket
@@ -21,6 +22,7 @@ import sys
 import time
 import types
 import uuid
+from pathlib import Path
 
 import proton
 import proton._io
@@ -762,23 +764,33 @@ def scenario_rpc():
     srv.finish()
 
 
-def scenario_pika():
-    """A 1.0 publisher (Proton) and a 0-9-1 consumer (pika) of the same queue."""
+def _record_091():
+    """The 0-9-1 recorder, for its list of basic properties (one copy of it)."""
+    spec = importlib.util.spec_from_file_location("record_091", Path(__file__).with_name("record_091.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+PIKA_PROPERTIES = _record_091().BASIC_PROPERTIES
+
+
+def pika_connection(conn, label):
+    """A 0-9-1 connection (pika) from the scenario's source address, logged like a 1.0 one."""
     import pika
 
-    qname = "%s-cross" % A.prefix
     params = pika.ConnectionParameters(
         host=A.host,
         port=A.port,
         credentials=pika.PlainCredentials(A.user, A.password),
-        client_properties={"connection_name": "amqpcap-pika-cross-consumer"},
+        client_properties={"connection_name": "amqpcap-" + label},
         heartbeat=0,
     )
     n = len(PORT_LOG)
     emit(
         "connect",
-        conn="pika",
-        label="pika-consumer",
+        conn=conn,
+        label=label,
         client="pika",
         client_version=pika.__version__,
         protocol="AMQP 0-9-1",
@@ -786,7 +798,63 @@ def scenario_pika():
         password=A.password,
     )
     pc = pika.BlockingConnection(params)
-    emit("connection_open", conn="pika", client_port=PORT_LOG[n] if len(PORT_LOG) > n else None)
+    emit("connection_open", conn=conn, client_port=PORT_LOG[n] if len(PORT_LOG) > n else None)
+    return pc
+
+
+def pika_properties(props):
+    return {k: typed(getattr(props, k)) for k in PIKA_PROPERTIES if getattr(props, k) is not None}
+
+
+def pika_get(conn, ch, queue, timeout=5.0):
+    """basic.get until a message comes (a 1.0 sender's accepted transfer may still be on its way
+    into the queue); the message is logged as pika received it."""
+    deadline = time.time() + timeout
+    while True:
+        method, props, b = ch.basic_get(queue, auto_ack=False)
+        if method is not None or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    if method is None:
+        emit("receive_timeout", conn=conn, queue=queue)
+        return None, None, None
+    emit(
+        "pika_receive",
+        conn=conn,
+        op="basic.get",
+        delivery_tag=method.delivery_tag,
+        routing_key=method.routing_key,
+        exchange=method.exchange,
+        redelivered=method.redelivered,
+        body_len=len(b),
+        body_sha256=sha256(b),
+        body_hex=b.hex() if len(b) <= 64 else None,
+        properties=pika_properties(props),
+    )
+    return method, props, b
+
+
+def pika_publish(conn, ch, routing_key, b, **props):
+    import pika
+
+    p = pika.BasicProperties(**props)
+    ch.basic_publish("", routing_key, b, p)
+    emit(
+        "pika",
+        conn=conn,
+        op="basic.publish",
+        exchange="",
+        routing_key=routing_key,
+        body_len=len(b),
+        body_sha256=sha256(b),
+        properties=pika_properties(p),
+    )
+
+
+def scenario_pika():
+    """A 1.0 publisher (Proton) and a 0-9-1 consumer (pika) of the same queue."""
+    qname = "%s-cross" % A.prefix
+    pc = pika_connection("pika", "pika-consumer")
     ch = pc.channel()
     ch.queue_declare(qname, durable=True)
     emit("pika", conn="pika", op="queue.declare", queue=qname, durable=True)
@@ -814,40 +882,9 @@ def scenario_pika():
     close_link(pub, s)
     pub.finish()
     for _ in range(len(msgs)):
-        method, props, b = ch.basic_get(qname, auto_ack=False)
+        method, _, _ = pika_get("pika", ch, qname, timeout=0)
         if method is None:
             break
-        emit(
-            "pika_receive",
-            conn="pika",
-            op="basic.get",
-            delivery_tag=method.delivery_tag,
-            routing_key=method.routing_key,
-            exchange=method.exchange,
-            redelivered=method.redelivered,
-            body_len=len(b),
-            body_sha256=sha256(b),
-            body_hex=b.hex() if len(b) <= 64 else None,
-            properties={
-                k: typed(getattr(props, k))
-                for k in (
-                    "content_type",
-                    "content_encoding",
-                    "headers",
-                    "delivery_mode",
-                    "priority",
-                    "correlation_id",
-                    "reply_to",
-                    "expiration",
-                    "message_id",
-                    "timestamp",
-                    "type",
-                    "user_id",
-                    "app_id",
-                )
-                if getattr(props, k) is not None
-            },
-        )
         ch.basic_ack(method.delivery_tag)
         emit("pika", conn="pika", op="basic.ack", delivery_tag=method.delivery_tag)
     ch.queue_delete(qname)
@@ -856,12 +893,106 @@ def scenario_pika():
     emit("connection_close", conn="pika", error=None)
 
 
+def scenario_pika_rpc():
+    """Request / reply across protocols through one broker: a 1.0 requester (Proton) and a 0-9-1
+    responder (pika), then a 0-9-1 requester (pika) and a 1.0 responder (Proton). Each responder
+    answers on the request's reply-to (as its own protocol sees that address) with the request's
+    correlation-id."""
+    to_091, back_10 = "%s-xrpc-requests" % A.prefix, "%s-xrpc-replies" % A.prefix
+    to_10, back_091 = "%s-xrpc091-requests" % A.prefix, "%s-xrpc091-replies" % A.prefix
+    pc = pika_connection("pika", "pika-rpc")
+    ch = pc.channel()
+    for q in (to_091, to_10, back_091):
+        ch.queue_declare(q)
+        emit("pika", conn="pika", op="queue.declare", queue=q, durable=False)
+    px = Connection("proton", "amqpcap-proton-xrpc")
+    replies = open_receiver(px, "/queue/" + back_10, "proton-xrpc-reply-receiver", credit=10)
+    requests = open_sender(px, "/amq/queue/" + to_091, "proton-xrpc-request-sender")
+    for i in range(3):
+        req = Message(
+            id="xrpc-req-%d" % i,
+            reply_to="/queue/" + back_10,
+            correlation_id="xrpc-corr-%d" % i,
+            subject="request",
+            content_type="text/plain",
+            body="request %d" % i,
+        )
+        send(px, requests, req, "request to the 0-9-1 responder")
+        method, props, b = pika_get("pika", ch, to_091)
+        if method is None:
+            break
+        # RabbitMQ hands the 0-9-1 side the 1.0 reply-to /queue/Q as Q: a routing key
+        pika_publish(
+            "pika",
+            ch,
+            props.reply_to,
+            b"reply to " + b,
+            correlation_id=props.correlation_id,
+            message_id="xrpc-reply-%d" % i,
+            content_type="text/plain",
+        )
+        ch.basic_ack(method.delivery_tag)
+        emit("pika", conn="pika", op="basic.ack", delivery_tag=method.delivery_tag)
+        m, d = receive(px, replies)
+        if m is not None:
+            settle(px, replies, m, d, "accepted")
+    close_link(px, requests)
+    close_link(px, replies)
+
+    served = open_receiver(px, "/amq/queue/" + to_10, "proton-xrpc091-request-receiver", credit=10)
+    answers = None
+    for i in range(3):
+        pika_publish(
+            "pika",
+            ch,
+            to_10,
+            b"request %d" % i,
+            correlation_id="xrpc091-corr-%d" % i,
+            reply_to=back_091,
+            message_id="xrpc091-req-%d" % i,
+            content_type="text/plain",
+        )
+        m, d = receive(px, served)
+        if m is None:
+            break
+        settle(px, served, m, d, "accepted")
+        if answers is None:
+            answers = open_sender(px, reply_address(m.reply_to), "proton-xrpc091-reply-sender")
+        reply = Message(
+            id="xrpc091-reply-%d" % i,
+            correlation_id=m.correlation_id,
+            subject="reply",
+            content_type="text/plain",
+            body=b"reply to " + bytes(m.body),
+        )
+        reply.inferred = True  # bytes body as a data section
+        send(px, answers, reply, "reply (reply-to of the 0-9-1 request; correlation-id copied)")
+        method, _, _ = pika_get("pika", ch, back_091)
+        if method is not None:
+            ch.basic_ack(method.delivery_tag)
+            emit("pika", conn="pika", op="basic.ack", delivery_tag=method.delivery_tag)
+    close_link(px, served)
+    close_link(px, answers)
+    px.finish()
+    for q in (to_091, to_10, back_091, back_10):
+        ch.queue_delete(q)
+        emit("pika", conn="pika", op="queue.delete", queue=q)
+    pc.close()
+    emit("connection_close", conn="pika", error=None)
+
+
+def reply_address(reply_to):
+    """The 1.0 target of a reply-to: an address as it is, a bare 0-9-1 queue name as /queue/Q."""
+    return reply_to if reply_to.startswith("/") else "/queue/" + reply_to
+
+
 SCENARIOS = {
     "outcomes": scenario_outcomes,
     "frames512": scenario_frames512,
     "errors": scenario_errors,
     "rpc": scenario_rpc,
     "pika": scenario_pika,
+    "pika_rpc": scenario_pika_rpc,
 }
 
 

@@ -221,6 +221,23 @@ SCENARIOS = {
                 " (connection.close 541)",
             ],
         ),
+        Scenario(
+            "proton_pika_rpc",
+            "proton",
+            "pika_rpc",
+            "127.0.10.16",
+            "cross-protocol RPC: a Qpid Proton 1.0 requester sends requests with reply-to and "
+            "correlation-id to a queue a pika 0-9-1 responder reads (basic.get), which publishes each "
+            "reply to the reply-to queue with the request's correlation-id, received by the 1.0 "
+            "requester; then the reverse (pika requester, Proton responder)",
+            _q("proton", "xrpc-requests", "xrpc-replies", "xrpc091-requests", "xrpc091-replies"),
+            notes=[
+                "tcp.stream 0 is AMQP 0-9-1 (pika): its truth is under 'operations', not 'frames'",
+                "RabbitMQ hands a 1.0 reply-to /queue/Q to the 0-9-1 side as Q; the 1.0 responder "
+                "sends its replies to the address the 0-9-1 reply-to names",
+                "'rpc' pairs each request with its reply and the reply's delivery, from the clients' logs",
+            ],
+        ),
     ]
 }
 
@@ -294,23 +311,7 @@ def run_client(scenario, logfile):
 # --------------------------------------------------------------------------
 # Truth
 # --------------------------------------------------------------------------
-PERFORMATIVES = {
-    0x10: "open",
-    0x11: "begin",
-    0x12: "attach",
-    0x13: "flow",
-    0x14: "transfer",
-    0x15: "disposition",
-    0x16: "detach",
-    0x17: "end",
-    0x18: "close",
-    0x40: "sasl.mechanisms",
-    0x41: "sasl.init",
-    0x42: "sasl.challenge",
-    0x43: "sasl.response",
-    0x44: "sasl.outcome",
-}
-CODES = {v: k for k, v in PERFORMATIVES.items()}
+PERFORMATIVES = frame_fields.PERFORMATIVES
 
 
 def frame_name(raw):
@@ -461,8 +462,68 @@ def build_truth(scenario, events, binfo, tcpdump, client_rc):
         "client_exit": client_rc,
         "notes": list(scenario.notes),
         "connections": list(conns.values()),
+        "rpc": rpc_truth(conns),
         "events": other,
     }
+
+
+def _logged_message(c, method, e, props):
+    return {
+        "tcp_stream": c["tcp_stream"],
+        "protocol": c["protocol"],
+        "method": method,
+        "seq": e["seq"],
+        "message_id": props.get("message_id"),
+        "correlation_id": props.get("correlation_id"),
+        "reply_to": props.get("reply_to"),
+    }
+
+
+def rpc_truth(conns):
+    """Each request a client sent (reply-to and correlation-id set), the reply a client sent with
+    its correlation-id, and that reply's delivery to a client: from the clients' logs, in log
+    order (``seq``), whatever protocol each side speaks."""
+    sent, got = [], []
+    for c in conns.values():
+        for e in c["sends"]:
+            if not e.get("error"):
+                sent.append(_logged_message(c, "transfer", e, e["message"]))
+        for e in c["receives"]:
+            got.append(_logged_message(c, "transfer", e, e["message"]))
+        for e in c.get("operations", []):
+            if e["op"] == "basic.publish":
+                sent.append(_logged_message(c, "basic.publish", e, e["properties"]))
+            elif e["ev"] == "pika_receive":
+                got.append(_logged_message(c, e["op"] + "-ok", e, e["properties"]))
+    sent.sort(key=lambda m: m["seq"])
+    got.sort(key=lambda m: m["seq"])
+    pairs = []
+    for req in sent:
+        if not (req["reply_to"] and req["correlation_id"]):
+            continue
+        reply = next(
+            (
+                m
+                for m in sent
+                if m["seq"] > req["seq"]
+                and not m["reply_to"]
+                and m["correlation_id"] == req["correlation_id"]
+            ),
+            None,
+        )
+        delivered = reply and next(
+            (m for m in got if m["seq"] > reply["seq"] and m["message_id"] == reply["message_id"]), None
+        )
+        pairs.append(
+            {
+                "correlation_id": req["correlation_id"],
+                "reply_to": req["reply_to"],
+                "request": req,
+                "reply": reply,
+                "delivered": delivered,
+            }
+        )
+    return pairs
 
 
 def fill_delivery_ids(c):

@@ -9,7 +9,8 @@ succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
 This module is the one place that decides, once per part and process (``select``; each stage
 asks at import and binds one implementation):
 
-* ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them;
+* ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them (a comma-separated list
+  of part names instead: for those, e.g. ``AMQPCAP_PURE=fastwriter`` for a benchmark);
 * a part not built (no compiler, ``AMQPCAP_PURE_BUILD=1``): pure Python;
 * a stale part: pure Python, with a one-line warning on stderr naming the fix.  A part records
   ``SOURCE_STAMP``, the ``source_stamp`` of the files it was built from (its .pyx and .pxi
@@ -17,6 +18,9 @@ asks at import and binds one implementation):
   build is not used until it is rebuilt.
 
 It imports nothing of amqpcap, so every stage (capture/, tcp/, amqp/, records/) can ask it.
+A part is imported by the module that binds it (``select``, at import), or through ``built``,
+which imports its reference module first (fast09 subclasses ``codec_0_9.Decoder09Py``, which
+decoder.py binds; the others' references bind them at their own end).
 """
 
 from __future__ import annotations
@@ -33,11 +37,13 @@ class Part:
     """One optional compiled twin: its module, what it is called in messages, and the files it
     is built from and mirrors (relative to the package; the .pyx first)."""
 
-    __slots__ = ("name", "module", "what", "sources")
+    __slots__ = ("name", "module", "reference", "what", "sources")
 
     def __init__(self, name: str, what: str, sources: tuple) -> None:
         self.name, self.what, self.sources = name, what, sources
         self.module = "amqpcap." + sources[0][: -len(".pyx")].replace("/", ".")
+        # the Python module it stands in for, which selects it at its end (the first .py source)
+        self.reference = "amqpcap." + sources[1][: -len(".py")].replace("/", ".")
 
 
 # Every compiled part, in the order describe() names them.
@@ -124,7 +130,8 @@ def choose(env, module, name: str = "fast09", root: str = ROOT) -> tuple:
     """(module or None, why): the decision for part ``name``, given the environment and the
     imported extension (None if it could not be imported), its sources under ``root``."""
     part = PARTS[name]
-    if env.get("AMQPCAP_PURE", "") not in ("", "0"):
+    pure = env.get("AMQPCAP_PURE", "")
+    if pure not in ("", "0") and (name in pure.split(",") or not PARTS.keys() & set(pure.split(","))):
         return None, "pure Python (AMQPCAP_PURE is set)"
     if module is None:
         return None, f"pure Python (compiled {part.what} not built)"
@@ -136,8 +143,11 @@ def choose(env, module, name: str = "fast09", root: str = ROOT) -> tuple:
 
 def built(name: str = "fast09"):
     """The compiled extension module of part ``name``, or None if it is not built."""
-    module = PARTS[name].module
+    part = PARTS[name]
+    module = part.module
     try:
+        # the reference first: a part imports what it falls back to, which binds it at its end
+        importlib.import_module(part.reference)
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name != module:

@@ -490,29 +490,15 @@ def _null_times(row: dict, conv, out_of_range: OutOfRange) -> None:
         row["end_ts"] = None
 
 
-# The per-packet loop: Dissector.handle_record for every packet, or the compiled loop
-# (fastpipeline.pyx) that runs the common packet in C and hands every other one to it.
-_compiled_loop = None
-
-
-def use_compiled(on: bool) -> None:
-    """Run the compiled packet loop (``on``; it must be built) or ``Dissector.handle_record`` alone.
-    compiled.select() makes the choice once at import."""
-    global _compiled_loop
-    if on:
-        from amqpcap import fastpipeline
-
-        _compiled_loop = fastpipeline.run
-    else:
-        _compiled_loop = None
+# The per-packet loop, chosen once at import: Dissector.handle_record for every packet, or the
+# compiled loop (fastpipeline.pyx) that runs the common packet in C and hands every other one to it.
+_fast = compiled.select("fastpipeline")
+_compiled_loop = _fast.run if _fast is not None else None
 
 
 def compiled_in_use() -> bool:
     """True if packets go through the compiled loop."""
-    return _compiled_loop is not None
-
-
-use_compiled(compiled.select("fastpipeline") is not None)
+    return _fast is not None
 
 
 def _progress_printer(path: str):

@@ -20,13 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import built_or_skip, own_choice
+from fixtures.compiled import built_or_skip, on_the_other_side
 
 from amqpcap import pipeline
 from amqpcap.amqp import codec_0_9
 from amqpcap.records import writer
 
-walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
+# the compiled walker's hashing, in the process that runs it (compiled table buffers with it)
+pytestmark = pytest.mark.compiled("fast09", "fastwriter")
 
 RING = 4 << 20  # AMQPCAP_HARENA: pieces above a quarter of it are hashed in place
 
@@ -140,10 +141,9 @@ def big_contents(rng: random.Random, n: int) -> tuple[bytes, list[bytes]]:
 
 
 def test_a_deferred_digest_is_handed_on_and_reads_as_its_text(fast09):
-    codec_0_9.use_compiled(True)
     rng = random.Random(1)
     stream, bodies = big_contents(rng, 6)
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = fast09.Decoder09("0-9-1")
     codec_0_9.direct_output(dec, None, True)
     dec.feed(0, stream, 0, 1, 1000)
     contents = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
@@ -153,19 +153,15 @@ def test_a_deferred_digest_is_handed_on_and_reads_as_its_text(fast09):
 
 
 def test_without_deferred_digests_the_walker_gives_text(fast09):
-    codec_0_9.use_compiled(True)
     stream, bodies = big_contents(random.Random(2), 3)
-    _, events = A.decode(stream)
+    _, events = A.decode(stream, decoder=fast09.Decoder09)
     contents = [e for e in events if type(e).__name__ == "Content"]
     assert [c.body_hash for c in contents] == [hashlib.sha256(b).hexdigest() for b in bodies]
 
 
 @pytest.fixture
 def fastwriter():
-    module = built_or_skip("fastwriter")
-    if not writer.compiled_in_use():
-        writer.use_compiled(True)
-    return module
+    return built_or_skip("fastwriter")
 
 
 def test_a_text_column_writes_a_deferred_digest_when_the_batch_is_made(fast09, fastwriter):
@@ -199,27 +195,26 @@ def test_a_cut_row_lets_go_of_its_deferred_digest(fast09, fastwriter):
     assert cols.take().column("h").to_pylist() == [hashlib.sha256(b"k" * 4000).hexdigest()]
 
 
+def messages_of(capture: str, out):
+    """The messages table of ``capture`` dissected by this process."""
+    pipeline.dissect([capture], str(out), force=True)
+    return pq.read_table(out / "messages")
+
+
 def test_a_dissect_writes_the_digests_of_bodies_hashed_in_the_thread(fast09, fastwriter, tmp_path):
     """End to end: a capture of large bodies through the compiled walker into compiled table
     buffers (deferred digests on) gives hashlib's digest of every body, as the reference does."""
     from fixtures import pcapgen as G
 
-    codec_0_9.use_compiled(True)
     rng = random.Random(9)
     stream, bodies = big_contents(rng, 12)
     segs = G.tcp_conversation([("c2s", stream)], mss=16344)
     cap = tmp_path / "big.pcap"
     G.write(cap, G.pcap_bytes(G.to_packets(segs)))
-    out = tmp_path / "out"
-    tables = {}
-    for compiled in (True, False):
-        writer.use_compiled(compiled)
-        pipeline.dissect([str(cap)], str(out / str(compiled)), force=True)
-        tables[compiled] = pq.read_table(out / str(compiled) / "messages")
-    writer.use_compiled(True)
+    here = messages_of(str(cap), tmp_path / "compiled")
     want = [hashlib.sha256(b).hexdigest() for b in bodies]
-    assert tables[True].column("body_hash").to_pylist() == want
-    assert tables[True].equals(tables[False])
+    assert here.column("body_hash").to_pylist() == want
+    assert here.equals(on_the_other_side(messages_of, str(cap), tmp_path / "reference"))
 
 
 def test_dissections_in_threads_share_the_hashing_thread_and_write_the_same_tables(
@@ -229,7 +224,6 @@ def test_dissections_in_threads_share_the_hashing_thread_and_write_the_same_tabl
 
     from fixtures import pcapgen as G
 
-    codec_0_9.use_compiled(True)
     stream, bodies = big_contents(random.Random(6), 8)
     cap = tmp_path / "big.pcap"
     G.write(cap, G.pcap_bytes(G.to_packets(G.tcp_conversation([("c2s", stream)], mss=16344))))

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 from fixtures import amqp09 as A
 
-from amqpcap.amqp import codec_0_9
 from amqpcap.amqp.codec_0_9 import DecodeError, decode_properties
+from amqpcap.amqp.decoder import Decoder09
 from amqpcap.amqp.events import Content, Frame, Method
 
 ALL_14 = {
@@ -123,7 +123,7 @@ def test_contents_interleaved_on_two_channels_and_both_directions_stay_apart():
         + A.header_frame(1, 60, 1, {})
         + A.body_frame(1, b"D")
     )
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, c2s, 0, 1, 1)
     dec.feed(1, s2c, 0, 2, 2)
     got = [

@@ -287,7 +287,7 @@ def test_connection_facts_are_learnt_from_the_handshake():
         + A.method_frame(0, "connection.tune", channel_max=0, frame_max=131072, heartbeat=30)
         + A.method_frame(0, "connection.open-ok")
     )
-    from amqpcap.amqp.codec_0_9 import Decoder09
+    from amqpcap.amqp.decoder import Decoder09
 
     dec = Decoder09("0-9-1")
     dec.feed(1, s2c[:-12], 0, 1, 10)

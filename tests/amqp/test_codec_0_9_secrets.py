@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fixtures import amqp09 as A
 
-from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.decoder import Decoder09
 from amqpcap.amqp.events import Method
 from amqpcap.amqp.facts import REDACTED, split_credentials
 
@@ -97,7 +97,7 @@ def test_update_secret_token_is_redacted():
 
 def test_secrets_split_across_packets_are_still_redacted():
     wire = _start_ok("PLAIN", PLAIN)
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     for i in range(len(wire)):
         dec.feed(0, wire[i : i + 1], i, i + 1, i)
     events = [e for _, e in dec.pop_events()]

@@ -8,7 +8,7 @@ from fixtures import amqp09 as A
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.decoder import Decoder09
 from amqpcap.amqp.events import Anomaly, Content, Method
 
 
@@ -144,7 +144,7 @@ def test_midstream_start_is_split_invariant_too():
 
 def test_packets_of_events_are_the_packets_that_completed_them():
     s = A.method_frame(1, "basic.ack", delivery_tag=1)
-    dec = codec_0_9.Decoder09()
+    dec = Decoder09()
     dec.feed(0, s[:5], 0, 11, 110)
     dec.feed(0, s[5:], 5, 12, 120)
     [(d, f), (_, m)] = dec.pop_events()

@@ -1,9 +1,10 @@
 """The compiled frame walker (fast09) against the pure-Python reference, and how compiled.py
 chooses between them.
 
-The rest of tests/amqp runs with both walkers (conftest.py); here the two are compared
-directly: identical events for damaged and valid streams (hypothesis), and identical tables
-for every shipped capture.
+The rest of tests/amqp runs with the process's walker (the suite runs once each way); here the
+two are compared directly: identical events for damaged and valid streams (hypothesis, both
+classes in one process: ``fast09.Decoder09`` and ``codec_0_9.Decoder09Py``), and identical
+tables for every shipped capture (the other side in a process of the other implementations).
 """
 
 from __future__ import annotations
@@ -17,15 +18,13 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, decoder09, on_the_other_side
 from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import pipeline
 from amqpcap.amqp import codec_0_9
 from amqpcap.amqp import spec as spec_tables
-
-walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +39,8 @@ def fast09():
 
 
 def _active(env: dict) -> str:
-    code = "from amqpcap import compiled; from amqpcap.amqp import codec_0_9; "
-    code += "print(codec_0_9.compiled_in_use(), compiled.describe())"
+    code = "from amqpcap import compiled; from amqpcap.amqp import decoder; "
+    code += "print(decoder.compiled_in_use(), compiled.describe())"
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"} | env
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
 
@@ -137,8 +136,7 @@ def damaged_streams(draw):
 def events(compiled: bool, version: str, chunks, frame_events: bool = True, **kw) -> list:
     """The events (repr: a NaN in a table compares equal to itself), and the frames tallied
     per (direction, time) last."""
-    codec_0_9.use_compiled(compiled)
-    dec = codec_0_9.Decoder09(version, **kw)
+    dec = decoder09(compiled)(version, **kw)
     tallied: dict = {}
     dec.frame_events = frame_events
     dec.tally = lambda d, ts, n: tallied.__setitem__((d, ts), tallied.get((d, ts), 0) + n)
@@ -165,8 +163,7 @@ def test_compiled_and_reference_emit_identical_events(
 
 def one_direction(compiled: bool, version: str, pieces, **kw) -> list:
     """The events of ``pieces`` fed in order to one direction, packet by packet (repr)."""
-    codec_0_9.use_compiled(compiled)
-    _, events = A.decode(pieces, version, **kw)
+    _, events = A.decode(pieces, version, decoder=decoder09(compiled), **kw)
     return [repr(e) for e in events]
 
 
@@ -216,18 +213,20 @@ def test_compiled_and_reference_agree_on_random_bytes(fast09, version, data, rab
     assert events(True, version, [frames], **kw) == events(False, version, [frames], **kw)
 
 
+def dissected(capture: str, out, **kw) -> dict:
+    """{file name: Arrow table} of ``capture`` dissected into ``out`` by this process."""
+    pipeline.dissect([capture], str(out), **kw)
+    return {str(p.relative_to(out)): pq.read_table(p) for p in sorted(out.rglob("*.parquet"))}
+
+
 @pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
-def test_compiled_and_reference_write_identical_tables_for_every_capture(fast09, capture, tmp_path):
-    tables = {}
-    for compiled in (False, True):
-        codec_0_9.use_compiled(compiled)
-        out = tmp_path / str(compiled)
-        pipeline.dissect([capture], str(out), frames=True)
-        tables[compiled] = {p.name: pq.read_table(p) for p in sorted(out.rglob("*.parquet"))}
-    assert tables[True].keys() == tables[False].keys() and tables[True]
-    for name, t in tables[False].items():
-        assert t.num_rows == tables[True][name].num_rows, name
-        assert t.equals(tables[True][name]), name
+def test_compiled_and_reference_write_identical_tables_for_every_capture(capture, tmp_path):
+    here = dissected(capture, tmp_path / "here", frames=True)
+    there = on_the_other_side(dissected, capture, tmp_path / "there", frames=True)
+    assert here.keys() == there.keys() and here
+    for name, t in there.items():
+        assert t.num_rows == here[name].num_rows, name
+        assert t.equals(here[name]), name
 
 
 def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypatch):
@@ -253,8 +252,7 @@ def test_the_compiled_walker_decodes_well_formed_frames_itself(fast09, monkeypat
         + A.body_frame(1, b"cde")
         + A.heartbeat()
     )
-    codec_0_9.use_compiled(True)
-    dec = codec_0_9.Decoder09()
+    dec = fast09.Decoder09()
     dec.feed(0, data, 0, 1, 0)
     content = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
     assert len(content) == 1 and content[0].complete and content[0].body == b"abcde"
@@ -270,8 +268,7 @@ def test_a_decoder_is_freed_with_its_last_reference_after_the_walker_ran(fast09)
     import gc
     import weakref
 
-    codec_0_9.use_compiled(True)
-    dec = codec_0_9.Decoder09()
+    dec = fast09.Decoder09()
     seen = []
     dec.tally = lambda d, ts, n: seen.append(n)
     dec.frame_events = False
@@ -297,8 +294,7 @@ def test_a_frame_max_tuned_between_packets_is_seen_by_the_compiled_walker(fast09
     second = A.body_frame(1, b"x" * 5000)  # beyond a frame-max of 4096
     seen = {}
     for compiled in (False, True):
-        codec_0_9.use_compiled(compiled)
-        dec = codec_0_9.Decoder09("0-9-1")
+        dec = decoder09(compiled)("0-9-1")
         dec.frame_events = False
         dec.feed(0, first, 0, 1, 0)
         out = [repr(e) for _, e in dec.pop_events()]
@@ -321,8 +317,7 @@ def test_large_body_frames_are_hashed_in_place_to_the_same_digest(fast09, size):
     )
     got = {}
     for compiled in (False, True):
-        codec_0_9.use_compiled(compiled)
-        dec = codec_0_9.Decoder09()
+        dec = decoder09(compiled)()
         dec.feed(0, data, 0, 1, 0)
         (c,) = [e for _, e in dec.pop_events() if type(e).__name__ == "Content"]
         got[compiled] = (c.body_hash, c.body_received, c.complete)
@@ -348,17 +343,15 @@ def test_body_digests_through_openssl_are_hashlibs(fast09, parts):
         assert ours.hexdigest() == ref.hexdigest()
 
 
+@pytest.mark.compiled("fast09")
 @pytest.mark.parametrize("openssl", [True, False], ids=["openssl", "hashlib"])
 def test_tables_are_the_same_whichever_digest_the_walker_uses(fast09, openssl, tmp_path):
     capture = next(c for c in CAPTURES if "pika" in os.path.basename(c))
-    tables = {}
     try:
-        for compiled in (False, True):
-            codec_0_9.use_compiled(compiled)
-            fast09.use_openssl(openssl)
-            out = tmp_path / str(compiled)
-            pipeline.dissect([capture], str(out))
-            tables[compiled] = pq.read_table(out / "messages")
+        fast09.use_openssl(openssl)
+        pipeline.dissect([capture], str(tmp_path / "compiled"))
     finally:
         fast09.use_openssl(True)
-    assert tables[True].num_rows and tables[True].equals(tables[False])
+    here = pq.read_table(tmp_path / "compiled" / "messages")
+    there = on_the_other_side(dissected, capture, tmp_path / "reference")
+    assert here.num_rows and here.equals(there["messages/part-00000.parquet"])

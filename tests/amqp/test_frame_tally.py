@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fixtures import amqp09 as A
 
-from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.decoder import Decoder09
 from amqpcap.amqp.events import Frame
 from amqpcap.records.liveness import Liveness
 
@@ -35,7 +35,7 @@ def _decode(frame_events: bool):
         calls.append((direction, ts, n))
         live.frames_seen(direction, ts, n)
 
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.tally, dec.frame_events = tally, frame_events
     off = 0
     for i, c in enumerate(_chunks()):
@@ -68,7 +68,7 @@ def test_every_frame_is_tallied_at_its_packets_time_with_or_without_frame_events
 
 
 def test_frames_not_emitted_are_counted_until_the_events_are_popped():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.frame_events = False
     data = A.method_frame(1, "basic.ack", delivery_tag=1, multiple=False) * 3
     dec.feed(0, data, 0, 1, 1000)

@@ -26,7 +26,7 @@ from fixtures import amqp09 as A
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.decoder import Decoder09
 from amqpcap.amqp.events import Anomaly, Content, Frame, Heartbeat, Method
 from amqpcap.amqp.fields_0_9 import DecodeError, decode_table
 
@@ -82,7 +82,7 @@ def assert_events_sane(events) -> None:
 
 def run(version, chunks, *, start=0, midstream=False, gaps=(), **kw):
     """Feed ``chunks`` (list of bytes) with ``gaps`` {chunk index: lost bytes before it}; finish; events."""
-    dec = codec_0_9.Decoder09(version, **kw)
+    dec = Decoder09(version, **kw)
     if midstream:
         dec.start_midstream(0, start)
     off = start

@@ -13,7 +13,7 @@ import tracemalloc
 import pytest
 from fixtures import amqp09 as A
 
-from amqpcap.amqp import codec_0_9
+from amqpcap.amqp.decoder import Decoder09
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
 
 ACK = A.method_frame(1, "basic.ack", delivery_tag=7)  # 21 bytes
@@ -90,7 +90,7 @@ def test_a_4_gb_size_claim_is_oversize_and_allocates_nothing_big():
     chunks = 16
     tracemalloc.start()
     try:
-        dec = codec_0_9.Decoder09("0-9-1")
+        dec = Decoder09("0-9-1")
         dec.feed(0, QOS + claim, 0, 1, 1)
         off = len(QOS) + len(claim)
         for i in range(chunks):
@@ -116,7 +116,7 @@ def test_random_junk_keeps_the_buffer_within_one_maximal_frame_while_resynchroni
     # random bytes hold candidate headers of up to 1 MiB that the decoder must wait on;
     # it never holds more than one such frame plus the chunk just fed
     rnd = random.Random(7)
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.start_midstream(0, 0)
     off, most, waited = 0, 0, 0
     for i in range(48):  # 3 MiB
@@ -286,7 +286,7 @@ def test_gap_in_the_middle_of_a_body_and_decoding_resumes_at_the_next_boundary()
     head = A.method_frame(1, "basic.publish") + A.header_frame(1, 60, 300, {}) + A.body_frame(1, body[:100])
     second = A.body_frame(1, body[100:])  # 208 bytes; the gap falls inside it
     tail = ACK + A.heartbeat()
-    dec = codec_0_9.Decoder09("0-9-1", body_bytes=1000)
+    dec = Decoder09("0-9-1", body_bytes=1000)
     dec.feed(0, head + second[:50], 0, 1, 10)
     gap_at, gap_size = len(head) + 50, 60
     dec.gap(0, gap_at, gap_size, 2, 20)
@@ -315,7 +315,7 @@ def test_gap_in_the_middle_of_a_body_and_decoding_resumes_at_the_next_boundary()
 
 
 def test_gap_at_a_frame_boundary_needs_no_resync_skip():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, QOS, 0, 1, 1)
     dec.gap(0, len(QOS), 100, 2, 2)
     dec.feed(0, ACK, len(QOS) + 100, 3, 3)
@@ -329,7 +329,7 @@ def test_gap_at_a_frame_boundary_needs_no_resync_skip():
 
 
 def test_feed_at_an_unexpected_offset_is_treated_as_a_gap():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, ACK[:10], 0, 1, 1)
     dec.feed(0, QOS, 50, 2, 2)
     dec.finish(3, 3)
@@ -364,7 +364,7 @@ def test_finish_inside_a_content_emits_it_incomplete():
 
 def test_finish_while_resynchronising_is_resync_failed():
     stream = QOS + b"\x01\x00"  # a frame header that never completes, after garbage
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, b"\xff" * 30 + stream, 0, 1, 1)
     dec.finish(2, 2)
     events = [e for _, e in dec.pop_events()]
@@ -373,7 +373,7 @@ def test_finish_while_resynchronising_is_resync_failed():
         ("resync", 0, 30),
         ("truncated-stream", 49, 2),
     ]
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, b"\xff" * 30, 0, 1, 1)
     dec.finish(2, 2)
     events = [e for _, e in dec.pop_events()]
@@ -397,7 +397,7 @@ def test_start_midstream_inside_a_body_frame_skips_to_the_next_frame():
     )
     start = 17 + 22 + 100  # inside the body frame
     base = 5000  # stream offset of the first captured byte
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.start_midstream(0, base)
     dec.feed(0, stream[start:], base, 1, 1)
     dec.finish(2, 2)
@@ -412,7 +412,7 @@ def test_start_midstream_inside_a_body_frame_skips_to_the_next_frame():
 
 
 def test_start_midstream_at_a_frame_boundary_reports_nothing():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.start_midstream(0, 0)
     dec.feed(0, ACK + QOS, 0, 1, 1)
     dec.finish(2, 2)
@@ -463,7 +463,7 @@ def test_valid_frames_behind_an_unresolvable_resync_candidate_decode_at_finish()
 
 
 def test_valid_frames_behind_an_unresolvable_resync_candidate_decode_before_a_gap():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     head = b"\xee" + FALSE_CANDIDATE + ACK + QOS + ACK[:5]
     dec.feed(0, head, 0, 1, 1)
     dec.gap(0, len(head), 1000, 2, 2)
@@ -481,7 +481,7 @@ def test_valid_frames_behind_an_unresolvable_resync_candidate_decode_before_a_ga
 
 
 def test_feed_at_an_unexpected_offset_with_nothing_buffered_is_a_gap_too():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, ACK, 0, 1, 1)  # a whole frame: nothing stays buffered
     dec.feed(0, QOS, 100, 2, 2)
     dec.finish(3, 3)

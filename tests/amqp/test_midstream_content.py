@@ -84,7 +84,7 @@ def test_0_9_without_a_mid_stream_start_an_orphan_body_is_unexpected():
 
 
 def test_0_9_a_gap_before_the_first_method_reports_the_held_resync_first():
-    from amqpcap.amqp.codec_0_9 import Decoder09
+    from amqpcap.amqp.decoder import Decoder09
 
     dec = Decoder09()
     dec.start_midstream(0, 0)

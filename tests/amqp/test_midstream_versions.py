@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from amqpcap.amqp import codec_0_9
-from amqpcap.amqp.decoder import ConnectionDecoder
+from amqpcap.amqp.decoder import ConnectionDecoder, Decoder09
 from amqpcap.amqp.events import Anomaly, Method
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
@@ -21,7 +20,7 @@ ACK = A.method_frame(1, "basic.ack", delivery_tag=1)
 
 
 def _infer(stream: bytes, direction: int = 0):
-    dec = codec_0_9.Decoder09(infer=True)
+    dec = Decoder09(infer=True)
     dec.start_midstream(direction, 0)
     dec.feed(direction, stream, 0, 1, 1)
     return dec, [e for _, e in dec.pop_events()]
@@ -110,7 +109,7 @@ def test_a_frame_no_candidate_decodes_is_malformed_and_proves_nothing():
 
 
 def test_a_version_named_by_a_header_is_never_narrowed():
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     dec.feed(0, A.method_frame(1, "channel.open-ok", "0-8"), 0, 1, 1)
     ev = [e for _, e in dec.pop_events()]
     assert dec.version == "0-9-1"

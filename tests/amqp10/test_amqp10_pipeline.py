@@ -32,12 +32,8 @@ from amqp10_wire import (
     transfer,
 )
 from fixtures import pcapgen as P
-from fixtures.compiled import both_ways
 
-from amqpcap import pipeline
 from amqpcap.pipeline import dissect
-
-loop = both_ways(pipeline, "fastpipeline", "loop")
 
 PAYLOAD = bytes(range(256)) * 12  # 3 kB: four transfers at max-frame-size 1024
 

@@ -1,5 +1,6 @@
 """The AMQP 1.0 tables generated from the OASIS XML vendored in specs/amqp-1.0."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -28,23 +29,20 @@ def test_the_vendored_xml_is_the_shared_copy_unchanged():
             assert mine == open(os.path.join(shared, name), "rb").read()
 
 
+def _recorder_names() -> dict:
+    """The recorder's own table of frame names (captures/record/frame_fields.py), written from the
+    specification's text by hand: the names the truth files give frames."""
+    path = os.path.join(REPO, "captures", "record", "frame_fields.py")
+    spec = importlib.util.spec_from_file_location("frame_fields", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.PERFORMATIVES
+
+
 def test_performatives_and_sasl_frames_are_named_by_their_descriptor_codes():
-    assert SPEC.METHOD_NAMES == {
-        0x10: "open",
-        0x11: "begin",
-        0x12: "attach",
-        0x13: "flow",
-        0x14: "transfer",
-        0x15: "disposition",
-        0x16: "detach",
-        0x17: "end",
-        0x18: "close",
-        0x40: "sasl.mechanisms",
-        0x41: "sasl.init",
-        0x42: "sasl.challenge",
-        0x43: "sasl.response",
-        0x44: "sasl.outcome",
-    }
+    names = _recorder_names()
+    assert len(names) == 14 and names[0x14] == "transfer" and names[0x44] == "sasl.outcome"
+    assert SPEC.METHOD_NAMES == names
     assert SPEC.METHODS[0] == "open" and SPEC.METHODS[-1] == "sasl.outcome"
 
 

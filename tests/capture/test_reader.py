@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import pcapgen as g
-from fixtures.compiled import both_ways
+from fixtures.compiled import on_the_other_side
 
 from amqpcap.capture import reader
 from amqpcap.capture.link import parse_packet
@@ -26,11 +26,6 @@ from amqpcap.capture.reader import (
     CaptureError,
     open_capture,
 )
-
-# every test runs with the record-by-record walk of reader.py (the reference) and with the
-# compiled walk over whole buffers (fastread)
-pcap_walker = both_ways(reader, "fastread", "pcap_walker")
-
 
 T0 = 1_700_000_000_123_456_789  # ns
 T_2040 = 2_200_000_000_987_654_321  # seconds field above 2**31
@@ -778,29 +773,28 @@ def test_damaged_files_either_fail_to_open_or_iterate_without_raising(tmp_path, 
         assert isinstance(num, int) and isinstance(kind_, str) and "\n" not in detail
 
 
-def test_compiled_walk_yields_the_reference_records_of_every_shipped_capture(pcap_walker):
+def test_compiled_walk_yields_the_reference_records_of_every_shipped_capture():
     """Every record (number, ts, link type, bytes, wire length) and every anomaly of each shipped
-    capture, the compiled walk against the record-by-record reference, also with small reads."""
-    if pcap_walker == "reference":
-        return  # one comparison is enough: the compiled run does it
+    capture, the compiled walk against the record-by-record reference (one of them in a process
+    of the other implementations), also with small reads."""
     caps = sorted((Path(__file__).parents[2] / "captures").glob("*.pcap*"))
     assert len(caps) >= 12
-    for cap in caps:
-        for chunk in (reader.CHUNK, 1000):
-            got = _records_and_anomalies(cap, chunk, compiled=True)
-            assert got == _records_and_anomalies(cap, chunk, compiled=False), cap
+    chunks = (reader.CHUNK, 1000)
+    here = _records_and_anomalies(caps, chunks)
+    there = on_the_other_side(_records_and_anomalies, caps, chunks)
+    assert len(here) == len(caps) * len(chunks)
+    for i, got in enumerate(here):
+        assert got == there[i], caps[i // len(chunks)]
 
 
+@pytest.mark.compiled("fastread")
 @pytest.mark.parametrize("endian", ["<", ">"])
 @pytest.mark.parametrize("tsresol", [None, 9, 0x83])
-def test_compiled_walk_yields_the_reference_records_of_pcapng_files(
-    pcap_walker, tmp_path, monkeypatch, endian, tsresol
-):
+def test_compiled_walk_yields_the_reference_records_of_pcapng_files(tmp_path, monkeypatch, endian, tsresol):
     """The packets of a shipped capture rewritten as pcapng (both byte orders; microsecond,
     nanosecond and 2^-3 s resolution; simple packet blocks and unknown blocks among the
-    enhanced ones): the compiled walk against the reference, also with small reads."""
-    if pcap_walker == "reference":
-        return
+    enhanced ones): the compiled walk against the reference (a pure-Python process), also with
+    small reads."""
     cap = Path(__file__).parents[2] / "captures" / "rabbitmq091_pika_full.pcap"
     with open_capture(str(cap)) as src:
         pk = [(ts, lt, data, wirelen) for _n, ts, lt, data, wirelen in src]
@@ -808,10 +802,10 @@ def test_compiled_walk_yields_the_reference_records_of_pcapng_files(
         pk, endian=endian, tsresol={1: tsresol}, spb=[3, 40], unknown_after={10: 0x77, 100: 0x78}
     )
     path = save(tmp_path, raw)
-    for chunk in (reader.CHUNK, 999):
-        got = _records_and_anomalies(path, chunk, compiled=True)
-        assert got == _records_and_anomalies(path, chunk, compiled=False)
-        assert len(got[0]) == len(pk)
+    chunks = (reader.CHUNK, 999)
+    here = _records_and_anomalies([path], chunks)
+    assert here == on_the_other_side(_records_and_anomalies, [path], chunks)
+    assert [len(got[0]) for got in here] == [len(pk)] * len(chunks)
     # and the compiled walk took most of the packets itself (not the reader's loop)
     walk, taken = reader._pcapng_records, []
     monkeypatch.setattr(reader, "_pcapng_records", lambda *a: taken.append(len((r := walk(*a))[0])) or r)
@@ -820,19 +814,22 @@ def test_compiled_walk_yields_the_reference_records_of_pcapng_files(
     assert sum(taken) > 0.9 * len(pk)  # not: simple packet blocks, a block after a refill
 
 
-def _records_and_anomalies(cap, chunk, compiled):
-    before = reader.CHUNK, reader.compiled_in_use()
-    reader.CHUNK = chunk
-    reader.use_compiled(compiled)
+def _records_and_anomalies(caps, chunks) -> list:
+    """[(records, anomalies)] of each capture read with each chunk size, by this process's walk."""
+    before = reader.CHUNK
+    out = []
     try:
-        with open_capture(str(cap)) as src:
-            return list(src), list(src.anomalies)
+        for cap in caps:
+            for chunk in chunks:
+                reader.CHUNK = chunk
+                with open_capture(str(cap)) as src:
+                    out.append((list(src), list(src.anomalies)))
     finally:
-        reader.CHUNK = before[0]
-        reader.use_compiled(before[1])
+        reader.CHUNK = before
+    return out
 
 
-def test_a_pcapng_timestamp_beyond_64_bits_reads_with_the_previous_time_and_an_anomaly(pcap_walker, tmp_path):
+def test_a_pcapng_timestamp_beyond_64_bits_reads_with_the_previous_time_and_an_anomaly(tmp_path):
     """A nanosecond timestamp past 2**63 - 1 (year 2262) fits no timestamp column: the packet gets
     the previous packet's time and a timestamp-out-of-range anomaly, in either walk."""
     f = frames(3)

@@ -1,8 +1,9 @@
 """The compiled row builders (fastrows) against the pure-Python reference (rows.py), and how
 compiled.py chooses them.
 
-The rest of tests/records runs with both builders (conftest.py); here the two are compared
-directly, value and type (``repr``: True is not 1, NaN equals itself): the rows of every event
+The rest of tests/records runs with the process's builders (the suite runs once each way); here
+the two are compared directly, both in one process (``fastrows`` and the ``*_reference``
+functions), value and type (``repr``: True is not 1, NaN equals itself): the rows of every event
 of every shipped capture, and rows of generated events with odd values.
 """
 
@@ -14,15 +15,13 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
 from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap import compiled, pipeline
 from amqpcap.amqp.events import Content, Method
 from amqpcap.records import rows
-
-row_builder = own_choice(rows, "row_builder")  # these tests choose the builders themselves
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +69,19 @@ def test_importing_the_extension_first_does_not_change_the_choice(fastrows):
     assert (r.stdout, r.stderr) == ("True\n", "")
 
 
-def test_use_compiled_switches_the_builders_the_pipeline_calls(fastrows):
-    rows.use_compiled(True)
-    assert rows.method_row is fastrows.method_row and rows.message_row is fastrows.message_row
-    rows.use_compiled(False)
-    assert rows.method_row is rows.method_row_reference and rows.compiled_in_use() is False
+def test_the_builders_and_liveness_the_pipeline_calls_come_from_one_choice(fastrows):
+    code = (
+        "from amqpcap.records import liveness, rows; "
+        "print(rows.method_row.__module__, rows.message_row.__module__, rows.append_rows.__module__, "
+        "liveness.Liveness.__module__, rows.connection_json.__module__)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_PURE"}
+    fast, ref = "amqpcap.records.fastrows", "amqpcap.records.rows"
+    for pure, want in (("0", [fast] * 5), ("1", [ref] * 3 + ["amqpcap.records.liveness", ref])):
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env | {"AMQPCAP_PURE": pure}, capture_output=True, text=True
+        )
+        assert r.stdout.split() == want, r.stderr
 
 
 # --- same rows: every shipped capture ----------------------------------------------------------
@@ -136,7 +143,6 @@ def test_compiled_append_rows_appends_and_hands_back_what_the_reference_does(
         calls["rest"] += len(out["compiled"][2])
         return reference(events, capture, stream, version, methods, messages)
 
-    monkeypatch.setattr(rows, "use_compiled", None)  # nothing switches it back mid-test
     monkeypatch.setattr(rows, "method_row", fastrows.method_row)
     monkeypatch.setattr(rows, "message_row", fastrows.message_row)
     monkeypatch.setattr(rows, "append_rows", both)
@@ -491,18 +497,6 @@ def test_compiled_liveness_keeps_the_reference_facts(fastrows, tallies, heartbea
         assert getattr(ours, name) == getattr(ref, name), name
     # an index that is not a direction fails as the reference fails
     assert outcome(ours.frames_seen, 2, 5) == outcome(ref.frames_seen, 2, 5)
-
-
-def test_the_pipeline_keeps_liveness_with_the_row_builders_it_uses(fastrows):
-    from amqpcap.records import liveness
-
-    try:
-        rows.use_compiled(True)
-        assert liveness.Liveness is fastrows.Liveness
-        rows.use_compiled(False)
-        assert liveness.Liveness is liveness.LivenessReference
-    finally:
-        rows.use_compiled(compiled.select("fastrows") is not None)
 
 
 # --- rows straight into the compiled table buffer ----------------------------------------------

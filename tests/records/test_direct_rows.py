@@ -13,18 +13,15 @@ import hashlib
 import pyarrow as pa
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip
 from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpcap.amqp import codec_0_9
-from amqpcap.amqp.decoder import ConnectionDecoder
+from amqpcap.amqp.decoder import ConnectionDecoder, Decoder09
 from amqpcap.amqp.events import Anomaly, Content, Method
-from amqpcap.records import rows, writer
+from amqpcap.records import rows
 from amqpcap.records.schema import SCHEMAS
-
-walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
-row_builder = own_choice(rows, "row_builder")  # and the row builders
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +35,6 @@ def decode(compiled, packets, direct: bool):
     each packet's events drained into compiled table buffers after it.  (methods table,
     messages table, the events drained)."""
     _, fastrows, fastwriter = compiled
-    codec_0_9.use_compiled(True)
-    rows.use_compiled(True)
     methods = fastwriter.Columns(SCHEMAS["methods"], 10_000)
     messages = fastwriter.Columns(SCHEMAS["messages"], 10_000)
     sink = rows.row_sink("cap", 3, methods, messages) if direct else None
@@ -139,6 +134,7 @@ def cut(data: bytes, at: list[int]) -> list[bytes]:
     st.lists(st.integers(0, 10_000), max_size=12),
     st.randoms(use_true_random=False),
 )
+@pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 def test_direct_rows_are_the_event_rows_in_the_same_order(compiled, client, server, cuts0, cuts1, rnd):
     up = b"".join(client_bytes(i) for i in client)
     down = b"".join(deliver(*s) for s in server)
@@ -155,6 +151,7 @@ def test_direct_rows_are_the_event_rows_in_the_same_order(compiled, client, serv
     assert c_direct.equals(c_events)
 
 
+@pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 def test_common_methods_and_contents_make_no_events(compiled):
     """The point of it: a publish, its content and an ack give rows and no events, in either
     direction; a method with a table argument (queue.declare) stays an event, as does what
@@ -180,6 +177,7 @@ def test_common_methods_and_contents_make_no_events(compiled):
     assert methods.equals(m_events) and messages.equals(c_events)
 
 
+@pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 def test_an_interrupted_content_names_its_direct_method(compiled):
     """A content whose method's row was written directly, interrupted by the next method: the
     anomaly and the content's row name the method as its event would have (it is made from
@@ -200,27 +198,27 @@ def test_an_interrupted_content_names_its_direct_method(compiled):
     assert methods.equals(m_events) and messages.equals(c_events)
 
 
+@pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 def test_no_row_sink_without_compiled_table_buffers(compiled):
     _, fastrows, fastwriter = compiled
-    rows.use_compiled(True)
     buf = fastwriter.Columns(SCHEMAS["methods"], 10)
     assert rows.row_sink("cap", 0, [], buf) is None  # a list of tuples: the reference's table
     with pytest.raises(ValueError):
         fastrows.RowSink("cap", 0, [], buf)
-    rows.use_compiled(False)
-    assert rows.row_sink("cap", 0, buf, buf) is None  # the reference row builder takes events
 
 
+def test_the_reference_row_builder_takes_events_only():
+    buf = built_or_skip("fastwriter").Columns(SCHEMAS["methods"], 10)
+    assert (rows.row_sink("cap", 0, buf, buf) is None) is not rows.compiled_in_use()
+
+
+@pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.rsplit("/", 1)[-1])
 def test_dissect_writes_the_same_tables_with_direct_rows(compiled, capture, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
     from amqpcap.pipeline import dissect
 
-    codec_0_9.use_compiled(True)
-    rows.use_compiled(True)
-    if not writer.compiled_in_use():
-        pytest.skip("the compiled table buffer is not in use")
     dissect([capture], str(tmp_path / "direct"))
     monkeypatch.setattr(rows, "row_sink", lambda *a: None)
     dissect([capture], str(tmp_path / "events"))
@@ -245,9 +243,9 @@ def test_the_reference_codec_takes_no_direct_output_and_makes_every_event():
     assert content.body_hash == hashlib.sha256(body).hexdigest()
 
 
+@pytest.mark.compiled("fast09", "fastrows", "fastwriter")
 def test_the_compiled_codec_takes_the_direct_output_it_is_handed(compiled):
-    codec_0_9.use_compiled(True)
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = Decoder09("0-9-1")
     assert dec.row_sink is None and dec.deferred_digests is False  # events until told otherwise
     sink = object()
     codec_0_9.direct_output(dec, sink, True)

@@ -19,18 +19,15 @@ from types import MappingProxyType
 import pyarrow as pa
 import pytest
 from fixtures import amqp09 as A
-from fixtures.compiled import FUZZ, built_or_skip, own_choice
+from fixtures.compiled import FUZZ, built_or_skip, decoder09
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from amqpcap.amqp import codec_0_9, spec
+from amqpcap.amqp import spec
 from amqpcap.amqp.events import Content, Method
 from amqpcap.amqp.stream import TS_SECONDS_MAX
 from amqpcap.records import rows
 from amqpcap.records.schema import SCHEMAS
-
-walker = own_choice(codec_0_9, "walker")  # these tests choose the walker themselves
-row_builder = own_choice(rows, "row_builder")  # and the row builders
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +37,7 @@ def compiled():
 
 
 def contents(wire: bytes, compiled_walker: bool, version: str = "0-9-1", properties=None) -> list:
-    codec_0_9.use_compiled(compiled_walker)
-    dec = codec_0_9.Decoder09(version)
+    dec = decoder09(compiled_walker)(version)
     if properties is not None:  # a property list no shipped spec has (every field type)
         dec.properties = properties
     dec.feed(0, wire, 0, 1, 1000)
@@ -247,8 +243,7 @@ def test_properties_that_do_not_decode_are_the_references_anomaly(compiled):
     wire = publish({}, encode=(0x8000, b"\x09abc"))
     seen = {}
     for compiled_walker in (True, False):
-        codec_0_9.use_compiled(compiled_walker)
-        _, events = A.decode(wire)
+        _, events = A.decode(wire, decoder=decoder09(compiled_walker))
         seen[compiled_walker] = [repr(e) for e in events]
         assert [a.kind for a in A.anomalies(events)][0] == "malformed-header"
         assert [(c.complete, c.properties) for c in A.events_of(events, Content)] == [(False, {})]
@@ -258,8 +253,7 @@ def test_properties_that_do_not_decode_are_the_references_anomaly(compiled):
 def test_properties_that_fail_after_a_table_leave_nothing_allocated(compiled):
     # headers (a table, decoded as it is checked) then a delivery-mode the header does not hold:
     # the half-made value is released with the properties that did not decode
-    codec_0_9.use_compiled(True)
-    dec = codec_0_9.Decoder09("0-9-1")
+    dec = decoder09(True)("0-9-1")
     wire = publish({}, encode=(0x3000, A.encode_table({"k": {"n": [1, 2]}})))
     off = 0
 
@@ -301,8 +295,7 @@ def test_a_row_the_reference_builds_after_its_properties_were_staged_leaves_noth
 
 
 def events(wire: bytes, compiled_walker: bool, version: str = "0-9-1") -> list:
-    codec_0_9.use_compiled(compiled_walker)
-    dec = codec_0_9.Decoder09(version)
+    dec = decoder09(compiled_walker)(version)
     dec.feed(0, wire, 0, 1, 1000)
     dec.finish(2, 2000)
     return [e for _, e in dec.pop_events() if type(e) in (Method, Content)]

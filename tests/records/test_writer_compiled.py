@@ -18,7 +18,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, own_choice
+from fixtures.compiled import CAPTURES, FUZZ, built_or_skip, on_the_other_side
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,25 +27,25 @@ from amqpcap.records import times, writer
 from amqpcap.records.schema import SCHEMAS, STORED_SCHEMAS
 
 
-@pytest.fixture(autouse=True)
-def row_builder():
-    """The row builders are the process default here (overrides conftest's two runs): these
-    tests compare the table buffers."""
-    yield
-
-
-table_buffer = own_choice(writer, "table_buffer")  # these tests choose the buffers themselves
-
-
 @pytest.fixture(scope="module")
 def fastwriter():
     return built_or_skip("fastwriter")
 
 
-def dissect_with(compiled: bool, captures, out, **kw) -> dict:
-    writer.use_compiled(compiled)
+def dissect_here(captures, out, row_group: int | None = None, **kw) -> dict:
+    """{table: Arrow table} of ``captures`` dissected by this process (``row_group``: rows a batch)."""
+    if row_group is not None:
+        writer.ROW_GROUP = row_group
     pipeline.dissect(captures, str(out), frames=True, **kw)
     return {t: pq.read_table(os.path.join(out, t)) for t in sorted(os.listdir(out))}
+
+
+def dissect_both(captures, tmp_path, **kw) -> tuple:
+    """(compiled, reference) tables: one side here, the other in a process of the other
+    implementations."""
+    here = dissect_here(captures, tmp_path / "here", **kw)
+    there = on_the_other_side(dissect_here, captures, tmp_path / "there", **kw)
+    return (here, there) if writer.compiled_in_use() else (there, here)
 
 
 def assert_same_tables(a: dict, b: dict) -> None:
@@ -61,22 +61,17 @@ def assert_same_tables(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=os.path.basename)
-def test_every_shipped_capture_gives_the_reference_tables(fastwriter, capture, tmp_path):
-    compiled = dissect_with(True, capture, tmp_path / "compiled")
-    reference = dissect_with(False, capture, tmp_path / "reference")
-    assert_same_tables(compiled, reference)
+def test_every_shipped_capture_gives_the_reference_tables(capture, tmp_path):
+    assert_same_tables(*dissect_both(capture, tmp_path))
 
 
-def test_many_row_groups_and_several_captures_give_the_reference_tables(fastwriter, tmp_path, monkeypatch):
-    monkeypatch.setattr(writer, "ROW_GROUP", 1000)  # several flushes per table
-    compiled = dissect_with(True, CAPTURES, tmp_path / "compiled", body_bytes=1 << 20)
-    reference = dissect_with(False, CAPTURES, tmp_path / "reference", body_bytes=1 << 20)
+def test_many_row_groups_and_several_captures_give_the_reference_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "ROW_GROUP", writer.ROW_GROUP)  # restored: set below, several flushes a table
+    compiled, reference = dissect_both(CAPTURES, tmp_path, row_group=1000, body_bytes=1 << 20)
     assert_same_tables(compiled, reference)
     methods = compiled["methods"]
     assert compiled["frames"].num_rows > 5000 and methods.column("id_ranges").null_count < methods.num_rows
-    row_groups = pq.ParquetFile(
-        tmp_path / "compiled" / "frames" / "part-00000.parquet"
-    ).metadata.num_row_groups
+    row_groups = pq.ParquetFile(tmp_path / "here" / "frames" / "part-00000.parquet").metadata.num_row_groups
     assert row_groups == -(-compiled["frames"].num_rows // 1000)
 
 
@@ -290,10 +285,11 @@ def test_memory_arrow_lets_go_of_is_reused_by_the_next_batches_and_only_then(fas
     assert fastwriter.pooled_blocks() == 0
 
 
+@pytest.mark.compiled("fastwriter")
 def test_a_written_dataset_leaves_no_pooled_memory_behind(fastwriter, tmp_path):
     from amqpcap.pipeline import dissect
 
-    writer.use_compiled(True)
+    assert writer.compiled_in_use()
     dissect(CAPTURES[:3], str(tmp_path / "out"), frames=True)
     assert fastwriter.pooled_blocks() == 0
 
@@ -311,7 +307,7 @@ def test_a_table_by_name_gives_the_batches_its_arrow_schema_gives(fastwriter, tm
     pyarrow (the dissect's tables); the batches it takes equal ``Columns(SCHEMAS[name])``'s."""
     from amqpcap.records.schema import TABLES
 
-    tables = dissect_with(False, CAPTURES, tmp_path / "ref")  # 0-8 to 0-10: id_ranges too
+    tables = dissect_here(CAPTURES, tmp_path / "ref")  # 0-8 to 0-10: id_ranges too
     for name in TABLES:
         assert [str(c.type) for c in [fastwriter.column(t) for _, t, _ in TABLES[name]]] == [
             str(f.type) for f in SCHEMAS[name]
@@ -362,11 +358,7 @@ def test_a_batch_is_full_at_capacity_rows_or_when_a_binary_column_holds_max_byte
 # --- the writer around it ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
-def test_a_table_buffer_writes_a_row_group_every_row_group_rows(compiled, tmp_path, monkeypatch):
-    if compiled:
-        built_or_skip("fastwriter")
-    writer.use_compiled(compiled)
+def test_a_table_buffer_writes_a_row_group_every_row_group_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "ROW_GROUP", 3)
     schema = STORED_SCHEMAS["anomalies"]
     t = writer.TableBuffer("anomalies", str(tmp_path / "anomalies"))
@@ -383,11 +375,7 @@ def test_a_table_buffer_writes_a_row_group_every_row_group_rows(compiled, tmp_pa
     assert [tuple(r.values()) for r in table.to_pylist()][1][:3] == ("c", 1, 1)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
-def test_an_empty_table_still_gets_a_file_with_its_schema(compiled, tmp_path):
-    if compiled:
-        built_or_skip("fastwriter")
-    writer.use_compiled(compiled)
+def test_an_empty_table_still_gets_a_file_with_its_schema(tmp_path):
     t = writer.TableBuffer("frames", str(tmp_path / "frames"))
     t.close()
     table = pq.read_table(tmp_path / "frames")
@@ -457,29 +445,20 @@ def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_sti
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
-def test_the_dataset_is_the_same_with_or_without_the_parquet_thread(
-    fastwriter, background, tmp_path, monkeypatch
-):
+def test_the_dataset_is_the_same_with_or_without_the_parquet_thread(background, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "BACKGROUND", background)
     monkeypatch.setattr(writer, "ROW_GROUP", 500)
     capture = [c for c in CAPTURES if "throughput" in c]
-    compiled = dissect_with(True, capture, tmp_path / "compiled")
+    first = dissect_here(capture, tmp_path / "first")
     monkeypatch.setattr(writer, "BACKGROUND", not background)
-    reference = dissect_with(False, capture, tmp_path / "reference")
-    assert_same_tables(compiled, reference)
-    assert compiled["frames"].num_rows > 5 * 500
+    assert_same_tables(first, dissect_here(capture, tmp_path / "second"))
+    assert first["frames"].num_rows > 5 * 500
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["reference", "compiled"])
-def test_at_close_the_parquet_thread_takes_the_largest_table_and_the_closer_the_others(
-    compiled, tmp_path, monkeypatch
-):
-    if compiled:
-        built_or_skip("fastwriter")
+def test_at_close_the_parquet_thread_takes_the_largest_table_and_the_closer_the_others(tmp_path, monkeypatch):
     import threading
     import time
 
-    writer.use_compiled(compiled)
     monkeypatch.setattr(writer, "BACKGROUND", True)
     monkeypatch.setattr(writer, "ROW_GROUP", 4)
     seen = []  # (table, rows, written by the closing thread) in the order written

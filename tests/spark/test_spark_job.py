@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from fixtures import pcapgen
-from fixtures.compiled import built_or_skip
+from fixtures.compiled import on_the_other_side
 
 import amqpcap
 from amqpcap.capture.reader import open_capture
@@ -312,23 +312,6 @@ def test_gzip_captures_are_a_task_each_and_small_ones_share_one_with_a_progress_
     assert_same_dataset(out, want, TABLES[:4])
 
 
-@pytest.fixture
-def both():
-    """Runs ``fn()`` with the references, then the compiled twins: the two results."""
-    built_or_skip("fastranges")
-    before = ranges.compiled_in_use()
-
-    def run(fn):
-        got = []
-        for on in (False, True):
-            ranges.use_compiled(on)
-            got.append(fn())
-        return got
-
-    yield run
-    ranges.use_compiled(before)
-
-
 def _split(path, parts: int, scratch) -> tuple:
     """Index ``path`` in ``parts`` ranges, read it back in two buckets: (summaries, index bytes,
     every bucket's packets)."""
@@ -360,9 +343,18 @@ def _mixed_links(tmp_path) -> str:
     return str(path)
 
 
-def test_compiled_index_and_buckets_equal_the_references_on_shipped_captures(both, tmp_path):
-    for i, path in enumerate(CAPTURES[:6] + [_mixed_links(tmp_path)]):
-        ref, fast = both(lambda i=i, path=path: _split(path, 3, tmp_path / f"{i}-{ranges.compiled_in_use()}"))
+def _splits(paths, scratch) -> list:
+    """_split of each capture in ``paths`` (3 ranges), by this process's implementations."""
+    return [_split(path, 3, scratch / f"{i}-{ranges.compiled_in_use()}") for i, path in enumerate(paths)]
+
+
+def test_compiled_index_and_buckets_equal_the_references_on_shipped_captures(tmp_path):
+    """The compiled walks against the references, one side in a process of the other implementations."""
+    paths = CAPTURES[:6] + [_mixed_links(tmp_path)]
+    here = _splits(paths, tmp_path)
+    there = on_the_other_side(_splits, paths, tmp_path)
+    for path, a, b in zip(paths, here, there):
+        ref, fast = (b, a) if ranges.compiled_in_use() else (a, b)
         assert ref[1] == fast[1], path  # the index files, byte for byte
         for a, b in zip(ref[0], fast[0]):
             assert (a.start, a.stop, a.packets) == (b.start, b.stop, b.packets)

@@ -1,4 +1,6 @@
-"""notebooks/05_spark.ipynb runs top to bottom and prints the numbers of the dissect output."""
+"""notebooks/05_spark.ipynb runs top to bottom: local mode, a standalone cluster it starts and an
+S3 server it starts, printing the numbers of the dissect output each time, and stops what it
+started."""
 
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ def _gen():
     return mod
 
 
-def test_the_spark_notebook_runs_and_prints_what_dissect_gives(spark, tmp_path):
+def test_the_spark_notebook_runs_locally_on_a_cluster_and_on_s3_and_prints_what_dissect_gives(
+    spark, tmp_path
+):
+    pytest.importorskip("moto", reason="the test extra installs moto[server]")
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(NB, as_version=4)
@@ -33,8 +38,9 @@ def test_the_spark_notebook_runs_and_prints_what_dissect_gives(spark, tmp_path):
     out = [o for c in nb.cells for o in c.get("outputs", [])]
     assert not [o for o in out if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in out if o.get("output_type") == "stream")
-    line = [ln for ln in text.splitlines() if ln.startswith("SUMMARY ")][-1]
-    s = dict(re.findall(r"(\w+)=(\S+)", line))
+    s = dict(
+        re.findall(r"(\w+)=(\S+)", "\n".join(ln for ln in text.splitlines() if ln.startswith("SUMMARY ")))
+    )
     want = str(tmp_path / "want")
     dissect(sorted(glob.glob(str(ROOT / "captures" / "*.pcap"))), want, frames=True)
     t = amqpcap.load(want)
@@ -44,6 +50,16 @@ def test_the_spark_notebook_runs_and_prints_what_dissect_gives(spark, tmp_path):
     assert int(s["publishes"]) == int((t.messages["method"] == "basic.publish").sum()) > 0
     assert int(s["split"]) >= 1 and int(s["tasks"]) > 2
     assert sum("text/html" in o.get("data", {}) for o in out) >= 4  # the Spark SQL results, as tables
+    # the cluster and the S3 run wrote the rows local mode wrote; every process started was stopped
+    rows = int(s["local_rows"])
+    assert rows == len(t.connections) + len(t.methods) + len(t.messages) + len(t.anomalies) + len(t.frames)
+    assert int(s["cluster_rows"]) == int(s["s3_rows"]) == rows
+    assert int(s["cluster_tasks"]) > 2 and int(s["s3_captures"]) == len(
+        glob.glob(str(ROOT / "captures" / "*.pcap"))
+    )
+    done, started = map(int, s["stopped"].split("/"))
+    assert done == started == 4
+    assert "with 2 workers" in text
 
 
 def test_the_spark_notebook_is_committed_as_generated_without_outputs():

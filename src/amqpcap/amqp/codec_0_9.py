@@ -1,6 +1,6 @@
 """AMQP 0-8 / 0-9 / 0-9-1 codec: frames, methods, content headers, field tables.
 
-``Decoder09`` is the frame grammar of these versions on the stream core
+``Decoder09Py`` is the frame grammar of these versions on the stream core
 (``stream.StreamDecoder``): ``feed()`` bytes of either direction after the
 protocol header, ``pop_events()`` to read what they decoded.  It never raises on
 wire data: whatever it cannot decode becomes an ``Anomaly`` event and the core
@@ -20,7 +20,6 @@ from functools import cache, partial
 from struct import Struct
 from struct import error as StructError
 
-from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.detect import CANDIDATE_0_9, MAX_FRAME_0_9, chain_0_9
 from amqpcap.amqp.events import Frame, Heartbeat, Method
@@ -174,9 +173,9 @@ class Decoder09Py(StreamDecoder):
     """Sans-IO decoder for one 0-8 / 0-9 / 0-9-1 connection (both directions): the frame
     grammar of these versions on the stream core; the reference.
 
-    ``Decoder09`` is this class or its compiled twin (``implementation``), chosen at import.
-    The twin hands every frame that is not on its common path to the public ``decode_*_frame``
-    methods here, and every walk it cannot do to ``frames_reference``."""
+    ``decoder.Decoder09`` is this class or its compiled twin (``fast09.Decoder09``, a subclass),
+    chosen once at import.  The twin hands every frame that is not on its common path to the
+    public ``decode_*_frame`` methods here, and every walk it cannot do to ``frames_reference``."""
 
     HEADER = 7
     CANDIDATE = CANDIDATE_0_9
@@ -482,55 +481,13 @@ class Decoder09Py(StreamDecoder):
     _frames = frames_reference  # the stream core's frame loop for this grammar
 
 
-_compiled_class = None
-
-
-def implementation(on: bool) -> type:
-    """The 0-8 / 0-9 / 0-9-1 decoder class: the reference, or (``on``; it must be built) the
-    same grammar with the compiled walker (fast09): its frame loop, its per-feed path of the
-    stream core, and the per-direction state and contents in assembly with their fields in C."""
-    global _compiled_class
-    if not on:
-        return Decoder09Py
-    if _compiled_class is None:
-        from amqpcap.amqp import fast09
-
-        class Decoder09C(Decoder09Py):
-            __doc__ = implementation.__doc__
-            _frames = fast09.frames
-            feed = fast09.feed
-            data = fast09.data
-            Direction = fast09.Direction
-            Pending = fast09.Pending
-            # what ``direct_output`` hands over: none until it does (every event made)
-            row_sink = None
-            deferred_digests = False
-
-        _compiled_class = Decoder09C
-    return _compiled_class
-
-
-Decoder09 = implementation(compiled.select("fast09") is not None)
-
-
 def direct_output(codec, row_sink, deferred_digests: bool) -> None:
     """Let ``codec`` write rows and digests without events, if it is the compiled walker (the
     reference makes every event; the dissect pipeline chooses, pipeline.Dissector): the rows of
     the methods and contents it decodes on its common path go to ``row_sink`` (a
     fastrows.RowSink; None: events), and a finished content's ``body_hash`` may be a digest
-    still being computed (fast09.Sha256, ``deferred_digests``) for a table buffer that takes one."""
-    if _compiled_class is not None and isinstance(codec, _compiled_class):
+    still being computed (fast09.Sha256, ``deferred_digests``) for a table buffer that takes one.
+    The compiled class declares both (``row_sink``, ``deferred_digests``); the reference neither."""
+    if hasattr(type(codec), "row_sink"):
         codec.deferred_digests = deferred_digests
         codec.row_sink = row_sink
-
-
-def use_compiled(on: bool) -> None:
-    """Bind ``Decoder09`` to the compiled class (``on``) or the reference: the tests run both
-    (the process chooses once, above).  A decoder keeps the class it was made with."""
-    global Decoder09
-    Decoder09 = implementation(on)
-
-
-def compiled_in_use() -> bool:
-    """True if new 0-8 / 0-9 / 0-9-1 decoders walk frames with the compiled walker."""
-    return Decoder09 is not Decoder09Py

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from amqpcap import compiled
 from amqpcap.amqp import codec_0_9, detect
 from amqpcap.amqp.events import Anomaly, ProtocolHeader
 from amqpcap.amqp.facts import ConnectionFacts
@@ -23,6 +24,19 @@ INFER_BYTES = 256 * 1024
 # (at most this many) so that every row carries the version the evidence settles on.
 HOLD_EVENTS = 4096
 HOLD_BODY_BYTES = 16 << 20
+
+
+# The 0-8 / 0-9 / 0-9-1 codec class, chosen once at import: codec_0_9.Decoder09Py (the
+# reference) or fast09.Decoder09 (a subclass with the compiled walker: its frame loop, its
+# per-feed path of the stream core, the per-direction state and contents in assembly with their
+# fields in C; whatever it does not walk itself it hands to the reference's public methods).
+_fast09 = compiled.select("fast09")
+Decoder09 = _fast09.Decoder09 if _fast09 is not None else codec_0_9.Decoder09Py
+
+
+def compiled_in_use() -> bool:
+    """True if new 0-8 / 0-9 / 0-9-1 codecs walk frames with the compiled walker."""
+    return _fast09 is not None
 
 
 class ConnectionDecoder:
@@ -281,7 +295,7 @@ class ConnectionDecoder:
 
             self.codec = Decoder010(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         else:
-            self.codec = codec_0_9.Decoder09(
+            self.codec = Decoder09(
                 version,
                 body_bytes=self.body_bytes,
                 keep_secrets=self.keep_secrets,

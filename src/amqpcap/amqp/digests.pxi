@@ -14,6 +14,11 @@
 # decoder with ``deferred_digests``) to a table buffer that writes its 64 characters when it
 # makes the batch (``DEFERRED_DIGEST``).  Everything that reads a digest (``hexdigest``,
 # ``update`` in place, freeing it) first waits for its queued parts: the digests are the same.
+# Why not hashlib on a worker thread (it releases the GIL above 2047 bytes): for 16 x 1 MiB of
+# 4-128 KiB pieces, copied as here, the producer spends the same CPU (3.3-4.5 ms against this
+# ring's 3.6-6.5 ms) but the wall time is 43-70 ms against 29-39 ms (the worker needs the GIL
+# for every piece, which the decoder's thread holds); small bodies inline cost 1.6 us here
+# against hashlib's 2.0 us.  Kept.
 
 cdef extern from "dlfcn.h":
     void *dlopen(const char *filename, int flag)

@@ -998,3 +998,24 @@ cdef parse(dec, int direction, Direction d):
         d.base += pos
         del buf[:pos]
         d.pos = 0
+
+
+# --- what decoder.py binds as ``Decoder09`` when this part is built --------------------------
+from amqpcap.amqp.codec_0_9 import Decoder09Py
+
+_walk_frames, _feed, _data, _Direction, _Pending = frames, feed, data, Direction, Pending
+
+
+class Decoder09(Decoder09Py):
+    """The 0-8 / 0-9 / 0-9-1 decoder with the compiled walker: its frame loop, its per-feed path
+    of the stream core, and the per-direction state and contents in assembly with their fields
+    in C; the reference's methods for everything else."""
+
+    _frames = _walk_frames
+    feed = _feed
+    data = _data
+    Direction = _Direction
+    Pending = _Pending
+    # what codec_0_9.direct_output hands over: none until it does (every event made)
+    row_sink = None
+    deferred_digests = False

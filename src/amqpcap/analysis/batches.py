@@ -1,30 +1,48 @@
-"""A dissect output's table read a row group at a time, in the order it was written (capture
-order), a few columns at a time: what a streaming pass over a big table holds is one batch, not
-the table.
+"""A dissect output's tables read a slice of rows at a time, file by file, row group after row
+group, in the order they were written (capture order), only the columns asked for: what a pass
+over a big table holds is one batch and what it keeps, not the table.
 
-Each batch is a dict of numpy arrays: time columns as int64 ns since the epoch (exact; missing:
-``NAT``), integer columns as int64 (missing: -1 unless asked otherwise), booleans as bool
-(missing: False), strings as int32 codes into one list of values per column (missing: -1) that
-grows as batches bring new values.
+Two shapes of batch:
+
+* :func:`tables` / :func:`frames`: Arrow tables or pandas frames typed like a section load
+  (exact ns times), for the computations that only add up (sums per time bucket, minima and
+  maxima, counts);
+* :func:`batches`: dicts of numpy arrays for the streamed pairings: time columns as int64 ns
+  since the epoch (exact; missing: ``NAT``), integer columns as int64 (missing: -1 unless asked
+  otherwise), booleans as bool (missing: False), strings as int32 codes into one list of values
+  per column (missing: -1) that grows as batches bring new values.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from amqpcap.analysis._common import NAT
+from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, POOL, arrow_to_pandas, table_files
 from amqpcap.records import times
 from amqpcap.records.schema import SCHEMAS
 
-__all__ = ["table_files", "batches", "OutOfOrder", "WireOrder"]
+__all__ = [
+    "BATCH_ROWS",
+    "PASS_ROWS",
+    "is_output_dir",
+    "tables",
+    "frames",
+    "batches",
+    "Codes",
+    "OutOfOrder",
+    "WireOrder",
+]
 
-BATCH_ROWS = 1 << 14
+BATCH_ROWS = 1 << 17  # rows per batch: a few MB of a frame of a few columns, tens with its transients
+PASS_ROWS = 1 << 14  # rows per batch of a streamed pairing, whose per-row Python work holds more
 
 
 class OutOfOrder(Exception):
@@ -32,14 +50,51 @@ class OutOfOrder(Exception):
     exact, the caller computes the whole-table way."""
 
 
-def table_files(directory, name: str) -> list[str] | None:
-    """The Parquet files of table ``name`` of a dissect output in the order they were written
-    (None: no such table)."""
-    p = Path(directory) / name
-    if p.is_dir():
-        return [str(x) for x in sorted(p.rglob("*.parquet")) if not x.name.startswith((".", "_"))]
-    f = p.with_suffix(".parquet")
-    return [str(f)] if f.is_file() else None
+def is_output_dir(t) -> bool:
+    """True when ``t`` is a dissect output directory (read batch by batch), not loaded tables."""
+    return isinstance(t, (str, os.PathLike)) and os.path.isdir(t)
+
+
+def _file_batches(path: str, columns: list[str], rows: int, dictionaries=()) -> Iterator[tuple]:
+    """(record batch, the file's column names) of ``columns`` (those the file has, with their
+    time companions) of one Parquet file, ``rows`` at a time, no read ahead."""
+    f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
+    have = f.schema_arrow.names
+    want = [c for c in times.with_companions(columns, have) if c in have]
+    try:
+        for batch in f.iter_batches(batch_size=rows, columns=want, use_threads=False):
+            if batch.num_rows:
+                yield batch, have
+    finally:
+        f.close()
+
+
+def tables(directory, name: str, columns: list[str], rows: int | None = None) -> Iterator[pa.Table]:
+    """The ``columns`` of table ``name`` of dissect output ``directory`` (those a file has),
+    ``rows`` (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with
+    exact ns times (the strings of :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as
+    dictionaries); nothing when the table is absent or empty.  Row group after row group, no read
+    ahead: memory follows one batch."""
+    for path in table_files(directory, name):
+        for batch, _ in _file_batches(path, columns, rows or BATCH_ROWS, CATEGORICAL_COLUMNS):
+            yield times.to_exact(pa.Table.from_batches([batch]), POOL)
+
+
+def frames(
+    directory,
+    name: str,
+    columns: list[str],
+    *,
+    categorical=CATEGORICAL_COLUMNS,
+    compact: bool = True,
+    rows: int | None = None,
+) -> Iterator[pd.DataFrame]:
+    """:func:`tables` as pandas frames typed like a section load's (``columns="compact"``; or as
+    :func:`~amqpcap.analysis.tables.arrow_to_pandas` makes them with ``categorical`` and
+    ``compact``)."""
+    for table in tables(directory, name, columns, rows):
+        yield arrow_to_pandas(table, name, columns, categorical, compact)
+        del table
 
 
 class Codes:
@@ -83,12 +138,8 @@ def batches(
     """The ``columns`` of table ``name`` a row group at a time (see the module doc), only the rows
     whose ``method`` is one of ``methods`` (None: all).  ``strings``: column -> :class:`Codes`
     for each string column.  ``nulls``: integer columns also given as ``<name>_valid`` masks."""
-    files = table_files(directory, name) or []
-    for path in files:
-        f = pq.ParquetFile(path)
-        have = set(f.schema_arrow.names)
-        read = times.with_companions([c for c in columns if c in have], have)
-        for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=read, use_threads=False):
+    for path in table_files(directory, name):
+        for batch, have in _file_batches(path, columns, PASS_ROWS):
             if methods is not None:
                 batch = batch.filter(pc.is_in(batch.column("method"), value_set=pa.array(list(methods))))
                 if batch.num_rows == 0:

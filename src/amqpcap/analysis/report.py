@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, si
+from amqpcap.analysis.batches import is_output_dir
 from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
@@ -34,11 +35,12 @@ from amqpcap.analysis.summary import (
     connections_table,
     frames_note,
     section_tables,
-    span_summary,
+    span_duration,
     stats_source,
     throughput_cells,
 )
 from amqpcap.analysis.summary import stats as stats_dict
+from amqpcap.analysis.timespan import first_ts
 from amqpcap.analysis.traffic import totals
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
@@ -113,6 +115,8 @@ def _empty(fig: Figure, title: str, text: str):
 
 
 def _t0(t) -> pd.Timestamp | None:
+    if is_output_dir(t):
+        return first_ts(t)
     vals = []
     for df in (t.connections, t.methods, t.messages, t.frames):
         if len(df) and df["ts"].notna().any():
@@ -447,6 +451,23 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     return _save(fig, path)
 
 
+def total_unacked(un: pd.DataFrame, t0n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The unacknowledged deliveries of every channel together after each event of an
+    :func:`~amqpcap.analysis.connection_health.unacked` frame, in time order: (seconds since
+    ``t0n`` ns, total).  Each channel's changes summed in time order, from two column arrays (no
+    copy of the frame)."""
+    d = (
+        un.groupby(["capture", "tcp_stream", "channel"], sort=False, dropna=False, observed=True)["unacked"]
+        .diff()
+        .fillna(un["unacked"])
+        .astype(float)
+        .to_numpy()
+    )
+    ts = ns(un["ts"])
+    order = np.argsort(ts, kind="stable")
+    return (ts[order] - t0n) / 1e9, np.cumsum(d[order])
+
+
 def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
     """Up to ``top`` channels: each channel's unacked count over time with its prefetch.
     More channels: the total over time, and each channel's peak against its prefetch."""
@@ -491,17 +512,7 @@ def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) 
     fig = Figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    e = un[keys + ["ts", "unacked"]].copy()
-    e["_ts"] = ns(e["ts"])
-    e["_d"] = (
-        e.groupby(keys, sort=False, dropna=False, observed=True)["unacked"]
-        .diff()
-        .fillna(e["unacked"])
-        .astype(float)
-    )
-    e = e.sort_values("_ts", kind="stable")
-    x = (e["_ts"].to_numpy() - t0n) / 1e9
-    y = e["_d"].cumsum().to_numpy()
+    x, y = total_unacked(un, t0n)
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
@@ -776,12 +787,13 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     drawn: dict = {}  # figures and frames made from the tables a stats section loaded
 
     def draw(section, tables):
-        if section == "counts":  # the light group: connections, errors, the time origin
-            drawn["t0"] = t0 = _t0(tables)
-            drawn["bucket"] = bucket or pick_bucket(span_summary(tables)["duration_s"])
+        if section == "span":  # the time origin and the plot bucket (a directory: read by column)
+            drawn["t0"] = _t0(tables)
+            drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
+        elif section == "counts":  # the light group: connections, errors
             drawn["err"] = err = errors_frame(tables)
-            drawn["connections"] = connections_table(tables, _PAGE_LIMIT)
-            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", t0)
+            drawn["connections"] = connections_table(src if is_output_dir(src) else tables, _PAGE_LIMIT)
+            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", drawn["t0"])
         elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
             drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
         elif section == "throughput":  # (its section's tables: not loaded again for the figure)
@@ -794,6 +806,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         tables = Sections(src)
+        draw("span", tables("span"))
         draw("counts", tables("counts"))
         draw("consumer_ack", tables("unacked"))
         tables.close()

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis import amqp10
+from amqpcap.analysis import amqp10, batches, timespan
 from amqpcap.analysis._common import (
     CONN_KEYS,
     ROW_KEYS,
@@ -24,7 +24,7 @@ from amqpcap.analysis._common import (
     release_memory,
     si,
 )
-from amqpcap.analysis.batches import OutOfOrder
+from amqpcap.analysis.batches import OutOfOrder, is_output_dir
 from amqpcap.analysis.connection_health import (
     LIVENESS_COLUMNS,
     UNACKED_ACK_COLS,
@@ -291,7 +291,7 @@ SECTIONS: dict = {
         {"connections": _CONN_LIGHT, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges",
          "no_wait", "synchronous", "reply_code", "reply_text", "reply_name", "failing_method", "code", "text",
          "reason"],
-         "messages": _TS, "frames": _TS, "anomalies": None},
+         "anomalies": None},
         {},
     ),
     # transit and rpc: one load of messages for both (body hashes read by transit if it needs them)
@@ -300,10 +300,7 @@ SECTIONS: dict = {
          "redelivered", "correlation_id", "reply_to"]},
         {},
     ),
-    # the terminal tables' and the report page's connections table
-    "text": ({"connections": _CONN_TEXT, "methods": CONN_KEYS, "messages": CONN_KEYS}, {}),
-    # the report's figures: their time origin and the connections timeline
-    "t0": ({"connections": _CONN_LIGHT, "methods": ["ts"], "messages": ["ts"], "frames": ["ts"]}, {}),
+    # the report's connections timeline
     "timeline": ({"connections": _CONN_LIGHT, "methods": _KEYS + ["reason"]}, {}),
     "amqp10": amqp10.SECTION,  # AMQP 1.0: settlement, outcomes, error conditions
 }  # fmt: skip
@@ -311,9 +308,7 @@ SECTIONS: dict = {
 
 # sections computed from the load of a larger one (a superset of their columns and rows)
 GROUPS = {
-    **dict.fromkeys(
-        ("method_rtt", "connection_setup", "span", "errors", "counts", "t0", "timeline"), "light"
-    ),
+    **dict.fromkeys(("method_rtt", "connection_setup", "errors", "counts", "timeline"), "light"),
     **dict.fromkeys(("transit", "rpc"), "messages"),
 }
 
@@ -323,12 +318,20 @@ GROUPS = {
 VERSIONS = {"amqp10": {"connections": ("1.0",), "methods": ("1.0",), "messages": ("1.0",)}}
 
 
+# sections that read a dissect output directory batch by batch themselves (amqpcap.analysis.batches):
+# they are handed the directory, no load
+BATCH_SECTIONS = frozenset({"throughput", "span", "text"})
+
+
 def section_tables(src, section: str):
     """The tables ``section`` (of :data:`SECTIONS`) reads: ``src`` itself when it is loaded
-    ``Tables``; for a dissect output directory, just its group's columns and rows."""
+    ``Tables``; for a dissect output directory, just its group's columns and rows (a
+    :data:`BATCH_SECTIONS` section: the directory)."""
     if isinstance(src, Tables):
         return src
     group = GROUPS.get(section, section)
+    if group in BATCH_SECTIONS:
+        return src
     columns, names = SECTIONS[group]
     return load_section(src, columns, names, VERSIONS.get(group))
 
@@ -342,6 +345,8 @@ class Sections:
 
     def __call__(self, section: str):
         group = GROUPS.get(section, section)
+        if group in BATCH_SECTIONS and not isinstance(self.src, Tables):  # (the group loaded stays)
+            return self.src
         if group != self.group:
             self.group = self.tables = None
             release_memory()
@@ -449,22 +454,14 @@ def _throughput(t, bucket: str) -> dict:
 
 
 def span_summary(t) -> dict:
-    """stats' ``span``: first and last packet time, duration, time outliers."""
-    ts = []
-    for df, cols in (
-        (t.connections, ["ts", "end_ts"]),
-        (t.methods, ["ts"]),
-        (t.messages, ["ts"]),
-        (t.frames, ["ts"]),
-    ):
-        for c in cols:
-            if len(df) and df[c].notna().any():
-                ts += [df[c].min(), df[c].max()]
+    """stats' ``span``: first and last packet time, duration, time outliers (of loaded tables, or
+    of a dissect output directory read a batch at a time)."""
+    ts = _span_ends(t)
     if not ts:
         return {"start": None, "end": None, "duration_s": None}
     lo, hi = min(ts), max(ts)
     out = {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
-    odd = time_outliers(t)
+    odd = timespan.outliers(t, TS_FLOOR_NS, TS_FAR_NS) if is_output_dir(t) else time_outliers(t)
     out["time_outliers"] = int(len(odd))
     out["first_time_outlier"] = (
         None
@@ -477,6 +474,29 @@ def span_summary(t) -> dict:
         }
     )
     return out
+
+
+def span_duration(t) -> float | None:
+    """stats' ``span`` ``duration_s`` alone (no time outliers looked for)."""
+    ts = _span_ends(t)
+    return _num((max(ts) - min(ts)).total_seconds(), 6) if ts else None
+
+
+def _span_ends(t) -> list:
+    """The minimum and maximum (Timestamps) of every ``ts`` / ``end_ts`` column of the tables."""
+    if is_output_dir(t):
+        return [pd.Timestamp(v, tz="UTC") for v in timespan.span_parts(t)[0]]
+    ts = []
+    for df, cols in (
+        (t.connections, ["ts", "end_ts"]),
+        (t.methods, ["ts"]),
+        (t.messages, ["ts"]),
+        (t.frames, ["ts"]),
+    ):
+        for c in cols:
+            if len(df) and df[c].notna().any():
+                ts += [df[c].min(), df[c].max()]
+    return ts
 
 
 def _none(v):
@@ -694,20 +714,42 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
     ``methods``, ``messages``, ``duration_s``, ``bytes`` (both directions), ``closed`` (``closed_by``,
     with the reply code when not 200 and the closing packet's frame number, then a reset that
     followed, e.g. ``client-fin #40, server-rst #41``; ``open`` when never closed).
-    ``limit``: the busiest ``limit``; ``attrs["total"]`` is the number of connections."""
+    ``limit``: the busiest ``limit``; ``attrs["total"]`` is the number of connections.  Of a
+    dissect output directory the methods and messages are counted a batch at a time."""
+    streamed = is_output_dir(t)
+    if streamed:
+        directory, t = t, load_section(t, {"connections": _CONN_TEXT})
     t = as_tables(t)
     c = t.connections
     keys = ["capture", "tcp_stream"]
     n = len(c)
     counts = {}
     for name, df in (("methods", t.methods), ("messages", t.messages)):
-        per = df.groupby(keys, dropna=False, observed=True).size().rename(name) if len(df) else None
+        if streamed:
+            per = _row_counts(directory, name, keys)
+        else:
+            per = df.groupby(keys, dropna=False, observed=True).size() if len(df) else None
+        per = per.rename(name) if per is not None else None
         counts[name] = (
             c[keys].merge(per.reset_index(), on=keys, how="left")[name].fillna(0).astype("int64").to_numpy()
             if per is not None
             else np.zeros(n, dtype=np.int64)
         )
     return connection_rows(c, counts["methods"], counts["messages"], limit)
+
+
+def _row_counts(directory, name: str, keys: list) -> pd.Series | None:
+    """The rows of table ``name`` per ``keys`` (None: no row), counted a batch at a time."""
+    parts = [
+        df.groupby(keys, dropna=False, observed=True).size() for df in batches.frames(directory, name, keys)
+    ]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    both = pd.concat(parts)
+    both.index = both.index.set_levels([lv.astype(object) for lv in both.index.levels])
+    return both.groupby(level=list(range(len(keys))), dropna=False).sum()
 
 
 def connection_rows(c: pd.DataFrame, methods, messages, limit: int | None = None, total: int | None = None):
@@ -841,7 +883,11 @@ def render_text(s: dict, t=None, *, limit: int = 15, connections: pd.DataFrame |
             f"frame {f['frame_number']} of {f['capture']}, stream {f['tcp_stream']}, at {f['ts']}"
         )
     if t is not None or connections is not None:
-        ct = connections if connections is not None else connections_table(as_tables(t), limit)
+        ct = (
+            connections
+            if connections is not None
+            else connections_table(t if is_output_dir(t) else as_tables(t), limit)
+        )
         n = ct.attrs["total"]
         if len(ct):
             several = len(s.get("captures", [])) > 1  # a capture column tells their conversations apart

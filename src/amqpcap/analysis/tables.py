@@ -465,6 +465,15 @@ def _read_table(
     return None
 
 
+def table_files(directory: str | os.PathLike, name: str) -> list[str]:
+    """The Parquet files of table ``name`` of a dissect output, in the order :func:`read_table`
+    reads them (none when the table is absent)."""
+    p = Path(directory) / name
+    if p.is_dir():
+        return [str(x) for x in sorted(x for x in p.rglob("*.parquet") if not x.name.startswith((".", "_")))]
+    return [str(p.with_suffix(".parquet"))] if p.with_suffix(".parquet").is_file() else []
+
+
 def count_rows(directory: str | os.PathLike, name: str) -> int:
     """The number of rows of table ``name`` of a dissect output (0 if absent), from the Parquet
     metadata: no column is read."""

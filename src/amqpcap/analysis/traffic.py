@@ -11,12 +11,15 @@ body frames (``body_size`` + framing); heartbeats are invisible.  The result's
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
+from amqpcap.analysis import batches
 from amqpcap.analysis._common import STR, filled, ns, ordered, str_series
 from amqpcap.analysis.deliveries import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
-from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.tables import as_tables, empty_frame
 
 __all__ = ["throughput", "totals", "message_queues", "covered_buckets", "BY"]
 
@@ -65,13 +68,20 @@ def message_queues(t) -> pd.DataFrame:
     return msgs
 
 
+def _frame_counts(frames: pd.DataFrame) -> pd.DataFrame:
+    """``frames`` (a copy, ``wire_size`` dropped) with each row's ``frames`` (1) and ``wire_bytes``."""
+    f = frames.copy()
+    f["frames"] = 1
+    f["wire_bytes"] = f["wire_size"].fillna(0).astype("int64")
+    return f.drop(columns="wire_size")
+
+
 def _frames_events(t, msgs: pd.DataFrame, attrs: list) -> pd.DataFrame:
     """One event per frame, attributed to the message its method frame started (``attrs``: the
     message attributes wanted)."""
-    f = t.frames[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "wire_size"]].copy()
-    f["frames"] = 1
-    f["wire_bytes"] = f["wire_size"].fillna(0).astype("int64")
-    f = f.drop(columns="wire_size")
+    f = _frame_counts(
+        t.frames[["capture", "tcp_stream", "channel", "direction", "ts", "stream_offset", "wire_size"]]
+    )
     if not attrs:
         f["messages"] = 0
         f["body_bytes"] = 0
@@ -150,19 +160,31 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     """
     if by not in BY:
         raise ValueError(f"by must be one of {[k for k in BY if k]}, not {by!r}")
-    t = as_tables(t)
     keys = BY[by]
     attrs = [k for k in ("exchange", "routing_key", "queue") if k in keys]  # message attributes grouped by
-    msgs = message_queues(t) if "queue" in keys else t.messages
     # the columns an event needs: its group, direction and time (capture: the span of each capture)
     keep = list(dict.fromkeys(["capture"] + [k for k in keys if k not in attrs] + ["direction", "ts"]))
+    if batches.is_output_dir(t) and not attrs:  # sums of rows alone: the tables read a batch at a time
+        source = "frames" if _has_frames(t) else "estimate"
+        key_types = empty_frame("messages", [k for k in keys + ["direction"] if k in _MESSAGE_KEYS])
+        return _summed(_batch_events(t, keep, source), keys, key_types, source, bucket)
+    t = as_tables(t)
+    msgs = message_queues(t) if "queue" in keys else t.messages
     frames_source = "frames" if (t.has_frames or len(t.frames)) else "estimate"
+    return _summed(_events(t, msgs, attrs, keep, frames_source), keys, t.messages, frames_source, bucket)
+
+
+_MESSAGE_KEYS = ("capture", "tcp_stream", "channel", "direction", "exchange", "routing_key")
+
+
+def _summed(events, keys: list, key_types: pd.DataFrame, frames_source: str, bucket: str) -> pd.DataFrame:
+    """:func:`throughput` of the event tables ``events`` (summed one after the other and the small
+    sums added: no two exist at once, nor their concatenation); ``key_types``: a frame whose
+    columns give the empty result's key dtypes."""
     out_cols = ["bucket"] + keys + ["direction"] + _VALUES
     group = ["bucket"] + keys + ["direction"]
-    # event tables are summed one after the other and the (small) sums added: no two exist at once,
-    # nor their concatenation
     sums, spans = [], []
-    for ev in _events(t, msgs, attrs, keep, frames_source):
+    for ev in events:
         if len(ev):
             ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
             for c in _VALUES:
@@ -174,7 +196,7 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
         df = pd.DataFrame({c: pd.Series([], dtype="int64") for c in out_cols})
         df["bucket"] = pd.Series([], dtype="datetime64[ns, UTC]")
         for k in keys + ["direction"]:
-            df[k] = pd.Series([], dtype=t.messages[k].dtype if k in t.messages.columns else STR)
+            df[k] = pd.Series([], dtype=key_types[k].dtype if k in key_types.columns else STR)
         df.attrs["frames_source"] = frames_source
         df.attrs["bucket"] = bucket
         return df
@@ -189,6 +211,37 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     span = pd.concat(spans).groupby(level=0, sort=False, observed=True).agg({"min": "min", "max": "max"})
     g.attrs["buckets"] = covered_buckets(span.itertuples(index=False, name=None))
     return g
+
+
+def _has_frames(directory) -> bool:
+    """The output has a ``frames`` table (``dissect --frames``), as :class:`Tables` tells."""
+    p = os.path.join(directory, "frames")
+    return os.path.isdir(p) or os.path.isfile(p + ".parquet")
+
+
+_MESSAGE_COLUMNS = ["body_size", "body_received", "body_frames", "version"]
+_FRAME_COLUMNS = ["capture", "tcp_stream", "channel", "direction", "ts", "wire_size"]
+
+
+def _batch_events(directory, keep: list, frames_source: str):
+    """:func:`_events` without message attributes, of a dissect output read a batch at a time (the
+    columns as a full load types them): memory follows a batch, not a table."""
+    read = dict(categorical=frozenset(), compact=False)
+    msg_cols = list(dict.fromkeys(keep + _MESSAGE_COLUMNS))
+    for m in batches.frames(directory, "messages", msg_cols, **read):
+        yield _message_events(m, [], keep, frames_source)
+    if frames_source == "frames":
+        for f in batches.frames(directory, "frames", _FRAME_COLUMNS, **read):
+            f = _frame_counts(f)
+            f["messages"] = 0
+            f["body_bytes"] = 0
+            yield f[keep + _VALUES]
+    else:
+        cols = list(
+            dict.fromkeys(keep + ["tcp_stream", "direction", "stream_offset", "frame_size", "version"])
+        )
+        for m in batches.frames(directory, "methods", cols, **read):
+            yield _estimated_events(m, None, [], keep)
 
 
 CHUNK_ROWS = 1 << 20  # events made and summed a slice of rows at a time: memory follows the slice

@@ -36,15 +36,18 @@ cdef extern from *:
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
-# link.Packet and link.parse_packet_reference, handed in by link.use_compiled (link imports
-# this module: importing link from here would be circular)
+# link.Packet and link.parse_packet_reference, imported at the first packet: link imports this
+# module at its end to choose it, so importing link here, at import, would be circular
 cdef object PACKET = None
 cdef object REFERENCE = None
 
 
-def bind(packet_class, reference) -> None:
+cdef int import_link() except -1:
     global PACKET, REFERENCE
-    PACKET, REFERENCE = packet_class, reference
+    from amqpcap.capture import link
+
+    PACKET, REFERENCE = link.Packet, link.parse_packet_reference
+    return 0
 
 
 cdef inline uint16_t rd16(const uint8_t *p) noexcept nogil:
@@ -120,6 +123,8 @@ cdef object packet(int version, const uint8_t *b, Py_ssize_t src, Py_ssize_t ale
 
 def parse_packet(int linktype, data):
     """link.parse_packet: the same result for every input."""
+    if REFERENCE is None:
+        import_link()
     if type(data) is not bytes:
         return REFERENCE(linktype, data)
     cdef const uint8_t *b = data

@@ -376,25 +376,11 @@ def _tcp(version, src, dst, data, t: int, end: int, n: int):
     return Packet(version, src, dst, sport, dport, seq, ack, flags, window, data[p:n], end - n)
 
 
-parse_packet = parse_packet_reference
-
-
-def use_compiled(on: bool) -> None:
-    """Parse with the compiled parser (``on``; it must be built) or the reference above.
-    compiled.select() makes the choice once at import."""
-    global parse_packet
-    if on:
-        from amqpcap.capture import fastlink
-
-        fastlink.bind(Packet, parse_packet_reference)
-        parse_packet = fastlink.parse_packet
-    else:
-        parse_packet = parse_packet_reference
+# chosen once at import: the compiled parser (capture/fastlink.pyx) or the reference above
+_fast = compiled.select("fastlink")
+parse_packet = _fast.parse_packet if _fast is not None else parse_packet_reference
 
 
 def compiled_in_use() -> bool:
     """True if packets are parsed by the compiled parser."""
-    return parse_packet is not parse_packet_reference
-
-
-use_compiled(compiled.select("fastlink") is not None)
+    return _fast is not None

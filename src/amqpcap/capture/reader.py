@@ -399,7 +399,7 @@ class PacketSource:
 
     def _iter_pcap(self):
         endian, mul, hl, linktype = self._pcap_hdr
-        walk, big = _pcap_records or _walk_pcap, endian == ">"
+        walk, big = _pcap_records, endian == ">"
         unpack = _PCAP_HEAD[big]
         f, stream, buf = self._begin()
         read = stream.read
@@ -452,7 +452,7 @@ class PacketSource:
         f, stream, buf = self._begin()
         read = stream.read
         st = _Pcapng(self.anomalies, self.linktypes)
-        walk = _pcapng_records or _walk_pcapng
+        walk = _pcapng_records
         try:
             pos = 0
             blen = len(buf)
@@ -925,27 +925,15 @@ def _recognise(path: str, f) -> PacketSource:
     )
 
 
-# the compiled walks over pcap records and pcapng packet blocks (capture/fastread.pyx), or None:
-# their references below
-_pcap_records = _pcapng_records = None
-
-
-def use_compiled(on: bool) -> None:
-    """Walk pcap records and pcapng packet blocks with the compiled walks (``on``; they must be
-    built) or their Python references, ``_walk_pcap`` / ``_walk_pcapng``.  compiled.select() makes
-    the choice once at import."""
-    global _pcap_records, _pcapng_records
-    if on:
-        from amqpcap.capture import fastread
-
-        _pcap_records, _pcapng_records = fastread.pcap_records, fastread.pcapng_records
-    else:
-        _pcap_records = _pcapng_records = None
+# The walks over pcap records and pcapng packet blocks, chosen once at import: the compiled
+# ones (capture/fastread.pyx) or their Python references above
+_fast = compiled.select("fastread")
+if _fast is not None:
+    _pcap_records, _pcapng_records = _fast.pcap_records, _fast.pcapng_records
+else:
+    _pcap_records, _pcapng_records = _walk_pcap, _walk_pcapng
 
 
 def compiled_in_use() -> bool:
     """True if pcap records are walked by the compiled walker."""
-    return _pcap_records is not None
-
-
-use_compiled(compiled.select("fastread") is not None)
+    return _fast is not None

@@ -113,6 +113,9 @@ view_slots()
 # the values decoded arguments and properties are made of: dicts with str keys, lists, str, int,
 # float, bool, None, bytes.  Anything else (a subclass, a memoryview, a non-str key, deeper than
 # MAX_DEPTH) makes the whole value go to rows' encoder instead: the text is the same either way.
+# Why not the library: json + base64 take 5.7 / 11.0 us for a method's arguments / a message's
+# properties, this 1.0 / 1.9 us (~2.6 s of a 200k-packet run); orjson writes NaN and Infinity as
+# null where json writes NaN, which would change the tables.
 cdef extern from *:
     """
     /* wide: a non-ASCII character was written (the text is then decoded as UTF-8; else it is

@@ -12,9 +12,10 @@ when the frames table is not written.
 
 from __future__ import annotations
 
+from amqpcap import compiled
 from amqpcap.records.schema import DIRS
 
-__all__ = ["Liveness", "LivenessReference", "COLUMNS", "use_compiled"]
+__all__ = ["Liveness", "LivenessReference", "COLUMNS"]
 
 COLUMNS = tuple(
     f"{name}_{d}"
@@ -64,16 +65,6 @@ class LivenessReference:
         return out
 
 
-Liveness = LivenessReference
-
-
-def use_compiled(on: bool) -> None:
-    """The compiled Liveness (``on``: fastrows must be built) or the reference; rows.use_compiled
-    switches it with the row builders (the same extension)."""
-    global Liveness
-    if on:
-        from amqpcap.records import fastrows
-
-        Liveness = fastrows.Liveness
-    else:
-        Liveness = LivenessReference
+# chosen once at import, with the row builders (rows.py; the same extension)
+_fast = compiled.select("fastrows")
+Liveness = _fast.Liveness if _fast is not None else LivenessReference

@@ -2,8 +2,8 @@
 filled by column index in a list, then frozen: the writer converts tuples).
 
 ``method_row`` and ``message_row`` run per event: they are the reference functions here, or
-their compiled twins (fastrows.pyx, optional, chosen by compiled.py like the 0-9 decoder;
-``use_compiled`` switches, for the tests and benches)."""
+their compiled twins (fastrows.pyx, optional), chosen once at import by compiled.py like the
+0-9 decoder."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
 from amqpcap.amqp.events import Anomaly, Content, Frame, Method
 from amqpcap.amqp.facts import ConnectionFacts
-from amqpcap.records import liveness
 from amqpcap.records.schema import COLUMNS, DIRS
 
 
@@ -523,36 +522,19 @@ def row_sink(capture, stream, methods, messages):
         return None
 
 
-method_row = method_row_reference
-message_row = message_row_reference
-append_rows = append_rows_reference
-# The JSON columns the row builders here do not write (a connections row's peers' properties and
-# zero-window periods, AMQP 1.0's rows): to_json, or the compiled builder's (fastrows.json_text:
-# the same text; the json module is imported only for what it leaves to to_json)
-connection_json = to_json
-
-
-def use_compiled(on: bool) -> None:
-    """Build method and message rows with the compiled builders (``on``; they must be built) or
-    the reference functions here (and liveness's ``Liveness`` with them).  compiled.select() makes
-    the choice once at import."""
-    global method_row, message_row, append_rows, connection_json
-    if on:
-        from amqpcap.records import fastrows
-
-        method_row, message_row = fastrows.method_row, fastrows.message_row
-        append_rows = fastrows.append_rows
-        connection_json = fastrows.json_text
-    else:
-        method_row, message_row = method_row_reference, message_row_reference
-        append_rows = append_rows_reference
-        connection_json = to_json
-    liveness.use_compiled(on)
+# The row builders, chosen once at import: the reference functions here, or the compiled ones
+# (fastrows; liveness.Liveness is chosen with them, from the same extension).  The JSON columns
+# the row builders do not write (a connections row's peers' properties and zero-window periods,
+# AMQP 1.0's rows) go through connection_json: to_json, or fastrows.json_text (the same text).
+_fast = compiled.select("fastrows")
+if _fast is not None:
+    method_row, message_row, append_rows = _fast.method_row, _fast.message_row, _fast.append_rows
+    connection_json = _fast.json_text
+else:
+    method_row, message_row, append_rows = method_row_reference, message_row_reference, append_rows_reference
+    connection_json = to_json
 
 
 def compiled_in_use() -> bool:
     """True if method and message rows are built by the compiled builders."""
-    return method_row is not method_row_reference
-
-
-use_compiled(compiled.select("fastrows") is not None)
+    return _fast is not None

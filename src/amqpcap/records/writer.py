@@ -5,7 +5,7 @@ in row groups and renames the temporary directory to ``out`` in ``close()``,
 so an interrupted run never leaves a dataset that looks complete.
 
 A table's rows wait in a ``TableBuffer`` until ROW_GROUP of them make a record batch.  Two
-implementations, chosen by compiled.py like the row builders (``use_compiled`` switches):
+implementations, chosen once at import by compiled.py like the row builders:
 ``TableBufferReference`` here keeps the row tuples and converts them with ``pa.array`` at
 flush; the compiled one (fastwriter.pyx, optional) appends every value to typed column buffers
 as the row arrives and wraps them in Arrow arrays at flush (no ``pa.array``: no per-value
@@ -357,20 +357,13 @@ def release_memory() -> None:
         fastwriter.release_pool()
 
 
-def use_compiled(on: bool) -> None:
-    """Buffer tables with the compiled column buffers (``on``; they must be built) or
-    ``TableBufferReference``.  compiled.select() makes the choice once at import."""
-    global TableBuffer
-    TableBuffer = compiled_table_buffer() if on else TableBufferReference
-
-
 def compiled_in_use() -> bool:
     """True if ``TableBuffer`` (what DatasetWriter uses) is the compiled one."""
     return TableBuffer is not TableBufferReference
 
 
-TableBuffer = TableBufferReference
-use_compiled(compiled.select("fastwriter") is not None)
+# what DatasetWriter buffers tables with, chosen once at import
+TableBuffer = compiled_table_buffer() if compiled.select("fastwriter") is not None else TableBufferReference
 
 
 def _pid_gone(pid: int) -> bool:

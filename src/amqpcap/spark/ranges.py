@@ -731,23 +731,9 @@ def _batch(data, r: np.ndarray, lo: int, base: int) -> list:
 
 
 # the compiled twins of _pcap_block, _Keys.of_block and _batch (spark/fastranges.pyx), or None
-_fast = None
-
-
-def use_compiled(on: bool) -> None:
-    """Index and read buckets with the compiled twins (``on``; they must be built) or the Python
-    references.  compiled.select() makes the choice once at import."""
-    global _fast
-    if on:
-        from amqpcap.spark import fastranges
-
-        _fast = fastranges
-    else:
-        _fast = None
+# for the Python references; chosen once at import
+_fast = compiled.select("fastranges")
 
 
 def compiled_in_use() -> bool:
     return _fast is not None
-
-
-use_compiled(compiled.select("fastranges") is not None)

@@ -200,26 +200,13 @@ class Stream:
             self.drain(packet, ts)
 
 
-# What new conversations are given: ``Stream``, or its compiled twin (tcp/fastreassembly.pyx:
-# the same fields in C, the in-order segment and the ACK typed, this class's code for the rest).
-new_stream = Stream
-
-
-def use_compiled(on: bool) -> None:
-    """Reassemble with the compiled stream (``on``; it must be built) or ``Stream``.
-    compiled.select() makes the choice once at import."""
-    global new_stream
-    if on:
-        from amqpcap.tcp import fastreassembly
-
-        new_stream = fastreassembly.Stream
-    else:
-        new_stream = Stream
+# What new conversations are given, chosen once at import: ``Stream``, or its compiled twin
+# (tcp/fastreassembly.pyx: the same fields in C, the in-order segment and the ACK typed, this
+# class's code for the rest).
+_fast = compiled.select("fastreassembly")
+new_stream = _fast.Stream if _fast is not None else Stream
 
 
 def compiled_in_use() -> bool:
     """True if new conversations are reassembled by the compiled stream."""
     return new_stream is not Stream
-
-
-use_compiled(compiled.select("fastreassembly") is not None)
