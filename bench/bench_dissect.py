@@ -445,7 +445,7 @@ def bulk_capture(mb: float, mss: int = MSS) -> str:
 def bulk10_capture(mb: float) -> str:
     from bulk_1_0 import conversation
 
-    return cached(f"bulk10_{mb:g}mb.pcap", lambda p: build_bulk(p, mb, 11, 50000, conversation))
+    return cached(f"bulk10_{mb:g}mb_deliveries.pcap", lambda p: build_bulk(p, mb, 11, 50000, conversation))
 
 
 def small_capture(packets: int) -> str:

@@ -587,3 +587,6 @@ _fast = compiled.select("fast10")
 decode = types_1_0.decode if _fast is None else _fast.decode
 read_sections = read_sections_reference if _fast is None else _fast.read_sections
 read_performative = read_performative_reference if _fast is None else _fast.read_performative
+# the class decoder.py makes: the reference, or its subclass with the compiled walk of a whole
+# delivery in one transfer (fast10.Decoder10)
+decoder_class = Decoder10 if _fast is None else _fast.Decoder10

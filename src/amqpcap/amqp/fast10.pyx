@@ -359,3 +359,121 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
     from amqpcap.amqp.codec_1_0 import read_performative_reference
 
     return read_performative_reference(buf, body, end)
+
+
+# --- the compiled walker: a delivery whole in one transfer, and the rows of 1.0 events ---------
+#
+# codec_1_0.decoder_class is ``Decoder10`` below when this part is built: the reference's class
+# with its common transfer (a whole delivery in one frame, picked up from the start, within the
+# memory bounds) walked here: its sections read in place, its digest and first body bytes cut
+# from the frame, the Delivery made without the assembly.  Every other transfer goes to the
+# reference's ``_transfer`` whole.  records/rows_1_0 binds ``method_row`` / ``message_row``.
+
+import hashlib
+
+from amqpcap.amqp import codec_1_0 as C
+from amqpcap.amqp import links_1_0 as L
+from amqpcap.amqp.events_1_0 import Delivery, creation_time
+from amqpcap.amqp.stream import TS_MS_MAX
+
+cdef object sha256 = hashlib.sha256
+cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
+cdef object outcome_of = L.outcome_of
+cdef Py_ssize_t MAX_MESSAGE = C.MAX_MESSAGE
+cdef Py_ssize_t MAX_HELD_BYTES = C.MAX_HELD_BYTES
+cdef Py_ssize_t MAX_ASSEMBLIES = C.MAX_ASSEMBLIES
+cdef object TS_LIMIT = TS_MS_MAX
+
+
+cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
+    """codec_1_0.body_sections of a message that decodes cleanly here (its ``err`` None); None
+    for any other (the reference reads it)."""
+    cdef dict sections = {}
+    cdef list spans = []
+    cdef Py_ssize_t s, e, size = 0, got = 0, take
+    try:
+        kind = walk_sections(b, n, sections, spans, payload)
+    except (Fallback, DecodeError):
+        return None
+    if len(spans) == 1:
+        s, e = spans[0]
+        take = min(e, s + keep) - s
+        return (
+            sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
+            PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0),
+        )
+    h = sha256()
+    head = bytearray()
+    for s, e in spans:
+        h.update(payload[s:e])
+        if got < keep:
+            take = min(e, s + keep - got) - s
+            head += payload[s : s + take]
+            got += take
+        size += e - s
+    return sections, kind, size, h.hexdigest(), bytes(head)
+
+
+def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
+    """codec_1_0.Decoder10._transfer: a whole delivery read here, any other transfer by the
+    reference."""
+    cdef dict a = perf.args
+    cdef Py_buffer view
+    cdef Py_ssize_t size = end - p
+    cdef tuple got = None
+    ch = perf.channel
+    handle = a.get("handle")
+    asm_map = self.assembling[direction]
+    if (
+        d.mid is not None
+        or a.get("more") is True
+        or a.get("aborted") is True
+        or len(asm_map) >= MAX_ASSEMBLIES
+        or (ch, handle) in asm_map
+        or size > MAX_MESSAGE
+        or self.held_bytes[direction] + size > MAX_HELD_BYTES
+    ):
+        return C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
+    link = self.state.links.get((direction, ch, handle))
+    if link is not None:
+        perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+    events = self.events
+    events.append((direction, perf))
+    outcome, condition = outcome_of(a.get("state"))
+    complete = True
+    if size:
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            with memoryview(buf) as mv, mv[p:end] as payload:
+                got = sections_in_place(<const unsigned char *>view.buf + p, size, payload, self.body_bytes)
+                if got is None:
+                    sections, kind, body_size, digest, head, err = C.body_sections(payload, self.body_bytes)
+                    if err is not None:
+                        complete = False
+                        self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
+                else:
+                    sections, kind, body_size, digest, head = got
+        finally:
+            PyBuffer_Release(&view)
+        created = creation_time(sections)
+        if created is not None and not -TS_LIMIT < created < TS_LIMIT:
+            self.report_unfit(direction, perf.offset, ch, "creation-time", created, "messages.msg_timestamp")
+    else:
+        sections, kind, body_size, digest, head = {}, None, 0, EMPTY_DIGEST, b""
+    addr = None
+    if link is not None:
+        addr = link.target if direction == 0 else (link.source or link.target)
+    dv = Delivery(
+        perf.packet, perf.ts, perf.offset, ch, handle,
+        link.name if link is not None else None, addr, a.get("delivery-id"), perf.packet, 1,
+        sections, kind, body_size, digest, head, complete, False, a.get("settled") is True, None,
+        outcome, condition,
+    )
+    events.extend(self.state.delivered(direction, dv, d.ts))
+
+
+class Decoder10(C.Decoder10):
+    """The AMQP 1.0 decoder with the compiled walk of a whole delivery (``walk_transfer``); the
+    reference's methods for everything else."""
+
+    _transfer = walk_transfer
