@@ -477,3 +477,124 @@ class Decoder10(C.Decoder10):
     reference's methods for everything else."""
 
     _transfer = walk_transfer
+
+
+# records/rows_1_0's row builders over the events' slots (the same rows; rows_1_0 binds these
+# when this part is built).  Its tables of columns are bound at the first row (rows_1_0 imports
+# this module at its end).
+cdef object R10 = None
+cdef object to_json, as_text, exchange_key, MSG_ROW
+cdef tuple DIRS
+cdef list M_TEMPLATE
+cdef Py_ssize_t M_ARGUMENTS, M_HANDLE, M_LINK, M_SOURCE, M_TARGET, M_ROLE, M_DELIVERY_ID, M_SETTLED
+cdef Py_ssize_t M_MORE, M_OUTCOME, M_CONDITION, M_REPLY_TEXT, M_ID_RANGES, M_CREDIT
+cdef Py_ssize_t M_DELIVERY_COUNT, M_CODE, M_DRAIN, M_AVAILABLE
+cdef dict ROLE = {False: "sender", True: "receiver"}
+cdef object I64_MAX = (1 << 63) - 1
+
+
+cdef bind_rows():
+    global R10, to_json, as_text, exchange_key, MSG_ROW, DIRS, M_TEMPLATE
+    global M_ARGUMENTS, M_HANDLE, M_LINK, M_SOURCE, M_TARGET, M_ROLE, M_DELIVERY_ID, M_SETTLED
+    global M_MORE, M_OUTCOME, M_CONDITION, M_REPLY_TEXT, M_ID_RANGES, M_CREDIT
+    global M_DELIVERY_COUNT, M_CODE, M_DRAIN, M_AVAILABLE
+    from amqpcap.records import rows, rows_1_0
+
+    to_json, as_text, exchange_key = rows.connection_json, rows.as_text, rows_1_0.exchange_key
+    MSG_ROW, DIRS = rows_1_0._MSG_ROW, tuple(rows_1_0.DIRS)
+    M_TEMPLATE = [None] * len(rows_1_0._MI)
+    (
+        M_ARGUMENTS, M_HANDLE, M_LINK, M_SOURCE, M_TARGET, M_ROLE, M_DELIVERY_ID, M_SETTLED,
+        M_MORE, M_OUTCOME, M_CONDITION, M_REPLY_TEXT, M_ID_RANGES, M_CREDIT,
+        M_DELIVERY_COUNT, M_CODE, M_DRAIN, M_AVAILABLE,
+    ) = (rows_1_0._MI[c] for c in rows_1_0._M_NAMES)
+    R10 = rows_1_0
+
+
+cdef inline object u64(v):
+    """rows_1_0._i: a non-negative int64, else None."""
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= I64_MAX:
+        return v
+    return None
+
+
+cdef inline object flag(v):
+    return v if isinstance(v, bool) else None
+
+
+def method_row(capture, stream, direction, p, version):
+    """rows_1_0.method_row, compiled."""
+    if R10 is None:
+        bind_rows()
+    cdef dict a = p.args
+    cdef list row = list(M_TEMPLATE)
+    name = p.name
+    row[0], row[1], row[2], row[3], row[4], row[5], row[6] = (
+        capture, stream, p.packet, p.ts, DIRS[direction], p.channel, p.offset
+    )
+    row[7], row[8], row[9], row[10], row[11], row[12], row[13] = (
+        name, p.frame_type, p.code, version, False, name == "transfer", p.frame_size
+    )
+    row[M_ARGUMENTS] = to_json(a)
+    row[M_HANDLE] = u64(a.get("handle"))
+    row[M_LINK], row[M_SOURCE], row[M_TARGET] = p.link_name, p.source, p.target
+    if name == "transfer":
+        row[M_DELIVERY_ID] = u64(a.get("delivery-id"))
+        row[M_SETTLED] = flag(a.get("settled"))
+        row[M_MORE] = flag(a.get("more", False))
+        if "state" in a:
+            row[M_OUTCOME], row[M_CONDITION] = outcome_of(a["state"])
+    elif name == "disposition":
+        first = u64(a.get("first"))
+        last = u64(a.get("last", first))
+        row[M_ROLE] = ROLE.get(a.get("role"))
+        row[M_DELIVERY_ID] = first
+        row[M_SETTLED] = flag(a.get("settled", False))
+        if first is not None and last is not None:
+            row[M_ID_RANGES] = [{"lower": first, "upper": last}]
+        row[M_OUTCOME], row[M_CONDITION] = outcome_of(a.get("state"))
+    elif name == "attach":
+        row[M_ROLE] = ROLE.get(a.get("role"))
+        row[M_DELIVERY_COUNT] = u64(a.get("initial-delivery-count"))
+    elif name == "flow":
+        row[M_CREDIT] = u64(a.get("link-credit"))
+        row[M_DELIVERY_COUNT] = u64(a.get("delivery-count"))
+        row[M_DRAIN] = flag(a.get("drain", False))
+        row[M_AVAILABLE] = u64(a.get("available"))
+    elif name == "detach" or name == "end" or name == "close":
+        row[M_CONDITION], row[M_REPLY_TEXT] = R10._error(a)
+    elif name == "sasl.outcome":
+        code = a.get("code")
+        row[M_CODE] = code if isinstance(code, int) and not isinstance(code, bool) else None
+    return tuple(row)
+
+
+def message_row(capture, stream, direction, dv, version):
+    """rows_1_0.message_row, compiled."""
+    if R10 is None:
+        bind_rows()
+    cdef dict sec = dv.sections
+    props = sec.get("properties")
+    if not isinstance(props, dict):
+        props = {}
+    cdef dict pr = <dict>props
+    to = as_text(pr.get("to"))
+    exchange, key = exchange_key(to if to is not None else dv.address)
+    cdef dict others = {k: val for k, val in sec.items() if k != "application-properties"}
+    kind = dv.body_kind
+    if kind is not None:
+        others["body-section"] = kind
+    app = sec.get("application-properties")
+    mode, priority, expiration = R10._header_columns(sec.get("header"))
+    created = creation_time(sec)
+    size = dv.body_size
+    return MSG_ROW((
+        capture, stream, dv.packet, dv.ts, DIRS[direction], dv.channel, dv.offset, "transfer", version,
+        exchange, key, as_text(pr.get("content-type")), as_text(pr.get("content-encoding")),
+        to_json(app) if app is not None else None, mode, priority, as_text(pr.get("correlation-id")),
+        as_text(pr.get("reply-to")), expiration, as_text(pr.get("message-id")),
+        created * 1_000_000 if created is not None and -TS_LIMIT < created < TS_LIMIT else None,
+        as_text(pr.get("user-id")), to_json(others), size, size, dv.frames, dv.body_hash, dv.body,
+        dv.complete, dv.first_packet, dv.packet, dv.link_name, u64(dv.delivery_id), dv.settled,
+        dv.settle_ts, dv.outcome, dv.condition, dv.aborted, None,
+    ))
