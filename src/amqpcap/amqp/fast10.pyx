@@ -15,8 +15,9 @@ reference's.
 by name and the spans of its body.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
@@ -373,7 +374,8 @@ import hashlib
 
 from amqpcap.amqp import codec_1_0 as C
 from amqpcap.amqp import links_1_0 as L
-from amqpcap.amqp.events_1_0 import Delivery, creation_time
+from amqpcap.amqp.events import Frame, Heartbeat
+from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 
 cdef object sha256 = hashlib.sha256
@@ -417,6 +419,10 @@ cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payloa
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     """codec_1_0.Decoder10._transfer: a whole delivery read here, any other transfer by the
     reference."""
+    transfer(self, direction, d, perf, buf, p, end)
+
+
+cdef transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     cdef dict a = perf.args
     cdef Py_buffer view
     cdef Py_ssize_t size = end - p
@@ -442,18 +448,20 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     outcome, condition = outcome_of(a.get("state"))
     complete = True
     if size:
+        # the payload as a view of the frame's bytes, released before the buffer may move
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
-            with memoryview(buf) as mv, mv[p:end] as payload:
-                got = sections_in_place(<const unsigned char *>view.buf + p, size, payload, self.body_bytes)
-                if got is None:
-                    sections, kind, body_size, digest, head, err = C.body_sections(payload, self.body_bytes)
-                    if err is not None:
-                        complete = False
-                        self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
-                else:
-                    sections, kind, body_size, digest, head = got
+            got = sections_in_place(<const unsigned char *>view.buf + p, size, payload, self.body_bytes)
+            if got is None:
+                sections, kind, body_size, digest, head, err = C.body_sections(payload, self.body_bytes)
+                if err is not None:
+                    complete = False
+                    self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
+            else:
+                sections, kind, body_size, digest, head = got
         finally:
+            payload.release()
             PyBuffer_Release(&view)
         created = creation_time(sections)
         if created is not None and not -TS_LIMIT < created < TS_LIMIT:
@@ -472,10 +480,87 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     events.extend(self.state.delivered(direction, dv, d.ts))
 
 
-class Decoder10(C.Decoder10):
-    """The AMQP 1.0 decoder with the compiled walk of a whole delivery (``walk_transfer``); the
-    reference's methods for everything else."""
+cdef object METHOD_NAMES = SPEC.METHOD_NAMES
+cdef Py_ssize_t HARD_MAX_FRAME = C.HARD_MAX_FRAME
+cdef int TRANSFER = C.TRANSFER
 
+
+def walk_frames(self, int direction, d, Py_ssize_t pos):
+    """codec_1_0.Decoder10._frames: the frames of a direction's buffer from ``pos``, each read
+    by ``frame`` below; where the frames end."""
+    cdef Py_buffer view
+    cdef const unsigned char *h
+    cdef Py_ssize_t n, size, end
+    cdef int doff, ftype, channel
+    cdef bint protocol_header
+    buf = d.buf
+    n = len(buf)
+    if self.encrypted[direction]:
+        return n
+    while pos + 8 <= n:
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        h = <const unsigned char *>view.buf + pos
+        protocol_header = h[0] == 0x41 and h[1] == 0x4D and h[2] == 0x51 and h[3] == 0x50
+        size, doff, ftype, channel = be32(h), h[4], h[5], (h[6] << 8) | h[7]
+        PyBuffer_Release(&view)
+        if protocol_header:
+            pos = self._header(direction, d, buf, pos)
+            if self.encrypted[direction]:
+                return n
+            continue
+        if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
+            self._lose_sync(direction, d, d.base + pos, "bad frame header")
+            self.report_anomaly(
+                direction,
+                d.base + pos,
+                "malformed-frame",
+                f"frame header size={size} doff={doff} type={ftype}: framing lost",
+                channel,
+            )
+            return pos
+        end = pos + size
+        if end > n:
+            break
+        if d.marks:  # proven late: the frame belongs to the packet that completed it
+            d.packet_of(d.base + end)
+        frame(self, direction, d, buf, pos, end, doff, ftype, channel)
+        pos = end
+    return pos
+
+
+cdef frame(self, int direction, d, buf, Py_ssize_t pos, Py_ssize_t end, int doff, int ftype, int channel):
+    """codec_1_0.Decoder10._frame."""
+    offset = d.base + pos
+    size = end - pos
+    if self._counted(direction, d):
+        name = "sasl" if ftype else ("heartbeat" if doff * 4 == size else "amqp")
+        self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype, name, size, size)))
+    body = pos + doff * 4
+    if body == end:
+        self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
+        return
+    try:
+        code, args, p = read_performative(buf, body, end)
+    except DecodeError as e:
+        self.report_anomaly(direction, offset, "malformed-performative", str(e), channel, size)
+        return
+    if args is None:
+        self.report_anomaly(
+            direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
+        )
+        return
+    perf = Performative(d.packet, d.ts, offset, channel, code, METHOD_NAMES[code], args, ftype, size)
+    if code == TRANSFER:
+        transfer(self, direction, d, perf, buf, p, end)
+    else:
+        self._performative(direction, perf)
+
+
+class Decoder10(C.Decoder10):
+    """The AMQP 1.0 decoder with its frame loop compiled (``walk_frames``) and the walk of a
+    whole delivery in one transfer (``walk_transfer``); the reference's methods for the rest."""
+
+    _frames = walk_frames
     _transfer = walk_transfer
 
 
