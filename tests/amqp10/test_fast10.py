@@ -119,3 +119,50 @@ def test_values_the_compiled_decoder_leaves_to_the_reference_decode_the_same():
     ]
     for b in cases:
         assert outcome(fast10.decode, b, 0, len(b), 0) == outcome(types_1_0.decode, b, 0, len(b), 0), b
+
+
+def events_of(cls, raw: bytes, cuts: list) -> list:
+    """The events a new ``cls`` decoder makes of ``raw`` fed in pieces ending at ``cuts``."""
+    d = cls()
+    pos = 0
+    for cut in cuts + [len(raw)]:
+        if cut > pos:
+            d.feed(0, raw[pos:cut], 8 + pos, 1, 1)
+            pos = cut
+    d.finish(2, 2)
+    return d.pop_events()
+
+
+@pytest.mark.compiled("fast10")
+def test_the_compiled_walker_makes_the_references_events_of_damaged_streams():
+    built_or_skip("fast10")
+    from test_fuzz_codec_1_0 import stream
+
+    from amqp10_wire import data, frame, properties, transfer
+
+    compiled_cls, reference = codec_1_0.decoder_class, codec_1_0.Decoder10
+    assert compiled_cls is not reference
+    # whole deliveries in one transfer (the compiled walk) as well as one split over two
+    base = stream() + b"".join(
+        frame(
+            transfer(0, 1 + i, b"t%d" % i, settled=i % 2 == 0)
+            + properties(message_id=f"m{i}")
+            + data(b"q" * i)
+        )
+        for i in range(6)
+    )
+    rnd = random.Random(11)
+    compared = anomalies = 0
+    for _ in range(300):
+        raw = bytearray(base)
+        for _ in range(rnd.randint(0, 5)):
+            raw[rnd.randrange(len(raw))] = rnd.choice(
+                (0x00, 0xFF, 0x40, 0x53, 0xA0, 0xC0, rnd.randrange(256))
+            )
+        raw = bytes(raw[: rnd.randint(len(raw) // 2, len(raw))])
+        cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(0, 4)))
+        want = events_of(reference, raw, cuts)
+        assert events_of(compiled_cls, raw, cuts) == want
+        compared += 1
+        anomalies += sum(type(e).__name__ == "Anomaly" for _, e in want)
+    assert compared == 300 and anomalies > 50  # damage the walker noticed the reference's way
