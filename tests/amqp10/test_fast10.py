@@ -136,9 +136,8 @@ def events_of(cls, raw: bytes, cuts: list) -> list:
 @pytest.mark.compiled("fast10")
 def test_the_compiled_walker_makes_the_references_events_of_damaged_streams():
     built_or_skip("fast10")
-    from test_fuzz_codec_1_0 import stream
-
     from amqp10_wire import data, frame, properties, transfer
+    from test_fuzz_codec_1_0 import stream
 
     compiled_cls, reference = codec_1_0.decoder_class, codec_1_0.Decoder10
     assert compiled_cls is not reference
