@@ -13,6 +13,10 @@ reference's.
 
 ``read_sections`` is codec_1_0's ``Sections.read`` over the same C reads: a message's sections
 by name and the spans of its body.
+
+``Decoder10`` is codec_1_0's decoder with its common transfer, a delivery whole in one frame,
+walked here (``walk_transfer``); codec_1_0 imports this module at its end and makes it its
+``decoder_class``.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -362,20 +366,19 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
     return read_performative_reference(buf, body, end)
 
 
-# --- the compiled walker: a delivery whole in one transfer, and the rows of 1.0 events ---------
+# --- the compiled walker: a delivery whole in one transfer -------------------------------------
 #
 # codec_1_0.decoder_class is ``Decoder10`` below when this part is built: the reference's class
 # with its common transfer (a whole delivery in one frame, picked up from the start, within the
 # memory bounds) walked here: its sections read in place, its digest and first body bytes cut
 # from the frame, the Delivery made without the assembly.  Every other transfer goes to the
-# reference's ``_transfer`` whole.  records/rows_1_0 binds ``method_row`` / ``message_row``.
+# reference's ``_transfer`` whole.
 
 import hashlib
 
 from amqpcap.amqp import codec_1_0 as C
 from amqpcap.amqp import links_1_0 as L
-from amqpcap.amqp.events import Frame, Heartbeat
-from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
+from amqpcap.amqp.events_1_0 import Delivery, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 
 cdef object sha256 = hashlib.sha256
@@ -419,10 +422,6 @@ cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payloa
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     """codec_1_0.Decoder10._transfer: a whole delivery read here, any other transfer by the
     reference."""
-    transfer(self, direction, d, perf, buf, p, end)
-
-
-cdef transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     cdef dict a = perf.args
     cdef Py_buffer view
     cdef Py_ssize_t size = end - p
@@ -480,206 +479,9 @@ cdef transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     events.extend(self.state.delivered(direction, dv, d.ts))
 
 
-cdef object METHOD_NAMES = SPEC.METHOD_NAMES
-cdef Py_ssize_t HARD_MAX_FRAME = C.HARD_MAX_FRAME
-cdef int TRANSFER = C.TRANSFER
-
-
-def walk_frames(self, int direction, d, Py_ssize_t pos):
-    """codec_1_0.Decoder10._frames: the frames of a direction's buffer from ``pos``, each read
-    by ``frame`` below; where the frames end."""
-    cdef Py_buffer view
-    cdef const unsigned char *h
-    cdef Py_ssize_t n, size, end
-    cdef int doff, ftype, channel
-    cdef bint protocol_header
-    buf = d.buf
-    n = len(buf)
-    if self.encrypted[direction]:
-        return n
-    while pos + 8 <= n:
-        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-        h = <const unsigned char *>view.buf + pos
-        protocol_header = h[0] == 0x41 and h[1] == 0x4D and h[2] == 0x51 and h[3] == 0x50
-        size, doff, ftype, channel = be32(h), h[4], h[5], (h[6] << 8) | h[7]
-        PyBuffer_Release(&view)
-        if protocol_header:
-            pos = self._header(direction, d, buf, pos)
-            if self.encrypted[direction]:
-                return n
-            continue
-        if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
-            self._lose_sync(direction, d, d.base + pos, "bad frame header")
-            self.report_anomaly(
-                direction,
-                d.base + pos,
-                "malformed-frame",
-                f"frame header size={size} doff={doff} type={ftype}: framing lost",
-                channel,
-            )
-            return pos
-        end = pos + size
-        if end > n:
-            break
-        if d.marks:  # proven late: the frame belongs to the packet that completed it
-            d.packet_of(d.base + end)
-        frame(self, direction, d, buf, pos, end, doff, ftype, channel)
-        pos = end
-    return pos
-
-
-cdef frame(self, int direction, d, buf, Py_ssize_t pos, Py_ssize_t end, int doff, int ftype, int channel):
-    """codec_1_0.Decoder10._frame."""
-    offset = d.base + pos
-    size = end - pos
-    if self._counted(direction, d):
-        name = "sasl" if ftype else ("heartbeat" if doff * 4 == size else "amqp")
-        self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype, name, size, size)))
-    body = pos + doff * 4
-    if body == end:
-        self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
-        return
-    try:
-        code, args, p = read_performative(buf, body, end)
-    except DecodeError as e:
-        self.report_anomaly(direction, offset, "malformed-performative", str(e), channel, size)
-        return
-    if args is None:
-        self.report_anomaly(
-            direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
-        )
-        return
-    perf = Performative(d.packet, d.ts, offset, channel, code, METHOD_NAMES[code], args, ftype, size)
-    if code == TRANSFER:
-        transfer(self, direction, d, perf, buf, p, end)
-    else:
-        self._performative(direction, perf)
-
-
 class Decoder10(C.Decoder10):
-    """The AMQP 1.0 decoder with its frame loop compiled (``walk_frames``) and the walk of a
-    whole delivery in one transfer (``walk_transfer``); the reference's methods for the rest."""
+    """The AMQP 1.0 decoder with the compiled walk of a whole delivery in one transfer
+    (``walk_transfer``); the reference's methods for everything else."""
 
-    _frames = walk_frames
     _transfer = walk_transfer
 
-
-# records/rows_1_0's row builders over the events' slots (the same rows; rows_1_0 binds these
-# when this part is built).  Its tables of columns are bound at the first row (rows_1_0 imports
-# this module at its end).
-cdef object R10 = None
-cdef object to_json, as_text, exchange_key, MSG_ROW
-cdef tuple DIRS
-cdef list M_TEMPLATE
-cdef Py_ssize_t M_ARGUMENTS, M_HANDLE, M_LINK, M_SOURCE, M_TARGET, M_ROLE, M_DELIVERY_ID, M_SETTLED
-cdef Py_ssize_t M_MORE, M_OUTCOME, M_CONDITION, M_REPLY_TEXT, M_ID_RANGES, M_CREDIT
-cdef Py_ssize_t M_DELIVERY_COUNT, M_CODE, M_DRAIN, M_AVAILABLE
-cdef dict ROLE = {False: "sender", True: "receiver"}
-cdef object I64_MAX = (1 << 63) - 1
-
-
-cdef bind_rows():
-    global R10, to_json, as_text, exchange_key, MSG_ROW, DIRS, M_TEMPLATE
-    global M_ARGUMENTS, M_HANDLE, M_LINK, M_SOURCE, M_TARGET, M_ROLE, M_DELIVERY_ID, M_SETTLED
-    global M_MORE, M_OUTCOME, M_CONDITION, M_REPLY_TEXT, M_ID_RANGES, M_CREDIT
-    global M_DELIVERY_COUNT, M_CODE, M_DRAIN, M_AVAILABLE
-    from amqpcap.records import rows, rows_1_0
-
-    to_json, as_text, exchange_key = rows.connection_json, rows.as_text, rows_1_0.exchange_key
-    MSG_ROW, DIRS = rows_1_0._MSG_ROW, tuple(rows_1_0.DIRS)
-    M_TEMPLATE = [None] * len(rows_1_0._MI)
-    (
-        M_ARGUMENTS, M_HANDLE, M_LINK, M_SOURCE, M_TARGET, M_ROLE, M_DELIVERY_ID, M_SETTLED,
-        M_MORE, M_OUTCOME, M_CONDITION, M_REPLY_TEXT, M_ID_RANGES, M_CREDIT,
-        M_DELIVERY_COUNT, M_CODE, M_DRAIN, M_AVAILABLE,
-    ) = (rows_1_0._MI[c] for c in rows_1_0._M_NAMES)
-    R10 = rows_1_0
-
-
-cdef inline object u64(v):
-    """rows_1_0._i: a non-negative int64, else None."""
-    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= I64_MAX:
-        return v
-    return None
-
-
-cdef inline object flag(v):
-    return v if isinstance(v, bool) else None
-
-
-def method_row(capture, stream, direction, p, version):
-    """rows_1_0.method_row, compiled."""
-    if R10 is None:
-        bind_rows()
-    cdef dict a = p.args
-    cdef list row = list(M_TEMPLATE)
-    name = p.name
-    row[0], row[1], row[2], row[3], row[4], row[5], row[6] = (
-        capture, stream, p.packet, p.ts, DIRS[direction], p.channel, p.offset
-    )
-    row[7], row[8], row[9], row[10], row[11], row[12], row[13] = (
-        name, p.frame_type, p.code, version, False, name == "transfer", p.frame_size
-    )
-    row[M_ARGUMENTS] = to_json(a)
-    row[M_HANDLE] = u64(a.get("handle"))
-    row[M_LINK], row[M_SOURCE], row[M_TARGET] = p.link_name, p.source, p.target
-    if name == "transfer":
-        row[M_DELIVERY_ID] = u64(a.get("delivery-id"))
-        row[M_SETTLED] = flag(a.get("settled"))
-        row[M_MORE] = flag(a.get("more", False))
-        if "state" in a:
-            row[M_OUTCOME], row[M_CONDITION] = outcome_of(a["state"])
-    elif name == "disposition":
-        first = u64(a.get("first"))
-        last = u64(a.get("last", first))
-        row[M_ROLE] = ROLE.get(a.get("role"))
-        row[M_DELIVERY_ID] = first
-        row[M_SETTLED] = flag(a.get("settled", False))
-        if first is not None and last is not None:
-            row[M_ID_RANGES] = [{"lower": first, "upper": last}]
-        row[M_OUTCOME], row[M_CONDITION] = outcome_of(a.get("state"))
-    elif name == "attach":
-        row[M_ROLE] = ROLE.get(a.get("role"))
-        row[M_DELIVERY_COUNT] = u64(a.get("initial-delivery-count"))
-    elif name == "flow":
-        row[M_CREDIT] = u64(a.get("link-credit"))
-        row[M_DELIVERY_COUNT] = u64(a.get("delivery-count"))
-        row[M_DRAIN] = flag(a.get("drain", False))
-        row[M_AVAILABLE] = u64(a.get("available"))
-    elif name == "detach" or name == "end" or name == "close":
-        row[M_CONDITION], row[M_REPLY_TEXT] = R10._error(a)
-    elif name == "sasl.outcome":
-        code = a.get("code")
-        row[M_CODE] = code if isinstance(code, int) and not isinstance(code, bool) else None
-    return tuple(row)
-
-
-def message_row(capture, stream, direction, dv, version):
-    """rows_1_0.message_row, compiled."""
-    if R10 is None:
-        bind_rows()
-    cdef dict sec = dv.sections
-    props = sec.get("properties")
-    if not isinstance(props, dict):
-        props = {}
-    cdef dict pr = <dict>props
-    to = as_text(pr.get("to"))
-    exchange, key = exchange_key(to if to is not None else dv.address)
-    cdef dict others = {k: val for k, val in sec.items() if k != "application-properties"}
-    kind = dv.body_kind
-    if kind is not None:
-        others["body-section"] = kind
-    app = sec.get("application-properties")
-    mode, priority, expiration = R10._header_columns(sec.get("header"))
-    created = creation_time(sec)
-    size = dv.body_size
-    return MSG_ROW((
-        capture, stream, dv.packet, dv.ts, DIRS[direction], dv.channel, dv.offset, "transfer", version,
-        exchange, key, as_text(pr.get("content-type")), as_text(pr.get("content-encoding")),
-        to_json(app) if app is not None else None, mode, priority, as_text(pr.get("correlation-id")),
-        as_text(pr.get("reply-to")), expiration, as_text(pr.get("message-id")),
-        created * 1_000_000 if created is not None and -TS_LIMIT < created < TS_LIMIT else None,
-        as_text(pr.get("user-id")), to_json(others), size, size, dv.frames, dv.body_hash, dv.body,
-        dv.complete, dv.first_packet, dv.packet, dv.link_name, u64(dv.delivery_id), dv.settled,
-        dv.settle_ts, dv.outcome, dv.condition, dv.aborted, None,
-    ))

@@ -13,7 +13,6 @@ from functools import lru_cache
 from operator import itemgetter
 from urllib.parse import unquote
 
-from amqpcap import compiled
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
@@ -266,10 +265,3 @@ def append(events, capture, stream, version, methods, messages) -> None:
             methods.append(method_row(capture, stream, d, e, version))
         elif t is Delivery:
             messages.append(message_row(capture, stream, d, e, version))
-
-
-# the row builders: these, or their compiled twins (amqp/fast10.pyx), chosen once here
-_fast = compiled.select("fast10")
-if _fast is not None:
-    method_row = _fast.method_row  # noqa: F811
-    message_row = _fast.message_row  # noqa: F811
