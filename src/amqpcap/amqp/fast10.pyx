@@ -14,9 +14,8 @@ reference's.
 ``read_sections`` is codec_1_0's ``Sections.read`` over the same C reads: a message's sections
 by name and the spans of its body.
 
-``Decoder10`` is codec_1_0's decoder with its common transfer, a delivery whole in one frame,
-walked here (``walk_transfer``); codec_1_0 imports this module at its end and makes it its
-``decoder_class``.
+``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
+in one frame, walked here (codec_1_0's ``decoder_class`` has it).
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -368,15 +367,15 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 
 # --- the compiled walker: a delivery whole in one transfer -------------------------------------
 #
-# codec_1_0.decoder_class is ``Decoder10`` below when this part is built: the reference's class
-# with its common transfer (a whole delivery in one frame, picked up from the start, within the
-# memory bounds) walked here: its sections read in place, its digest and first body bytes cut
-# from the frame, the Delivery made without the assembly.  Every other transfer goes to the
-# reference's ``_transfer`` whole.
+# codec_1_0's decoder_class, when this part is built, is the reference's class with
+# ``walk_transfer`` for its ``_transfer``: the common transfer (a whole delivery in one frame,
+# picked up from the start, within the memory bounds) walked here: its sections read in place,
+# its digest and first body bytes cut from the frame, the Delivery made without the assembly.
+# Every other transfer goes to the reference's ``_transfer`` whole.  codec_1_0 imports this
+# module at its end: its bounds and its reference are bound at the first transfer.
 
 import hashlib
 
-from amqpcap.amqp import codec_1_0 as C
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
@@ -384,10 +383,18 @@ from amqpcap.amqp.stream import TS_MS_MAX
 cdef object sha256 = hashlib.sha256
 cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
 cdef object outcome_of = L.outcome_of
-cdef Py_ssize_t MAX_MESSAGE = C.MAX_MESSAGE
-cdef Py_ssize_t MAX_HELD_BYTES = C.MAX_HELD_BYTES
-cdef Py_ssize_t MAX_ASSEMBLIES = C.MAX_ASSEMBLIES
 cdef object TS_LIMIT = TS_MS_MAX
+cdef object C = None  # codec_1_0
+cdef Py_ssize_t MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
+
+
+cdef bind_codec():
+    global C, MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
+    from amqpcap.amqp import codec_1_0
+
+    MAX_MESSAGE, MAX_HELD_BYTES = codec_1_0.MAX_MESSAGE, codec_1_0.MAX_HELD_BYTES
+    MAX_ASSEMBLIES = codec_1_0.MAX_ASSEMBLIES
+    C = codec_1_0
 
 
 cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
@@ -426,6 +433,8 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     cdef Py_buffer view
     cdef Py_ssize_t size = end - p
     cdef tuple got = None
+    if C is None:
+        bind_codec()
     ch = perf.channel
     handle = a.get("handle")
     asm_map = self.assembling[direction]
@@ -477,11 +486,4 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         outcome, condition,
     )
     events.extend(self.state.delivered(direction, dv, d.ts))
-
-
-class Decoder10(C.Decoder10):
-    """The AMQP 1.0 decoder with the compiled walk of a whole delivery in one transfer
-    (``walk_transfer``); the reference's methods for everything else."""
-
-    _transfer = walk_transfer
 
