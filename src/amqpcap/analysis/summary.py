@@ -36,8 +36,11 @@ from amqpcap.analysis.connection_health import (
 )
 from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
+from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
+from amqpcap.analysis.streamed_rpc import streamed_rpc
+from amqpcap.analysis.streamed_transit import streamed_transit
 from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
 
@@ -199,6 +202,8 @@ def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
 # kind -> directory -> (latencies, the counts of its summary, what else of stats it gives)
 STREAMED = {
     "confirm": lambda out: (*streamed_confirms(out), {}),
+    "rpc": lambda out: (*streamed_rpc(out), {}),
+    "transit": lambda out: (*streamed_transit(out), {}),
     "consumer_ack": lambda out: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out)),
 }
 
@@ -214,7 +219,7 @@ class _StreamedStep:
     def __call__(self) -> None:
         try:
             values, counts, more = STREAMED[self.kind](self.src)
-        except OutOfOrder:
+        except (OutOfOrder, NotStreamed):
             _pairing_step(self.kind, self.got, None, None)(self.tables(self.kind))
             return
         self.got["latency"][self.kind] = {**latency_summary(values), **counts}
