@@ -86,7 +86,8 @@ def rpc_capture() -> Capture:
     c.method(7, "c2s", "basic.publish", body=b"q4", correlation_id="4", **req)
     c.method(10, "c2s", "basic.publish", body=b"q2", correlation_id="2",
              routing_key="rpc_queue", reply_to="amq.rabbitmq.reply-to")  # fmt: skip
-    c.method(13, "s2c", "basic.deliver", body=b"r2", correlation_id="2", routing_key="amq.rabbitmq.reply-to.g1")
+    c.method(13, "s2c", "basic.deliver", body=b"r2", correlation_id="2",
+             routing_key="amq.rabbitmq.reply-to.g1")  # fmt: skip
     c.method(20, "c2s", "basic.publish", body=b"q3", correlation_id="3", **req)  # never answered
     c.method(30, "c2s", "basic.publish", body=b"q1b", correlation_id="1", **req)  # id reused
     c.method(32.5, "c2s", "basic.publish", stream=1, body=b"r1b", correlation_id="1", **rep)
