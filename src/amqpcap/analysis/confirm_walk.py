@@ -1,6 +1,7 @@
 """The settlement walk of publisher confirms over batches of method rows, in numpy: a batch's
-publishes are numbered per confirm scope and matched to the batch's acks at once; only the
-publishes still unconfirmed (and the channels' scope and count) are carried to the next batch.
+publishes are numbered per confirm scope and matched to the batch's acks at once
+(:func:`~amqpcap.analysis.settle.first_settlement`); only the publishes still unconfirmed (and
+the channels' scope and count) are carried to the next batch.
 
 A publish (number n of its scope, at row p) is settled by the first ack / nack of its scope after
 p that covers it: a single one whose delivery-tag is n, or a ``multiple`` one whose tag is at
@@ -12,30 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ConfirmWalk", "first_at_least"]
+from amqpcap.analysis.settle import ALL, first_settlement
+
+__all__ = ["ConfirmWalk"]
 
 OPEN, PUBLISH, SELECT, ACK, NACK = range(5)
 _NONE = np.iinfo(np.int64).max
-
-
-def first_at_least(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """For each query, the first index j in [lo, hi) with ``values[j] >= n`` (``hi``: none), by
-    binary lifting over a table of range maxima."""
-    j = lo.copy()
-    if len(values) == 0 or len(j) == 0:
-        return hi.copy()
-    levels = [values]
-    while (1 << len(levels)) <= len(values):
-        prev, half = levels[-1], 1 << (len(levels) - 1)
-        levels.append(np.maximum(prev[: len(prev) - half], prev[half:]))
-    for k in range(len(levels) - 1, -1, -1):
-        step, table = 1 << k, levels[k]
-        ok = j + step <= hi
-        at = np.flatnonzero(ok)
-        skip = at[table[j[at]] < n[at]]
-        j[skip] += step
-    found = (j < hi) & (values[np.minimum(j, len(values) - 1)] >= n)
-    return np.where(found, j, hi)
 
 
 class ConfirmWalk:
@@ -100,7 +83,7 @@ class ConfirmWalk:
             "ts": np.r_[P["ts"], ts[pub]],
         }
         acks = np.flatnonzero(((kind == ACK) | (kind == NACK)) & s2c & has_tag & (scope >= 0))
-        at = self._settling(cand, acks, scope, tag, multiple, len(kind))
+        at = self._settling(cand, acks, scope, tag, multiple)
         hit = at != _NONE
         settled_at = at[hit]
         self.acked += int(np.count_nonzero(kind[settled_at] == ACK))
@@ -112,38 +95,20 @@ class ConfirmWalk:
         return out
 
     @staticmethod
-    def _settling(cand: dict, acks, scope, tag, multiple, rows: int) -> np.ndarray:
-        """For each candidate publish, the row of the first ack settling it (``_NONE``: none)."""
+    def _settling(cand: dict, acks, scope, tag, multiple) -> np.ndarray:
+        """For each candidate publish, the row of the first ack settling it (``_NONE``: none):
+        :func:`~amqpcap.analysis.settle.first_settlement` (positions: a carried publish 0, the
+        batch's rows from 1)."""
         best = np.full(len(cand["n"]), _NONE, dtype=np.int64)
         if len(acks) == 0 or len(best) == 0:
             return best
-        width = rows + 1
-        one = acks[~multiple[acks]]
-        if len(one):  # single: same scope and number, the first after the publish
-            k_ack = np.unique(np.r_[scope[one], cand["scope"]])
-            ka = np.searchsorted(k_ack, scope[one])
-            kp = np.searchsorted(k_ack, cand["scope"])
-            tags = np.r_[tag[one], cand["n"]]
-            t_u, t_inv = np.unique(tags, return_inverse=True)
-            key_a = (ka * len(t_u) + t_inv[: len(one)]) * width + one + 1
-            key_p = (kp * len(t_u) + t_inv[len(one) :]) * width + cand["pos"] + 1
-            o = np.argsort(key_a)
-            sa = key_a[o]
-            j = np.searchsorted(sa, key_p, side="right")
-            ok = j < len(sa)
-            same = np.zeros(len(key_p), dtype=bool)
-            same[ok] = sa[j[ok]] // width == key_p[ok] // width
-            best[same] = one[o][j[same]]
-        many = acks[multiple[acks]]
-        if len(many):  # multiple: the first after the publish, in its scope, with a tag >= n
-            o = np.lexsort((many, scope[many]))
-            rows_m, scopes_m = many[o], scope[many][o]
-            eff = np.where(tag[rows_m] == 0, _NONE, tag[rows_m])
-            lo = np.searchsorted(
-                scopes_m * width + rows_m + 1, cand["scope"] * width + cand["pos"] + 1, side="right"
-            )
-            hi = np.searchsorted(scopes_m, cand["scope"], side="right")
-            j = first_at_least(eff, lo, hi, cand["n"])
-            got = j < hi
-            best[got] = np.minimum(best[got], rows_m[j[got]])
+        many = multiple[acks]
+        events = {
+            "g": scope[acks],
+            "tag": np.where(many & (tag[acks] == 0), ALL, tag[acks]),
+            "pos": acks + 1,
+            "multiple": many,
+        }
+        at, _ = first_settlement({"g": cand["scope"], "tag": cand["n"], "pos": cand["pos"] + 1}, events)
+        best[at >= 0] = acks[at[at >= 0]]
         return best
