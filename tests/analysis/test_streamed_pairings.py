@@ -1,6 +1,7 @@
-"""stats' RPC and transit figures from one pass over a dissect output's messages, batches forced
-to a few rows: the same summaries as the pairings of the loaded tables, and the loaded way when
-the pass does not cover the tables (publishes paired by content)."""
+"""stats' RPC and transit figures from one pass over a dissect output's messages (batches forced
+to a few rows), method round trips and connection setup from a load of just the rows they can
+involve: the same summaries as the pairings of the loaded tables, and the loaded way when the
+pass does not cover the tables (publishes paired by content, 0-10 commands)."""
 
 import os
 
@@ -11,7 +12,7 @@ from test_streamed_confirms import dissected, write_output
 import amqpcap
 from amqpcap.analysis import rpc, stats, streamed_rpc, streamed_transit, transit
 from amqpcap.analysis.pairing import NotStreamed
-from amqpcap.analysis.summary import latency_summary
+from amqpcap.analysis.summary import STREAMED, latency_summary, stats_source
 
 CAPTURES = sorted(
     n
@@ -134,3 +135,20 @@ def test_publishes_without_an_id_are_not_streamed_and_stats_pairs_the_loaded_tab
     want = transit_of_frame(c.tables())
     assert want["count"] == 4  # (the publish without an id paired by its content)
     assert stats(out)["latency"]["transit"] == want
+
+
+def test_method_rtt_and_connection_setup_of_the_rows_they_involve_equal_the_loaded_pairing(outputs):
+    streamed = 0
+    for out in outputs:
+        whole = stats(amqpcap.load(out))["latency"]
+        for kind in ("method_rtt", "connection_setup"):
+            try:
+                values, counts, _ = STREAMED[kind](stats_source(out))
+            except NotStreamed:
+                versions = amqpcap.load(out).methods["version"].astype(str).tolist()
+                assert kind == "method_rtt" and "0-10" in versions
+                continue
+            got = {**latency_summary(values), **counts}
+            assert got == whole[kind], (out, kind)
+            streamed += got["count"] > 0
+    assert streamed
