@@ -13,21 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from amqpcap.analysis._common import NAT, latency_ms
+from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
 from amqpcap.analysis.batches import PASS_ROWS, Codes, tables
 from amqpcap.analysis.rpc_replies import pair_replies, reply_key
 from amqpcap.records.schema import SCHEMAS
 
 __all__ = ["streamed_rpc", "column", "texts", "wire_then_time"]
 
-_COLUMNS = [
-    "capture",
-    "tcp_stream",
-    "frame_number",
-    "stream_offset",
-    "ts",
-    "direction",
-    "version",
+_COLUMNS = [c for c in ROW_KEYS if c not in ("channel", "method")] + [
     "correlation_id",
     "reply_to",
     "routing_key",
