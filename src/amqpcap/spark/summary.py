@@ -253,27 +253,26 @@ _IDENTITY = ["capture", "tcp_stream", "direction", "frame_number", "stream_offse
 def per_rpc_group(t: pa.Table) -> pa.Table:
     """Requests and reply candidates of whole (reply key, correlation id) groups: the pandas RPC pairing.
 
-    A message is in a group as a request (``_req``) and / or as a reply candidate; rows here
-    only as reply candidates that are not requests in the whole output lose their reply_to,
-    so the pairing does not take them for requests; result rows are kept for the requests of
-    the groups held here only."""
+    A message is in a group as a request (``_req``) and / or as a reply candidate. A request
+    (``_is_request``: so in the whole output) is never a reply, so one that is here only as a
+    candidate (its own group is elsewhere) is left out: each request is paired, and counted,
+    in its own group alone. A candidate that is not a request loses its reply_to, so the
+    pairing does not take it for one; an s2c message that is no request keeps it in its own
+    group, where the c2s request with its key is too."""
     t = t.drop_columns([c for c in ("_k",) if c in t.column_names])
     t = _dedupe_roles(t)
-    is_req = t["_req"].to_pylist()
-    is_request = t["_is_request"].to_pylist()
-    keep_reply_to = [a or b for a, b in zip(is_req, is_request)]
-    reply_to = pc.if_else(pa.array(keep_reply_to, pa.bool_()), t["reply_to"], pa.nulls(len(t), pa.string()))
+    here = pc.or_(t["_req"], pc.invert(t["_is_request"]))
+    t = t.filter(here)
+    reply_to = pc.if_else(t["_req"], t["reply_to"], pa.nulls(len(t), pa.string()))
     t = t.set_column(t.schema.get_field_index("reply_to"), "reply_to", reply_to)
-    ids = zip(*(t[c].to_pylist() for c in ("capture", "tcp_stream", "frame_number", "direction")))
-    own = {k for k, r in zip(ids, is_req) if r}
-    tb = _tables(t, (), only=("messages",))
-    r = rpc(tb)
-    rows = []
-    cols = r[["capture", "tcp_stream", "request_frame", "request_direction", "status", "latency_ms"]]
-    for cap, st, fr, d, status, ms in cols.astype(object).itertuples(index=False, name=None):
-        if (cap, _val(st), _val(fr), d) in own:
-            rows.append({"kind": "rpc", "status": status, "latency_ms": _val(ms)})
-    return _out(rows)
+    r = rpc(_tables(t, (), only=("messages",)), columns=["status", "latency_ms"])
+    cols = r[["status", "latency_ms"]].astype(object)
+    return _out(
+        [
+            {"kind": "rpc", "status": status, "latency_ms": _val(ms)}
+            for status, ms in cols.itertuples(index=False, name=None)
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- driver side
