@@ -49,7 +49,7 @@ from amqpcap.analysis import (
 )
 from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis.failures import SUMMARY_COLS, order_error_summary
-from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
+from amqpcap.analysis.summary import SECTIONS, STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
 from amqpcap.analysis.tables import ANALYSIS_COLUMNS, TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
@@ -175,6 +175,15 @@ def _latency_rows(
     if flag:
         cols["flag"] = df[flag]
     return _result(kind, len(df), **cols)
+
+
+# the connection columns per_connection's sections read (analysis.summary.SECTIONS): the others
+# would be null columns of every method and message row in the conversations' shuffle
+_PER_CONNECTION_COLS = frozenset(
+    c
+    for section in ("light", "health", "confirm", "consumer_ack", "unacked")
+    for c in SECTIONS[section][0]["connections"]
+)
 
 
 def per_connection(t: pa.Table, present: tuple) -> pa.Table:
@@ -907,7 +916,9 @@ def _computed(spark, F, out: str, tables, full_methods, full_msgs, steps: _Steps
     present = tuple(n for n in TABLE_NAMES if os.path.isdir(os.path.join(out, n)))
     has_frames = frames is not None
     parts = [
-        conn.withColumn("_t", F.lit("connections")),
+        conn.select(*[c for c in conn.columns if c in _PER_CONNECTION_COLS]).withColumn(
+            "_t", F.lit("connections")
+        ),
         methods.withColumn("_t", F.lit("methods")),
         msgs.withColumn("_t", F.lit("messages")),
     ]
