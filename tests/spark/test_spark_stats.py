@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -125,3 +126,32 @@ def test_stats_spark_shows_a_line_per_step_on_a_terminal(spark, output, capsys, 
 def test_stats_spark_needs_an_output_directory(tmp_path, capsys):
     assert main(["stats", CAPTURES[0], "--spark"]) == 3
     assert "stats --spark reads a dissect or spark output directory" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def rpc_set(tmp_path_factory):
+    """bench_spark's generated set, small: every publish a request (reply_to "reply.q", a
+    correlation id, routing key "orders.N") without a reply, several publishes to a TCP segment,
+    the same correlation ids in every capture."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_spark
+
+    tmp = tmp_path_factory.mktemp("rpcset")
+    for i in range(3):
+        bench_spark.build(str(tmp / f"c{i}.pcap"), 400_000, 4, seed=100 + i)
+    out = str(tmp / "out")
+    dissect(sorted(glob.glob(str(tmp / "*.pcap"))), out)
+    return out
+
+
+def test_stats_spark_counts_each_rpc_request_once_when_a_segment_holds_several(spark, rpc_set, capsys):
+    assert main(["stats", rpc_set, "--spark", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    t = amqpcap.load(rpc_set)
+    want = json.loads(json.dumps(pandas_stats(t), default=str))
+    assert_same_report(got, want)
+    m = t.messages
+    publishes = m[(m["method"] == "basic.publish") & m["reply_to"].notna()]
+    # the traffic has what made the two differ: requests sharing a frame, no replies
+    assert publishes.duplicated(["capture", "tcp_stream", "frame_number"]).any()
+    assert got["latency"]["rpc"] == dict(got["latency"]["rpc"], count=0, missing=len(publishes))

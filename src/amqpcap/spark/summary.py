@@ -49,7 +49,7 @@ from amqpcap.analysis import (
 )
 from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis.failures import SUMMARY_COLS, order_error_summary
-from amqpcap.analysis.summary import STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
+from amqpcap.analysis.summary import SECTIONS, STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
 from amqpcap.analysis.tables import ANALYSIS_COLUMNS, TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
@@ -151,30 +151,52 @@ def _int(v):
     return None if v is None else int(v)
 
 
+def _column(values, type_) -> pa.Array:
+    """A pandas column (or array) as Arrow of ``type_``, NA and NaN as null."""
+    if isinstance(values, pd.Series):
+        values = values.to_numpy(dtype=object, na_value=None)
+    return pa.array(values, type=type_, from_pandas=True)
+
+
+def _result(kind: str, n: int, **cols) -> pa.Table:
+    """``n`` result rows of ``kind``: the given columns, null in the others."""
+    arrays = [pa.array([kind] * n, pa.string())]
+    for f in list(_RESULT_SCHEMA)[1:]:
+        arrays.append(_column(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type))
+    return pa.Table.from_arrays(arrays, schema=_RESULT_SCHEMA)
+
+
 def _latency_rows(
     kind: str, df: pd.DataFrame, status: str, method: str | None = None, flag: str | None = None
-):
-    cols = [status, "latency_ms"] + [c for c in (method, flag) if c]
-    for r in df[cols].astype(object).itertuples(index=False, name=None):
-        row = {"kind": kind, "status": _val(r[0]), "latency_ms": _val(r[1])}
-        i = 2
-        if method:
-            row["method"] = _val(r[i])
-            i += 1
-        if flag:
-            v = _val(r[i])
-            row["flag"] = None if v is None else bool(v)
-        yield row
+) -> pa.Table:
+    cols = {"status": df[status], "latency_ms": df["latency_ms"]}
+    if method:
+        cols["method"] = df[method]
+    if flag:
+        cols["flag"] = df[flag]
+    return _result(kind, len(df), **cols)
+
+
+# the connection columns per_connection's sections read (analysis.summary.SECTIONS): the others
+# would be null columns of every method and message row in the conversations' shuffle
+_PER_CONNECTION_COLS = frozenset(
+    c
+    for section in ("light", "health", "confirm", "consumer_ack", "unacked")
+    for c in SECTIONS[section][0]["connections"]
+)
 
 
 def per_connection(t: pa.Table, present: tuple) -> pa.Table:
     """Everything that needs one conversation's state, as result rows."""
     tb = _tables(t, present)
-    rows = list(_latency_rows("method_rtt", method_rtt(tb), "status", "request_method"))
-    rows += _latency_rows("confirm", confirms(tb), "outcome")
     acks = consumer_acks(tb)
-    rows += _latency_rows("consumer_ack", acks, "outcome", flag="redelivered")
-    rows += _latency_rows("connection_setup", connection_setup(tb), "status")
+    pairs = [
+        _latency_rows("method_rtt", method_rtt(tb), "status", "request_method"),
+        _latency_rows("confirm", confirms(tb), "outcome"),
+        _latency_rows("consumer_ack", acks, "outcome", flag="redelivered"),
+        _latency_rows("connection_setup", connection_setup(tb), "status"),
+    ]
+    rows = []
     err = errors_frame(tb)
     ecols = err[
         [
@@ -225,7 +247,7 @@ def per_connection(t: pa.Table, present: tuple) -> pa.Table:
         for (_ch,), g in un.assign(_over=over).groupby(["channel"], dropna=False, sort=False):
             mx = g["unacked"].max()
             rows.append({"kind": "unacked", "value": _val(mx), "flag": bool(g["_over"].any())})
-    return _out(rows)
+    return pa.concat_tables(pairs + [_out(rows)])
 
 
 def per_transit_group(t: pa.Table, match: str) -> pa.Table:
@@ -233,18 +255,8 @@ def per_transit_group(t: pa.Table, match: str) -> pa.Table:
     tb = _tables(t, (), only=("messages",))
     tr = transit(tb)
     tr = tr[tr["match"] == match]
-    cols = tr[["latency_ms", "first", "redelivered"]].astype(object)
-    return _out(
-        [
-            {
-                "kind": "transit",
-                "latency_ms": _val(ms),
-                "flag": bool(first),
-                "flag2": bool(_val(red) or False),
-            }
-            for ms, first, red in cols.itertuples(index=False, name=None)
-        ]
-    )
+    flag2 = tr["redelivered"].astype("boolean").fillna(False)
+    return _result("transit", len(tr), latency_ms=tr["latency_ms"], flag=tr["first"], flag2=flag2)
 
 
 _IDENTITY = ["capture", "tcp_stream", "direction", "frame_number", "stream_offset"]
@@ -253,27 +265,20 @@ _IDENTITY = ["capture", "tcp_stream", "direction", "frame_number", "stream_offse
 def per_rpc_group(t: pa.Table) -> pa.Table:
     """Requests and reply candidates of whole (reply key, correlation id) groups: the pandas RPC pairing.
 
-    A message is in a group as a request (``_req``) and / or as a reply candidate; rows here
-    only as reply candidates that are not requests in the whole output lose their reply_to,
-    so the pairing does not take them for requests; result rows are kept for the requests of
-    the groups held here only."""
+    A message is in a group as a request (``_req``) and / or as a reply candidate. A request
+    (``_is_request``: so in the whole output) is never a reply, so one that is here only as a
+    candidate (its own group is elsewhere) is left out: each request is paired, and counted,
+    in its own group alone. A candidate that is not a request loses its reply_to, so the
+    pairing does not take it for one; an s2c message that is no request keeps it in its own
+    group, where the c2s request with its key is too."""
     t = t.drop_columns([c for c in ("_k",) if c in t.column_names])
     t = _dedupe_roles(t)
-    is_req = t["_req"].to_pylist()
-    is_request = t["_is_request"].to_pylist()
-    keep_reply_to = [a or b for a, b in zip(is_req, is_request)]
-    reply_to = pc.if_else(pa.array(keep_reply_to, pa.bool_()), t["reply_to"], pa.nulls(len(t), pa.string()))
+    here = pc.or_(t["_req"], pc.invert(t["_is_request"]))
+    t = t.filter(here)
+    reply_to = pc.if_else(t["_req"], t["reply_to"], pa.nulls(len(t), pa.string()))
     t = t.set_column(t.schema.get_field_index("reply_to"), "reply_to", reply_to)
-    ids = zip(*(t[c].to_pylist() for c in ("capture", "tcp_stream", "frame_number", "direction")))
-    own = {k for k, r in zip(ids, is_req) if r}
-    tb = _tables(t, (), only=("messages",))
-    r = rpc(tb)
-    rows = []
-    cols = r[["capture", "tcp_stream", "request_frame", "request_direction", "status", "latency_ms"]]
-    for cap, st, fr, d, status, ms in cols.astype(object).itertuples(index=False, name=None):
-        if (cap, _val(st), _val(fr), d) in own:
-            rows.append({"kind": "rpc", "status": status, "latency_ms": _val(ms)})
-    return _out(rows)
+    r = rpc(_tables(t, (), only=("messages",)), columns=["status", "latency_ms"])
+    return _result("rpc", len(r), status=r["status"], latency_ms=r["latency_ms"])
 
 
 # --------------------------------------------------------------------------- driver side
@@ -526,13 +531,6 @@ def _errors(res, F) -> list[dict]:
     return error_groups(order_error_summary(summary))
 
 
-def _heartbeat_source(F, conn, has_frames: bool) -> str:
-    """:func:`amqpcap.analysis.heartbeat_source` of the whole output."""
-    if has_frames:
-        return "frames"
-    return "liveness" if conn.filter(F.col("heartbeats_c2s").isNotNull()).limit(1).count() else "methods"
-
-
 def _health(tally: list, source: str) -> dict:
     def rows(kind):
         return [r for r in tally if r["kind"] == kind]
@@ -691,9 +689,18 @@ def _span(F, dfs, packets) -> dict:
     return out
 
 
+def _ordered_counts(pairs) -> dict:
+    """{value: count} of (value, count) pairs (a value's counts added, None left out), largest
+    count first, ties by value."""
+    out: dict = {}
+    for k, n in pairs:
+        if k is not None:
+            out[str(k)] = out.get(str(k), 0) + int(n)
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _counts(df, col, F) -> dict:
-    rows = df.filter(F.col(col).isNotNull()).groupBy(col).count().collect()
-    return dict(sorted(((str(r[col]), int(r["count"])) for r in rows), key=lambda kv: (-kv[1], kv[0])))
+    return _ordered_counts((r[col], r["count"]) for r in df.groupBy(col).count().collect())
 
 
 def _percent_decoded(F, col, pattern):
@@ -844,12 +851,16 @@ class _Steps:
             sys.stderr.flush()
 
 
-def _amqp10(F, conn, methods, msgs, frames) -> dict:
+def _amqp10(F, conn, methods, msgs, frames, has_v10: bool) -> dict:
     """AMQP 1.0's figures (analysis/amqp10.py: settlement latency, outcomes, error conditions,
     link credit, idle-time-out liveness), computed by the pandas analysis on the rows of the 1.0
-    connections alone, collected (their columns only)."""
+    connections alone (``has_v10``: the output has some), collected (their columns only)."""
     from amqpcap.analysis.summary import latency_summary
 
+    if not has_v10:  # the figures of no rows: no Spark job
+        present = ("connections", "methods", "messages") + (("frames",) if frames is not None else ())
+        tables = Tables(**{n: empty_frame(n) for n in TABLE_NAMES}, source=None, present=present)
+        return amqp10.stats_part(tables, latency_summary)
     v10 = conn.filter(F.col("version") == "1.0")
     keys = v10.select("capture", "tcp_stream")
     got = {"connections": v10}
@@ -874,6 +885,7 @@ def _amqp10(F, conn, methods, msgs, frames) -> dict:
 
 
 def _stats(spark, out: str, steps: _Steps) -> dict:
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -881,15 +893,34 @@ def _stats(spark, out: str, steps: _Steps) -> dict:
     anomalies, frames = _read(spark, out, "anomalies"), _read(spark, out, "frames")
     if conn is None or methods is None or msgs is None or anomalies is None:
         raise FileNotFoundError(f"{out}: not a dissect output directory")
+    # every step but the 1.0 figures reads the analysis columns only (the JSON and binary ones,
+    # arguments, properties, headers, body, would be most of the rows shuffled and converted to
+    # Arrow), each table read from Parquet once, kept for the twenty-odd jobs that follow
+    full_methods, full_msgs = methods, msgs
+    methods = _ranges_as_text(F, _lean(methods, "methods"))
+    msgs = _lean(msgs, "messages")
+    kept = [df.persist(StorageLevel.MEMORY_AND_DISK) for df in (conn, methods, msgs)]
+    try:
+        return _computed(
+            spark, F, out, (conn, methods, msgs, anomalies, frames), full_methods, full_msgs, steps
+        )
+    finally:
+        for df in kept:
+            df.unpersist()
+
+
+def _computed(spark, F, out: str, tables, full_methods, full_msgs, steps: _Steps) -> dict:
+    """:func:`stats` of the read ``tables`` (connections, methods and messages with the
+    analysis columns only, anomalies, frames or None); ``full_*``: every column, for the 1.0 figures."""
+    conn, methods, msgs, anomalies, frames = tables
     present = tuple(n for n in TABLE_NAMES if os.path.isdir(os.path.join(out, n)))
     has_frames = frames is not None
-    # the pairings read the analysis columns only: the JSON and binary ones (arguments,
-    # properties, headers, body) would be most of the rows shuffled and converted to Arrow
-    lean_methods, lean_msgs = _ranges_as_text(F, _lean(methods, "methods")), _lean(msgs, "messages")
     parts = [
-        conn.withColumn("_t", F.lit("connections")),
-        lean_methods.withColumn("_t", F.lit("methods")),
-        lean_msgs.withColumn("_t", F.lit("messages")),
+        conn.select(*[c for c in conn.columns if c in _PER_CONNECTION_COLS]).withColumn(
+            "_t", F.lit("connections")
+        ),
+        methods.withColumn("_t", F.lit("methods")),
+        msgs.withColumn("_t", F.lit("messages")),
     ]
     if has_frames:
         parts.append(frames.withColumn("_t", F.lit("frames")))
@@ -900,22 +931,23 @@ def _stats(spark, out: str, steps: _Steps) -> dict:
     parts = _partitions(spark, out)
     res = (
         _grouped(u, ["capture", "tcp_stream"], parts, per_connection, present)
-        .unionByName(_transit_rows(F, lean_msgs, parts))
-        .unionByName(_rpc_rows(F, lean_msgs, parts))
+        .unionByName(_transit_rows(F, msgs, parts))
+        .unionByName(_rpc_rows(F, msgs, parts))
     )
     res.cache()
     tally = _tally(res, F)
     steps.done("pairings")
-    caps = {
-        r[0]
-        for r in conn.select("capture").union(methods.select("capture")).distinct().collect()
-        if r[0] is not None
-    }
+    # one job a table: connections by capture and version, methods by capture and name
+    hb = F.count("heartbeats_c2s").alias("hb")
+    conn_rows = conn.groupBy("capture", "version").agg(F.count(F.lit(1)).alias("n"), hb).collect()
+    method_rows = methods.groupBy("capture", "method").count().collect()
+    caps = {r["capture"] for r in conn_rows + method_rows if r["capture"] is not None}
+    versions = _ordered_counts((r["version"], r["n"]) for r in conn_rows)
     result = {
         "stats_version": STATS_VERSION,
         "captures": sorted(caps),
-        "connections": int(conn.count()),
-        "versions": _counts(conn, "version", F),
+        "connections": sum(int(r["n"]) for r in conn_rows),
+        "versions": versions,
         "span": _span(
             F,
             [(conn, ["ts", "end_ts"]), (methods, ["ts"]), (msgs, ["ts"]), (frames, ["ts"])],
@@ -928,10 +960,11 @@ def _stats(spark, out: str, steps: _Steps) -> dict:
     steps.done("latency and errors")
     result["throughput"] = _throughput(F, msgs, methods, frames)
     steps.done("throughput")
-    result["methods"] = _counts(methods, "method", F)
+    result["methods"] = _ordered_counts((r["method"], r["count"]) for r in method_rows)
     result["anomalies"] = _counts(anomalies, "kind", F)
-    result["health"] = _health(tally, _heartbeat_source(F, conn, has_frames))
-    v10 = _amqp10(F, conn, methods, msgs, frames)
+    hb_source = "frames" if has_frames else ("liveness" if any(r["hb"] for r in conn_rows) else "methods")
+    result["health"] = _health(tally, hb_source)
+    v10 = _amqp10(F, conn, full_methods, full_msgs, frames, "1.0" in versions)
     result["latency"]["settlement"] = v10["settlement"]
     result["outcomes"] = v10["outcomes"]
     result["errors"] = sorted(result["errors"] + v10["errors"], key=lambda e: -e["count"])
