@@ -342,9 +342,17 @@ def _call_items(items, fn, batches, env=None):
             res = fn(items[i])
             took = (time.perf_counter() - t0, time.process_time() - c0)
             got = pickle.dumps((res, took), protocol=pickle.HIGHEST_PROTOCOL)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([i], pa.int64()), pa.array([got], pa.binary())], schema=schema
-            )
+            yield pa.RecordBatch.from_arrays(_one_row(i, got), schema=schema)
+
+
+def _one_row(i: int, got: bytes) -> list:
+    """``[int64 [i], binary [got]]`` built from buffers: ``pa.array`` on a list imports pandas
+    (to ask whether the list is a pandas object), 0.3 CPU s in every Python worker."""
+    import pyarrow as pa
+
+    ids = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([i], np.int64))])
+    offsets = pa.py_buffer(np.array([0, len(got)], np.int32))
+    return [ids, pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(got)])]
 
 
 def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:

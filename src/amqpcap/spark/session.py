@@ -34,6 +34,8 @@ LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
+    # the Python workers fork from a daemon that imported pyspark.worker and amqpcap already
+    "spark.python.daemon.module": "amqpcap.spark.daemon",
 }
 #: Local mode: the JVM maps the classes an earlier run loaded from an archive (class data
 #: sharing) instead of reading and verifying them from Spark's jars again: a session started and
