@@ -342,10 +342,10 @@ def _call_items(items, fn, batches, env=None):
             res = fn(items[i])
             took = (time.perf_counter() - t0, time.process_time() - c0)
             got = pickle.dumps((res, took), protocol=pickle.HIGHEST_PROTOCOL)
-            yield pa.RecordBatch.from_arrays(_one_row(i, got), schema=schema)
+            yield pa.RecordBatch.from_arrays(one_row(i, got), schema=schema)
 
 
-def _one_row(i: int, got: bytes) -> list:
+def one_row(i: int, got: bytes) -> list:
     """``[int64 [i], binary [got]]`` built from buffers: ``pa.array`` on a list imports pandas
     (to ask whether the list is a pandas object), 0.3 CPU s in every Python worker."""
     import pyarrow as pa
