@@ -34,9 +34,10 @@ LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
-    # the Python workers fork from a daemon that imported pyspark.worker and amqpcap already
-    "spark.python.daemon.module": "amqpcap.spark.daemon",
 }
+#: Local mode, workers running this interpreter: they fork from a daemon that imported
+#: pyspark.worker and amqpcap already (``amqpcap.spark.daemon``).
+DAEMON_CONF = {"spark.python.daemon.module": "amqpcap.spark.daemon"}
 #: Local mode: the JVM maps the classes an earlier run loaded from an archive (class data
 #: sharing) instead of reading and verifying them from Spark's jars again: a session started and
 #: one small job run in 5.5 instead of 12 CPU s of the JVM.  The first run records the archive
@@ -288,6 +289,8 @@ def build(
         python_for_workers()
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings.update(LOCAL_CONF)
+        if os.environ.get("PYSPARK_PYTHON") == sys.executable:  # not another Python set by the user
+            settings.update(DAEMON_CONF)
         settings["spark.local.dir"] = scratch_dir()
         settings.update(worker_arrow_pool())
         archive = class_archive() if CLASS_ARCHIVE else ""
