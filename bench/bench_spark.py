@@ -336,6 +336,11 @@ def main() -> int:
             for label, inp in made:
                 rows.append((label, measure(inp, a.runs, data)))
                 print(table(rows[-1:], start, os.getloadavg(), a.runs, []).splitlines()[4], flush=True)
+                if not a.no_doc:  # every point as it is measured: a later failure keeps them
+                    perfdoc.write_block(
+                        "bench_spark",
+                        table(rows, start, (load0[0], os.getloadavg()[0]), a.runs, sys.argv[1:]),
+                    )
             if not a.keep:
                 for _label, inp in made:
                     shutil.rmtree(inp) if os.path.isdir(inp) else os.remove(inp)
