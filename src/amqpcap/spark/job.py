@@ -355,6 +355,14 @@ def one_row(i: int, got: bytes) -> list:
     return [ids, pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(got)])]
 
 
+def result_schema():
+    """``id long, result binary`` as a StructType: a DDL string is parsed by the JVM's SQL parser,
+    whose first use in a session costs about 0.3 CPU s."""
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+    return StructType([StructField("id", LongType()), StructField("result", BinaryType())])
+
+
 def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
     """``[fn(item) for item in items]``, one Spark task per item (in order: largest first);
     each task's ``(wall, cpu)`` seconds appended to ``seconds``."""
@@ -368,7 +376,7 @@ def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
         return _call_items(items, fn, batches, env)
 
     with pandas_version_warning_off():
-        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, "id long, result binary")
+        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, result_schema())
     with pandas_version_warning_off():
         rows = df.collect()
     got = [None] * n
