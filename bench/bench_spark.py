@@ -113,9 +113,10 @@ def inputs(data: str, gb: float, pairs: int, files: int, kinds: list) -> list:
     return out
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and every live descendant, with the children each has reaped
-    (the JVM, the Python worker daemon and its workers): /proc, as load does not distort it."""
+def tree_cpu(pid: int) -> dict:
+    """CPU seconds of ``pid`` ("driver") and its live descendants, the JVM ("jvm") and the
+    Python worker daemon with its workers ("python"), each with the children it has reaped:
+    /proc, as load does not distort it."""
     tick = os.sysconf("SC_CLK_TCK")
     kids: dict = {}
     stats: dict = {}
@@ -124,17 +125,21 @@ def tree_cpu(pid: int) -> float:
             continue
         try:
             with open(f"/proc/{d}/stat") as f:
-                st = f.read().rsplit(")", 1)[1].split()
+                head, st = f.read().rsplit(")", 1)
         except OSError:
             continue
+        st = st.split()
         kids.setdefault(int(st[1]), []).append(int(d))
-        stats[int(d)] = sum(int(x) for x in st[11:15])  # utime stime cutime cstime
-    total, todo = 0, [pid]
+        # comm, and utime stime cutime cstime
+        stats[int(d)] = (head.split("(", 1)[1], sum(int(x) for x in st[11:15]))
+    total = {"driver": stats.get(pid, ("", 0))[1] / tick, "jvm": 0.0, "python": 0.0}
+    todo = list(kids.get(pid, []))
     while todo:
         p = todo.pop()
-        total += stats.get(p, 0)
+        comm, cpu = stats.get(p, ("", 0))
+        total["jvm" if comm == "java" else "python"] += cpu / tick
         todo += kids.get(p, [])
-    return total / tick
+    return total
 
 
 def timed(cmd: list) -> tuple[float, float]:
@@ -168,7 +173,8 @@ def spark_child(master: str, inp: str, out: str) -> None:
                 "task_seconds": s.task_seconds,
                 "task_cpu": s.task_cpu,
                 "bytes": s.bytes,
-                "cpu": cpu,
+                "cpu": sum(cpu.values()),
+                "cpu_by": cpu,
                 "session": up,
                 "job": s.seconds,
             }
@@ -198,6 +204,7 @@ def measure(inp: str, runs: int, scratch: str) -> dict:
     wall: dict = {m: [] for m in MODES}
     cpu: dict = {m: [] for m in MODES}
     task: dict = {"wall": [], "cpu": [], "session": [], "tasks": 0}
+    parts: dict = {m: {"driver": [], "jvm": [], "python": [], "tasks": []} for m in MODES[1:]}
     try:
         for _ in range(runs):  # alternating: every configuration sees the same load over time
             w, c = timed([amqpcap, "dissect", *caps, "-o", os.path.join(tmp, "d"), "--force", "-q"])
@@ -207,6 +214,9 @@ def measure(inp: str, runs: int, scratch: str) -> dict:
                 took, s = spark_run(m, inp, os.path.join(tmp, "s"))
                 wall[m].append(took)
                 cpu[m].append(s["cpu"])
+                for k, v in s["cpu_by"].items():
+                    parts[m][k].append(v)
+                parts[m]["tasks"].append(s["task_cpu"])
                 if m == "local[2]":
                     task["wall"].append(s["task_seconds"])
                     task["cpu"].append(s["task_cpu"])
@@ -220,6 +230,7 @@ def measure(inp: str, runs: int, scratch: str) -> dict:
         "files": len(caps),
         "wall": {k: med(v) for k, v in wall.items()},
         "cpu": {k: med(v) for k, v in cpu.items()},
+        "parts": {m: {k: med(v) for k, v in p.items()} for m, p in parts.items()},
         "task_wall": med(task["wall"]),
         "task_cpu": med(task["cpu"]),
         "session": med(task["session"]),
@@ -227,16 +238,19 @@ def measure(inp: str, runs: int, scratch: str) -> dict:
     }
 
 
-def fixed_start(scratch: str, runs: int) -> tuple[float, float, float]:
+def fixed_start(scratch: str, runs: int) -> tuple:
     """(wall, CPU) of ``spark`` on the smallest shipped capture: the session's start and stop,
-    the Python workers' start and one tiny job; and the wall time of a first run before those
-    (it records the JVM's class archive if this pyspark and Java have none yet)."""
+    the Python workers' start and one tiny job; the wall time of a first run before those
+    (it records the JVM's class archive if this pyspark and Java have none yet); the CPU
+    seconds of the driver, the JVM and the Python workers."""
     cap = os.path.join(ROOT, "captures", "rabbitmq08_rejected.pcap")
     tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=scratch)
     try:
         first, _ = spark_run("local[2]", cap, os.path.join(tmp, "o"))
         got = [spark_run("local[2]", cap, os.path.join(tmp, "o")) for _ in range(runs)]
-        return statistics.median(w for w, _ in got), statistics.median(s["cpu"] for _, s in got), first
+        med = statistics.median
+        parts = {k: med(s["cpu_by"][k] for _, s in got) for k in ("driver", "jvm", "python")}
+        return med(w for w, _ in got), med(s["cpu"] for _, s in got), first, parts
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -248,7 +262,9 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
         "runs, each a fresh process (JVM and Python workers started inside the time). "
         f"Fixed start of a Spark run (session up and down, one tiny job): {start[0]:.1f} s, "
         f"{start[1]:.1f} CPU s (the first run after pyspark or Java changed records the JVM's "
-        f"class archive: {start[2]:.1f} s). CPU s: every process of the run (JVM, driver, Python workers), "
+        f"class archive: {start[2]:.1f} s); of its CPU s, the driver {start[3]['driver']:.1f}, the JVM "
+        f"{start[3]['jvm']:.1f}, the Python workers {start[3]['python']:.1f}. "
+        "CPU s: every process of the run (JVM, driver, Python workers), "
         "which other jobs on the machine do not inflate. Per task: the input over the Spark tasks' "
         "summed wall time, and over their CPU time, against dissect's MB per wall and CPU second.",
         "",
@@ -266,6 +282,24 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
             f"| {mb / r['task_wall']:.1f}, {mb / r['task_cpu']:.1f} "
             f"| {mb / m['dissect']:.1f}, {mb / c['dissect']:.1f} |"
         )
+    out += [
+        "",
+        "Where a Spark run's CPU seconds go (medians): the driver process, the JVM, the Python "
+        "worker daemon with its workers, and of those the tasks' own CPU (their `Dissector`, "
+        "reading and Parquet writing); Python beyond the tasks is the workers' start and "
+        "pyspark's hand-off.",
+        "",
+        "| input | mode | driver | JVM | Python workers | of which tasks "
+        "| task CPU s per GB | dissect CPU s per GB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, r in rows:
+        gb = r["size"] / 1e9
+        for m, p in r["parts"].items():
+            out.append(
+                f"| {label} | {m} | {p['driver']:.1f} | {p['jvm']:.1f} | {p['python']:.1f} "
+                f"| {p['tasks']:.1f} | {p['tasks'] / gb:.1f} | {r['cpu']['dissect'] / gb:.1f} |"
+            )
     out += ["", "Command: `python bench/bench_spark.py" + "".join(" " + a for a in argv) + "`"]
     return "\n".join(out) + "\n"
 
@@ -293,12 +327,20 @@ def main() -> int:
     rows = []
     try:
         start = fixed_start(data, max(1, min(a.runs, 3)))
-        print(f"fixed start: {start[0]:.1f} s, {start[1]:.1f} CPU s (first run {start[2]:.1f} s)", flush=True)
+        print(
+            f"fixed start: {start[0]:.1f} s, {start[1]:.1f} CPU s {start[3]} (first run {start[2]:.1f} s)",
+            flush=True,
+        )
         for gb in [float(x) for x in a.sizes.split(",")]:
             made = inputs(data, gb, a.pairs, a.files, kinds)
             for label, inp in made:
                 rows.append((label, measure(inp, a.runs, data)))
-                print(table(rows[-1:], start, os.getloadavg(), a.runs, []).splitlines()[-3], flush=True)
+                print(table(rows[-1:], start, os.getloadavg(), a.runs, []).splitlines()[4], flush=True)
+                if not a.no_doc:  # every point as it is measured: a later failure keeps them
+                    perfdoc.write_block(
+                        "bench_spark",
+                        table(rows, start, (load0[0], os.getloadavg()[0]), a.runs, sys.argv[1:]),
+                    )
             if not a.keep:
                 for _label, inp in made:
                     shutil.rmtree(inp) if os.path.isdir(inp) else os.remove(inp)

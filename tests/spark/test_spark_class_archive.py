@@ -56,3 +56,72 @@ def test_a_recording_left_by_a_process_that_is_gone_is_removed_and_recorded_anew
     flag = session.class_archive()
     assert not torn.exists()
     assert flag.startswith("-XX:ArchiveClassesAtExit=") and flag.endswith(f".tmp-{os.getpid()}")
+
+
+ENDED_PIDS = """
+import os, sys
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(pid)
+"""
+
+
+def _aged(path, days: float, now: float, data: bytes = b"x") -> None:
+    path.write_bytes(data)
+    os.utime(path, (now - days * 86400, now - days * 86400))
+
+
+def test_prune_keeps_the_current_archive_and_the_last_used_others_and_drops_stale_logs(tmp_path):
+    from amqpcap.spark import session
+
+    now = 1_800_000_000.0
+    current = "classes-aaaaaaaaaaaaaaaa.jsa"
+    _aged(tmp_path / current, 30, now)  # old, but this run's: kept
+    others = {f"classes-{k * 16}.jsa": d for k, d in zip("bcdef", (0.5, 1, 2, 3, 8))}
+    for name, days in others.items():
+        _aged(tmp_path / name, days, now)
+    _aged(tmp_path / "classes-1111111111111111.jsa.tmp-1", 0, now)  # a recording: not ours to judge
+    ended = subprocess.run(  # pids of processes that ran and ended
+        [sys.executable, "-c", ENDED_PIDS, str(session.LOGS_KEPT + 4)], capture_output=True, text=True
+    )
+    dead_pid, *pids = [int(x) for x in ended.stdout.split()]
+    _aged(tmp_path / f"spark-{os.getpid()}.log", 5, now)  # a live run's log, however old
+    _aged(tmp_path / f"spark-{dead_pid}.log", 2, now)  # an ended run's, older than LOG_DAYS
+    fresh = [tmp_path / f"spark-{pid}.log" for pid in pids]  # ended runs', newest first
+    for i, p in enumerate(fresh):
+        _aged(p, 0.01 * (i + 1), now)
+    _aged(tmp_path / "notes.log", 9, now)
+
+    gone = set(session.prune(str(tmp_path), current, now=now))
+
+    left = {p.name for p in tmp_path.iterdir()}
+    assert current in left
+    # the two others used last stay; the rest (beyond ARCHIVES_KEPT, or unused for 8 days) go
+    assert {n for n in others if n in left} == {
+        "classes-bbbbbbbbbbbbbbbb.jsa",
+        "classes-cccccccccccccccc.jsa",
+    }
+    assert "classes-1111111111111111.jsa.tmp-1" in left
+    assert f"spark-{os.getpid()}.log" in left and f"spark-{dead_pid}.log" not in left
+    assert {p.name for p in fresh if p.name in left} == {p.name for p in fresh[: session.LOGS_KEPT]}
+    assert "notes.log" in left
+    assert gone and gone.isdisjoint(left)
+
+
+def test_a_session_touches_its_archive_so_prune_counts_it_as_used(spark, tmp_path, monkeypatch):
+    from amqpcap.spark import session
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(session.tempfile, "tempdir", None)
+    monkeypatch.setattr(session.atexit, "register", lambda *a: None)  # no JVM records here
+    flag = session.class_archive()
+    assert flag.startswith("-XX:ArchiveClassesAtExit="), flag  # an empty temp dir: none yet
+    final = flag.split("=", 1)[1].rsplit(".tmp-", 1)[0]
+    session._recording.discard(flag.split("=", 1)[1])
+    open(final, "wb").close()  # as if that recording had ended well
+    os.utime(final, (1, 1))
+    assert session.class_archive() == f"-XX:SharedArchiveFile={final}"
+    assert os.stat(final).st_mtime > 1_000_000_000

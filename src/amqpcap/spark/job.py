@@ -342,9 +342,25 @@ def _call_items(items, fn, batches, env=None):
             res = fn(items[i])
             took = (time.perf_counter() - t0, time.process_time() - c0)
             got = pickle.dumps((res, took), protocol=pickle.HIGHEST_PROTOCOL)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([i], pa.int64()), pa.array([got], pa.binary())], schema=schema
-            )
+            yield pa.RecordBatch.from_arrays(one_row(i, got), schema=schema)
+
+
+def one_row(i: int, got: bytes) -> list:
+    """``[int64 [i], binary [got]]`` built from buffers: ``pa.array`` on a list imports pandas
+    (to ask whether the list is a pandas object), 0.3 CPU s in every Python worker."""
+    import pyarrow as pa
+
+    ids = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([i], np.int64))])
+    offsets = pa.py_buffer(np.array([0, len(got)], np.int32))
+    return [ids, pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(got)])]
+
+
+def result_schema():
+    """``id long, result binary`` as a StructType: a DDL string is parsed by the JVM's SQL parser,
+    whose first use in a session costs about 0.3 CPU s."""
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+    return StructType([StructField("id", LongType()), StructField("result", BinaryType())])
 
 
 def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
@@ -360,7 +376,7 @@ def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
         return _call_items(items, fn, batches, env)
 
     with pandas_version_warning_off():
-        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, "id long, result binary")
+        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(call, result_schema())
     with pandas_version_warning_off():
         rows = df.collect()
     got = [None] * n

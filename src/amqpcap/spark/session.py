@@ -14,6 +14,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 import warnings
 from urllib.parse import urlsplit
 
@@ -34,6 +35,9 @@ LOCAL_CONF = {
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
 }
+#: Local mode, workers running this interpreter: they fork from a daemon that imported
+#: pyspark.worker and amqpcap already (``amqpcap.spark.daemon``).
+DAEMON_CONF = {"spark.python.daemon.module": "amqpcap.spark.daemon"}
 #: Local mode: the JVM maps the classes an earlier run loaded from an archive (class data
 #: sharing) instead of reading and verifying them from Spark's jars again: a session started and
 #: one small job run in 5.5 instead of 12 CPU s of the JVM.  The first run records the archive
@@ -112,6 +116,50 @@ def _pid_alive(pid: int) -> bool:
 
 
 _recording: set = set()  # archives this process's JVM records
+#: Class archives of other pyspark / Java / flags (another venv, an upgrade) kept, the most
+#: recently used first, and for how long unused (an archive is ~150 MB).
+ARCHIVES_KEPT = 2
+ARCHIVE_DAYS = 7.0
+#: The quiet runs' logs (``spark-PID.log``) kept, newest first, and for how long.
+LOGS_KEPT = 20
+LOG_DAYS = 1.0
+
+
+def scratch_dir() -> str:
+    """``$TMPDIR/amqpcap-spark``: the class archives, the quiet runs' logs, Spark's local dir."""
+    return os.path.join(tempfile.gettempdir(), "amqpcap-spark")
+
+
+def prune(where: str, current: str | None, now: float | None = None) -> list[str]:
+    """Remove from ``where`` the class archives other than ``current`` (a file name) beyond the
+    :data:`ARCHIVES_KEPT` last used or unused for :data:`ARCHIVE_DAYS`, and the logs of runs
+    that ended beyond the :data:`LOGS_KEPT` newest or older than :data:`LOG_DAYS`.  An archive's
+    modification time is its last use (:func:`class_archive` touches it); a JVM that still maps
+    a removed archive keeps its pages.  Returns the names removed."""
+    now = time.time() if now is None else now
+    archives, logs = [], []
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        return []
+    for e in entries:
+        try:
+            age = now - e.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        if e.name.startswith("classes-") and e.name.endswith(".jsa") and e.name != current:
+            archives.append((age, e.name))
+        stem = e.name.removeprefix("spark-").removesuffix(".log")
+        if e.name.endswith(".log") and stem.isdigit() and not _pid_alive(int(stem)):
+            logs.append((age, e.name))
+    gone = []
+    for kept, limit, found in ((ARCHIVES_KEPT, ARCHIVE_DAYS, archives), (LOGS_KEPT, LOG_DAYS, logs)):
+        for i, (age, name) in enumerate(sorted(found)):
+            if i >= kept or age > limit * 86400:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(where, name))
+                    gone.append(name)
+    return gone
 
 
 def class_archive() -> str:
@@ -147,9 +195,12 @@ def class_archive() -> str:
             )
         ).encode()
     ).hexdigest()[:16]
-    where = os.path.join(tempfile.gettempdir(), "amqpcap-spark")
+    where = scratch_dir()
     final = os.path.join(where, f"classes-{key}.jsa")
+    prune(where, os.path.basename(final))
     if os.path.exists(final):
+        with contextlib.suppress(OSError):
+            os.utime(final)  # its last use, for prune()
         return f"-XX:SharedArchiveFile={final}"
     try:
         os.makedirs(where, exist_ok=True)
@@ -189,7 +240,7 @@ def _keep_recording(tmp: str, final: str, timeout: float = 120.0) -> None:
 
 def log_path() -> str:
     """Where a quiet run's JVM and Spark output goes."""
-    return os.path.join(tempfile.gettempdir(), "amqpcap-spark", f"spark-{os.getpid()}.log")
+    return os.path.join(scratch_dir(), f"spark-{os.getpid()}.log")
 
 
 def build(
@@ -238,7 +289,9 @@ def build(
         python_for_workers()
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings.update(LOCAL_CONF)
-        settings["spark.local.dir"] = os.path.join(tempfile.gettempdir(), "amqpcap-spark")
+        if os.environ.get("PYSPARK_PYTHON") == sys.executable:  # not another Python set by the user
+            settings.update(DAEMON_CONF)
+        settings["spark.local.dir"] = scratch_dir()
         settings.update(worker_arrow_pool())
         archive = class_archive() if CLASS_ARCHIVE else ""
         # the JVM logs to stdout by default (the archive's warnings as it is recorded): to stderr

@@ -1,0 +1,45 @@
+"""Local sessions' Python workers start from a daemon that imported amqpcap, and a task's
+hand-off back to the driver imports nothing more (pandas least of all)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_local_workers_fork_from_the_amqpcap_daemon_with_the_job_imported(spark):
+    from amqpcap.spark import job
+
+    def probe(_item):
+        import os
+        import sys
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ").decode()
+        return parent, "amqpcap.spark.job" in sys.modules
+
+    got = job.run_stage(spark, list(range(4)), probe)
+    got += job.run_stage(spark, list(range(4)), probe)  # the workers' second round of tasks
+    for parent, imported in got:
+        assert "-m amqpcap.spark.daemon" in parent
+        assert imported
+
+
+def test_a_task_result_row_is_built_without_importing_pandas():
+    # the test session's workers are shared with tests that use pandas: a fresh process
+    code = (
+        "import sys; from amqpcap.spark import job; job.one_row(3, b'x'); "
+        "print('amqpcap.spark.job' in sys.modules, 'pandas' in sys.modules)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "False"]
+
+
+def testone_row_holds_the_id_and_the_bytes():
+    from amqpcap.spark import job
+
+    ids, blobs = job.one_row(7, b"\x00abc")
+    assert ids.to_pylist() == [7] and blobs.to_pylist() == [b"\x00abc"]
+    ids, blobs = job.one_row(0, b"")
+    assert ids.to_pylist() == [0] and blobs.to_pylist() == [b""]
