@@ -38,6 +38,7 @@ from amqpcap.analysis.failures import error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
+from amqpcap.analysis.streamed_health import heartbeat_counts
 from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
 
@@ -320,7 +321,7 @@ VERSIONS = {"amqp10": {"connections": ("1.0",), "methods": ("1.0",), "messages":
 
 # sections that read a dissect output directory batch by batch themselves (amqpcap.analysis.batches):
 # they are handed the directory, no load
-BATCH_SECTIONS = frozenset({"throughput", "span", "text"})
+BATCH_SECTIONS = frozenset({"throughput", "span", "text", "health"})
 
 
 def section_tables(src, section: str):
@@ -550,20 +551,48 @@ def _unacked_health(un: pd.DataFrame) -> dict:
     }
 
 
+# the methods blocked and flow read
+_HEALTH_METHODS = ("connection.blocked", "connection.unblocked", "channel.flow", "channel.flow-ok")
+
+
 def _health(t, unacked_health: dict) -> dict:
-    gaps = heartbeat_gaps(t)
-    bl = blocked(t)
-    fl = flow(t)
+    """stats' ``health``; of a dissect output directory, the heartbeat silences found in a pass
+    over its tables (:mod:`~amqpcap.analysis.streamed_health`) and blocked / flow from their
+    methods' rows alone."""
+    if is_output_dir(t):
+        events = load_section(t, {"methods": _KEYS + ["reason", "active"]}, {"methods": _HEALTH_METHODS})
+        conns = load_section(t, {"connections": _CONN_HEALTH})
+        try:
+            beats = heartbeat_counts(t, conns)
+        except OutOfOrder:
+            beats = _heartbeat_counts(load_section(t, *SECTIONS["health"]))
+        source = heartbeat_source(conns)
+    else:
+        events, beats, source = t, _heartbeat_counts(t), heartbeat_source(t)
+    bl = blocked(events)
+    fl = flow(events)
     return {
-        "heartbeat_late": int((gaps["evidence"] != "unknown").sum()) if len(gaps) else 0,
-        "heartbeat_missed": int(gaps["missed"].fillna(False).astype(bool).sum()) if len(gaps) else 0,
-        "heartbeat_source": heartbeat_source(t),
+        "heartbeat_late": beats["late"],
+        "heartbeat_missed": beats["missed"],
+        "heartbeat_source": source,
         "blocked": int(len(bl)),
         "blocked_ms_total": _num(bl["duration_ms"].sum()) if len(bl) else 0.0,
         "still_blocked": int((bl["status"] == "still-blocked").sum()) if len(bl) else 0,
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
         **unacked_health,
-        "heartbeat_unknown": int((gaps["evidence"] == "unknown").sum()) if len(gaps) else 0,
+        "heartbeat_unknown": beats["unknown"],
+    }
+
+
+def _heartbeat_counts(t) -> dict:
+    """The late, missed and unknown silences of :func:`heartbeat_gaps` of loaded tables."""
+    gaps = heartbeat_gaps(t)
+    if len(gaps) == 0:
+        return {"late": 0, "missed": 0, "unknown": 0}
+    return {
+        "late": int((gaps["evidence"] != "unknown").sum()),
+        "missed": int(gaps["missed"].fillna(False).astype(bool).sum()),
+        "unknown": int((gaps["evidence"] == "unknown").sum()),
     }
 
 
