@@ -53,9 +53,9 @@ def heartbeat_counts(directory, conns, late: float = 1.5) -> dict:
     for r in rows:
         hb_ns = int(r[2]) * 1_000_000_000
         stop = r[5] if r[5] is not None else r[4]
-        for d, i in _DIRECTIONS.items():
-            if r[1] is None or (r[0], r[1]) not in conv:
-                continue
+        if r[1] is None:
+            continue
+        for i in _DIRECTIONS.values():
             gid = 2 * conv[(r[0], r[1])] + i
             live = r[6 + 4 * i : 10 + 4 * i]
             for evidence, gap in _silences(seen, gid, source, hb_ns, (r[3], stop), live, late):
