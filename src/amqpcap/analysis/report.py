@@ -33,6 +33,7 @@ from amqpcap.analysis.summary import (
     Sections,
     connection_cells,
     connections_table,
+    error_tables,
     frames_note,
     section_tables,
     span_duration,
@@ -790,10 +791,12 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         if section == "span":  # the time origin and the plot bucket (a directory: read by column)
             drawn["t0"] = _t0(tables)
             drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
-        elif section == "counts":  # the light group: connections, errors
-            drawn["err"] = err = errors_frame(tables)
+        elif section == "errors":  # the failure methods' rows
+            drawn["err"] = errors_frame(error_tables(tables, src))
+        elif section == "counts":  # connections, their channels and blocked periods
             drawn["connections"] = connections_table(src if is_output_dir(src) else tables, _PAGE_LIMIT)
-            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", drawn["t0"])
+            timeline = section_tables(src, "timeline")
+            drawn["timeline"] = fig_timeline(timeline, drawn["err"], out / "timeline.png", drawn["t0"])
         elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
             drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
         elif section == "throughput":  # (its section's tables: not loaded again for the figure)
@@ -807,6 +810,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             keep(kind, pairing(section_tables(src, kind)))
         tables = Sections(src)
         draw("span", tables("span"))
+        draw("errors", tables("errors"))
         draw("counts", tables("counts"))
         draw("consumer_ack", tables("unacked"))
         tables.close()

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from amqpcap.analysis import amqp10, batches, timespan
 from amqpcap.analysis._common import (
@@ -34,7 +35,7 @@ from amqpcap.analysis.connection_health import (
     heartbeat_source,
     unacked,
 )
-from amqpcap.analysis.failures import error_summary
+from amqpcap.analysis.failures import ERROR_METHODS, error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
@@ -240,6 +241,13 @@ _CONN_TEXT = _CONN + (
     "ts end_ts client_ip client_port server_ip server_port server_product connection_name bytes_c2s "
     "bytes_s2c close_reply_code closed_by close_frame rst_by rst_frame".split()
 )
+# the methods of the report's timeline: channel (0-10: session) lifetimes, connection.blocked
+TIMELINE_METHODS = (
+    "channel.open", "channel.close-ok", "session.attach", "session.detached", "connection.blocked",
+    "connection.unblocked",
+)  # fmt: skip
+
+
 SECTIONS: dict = {
     "method_rtt": (
         {"connections": _CONN, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
@@ -274,7 +282,7 @@ SECTIONS: dict = {
     "errors": (
         {"connections": _CONN_LIGHT, "methods": _KEYS + ["reply_code", "reply_text", "reply_name",
          "failing_method", "command_id", "answers_command_id", "code", "text"], "anomalies": None},
-        {},
+        {"methods": ERROR_METHODS},  # (with 0-10 rows: the light group's, see error_tables)
     ),
     "throughput": (
         {"connections": _CONN, "methods": _KEYS + ["frame_size"],
@@ -286,7 +294,9 @@ SECTIONS: dict = {
          "messages": _TS + ["direction"], "frames": None},
         {},
     ),
-    "counts": ({"connections": _CONN_LIGHT, "methods": ["capture", "method"], "anomalies": None}, {}),
+    "counts": (
+        {"connections": ["capture", "version"], "methods": ["capture", "method"], "anomalies": ["kind"]}, {}
+    ),
     # the light computations together: one load for all of them (their columns are few)
     "light": (
         {"connections": _CONN_LIGHT, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges",
@@ -302,14 +312,14 @@ SECTIONS: dict = {
         {},
     ),
     # the report's connections timeline
-    "timeline": ({"connections": _CONN_LIGHT, "methods": _KEYS + ["reason"]}, {}),
+    "timeline": ({"connections": _CONN_LIGHT, "methods": _KEYS + ["reason"]}, {"methods": TIMELINE_METHODS}),
     "amqp10": amqp10.SECTION,  # AMQP 1.0: settlement, outcomes, error conditions
 }  # fmt: skip
 
 
 # sections computed from the load of a larger one (a superset of their columns and rows)
 GROUPS = {
-    **dict.fromkeys(("method_rtt", "connection_setup", "errors", "counts", "timeline"), "light"),
+    **dict.fromkeys(("method_rtt", "connection_setup"), "light"),
     **dict.fromkeys(("transit", "rpc"), "messages"),
 }
 
@@ -321,7 +331,16 @@ VERSIONS = {"amqp10": {"connections": ("1.0",), "methods": ("1.0",), "messages":
 
 # sections that read a dissect output directory batch by batch themselves (amqpcap.analysis.batches):
 # they are handed the directory, no load
-BATCH_SECTIONS = frozenset({"throughput", "span", "text", "health"})
+BATCH_SECTIONS = frozenset({"throughput", "span", "text", "health", "counts"})
+
+
+def error_tables(t, src):
+    """The tables errors are found in: ``t``, the errors section of ``src`` (its failure methods'
+    rows), unless they are of 0-10, whose execution.exception names the command it answers by id:
+    then every method's (the light group's)."""
+    if isinstance(src, Tables) or not (t.methods["version"] == "0-10").any():
+        return t
+    return load_section(src, *SECTIONS["light"])
 
 
 def section_tables(src, section: str):
@@ -632,7 +651,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         pairing("method_rtt"),
         pairing("connection_setup"),
         ("span", put("span", span_summary)),
-        ("errors", put("errors", lambda t: error_groups(error_summary(t)))),
+        ("errors", put("errors", lambda t: error_groups(error_summary(error_tables(t, src))))),
         ("counts", put("counts", _counts_part)),
         pairing("confirm"),
         pairing("consumer_ack"),
@@ -671,15 +690,35 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
 
 
 def _counts_part(t) -> dict:
-    """stats' captures, connection and version counts, method and anomaly counts."""
-    c = t.connections
+    """stats' captures, connection and version counts, method and anomaly counts (of a dissect
+    output directory, the methods and anomalies counted a batch at a time)."""
+    if is_output_dir(t):
+        c = load_section(t, {"connections": SECTIONS["counts"][0]["connections"]}).connections
+        captures, methods = _batch_counts(t, "methods", "method")
+        anomalies = _batch_counts(t, "anomalies", "kind", captures=False)[1]
+    else:
+        c = t.connections
+        captures = {str(x) for x in t.methods["capture"].dropna().unique()}
+        methods, anomalies = _counts(t.methods["method"]), _counts(t.anomalies["kind"])
     return {
-        "captures": sorted({str(x) for df in (c, t.methods) for x in df["capture"].dropna().unique()}),
+        "captures": sorted(captures | {str(x) for x in c["capture"].dropna().unique()}),
         "connections": int(len(c)),
         "versions": _counts(c["version"]) if len(c) else {},
-        "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
-        "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),
+        "methods": dict(sorted(methods.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "anomalies": dict(sorted(anomalies.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
+
+
+def _batch_counts(directory, name: str, column: str, captures: bool = True) -> tuple[set, dict]:
+    """The captures of table ``name`` and the rows per value of its ``column``, a batch at a time."""
+    seen, counts = set(), {}
+    for b in batches.tables(directory, name, ["capture", column] if captures else [column]):
+        if captures:
+            seen.update(str(x) for x in pc.unique(b.column("capture")).to_pylist() if x is not None)
+        for v in pc.value_counts(b.column(column)).to_pylist():
+            if v["values"] is not None:
+                counts[str(v["values"])] = counts.get(str(v["values"]), 0) + v["counts"]
+    return seen, counts
 
 
 # --------------------------------------------------------------------------- text rendering
