@@ -126,3 +126,15 @@ def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count(outputs
         latest[(r["capture"], r["tcp_stream"], r["channel"])] = int(r["unacked"])
         assert y[i] == sum(latest.values())
         assert x[i] == (r["ts"].value - t0n) / 1e9
+
+
+# errors of 0-10 (execution.exception names its command by id), of closes and refusals
+ERRORS = ["qpid010_basic.pcap", "rabbitmq08_rejected.pcap", "rabbitmq08_amqplib.pcap"]
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_errors_and_counts_of_a_directory_equal_those_of_the_loaded_tables(name, tmp_path):
+    out = str(dissect_cached(os.path.join(CAPTURES, name), cache_dir=tmp_path))
+    got, want = stats(out), stats(amqpcap.load(out))
+    assert got == want
+    assert got["errors"] and got["captures"]
