@@ -781,13 +781,18 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = _ok_latencies(kind, df)
+        values[kind] = (
+            _ok_latencies(kind, df) if isinstance(df, pd.DataFrame) else np.asarray(df, dtype=float)
+        )
         if kind == "consumer_ack":
             kept[kind] = df[UNACKED_ACK_COLS]  # all fig_unacked reads of the frame (no copy)
 
     drawn: dict = {}  # figures and frames made from the tables a stats section loaded
 
-    def draw(section, tables):
+    def draw(section, load):
+        if section not in ("span", "errors", "counts", "consumer_ack", "throughput"):
+            return
+        tables = load()
         if section == "span":  # the time origin and the plot bucket (a directory: read by column)
             drawn["t0"] = _t0(tables)
             drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
@@ -803,16 +808,17 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
 
     if stats is None:
-        s = stats_dict(src, on_latency=keep, on_section=draw)
+        # (consumer acks: fig_unacked reads the pairing's rows)
+        s = stats_dict(src, on_latency=keep, on_section=draw, latency_frames=("consumer_ack",))
     else:
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         tables = Sections(src)
-        draw("span", tables("span"))
-        draw("errors", tables("errors"))
-        draw("counts", tables("counts"))
-        draw("consumer_ack", tables("unacked"))
+        draw("span", lambda: tables("span"))
+        draw("errors", lambda: tables("errors"))
+        draw("counts", lambda: tables("counts"))
+        draw("consumer_ack", lambda: tables("unacked"))
         tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     t0 = drawn["t0"]

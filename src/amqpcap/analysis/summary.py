@@ -210,15 +210,18 @@ class _StreamedStep:
     (:data:`STREAMED`), no section loaded; the way of :func:`_pairing_step` when they are not in
     wire order (``tables``: the :class:`Sections` to load from then)."""
 
-    def __init__(self, kind: str, got: dict, src, tables):
+    def __init__(self, kind: str, got: dict, src, tables, on_latency=None):
         self.kind, self.got, self.src, self.tables = kind, got, src, tables
+        self.on_latency = on_latency  # (handed the matched latencies, or the frame when loaded)
 
     def __call__(self) -> None:
         try:
             values, counts, more = STREAMED[self.kind](self.src)
         except OutOfOrder:
-            _pairing_step(self.kind, self.got, None, None)(self.tables(self.kind))
+            _pairing_step(self.kind, self.got, None, self.on_latency)(self.tables(self.kind))
             return
+        if self.on_latency is not None:
+            self.on_latency(self.kind, values)
         self.got["latency"][self.kind] = {**latency_summary(values), **counts}
         self.got.update(more)
 
@@ -615,7 +618,15 @@ def _heartbeat_counts(t) -> dict:
     }
 
 
-def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None, on_section=None) -> dict:
+def stats(
+    t,
+    *,
+    bucket: str = "1s",
+    latencies: dict | None = None,
+    on_latency=None,
+    on_section=None,
+    latency_frames: tuple = (),
+) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
@@ -624,9 +635,12 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     See docs/analysis.md for every field.  ``latencies``: a precomputed
     :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
-    given, is called with each (e.g. to keep what a caller needs of it).  ``on_section(section,
-    tables)``, when given, is called after each section (:data:`SECTIONS`) with the tables it read
-    (the report draws figures from them: on a directory they are loaded once for both).
+    given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
+    directory, a pairing computed in a pass over its tables (:data:`STREAMED`) hands it the matched
+    pairs' latencies (an array) instead, unless its kind is in ``latency_frames``.
+    ``on_section(section, tables)``, when given, is called after each section (:data:`SECTIONS`)
+    with a function giving the tables it read (the report draws figures from them: on a directory
+    they are loaded once for both, and only when asked for).
     """
     got: dict = {"latency": {}}
 
@@ -634,12 +648,12 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         return lambda t: got.__setitem__(key, fn(t))
 
     src = stats_source(t)
-    stream = latencies is None and on_latency is None and on_section is None and isinstance(src, str)
+    stream = latencies is None and isinstance(src, str)
     tables = Sections(src)
 
     def pairing(kind):
-        if stream and kind in STREAMED:
-            return kind, _StreamedStep(kind, got, src, tables)
+        if stream and kind in STREAMED and kind not in latency_frames:
+            return kind, _StreamedStep(kind, got, src, tables, on_latency)
         return kind, _pairing_step(kind, got, latencies, on_latency)
 
     # (section, step), computed one after the other, memory given back in between; the sections of
@@ -666,7 +680,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
             else:
                 step(tables(section))
             if on_section is not None:
-                on_section(section, tables(section))
+                on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
             release_memory()
         tables.close()
     counts = got["counts"]
