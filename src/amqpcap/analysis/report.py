@@ -781,9 +781,11 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = (
-            _ok_latencies(kind, df) if isinstance(df, pd.DataFrame) else np.asarray(df, dtype=float)
-        )
+        if isinstance(df, pd.DataFrame):
+            values[kind] = _ok_latencies(kind, df)
+        else:  # the matched latencies of a pairing computed in a pass
+            a = np.asarray(df, dtype=float)
+            values[kind] = a[np.isfinite(a)]
         if kind == "consumer_ack":
             kept[kind] = df[UNACKED_ACK_COLS]  # all fig_unacked reads of the frame (no copy)
 
