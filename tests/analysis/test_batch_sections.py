@@ -14,7 +14,7 @@ import pytest
 import amqpcap
 from amqpcap.analysis import batches
 from amqpcap.analysis.connection_health import unacked
-from amqpcap.analysis.report import total_unacked
+from amqpcap.analysis.report import total_unacked, write_report
 from amqpcap.analysis.summary import connections_table, span_summary, stats, time_outliers
 from amqpcap.analysis.tables import dissect_cached
 from amqpcap.analysis.timespan import first_ts
@@ -138,3 +138,12 @@ def test_errors_and_counts_of_a_directory_equal_those_of_the_loaded_tables(name,
     got, want = stats(out), stats(amqpcap.load(out))
     assert got == want
     assert got["errors"] and got["captures"]
+
+
+@pytest.mark.parametrize("name", ["plain", "frames"])
+def test_report_of_a_directory_equals_that_of_the_loaded_tables(outputs, name, tmp_path):
+    # (the page inlines every figure: one page, every file)
+    out = outputs[name]
+    got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
+    want = open(write_report(amqpcap.load(out), tmp_path / "loaded"), encoding="utf-8").read()
+    assert got == want and got.count("data:image/png;base64,") == 5
