@@ -11,7 +11,7 @@ import pytest
 import amqpcap
 from amqpcap.analysis import batches
 from amqpcap.analysis.batches import OutOfOrder
-from amqpcap.analysis.connection_health import heartbeat_gaps
+from amqpcap.analysis.connection_health import gap_counts, heartbeat_gaps
 from amqpcap.analysis.streamed_health import heartbeat_counts
 from amqpcap.analysis.summary import SECTIONS, stats
 from amqpcap.analysis.tables import dissect_cached, load_section
@@ -40,14 +40,7 @@ def small_batches(monkeypatch):
 
 
 def _loaded_counts(directory, late):
-    gaps = heartbeat_gaps(load_section(directory, *SECTIONS["health"]), late=late)
-    if len(gaps) == 0:
-        return {"late": 0, "missed": 0, "unknown": 0}
-    return {
-        "late": int((gaps["evidence"] != "unknown").sum()),
-        "missed": int(gaps["missed"].fillna(False).astype(bool).sum()),
-        "unknown": int((gaps["evidence"] == "unknown").sum()),
-    }
+    return gap_counts(heartbeat_gaps(load_section(directory, *SECTIONS["health"]), late=late))
 
 
 @pytest.mark.parametrize("frames", [False, True], ids=["liveness", "frames"])

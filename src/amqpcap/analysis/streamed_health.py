@@ -18,7 +18,7 @@ import numpy as np
 from amqpcap.analysis import batches
 from amqpcap.analysis._common import NAT, records
 from amqpcap.analysis.batches import Codes, OutOfOrder
-from amqpcap.analysis.connection_health import LIVENESS_COLUMNS, heartbeat_source
+from amqpcap.analysis.connection_health import LIVENESS_COLUMNS, heartbeat_source, silence_evidence
 
 __all__ = ["heartbeat_counts"]
 
@@ -184,17 +184,7 @@ def _silences(seen: list, gid: int, source: str, interval_ns: int, span: tuple, 
     out = []
     for a, b, trailing in found:
         gap = b - a
-        if not gap > threshold:
-            continue
-        if source == "frames":
-            evidence = "frames"
-        elif not live:
-            evidence = "unknown"
-        elif (a, b) == (s0, s1) or (trailing and a == last):
-            evidence = "liveness"
-        elif longest <= threshold:
-            continue  # frames the tables do not show (heartbeats) broke this silence
-        else:
-            evidence = "unknown"
-        out.append((evidence, gap))
+        evidence = silence_evidence(source, live, (a, b, trailing), (s0, s1, last), longest <= threshold)
+        if gap > threshold and evidence is not None:
+            out.append((evidence, gap))
     return out

@@ -31,6 +31,7 @@ from amqpcap.analysis.connection_health import (
     UNACKED_ACK_COLS,
     blocked,
     flow,
+    gap_counts,
     heartbeat_gaps,
     heartbeat_source,
     unacked,
@@ -587,10 +588,10 @@ def _health(t, unacked_health: dict) -> dict:
         try:
             beats = heartbeat_counts(t, conns)
         except OutOfOrder:
-            beats = _heartbeat_counts(load_section(t, *SECTIONS["health"]))
+            beats = gap_counts(heartbeat_gaps(load_section(t, *SECTIONS["health"])))
         source = heartbeat_source(conns)
     else:
-        events, beats, source = t, _heartbeat_counts(t), heartbeat_source(t)
+        events, beats, source = t, gap_counts(heartbeat_gaps(t)), heartbeat_source(t)
     bl = blocked(events)
     fl = flow(events)
     return {
@@ -603,18 +604,6 @@ def _health(t, unacked_health: dict) -> dict:
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
         **unacked_health,
         "heartbeat_unknown": beats["unknown"],
-    }
-
-
-def _heartbeat_counts(t) -> dict:
-    """The late, missed and unknown silences of :func:`heartbeat_gaps` of loaded tables."""
-    gaps = heartbeat_gaps(t)
-    if len(gaps) == 0:
-        return {"late": 0, "missed": 0, "unknown": 0}
-    return {
-        "late": int((gaps["evidence"] != "unknown").sum()),
-        "missed": int(gaps["missed"].fillna(False).astype(bool).sum()),
-        "unknown": int((gaps["evidence"] == "unknown").sum()),
     }
 
 
