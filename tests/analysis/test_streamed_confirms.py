@@ -129,3 +129,39 @@ def test_wire_order_holds_across_batches_per_conversation():
         w.check(cap[:1], st[:1], np.array([2]), np.array([50]))  # stream 0 went back to packet 2
     with pytest.raises(OutOfOrder):
         WireOrder().check(cap, np.zeros(3, dtype=int), np.array([1, 1, 1]), np.array([8, 30, 20]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_streamed_confirms_equal_the_loaded_pairing_on_random_traffic_in_batches_of_a_few_rows(
+    tmp_path, monkeypatch, seed
+):
+    import random
+
+    from amqpcap.analysis import batches
+
+    monkeypatch.setattr(batches, "PASS_ROWS", 5)
+    rnd = random.Random(seed)
+    c = Capture()
+    published: dict = {}
+    for i in range(400):
+        stream, channel = rnd.randrange(2), rnd.randrange(1, 4)
+        key = (stream, channel)
+        r = rnd.random()
+        if r < 0.05:
+            c.method(i, rnd.choice(("c2s", "s2c")), "channel.open", channel=channel, stream=stream)
+            published[key] = 0
+        elif r < 0.12:
+            c.method(i, rnd.choice(("c2s", "c2s", "s2c")), "confirm.select", channel=channel, stream=stream)
+        elif r < 0.6:
+            c.method(i, rnd.choice(("c2s",) * 5 + ("s2c",)), "basic.publish", channel=channel, stream=stream,
+                     body=b"%d" % i)  # fmt: skip
+            published[key] = published.get(key, 0) + 1
+        else:
+            top = published.get(key, 0) + 2
+            tag = rnd.choice((0, rnd.randrange(0, top + 1), top // 2))
+            name = rnd.choice(("basic.ack", "basic.ack", "basic.nack"))
+            c.method(i, rnd.choice(("s2c",) * 5 + ("c2s",)), name, channel=channel, stream=stream,
+                     delivery_tag=tag, multiple=rnd.random() < 0.5)  # fmt: skip
+    want = summary_of_frame(c.tables())
+    assert want["acked"] and want["unconfirmed"]
+    assert streamed_summary(write_output(c, tmp_path)) == want

@@ -53,8 +53,8 @@ TRANSIT_COLS = {
     "same_connection": "boolean",
 }
 
-_PUBLISH = ("basic.publish", "message.transfer", "transfer")  # ("transfer": AMQP 1.0)
-_DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer", "transfer")
+PUBLISH = ("basic.publish", "message.transfer", "transfer")  # ("transfer": AMQP 1.0)
+DELIVER = ("basic.deliver", "basic.get-ok", "message.transfer", "transfer")
 
 
 def transit(t, columns=None) -> pd.DataFrame:
@@ -83,8 +83,8 @@ def _transit(t, want: list) -> pd.DataFrame:
     # publishes and deliveries are positions in msgs (no frame of them is made); _pid / _did below
     # number them in table order
     direction, method = msgs["direction"], msgs["method"]
-    pub_at = np.flatnonzero(((direction == "c2s") & method.isin(_PUBLISH)).to_numpy(dtype=bool))
-    del_at = np.flatnonzero(((direction == "s2c") & method.isin(_DELIVER)).to_numpy(dtype=bool))
+    pub_at = np.flatnonzero(((direction == "c2s") & method.isin(PUBLISH)).to_numpy(dtype=bool))
+    del_at = np.flatnonzero(((direction == "s2c") & method.isin(DELIVER)).to_numpy(dtype=bool))
     if len(pub_at) == 0 or len(del_at) == 0:
         return build([], TRANSIT_COLS)
     ts = ns(msgs["ts"])
@@ -102,7 +102,7 @@ def _transit(t, want: list) -> pd.DataFrame:
         else np.zeros(len(msgs), bool)
     )
 
-    by_id = _by_message_id(p_ts, d_ts, p_code, d_code, p_has, len(codes))
+    by_id = by_message_id(p_ts, d_ts, p_code, d_code, p_has, len(codes))
     del codes
     content = _by_content(msgs, pub_at, del_at, p_ts, d_ts, p_has, has_hash, by_id)
 
@@ -170,7 +170,7 @@ def _transit(t, want: list) -> pd.DataFrame:
     return out[want]
 
 
-def _by_message_id(p_ts, d_ts, p_code, d_code, p_has, n_codes: int) -> np.ndarray:
+def by_message_id(p_ts, d_ts, p_code, d_code, p_has, n_codes: int) -> np.ndarray:
     """Pairs (publish, delivery) by message id: the latest publish with that id at or before the
     delivery (a join, not a walk); ``p_code`` / ``d_code``: the ids as codes (-1: none)."""
     pidx = np.flatnonzero(p_has)

@@ -229,3 +229,8 @@ def object_values(s: pd.Series, at: np.ndarray) -> np.ndarray:
     """The values of ``s`` at positions ``at`` as Python objects, None for missing."""
     v = s.iloc[at]
     return np.asarray(v.astype(object).where(v.notna(), None), dtype=object)
+
+
+class NotStreamed(Exception):
+    """Tables whose pairing a streamed pass does not cover (e.g. contents matched by their body):
+    the caller computes the whole-table way."""

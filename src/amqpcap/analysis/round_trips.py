@@ -6,6 +6,8 @@ docs/analysis.md has the exact definitions.
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from amqpcap.analysis._common import (
     STR,
@@ -16,6 +18,7 @@ from amqpcap.analysis._common import (
     records,
     spec_by_name,
 )
+from amqpcap.analysis.batches import tables
 from amqpcap.analysis.pairing import (
     BASE_COLS,
     BY_ID,
@@ -23,9 +26,10 @@ from amqpcap.analysis.pairing import (
     CLOSE_OK,
     METHOD_COLUMNS,
     SCOPE_OPEN,
+    NotStreamed,
     finish,
 )
-from amqpcap.analysis.tables import as_tables
+from amqpcap.analysis.tables import as_tables, load_section
 
 # method round trips
 
@@ -165,14 +169,37 @@ def _relevant(m: pd.DataFrame, cols: list) -> pd.DataFrame:
     requests, their responses and closes (not publishes, ...), and every 0-10 command."""
     if len(m) == 0:
         return m
+    relevant = relevant_methods(m["version"].dropna().unique())
+    is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
+    return ordered(m, columns=cols, rows=is_010 | m["method"].isin(relevant).to_numpy(dtype=bool))
+
+
+def relevant_methods(versions) -> set:
+    """The methods a round trip of these versions can involve (0-10 aside): requests, their
+    responses, closes and reopenings."""
     relevant = set(CLOSE + CLOSE_OK + SCOPE_OPEN)
-    for v in m["version"].dropna().unique():
+    for v in versions:
         for name, spec in spec_by_name(v).items():
             if getattr(spec, "responses", ()):
                 relevant.add(name)
                 relevant.update(spec.responses)
-    is_010 = (m["version"] == "0-10").fillna(False).to_numpy(dtype=bool)
-    return ordered(m, columns=cols, rows=is_010 | m["method"].isin(relevant).to_numpy(dtype=bool))
+    return relevant
+
+
+def method_rtt_of_output(directory, columns: dict) -> pd.DataFrame:
+    """:func:`method_rtt` of a dissect output, loading only the rows it can involve (``columns``:
+    the load's, see :func:`~amqpcap.analysis.tables.load_section`); a table with 0-10 rows (any
+    command may be answered) raises :class:`~amqpcap.analysis.pairing.NotStreamed`."""
+    versions: set = set()
+    for b in tables(directory, "methods", ["version"]):
+        col = b.column("version").combine_chunks()
+        col = col.dictionary if pa.types.is_dictionary(col.type) else pc.unique(col)
+        versions.update(v for v in col.to_pylist() if v is not None)
+    if "0-10" in versions:
+        raise NotStreamed("0-10 commands: every one may be answered")
+    return method_rtt(
+        load_section(directory, columns, {"methods": tuple(sorted(relevant_methods(versions)))})
+    )
 
 
 def _request(r: tuple, specs: dict) -> tuple[dict | None, bool]:

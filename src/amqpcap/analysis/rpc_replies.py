@@ -53,7 +53,9 @@ RPC_COLS = {
 _DIRECT_REPLY = "amq.rabbitmq.reply-to"
 
 
-def _reply_key(reply_to: str | None, version: str | None):
+def reply_key(reply_to: str | None, version: str | None):
+    """The address a request names for its reply (None: none): a 1.0 address's key, a 0-10
+    ``exchange/key``'s key, RabbitMQ direct reply-to as its prefix."""
     if not reply_to:
         return None
     if version == "1.0":
@@ -71,14 +73,14 @@ def _text(s: pd.Series) -> np.ndarray:
 
 
 def _keys(reply_to: pd.Series, version: pd.Series | None) -> np.ndarray:
-    """:func:`_reply_key` of every row (object array, shared strings), computed once per distinct
+    """:func:`reply_key` of every row (object array, shared strings), computed once per distinct
     (reply_to, version)."""
     rc, ru = pd.factorize(reply_to, use_na_sentinel=True)
     vc, vu = pd.factorize(version, use_na_sentinel=True) if version is not None else (rc * 0 - 1, [])
     ru, vu = list(ru) + [None], list(vu) + [None]  # code -1 (missing): None
     combo = (rc + 1) * len(vu) + (vc + 1)
     uniq, inv = np.unique(combo, return_inverse=True)
-    keys = [_reply_key(ru[u // len(vu) - 1], vu[u % len(vu) - 1]) for u in uniq.tolist()]
+    keys = [reply_key(ru[u // len(vu) - 1], vu[u % len(vu) - 1]) for u in uniq.tolist()]
     return np.array(keys + [None], dtype=object)[inv.reshape(-1)]
 
 
@@ -140,28 +142,10 @@ def _rpc(t, want: list) -> pd.DataFrame:
     width = int(corr.max()) + 2
     req_k = names[: len(R)] * width + corr + 1  # one int per (key, correlation id)
     rep_k = names[len(R) :] * width + corr + 1
-    c2s_req = c2s & has_corr & has_rt
-    is_req = c2s_req | (s2c & has_corr & has_rt & ~np.isin(req_k, req_k[c2s_req]))
-    is_rep = ~is_req & has_corr & has_rk
-    req_at = np.flatnonzero(is_req)
-    resp_at = np.full(len(req_at), -1, dtype=np.int64)
-    dlv_at = np.full(len(req_at), -1, dtype=np.int64)
-    status = np.full(len(req_at), "missing", dtype=object)
-    replies: dict = {}  # (key, direction) -> [position]
-    for i in np.flatnonzero(is_rep & np.isin(rep_k, req_k[is_req])).tolist():
-        replies.setdefault((int(rep_k[i]), bool(c2s[i]), bool(s2c[i])), []).append(i)
-    used: set = set()
-    for n in np.flatnonzero(np.isin(req_k[req_at], rep_k[is_rep])).tolist():
-        i, k = int(req_at[n]), int(req_k[req_at[n]])
-        pub = next((x for x in replies.get((k, True, False), ()) if x > i and x not in used), None)
-        dlv = next((x for x in replies.get((k, False, True), ()) if x > i and x not in used), None)
-        used.update(x for x in (pub, dlv) if x is not None)
-        resp = pub if pub is not None else dlv
-        resp_at[n] = -1 if resp is None else resp
-        dlv_at[n] = -1 if dlv is None else dlv
-        status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
+    asks, answers = has_corr & has_rt, has_corr & has_rk
+    req_at, resp_at, dlv_at, status = pair_replies(c2s, s2c, asks, answers, req_k, rep_k)
     # the walk's keys (millions of entries on a big capture) freed before the result is built
-    del corr, has_corr, has_rt, has_rk, req_key, rep_key, names, req_k, rep_k, replies, used
+    del corr, has_corr, has_rt, has_rk, req_key, rep_key, names, req_k, rep_k
     src = {  # result column -> (R column, positions)
         "capture": ("capture", req_at),
         "tcp_stream": ("tcp_stream", req_at),
@@ -196,3 +180,31 @@ def _rpc(t, want: list) -> pd.DataFrame:
         if name in want:
             df[name] = latency_ms(ns(df[a]), ns(df[b]))
     return df[want]
+
+
+def pair_replies(c2s, s2c, asks, answers, req_k, rep_k) -> tuple:
+    """The walk of :func:`rpc` over rows in its order (by time, then packet): ``asks`` / ``answers``
+    mark the rows with a correlation id and a reply-to / a routing key, ``req_k`` / ``rep_k`` one
+    int per (reply key, correlation id) of each.  Returns the requests' positions, those of their
+    responses and of the reply's delivery (-1: none) and their statuses (object array)."""
+    c2s_req = c2s & asks
+    is_req = c2s_req | (s2c & asks & ~np.isin(req_k, req_k[c2s_req]))
+    is_rep = ~is_req & answers
+    req_at = np.flatnonzero(is_req)
+    resp_at = np.full(len(req_at), -1, dtype=np.int64)
+    dlv_at = np.full(len(req_at), -1, dtype=np.int64)
+    status = np.full(len(req_at), "missing", dtype=object)
+    replies: dict = {}  # (key, direction) -> [position]
+    for i in np.flatnonzero(is_rep & np.isin(rep_k, req_k[is_req])).tolist():
+        replies.setdefault((int(rep_k[i]), bool(c2s[i]), bool(s2c[i])), []).append(i)
+    used: set = set()
+    for n in np.flatnonzero(np.isin(req_k[req_at], rep_k[is_rep])).tolist():
+        i, k = int(req_at[n]), int(req_k[req_at[n]])
+        pub = next((x for x in replies.get((k, True, False), ()) if x > i and x not in used), None)
+        dlv = next((x for x in replies.get((k, False, True), ()) if x > i and x not in used), None)
+        used.update(x for x in (pub, dlv) if x is not None)
+        resp = pub if pub is not None else dlv
+        resp_at[n] = -1 if resp is None else resp
+        dlv_at[n] = -1 if dlv is None else dlv
+        status[n] = "ok" if pub is not None else ("ok-delivery" if dlv is not None else "missing")
+    return req_at, resp_at, dlv_at, status

@@ -11,12 +11,11 @@ row at its stream offset), else its own.
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
 from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches
+from amqpcap.analysis.confirm_walk import ACK, NACK, OPEN, PUBLISH, SELECT, ConfirmWalk
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
@@ -45,75 +44,46 @@ class Blocks:
         return out
 
 
+def _kinds(values: list) -> np.ndarray:
+    """Kind (:mod:`~amqpcap.analysis.confirm_walk`) of each method code, then of code -1."""
+    of = {"basic.publish": PUBLISH, "confirm.select": SELECT, "basic.ack": ACK, "basic.nack": NACK}
+    of.update(dict.fromkeys(SCOPE_OPEN, OPEN))
+    return np.array([of.get(v, -1) for v in values] + [-1], dtype=np.int8)
+
+
+def _channels(ids: dict, cap, stream, channel, has_channel) -> np.ndarray:
+    """A number per channel (capture, TCP stream, channel or none), the same in every batch."""
+    keys = np.stack([cap.astype(np.int64), stream, np.where(has_channel, channel, -1)])
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    local = np.array([ids.setdefault(k, len(ids)) for k in map(tuple, uniq.T.tolist())], dtype=np.int64)
+    return local[inv.reshape(-1)]
+
+
 def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
-    """The confirmed publishes (:class:`Blocks` rows: conversation, stream offset, own time,
-    settling time), how many by an ack, how many were left
-    unconfirmed."""
+    """The confirmed publishes (rows: conversation, stream offset, own time, settling time), how
+    many by an ack, how many were left unconfirmed."""
     order = WireOrder()
-    settled = Blocks(4)
-    unconfirmed = acked = 0
-    chans: dict = {}  # channel in confirm mode -> [publishes counted, {n: (offset, ts)}, deque of n]
+    walk = ConfirmWalk()
+    got: list = []
+    ids: dict = {}
     methods = strings["method"]
     nulls = ("channel", "delivery_tag")
-    read = batches(directory, "methods", _COLUMNS, strings, CONFIRM_METHODS, nulls=nulls)
-    add = settled.add
-    for b in read:
-        settled.flush()
+    for b in batches(directory, "methods", _COLUMNS, strings, CONFIRM_METHODS, nulls=nulls):
         order.check(b["capture"], b["tcp_stream"], b["frame_number"], b["stream_offset"])
-        name = [methods.values[i] for i in b["method"].tolist()]
-        c2s = (b["direction"] == strings["direction"].index.get("c2s", -2)).tolist()
-        s2c = (b["direction"] == strings["direction"].index.get("s2c", -2)).tolist()
-        rows = zip(
-            name,
-            b["capture"].tolist(),
-            b["tcp_stream"].tolist(),
-            b["channel"].tolist(),
-            b["channel_valid"].tolist(),
-            c2s,
-            s2c,
-            b["stream_offset"].tolist(),
-            b["ts"].tolist(),
-            b["delivery_tag"].tolist(),
-            b["delivery_tag_valid"].tolist(),
-            b["multiple"].tolist(),
-        )
-        for name_, cap, st, ch, has_ch, out, back, off, ts, tag, has_tag, multiple in rows:
-            key = (cap, st, ch if has_ch else None)
-            if name_ in SCOPE_OPEN:
-                state = chans.pop(key, None)
-                if state is not None:
-                    unconfirmed += len(state[1])
-            elif name_ == "basic.publish":
-                state = chans.get(key)
-                if state is not None and out:
-                    state[0] += 1
-                    state[1][state[0]] = (off, ts)
-                    state[2].append(state[0])
-            elif name_ == "confirm.select":
-                if out and key not in chans:
-                    chans[key] = [0, {}, deque()]
-            elif back and has_tag:  # basic.ack / basic.nack
-                state = chans.get(key)
-                if state is None:
-                    continue
-                pending, ns_ = state[1], state[2]
-                ack = name_ == "basic.ack"
-                conv = cap * (1 << 32) + st
-                if multiple:
-                    while ns_ and (tag == 0 or ns_[0] <= tag):
-                        p = pending.pop(ns_.popleft(), None)
-                        if p is not None:
-                            add((conv, p[0], p[1], ts))
-                            acked += ack
-                else:
-                    p = pending.pop(tag, None)
-                    if p is not None:
-                        add((conv, p[0], p[1], ts))
-                        acked += ack
-                    while ns_ and ns_[0] not in pending:  # (settled one by one: not kept)
-                        ns_.popleft()
-    unconfirmed += sum(len(s[1]) for s in chans.values())
-    return settled.arrays(), acked, unconfirmed
+        kind = _kinds(methods.values)[b["method"]]
+        chan = _channels(ids, b["capture"], b["tcp_stream"], b["channel"], b["channel_valid"])
+        c2s = b["direction"] == strings["direction"].index.get("c2s", -2)
+        s2c = b["direction"] == strings["direction"].index.get("s2c", -2)
+        conv = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
+        settled = walk.batch(
+            kind, chan, c2s, s2c, conv, b["stream_offset"], b["ts"], b["delivery_tag"],
+            b["delivery_tag_valid"], b["multiple"],
+        )  # fmt: skip
+        if len(settled[0]):
+            got.append(np.stack(settled, axis=1))
+    unconfirmed = walk.unconfirmed + len(walk.pending["n"])
+    out = np.concatenate(got) if got else np.zeros((0, 4), dtype=np.int64)
+    return out, walk.acked, unconfirmed
 
 
 def streamed_confirms(directory) -> tuple[np.ndarray, dict]:

@@ -38,9 +38,13 @@ from amqpcap.analysis.connection_health import (
 )
 from amqpcap.analysis.failures import ERROR_METHODS, error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
+from amqpcap.analysis.pairing import NotStreamed
+from amqpcap.analysis.round_trips import method_rtt_of_output
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
 from amqpcap.analysis.streamed_health import heartbeat_counts
+from amqpcap.analysis.streamed_rpc import streamed_rpc
+from amqpcap.analysis.streamed_transit import streamed_transit
 from amqpcap.analysis.tables import Tables, as_tables, load_section
 from amqpcap.analysis.traffic import totals
 
@@ -198,10 +202,27 @@ def _pairing_step(kind: str, got: dict, latencies: dict | None, on_latency):
     return step
 
 
+def _rtt_parts(r: pd.DataFrame) -> tuple:
+    """:func:`_rtt_summary` as :data:`STREAMED` gives it: the latencies, the other figures."""
+    s = _rtt_summary(r)
+    return r.loc[r["status"] == "ok", "latency_ms"], {k: s[k] for k in ("missing", "errors", "by_method")}, {}
+
+
+def _setup_parts(cs: pd.DataFrame) -> tuple:
+    """:func:`_setup_summary` as :data:`STREAMED` gives it."""
+    return cs.loc[cs["status"] == "ok", "latency_ms"], {"missing": _setup_summary(cs)["missing"]}, {}
+
+
 # the pairings stats computes in a pass over a dissect output's tables, not from a section's frames:
 # kind -> directory -> (latencies, the counts of its summary, what else of stats it gives)
 STREAMED = {
     "confirm": lambda out: (*streamed_confirms(out), {}),
+    "rpc": lambda out: (*streamed_rpc(out), {}),
+    "transit": lambda out: (*streamed_transit(out), {}),
+    "method_rtt": lambda out: _rtt_parts(method_rtt_of_output(out, SECTIONS["method_rtt"][0])),
+    "connection_setup": lambda out: _setup_parts(
+        LATENCY_FUNCTIONS["connection_setup"](load_section(out, *SECTIONS["connection_setup"]))
+    ),
     "consumer_ack": lambda out: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out)),
 }
 
@@ -218,7 +239,7 @@ class _StreamedStep:
     def __call__(self) -> None:
         try:
             values, counts, more = STREAMED[self.kind](self.src)
-        except OutOfOrder:
+        except (OutOfOrder, NotStreamed):
             _pairing_step(self.kind, self.got, None, self.on_latency)(self.tables(self.kind))
             return
         if self.on_latency is not None:

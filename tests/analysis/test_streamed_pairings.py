@@ -1,0 +1,154 @@
+"""stats' RPC and transit figures from one pass over a dissect output's messages (batches forced
+to a few rows), method round trips and connection setup from a load of just the rows they can
+involve: the same summaries as the pairings of the loaded tables, and the loaded way when the
+pass does not cover the tables (publishes paired by content, 0-10 commands)."""
+
+import os
+
+import pytest
+from tables import Capture
+from test_streamed_confirms import dissected, write_output
+
+import amqpcap
+from amqpcap.analysis import rpc, stats, streamed_rpc, streamed_transit, transit
+from amqpcap.analysis.pairing import NotStreamed
+from amqpcap.analysis.summary import STREAMED, latency_summary, stats_source
+
+CAPTURES = sorted(
+    n
+    for n in os.listdir(os.path.join(os.path.dirname(__file__), "..", "..", "captures"))
+    if n.endswith((".pcap", ".pcapng"))
+)
+
+
+def rpc_of_frame(t) -> dict:
+    r = rpc(t)
+    out = latency_summary(r.loc[r["status"].isin(["ok", "ok-delivery"]), "latency_ms"])
+    out["missing"] = int((r["status"] == "missing").sum())
+    return out
+
+
+def transit_of_frame(t) -> dict:
+    tr = transit(t)
+    out = latency_summary(tr.loc[tr["first"].fillna(False).astype(bool), "latency_ms"] if len(tr) else [])
+    out.update(deliveries=len(tr), redeliveries=int(tr["redelivered"].fillna(False).astype(bool).sum()))
+    return out
+
+
+def summary(fn, out) -> dict:
+    values, counts = fn(out)
+    return {**latency_summary(values), **counts}
+
+
+@pytest.fixture(autouse=True)
+def few_rows_a_batch(monkeypatch):
+    monkeypatch.setattr(streamed_rpc, "PASS_ROWS", 7)
+    monkeypatch.setattr(streamed_transit, "PASS_ROWS", 7)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    return dissected(tmp_path_factory, CAPTURES)
+
+
+def test_streamed_rpc_equals_the_pairing_of_the_loaded_tables_on_every_shipped_capture(outputs):
+    answered = 0
+    for out in outputs:
+        want = rpc_of_frame(amqpcap.load(out))
+        assert summary(streamed_rpc.streamed_rpc, out) == want, out
+        answered += want["count"]
+    assert answered  # (some capture has answered requests)
+
+
+def test_streamed_transit_equals_the_pairing_of_the_loaded_tables_where_it_streams(outputs):
+    streamed = 0
+    for out in outputs:
+        want = transit_of_frame(amqpcap.load(out))
+        try:
+            got = summary(streamed_transit.streamed_transit, out)
+        except NotStreamed:
+            continue
+        assert got == want, out
+        streamed += want["deliveries"] > 0
+    assert streamed
+
+
+def rpc_capture() -> Capture:
+    """Requests answered by the responder's publish, by a delivery only (direct reply-to), on a
+    second capture, never; a reply before its request; an id reused after its request was answered."""
+    c = Capture()
+    req = dict(routing_key="rpc_queue", reply_to="amq.gen-reply")
+    rep = dict(routing_key="amq.gen-reply")
+    c.method(0, "c2s", "basic.publish", body=b"q1", correlation_id="1", **req)
+    c.method(1, "s2c", "basic.deliver", stream=1, body=b"q1", correlation_id="1", **req)
+    c.method(4, "c2s", "basic.publish", stream=1, body=b"r1", correlation_id="1", **rep)
+    c.method(5, "s2c", "basic.deliver", body=b"r1", correlation_id="1", **rep)
+    c.method(6, "s2c", "basic.deliver", body=b"early", correlation_id="4", **rep)  # before its request
+    c.method(7, "c2s", "basic.publish", body=b"q4", correlation_id="4", **req)
+    c.method(10, "c2s", "basic.publish", body=b"q2", correlation_id="2",
+             routing_key="rpc_queue", reply_to="amq.rabbitmq.reply-to")  # fmt: skip
+    c.method(13, "s2c", "basic.deliver", body=b"r2", correlation_id="2",
+             routing_key="amq.rabbitmq.reply-to.g1")  # fmt: skip
+    c.method(20, "c2s", "basic.publish", body=b"q3", correlation_id="3", **req)  # never answered
+    c.method(30, "c2s", "basic.publish", body=b"q1b", correlation_id="1", **req)  # id reused
+    c.method(32.5, "c2s", "basic.publish", stream=1, body=b"r1b", correlation_id="1", **rep)
+    return c
+
+
+def test_streamed_rpc_follows_the_pairing_rules(tmp_path):
+    c = rpc_capture()
+    want = rpc_of_frame(c.tables())
+    assert want["count"] == 3 and want["missing"] == 2
+    assert summary(streamed_rpc.streamed_rpc, write_output(c, tmp_path)) == want
+
+
+def transit_capture(with_id: bool = True) -> Capture:
+    """Publishes delivered once, twice (a redelivery), never; a delivery before any publish of its
+    id; ids reused (a delivery goes to the latest publish before it)."""
+    c = Capture()
+    pub = dict(exchange="x", routing_key="k")
+    c.method(0, "s2c", "basic.deliver", stream=1, body=b"m0", message_id="a", **pub)  # nothing before
+    c.method(1, "c2s", "basic.publish", body=b"m1", message_id="a", **pub)
+    c.method(2, "c2s", "basic.publish", body=b"m2", message_id="b", **pub)
+    c.method(3, "c2s", "basic.publish", body=b"m3", message_id="c" if with_id else None, **pub)
+    c.method(4.5, "s2c", "basic.deliver", stream=1, body=b"m2", message_id="b", **pub)
+    c.method(5, "s2c", "basic.deliver", stream=1, body=b"m1", message_id="a", **pub)
+    c.method(9, "s2c", "basic.deliver", stream=2, body=b"m1", message_id="a", redelivered=True, **pub)
+    c.method(10, "c2s", "basic.publish", body=b"m4", message_id="a", **pub)
+    c.method(12.25, "s2c", "basic.deliver", stream=1, body=b"m4", message_id="a", **pub)
+    c.method(13, "s2c", "basic.deliver", stream=1, body=b"m3", message_id="c" if with_id else None, **pub)
+    return c
+
+
+def test_streamed_transit_follows_the_pairing_rules(tmp_path):
+    c = transit_capture()
+    want = transit_of_frame(c.tables())
+    assert want["deliveries"] == 5 and want["redeliveries"] == 1 and want["count"] == 4
+    assert summary(streamed_transit.streamed_transit, write_output(c, tmp_path)) == want
+
+
+def test_publishes_without_an_id_are_not_streamed_and_stats_pairs_the_loaded_tables(tmp_path):
+    c = transit_capture(with_id=False)
+    out = write_output(c, tmp_path)
+    with pytest.raises(NotStreamed):
+        streamed_transit.streamed_transit(out)
+    want = transit_of_frame(c.tables())
+    assert want["count"] == 4  # (the publish without an id paired by its content)
+    assert stats(out)["latency"]["transit"] == want
+
+
+def test_method_rtt_and_connection_setup_of_the_rows_they_involve_equal_the_loaded_pairing(outputs):
+    streamed = 0
+    for out in outputs:
+        whole = stats(amqpcap.load(out))["latency"]
+        for kind in ("method_rtt", "connection_setup"):
+            try:
+                values, counts, _ = STREAMED[kind](stats_source(out))
+            except NotStreamed:
+                versions = amqpcap.load(out).methods["version"].astype(str).tolist()
+                assert kind == "method_rtt" and "0-10" in versions
+                continue
+            got = {**latency_summary(values), **counts}
+            assert got == whole[kind], (out, kind)
+            streamed += got["count"] > 0
+    assert streamed
