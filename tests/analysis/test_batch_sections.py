@@ -14,7 +14,7 @@ import pytest
 import amqpcap
 from amqpcap.analysis import batches
 from amqpcap.analysis.connection_health import unacked
-from amqpcap.analysis.report import total_unacked
+from amqpcap.analysis.report import total_unacked, write_report
 from amqpcap.analysis.summary import connections_table, span_summary, stats, time_outliers
 from amqpcap.analysis.tables import dissect_cached
 from amqpcap.analysis.timespan import first_ts
@@ -126,3 +126,24 @@ def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count(outputs
         latest[(r["capture"], r["tcp_stream"], r["channel"])] = int(r["unacked"])
         assert y[i] == sum(latest.values())
         assert x[i] == (r["ts"].value - t0n) / 1e9
+
+
+# errors of 0-10 (execution.exception names its command by id), of closes and refusals
+ERRORS = ["qpid010_basic.pcap", "rabbitmq08_rejected.pcap", "rabbitmq08_amqplib.pcap"]
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_errors_and_counts_of_a_directory_equal_those_of_the_loaded_tables(name, tmp_path):
+    out = str(dissect_cached(os.path.join(CAPTURES, name), cache_dir=tmp_path))
+    got, want = stats(out), stats(amqpcap.load(out))
+    assert got == want
+    assert got["errors"] and got["captures"]
+
+
+@pytest.mark.parametrize("name", ["plain", "frames"])
+def test_report_of_a_directory_equals_that_of_the_loaded_tables(outputs, name, tmp_path):
+    # (the page inlines every figure: one page, every file)
+    out = outputs[name]
+    got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
+    want = open(write_report(amqpcap.load(out), tmp_path / "loaded"), encoding="utf-8").read()
+    assert got == want and got.count("data:image/png;base64,") == 5

@@ -23,7 +23,17 @@ from amqpcap.analysis._common import (
 from amqpcap.analysis.acknowledgements import consumer_acks
 from amqpcap.analysis.tables import as_tables
 
-__all__ = ["heartbeat_gaps", "heartbeat_summary", "heartbeat_source", "blocked", "flow", "unacked", "health"]
+__all__ = [
+    "heartbeat_gaps",
+    "heartbeat_summary",
+    "heartbeat_source",
+    "silence_evidence",
+    "gap_counts",
+    "blocked",
+    "flow",
+    "unacked",
+    "health",
+]
 
 GAP_COLS = {
     "capture": STR,
@@ -256,18 +266,38 @@ def silences(act, source, where, interval_ns, span, live_cols, late=1.5, all_gap
     for k in np.nonzero(gaps > threshold)[0]:
         a, b, gap = int(mt[k]), int(mt[k + 1]), int(gaps[k])
         trailing = open_end and k == len(gaps) - 1
-        if source == "frames":
-            evidence = "frames"
-        elif not live:
-            evidence = "unknown"
-        elif (a, b) == (s0, s1) or (trailing and a == last):
-            evidence = "liveness"
-        elif longest <= late * interval_ns and not all_gaps:
-            continue  # frames the tables do not show (heartbeats) broke this silence
-        else:
-            evidence = "unknown"
+        droppable = longest <= late * interval_ns and not all_gaps
+        evidence = silence_evidence(source, live, (a, b, trailing), (s0, s1, last), droppable)
+        if evidence is None:
+            continue
         out.append((a, b, gap, marks[k][1], marks[k + 1][1], trailing, evidence))
     return out
+
+
+def silence_evidence(source: str, live: bool, silence: tuple, liveness: tuple, droppable: bool):
+    """The ``evidence`` of a silence (start ns, end ns, open-ended) of :func:`silences`, ``liveness``
+    the direction's (silence start, silence end, last frame); None: frames the tables do not show
+    (heartbeats) broke it, when the longest frame silence was not late (``droppable``)."""
+    a, b, trailing = silence
+    s0, s1, last = liveness
+    if source == "frames":
+        return "frames"
+    if not live:
+        return "unknown"
+    if (a, b) == (s0, s1) or (trailing and a == last):
+        return "liveness"
+    return None if droppable else "unknown"
+
+
+def gap_counts(gaps: pd.DataFrame) -> dict:
+    """``late`` (known), ``missed`` and ``unknown`` silences of a :func:`heartbeat_gaps` frame."""
+    if len(gaps) == 0:
+        return {"late": 0, "missed": 0, "unknown": 0}
+    return {
+        "late": int((gaps["evidence"] != "unknown").sum()),
+        "missed": int(gaps["missed"].fillna(False).astype(bool).sum()),
+        "unknown": int((gaps["evidence"] == "unknown").sum()),
+    }
 
 
 SUMMARY_COLS = {

@@ -16,7 +16,7 @@ from amqpcap.analysis._common import (
 )
 from amqpcap.analysis.tables import as_tables
 
-__all__ = ["errors", "error_summary", "order_error_summary", "ERROR_COLS", "SUMMARY_COLS"]
+__all__ = ["errors", "error_summary", "order_error_summary", "ERROR_COLS", "SUMMARY_COLS", "ERROR_METHODS"]
 
 ERROR_COLS = {
     "capture": STR,
@@ -46,6 +46,7 @@ _CODED = {
     "message.reject": ("reject", None),
 }
 _UNCODED = {"basic.nack": "nack", "basic.reject": "reject"}
+ERROR_METHODS = (*_CODED, *_UNCODED)  # the methods whose rows errors reads (0-10 aside)
 _OK = {0, 200}  # 0: what some 0-8 clients (py-amqplib) send on a normal close
 _OK_0_10 = {"connection.close": {200}, "session.detached": {0}, "session.detach": {0}}
 
@@ -102,8 +103,7 @@ def _method_failures(m: pd.DataFrame) -> list[dict]:
     """The rows of ``errors`` the methods give (closes, returns, nacks, rejects, 0-10
     exceptions and detaches), in method order."""
     rows: list[dict] = []
-    names = set(_CODED) | set(_UNCODED)
-    sub = ordered(m, names) if len(m) else m
+    sub = ordered(m, ERROR_METHODS) if len(m) else m
     if len(sub):
         # 0-10: find the command an execution.exception answers
         cmds = {}

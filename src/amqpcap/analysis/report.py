@@ -33,6 +33,7 @@ from amqpcap.analysis.summary import (
     Sections,
     connection_cells,
     connections_table,
+    error_tables,
     frames_note,
     section_tables,
     span_duration,
@@ -780,35 +781,46 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = _ok_latencies(kind, df)
+        if isinstance(df, pd.DataFrame):
+            values[kind] = _ok_latencies(kind, df)
+        else:  # the matched latencies of a pairing computed in a pass
+            a = np.asarray(df, dtype=float)
+            values[kind] = a[np.isfinite(a)]
         if kind == "consumer_ack":
             kept[kind] = df[UNACKED_ACK_COLS]  # all fig_unacked reads of the frame (no copy)
 
     drawn: dict = {}  # figures and frames made from the tables a stats section loaded
 
-    def draw(section, tables):
+    def draw(section, load):
+        if section not in ("span", "errors", "counts", "consumer_ack", "throughput"):
+            return
+        tables = load()
         if section == "span":  # the time origin and the plot bucket (a directory: read by column)
             drawn["t0"] = _t0(tables)
             drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
-        elif section == "counts":  # the light group: connections, errors
-            drawn["err"] = err = errors_frame(tables)
+        elif section == "errors":  # the failure methods' rows
+            drawn["err"] = errors_frame(error_tables(tables, src))
+        elif section == "counts":  # connections, their channels and blocked periods
             drawn["connections"] = connections_table(src if is_output_dir(src) else tables, _PAGE_LIMIT)
-            drawn["timeline"] = fig_timeline(tables, err, out / "timeline.png", drawn["t0"])
+            timeline = section_tables(src, "timeline")
+            drawn["timeline"] = fig_timeline(timeline, drawn["err"], out / "timeline.png", drawn["t0"])
         elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
             drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
         elif section == "throughput":  # (its section's tables: not loaded again for the figure)
             drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
 
     if stats is None:
-        s = stats_dict(src, on_latency=keep, on_section=draw)
+        # (consumer acks: fig_unacked reads the pairing's rows)
+        s = stats_dict(src, on_latency=keep, on_section=draw, latency_frames=("consumer_ack",))
     else:
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         tables = Sections(src)
-        draw("span", tables("span"))
-        draw("counts", tables("counts"))
-        draw("consumer_ack", tables("unacked"))
+        draw("span", lambda: tables("span"))
+        draw("errors", lambda: tables("errors"))
+        draw("counts", lambda: tables("counts"))
+        draw("consumer_ack", lambda: tables("unacked"))
         tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     t0 = drawn["t0"]

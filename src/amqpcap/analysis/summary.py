@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from amqpcap.analysis import amqp10, batches, timespan
 from amqpcap.analysis._common import (
@@ -30,16 +31,18 @@ from amqpcap.analysis.connection_health import (
     UNACKED_ACK_COLS,
     blocked,
     flow,
+    gap_counts,
     heartbeat_gaps,
     heartbeat_source,
     unacked,
 )
-from amqpcap.analysis.failures import error_summary
+from amqpcap.analysis.failures import ERROR_METHODS, error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.round_trips import method_rtt_of_output
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
+from amqpcap.analysis.streamed_health import heartbeat_counts
 from amqpcap.analysis.streamed_rpc import streamed_rpc
 from amqpcap.analysis.streamed_transit import streamed_transit
 from amqpcap.analysis.tables import Tables, as_tables, load_section
@@ -229,15 +232,18 @@ class _StreamedStep:
     (:data:`STREAMED`), no section loaded; the way of :func:`_pairing_step` when they are not in
     wire order (``tables``: the :class:`Sections` to load from then)."""
 
-    def __init__(self, kind: str, got: dict, src, tables):
+    def __init__(self, kind: str, got: dict, src, tables, on_latency=None):
         self.kind, self.got, self.src, self.tables = kind, got, src, tables
+        self.on_latency = on_latency  # (handed the matched latencies, or the frame when loaded)
 
     def __call__(self) -> None:
         try:
             values, counts, more = STREAMED[self.kind](self.src)
         except (OutOfOrder, NotStreamed):
-            _pairing_step(self.kind, self.got, None, None)(self.tables(self.kind))
+            _pairing_step(self.kind, self.got, None, self.on_latency)(self.tables(self.kind))
             return
+        if self.on_latency is not None:
+            self.on_latency(self.kind, values)
         self.got["latency"][self.kind] = {**latency_summary(values), **counts}
         self.got.update(more)
 
@@ -260,6 +266,13 @@ _CONN_TEXT = _CONN + (
     "ts end_ts client_ip client_port server_ip server_port server_product connection_name bytes_c2s "
     "bytes_s2c close_reply_code closed_by close_frame rst_by rst_frame".split()
 )
+# the methods of the report's timeline: channel (0-10: session) lifetimes, connection.blocked
+TIMELINE_METHODS = (
+    "channel.open", "channel.close-ok", "session.attach", "session.detached", "connection.blocked",
+    "connection.unblocked",
+)  # fmt: skip
+
+
 SECTIONS: dict = {
     "method_rtt": (
         {"connections": _CONN, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges", "no_wait",
@@ -294,7 +307,7 @@ SECTIONS: dict = {
     "errors": (
         {"connections": _CONN_LIGHT, "methods": _KEYS + ["reply_code", "reply_text", "reply_name",
          "failing_method", "command_id", "answers_command_id", "code", "text"], "anomalies": None},
-        {},
+        {"methods": ERROR_METHODS},  # (with 0-10 rows: the light group's, see error_tables)
     ),
     "throughput": (
         {"connections": _CONN, "methods": _KEYS + ["frame_size"],
@@ -306,7 +319,9 @@ SECTIONS: dict = {
          "messages": _TS + ["direction"], "frames": None},
         {},
     ),
-    "counts": ({"connections": _CONN_LIGHT, "methods": ["capture", "method"], "anomalies": None}, {}),
+    "counts": (
+        {"connections": ["capture", "version"], "methods": ["capture", "method"], "anomalies": ["kind"]}, {}
+    ),
     # the light computations together: one load for all of them (their columns are few)
     "light": (
         {"connections": _CONN_LIGHT, "methods": _KEYS + ["command_id", "answers_command_id", "id_ranges",
@@ -322,14 +337,14 @@ SECTIONS: dict = {
         {},
     ),
     # the report's connections timeline
-    "timeline": ({"connections": _CONN_LIGHT, "methods": _KEYS + ["reason"]}, {}),
+    "timeline": ({"connections": _CONN_LIGHT, "methods": _KEYS + ["reason"]}, {"methods": TIMELINE_METHODS}),
     "amqp10": amqp10.SECTION,  # AMQP 1.0: settlement, outcomes, error conditions
 }  # fmt: skip
 
 
 # sections computed from the load of a larger one (a superset of their columns and rows)
 GROUPS = {
-    **dict.fromkeys(("method_rtt", "connection_setup", "errors", "counts", "timeline"), "light"),
+    **dict.fromkeys(("method_rtt", "connection_setup"), "light"),
     **dict.fromkeys(("transit", "rpc"), "messages"),
 }
 
@@ -341,7 +356,16 @@ VERSIONS = {"amqp10": {"connections": ("1.0",), "methods": ("1.0",), "messages":
 
 # sections that read a dissect output directory batch by batch themselves (amqpcap.analysis.batches):
 # they are handed the directory, no load
-BATCH_SECTIONS = frozenset({"throughput", "span", "text"})
+BATCH_SECTIONS = frozenset({"throughput", "span", "text", "health", "counts"})
+
+
+def error_tables(t, src):
+    """The tables errors are found in: ``t``, the errors section of ``src`` (its failure methods'
+    rows), unless they are of 0-10, whose execution.exception names the command it answers by id:
+    then every method's (the light group's)."""
+    if isinstance(src, Tables) or not (t.methods["version"] == "0-10").any():
+        return t
+    return load_section(src, *SECTIONS["light"])
 
 
 def section_tables(src, section: str):
@@ -571,24 +595,48 @@ def _unacked_health(un: pd.DataFrame) -> dict:
     }
 
 
+# the methods blocked and flow read
+_HEALTH_METHODS = ("connection.blocked", "connection.unblocked", "channel.flow", "channel.flow-ok")
+
+
 def _health(t, unacked_health: dict) -> dict:
-    gaps = heartbeat_gaps(t)
-    bl = blocked(t)
-    fl = flow(t)
+    """stats' ``health``; of a dissect output directory, the heartbeat silences found in a pass
+    over its tables (:mod:`~amqpcap.analysis.streamed_health`) and blocked / flow from their
+    methods' rows alone."""
+    if is_output_dir(t):
+        events = load_section(t, {"methods": _KEYS + ["reason", "active"]}, {"methods": _HEALTH_METHODS})
+        conns = load_section(t, {"connections": _CONN_HEALTH})
+        try:
+            beats = heartbeat_counts(t, conns)
+        except OutOfOrder:
+            beats = gap_counts(heartbeat_gaps(load_section(t, *SECTIONS["health"])))
+        source = heartbeat_source(conns)
+    else:
+        events, beats, source = t, gap_counts(heartbeat_gaps(t)), heartbeat_source(t)
+    bl = blocked(events)
+    fl = flow(events)
     return {
-        "heartbeat_late": int((gaps["evidence"] != "unknown").sum()) if len(gaps) else 0,
-        "heartbeat_missed": int(gaps["missed"].fillna(False).astype(bool).sum()) if len(gaps) else 0,
-        "heartbeat_source": heartbeat_source(t),
+        "heartbeat_late": beats["late"],
+        "heartbeat_missed": beats["missed"],
+        "heartbeat_source": source,
         "blocked": int(len(bl)),
         "blocked_ms_total": _num(bl["duration_ms"].sum()) if len(bl) else 0.0,
         "still_blocked": int((bl["status"] == "still-blocked").sum()) if len(bl) else 0,
         "flow_pauses": int((~fl["active"].fillna(True).astype(bool)).sum()) if len(fl) else 0,
         **unacked_health,
-        "heartbeat_unknown": int((gaps["evidence"] == "unknown").sum()) if len(gaps) else 0,
+        "heartbeat_unknown": beats["unknown"],
     }
 
 
-def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=None, on_section=None) -> dict:
+def stats(
+    t,
+    *,
+    bucket: str = "1s",
+    latencies: dict | None = None,
+    on_latency=None,
+    on_section=None,
+    latency_frames: tuple = (),
+) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
@@ -597,9 +645,12 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
     See docs/analysis.md for every field.  ``latencies``: a precomputed
     :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
-    given, is called with each (e.g. to keep what a caller needs of it).  ``on_section(section,
-    tables)``, when given, is called after each section (:data:`SECTIONS`) with the tables it read
-    (the report draws figures from them: on a directory they are loaded once for both).
+    given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
+    directory, a pairing computed in a pass over its tables (:data:`STREAMED`) hands it the matched
+    pairs' latencies (an array) instead, unless its kind is in ``latency_frames``.
+    ``on_section(section, tables)``, when given, is called after each section (:data:`SECTIONS`)
+    with a function giving the tables it read (the report draws figures from them: on a directory
+    they are loaded once for both, and only when asked for).
     """
     got: dict = {"latency": {}}
 
@@ -607,12 +658,12 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         return lambda t: got.__setitem__(key, fn(t))
 
     src = stats_source(t)
-    stream = latencies is None and on_latency is None and on_section is None and isinstance(src, str)
+    stream = latencies is None and isinstance(src, str)
     tables = Sections(src)
 
     def pairing(kind):
-        if stream and kind in STREAMED:
-            return kind, _StreamedStep(kind, got, src, tables)
+        if stream and kind in STREAMED and kind not in latency_frames:
+            return kind, _StreamedStep(kind, got, src, tables, on_latency)
         return kind, _pairing_step(kind, got, latencies, on_latency)
 
     # (section, step), computed one after the other, memory given back in between; the sections of
@@ -624,7 +675,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
         pairing("method_rtt"),
         pairing("connection_setup"),
         ("span", put("span", span_summary)),
-        ("errors", put("errors", lambda t: error_groups(error_summary(t)))),
+        ("errors", put("errors", lambda t: error_groups(error_summary(error_tables(t, src))))),
         ("counts", put("counts", _counts_part)),
         pairing("confirm"),
         pairing("consumer_ack"),
@@ -639,7 +690,7 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
             else:
                 step(tables(section))
             if on_section is not None:
-                on_section(section, tables(section))
+                on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
             release_memory()
         tables.close()
     counts = got["counts"]
@@ -663,15 +714,35 @@ def stats(t, *, bucket: str = "1s", latencies: dict | None = None, on_latency=No
 
 
 def _counts_part(t) -> dict:
-    """stats' captures, connection and version counts, method and anomaly counts."""
-    c = t.connections
+    """stats' captures, connection and version counts, method and anomaly counts (of a dissect
+    output directory, the methods and anomalies counted a batch at a time)."""
+    if is_output_dir(t):
+        c = load_section(t, {"connections": SECTIONS["counts"][0]["connections"]}).connections
+        captures, methods = _batch_counts(t, "methods", "method")
+        anomalies = _batch_counts(t, "anomalies", "kind", captures=False)[1]
+    else:
+        c = t.connections
+        captures = {str(x) for x in t.methods["capture"].dropna().unique()}
+        methods, anomalies = _counts(t.methods["method"]), _counts(t.anomalies["kind"])
     return {
-        "captures": sorted({str(x) for df in (c, t.methods) for x in df["capture"].dropna().unique()}),
+        "captures": sorted(captures | {str(x) for x in c["capture"].dropna().unique()}),
         "connections": int(len(c)),
         "versions": _counts(c["version"]) if len(c) else {},
-        "methods": dict(sorted(_counts(t.methods["method"]).items(), key=lambda kv: (-kv[1], kv[0]))),
-        "anomalies": dict(sorted(_counts(t.anomalies["kind"]).items(), key=lambda kv: (-kv[1], kv[0]))),
+        "methods": dict(sorted(methods.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "anomalies": dict(sorted(anomalies.items(), key=lambda kv: (-kv[1], kv[0]))),
     }
+
+
+def _batch_counts(directory, name: str, column: str, captures: bool = True) -> tuple[set, dict]:
+    """The captures of table ``name`` and the rows per value of its ``column``, a batch at a time."""
+    seen, counts = set(), {}
+    for b in batches.tables(directory, name, ["capture", column] if captures else [column]):
+        if captures:
+            seen.update(str(x) for x in pc.unique(b.column("capture")).to_pylist() if x is not None)
+        for v in pc.value_counts(b.column(column)).to_pylist():
+            if v["values"] is not None:
+                counts[str(v["values"])] = counts.get(str(v["values"]), 0) + v["counts"]
+    return seen, counts
 
 
 # --------------------------------------------------------------------------- text rendering
