@@ -79,7 +79,9 @@ PARTS = {
         Part(
             "fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi")
         ),
-        Part("fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")),
+        Part(
+            "fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")
+        ),
         Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
         Part(
             "fast10",
