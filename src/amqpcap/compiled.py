@@ -74,15 +74,17 @@ PARTS = {
             ("records/fastwriter.pyx", "records/writer.py", "records/times.py", "records/raw.pxi")
             + ("deferred.pxi",),
         ),
-        Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py")),
-        Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
+        Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py", "stamp.pxd")),
+        Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py", "stamp.pxd")),
         Part(
-            "fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi")
+            "fastpipeline",
+            "packet loop",
+            ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi", "stamp.pxd"),
         ),
         Part(
             "fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")
         ),
-        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
+        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py", "stamp.pxd")),
         Part(
             "fast10",
             "AMQP 1.0 decoder",
