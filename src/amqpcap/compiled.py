@@ -75,7 +75,7 @@ PARTS = {
             + ("deferred.pxi",),
         ),
         Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py", "stamp.pxd")),
-        Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py", "stamp.pxd")),
+        Part("fastread", "pcap reader", ("capture/reader.py", "capture/fastread.pxd", "stamp.pxd")),
         Part(
             "fastpipeline",
             "packet loop",
