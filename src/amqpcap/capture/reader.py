@@ -956,9 +956,7 @@ def _recognise(path: str, f) -> PacketSource:
 # types of capture/fastread.pxd).  The compiled module chooses nothing: it is what is chosen.
 if COMPILED:
     SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-    _fast = None
-else:
-    _fast = compiled.select("fastread")
+_fast = None if COMPILED else compiled.select("fastread")
 _pcap_records = _fast.walk_pcap if _fast is not None else walk_pcap
 _pcapng_records = _fast.walk_pcapng if _fast is not None else walk_pcapng
 

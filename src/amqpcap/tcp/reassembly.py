@@ -212,12 +212,10 @@ class Stream:
 # tcp/fastreassembly.pxd).  The compiled module chooses nothing: it is what is chosen.
 if COMPILED:
     SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-    new_stream = Stream
-else:
-    _fast = compiled.select("fastreassembly")
-    new_stream = _fast.Stream if _fast is not None else Stream
+_fast = None if COMPILED else compiled.select("fastreassembly")
+new_stream = _fast.Stream if _fast is not None else Stream
 
 
 def compiled_in_use() -> bool:
     """True if new conversations are reassembled by the compiled stream."""
-    return new_stream is not Stream
+    return _fast is not None
