@@ -15,8 +15,9 @@ Shapes (each built once, cached in bench/data/, not committed):
 * ``rabbit``: the real RabbitMQ capture ``bench/record_bulk.py`` records (~35 MB, ~155k
   packets, 13 connections of pika / py-amqp / kombu clients).
 * ``bulk10``: the same traffic in AMQP 1.0 (``bench/bulk_1_0.py``): SASL, a sender link whose
-  transfers the broker settles by ranges, a receiver link; 200 kB messages split over transfers
-  at max-frame-size 65536.  tshark prints the 1.0 fields of TSHARK_FIELDS_1_0 for it.
+  transfers the broker settles by ranges, a receiver link (a TCP send per delivery, as the 0-9-1
+  consumer's); 200 kB messages split over transfers at max-frame-size 65536.  tshark prints
+  the 1.0 fields of TSHARK_FIELDS_1_0 for it.
 * ``small``: about ``--packets`` packets of small-packet traffic (``bench_stats.build_small``:
   each publish and each delivery of a 32-256 B body in a packet of its own, confirms and
   acks every 10 messages), the shape on which per-packet and per-frame costs dominate.
@@ -445,7 +446,7 @@ def bulk_capture(mb: float, mss: int = MSS) -> str:
 def bulk10_capture(mb: float) -> str:
     from bulk_1_0 import conversation
 
-    return cached(f"bulk10_{mb:g}mb.pcap", lambda p: build_bulk(p, mb, 11, 50000, conversation))
+    return cached(f"bulk10_{mb:g}mb_deliveries.pcap", lambda p: build_bulk(p, mb, 11, 50000, conversation))
 
 
 def small_capture(packets: int) -> str:

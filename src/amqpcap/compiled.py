@@ -88,7 +88,8 @@ PARTS = {
         Part(
             "fast10",
             "AMQP 1.0 decoder",
-            ("amqp/fast10.pyx", "amqp/types_1_0.py", "amqp/codec_1_0.py", "amqp/spec/v1_0.py"),
+            ("amqp/fast10.pyx", "amqp/types_1_0.py", "amqp/codec_1_0.py", "amqp/spec/v1_0.py")
+            + ("amqp/links_1_0.py", "amqp/events_1_0.py"),
         ),
     )
 }

@@ -84,18 +84,22 @@ def test_the_compiled_1_0_decoder_reads_every_recorded_frame_as_the_reference(ca
 
     monkeypatch.setattr(codec_1_0, "read_performative", performative)
     monkeypatch.setattr(codec_1_0, "read_sections", sections)
+    # the reference's walk, which reads every message through read_sections
+    monkeypatch.setattr(codec_1_0, "decoder_class", codec_1_0.Decoder10)
     dissect([capture], str(tmp_path / "out"))
     assert any(k == "sections" for k, _b, _a in inputs)  # messages were read, not just frames
     assert compare(fast10, inputs) > len(inputs)
 
 
+@pytest.mark.compiled("fast10")
+@pytest.mark.parametrize("frames", [["--frames"], []], ids=["frames", "default"])
 @pytest.mark.parametrize("capture", CAPTURES_10, ids=os.path.basename)
-def test_1_0_datasets_are_the_same_compiled_and_pure(capture, tmp_path):
+def test_1_0_datasets_are_the_same_compiled_and_pure(capture, frames, tmp_path):
     built_or_skip("fast10")
     got = []
     for pure in (False, True):
         out = tmp_path / f"out-{pure}"
-        H.no_internal_error(H.run_cli("dissect", capture, "-o", out, "--frames", pure=pure))
+        H.no_internal_error(H.run_cli("dissect", capture, "-o", out, *frames, pure=pure))
         got.append(H.tables(out))
     assert got[0]["messages"] and got[0]["methods"]
     assert got[0] == got[1]
@@ -115,3 +119,49 @@ def test_values_the_compiled_decoder_leaves_to_the_reference_decode_the_same():
     ]
     for b in cases:
         assert outcome(fast10.decode, b, 0, len(b), 0) == outcome(types_1_0.decode, b, 0, len(b), 0), b
+
+
+def events_of(cls, raw: bytes, cuts: list) -> list:
+    """The events a new ``cls`` decoder makes of ``raw`` fed in pieces ending at ``cuts``."""
+    d = cls()
+    pos = 0
+    for cut in cuts + [len(raw)]:
+        if cut > pos:
+            d.feed(0, raw[pos:cut], 8 + pos, 1, 1)
+            pos = cut
+    d.finish(2, 2)
+    return d.pop_events()
+
+
+@pytest.mark.compiled("fast10")
+def test_the_compiled_walker_makes_the_references_events_of_damaged_streams():
+    built_or_skip("fast10")
+    from amqp10_wire import data, frame, properties, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    compiled_cls, reference = codec_1_0.decoder_class, codec_1_0.Decoder10
+    assert compiled_cls is not reference
+    # whole deliveries in one transfer (the compiled walk) as well as one split over two
+    base = stream() + b"".join(
+        frame(
+            transfer(0, 1 + i, b"t%d" % i, settled=i % 2 == 0)
+            + properties(message_id=f"m{i}")
+            + data(b"q" * i)
+        )
+        for i in range(6)
+    )
+    rnd = random.Random(11)
+    compared = anomalies = 0
+    for _ in range(300):
+        raw = bytearray(base)
+        for _ in range(rnd.randint(0, 5)):
+            raw[rnd.randrange(len(raw))] = rnd.choice(
+                (0x00, 0xFF, 0x40, 0x53, 0xA0, 0xC0, rnd.randrange(256))
+            )
+        raw = bytes(raw[: rnd.randint(len(raw) // 2, len(raw))])
+        cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(0, 4)))
+        want = events_of(reference, raw, cuts)
+        assert events_of(compiled_cls, raw, cuts) == want
+        compared += 1
+        anomalies += sum(type(e).__name__ == "Anomaly" for _, e in want)
+    assert compared == 300 and anomalies > 50  # damage the walker noticed the reference's way

@@ -239,28 +239,27 @@ class Decoder09Py(StreamDecoder):
             if end >= n:
                 break
             if buf[end] != FRAME_END:
-                self.report_anomaly(
-                    direction,
-                    d.base + pos,
-                    "bad-frame-end",
-                    f"frame type {ftype} channel {channel} size {size}: frame-end octet is "
-                    f"0x{buf[end]:02x}, not 0xce",
-                    channel,
-                )
-                d.resync = True
-                d.resync_from = d.base + pos
+                self.bad_frame(direction, d, pos, ftype, channel, size)
                 return pos + 1
             self._frame(direction, d, ftype, channel, buf, pos, end)
             pos = end + 1
         return pos
 
     def bad_frame(self, direction, d, pos, ftype, channel, size) -> None:
+        """The frame whose header is at ``d.buf[pos]`` is not one (an unknown type, too large, or
+        no frame-end octet where its size says): reported, and the framing is lost from it."""
         if ftype not in self.frame_types:
             kind, why = "unknown-frame-type", f"frame type {ftype} is not defined in AMQP {self.version}"
-        else:
+        elif size > self.frame_max:
             kind, why = (
                 "oversize-frame",
                 f"frame type {ftype} channel {channel} claims {size} bytes (limit {self.frame_max})",
+            )
+        else:
+            kind = "bad-frame-end"
+            why = (
+                f"frame type {ftype} channel {channel} size {size}: frame-end octet is "
+                f"0x{d.buf[pos + 7 + size]:02x}, not 0xce"
             )
         self.report_anomaly(
             direction, d.base + pos, kind, why, channel if ftype in self.frame_types else None

@@ -311,11 +311,11 @@ class ConnectionDecoder:
             codec_0_9.direct_output(self.codec, sink, self.deferred_digests)
 
     def _use_1_0(self, evidence: str) -> None:
-        from amqpcap.amqp.codec_1_0 import Decoder10
+        from amqpcap.amqp.codec_1_0 import decoder_class
 
         self.version = "1.0"
         self.version_evidence = evidence
-        self.codec = Decoder10(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
+        self.codec = decoder_class(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         self.codec.events = self.events
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events

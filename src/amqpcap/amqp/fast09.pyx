@@ -27,6 +27,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 import collections.abc
 import dataclasses
+import os
 import sys
 
 cimport cython
@@ -441,20 +442,11 @@ cdef class Direction:
     cdef public bint resync
     cdef Walk walk  # the walker's, made on its first call (not part of the reference's state)
 
+    # the reference's own methods (plain functions of the attributes above); one made per
+    # direction of a connection, so its Python __init__ costs nothing that shows
     def __init__(self):
-        self.buf = b""
-        self.pos = 0
-        self.base = -1
-        self.resync = False
-        self.resync_from = 0
-        self.skip = 0
-        self.packet = 0
-        self.ts = 0
-        self.marks = []
-        self.scan_from = 0
-        self.mid = None
+        _stream.Direction.__init__(self)
 
-    # the reference's own methods (plain functions of the attributes above)
     reset = _stream.Direction.reset
     packet_of = _stream.Direction.packet_of
 
@@ -476,7 +468,11 @@ cdef class Pending:
     cdef object m_ts, m_class_id, m_method_id, m_name, m_args, m_synchronous, m_size
 
     def __init__(self, method, key, channel, offset, packet):
-        init_pending(self, method, key, channel, offset, packet)
+        _stream.Pending.__init__(self, method, key, channel, offset, packet)
+
+    @staticmethod
+    def digest():
+        return new_digest()
 
     @property
     def method(self):
@@ -509,25 +505,19 @@ cdef inline object method_class_id(Pending p):
     return p.m_class_id if p.lazy else p._method.class_id
 
 
+# A new content's state as the reference's __init__ leaves it (the walker copies it from here:
+# no Python call per content).
+cdef Pending FRESH = Pending(None, 0, 0, 0, 0)
+
+
 cdef inline Pending init_pending(Pending p, method, key, channel, offset, packet):
-    p._method = method
-    p.lazy = False
-    p.key = key
-    p.channel = channel
-    p.offset = offset  # stream offset of the carrying method
-    p.first_packet = packet
-    p.header_packet = None
-    p.props = None  # the grammar's header values (None until a header arrived)
-    p.size = -1  # declared body size, -1 until known
-    p.received = 0
-    p.frames = 0
+    cdef Pending f = FRESH
+    p._method, p.lazy = method, False
+    p.key, p.channel, p.offset, p.first_packet = key, channel, offset, packet
+    p.header_packet, p.props, p.size = f.header_packet, f.props, f.size
+    p.received, p.frames, p.head, p.encoding = f.received, f.frames, f.head, f.encoding
+    p.unknown, p.damaged, p.absorbed, p.why = f.unknown, f.damaged, f.absorbed, f.why
     p.hash = new_digest()
-    p.head = b""
-    p.encoding = None
-    p.unknown = None
-    p.damaged = False
-    p.absorbed = 0
-    p.why = ""
     return p
 
 
@@ -553,34 +543,9 @@ cdef end_content(Walk w, Pending p, bint complete):
     if p.lazy and not w.events and direct_content(w, p, props, body_size, digest, complete):
         return
     m = method_of(p)
-    w.events.append(
-        (
-            w.direction,
-            build(
-                CONTENT,
-                (
-                    w.packet,
-                    w.ts,
-                    p.offset,
-                    p.channel,
-                    m,
-                    m.class_id,
-                    props,
-                    body_size,
-                    p.received,
-                    p.frames,
-                    digest,
-                    p.head,
-                    complete,
-                    p.first_packet,
-                    p.header_packet,
-                    p.encoding,
-                    None,
-                    None,
-                ),
-            ),
-        )
-    )
+    values = (w.packet, w.ts, p.offset, p.channel, m, m.class_id, props, body_size, p.received, p.frames,
+              digest, p.head, complete, p.first_packet, p.header_packet, p.encoding, None, None)
+    w.events.append((w.direction, build(CONTENT, values)))
 
 
 cdef bint direct_content(Walk w, Pending p, props, body_size, digest, bint complete) except -1:
@@ -867,7 +832,8 @@ cdef inline Py_ssize_t frames_of(
             break
         if b[end] != FRAME_END:
             w.counted(nframes)
-            return dec.frames_reference(direction, d, pos)  # reports it, and resyncs
+            dec.bad_frame(direction, d, pos, ftype, channel, size)
+            return pos + 1
         offset = w.base + pos
         nframes += 1
         if w.frame_events:

@@ -13,10 +13,14 @@ reference's.
 
 ``read_sections`` is codec_1_0's ``Sections.read`` over the same C reads: a message's sections
 by name and the spans of its body.
+
+``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
+in one frame, walked here (codec_1_0's ``decoder_class`` has it).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
@@ -359,3 +363,127 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
     from amqpcap.amqp.codec_1_0 import read_performative_reference
 
     return read_performative_reference(buf, body, end)
+
+
+# --- the compiled walker: a delivery whole in one transfer -------------------------------------
+#
+# codec_1_0's decoder_class, when this part is built, is the reference's class with
+# ``walk_transfer`` for its ``_transfer``: the common transfer (a whole delivery in one frame,
+# picked up from the start, within the memory bounds) walked here: its sections read in place,
+# its digest and first body bytes cut from the frame, the Delivery made without the assembly.
+# Every other transfer goes to the reference's ``_transfer`` whole.  codec_1_0 imports this
+# module at its end: its bounds and its reference are bound at the first transfer.
+
+import hashlib
+
+from amqpcap.amqp import links_1_0 as L
+from amqpcap.amqp.events_1_0 import Delivery, creation_time
+from amqpcap.amqp.stream import TS_MS_MAX
+
+cdef object sha256 = hashlib.sha256
+cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
+cdef object outcome_of = L.outcome_of
+cdef object TS_LIMIT = TS_MS_MAX
+cdef object C = None  # codec_1_0
+cdef Py_ssize_t MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
+
+
+cdef bind_codec():
+    global C, MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
+    from amqpcap.amqp import codec_1_0
+
+    MAX_MESSAGE, MAX_HELD_BYTES = codec_1_0.MAX_MESSAGE, codec_1_0.MAX_HELD_BYTES
+    MAX_ASSEMBLIES = codec_1_0.MAX_ASSEMBLIES
+    C = codec_1_0
+
+
+cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
+    """codec_1_0.body_sections of a message that decodes cleanly here (its ``err`` None); None
+    for any other (the reference reads it)."""
+    cdef dict sections = {}
+    cdef list spans = []
+    cdef Py_ssize_t s, e, size = 0, got = 0, take
+    try:
+        kind = walk_sections(b, n, sections, spans, payload)
+    except (Fallback, DecodeError):
+        return None
+    if len(spans) == 1:
+        s, e = spans[0]
+        take = min(e, s + keep) - s
+        return (
+            sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
+            PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0),
+        )
+    h = sha256()
+    head = bytearray()
+    for s, e in spans:
+        h.update(payload[s:e])
+        if got < keep:
+            take = min(e, s + keep - got) - s
+            head += payload[s : s + take]
+            got += take
+        size += e - s
+    return sections, kind, size, h.hexdigest(), bytes(head)
+
+
+def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
+    """codec_1_0.Decoder10._transfer: a whole delivery read here, any other transfer by the
+    reference."""
+    cdef dict a = perf.args
+    cdef Py_buffer view
+    cdef Py_ssize_t size = end - p
+    cdef tuple got = None
+    if C is None:
+        bind_codec()
+    ch = perf.channel
+    handle = a.get("handle")
+    asm_map = self.assembling[direction]
+    if (
+        d.mid is not None
+        or a.get("more") is True
+        or a.get("aborted") is True
+        or len(asm_map) >= MAX_ASSEMBLIES
+        or (ch, handle) in asm_map
+        or size > MAX_MESSAGE
+        or self.held_bytes[direction] + size > MAX_HELD_BYTES
+    ):
+        return C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
+    link = self.state.links.get((direction, ch, handle))
+    if link is not None:
+        perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+    events = self.events
+    events.append((direction, perf))
+    outcome, condition = outcome_of(a.get("state"))
+    complete = True
+    if size:
+        # the payload as a view of the frame's bytes, released before the buffer may move
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
+        try:
+            got = sections_in_place(<const unsigned char *>view.buf + p, size, payload, self.body_bytes)
+            if got is None:
+                sections, kind, body_size, digest, head, err = C.body_sections(payload, self.body_bytes)
+                if err is not None:
+                    complete = False
+                    self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
+            else:
+                sections, kind, body_size, digest, head = got
+        finally:
+            payload.release()
+            PyBuffer_Release(&view)
+        created = creation_time(sections)
+        if created is not None and not -TS_LIMIT < created < TS_LIMIT:
+            self.report_unfit(direction, perf.offset, ch, "creation-time", created, "messages.msg_timestamp")
+    else:
+        sections, kind, body_size, digest, head = {}, None, 0, EMPTY_DIGEST, b""
+    addr = None
+    if link is not None:
+        addr = link.target if direction == 0 else (link.source or link.target)
+    dv = Delivery(
+        perf.packet, perf.ts, perf.offset, ch, handle,
+        link.name if link is not None else None, addr, a.get("delivery-id"), perf.packet, 1,
+        sections, kind, body_size, digest, head, complete, False, a.get("settled") is True, None,
+        outcome, condition,
+    )
+    events.extend(self.state.delivered(direction, dv, d.ts))
+

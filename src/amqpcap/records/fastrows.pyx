@@ -1330,11 +1330,7 @@ cdef class Liveness:
     cdef public list frames, heartbeats, last, gap, gap_start
 
     def __init__(self):
-        self.frames = [0, 0]
-        self.heartbeats = [0, 0]
-        self.last = [None, None]
-        self.gap = [-1, -1]
-        self.gap_start = [None, None]
+        _reference_liveness().__init__(self)
 
     def frames_seen(self, d, ts, n=1):
         """LivenessReference.frames_seen."""
