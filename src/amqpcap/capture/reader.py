@@ -108,12 +108,9 @@ from collections.abc import Iterator
 from amqpcap import compiled
 from amqpcap.exitcodes import Exit
 
-try:  # Cython's shadow module: ``compiled`` True in this module built by Cython (capture/fastread.pxd)
-    import cython
-except ImportError:  # not installed: pure Python
-    COMPILED = False
-else:
-    COMPILED = cython.compiled
+# True in this module built by Cython as compiled.py's part "fastread" (with capture/fastread.pxd's
+# types), which is imported under the part's name (no import of Cython's shadow module: it loads typing)
+COMPILED = __name__ == compiled.PARTS["fastread"].module
 
 __all__ = [
     "CaptureError",

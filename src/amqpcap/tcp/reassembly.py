@@ -27,12 +27,9 @@ import heapq
 
 from amqpcap import compiled
 
-try:  # Cython's shadow module: ``compiled`` True in this module built by Cython (tcp/fastreassembly.pxd)
-    import cython
-except ImportError:  # not installed: pure Python
-    COMPILED = False
-else:
-    COMPILED = cython.compiled
+# True in this module built by Cython as compiled.py's part "fastreassembly" (with tcp/fastreassembly.pxd's
+# types), which is imported under the part's name (no import of Cython's shadow module: it loads typing)
+COMPILED = __name__ == compiled.PARTS["fastreassembly"].module
 
 MASK = 0xFFFFFFFF
 HALF = 1 << 31
