@@ -66,11 +66,11 @@ def extensions(compiled) -> list:
         return []
     exts = []
     for part in compiled.PARTS.values():
-        pyx = os.path.join("src", "amqpcap", part.sources[0])
+        source = os.path.join("src", "amqpcap", part.sources[0])  # a .pyx, or a .py with its .pxd
         stamp = compiled.source_stamp(part.sources)
         exts.append(
             Extension(
-                part.module, [pyx], define_macros=[("AMQPCAP_SOURCE_STAMP", f'"{stamp}"')], optional=True
+                part.module, [source], define_macros=[("AMQPCAP_SOURCE_STAMP", f'"{stamp}"')], optional=True
             )
         )
     try:
@@ -89,6 +89,6 @@ setup(
     ext_modules=extensions(COMPILED),
     cmdclass={"build_ext": OptionalBuildExt},
     package_data=PACKAGE_DATA,
-    # Cython's generated C: built from the .pyx, not shipped
+    # Cython's generated C: built from the sources, not shipped
     exclude_package_data={"": ["*.c", "*.html"]},
 )

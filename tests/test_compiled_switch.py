@@ -86,11 +86,17 @@ def test_a_stale_build_is_reported_in_one_line_on_stderr(monkeypatch, capsys):
     assert err.startswith("amqpcap: warning: pure Python (compiled row builder is stale")
 
 
-def test_each_part_is_named_for_its_pyx_and_stamped_over_its_own_sources():
+def test_each_part_is_named_for_its_pyx_or_pxd_and_stamped_over_its_own_sources():
+    """A part is built from its .pyx, or from its reference .py with the .pxd named as the part."""
     assert len({stamp(name) for name in PARTS}) == len(PARTS)
     for name, part in compiled.PARTS.items():
-        assert part.sources[0].endswith(f"{name}.pyx")
-        assert part.module == "amqpcap." + part.sources[0][:-4].replace("/", ".")
+        first = part.sources[0]
+        if first.endswith(".py"):
+            assert os.path.join(os.path.dirname(first), f"{name}.pxd") in part.sources
+            assert part.reference == "amqpcap." + first[:-3].replace("/", ".")
+        else:
+            assert first.endswith(f"{name}.pyx")
+        assert part.module == "amqpcap." + os.path.join(os.path.dirname(first), name).replace("/", ".")
         assert all(os.path.exists(os.path.join(compiled.ROOT, s)) for s in part.sources)
 
 

@@ -34,16 +34,20 @@ ROOT = os.path.dirname(os.path.abspath(__file__))  # the amqpcap package; source
 
 
 class Part:
-    """One optional compiled twin: its module, what it is called in messages, and the files it
-    is built from and mirrors (relative to the package; the .pyx first)."""
+    """One optional compiled part: its module (``name``, in the package of its first source),
+    what it is called in messages, and the files it is built from and mirrors (relative to the
+    package; the one Cython compiles first).  That is a .pyx twin, or the reference .py itself,
+    compiled with the types of the .pxd named as the part (Cython's pure-Python mode)."""
 
     __slots__ = ("name", "module", "reference", "what", "sources")
 
     def __init__(self, name: str, what: str, sources: tuple) -> None:
         self.name, self.what, self.sources = name, what, sources
-        self.module = "amqpcap." + sources[0][: -len(".pyx")].replace("/", ".")
+        package = os.path.dirname(sources[0])
+        self.module = "amqpcap." + os.path.join(package, name).replace("/", ".")
         # the Python module it stands in for, which selects it at its end (the first .py source)
-        self.reference = "amqpcap." + sources[1][: -len(".py")].replace("/", ".")
+        first = next(src for src in sources if src.endswith(".py"))
+        self.reference = "amqpcap." + first[: -len(".py")].replace("/", ".")
 
 
 # Every compiled part, in the order describe() names them.
@@ -70,13 +74,17 @@ PARTS = {
             ("records/fastwriter.pyx", "records/writer.py", "records/times.py", "records/raw.pxi")
             + ("deferred.pxi",),
         ),
-        Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py")),
-        Part("fastread", "pcap reader", ("capture/fastread.pyx", "capture/reader.py")),
+        Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py", "stamp.pxd")),
+        Part("fastread", "pcap reader", ("capture/reader.py", "capture/fastread.pxd", "stamp.pxd")),
         Part(
-            "fastpipeline", "packet loop", ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi")
+            "fastpipeline",
+            "packet loop",
+            ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi", "stamp.pxd"),
         ),
-        Part("fastreassembly", "TCP reassembler", ("tcp/fastreassembly.pyx", "tcp/reassembly.py")),
-        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py")),
+        Part(
+            "fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")
+        ),
+        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py", "stamp.pxd")),
         Part(
             "fast10",
             "AMQP 1.0 decoder",

@@ -10,13 +10,7 @@ link type not supported to ``Dissector.unsupported_link``.  What is done with a 
 reference's by construction.
 """
 
-cdef extern from *:
-    """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
-    """
-    const char *AMQPCAP_SOURCE_STAMP
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")

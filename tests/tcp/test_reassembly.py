@@ -1,5 +1,5 @@
-"""Unit tests of the per-direction TCP reassembler (amqpcap.tcp.reassembly.Stream), each run
-with the reference and with its compiled twin (tcp/fastreassembly.pyx; conftest.py).
+"""Unit tests of the per-direction TCP reassembler (amqpcap.tcp.reassembly.Stream), run with the
+class in use (``new_stream``): the reference, or the same module compiled (the compiled pass).
 
 The sink records every call; ``covered()`` checks the invariant every test
 relies on: data and gap calls tile the stream without holes or overlaps, in
@@ -9,6 +9,7 @@ increasing offset order, and gaps are never filled with bytes.
 from __future__ import annotations
 
 import random
+import sys
 import tracemalloc
 
 import pytest
@@ -19,6 +20,10 @@ from amqpcap.tcp.reassembly import MASK, Stream
 
 def Stream_(direction, sink):  # noqa: N802 - the class of the run (reference or compiled)
     return reassembly.new_stream(direction, sink)
+
+
+# the module whose limits the streams of the run read (reassembly, or the same code compiled)
+IMPL = sys.modules[reassembly.new_stream.__module__]
 
 
 ISN = 1000
@@ -339,7 +344,7 @@ def test_close_without_held_data_emits_nothing():
 
 
 def test_out_of_order_overflow_declares_the_hole(monkeypatch):
-    monkeypatch.setattr(reassembly, "MAX_OUT_OF_ORDER", 100)
+    monkeypatch.setattr(IMPL, "MAX_OUT_OF_ORDER", 100)
     s, sink = new()
     s.segment(seq(0), b"a" * 10, 0, 1, 0)
     for i in range(10):  # hole at 10..20, then 10 held segments of 10 bytes
@@ -352,7 +357,7 @@ def test_out_of_order_overflow_declares_the_hole(monkeypatch):
 
 
 def test_overflow_never_holds_more_than_the_limit_plus_one_segment(monkeypatch):
-    monkeypatch.setattr(reassembly, "MAX_OUT_OF_ORDER", 1000)
+    monkeypatch.setattr(IMPL, "MAX_OUT_OF_ORDER", 1000)
     s, sink = new()
     s.segment(seq(0), b"a", 0, 1, 0)
     high = 0

@@ -17,11 +17,10 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.string cimport memcmp
 
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
+
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
     /* A Packet (a NamedTuple: a tuple subclass, no instance dict) of n items, all NULL until
        set (the tuple's traversal and deallocation skip NULL): filled in place, no tuple made
        first to be copied. */
@@ -30,7 +29,6 @@ cdef extern from *:
         return tp->tp_alloc(tp, n);
     }
     """
-    const char *AMQPCAP_SOURCE_STAMP
     object amqpcap_tuple_of(object cls, Py_ssize_t n)
 
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False, boundscheck=False, wraparound=False
 """Capture files -> packet records (the first, I/O-doing stage).
 
 ``open_capture(path)`` recognises the file by its content, never by its name.
@@ -106,6 +107,10 @@ from collections.abc import Iterator
 
 from amqpcap import compiled
 from amqpcap.exitcodes import Exit
+
+# True in this module built by Cython as compiled.py's part "fastread" (with capture/fastread.pxd's
+# types), which is imported under the part's name (no import of Cython's shadow module: it loads typing)
+COMPILED = __name__ == compiled.PARTS["fastread"].module
 
 __all__ = [
     "CaptureError",
@@ -523,20 +528,32 @@ class PacketSource:
 _PCAP_HEAD = {big: struct.Struct(">IIII" if big else "<IIII").unpack_from for big in (False, True)}
 
 
-def _walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: int) -> tuple[list, int, int]:
-    """fastread.pcap_records in Python: ``(records, pos, n)``, the records wholly in ``buf`` from
-    ``pos`` (``hl``: the record header's length; ``mul``: ns per fraction unit), numbered from
-    ``n + 1``; where the walk stopped and the last number."""
+def _u32(b: bytes, p: int, big: bool) -> int:
+    """The 32-bit field at ``p`` (the compiled walks' read: C byte loads)."""
+    if big:
+        return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
+    return (b[p + 3] << 24) | (b[p + 2] << 16) | (b[p + 1] << 8) | b[p]
+
+
+def walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: int) -> tuple[list, int, int]:
+    """``(records, pos, n)``: the records wholly in ``buf`` from ``pos`` (``hl``: the record
+    header's length; ``mul``: ns per fraction unit), numbered from ``n + 1``; where the walk
+    stopped and the last number."""
     head = _PCAP_HEAD[big]
     blen = len(buf)
+    b = buf  # (compiled: a pointer to its bytes, read and sliced in C)
     out = []
     while pos + hl <= blen:
-        sec, frac, caplen, wirelen = head(buf, pos)
+        if COMPILED:
+            sec, frac, caplen = _u32(b, pos, big), _u32(b, pos + 4, big), _u32(b, pos + 8, big)
+            wirelen = _u32(b, pos + 12, big)
+        else:  # (struct: one call for the four, where Python reads byte by byte)
+            sec, frac, caplen, wirelen = head(buf, pos)
         end = pos + hl + caplen
         if end > blen:
             break
         n += 1
-        out.append((n, sec * _NS + frac * mul, linktype, buf[pos + hl : end], wirelen))
+        out.append((n, sec * _NS + frac * mul, linktype, b[pos + hl : end], wirelen))
         pos = end
     return out, pos, n
 
@@ -601,15 +618,21 @@ _EPB_HEAD = {big: struct.Struct(">7I" if big else "<7I").unpack_from for big in 
 _TRAILER = {big: struct.Struct(">I" if big else "<I").unpack_from for big in (False, True)}
 
 
-def _walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[list, int, int]:
-    """fastread.pcapng_records in Python: ``(records, pos, n)``, the enhanced packet blocks
-    wholly in ``buf`` from ``pos`` (well-formed, of an interface with a link type), numbered
-    from ``n + 1``; where the walk stopped (at any other block) and the last number."""
+def walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[list, int, int]:
+    """``(records, pos, n)``: the enhanced packet blocks wholly in ``buf`` from ``pos``
+    (well-formed, of an interface with a link type), numbered from ``n + 1``; where the walk
+    stopped (at any other block) and the last number."""
     head, trailer = _EPB_HEAD[big], _TRAILER[big]
     blen = len(buf)
+    b = buf  # (as walk_pcap)
     out = []
     while pos + 32 <= blen:
-        btype, blk, iid, hi, lo, caplen, wirelen = head(buf, pos)
+        if COMPILED:  # (as walk_pcap)
+            btype, blk, iid = _u32(b, pos, big), _u32(b, pos + 4, big), _u32(b, pos + 8, big)
+            hi, lo = _u32(b, pos + 12, big), _u32(b, pos + 16, big)
+            caplen, wirelen = _u32(b, pos + 20, big), _u32(b, pos + 24, big)
+        else:
+            btype, blk, iid, hi, lo, caplen, wirelen = head(buf, pos)
         end = pos + blk
         if (
             btype != _EPB
@@ -617,7 +640,7 @@ def _walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple
             or blk < 32
             or caplen > blk - 32
             or end > blen
-            or trailer(buf, end - 4)[0] != blk
+            or (_u32(b, end - 4, big) if COMPILED else trailer(buf, end - 4)[0]) != blk
         ):
             break
         if iid >= len(ifaces) or ifaces[iid][0] is None:
@@ -627,7 +650,7 @@ def _walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple
         if not TS_MIN <= ts <= TS_MAX:
             break  # the block reader reports it
         n += 1
-        out.append((n, ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen))
+        out.append((n, ts, iface[0], b[pos + 28 : pos + 28 + caplen], wirelen))
         pos = end
     return out, pos, n
 
@@ -925,13 +948,14 @@ def _recognise(path: str, f) -> PacketSource:
     )
 
 
-# The walks over pcap records and pcapng packet blocks, chosen once at import: the compiled
-# ones (capture/fastread.pyx) or their Python references above
-_fast = compiled.select("fastread")
-if _fast is not None:
-    _pcap_records, _pcapng_records = _fast.pcap_records, _fast.pcapng_records
-else:
-    _pcap_records, _pcapng_records = _walk_pcap, _walk_pcapng
+# The walks over pcap records and pcapng packet blocks, chosen once at import: the ones above,
+# or the same compiled (compiled.py's part "fastread": this module built by Cython with the
+# types of capture/fastread.pxd).  The compiled module chooses nothing: it is what is chosen.
+if COMPILED:
+    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
+_fast = None if COMPILED else compiled.select("fastread")
+_pcap_records = _fast.walk_pcap if _fast is not None else walk_pcap
+_pcapng_records = _fast.walk_pcapng if _fast is not None else walk_pcapng
 
 
 def compiled_in_use() -> bool:

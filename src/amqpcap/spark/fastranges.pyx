@@ -12,13 +12,7 @@ reader yields, their bytes sliced from the capture.
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
-cdef extern from *:
-    """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
-    """
-    const char *AMQPCAP_SOURCE_STAMP
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")

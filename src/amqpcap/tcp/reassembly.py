@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Per-direction TCP reassembly: segments in, ordered bytes and explicit gaps out.
 
 Written here because scapy's TCPSession fills lost segments with zeros and
@@ -25,6 +26,10 @@ from __future__ import annotations
 import heapq
 
 from amqpcap import compiled
+
+# True in this module built by Cython as compiled.py's part "fastreassembly" (with tcp/fastreassembly.pxd's
+# types), which is imported under the part's name (no import of Cython's shadow module: it loads typing)
+COMPILED = __name__ == compiled.PARTS["fastreassembly"].module
 
 MASK = 0xFFFFFFFF
 HALF = 1 << 31
@@ -148,8 +153,7 @@ class Stream:
         if self.fin_off is not None and self.fin_off > self.next_off:
             self.hole(self.fin_off - self.next_off, packet, ts)
 
-    # -- the steps segment/ack/fin are made of (public: the compiled twin runs these on its
-    # own fields for everything but the in-order segment and the ACK) --------------------
+    # -- the steps segment/ack/fin are made of -------------------------------------------
 
     def deliver(self, payload: bytes, missing: int, packet: int, ts: int) -> None:
         n = len(payload)
@@ -200,13 +204,15 @@ class Stream:
             self.drain(packet, ts)
 
 
-# What new conversations are given, chosen once at import: ``Stream``, or its compiled twin
-# (tcp/fastreassembly.pyx: the same fields in C, the in-order segment and the ACK typed, this
-# class's code for the rest).
-_fast = compiled.select("fastreassembly")
+# What new conversations are given, chosen once at import: ``Stream``, or the same class compiled
+# (compiled.py's part "fastreassembly": this module built by Cython with the types of
+# tcp/fastreassembly.pxd).  The compiled module chooses nothing: it is what is chosen.
+if COMPILED:
+    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
+_fast = None if COMPILED else compiled.select("fastreassembly")
 new_stream = _fast.Stream if _fast is not None else Stream
 
 
 def compiled_in_use() -> bool:
     """True if new conversations are reassembled by the compiled stream."""
-    return new_stream is not Stream
+    return _fast is not None
