@@ -276,7 +276,7 @@ def main() -> int:
             return 0
         return one_size(a, data)
     finally:
-        if not a.keep:
+        if not a.keep and not a.data:  # a --data directory is the user's: only its files go
             shutil.rmtree(data, ignore_errors=True)
 
 

@@ -263,10 +263,10 @@ def silences(act, source, where, interval_ns, span, live_cols, late=1.5, all_gap
     mt = np.fromiter((m[0] for m in marks), dtype=np.int64, count=len(marks))
     gaps = np.diff(mt)
     out = []
+    droppable = longest <= late * interval_ns and not all_gaps
     for k in np.nonzero(gaps > threshold)[0]:
         a, b, gap = int(mt[k]), int(mt[k + 1]), int(gaps[k])
         trailing = open_end and k == len(gaps) - 1
-        droppable = longest <= late * interval_ns and not all_gaps
         evidence = silence_evidence(source, live, (a, b, trailing), (s0, s1, last), droppable)
         if evidence is None:
             continue

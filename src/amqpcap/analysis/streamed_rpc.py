@@ -41,7 +41,7 @@ def column(b: pa.Table, name: str, table: str = "messages"):
     return pa.nulls(b.num_rows, SCHEMAS[table].field(name).type)
 
 
-def _ints(col, missing: int) -> np.ndarray:
+def int_values(col, missing: int) -> np.ndarray:
     return pc.fill_null(col.cast(pa.int64()), missing).to_numpy(zero_copy_only=False)
 
 
@@ -106,10 +106,10 @@ def _rows(directory) -> tuple:
             part = {
                 "pos": base + np.flatnonzero(keep),
                 "cap": strings["capture"].encode(column(b, "capture"))[keep],
-                "stream": _ints(column(b, "tcp_stream"), -1)[keep],
-                "frame": _ints(column(b, "frame_number"), -1)[keep],
-                "offset": _ints(column(b, "stream_offset"), -1)[keep],
-                "ts": _ints(column(b, "ts"), NAT)[keep],
+                "stream": int_values(column(b, "tcp_stream"), -1)[keep],
+                "frame": int_values(column(b, "frame_number"), -1)[keep],
+                "offset": int_values(column(b, "stream_offset"), -1)[keep],
+                "ts": int_values(column(b, "ts"), NAT)[keep],
                 "dir": strings["direction"].encode(column(b, "direction"))[keep],
                 "has_rt": has_rt[keep],
                 "has_rk": has_rk[keep],

@@ -17,7 +17,7 @@ from amqpcap.analysis._common import NAT, latency_ms
 from amqpcap.analysis.batches import PASS_ROWS, tables
 from amqpcap.analysis.message_transit import DELIVER, PUBLISH, by_message_id
 from amqpcap.analysis.pairing import NotStreamed
-from amqpcap.analysis.streamed_rpc import column, texts
+from amqpcap.analysis.streamed_rpc import column, int_values, texts
 
 __all__ = ["streamed_transit"]
 
@@ -45,11 +45,11 @@ def _rows(directory) -> tuple:
         mid = mid.cast(pa.string()) if pa.types.is_dictionary(mid.type) else mid
         if not texts(mid.filter(pa.array(is_pub))).all():
             raise NotStreamed("publishes without a message id: paired by content")
-        ts = pc.fill_null(column(b, "ts").cast(pa.int64()), NAT).to_numpy(zero_copy_only=False)
+        ts = int_values(column(b, "ts"), NAT)
         pubs["ts"].append(ts[is_pub])
         ids["p"].append(mid.filter(pa.array(is_pub)))
         if np.any(is_del):
-            frame = pc.fill_null(column(b, "frame_number").cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+            frame = int_values(column(b, "frame_number"), 0)
             red = pc.fill_null(column(b, "redelivered"), False).to_numpy(zero_copy_only=False)
             dels["ts"].append(ts[is_del])
             dels["frame"].append(frame[is_del])

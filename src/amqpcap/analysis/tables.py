@@ -477,11 +477,7 @@ def table_files(directory: str | os.PathLike, name: str) -> list[str]:
 def count_rows(directory: str | os.PathLike, name: str) -> int:
     """The number of rows of table ``name`` of a dissect output (0 if absent), from the Parquet
     metadata: no column is read."""
-    p = Path(directory) / name
-    if p.is_dir():
-        files = [str(x) for x in sorted(p.rglob("*.parquet")) if not x.name.startswith((".", "_"))]
-    else:
-        files = [str(p.with_suffix(".parquet"))] if p.with_suffix(".parquet").is_file() else []
+    files = table_files(directory, name)
     return ds.dataset(files, format="parquet").count_rows() if files else 0
 
 
