@@ -94,6 +94,7 @@ def test_prune_keeps_the_current_archive_and_the_last_used_others_and_drops_stal
     for i, p in enumerate(fresh):
         _aged(p, 0.01 * (i + 1), now)
     _aged(tmp_path / "notes.log", 9, now)
+    _aged(tmp_path / f"{dead_pid}.log", 9, now)  # named by a pid, but not a Spark run's log
 
     gone = set(session.prune(str(tmp_path), current, now=now))
 
@@ -107,7 +108,7 @@ def test_prune_keeps_the_current_archive_and_the_last_used_others_and_drops_stal
     assert "classes-1111111111111111.jsa.tmp-1" in left
     assert f"spark-{os.getpid()}.log" in left and f"spark-{dead_pid}.log" not in left
     assert {p.name for p in fresh if p.name in left} == {p.name for p in fresh[: session.LOGS_KEPT]}
-    assert "notes.log" in left
+    assert "notes.log" in left and f"{dead_pid}.log" in left
     assert gone and gone.isdisjoint(left)
 
 

@@ -150,7 +150,8 @@ def prune(where: str, current: str | None, now: float | None = None) -> list[str
         if e.name.startswith("classes-") and e.name.endswith(".jsa") and e.name != current:
             archives.append((age, e.name))
         stem = e.name.removeprefix("spark-").removesuffix(".log")
-        if e.name.endswith(".log") and stem.isdigit() and not _pid_alive(int(stem)):
+        ours = e.name.startswith("spark-") and e.name.endswith(".log") and stem.isdigit()
+        if ours and not _pid_alive(int(stem)):
             logs.append((age, e.name))
     gone = []
     for kept, limit, found in ((ARCHIVES_KEPT, ARCHIVE_DAYS, archives), (LOGS_KEPT, LOG_DAYS, logs)):
