@@ -151,7 +151,7 @@ def test_the_compiled_walker_makes_the_references_events_of_damaged_streams():
         for i in range(6)
     )
     rnd = random.Random(11)
-    compared = anomalies = 0
+    anomalies = 0
     for _ in range(300):
         raw = bytearray(base)
         for _ in range(rnd.randint(0, 5)):
@@ -162,6 +162,5 @@ def test_the_compiled_walker_makes_the_references_events_of_damaged_streams():
         cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(0, 4)))
         want = events_of(reference, raw, cuts)
         assert events_of(compiled_cls, raw, cuts) == want
-        compared += 1
         anomalies += sum(type(e).__name__ == "Anomaly" for _, e in want)
-    assert compared == 300 and anomalies > 50  # damage the walker noticed the reference's way
+    assert anomalies > 50  # damage the walker noticed the reference's way

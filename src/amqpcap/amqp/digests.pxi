@@ -18,7 +18,7 @@
 # 4-128 KiB pieces, copied as here, the producer spends the same CPU (3.3-4.5 ms against this
 # ring's 3.6-6.5 ms) but the wall time is 43-70 ms against 29-39 ms (the worker needs the GIL
 # for every piece, which the decoder's thread holds); small bodies inline cost 1.6 us here
-# against hashlib's 2.0 us.  Kept.
+# against hashlib's 2.0 us.
 
 cdef extern from "dlfcn.h":
     void *dlopen(const char *filename, int flag)
