@@ -1,5 +1,5 @@
 """What a dissect holds is bounded by the conversations open, not by those seen: past
-pipeline.MAX_HELD, closed conversations quiet for a while and open ones quiet past the idle
+sweep.MAX_HELD, closed conversations quiet for a while and open ones quiet past the idle
 timeout are ended and forgotten, then the longest quiet open ones; every conversation still gets
 its one connections row."""
 
@@ -7,8 +7,9 @@ import pyarrow.dataset as ds
 from fixtures import amqp09 as A
 from fixtures import pcapgen as P
 
-from amqpcap import pipeline
+from amqpcap import pipeline, sweep
 from amqpcap.amqp.decoder import Decoder09
+from amqpcap.conversations import Conversations
 
 S = 1_000_000_000
 
@@ -29,16 +30,16 @@ def headers_only(n, step_ns, *, close=None):
 
 
 def dissect(tmp_path, blob, monkeypatch, held=8):
-    monkeypatch.setattr(pipeline, "MAX_HELD", held)
+    monkeypatch.setattr(sweep, "MAX_HELD", held)
     most = []
-    real = pipeline.Dissector._sweep
+    real = Conversations.sweep
 
-    def sweep(self, now):
+    def counted(self, now):
         most.append(self.held)
         real(self, now)
-        assert self.held <= held // 2 + 1 and len(self.flows) == 2 * self.held
+        assert self.held <= held // 2 + 1 and len(self.table) == 2 * self.held
 
-    monkeypatch.setattr(pipeline.Dissector, "_sweep", sweep)
+    monkeypatch.setattr(Conversations, "sweep", counted)
     cap = tmp_path / "c.pcap"
     cap.write_bytes(blob)
     pipeline.dissect([cap], tmp_path / "out")
@@ -56,14 +57,14 @@ def test_open_conversations_past_the_bound_are_evicted_quietest_first_with_their
 
 
 def test_open_conversations_quiet_past_the_idle_timeout_end_as_idle(tmp_path, monkeypatch):
-    conns, _ = dissect(tmp_path, headers_only(30, pipeline.IDLE_TIMEOUT_NS + S), monkeypatch)
+    conns, _ = dissect(tmp_path, headers_only(30, sweep.IDLE_TIMEOUT_NS + S), monkeypatch)
     ended = conns.set_index("tcp_stream").closed_by
     assert sorted(conns.tcp_stream) == list(range(30))
     assert (ended.loc[:20] == "idle").all()
 
 
 def test_closed_conversations_are_forgotten_after_their_linger_with_their_rows_written(tmp_path, monkeypatch):
-    step = pipeline.CLOSE_LINGER_NS + S
+    step = sweep.CLOSE_LINGER_NS + S
     conns, most = dissect(tmp_path, headers_only(40, step, close="fin"), monkeypatch)
     assert sorted(conns.tcp_stream) == list(range(40))
     assert set(conns.closed_by) == {"client-fin"} and (conns.packets_c2s == 3).all()
@@ -82,7 +83,7 @@ def test_show_keeps_the_addresses_of_the_conversations_held_only(tmp_path, monke
     from amqpcap.capture.reader import open_capture
     from amqpcap.show import ShowSink
 
-    monkeypatch.setattr(pipeline, "MAX_HELD", 8)
+    monkeypatch.setattr(sweep, "MAX_HELD", 8)
     cap = tmp_path / "c.pcap"
     cap.write_bytes(headers_only(60, S // 1000))
     opts = argparse.Namespace(

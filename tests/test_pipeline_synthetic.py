@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import pickle
 import random
 import shutil
 import subprocess
@@ -1094,30 +1095,74 @@ def test_every_anomaly_row_is_built_by_rows_anomaly_row(conv, tmp_path, monkeypa
     assert len(built) == len(t["anomalies"])
 
 
-@pytest.mark.compiled("fastpipeline")
-def test_the_compiled_loop_runs_the_common_packet_itself(conv, tmp_path, monkeypatch):
-    """Only handshakes, ends and the first packet of a conversation go to Dissector.handle_parsed
-    (the comparisons above would pass with a loop that handed every packet over), and no
-    packet is parsed twice."""
-    seen, parses = [], []
-    reference, parse = pipeline.Dissector.handle_parsed, pipeline._link.parse_packet
+@pytest.mark.compiled("fastflows")
+def test_the_compiled_loop_parses_each_packet_once_into_compiled_conversations(conv, tmp_path, monkeypatch):
+    """The packet loop and its conversations are the compiled classes (flows.py built as
+    fastflows, Conversation a C class), and each record is parsed once."""
+    from amqpcap import flows
+    from amqpcap.capture import link
 
-    def counted(self, number, *rest):
-        seen.append(number)
-        return reference(self, number, *rest)
+    parses, made = [], []
+    parse = link.parse_packet
 
     def parse_counted(linktype, data):
         parses.append(linktype)
         return parse(linktype, data)
 
-    monkeypatch.setattr(pipeline.Dissector, "handle_parsed", counted)
-    monkeypatch.setattr(pipeline._link, "parse_packet", parse_counted)
+    monkeypatch.setattr(link, "parse_packet", parse_counted)
     segs = conv.segments()
-    t = run(tmp_path, segs)
-    assert len(t["methods"]) == 23
-    flagged = [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
-    assert seen == flagged  # the SYNs and FINs (the SYN opens the conversation)
-    assert len(parses) == len(segs)
+    cap = tmp_path / "c.pcap"
+    cap.write_bytes(P.pcap_bytes(P.to_packets(segs, 1)))
+    w = DatasetWriter(str(tmp_path / "out"), TABLES)
+    d = pipeline.Dissector(str(cap), w, pipeline.Options())
+    d.on_conversation = made.append
+    with pipeline.open_capture(str(cap)) as source:
+        d.run(source)
+    w.close()
+    assert flows.new_flows.__module__ == flows.new_conversation.__module__ == "amqpcap.fastflows"
+    assert [type(c) for c in made] == [flows.new_conversation] and not hasattr(made[0], "__dict__")
+    assert len(parses) == len(segs) and d.packets == len(segs)
+    assert made[0].packets == [sum(s.direction == x for s in segs) for x in ("c2s", "s2c")]
+
+
+def dissected_captures(captures: list, out: str) -> dict:
+    """{capture/plain|frames/table file: Arrow table} of ``captures`` dissected into ``out``."""
+    tables = {}
+    for capture in captures:
+        for kind, frames in (("plain", False), ("frames", True)):
+            where = os.path.join(out, os.path.basename(capture), kind)
+            dissect([capture], where, frames=frames)
+            for table in sorted(os.listdir(where)):
+                for part in sorted(os.listdir(os.path.join(where, table))):
+                    key = f"{os.path.basename(capture)}/{kind}/{table}/{part}"
+                    tables[key] = pq.read_table(os.path.join(where, table, part))
+    return tables
+
+
+@pytest.mark.compiled("fastflows")
+def test_the_packet_loop_alone_in_pure_python_writes_the_compiled_loops_tables(tmp_path):
+    """AMQPCAP_PURE=fastflows runs only the packet loop pure (every other part compiled): every
+    shipped capture's tables, with and without the frames table, equal the compiled loop's."""
+    from fixtures.compiled import CAPTURES
+
+    here = dissected_captures(CAPTURES, str(tmp_path / "here"))
+    code = (
+        "import pickle, sys; sys.path[:0] = [%r]; import test_pipeline_synthetic as t\n"
+        "from amqpcap import compiled\n"
+        "tables = t.dissected_captures(pickle.loads(bytes.fromhex(sys.argv[1])), sys.argv[2])\n"
+        "open(sys.argv[3], 'wb').write(pickle.dumps((compiled.describe(), tables)))\n"
+    ) % os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, AMQPCAP_PURE="fastflows")
+    result = tmp_path / "result"
+    cmd = [sys.executable, "-c", code, pickle.dumps(CAPTURES).hex(), str(tmp_path / "there"), str(result)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    assert p.returncode == 0, p.stderr
+    describe, there = pickle.loads(result.read_bytes())
+    assert "packet loop: pure Python (AMQPCAP_PURE is set)" in describe
+    assert describe.count("pure Python") == 1, describe  # every other part compiled
+    assert here.keys() == there.keys() and len(here) >= 8 * len(CAPTURES)
+    for name, t in there.items():
+        assert t.equals(here[name]), name
 
 
 def test_a_source_of_single_records_gives_the_tables_of_one_of_batches(conv, tmp_path, monkeypatch):
@@ -1145,65 +1190,25 @@ def test_a_source_of_single_records_gives_the_tables_of_one_of_batches(conv, tmp
         assert strip(single[table], ("capture",)) == strip(batched[table], ("capture",))
 
 
-@pytest.mark.compiled("fastpipeline")
-def test_the_compiled_loop_reads_conversations_of_another_class_by_attribute(conv, tmp_path, monkeypatch):
-    """The loop reads and writes a Conversation's slots at their offsets (slots.pxi); a
-    conversation of any other class (here a subclass with a __dict__) goes by attribute: the
-    same tables, and the loop still runs its common packets."""
-    segs = conv.segments()
-    slots = run(tmp_path, segs, name="slots.pcap")
-
-    class Other(pipeline.Conversation):
-        made = 0
-
-        def __init__(self, *args):
-            super().__init__(*args)
-            Other.made += 1
-
-    monkeypatch.setattr(pipeline, "Conversation", Other)
-    seen = []
-    reference = pipeline.Dissector.handle_parsed
-    monkeypatch.setattr(
-        pipeline.Dissector, "handle_parsed", lambda self, n, *r: seen.append(n) or reference(self, n, *r)
-    )
-    other = run(tmp_path, segs, name="other.pcap")
-    assert Other.made == 1 and len(other["methods"]) == 23
-    assert seen == [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
-    for table in ("methods", "messages", "anomalies", "connections"):
-        assert strip(other[table], ("capture",)) == strip(slots[table], ("capture",))
-
-
-@pytest.mark.compiled("fastpipeline")
-def test_a_conversation_is_common_again_once_its_zero_window_reopens(conv, tmp_path, monkeypatch):
-    """A zero-window period sends the conversation's packets to Dissector.handle_parsed while it is
-    open; once it reopens they are the compiled loop's again, and the period is reported the
-    same either way (the reference's tables come from a pure-Python process)."""
+@pytest.mark.compiled("fastflows")
+def test_a_zero_window_period_is_reported_alike_by_the_compiled_loop_and_the_reference(conv, tmp_path):
+    """A zero-window period that opens and closes again: the same connections row from the
+    compiled loop and from a pure-Python process, the period closed by the packet that reopens
+    the window."""
     segs = conv.segments()
     s2c = [
         i for i, s in enumerate(segs) if s.direction == "s2c" and s.payload and not set(s.flags) & set("SFR")
     ]
     zero = s2c[1]
-    reopen = next(i for i in range(zero + 1, len(segs)) if segs[i].direction == "s2c")
     segs[zero] = segs[zero].copy(window=0)
-    seen = []
-    reference = pipeline.Dissector.handle_parsed
-
-    def counted(self, number, *rest):
-        seen.append(number)
-        return reference(self, number, *rest)
-
-    monkeypatch.setattr(pipeline.Dissector, "handle_parsed", counted)
+    reopen = next(i for i in range(zero + 1, len(segs)) if segs[i].direction == "s2c")
     blob = P.pcap_bytes(P.to_packets(segs, 1))
     tables = {True: run_blob(tmp_path, blob, "compiled.pcap")}
     tables[False] = on_the_other_side(run_blob, tmp_path, blob, "reference.pcap")
-    zw = {c: [r["zero_windows"] for r in t["connections"]] for c, t in tables.items()}
-    assert zw[True] == zw[False]
-    (periods,) = [json.loads(z) for z in zw[True] if z]
-    assert [p[:2] for p in periods] == [["s2c", zero + 1]] and periods[0][3] is not None  # reopened
-    flagged = [i + 1 for i, s in enumerate(segs) if set(s.flags) & set("SFR")]
-    # the packet that closes the window, and those up to the one after it in that direction
-    during = [i + 1 for i in range(zero, reopen + 1)]
-    assert seen == sorted(flagged + during)
+    for table in ("connections", "methods", "messages", "anomalies"):
+        assert strip(tables[True][table], ("capture",)) == strip(tables[False][table], ("capture",))
+    (periods,) = [json.loads(r["zero_windows"]) for r in tables[True]["connections"] if r["zero_windows"]]
+    assert [p[:2] for p in periods] == [["s2c", zero + 1]] and periods[0][3] == reopen + 1
 
 
 def test_the_hot_loop_hands_the_gil_over_sooner_and_restores_the_interpreter_after(tmp_path):

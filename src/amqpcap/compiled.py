@@ -76,11 +76,7 @@ PARTS = {
         ),
         Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py", "stamp.pxd")),
         Part("fastread", "pcap reader", ("capture/reader.py", "capture/fastread.pxd", "stamp.pxd")),
-        Part(
-            "fastpipeline",
-            "packet loop",
-            ("fastpipeline.pyx", "pipeline.py", "conversation.py", "slots.pxi", "stamp.pxd"),
-        ),
+        Part("fastflows", "packet loop", ("flows.py", "fastflows.pxd", "stamp.pxd")),
         Part(
             "fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")
         ),
