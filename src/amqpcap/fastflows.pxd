@@ -6,6 +6,11 @@ cdef bint COMPILED
 cdef int SYN, FIN, RST, ACK, PROGRESS_EVERY
 
 
+cdef inline tuple as_tuple(object packet):
+    """A link.Packet as the tuple it is (unpacked by index, not through an iterator)."""
+    return <tuple>packet
+
+
 @cython.final
 cdef class Conversation:
     cdef public object stream, client, server, dir_source, decoder, live, row
@@ -32,7 +37,8 @@ cdef class Flows:
     @cython.locals(now=double)
     cdef record(self, record, progress)
 
-    @cython.locals(flags=int, win=int, missing=Py_ssize_t, d=int, conv=Conversation, entry=tuple, streams=tuple)
+    @cython.locals(fields=tuple, flags=int, win=int, missing=Py_ssize_t, d=int, conv=Conversation, entry=tuple,
+                   streams=tuple)
     cpdef packet(self, number, ts, r)
 
     cdef end(self, Conversation conv, int d, int flags, end_seq, number, ts)

@@ -186,7 +186,11 @@ class Flows:
             if r is not None:
                 self.output.capture_anomaly(number, ts, "malformed-packet", r)
             return
-        ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = r
+        if COMPILED:  # a named tuple's fields read as a tuple's, in C (fastflows.pxd)
+            fields = as_tuple(r)  # noqa: F821
+        else:
+            fields = r
+        ipv, src, dst, sport, dport, seq, ack, flags, win, payload, missing = fields
         entry = self.table.get((src, sport, dst, dport))
         if entry is None or (flags & SYN and not flags & ACK and entry[0].closed):
             entry = self.conversations.open(ipv, src, sport, dst, dport, flags, payload, number, ts)
