@@ -6,13 +6,11 @@
 ``bench_dissect.py``'s best-of-N moves by up to 12% within an hour on a shared machine, more
 than most single optimisations: comparing two of its runs compares the machine as much as the
 code.  This alternates the two builds run by run (A, B, A, B, ...), so that both see the same
-drift, and reports each one's minimum and median wall time and median CPU time (all threads:
-the figure a loaded machine disturbs least).
+drift, and reports each one's minimum and median.
 
 The base (default ``HEAD``: what the working tree changes) is checked out in a worktree under
-the system's temporary directory, one per checkout that asks, and its extensions built in place
-(``setup.py build_ext --inplace``, which needs Cython in this interpreter: without it the base
-would silently run pure Python; kept between calls, rebuilt when the revision changes).  Each run is a process
+the system's temporary directory and its extensions built in place (``setup.py build_ext
+--inplace``; kept between calls, rebuilt when the revision changes).  Each run is a process
 of its own: ``dissect()`` timed inside it (imports excluded, shown apart), set up as the amqpcap
 command sets up its process (``cli.lean``).  Captures default to bench/data's real RabbitMQ
 captures and 200k small packets, if they are there (``bench_dissect.py`` builds and records
@@ -22,31 +20,28 @@ them).  It measures; it asserts nothing (not a timed test).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DATA = os.path.join(HERE, "data")
 DEFAULT = ("rabbit_bulk_35mb.pcap", "rabbit_small_35mb.pcap", "small_200000.pcap")
 
-# One run: the import and dissect times and the dissect's CPU time, all threads (ms), of the
-# amqpcap found first on sys.path.
+# One run: the import and dissect times (ms) of the amqpcap found first on sys.path.
 _CHILD = """
 import sys, time
 t0 = time.perf_counter()
 from amqpcap import cli
 cli.lean("dissect")
 from amqpcap.pipeline import dissect
-t1, c1 = time.perf_counter(), time.process_time()
+t1 = time.perf_counter()
 dissect([sys.argv[1]], sys.argv[2], force=True)
-t2, c2 = time.perf_counter(), time.process_time()
-print(f"{(t1 - t0) * 1e3:.1f} {(t2 - t1) * 1e3:.1f} {(c2 - c1) * 1e3:.1f}")
+t2 = time.perf_counter()
+print(f"{(t1 - t0) * 1e3:.1f} {(t2 - t1) * 1e3:.1f}")
 """
 
 
@@ -55,10 +50,7 @@ def worktree(rev: str) -> str:
     sha = subprocess.run(
         ["git", "-C", ROOT, "rev-parse", rev], capture_output=True, text=True, check=True
     ).stdout.strip()
-    if importlib.util.find_spec("Cython") is None:
-        raise SystemExit(f"the base is built with Cython, which {sys.executable} lacks: pip install Cython")
-    # one base checkout per checkout that benches (several may share the machine)
-    path = os.path.join(tempfile.gettempdir(), f"amqpcap-bench-ab-{zlib.crc32(ROOT.encode()):08x}")
+    path = os.path.join(tempfile.gettempdir(), "amqpcap-bench-ab")
     stamp = os.path.join(path, ".built")
     if os.path.exists(stamp) and open(stamp).read() == sha:
         return os.path.join(path, "src")
@@ -75,7 +67,7 @@ def worktree(rev: str) -> str:
     return os.path.join(path, "src")
 
 
-def run(src: str, capture: str, out: str) -> tuple[float, float, float]:
+def run(src: str, capture: str, out: str) -> tuple[float, float]:
     # Bytecode cached as after an install (an environment that forbids writing it would have
     # every run compile the modules)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -83,8 +75,8 @@ def run(src: str, capture: str, out: str) -> tuple[float, float, float]:
     r = subprocess.run([sys.executable, "-c", _CHILD, capture, out], env=env, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"amqpcap from {src} failed on {capture}:\n{r.stderr}")
-    imports, seconds, cpu = map(float, r.stdout.split()[-3:])
-    return imports, seconds, cpu
+    imports, seconds = map(float, r.stdout.split()[-2:])
+    return imports, seconds
 
 
 def main() -> int:
@@ -99,22 +91,19 @@ def main() -> int:
     builds = {a.base: worktree(a.base), "this checkout": os.path.join(ROOT, "src")}
     with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
         for capture in captures:
-            times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in builds}
+            times: dict[str, list[tuple[float, float]]] = {name: [] for name in builds}
             for _ in range(a.runs):
                 for name, src in builds.items():
                     times[name].append(run(src, capture, os.path.join(tmp, "out")))
             print(f"{os.path.basename(capture)} ({a.runs} runs each, alternating):")
-            base_min = min(t for _, t, _ in times[a.base])
-            base_cpu = statistics.median(c for _, _, c in times[a.base])
+            base_min = min(t for _, t in times[a.base])
             for name, ts in times.items():
-                dissect = [t for _, t, _ in ts]
-                cpu = statistics.median(c for _, _, c in ts)
+                dissect = [t for _, t in ts]
                 change = (min(dissect) / base_min - 1) * 100
                 median = statistics.median(dissect)
                 print(
                     f"  {name:14s} dissect min {min(dissect):7.0f} ms  median {median:7.0f} ms"
-                    f"  ({change:+.1f}% min)  CPU median {cpu:7.0f} ms ({(cpu / base_cpu - 1) * 100:+.1f}%)"
-                    f"  imports {min(i for i, _, _ in ts):5.0f} ms"
+                    f"  ({change:+.1f}% min)  imports {min(i for i, _ in ts):5.0f} ms"
                 )
     return 0
 
