@@ -16,6 +16,9 @@ by name and the spans of its body.
 
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
 in one frame, walked here (codec_1_0's ``decoder_class`` has it).
+
+``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows written into the
+compiled table buffers without a row tuple (rows10.pxi).
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -377,7 +380,7 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 import hashlib
 
 from amqpcap.amqp import links_1_0 as L
-from amqpcap.amqp.events_1_0 import Delivery, creation_time
+from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 
 cdef object sha256 = hashlib.sha256
@@ -487,3 +490,5 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     )
     events.extend(self.state.delivered(direction, dv, d.ts))
 
+
+include "rows10.pxi"
