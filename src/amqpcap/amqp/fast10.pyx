@@ -383,6 +383,7 @@ from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 
+cdef object sha256 = hashlib.sha256
 cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
 cdef object outcome_of = L.outcome_of
 cdef object TS_LIMIT = TS_MS_MAX
@@ -404,11 +405,20 @@ cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payloa
     the reference's reader alone (the message is not walked twice)."""
     cdef dict sections = {}
     cdef list spans = []
+    cdef Py_ssize_t s, e, take
     try:
         kind = walk_sections(b, n, sections, spans, payload)
     except (Fallback, DecodeError):
         return C.body_sections(payload, keep, C.read_sections_reference)
-    return (sections, kind, *C.body_digest(payload, spans, keep), None)
+    if len(spans) != 1:
+        return (sections, kind, *C.body_digest(payload, spans, keep), None)
+    # body_digest's one-section body, its first bytes cut from the frame without a slice
+    s, e = spans[0]
+    take = min(e - s, keep)
+    return (
+        sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
+        PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None,
+    )
 
 
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
@@ -437,7 +447,10 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         perf.link_name, perf.source, perf.target = link.name, link.source, link.target
     events = self.events
     events.append((direction, perf))
-    outcome, condition = outcome_of(a.get("state"))
+    state = a.get("state")
+    outcome = condition = None
+    if state is not None:
+        outcome, condition = outcome_of(state)
     complete = True
     if size:
         # the payload as a view of the frame's bytes, released before the buffer may move

@@ -163,8 +163,10 @@ cdef int stage_message(list row, capture, stream, int direction, dv, version) ex
         mode = 2 if hdr.get("durable") is True else 1
         priority = pr if isinstance(pr, int) and not isinstance(pr, bool) else None
         expiration = str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
-    created = creation_time(sec)
-    if created is not None and -TS_LIMIT < created < TS_LIMIT:
+    created = props.get("creation-time")  # (events_1_0.creation_time, the dict at hand)
+    if (type(created) is int or (isinstance(created, int) and not isinstance(created, bool))) and (
+        -TS_LIMIT < created < TS_LIMIT
+    ):
         created = created * 1_000_000
     else:
         created = None
