@@ -17,9 +17,6 @@ by name and the spans of its body.
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
 in one frame, walked here (codec_1_0's ``decoder_class`` has it).
 
-``walk_frame`` is the decoder's ``_frame``: a frame's performative read and handed on without
-a Python call between (codec_1_0's ``decoder_class`` has it too).
-
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows written into the
 compiled table buffers without a row tuple (rows10.pxi).
 """
@@ -383,7 +380,6 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 import hashlib
 
 from amqpcap.amqp import links_1_0 as L
-from amqpcap.amqp.events import Frame, Heartbeat
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 
@@ -485,53 +481,6 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         outcome, condition,
     )
     events.extend(self.state.delivered(direction, dv, d.ts))
-
-
-cdef object METHOD_NAMES = SPEC.METHOD_NAMES
-cdef int TRANSFER_CODE = 0x14
-
-
-def walk_frame(self, int direction, d, buf, Py_ssize_t pos, Py_ssize_t end, int doff, int ftype, int channel):
-    """codec_1_0.Decoder10._frame: the performative read here (the reference's reader for what
-    does not decode cleanly), a transfer walked by ``walk_transfer`` without a method call."""
-    cdef Py_buffer view
-    cdef Py_ssize_t offset = d.base + pos
-    cdef Py_ssize_t size = end - pos
-    cdef Py_ssize_t body = pos + doff * 4
-    cdef bint done = False
-    if C is None:
-        bind_codec()
-    if self._counted(direction, d):
-        name = "sasl" if ftype else ("heartbeat" if doff * 4 == size else "amqp")
-        self.events.append((direction, Frame(d.packet, d.ts, offset, channel, ftype, name, size, size)))
-    if body == end:
-        self.events.append((direction, Heartbeat(d.packet, d.ts, offset, channel)))
-        return
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        if end <= view.len:
-            code, args, p = walk_performative(<const unsigned char *>view.buf, body, end, buf)
-            done = True
-    except (Fallback, DecodeError):
-        pass
-    finally:
-        PyBuffer_Release(&view)
-    if not done:
-        try:
-            code, args, p = C.read_performative_reference(buf, body, end)
-        except DecodeError as e:
-            self.report_anomaly(direction, offset, "malformed-performative", str(e), channel, size)
-            return
-    if args is None:
-        self.report_anomaly(
-            direction, offset, "unknown-performative", f"descriptor {code!r} is no performative", channel
-        )
-        return
-    perf = Performative(d.packet, d.ts, offset, channel, code, METHOD_NAMES[code], args, ftype, size)
-    if code == TRANSFER_CODE:
-        walk_transfer(self, direction, d, perf, buf, p, end)
-    else:
-        self._performative(direction, perf)
 
 
 include "rows10.pxi"
