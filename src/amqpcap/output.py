@@ -11,7 +11,6 @@ rows") says when each is taken.
 from __future__ import annotations
 
 from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
-from amqpcap.amqp.events_1_0 import Delivery, Performative
 from amqpcap.capture.link import LINKTYPE_NAMES
 from amqpcap.records import rows as R
 from amqpcap.records.outofrange import FRAME_OF
@@ -65,7 +64,11 @@ class CaptureOutput:
         """The events ``rows.append_rows`` left: frames, anomalies, heartbeats, AMQP 1.0's."""
         st, cap = conv.stream, self.capture
         ta, tf = self.anomalies, self.frames
-        r10 = None  # AMQP 1.0's rows (records/rows_1_0.py), imported at the first 1.0 event
+        version = conv.decoder.version
+        if version == "1.0":  # its performatives' and deliveries' rows in one call
+            from amqpcap.records.rows_1_0 import append_rows
+
+            rest = append_rows(rest, cap, st, version, self.methods, self.messages)
         for d, e in rest:
             t = type(e)
             if t is Frame:  # only with the frames table (the decoder's tally counts every frame)
@@ -75,13 +78,6 @@ class CaptureOutput:
                 ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer
             elif t is Heartbeat:
                 conv.live.heartbeat(d)
-            elif t is Performative or t is Delivery:
-                if r10 is None:
-                    from amqpcap.records import rows_1_0 as r10
-                if t is Performative:
-                    self.methods.append(r10.method_row(cap, st, d, e, conv.decoder.version))
-                else:
-                    self.messages.append(r10.message_row(cap, st, d, e, conv.decoder.version))
             # ProtocolHeader events have no table of their own: headers are connection facts.
 
     def stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:
