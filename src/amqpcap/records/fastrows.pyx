@@ -43,16 +43,14 @@ include "../amqp/fields_0_9.pxi"
 include "../amqp/rowsink.pxi"
 include "raw.pxi"
 
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
+
 cdef extern from *:
     """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
     static long long amqpcap_as_ll(PyObject *v, int *overflow) {
         return PyLong_AsLongLongAndOverflow(v, overflow);
     }
     """
-    const char *AMQPCAP_SOURCE_STAMP
     long long amqpcap_as_ll(object v, int *overflow) except? -1
     bint PyBool_Check(object o)
 

@@ -44,13 +44,7 @@ from amqpcap.records.schema import Type
 include "raw.pxi"
 include "../deferred.pxi"
 
-cdef extern from *:
-    """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
-    """
-    const char *AMQPCAP_SOURCE_STAMP
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 cdef extern from "Python.h":
     ctypedef struct PyTupleObject:

@@ -35,11 +35,11 @@ from operator import itemgetter
 
 import numpy as np
 
-from amqpcap import compiled
 from amqpcap.capture import link
 from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import MAX_RECORD
 from amqpcap.spark import storage
+from amqpcap.spark.entries import compiled_packets, compiled_starts
 
 SLOTS = 512
 CHAIN = 16  # headers that must chain up to take an offset as a record boundary
@@ -386,11 +386,6 @@ class _Keys:
         n = len(a)
         offsets, caps = a["off"].astype(np.int64), a["cap"].astype(np.int64)
         out = np.zeros(n, np.uint64)
-        if _fast is not None:
-            for i in _fast.conversation_keys(buf, a.view(np.uint8), out):
-                o = int(offsets[i])
-                out[i] = self.of(int(a["lt"][i]), bytes(buf[o : o + int(caps[i])]))
-            return out
         lts = int(a["lt"][0]) if n and (a["lt"] == a["lt"][0]).all() else None
         fast = np.zeros(n, bool)
         if lts in _FAST_LINKS:
@@ -424,27 +419,25 @@ class _Keys:
 
 
 def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
-    """``(entries, pos, keys, slow)``: the index entries (RECORD, ``off`` relative to ``buf``,
-    ``ord`` unset) of the pcap records wholly in ``buf`` that start before ``end``; where the
-    walk stopped; with the compiled walk (fastranges.pcap_index) their conversation keys but
-    those of the positions ``slow`` (keys None: not computed)."""
+    """``(entries, pos)``: the index entries (RECORD, ``off`` relative to ``buf``, ``ord`` unset)
+    of the pcap records wholly in ``buf`` that start before ``end``; where the walk stopped."""
     hl, big = lay.hl, lay.big
-    if _fast is not None:
-        room = len(buf) // hl + 1
-        a, k = np.empty(room, RECORD), np.empty(room, np.uint64)
-        n, used, slow = _fast.pcap_index(buf, end, hl, big, lay.mul, lay.linktype, a.view(np.uint8), k)
-        return a[:n], used, k[:n], slow
-    cap_at = struct.Struct(">I" if big else "<I").unpack_from
-    starts = array("q")
-    app = starts.append
-    p, blen = 0, len(buf)
-    while p < end and p + hl <= blen:
-        nxt = p + hl + cap_at(buf, p + 8)[0]
-        if nxt > blen:
-            break
-        app(p)
-        p = nxt
-    s = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
+    if compiled_starts is not None:  # the walk in C (spark/entries.py)
+        s = np.empty(len(buf) // hl + 1, np.int64)
+        n, p = compiled_starts(buf, end, hl, big, s)
+        s = s[:n]
+    else:
+        cap_at = struct.Struct(">I" if big else "<I").unpack_from
+        starts = array("q")
+        app = starts.append
+        p, blen = 0, len(buf)
+        while p < end and p + hl <= blen:
+            nxt = p + hl + cap_at(buf, p + 8)[0]
+            if nxt > blen:
+                break
+            app(p)
+            p = nxt
+        s = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
     b = np.frombuffer(buf, np.uint8)
     head = b[s[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
     a = np.zeros(len(s), RECORD)
@@ -452,17 +445,17 @@ def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
     a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
     a["lt"] = lay.linktype
     a["off"] = s + hl
-    return a, p, None, ()
+    return a, p
 
 
 def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
-    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets, keys, slow)``
-    per block read (``packets``: a RECORD array with block-relative offsets, ord unset; keys as
-    _pcap_block gives them); the offset of the first record that starts at or past ``end``."""
+    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets)`` per block
+    read (``packets``: a RECORD array with block-relative offsets, ord unset); the offset of the
+    first record that starts at or past ``end``."""
     hl, big = lay.hl, lay.big
     while pos < end:
         buf = f.read_at(min(BLOCK, size - pos), pos)
-        a, used, k, slow = _pcap_block(buf, end - pos, lay)
+        a, used = _pcap_block(buf, end - pos, lay)
         if not len(a):
             if len(buf) < hl:
                 if len(buf):
@@ -472,12 +465,12 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
             if cap > MAX_RECORD:
                 raise Unsplittable("oversize record")
             buf = f.read_at(hl + cap, pos)
-            a, used, k, slow = _pcap_block(buf, end - pos, lay)
+            a, used = _pcap_block(buf, end - pos, lay)
             if not len(a):
                 raise Unsplittable("file ends inside a record")
         if (a["cap"] > MAX_RECORD).any():
             raise Unsplittable("oversize record")
-        sink(buf, pos, a, k, slow)
+        sink(buf, pos, a)
         pos += used
     return pos
 
@@ -559,12 +552,8 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
     keys = _Keys()
     cols: list = []
 
-    def sink(buf, base, a, k=None, slow=()):
-        if k is None:
-            k = keys.of_block(buf, a)
-        for i in slow:
-            o = int(a["off"][i])
-            k[i] = keys.of(int(a["lt"][i]), bytes(buf[o : o + int(a["cap"][i])]))
+    def sink(buf, base, a):
+        k = keys.of_block(buf, a)
         a["off"] += base
         cols.append((a, k))
 
@@ -718,9 +707,9 @@ class BucketSource:
 
 def _batch(data, r: np.ndarray, lo: int, base: int) -> list:
     """Index entries ``r`` as the reader's packet tuples, their bytes from ``data`` (which holds
-    the capture from offset ``lo``); fastranges.bucket_batch in C."""
-    if _fast is not None:
-        return _fast.bucket_batch(data, r.view(np.uint8), lo, base)
+    the capture from offset ``lo``); a loop in C (spark/entries.py) if built."""
+    if compiled_packets is not None:
+        return compiled_packets(data, r["ord"], r["ts"], r["lt"], r["off"], r["cap"], r["wire"], lo, base)
     numbers = (r["ord"].astype(np.int64) + (base + 1)).tolist()
     off = r["off"].astype(np.int64) - lo
     ends = off + r["cap"]
@@ -730,10 +719,6 @@ def _batch(data, r: np.ndarray, lo: int, base: int) -> list:
     return list(zip(numbers, r["ts"].tolist(), lts, chunks, r["wire"].tolist()))
 
 
-# the compiled twins of _pcap_block, _Keys.of_block and _batch (spark/fastranges.pyx), or None
-# for the Python references; chosen once at import
-_fast = compiled.select("fastranges")
-
-
 def compiled_in_use() -> bool:
-    return _fast is not None
+    """True if the record walk and the packets of a bucket are the compiled loops."""
+    return compiled_packets is not None
