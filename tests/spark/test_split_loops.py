@@ -1,5 +1,5 @@
 """The capture splitter's loops (spark/entries.py) give what the reader gives, run as Python and
-compiled: every record's start, and every packet's tuple as the reader yields it."""
+compiled: every record's start, lengths and time, and every packet's tuple as the reader yields it."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def path(request, tmp_path):
 
 def the_loops(which: str):
     if which == "python":
-        return entries.record_starts, entries.packets
+        return entries.pcap_records, entries.packets
     fast = built_or_skip("fastranges")
-    return fast.record_starts, fast.packets
+    return fast.pcap_records, fast.packets
 
 
 def reader_packets(path: str) -> list:
@@ -70,25 +70,29 @@ class ranges_file:
 
 
 @pytest.mark.parametrize("which", ["python", "compiled"])
-def test_record_starts_are_where_the_readers_records_are(which, path):
-    record_starts, _ = the_loops(which)
+def test_pcap_records_are_the_readers_records(which, path):
+    pcap_records, _ = the_loops(which)
     data, lay = split(path)
     assert lay.pcap and lay.big == path.endswith("big.pcap")
-    want, pos = [], 0
-    for _n, _ts, _lt, payload, _wire in reader_packets(path):
-        want.append(pos)
+    want, pos, keys = [], 0, ranges._Keys()
+    for _n, ts, lt, payload, wire in reader_packets(path):
+        want.append((pos, len(payload), wire, ts, keys.of(lt, payload)))
         pos += lay.hl + len(payload)
     buf = data[lay.first :]
-    starts = np.zeros(len(buf) // lay.hl + 1, np.int64)
-    n, stop = record_starts(buf, len(buf), lay.hl, lay.big, starts)
-    assert starts[:n].tolist() == want and stop == pos == len(buf)
+    room = len(buf) // lay.hl + 1
+    cols = [np.zeros(room, t) for t in (np.int64, np.uint32, np.uint32, np.int64, np.uint64)]
+    n, stop = pcap_records(buf, len(buf), lay.hl, lay.big, lay.mul, lay.linktype, *cols)
+    assert stop == pos == len(buf) and n == len(want)
+    got = list(zip(*(c[:n].tolist() for c in cols)))
+    # every IPv4/TCP packet keyed as link.parse_packet keys it; the rest (0) left to it
+    assert [g[:4] for g in got] == [w[:4] for w in want]
+    assert all(g[4] == w[4] or (g[4] == 0 and w[4] == ranges.MISC) for g, w in zip(got, want))
+    assert sum(g[4] != 0 for g in got) > n // 2
     # a buffer cut inside the third record: the walk stops at its start; an end before the
     # second record's start: only the first
-    cut = buf[: want[2] + lay.hl + 1]
-    n, stop = record_starts(cut, len(cut), lay.hl, lay.big, starts)
-    assert (n, stop) == (2, want[2])
-    n, stop = record_starts(buf, want[1], lay.hl, lay.big, starts)
-    assert (n, stop) == (1, want[1])
+    cut = buf[: want[2][0] + lay.hl + 1]
+    assert pcap_records(cut, len(cut), lay.hl, lay.big, lay.mul, lay.linktype, *cols) == (2, want[2][0])
+    assert pcap_records(buf, want[1][0], lay.hl, lay.big, lay.mul, lay.linktype, *cols) == (1, want[1][0])
 
 
 @pytest.mark.parametrize("which", ["python", "compiled"])
@@ -102,7 +106,7 @@ def test_packets_are_the_readers_packets(which, path):
         lay.first,
         len(data),
         len(data),
-        lambda b, base, a: got_entries.append((a, base)),
+        lambda b, base, a, k: got_entries.append((a, base)),
     )
     r = np.concatenate([a for a, _ in got_entries])
     r["off"] += np.concatenate([np.full(len(a), base, np.uint64) for a, base in got_entries])

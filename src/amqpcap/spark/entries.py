@@ -17,22 +17,74 @@ from amqpcap import compiled
 COMPILED = __name__ == compiled.PARTS["fastranges"].module
 
 
-def record_starts(buf, end: int, hl: int, big: bool, starts) -> tuple[int, int]:
-    """``(n, pos)``: the offsets of the pcap records wholly in ``buf`` that start before ``end``
-    (``hl``: a record header's length) written to ``starts`` (room for ``len(buf) // hl + 1``);
-    how many, and where the walk stopped."""
+def _u32(b, p: int, big: bool) -> int:
+    """The 32-bit field at ``p``."""
+    if big:
+        return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
+    return (b[p + 3] << 24) | (b[p + 2] << 16) | (b[p + 1] << 8) | b[p]
+
+
+_M64 = (1 << 64) - 1  # (compiled: 64-bit arithmetic wraps by itself)
+_K1, _K2, _GOLDEN = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
+
+
+def mix(x: int) -> int:
+    """splitmix64's finaliser."""
+    x ^= x >> 30
+    x = (x * _K1) & _M64
+    x ^= x >> 27
+    x = (x * _K2) & _M64
+    return x ^ (x >> 31)
+
+
+def pair_key(e1: int, e2: int) -> int:
+    """The conversation key of an unordered pair of endpoints (64-bit ints); never 0."""
+    lo, hi = (e1, e2) if e1 < e2 else (e2, e1)
+    k = mix((lo * _GOLDEN + hi) & _M64)
+    return k if k else 1
+
+
+def ipv4_key(b, p: int, cap: int, lt: int) -> int:
+    """The key of the IPv4/TCP packet of ``cap`` bytes at ``p`` of ``b`` on an Ethernet (1) or
+    Linux cooked (113) link; 0 for any other (``link.parse_packet`` keys it)."""
+    if lt == 1:
+        hlen, et = 14, 12
+    elif lt == 113:
+        hlen, et = 16, 14
+    else:
+        return 0
+    if cap < hlen + 24:
+        return 0
+    ip = p + hlen
+    ihl = (b[ip] & 15) * 4
+    if (b[p + et] << 8) | b[p + et + 1] != 0x0800 or b[ip] >> 4 != 4 or ihl < 20 or b[ip + 9] != 6:
+        return 0
+    if cap < hlen + ihl + 4:
+        return 0
+    t = ip + ihl
+    src, dst = _u32(b, ip + 12, True), _u32(b, ip + 16, True)  # (compiled: 64-bit, to shift)
+    return pair_key((src << 16) | (b[t] << 8) | b[t + 1], (dst << 16) | (b[t + 2] << 8) | b[t + 3])
+
+
+def pcap_records(
+    buf, end: int, hl: int, big: bool, mul: int, lt: int, starts, caps, wires, ts, keys
+) -> tuple:
+    """``(n, pos)``: the pcap records (link type ``lt``) wholly in ``buf`` that start before
+    ``end`` (``hl``: a record header's length; ``mul``: ns per fraction unit) written to the
+    columns ``starts`` (the offset of each in ``buf``), ``caps``, ``wires``, ``ts`` (ns) and
+    ``keys`` (``ipv4_key``), each with room for ``len(buf) // hl + 1``; how many, and where the
+    walk stopped."""
     blen = len(buf)
     pos = n = 0
     while pos < end and pos + hl <= blen:
-        q = pos + 8
-        if big:
-            caplen = (buf[q] << 24) | (buf[q + 1] << 16) | (buf[q + 2] << 8) | buf[q + 3]
-        else:
-            caplen = (buf[q + 3] << 24) | (buf[q + 2] << 16) | (buf[q + 1] << 8) | buf[q]
+        caplen = _u32(buf, pos + 8, big)
         nxt = pos + hl + caplen
         if nxt > blen:
             break
-        starts[n] = pos
+        starts[n], caps[n], wires[n] = pos, caplen, _u32(buf, pos + 12, big)
+        sec, frac = _u32(buf, pos, big), _u32(buf, pos + 4, big)  # (compiled: int64, not to wrap)
+        ts[n] = sec * 1_000_000_000 + frac * mul
+        keys[n] = ipv4_key(buf, pos + hl, caplen, lt)
         n += 1
         pos = nxt
     return n, pos
@@ -62,5 +114,5 @@ def packets(data, ords, ts, lts, offs, caps, wires, lo: int, base: int) -> list:
 if COMPILED:
     SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
 _fast = None if COMPILED else compiled.select("fastranges")
-compiled_starts = _fast.record_starts if _fast is not None else None
+compiled_records = _fast.pcap_records if _fast is not None else None
 compiled_packets = _fast.packets if _fast is not None else None

@@ -38,8 +38,8 @@ import numpy as np
 from amqpcap.capture import link
 from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import MAX_RECORD
-from amqpcap.spark import storage
-from amqpcap.spark.entries import compiled_packets, compiled_starts
+from amqpcap.spark import entries, storage
+from amqpcap.spark.entries import compiled_packets, compiled_records
 
 SLOTS = 512
 CHAIN = 16  # headers that must chain up to take an offset as a record boundary
@@ -327,15 +327,6 @@ _M64 = (1 << 64) - 1
 _FAST_LINKS = {1: (14, 12), 113: (16, 14)}
 
 
-def _mix(x: int) -> int:
-    """splitmix64's finaliser (the same as ``_mix_array``)."""
-    x ^= x >> 30
-    x = (x * 0xBF58476D1CE4E5B9) & _M64
-    x ^= x >> 27
-    x = (x * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
 def _mix_array(x: np.ndarray) -> np.ndarray:
     x = x ^ (x >> np.uint64(30))
     x = x * np.uint64(0xBF58476D1CE4E5B9)
@@ -354,8 +345,7 @@ def _endpoint(addr: bytes, port: int) -> int:
 def _pair_key(e1, e2):
     """The key of an unordered endpoint pair (ints or uint64 arrays); never MISC."""
     if isinstance(e1, int):
-        lo, hi = min(e1, e2), max(e1, e2)
-        return _mix((lo * 0x9E3779B97F4A7C15 + hi) & _M64) or 1
+        return entries.pair_key(e1, e2)
     lo, hi = np.minimum(e1, e2), np.maximum(e1, e2)
     k = _mix_array(lo * np.uint64(0x9E3779B97F4A7C15) + hi)
     k[k == 0] = 1
@@ -419,13 +409,15 @@ class _Keys:
 
 
 def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
-    """``(entries, pos)``: the index entries (RECORD, ``off`` relative to ``buf``, ``ord`` unset)
-    of the pcap records wholly in ``buf`` that start before ``end``; where the walk stopped."""
+    """``(entries, pos, keys)``: the index entries (RECORD, ``off`` relative to ``buf``, ``ord``
+    unset) of the pcap records wholly in ``buf`` that start before ``end``; where the walk
+    stopped; with the compiled walk their conversation keys, 0 where not computed (else None)."""
     hl, big = lay.hl, lay.big
-    if compiled_starts is not None:  # the walk in C (spark/entries.py)
-        s = np.empty(len(buf) // hl + 1, np.int64)
-        n, p = compiled_starts(buf, end, hl, big, s)
-        s = s[:n]
+    if compiled_records is not None:  # the walk in C (spark/entries.py)
+        a = np.empty(len(buf) // hl + 1, RECORD)
+        s, k = np.empty(len(a), np.int64), np.empty(len(a), np.uint64)
+        n, p = compiled_records(buf, end, hl, big, lay.mul, lay.linktype, s, a["cap"], a["wire"], a["ts"], k)
+        a, s, k = a[:n], s[:n], k[:n]
     else:
         cap_at = struct.Struct(">I" if big else "<I").unpack_from
         starts = array("q")
@@ -438,24 +430,26 @@ def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
             app(p)
             p = nxt
         s = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
-    b = np.frombuffer(buf, np.uint8)
-    head = b[s[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
-    a = np.zeros(len(s), RECORD)
-    a["cap"], a["wire"] = head[:, 2], head[:, 3]
-    a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
+        k = None
+        b = np.frombuffer(buf, np.uint8)
+        head = b[s[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
+        a = np.zeros(len(s), RECORD)
+        a["cap"], a["wire"] = head[:, 2], head[:, 3]
+        a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
+    a["ord"], a["pad"] = 0, 0
     a["lt"] = lay.linktype
     a["off"] = s + hl
-    return a, p
+    return a, p, k
 
 
 def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
-    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets)`` per block
-    read (``packets``: a RECORD array with block-relative offsets, ord unset); the offset of the
-    first record that starts at or past ``end``."""
+    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets, keys)`` per
+    block read (``packets``: a RECORD array with block-relative offsets, ord unset; keys as
+    _pcap_block gives them); the offset of the first record that starts at or past ``end``."""
     hl, big = lay.hl, lay.big
     while pos < end:
         buf = f.read_at(min(BLOCK, size - pos), pos)
-        a, used = _pcap_block(buf, end - pos, lay)
+        a, used, k = _pcap_block(buf, end - pos, lay)
         if not len(a):
             if len(buf) < hl:
                 if len(buf):
@@ -465,12 +459,12 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
             if cap > MAX_RECORD:
                 raise Unsplittable("oversize record")
             buf = f.read_at(hl + cap, pos)
-            a, used = _pcap_block(buf, end - pos, lay)
+            a, used, k = _pcap_block(buf, end - pos, lay)
             if not len(a):
                 raise Unsplittable("file ends inside a record")
         if (a["cap"] > MAX_RECORD).any():
             raise Unsplittable("oversize record")
-        sink(buf, pos, a)
+        sink(buf, pos, a, k)
         pos += used
     return pos
 
@@ -552,8 +546,13 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
     keys = _Keys()
     cols: list = []
 
-    def sink(buf, base, a):
-        k = keys.of_block(buf, a)
+    def sink(buf, base, a, k=None):
+        if k is None:
+            k = keys.of_block(buf, a)
+        else:
+            for i in np.flatnonzero(k == 0).tolist():  # the compiled walk's packets it did not key
+                o = int(a["off"][i])
+                k[i] = keys.of(int(a["lt"][i]), bytes(buf[o : o + int(a["cap"][i])]))
         a["off"] += base
         cols.append((a, k))
 
