@@ -8,22 +8,25 @@ cdef bint COMPILED
 
 cdef extern from *:
     """
-    /* A tuple subclass without instance dict (a namedtuple: Packet) holding the items of the
-       tuple values, made by its own allocator: no call through tuple.__new__. */
-    static PyObject *amqpcap_tuple_as(PyObject *cls, PyObject *values) {
-        Py_ssize_t i, n = PyTuple_GET_SIZE(values);
-        PyObject *r = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
+    /* A Packet (a namedtuple: a tuple subclass without instance dict) made by its own
+       allocator and filled in place: no call through tuple.__new__, no tuple made first. */
+    static PyObject *amqpcap_packet(PyObject *cls, PyObject *v0, PyObject *v1, PyObject *v2,
+                                    PyObject *v3, PyObject *v4, PyObject *v5, PyObject *v6,
+                                    PyObject *v7, PyObject *v8, PyObject *v9, PyObject *v10) {
+        PyObject *items[11] = {v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10};
+        PyObject *r = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 11);
+        Py_ssize_t i;
         if (r != NULL) {
-            for (i = 0; i < n; i++) {
-                PyObject *v = PyTuple_GET_ITEM(values, i);
-                Py_INCREF(v);
-                PyTuple_SET_ITEM(r, i, v);
+            for (i = 0; i < 11; i++) {
+                Py_INCREF(items[i]);
+                PyTuple_SET_ITEM(r, i, items[i]);
             }
         }
         return r;
     }
     """
-    object _tuple_as "amqpcap_tuple_as" (object cls, tuple values)
+    object _new_packet "amqpcap_packet" (object cls, object, object, object, object, object, object, object,
+                                         object, object, object, object)
 cdef list _ADDRS, _PORTS
 
 
@@ -39,7 +42,6 @@ cdef object _address(const unsigned char *b, Py_ssize_t a, Py_ssize_t alen)
 cdef object _u16(uint16_t v)
 
 
-@cython.locals(values=tuple)
 cdef object _packet_at(int version, const unsigned char *b, Py_ssize_t a, Py_ssize_t alen, Py_ssize_t t, Py_ssize_t p,
                        Py_ssize_t end)
 

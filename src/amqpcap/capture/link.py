@@ -199,10 +199,10 @@ def _packet_at(version: int, b, a: int, alen: int, t: int, p: int, end: int) -> 
     of ``b``, its payload ``b[p:end]``."""
     sport, dport, win = _u16(_rd16(b, t)), _u16(_rd16(b, t + 2)), _u16(_rd16(b, t + 14))
     src, dst, flags = _address(b, a, alen), _address(b, a + alen, alen), _rd16(b, t + 12) & 0x1FF
-    values = (version, src, dst, sport, dport, _rd32(b, t + 4), _rd32(b, t + 8), flags, win, b[p:end], 0)
-    if COMPILED:  # (tuple.__new__ is a generic call that copies the tuple through a new argument tuple)
-        return _tuple_as(Packet, values)  # noqa: F821 (fastlink.pxd: the items moved into a new Packet)
-    return _packet(Packet, values)
+    seq, ack, payload = _rd32(b, t + 4), _rd32(b, t + 8), b[p:end]
+    if COMPILED:  # (tuple.__new__ is a generic call that copies a tuple made first)
+        return _new_packet(Packet, version, src, dst, sport, dport, seq, ack, flags, win, payload, 0)  # noqa: F821 (fastlink.pxd)
+    return _packet(Packet, (version, src, dst, sport, dport, seq, ack, flags, win, payload, 0))
 
 
 def parse_packet_reference(linktype: int, data: bytes):
