@@ -39,6 +39,7 @@ __all__ = [
     "Codes",
     "OutOfOrder",
     "WireOrder",
+    "channel_ids",
 ]
 
 BATCH_ROWS = 1 << 17  # rows per batch: a few MB of a frame of a few columns, tens with its transients
@@ -133,13 +134,20 @@ def _numpy(col: pa.Array, codes: Codes | None) -> np.ndarray:
 
 
 def batches(
-    directory, name: str, columns: list[str], strings: dict, methods=None, nulls: tuple = ()
+    directory,
+    name: str,
+    columns: list[str],
+    strings: dict,
+    methods=None,
+    nulls: tuple = (),
+    rows: int | None = None,
 ) -> Iterator[dict]:
-    """The ``columns`` of table ``name`` a row group at a time (see the module doc), only the rows
+    """The ``columns`` of table ``name`` ``rows`` rows at a time (see the module doc), only the rows
     whose ``method`` is one of ``methods`` (None: all).  ``strings``: column -> :class:`Codes`
-    for each string column.  ``nulls``: integer columns also given as ``<name>_valid`` masks."""
+    for each string column.  ``nulls``: integer columns also given as ``<name>_valid`` masks.
+    ``rows``: default :data:`PASS_ROWS`."""
     for path in table_files(directory, name):
-        for batch, have in _file_batches(path, columns, PASS_ROWS):
+        for batch, have in _file_batches(path, columns, rows or PASS_ROWS):
             if methods is not None:
                 batch = batch.filter(pc.is_in(batch.column("method"), value_set=pa.array(list(methods))))
                 if batch.num_rows == 0:
@@ -152,6 +160,15 @@ def batches(
                     out[c + "_valid"] = col.is_valid().to_numpy(zero_copy_only=False)
                 out[c] = _numpy(col, strings.get(c))
             yield out
+
+
+def channel_ids(ids: dict, cap, stream, channel, has_channel) -> np.ndarray:
+    """A number per channel (capture code, TCP stream, channel or -1), the same in every batch:
+    ``ids`` (key -> number) grows as batches bring new channels."""
+    keys = np.stack([cap.astype(np.int64), stream, np.where(has_channel, channel, -1)])
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    local = np.array([ids.setdefault(k, len(ids)) for k in map(tuple, uniq.T.tolist())], dtype=np.int64)
+    return local[inv.reshape(-1)]
 
 
 class WireOrder:
