@@ -3,6 +3,7 @@ same as the pairing of the loaded tables, and the loaded way where the pass cann
 
 import os
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from tables import Capture
@@ -156,3 +157,50 @@ def test_streamed_acks_equal_the_loaded_pairing_on_random_traffic_in_batches_of_
     want = of_loaded(c.tables())
     assert want[0]["acked"] and want[0]["nacked"] and want[0]["unsettled"] and want[0]["redelivered"]
     assert streamed(write_output(c, tmp_path)) == want
+
+
+TIMELINE = ["capture", "tcp_stream", "channel", "ts", "event", "unacked", "prefetch_count"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_unacked_counts_of_the_pass_equal_unacked_of_the_loaded_tables_channel_by_channel(
+    tmp_path, monkeypatch, seed
+):
+    from amqpcap.analysis import streamed_acks as module
+    from amqpcap.analysis.connection_health import unacked
+
+    monkeypatch.setattr(module, "ROWS", 7)
+    c = random_consumer_traffic(seed)
+    got: list = []
+    streamed_acks(write_output(c, tmp_path), on_timeline=got.append)
+    want = unacked(c.tables())[TIMELINE]
+    assert want.groupby(["tcp_stream", "channel"]).ngroups >= 5 and (want["event"] == "qos").any()
+    keys = ["capture", "tcp_stream", "channel"]
+    # (each channel's events in the same order; channels may come in another order)
+    got = got[0].astype({"capture": object, "event": object})
+    got = got.sort_values(keys, kind="stable").reset_index(drop=True)
+    want = want.sort_values(keys, kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want.astype({"capture": object, "event": object}), check_dtype=False)
+
+
+def test_the_report_of_a_directory_draws_unacked_from_the_pass_without_loading_the_deliveries(
+    tmp_path, monkeypatch
+):
+    from amqpcap.analysis import report, summary
+
+    out = write_output(random_consumer_traffic(1), tmp_path / "out")
+    loads: list = []  # the methods each load reads
+    load_section = summary.load_section
+
+    def counted(directory, columns, names=None, *rest):
+        if "methods" in columns:
+            loads.append((names or {}).get("methods", ("every method",)))
+        return load_section(directory, columns, names, *rest)
+
+    monkeypatch.setattr(summary, "load_section", counted)
+    drawn: list = []
+    fig = report.fig_unacked
+    monkeypatch.setattr(report, "fig_unacked", lambda un, *a, **k: drawn.append(un) or fig(un, *a, **k))
+    report.write_report(out, tmp_path / "report")
+    assert loads and not [m for m in loads if "basic.deliver" in m or "every method" in m]
+    assert len(drawn) == 1 and drawn[0]["unacked"].max() > 0

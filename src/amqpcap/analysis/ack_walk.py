@@ -15,8 +15,10 @@ all); a tag delivered again while outstanding replaces the first delivery.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from amqpcap.analysis._common import NAT
+from amqpcap.analysis.batches import OutOfOrder
 from amqpcap.analysis.settle import ALL, first_settlement
 
 __all__ = ["AckWalk", "kinds_of", "OUTCOMES", "UNSETTLED"]
@@ -116,6 +118,8 @@ class AckWalk:
             grown[: len(self.epoch)] = self.epoch
             self.epoch = grown
         opens = (kind == OPEN).astype(np.int64)
+        if not opens.any():
+            return self.epoch[chan]
         o = np.argsort(chan, kind="stable")
         run = np.cumsum(opens[o])
         first = np.r_[True, chan[o][1:] != chan[o][:-1]] if len(o) else np.zeros(0, dtype=bool)
@@ -138,19 +142,33 @@ class AckWalk:
             for i in state.tolist():
                 self._apply(i, kind, chan, col, tags)
             return out
-        seg = np.searchsorted(state, dl)  # the state rows before each delivery
-        asked = np.stack([seg, chan[dl], col["consumer_tag"][dl], kind[dl] == GET_OK], 1)
-        combos, inverse = np.unique(asked, axis=0, return_inverse=True)
+        # (state rows before it, channel, consumer tag, get) as one int64 (ordered by the first)
+        nchan, ntag = int(chan.max()) + 1, len(tags) + 1
+        if (len(state) + 1) * nchan * ntag * 2 >= 1 << 62:
+            raise OutOfOrder("delivery keys too wide for one number")
+        asked = np.searchsorted(state, dl) * nchan + chan[dl]
+        asked = (asked * ntag + col["consumer_tag"][dl] + 1) * 2 + (kind[dl] == GET_OK)
+        inverse, combos = pd.factorize(asked)
+        o = np.argsort(combos)
+        rank = np.empty(len(o), dtype=np.int64)
+        rank[o] = np.arange(len(o))
+        combos = combos[o]
+        parts = zip(
+            (combos // (2 * ntag * nchan)).tolist(),
+            (combos // (2 * ntag) % nchan).tolist(),
+            (combos // 2 % ntag - 1).tolist(),
+            (combos % 2).tolist(),
+        )
         verdict = np.empty(len(combos), dtype=bool)
         s, walked = 0, state.tolist()
-        for j, (seg, ch, tag, is_get) in enumerate(combos.tolist()):
+        for j, (seg, ch, tag, is_get) in enumerate(parts):
             while s < seg:
                 self._apply(walked[s], kind, chan, col, tags)
                 s += 1
             verdict[j] = self.consumers.acked(ch, tags[tag] if tag >= 0 else None, bool(is_get))
         for i in walked[s:]:
             self._apply(i, kind, chan, col, tags)
-        out[dl] = verdict[inverse.reshape(-1)]
+        out[dl] = verdict[rank[inverse]]
         return out
 
     def _apply(self, i: int, kind, chan, col: dict, tags: list) -> None:

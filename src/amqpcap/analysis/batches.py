@@ -165,10 +165,16 @@ def batches(
 def channel_ids(ids: dict, cap, stream, channel, has_channel) -> np.ndarray:
     """A number per channel (capture code, TCP stream, channel or -1), the same in every batch:
     ``ids`` (key -> number) grows as batches bring new channels."""
-    keys = np.stack([cap.astype(np.int64), stream, np.where(has_channel, channel, -1)])
-    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
-    local = np.array([ids.setdefault(k, len(ids)) for k in map(tuple, uniq.T.tolist())], dtype=np.int64)
-    return local[inv.reshape(-1)]
+    ch = np.where(has_channel, channel, -1).astype(np.int64) + 1  # (0 .. 65536)
+    cap = cap.astype(np.int64) + 1
+    if len(cap) and (cap.max() >= 1 << 14 or stream.max() >= 1 << 31 or stream.min() < -1):
+        raise OutOfOrder("channel keys too wide for one number")
+    # one int64 a row, numbered by hashing (a batch holds few channels)
+    local, uniq = pd.factorize((cap << 48) | ((stream + 1) << 17) | ch)
+    parts = ((uniq >> 48) - 1, ((uniq >> 17) & ((1 << 31) - 1)) - 1, (uniq & ((1 << 17) - 1)) - 1)
+    keys = zip(*(p.tolist() for p in parts))
+    number = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
+    return number[local]
 
 
 class WireOrder:

@@ -12,6 +12,7 @@ the caller pairs the loaded tables.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from amqpcap.analysis._common import latency_ms
 from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
@@ -21,6 +22,7 @@ from amqpcap.analysis.streamed_confirms import content_times
 
 __all__ = ["streamed_acks", "ROWS"]
 
+_EVENTS = ("settle", "qos", "deliver")  # unacked's events, in their order within a packet
 ROWS = BATCH_ROWS  # rows per batch of the pass: its work is per batch, in numpy
 
 _COLUMNS = ["capture", "tcp_stream", "frame_number", "stream_offset", "ts", "direction", "channel", "method",
@@ -58,15 +60,18 @@ def _walk(directory, strings: dict):
         count = np.where(b["prefetch_count_valid"][q], b["prefetch_count"][q], -1)
         qos.append(np.stack([chan[q], b["ts"][q], b["frame_number"][q], count, b["qos_global"][q]], 1))
     got.append(walk.end())
-    rows = np.concatenate(got).astype(np.int64)
+    rows = np.concatenate(got)
+    del got
     qos = np.concatenate(qos).astype(np.int64) if qos else np.zeros((0, 5), dtype=np.int64)
     return rows, walk.redelivered, qos, ids
 
 
-def streamed_acks(directory) -> tuple[np.ndarray, dict, dict]:
+def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     """The latencies (ms: of the deliveries acked, nacked or rejected), the counts of stats'
     ``consumer_ack`` (acked, nacked, rejected, unsettled, recovered, redelivered) and the unacked
-    health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``."""
+    health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``.
+    ``on_timeline``, when given, is handed the unacked counts over time (a frame of
+    :func:`~amqpcap.analysis.connection_health.unacked`'s columns the report draws)."""
     strings = {c: Codes() for c in ("capture", "direction", "method", "consumer_tag", "version")}
     rows, redelivered, qos, ids = _walk(directory, strings)
     n = np.bincount(rows[:, 7], minlength=len(OUTCOMES))
@@ -82,9 +87,12 @@ def streamed_acks(directory) -> tuple[np.ndarray, dict, dict]:
         timed = rows[:, 7] <= 2
         values = latency_ms(rows[timed, 2], rows[timed, 5])
         del timed
-    events = _events(rows, qos)
+    steps = _steps(_events(rows, qos))
     del rows, qos
-    return values, counts, _unacked(events, ids)
+    health = _unacked(steps, ids)
+    if on_timeline is not None:
+        on_timeline(_timeline(steps, ids, strings["capture"].values))
+    return values, counts, health
 
 
 def _settle_events(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,24 +131,32 @@ def _events(rows: np.ndarray, qos: np.ndarray) -> dict:
     }
 
 
-def _unacked(events: dict, ids: dict) -> dict:
-    """stats' unacked health from :func:`_events`: per channel, by time then packet (a settle,
-    then a qos, then a delivery within one), the count of unsettled deliveries after each event
-    against the latest prefetch count."""
-    chan = events["chan"]
-    if not len(chan):
-        return {"max_unacked": 0, "channels_over_prefetch": 0}
-    order = np.lexsort((events.pop("kind"), events.pop("frame"), events.pop("ts"), chan))
-    chan, delta, prefetch = chan[order], events.pop("delta")[order], events.pop("prefetch")[order]
+def _steps(events: dict) -> dict:
+    """:func:`_events` per channel, by time then packet (a settle, then a qos, then a delivery
+    within one), with the count of unsettled deliveries after each (``unacked``) and the channel's
+    latest prefetch count (``latest``; -1: none)."""
+    order = np.lexsort((events["kind"], events["frame"], events["ts"], events["chan"]))
+    out = {k: events.pop(k)[order] for k in ("chan", "ts", "kind", "delta", "prefetch")}
     del order, events
+    chan, prefetch = out["chan"], out.pop("prefetch")
     start = np.r_[True, chan[1:] != chan[:-1]]
-    total = np.cumsum(delta, dtype=np.int64)
+    total = np.cumsum(out.pop("delta"), dtype=np.int64)
     base = np.maximum.accumulate(np.where(start, np.arange(len(chan)), 0))
-    unacked = total - np.r_[0, total][base]  # the channel's running sum
+    out["unacked"] = total - np.r_[0, total][base]  # the channel's running sum
+    del total, base
     # the latest prefetch count of the channel (a qos without one keeps the one before)
     has = (prefetch >= 0) | start
     at = np.maximum.accumulate(np.where(has, np.arange(len(chan)), 0))
-    latest = np.where(prefetch[at] >= 0, prefetch[at], -1)
+    out["latest"] = np.where(prefetch[at] >= 0, prefetch[at], -1)
+    return out
+
+
+def _unacked(steps: dict, ids: dict) -> dict:
+    """stats' unacked health from :func:`_steps`: the most unsettled deliveries of a channel, the
+    channels holding more than their prefetch count at some point."""
+    chan, unacked, latest = steps["chan"], steps["unacked"], steps["latest"]
+    if not len(chan):
+        return {"max_unacked": 0, "channels_over_prefetch": 0}
     over = (latest > 0) & (unacked > latest)
     # (a channel without a capture or number is not counted)
     named = np.array([k[0] >= 0 and k[2] >= 0 for k in ids], dtype=bool)
@@ -148,3 +164,24 @@ def _unacked(events: dict, ids: dict) -> dict:
         "max_unacked": int(unacked.max()),
         "channels_over_prefetch": int(len(np.unique(chan[over & named[chan]]))),
     }
+
+
+def _timeline(steps: dict, ids: dict, captures: list) -> pd.DataFrame:
+    """The columns of :func:`~amqpcap.analysis.connection_health.unacked` the report draws
+    (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), of :func:`_steps`."""
+    keys = np.array(list(ids), dtype=np.int64).reshape(-1, 3)
+    chan = steps.pop("chan")
+    cap, stream, channel = (keys[:, i][chan] for i in range(3))
+    del chan
+    latest = steps.pop("latest")
+    return pd.DataFrame(
+        {
+            "capture": pd.Categorical.from_codes(cap, pd.Index(captures, dtype=object)),
+            "tcp_stream": pd.arrays.IntegerArray(stream.astype(np.int32), stream < 0),
+            "channel": pd.arrays.IntegerArray(channel.astype(np.int32), channel < 0),
+            "ts": pd.to_datetime(steps.pop("ts").view("datetime64[ns]"), utc=True),
+            "event": pd.Categorical.from_codes(steps.pop("kind"), _EVENTS),
+            "unacked": steps.pop("unacked"),
+            "prefetch_count": pd.arrays.IntegerArray(latest.astype(np.int32), latest < 0),
+        }
+    )
