@@ -40,6 +40,7 @@ __all__ = [
     "OutOfOrder",
     "WireOrder",
     "channel_ids",
+    "plain_strings",
 ]
 
 BATCH_ROWS = 1 << 17  # rows per batch: a few MB of a frame of a few columns, tens with its transients
@@ -118,6 +119,11 @@ class Codes:
             code = self.index[v] = len(self.values)
             self.values.append(v)
         return code
+
+
+def plain_strings(col: pa.Array) -> pa.Array:
+    """A string column as plain strings (a dictionary column decoded)."""
+    return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
 
 
 def _numpy(col: pa.Array, codes: Codes | None) -> np.ndarray:
