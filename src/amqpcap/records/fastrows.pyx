@@ -447,12 +447,15 @@ cdef inline object convert(int code, object conv, object v):
 
 cdef enum:
     MAX_FILL = 32
-    MAX_NAMES = 64  # longer argument / property lists: no keyed JSON
+    MAX_NAMES = 64  # longer argument / property lists: no keyed JSON, not written from the wire
 
 
 cdef class Plan:
-    """A reference fill plan ((column, value name, converter), ...) with converter codes, plus
-    the method plan's flags."""
+    """A reference fill plan ((column, value name, converter), ...) with converter codes, the
+    method plan's flags, and the names of the field list it was made for, in order (a dict's
+    keys; a WireFields' values then bits), with their JSON keys: a field list of the same
+    names in the same order uses this plan, from a dict (``n`` fill entries) or from the wire
+    (``at``: the fill entry of each name)."""
 
     cdef Py_ssize_t n
     cdef Py_ssize_t col[MAX_FILL]
@@ -460,17 +463,18 @@ cdef class Plan:
     cdef tuple keys, convs
     cdef bint reply_code, failing
     cdef object direction, version  # the row's it was made for (rows' plans depend on them)
-    # the names of the dict it was made for, in order, and their JSON keys (None: not written
-    # by amqpcap_json_keyed); a dict with the same names in the same order uses this plan
     cdef tuple names
-    cdef object frags
+    cdef object frags  # '"name":' of each name in one bytes object (None: not written here)
     cdef bint wide_keys  # a key of frags is not ASCII
+    cdef bint wire  # a field list of these names may be written from its bytes (stage_wire)
     # the fill entry of a table written as JSON alone too (the headers: TO_TABLE_JSON), -1: none;
     # and its name's place in names: its text is taken from the whole dict's (json)
     cdef Py_ssize_t table_fill, table_at
     cdef Py_ssize_t ends[MAX_NAMES]
+    cdef Py_ssize_t at[MAX_NAMES]
 
-    def __init__(self, fill, reply_code=False, failing=False, direction=None, version=None):
+    def __init__(self, fill, tuple names, reply_code=False, failing=False, direction=None, version=None):
+        cdef Py_ssize_t j
         fill = tuple(fill)
         if len(fill) > MAX_FILL:
             raise ValueError("fill plan too long")
@@ -483,17 +487,18 @@ cdef class Plan:
         self.reply_code = reply_code
         self.failing = failing
         self.direction, self.version = direction, version
-        self.table_fill = self.table_at = -1
-
-    cdef void named(self, tuple names):
-        cdef Py_ssize_t j
         self.names = names
         self.frags = amqpcap_json_fragments(names, self.ends) if len(names) <= MAX_NAMES else None
         self.wide_keys = self.frags is not None and not self.frags.isascii()
+        self.table_fill = self.table_at = -1
         for j in range(self.n):
             if self.code[j] == TO_TABLE_JSON and self.keys[j] in names:
                 self.table_fill, self.table_at = j, names.index(self.keys[j])
                 break
+        # a reply code, a failing method: what the dict's path adds; a value in two columns
+        self.wire = self.frags is not None and not (reply_code or failing) and len(set(self.keys)) == self.n
+        for j in range(len(names) if self.frags is not None else 0):
+            self.at[j] = self.keys.index(names[j]) if names[j] in self.keys else -1
 
     cdef object json(self, dict d, bint same, PyObject **table):
         """to_json(d); ``same``: d's keys are this plan's names (same_names), written from the
@@ -507,115 +512,120 @@ cdef class Plan:
         return text
 
 
-cdef dict method_plans = {}  # (method name, argument names, direction, version) -> Plan, as rows.method_plans
-cdef dict property_plans = {}  # property names -> Plan, as rows.property_plans
-cdef dict message_arg_plans = {}  # as rows.message_arg_plans
-# The plan used last for a method name (per direction) / for a property dict of n names: most
-# rows of a capture repeat the names of the row before them, and comparing the names costs less
-# than building and hashing the key tuple.
+# Plans by what they were made for: (method name, names, direction, version) -> Plan for a
+# method's arguments (rows.MethodPlan) and for the arguments of a content's method
+# (rows.message_arg_plan); names -> Plan for properties (rows.fill_plan).  The plan used last
+# for a method name (per direction) / for a property list of n names: most rows of a capture
+# repeat the names of the row before them, and comparing the names costs less than building
+# and hashing the key.  Names come from the wire: at most PLANS_MAX plans of each kind.
+cdef dict method_plans = {}
+cdef dict message_arg_plans = {}
+cdef dict property_plans = {}
 cdef tuple last_method_plan = ({}, {})
 cdef tuple last_message_arg_plan = ({}, {})
 cdef list last_property_plan = [None] * 32
+cdef Py_ssize_t PLANS_MAX = 4096
 
 
-cdef inline bint made_for(object plan_direction, object plan_version, direction, version):
-    """A plan made for ``plan_direction`` and ``plan_version`` serves a row of ``direction`` and
-    ``version`` (small ints and the conversation's version string: mostly identities)."""
-    return (plan_direction is direction or plan_direction == direction) and (
-        plan_version is version or plan_version == version
+cdef inline bint made_for(Plan plan, direction, version):
+    """``plan`` serves a row of ``direction`` and ``version`` (small ints and the conversation's
+    version string: mostly identities)."""
+    return (plan.direction is direction or plan.direction == direction) and (
+        plan.version is version or plan.version == version
     )
+
+
+cdef inline bint same_name(object a, object b):
+    """Two names alike: exact str (interned on both sides: mostly an identity)."""
+    return a is b or (PyUnicode_CheckExact(a) and PyUnicode_CheckExact(b) and a == b)
+
+
+cdef bint same_names(tuple names, d, const amqpcap_wire *w):
+    """``names`` are the keys of the dict ``d`` in order or (``w`` not NULL) the values then
+    the bits of ``w``."""
+    cdef PyObject *k
+    cdef PyObject *v
+    cdef Py_ssize_t pos = 0, i = 0, nv
+    if w != NULL:
+        nv = w.n
+        if PyTuple_GET_SIZE(names) != nv + PyTuple_GET_SIZE(<tuple>w.bits):
+            return False
+        for i in range(PyTuple_GET_SIZE(names)):
+            k = PyTuple_GET_ITEM(<tuple>w.names, i) if i < nv else PyTuple_GET_ITEM(<tuple>w.bits, i - nv)
+            if not same_name(<object>PyTuple_GET_ITEM(names, i), <object>k):
+                return False
+        return True
+    if len(<dict>d) != len(names):
+        return False
+    while PyDict_Next(<dict>d, &pos, &k, &v):
+        if not same_name(<object>PyTuple_GET_ITEM(names, i), <object>k):
+            return False
+        i += 1
+    return True
 
 
 cdef inline dict last_plans(tuple by_direction, direction):
     return <dict>by_direction[1 if direction is 1 else 0]
 
 
-cdef inline bint same_names(tuple names, dict d):
-    """d's keys are ``names``, in this order, and of the same type: exact str (the names are
-    interned on both sides: mostly an identity)."""
-    cdef PyObject *k
-    cdef PyObject *v
-    cdef Py_ssize_t pos = 0, i = 0
-    if len(d) != len(names):
-        return False
-    while PyDict_Next(d, &pos, &k, &v):
-        name = <object>PyTuple_GET_ITEM(names, i)
-        if <object>k is not name:
-            if not (PyUnicode_CheckExact(<object>k) and PyUnicode_CheckExact(name) and name == <object>k):
-                return False
-        i += 1
-    return True
+cdef inline tuple names_of(d, const amqpcap_wire *w):
+    if w == NULL:
+        return tuple(d)
+    if PyTuple_GET_SIZE(<tuple>w.bits):
+        return <tuple>w.names + <tuple>w.bits
+    return <tuple>w.names
 
 
-cdef Plan method_plan(name, dict a, direction, version, bint *same):
-    """rows.method_plans[(name, tuple(a), direction, version)] (made on first use); same[0]: a's
-    keys are its names."""
+cdef Plan method_plan(bint message_args, name, a, const amqpcap_wire *w, direction, version, bint *same):
+    """The plan of a method's arguments (the dict ``a``, or ``w`` as the wire has them), made on
+    first use: rows.MethodPlan's, or (``message_args``) rows.message_arg_plan's; same[0]: the
+    arguments' names are its names."""
     cdef Plan plan
-    cdef dict last = last_plans(last_method_plan, direction)
+    cdef dict last = last_plans(last_message_arg_plan if message_args else last_method_plan, direction)
+    cdef dict made = message_arg_plans if message_args else method_plans
     found = PyDict_GetItem(last, name) if PyUnicode_CheckExact(name) else NULL
-    if (found is not NULL and made_for((<Plan>found).direction, (<Plan>found).version, direction, version)
-            and same_names((<Plan>found).names, a)):
+    if found is not NULL and made_for(<Plan>found, direction, version) and same_names((<Plan>found).names, a, w):
         same[0] = True
         return <Plan>found
-    key = (name, tuple(a), direction, version)
-    p = PyDict_GetItem(method_plans, key)
-    if p is NULL:
-        rp = R.MethodPlan(*key)
-        plan = Plan(rp.fill, rp.code, rp.failing, direction, version)
-        plan.named(key[1])
-        method_plans[key] = plan
-    else:
-        plan = <Plan>p
-    same[0] = same_names(plan.names, a)
-    if same[0] and PyUnicode_CheckExact(name) and len(last) < 4096:  # names from the wire
-        last[name] = plan
-    return plan
-
-
-cdef Plan message_arg_plan(name, a, const amqpcap_wire *aw, direction, version):
-    """rows.message_arg_plans[(name, argument names, direction, version)] for the arguments of a
-    content's method: the dict ``a``, or (``aw`` not NULL) as the wire has them."""
-    cdef Plan plan
-    cdef dict last = last_plans(last_message_arg_plan, direction)
-    found = last.get(name)
-    if found is not None and made_for((<Plan>found).direction, (<Plan>found).version, direction, version):
-        if (<Plan>found).names is <object>aw.names if aw != NULL else same_names((<Plan>found).names, <dict>a):
-            return <Plan>found
-    names = <tuple>aw.names if aw != NULL else tuple(a)
-    key = (name, names, direction, version)
-    found = message_arg_plans.get(key)
-    if found is None:
-        plan = Plan(R.message_arg_plan(*key), False, False, direction, version)
-        plan.names = names
-        if len(message_arg_plans) < 4096:  # names from the wire: bounded
-            message_arg_plans[key] = plan
-    else:
+    key = (name, names_of(a, w), direction, version)
+    found = PyDict_GetItem(made, key)
+    if found is not NULL:
         plan = <Plan>found
-    if PyUnicode_CheckExact(name) and len(last) < 4096:
+    elif message_args:
+        plan = Plan(R.message_arg_plan(*key), key[1], False, False, direction, version)
+    else:
+        rp = R.MethodPlan(*key)
+        plan = Plan(rp.fill, key[1], rp.code, rp.failing, direction, version)
+    if found is NULL and len(made) < PLANS_MAX:
+        made[key] = plan
+    same[0] = same_names(plan.names, a, w)
+    if same[0] and PyUnicode_CheckExact(name) and len(last) < PLANS_MAX:
         last[name] = plan
     return plan
 
 
-cdef Plan property_plan(dict p, bint *same):
-    """rows.property_plans[tuple(p)] (made on first use); same[0]: p's keys are its names."""
-    cdef Plan fill
-    cdef Py_ssize_t slot = len(p) & 31
+cdef Plan property_plan(p, const amqpcap_wire *w, bint *same):
+    """The plan of a content's properties (the dict ``p``, or ``w`` as the wire has them), made
+    on first use from rows.fill_plan; same[0]: their names are its names."""
+    cdef Plan plan
+    cdef Py_ssize_t slot = (w.n + PyTuple_GET_SIZE(<tuple>w.bits) if w != NULL else len(<dict>p)) & 31
     found = last_property_plan[slot]
-    if found is not None and same_names((<Plan>found).names, p):
+    if found is not None and same_names((<Plan>found).names, p, w):
         same[0] = True
         return <Plan>found
-    keys = tuple(p)
-    f = PyDict_GetItem(property_plans, keys)
-    if f is NULL:
-        fill = Plan(R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(keys)))
-        fill.named(keys)
-        property_plans[keys] = fill
-    else:
-        fill = <Plan>f
-    same[0] = same_names(fill.names, p)
+    names = names_of(p, w)
+    found = property_plans.get(names)
+    if found is None:
+        found = Plan(R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(names)), names)
+        # a redelivered property: the redelivered column may take it (stage_message_args)
+        (<Plan>found).wire = (<Plan>found).wire and K_REDELIVERED not in names
+        if len(property_plans) < PLANS_MAX:
+            property_plans[names] = found
+    plan = <Plan>found
+    same[0] = same_names(plan.names, p, w)
     if same[0]:
-        last_property_plan[slot] = fill
-    return fill
+        last_property_plan[slot] = plan
+    return plan
 
 
 # A row is staged in a C array of its values (NULL: null), then made a tuple, or handed to the
@@ -954,18 +964,12 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     cdef bint same = False
     cdef Py_ssize_t j
     cdef const amqpcap_wire *wire = NULL
-    cdef WirePlan wplan = None
     a = <object>m.args
     name = <object>m.name
     if not PyDict_CheckExact(a):
         wire = wire_of(a) if wire_of != NULL else NULL
         if wire == NULL:
             return 1
-        if direct != NULL:
-            wplan = method_wire_plan(name, wire, direction, version)
-        if wplan is None:  # written from a dict (a table buffer of tuples, a flag of rows.MethodPlan)
-            wire = NULL
-            a = a.copy()
     put_keys(row, capture, stream, <object>m.packet, <object>m.ts, direction, <object>m.channel, <object>m.offset)
     put(row, 7, name)
     put(row, 8, <object>m.class_id)
@@ -976,11 +980,12 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     put(row, 13, <object>m.frame_size)
     put(row, M_COMMAND_COL, <object>m.command_id)
     put(row, M_ANSWERS_COL, <object>m.answers_command_id)
-    if wire != NULL:
-        if not stage_wire(row, direct, wire, wplan):  # the argument columns and JSON from the bytes
+    if wire != NULL:  # the argument columns and JSON from the bytes, if the plan and values allow
+        plan = method_plan(False, name, a, wire, direction, version, &same)
+        if direct != NULL and plan.wire and not stage_wire(row, direct, wire, plan, M_ARGUMENTS_COL):
             return 0
-        a = a.copy()  # (nothing of them staged)
-    plan = method_plan(name, <dict>a, direction, version, &same)
+        a = a.copy()
+    plan = method_plan(False, name, a, NULL, direction, version, &same)
     for j in range(plan.n):
         put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
     if plan.reply_code:
@@ -1036,7 +1041,8 @@ cdef int stage_message_args(PyObject **row, Direct *direct, const ContentView *c
     of the content's method (the dict ``a``, or ``aw`` as the wire has them: ASCII text staged
     raw) by rows.message_arg_plan, the content's own exchange and routing key before them, and
     the redelivered property of ``p`` (a dict, or None) for a missing redelivered argument."""
-    cdef Plan plan = message_arg_plan(<object>c.method.name, a, aw, direction, version)
+    cdef bint same
+    cdef Plan plan = method_plan(True, <object>c.method.name, a, aw, direction, version, &same)
     cdef Py_ssize_t j, col
     exchange, routing_key = <object>c.exchange, <object>c.routing_key
     for j in range(plan.n):
@@ -1065,7 +1071,6 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     """The messages row of the content ``c`` into ``row`` (all NULL on entry): 0; 1 if the
     reference is to build it (what was staged by then is cleared by the caller, as always)."""
     cdef Plan fill
-    cdef WirePlan wplan = None
     cdef bint same = False
     cdef Py_ssize_t j, i
     cdef PyObject *table = NULL
@@ -1073,14 +1078,12 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     cdef const amqpcap_wire *awire = NULL
     cdef const MethodView *method = c.method
     p = <object>c.properties
-    if wire_of != NULL:
-        wire = wire_of(p)
-        if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
-            if direct != NULL:
-                wplan = wire_plan(wire)
-            if wplan is None or stage_wire(row, direct, wire, wplan):
-                wire = NULL
-                p = p.copy()
+    wire = wire_of(p) if wire_of != NULL else NULL
+    if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
+        fill = property_plan(p, wire, &same)
+        if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, FIRST_PROPERTY + N_PROPERTIES):
+            wire = NULL
+            p = p.copy()
     if wire == NULL and not PyDict_CheckExact(p):
         return 1
     a = <object>method.args
@@ -1104,7 +1107,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     put(row, i + 8, <object>c.packet)
     if wire != NULL:  # the properties are staged (stage_wire)
         return 0
-    fill = property_plan(<dict>p, &same)
+    fill = property_plan(p, NULL, &same)
     put(row, i, fill.json(<dict>p, same, &table))
     for j in range(fill.n):
         if j == fill.table_fill and table != NULL:  # the headers' text, from the properties' own
@@ -1116,104 +1119,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     return 0
 
 
-# --- properties from the wire (fast09.WireFields) -----------------------------------------
-
-
-cdef enum:
-    MAX_WIRE_NAMES = 32  # values and bits; more: the properties go through a dict
-
-
-@cython.final
-cdef class WirePlan:
-    """How the fields of one decoding plan (fast09's: the names of the values, then of the
-    bits set) fill a row: the column and converter of each, as the reference's fill plan
-    (``fill``: rows.fill_plan's) says (-1: JSON only), each one's JSON key, and the column of
-    their JSON text (``json_col``)."""
-
-    cdef tuple names, bits
-    cdef Py_ssize_t col[MAX_WIRE_NAMES]
-    cdef int code[MAX_WIRE_NAMES]
-    cdef list convs
-    cdef bytes frags  # '"name":' of each value, then of each bit
-    cdef Py_ssize_t ends[MAX_WIRE_NAMES]
-    cdef Py_ssize_t json_col
-    cdef object direction, version  # a method's: the row's it was made for (as Plan's)
-
-    def __init__(self, tuple names, tuple bits, fill, Py_ssize_t json_col):
-        cdef Py_ssize_t j
-        every = names + bits
-        self.names, self.bits = names, bits
-        self.json_col = json_col
-        self.convs = [None] * len(every)
-        for j in range(len(every)):
-            self.col[j] = -1
-        for col, key, conv in fill:
-            j = every.index(key)
-            self.col[j] = col
-            self.code[j] = CODES.get(conv, CALL)
-            self.convs[j] = conv
-        self.frags = amqpcap_json_fragments(every, self.ends)
-
-
-cdef dict wire_plans = {}  # (names, bits) -> WirePlan (None: not written from the wire)
-cdef list last_wire_plan = [None] * 32  # by the number of names, as last_property_plan
-
-
-cdef WirePlan wire_plan(const amqpcap_wire *w):
-    """The WirePlan of ``w``'s names, or None if its properties go through a dict: too many,
-    a redelivered property (the redelivered column may take it), a key not written here."""
-    names = <tuple>w.names
-    bits = <tuple>w.bits
-    cdef Py_ssize_t slot = PyTuple_GET_SIZE(names) & 31
-    found = last_wire_plan[slot]
-    if found is not None and (<WirePlan>found).names is names and (<WirePlan>found).bits is bits:
-        return <WirePlan>found
-    key = (names, bits)
-    found = wire_plans.get(key, 0)
-    if found is 0:
-        found = None
-        if len(names) + len(bits) <= MAX_WIRE_NAMES and K_REDELIVERED not in names and K_REDELIVERED not in bits:
-            fill = R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(names + bits))
-            found = WirePlan(names, bits, fill, FIRST_PROPERTY + N_PROPERTIES)
-            if (<WirePlan>found).frags is None:
-                found = None
-        if len(wire_plans) < 4096:  # names from the wire: bounded
-            wire_plans[key] = found
-    if found is not None:
-        last_wire_plan[slot] = found
-    return <WirePlan>found
-
-
-cdef dict method_wire_plans = {}  # (method name, names, direction, version) -> WirePlan (None: from a dict)
-cdef tuple last_method_wire_plan = ({}, {})  # per direction: method name -> the WirePlan used last
-
-
-cdef WirePlan method_wire_plan(name, const amqpcap_wire *w, direction, version):
-    """The WirePlan of a method's arguments ``w`` (the reference's fill plan for them), or None
-    if its row is written from a dict: a flag of rows.MethodPlan (a reply code, a failing
-    method: what the dict's path adds), too many names."""
-    names = <tuple>w.names
-    cdef dict last = last_plans(last_method_wire_plan, direction)
-    found = last.get(name)
-    if (found is not None and (<WirePlan>found).names is names
-            and made_for((<WirePlan>found).direction, (<WirePlan>found).version, direction, version)):
-        return <WirePlan>found
-    key = (name, names, direction, version)
-    found = method_wire_plans.get(key, 0)
-    if found is 0:
-        found = None
-        if len(names) <= MAX_WIRE_NAMES:
-            mp = R.MethodPlan(*key)
-            if not (mp.code or mp.failing):
-                found = WirePlan(names, (), mp.fill, M_ARGUMENTS_COL)
-                (<WirePlan>found).direction, (<WirePlan>found).version = direction, version
-                if (<WirePlan>found).frags is None:
-                    found = None
-        if len(method_wire_plans) < 4096:  # names from the generated tables: bounded anyway
-            method_wire_plans[key] = found
-    if found is not None and len(last) < 4096:
-        last[name] = found
-    return <WirePlan>found
+# --- field lists from the wire (fast09.WireFields) -------------------------------------------
 
 
 cdef inline bint ascii(const unsigned char *p, Py_ssize_t n) noexcept:
@@ -1224,17 +1130,17 @@ cdef inline bint ascii(const unsigned char *p, Py_ssize_t n) noexcept:
     return True
 
 
-cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan plan) except -1:
+cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, Plan plan, Py_ssize_t json_col) except -1:
     """The columns ``plan`` fills and the JSON text of a row's fields (a message's properties,
-    a method's arguments), from the bytes: 0; 1 (nothing staged) if a value is not written
-    here (the dict's path then writes them).  What
+    a method's arguments: into column ``json_col``), from the bytes: 0; 1 (nothing staged) if a
+    value is not written here (the dict's path then writes them).  What
     the bytes hold as they are goes to the table buffer as raw values (ASCII text, integers);
     the rest as objects, converted as the reference converts them."""
     cdef amqpcap_jbuf *jb = d.json
     cdef Raw *raw = d.raw
     cdef const char *f = <const char *>PyBytes_AS_STRING(plan.frags)
     cdef const unsigned char *p
-    cdef Py_ssize_t i, k, col, size, start = 0, v0
+    cdef Py_ssize_t i, j, k, col, size, start = 0, v0
     cdef Py_ssize_t tcol[4]
     cdef Py_ssize_t tat[4]
     cdef Py_ssize_t nt = 0
@@ -1242,19 +1148,21 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
     cdef int r = 0, code
     cdef Py_ssize_t nv = w.n, nb = PyTuple_GET_SIZE(<tuple>w.bits)
     jb.n = 0
-    jb.wide = 0
+    jb.wide = plan.wide_keys
     amqpcap_jput(jb, "{", 1)
     for i in range(nv + nb):
         if i:
             amqpcap_jput(jb, ",", 1)
         amqpcap_jput(jb, f + start, plan.ends[i] - start)
         start = plan.ends[i]
-        col = plan.col[i]
-        code = plan.code[i]
+        j = plan.at[i]  # its fill entry (-1: JSON only)
+        col = code = -1
+        if j >= 0:
+            col, code = plan.col[j], plan.code[j]
         if i >= nv:  # a bit set
             amqpcap_jput(jb, "true", 4)
             if col >= 0:
-                put(row, col, convert(code, plan.convs[i], True))
+                put(row, col, convert(code, plan.convs[j], True))
             continue
         p = w.data + w.start[i]
         size = w.size[i]
@@ -1269,7 +1177,7 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     raw[col].n = jb.n - v0
                     nt += 1
                 else:
-                    put(row, col, convert(code, plan.convs[i], <object>w.obj[i]))
+                    put(row, col, convert(code, plan.convs[j], <object>w.obj[i]))
         elif w.codes[i] == P_SHORTSTR:
             if ascii(p, size):  # the text's characters are its bytes
                 amqpcap_jquoted(jb, <const char *>p, size)
@@ -1277,14 +1185,14 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     if code == TO_S:
                         raw[col].kind, raw[col].p, raw[col].n = RAW_TEXT, <const char *>p, size
                     else:
-                        put(row, col, convert(code, plan.convs[i], PyUnicode_DecodeUTF8(<const char *>p, size, "replace")))
+                        put(row, col, convert(code, plan.convs[j], PyUnicode_DecodeUTF8(<const char *>p, size, "replace")))
             else:  # the decoder's text (invalid UTF-8 replaced), as the dict would hold it
                 s = PyUnicode_DecodeUTF8(<const char *>p, size, "replace")
                 r = amqpcap_jstr(jb, s)
                 if r:
                     break
                 if col >= 0:
-                    put(row, col, convert(code, plan.convs[i], s))
+                    put(row, col, convert(code, plan.convs[j], s))
         else:  # octet, short, long, longlong
             x = span_uint(p, size)
             if x > 9223372036854775807ULL:
@@ -1299,12 +1207,12 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     if x < 9_000_000_000ULL:
                         raw[col].kind, raw[col].i = RAW_INT, <long long>x * 1_000_000_000
                 else:
-                    put(row, col, convert(code, plan.convs[i], PyLong_FromLongLong(<long long>x)))
+                    put(row, col, convert(code, plan.convs[j], PyLong_FromLongLong(<long long>x)))
     if r == 0:
         amqpcap_jput(jb, "}", 1)
     if r:  # nothing of it stays
         for k in range(nv + nb):
-            col = plan.col[k]
+            col = plan.col[plan.at[k]] if plan.at[k] >= 0 else -1
             if col >= 0:
                 put(row, col, None)
                 raw[col].kind = RAW_NONE
@@ -1312,7 +1220,7 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
     # the JSON is complete (no more moves of its buffer): the texts that point into it
     for k in range(nt):
         raw[tcol[k]].kind, raw[tcol[k]].p = RAW_TEXT, jb.p + tat[k]
-    i = plan.json_col
+    i = json_col
     raw[i].kind, raw[i].p, raw[i].n = RAW_TEXT, jb.p, jb.n
     d.used = True
     return 0
