@@ -29,7 +29,6 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTu
 from libc.string cimport memset
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
-import dataclasses
 import sys
 
 cimport cython
@@ -60,48 +59,32 @@ cdef extern from *:
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 
-cdef class Fields:
-    """Where a slots dataclass keeps its fields (ok: False if the class is not laid out as
-    expected; every row then goes to the reference)."""
-
-    cdef dict off
-    cdef bint ok
-
-    def __init__(self, cls):
-        self.off = {}
-        self.ok = True
-        for f in dataclasses.fields(cls):
-            o = slot_offset(cls, f.name)
-            self.ok = self.ok and o >= 0
-            self.off[f.name] = o
-
-    cdef Py_ssize_t at(self, str name):
-        return self.off[name] if self.ok else -1
-
-
-cdef Fields MF = Fields(Method)
-cdef Fields CF = Fields(Content)
-cdef bint DIRECT = MF.ok and CF.ok
-# the slot of each field of a view (rowsink.pxi's METHOD_VIEW, CONTENT_VIEW), in its order
+# the slot of each field of a view (rowsink.pxi's METHOD_VIEW, CONTENT_VIEW), in its order;
+# DIRECT: every one found (else the events are not laid out as expected: the reference's rows)
 cdef enum:
     N_METHOD_VIEW = 13
     N_CONTENT_VIEW = 14
 cdef Py_ssize_t METHOD_SLOTS[N_METHOD_VIEW]
 cdef Py_ssize_t CONTENT_SLOTS[N_CONTENT_VIEW]
-cdef Py_ssize_t C_METHOD = CF.at("method")
+cdef Py_ssize_t C_METHOD = slot_offset(Content, "method")
+cdef bint DIRECT = False
 
 
 cdef int view_slots() except -1:
+    global DIRECT
     cdef Py_ssize_t i
     if len(METHOD_VIEW) != N_METHOD_VIEW or len(CONTENT_VIEW) != N_CONTENT_VIEW:
         raise ImportError("rowsink.pxi's views changed: update fastrows.pyx")
     if (sizeof(MethodView) != N_METHOD_VIEW * sizeof(PyObject *)
             or sizeof(ContentView) != (N_CONTENT_VIEW + 1) * sizeof(PyObject *)):
         raise ImportError("rowsink.pxi: a view's fields are not references first, then the method")
+    DIRECT = C_METHOD >= 0
     for i in range(N_METHOD_VIEW):
-        METHOD_SLOTS[i] = MF.at(METHOD_VIEW[i])
+        METHOD_SLOTS[i] = slot_offset(Method, METHOD_VIEW[i])
+        DIRECT = DIRECT and METHOD_SLOTS[i] >= 0
     for i in range(N_CONTENT_VIEW):
-        CONTENT_SLOTS[i] = CF.at(CONTENT_VIEW[i])
+        CONTENT_SLOTS[i] = slot_offset(Content, CONTENT_VIEW[i])
+        DIRECT = DIRECT and CONTENT_SLOTS[i] >= 0
     return 0
 
 
@@ -398,51 +381,29 @@ cdef inline bint is_int(object v):
     return PyLong_Check(v) and not PyBool_Check(v)
 
 
-cdef inline object to_tag(object v):
-    cdef int overflow = 0
-    cdef long long x
-    if not PyLong_Check(v):
-        return None
-    x = amqpcap_as_ll(v, &overflow)
-    return v if overflow == 0 and x >= 0 else None
-
-
-cdef inline object to_short(object v):
-    cdef int overflow = 0
-    cdef long long x
-    if not is_int(v):
-        return None
-    x = amqpcap_as_ll(v, &overflow)
-    return v if overflow < 0 or (overflow == 0 and x < 32768) else None
-
-
-cdef inline object msg_ts(object v):
-    cdef int overflow = 0
-    cdef long long x
-    if not PyLong_Check(v):
-        return None
-    x = amqpcap_as_ll(v, &overflow)
-    if overflow == 0 and 0 <= x < 9_000_000_000:
-        return PyLong_FromLongLong(x * 1_000_000_000)
-    return None
-
-
 cdef inline object convert(int code, object conv, object v):
+    """conv(v) for a converter of rows.py (``code``: which one, CALL for any other)."""
+    cdef int overflow = 0
+    cdef long long x
     if code == TO_S:
         return to_s(v)
-    if code == TO_I:
-        return v if is_int(v) else None
     if code == TO_B:
         return v if PyBool_Check(v) else None
-    if code == TO_TAG:
-        return to_tag(v)
-    if code == TO_SHORT:
-        return to_short(v)
-    if code == TO_MSG_TS:
-        return msg_ts(v)
     if code == TO_TABLE_JSON:
         return to_json(v)
-    return conv(v)
+    if code == CALL:
+        return conv(v)
+    # the integers: as_int, as_short (no bool), as_tag, as_timestamp_ns (any int)
+    if not (PyLong_Check(v) if code == TO_TAG or code == TO_MSG_TS else is_int(v)):
+        return None
+    if code == TO_I:
+        return v
+    x = amqpcap_as_ll(v, &overflow)
+    if code == TO_TAG:
+        return v if overflow == 0 and x >= 0 else None
+    if code == TO_SHORT:
+        return v if overflow < 0 or (overflow == 0 and x < 32768) else None
+    return PyLong_FromLongLong(x * 1_000_000_000) if overflow == 0 and 0 <= x < 9_000_000_000 else None
 
 
 cdef enum:
