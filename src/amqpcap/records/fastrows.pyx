@@ -253,38 +253,8 @@ cdef extern from *:
             return amqpcap_jb64(b, (const unsigned char *)PyByteArray_AS_STRING(o), PyByteArray_GET_SIZE(o));
         return 1;
     }
-    /* The JSON text of dict d whose keys are, in order, those the fragments were made of
-       ('"key":', already escaped, in one bytes object, ends[i] the end of the i-th): the keys
-       are not encoded again.  As amqpcap_json otherwise. */
-    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends, int wide,
-                                        Py_ssize_t want, PyObject **wanted) {
-        amqpcap_jbuf b;
-        b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = wide;  /* wide: a key is not ASCII */
-        PyObject *k, *v, *out = NULL;
-        Py_ssize_t pos = 0, i = 0, start = 0, w0 = -1, w1 = -1;
-        const char *f = PyBytes_AS_STRING(frags);
-        int r = amqpcap_jput(&b, "{", 1);
-        while (r == 0 && PyDict_Next(d, &pos, &k, &v)) {
-            if (i && (r = amqpcap_jput(&b, ",", 1)) != 0) break;
-            if ((r = amqpcap_jput(&b, f + start, ends[i] - start)) != 0) break;
-            start = ends[i];
-            if (i == want && v != Py_None) w0 = b.n;  /* None: to_json's None, not 'null' */
-            r = amqpcap_jvalue(&b, v, 1);
-            if (i++ == want && w0 >= 0) w1 = b.n;
-        }
-        if (r == 0) r = amqpcap_jput(&b, "}", 1);
-        if (r == 0) out = amqpcap_jtext(&b);
-        /* the text of value ``want`` too: the JSON of a value is the same alone or in a dict */
-        if (out != NULL && w1 >= 0 && wanted != NULL) {
-            *wanted = PyUnicode_DecodeUTF8(b.p + w0, w1 - w0, NULL);
-            if (*wanted == NULL) Py_CLEAR(out);
-        }
-        if (b.p != b.small) PyMem_Free(b.p);
-        if (r == 1) Py_RETURN_NONE;
-        return out;
-    }
     /* '"key":' of each str in keys, one after the other, into a bytes object; ends[i] the end
-       of the i-th.  None if a key is not written here (the plan then encodes whole dicts). */
+       of the i-th.  None if a key is not written here (the field list then goes through a dict). */
     static PyObject *amqpcap_json_fragments(PyObject *keys, Py_ssize_t *ends) {
         amqpcap_jbuf b;
         b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = 0;
@@ -326,8 +296,6 @@ cdef extern from *:
     int amqpcap_jstr(amqpcap_jbuf *b, object s) except -1
     int amqpcap_jvalue(amqpcap_jbuf *b, object o, int depth) except -1
     object amqpcap_json(object o)
-    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends, int wide, Py_ssize_t want,
-                              PyObject **wanted)
     object amqpcap_json_fragments(tuple keys, Py_ssize_t *ends)
 
 
@@ -408,7 +376,7 @@ cdef inline object convert(int code, object conv, object v):
 
 cdef enum:
     MAX_FILL = 32
-    MAX_NAMES = 64  # longer argument / property lists: no keyed JSON, not written from the wire
+    MAX_NAMES = 64  # longer argument / property lists: not written from the wire
 
 
 cdef class Plan:
@@ -428,9 +396,6 @@ cdef class Plan:
     cdef object frags  # '"name":' of each name in one bytes object (None: not written here)
     cdef bint wide_keys  # a key of frags is not ASCII
     cdef bint wire  # a field list of these names may be written from its bytes (stage_wire)
-    # the fill entry of a table written as JSON alone too (the headers: TO_TABLE_JSON), -1: none;
-    # and its name's place in names: its text is taken from the whole dict's (json)
-    cdef Py_ssize_t table_fill, table_at
     cdef Py_ssize_t ends[MAX_NAMES]
     cdef Py_ssize_t at[MAX_NAMES]
 
@@ -451,26 +416,10 @@ cdef class Plan:
         self.names = names
         self.frags = amqpcap_json_fragments(names, self.ends) if len(names) <= MAX_NAMES else None
         self.wide_keys = self.frags is not None and not self.frags.isascii()
-        self.table_fill = self.table_at = -1
-        for j in range(self.n):
-            if self.code[j] == TO_TABLE_JSON and self.keys[j] in names:
-                self.table_fill, self.table_at = j, names.index(self.keys[j])
-                break
         # a reply code, a failing method: what the dict's path adds; a value in two columns
         self.wire = self.frags is not None and not (reply_code or failing) and len(set(self.keys)) == self.n
         for j in range(len(names) if self.frags is not None else 0):
             self.at[j] = self.keys.index(names[j]) if names[j] in self.keys else -1
-
-    cdef object json(self, dict d, bint same, PyObject **table):
-        """to_json(d); ``same``: d's keys are this plan's names (same_names), written from the
-        plan's JSON keys.  ``table`` (not NULL): set to the JSON text of the value at
-        ``table_at`` when it is written here (a new reference), left NULL otherwise."""
-        if self.frags is None or not same:
-            return to_json(d)
-        text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys, self.table_at, table)
-        if text is None:
-            return R.encode_json(d)
-        return text
 
 
 # Plans by what they were made for: (method name, names, direction, version) -> Plan for a
@@ -537,16 +486,14 @@ cdef inline tuple names_of(d, const amqpcap_wire *w):
     return <tuple>w.names
 
 
-cdef Plan method_plan(bint message_args, name, a, const amqpcap_wire *w, direction, version, bint *same):
+cdef Plan method_plan(bint message_args, name, a, const amqpcap_wire *w, direction, version):
     """The plan of a method's arguments (the dict ``a``, or ``w`` as the wire has them), made on
-    first use: rows.MethodPlan's, or (``message_args``) rows.message_arg_plan's; same[0]: the
-    arguments' names are its names."""
+    first use: rows.MethodPlan's, or (``message_args``) rows.message_arg_plan's."""
     cdef Plan plan
     cdef dict last = last_plans(last_message_arg_plan if message_args else last_method_plan, direction)
     cdef dict made = message_arg_plans if message_args else method_plans
     found = PyDict_GetItem(last, name) if PyUnicode_CheckExact(name) else NULL
     if found is not NULL and made_for(<Plan>found, direction, version) and same_names((<Plan>found).names, a, w):
-        same[0] = True
         return <Plan>found
     key = (name, names_of(a, w), direction, version)
     found = PyDict_GetItem(made, key)
@@ -559,20 +506,18 @@ cdef Plan method_plan(bint message_args, name, a, const amqpcap_wire *w, directi
         plan = Plan(rp.fill, key[1], rp.code, rp.failing, direction, version)
     if found is NULL and len(made) < PLANS_MAX:
         made[key] = plan
-    same[0] = same_names(plan.names, a, w)
-    if same[0] and PyUnicode_CheckExact(name) and len(last) < PLANS_MAX:
+    if PyUnicode_CheckExact(name) and len(last) < PLANS_MAX and same_names(plan.names, a, w):
         last[name] = plan
     return plan
 
 
-cdef Plan property_plan(p, const amqpcap_wire *w, bint *same):
+cdef Plan property_plan(p, const amqpcap_wire *w):
     """The plan of a content's properties (the dict ``p``, or ``w`` as the wire has them), made
-    on first use from rows.fill_plan; same[0]: their names are its names."""
+    on first use from rows.fill_plan."""
     cdef Plan plan
     cdef Py_ssize_t slot = (w.n + PyTuple_GET_SIZE(<tuple>w.bits) if w != NULL else len(<dict>p)) & 31
     found = last_property_plan[slot]
     if found is not None and same_names((<Plan>found).names, p, w):
-        same[0] = True
         return <Plan>found
     names = names_of(p, w)
     found = property_plans.get(names)
@@ -583,8 +528,7 @@ cdef Plan property_plan(p, const amqpcap_wire *w, bint *same):
         if len(property_plans) < PLANS_MAX:
             property_plans[names] = found
     plan = <Plan>found
-    same[0] = same_names(plan.names, p, w)
-    if same[0]:
+    if same_names(plan.names, p, w):
         last_property_plan[slot] = plan
     return plan
 
@@ -922,7 +866,6 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     """The methods row of the method ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged)
     if the reference is to build it (arguments that are neither a dict nor WireFields)."""
     cdef Plan plan
-    cdef bint same = False
     cdef Py_ssize_t j
     cdef const amqpcap_wire *wire = NULL
     a = <object>m.args
@@ -942,11 +885,11 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     put(row, M_COMMAND_COL, <object>m.command_id)
     put(row, M_ANSWERS_COL, <object>m.answers_command_id)
     if wire != NULL:  # the argument columns and JSON from the bytes, if the plan and values allow
-        plan = method_plan(False, name, a, wire, direction, version, &same)
+        plan = method_plan(False, name, a, wire, direction, version)
         if direct != NULL and plan.wire and not stage_wire(row, direct, wire, plan, M_ARGUMENTS_COL):
             return 0
         a = a.copy()
-    plan = method_plan(False, name, a, NULL, direction, version, &same)
+    plan = method_plan(False, name, a, NULL, direction, version)
     for j in range(plan.n):
         put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
     if plan.reply_code:
@@ -955,7 +898,7 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         put(row, M_REPLY_NAME_COL, info[0] if info else None)
     if plan.failing:
         put(row, M_FAILING_COL, failing(version, a))
-    put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same, NULL))
+    put(row, M_ARGUMENTS_COL, to_json(a))
     return 0
 
 
@@ -1002,8 +945,7 @@ cdef int stage_message_args(PyObject **row, Direct *direct, const ContentView *c
     of the content's method (the dict ``a``, or ``aw`` as the wire has them: ASCII text staged
     raw) by rows.message_arg_plan, the content's own exchange and routing key before them, and
     the redelivered property of ``p`` (a dict, or None) for a missing redelivered argument."""
-    cdef bint same
-    cdef Plan plan = method_plan(True, <object>c.method.name, a, aw, direction, version, &same)
+    cdef Plan plan = method_plan(True, <object>c.method.name, a, aw, direction, version)
     cdef Py_ssize_t j, col
     exchange, routing_key = <object>c.exchange, <object>c.routing_key
     for j in range(plan.n):
@@ -1032,16 +974,14 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     """The messages row of the content ``c`` into ``row`` (all NULL on entry): 0; 1 if the
     reference is to build it (what was staged by then is cleared by the caller, as always)."""
     cdef Plan fill
-    cdef bint same = False
     cdef Py_ssize_t j, i
-    cdef PyObject *table = NULL
     cdef const amqpcap_wire *wire = NULL
     cdef const amqpcap_wire *awire = NULL
     cdef const MethodView *method = c.method
     p = <object>c.properties
     wire = wire_of(p) if wire_of != NULL else NULL
     if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
-        fill = property_plan(p, wire, &same)
+        fill = property_plan(p, wire)
         if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, FIRST_PROPERTY + N_PROPERTIES):
             wire = NULL
             p = p.copy()
@@ -1068,15 +1008,10 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     put(row, i + 8, <object>c.packet)
     if wire != NULL:  # the properties are staged (stage_wire)
         return 0
-    fill = property_plan(p, NULL, &same)
-    put(row, i, fill.json(<dict>p, same, &table))
+    fill = property_plan(p, NULL)
+    put(row, i, to_json(p))
     for j in range(fill.n):
-        if j == fill.table_fill and table != NULL:  # the headers' text, from the properties' own
-            put(row, fill.col[j], <object>table)
-            Py_XDECREF(table)
-            table = NULL
-        else:
-            put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
+        put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
     return 0
 
 
