@@ -424,6 +424,25 @@ cdef class IntCol(Col):
         return arr
 
 
+cdef inline int first_offset(Buf *offsets) except -1:
+    """An empty offsets buffer (string, binary, list): its first offset, 0."""
+    offsets.size = 0
+    reserve(offsets, 4)
+    (<int32_t *>offsets.data)[0] = 0
+    offsets.size = 4
+    return 0
+
+
+cdef inline int end_value(Col c, Buf *offsets, Py_ssize_t end, uint8_t ok) except -1:
+    """The value ``c`` was given ends at ``end`` of its data (string, binary, list)."""
+    reserve(offsets, 4)
+    (<int32_t *>(offsets.data + offsets.size))[0] = <int32_t>end
+    offsets.size += 4
+    push_flag(&c.valid, c.length, ok)
+    c.length += 1
+    return 0
+
+
 # The deferred values text columns take (``defer_text``): none until one is handed over.
 cdef amqpcap_deferred_text deferred
 deferred.type = NULL
@@ -461,9 +480,7 @@ cdef class BytesCol(Col):
         self.type = type
         self.kind = K_BYTES
         self.text = text
-        reserve(&self.offsets, 4)
-        (<int32_t *>self.offsets.data)[0] = 0
-        self.offsets.size = 4
+        first_offset(&self.offsets)
 
     def __dealloc__(self):
         self.forget(0)
@@ -500,12 +517,7 @@ cdef class BytesCol(Col):
             if p != NULL:
                 memcpy(self.data.data + self.data.size, p, size)
             self.data.size += size
-        reserve(&self.offsets, 4)
-        (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.data.size
-        self.offsets.size += 4
-        push_flag(&self.valid, self.length, ok)
-        self.length += 1
-        return 0
+        return end_value(self, &self.offsets, self.data.size, ok)
 
     cdef int put(self, object v) except -1:
         cdef Py_ssize_t size
@@ -564,8 +576,7 @@ cdef class BytesCol(Col):
             [vbuf, hand_over(&self.offsets), hand_over(&self.data)],
             nulls,
         )
-        (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
-        self.offsets.size = 4
+        first_offset(&self.offsets)  # fresh memory: the first offset again
         self.truncate(0)
         return arr
 
@@ -630,9 +641,7 @@ cdef class ListCol(Col):
     def __init__(self, type, Col child):
         self.type = type
         self.child = child
-        reserve(&self.offsets, 4)
-        (<int32_t *>self.offsets.data)[0] = 0
-        self.offsets.size = 4
+        first_offset(&self.offsets)
 
     def __dealloc__(self):
         release(&self.offsets)
@@ -640,12 +649,7 @@ cdef class ListCol(Col):
     cdef int end(self, uint8_t ok) except -1:
         if self.child.length > OFFSET_MAX:
             raise arrow().ArrowCapacityError(f"amqpcap: more than 2**31 items in one batch of {self.type}")
-        reserve(&self.offsets, 4)
-        (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.child.length
-        self.offsets.size += 4
-        push_flag(&self.valid, self.length, ok)
-        self.length += 1
-        return 0
+        return end_value(self, &self.offsets, self.child.length, ok)
 
     cdef int put(self, object v) except -1:
         cdef Py_ssize_t i
@@ -667,8 +671,7 @@ cdef class ListCol(Col):
     cdef object take(self):
         vbuf, nulls = self.validity()
         offsets = hand_over(&self.offsets)
-        (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
-        self.offsets.size = 4
+        first_offset(&self.offsets)  # fresh memory: the first offset again
         arr = pa.Array.from_buffers(
             self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take()]
         )
