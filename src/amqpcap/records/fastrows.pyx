@@ -10,8 +10,9 @@ property fills (``MethodPlan``, ``message_arg_plan``, ``fill_plan``: the 0-10 co
 included), the JSON encoder (``to_json``), reply-code names, failing methods and 0-10 sequence
 sets are its own functions, called from here.  Properties and plain
 arguments the compiled decoder kept as the wire has them (fast09.WireFields) fill their
-columns and JSON from the bytes (``stage_wire``).  An event of another class than Method /
-Content, or arguments that are neither a dict nor such a mapping, go to the reference whole.
+columns and JSON from the bytes (``stage_wire``), by the same ``Plan`` a dict of those names
+in that order is written by.  An event of another class than Method / Content, or arguments
+that are neither a dict nor such a mapping, go to the reference whole.
 
 A row is staged as a C array of its values; ``append_rows`` hands that array to a compiled
 table buffer (fastwriter's ``APPEND_ARRAY``: no tuple, only the values present written) and
