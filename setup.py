@@ -1,5 +1,6 @@
 """Optional compiled parts (src/amqpcap/compiled.py PARTS: the 0-9 decoder, the row builder,
-the table buffer, the link parser, the pcap reader, the packet loop, the TCP reassembler), built
+the table buffer, the link parser, the pcap reader, the packet loop, the TCP reassembler, the
+capture splitter, the 1.0 decoder), built
 by Cython when it and a C compiler are there (pyproject.toml lists Cython as a build
 requirement).  Without them the install still succeeds, with a warning, and amqpcap runs its
 pure-Python code (``AMQPCAP_PURE=1`` forces it; ``AMQPCAP_PURE_BUILD=1`` skips the build).

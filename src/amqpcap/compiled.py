@@ -19,8 +19,9 @@ asks at import and binds one implementation):
 
 It imports nothing of amqpcap, so every stage (capture/, tcp/, amqp/, records/) can ask it.
 A part is imported by the module that binds it (``select``, at import), or through ``built``,
-which imports its reference module first (fast09 subclasses ``codec_0_9.Decoder09Py``, which
-decoder.py binds; the others' references bind them at their own end).
+which imports its reference module first (fast09 and fast10 subclass ``codec_0_9.Decoder09Py`` and
+``codec_1_0.Decoder10``, which decoder.py binds; the others' references bind them at their own
+end).  A part imports what it reads from its reference at its own end.
 """
 
 from __future__ import annotations
@@ -59,34 +60,34 @@ PARTS = {
             "decoder",
             ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
             + ("slots.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi", "amqp/spec/readers_0_9.pxi")
-            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi"),
+            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi", "stamp.pxd"),
         ),
         Part(
             "fastrows",
             "row builder",
             ("records/fastrows.pyx", "records/rows.py", "records/schema.py", "records/liveness.py")
             + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi")
-            + ("amqp/rowsink.pxi",),
+            + ("amqp/rowsink.pxi", "stamp.pxd"),
         ),
         Part(
             "fastwriter",
             "table buffer",
             ("records/fastwriter.pyx", "records/writer.py", "records/times.py", "records/raw.pxi")
-            + ("deferred.pxi",),
+            + ("deferred.pxi", "stamp.pxd"),
         ),
-        Part("fastlink", "link parser", ("capture/fastlink.pyx", "capture/link.py", "stamp.pxd")),
+        Part("fastlink", "link parser", ("capture/link.py", "capture/fastlink.pxd", "stamp.pxd")),
         Part("fastread", "pcap reader", ("capture/reader.py", "capture/fastread.pxd", "stamp.pxd")),
         Part("fastflows", "packet loop", ("flows.py", "fastflows.pxd", "stamp.pxd")),
         Part(
             "fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")
         ),
-        Part("fastranges", "capture splitter", ("spark/fastranges.pyx", "spark/ranges.py", "stamp.pxd")),
+        Part("fastranges", "capture splitter", ("spark/entries.py", "spark/fastranges.pxd", "stamp.pxd")),
         Part(
             "fast10",
             "AMQP 1.0 decoder",
-            ("amqp/fast10.pyx", "amqp/types_1_0.py", "amqp/codec_1_0.py", "amqp/spec/v1_0.py")
+            ("amqp/fast10.pyx", "amqp/codec_1_0.py", "amqp/types_1_0.py", "amqp/spec/v1_0.py")
             + ("amqp/links_1_0.py", "amqp/events_1_0.py", "amqp/rows10.pxi", "records/rows_1_0.py")
-            + ("records/raw.pxi",),
+            + ("records/raw.pxi", "stamp.pxd"),
         ),
     )
 }

@@ -15,7 +15,7 @@ import pytest
 from fixtures import hostile as H
 from fixtures.compiled import ROOT, built_or_skip
 
-from amqpcap.amqp import codec_1_0, types_1_0
+from amqpcap.amqp import codec_1_0, decoder, types_1_0
 from amqpcap.amqp.stream import DecodeError
 from amqpcap.pipeline import dissect
 from amqpcap.records import rows_1_0
@@ -88,7 +88,7 @@ def test_the_compiled_1_0_decoder_reads_every_recorded_frame_as_the_reference(ca
     monkeypatch.setattr(codec_1_0, "read_performative", performative)
     monkeypatch.setattr(codec_1_0, "read_sections", sections)
     # the reference's walk, which reads every message through read_sections
-    monkeypatch.setattr(codec_1_0, "decoder_class", codec_1_0.Decoder10)
+    monkeypatch.setattr(decoder, "decoder_1_0", lambda: codec_1_0.Decoder10)
     dissect([capture], str(tmp_path / "out"))
     assert any(k == "sections" for k, _b, _a in inputs)  # messages were read, not just frames
     assert compare(fast10, inputs) > len(inputs)
@@ -166,7 +166,7 @@ def test_the_compiled_walker_makes_the_references_events_of_damaged_streams():
     from amqp10_wire import data, frame, properties, transfer
     from test_fuzz_codec_1_0 import stream
 
-    compiled_cls, reference = codec_1_0.decoder_class, codec_1_0.Decoder10
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
     assert compiled_cls is not reference
     # whole deliveries in one transfer (the compiled walk) as well as one split over two
     base = stream() + b"".join(

@@ -593,16 +593,3 @@ _fast = compiled.select("fast10")
 decode = types_1_0.decode if _fast is None else _fast.decode
 read_sections = read_sections_reference if _fast is None else _fast.read_sections
 read_performative = read_performative_reference if _fast is None else _fast.read_performative
-
-
-# the class decoder.py makes: the reference, or its subclass with the compiled walk of a whole
-# delivery in one transfer (fast10's ``walk_transfer``; it hands every other transfer to the
-# reference's ``_transfer``)
-if _fast is None:
-    decoder_class = Decoder10
-else:
-
-    class CompiledDecoder10(Decoder10):
-        _transfer = _fast.walk_transfer
-
-    decoder_class = CompiledDecoder10

@@ -26,12 +26,23 @@ HOLD_EVENTS = 4096
 HOLD_BODY_BYTES = 16 << 20
 
 
-# The 0-8 / 0-9 / 0-9-1 codec class, chosen once at import: codec_0_9.Decoder09Py (the
-# reference) or fast09.Decoder09 (a subclass with the compiled walker: its frame loop, its
-# per-feed path of the stream core, the per-direction state and contents in assembly with their
-# fields in C; whatever it does not walk itself it hands to the reference's public methods).
+# The codec classes, each chosen once, here: the reference, or the compiled part's subclass of
+# it, which hands whatever it does not walk itself to the reference's methods.
+# * 0-8 / 0-9 / 0-9-1, at import: codec_0_9.Decoder09Py or fast09.Decoder09 (the compiled
+#   walker: its frame loop, its per-feed path of the stream core, the per-direction state and
+#   contents in assembly with their fields in C);
+# * 1.0, at the first 1.0 conversation (codec_1_0 is loaded then, not at every start):
+#   codec_1_0.Decoder10 or fast10.Decoder10 (a whole delivery in one transfer walked in C).
 _fast09 = compiled.select("fast09")
 Decoder09 = _fast09.Decoder09 if _fast09 is not None else codec_0_9.Decoder09Py
+
+
+def decoder_1_0() -> type:
+    """The 1.0 codec class (see above)."""
+    from amqpcap.amqp import codec_1_0
+
+    fast10 = compiled.select("fast10")
+    return fast10.Decoder10 if fast10 is not None else codec_1_0.Decoder10
 
 
 def compiled_in_use() -> bool:
@@ -311,11 +322,9 @@ class ConnectionDecoder:
             codec_0_9.direct_output(self.codec, sink, self.deferred_digests)
 
     def _use_1_0(self, evidence: str) -> None:
-        from amqpcap.amqp.codec_1_0 import decoder_class
-
         self.version = "1.0"
         self.version_evidence = evidence
-        self.codec = decoder_class(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
+        self.codec = decoder_1_0()(body_bytes=self.body_bytes, keep_secrets=self.keep_secrets)
         self.codec.events = self.events
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events

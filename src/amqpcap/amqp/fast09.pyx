@@ -37,13 +37,7 @@ from amqpcap.amqp.facts import SECRET_ARGS
 from amqpcap.amqp import stream as _stream
 from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
 
-cdef extern from *:
-    """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
-    """
-    const char *AMQPCAP_SOURCE_STAMP
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 # Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
 # microsecond per event.  The walker builds them as that __init__ would, storing each field in

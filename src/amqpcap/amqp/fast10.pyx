@@ -15,7 +15,7 @@ reference's.
 by name and the spans of its body.
 
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
-in one frame, walked here (codec_1_0's ``decoder_class`` has it).
+in one frame, walked here (this module's ``Decoder10`` has it).
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows written into the
 compiled table buffers without a row tuple (rows10.pxi).
@@ -33,13 +33,7 @@ from amqpcap.amqp import types_1_0 as T
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import DecodeError
 
-cdef extern from *:
-    """
-    #ifndef AMQPCAP_SOURCE_STAMP
-    #define AMQPCAP_SOURCE_STAMP ""
-    #endif
-    """
-    const char *AMQPCAP_SOURCE_STAMP
+from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")
 
@@ -315,8 +309,6 @@ def read_sections(buf, dict sections, list spans):
         PyBuffer_Release(&view)
     sections.clear()
     del spans[:]
-    from amqpcap.amqp.codec_1_0 import read_sections_reference
-
     return read_sections_reference(buf, sections, spans)
 
 
@@ -363,19 +355,16 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
         pass
     finally:
         PyBuffer_Release(&view)
-    from amqpcap.amqp.codec_1_0 import read_performative_reference
-
     return read_performative_reference(buf, body, end)
 
 
 # --- the compiled walker: a delivery whole in one transfer -------------------------------------
 #
-# codec_1_0's decoder_class, when this part is built, is the reference's class with
+# ``Decoder10``, which decoder.py binds when this part is built, is the reference's class with
 # ``walk_transfer`` for its ``_transfer``: the common transfer (a whole delivery in one frame,
 # picked up from the start, within the memory bounds) walked here: its sections read in place,
 # its digest and first body bytes cut from the frame, the Delivery made without the assembly.
-# Every other transfer goes to the reference's ``_transfer`` whole.  codec_1_0 imports this
-# module at its end: its bounds and its reference are bound at the first transfer.
+# Every other transfer goes to the reference's ``_transfer`` whole.
 
 import hashlib
 
@@ -387,17 +376,8 @@ cdef object sha256 = hashlib.sha256
 cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
 cdef object outcome_of = L.outcome_of
 cdef object TS_LIMIT = TS_MS_MAX
-cdef object C = None  # codec_1_0
+cdef object C  # codec_1_0
 cdef Py_ssize_t MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
-
-
-cdef bind_codec():
-    global C, MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
-    from amqpcap.amqp import codec_1_0
-
-    MAX_MESSAGE, MAX_HELD_BYTES = codec_1_0.MAX_MESSAGE, codec_1_0.MAX_HELD_BYTES
-    MAX_ASSEMBLIES = codec_1_0.MAX_ASSEMBLIES
-    C = codec_1_0
 
 
 cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
@@ -427,8 +407,6 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     cdef dict a = perf.args
     cdef Py_buffer view
     cdef Py_ssize_t size = end - p
-    if C is None:
-        bind_codec()
     ch = perf.channel
     handle = a.get("handle")
     asm_map = self.assembling[direction]
@@ -484,3 +462,18 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
 
 
 include "rows10.pxi"
+
+
+# --- what decoder.py binds as ``Decoder10`` when this part is built --------------------------
+# (codec_1_0, the reference, is imported first: it selects this part at its end)
+from amqpcap.amqp import codec_1_0
+from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_reference
+
+C = codec_1_0
+MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
+
+
+class Decoder10(codec_1_0.Decoder10):
+    """The 1.0 decoder with the compiled walk of a whole delivery in one transfer."""
+
+    _transfer = walk_transfer

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False, boundscheck=False, wraparound=False
 """Link layer + IPv4/IPv6 + TCP header parsing (per-packet hot path).
 
 ``parse_packet(linktype, data)`` returns one of three types (tell them apart
@@ -58,9 +59,36 @@ import struct
 
 # socket's own inet_ntop, without socket's module (its enums: ~1.3 ms of every start; cli.LAZY)
 from _socket import AF_INET, AF_INET6, inet_ntop
-from collections import namedtuple
 
 from amqpcap import compiled
+from amqpcap.capture.packet import (
+    BAD_IP_HEADER,
+    BAD_IP_LENGTH,
+    BAD_TCP_HEADER,
+    IP_FRAGMENT,
+    LINKTYPE_NAMES,
+    SUPPORTED_LINKTYPES,
+    TCP_ACK,
+    TCP_CWR,
+    TCP_ECE,
+    TCP_FIN,
+    TCP_NS,
+    TCP_PSH,
+    TCP_RST,
+    TCP_SYN,
+    TCP_URG,
+    TRUNCATED_IP_HEADER,
+    TRUNCATED_LINK_HEADER,
+    TRUNCATED_TCP_HEADER,
+    Malformed,
+    Packet,
+    UnsupportedLinkType,
+    linktype_name,
+)
+
+# True in this module built by Cython as compiled.py's part "fastlink" (with capture/fastlink.pxd's
+# types), which is imported under the part's name
+COMPILED = __name__ == compiled.PARTS["fastlink"].module
 
 __all__ = [
     "parse_packet",
@@ -83,83 +111,8 @@ __all__ = [
     "TCP_NS",
 ]
 
-TCP_FIN = 0x001
-TCP_SYN = 0x002
-TCP_RST = 0x004
-TCP_PSH = 0x008
-TCP_ACK = 0x010
-TCP_URG = 0x020
-TCP_ECE = 0x040
-TCP_CWR = 0x080
-TCP_NS = 0x100
-
-
-# collections.namedtuple, not typing.NamedTuple: the same class without importing typing, which
-# nothing else the dissect runs needs (~1.5 ms of every start)
-Packet = namedtuple("Packet", "ip_version src dst sport dport seq ack flags window payload missing")
-Packet.__doc__ = "A usable IP/TCP packet (see the module docstring)."
-
-
-class Malformed(str):
-    """Why an IP/TCP packet cannot be used: one of the constants below (no per-packet objects)."""
-
-    __slots__ = ()
-
-
-TRUNCATED_LINK_HEADER = Malformed("truncated-link-header")
-TRUNCATED_IP_HEADER = Malformed("truncated-ip-header")
-TRUNCATED_TCP_HEADER = Malformed("truncated-tcp-header")
-BAD_IP_HEADER = Malformed("bad-ip-header")
-BAD_IP_LENGTH = Malformed("bad-ip-length")
-BAD_TCP_HEADER = Malformed("bad-tcp-header")
-IP_FRAGMENT = Malformed("ip-fragment")
-
 # tuple.__new__ straight away: Packet(...) would add a Python-level __new__ call per packet
 _packet = tuple.__new__
-
-#: Names of link types (tcpdump.org LINKTYPE_* without the prefix).  Only
-#: those in ``SUPPORTED_LINKTYPES`` can be parsed; the rest are here so that
-#: an unsupported link type can be named in a report.
-LINKTYPE_NAMES: dict[int, str] = {
-    0: "NULL",
-    1: "ETHERNET",
-    6: "IEEE802_5",
-    8: "SLIP",
-    9: "PPP",
-    10: "FDDI",
-    12: "RAW",
-    14: "RAW",
-    50: "PPP_HDLC",
-    51: "PPP_ETHER",
-    101: "RAW",
-    104: "C_HDLC",
-    105: "IEEE802_11",
-    108: "LOOP",
-    113: "LINUX_SLL",
-    127: "IEEE802_11_RADIOTAP",
-    192: "PPI",
-    197: "ERF",
-    220: "USB_LINUX_MMAPPED",
-    228: "IPV4",
-    229: "IPV6",
-    239: "NFLOG",
-    249: "USBPCAP",
-    276: "LINUX_SLL2",
-}
-
-SUPPORTED_LINKTYPES = frozenset({0, 1, 12, 14, 101, 108, 113, 228, 229, 276})
-
-
-class UnsupportedLinkType(ValueError):
-    """``parse_packet`` was given a link type it cannot parse."""
-
-    def __init__(self, linktype: int) -> None:
-        super().__init__(f"unsupported link type {linktype} ({linktype_name(linktype)})")
-        self.linktype = linktype
-
-
-def linktype_name(linktype: int) -> str:
-    return LINKTYPE_NAMES.get(linktype, f"LINKTYPE_{linktype}")
 
 
 def is_supported(linktype: int) -> bool:
@@ -195,38 +148,86 @@ def _ethertype(data, off: int, et: int):
     return et, off
 
 
+# -- what the compiled parser reads and makes in C (this module built by Cython: COMPILED) --------
+
+
+def _rd16(b, p: int) -> int:
+    return (b[p] << 8) | b[p + 1]
+
+
+def _rd32(b, p: int) -> int:
+    return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
+
+
+# The addresses of the last hosts, each handed out again for the same bytes: the dissector looks
+# every packet's conversation up by (src, dst, sport, dport), and an address object seen before
+# has its hash computed and compares by identity (a fresh one is hashed and compared byte by
+# byte).  Likewise the ports and windows (a packet's three ints that repeat): no int made and
+# freed for them a packet.  Equal values either way.
+_ADDRS = [None] * 256
+_PORTS = [None] * 512
+
+
+def _address(b, a: int, alen: int) -> bytes:
+    """``b[a : a + alen]``, the object handed out last time if it holds the same bytes."""
+    h = (b[a + alen - 1] * 31 + b[a + alen - 2] * 7 + b[a + alen - 3] + alen) & 255
+    c = _ADDRS[h]
+    if c is not None and len(c) == alen:
+        cb = c  # (compiled: its bytes, compared in C)
+        i = 0
+        while i < alen and cb[i] == b[a + i]:
+            i += 1
+        if i == alen:
+            return c
+    c = _ADDRS[h] = b[a : a + alen]
+    return c
+
+
+def _u16(v: int) -> int:
+    """The int ``v``, the object handed out last time if it is the same."""
+    c = _PORTS[v & 511]
+    if c is not None:
+        k = c  # (compiled: its value)
+        if k == v:
+            return c
+    c = _PORTS[v & 511] = v
+    return c
+
+
+def _packet_at(version: int, b, a: int, alen: int, t: int, p: int, end: int) -> Packet:
+    """The Packet of the addresses at ``a`` (``alen`` bytes each) and the TCP header at ``t``
+    of ``b``, its payload ``b[p:end]``."""
+    sport, dport, win = _u16(_rd16(b, t)), _u16(_rd16(b, t + 2)), _u16(_rd16(b, t + 14))
+    src, dst, flags = _address(b, a, alen), _address(b, a + alen, alen), _rd16(b, t + 12) & 0x1FF
+    seq, ack, payload = _rd32(b, t + 4), _rd32(b, t + 8), b[p:end]
+    if COMPILED:  # (tuple.__new__ is a generic call that copies a tuple made first)
+        return _new_packet(Packet, version, src, dst, sport, dport, seq, ack, flags, win, payload, 0)  # noqa: F821 (fastlink.pxd)
+    return _packet(Packet, (version, src, dst, sport, dport, seq, ack, flags, win, payload, 0))
+
+
 def parse_packet_reference(linktype: int, data: bytes):
-    """Parse one captured packet; see the module docstring for the result (the reference:
-    ``parse_packet`` is this or its compiled twin, capture/fastlink.pyx)."""
+    """Parse one captured packet; see the module docstring for the result (``parse_packet`` is
+    this, compiled by Cython if built: capture/fastlink.pxd)."""
     n = len(data)
+    b = data  # (compiled: a pointer to its bytes, read and sliced in C)
     # 1. link layer -> (offset of the IP header, IP version)
-    if linktype == 1:
-        if n < 14:
-            return TRUNCATED_LINK_HEADER
-        et = (data[12] << 8) | data[13]
-        off = 14
-        if et in _VLAN_TPIDS:
-            et, off = _ethertype(data, off, et)
-            if et < 0:
+    if linktype == 1 or linktype == 113 or linktype == 276:
+        if linktype == 1:
+            if n < 14:
                 return TRUNCATED_LINK_HEADER
-        if et == 0x0800:
-            v = 4
-        elif et == 0x86DD:
-            v = 6
-        else:
-            return None
-    elif linktype == 113 or linktype == 276:
-        if linktype == 113:
+            et = (b[12] << 8) | b[13]
+            off = 14
+        elif linktype == 113:
             if n < 16:
                 return TRUNCATED_LINK_HEADER
-            et = (data[14] << 8) | data[15]
+            et = (b[14] << 8) | b[15]
             off = 16
         else:
             if n < 20:
                 return TRUNCATED_LINK_HEADER
-            et = (data[0] << 8) | data[1]
+            et = (b[0] << 8) | b[1]
             off = 20
-        if et in _VLAN_TPIDS:
+        if et != 0x0800 and et != 0x86DD and et in _VLAN_TPIDS:
             et, off = _ethertype(data, off, et)
             if et < 0:
                 return TRUNCATED_LINK_HEADER
@@ -239,10 +240,10 @@ def parse_packet_reference(linktype: int, data: bytes):
     elif linktype == 0 or linktype == 108:
         if n < 4:
             return TRUNCATED_LINK_HEADER
-        if linktype == 108 or data[0] == 0:
-            af = data[3] if data[0] == 0 and data[1] == 0 and data[2] == 0 else -1
+        if linktype == 108 or b[0] == 0:
+            af = b[3] if b[0] == 0 and b[1] == 0 and b[2] == 0 else -1
         else:  # little-endian host
-            af = data[0] if data[1] == 0 and data[2] == 0 and data[3] == 0 else -1
+            af = b[0] if b[1] == 0 and b[2] == 0 and b[3] == 0 else -1
         if af == 2:
             v = 4
         elif af in _AF_INET6:
@@ -253,16 +254,16 @@ def parse_packet_reference(linktype: int, data: bytes):
     elif linktype == 101 or linktype == 14 or linktype == 12:
         if n < 1:
             return TRUNCATED_IP_HEADER
-        v = data[0] >> 4
+        v = b[0] >> 4
         if v != 4 and v != 6:
-            if linktype == 12 and n >= 4 and data[0] == 0 and data[1] == 0 and data[2] == 0:
+            if linktype == 12 and n >= 4 and b[0] == 0 and b[1] == 0 and b[2] == 0:
                 return parse_packet_reference(108, data)  # OpenBSD DLT_LOOP
             return None
         off = 0
     elif linktype == 228 or linktype == 229:
         if n < 1:
             return TRUNCATED_IP_HEADER
-        v = data[0] >> 4
+        v = b[0] >> 4
         if v != (4 if linktype == 228 else 6):
             return BAD_IP_HEADER
         off = 0
@@ -272,23 +273,40 @@ def parse_packet_reference(linktype: int, data: bytes):
     # 2. fast path for the common case (no IP options / extension headers,
     #    not fragmented, lengths consistent, not cut by the snaplen); anything
     #    else goes to the careful parsers below, which give the same answer.
+    #    The header is read by struct in Python (one call for all of it), byte by byte compiled.
     if v == 4:
         if n >= off + 40:
-            vihl, total, frag, proto, src, dst, sport, dport, seq, ack, of, win = _u_v4(data, off)
+            if COMPILED:
+                vihl, total, frag, proto, of = (
+                    b[off],
+                    _rd16(b, off + 2),
+                    _rd16(b, off + 6),
+                    b[off + 9],
+                    _rd16(b, off + 32),
+                )
+            else:
+                vihl, total, frag, proto, src, dst, sport, dport, seq, ack, of, win = _u_v4(data, off)
             if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and total >= 40 and of >= 0x5000:
                 end = off + total
                 p = off + 20 + ((of >> 10) & 0x3C)
                 if end <= n and p <= end:
+                    if COMPILED:
+                        return _packet_at(4, b, off + 12, 4, off + 20, p, end)
                     return _packet(
                         Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
                     )
         return _ipv4(data, off, n)
     if n >= off + 60:
-        vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)
+        if COMPILED:
+            vf, plen, nh, of = b[off], _rd16(b, off + 4), b[off + 6], _rd16(b, off + 52)
+        else:
+            vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)
         if nh == 6 and vf >> 4 == 6 and plen >= 20 and of >= 0x5000:
             end = off + 40 + plen
             p = off + 40 + ((of >> 10) & 0x3C)
             if end <= n and p <= end:
+                if COMPILED:
+                    return _packet_at(6, b, off + 8, 16, off + 40, p, end)
                 return _packet(Packet, (6, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0))
     return _ipv6(data, off, n)
 
@@ -376,9 +394,13 @@ def _tcp(version, src, dst, data, t: int, end: int, n: int):
     return Packet(version, src, dst, sport, dport, seq, ack, flags, window, data[p:n], end - n)
 
 
-# chosen once at import: the compiled parser (capture/fastlink.pyx) or the reference above
-_fast = compiled.select("fastlink")
-parse_packet = _fast.parse_packet if _fast is not None else parse_packet_reference
+# The parser, chosen once at import: the one above, or the same compiled (compiled.py's part
+# "fastlink": this module built by Cython with the types of capture/fastlink.pxd).  The compiled
+# module chooses nothing: it is what is chosen.
+if COMPILED:
+    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
+_fast = None if COMPILED else compiled.select("fastlink")
+parse_packet = _fast.parse_packet_reference if _fast is not None else parse_packet_reference
 
 
 def compiled_in_use() -> bool:

@@ -543,8 +543,9 @@ def walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: i
     blen = len(buf)
     b = buf  # (compiled: a pointer to its bytes, read and sliced in C)
     out = []
+    in_c = COMPILED  # (a local: a global is looked up at every use, a record's in pure Python)
     while pos + hl <= blen:
-        if COMPILED:
+        if in_c:
             sec, frac, caplen = _u32(b, pos, big), _u32(b, pos + 4, big), _u32(b, pos + 8, big)
             wirelen = _u32(b, pos + 12, big)
         else:  # (struct: one call for the four, where Python reads byte by byte)
@@ -626,8 +627,9 @@ def walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[
     blen = len(buf)
     b = buf  # (as walk_pcap)
     out = []
+    in_c = COMPILED  # (as walk_pcap)
     while pos + 32 <= blen:
-        if COMPILED:  # (as walk_pcap)
+        if in_c:  # (as walk_pcap)
             btype, blk, iid = _u32(b, pos, big), _u32(b, pos + 4, big), _u32(b, pos + 8, big)
             hi, lo = _u32(b, pos + 12, big), _u32(b, pos + 16, big)
             caplen, wirelen = _u32(b, pos + 20, big), _u32(b, pos + 24, big)
@@ -640,7 +642,7 @@ def walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[
             or blk < 32
             or caplen > blk - 32
             or end > blen
-            or (_u32(b, end - 4, big) if COMPILED else trailer(buf, end - 4)[0]) != blk
+            or (_u32(b, end - 4, big) if in_c else trailer(buf, end - 4)[0]) != blk
         ):
             break
         if iid >= len(ifaces) or ifaces[iid][0] is None:

@@ -35,11 +35,11 @@ from operator import itemgetter
 
 import numpy as np
 
-from amqpcap import compiled
 from amqpcap.capture import link
 from amqpcap.capture.link import Packet
 from amqpcap.capture.reader import MAX_RECORD
-from amqpcap.spark import storage
+from amqpcap.spark import entries, storage
+from amqpcap.spark.entries import compiled_packets, compiled_records
 
 SLOTS = 512
 CHAIN = 16  # headers that must chain up to take an offset as a record boundary
@@ -327,15 +327,6 @@ _M64 = (1 << 64) - 1
 _FAST_LINKS = {1: (14, 12), 113: (16, 14)}
 
 
-def _mix(x: int) -> int:
-    """splitmix64's finaliser (the same as ``_mix_array``)."""
-    x ^= x >> 30
-    x = (x * 0xBF58476D1CE4E5B9) & _M64
-    x ^= x >> 27
-    x = (x * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
 def _mix_array(x: np.ndarray) -> np.ndarray:
     x = x ^ (x >> np.uint64(30))
     x = x * np.uint64(0xBF58476D1CE4E5B9)
@@ -354,8 +345,7 @@ def _endpoint(addr: bytes, port: int) -> int:
 def _pair_key(e1, e2):
     """The key of an unordered endpoint pair (ints or uint64 arrays); never MISC."""
     if isinstance(e1, int):
-        lo, hi = min(e1, e2), max(e1, e2)
-        return _mix((lo * 0x9E3779B97F4A7C15 + hi) & _M64) or 1
+        return entries.pair_key(e1, e2)
     lo, hi = np.minimum(e1, e2), np.maximum(e1, e2)
     k = _mix_array(lo * np.uint64(0x9E3779B97F4A7C15) + hi)
     k[k == 0] = 1
@@ -386,11 +376,6 @@ class _Keys:
         n = len(a)
         offsets, caps = a["off"].astype(np.int64), a["cap"].astype(np.int64)
         out = np.zeros(n, np.uint64)
-        if _fast is not None:
-            for i in _fast.conversation_keys(buf, a.view(np.uint8), out):
-                o = int(offsets[i])
-                out[i] = self.of(int(a["lt"][i]), bytes(buf[o : o + int(caps[i])]))
-            return out
         lts = int(a["lt"][0]) if n and (a["lt"] == a["lt"][0]).all() else None
         fast = np.zeros(n, bool)
         if lts in _FAST_LINKS:
@@ -424,45 +409,47 @@ class _Keys:
 
 
 def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
-    """``(entries, pos, keys, slow)``: the index entries (RECORD, ``off`` relative to ``buf``,
-    ``ord`` unset) of the pcap records wholly in ``buf`` that start before ``end``; where the
-    walk stopped; with the compiled walk (fastranges.pcap_index) their conversation keys but
-    those of the positions ``slow`` (keys None: not computed)."""
+    """``(entries, pos, keys)``: the index entries (RECORD, ``off`` relative to ``buf``, ``ord``
+    unset) of the pcap records wholly in ``buf`` that start before ``end``; where the walk
+    stopped; with the compiled walk their conversation keys, 0 where not computed (else None)."""
     hl, big = lay.hl, lay.big
-    if _fast is not None:
-        room = len(buf) // hl + 1
-        a, k = np.empty(room, RECORD), np.empty(room, np.uint64)
-        n, used, slow = _fast.pcap_index(buf, end, hl, big, lay.mul, lay.linktype, a.view(np.uint8), k)
-        return a[:n], used, k[:n], slow
-    cap_at = struct.Struct(">I" if big else "<I").unpack_from
-    starts = array("q")
-    app = starts.append
-    p, blen = 0, len(buf)
-    while p < end and p + hl <= blen:
-        nxt = p + hl + cap_at(buf, p + 8)[0]
-        if nxt > blen:
-            break
-        app(p)
-        p = nxt
-    s = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
-    b = np.frombuffer(buf, np.uint8)
-    head = b[s[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
-    a = np.zeros(len(s), RECORD)
-    a["cap"], a["wire"] = head[:, 2], head[:, 3]
-    a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
+    if compiled_records is not None:  # the walk in C (spark/entries.py)
+        a = np.empty(len(buf) // hl + 1, RECORD)
+        s, k = np.empty(len(a), np.int64), np.empty(len(a), np.uint64)
+        n, p = compiled_records(buf, end, hl, big, lay.mul, lay.linktype, s, a["cap"], a["wire"], a["ts"], k)
+        a, s, k = a[:n], s[:n], k[:n]
+    else:
+        cap_at = struct.Struct(">I" if big else "<I").unpack_from
+        starts = array("q")
+        app = starts.append
+        p, blen = 0, len(buf)
+        while p < end and p + hl <= blen:
+            nxt = p + hl + cap_at(buf, p + 8)[0]
+            if nxt > blen:
+                break
+            app(p)
+            p = nxt
+        s = np.frombuffer(starts, np.int64) if starts else np.zeros(0, np.int64)
+        k = None
+        b = np.frombuffer(buf, np.uint8)
+        head = b[s[:, None] + np.arange(16)].copy().view(">u4" if big else "<u4")
+        a = np.zeros(len(s), RECORD)
+        a["cap"], a["wire"] = head[:, 2], head[:, 3]
+        a["ts"] = head[:, 0].astype(np.int64) * _NS + head[:, 1].astype(np.int64) * lay.mul
+    a["ord"], a["pad"] = 0, 0
     a["lt"] = lay.linktype
     a["off"] = s + hl
-    return a, p, None, ()
+    return a, p, k
 
 
 def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
-    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets, keys, slow)``
-    per block read (``packets``: a RECORD array with block-relative offsets, ord unset; keys as
+    """Walk the pcap records starting in [pos, end); ``sink(block, base, packets, keys)`` per
+    block read (``packets``: a RECORD array with block-relative offsets, ord unset; keys as
     _pcap_block gives them); the offset of the first record that starts at or past ``end``."""
     hl, big = lay.hl, lay.big
     while pos < end:
         buf = f.read_at(min(BLOCK, size - pos), pos)
-        a, used, k, slow = _pcap_block(buf, end - pos, lay)
+        a, used, k = _pcap_block(buf, end - pos, lay)
         if not len(a):
             if len(buf) < hl:
                 if len(buf):
@@ -472,12 +459,12 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
             if cap > MAX_RECORD:
                 raise Unsplittable("oversize record")
             buf = f.read_at(hl + cap, pos)
-            a, used, k, slow = _pcap_block(buf, end - pos, lay)
+            a, used, k = _pcap_block(buf, end - pos, lay)
             if not len(a):
                 raise Unsplittable("file ends inside a record")
         if (a["cap"] > MAX_RECORD).any():
             raise Unsplittable("oversize record")
-        sink(buf, pos, a, k, slow)
+        sink(buf, pos, a, k)
         pos += used
     return pos
 
@@ -559,12 +546,13 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
     keys = _Keys()
     cols: list = []
 
-    def sink(buf, base, a, k=None, slow=()):
+    def sink(buf, base, a, k=None):
         if k is None:
             k = keys.of_block(buf, a)
-        for i in slow:
-            o = int(a["off"][i])
-            k[i] = keys.of(int(a["lt"][i]), bytes(buf[o : o + int(a["cap"][i])]))
+        else:
+            for i in np.flatnonzero(k == 0).tolist():  # the compiled walk's packets it did not key
+                o = int(a["off"][i])
+                k[i] = keys.of(int(a["lt"][i]), bytes(buf[o : o + int(a["cap"][i])]))
         a["off"] += base
         cols.append((a, k))
 
@@ -718,9 +706,9 @@ class BucketSource:
 
 def _batch(data, r: np.ndarray, lo: int, base: int) -> list:
     """Index entries ``r`` as the reader's packet tuples, their bytes from ``data`` (which holds
-    the capture from offset ``lo``); fastranges.bucket_batch in C."""
-    if _fast is not None:
-        return _fast.bucket_batch(data, r.view(np.uint8), lo, base)
+    the capture from offset ``lo``); a loop in C (spark/entries.py) if built."""
+    if compiled_packets is not None:
+        return compiled_packets(data, r["ord"], r["ts"], r["lt"], r["off"], r["cap"], r["wire"], lo, base)
     numbers = (r["ord"].astype(np.int64) + (base + 1)).tolist()
     off = r["off"].astype(np.int64) - lo
     ends = off + r["cap"]
@@ -730,10 +718,6 @@ def _batch(data, r: np.ndarray, lo: int, base: int) -> list:
     return list(zip(numbers, r["ts"].tolist(), lts, chunks, r["wire"].tolist()))
 
 
-# the compiled twins of _pcap_block, _Keys.of_block and _batch (spark/fastranges.pyx), or None
-# for the Python references; chosen once at import
-_fast = compiled.select("fastranges")
-
-
 def compiled_in_use() -> bool:
-    return _fast is not None
+    """True if the record walk and the packets of a bucket are the compiled loops."""
+    return compiled_packets is not None
