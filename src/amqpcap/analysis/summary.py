@@ -58,6 +58,9 @@ __all__ = [
     "span_summary",
     "error_groups",
     "throughput_cells",
+    "stats_parts",
+    "stats_of_parts",
+    "STATS_PARTS",
     "STATS_VERSION",
     "LATENCY_KINDS",
     "TS_FLOOR_NS",
@@ -628,6 +631,14 @@ def _health(t, unacked_health: dict) -> dict:
     }
 
 
+# the parts of stats, in the order they are computed (:func:`stats_parts`); health reads what
+# consumer_ack found of unacked deliveries, so it comes after it
+STATS_PARTS = (
+    "transit", "rpc", "method_rtt", "connection_setup", "span", "errors", "counts", "confirm", "consumer_ack",
+    "throughput", "health", "amqp10",
+)  # fmt: skip
+
+
 def stats(
     t,
     *,
@@ -652,6 +663,32 @@ def stats(
     with a function giving the tables it read (the report draws figures from them: on a directory
     they are loaded once for both, and only when asked for).
     """
+    got = stats_parts(
+        t,
+        STATS_PARTS,
+        bucket=bucket,
+        latencies=latencies,
+        on_latency=on_latency,
+        on_section=on_section,
+        latency_frames=latency_frames,
+    )
+    return stats_of_parts(got)
+
+
+def stats_parts(
+    t,
+    parts=STATS_PARTS,
+    *,
+    bucket: str = "1s",
+    latencies: dict | None = None,
+    on_latency=None,
+    on_section=None,
+    latency_frames: tuple = (),
+) -> dict:
+    """The ``parts`` (of :data:`STATS_PARTS`, in its order; health needs consumer_ack) of
+    :func:`stats`, each computed as :func:`stats` computes it, as a dict :func:`stats_of_parts`
+    turns into the summary: ``{"latency": {kind: summary}, part: result, ...}``.  Parts computed
+    apart (e.g. by several processes) give the same summary once their dicts are merged."""
     got: dict = {"latency": {}}
 
     def put(key, fn):
@@ -663,28 +700,23 @@ def stats(
 
     def pairing(kind):
         if stream and kind in STREAMED and kind not in latency_frames:
-            return kind, _StreamedStep(kind, got, src, tables, on_latency)
-        return kind, _pairing_step(kind, got, latencies, on_latency)
+            return _StreamedStep(kind, got, src, tables, on_latency)
+        return _pairing_step(kind, got, latencies, on_latency)
 
-    # (section, step), computed one after the other, memory given back in between; the sections of
-    # one group (GROUPS) in a row, on one load; transit and rpc first, while the process is fresh:
-    # turning body hashes to codes is the biggest transient of a load
-    steps = [
-        pairing("transit"),
-        pairing("rpc"),
-        pairing("method_rtt"),
-        pairing("connection_setup"),
-        ("span", put("span", span_summary)),
-        ("errors", put("errors", lambda t: error_groups(error_summary(error_tables(t, src))))),
-        ("counts", put("counts", _counts_part)),
-        pairing("confirm"),
-        pairing("consumer_ack"),
-        ("throughput", put("throughput", lambda t: _throughput(t, bucket))),
-        ("health", put("health", lambda t: _health(t, got["unacked"]))),
-        ("amqp10", put("amqp10", lambda t: amqp10.stats_part(t, latency_summary))),
-    ]
+    # section -> step, computed one after the other in STATS_PARTS' order, memory given back in
+    # between; the sections of one group (GROUPS) in a row, on one load; transit and rpc first,
+    # while the process is fresh: turning body hashes to codes is the biggest transient of a load
+    steps = {
+        "span": put("span", span_summary),
+        "errors": put("errors", lambda t: error_groups(error_summary(error_tables(t, src)))),
+        "counts": put("counts", _counts_part),
+        "throughput": put("throughput", lambda t: _throughput(t, bucket)),
+        "health": put("health", lambda t: _health(t, got["unacked"])),
+        "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
+    }
     with malloc_pool():
-        for section, step in steps:
+        for section in (p for p in STATS_PARTS if p in parts):
+            step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
                 step()
             else:
@@ -693,6 +725,11 @@ def stats(
                 on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
             release_memory()
         tables.close()
+    return got
+
+
+def stats_of_parts(got: dict) -> dict:
+    """The :func:`stats` summary of the dict of every part (:func:`stats_parts`)."""
     counts = got["counts"]
     return {
         "stats_version": STATS_VERSION,

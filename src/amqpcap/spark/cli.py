@@ -265,7 +265,7 @@ def stats_args(a) -> int:
     import json
 
     from amqpcap.analysis import render_text
-    from amqpcap.spark.summary import busiest_connections, stats
+    from amqpcap.spark.stats_tasks import stats_and_connections
 
     if not os.path.isdir(a.path):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
@@ -273,11 +273,10 @@ def stats_args(a) -> int:
     spark, ours = _session(a, "amqpcap stats")
     if spark is None:
         return EXIT_NO_SPARK
-    connections = None
     try:
-        result = stats(spark, a.path, progress=sys.stderr.isatty())
-        if not a.json:
-            connections = busiest_connections(spark, a.path)
+        result, connections = stats_and_connections(
+            spark, a.path, connections=not a.json, progress=sys.stderr.isatty()
+        )
     except KeyboardInterrupt:
         raise
     except Exception as e:
