@@ -639,21 +639,14 @@ STATS_PARTS = (
 )  # fmt: skip
 
 
-def stats(
-    t,
-    *,
-    bucket: str = "1s",
-    latencies: dict | None = None,
-    on_latency=None,
-    on_section=None,
-    latency_frames: tuple = (),
-) -> dict:
+def stats(t, **options) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
     ``span``, ``latency`` (one entry per kind in :data:`LATENCY_KINDS`),
     ``errors``, ``throughput``, ``methods``, ``anomalies``, ``health``.
-    See docs/analysis.md for every field.  ``latencies``: a precomputed
+    See docs/analysis.md for every field.  ``options`` (:func:`stats_parts`' keywords):
+    ``bucket``, the throughput bucket ("1s"); ``latencies``: a precomputed
     :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
     given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
@@ -663,16 +656,7 @@ def stats(
     with a function giving the tables it read (the report draws figures from them: on a directory
     they are loaded once for both, and only when asked for).
     """
-    got = stats_parts(
-        t,
-        STATS_PARTS,
-        bucket=bucket,
-        latencies=latencies,
-        on_latency=on_latency,
-        on_section=on_section,
-        latency_frames=latency_frames,
-    )
-    return stats_of_parts(got)
+    return stats_of_parts(stats_parts(t, STATS_PARTS, **options))
 
 
 def stats_parts(
