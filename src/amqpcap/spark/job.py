@@ -287,7 +287,7 @@ class Progress:
         sc.setJobGroup(group, f"amqpcap {label}", interruptOnCancel=True)
         stop = threading.Event()
 
-        def show(final=False):
+        def show(final=False, finished=False):
             tr = sc.statusTracker()
             done = total = 0
             for jid in tr.getJobIdsForGroup(group):
@@ -296,6 +296,8 @@ class Progress:
                     st = tr.getStageInfo(sid)
                     if st:
                         done, total = done + st.numCompletedTasks, total + st.numTasks
+            if finished:  # (the tracker may not have counted the last task's end yet)
+                done = total
             if final or total:
                 sys.stderr.write(
                     f"\r{self.prefix}{label}: {done}/{total} tasks done, "
@@ -310,13 +312,16 @@ class Progress:
         th = threading.Thread(target=poll, daemon=True) if self.enabled else None
         if th:
             th.start()
+        finished = False
         try:
-            return func()
+            got = func()
+            finished = True
+            return got
         finally:
             stop.set()
             if th:
                 th.join()
-                show(final=True)
+                show(final=True, finished=finished)
             sc.setLocalProperty("spark.jobGroup.id", None)
 
 
