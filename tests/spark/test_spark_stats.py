@@ -71,6 +71,11 @@ def output(request, tmp_path_factory):
 def way(request, monkeypatch):
     if request.param == "conversations":
         monkeypatch.setattr(stats_tasks, "PARTS_UP_TO", 0)
+
+        def no_tasks(*args, **kwargs):
+            raise AssertionError("the parts' tasks ran")
+
+        monkeypatch.setattr("amqpcap.spark.job.run_stage", no_tasks)
     return request.param
 
 
