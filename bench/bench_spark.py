@@ -189,10 +189,12 @@ def spark_child(master: str, inp: str, out: str) -> None:
 def stats_child(master: str, out: str) -> None:
     """``amqpcap stats OUT --spark --json`` as the command runs it, in this process; prints the
     report and the CPU seconds of this process, its JVM and Python workers, as JSON."""
-    from amqpcap.spark import session, stats
+    from amqpcap.spark import session
+    from amqpcap.spark.stats_tasks import start_on_driver, stats_and_connections
 
+    first = start_on_driver(out)  # (as the command does)
     spark = session.build(master, app="bench_spark", quiet=True)
-    s = stats(spark, out)
+    s = stats_and_connections(spark, out, started=first)[0]
     cpu = tree_cpu(os.getpid())
     spark.stop()
     print(json.dumps({"cpu": sum(cpu.values()), "cpu_by": cpu, "stats": s}, default=str))

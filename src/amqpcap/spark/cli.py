@@ -265,17 +265,18 @@ def stats_args(a) -> int:
     import json
 
     from amqpcap.analysis import render_text
-    from amqpcap.spark.stats_tasks import stats_and_connections
+    from amqpcap.spark.stats_tasks import start_on_driver, stats_and_connections
 
     if not os.path.isdir(a.path):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
+    first = start_on_driver(a.path)
     spark, ours = _session(a, "amqpcap stats")
     if spark is None:
         return EXIT_NO_SPARK
     try:
         result, connections = stats_and_connections(
-            spark, a.path, connections=not a.json, progress=sys.stderr.isatty()
+            spark, a.path, connections=not a.json, progress=sys.stderr.isatty(), started=first
         )
     except KeyboardInterrupt:
         raise

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["stats", "stats_and_connections", "TASKS", "PARTS_UP_TO"]
+__all__ = ["stats", "stats_and_connections", "start_on_driver", "TASKS", "PARTS_UP_TO"]
 
 # The work items, costliest first (a free Spark slot takes the next one, so two slots end at
 # about the same time): tuples of stats parts (analysis.summary.STATS_PARTS) computed by one
@@ -72,18 +73,36 @@ def merged(parts: list) -> dict:
     return got
 
 
-def stats_and_connections(spark, out: str, connections: bool = False, progress: bool = False) -> tuple:
+def start_on_driver(out: str) -> Future | None:
+    """The costliest part (``TASKS[0]``) of the output ``out``, computed in a thread of the driver
+    while its session starts (the JVM's start is most of a small report's time; the thread waits
+    on no lock of it); None when ``out`` goes to the per-conversation jobs."""
+    if output_bytes(out) > PARTS_UP_TO:
+        return None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="amqpcap-stats")
+    try:
+        return pool.submit(part_task, TASKS[0], out=out)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def stats_and_connections(
+    spark, out: str, connections: bool = False, progress: bool = False, started: Future | None = None
+) -> tuple:
     """(the ``stats --json`` dict of the dissect or spark output directory ``out``, its
-    Connections table when ``connections`` else None); ``progress``: lines on stderr."""
+    Connections table when ``connections`` else None); ``progress``: lines on stderr;
+    ``started``: :func:`start_on_driver`'s part, left out of the tasks."""
     from amqpcap.analysis.summary import stats_of_parts
     from amqpcap.spark.job import Progress, run_stage
 
     if output_bytes(out) > PARTS_UP_TO:
         return _by_conversations(spark, out, connections, progress)
-    items = [t for t in TASKS if connections or t != (CONNECTIONS,)]
+    items = [t for t in TASKS if (connections or t != (CONNECTIONS,)) and (started is None or t != TASKS[0])]
     prog = Progress(spark, progress, "stats")
     got = prog.stage("parts", lambda: run_stage(spark, items, functools.partial(part_task, out=out)))
     table = got.pop(items.index((CONNECTIONS,))) if connections else None
+    if started is not None:
+        got.append(started.result())
     return stats_of_parts(merged(got)), table
 
 
