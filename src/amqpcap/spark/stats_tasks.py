@@ -6,7 +6,9 @@ directory and returns their small results (counts, latency summaries, error grou
 Connections table's rows); the driver merges them and assembles the report with
 :func:`~amqpcap.analysis.summary.stats_of_parts`, so the JSON and the text are the pandas
 ``stats``' by construction.  The JVM only schedules the tasks (``mapInArrow`` over a DataFrame
-of work items, so Spark Connect and clusters run it too): no table row goes through it.
+of work items, so Spark Connect and clusters run it too): no table row goes through it.  The
+command computes the costliest part on the driver while its session starts
+(:func:`start_on_driver`).
 
 A task holds what the pandas ``stats`` holds of its part, so an output whose Parquet files
 exceed :data:`PARTS_UP_TO` bytes goes to the per-conversation Spark jobs of
