@@ -151,7 +151,7 @@ def test_stats_spark_shows_a_line_per_step_on_a_terminal(spark, output, capsys, 
     assert main(["stats", output, "--spark", "--json"]) == 0
     err = capsys.readouterr().err
     # the count refreshed in place ("\r"), the last count on a line of its own
-    n = len(stats_tasks.TASKS) - 1  # (--json: no Connections table)
+    n = len(stats_tasks.TASKS) - 2  # (--json: no Connections table; the first part on the driver)
     assert err.endswith(" s\n") and f"amqpcap stats: parts: {n}/{n} tasks done, " in err.splitlines()[-1]
     assert all(
         line.startswith("amqpcap stats: parts: ") for line in err.replace("\r", "\n").split("\n") if line
