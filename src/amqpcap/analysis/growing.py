@@ -68,16 +68,15 @@ class HashSet:
 
 def id_hashes(col: pa.Array) -> np.ndarray:
     """A 64-bit hash (SipHash, pandas') of each string of ``col`` (plain or dictionary; nulls hash
-    like a fixed value: callers mask them), computed once per distinct value.  Equal strings have
+    like a fixed value: callers mask them), a dictionary's computed once per distinct value.  Equal strings have
     equal hashes; unequal ones may collide, so a hash only narrows what is compared exactly."""
-    if pa.types.is_dictionary(col.type):
-        uniq, idx = col.dictionary, col.indices
-    else:
-        enc = col.dictionary_encode()
-        uniq, idx = enc.dictionary, enc.indices
-    values = pd.util.hash_array(np.asarray(uniq.to_numpy(zero_copy_only=False), dtype=object), categorize=False)
+    if not pa.types.is_dictionary(col.type):  # (ids mostly distinct: hashed as they come)
+        values = pd.util.hash_array(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), categorize=False)
+        return values & HASH_MASK
+    uniq = col.dictionary.to_numpy(zero_copy_only=False)
+    values = pd.util.hash_array(np.asarray(uniq, dtype=object), categorize=False)
     table = np.r_[values & HASH_MASK, np.uint64(0)]
-    return table[idx.fill_null(len(uniq)).to_numpy(zero_copy_only=False)]
+    return table[col.indices.fill_null(len(uniq)).to_numpy(zero_copy_only=False)]
 
 
 class Strings:

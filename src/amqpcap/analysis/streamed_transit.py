@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from amqpcap.analysis._common import NAT, latency_ms
 from amqpcap.analysis.batches import BATCH_ROWS, tables
-from amqpcap.analysis.growing import Columns, id_hashes
+from amqpcap.analysis.growing import id_hashes
 from amqpcap.analysis.message_transit import DELIVER, PUBLISH, by_message_id
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.streamed_rpc import column, int_values, texts
@@ -32,7 +32,7 @@ __all__ = ["streamed_transit"]
 
 _COLUMNS = ["direction", "method", "message_id", "ts", "frame_number", "redelivered"]
 PASS_ROWS = BATCH_ROWS
-PART_ROWS = 1 << 19  # message rows a partition is sized for: what pairing one file holds
+PART_ROWS = 1 << 18  # message rows a partition is sized for: what pairing one file holds
 
 _SCHEMA = pa.schema(
     [
@@ -98,9 +98,10 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
     return paths, n_pub
 
 
-def _pair_file(path: str, out: Columns) -> tuple[int, int]:
-    """Pairs the publishes and deliveries of one partition file; appends each paired publish's
-    place and first-delivery latency to ``out``; returns (deliveries, redeliveries) paired."""
+def _pair_file(path: str, ms: np.ndarray, paired: np.ndarray) -> tuple[int, int]:
+    """Pairs the publishes and deliveries of one partition file: each paired publish's
+    first-delivery latency into ``ms`` at its place, marked in ``paired``; returns (deliveries,
+    redeliveries) paired."""
     with pa.memory_map(path) as src:
         t = pa.ipc.open_stream(src).read_all()
     if not t.num_rows:
@@ -120,7 +121,9 @@ def _pair_file(path: str, out: Columns) -> tuple[int, int]:
     o = np.lexsort((np.arange(n), frame[d][did], ts[d][did], pid))
     pid, did = pid[o], did[o]
     first = np.r_[True, pid[1:] != pid[:-1]] if n else np.zeros(0, dtype=bool)
-    out.append({"pub": idx[p][pid[first]], "ms": latency_ms(ts[p][pid[first]], ts[d][did[first]])})
+    at = idx[p][pid[first]]
+    ms[at] = latency_ms(ts[p][pid[first]], ts[d][did[first]])
+    paired[at] = True
     return n, int(np.count_nonzero(red[d][did]))
 
 
@@ -129,16 +132,15 @@ def streamed_transit(directory) -> tuple[np.ndarray, dict]:
     ``deliveries`` / ``redeliveries`` counts of :func:`~amqpcap.analysis.message_transit.transit`
     on the dissect output ``directory``."""
     parts = max(1, -(-count_rows(directory, "messages") // PART_ROWS))
-    out = Columns({"pub": np.int64, "ms": np.float64})
     counts = {"deliveries": 0, "redeliveries": 0}
     with tempfile.TemporaryDirectory(prefix="amqpcap-transit-") as folder:
         paths, n_pub = _partition(directory, folder, parts)
-        if n_pub:
-            for path in paths:
-                got = _pair_file(path, out)
-                counts["deliveries"] += got[0]
-                counts["redeliveries"] += got[1]
-                os.remove(path)
+        ms, paired = np.empty(n_pub), np.zeros(n_pub, dtype=bool)  # by publish: 9 bytes each
+        for path in paths if n_pub else ():
+            got = _pair_file(path, ms, paired)
+            counts["deliveries"] += got[0]
+            counts["redeliveries"] += got[1]
+            os.remove(path)
     if not counts["deliveries"]:
         return np.zeros(0), {"deliveries": 0, "redeliveries": 0}
-    return out["ms"][np.argsort(out["pub"], kind="stable")], counts
+    return ms[paired], counts
