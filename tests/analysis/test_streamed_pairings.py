@@ -193,7 +193,9 @@ def test_streamed_transit_over_many_partitions_with_colliding_hashes_equals_the_
     monkeypatch.setattr(growing, "HASH_MASK", np.uint64(3))  # ids share the files they hash to
     c = transit_capture()
     for i in range(30):  # more ids than hash values
-        c.method(20 + i, "c2s", "basic.publish", body=b"p", message_id=f"id{i}", exchange="x", routing_key="k")
+        c.method(
+            20 + i, "c2s", "basic.publish", body=b"p", message_id=f"id{i}", exchange="x", routing_key="k"
+        )
         c.method(20.5 + i, "s2c", "basic.deliver", stream=1, body=b"p", message_id=f"id{i}", exchange="x",
                  routing_key="k", redelivered=i % 3 == 0)  # fmt: skip
     want = transit_of_frame(c.tables())

@@ -67,11 +67,13 @@ class HashSet:
 
 
 def id_hashes(col: pa.Array) -> np.ndarray:
-    """A 64-bit hash (SipHash, pandas') of each string of ``col`` (plain or dictionary; nulls hash
-    like a fixed value: callers mask them), a dictionary's computed once per distinct value.  Equal strings have
-    equal hashes; unequal ones may collide, so a hash only narrows what is compared exactly."""
+    """A 64-bit hash (SipHash, pandas') of each string of ``col`` (plain or dictionary: then once per
+    distinct value; nulls hash like a fixed value: callers mask them).  Equal strings have equal
+    hashes; unequal ones may collide, so a hash only narrows what is compared exactly."""
     if not pa.types.is_dictionary(col.type):  # (ids mostly distinct: hashed as they come)
-        values = pd.util.hash_array(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), categorize=False)
+        values = pd.util.hash_array(
+            np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), categorize=False
+        )
         return values & HASH_MASK
     uniq = col.dictionary.to_numpy(zero_copy_only=False)
     values = pd.util.hash_array(np.asarray(uniq, dtype=object), categorize=False)

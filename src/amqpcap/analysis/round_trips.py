@@ -217,7 +217,9 @@ def _rows_named(directory, name: str, columns: list, names) -> pd.DataFrame:
             parts.append(b.filter(sel))
     if not parts:
         return empty_frame(name, columns, CATEGORICAL_COLUMNS, True)
-    return arrow_to_pandas(pa.concat_tables(parts, promote_options="permissive"), name, columns, CATEGORICAL_COLUMNS, True)
+    return arrow_to_pandas(
+        pa.concat_tables(parts, promote_options="permissive"), name, columns, CATEGORICAL_COLUMNS, True
+    )
 
 
 def _request(r: tuple, specs: dict) -> tuple[dict | None, bool]:

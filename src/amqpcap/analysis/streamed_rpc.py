@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
 from amqpcap.analysis import growing
+from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
 from amqpcap.analysis.batches import PASS_ROWS, Codes, tables
 from amqpcap.analysis.growing import Columns, HashSet, Strings, id_hashes
 from amqpcap.analysis.rpc_replies import pair_replies, reply_key

@@ -76,6 +76,7 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
             if not len(keep):
                 continue
             ids = mid.take(pa.array(keep))
+            red = pc.fill_null(column(b, "redelivered"), False).to_numpy(zero_copy_only=False)
             part = (id_hashes(ids) % np.uint64(parts)).astype(np.int64)
             rows = pa.table(
                 {
@@ -83,7 +84,7 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
                     "idx": idx[keep],
                     "ts": int_values(column(b, "ts"), NAT)[keep],
                     "frame": int_values(column(b, "frame_number"), 0)[keep],
-                    "redelivered": pc.fill_null(column(b, "redelivered"), False).to_numpy(zero_copy_only=False)[keep],
+                    "redelivered": red[keep],
                     "id": ids,
                 },
                 schema=_SCHEMA,
