@@ -97,13 +97,6 @@ def rpc_capture() -> Capture:
     return c
 
 
-def test_streamed_rpc_follows_the_pairing_rules(tmp_path):
-    c = rpc_capture()
-    want = rpc_of_frame(c.tables())
-    assert want["count"] == 3 and want["missing"] == 2
-    assert summary(streamed_rpc.streamed_rpc, write_output(c, tmp_path)) == want
-
-
 def transit_capture(with_id: bool = True) -> Capture:
     """Publishes delivered once, twice (a redelivery), never; a delivery before any publish of its
     id; ids reused (a delivery goes to the latest publish before it)."""
@@ -172,10 +165,15 @@ def late_reply_capture() -> Capture:
     return c
 
 
-def test_streamed_rpc_pairs_replies_arriving_many_batches_after_their_requests(tmp_path):
-    c = late_reply_capture()
+@pytest.mark.parametrize(
+    "capture, answered, missing",
+    [(rpc_capture, 3, 2), (late_reply_capture, 3, 59)],
+    ids=["rules", "replies-many-batches-after-their-requests"],
+)
+def test_streamed_rpc_follows_the_pairing_rules(tmp_path, capture, answered, missing):
+    c = capture()
     want = rpc_of_frame(c.tables())
-    assert want["count"] == 3 and want["missing"] == 59
+    assert want["count"] == answered and want["missing"] == missing
     assert summary(streamed_rpc.streamed_rpc, write_output(c, tmp_path)) == want
 
 
