@@ -31,7 +31,7 @@ from amqpcap.analysis.tables import count_rows
 __all__ = ["streamed_transit"]
 
 _COLUMNS = ["direction", "method", "message_id", "ts", "frame_number", "redelivered"]
-PASS_ROWS = BATCH_ROWS
+PASS_ROWS = BATCH_ROWS  # rows gathered before they are split among the files
 PART_ROWS = 1 << 18  # message rows a partition is sized for: what pairing one file holds
 
 _SCHEMA = pa.schema(
@@ -47,10 +47,13 @@ _SCHEMA = pa.schema(
 
 
 def _is(col, values) -> np.ndarray:
-    col = col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
-    return pc.fill_null(pc.is_in(col, value_set=pa.array(list(values), pa.string())), False).to_numpy(
-        zero_copy_only=False
-    )
+    """Which values of a string column (plain or dictionary: decided per dictionary entry) are
+    one of ``values``."""
+    value_set = pa.array(list(values), pa.string())
+    if pa.types.is_dictionary(col.type):
+        found = pc.is_in(col.dictionary.cast(pa.string()), value_set=value_set)
+        return pc.fill_null(found.take(col.indices), False).to_numpy(zero_copy_only=False)
+    return pc.fill_null(pc.is_in(col, value_set=value_set), False).to_numpy(zero_copy_only=False)
 
 
 def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
@@ -59,6 +62,7 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
     paths = [os.path.join(folder, f"{k}.arrows") for k in range(parts)]
     writers = [pa.ipc.new_stream(p, _SCHEMA) for p in paths]
     n_pub = n_del = 0
+    held: list = []  # rows of a few row groups, split and written together (fewer, larger writes)
     try:
         for b in tables(directory, "messages", _COLUMNS, PASS_ROWS):
             d, m = column(b, "direction"), column(b, "method")
@@ -77,7 +81,6 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
                 continue
             ids = mid.take(pa.array(keep))
             red = pc.fill_null(column(b, "redelivered"), False).to_numpy(zero_copy_only=False)
-            part = (id_hashes(ids) % np.uint64(parts)).astype(np.int64)
             rows = pa.table(
                 {
                     "pub": is_pub[keep],
@@ -89,14 +92,25 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
                 },
                 schema=_SCHEMA,
             )
-            order = np.argsort(part, kind="stable")
-            bounds = np.searchsorted(part[order], np.arange(parts + 1))
-            for k in np.flatnonzero(np.diff(bounds)).tolist():
-                writers[k].write_table(rows.take(pa.array(order[bounds[k] : bounds[k + 1]])))
+            held.append(rows)
+            if sum(len(r) for r in held) >= PASS_ROWS:
+                _write(pa.concat_tables(held), writers)
+                held.clear()
+        if held:
+            _write(pa.concat_tables(held), writers)
     finally:
         for w in writers:
             w.close()
     return paths, n_pub
+
+
+def _write(rows: pa.Table, writers: list) -> None:
+    """Each row to the writer of its id's hash."""
+    part = (id_hashes(rows.column("id").combine_chunks()) % np.uint64(len(writers))).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(len(writers) + 1))
+    for k in np.flatnonzero(np.diff(bounds)).tolist():
+        writers[k].write_table(rows.take(pa.array(order[bounds[k] : bounds[k + 1]])))
 
 
 def _pair_file(path: str, ms: np.ndarray, paired: np.ndarray) -> tuple[int, int]:
