@@ -199,9 +199,16 @@ def method_rtt_of_output(directory, columns: dict) -> pd.DataFrame:
         versions.update(v for v in col.to_pylist() if v is not None)
     if "0-10" in versions:
         raise NotStreamed("0-10 commands: every one may be answered")
-    t = load_section(directory, {k: v for k, v in columns.items() if k != "methods"})
-    methods = _rows_named(directory, "methods", list(columns["methods"]), relevant_methods(versions))
-    return method_rtt(dataclasses.replace(t, methods=methods))
+    return method_rtt(section_rows(directory, columns, {"methods": relevant_methods(versions)}))
+
+
+def section_rows(directory, columns: dict, names: dict):
+    """:func:`~amqpcap.analysis.tables.load_section` of a dissect output, the tables in ``names``
+    read batch by batch, keeping only the rows of their methods: what is held is one batch and
+    the rows kept, not a whole column of the table."""
+    t = load_section(directory, {k: v for k, v in columns.items() if k not in names})
+    read = {k: _rows_named(directory, k, list(columns[k]), names[k]) for k in names}
+    return dataclasses.replace(t, **read)
 
 
 def _rows_named(directory, name: str, columns: list, names) -> pd.DataFrame:
