@@ -89,7 +89,8 @@ PARTS = {
             "fast10",
             "AMQP 1.0 decoder",
             ("amqp/fast10.pyx", "amqp/types_1_0.py", "amqp/codec_1_0.py", "amqp/spec/v1_0.py")
-            + ("amqp/links_1_0.py", "amqp/events_1_0.py"),
+            + ("amqp/links_1_0.py", "amqp/events_1_0.py", "amqp/rows10.pxi", "records/rows_1_0.py")
+            + ("records/raw.pxi",),
         ),
     )
 }

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from amqpcap import compiled
 from amqpcap.amqp.decoder import ConnectionDecoder
 from amqpcap.amqp.events import Anomaly, Frame, Heartbeat
-from amqpcap.amqp.events_1_0 import Delivery, Performative
 from amqpcap.capture import link as _link
 from amqpcap.capture.link import TCP_ACK as ACK
 from amqpcap.capture.link import TCP_FIN as FIN
@@ -452,7 +451,11 @@ class Dissector:
         """The events ``rows.append_rows`` left: frames, anomalies, heartbeats, AMQP 1.0's."""
         st, cap = conv.stream, self.capture
         ta, tf = self.t_anom, self.t_frames
-        r10 = None  # AMQP 1.0's rows (records/rows_1_0.py), imported at the first 1.0 event
+        version = conv.decoder.version
+        if version == "1.0":  # its performatives' and deliveries' rows in one call
+            from amqpcap.records.rows_1_0 import append_rows
+
+            rest = append_rows(rest, cap, st, version, self.t_methods, self.t_messages)
         for d, e in rest:
             t = type(e)
             if t is Frame:  # only with the frames table (the decoder's tally counts every frame)
@@ -462,13 +465,6 @@ class Dissector:
                 ta.append(R.anomaly_row(cap, st, d, e))  # decoder anomalies are AMQP-layer
             elif t is Heartbeat:
                 conv.live.heartbeat(d)
-            elif t is Performative or t is Delivery:
-                if r10 is None:
-                    from amqpcap.records import rows_1_0 as r10
-                if t is Performative:
-                    self.t_methods.append(r10.method_row(cap, st, d, e, conv.decoder.version))
-                else:
-                    self.t_messages.append(r10.message_row(cap, st, d, e, conv.decoder.version))
             # ProtocolHeader events have no table of their own: headers are connection facts.
 
     def _stream_anomaly(self, conv, d, number, ts, kind, detail, skipped=0) -> None:

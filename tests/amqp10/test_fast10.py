@@ -1,7 +1,8 @@
 """The compiled AMQP 1.0 decoder (amqp/fast10.pyx) against its reference (types_1_0.decode,
 codec_1_0.read_performative_reference / read_sections_reference): every value, performative
 and message the decoder reads on every 1.0 recording, and those bytes damaged, decode to the
-same values, or fail with the same error text; and whole datasets are the same either way."""
+same values, or fail with the same error text; the rows it writes are the reference's
+(records/rows_1_0.py); and whole datasets are the same either way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import glob
 import os
 import random
 
+import pyarrow.parquet as pq
 import pytest
 from fixtures import hostile as H
 from fixtures.compiled import ROOT, built_or_skip
@@ -16,6 +18,7 @@ from fixtures.compiled import ROOT, built_or_skip
 from amqpcap.amqp import codec_1_0, types_1_0
 from amqpcap.amqp.stream import DecodeError
 from amqpcap.pipeline import dissect
+from amqpcap.records import rows_1_0
 
 CAPTURES_10 = sorted(glob.glob(os.path.join(ROOT, "captures", "rabbitmq10_*.pcap")))
 
@@ -103,6 +106,30 @@ def test_1_0_datasets_are_the_same_compiled_and_pure(capture, frames, tmp_path):
         got.append(H.tables(out))
     assert got[0]["messages"] and got[0]["methods"]
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("capture", CAPTURES_10, ids=os.path.basename)
+def test_the_compiled_1_0_rows_are_the_reference_rows(capture, tmp_path, monkeypatch):
+    fast10 = built_or_skip("fast10")
+    written = {"methods": 0, "messages": 0}
+
+    def both(events, cap, stream, version, methods, messages):
+        got = []
+        for append_rows in (rows_1_0.append_rows_reference, fast10.append_rows):
+            m, g = [], []  # plain lists: the compiled builder hands them its rows as tuples
+            rest = append_rows(events, cap, stream, version, m, g)
+            got.append(repr((m, g, rest)))  # (repr: True and 1, 1 and 1.0 differ)
+        assert got[0] == got[1]
+        written["methods"] += len(m)
+        written["messages"] += len(g)
+        return fast10.append_rows(events, cap, stream, version, methods, messages)
+
+    monkeypatch.setattr(rows_1_0, "append_rows", both)
+    dissect([capture], str(tmp_path / "out"))
+    assert written["methods"]
+    for table, n in written.items():  # every 1.0 row written was compared
+        versions = pq.read_table(tmp_path / "out" / table, columns=["version"]).column("version")
+        assert versions.to_pylist().count("1.0") == n
 
 
 def test_values_the_compiled_decoder_leaves_to_the_reference_decode_the_same():

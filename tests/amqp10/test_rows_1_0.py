@@ -38,6 +38,7 @@ def test_1_0_rows_are_the_same_with_the_compiled_json_encoder(capture, tmp_path,
 
         return rows_of
 
+    monkeypatch.setattr(rows_1_0, "append_rows", rows_1_0.append_rows_reference)  # (its builders)
     monkeypatch.setattr(rows_1_0, "method_row", both("methods", rows_1_0.method_row))
     monkeypatch.setattr(rows_1_0, "message_row", both("messages", rows_1_0.message_row))
     dissect([capture], str(tmp_path / "out"), frames=True)

@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pandas as pd
 import pytest
+from test_streamed_acks import random_consumer_traffic
 
 import amqpcap
 from amqpcap.analysis import batches
@@ -111,10 +112,9 @@ def test_an_output_without_frames_files_reads_as_empty(outputs, tmp_path):
     assert list(batches.frames(str(out), "messages", ["ts"])) == []
 
 
-def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count(outputs):
-    t = amqpcap.load(outputs["two captures"])
-    un = unacked(t)
-    assert len(un) and un.groupby(["capture", "tcp_stream", "channel"], observed=True).ngroups >= 1
+def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count():
+    un = unacked(random_consumer_traffic(0).tables())
+    assert len(un) and un.groupby(["capture", "tcp_stream", "channel"], observed=True).ngroups >= 5
     t0n = int(un["ts"].min().value)
     x, y = total_unacked(un, t0n)
     assert len(x) == len(y) == len(un) and (x[1:] >= x[:-1]).all()
@@ -147,3 +147,10 @@ def test_report_of_a_directory_equals_that_of_the_loaded_tables(outputs, name, t
     got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
     want = open(write_report(amqpcap.load(out), tmp_path / "loaded"), encoding="utf-8").read()
     assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_a_report_given_the_stats_equals_the_report_that_computes_them(outputs, tmp_path):
+    out = outputs["plain"]
+    given = open(write_report(out, tmp_path / "given", stats=stats(out)), encoding="utf-8").read()
+    computed = open(write_report(out, tmp_path / "computed"), encoding="utf-8").read()
+    assert given == computed and given.count("data:image/png;base64,") == 5

@@ -3,6 +3,7 @@ same as the pairing of the loaded tables, and the loaded way where the pass cann
 
 import os
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from tables import Capture
@@ -103,3 +104,103 @@ def test_an_output_without_a_column_it_reads_streams_with_that_column_null(tmp_p
     path = os.path.join(out, "methods", "part-00000.parquet")
     pq.write_table(pq.read_table(path).drop_columns(["qos_global", "no_wait"]), path)
     assert streamed(out) == of_loaded(c.tables())
+
+
+def random_consumer_traffic(seed: int, rows: int = 500) -> Capture:
+    """Consumers (own tags, server tags, no-ack, no-wait), gets, deliveries (tags repeated while
+    outstanding, redelivered), acks single / multiple / tag 0, nacks, rejects, recovers, qos and
+    channel reopenings on three channels of two connections, in random order."""
+    import random
+
+    rnd = random.Random(seed)
+    c = Capture()
+    delivered: dict = {}
+    for i in range(rows):
+        stream, channel = rnd.randrange(2), rnd.randrange(1, 4)
+        key = dict(channel=channel, stream=stream)
+        top = delivered.get((stream, channel), 0)
+        r = rnd.random()
+        if r < 0.03:
+            c.method(i, "c2s", "channel.open", **key)
+        elif r < 0.08:
+            c.method(i, "c2s", "basic.consume", queue="q", consumer_tag=rnd.choice(("", "a", "b", "c")),
+                     no_ack=rnd.random() < 0.3, no_wait=rnd.random() < 0.2, **key)  # fmt: skip
+        elif r < 0.11:
+            c.method(i, "s2c", "basic.consume-ok", consumer_tag=rnd.choice(("a", "b", "s")), **key)
+        elif r < 0.13:
+            c.method(i, "c2s", "basic.get", queue="q", no_ack=rnd.random() < 0.3, **key)
+        elif r < 0.15:
+            c.method(i, "c2s", "basic.qos", prefetch_count=rnd.choice((0, 2, 5)), **key)
+        elif r < 0.6:
+            name = rnd.choice(("basic.deliver",) * 6 + ("basic.get-ok",))
+            tag = rnd.choice((top + 1, top + 1, top + 1, max(top - 1, 1)))
+            delivered[(stream, channel)] = max(top, tag)
+            ctag = rnd.choice(("a", "b", "s", None)) if name == "basic.deliver" else None
+            c.method(i, "s2c", name, consumer_tag=ctag, delivery_tag=tag, body=b"%d" % i,
+                     redelivered=rnd.random() < 0.2, **key)  # fmt: skip
+        else:
+            name = rnd.choice(("basic.ack",) * 4 + ("basic.nack", "basic.reject", "basic.recover"))
+            tag = rnd.choice((0, rnd.randrange(0, top + 2), top))
+            c.method(i, rnd.choice(("c2s",) * 6 + ("s2c",)), name, delivery_tag=tag,
+                     multiple=rnd.random() < 0.5, **key)  # fmt: skip
+    return c
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_streamed_acks_equal_the_loaded_pairing_on_random_traffic_in_batches_of_a_few_rows(
+    tmp_path, monkeypatch, seed
+):
+    from amqpcap.analysis import streamed_acks as module
+
+    monkeypatch.setattr(module, "ROWS", 7)
+    c = random_consumer_traffic(seed)
+    want = of_loaded(c.tables())
+    assert want[0]["acked"] and want[0]["nacked"] and want[0]["unsettled"] and want[0]["redelivered"]
+    assert streamed(write_output(c, tmp_path)) == want
+
+
+TIMELINE = ["capture", "tcp_stream", "channel", "ts", "event", "unacked", "prefetch_count"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_unacked_counts_of_the_pass_equal_unacked_of_the_loaded_tables_channel_by_channel(
+    tmp_path, monkeypatch, seed
+):
+    from amqpcap.analysis import streamed_acks as module
+    from amqpcap.analysis.connection_health import unacked
+
+    monkeypatch.setattr(module, "ROWS", 7)
+    c = random_consumer_traffic(seed)
+    got: list = []
+    streamed_acks(write_output(c, tmp_path), on_timeline=got.append)
+    want = unacked(c.tables())[TIMELINE]
+    assert want.groupby(["tcp_stream", "channel"]).ngroups >= 5 and (want["event"] == "qos").any()
+    keys = ["capture", "tcp_stream", "channel"]
+    # (each channel's events in the same order; channels may come in another order)
+    got = got[0].astype({"capture": object, "event": object})
+    got = got.sort_values(keys, kind="stable").reset_index(drop=True)
+    want = want.sort_values(keys, kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want.astype({"capture": object, "event": object}), check_dtype=False)
+
+
+def test_the_report_of_a_directory_draws_unacked_from_the_pass_without_loading_the_deliveries(
+    tmp_path, monkeypatch
+):
+    from amqpcap.analysis import report, summary
+
+    out = write_output(random_consumer_traffic(1), tmp_path / "out")
+    loads: list = []  # the methods each load reads
+    load_section = summary.load_section
+
+    def counted(directory, columns, names=None, *rest):
+        if "methods" in columns:
+            loads.append((names or {}).get("methods", ("every method",)))
+        return load_section(directory, columns, names, *rest)
+
+    monkeypatch.setattr(summary, "load_section", counted)
+    drawn: list = []
+    fig = report.fig_unacked
+    monkeypatch.setattr(report, "fig_unacked", lambda un, *a, **k: drawn.append(un) or fig(un, *a, **k))
+    report.write_report(out, tmp_path / "report")
+    assert loads and not [m for m in loads if "basic.deliver" in m or "every method" in m]
+    assert len(drawn) == 1 and drawn[0]["unacked"].max() > 0

@@ -501,29 +501,35 @@ def _int(v):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def body_sections(buf, keep: int):
+def body_sections(buf, keep: int, read=None):
     """The message's sections: (sections by name, body kind, body size, body digest, its
     first ``keep`` bytes, what could not be decoded or None).  A data body is its sections'
-    payloads; an amqp-sequence or amqp-value body its encoded values."""
+    payloads; an amqp-sequence or amqp-value body its encoded values.  ``read``: the sections
+    reader (default ``read_sections``)."""
     sections: dict = {}
     spans: list = []  # (start, end) of each body section's bytes
     err = None
     try:
-        kind = read_sections(buf, sections, spans)
+        kind = (read or read_sections)(buf, sections, spans)
     except DecodeError as e:
         kind = e.args[1] if len(e.args) > 1 else None
         err = str(e.args[0])
+    return (sections, kind, *body_digest(buf, spans, keep), err)
+
+
+def body_digest(buf, spans: list, keep: int) -> tuple:
+    """(size, sha256 hex digest, first ``keep`` bytes) of the body whose bytes are ``spans``
+    ((start, end) in ``buf``)."""
     if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
         s, e = spans[0]
-        digest = hashlib.sha256(buf[s:e]).hexdigest()
-        return sections, kind, e - s, digest, bytes(buf[s : min(e, s + keep)]), err
+        return e - s, hashlib.sha256(buf[s:e]).hexdigest(), bytes(buf[s : min(e, s + keep)])
     h, head, size = hashlib.sha256(), bytearray(), 0
     for s, e in spans:
         h.update(buf[s:e])
         if len(head) < keep:
             head += buf[s : min(e, s + keep - len(head))]
         size += e - s
-    return sections, kind, size, h.hexdigest(), bytes(head), err
+    return size, h.hexdigest(), bytes(head)
 
 
 def read_sections_reference(buf, sections: dict, spans: list):

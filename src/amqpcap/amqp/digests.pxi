@@ -19,6 +19,8 @@
 # ring's 3.6-6.5 ms) but the wall time is 43-70 ms against 29-39 ms (the worker needs the GIL
 # for every piece, which the decoder's thread holds); small bodies inline cost 1.6 us here
 # against hashlib's 2.0 us.
+# Whole dissection of bench_dissect's bulk capture (41 MB), compiled, hashlib
+# (AMQPCAP_HASHLIB=1) against this: 0.244 / 0.214 CPU s (medians of 9 alternating runs).
 
 cdef extern from "dlfcn.h":
     void *dlopen(const char *filename, int flag)

@@ -16,6 +16,9 @@ by name and the spans of its body.
 
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
 in one frame, walked here (codec_1_0's ``decoder_class`` has it).
+
+``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows written into the
+compiled table buffers without a row tuple (rows10.pxi).
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -377,7 +380,7 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 import hashlib
 
 from amqpcap.amqp import links_1_0 as L
-from amqpcap.amqp.events_1_0 import Delivery, creation_time
+from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
 
 cdef object sha256 = hashlib.sha256
@@ -398,32 +401,24 @@ cdef bind_codec():
 
 
 cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
-    """codec_1_0.body_sections of a message that decodes cleanly here (its ``err`` None); None
-    for any other (the reference reads it)."""
+    """codec_1_0.body_sections of the message at ``b``: read here if it decodes cleanly, else by
+    the reference's reader alone (the message is not walked twice)."""
     cdef dict sections = {}
     cdef list spans = []
-    cdef Py_ssize_t s, e, size = 0, got = 0, take
+    cdef Py_ssize_t s, e, take
     try:
         kind = walk_sections(b, n, sections, spans, payload)
     except (Fallback, DecodeError):
-        return None
-    if len(spans) == 1:
-        s, e = spans[0]
-        take = min(e, s + keep) - s
-        return (
-            sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
-            PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0),
-        )
-    h = sha256()
-    head = bytearray()
-    for s, e in spans:
-        h.update(payload[s:e])
-        if got < keep:
-            take = min(e, s + keep - got) - s
-            head += payload[s : s + take]
-            got += take
-        size += e - s
-    return sections, kind, size, h.hexdigest(), bytes(head)
+        return C.body_sections(payload, keep, C.read_sections_reference)
+    if len(spans) != 1:
+        return (sections, kind, *C.body_digest(payload, spans, keep), None)
+    # body_digest's one-section body, its first bytes cut from the frame without a slice
+    s, e = spans[0]
+    take = min(e - s, keep)
+    return (
+        sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
+        PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None,
+    )
 
 
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
@@ -432,7 +427,6 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     cdef dict a = perf.args
     cdef Py_buffer view
     cdef Py_ssize_t size = end - p
-    cdef tuple got = None
     if C is None:
         bind_codec()
     ch = perf.channel
@@ -448,26 +442,27 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         or self.held_bytes[direction] + size > MAX_HELD_BYTES
     ):
         return C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
-    link = self.state.links.get((direction, ch, handle))
+    link = self.state.link(direction, ch, handle)
     if link is not None:
         perf.link_name, perf.source, perf.target = link.name, link.source, link.target
     events = self.events
     events.append((direction, perf))
-    outcome, condition = outcome_of(a.get("state"))
+    state = a.get("state")
+    outcome = condition = None
+    if state is not None:
+        outcome, condition = outcome_of(state)
     complete = True
     if size:
         # the payload as a view of the frame's bytes, released before the buffer may move
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
-            got = sections_in_place(<const unsigned char *>view.buf + p, size, payload, self.body_bytes)
-            if got is None:
-                sections, kind, body_size, digest, head, err = C.body_sections(payload, self.body_bytes)
-                if err is not None:
-                    complete = False
-                    self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
-            else:
-                sections, kind, body_size, digest, head = got
+            sections, kind, body_size, digest, head, err = sections_in_place(
+                <const unsigned char *>view.buf + p, size, payload, self.body_bytes
+            )
+            if err is not None:
+                complete = False
+                self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
         finally:
             payload.release()
             PyBuffer_Release(&view)
@@ -487,3 +482,5 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     )
     events.extend(self.state.delivered(direction, dv, d.ts))
 
+
+include "rows10.pxi"

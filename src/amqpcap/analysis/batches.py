@@ -39,6 +39,8 @@ __all__ = [
     "Codes",
     "OutOfOrder",
     "WireOrder",
+    "channel_ids",
+    "plain_strings",
 ]
 
 BATCH_ROWS = 1 << 17  # rows per batch: a few MB of a frame of a few columns, tens with its transients
@@ -122,6 +124,11 @@ class Codes:
         return code
 
 
+def plain_strings(col: pa.Array) -> pa.Array:
+    """A string column as plain strings (a dictionary column decoded)."""
+    return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+
+
 def _numpy(col: pa.Array, codes: Codes | None) -> np.ndarray:
     t = col.type
     if codes is not None:
@@ -136,13 +143,20 @@ def _numpy(col: pa.Array, codes: Codes | None) -> np.ndarray:
 
 
 def batches(
-    directory, name: str, columns: list[str], strings: dict, methods=None, nulls: tuple = ()
+    directory,
+    name: str,
+    columns: list[str],
+    strings: dict,
+    methods=None,
+    nulls: tuple = (),
+    rows: int | None = None,
 ) -> Iterator[dict]:
-    """The ``columns`` of table ``name`` a row group at a time (see the module doc), only the rows
+    """The ``columns`` of table ``name`` ``rows`` rows at a time (see the module doc), only the rows
     whose ``method`` is one of ``methods`` (None: all).  ``strings``: column -> :class:`Codes`
-    for each string column.  ``nulls``: integer columns also given as ``<name>_valid`` masks."""
+    for each string column.  ``nulls``: integer columns also given as ``<name>_valid`` masks.
+    ``rows``: default :data:`PASS_ROWS`."""
     for path in table_files(directory, name):
-        for batch, have in _file_batches(path, columns, PASS_ROWS):
+        for batch, have in _file_batches(path, columns, rows or PASS_ROWS):
             if methods is not None:
                 batch = batch.filter(pc.is_in(batch.column("method"), value_set=pa.array(list(methods))))
                 if batch.num_rows == 0:
@@ -155,6 +169,21 @@ def batches(
                     out[c + "_valid"] = col.is_valid().to_numpy(zero_copy_only=False)
                 out[c] = _numpy(col, strings.get(c))
             yield out
+
+
+def channel_ids(ids: dict, cap, stream, channel, has_channel) -> np.ndarray:
+    """A number per channel (capture code, TCP stream, channel or -1), the same in every batch:
+    ``ids`` (key -> number) grows as batches bring new channels."""
+    ch = np.where(has_channel, channel, -1).astype(np.int64) + 1  # (0 .. 65536)
+    cap = cap.astype(np.int64) + 1
+    if len(cap) and (cap.max() >= 1 << 14 or stream.max() >= 1 << 31 or stream.min() < -1):
+        raise OutOfOrder("channel keys too wide for one number")
+    # one int64 a row, numbered by hashing (a batch holds few channels)
+    local, uniq = pd.factorize((cap << 48) | ((stream + 1) << 17) | ch)
+    parts = ((uniq >> 48) - 1, ((uniq >> 17) & ((1 << 31) - 1)) - 1, (uniq & ((1 << 17) - 1)) - 1)
+    keys = zip(*(p.tolist() for p in parts))
+    number = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
+    return number[local]
 
 
 class WireOrder:

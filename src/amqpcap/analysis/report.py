@@ -469,10 +469,11 @@ def total_unacked(un: pd.DataFrame, t0n: int) -> tuple[np.ndarray, np.ndarray]:
     return (ts[order] - t0n) / 1e9, np.cumsum(d[order])
 
 
-def fig_unacked(t, acks: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
+def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
     """Up to ``top`` channels: each channel's unacked count over time with its prefetch.
-    More channels: the total over time, and each channel's peak against its prefetch."""
-    un = unacked_frame(t, acks=acks)
+    More channels: the total over time, and each channel's peak against its prefetch.  ``un``:
+    :func:`~amqpcap.analysis.connection_health.unacked`'s capture, tcp_stream, channel, ts, event,
+    unacked and prefetch_count."""
     if len(un) == 0 or t0 is None or not (un["event"] != "qos").any():
         fig = Figure(figsize=(10, 2.5))
         _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
@@ -786,15 +787,15 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         else:  # the matched latencies of a pairing computed in a pass
             a = np.asarray(df, dtype=float)
             values[kind] = a[np.isfinite(a)]
-        if kind == "consumer_ack":
-            kept[kind] = df[UNACKED_ACK_COLS]  # all fig_unacked reads of the frame (no copy)
+        if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
+            kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
     drawn: dict = {}  # figures and frames made from the tables a stats section loaded
 
     def draw(section, load):
         if section not in ("span", "errors", "counts", "consumer_ack", "throughput"):
             return
-        tables = load()
+        tables = load() if section != "consumer_ack" else None
         if section == "span":  # the time origin and the plot bucket (a directory: read by column)
             drawn["t0"] = _t0(tables)
             drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
@@ -804,14 +805,18 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             drawn["connections"] = connections_table(src if is_output_dir(src) else tables, _PAGE_LIMIT)
             timeline = section_tables(src, "timeline")
             drawn["timeline"] = fig_timeline(timeline, drawn["err"], out / "timeline.png", drawn["t0"])
-        elif section == "consumer_ack":  # its basic.qos rows, and the acks kept from its pairing
-            drawn["unacked"] = fig_unacked(tables, kept.pop("consumer_ack"), out / "unacked.png", drawn["t0"])
+        elif section == "consumer_ack":  # the pass' unacked counts, else the pairing kept and the qos rows
+            un = kept.pop("unacked", None)
+            if un is None:
+                un = unacked_frame(load(), acks=kept.pop("consumer_ack"))
+            drawn["unacked"] = fig_unacked(un, out / "unacked.png", drawn["t0"])
         elif section == "throughput":  # (its section's tables: not loaded again for the figure)
             drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
 
     if stats is None:
-        # (consumer acks: fig_unacked reads the pairing's rows)
-        s = stats_dict(src, on_latency=keep, on_section=draw, latency_frames=("consumer_ack",))
+        s = stats_dict(
+            src, on_latency=keep, on_section=draw, on_unacked=lambda un: kept.__setitem__("unacked", un)
+        )
     else:
         s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():

@@ -1,158 +1,82 @@
 """Consumer acknowledgements of a dissect output in one pass over its tables (what ``stats``
 reports of them: latencies, outcome counts and the unacked health), holding the consumers, the
-outstanding deliveries and a few numbers per settled one, not the tables.
+outstanding deliveries and a few numbers per settled one, not the tables
+(:mod:`~amqpcap.analysis.ack_walk`: a batch of rows at a time, in numpy).
 
 The rules are :func:`amqpcap.analysis.acknowledgements.consumer_acks`'s for 0-8 / 0-9 / 0-9-1
 channels (settled by tag, ``multiple``, recover) and :func:`~amqpcap.analysis.connection_health.unacked`'s.
-What they decide otherwise (0-10 command sets, a delivery whose consumer tag is not bound on its
-channel) raises :class:`~amqpcap.analysis.batches.OutOfOrder`: the caller pairs the loaded tables.
+What they decide otherwise (0-10 command sets) raises :class:`~amqpcap.analysis.batches.OutOfOrder`:
+the caller pairs the loaded tables.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from amqpcap.analysis._common import NAT, latency_ms
+from amqpcap.analysis._common import latency_ms
+from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
 from amqpcap.analysis.acknowledgements import ACK_METHODS
-from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches
-from amqpcap.analysis.pairing import SCOPE_OPEN
-from amqpcap.analysis.streamed_confirms import Blocks, content_times
+from amqpcap.analysis.batches import BATCH_ROWS, Codes, OutOfOrder, WireOrder, batches, channel_ids
+from amqpcap.analysis.streamed_confirms import content_times
 
-__all__ = ["streamed_acks"]
+__all__ = ["streamed_acks", "ROWS"]
+
+_EVENTS = ("settle", "qos", "deliver")  # unacked's events, in their order within a packet
+ROWS = BATCH_ROWS  # rows per batch of the pass: its work is per batch, in numpy
 
 _COLUMNS = ["capture", "tcp_stream", "frame_number", "stream_offset", "ts", "direction", "channel", "method",
             "delivery_tag", "multiple", "redelivered", "consumer_tag", "no_ack", "no_wait", "prefetch_count",
             "qos_global", "version"]  # fmt: skip
-_WALKED = ("capture", "tcp_stream", "channel", "channel_valid", "stream_offset", "ts", "frame_number",
-           "delivery_tag", "delivery_tag_valid", "multiple", "redelivered", "consumer_tag", "no_ack",
-           "no_ack_valid", "no_wait", "prefetch_count", "prefetch_count_valid", "qos_global")  # fmt: skip
-_SETTLING = {"basic.ack": 0, "basic.nack": 1, "basic.reject": 2, "basic.recover": 3, "basic.recover-async": 3}
-_OUTCOMES = ("acked", "nacked", "rejected", "recovered", "unsettled")
-_UNSETTLED = 4
-
-
-class _Channel:
-    """One channel's consumer state and outstanding deliveries."""
-
-    __slots__ = ("bound", "pending", "get", "out")
-
-    def __init__(self):
-        self.bound: dict = {}  # consumer tag -> no_ack of the consumer bound to it
-        self.pending: list = []  # consumers awaiting their consume-ok: [no_ack]
-        self.get = None  # no_ack of the latest basic.get
-        self.out: dict = {}  # tag -> (row of the delivery in ``rows``)
 
 
 def _walk(directory, strings: dict):
-    """The deliveries paired (:class:`Blocks` rows: conversation, stream offset, own time and
-    packet, channel id, settling time and packet, outcome: an index of ``_OUTCOMES``), how many
-    of them were redelivered, the qos events (channel id, time, packet, prefetch count or -1, global) and
-    the channel ids (key -> id: the channels with a delivery or a qos)."""
+    """The deliveries paired (:class:`~amqpcap.analysis.ack_walk.AckWalk` rows: conversation,
+    stream offset, own time and packet, channel id, settling time and packet, outcome: an index of
+    :data:`~amqpcap.analysis.ack_walk.OUTCOMES`), how many of them were redelivered, the qos events
+    (channel id, time, packet, prefetch count or -1, global) and the channel ids (key -> id)."""
     order = WireOrder()
-    rows, qos = Blocks(8), Blocks(5)
-    redelivered = 0
-    add = rows.add
-    chans: dict = {}
     ids: dict = {}
-    conns: dict = {}  # (capture, tcp_stream) -> {(channel, consumer tag): consumer}, in binding order
-    methods = strings["method"]
+    keys: list = []  # channel id -> key
+    walk = AckWalk(keys)
+    got, qos = [], []
+    methods, version = strings["method"], strings["version"]
     nulls = ("channel", "delivery_tag", "consumer_tag", "prefetch_count", "no_ack", "qos_global")
-    for b in batches(directory, "methods", _COLUMNS, strings, ACK_METHODS + ("basic.qos",), nulls=nulls):
-        rows.flush()
+    names = ACK_METHODS + ("basic.qos",)
+    for b in batches(directory, "methods", _COLUMNS, strings, names, nulls=nulls, rows=ROWS):
         order.check(b["capture"], b["tcp_stream"], b["frame_number"], b["stream_offset"])
-        version = strings["version"]
         if any(version.values[v] == "0-10" for v in np.unique(b["version"]).tolist() if v >= 0):
             raise OutOfOrder("0-10 channels settle by command sets")
-        tags = strings["consumer_tag"].values
-        c2s = (b["direction"] == strings["direction"].index.get("c2s", -2)).tolist()
-        s2c = (b["direction"] == strings["direction"].index.get("s2c", -2)).tolist()
-        cols = [b[c].tolist() for c in _WALKED]
-        names = [methods.values[i] for i in b["method"].tolist()]
-        walked = zip(names, *cols[:15])
-        for i, (name, cap, st, ch, has_ch, off, ts, frame, tag, has_tag, mult, redl, ctag, no_ack, has_na,
-                no_wait) in enumerate(walked):  # fmt: skip
-            key = (cap, st, ch if has_ch else None)
-            chan = chans.get(key)  # (made when the channel has consumer state: not every channel has)
-            ctag = tags[ctag] if ctag >= 0 else None
-            if name in SCOPE_OPEN:
-                if chan is None:
-                    continue
-                for item in chan.out.values():
-                    add(item[:5] + (NAT, -1, _UNSETTLED))
-                    redelivered += item[5]
-                binds = conns.get((cap, st), {})
-                for t in chan.bound:
-                    binds.pop((key[2], t), None)
-                chan.out, chan.bound, chan.pending = {}, {}, []
-            elif name == "basic.consume" and c2s[i]:
-                chan = chan or chans.setdefault(key, _Channel())
-                consumer = [no_ack if has_na else None]
-                if ctag:
-                    chan.bound[ctag] = conns.setdefault((cap, st), {})[(key[2], ctag)] = consumer
-                if not no_wait:
-                    chan.pending.append(consumer)
-            elif name == "basic.consume-ok" and s2c[i]:
-                if chan is not None and chan.pending:
-                    consumer = chan.pending.pop(0)
-                    if ctag:
-                        chan.bound[ctag] = conns.setdefault((cap, st), {})[(key[2], ctag)] = consumer
-            elif name == "basic.get" and c2s[i]:
-                chans.setdefault(key, _Channel()).get = [no_ack if has_na else None]
-            elif name in ("basic.deliver", "basic.get-ok") and s2c[i]:
-                if name == "basic.get-ok":
-                    consumer = chan.get if chan is not None else None
-                elif ctag is None:
-                    consumer = None
-                else:
-                    consumer = chan.bound.get(ctag) if chan is not None else None
-                    if consumer is None:  # the first consumer of its tag on the connection, if any
-                        binds = conns.get((cap, st), {})
-                        consumer = next((c for (_, t), c in binds.items() if t == ctag), None)
-                if not has_tag or (consumer is not None and consumer[0] is True):
-                    continue
-                # (a tag delivered again while outstanding replaces the first delivery)
-                chan = chan or chans.setdefault(key, _Channel())
-                chan.out[tag] = (
-                    cap * (1 << 32) + st,
-                    off,
-                    ts,
-                    frame,
-                    ids.setdefault(key, len(ids)),
-                    int(redl),
-                )
-            elif name.startswith("message."):  # (0-9 and 0-10 message class: by command ids)
-                raise OutOfOrder("0-10 channels settle by command sets")
-            elif name == "basic.qos" and c2s[i]:
-                count = cols[15][i] if cols[16][i] else -1
-                qos.add((ids.setdefault(key, len(ids)), ts, frame, count, int(cols[17][i])))
-            elif name in _SETTLING and c2s[i] and chan is not None and chan.out:
-                kind = _SETTLING[name]
-                if not has_tag and kind != 3:
-                    continue
-                if kind == 3 or (mult and kind != 2):
-                    hit = [k for k in chan.out if kind == 3 or tag == 0 or k <= tag]
-                else:
-                    hit = [tag] if tag in chan.out else []
-                for k in hit:
-                    item = chan.out.pop(k)
-                    add(item[:5] + (ts, frame, kind))
-                    redelivered += item[5]
-    for chan in chans.values():
-        for item in chan.out.values():
-            add(item[:5] + (NAT, -1, _UNSETTLED))
-            redelivered += item[5]
-    return rows.arrays(), redelivered, qos.arrays(), ids
+        kind = kinds_of(methods.values)[b["method"]]
+        if np.any(kind == MESSAGE):  # (0-9 and 0-10 message class: by command ids)
+            raise OutOfOrder("0-10 channels settle by command sets")
+        chan = channel_ids(ids, b["capture"], b["tcp_stream"], b["channel"], b["channel_valid"])
+        keys.extend(list(ids)[len(keys) :])
+        c2s = b["direction"] == strings["direction"].index.get("c2s", -2)
+        s2c = b["direction"] == strings["direction"].index.get("s2c", -2)
+        conv = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
+        got.append(walk.batch(kind, chan, c2s, s2c, conv, b, strings["consumer_tag"].values))
+        q = np.flatnonzero((kind == QOS) & c2s)
+        count = np.where(b["prefetch_count_valid"][q], b["prefetch_count"][q], -1)
+        qos.append(np.stack([chan[q], b["ts"][q], b["frame_number"][q], count, b["qos_global"][q]], 1))
+    got.append(walk.end())
+    rows = np.concatenate(got)
+    del got
+    qos = np.concatenate(qos).astype(np.int64) if qos else np.zeros((0, 5), dtype=np.int64)
+    return rows, walk.redelivered, qos, ids
 
 
-def streamed_acks(directory) -> tuple[np.ndarray, dict, dict]:
+def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     """The latencies (ms: of the deliveries acked, nacked or rejected), the counts of stats'
     ``consumer_ack`` (acked, nacked, rejected, unsettled, recovered, redelivered) and the unacked
-    health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``."""
+    health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``.
+    ``on_timeline``, when given, is handed the unacked counts over time (a frame of
+    :func:`~amqpcap.analysis.connection_health.unacked`'s columns the report draws)."""
     strings = {c: Codes() for c in ("capture", "direction", "method", "consumer_tag", "version")}
     rows, redelivered, qos, ids = _walk(directory, strings)
-    n = np.bincount(rows[:, 7], minlength=len(_OUTCOMES))
+    n = np.bincount(rows[:, 7], minlength=len(OUTCOMES))
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
-    counts = {k: int(n[_OUTCOMES.index(k)]) for k in names}
+    counts = {k: int(n[OUTCOMES.index(k)]) for k in names}
     counts["redelivered"] = redelivered
     values = np.zeros(0)
     if len(rows):
@@ -163,9 +87,12 @@ def streamed_acks(directory) -> tuple[np.ndarray, dict, dict]:
         timed = rows[:, 7] <= 2
         values = latency_ms(rows[timed, 2], rows[timed, 5])
         del timed
-    events = _events(rows, qos)
+    steps = _steps(_events(rows, qos))
     del rows, qos
-    return values, counts, _unacked(events, ids)
+    health = _unacked(steps, ids)
+    if on_timeline is not None:
+        on_timeline(_timeline(steps, ids, strings["capture"].values))
+    return values, counts, health
 
 
 def _settle_events(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,28 +131,57 @@ def _events(rows: np.ndarray, qos: np.ndarray) -> dict:
     }
 
 
-def _unacked(events: dict, ids: dict) -> dict:
-    """stats' unacked health from :func:`_events`: per channel, by time then packet (a settle,
-    then a qos, then a delivery within one), the count of unsettled deliveries after each event
-    against the latest prefetch count."""
-    chan = events["chan"]
-    if not len(chan):
-        return {"max_unacked": 0, "channels_over_prefetch": 0}
-    order = np.lexsort((events.pop("kind"), events.pop("frame"), events.pop("ts"), chan))
-    chan, delta, prefetch = chan[order], events.pop("delta")[order], events.pop("prefetch")[order]
+def _steps(events: dict) -> dict:
+    """:func:`_events` per channel, by time then packet (a settle, then a qos, then a delivery
+    within one), with the count of unsettled deliveries after each (``unacked``) and the channel's
+    latest prefetch count (``latest``; -1: none)."""
+    order = np.lexsort((events["kind"], events["frame"], events["ts"], events["chan"]))
+    out = {k: events.pop(k)[order] for k in ("chan", "ts", "kind", "delta", "prefetch")}
     del order, events
+    chan, prefetch = out["chan"], out.pop("prefetch")
     start = np.r_[True, chan[1:] != chan[:-1]]
-    total = np.cumsum(delta, dtype=np.int64)
+    total = np.cumsum(out.pop("delta"), dtype=np.int64)
     base = np.maximum.accumulate(np.where(start, np.arange(len(chan)), 0))
-    unacked = total - np.r_[0, total][base]  # the channel's running sum
+    out["unacked"] = total - np.r_[0, total][base]  # the channel's running sum
+    del total, base
     # the latest prefetch count of the channel (a qos without one keeps the one before)
     has = (prefetch >= 0) | start
     at = np.maximum.accumulate(np.where(has, np.arange(len(chan)), 0))
-    latest = np.where(prefetch[at] >= 0, prefetch[at], -1)
+    out["latest"] = np.where(prefetch[at] >= 0, prefetch[at], -1)
+    return out
+
+
+def _unacked(steps: dict, ids: dict) -> dict:
+    """stats' unacked health from :func:`_steps`: the most unsettled deliveries of a channel, the
+    channels holding more than their prefetch count at some point."""
+    chan, unacked, latest = steps["chan"], steps["unacked"], steps["latest"]
+    if not len(chan):
+        return {"max_unacked": 0, "channels_over_prefetch": 0}
     over = (latest > 0) & (unacked > latest)
     # (a channel without a capture or number is not counted)
-    named = np.array([k[0] >= 0 and k[2] is not None for k in ids], dtype=bool)
+    named = np.array([k[0] >= 0 and k[2] >= 0 for k in ids], dtype=bool)
     return {
         "max_unacked": int(unacked.max()),
         "channels_over_prefetch": int(len(np.unique(chan[over & named[chan]]))),
     }
+
+
+def _timeline(steps: dict, ids: dict, captures: list) -> pd.DataFrame:
+    """The columns of :func:`~amqpcap.analysis.connection_health.unacked` the report draws
+    (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), of :func:`_steps`."""
+    keys = np.array(list(ids), dtype=np.int64).reshape(-1, 3)
+    chan = steps.pop("chan")
+    cap, stream, channel = (keys[:, i][chan] for i in range(3))
+    del chan
+    latest = steps.pop("latest")
+    return pd.DataFrame(
+        {
+            "capture": pd.Categorical.from_codes(cap, pd.Index(captures, dtype=object)),
+            "tcp_stream": pd.arrays.IntegerArray(stream.astype(np.int32), stream < 0),
+            "channel": pd.arrays.IntegerArray(channel.astype(np.int32), channel < 0),
+            "ts": pd.to_datetime(steps.pop("ts").view("datetime64[ns]"), utc=True),
+            "event": pd.Categorical.from_codes(steps.pop("kind"), _EVENTS),
+            "unacked": steps.pop("unacked"),
+            "prefetch_count": pd.arrays.IntegerArray(latest.astype(np.int32), latest < 0),
+        }
+    )

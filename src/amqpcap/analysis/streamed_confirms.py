@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
-from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches
+from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches, channel_ids
 from amqpcap.analysis.confirm_walk import ACK, NACK, OPEN, PUBLISH, SELECT, ConfirmWalk
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
@@ -51,14 +51,6 @@ def _kinds(values: list) -> np.ndarray:
     return np.array([of.get(v, -1) for v in values] + [-1], dtype=np.int8)
 
 
-def _channels(ids: dict, cap, stream, channel, has_channel) -> np.ndarray:
-    """A number per channel (capture, TCP stream, channel or none), the same in every batch."""
-    keys = np.stack([cap.astype(np.int64), stream, np.where(has_channel, channel, -1)])
-    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
-    local = np.array([ids.setdefault(k, len(ids)) for k in map(tuple, uniq.T.tolist())], dtype=np.int64)
-    return local[inv.reshape(-1)]
-
-
 def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
     """The confirmed publishes (rows: conversation, stream offset, own time, settling time), how
     many by an ack, how many were left unconfirmed."""
@@ -71,7 +63,7 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
     for b in batches(directory, "methods", _COLUMNS, strings, CONFIRM_METHODS, nulls=nulls):
         order.check(b["capture"], b["tcp_stream"], b["frame_number"], b["stream_offset"])
         kind = _kinds(methods.values)[b["method"]]
-        chan = _channels(ids, b["capture"], b["tcp_stream"], b["channel"], b["channel_valid"])
+        chan = channel_ids(ids, b["capture"], b["tcp_stream"], b["channel"], b["channel_valid"])
         c2s = b["direction"] == strings["direction"].index.get("c2s", -2)
         s2c = b["direction"] == strings["direction"].index.get("s2c", -2)
         conv = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]

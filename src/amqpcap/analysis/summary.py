@@ -153,9 +153,8 @@ def _rpc_summary(rp: pd.DataFrame) -> dict:
 
 
 def _setup_summary(cs: pd.DataFrame) -> dict:
-    out = latency_summary(cs.loc[cs["status"] == "ok", "latency_ms"])
-    out["missing"] = int((cs["status"] == "missing").sum())
-    return out
+    values, counts, _ = _setup_parts(cs)
+    return {**latency_summary(values), **counts}
 
 
 # stats' ``latency``: kind -> the summary of its pairing (LATENCY_FUNCTIONS)
@@ -209,8 +208,8 @@ def _rtt_parts(r: pd.DataFrame) -> tuple:
 
 
 def _setup_parts(cs: pd.DataFrame) -> tuple:
-    """:func:`_setup_summary` as :data:`STREAMED` gives it."""
-    return cs.loc[cs["status"] == "ok", "latency_ms"], {"missing": _setup_summary(cs)["missing"]}, {}
+    """:func:`_setup_summary` as :data:`STREAMED` gives it: the latencies, the other figures."""
+    return cs.loc[cs["status"] == "ok", "latency_ms"], {"missing": int((cs["status"] == "missing").sum())}, {}
 
 
 # the pairings stats computes in a pass over a dissect output's tables, not from a section's frames:
@@ -223,7 +222,7 @@ STREAMED = {
     "connection_setup": lambda out: _setup_parts(
         LATENCY_FUNCTIONS["connection_setup"](section_rows(out, *SECTIONS["connection_setup"]))
     ),
-    "consumer_ack": lambda out: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out)),
+    "consumer_ack": lambda out, **kw: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out, **kw)),
 }
 
 
@@ -232,13 +231,14 @@ class _StreamedStep:
     (:data:`STREAMED`), no section loaded; the way of :func:`_pairing_step` when they are not in
     wire order (``tables``: the :class:`Sections` to load from then)."""
 
-    def __init__(self, kind: str, got: dict, src, tables, on_latency=None):
+    def __init__(self, kind: str, got: dict, src, tables, on_latency=None, **kw):
         self.kind, self.got, self.src, self.tables = kind, got, src, tables
         self.on_latency = on_latency  # (handed the matched latencies, or the frame when loaded)
+        self.kw = kw  # (consumer acks: ``on_timeline``)
 
     def __call__(self) -> None:
         try:
-            values, counts, more = STREAMED[self.kind](self.src)
+            values, counts, more = STREAMED[self.kind](self.src, **self.kw)
         except (OutOfOrder, NotStreamed):
             _pairing_step(self.kind, self.got, None, self.on_latency)(self.tables(self.kind))
             return
@@ -635,7 +635,7 @@ def stats(
     latencies: dict | None = None,
     on_latency=None,
     on_section=None,
-    latency_frames: tuple = (),
+    on_unacked=None,
 ) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
@@ -647,10 +647,13 @@ def stats(
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
     given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
     directory, a pairing computed in a pass over its tables (:data:`STREAMED`) hands it the matched
-    pairs' latencies (an array) instead, unless its kind is in ``latency_frames``.
+    pairs' latencies (an array) instead.
     ``on_section(section, tables)``, when given, is called after each section (:data:`SECTIONS`)
     with a function giving the tables it read (the report draws figures from them: on a directory
-    they are loaded once for both, and only when asked for).
+    they are loaded once for both, and only when asked for).  ``on_unacked``, when given, is
+    handed the unacked counts over time of a consumer-ack pass over a directory's tables (see
+    :func:`~amqpcap.analysis.streamed_acks.streamed_acks`); a pairing of loaded tables hands
+    ``on_latency`` its frame instead.
     """
     got: dict = {"latency": {}}
 
@@ -662,8 +665,9 @@ def stats(
     tables = Sections(src)
 
     def pairing(kind):
-        if stream and kind in STREAMED and kind not in latency_frames:
-            return kind, _StreamedStep(kind, got, src, tables, on_latency)
+        if stream and kind in STREAMED:
+            kw = {"on_timeline": on_unacked} if kind == "consumer_ack" and on_unacked is not None else {}
+            return kind, _StreamedStep(kind, got, src, tables, on_latency, **kw)
         return kind, _pairing_step(kind, got, latencies, on_latency)
 
     # (section, step), computed one after the other, memory given back in between; the sections of

@@ -10,8 +10,9 @@ property fills (``MethodPlan``, ``message_arg_plan``, ``fill_plan``: the 0-10 co
 included), the JSON encoder (``to_json``), reply-code names, failing methods and 0-10 sequence
 sets are its own functions, called from here.  Properties and plain
 arguments the compiled decoder kept as the wire has them (fast09.WireFields) fill their
-columns and JSON from the bytes (``stage_wire``).  An event of another class than Method /
-Content, or arguments that are neither a dict nor such a mapping, go to the reference whole.
+columns and JSON from the bytes (``stage_wire``), by the same ``Plan`` a dict of those names
+in that order is written by.  An event of another class than Method / Content, or arguments
+that are neither a dict nor such a mapping, go to the reference whole.
 
 A row is staged as a C array of its values; ``append_rows`` hands that array to a compiled
 table buffer (fastwriter's ``APPEND_ARRAY``: no tuple, only the values present written) and
@@ -29,7 +30,6 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTu
 from libc.string cimport memset
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_DecodeUTF8
 
-import dataclasses
 import sys
 
 cimport cython
@@ -60,48 +60,32 @@ cdef extern from *:
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
 
-cdef class Fields:
-    """Where a slots dataclass keeps its fields (ok: False if the class is not laid out as
-    expected; every row then goes to the reference)."""
-
-    cdef dict off
-    cdef bint ok
-
-    def __init__(self, cls):
-        self.off = {}
-        self.ok = True
-        for f in dataclasses.fields(cls):
-            o = slot_offset(cls, f.name)
-            self.ok = self.ok and o >= 0
-            self.off[f.name] = o
-
-    cdef Py_ssize_t at(self, str name):
-        return self.off[name] if self.ok else -1
-
-
-cdef Fields MF = Fields(Method)
-cdef Fields CF = Fields(Content)
-cdef bint DIRECT = MF.ok and CF.ok
-# the slot of each field of a view (rowsink.pxi's METHOD_VIEW, CONTENT_VIEW), in its order
+# the slot of each field of a view (rowsink.pxi's METHOD_VIEW, CONTENT_VIEW), in its order;
+# DIRECT: every one found (else the events are not laid out as expected: the reference's rows)
 cdef enum:
     N_METHOD_VIEW = 13
     N_CONTENT_VIEW = 14
 cdef Py_ssize_t METHOD_SLOTS[N_METHOD_VIEW]
 cdef Py_ssize_t CONTENT_SLOTS[N_CONTENT_VIEW]
-cdef Py_ssize_t C_METHOD = CF.at("method")
+cdef Py_ssize_t C_METHOD = slot_offset(Content, "method")
+cdef bint DIRECT = False
 
 
 cdef int view_slots() except -1:
+    global DIRECT
     cdef Py_ssize_t i
     if len(METHOD_VIEW) != N_METHOD_VIEW or len(CONTENT_VIEW) != N_CONTENT_VIEW:
         raise ImportError("rowsink.pxi's views changed: update fastrows.pyx")
     if (sizeof(MethodView) != N_METHOD_VIEW * sizeof(PyObject *)
             or sizeof(ContentView) != (N_CONTENT_VIEW + 1) * sizeof(PyObject *)):
         raise ImportError("rowsink.pxi: a view's fields are not references first, then the method")
+    DIRECT = C_METHOD >= 0
     for i in range(N_METHOD_VIEW):
-        METHOD_SLOTS[i] = MF.at(METHOD_VIEW[i])
+        METHOD_SLOTS[i] = slot_offset(Method, METHOD_VIEW[i])
+        DIRECT = DIRECT and METHOD_SLOTS[i] >= 0
     for i in range(N_CONTENT_VIEW):
-        CONTENT_SLOTS[i] = CF.at(CONTENT_VIEW[i])
+        CONTENT_SLOTS[i] = slot_offset(Content, CONTENT_VIEW[i])
+        DIRECT = DIRECT and CONTENT_SLOTS[i] >= 0
     return 0
 
 
@@ -270,38 +254,8 @@ cdef extern from *:
             return amqpcap_jb64(b, (const unsigned char *)PyByteArray_AS_STRING(o), PyByteArray_GET_SIZE(o));
         return 1;
     }
-    /* The JSON text of dict d whose keys are, in order, those the fragments were made of
-       ('"key":', already escaped, in one bytes object, ends[i] the end of the i-th): the keys
-       are not encoded again.  As amqpcap_json otherwise. */
-    static PyObject *amqpcap_json_keyed(PyObject *d, PyObject *frags, const Py_ssize_t *ends, int wide,
-                                        Py_ssize_t want, PyObject **wanted) {
-        amqpcap_jbuf b;
-        b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = wide;  /* wide: a key is not ASCII */
-        PyObject *k, *v, *out = NULL;
-        Py_ssize_t pos = 0, i = 0, start = 0, w0 = -1, w1 = -1;
-        const char *f = PyBytes_AS_STRING(frags);
-        int r = amqpcap_jput(&b, "{", 1);
-        while (r == 0 && PyDict_Next(d, &pos, &k, &v)) {
-            if (i && (r = amqpcap_jput(&b, ",", 1)) != 0) break;
-            if ((r = amqpcap_jput(&b, f + start, ends[i] - start)) != 0) break;
-            start = ends[i];
-            if (i == want && v != Py_None) w0 = b.n;  /* None: to_json's None, not 'null' */
-            r = amqpcap_jvalue(&b, v, 1);
-            if (i++ == want && w0 >= 0) w1 = b.n;
-        }
-        if (r == 0) r = amqpcap_jput(&b, "}", 1);
-        if (r == 0) out = amqpcap_jtext(&b);
-        /* the text of value ``want`` too: the JSON of a value is the same alone or in a dict */
-        if (out != NULL && w1 >= 0 && wanted != NULL) {
-            *wanted = PyUnicode_DecodeUTF8(b.p + w0, w1 - w0, NULL);
-            if (*wanted == NULL) Py_CLEAR(out);
-        }
-        if (b.p != b.small) PyMem_Free(b.p);
-        if (r == 1) Py_RETURN_NONE;
-        return out;
-    }
     /* '"key":' of each str in keys, one after the other, into a bytes object; ends[i] the end
-       of the i-th.  None if a key is not written here (the plan then encodes whole dicts). */
+       of the i-th.  None if a key is not written here (the field list then goes through a dict). */
     static PyObject *amqpcap_json_fragments(PyObject *keys, Py_ssize_t *ends) {
         amqpcap_jbuf b;
         b.p = b.small; b.n = 0; b.cap = sizeof b.small; b.wide = 0;
@@ -343,8 +297,6 @@ cdef extern from *:
     int amqpcap_jstr(amqpcap_jbuf *b, object s) except -1
     int amqpcap_jvalue(amqpcap_jbuf *b, object o, int depth) except -1
     object amqpcap_json(object o)
-    object amqpcap_json_keyed(object d, object frags, const Py_ssize_t *ends, int wide, Py_ssize_t want,
-                              PyObject **wanted)
     object amqpcap_json_fragments(tuple keys, Py_ssize_t *ends)
 
 
@@ -398,61 +350,42 @@ cdef inline bint is_int(object v):
     return PyLong_Check(v) and not PyBool_Check(v)
 
 
-cdef inline object to_tag(object v):
-    cdef int overflow = 0
-    cdef long long x
-    if not PyLong_Check(v):
-        return None
-    x = amqpcap_as_ll(v, &overflow)
-    return v if overflow == 0 and x >= 0 else None
-
-
-cdef inline object to_short(object v):
-    cdef int overflow = 0
-    cdef long long x
-    if not is_int(v):
-        return None
-    x = amqpcap_as_ll(v, &overflow)
-    return v if overflow < 0 or (overflow == 0 and x < 32768) else None
-
-
-cdef inline object msg_ts(object v):
-    cdef int overflow = 0
-    cdef long long x
-    if not PyLong_Check(v):
-        return None
-    x = amqpcap_as_ll(v, &overflow)
-    if overflow == 0 and 0 <= x < 9_000_000_000:
-        return PyLong_FromLongLong(x * 1_000_000_000)
-    return None
-
-
 cdef inline object convert(int code, object conv, object v):
+    """conv(v) for a converter of rows.py (``code``: which one, CALL for any other)."""
+    cdef int overflow = 0
+    cdef long long x
     if code == TO_S:
         return to_s(v)
-    if code == TO_I:
-        return v if is_int(v) else None
     if code == TO_B:
         return v if PyBool_Check(v) else None
-    if code == TO_TAG:
-        return to_tag(v)
-    if code == TO_SHORT:
-        return to_short(v)
-    if code == TO_MSG_TS:
-        return msg_ts(v)
     if code == TO_TABLE_JSON:
         return to_json(v)
-    return conv(v)
+    if code == CALL:
+        return conv(v)
+    # the integers: as_int, as_short (no bool), as_tag, as_timestamp_ns (any int)
+    if not (PyLong_Check(v) if code == TO_TAG or code == TO_MSG_TS else is_int(v)):
+        return None
+    if code == TO_I:
+        return v
+    x = amqpcap_as_ll(v, &overflow)
+    if code == TO_TAG:
+        return v if overflow == 0 and x >= 0 else None
+    if code == TO_SHORT:
+        return v if overflow < 0 or (overflow == 0 and x < 32768) else None
+    return PyLong_FromLongLong(x * 1_000_000_000) if overflow == 0 and 0 <= x < 9_000_000_000 else None
 
 
 cdef enum:
     MAX_FILL = 32
-    MAX_NAMES = 64  # longer argument / property lists: no keyed JSON
+    MAX_NAMES = 64  # longer argument / property lists: not written from the wire
 
 
 cdef class Plan:
-    """A reference fill plan ((column, value name, converter), ...) with converter codes, plus
-    the method plan's flags."""
+    """A reference fill plan ((column, value name, converter), ...) with converter codes, the
+    method plan's flags, and the names of the field list it was made for, in order (a dict's
+    keys; a WireFields' values then bits), with their JSON keys: a field list of the same
+    names in the same order uses this plan, from a dict (``n`` fill entries) or from the wire
+    (``at``: the fill entry of each name)."""
 
     cdef Py_ssize_t n
     cdef Py_ssize_t col[MAX_FILL]
@@ -460,17 +393,15 @@ cdef class Plan:
     cdef tuple keys, convs
     cdef bint reply_code, failing
     cdef object direction, version  # the row's it was made for (rows' plans depend on them)
-    # the names of the dict it was made for, in order, and their JSON keys (None: not written
-    # by amqpcap_json_keyed); a dict with the same names in the same order uses this plan
     cdef tuple names
-    cdef object frags
+    cdef object frags  # '"name":' of each name in one bytes object (None: not written here)
     cdef bint wide_keys  # a key of frags is not ASCII
-    # the fill entry of a table written as JSON alone too (the headers: TO_TABLE_JSON), -1: none;
-    # and its name's place in names: its text is taken from the whole dict's (json)
-    cdef Py_ssize_t table_fill, table_at
+    cdef bint wire  # a field list of these names may be written from its bytes (stage_wire)
     cdef Py_ssize_t ends[MAX_NAMES]
+    cdef Py_ssize_t at[MAX_NAMES]
 
-    def __init__(self, fill, reply_code=False, failing=False, direction=None, version=None):
+    def __init__(self, fill, tuple names, reply_code=False, failing=False, direction=None, version=None):
+        cdef Py_ssize_t j
         fill = tuple(fill)
         if len(fill) > MAX_FILL:
             raise ValueError("fill plan too long")
@@ -483,139 +414,124 @@ cdef class Plan:
         self.reply_code = reply_code
         self.failing = failing
         self.direction, self.version = direction, version
-        self.table_fill = self.table_at = -1
-
-    cdef void named(self, tuple names):
-        cdef Py_ssize_t j
         self.names = names
         self.frags = amqpcap_json_fragments(names, self.ends) if len(names) <= MAX_NAMES else None
         self.wide_keys = self.frags is not None and not self.frags.isascii()
-        for j in range(self.n):
-            if self.code[j] == TO_TABLE_JSON and self.keys[j] in names:
-                self.table_fill, self.table_at = j, names.index(self.keys[j])
-                break
-
-    cdef object json(self, dict d, bint same, PyObject **table):
-        """to_json(d); ``same``: d's keys are this plan's names (same_names), written from the
-        plan's JSON keys.  ``table`` (not NULL): set to the JSON text of the value at
-        ``table_at`` when it is written here (a new reference), left NULL otherwise."""
-        if self.frags is None or not same:
-            return to_json(d)
-        text = amqpcap_json_keyed(d, self.frags, self.ends, self.wide_keys, self.table_at, table)
-        if text is None:
-            return R.encode_json(d)
-        return text
+        # a reply code, a failing method: what the dict's path adds; a value in two columns
+        self.wire = self.frags is not None and not (reply_code or failing) and len(set(self.keys)) == self.n
+        for j in range(len(names) if self.frags is not None else 0):
+            self.at[j] = self.keys.index(names[j]) if names[j] in self.keys else -1
 
 
-cdef dict method_plans = {}  # (method name, argument names, direction, version) -> Plan, as rows.method_plans
-cdef dict property_plans = {}  # property names -> Plan, as rows.property_plans
-cdef dict message_arg_plans = {}  # as rows.message_arg_plans
-# The plan used last for a method name (per direction) / for a property dict of n names: most
-# rows of a capture repeat the names of the row before them, and comparing the names costs less
-# than building and hashing the key tuple.
+# Plans by what they were made for: (method name, names, direction, version) -> Plan for a
+# method's arguments (rows.MethodPlan) and for the arguments of a content's method
+# (rows.message_arg_plan); names -> Plan for properties (rows.fill_plan).  The plan used last
+# for a method name (per direction) / for a property list of n names: most rows of a capture
+# repeat the names of the row before them, and comparing the names costs less than building
+# and hashing the key.  Names come from the wire: at most PLANS_MAX plans of each kind.
+cdef dict method_plans = {}
+cdef dict message_arg_plans = {}
+cdef dict property_plans = {}
 cdef tuple last_method_plan = ({}, {})
 cdef tuple last_message_arg_plan = ({}, {})
 cdef list last_property_plan = [None] * 32
+cdef Py_ssize_t PLANS_MAX = 4096
 
 
-cdef inline bint made_for(object plan_direction, object plan_version, direction, version):
-    """A plan made for ``plan_direction`` and ``plan_version`` serves a row of ``direction`` and
-    ``version`` (small ints and the conversation's version string: mostly identities)."""
-    return (plan_direction is direction or plan_direction == direction) and (
-        plan_version is version or plan_version == version
+cdef inline bint made_for(Plan plan, direction, version):
+    """``plan`` serves a row of ``direction`` and ``version`` (small ints and the conversation's
+    version string: mostly identities)."""
+    return (plan.direction is direction or plan.direction == direction) and (
+        plan.version is version or plan.version == version
     )
+
+
+cdef inline bint same_name(object a, object b):
+    """Two names alike: exact str (interned on both sides: mostly an identity)."""
+    return a is b or (PyUnicode_CheckExact(a) and PyUnicode_CheckExact(b) and a == b)
+
+
+cdef bint same_names(tuple names, d, const amqpcap_wire *w):
+    """``names`` are the keys of the dict ``d`` in order or (``w`` not NULL) the values then
+    the bits of ``w``."""
+    cdef PyObject *k
+    cdef PyObject *v
+    cdef Py_ssize_t pos = 0, i = 0, nv
+    if w != NULL:
+        nv = w.n
+        if PyTuple_GET_SIZE(names) != nv + PyTuple_GET_SIZE(<tuple>w.bits):
+            return False
+        for i in range(PyTuple_GET_SIZE(names)):
+            k = PyTuple_GET_ITEM(<tuple>w.names, i) if i < nv else PyTuple_GET_ITEM(<tuple>w.bits, i - nv)
+            if not same_name(<object>PyTuple_GET_ITEM(names, i), <object>k):
+                return False
+        return True
+    if len(<dict>d) != len(names):
+        return False
+    while PyDict_Next(<dict>d, &pos, &k, &v):
+        if not same_name(<object>PyTuple_GET_ITEM(names, i), <object>k):
+            return False
+        i += 1
+    return True
 
 
 cdef inline dict last_plans(tuple by_direction, direction):
     return <dict>by_direction[1 if direction is 1 else 0]
 
 
-cdef inline bint same_names(tuple names, dict d):
-    """d's keys are ``names``, in this order, and of the same type: exact str (the names are
-    interned on both sides: mostly an identity)."""
-    cdef PyObject *k
-    cdef PyObject *v
-    cdef Py_ssize_t pos = 0, i = 0
-    if len(d) != len(names):
-        return False
-    while PyDict_Next(d, &pos, &k, &v):
-        name = <object>PyTuple_GET_ITEM(names, i)
-        if <object>k is not name:
-            if not (PyUnicode_CheckExact(<object>k) and PyUnicode_CheckExact(name) and name == <object>k):
-                return False
-        i += 1
-    return True
+cdef inline tuple names_of(d, const amqpcap_wire *w):
+    if w == NULL:
+        return tuple(d)
+    if PyTuple_GET_SIZE(<tuple>w.bits):
+        return <tuple>w.names + <tuple>w.bits
+    return <tuple>w.names
 
 
-cdef Plan method_plan(name, dict a, direction, version, bint *same):
-    """rows.method_plans[(name, tuple(a), direction, version)] (made on first use); same[0]: a's
-    keys are its names."""
+cdef Plan method_plan(bint message_args, name, a, const amqpcap_wire *w, direction, version):
+    """The plan of a method's arguments (the dict ``a``, or ``w`` as the wire has them), made on
+    first use: rows.MethodPlan's, or (``message_args``) rows.message_arg_plan's."""
     cdef Plan plan
-    cdef dict last = last_plans(last_method_plan, direction)
+    cdef dict last = last_plans(last_message_arg_plan if message_args else last_method_plan, direction)
+    cdef dict made = message_arg_plans if message_args else method_plans
     found = PyDict_GetItem(last, name) if PyUnicode_CheckExact(name) else NULL
-    if (found is not NULL and made_for((<Plan>found).direction, (<Plan>found).version, direction, version)
-            and same_names((<Plan>found).names, a)):
-        same[0] = True
+    if found is not NULL and made_for(<Plan>found, direction, version) and same_names((<Plan>found).names, a, w):
         return <Plan>found
-    key = (name, tuple(a), direction, version)
-    p = PyDict_GetItem(method_plans, key)
-    if p is NULL:
-        rp = R.MethodPlan(*key)
-        plan = Plan(rp.fill, rp.code, rp.failing, direction, version)
-        plan.named(key[1])
-        method_plans[key] = plan
-    else:
-        plan = <Plan>p
-    same[0] = same_names(plan.names, a)
-    if same[0] and PyUnicode_CheckExact(name) and len(last) < 4096:  # names from the wire
-        last[name] = plan
-    return plan
-
-
-cdef Plan message_arg_plan(name, a, const amqpcap_wire *aw, direction, version):
-    """rows.message_arg_plans[(name, argument names, direction, version)] for the arguments of a
-    content's method: the dict ``a``, or (``aw`` not NULL) as the wire has them."""
-    cdef Plan plan
-    cdef dict last = last_plans(last_message_arg_plan, direction)
-    found = last.get(name)
-    if found is not None and made_for((<Plan>found).direction, (<Plan>found).version, direction, version):
-        if (<Plan>found).names is <object>aw.names if aw != NULL else same_names((<Plan>found).names, <dict>a):
-            return <Plan>found
-    names = <tuple>aw.names if aw != NULL else tuple(a)
-    key = (name, names, direction, version)
-    found = message_arg_plans.get(key)
-    if found is None:
-        plan = Plan(R.message_arg_plan(*key), False, False, direction, version)
-        plan.names = names
-        if len(message_arg_plans) < 4096:  # names from the wire: bounded
-            message_arg_plans[key] = plan
-    else:
+    key = (name, names_of(a, w), direction, version)
+    found = PyDict_GetItem(made, key)
+    if found is not NULL:
         plan = <Plan>found
-    if PyUnicode_CheckExact(name) and len(last) < 4096:
+    elif message_args:
+        plan = Plan(R.message_arg_plan(*key), key[1], False, False, direction, version)
+    else:
+        rp = R.MethodPlan(*key)
+        plan = Plan(rp.fill, key[1], rp.code, rp.failing, direction, version)
+    if found is NULL and len(made) < PLANS_MAX:
+        made[key] = plan
+    if PyUnicode_CheckExact(name) and len(last) < PLANS_MAX and same_names(plan.names, a, w):
         last[name] = plan
     return plan
 
 
-cdef Plan property_plan(dict p, bint *same):
-    """rows.property_plans[tuple(p)] (made on first use); same[0]: p's keys are its names."""
-    cdef Plan fill
-    cdef Py_ssize_t slot = len(p) & 31
+cdef Plan property_plan(p, const amqpcap_wire *w):
+    """The plan of a content's properties (the dict ``p``, or ``w`` as the wire has them), made
+    on first use from rows.fill_plan."""
+    cdef Plan plan
+    cdef Py_ssize_t slot = (w.n + PyTuple_GET_SIZE(<tuple>w.bits) if w != NULL else len(<dict>p)) & 31
     found = last_property_plan[slot]
-    if found is not None and same_names((<Plan>found).names, p):
-        same[0] = True
+    if found is not None and same_names((<Plan>found).names, p, w):
         return <Plan>found
-    keys = tuple(p)
-    f = PyDict_GetItem(property_plans, keys)
-    if f is NULL:
-        fill = Plan(R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(keys)))
-        fill.named(keys)
-        property_plans[keys] = fill
-    else:
-        fill = <Plan>f
-    same[0] = same_names(fill.names, p)
-    if same[0]:
-        last_property_plan[slot] = fill
-    return fill
+    names = names_of(p, w)
+    found = property_plans.get(names)
+    if found is None:
+        found = Plan(R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(names)), names)
+        # a redelivered property: the redelivered column may take it (stage_message_args)
+        (<Plan>found).wire = (<Plan>found).wire and K_REDELIVERED not in names
+        if len(property_plans) < PLANS_MAX:
+            property_plans[names] = found
+    plan = <Plan>found
+    if same_names(plan.names, p, w):
+        last_property_plan[slot] = plan
+    return plan
 
 
 # A row is staged in a C array of its values (NULL: null), then made a tuple, or handed to the
@@ -951,21 +867,14 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     """The methods row of the method ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged)
     if the reference is to build it (arguments that are neither a dict nor WireFields)."""
     cdef Plan plan
-    cdef bint same = False
     cdef Py_ssize_t j
     cdef const amqpcap_wire *wire = NULL
-    cdef WirePlan wplan = None
     a = <object>m.args
     name = <object>m.name
     if not PyDict_CheckExact(a):
         wire = wire_of(a) if wire_of != NULL else NULL
         if wire == NULL:
             return 1
-        if direct != NULL:
-            wplan = method_wire_plan(name, wire, direction, version)
-        if wplan is None:  # written from a dict (a table buffer of tuples, a flag of rows.MethodPlan)
-            wire = NULL
-            a = a.copy()
     put_keys(row, capture, stream, <object>m.packet, <object>m.ts, direction, <object>m.channel, <object>m.offset)
     put(row, 7, name)
     put(row, 8, <object>m.class_id)
@@ -976,11 +885,12 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
     put(row, 13, <object>m.frame_size)
     put(row, M_COMMAND_COL, <object>m.command_id)
     put(row, M_ANSWERS_COL, <object>m.answers_command_id)
-    if wire != NULL:
-        if not stage_wire(row, direct, wire, wplan):  # the argument columns and JSON from the bytes
+    if wire != NULL:  # the argument columns and JSON from the bytes, if the plan and values allow
+        plan = method_plan(False, name, a, wire, direction, version)
+        if direct != NULL and plan.wire and not stage_wire(row, direct, wire, plan, M_ARGUMENTS_COL):
             return 0
-        a = a.copy()  # (nothing of them staged)
-    plan = method_plan(name, <dict>a, direction, version, &same)
+        a = a.copy()
+    plan = method_plan(False, name, a, NULL, direction, version)
     for j in range(plan.n):
         put(row, plan.col[j], convert(plan.code[j], plan.convs[j], a[plan.keys[j]]))
     if plan.reply_code:
@@ -989,7 +899,7 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         put(row, M_REPLY_NAME_COL, info[0] if info else None)
     if plan.failing:
         put(row, M_FAILING_COL, failing(version, a))
-    put(row, M_ARGUMENTS_COL, plan.json(<dict>a, same, NULL))
+    put(row, M_ARGUMENTS_COL, to_json(a))
     return 0
 
 
@@ -1036,7 +946,7 @@ cdef int stage_message_args(PyObject **row, Direct *direct, const ContentView *c
     of the content's method (the dict ``a``, or ``aw`` as the wire has them: ASCII text staged
     raw) by rows.message_arg_plan, the content's own exchange and routing key before them, and
     the redelivered property of ``p`` (a dict, or None) for a missing redelivered argument."""
-    cdef Plan plan = message_arg_plan(<object>c.method.name, a, aw, direction, version)
+    cdef Plan plan = method_plan(True, <object>c.method.name, a, aw, direction, version)
     cdef Py_ssize_t j, col
     exchange, routing_key = <object>c.exchange, <object>c.routing_key
     for j in range(plan.n):
@@ -1065,22 +975,17 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     """The messages row of the content ``c`` into ``row`` (all NULL on entry): 0; 1 if the
     reference is to build it (what was staged by then is cleared by the caller, as always)."""
     cdef Plan fill
-    cdef WirePlan wplan = None
-    cdef bint same = False
     cdef Py_ssize_t j, i
-    cdef PyObject *table = NULL
     cdef const amqpcap_wire *wire = NULL
     cdef const amqpcap_wire *awire = NULL
     cdef const MethodView *method = c.method
     p = <object>c.properties
-    if wire_of != NULL:
-        wire = wire_of(p)
-        if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
-            if direct != NULL:
-                wplan = wire_plan(wire)
-            if wplan is None or stage_wire(row, direct, wire, wplan):
-                wire = NULL
-                p = p.copy()
+    wire = wire_of(p) if wire_of != NULL else NULL
+    if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
+        fill = property_plan(p, wire)
+        if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, FIRST_PROPERTY + N_PROPERTIES):
+            wire = NULL
+            p = p.copy()
     if wire == NULL and not PyDict_CheckExact(p):
         return 1
     a = <object>method.args
@@ -1104,116 +1009,14 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     put(row, i + 8, <object>c.packet)
     if wire != NULL:  # the properties are staged (stage_wire)
         return 0
-    fill = property_plan(<dict>p, &same)
-    put(row, i, fill.json(<dict>p, same, &table))
+    fill = property_plan(p, NULL)
+    put(row, i, to_json(p))
     for j in range(fill.n):
-        if j == fill.table_fill and table != NULL:  # the headers' text, from the properties' own
-            put(row, fill.col[j], <object>table)
-            Py_XDECREF(table)
-            table = NULL
-        else:
-            put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
+        put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
     return 0
 
 
-# --- properties from the wire (fast09.WireFields) -----------------------------------------
-
-
-cdef enum:
-    MAX_WIRE_NAMES = 32  # values and bits; more: the properties go through a dict
-
-
-@cython.final
-cdef class WirePlan:
-    """How the fields of one decoding plan (fast09's: the names of the values, then of the
-    bits set) fill a row: the column and converter of each, as the reference's fill plan
-    (``fill``: rows.fill_plan's) says (-1: JSON only), each one's JSON key, and the column of
-    their JSON text (``json_col``)."""
-
-    cdef tuple names, bits
-    cdef Py_ssize_t col[MAX_WIRE_NAMES]
-    cdef int code[MAX_WIRE_NAMES]
-    cdef list convs
-    cdef bytes frags  # '"name":' of each value, then of each bit
-    cdef Py_ssize_t ends[MAX_WIRE_NAMES]
-    cdef Py_ssize_t json_col
-    cdef object direction, version  # a method's: the row's it was made for (as Plan's)
-
-    def __init__(self, tuple names, tuple bits, fill, Py_ssize_t json_col):
-        cdef Py_ssize_t j
-        every = names + bits
-        self.names, self.bits = names, bits
-        self.json_col = json_col
-        self.convs = [None] * len(every)
-        for j in range(len(every)):
-            self.col[j] = -1
-        for col, key, conv in fill:
-            j = every.index(key)
-            self.col[j] = col
-            self.code[j] = CODES.get(conv, CALL)
-            self.convs[j] = conv
-        self.frags = amqpcap_json_fragments(every, self.ends)
-
-
-cdef dict wire_plans = {}  # (names, bits) -> WirePlan (None: not written from the wire)
-cdef list last_wire_plan = [None] * 32  # by the number of names, as last_property_plan
-
-
-cdef WirePlan wire_plan(const amqpcap_wire *w):
-    """The WirePlan of ``w``'s names, or None if its properties go through a dict: too many,
-    a redelivered property (the redelivered column may take it), a key not written here."""
-    names = <tuple>w.names
-    bits = <tuple>w.bits
-    cdef Py_ssize_t slot = PyTuple_GET_SIZE(names) & 31
-    found = last_wire_plan[slot]
-    if found is not None and (<WirePlan>found).names is names and (<WirePlan>found).bits is bits:
-        return <WirePlan>found
-    key = (names, bits)
-    found = wire_plans.get(key, 0)
-    if found is 0:
-        found = None
-        if len(names) + len(bits) <= MAX_WIRE_NAMES and K_REDELIVERED not in names and K_REDELIVERED not in bits:
-            fill = R.fill_plan(R.MESSAGE_PROPERTIES, R.MSG, set(names + bits))
-            found = WirePlan(names, bits, fill, FIRST_PROPERTY + N_PROPERTIES)
-            if (<WirePlan>found).frags is None:
-                found = None
-        if len(wire_plans) < 4096:  # names from the wire: bounded
-            wire_plans[key] = found
-    if found is not None:
-        last_wire_plan[slot] = found
-    return <WirePlan>found
-
-
-cdef dict method_wire_plans = {}  # (method name, names, direction, version) -> WirePlan (None: from a dict)
-cdef tuple last_method_wire_plan = ({}, {})  # per direction: method name -> the WirePlan used last
-
-
-cdef WirePlan method_wire_plan(name, const amqpcap_wire *w, direction, version):
-    """The WirePlan of a method's arguments ``w`` (the reference's fill plan for them), or None
-    if its row is written from a dict: a flag of rows.MethodPlan (a reply code, a failing
-    method: what the dict's path adds), too many names."""
-    names = <tuple>w.names
-    cdef dict last = last_plans(last_method_wire_plan, direction)
-    found = last.get(name)
-    if (found is not None and (<WirePlan>found).names is names
-            and made_for((<WirePlan>found).direction, (<WirePlan>found).version, direction, version)):
-        return <WirePlan>found
-    key = (name, names, direction, version)
-    found = method_wire_plans.get(key, 0)
-    if found is 0:
-        found = None
-        if len(names) <= MAX_WIRE_NAMES:
-            mp = R.MethodPlan(*key)
-            if not (mp.code or mp.failing):
-                found = WirePlan(names, (), mp.fill, M_ARGUMENTS_COL)
-                (<WirePlan>found).direction, (<WirePlan>found).version = direction, version
-                if (<WirePlan>found).frags is None:
-                    found = None
-        if len(method_wire_plans) < 4096:  # names from the generated tables: bounded anyway
-            method_wire_plans[key] = found
-    if found is not None and len(last) < 4096:
-        last[name] = found
-    return <WirePlan>found
+# --- field lists from the wire (fast09.WireFields) -------------------------------------------
 
 
 cdef inline bint ascii(const unsigned char *p, Py_ssize_t n) noexcept:
@@ -1224,17 +1027,17 @@ cdef inline bint ascii(const unsigned char *p, Py_ssize_t n) noexcept:
     return True
 
 
-cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan plan) except -1:
+cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, Plan plan, Py_ssize_t json_col) except -1:
     """The columns ``plan`` fills and the JSON text of a row's fields (a message's properties,
-    a method's arguments), from the bytes: 0; 1 (nothing staged) if a value is not written
-    here (the dict's path then writes them).  What
+    a method's arguments: into column ``json_col``), from the bytes: 0; 1 (nothing staged) if a
+    value is not written here (the dict's path then writes them).  What
     the bytes hold as they are goes to the table buffer as raw values (ASCII text, integers);
     the rest as objects, converted as the reference converts them."""
     cdef amqpcap_jbuf *jb = d.json
     cdef Raw *raw = d.raw
     cdef const char *f = <const char *>PyBytes_AS_STRING(plan.frags)
     cdef const unsigned char *p
-    cdef Py_ssize_t i, k, col, size, start = 0, v0
+    cdef Py_ssize_t i, j, k, col, size, start = 0, v0
     cdef Py_ssize_t tcol[4]
     cdef Py_ssize_t tat[4]
     cdef Py_ssize_t nt = 0
@@ -1242,19 +1045,21 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
     cdef int r = 0, code
     cdef Py_ssize_t nv = w.n, nb = PyTuple_GET_SIZE(<tuple>w.bits)
     jb.n = 0
-    jb.wide = 0
+    jb.wide = plan.wide_keys
     amqpcap_jput(jb, "{", 1)
     for i in range(nv + nb):
         if i:
             amqpcap_jput(jb, ",", 1)
         amqpcap_jput(jb, f + start, plan.ends[i] - start)
         start = plan.ends[i]
-        col = plan.col[i]
-        code = plan.code[i]
+        j = plan.at[i]  # its fill entry (-1: JSON only)
+        col = code = -1
+        if j >= 0:
+            col, code = plan.col[j], plan.code[j]
         if i >= nv:  # a bit set
             amqpcap_jput(jb, "true", 4)
             if col >= 0:
-                put(row, col, convert(code, plan.convs[i], True))
+                put(row, col, convert(code, plan.convs[j], True))
             continue
         p = w.data + w.start[i]
         size = w.size[i]
@@ -1269,7 +1074,7 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     raw[col].n = jb.n - v0
                     nt += 1
                 else:
-                    put(row, col, convert(code, plan.convs[i], <object>w.obj[i]))
+                    put(row, col, convert(code, plan.convs[j], <object>w.obj[i]))
         elif w.codes[i] == P_SHORTSTR:
             if ascii(p, size):  # the text's characters are its bytes
                 amqpcap_jquoted(jb, <const char *>p, size)
@@ -1277,14 +1082,14 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     if code == TO_S:
                         raw[col].kind, raw[col].p, raw[col].n = RAW_TEXT, <const char *>p, size
                     else:
-                        put(row, col, convert(code, plan.convs[i], PyUnicode_DecodeUTF8(<const char *>p, size, "replace")))
+                        put(row, col, convert(code, plan.convs[j], PyUnicode_DecodeUTF8(<const char *>p, size, "replace")))
             else:  # the decoder's text (invalid UTF-8 replaced), as the dict would hold it
                 s = PyUnicode_DecodeUTF8(<const char *>p, size, "replace")
                 r = amqpcap_jstr(jb, s)
                 if r:
                     break
                 if col >= 0:
-                    put(row, col, convert(code, plan.convs[i], s))
+                    put(row, col, convert(code, plan.convs[j], s))
         else:  # octet, short, long, longlong
             x = span_uint(p, size)
             if x > 9223372036854775807ULL:
@@ -1299,12 +1104,12 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
                     if x < 9_000_000_000ULL:
                         raw[col].kind, raw[col].i = RAW_INT, <long long>x * 1_000_000_000
                 else:
-                    put(row, col, convert(code, plan.convs[i], PyLong_FromLongLong(<long long>x)))
+                    put(row, col, convert(code, plan.convs[j], PyLong_FromLongLong(<long long>x)))
     if r == 0:
         amqpcap_jput(jb, "}", 1)
     if r:  # nothing of it stays
         for k in range(nv + nb):
-            col = plan.col[k]
+            col = plan.col[plan.at[k]] if plan.at[k] >= 0 else -1
             if col >= 0:
                 put(row, col, None)
                 raw[col].kind = RAW_NONE
@@ -1312,7 +1117,7 @@ cdef int stage_wire(PyObject **row, Direct *d, const amqpcap_wire *w, WirePlan p
     # the JSON is complete (no more moves of its buffer): the texts that point into it
     for k in range(nt):
         raw[tcol[k]].kind, raw[tcol[k]].p = RAW_TEXT, jb.p + tat[k]
-    i = plan.json_col
+    i = json_col
     raw[i].kind, raw[i].p, raw[i].n = RAW_TEXT, jb.p, jb.n
     d.used = True
     return 0

@@ -279,7 +279,6 @@ cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
 cdef enum:
     K_OTHER = 0
     K_INT = 1
-    K_BOOL = 2
     K_BYTES = 3
 
 
@@ -288,7 +287,7 @@ cdef class Col:
 
     cdef readonly object type  # a schema.Type, or a pyarrow type
     cdef object atype  # the pyarrow type (arrow_type())
-    cdef int kind  # K_INT, K_BOOL, K_BYTES: a final class Columns.append calls directly
+    cdef int kind  # K_INT, K_BYTES: a final class Columns.append calls directly
     cdef Py_ssize_t length
     cdef Buf valid
 
@@ -319,12 +318,13 @@ cdef class Col:
         raise NotImplementedError
 
     cdef int append_null(self) except -1:
-        raise NotImplementedError
+        return self.fill(self.length + 1)
 
     cdef int fill(self, Py_ssize_t n) except -1:
         """Nulls up to ``n`` values: the rows that left this column out.  A row writes only its
         values (``Columns.append_array``); a column's nulls are written when its next value, or
-        ``take``, needs the rows before it (most columns of a row are null)."""
+        ``take``, needs the rows before it (most columns of a row are null).  A column class
+        defines this or ``append_null``, each the other's default."""
         while self.length < n:
             self.append_null()
         return 0
@@ -349,16 +349,19 @@ cdef class Col:
 
 @cython.final
 cdef class IntCol(Col):
-    """Integers of ``width`` bytes (int8 .. int64, and 64-bit timestamps as their storage)."""
+    """Integers of ``width`` bytes (int8 .. int64, and 64-bit timestamps as their storage), or
+    (``boolean``) True / False one byte each, packed into a bitmap at take()."""
 
     cdef int width
+    cdef bint boolean
     cdef long long lo, hi
     cdef Buf values
 
-    def __init__(self, type, int width):
+    def __init__(self, type, int width, bint boolean=False):
         self.type = type
         self.kind = K_INT
         self.width = width
+        self.boolean = boolean
         self.hi = (1LL << (8 * width - 1)) - 1 if width < 8 else 9223372036854775807LL
         self.lo = -self.hi - 1
 
@@ -368,6 +371,8 @@ cdef class IntCol(Col):
     cdef int put(self, object v) except -1:
         cdef int overflow = 0
         cdef long long x
+        if self.boolean:
+            return (v is True or v is False) and self.put_ll(v is True)
         if not PyLong_CheckExact(v):
             return 0
         if not amqpcap_small_int(<PyObject *>v, &x):
@@ -396,14 +401,6 @@ cdef class IntCol(Col):
         self.length += 1
         return 1
 
-    cdef int append_null(self) except -1:
-        reserve(&self.values, self.width)
-        memset(self.values.data + self.length * self.width, 0, self.width)
-        self.values.size += self.width
-        push_flag(&self.valid, self.length, 0)
-        self.length += 1
-        return 0
-
     cdef int fill(self, Py_ssize_t n) except -1:
         cdef Py_ssize_t k = n - self.length
         if k > 0:
@@ -418,60 +415,32 @@ cdef class IntCol(Col):
 
     cdef object take(self):
         vbuf, nulls = self.validity()
-        arr = pa.Array.from_buffers(
-            self.arrow_type(), self.length, [vbuf, hand_over(&self.values)], nulls
-        )
-        self.truncate(0)
-        return arr
-
-
-@cython.final
-cdef class BoolCol(Col):
-    cdef Buf values  # one byte per value, packed at take()
-
-    def __init__(self, type):
-        self.type = type
-        self.kind = K_BOOL
-
-    def __dealloc__(self):
-        release(&self.values)
-
-    cdef int put(self, object v) except -1:
-        if v is not True and v is not False:
-            return 0
-        reserve(&self.values, 1)
-        self.values.data[self.length] = 1 if v is True else 0
-        self.values.size += 1
-        push_flag(&self.valid, self.length, 1)
-        self.length += 1
-        return 1
-
-    cdef int append_null(self) except -1:
-        reserve(&self.values, 1)
-        self.values.data[self.length] = 0
-        self.values.size += 1
-        push_flag(&self.valid, self.length, 0)
-        self.length += 1
-        return 0
-
-    cdef int fill(self, Py_ssize_t n) except -1:
-        cdef Py_ssize_t k = n - self.length
-        if k > 0:
-            push_zeros(&self.values, self.length, k)
-            push_zeros(&self.valid, self.length, k)
-            self.length = n
-        return 0
-
-    cdef void truncate(self, Py_ssize_t n) noexcept:
-        Col.truncate(self, n)
-        self.values.size = n
-
-    cdef object take(self):
-        vbuf, nulls = self.validity()
-        values = bitmap(<const uint8_t *>self.values.data, self.length)
+        if self.boolean:
+            values = bitmap(<const uint8_t *>self.values.data, self.length)
+        else:
+            values = hand_over(&self.values)
         arr = pa.Array.from_buffers(self.arrow_type(), self.length, [vbuf, values], nulls)
         self.truncate(0)
         return arr
+
+
+cdef inline int first_offset(Buf *offsets) except -1:
+    """An empty offsets buffer (string, binary, list): its first offset, 0."""
+    offsets.size = 0
+    reserve(offsets, 4)
+    (<int32_t *>offsets.data)[0] = 0
+    offsets.size = 4
+    return 0
+
+
+cdef inline int end_value(Col c, Buf *offsets, Py_ssize_t end, uint8_t ok) except -1:
+    """The value ``c`` was given ends at ``end`` of its data (string, binary, list)."""
+    reserve(offsets, 4)
+    (<int32_t *>(offsets.data + offsets.size))[0] = <int32_t>end
+    offsets.size += 4
+    push_flag(&c.valid, c.length, ok)
+    c.length += 1
+    return 0
 
 
 # The deferred values text columns take (``defer_text``): none until one is handed over.
@@ -511,9 +480,7 @@ cdef class BytesCol(Col):
         self.type = type
         self.kind = K_BYTES
         self.text = text
-        reserve(&self.offsets, 4)
-        (<int32_t *>self.offsets.data)[0] = 0
-        self.offsets.size = 4
+        first_offset(&self.offsets)
 
     def __dealloc__(self):
         self.forget(0)
@@ -550,12 +517,7 @@ cdef class BytesCol(Col):
             if p != NULL:
                 memcpy(self.data.data + self.data.size, p, size)
             self.data.size += size
-        reserve(&self.offsets, 4)
-        (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.data.size
-        self.offsets.size += 4
-        push_flag(&self.valid, self.length, ok)
-        self.length += 1
-        return 0
+        return end_value(self, &self.offsets, self.data.size, ok)
 
     cdef int put(self, object v) except -1:
         cdef Py_ssize_t size
@@ -578,9 +540,6 @@ cdef class BytesCol(Col):
             size = PyBytes_GET_SIZE(v)
         self.add(p, size, 1)
         return 1
-
-    cdef int append_null(self) except -1:
-        return self.add(NULL, 0, 0)
 
     cdef int fill(self, Py_ssize_t n) except -1:
         cdef Py_ssize_t k = n - self.length, i
@@ -617,8 +576,7 @@ cdef class BytesCol(Col):
             [vbuf, hand_over(&self.offsets), hand_over(&self.data)],
             nulls,
         )
-        (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
-        self.offsets.size = 4
+        first_offset(&self.offsets)  # fresh memory: the first offset again
         self.truncate(0)
         return arr
 
@@ -683,9 +641,7 @@ cdef class ListCol(Col):
     def __init__(self, type, Col child):
         self.type = type
         self.child = child
-        reserve(&self.offsets, 4)
-        (<int32_t *>self.offsets.data)[0] = 0
-        self.offsets.size = 4
+        first_offset(&self.offsets)
 
     def __dealloc__(self):
         release(&self.offsets)
@@ -693,12 +649,7 @@ cdef class ListCol(Col):
     cdef int end(self, uint8_t ok) except -1:
         if self.child.length > OFFSET_MAX:
             raise arrow().ArrowCapacityError(f"amqpcap: more than 2**31 items in one batch of {self.type}")
-        reserve(&self.offsets, 4)
-        (<int32_t *>(self.offsets.data + self.offsets.size))[0] = <int32_t>self.child.length
-        self.offsets.size += 4
-        push_flag(&self.valid, self.length, ok)
-        self.length += 1
-        return 0
+        return end_value(self, &self.offsets, self.child.length, ok)
 
     cdef int put(self, object v) except -1:
         cdef Py_ssize_t i
@@ -720,8 +671,7 @@ cdef class ListCol(Col):
     cdef object take(self):
         vbuf, nulls = self.validity()
         offsets = hand_over(&self.offsets)
-        (<int32_t *>self.offsets.data)[0] = 0  # fresh memory: the first offset again
-        self.offsets.size = 4
+        first_offset(&self.offsets)  # fresh memory: the first offset again
         arr = pa.Array.from_buffers(
             self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take()]
         )
@@ -783,7 +733,7 @@ cpdef Col column(type):
     if kind == "int" or kind == "timestamp":
         return IntCol(type, width)
     if kind == "bool":
-        return BoolCol(type)
+        return IntCol(type, 1, True)
     if kind == "string" or kind == "binary":
         return BytesCol(type, kind == "string")
     if kind == "struct":
@@ -907,11 +857,6 @@ cdef class Columns:
                     if not (<BytesCol>c).put(<object>p):
                         (<Col>c).append(<object>p)
                     full = full or (<BytesCol>c).data.size >= self.max_bytes
-                elif (<Col>c).kind == K_BOOL:
-                    if (<Col>c).length != n:
-                        (<BoolCol>c).fill(n)
-                    if not (<BoolCol>c).put(<object>p):
-                        (<Col>c).append(<object>p)
                 else:
                     (<Col>c).fill(n)
                     (<Col>c).append(<object>p)
@@ -934,7 +879,7 @@ cdef class Columns:
                 (<BytesCol>c).fill(n)
             (<BytesCol>c).add(r.p, r.n, 1)
             return (<BytesCol>c).data.size >= self.max_bytes
-        if r.kind == RAW_INT and (<Col>c).kind == K_INT:
+        if r.kind == RAW_INT and (<Col>c).kind == K_INT and not (<IntCol>c).boolean:
             if (<Col>c).length != n:
                 (<IntCol>c).fill(n)
             if (<IntCol>c).put_ll(r.i):

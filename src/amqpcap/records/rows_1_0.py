@@ -13,6 +13,7 @@ from functools import lru_cache
 from operator import itemgetter
 from urllib.parse import unquote
 
+from amqpcap import compiled
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX
@@ -254,14 +255,22 @@ def _header_columns(hdr) -> tuple:
     )
 
 
-EVENT_TYPES = (Performative, Delivery)
-
-
-def append(events, capture, stream, version, methods, messages) -> None:
-    """Rows of the 1.0 events among ``events`` ((direction, event) pairs) appended in order."""
+def append_rows_reference(events, capture, stream, version, methods, messages) -> list:
+    """The rows of the 1.0 events among ``events`` ((direction, event) pairs) appended in
+    order; the other events returned, in order (``append_rows`` is this, or its compiled twin
+    amqp/fast10.pyx's, which writes into the compiled table buffers without a row tuple)."""
+    rest = []
     for d, e in events:
         t = type(e)
         if t is Performative:
             methods.append(method_row(capture, stream, d, e, version))
         elif t is Delivery:
             messages.append(message_row(capture, stream, d, e, version))
+        else:
+            rest.append((d, e))
+    return rest
+
+
+# chosen once, as codec_1_0 chooses its decoder
+_fast = compiled.select("fast10")
+append_rows = append_rows_reference if _fast is None else _fast.append_rows
