@@ -39,7 +39,7 @@ from amqpcap.analysis.connection_health import (
 from amqpcap.analysis.failures import ERROR_METHODS, error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.pairing import NotStreamed
-from amqpcap.analysis.round_trips import method_rtt_of_output
+from amqpcap.analysis.round_trips import method_rtt_of_output, section_rows
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
 from amqpcap.analysis.streamed_health import heartbeat_counts
@@ -223,7 +223,7 @@ STREAMED = {
     "transit": lambda out: (*streamed_transit(out), {}),
     "method_rtt": lambda out: _rtt_parts(method_rtt_of_output(out, SECTIONS["method_rtt"][0])),
     "connection_setup": lambda out: _setup_parts(
-        LATENCY_FUNCTIONS["connection_setup"](load_section(out, *SECTIONS["connection_setup"]))
+        LATENCY_FUNCTIONS["connection_setup"](section_rows(out, *SECTIONS["connection_setup"]))
     ),
     "consumer_ack": lambda out, **kw: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out, **kw)),
 }
