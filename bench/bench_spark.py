@@ -2,7 +2,8 @@
 """Spark job against one dissect process: one big capture and a set of 40, at 0.5, 1 and 4 GB.
 
     python bench/bench_spark.py [--sizes 0.5,1,4] [--kinds single,set] [--runs 2]
-                                [--pairs 174] [--files 40] [--data DIR] [--keep] [--no-doc]
+                                [--pairs 174] [--files 40] [--what spark,stats]
+                                [--data DIR] [--keep] [--no-doc]
 
 Builds in a new temp directory (``--data``: there instead; deleted afterwards unless
 ``--keep``) with bench_dissect's AMQP 0-9-1 generator: per size, one capture of ``--pairs``
@@ -14,7 +15,10 @@ and Python workers started inside the time); the runs alternate and the table gi
 of the wall time and of the CPU seconds of every process of the run (load on the machine
 inflates the first, hardly the second).  The session's fixed start is measured apart
 (``spark`` on a one-packet capture).  Per-core throughput: the input bytes over the Spark
-tasks' summed wall and CPU time, against one dissect process's.  All points, two runs each:
+tasks' summed wall and CPU time, against one dissect process's.  Then (``--what stats``) on
+the dissect output of each input, ``amqpcap stats OUT --spark --json`` on ``local[2]`` against
+the pandas ``amqpcap stats OUT --json``, alternating, and whether their JSON is the same.
+All points, two runs each:
 about 20 minutes on an idle 2-core machine.  Writes its table into docs/performance.md
 between the ``bench:bench_spark`` markers.
 """
@@ -182,6 +186,61 @@ def spark_child(master: str, inp: str, out: str) -> None:
     )
 
 
+def stats_child(master: str, out: str) -> None:
+    """``amqpcap stats OUT --spark --json`` as the command runs it, in this process; prints the
+    report and the CPU seconds of this process, its JVM and Python workers, as JSON."""
+    from amqpcap.spark import session
+    from amqpcap.spark.stats_tasks import start_on_driver, stats_and_connections
+
+    first = start_on_driver(out)  # (as the command does)
+    spark = session.build(master, app="bench_spark", quiet=True)
+    s = stats_and_connections(spark, out, started=first)[0]
+    cpu = tree_cpu(os.getpid())
+    spark.stop()
+    print(json.dumps({"cpu": sum(cpu.values()), "cpu_by": cpu, "stats": s}, default=str))
+
+
+def stats_run(master: str, out: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    cmd = [sys.executable, __file__, "--stats-child", master, out]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    took = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"stats --spark {master} {out} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return took, json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def measure_stats(out: str, runs: int) -> dict:
+    """``stats OUT --json`` (pandas, one process) against ``stats OUT --spark --json`` on
+    ``local[2]``, alternating: medians of wall and CPU seconds, and whether the JSON is the same."""
+    amqpcap = os.path.join(os.path.dirname(sys.executable), "amqpcap")
+    wall: dict = {"pandas": [], "spark": []}
+    cpu: dict = {"pandas": [], "spark": []}
+    same = True
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        p = subprocess.Popen([amqpcap, "stats", out, "--json"], stdout=subprocess.PIPE, text=True)
+        want = p.stdout.read()
+        _pid, status, ru = os.wait4(p.pid, 0)
+        p.stdout.close()
+        wall["pandas"].append(time.perf_counter() - t0)
+        cpu["pandas"].append(ru.ru_utime + ru.ru_stime)
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"amqpcap stats {out} failed")
+        took, s = stats_run("local[2]", out)
+        wall["spark"].append(took)
+        cpu["spark"].append(s["cpu"])
+        same = same and json.loads(want) == s["stats"]
+    med = statistics.median
+    tables = sum(os.path.getsize(os.path.join(r, f)) for r, _d, fs in os.walk(out) for f in fs)
+    return {
+        "tables": tables,
+        "wall": {k: med(v) for k, v in wall.items()},
+        "cpu": {k: med(v) for k, v in cpu.items()},
+        "same": same,
+    }
+
+
 def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
     t0 = time.perf_counter()
     p = subprocess.run(
@@ -196,7 +255,7 @@ def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
 MODES = ("dissect", "local[1]", "local[2]")
 
 
-def measure(inp: str, runs: int, scratch: str) -> dict:
+def measure(inp: str, runs: int, scratch: str, what: list) -> dict:
     amqpcap = os.path.join(os.path.dirname(sys.executable), "amqpcap")
     caps = [inp] if os.path.isfile(inp) else [os.path.join(inp, f) for f in sorted(os.listdir(inp))]
     size = sum(os.path.getsize(c) for c in caps)
@@ -205,8 +264,13 @@ def measure(inp: str, runs: int, scratch: str) -> dict:
     cpu: dict = {m: [] for m in MODES}
     task: dict = {"wall": [], "cpu": [], "session": [], "tasks": 0}
     parts: dict = {m: {"driver": [], "jvm": [], "python": [], "tasks": []} for m in MODES[1:]}
+    got: dict = {"size": size, "files": len(caps)}
     try:
-        for _ in range(runs):  # alternating: every configuration sees the same load over time
+        if "stats" in what:
+            timed([amqpcap, "dissect", *caps, "-o", os.path.join(tmp, "t"), "--force", "-q"])
+            got["stats"] = measure_stats(os.path.join(tmp, "t"), runs)
+            shutil.rmtree(os.path.join(tmp, "t"))
+        for _ in range(runs if "spark" in what else 0):  # alternating: each sees the same load
             w, c = timed([amqpcap, "dissect", *caps, "-o", os.path.join(tmp, "d"), "--force", "-q"])
             wall["dissect"].append(w)
             cpu["dissect"].append(c)
@@ -224,10 +288,11 @@ def measure(inp: str, runs: int, scratch: str) -> dict:
                     task["tasks"] = s["tasks"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if "spark" not in what:
+        return got
     med = statistics.median
     return {
-        "size": size,
-        "files": len(caps),
+        **got,
         "wall": {k: med(v) for k, v in wall.items()},
         "cpu": {k: med(v) for k, v in cpu.items()},
         "parts": {m: {k: med(v) for k, v in p.items()} for m, p in parts.items()},
@@ -255,9 +320,34 @@ def fixed_start(scratch: str, runs: int) -> tuple:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def speed_row(label: str, r: dict) -> str:
+    """The row of the first table: ``amqpcap spark`` against ``dissect`` on one input."""
+    m, c = r["wall"], r["cpu"]
+    mb = r["size"] / 1e6
+    return (
+        f"| {label} | {mb:,.0f} | {m['dissect']:.1f} | {m['local[1]']:.1f} | {m['local[2]']:.1f} "
+        f"| {m['dissect'] / m['local[2]']:.2f}x | {m['local[1]'] / m['local[2]']:.2f}x "
+        f"| {c['dissect']:.1f} / {c['local[1]']:.1f} / {c['local[2]']:.1f} "
+        f"| {mb / r['task_wall']:.1f}, {mb / r['task_cpu']:.1f} "
+        f"| {mb / m['dissect']:.1f}, {mb / c['dissect']:.1f} |"
+    )
+
+
+def stats_row(label: str, r: dict) -> str:
+    """The row of the stats table: ``stats --spark`` against ``stats`` on one input's tables."""
+    s = r["stats"]
+    w, c = s["wall"], s["cpu"]
+    return (
+        f"| {label} | {r['size'] / 1e6:,.0f} | {s['tables'] / 1e6:,.0f} "
+        f"| {w['pandas']:.1f} | {w['spark']:.1f} "
+        f"| {w['pandas'] / w['spark']:.2f}x | {c['pandas']:.1f} / {c['spark']:.1f} "
+        f"| {'yes' if s['same'] else 'NO'} |"
+    )
+
+
 def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
     out = [
-        f"Spark local mode against one `amqpcap dissect` process on this machine ({os.cpu_count()} cores; "
+        f"Spark local mode against one process on this machine ({os.cpu_count()} cores; "
         f"load average {load[0]:.1f} / {load[1]:.1f} before / after), medians of {runs} alternating "
         "runs, each a fresh process (JVM and Python workers started inside the time). "
         f"Fixed start of a Spark run (session up and down, one tiny job): {start[0]:.1f} s, "
@@ -265,41 +355,51 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
         f"class archive: {start[2]:.1f} s); of its CPU s, the driver {start[3]['driver']:.1f}, the JVM "
         f"{start[3]['jvm']:.1f}, the Python workers {start[3]['python']:.1f}. "
         "CPU s: every process of the run (JVM, driver, Python workers), "
-        "which other jobs on the machine do not inflate. Per task: the input over the Spark tasks' "
-        "summed wall time, and over their CPU time, against dissect's MB per wall and CPU second.",
-        "",
-        "| input | MB | dissect s | local[1] s | local[2] s | local[2] vs dissect | local[2] vs local[1] "
-        "| CPU s dissect / local[1] / local[2] | task MB/s (wall, CPU) | dissect MB/s (wall, CPU) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "which other jobs on the machine do not inflate.",
     ]
-    for label, r in rows:
-        m, c = r["wall"], r["cpu"]
-        mb = r["size"] / 1e6
-        out.append(
-            f"| {label} | {mb:,.0f} | {m['dissect']:.1f} | {m['local[1]']:.1f} | {m['local[2]']:.1f} "
-            f"| {m['dissect'] / m['local[2]']:.2f}x | {m['local[1]'] / m['local[2]']:.2f}x "
-            f"| {c['dissect']:.1f} / {c['local[1]']:.1f} / {c['local[2]']:.1f} "
-            f"| {mb / r['task_wall']:.1f}, {mb / r['task_cpu']:.1f} "
-            f"| {mb / m['dissect']:.1f}, {mb / c['dissect']:.1f} |"
-        )
-    out += [
-        "",
-        "Where a Spark run's CPU seconds go (medians): the driver process, the JVM, the Python "
-        "worker daemon with its workers, and of those the tasks' own CPU (their `Dissector`, "
-        "reading and Parquet writing); Python beyond the tasks is the workers' start and "
-        "pyspark's hand-off.",
-        "",
-        "| input | mode | driver | JVM | Python workers | of which tasks "
-        "| task CPU s per GB | dissect CPU s per GB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for label, r in rows:
-        gb = r["size"] / 1e9
-        for m, p in r["parts"].items():
-            out.append(
-                f"| {label} | {m} | {p['driver']:.1f} | {p['jvm']:.1f} | {p['python']:.1f} "
-                f"| {p['tasks']:.1f} | {p['tasks'] / gb:.1f} | {r['cpu']['dissect'] / gb:.1f} |"
-            )
+    speed = [(label, r) for label, r in rows if "wall" in r]
+    if speed:
+        out += [
+            "",
+            "`amqpcap spark` against `amqpcap dissect`. Per task: the input over the Spark tasks' summed "
+            "wall time, and over their CPU time, against dissect's MB per wall and CPU second.",
+            "",
+            "| input | MB | dissect s | local[1] s | local[2] s | local[2] vs dissect | local[2] vs local[1] "
+            "| CPU s dissect / local[1] / local[2] | task MB/s (wall, CPU) | dissect MB/s (wall, CPU) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        out += [speed_row(label, r) for label, r in speed]
+        out += [
+            "",
+            "Where a Spark run's CPU seconds go (medians): the driver process, the JVM, the Python "
+            "worker daemon with its workers, and of those the tasks' own CPU (their `Dissector`, "
+            "reading and Parquet writing); Python beyond the tasks is the workers' start and "
+            "pyspark's hand-off.",
+            "",
+            "| input | MB | mode | driver | JVM | Python workers | of which tasks "
+            "| task CPU s per GB | dissect CPU s per GB |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for label, r in speed:
+            gb = r["size"] / 1e9
+            for m, p in r["parts"].items():
+                out.append(
+                    f"| {label} | {r['size'] / 1e6:,.0f} | {m} | {p['driver']:.1f} | {p['jvm']:.1f} "
+                    f"| {p['python']:.1f} | {p['tasks']:.1f} | {p['tasks'] / gb:.1f} "
+                    f"| {r['cpu']['dissect'] / gb:.1f} |"
+                )
+    if any("stats" in r for _label, r in rows):
+        out += [
+            "",
+            "`amqpcap stats OUT --spark --json` (`local[2]`) against `amqpcap stats OUT --json` (pandas, one "
+            "process) on the dissect output of each input: MB of captures and of tables, wall and CPU "
+            "seconds, and whether the two JSON reports are the same.",
+            "",
+            "| input | MB | tables MB | stats s | stats --spark s | stats --spark vs stats "
+            "| CPU s stats / stats --spark | same JSON |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        out += [stats_row(label, r) for label, r in rows if "stats" in r]
     out += ["", "Command: `python bench/bench_spark.py" + "".join(" " + a for a in argv) + "`"]
     return "\n".join(out) + "\n"
 
@@ -311,13 +411,20 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=174, help="connection pairs in the single capture")
     ap.add_argument("--files", type=int, default=40)
+    ap.add_argument(
+        "--what", default="spark,stats", help="spark (spark vs dissect), stats (stats --spark vs stats)"
+    )
     ap.add_argument("--data", help="where the inputs are built (default: a new temp directory)")
     ap.add_argument("--keep", action="store_true", help="keep the inputs")
     ap.add_argument("--no-doc", action="store_true", help="print the table only")
     ap.add_argument("--child", nargs=3, metavar=("MASTER", "INPUT", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--stats-child", nargs=2, metavar=("MASTER", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         spark_child(*a.child)
+        return 0
+    if a.stats_child:
+        stats_child(*a.stats_child)
         return 0
     data = a.data or tempfile.mkdtemp(prefix="bench_spark_data_")
     os.makedirs(data, exist_ok=True)
@@ -334,8 +441,11 @@ def main() -> int:
         for gb in [float(x) for x in a.sizes.split(",")]:
             made = inputs(data, gb, a.pairs, a.files, kinds)
             for label, inp in made:
-                rows.append((label, measure(inp, a.runs, data)))
-                print(table(rows[-1:], start, os.getloadavg(), a.runs, []).splitlines()[4], flush=True)
+                rows.append((label, measure(inp, a.runs, data, a.what.split(","))))
+                if "wall" in rows[-1][1]:
+                    print(speed_row(*rows[-1]), flush=True)
+                if "stats" in rows[-1][1]:
+                    print(stats_row(*rows[-1]), flush=True)
                 if not a.no_doc:  # every point as it is measured: a later failure keeps them
                     perfdoc.write_block(
                         "bench_spark",

@@ -5,12 +5,14 @@ pass does not cover the tables (publishes paired by content, 0-10 commands)."""
 
 import os
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from tables import Capture
 from test_streamed_confirms import dissected, write_output
 
 import amqpcap
-from amqpcap.analysis import rpc, stats, streamed_rpc, streamed_transit, transit
+from amqpcap.analysis import growing, rpc, stats, streamed_rpc, streamed_transit, transit
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.summary import STREAMED, latency_summary, stats_source
 
@@ -95,13 +97,6 @@ def rpc_capture() -> Capture:
     return c
 
 
-def test_streamed_rpc_follows_the_pairing_rules(tmp_path):
-    c = rpc_capture()
-    want = rpc_of_frame(c.tables())
-    assert want["count"] == 3 and want["missing"] == 2
-    assert summary(streamed_rpc.streamed_rpc, write_output(c, tmp_path)) == want
-
-
 def transit_capture(with_id: bool = True) -> Capture:
     """Publishes delivered once, twice (a redelivery), never; a delivery before any publish of its
     id; ids reused (a delivery goes to the latest publish before it)."""
@@ -152,3 +147,78 @@ def test_method_rtt_and_connection_setup_of_the_rows_they_involve_equal_the_load
             assert got == whole[kind], (out, kind)
             streamed += got["count"] > 0
     assert streamed
+
+
+def late_reply_capture() -> Capture:
+    """Many requests never answered, then replies to an early request and to a delivered request
+    whose publish was not captured, many batches after them."""
+    c = Capture()
+    req = dict(routing_key="rpc_queue", reply_to="amq.gen-reply")
+    rep = dict(routing_key="amq.gen-reply")
+    c.method(0, "c2s", "basic.publish", body=b"q", correlation_id="early", **req)
+    c.method(0.5, "s2c", "basic.deliver", stream=1, body=b"q", correlation_id="seen-delivered", **req)
+    for i in range(60):
+        c.method(1 + i, "c2s", "basic.publish", body=b"q", correlation_id=f"n{i}", **req)
+    c.method(70, "c2s", "basic.publish", stream=1, body=b"r", correlation_id="early", **rep)
+    c.method(71, "c2s", "basic.publish", stream=1, body=b"r", correlation_id="seen-delivered", **rep)
+    c.method(72, "s2c", "basic.deliver", body=b"r", correlation_id="n7", **rep)
+    return c
+
+
+@pytest.mark.parametrize(
+    "capture, answered, missing",
+    [(rpc_capture, 3, 2), (late_reply_capture, 3, 59)],
+    ids=["rules", "replies-many-batches-after-their-requests"],
+)
+def test_streamed_rpc_follows_the_pairing_rules(tmp_path, capture, answered, missing):
+    c = capture()
+    want = rpc_of_frame(c.tables())
+    assert want["count"] == answered and want["missing"] == missing
+    assert summary(streamed_rpc.streamed_rpc, write_output(c, tmp_path)) == want
+
+
+@pytest.mark.parametrize("capture", [rpc_capture, late_reply_capture])
+def test_streamed_rpc_with_colliding_id_hashes_still_pairs_exactly(tmp_path, monkeypatch, capture):
+    monkeypatch.setattr(growing, "HASH_MASK", np.uint64(1))  # two hash values: most ids collide
+    c = capture()
+    assert summary(streamed_rpc.streamed_rpc, write_output(c, tmp_path)) == rpc_of_frame(c.tables())
+
+
+def test_streamed_transit_over_many_partitions_with_colliding_hashes_equals_the_loaded_pairing(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(streamed_transit, "PART_ROWS", 2)  # a partition file per two message rows
+    monkeypatch.setattr(growing, "HASH_MASK", np.uint64(3))  # ids share the files they hash to
+    c = transit_capture()
+    for i in range(30):  # more ids than hash values
+        c.method(
+            20 + i, "c2s", "basic.publish", body=b"p", message_id=f"id{i}", exchange="x", routing_key="k"
+        )
+        c.method(20.5 + i, "s2c", "basic.deliver", stream=1, body=b"p", message_id=f"id{i}", exchange="x",
+                 routing_key="k", redelivered=i % 3 == 0)  # fmt: skip
+    want = transit_of_frame(c.tables())
+    assert want["deliveries"] == 35 and want["redeliveries"] == 11
+    assert summary(streamed_transit.streamed_transit, write_output(c, tmp_path)) == want
+
+
+def test_growing_columns_and_strings_keep_every_value_across_many_appends():
+    cols, strs = growing.Columns({"a": np.int64, "b": bool}, capacity=1), growing.Strings()
+    want_a, want_s = [], []
+    for i in range(300):
+        a = np.arange(i % 7) + 10 * i
+        cols.append({"a": a, "b": a % 2 == 0})
+        words = [f"w{i}-{j}" * (j + 1) for j in range(i % 5)]
+        strs.append(pa.array(words, pa.string()).slice(0))
+        want_a.extend(a.tolist())
+        want_s.extend(words)
+    assert cols["a"].tolist() == want_a and cols["b"].tolist() == [x % 2 == 0 for x in want_a]
+    assert len(cols) == len(want_a) and strs.array().to_pylist() == want_s
+
+
+def test_hash_set_answers_membership_of_the_values_added_over_batches():
+    s = growing.HashSet()
+    for start in range(0, 1000, 100):
+        s.add(np.arange(start, start + 50, dtype=np.uint64) * np.uint64(2654435761))
+    probe = np.arange(0, 1000, dtype=np.uint64) * np.uint64(2654435761)
+    assert s.contains(probe).tolist() == [(i % 100) < 50 for i in range(1000)]
+    assert len(s) == 500

@@ -194,3 +194,25 @@ def test_the_library_entry_takes_a_spark_connect_session(connect_server, dissect
     captures, split = map(int, p.stdout.split())
     assert captures == len(CAPTURES) and split >= 4
     assert_same_dataset(str(tmp_path / "out"), dissected, TABLES)
+
+
+def _stats(args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "amqpcap.cli", "stats", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("where", ["standalone", "connect"])
+def test_stats_spark_on_a_cluster_prints_the_json_of_the_pandas_stats(where, request, dissected):
+    url = request.getfixturevalue("master" if where == "standalone" else "connect_server")
+    p = _stats(
+        [dissected, "--spark", "--json", "--master" if where == "standalone" else "--remote", url], _env()
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    want = _stats([dissected, "--json"])
+    assert want.returncode == 0 and p.stdout == want.stdout

@@ -1,5 +1,6 @@
-"""`stats --spark` (Spark DataFrame jobs) gives the report the pandas `stats` gives on the same output:
-counts equal, latencies (ms) within 1 µs."""
+"""`stats --spark` gives the report the pandas `stats` gives on the same output: by its parts as
+Spark tasks (the same JSON), or, beyond what a task holds, by the per-conversation Spark jobs
+(counts equal, latencies (ms) within 1 µs)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 
 import amqpcap
 from amqpcap.analysis import stats as pandas_stats
+from amqpcap.analysis.summary import STATS_PARTS, stats_of_parts, stats_parts
 from amqpcap.cli import main
 from amqpcap.pipeline import dissect
+from amqpcap.spark import stats_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted(glob.glob(str(ROOT / "captures" / "*.pcap")))
@@ -62,15 +65,41 @@ def output(request, tmp_path_factory):
     return out
 
 
-def test_stats_spark_json_equals_the_pandas_stats_on_the_shipped_captures(spark, output, capsys):
+# "parts": the pandas stats' parts as Spark tasks; "conversations": the per-conversation Spark
+# jobs an output larger than a task holds goes to
+@pytest.fixture(params=["parts", "conversations"])
+def way(request, monkeypatch):
+    if request.param == "conversations":
+        monkeypatch.setattr(stats_tasks, "PARTS_UP_TO", 0)
+
+        def no_tasks(*args, **kwargs):
+            raise AssertionError("the parts' tasks ran")
+
+        monkeypatch.setattr("amqpcap.spark.job.run_stage", no_tasks)
+    return request.param
+
+
+def test_stats_parts_computed_apart_and_merged_give_the_stats_of_the_whole(output):
+    """What the Spark tasks compute: each task's parts alone, merged on the driver."""
+    items = [t for t in stats_tasks.TASKS if t != (stats_tasks.CONNECTIONS,)]
+    assert sorted(p for t in items for p in t) == sorted(STATS_PARTS)  # each part in one task
+    got = stats_of_parts(stats_tasks.merged([stats_parts(output, t) for t in items]))
+    assert json.dumps(got, default=str) == json.dumps(pandas_stats(output), default=str)
+
+
+def test_stats_spark_json_equals_the_pandas_stats_on_the_shipped_captures(spark, output, way, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["stats", output, "--spark", "--json"]) == 0
     # pyspark's pandas-3 FutureWarning is not printed on every run
     assert not [w for w in caught if "fully support pandas" in str(w.message)]
-    got = json.loads(capsys.readouterr().out)
+    text = capsys.readouterr().out
+    got = json.loads(text)
     want = json.loads(json.dumps(pandas_stats(amqpcap.load(output)), default=str))
     assert_same_report(got, want)
+    if way == "parts":  # the pandas stats' own JSON, to the byte
+        assert main(["stats", output, "--json"]) == 0
+        assert text == capsys.readouterr().out
     assert want["throughput"]["messages"] > 0 and want["methods"]
     if len(want["captures"]) > 1:
         # the comparison has teeth: these captures exercise every kind of pairing
@@ -105,22 +134,28 @@ def assert_same_text(got: str, want: str) -> None:
                 )
 
 
-def test_stats_spark_prints_the_text_the_pandas_stats_prints_connections_included(spark, output, capsys):
+def test_stats_spark_prints_the_text_the_pandas_stats_prints_connections_included(spark, output, way, capsys):
     assert main(["stats", output, "--spark"]) == 0
     got = capsys.readouterr()
     assert main(["stats", output]) == 0
     want = capsys.readouterr().out
     assert "\nConnections" in want and "client" in want
     assert_same_text(got.out, want)
+    if way == "parts":
+        assert got.out == want
     assert got.err == ""  # no terminal here: no progress lines, and no JVM or Spark chatter
 
 
 def test_stats_spark_shows_a_line_per_step_on_a_terminal(spark, output, capsys, monkeypatch):
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
     assert main(["stats", output, "--spark", "--json"]) == 0
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("amqpcap stats: pairings: done, ") and err[-1].endswith(" s")
-    assert all(line.startswith("amqpcap stats: ") for line in err) and len(err) == 5
+    err = capsys.readouterr().err
+    # the count refreshed in place ("\r"), the last count on a line of its own
+    n = len(stats_tasks.TASKS) - 2  # (--json: no Connections table; the first part on the driver)
+    assert err.endswith(" s\n") and f"amqpcap stats: parts: {n}/{n} tasks done, " in err.splitlines()[-1]
+    assert all(
+        line.startswith("amqpcap stats: parts: ") for line in err.replace("\r", "\n").split("\n") if line
+    )
 
 
 def test_stats_spark_needs_an_output_directory(tmp_path, capsys):
@@ -144,7 +179,7 @@ def rpc_set(tmp_path_factory):
     return out
 
 
-def test_stats_spark_counts_each_rpc_request_once_when_a_segment_holds_several(spark, rpc_set, capsys):
+def test_stats_spark_counts_each_rpc_request_once_when_a_segment_holds_several(spark, rpc_set, way, capsys):
     assert main(["stats", rpc_set, "--spark", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     t = amqpcap.load(rpc_set)

@@ -63,10 +63,13 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=()) -> 
     f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
-    try:
-        for batch in f.iter_batches(batch_size=rows, columns=want, use_threads=False):
-            if batch.num_rows:
-                yield batch, have
+    try:  # a row group at a time: the reader's iterator holds more the more groups it has read
+        for i in range(f.num_row_groups):
+            group = f.read_row_group(i, columns=want, use_threads=False)
+            for batch in group.to_batches(max_chunksize=rows):
+                if batch.num_rows:
+                    yield batch, have
+            del group
     finally:
         f.close()
 

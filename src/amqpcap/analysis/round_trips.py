@@ -5,6 +5,8 @@ docs/analysis.md has the exact definitions.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +31,7 @@ from amqpcap.analysis.pairing import (
     NotStreamed,
     finish,
 )
-from amqpcap.analysis.tables import as_tables, load_section
+from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, arrow_to_pandas, as_tables, empty_frame, load_section
 
 # method round trips
 
@@ -197,8 +199,33 @@ def method_rtt_of_output(directory, columns: dict) -> pd.DataFrame:
         versions.update(v for v in col.to_pylist() if v is not None)
     if "0-10" in versions:
         raise NotStreamed("0-10 commands: every one may be answered")
-    return method_rtt(
-        load_section(directory, columns, {"methods": tuple(sorted(relevant_methods(versions)))})
+    return method_rtt(section_rows(directory, columns, {"methods": relevant_methods(versions)}))
+
+
+def section_rows(directory, columns: dict, names: dict):
+    """:func:`~amqpcap.analysis.tables.load_section` of a dissect output, the tables in ``names``
+    read batch by batch, keeping only the rows of their methods: what is held is one batch and
+    the rows kept, not a whole column of the table."""
+    t = load_section(directory, {k: v for k, v in columns.items() if k not in names})
+    read = {k: _rows_named(directory, k, list(columns[k]), names[k]) for k in names}
+    return dataclasses.replace(t, **read)
+
+
+def _rows_named(directory, name: str, columns: list, names) -> pd.DataFrame:
+    """The rows of table ``name`` whose method is one of ``names``, typed as a section load
+    types them, read batch by batch: what is held is one batch and the rows kept."""
+    wanted = pa.array(sorted(names), pa.string())
+    parts = []
+    for b in tables(directory, name, columns):
+        m = b.column("method").combine_chunks()
+        m = m.cast(pa.string()) if pa.types.is_dictionary(m.type) else m
+        sel = pc.fill_null(pc.is_in(m, value_set=wanted), False)
+        if pc.any(sel).as_py():
+            parts.append(b.filter(sel))
+    if not parts:
+        return empty_frame(name, columns, CATEGORICAL_COLUMNS, True)
+    return arrow_to_pandas(
+        pa.concat_tables(parts, promote_options="permissive"), name, columns, CATEGORICAL_COLUMNS, True
     )
 
 

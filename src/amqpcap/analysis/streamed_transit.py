@@ -1,6 +1,10 @@
-"""Broker transit of a dissect output in one pass over its ``messages`` table (what ``stats``
-reports of it: the transit latencies, deliveries and redeliveries), holding per publish and
-delivery its time, packet and message id (an Arrow string, about 15 bytes), not the table.
+"""Broker transit of a dissect output (what ``stats`` reports of it: the transit latencies,
+deliveries and redeliveries) with memory bounded by a partition, not by the table.
+
+A pass over ``messages`` writes each publish and delivery (its place, time, packet and message
+id) to one of several Arrow IPC files in a temporary directory, chosen by a 64-bit hash of the
+message id, so that all the rows of an id land in the same file; the files are then paired one
+at a time, the ids compared exactly.  What is held at the end is the latency values.
 
 The rules are :func:`amqpcap.analysis.message_transit.transit`'s for messages paired by their
 message id (:func:`~amqpcap.analysis.message_transit.by_message_id`); a capture with publishes
@@ -9,78 +13,149 @@ without an id (paired by content) raises :class:`~amqpcap.analysis.pairing.NotSt
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from amqpcap.analysis._common import NAT, latency_ms
-from amqpcap.analysis.batches import PASS_ROWS, tables
+from amqpcap.analysis.batches import BATCH_ROWS, tables
+from amqpcap.analysis.growing import id_hashes
 from amqpcap.analysis.message_transit import DELIVER, PUBLISH, by_message_id
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.streamed_rpc import column, int_values, texts
+from amqpcap.analysis.tables import count_rows
 
 __all__ = ["streamed_transit"]
 
 _COLUMNS = ["direction", "method", "message_id", "ts", "frame_number", "redelivered"]
+PASS_ROWS = BATCH_ROWS  # rows gathered before they are split among the files
+PART_ROWS = 1 << 18  # message rows a partition is sized for: what pairing one file holds
+
+_SCHEMA = pa.schema(
+    [
+        ("pub", pa.bool_()),
+        ("idx", pa.int64()),  # the row's place among the publishes / the deliveries
+        ("ts", pa.int64()),
+        ("frame", pa.int64()),
+        ("redelivered", pa.bool_()),
+        ("id", pa.string()),
+    ]
+)
 
 
 def _is(col, values) -> np.ndarray:
-    col = col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
-    return pc.fill_null(pc.is_in(col, value_set=pa.array(list(values), pa.string())), False).to_numpy(
-        zero_copy_only=False
-    )
+    """Which values of a string column (plain or dictionary: decided per dictionary entry) are
+    one of ``values``."""
+    value_set = pa.array(list(values), pa.string())
+    if pa.types.is_dictionary(col.type):
+        found = pc.is_in(col.dictionary.cast(pa.string()), value_set=value_set)
+        return pc.fill_null(found.take(col.indices), False).to_numpy(zero_copy_only=False)
+    return pc.fill_null(pc.is_in(col, value_set=value_set), False).to_numpy(zero_copy_only=False)
 
 
-def _rows(directory) -> tuple:
-    """Publishes' and deliveries' columns (dicts of numpy arrays) and their message ids (one Arrow
-    array: the publishes', then the deliveries')."""
-    pubs: dict = {"ts": []}
-    dels: dict = {"ts": [], "frame": [], "redelivered": []}
-    ids: dict = {"p": [], "d": []}
-    for b in tables(directory, "messages", _COLUMNS, PASS_ROWS):
-        d, m = column(b, "direction"), column(b, "method")
-        is_pub = _is(d, ("c2s",)) & _is(m, PUBLISH)
-        is_del = _is(d, ("s2c",)) & _is(m, DELIVER)
-        mid = column(b, "message_id")
-        mid = mid.cast(pa.string()) if pa.types.is_dictionary(mid.type) else mid
-        if not texts(mid.filter(pa.array(is_pub))).all():
-            raise NotStreamed("publishes without a message id: paired by content")
-        ts = int_values(column(b, "ts"), NAT)
-        pubs["ts"].append(ts[is_pub])
-        ids["p"].append(mid.filter(pa.array(is_pub)))
-        if np.any(is_del):
-            frame = int_values(column(b, "frame_number"), 0)
+def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
+    """Publishes and deliveries with an id written to ``parts`` files of ``folder`` by their id's
+    hash; returns the files and the number of publishes."""
+    paths = [os.path.join(folder, f"{k}.arrows") for k in range(parts)]
+    writers = [pa.ipc.new_stream(p, _SCHEMA) for p in paths]
+    n_pub = n_del = 0
+    held: list = []  # rows of a few row groups, split and written together (fewer, larger writes)
+    try:
+        for b in tables(directory, "messages", _COLUMNS, PASS_ROWS):
+            d, m = column(b, "direction"), column(b, "method")
+            is_pub = _is(d, ("c2s",)) & _is(m, PUBLISH)
+            is_del = _is(d, ("s2c",)) & _is(m, DELIVER)
+            mid = column(b, "message_id")
+            mid = mid.cast(pa.string()) if pa.types.is_dictionary(mid.type) else mid
+            has = texts(mid)
+            if not has[is_pub].all():
+                raise NotStreamed("publishes without a message id: paired by content")
+            idx = np.where(is_pub, np.cumsum(is_pub) - 1 + n_pub, np.cumsum(is_del) - 1 + n_del)
+            n_pub += int(np.count_nonzero(is_pub))
+            n_del += int(np.count_nonzero(is_del))
+            keep = np.flatnonzero((is_pub | is_del) & has)
+            if not len(keep):
+                continue
+            ids = mid.take(pa.array(keep))
             red = pc.fill_null(column(b, "redelivered"), False).to_numpy(zero_copy_only=False)
-            dels["ts"].append(ts[is_del])
-            dels["frame"].append(frame[is_del])
-            dels["redelivered"].append(red[is_del])
-            ids["d"].append(mid.filter(pa.array(is_del)))
-    pubs = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in pubs.items()}
-    dels = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in dels.items()}
-    both = ids["p"] + ids["d"]
-    return pubs, dels, pa.concat_arrays(both) if both else pa.array([], pa.string())
+            rows = pa.table(
+                {
+                    "pub": is_pub[keep],
+                    "idx": idx[keep],
+                    "ts": int_values(column(b, "ts"), NAT)[keep],
+                    "frame": int_values(column(b, "frame_number"), 0)[keep],
+                    "redelivered": red[keep],
+                    "id": ids,
+                },
+                schema=_SCHEMA,
+            )
+            held.append(rows)
+            if sum(len(r) for r in held) >= PASS_ROWS:
+                _write(pa.concat_tables(held), writers)
+                held.clear()
+        if held:
+            _write(pa.concat_tables(held), writers)
+    finally:
+        for w in writers:
+            w.close()
+    return paths, n_pub
+
+
+def _write(rows: pa.Table, writers: list) -> None:
+    """Each row to the writer of its id's hash."""
+    part = (id_hashes(rows.column("id").combine_chunks()) % np.uint64(len(writers))).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(len(writers) + 1))
+    for k in np.flatnonzero(np.diff(bounds)).tolist():
+        writers[k].write_table(rows.take(pa.array(order[bounds[k] : bounds[k + 1]])))
+
+
+def _pair_file(path: str, ms: np.ndarray, paired: np.ndarray) -> tuple[int, int]:
+    """Pairs the publishes and deliveries of one partition file: each paired publish's
+    first-delivery latency into ``ms`` at its place, marked in ``paired``; returns (deliveries,
+    redeliveries) paired."""
+    with pa.memory_map(path) as src:
+        t = pa.ipc.open_stream(src).read_all()
+    if not t.num_rows:
+        return 0, 0
+    is_pub = t.column("pub").to_numpy()
+    codes = pc.dictionary_encode(t.column("id")).combine_chunks().indices.to_numpy()
+    n_codes = int(codes.max()) + 1
+    ts, frame = t.column("ts").to_numpy(), t.column("frame").to_numpy()
+    red, idx = t.column("redelivered").to_numpy(), t.column("idx").to_numpy()
+    del t
+    p, d = np.flatnonzero(is_pub), np.flatnonzero(~is_pub)
+    if not len(p) or not len(d):
+        return 0, 0
+    pairs = by_message_id(ts[p], ts[d], codes[p], codes[d], np.ones(len(p), dtype=bool), n_codes)
+    pid, did = pairs[:, 0], pairs[:, 1]
+    n = len(pid)
+    o = np.lexsort((np.arange(n), frame[d][did], ts[d][did], pid))
+    pid, did = pid[o], did[o]
+    first = np.r_[True, pid[1:] != pid[:-1]] if n else np.zeros(0, dtype=bool)
+    at = idx[p][pid[first]]
+    ms[at] = latency_ms(ts[p][pid[first]], ts[d][did[first]])
+    paired[at] = True
+    return n, int(np.count_nonzero(red[d][did]))
 
 
 def streamed_transit(directory) -> tuple[np.ndarray, dict]:
-    """The transit latencies (ms: each publish's first delivery) and the ``deliveries`` /
-    ``redeliveries`` counts of :func:`~amqpcap.analysis.message_transit.transit` on the dissect
-    output ``directory``."""
-    pubs, dels, ids = _rows(directory)
-    n_pub, n_del = len(pubs["ts"]), len(dels["ts"])
-    if n_pub == 0 or n_del == 0:
+    """The transit latencies (ms: each publish's first delivery, in the publishes' order) and the
+    ``deliveries`` / ``redeliveries`` counts of :func:`~amqpcap.analysis.message_transit.transit`
+    on the dissect output ``directory``."""
+    parts = max(1, -(-count_rows(directory, "messages") // PART_ROWS))
+    counts = {"deliveries": 0, "redeliveries": 0}
+    with tempfile.TemporaryDirectory(prefix="amqpcap-transit-") as folder:
+        paths, n_pub = _partition(directory, folder, parts)
+        ms, paired = np.empty(n_pub), np.zeros(n_pub, dtype=bool)  # by publish: 9 bytes each
+        for path in paths if n_pub else ():
+            got = _pair_file(path, ms, paired)
+            counts["deliveries"] += got[0]
+            counts["redeliveries"] += got[1]
+            os.remove(path)
+    if not counts["deliveries"]:
         return np.zeros(0), {"deliveries": 0, "redeliveries": 0}
-    enc = pc.dictionary_encode(ids)
-    del ids
-    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    n_codes = len(enc.dictionary)
-    del enc
-    p_code, d_code = codes[:n_pub], codes[n_pub:]
-    pairs = by_message_id(pubs["ts"], dels["ts"], p_code, d_code, np.ones(n_pub, dtype=bool), n_codes)
-    del codes, p_code, d_code
-    pid, did = pairs[:, 0], pairs[:, 1]
-    n = len(pid)
-    o = np.lexsort((np.arange(n), dels["frame"][did], dels["ts"][did], pid))
-    pid, did = pid[o], did[o]
-    first = np.r_[True, pid[1:] != pid[:-1]] if n else np.zeros(0, dtype=bool)
-    counts = {"deliveries": int(n), "redeliveries": int(np.count_nonzero(dels["redelivered"][did]))}
-    return latency_ms(pubs["ts"][pid[first]], dels["ts"][did[first]]), counts
+    return ms if paired.all() else ms[paired], counts  # (no copy when every publish was delivered)

@@ -39,7 +39,7 @@ from amqpcap.analysis.connection_health import (
 from amqpcap.analysis.failures import ERROR_METHODS, error_summary
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.pairing import NotStreamed
-from amqpcap.analysis.round_trips import method_rtt_of_output
+from amqpcap.analysis.round_trips import method_rtt_of_output, section_rows
 from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.streamed_confirms import streamed_confirms
 from amqpcap.analysis.streamed_health import heartbeat_counts
@@ -58,6 +58,9 @@ __all__ = [
     "span_summary",
     "error_groups",
     "throughput_cells",
+    "stats_parts",
+    "stats_of_parts",
+    "STATS_PARTS",
     "STATS_VERSION",
     "LATENCY_KINDS",
     "TS_FLOOR_NS",
@@ -220,7 +223,7 @@ STREAMED = {
     "transit": lambda out: (*streamed_transit(out), {}),
     "method_rtt": lambda out: _rtt_parts(method_rtt_of_output(out, SECTIONS["method_rtt"][0])),
     "connection_setup": lambda out: _setup_parts(
-        LATENCY_FUNCTIONS["connection_setup"](load_section(out, *SECTIONS["connection_setup"]))
+        LATENCY_FUNCTIONS["connection_setup"](section_rows(out, *SECTIONS["connection_setup"]))
     ),
     "consumer_ack": lambda out, **kw: (lambda v, c, h: (v, c, {"unacked": h}))(*streamed_acks(out, **kw)),
 }
@@ -628,21 +631,22 @@ def _health(t, unacked_health: dict) -> dict:
     }
 
 
-def stats(
-    t,
-    *,
-    bucket: str = "1s",
-    latencies: dict | None = None,
-    on_latency=None,
-    on_section=None,
-    on_unacked=None,
-) -> dict:
+# the parts of stats, in the order they are computed (:func:`stats_parts`); health reads what
+# consumer_ack found of unacked deliveries, so it comes after it
+STATS_PARTS = (
+    "transit", "rpc", "method_rtt", "connection_setup", "span", "errors", "counts", "confirm", "consumer_ack",
+    "throughput", "health", "amqp10",
+)  # fmt: skip
+
+
+def stats(t, **options) -> dict:
     """The stats summary of a dissect output (Tables, directory or capture): a JSON-able dict.
 
     Top-level keys: ``stats_version``, ``captures``, ``connections``, ``versions``,
     ``span``, ``latency`` (one entry per kind in :data:`LATENCY_KINDS`),
     ``errors``, ``throughput``, ``methods``, ``anomalies``, ``health``.
-    See docs/analysis.md for every field.  ``latencies``: a precomputed
+    See docs/analysis.md for every field.  ``options`` (:func:`stats_parts`' keywords):
+    ``bucket``, the throughput bucket ("1s"); ``latencies``: a precomputed
     :func:`amqpcap.analysis.all_latencies` result, to avoid computing it twice.  Without it each
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
     given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
@@ -655,6 +659,23 @@ def stats(
     :func:`~amqpcap.analysis.streamed_acks.streamed_acks`); a pairing of loaded tables hands
     ``on_latency`` its frame instead.
     """
+    return stats_of_parts(stats_parts(t, STATS_PARTS, **options))
+
+
+def stats_parts(
+    t,
+    parts=STATS_PARTS,
+    *,
+    bucket: str = "1s",
+    latencies: dict | None = None,
+    on_latency=None,
+    on_section=None,
+    on_unacked=None,
+) -> dict:
+    """The ``parts`` (of :data:`STATS_PARTS`, in its order; health needs consumer_ack) of
+    :func:`stats`, each computed as :func:`stats` computes it, as a dict :func:`stats_of_parts`
+    turns into the summary: ``{"latency": {kind: summary}, part: result, ...}``.  Parts computed
+    apart (e.g. by several processes) give the same summary once their dicts are merged."""
     got: dict = {"latency": {}}
 
     def put(key, fn):
@@ -667,28 +688,23 @@ def stats(
     def pairing(kind):
         if stream and kind in STREAMED:
             kw = {"on_timeline": on_unacked} if kind == "consumer_ack" and on_unacked is not None else {}
-            return kind, _StreamedStep(kind, got, src, tables, on_latency, **kw)
-        return kind, _pairing_step(kind, got, latencies, on_latency)
+            return _StreamedStep(kind, got, src, tables, on_latency, **kw)
+        return _pairing_step(kind, got, latencies, on_latency)
 
-    # (section, step), computed one after the other, memory given back in between; the sections of
-    # one group (GROUPS) in a row, on one load; transit and rpc first, while the process is fresh:
-    # turning body hashes to codes is the biggest transient of a load
-    steps = [
-        pairing("transit"),
-        pairing("rpc"),
-        pairing("method_rtt"),
-        pairing("connection_setup"),
-        ("span", put("span", span_summary)),
-        ("errors", put("errors", lambda t: error_groups(error_summary(error_tables(t, src))))),
-        ("counts", put("counts", _counts_part)),
-        pairing("confirm"),
-        pairing("consumer_ack"),
-        ("throughput", put("throughput", lambda t: _throughput(t, bucket))),
-        ("health", put("health", lambda t: _health(t, got["unacked"]))),
-        ("amqp10", put("amqp10", lambda t: amqp10.stats_part(t, latency_summary))),
-    ]
+    # section -> step, computed one after the other in STATS_PARTS' order, memory given back in
+    # between; the sections of one group (GROUPS) in a row, on one load; transit and rpc first,
+    # while the process is fresh: turning body hashes to codes is the biggest transient of a load
+    steps = {
+        "span": put("span", span_summary),
+        "errors": put("errors", lambda t: error_groups(error_summary(error_tables(t, src)))),
+        "counts": put("counts", _counts_part),
+        "throughput": put("throughput", lambda t: _throughput(t, bucket)),
+        "health": put("health", lambda t: _health(t, got["unacked"])),
+        "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
+    }
     with malloc_pool():
-        for section, step in steps:
+        for section in (p for p in STATS_PARTS if p in parts):
+            step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
                 step()
             else:
@@ -697,6 +713,11 @@ def stats(
                 on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
             release_memory()
         tables.close()
+    return got
+
+
+def stats_of_parts(got: dict) -> dict:
+    """The :func:`stats` summary of the dict of every part (:func:`stats_parts`)."""
     counts = got["counts"]
     return {
         "stats_version": STATS_VERSION,

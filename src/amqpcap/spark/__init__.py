@@ -18,7 +18,7 @@ def __getattr__(name):
 
         return getattr(job, name)
     if name == "stats":
-        from amqpcap.spark.summary import stats
+        from amqpcap.spark.stats_tasks import stats
 
         return stats
     raise AttributeError(name)

@@ -265,19 +265,19 @@ def stats_args(a) -> int:
     import json
 
     from amqpcap.analysis import render_text
-    from amqpcap.spark.summary import busiest_connections, stats
+    from amqpcap.spark.stats_tasks import start_on_driver, stats_and_connections
 
     if not os.path.isdir(a.path):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
+    first = start_on_driver(a.path)
     spark, ours = _session(a, "amqpcap stats")
     if spark is None:
         return EXIT_NO_SPARK
-    connections = None
     try:
-        result = stats(spark, a.path, progress=sys.stderr.isatty())
-        if not a.json:
-            connections = busiest_connections(spark, a.path)
+        result, connections = stats_and_connections(
+            spark, a.path, connections=not a.json, progress=sys.stderr.isatty(), started=first
+        )
     except KeyboardInterrupt:
         raise
     except Exception as e:

@@ -261,16 +261,18 @@ def parallelism(spark) -> int:
         return 8
 
 
-class _Progress:
-    """One line per stage on stderr; with a SparkContext, ``done/total tasks`` refreshed in place."""
+class Progress:
+    """One line per stage on stderr (``amqpcap COMMAND: ...``); with a SparkContext,
+    ``done/total tasks`` refreshed in place."""
 
-    def __init__(self, spark, enabled: bool) -> None:
+    def __init__(self, spark, enabled: bool, command: str = "spark") -> None:
         self.sc = None if is_connect(spark) else spark.sparkContext
         self.enabled = enabled
+        self.prefix = f"amqpcap {command}: "
 
     def line(self, text: str) -> None:
         if self.enabled:
-            sys.stderr.write(f"amqpcap spark: {text}\n")
+            sys.stderr.write(f"{self.prefix}{text}\n")
             sys.stderr.flush()
 
     def stage(self, label: str, func):
@@ -285,7 +287,7 @@ class _Progress:
         sc.setJobGroup(group, f"amqpcap {label}", interruptOnCancel=True)
         stop = threading.Event()
 
-        def show(final=False):
+        def show(final=False, finished=False):
             tr = sc.statusTracker()
             done = total = 0
             for jid in tr.getJobIdsForGroup(group):
@@ -294,9 +296,11 @@ class _Progress:
                     st = tr.getStageInfo(sid)
                     if st:
                         done, total = done + st.numCompletedTasks, total + st.numTasks
+            if finished:  # (the tracker may not have counted the last task's end yet)
+                done = total
             if final or total:
                 sys.stderr.write(
-                    f"\ramqpcap spark: {label}: {done}/{total} tasks done, "
+                    f"\r{self.prefix}{label}: {done}/{total} tasks done, "
                     f"{time.monotonic() - t0:,.1f} s" + ("\n" if final else "")
                 )
                 sys.stderr.flush()
@@ -308,13 +312,16 @@ class _Progress:
         th = threading.Thread(target=poll, daemon=True) if self.enabled else None
         if th:
             th.start()
+        finished = False
         try:
-            return func()
+            got = func()
+            finished = True
+            return got
         finally:
             stop.set()
             if th:
                 th.join()
-                show(final=True)
+                show(final=True, finished=finished)
             sc.setLocalProperty("spark.jobGroup.id", None)
 
 
@@ -535,7 +542,7 @@ def run(
     caps = plan.expand(inputs)
     if not caps:
         raise InputError("no input captures")
-    prog = _Progress(spark, progress)
+    prog = Progress(spark, progress)
     prog.line(
         f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB"
         + (" and pipes" if any(c.pipe for c in caps) else "")

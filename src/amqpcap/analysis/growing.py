@@ -1,0 +1,119 @@
+"""State of a streamed pass that grows batch by batch: numpy columns kept in preallocated arrays
+whose capacity doubles when full (amortised: each value is copied a bounded number of times), and
+64-bit hashes of string ids, so that a pass holds 8 bytes an id, not the string.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+__all__ = ["Columns", "HashSet", "Strings", "id_hashes", "HASH_MASK"]
+
+# the bits of an id hash kept (all 64; tests narrow it to force collisions)
+HASH_MASK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+class Columns:
+    """Named numpy columns of the same length appended to batch by batch: one array per column,
+    its capacity doubled when full (no list of pieces joined at the end)."""
+
+    def __init__(self, dtypes: dict, capacity: int = 1024):
+        self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
+        self.data = {k: np.empty(capacity, dtype=d) for k, d in self.dtypes.items()}
+        self.size = 0
+
+    def append(self, values: dict) -> None:
+        n = len(next(iter(values.values())))
+        need = self.size + n
+        cap = len(next(iter(self.data.values())))
+        if need > cap:
+            cap = max(need, 2 * cap)
+            for k, a in self.data.items():
+                grown = np.empty(cap, dtype=a.dtype)
+                grown[: self.size] = a[: self.size]
+                self.data[k] = grown
+        for k, a in self.data.items():
+            a[self.size : need] = values[k]
+        self.size = need
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.data[name][: self.size]
+
+
+class HashSet:
+    """Distinct uint64 values added batch by batch, kept sorted and unique (a batch's new values
+    merged in), for membership tests of whole arrays."""
+
+    def __init__(self):
+        self.values = np.zeros(0, dtype=np.uint64)
+
+    def add(self, values: np.ndarray) -> None:
+        if len(values):
+            self.values = np.union1d(self.values, values.astype(np.uint64, copy=False))
+
+    def contains(self, values: np.ndarray) -> np.ndarray:
+        if not len(self.values):
+            return np.zeros(len(values), dtype=bool)
+        at = np.minimum(np.searchsorted(self.values, values), len(self.values) - 1)
+        return self.values[at] == values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def id_hashes(col: pa.Array) -> np.ndarray:
+    """A 64-bit hash (SipHash, pandas') of each string of ``col`` (plain or dictionary: then once per
+    distinct value; nulls hash like a fixed value: callers mask them).  Equal strings have equal
+    hashes; unequal ones may collide, so a hash only narrows what is compared exactly."""
+    if not pa.types.is_dictionary(col.type):  # (ids mostly distinct: hashed as they come)
+        values = pd.util.hash_array(
+            np.asarray(col.to_numpy(zero_copy_only=False), dtype=object), categorize=False
+        )
+        return values & HASH_MASK
+    uniq = col.dictionary.to_numpy(zero_copy_only=False)
+    values = pd.util.hash_array(np.asarray(uniq, dtype=object), categorize=False)
+    table = np.r_[values & HASH_MASK, np.uint64(0)]
+    return table[col.indices.fill_null(len(uniq)).to_numpy(zero_copy_only=False)]
+
+
+class Strings:
+    """Non-null strings appended batch by batch, their bytes and offsets in growing buffers,
+    returned as one Arrow array (no list of per-batch arrays joined at the end)."""
+
+    def __init__(self):
+        self.offsets = Columns({"end": np.int64})
+        self.data = np.empty(1 << 16, dtype=np.uint8)
+        self.size = 0
+
+    def append(self, col: pa.Array) -> None:
+        col = col.cast(pa.large_string())
+        n = len(col)
+        if not n:
+            return
+        if col.null_count:
+            raise ValueError("null strings are not kept")
+        offs = np.frombuffer(col.buffers()[1], dtype=np.int64)[col.offset : col.offset + n + 1]
+        raw = np.frombuffer(col.buffers()[2], dtype=np.uint8)[offs[0] : offs[-1]]
+        need = self.size + len(raw)
+        if need > len(self.data):
+            grown = np.empty(max(need, 2 * len(self.data)), dtype=np.uint8)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : need] = raw
+        self.offsets.append({"end": offs[1:] - offs[0] + self.size})
+        self.size = need
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def array(self) -> pa.Array:
+        ends = self.offsets["end"]
+        offsets = np.r_[np.int64(0), ends]
+        return pa.LargeStringArray.from_buffers(
+            len(ends), pa.py_buffer(offsets), pa.py_buffer(self.data[: self.size].copy())
+        )
