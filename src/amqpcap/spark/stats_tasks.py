@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 
 __all__ = ["stats", "stats_and_connections", "start_on_driver", "TASKS", "PARTS_UP_TO"]
 
@@ -77,15 +78,24 @@ def merged(parts: list) -> dict:
 
 def start_on_driver(out: str) -> Future | None:
     """The costliest part (``TASKS[0]``) of the output ``out``, computed in a thread of the driver
-    while its session starts (the JVM's start is most of a small report's time; the thread waits
-    on no lock of it); None when ``out`` goes to the per-conversation jobs."""
+    while its session starts (the JVM's start is most of a small report's time; the part reads
+    Parquet files only, so it shares no lock with the session); None when ``out`` goes to the
+    per-conversation jobs.  The thread is a daemon: a run that ends early (Ctrl-C, a failed
+    stage, no session) exits without waiting for it."""
     if output_bytes(out) > PARTS_UP_TO:
         return None
-    pool = ThreadPoolExecutor(1, thread_name_prefix="amqpcap-stats")
-    try:
-        return pool.submit(part_task, TASKS[0], out=out)
-    finally:
-        pool.shutdown(wait=False)
+    fut: Future = Future()
+
+    def run():
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(part_task(TASKS[0], out=out))
+        except BaseException as e:  # handed to whoever waits on the result
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name="amqpcap-stats", daemon=True).start()
+    return fut
 
 
 def stats_and_connections(
