@@ -66,22 +66,54 @@ class TaskFailed(Exception):
 
 def task_failure(e: BaseException, task: int, capture: str | None) -> str:
     """``CAPTURE, task N: Type: first line of the message`` (the driver's line for it)."""
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    text = _text(e).strip()
+    msg = text.splitlines()[0] if text else ""
     where = f"{capture}, task {task}" if capture else f"task {task}"
     return f"{where}: {type(e).__name__}" + (f": {msg[:300]}" if msg else "")
 
 
+def _text(e: BaseException) -> str:
+    """``str(e)``, or "" when it fails (a PySpark exception's text asks the JVM, which may be gone)."""
+    try:
+        return str(e)
+    except Exception:
+        return ""
+
+
+_SPARK_MODULES = ("pyspark", "py4j")
+
+
+def _from_spark(e: BaseException) -> bool:
+    """Whether ``e`` is Spark's: a PySpark / py4j type, or raised in their code (a bare
+    ``KeyError`` of py4j's protocol when the connection to the JVM broke mid-answer)."""
+    if type(e).__module__.startswith(_SPARK_MODULES):
+        return True
+    tb = e.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_SPARK_MODULES):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def explain(e: BaseException) -> tuple[str, int] | None:
     """``(one line, exit code)`` for a failure Spark reported; None if it is not one."""
-    text = f"{type(e).__name__}: {e}"
+    text = f"{type(e).__name__}: {_text(e)}"
     for pattern, line, code in CAUSES:
         if re.search(pattern, text):
             return line, code
-    if type(e).__module__.startswith(("pyspark", "py4j")):
+    if type(e).__module__.startswith(_SPARK_MODULES):
         named = _TASK_FAILED.findall(text)
         if named:
             return f"a Spark task failed: {named[-1].strip()}", Exit.SPARK
         found = _PY_ERROR.findall(text)
         last = f"{found[-1][0]}: {found[-1][1]}" if found else text.strip().splitlines()[0]
         return f"a Spark task failed: {last[:300]}", Exit.SPARK
+    if _from_spark(e):
+        first = text.strip().splitlines()[0]
+        return (
+            f"Spark failed ({first[:200]} in PySpark's link to the JVM; a Spark Python worker or "
+            "the JVM may have died: see Spark's log)",
+            Exit.SPARK,
+        )
     return None

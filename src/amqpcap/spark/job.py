@@ -319,10 +319,15 @@ class Progress:
             return got
         finally:
             stop.set()
-            if th:
-                th.join()
-                show(final=True, finished=finished)
-            sc.setLocalProperty("spark.jobGroup.id", None)
+            try:
+                if th:
+                    th.join()
+                    show(final=True, finished=finished)
+                sc.setLocalProperty("spark.jobGroup.id", None)
+            except Exception:
+                if finished:
+                    raise
+                # func's error says what failed; the JVM's may be gone with it
 
 
 def storage_env() -> dict:
