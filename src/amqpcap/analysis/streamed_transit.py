@@ -13,6 +13,7 @@ without an id (paired by content) raises :class:`~amqpcap.analysis.pairing.NotSt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from amqpcap.analysis._common import NAT, latency_ms
-from amqpcap.analysis.batches import BATCH_ROWS, tables
+from amqpcap.analysis.batches import BATCH_ROWS, is_one_of, plain_strings, tables
 from amqpcap.analysis.growing import id_hashes
 from amqpcap.analysis.message_transit import DELIVER, PUBLISH, by_message_id
 from amqpcap.analysis.pairing import NotStreamed
@@ -33,6 +34,9 @@ __all__ = ["streamed_transit"]
 _COLUMNS = ["direction", "method", "message_id", "ts", "frame_number", "redelivered"]
 PASS_ROWS = BATCH_ROWS  # rows gathered before they are split among the files
 PART_ROWS = 1 << 18  # message rows a partition is sized for: what pairing one file holds
+# Files open at once (one writer each, under the open-files limit): past PART_ROWS * MAX_PARTS
+# message rows, a partition holds more rows
+MAX_PARTS = 256
 
 _SCHEMA = pa.schema(
     [
@@ -46,30 +50,26 @@ _SCHEMA = pa.schema(
 )
 
 
-def _is(col, values) -> np.ndarray:
-    """Which values of a string column (plain or dictionary: decided per dictionary entry) are
-    one of ``values``."""
-    value_set = pa.array(list(values), pa.string())
-    if pa.types.is_dictionary(col.type):
-        found = pc.is_in(col.dictionary.cast(pa.string()), value_set=value_set)
-        return pc.fill_null(found.take(col.indices), False).to_numpy(zero_copy_only=False)
-    return pc.fill_null(pc.is_in(col, value_set=value_set), False).to_numpy(zero_copy_only=False)
-
-
 def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
     """Publishes and deliveries with an id written to ``parts`` files of ``folder`` by their id's
     hash; returns the files and the number of publishes."""
     paths = [os.path.join(folder, f"{k}.arrows") for k in range(parts)]
-    writers = [pa.ipc.new_stream(p, _SCHEMA) for p in paths]
-    n_pub = n_del = 0
-    held: list = []  # rows of a few row groups, split and written together (fewer, larger writes)
-    try:
+    root = os.path.dirname(folder)
+    # (an ExitStack closes every writer opened, each on its own, whatever fails)
+    with contextlib.ExitStack() as stack:
+        writers = []
+        for p in paths:
+            with _temp_files(root):
+                writers.append(pa.ipc.new_stream(p, _SCHEMA))
+            stack.callback(_close, writers[-1], root)
+        n_pub = n_del = 0
+        held: list = []  # rows of a few row groups, split and written together (fewer, larger writes)
         for b in tables(directory, "messages", _COLUMNS, PASS_ROWS):
             d, m = column(b, "direction"), column(b, "method")
-            is_pub = _is(d, ("c2s",)) & _is(m, PUBLISH)
-            is_del = _is(d, ("s2c",)) & _is(m, DELIVER)
+            is_pub = is_one_of(d, ("c2s",)) & is_one_of(m, PUBLISH)
+            is_del = is_one_of(d, ("s2c",)) & is_one_of(m, DELIVER)
             mid = column(b, "message_id")
-            mid = mid.cast(pa.string()) if pa.types.is_dictionary(mid.type) else mid
+            mid = plain_strings(mid)
             has = texts(mid)
             if not has[is_pub].all():
                 raise NotStreamed("publishes without a message id: paired by content")
@@ -94,14 +94,29 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
             )
             held.append(rows)
             if sum(len(r) for r in held) >= PASS_ROWS:
-                _write(pa.concat_tables(held), writers)
+                with _temp_files(root):
+                    _write(pa.concat_tables(held), writers)
                 held.clear()
         if held:
-            _write(pa.concat_tables(held), writers)
-    finally:
-        for w in writers:
-            w.close()
+            with _temp_files(root):
+                _write(pa.concat_tables(held), writers)
     return paths, n_pub
+
+
+@contextlib.contextmanager
+def _temp_files(root: str):
+    """An OSError of the temporary files (a full or unwritable temporary folder) as one naming
+    ``root``, the folder they go to, which the command line reports in one line."""
+    try:
+        yield
+    except OSError as e:
+        why = e.strerror or str(e) or type(e).__name__
+        raise OSError(e.errno, f"{why} (temporary files of the transit pass)", root) from e
+
+
+def _close(writer, root: str) -> None:
+    with _temp_files(root):
+        writer.close()
 
 
 def _write(rows: pa.Table, writers: list) -> None:
@@ -146,9 +161,12 @@ def streamed_transit(directory) -> tuple[np.ndarray, dict]:
     """The transit latencies (ms: each publish's first delivery, in the publishes' order) and the
     ``deliveries`` / ``redeliveries`` counts of :func:`~amqpcap.analysis.message_transit.transit`
     on the dissect output ``directory``."""
-    parts = max(1, -(-count_rows(directory, "messages") // PART_ROWS))
+    parts = min(MAX_PARTS, max(1, -(-count_rows(directory, "messages") // PART_ROWS)))
     counts = {"deliveries": 0, "redeliveries": 0}
-    with tempfile.TemporaryDirectory(prefix="amqpcap-transit-") as folder:
+    # (no usable temporary folder: tempfile tried TMPDIR, then /tmp and the like)
+    with _temp_files(tempfile.tempdir or os.environ.get("TMPDIR") or "/tmp"):
+        temp = tempfile.TemporaryDirectory(prefix="amqpcap-transit-")
+    with temp as folder:
         paths, n_pub = _partition(directory, folder, parts)
         ms, paired = np.empty(n_pub), np.zeros(n_pub, dtype=bool)  # by publish: 9 bytes each
         for path in paths if n_pub else ():
