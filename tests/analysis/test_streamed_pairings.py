@@ -3,7 +3,9 @@ to a few rows), method round trips and connection setup from a load of just the 
 involve: the same summaries as the pairings of the loaded tables, and the loaded way when the
 pass does not cover the tables (publishes paired by content, 0-10 commands)."""
 
+import errno
 import os
+import tempfile
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +47,7 @@ def summary(fn, out) -> dict:
 @pytest.fixture(autouse=True)
 def few_rows_a_batch(monkeypatch):
     monkeypatch.setattr(streamed_rpc, "PASS_ROWS", 7)
+    monkeypatch.setattr(streamed_rpc, "BATCH_ROWS", 7)
     monkeypatch.setattr(streamed_transit, "PASS_ROWS", 7)
 
 
@@ -222,3 +225,90 @@ def test_hash_set_answers_membership_of_the_values_added_over_batches():
     probe = np.arange(0, 1000, dtype=np.uint64) * np.uint64(2654435761)
     assert s.contains(probe).tolist() == [(i % 100) < 50 for i in range(1000)]
     assert len(s) == 500
+
+
+@pytest.fixture
+def temp_root(tmp_path, monkeypatch):
+    """The folder ``tempfile`` puts temporary files in, for one test."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def test_the_transit_pass_leaves_no_temporary_files_after_success_or_not_streaming(tmp_path, temp_root):
+    assert summary(streamed_transit.streamed_transit, write_output(transit_capture(), tmp_path / "a"))
+    assert os.listdir(temp_root) == []
+    with pytest.raises(NotStreamed):
+        streamed_transit.streamed_transit(write_output(transit_capture(with_id=False), tmp_path / "b"))
+    assert os.listdir(temp_root) == []
+
+
+def test_a_full_temporary_folder_is_an_error_naming_it(tmp_path, temp_root, monkeypatch):
+    out = write_output(transit_capture(), tmp_path / "out")
+
+    def full(rows, writers):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(streamed_transit, "_write", full)
+    with pytest.raises(OSError) as e:
+        streamed_transit.streamed_transit(out)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(temp_root)
+    assert os.listdir(temp_root) == []
+    # (an OSError naming a file: the command line's one line and exit 3)
+    assert "No space left on device (temporary files of the transit pass)" in str(e.value)
+
+
+class _Writer:
+    """A partition file's writer that notes its close; the first one's close fails."""
+
+    closed: list = []
+
+    def __init__(self, path, schema):
+        self.real = pa.ipc.RecordBatchStreamWriter(path, schema)
+
+    def write_table(self, t):
+        self.real.write_table(t)
+
+    def close(self):
+        self.real.close()
+        _Writer.closed.append(self)
+        if len(_Writer.closed) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_partition_writers_are_all_closed_when_opening_or_closing_one_fails(tmp_path, temp_root, monkeypatch):
+    out = write_output(transit_capture(), tmp_path / "out")
+    monkeypatch.setattr(streamed_transit, "PART_ROWS", 2)  # ten message rows: five files
+    monkeypatch.setattr(_Writer, "closed", [])
+    monkeypatch.setattr(pa.ipc, "new_stream", _Writer)
+    with pytest.raises(OSError, match="No space left"):  # the first close fails
+        streamed_transit.streamed_transit(out)
+    assert len(_Writer.closed) == 5
+    made: list = []
+
+    def two_then_no_more_files(path, schema):
+        if len(made) == 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        made.append(_Writer(path, schema))
+        return made[-1]
+
+    _Writer.closed.clear()
+    monkeypatch.setattr(pa.ipc, "new_stream", two_then_no_more_files)
+    with pytest.raises(OSError):  # (the first close fails too)
+        streamed_transit.streamed_transit(out)
+    assert len(made) == 2 and sorted(map(id, _Writer.closed)) == sorted(map(id, made))
+    assert os.listdir(temp_root) == []
+
+
+def test_partitions_are_capped_and_pair_alike(tmp_path, monkeypatch):
+    monkeypatch.setattr(streamed_transit, "PART_ROWS", 1)
+    monkeypatch.setattr(streamed_transit, "MAX_PARTS", 3)
+    files = []
+    real = streamed_transit._partition
+    monkeypatch.setattr(streamed_transit, "_partition", lambda *a: files.append(a[2]) or real(*a))
+    c = transit_capture()
+    assert summary(streamed_transit.streamed_transit, write_output(c, tmp_path)) == transit_of_frame(
+        c.tables()
+    )
+    assert files == [3]

@@ -41,6 +41,7 @@ __all__ = [
     "WireOrder",
     "channel_ids",
     "plain_strings",
+    "is_one_of",
 ]
 
 BATCH_ROWS = 1 << 17  # rows per batch: a few MB of a frame of a few columns, tens with its transients
@@ -79,7 +80,7 @@ def tables(directory, name: str, columns: list[str], rows: int | None = None) ->
     ``rows`` (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with
     exact ns times (the strings of :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as
     dictionaries); nothing when the table is absent or empty.  Row group after row group, no read
-    ahead: memory follows one batch."""
+    ahead: memory follows one row group."""
     for path in table_files(directory, name):
         for batch, _ in _file_batches(path, columns, rows or BATCH_ROWS, CATEGORICAL_COLUMNS):
             yield times.to_exact(pa.Table.from_batches([batch]), POOL)
@@ -129,6 +130,18 @@ def plain_strings(col: pa.Array) -> pa.Array:
     return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
 
 
+def is_one_of(col, values) -> np.ndarray:
+    """Which values of a string column (plain or dictionary: decided per dictionary entry) are
+    one of ``values`` (a null is not)."""
+    value_set = pa.array(list(values), pa.string())
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_dictionary(col.type):
+        found = pc.is_in(col.dictionary.cast(pa.string()), value_set=value_set)
+        return pc.fill_null(found.take(col.indices), False).to_numpy(zero_copy_only=False)
+    return pc.fill_null(pc.is_in(col, value_set=value_set), False).to_numpy(zero_copy_only=False)
+
+
 def _numpy(col: pa.Array, codes: Codes | None) -> np.ndarray:
     t = col.type
     if codes is not None:
@@ -158,7 +171,7 @@ def batches(
     for path in table_files(directory, name):
         for batch, have in _file_batches(path, columns, rows or PASS_ROWS):
             if methods is not None:
-                batch = batch.filter(pc.is_in(batch.column("method"), value_set=pa.array(list(methods))))
+                batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
                 if batch.num_rows == 0:
                     continue
             batch = times.to_exact(batch)

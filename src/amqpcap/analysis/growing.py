@@ -46,23 +46,36 @@ class Columns:
 
 
 class HashSet:
-    """Distinct uint64 values added batch by batch, kept sorted and unique (a batch's new values
-    merged in), for membership tests of whole arrays."""
+    """Distinct uint64 values added batch by batch, for membership tests of whole arrays.  The
+    batches are kept as they come and made one sorted, unique array when asked (or when they
+    outgrow it: duplicates stay bounded), so adding costs no sort of the whole set."""
 
     def __init__(self):
         self.values = np.zeros(0, dtype=np.uint64)
+        self.added: list = []
+        self.added_size = 0
 
     def add(self, values: np.ndarray) -> None:
         if len(values):
-            self.values = np.union1d(self.values, values.astype(np.uint64, copy=False))
+            self.added.append(values.astype(np.uint64, copy=False))
+            self.added_size += len(values)
+            if self.added_size > max(len(self.values), 1 << 20):
+                self._merge()
+
+    def _merge(self) -> None:
+        if self.added:
+            self.values = np.unique(np.concatenate([self.values, *self.added]))
+            self.added, self.added_size = [], 0
 
     def contains(self, values: np.ndarray) -> np.ndarray:
+        self._merge()
         if not len(self.values):
             return np.zeros(len(values), dtype=bool)
         at = np.minimum(np.searchsorted(self.values, values), len(self.values) - 1)
         return self.values[at] == values
 
     def __len__(self) -> int:
+        self._merge()
         return len(self.values)
 
 

@@ -19,29 +19,9 @@ from amqpcap.analysis.confirm_walk import ACK, NACK, OPEN, PUBLISH, SELECT, Conf
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
-__all__ = ["streamed_confirms", "content_times", "Blocks"]
+__all__ = ["streamed_confirms", "content_times"]
 
 _COLUMNS = [c for c in ROW_KEYS if c != "version"] + ["delivery_tag", "multiple"]
-
-
-class Blocks:
-    """Rows of ``width`` int64 numbers, gathered in blocks of numpy arrays: ``add`` a row (a
-    tuple), ``flush`` what was added into a block (after each batch of a pass)."""
-
-    def __init__(self, width: int):
-        self.width, self.rows, self.blocks = width, [], []
-        self.add = self.rows.append
-
-    def flush(self) -> None:
-        if self.rows:
-            self.blocks.append(np.array(self.rows, dtype=np.int64).reshape(-1, self.width))
-            self.rows.clear()
-
-    def arrays(self) -> np.ndarray:
-        self.flush()
-        out = np.concatenate(self.blocks) if self.blocks else np.zeros((0, self.width), dtype=np.int64)
-        self.blocks = []
-        return out
 
 
 def _kinds(values: list) -> np.ndarray:

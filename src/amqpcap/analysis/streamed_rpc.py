@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from amqpcap.analysis import growing
 from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
-from amqpcap.analysis.batches import PASS_ROWS, Codes, tables
+from amqpcap.analysis.batches import BATCH_ROWS, PASS_ROWS, Codes, plain_strings, tables
 from amqpcap.analysis.growing import Columns, HashSet, Strings, id_hashes
 from amqpcap.analysis.rpc_replies import pair_replies, reply_key
 from amqpcap.records.schema import SCHEMAS
@@ -36,7 +36,7 @@ _PASS1 = ["direction", "version", "correlation_id", "reply_to", "routing_key", "
 
 def texts(col) -> np.ndarray:
     """Which values of a string column (plain or dictionary) are a non-empty string."""
-    col = col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+    col = plain_strings(col)
     return pc.fill_null(pc.not_equal(col, ""), False).to_numpy(zero_copy_only=False)
 
 
@@ -82,12 +82,12 @@ def _correlation_ids(b: pa.Table, version) -> pa.Array:
     """The batch's correlation ids, a 1.0 request's message-id standing for a missing one (as
     :func:`~amqpcap.analysis.amqp10_pairing.with_request_ids`)."""
     corr = column(b, "correlation_id")
-    corr = corr.cast(pa.string()) if pa.types.is_dictionary(corr.type) else corr
+    corr = plain_strings(corr)
     is10 = version == "1.0"
     if not np.any(is10):
         return corr
     mid = column(b, "message_id")
-    mid = mid.cast(pa.string()) if pa.types.is_dictionary(mid.type) else mid
+    mid = plain_strings(mid)
     fill = is10 & texts(column(b, "reply_to")) & ~texts(corr) & mid.is_valid().to_numpy(zero_copy_only=False)
     return pc.if_else(pa.array(fill), mid, corr)
 
@@ -137,7 +137,7 @@ def _live_keys(directory, strings: dict, keys: _KeyCodes) -> tuple:
     request is paired only when its key is among them), and the number of c2s requests."""
     live = HashSet()
     c2s_asks = 0
-    for b in tables(directory, "messages", _PASS1, PASS_ROWS):
+    for b in tables(directory, "messages", _PASS1, BATCH_ROWS):  # (no per-row Python work)
         x = _Batch(b, strings, keys)
         c2s_asks += int(np.count_nonzero(x.c2s & x.asks))
         if np.any(x.replies):
