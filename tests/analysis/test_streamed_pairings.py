@@ -48,7 +48,7 @@ def summary(fn, out) -> dict:
 def few_rows_a_batch(monkeypatch):
     monkeypatch.setattr(streamed_rpc, "PASS_ROWS", 7)
     monkeypatch.setattr(streamed_rpc, "BATCH_ROWS", 7)
-    monkeypatch.setattr(streamed_transit, "PASS_ROWS", 7)
+    monkeypatch.setattr(streamed_transit, "WRITE_ROWS", 7)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from amqpcap.analysis._common import NAT
 from amqpcap.analysis.batches import OutOfOrder
+from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.settle import ALL, first_settlement
 
 __all__ = ["AckWalk", "kinds_of", "OUTCOMES", "UNSETTLED"]
@@ -29,7 +30,7 @@ OUTCOMES = ("acked", "nacked", "rejected", "recovered", "unsettled")
 UNSETTLED = 4
 _KIND = {
     "basic.ack": ACK, "basic.nack": NACK, "basic.reject": REJECT, "basic.recover": RECOVER,
-    "basic.recover-async": RECOVER, "channel.open": OPEN, "session.attach": OPEN, "basic.consume": CONSUME,
+    "basic.recover-async": RECOVER, **dict.fromkeys(SCOPE_OPEN, OPEN), "basic.consume": CONSUME,
     "basic.consume-ok": CONSUME_OK, "basic.get": GET, "basic.deliver": DELIVER, "basic.get-ok": GET_OK,
     "basic.qos": QOS,
 }  # fmt: skip

@@ -11,6 +11,8 @@ the caller pairs the loaded tables.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 
@@ -51,7 +53,7 @@ def _walk(directory, strings: dict):
         if np.any(kind == MESSAGE):  # (0-9 and 0-10 message class: by command ids)
             raise OutOfOrder("0-10 channels settle by command sets")
         chan = channel_ids(ids, b["capture"], b["tcp_stream"], b["channel"], b["channel_valid"])
-        keys.extend(list(ids)[len(keys) :])
+        keys.extend(itertools.islice(ids, len(keys), None))
         c2s = b["direction"] == strings["direction"].index.get("c2s", -2)
         s2c = b["direction"] == strings["direction"].index.get("s2c", -2)
         conv = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]

@@ -32,7 +32,7 @@ from amqpcap.analysis.tables import count_rows
 __all__ = ["streamed_transit"]
 
 _COLUMNS = ["direction", "method", "message_id", "ts", "frame_number", "redelivered"]
-PASS_ROWS = BATCH_ROWS  # rows gathered before they are split among the files
+WRITE_ROWS = BATCH_ROWS  # rows read and gathered before they are split among the files
 PART_ROWS = 1 << 18  # message rows a partition is sized for: what pairing one file holds
 # Files open at once (one writer each, under the open-files limit): past PART_ROWS * MAX_PARTS
 # message rows, a partition holds more rows
@@ -64,7 +64,7 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
             stack.callback(_close, writers[-1], root)
         n_pub = n_del = 0
         held: list = []  # rows of a few row groups, split and written together (fewer, larger writes)
-        for b in tables(directory, "messages", _COLUMNS, PASS_ROWS):
+        for b in tables(directory, "messages", _COLUMNS, WRITE_ROWS):
             d, m = column(b, "direction"), column(b, "method")
             is_pub = is_one_of(d, ("c2s",)) & is_one_of(m, PUBLISH)
             is_del = is_one_of(d, ("s2c",)) & is_one_of(m, DELIVER)
@@ -93,7 +93,7 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
                 schema=_SCHEMA,
             )
             held.append(rows)
-            if sum(len(r) for r in held) >= PASS_ROWS:
+            if sum(len(r) for r in held) >= WRITE_ROWS:
                 with _temp_files(root):
                     _write(pa.concat_tables(held), writers)
                 held.clear()

@@ -65,9 +65,12 @@ __all__ = [
     "LATENCY_KINDS",
     "TS_FLOOR_NS",
     "TS_FAR_NS",
+    "BUSIEST_CONNECTIONS",
 ]
 
 STATS_VERSION = 1
+# the rows of the text report's Connections table (the busiest connections)
+BUSIEST_CONNECTIONS = 15
 LATENCY_KINDS = ("method_rtt", "confirm", "consumer_ack", "transit", "rpc", "connection_setup")
 
 
@@ -980,7 +983,9 @@ def frames_note(source) -> str:
     return "no frames counted"
 
 
-def render_text(s: dict, t=None, *, limit: int = 15, connections: pd.DataFrame | None = None) -> str:
+def render_text(
+    s: dict, t=None, *, limit: int = BUSIEST_CONNECTIONS, connections: pd.DataFrame | None = None
+) -> str:
     """Terminal tables for a :func:`stats` dict (and, when ``t`` is given, the
     busiest connections; or ``connections``, their :func:`connections_table` made elsewhere):
     connections, method counts, latency percentiles, top errors, throughput, health, anomalies."""

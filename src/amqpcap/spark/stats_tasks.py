@@ -49,9 +49,6 @@ TASKS = (
 # task would hold about what the pandas stats holds: several times these bytes at the peak)
 PARTS_UP_TO = 2 << 30
 
-# the Connections table's rows, as render_text shows them
-CONNECTION_ROWS = 15
-
 
 def output_bytes(out: str) -> int:
     """The bytes of the files of the output directory ``out``."""
@@ -60,10 +57,10 @@ def output_bytes(out: str) -> int:
 
 def part_task(item: tuple, *, out: str):
     """A task: the stats parts ``item`` of the output ``out`` (a dict), or its Connections table."""
-    from amqpcap.analysis.summary import connections_table, stats_parts
+    from amqpcap.analysis.summary import BUSIEST_CONNECTIONS, connections_table, stats_parts
 
     if item == (CONNECTIONS,):
-        return connections_table(out, CONNECTION_ROWS)
+        return connections_table(out, BUSIEST_CONNECTIONS)
     return stats_parts(out, item)
 
 
@@ -122,7 +119,7 @@ def _by_conversations(spark, out: str, connections: bool, progress: bool) -> tup
     from amqpcap.spark import summary
 
     result = summary.stats(spark, out, progress=progress)
-    return result, summary.busiest_connections(spark, out, CONNECTION_ROWS) if connections else None
+    return result, summary.busiest_connections(spark, out) if connections else None
 
 
 def stats(spark, out: str, progress: bool = False) -> dict:

@@ -49,7 +49,14 @@ from amqpcap.analysis import (
 )
 from amqpcap.analysis import errors as errors_frame
 from amqpcap.analysis.failures import SUMMARY_COLS, order_error_summary
-from amqpcap.analysis.summary import SECTIONS, STATS_VERSION, TS_FAR_NS, TS_FLOOR_NS, error_groups
+from amqpcap.analysis.summary import (
+    BUSIEST_CONNECTIONS,
+    SECTIONS,
+    STATS_VERSION,
+    TS_FAR_NS,
+    TS_FLOOR_NS,
+    error_groups,
+)
 from amqpcap.analysis.tables import ANALYSIS_COLUMNS, TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
 from amqpcap.records.schema import SCHEMAS
@@ -351,7 +358,7 @@ _CONNECTION_COLS = [
 ]
 
 
-def busiest_connections(spark, out: str, limit: int = 15) -> pd.DataFrame:
+def busiest_connections(spark, out: str, limit: int = BUSIEST_CONNECTIONS) -> pd.DataFrame:
     """The Connections table of ``amqpcap stats`` (:func:`amqpcap.analysis.summary.connections_table`)
     for the output ``out``: methods and messages counted per connection by Spark, the busiest
     ``limit`` collected (ties in the order the library reads the rows)."""
