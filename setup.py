@@ -1,9 +1,7 @@
-"""Optional compiled parts (src/amqpcap/compiled.py PARTS: the 0-9 decoder, the row builder,
-the table buffer, the link parser, the pcap reader, the packet loop, the TCP reassembler, the
-capture splitter, the 1.0 decoder), built
-by Cython when it and a C compiler are there (pyproject.toml lists Cython as a build
-requirement).  Without them the install still succeeds, with a warning, and amqpcap runs its
-pure-Python code (``AMQPCAP_PURE=1`` forces it; ``AMQPCAP_PURE_BUILD=1`` skips the build).
+"""Optional compiled parts (every part of src/amqpcap/compiled.PARTS), built by Cython when it
+and a C compiler are there (pyproject.toml lists Cython as a build requirement).  Without them
+the install still succeeds, with a warning, and amqpcap runs its pure-Python code
+(``AMQPCAP_PURE=1`` forces it; ``AMQPCAP_PURE_BUILD=1`` skips the build).
 
 Everything here comes from compiled.PARTS: the extensions, the stamp each is built with (the
 sources it mirrors: an edited source is never silently shadowed by an old build), and the

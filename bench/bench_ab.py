@@ -13,7 +13,8 @@ The base (default ``HEAD``: what the working tree changes) is exported (``git ar
 directory of the system's temporary directory named by its commit, and its extensions built in
 place (``setup.py build_ext --inplace``, with this Python's Cython); a build is made in a
 directory of its own and renamed into place when done, so runs of any checkout sharing a base
-share its build and never see one half made.  Both sides must run every compiled part, built
+share its build and never see one half made; the newest three base builds are kept, older ones
+removed.  Both sides must run every compiled part, built
 from their sources: a part that is not (no Cython, a failed or stale build) stops the bench
 with the reason, rather than timing pure Python.  Each run is a process
 of its own: ``dissect()`` timed inside it (imports excluded, shown apart), set up as the amqpcap
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -36,6 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DATA = os.path.join(HERE, "data")
 DEFAULT = ("rabbit_bulk_35mb.pcap", "rabbit_small_35mb.pcap", "small_200000.pcap")
+# A base build's directory (a finished one: a build in progress has a suffix), and how many
+# of them are kept: each is a built checkout, and every new base commit makes one.
+BUILD_NAME = re.compile(r"amqpcap-bench-ab-[0-9a-f]{16}")
+KEEP_BUILDS = 3
 
 # One run: the import and dissect times (ms) of the amqpcap found first on sys.path.
 _CHILD = """
@@ -107,7 +113,17 @@ def base_build(rev: str) -> str:
                 pass
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        prune_builds(keep=KEEP_BUILDS)
     return os.path.join(path, "src")
+
+
+def prune_builds(keep: int) -> None:
+    """Remove all but the ``keep`` newest base builds (each is a whole built checkout)."""
+    root = tempfile.gettempdir()
+    names = [n for n in os.listdir(root) if BUILD_NAME.fullmatch(n)]
+    paths = sorted((os.path.join(root, n) for n in names), key=os.path.getmtime, reverse=True)
+    for old in paths[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def run(src: str, capture: str, out: str) -> tuple[float, float, float]:

@@ -7,15 +7,16 @@ package data that ships those files all come from ``PARTS``); without them the i
 succeeds and the pure-Python code runs (aiohttp / msgpack / PyYAML style).
 
 This module is the one place that decides, once per part and process (``select``; each stage
-asks at import and binds one implementation):
+asks once, most at import, the 1.0 decoder at the first 1.0 conversation, and binds one
+implementation):
 
 * ``AMQPCAP_PURE=1`` in the environment: pure Python, for all of them (a comma-separated list
   of part names instead: for those, e.g. ``AMQPCAP_PURE=fastwriter`` for a benchmark);
 * a part not built (no compiler, ``AMQPCAP_PURE_BUILD=1``): pure Python;
 * a stale part: pure Python, with a one-line warning on stderr naming the fix.  A part records
   ``SOURCE_STAMP``, the ``source_stamp`` of the files it was built from (its .pyx and .pxi
-  includes and the Python it mirrors); an edited source no longer matches it, and the old
-  build is not used until it is rebuilt.
+  includes, or its .py and .pxd in Cython's pure mode, and the Python it mirrors); an edited
+  source no longer matches it, and the old build is not used until it is rebuilt.
 
 It imports nothing of amqpcap, so every stage (capture/, tcp/, amqp/, records/) can ask it.
 A part is imported by the module that binds it (``select``, at import), or through ``built``,

@@ -257,7 +257,7 @@ class Flows:
             conv.zero_windows[opened][3:] = [number, ts]
             conv.zw_open[d] = None
             if conv.zw_open[d ^ 1] is None:
-                conv.zw_open = None  # no period open: the conversation's packets are common again
+                conv.zw_open = None  # no period open: only a zero window calls this again
 
 
 # What a run makes its loop and its conversations of, chosen once at import: the classes above, or
@@ -268,8 +268,3 @@ if COMPILED:
 _fast = None if COMPILED else compiled.select("fastflows")
 new_flows = _fast.Flows if _fast is not None else Flows
 new_conversation = _fast.Conversation if _fast is not None else Conversation
-
-
-def compiled_in_use() -> bool:
-    """True if packets go through the compiled loop."""
-    return _fast is not None

@@ -66,6 +66,7 @@ class CaptureOutput:
         ta, tf = self.anomalies, self.frames
         version = conv.decoder.version
         if version == "1.0":  # its performatives' and deliveries' rows in one call
+            # imported here: a run without 1.0 conversations never loads the 1.0 modules
             from amqpcap.records.rows_1_0 import append_rows
 
             rest = append_rows(rest, cap, st, version, self.methods, self.messages)

@@ -74,7 +74,7 @@ def test_pcap_records_are_the_readers_records(which, path):
     pcap_records, _ = the_loops(which)
     data, lay = split(path)
     assert lay.pcap and lay.big == path.endswith("big.pcap")
-    want, pos, keys = [], 0, ranges._Keys()
+    want, pos, keys = [], 0, ranges.Keys()
     for _n, ts, lt, payload, wire in reader_packets(path):
         want.append((pos, len(payload), wire, ts, keys.of(lt, payload)))
         pos += lay.hl + len(payload)
@@ -98,21 +98,21 @@ def test_pcap_records_are_the_readers_records(which, path):
 @pytest.mark.parametrize("which", ["python", "compiled"])
 def test_packets_are_the_readers_packets(which, path):
     _, packets = the_loops(which)
-    data, lay = split(path)
-    got_entries = []
-    ranges._pcap_walk(
-        ranges_file(bytes(data)),
-        lay,
-        lay.first,
-        len(data),
-        len(data),
-        lambda b, base, a, k: got_entries.append((a, base)),
-    )
-    r = np.concatenate([a for a, _ in got_entries])
-    r["off"] += np.concatenate([np.full(len(a), base, np.uint64) for a, base in got_entries])
-    r["ord"] = np.arange(len(r), dtype=np.uint32)
+    data, _ = split(path)
+    # the index entries of the whole capture, in capture order (what a bucket reads)
+    _, index = ranges.index_range(ranges_file(bytes(data)), 0, 0, 0, len(data), len(data))
+    r = ranges.read_index(ranges_file(index), np.arange(ranges.SLOTS))
+    assert r["ord"].tolist() == list(range(len(r)))
     want = reader_packets(path)
-    assert packets(data, r["ord"], r["ts"], r["lt"], r["off"], r["cap"], r["wire"], 0, 0) == want
+    got = packets(data, r["ord"], r["ts"], r["lt"], r["off"], r["cap"], r["wire"], 0, 0)
+    assert got == want
+    # Python ints, as the reader's (not numpy scalars)
+    assert all(type(v) is int for n, ts, lt, _, wire in got for v in (n, ts, lt, wire))
+    # numbered past 2**32 (a later range's base): no wrap at 32 bits
+    far = packets(
+        data, r["ord"][:3], r["ts"][:3], r["lt"][:3], r["off"][:3], r["cap"][:3], r["wire"][:3], 0, 1 << 32
+    )
+    assert [p[0] for p in far] == [(1 << 32) + 1, (1 << 32) + 2, (1 << 32) + 3]
     # from a span of the capture starting at its offset lo, numbered from base + 1
     lo = int(r["off"][3])
     got = packets(

@@ -17,8 +17,8 @@ by name and the spans of its body.
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
 in one frame, walked here (this module's ``Decoder10`` has it).
 
-``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows written into the
-compiled table buffers without a row tuple (rows10.pxi).
+``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
+into the compiled table buffers as arrays of values (rows10.pxi).
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer

@@ -31,6 +31,7 @@ cdef list _ADDRS, _PORTS
 
 
 cdef uint16_t _rd16(const unsigned char *b, Py_ssize_t p) noexcept
+@cython.locals(top=uint32_t)
 cdef uint32_t _rd32(const unsigned char *b, Py_ssize_t p) noexcept
 
 

@@ -156,7 +156,8 @@ def _rd16(b, p: int) -> int:
 
 
 def _rd32(b, p: int) -> int:
-    return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
+    top = b[p]  # (compiled: a uint32_t, so that its shift by 24 is unsigned)
+    return (top << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
 
 
 # The addresses of the last hosts, each handed out again for the same bytes: the dissector looks
@@ -401,8 +402,3 @@ if COMPILED:
     SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
 _fast = None if COMPILED else compiled.select("fastlink")
 parse_packet = _fast.parse_packet_reference if _fast is not None else parse_packet_reference
-
-
-def compiled_in_use() -> bool:
-    """True if packets are parsed by the compiled parser."""
-    return _fast is not None

@@ -19,28 +19,33 @@ COMPILED = __name__ == compiled.PARTS["fastranges"].module
 
 def _u32(b, p: int, big: bool) -> int:
     """The 32-bit field at ``p``."""
+    # (compiled: the top byte is a uint32_t, so that its shift by 24 is unsigned)
     if big:
-        return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
-    return (b[p + 3] << 24) | (b[p + 2] << 16) | (b[p + 1] << 8) | b[p]
+        top = b[p]
+        return (top << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
+    top = b[p + 3]
+    return (top << 24) | (b[p + 2] << 16) | (b[p + 1] << 8) | b[p]
 
 
 _M64 = (1 << 64) - 1  # (compiled: 64-bit arithmetic wraps by itself)
-_K1, _K2, _GOLDEN = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
+#: splitmix64's constants (its finaliser's multipliers, the golden-ratio increment): ``mix`` and
+#: ``pair_key`` here, and spark/ranges.py's whole-array keys, which must give the same keys
+MIX_K1, MIX_K2, GOLDEN = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
 
 
 def mix(x: int) -> int:
     """splitmix64's finaliser."""
     x ^= x >> 30
-    x = (x * _K1) & _M64
+    x = (x * MIX_K1) & _M64
     x ^= x >> 27
-    x = (x * _K2) & _M64
+    x = (x * MIX_K2) & _M64
     return x ^ (x >> 31)
 
 
 def pair_key(e1: int, e2: int) -> int:
     """The conversation key of an unordered pair of endpoints (64-bit ints); never 0."""
     lo, hi = (e1, e2) if e1 < e2 else (e2, e1)
-    k = mix((lo * _GOLDEN + hi) & _M64)
+    k = mix((lo * GOLDEN + hi) & _M64)
     return k if k else 1
 
 
@@ -93,7 +98,8 @@ def pcap_records(
 def packets(data, ords, ts, lts, offs, caps, wires, lo: int, base: int) -> list:
     """The packets of index entries (given by their columns) as the reader yields them,
     ``(number, ts, linktype, data, wirelen)``: number ``ord + base + 1``, the bytes from ``data``
-    (which holds the capture from its offset ``lo``)."""
+    (which holds the capture from its offset ``lo``).  Python ints, as the reader's (run as
+    Python, the columns' items are numpy scalars: a uint32 ``ord`` plus ``base`` would wrap)."""
     out = []
     dlen = len(data)
     for i in range(len(ords)):
@@ -105,7 +111,7 @@ def packets(data, ords, ts, lts, offs, caps, wires, lo: int, base: int) -> list:
             chunk = _bytes_at(data, at, cap)  # noqa: F821 (C: from the buffer, no slice object; fastranges.pxd)
         else:
             chunk = bytes(data[at : at + cap])
-        out.append((ords[i] + base + 1, ts[i], lts[i], chunk, wires[i]))
+        out.append((int(ords[i]) + base + 1, int(ts[i]), int(lts[i]), chunk, int(wires[i])))
     return out
 
 

@@ -6,13 +6,14 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 cdef bint COMPILED
-cdef uint64_t _M64, _K1, _K2, _GOLDEN
+cdef uint64_t _M64, MIX_K1, MIX_K2, GOLDEN
 
 
 cdef inline bytes _bytes_at(const uint8_t[::1] data, Py_ssize_t at, Py_ssize_t n):
     return PyBytes_FromStringAndSize(<const char *>&data[at], n)
 
 
+@cython.locals(top=uint32_t)
 cdef uint32_t _u32(const uint8_t[::1] b, Py_ssize_t p, bint big) noexcept
 
 

@@ -328,10 +328,11 @@ _FAST_LINKS = {1: (14, 12), 113: (16, 14)}
 
 
 def _mix_array(x: np.ndarray) -> np.ndarray:
+    """entries.mix, whole-array."""
     x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x * np.uint64(entries.MIX_K1)
     x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
+    x = x * np.uint64(entries.MIX_K2)
     return x ^ (x >> np.uint64(31))
 
 
@@ -347,12 +348,12 @@ def _pair_key(e1, e2):
     if isinstance(e1, int):
         return entries.pair_key(e1, e2)
     lo, hi = np.minimum(e1, e2), np.maximum(e1, e2)
-    k = _mix_array(lo * np.uint64(0x9E3779B97F4A7C15) + hi)
+    k = _mix_array(lo * np.uint64(entries.GOLDEN) + hi)
     k[k == 0] = 1
     return k
 
 
-class _Keys:
+class Keys:
     """Conversation keys: the unordered address/port pair hashed to 64 bits (the same in every
     task: no per-process hash seed); MISC for packets that are not TCP."""
 
@@ -543,7 +544,7 @@ def index_range(f, capture: int, part: int, start: int, end: int, size: int) -> 
     Returns the summary and the index (``encode_index``); raises Unsplittable."""
     lay = layout(f)
     pos = lay.first if start <= lay.first else find_boundary(f, lay, start, size)
-    keys = _Keys()
+    keys = Keys()
     cols: list = []
 
     def sink(buf, base, a, k=None):
