@@ -27,7 +27,7 @@ def _u32(b, p: int, big: bool) -> int:
     return (top << 24) | (b[p + 2] << 16) | (b[p + 1] << 8) | b[p]
 
 
-_M64 = (1 << 64) - 1  # (compiled: 64-bit arithmetic wraps by itself)
+M64 = (1 << 64) - 1  # (compiled: 64-bit arithmetic wraps by itself)
 #: splitmix64's constants (its finaliser's multipliers, the golden-ratio increment): ``mix`` and
 #: ``pair_key`` here, and spark/ranges.py's whole-array keys, which must give the same keys
 MIX_K1, MIX_K2, GOLDEN = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
@@ -36,16 +36,16 @@ MIX_K1, MIX_K2, GOLDEN = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7
 def mix(x: int) -> int:
     """splitmix64's finaliser."""
     x ^= x >> 30
-    x = (x * MIX_K1) & _M64
+    x = (x * MIX_K1) & M64
     x ^= x >> 27
-    x = (x * MIX_K2) & _M64
+    x = (x * MIX_K2) & M64
     return x ^ (x >> 31)
 
 
 def pair_key(e1: int, e2: int) -> int:
     """The conversation key of an unordered pair of endpoints (64-bit ints); never 0."""
     lo, hi = (e1, e2) if e1 < e2 else (e2, e1)
-    k = mix((lo * GOLDEN + hi) & _M64)
+    k = mix((lo * GOLDEN + hi) & M64)
     return k if k else 1
 
 

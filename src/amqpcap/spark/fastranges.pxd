@@ -6,7 +6,7 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 cdef bint COMPILED
-cdef uint64_t _M64, MIX_K1, MIX_K2, GOLDEN
+cdef uint64_t M64, MIX_K1, MIX_K2, GOLDEN
 
 
 cdef inline bytes _bytes_at(const uint8_t[::1] data, Py_ssize_t at, Py_ssize_t n):

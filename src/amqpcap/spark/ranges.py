@@ -320,7 +320,6 @@ def _chains(lay: Layout, buf: bytes, q: int, need: int, limit: int, left: int):
 # -- indexing a range -------------------------------------------------------------------------------
 
 
-_M64 = (1 << 64) - 1
 #: Link types whose IPv4/TCP conversation key is read from fixed offsets: (link header length,
 #: offset of the ethertype).  Other link types, and any packet the fast path does not fit, go
 #: through ``link.parse_packet``; both give the same key for the same address/port pair.
@@ -339,8 +338,8 @@ def _mix_array(x: np.ndarray) -> np.ndarray:
 def _endpoint(addr: bytes, port: int) -> int:
     a = int.from_bytes(addr, "big")
     if len(addr) > 4:
-        a = (a ^ (a >> 64)) & _M64
-    return ((a << 16) | port) & _M64
+        a = (a ^ (a >> 64)) & entries.M64
+    return ((a << 16) | port) & entries.M64
 
 
 def _pair_key(e1, e2):
