@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from amqpcap.analysis.content_stream import UNTIMED
 from amqpcap.analysis.settle import ALL, first_settlement
 
 __all__ = ["ConfirmWalk"]
 
 OPEN, PUBLISH, SELECT, ACK, NACK = range(5)
 _NONE = np.iinfo(np.int64).max
+# what a carried publish holds: scope, number, conversation, stream offset, own time, content time
+_CARRIED = ("scope", "n", "conv", "off", "ts", "start")
 
 
 class ConfirmWalk:
@@ -29,7 +32,7 @@ class ConfirmWalk:
         self.scope_of: np.ndarray = np.full(16, -1, dtype=np.int64)  # channel id -> scope (-1: none)
         self.counted: list = []  # scope -> publishes numbered so far
         self.alive: list = []  # scope -> still open
-        self.pending: dict = {k: np.zeros(0, dtype=np.int64) for k in ("scope", "n", "conv", "off", "ts")}
+        self.pending: dict = {k: np.zeros(0, dtype=np.int64) for k in _CARRIED}
         self.unconfirmed = 0
         self.acked = 0
 
@@ -58,9 +61,12 @@ class ConfirmWalk:
         scope[start:] = self.scope_of[chan[start:]]
         return scope
 
-    def batch(self, kind, chan, c2s, s2c, conv, off, ts, tag, has_tag, multiple) -> tuple:
-        """The publishes this batch settles: (conversation, stream offset, own time, settling
-        time) arrays."""
+    def batch(self, kind, chan, c2s, s2c, conv, off, ts, tag, has_tag, multiple, content) -> tuple:
+        """The publishes this batch settles: (conversation, stream offset, own time, content time,
+        settling time) arrays.  ``content(conv, off)``: (time, packet, found) of the packets
+        completing the contents of publishes (:meth:`~amqpcap.analysis.content_stream.
+        ContentStream.match`), asked for each publish until found (a content time of
+        :data:`~amqpcap.analysis.content_stream.UNTIMED`: not found yet)."""
         scope = self._scopes(kind, chan, c2s)
         pub = np.flatnonzero((kind == PUBLISH) & c2s & (scope >= 0))
         ps = scope[pub]
@@ -81,13 +87,17 @@ class ConfirmWalk:
             "conv": np.r_[P["conv"], conv[pub]],
             "off": np.r_[P["off"], off[pub]],
             "ts": np.r_[P["ts"], ts[pub]],
+            "start": np.r_[P["start"], np.full(len(pub), UNTIMED, dtype=np.int64)],
         }
+        waiting = np.flatnonzero(cand["start"] == UNTIMED)
+        found, _, hit = content(cand["conv"][waiting], cand["off"][waiting])
+        cand["start"][waiting[hit]] = found[hit]
         acks = np.flatnonzero(((kind == ACK) | (kind == NACK)) & s2c & has_tag & (scope >= 0))
         at = self._settling(cand, acks, scope, tag, multiple)
         hit = at != _NONE
         settled_at = at[hit]
         self.acked += int(np.count_nonzero(kind[settled_at] == ACK))
-        out = (cand["conv"][hit], cand["off"][hit], cand["ts"][hit], ts[settled_at])
+        out = (cand["conv"][hit], cand["off"][hit], cand["ts"][hit], cand["start"][hit], ts[settled_at])
         alive = np.asarray(self.alive, dtype=bool)
         keep = ~hit & alive[cand["scope"]]
         self.unconfirmed += int(np.count_nonzero(~hit & ~keep))

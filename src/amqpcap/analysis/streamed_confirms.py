@@ -16,6 +16,8 @@ import numpy as np
 from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
 from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches, channel_ids
 from amqpcap.analysis.confirm_walk import ACK, NACK, OPEN, PUBLISH, SELECT, ConfirmWalk
+from amqpcap.analysis.content_stream import UNTIMED, ContentStream
+from amqpcap.analysis.growing import Columns
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
@@ -31,12 +33,15 @@ def _kinds(values: list) -> np.ndarray:
     return np.array([of.get(v, -1) for v in values] + [-1], dtype=np.int8)
 
 
-def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
-    """The confirmed publishes (rows: conversation, stream offset, own time, settling time), how
-    many by an ack, how many were left unconfirmed."""
+def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int, int]:
+    """The latencies of the confirmed publishes (in the order they are settled, those settled
+    before their content was read last), how many confirmed, how many by an ack, how many were
+    left unconfirmed."""
     order = WireOrder()
     walk = ConfirmWalk()
-    got: list = []
+    stream = ContentStream(directory, strings, CONFIRM_METHODS, "c2s")
+    values = Columns({"ms": np.float64})
+    late = _Late()
     ids: dict = {}
     methods = strings["method"]
     nulls = ("channel", "delivery_tag")
@@ -47,15 +52,52 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int]:
         c2s = b["direction"] == strings["direction"].index.get("c2s", -2)
         s2c = b["direction"] == strings["direction"].index.get("s2c", -2)
         conv = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
-        settled = walk.batch(
+        stream.advance(int(b["capture"][-1]), int(b["frame_number"][-1]))
+        conv_, off, own, start, at = walk.batch(
             kind, chan, c2s, s2c, conv, b["stream_offset"], b["ts"], b["delivery_tag"],
-            b["delivery_tag_valid"], b["multiple"],
+            b["delivery_tag_valid"], b["multiple"], stream.match,
         )  # fmt: skip
-        if len(settled[0]):
-            got.append(np.stack(settled, axis=1))
+        timed = start != UNTIMED
+        values.append({"ms": latency_ms(start[timed], at[timed])})
+        late.add(conv_[~timed], off[~timed], own[~timed], at[~timed])
+        late.time(stream, values)
+        stream.passed(conv, b["frame_number"])
+    for _ in stream.drain() if len(late) else ():
+        if not late.time(stream, values):
+            break
+    late.untimed(values)
     unconfirmed = walk.unconfirmed + len(walk.pending["n"])
-    out = np.concatenate(got) if got else np.zeros((0, 4), dtype=np.int64)
-    return out, walk.acked, unconfirmed
+    return values["ms"], walk.acked, unconfirmed
+
+
+class _Late:
+    """Publishes settled before the packet completing their content was read (rare: the broker
+    confirms a publish it has received): held until that packet is read, else timed at their own."""
+
+    def __init__(self):
+        self.rows = {k: np.zeros(0, dtype=np.int64) for k in ("conv", "off", "own", "at")}
+
+    def __len__(self) -> int:
+        return len(self.rows["conv"])
+
+    def add(self, conv, off, own, at) -> None:
+        if len(conv):
+            new = {"conv": conv, "off": off, "own": own, "at": at}
+            self.rows = {k: np.r_[v, new[k]] for k, v in self.rows.items()}
+
+    def time(self, stream: ContentStream, values: Columns) -> int:
+        """Time those whose content the stream has read; how many are left."""
+        if len(self):
+            R = self.rows
+            ts, _, hit = stream.match(R["conv"], R["off"])
+            values.append({"ms": latency_ms(ts[hit], R["at"][hit])})
+            self.rows = {k: v[~hit] for k, v in R.items()}
+        return len(self)
+
+    def untimed(self, values: Columns) -> None:
+        """The publishes whose content no messages row completes: timed at their own packet."""
+        values.append({"ms": latency_ms(self.rows["own"], self.rows["at"])})
+        self.rows = {k: v[:0] for k, v in self.rows.items()}
 
 
 def streamed_confirms(directory) -> tuple[np.ndarray, dict]:
@@ -64,14 +106,9 @@ def streamed_confirms(directory) -> tuple[np.ndarray, dict]:
     output ``directory``.  Raises :class:`~amqpcap.analysis.batches.OutOfOrder` when a table is
     not in wire order within a conversation (or its keys do not fit one number)."""
     strings = {c: Codes() for c in ("capture", "direction", "method")}
-    got, acked, unconfirmed = _walk(directory, strings)
-    counts = {"acked": acked, "nacked": int(len(got) - acked), "unconfirmed": int(unconfirmed)}
-    if not len(got):
-        return np.zeros(0), counts
-    done, _, has = content_times(directory, got[:, 0], got[:, 1], strings, CONFIRM_METHODS, "c2s")
-    start = np.where(has, done, got[:, 2])
-    del done, has
-    return latency_ms(start, got[:, 3]), counts
+    values, acked, unconfirmed = _walk(directory, strings)
+    counts = {"acked": acked, "nacked": int(len(values) - acked), "unconfirmed": int(unconfirmed)}
+    return values, counts
 
 
 def content_times(directory, conv, offset, strings: dict, names, direction: str) -> tuple:
