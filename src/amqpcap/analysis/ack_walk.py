@@ -19,6 +19,7 @@ import pandas as pd
 
 from amqpcap.analysis._common import NAT
 from amqpcap.analysis.batches import OutOfOrder
+from amqpcap.analysis.content_stream import UNTIMED
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.settle import ALL, first_settlement
 
@@ -34,8 +35,9 @@ _KIND = {
     "basic.consume-ok": CONSUME_OK, "basic.get": GET, "basic.deliver": DELIVER, "basic.get-ok": GET_OK,
     "basic.qos": QOS,
 }  # fmt: skip
-# what a carried delivery holds: scope, tag, conversation, stream offset, time, packet, channel, redelivered
-_CARRIED = ("g", "tag", "conv", "off", "ts", "frame", "chan", "redl")
+# what a carried delivery holds: scope, tag, conversation, stream offset, time, packet, channel, redelivered,
+# time and packet of its content's completion
+_CARRIED = ("g", "tag", "conv", "off", "ts", "frame", "chan", "redl", "start", "sframe")
 
 
 def kinds_of(values: list) -> np.ndarray:
@@ -178,27 +180,35 @@ class AckWalk:
         no_ack = bool(col["no_ack"][i]) if col["no_ack_valid"][i] else None
         self.consumers.apply(int(kind[i]), int(chan[i]), tag, no_ack, bool(col["no_wait"][i]))
 
-    def batch(self, kind, chan, c2s, s2c, conv, col: dict, tags: list) -> np.ndarray:
-        """The deliveries this batch settles or ends (rows: conversation, stream offset, own time
-        and packet, channel id, settling time and packet, outcome: an index of :data:`OUTCOMES`).
-        ``col``: the batch's columns (:func:`~amqpcap.analysis.batches.batches`)."""
+    def batch(self, kind, chan, c2s, s2c, conv, col: dict, tags: list, content) -> tuple:
+        """The deliveries this batch settles or ends (rows: conversation, stream offset, time and
+        packet, channel id, settling time and packet, outcome: an index of :data:`OUTCOMES`) and
+        which of them are not timed at their content yet.  ``col``: the batch's columns
+        (:func:`~amqpcap.analysis.batches.batches`); ``content(conv, off)``: (time, packet, found) of
+        the packets completing deliveries' contents
+        (:meth:`~amqpcap.analysis.content_stream.ContentStream.match`), asked until found; a row is
+        timed at its content's packet when found, else at its own."""
         awaiting = self._awaiting(kind, chan, c2s, s2c, col, tags)
         ep = self._epochs(kind, chan)
         g = chan * (1 << 31) + ep  # one number per scope: a channel between two reopenings
         tag, has_tag = col["delivery_tag"], col["delivery_tag_valid"]
         dl = np.flatnonzero(((kind == DELIVER) | (kind == GET_OK)) & s2c & has_tag & awaiting)
-        P = self.pending
-        cand = {
-            "g": np.r_[P["g"], g[dl]],
-            "tag": np.r_[P["tag"], tag[dl]],
-            "pos": np.r_[np.zeros(len(P["g"]), dtype=np.int64), dl + 1],
-            "conv": np.r_[P["conv"], conv[dl]],
-            "off": np.r_[P["off"], col["stream_offset"][dl]],
-            "ts": np.r_[P["ts"], col["ts"][dl]],
-            "frame": np.r_[P["frame"], col["frame_number"][dl]],
-            "chan": np.r_[P["chan"], chan[dl]],
-            "redl": np.r_[P["redl"], col["redelivered"][dl].astype(np.int64)],
-        }
+        # the carried deliveries of channels without a row in the batch stay as they are
+        P, touched = self.pending, np.isin(self.pending["chan"], chan)
+        still = {k: v[~touched] for k, v in P.items()}
+        new = {
+            "g": g[dl], "tag": tag[dl], "pos": dl + 1, "conv": conv[dl], "off": col["stream_offset"][dl],
+            "ts": col["ts"][dl], "frame": col["frame_number"][dl], "chan": chan[dl],
+            "redl": col["redelivered"][dl].astype(np.int64), "start": np.full(len(dl), UNTIMED),
+            "sframe": np.full(len(dl), -1, dtype=np.int64),
+        }  # fmt: skip
+        carried = np.count_nonzero(touched)
+        cand = {k: np.r_[P[k][touched], new[k]] for k in _CARRIED}
+        cand["pos"] = np.r_[np.zeros(carried, dtype=np.int64), new["pos"]]
+        for part in (cand, still):
+            waiting = np.flatnonzero(part["start"] == UNTIMED)
+            found, frame, hit = content(part["conv"][waiting], part["off"][waiting])
+            part["start"][waiting[hit]], part["sframe"][waiting[hit]] = found[hit], frame[hit]
         settling = (kind <= RECOVER) & c2s & (has_tag | (kind == RECOVER))
         ev = np.flatnonzero(settling)
         many = (kind[ev] == RECOVER) | (col["multiple"][ev] & (kind[ev] != REJECT))
@@ -214,29 +224,34 @@ class AckWalk:
         ended = ~hit & ~replaced & (cand["g"] - cand["chan"] * (1 << 31) < self.epoch[cand["chan"]])
         self.redelivered += int(cand["redl"][hit].sum() + cand["redl"][ended].sum())
         keep = ~hit & ~replaced & ~ended
-        self.pending = {k: cand[k][keep] for k in _CARRIED}
+        self.pending = {k: np.r_[still[k], cand[k][keep]] for k in _CARRIED}
         settled = _rows(cand, hit, col["ts"][row], col["frame_number"][row], kind[row])
-        return np.concatenate([settled, _rows(cand, ended)])
+        out = np.concatenate([settled, _rows(cand, ended)])
+        untimed = np.r_[cand["start"][hit], cand["start"][ended]] == UNTIMED
+        return out, untimed
 
-    def end(self) -> np.ndarray:
-        """The deliveries still outstanding at the end of the tables (unsettled)."""
+    def end(self) -> tuple:
+        """The deliveries still outstanding at the end of the tables (unsettled), and which of
+        them are not timed at their content yet."""
         P = self.pending
         self.redelivered += int(P["redl"].sum())
         out = _rows(P, np.ones(len(P["g"]), dtype=bool))
+        untimed = P["start"] == UNTIMED
         self.pending = {k: v[:0] for k, v in P.items()}
-        return out
+        return out, untimed
 
 
 def _rows(cand: dict, at: np.ndarray, ts=None, frame=None, outcome=None) -> np.ndarray:
     """The walk's result rows of the candidates ``at`` (a mask): settled at ``ts`` / ``frame``
-    with ``outcome``, or unsettled."""
+    with ``outcome``, or unsettled; timed at their content when found."""
     n = int(np.count_nonzero(at))
+    timed = cand["start"][at] != UNTIMED
     return np.stack(
         [
             cand["conv"][at],
             cand["off"][at],
-            cand["ts"][at],
-            cand["frame"][at],
+            np.where(timed, cand["start"][at], cand["ts"][at]),
+            np.where(timed, cand["sframe"][at], cand["frame"][at]),
             cand["chan"][at],
             np.full(n, NAT, dtype=np.int64) if ts is None else ts,
             np.full(n, -1, dtype=np.int64) if frame is None else frame,

@@ -20,7 +20,7 @@ from amqpcap.analysis._common import latency_ms
 from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
 from amqpcap.analysis.acknowledgements import ACK_METHODS
 from amqpcap.analysis.batches import BATCH_ROWS, Codes, OutOfOrder, WireOrder, batches, channel_ids
-from amqpcap.analysis.streamed_confirms import content_times
+from amqpcap.analysis.content_stream import ContentStream
 
 __all__ = ["streamed_acks", "ROWS"]
 
@@ -42,6 +42,8 @@ def _walk(directory, strings: dict):
     keys: list = []  # channel id -> key
     walk = AckWalk(keys)
     got, qos = [], []
+    stream = ContentStream(directory, strings, ACK_METHODS, "s2c")
+    late = np.zeros((0, 8), dtype=np.int64)  # deliveries paired before their content was read
     methods, version = strings["method"], strings["version"]
     nulls = ("channel", "delivery_tag", "consumer_tag", "prefetch_count", "no_ack", "qos_global")
     names = ACK_METHODS + ("basic.qos",)
@@ -57,11 +59,23 @@ def _walk(directory, strings: dict):
         c2s = b["direction"] == strings["direction"].index.get("c2s", -2)
         s2c = b["direction"] == strings["direction"].index.get("s2c", -2)
         conv = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
-        got.append(walk.batch(kind, chan, c2s, s2c, conv, b, strings["consumer_tag"].values))
+        stream.advance(int(b["capture"][-1]), int(b["frame_number"][-1]))
+        rows, untimed = walk.batch(
+            kind, chan, c2s, s2c, conv, b, strings["consumer_tag"].values, stream.match
+        )
+        got.append(rows[~untimed])
+        late = _timed(np.concatenate([late, rows[untimed]]), stream, got)
+        stream.passed(conv, b["frame_number"])
         q = np.flatnonzero((kind == QOS) & c2s)
         count = np.where(b["prefetch_count_valid"][q], b["prefetch_count"][q], -1)
         qos.append(np.stack([chan[q], b["ts"][q], b["frame_number"][q], count, b["qos_global"][q]], 1))
-    got.append(walk.end())
+    rows, untimed = walk.end()
+    got.append(rows[~untimed])
+    late = np.concatenate([late, rows[untimed]])
+    for _ in stream.drain() if len(late) else ():
+        if not len(late := _timed(late, stream, got)):
+            break
+    got.append(late)  # (no messages row completes them: timed at their own packet)
     rows = np.concatenate(got)
     del got
     qos = np.concatenate(qos).astype(np.int64) if qos else np.zeros((0, 5), dtype=np.int64)
@@ -80,21 +94,27 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
     counts = {k: int(n[OUTCOMES.index(k)]) for k in names}
     counts["redelivered"] = redelivered
-    values = np.zeros(0)
-    if len(rows):
-        done, frames, has = content_times(directory, rows[:, 0], rows[:, 1], strings, ACK_METHODS, "s2c")
-        rows[:, 2] = np.where(has, done, rows[:, 2])  # the delivery timed at its content's packet
-        rows[:, 3] = np.where(has, frames, rows[:, 3])
-        del done, frames, has
-        timed = rows[:, 7] <= 2
-        values = latency_ms(rows[timed, 2], rows[timed, 5])
-        del timed
+    timed = rows[:, 7] <= 2
+    values = latency_ms(rows[timed, 2], rows[timed, 5])
+    del timed
     steps = _steps(_events(rows, qos))
     del rows, qos
     health = _unacked(steps, ids)
     if on_timeline is not None:
         on_timeline(_timeline(steps, ids, strings["capture"].values))
     return values, counts, health
+
+
+def _timed(late: np.ndarray, stream: ContentStream, got: list) -> np.ndarray:
+    """The rows of ``late`` whose content the stream has read, timed at it, added to ``got``;
+    the others."""
+    if not len(late):
+        return late
+    ts, frame, hit = stream.match(late[:, 0], late[:, 1])
+    done = late[hit]
+    done[:, 2], done[:, 3] = ts[hit], frame[hit]
+    got.append(done)
+    return late[~hit]
 
 
 def _settle_events(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
