@@ -21,6 +21,7 @@ from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
 from amqpcap.analysis.acknowledgements import ACK_METHODS
 from amqpcap.analysis.batches import BATCH_ROWS, Codes, OutOfOrder, WireOrder, batches, channel_ids
 from amqpcap.analysis.content_stream import ContentStream
+from amqpcap.analysis.growing import Columns
 
 __all__ = ["streamed_acks", "ROWS"]
 
@@ -32,16 +33,37 @@ _COLUMNS = ["capture", "tcp_stream", "frame_number", "stream_offset", "ts", "dir
             "qos_global", "version"]  # fmt: skip
 
 
+class _Paired:
+    """What the pass keeps of the deliveries paired (:class:`~amqpcap.analysis.ack_walk.AckWalk`
+    rows): the latencies of those acked, nacked or rejected, each one's channel, time and packet
+    (unacked's +1), the settling packets (channel, time, packet, deliveries settled: unacked's
+    -n), the count of each outcome; not the rows."""
+
+    def __init__(self):
+        self.values = Columns({"ms": np.float64})
+        self.deliveries = Columns({"chan": np.int32, "ts": np.int64, "frame": np.int64})
+        self.settles = Columns({"chan": np.int32, "ts": np.int64, "frame": np.int64, "n": np.int64})
+        self.outcomes = np.zeros(len(OUTCOMES), dtype=np.int64)
+
+    def add(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        self.outcomes += np.bincount(rows[:, 7], minlength=len(OUTCOMES))
+        timed = rows[:, 7] <= 2
+        self.values.append({"ms": latency_ms(rows[timed, 2], rows[timed, 5])})
+        self.deliveries.append({"chan": rows[:, 4], "ts": rows[:, 2], "frame": rows[:, 3]})
+        keys, n = _settle_events(rows[:, 4], rows[:, 5], rows[:, 6], np.ones(len(rows), dtype=np.int64))
+        self.settles.append({"chan": keys[:, 0], "ts": keys[:, 1], "frame": keys[:, 2], "n": n})
+
+
 def _walk(directory, strings: dict):
-    """The deliveries paired (:class:`~amqpcap.analysis.ack_walk.AckWalk` rows: conversation,
-    stream offset, own time and packet, channel id, settling time and packet, outcome: an index of
-    :data:`~amqpcap.analysis.ack_walk.OUTCOMES`), how many of them were redelivered, the qos events
+    """The deliveries paired (:class:`_Paired`), how many of them were redelivered, the qos events
     (channel id, time, packet, prefetch count or -1, global) and the channel ids (key -> id)."""
     order = WireOrder()
     ids: dict = {}
     keys: list = []  # channel id -> key
     walk = AckWalk(keys)
-    got, qos = [], []
+    got, qos = _Paired(), []
     stream = ContentStream(directory, strings, ACK_METHODS, "s2c")
     late = np.zeros((0, 8), dtype=np.int64)  # deliveries paired before their content was read
     methods, version = strings["method"], strings["version"]
@@ -63,23 +85,21 @@ def _walk(directory, strings: dict):
         rows, untimed = walk.batch(
             kind, chan, c2s, s2c, conv, b, strings["consumer_tag"].values, stream.match
         )
-        got.append(rows[~untimed])
+        got.add(rows[~untimed])
         late = _timed(np.concatenate([late, rows[untimed]]), stream, got)
         stream.passed(conv, b["frame_number"])
         q = np.flatnonzero((kind == QOS) & c2s)
         count = np.where(b["prefetch_count_valid"][q], b["prefetch_count"][q], -1)
         qos.append(np.stack([chan[q], b["ts"][q], b["frame_number"][q], count, b["qos_global"][q]], 1))
     rows, untimed = walk.end()
-    got.append(rows[~untimed])
+    got.add(rows[~untimed])
     late = np.concatenate([late, rows[untimed]])
     for _ in stream.drain() if len(late) else ():
         if not len(late := _timed(late, stream, got)):
             break
-    got.append(late)  # (no messages row completes them: timed at their own packet)
-    rows = np.concatenate(got)
-    del got
+    got.add(late)  # (no messages row completes them: timed at their own packet)
     qos = np.concatenate(qos).astype(np.int64) if qos else np.zeros((0, 5), dtype=np.int64)
-    return rows, walk.redelivered, qos, ids
+    return got, walk.redelivered, qos, ids
 
 
 def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
@@ -89,16 +109,13 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     ``on_timeline``, when given, is handed the unacked counts over time (a frame of
     :func:`~amqpcap.analysis.connection_health.unacked`'s columns the report draws)."""
     strings = {c: Codes() for c in ("capture", "direction", "method", "consumer_tag", "version")}
-    rows, redelivered, qos, ids = _walk(directory, strings)
-    n = np.bincount(rows[:, 7], minlength=len(OUTCOMES))
+    paired, redelivered, qos, ids = _walk(directory, strings)
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
-    counts = {k: int(n[OUTCOMES.index(k)]) for k in names}
+    counts = {k: int(paired.outcomes[OUTCOMES.index(k)]) for k in names}
     counts["redelivered"] = redelivered
-    timed = rows[:, 7] <= 2
-    values = latency_ms(rows[timed, 2], rows[timed, 5])
-    del timed
-    steps = _steps(_events(rows, qos))
-    del rows, qos
+    values = paired.values["ms"]
+    steps = _steps(_events(paired, qos))
+    del paired, qos
     health = _unacked(steps, ids)
     if on_timeline is not None:
         on_timeline(_timeline(steps, ids, strings["capture"].values))
@@ -106,49 +123,51 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
 
 
 def _timed(late: np.ndarray, stream: ContentStream, got: list) -> np.ndarray:
-    """The rows of ``late`` whose content the stream has read, timed at it, added to ``got``;
-    the others."""
+    """The rows of ``late`` whose content the stream has read, timed at it, added to ``got``
+    (:class:`_Paired`); the others."""
     if not len(late):
         return late
     ts, frame, hit = stream.match(late[:, 0], late[:, 1])
     done = late[hit]
     done[:, 2], done[:, 3] = ts[hit], frame[hit]
-    got.append(done)
+    got.add(done)
     return late[~hit]
 
 
-def _settle_events(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _settle_events(chan, ts, frame, n) -> tuple[np.ndarray, np.ndarray]:
     """One settle event per settling packet of a channel (channel id, time, packet) and the
-    number of deliveries it settled."""
-    settled = np.flatnonzero(rows[:, 6] >= 0)
+    number of deliveries it settled, of rows settled (``frame`` >= 0) at (``chan``, ``ts``,
+    ``frame``) ``n`` at a time."""
+    settled = np.flatnonzero(frame >= 0)
     if not len(settled):
         return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    chan, ts, frame = rows[settled, 4], rows[settled, 5], rows[settled, 6]
+    chan, ts, frame, n = chan[settled], ts[settled], frame[settled], n[settled]
     o = np.lexsort((frame, ts, chan))
     chan, ts, frame = chan[o], ts[o], frame[o]
     first = np.r_[True, (chan[1:] != chan[:-1]) | (ts[1:] != ts[:-1]) | (frame[1:] != frame[:-1])]
     at = np.flatnonzero(first)
-    return np.c_[chan[at], ts[at], frame[at]], np.diff(np.r_[at, len(chan)])
+    return np.c_[chan[at], ts[at], frame[at]].astype(np.int64), np.add.reduceat(n[o], at)
 
 
-def _events(rows: np.ndarray, qos: np.ndarray) -> dict:
+def _events(paired: _Paired, qos: np.ndarray) -> dict:
     """unacked's events: a delivery (+1 at the packet completing it), a settling packet (-the
     deliveries it settled), a qos (its prefetch count); channel, time, packet (a missing one:
     last), their order within a packet (settle, qos, delivery), change, prefetch count (-1: none
     given, -2: not a qos)."""
-    keys, n = _settle_events(rows)
-    frame = np.concatenate([rows[:, 3], keys[:, 2], qos[:, 2]])
+    S, D = paired.settles, paired.deliveries
+    keys, n = _settle_events(S["chan"], S["ts"], S["frame"], S["n"])
+    frame = np.concatenate([D["frame"], keys[:, 2], qos[:, 2]])
     frame[frame < 0] = np.iinfo(np.int64).max
     return {
-        "chan": np.concatenate([rows[:, 4], keys[:, 0], qos[:, 0]]).astype(np.int32),
-        "ts": np.concatenate([rows[:, 2], keys[:, 1], qos[:, 1]]),
+        "chan": np.concatenate([D["chan"], keys[:, 0], qos[:, 0]]).astype(np.int32),
+        "ts": np.concatenate([D["ts"], keys[:, 1], qos[:, 1]]),
         "frame": frame,
-        "kind": np.repeat(np.array([2, 0, 1], dtype=np.int8), [len(rows), len(keys), len(qos)]),
+        "kind": np.repeat(np.array([2, 0, 1], dtype=np.int8), [len(D), len(keys), len(qos)]),
         "delta": np.concatenate(
-            [np.ones(len(rows), dtype=np.int32), -n.astype(np.int32), np.zeros(len(qos), dtype=np.int32)]
+            [np.ones(len(D), dtype=np.int32), -n.astype(np.int32), np.zeros(len(qos), dtype=np.int32)]
         ),  # fmt: skip
         "prefetch": np.concatenate(
-            [np.full(len(rows) + len(keys), -2, dtype=np.int32), qos[:, 3].astype(np.int32)]
+            [np.full(len(D) + len(keys), -2, dtype=np.int32), qos[:, 3].astype(np.int32)]
         ),  # fmt: skip
     }
 
