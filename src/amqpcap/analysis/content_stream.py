@@ -4,10 +4,10 @@ pass holds the messages rows read ahead of the methods and the methods still wai
 content, not a key per method of the whole table.
 
 A method at (conversation, stream offset) is timed at the first ``messages`` row of that key (in
-the direction asked), as :func:`~amqpcap.analysis.streamed_confirms.content_times` does over the
-whole table.  A messages row read is kept until the methods walked have passed its packet in its
-conversation (wire order: the method whose content it completes came at or before that packet)
-and every method waiting has been matched against it.
+the direction asked), as the pairing of loaded tables does.  A messages row read is kept until
+the methods walked have passed its packet in its conversation (wire order: the method whose
+content it completes came at or before that packet) and every method waiting has been matched
+against it.
 """
 
 from __future__ import annotations

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from amqpcap.analysis._common import NAT, ROW_KEYS, latency_ms
-from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches, channel_ids
+from amqpcap.analysis._common import ROW_KEYS, latency_ms
+from amqpcap.analysis.batches import Codes, WireOrder, batches, channel_ids
 from amqpcap.analysis.confirm_walk import ACK, NACK, OPEN, PUBLISH, SELECT, ConfirmWalk
 from amqpcap.analysis.content_stream import UNTIMED, ContentStream
 from amqpcap.analysis.growing import Columns
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
-__all__ = ["streamed_confirms", "content_times"]
+__all__ = ["streamed_confirms"]
 
 _COLUMNS = [c for c in ROW_KEYS if c != "version"] + ["delivery_tag", "multiple"]
 
@@ -109,41 +109,3 @@ def streamed_confirms(directory) -> tuple[np.ndarray, dict]:
     values, acked, unconfirmed = _walk(directory, strings)
     counts = {"acked": acked, "nacked": int(len(values) - acked), "unconfirmed": int(unconfirmed)}
     return values, counts
-
-
-def content_times(directory, conv, offset, strings: dict, names, direction: str) -> tuple:
-    """For each (conversation, stream offset) of a method in ``direction`` (``names``: the
-    methods), the time and packet of the first ``messages`` row there and whether there is one:
-    one pass over ``messages``, a sorted search per batch.  Conversations are numbered
-    ``capture code * 2**32 + tcp_stream``."""
-    convs, dense = np.unique(conv, return_inverse=True)
-    width = int(offset.max()) + 1
-    if offset.min() < 0 or len(convs) * width >= 1 << 62:
-        raise OutOfOrder("keys too wide for one number")
-    key = dense.reshape(-1).astype(np.int64) * width + offset
-    del dense
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    del key
-    if np.any(sk[1:] == sk[:-1]):
-        raise OutOfOrder("two publishes at one stream offset")
-    found = np.full(len(sk), NAT, dtype=np.int64)
-    frames = np.full(len(sk), -1, dtype=np.int64)
-    has = np.zeros(len(sk), dtype=bool)
-    cols = ["capture", "tcp_stream", "stream_offset", "ts", "frame_number", "direction", "method"]
-    for b in batches(directory, "messages", cols, strings, names, nulls=("stream_offset", "frame_number")):
-        c2s = strings["direction"].index.get(direction, -2)
-        c = b["capture"].astype(np.int64) * (1 << 32) + b["tcp_stream"]
-        at = np.minimum(np.searchsorted(convs, c), len(convs) - 1)
-        ok = (b["direction"] == c2s) & (b["capture"] >= 0) & (b["tcp_stream"] >= 0) & b["stream_offset_valid"]
-        ok &= (convs[at] == c) & (b["stream_offset"] < width)
-        k = (at * width + b["stream_offset"])[ok]
-        ts, frame = b["ts"][ok], np.where(b["frame_number_valid"], b["frame_number"], -1)[ok]
-        at = np.minimum(np.searchsorted(sk, k), len(sk) - 1)
-        hit = sk[at] == k
-        at, ts, frame = order[at[hit]], ts[hit], frame[hit]
-        at, first = np.unique(at, return_index=True)  # (the first row of a key in this batch)
-        new = ~has[at]
-        found[at[new]], frames[at[new]] = ts[first][new], frame[first][new]
-        has[at[new]] = True
-    return found, frames, has
