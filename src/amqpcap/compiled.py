@@ -68,7 +68,7 @@ PARTS = {
             "fastrows",
             "row builder",
             ("records/fastrows.pyx", "records/rows.py", "records/schema.py", "records/liveness.py")
-            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi")
+            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi")
             + ("amqp/rowsink.pxi", "stamp.pxd"),
         ),
         Part(

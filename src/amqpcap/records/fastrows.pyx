@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled row builders for the methods and messages tables (optional; see compiled.py).
 
-``method_row`` and ``message_row`` are rows.py's ``method_row_reference`` and
-``message_row_reference`` in typed C: the same tuples (same values, same types), built
+``append_rows`` is rows.py's ``append_rows_reference`` in typed C: the rows of its
+``method_row_reference`` and ``message_row_reference`` (same values, same types), built
 directly instead of through a list, with C type checks in place of rows' ``as_text`` /
 ``as_int`` / ... converters and the event fields read from their slots.  rows.py stays the
 reference and owns every decision that is not a type check: which column each argument and
@@ -39,7 +39,6 @@ from amqpcap.amqp.events import Content, Method
 
 include "../slots.pxi"
 include "../amqp/wirefields.pxi"
-include "../amqp/fields_0_9.pxi"
 include "../amqp/rowsink.pxi"
 include "raw.pxi"
 
@@ -750,32 +749,6 @@ cdef int emit(bint message, Py_ssize_t n, table, Direct *direct, PyObject **row,
     finally:
         clear_staged(row, n, direct)
     return 0
-
-
-cdef object one_row(bint message, reference, Py_ssize_t n, capture, stream, direction, e, version):
-    """The row of ``e`` as a tuple (method_row, message_row; rows.py bound)."""
-    cdef PyObject *row[MAX_COLS]
-    memset(row, 0, sizeof(row))
-    try:
-        if stage_event(row, NULL, message, capture, stream, direction, e, version):
-            return reference(capture, stream, direction, e, version)
-        return as_tuple(row, n)
-    finally:
-        clear(row, n)
-
-
-def method_row(capture, stream, direction, m, version):
-    """rows.method_row_reference, compiled."""
-    if R is None:
-        bind()
-    return one_row(False, R.method_row_reference, N_METHOD, capture, stream, direction, m, version)
-
-
-def message_row(capture, stream, direction, c, version):
-    """rows.message_row_reference, compiled."""
-    if R is None:
-        bind()
-    return one_row(True, R.message_row_reference, N_MESSAGE, capture, stream, direction, c, version)
 
 
 # --- direct rows: a method's or a content's row with no event made (rowsink.pxi) ----------------

@@ -1,9 +1,8 @@
 """Events -> row tuples in the column order of records/schema.py (method and message rows are
 filled by column index in a list, then frozen: the writer converts tuples).
 
-``method_row`` and ``message_row`` run per event: they are the reference functions here, or
-their compiled twins (fastrows.pyx, optional), chosen once at import by compiled.py like the
-0-9 decoder."""
+``append_rows`` runs per batch of events: it is ``append_rows_reference`` here, or its compiled
+twin (fastrows.pyx, optional), chosen once at import by compiled.py like the 0-9 decoder."""
 
 from __future__ import annotations
 
@@ -236,7 +235,7 @@ method_plans: dict = {}  # (method name, argument names, direction, version) -> 
 
 
 def method_row_reference(capture, stream, direction, m: Method, version):
-    """The methods row of ``m`` (``method_row`` is this, or its compiled twin fastrows.pyx)."""
+    """The methods row of ``m`` (fastrows.pyx builds the same in C)."""
     a = m.args
     if not isinstance(a, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
         a = dict(a)
@@ -347,7 +346,7 @@ def message_arg_plan(name: str, keys: tuple, direction, version) -> tuple:
 
 
 def message_row_reference(capture, stream, direction, c: Content, version):
-    """The messages row of ``c`` (``message_row`` is this, or its compiled twin fastrows.pyx)."""
+    """The messages row of ``c`` (fastrows.pyx builds the same in C)."""
     p = c.properties
     if not isinstance(p, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
         p = dict(p)
@@ -499,9 +498,9 @@ def append_rows_reference(events, capture, stream, version, methods, messages) -
     for d, e in events:
         t = type(e)
         if t is Method:
-            methods.append(method_row(capture, stream, d, e, version))
+            methods.append(method_row_reference(capture, stream, d, e, version))
         elif t is Content:
-            messages.append(message_row(capture, stream, d, e, version))
+            messages.append(message_row_reference(capture, stream, d, e, version))
         else:
             rest.append((d, e))
     return rest
@@ -528,11 +527,9 @@ def row_sink(capture, stream, methods, messages):
 # AMQP 1.0's rows) go through connection_json: to_json, or fastrows.json_text (the same text).
 _fast = compiled.select("fastrows")
 if _fast is not None:
-    method_row, message_row, append_rows = _fast.method_row, _fast.message_row, _fast.append_rows
-    connection_json = _fast.json_text
+    append_rows, connection_json = _fast.append_rows, _fast.json_text
 else:
-    method_row, message_row, append_rows = method_row_reference, message_row_reference, append_rows_reference
-    connection_json = to_json
+    append_rows, connection_json = append_rows_reference, to_json
 
 
 def compiled_in_use() -> bool:
