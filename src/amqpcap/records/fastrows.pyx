@@ -577,16 +577,147 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind)
 cdef wire_of_fn wire_of = NULL  # fast09's, if it is built (bind): the spans of WireFields
 
 
-cdef Py_ssize_t N_METHOD, N_HEAD, M_REPLY_NAME_COL, M_FAILING_COL
-cdef Py_ssize_t M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL
-cdef Py_ssize_t N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES, MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
+cdef Py_ssize_t N_METHOD, M_REPLY_NAME_COL, M_FAILING_COL, M_ARGUMENTS_COL
+cdef Py_ssize_t N_MESSAGE, MSG_PROPERTIES_COL, MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
 cdef tuple DIRS
+
+
+# Where the values of a row that no plan writes come from: rows.METHOD_SOURCES /
+# MESSAGE_SOURCES, read at bind into (column, source) pairs; a source is a field of the event's
+# view (rowsink.pxi) or one of the builder's arguments.
+cdef enum:
+    S_CAPTURE
+    S_STREAM
+    S_DIRECTION
+    S_VERSION
+    S_PACKET
+    S_TS
+    S_OFFSET
+    S_CHANNEL
+    S_NAME
+    S_CLASS_ID
+    S_METHOD_ID
+    S_SYNCHRONOUS
+    S_HAS_CONTENT
+    S_FRAME_SIZE
+    S_COMMAND_ID
+    S_ANSWERS
+    S_METHOD_NAME
+    S_BODY_SIZE
+    S_BODY_RECEIVED
+    S_BODY_FRAMES
+    S_BODY_HASH
+    S_BODY
+    S_COMPLETE
+    S_FIRST_PACKET
+
+cdef dict OWN_SOURCES = {"=capture": S_CAPTURE, "=stream": S_STREAM, "=direction": S_DIRECTION, "=version": S_VERSION}
+cdef dict EVENT_SOURCES = {"packet": S_PACKET, "ts": S_TS, "offset": S_OFFSET, "channel": S_CHANNEL}
+cdef dict METHOD_SOURCES = OWN_SOURCES | EVENT_SOURCES | {
+    "name": S_NAME, "class_id": S_CLASS_ID, "method_id": S_METHOD_ID, "synchronous": S_SYNCHRONOUS,
+    "has_content": S_HAS_CONTENT, "frame_size": S_FRAME_SIZE, "command_id": S_COMMAND_ID,
+    "answers_command_id": S_ANSWERS,
+}
+cdef dict MESSAGE_SOURCES = OWN_SOURCES | EVENT_SOURCES | {
+    "method.name": S_METHOD_NAME, "body_size": S_BODY_SIZE, "body_received": S_BODY_RECEIVED,
+    "body_frames": S_BODY_FRAMES, "body_hash": S_BODY_HASH, "body": S_BODY, "complete": S_COMPLETE,
+    "first_packet": S_FIRST_PACKET,
+}
+
+
+cdef struct Placement:
+    Py_ssize_t n
+    Py_ssize_t col[MAX_COLS]
+    int src[MAX_COLS]
+
+cdef Placement M_PLACEMENT, MSG_PLACEMENT
+
+
+cdef int placement(Placement *pl, tuple sources, list columns, dict known) except -1:
+    """``pl``: rows' table ``sources`` as (column index, source code) pairs."""
+    index = {name: i for i, name in enumerate(columns)}
+    if len(sources) > MAX_COLS:
+        raise ImportError("records/rows.py: more sourced columns than fastrows.pyx stages (MAX_COLS)")
+    pl.n = 0
+    for col, src in sources:
+        if src not in known:
+            raise ImportError(f"records/rows.py: fastrows.pyx does not read the source {src!r} of {col!r}")
+        pl.col[pl.n], pl.src[pl.n] = index[col], known[src]
+        pl.n += 1
+    return 0
+
+
+cdef object source_value(int src, const MethodView *m, const ContentView *c, capture, stream, direction, version):
+    """The value of source ``src`` for the method ``m`` or the content ``c`` (the other NULL)."""
+    if src == S_CAPTURE:
+        return capture
+    if src == S_STREAM:
+        return stream
+    if src == S_DIRECTION:
+        return direction_name(direction)
+    if src == S_VERSION:
+        return version
+    if m != NULL:
+        if src == S_PACKET:
+            return <object>m.packet
+        if src == S_TS:
+            return <object>m.ts
+        if src == S_OFFSET:
+            return <object>m.offset
+        if src == S_CHANNEL:
+            return <object>m.channel
+        if src == S_NAME:
+            return <object>m.name
+        if src == S_CLASS_ID:
+            return <object>m.class_id
+        if src == S_METHOD_ID:
+            return <object>m.method_id
+        if src == S_SYNCHRONOUS:
+            return <object>m.synchronous
+        if src == S_HAS_CONTENT:
+            return <object>m.has_content
+        if src == S_FRAME_SIZE:
+            return <object>m.frame_size
+        if src == S_COMMAND_ID:
+            return <object>m.command_id
+        return <object>m.answers_command_id  # S_ANSWERS
+    if src == S_PACKET:
+        return <object>c.packet
+    if src == S_TS:
+        return <object>c.ts
+    if src == S_OFFSET:
+        return <object>c.offset
+    if src == S_CHANNEL:
+        return <object>c.channel
+    if src == S_METHOD_NAME:
+        return <object>c.method.name
+    if src == S_BODY_SIZE:
+        return <object>c.body_size
+    if src == S_BODY_RECEIVED:
+        return <object>c.body_received
+    if src == S_BODY_FRAMES:
+        return <object>c.body_frames
+    if src == S_BODY_HASH:
+        return <object>c.body_hash
+    if src == S_BODY:
+        return <object>c.body
+    if src == S_COMPLETE:
+        return <object>c.complete
+    return <object>c.first_packet  # S_FIRST_PACKET
+
+
+cdef int place(PyObject **row, const Placement *pl, const MethodView *m, const ContentView *c, capture, stream,
+               direction, version) except -1:
+    """The sourced values of the row of ``m`` or ``c`` into ``row``, by ``pl``."""
+    cdef Py_ssize_t k
+    for k in range(pl.n):
+        put(row, pl.col[k], source_value(pl.src[k], m, c, capture, stream, direction, version))
+    return 0
 
 
 cdef int bind() except -1:
     global R, CODES, reply_code_info, failing, DIRS
-    global N_METHOD, N_HEAD, M_REPLY_NAME_COL, M_FAILING_COL
-    global M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL, N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+    global N_METHOD, M_REPLY_NAME_COL, M_FAILING_COL, M_ARGUMENTS_COL, N_MESSAGE, MSG_PROPERTIES_COL
     global MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
     from amqpcap.records import rows
 
@@ -603,12 +734,10 @@ cdef int bind() except -1:
     failing = rows.failing_method
     DIRS = tuple(rows.DIRS)
     N_METHOD = len(rows.METHOD_COLUMNS)
-    N_HEAD = len(rows.METHOD_HEAD)
     M_REPLY_NAME_COL, M_FAILING_COL = rows.M_REPLY_NAME, rows.M_FAILING
-    M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows.M_COMMAND_ID, rows.M_ANSWERS, rows.M_ARGUMENTS
+    M_ARGUMENTS_COL = rows.M_ARGUMENTS
     N_MESSAGE = len(rows.COLUMNS["messages"])
-    FIRST_PROPERTY = rows.MSG_FIRST_PROPERTY
-    N_PROPERTIES = len(rows.MESSAGE_PROPERTIES)
+    MSG_PROPERTIES_COL = rows.MSG_PROPERTIES
     MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL = rows.MSG_EXCHANGE, rows.MSG_ROUTING_KEY
     MSG_REDELIVERED_COL = rows.MSG_REDELIVERED
     if N_METHOD > MAX_COLS or N_MESSAGE > MAX_COLS:
@@ -629,9 +758,8 @@ cdef int bind() except -1:
         wire_of = <wire_of_fn>PyCapsule_GetPointer(fast09.WIRE_FIELDS, "amqpcap.amqp.fast09.wire_fields")
     except (ImportError, AttributeError, ValueError):  # properties are then dicts (or mappings)
         wire_of = NULL
-    # the positions written by hand below
-    if N_HEAD != 14 or FIRST_PROPERTY != 15 or N_MESSAGE < FIRST_PROPERTY + N_PROPERTIES + 9:
-        raise ImportError("records/schema.py METHODS / MESSAGES changed: update fastrows.pyx")
+    placement(&M_PLACEMENT, rows.METHOD_SOURCES, list(rows.METHOD_COLUMNS), METHOD_SOURCES)
+    placement(&MSG_PLACEMENT, rows.MESSAGE_SOURCES, list(rows.COLUMNS["messages"]), MESSAGE_SOURCES)
     R = rows
     return 0
 
@@ -822,17 +950,6 @@ SINK_ENTRY.content = sink_content
 SINK = PyCapsule_New(&SINK_ENTRY, "amqpcap.records.fastrows.sink", NULL)
 
 
-cdef inline void put_keys(PyObject **row, capture, stream, packet, ts, direction, channel, offset):
-    """The columns every table starts with (records/schema.py _KEYS)."""
-    put(row, 0, capture)
-    put(row, 1, stream)
-    put(row, 2, packet)
-    put(row, 3, ts)
-    put(row, 4, direction_name(direction))
-    put(row, 5, channel)
-    put(row, 6, offset)
-
-
 cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direction, const MethodView *m,
                           version) except -1:
     """The methods row of the method ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged)
@@ -846,16 +963,7 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         wire = wire_of(a) if wire_of != NULL else NULL
         if wire == NULL:
             return 1
-    put_keys(row, capture, stream, <object>m.packet, <object>m.ts, direction, <object>m.channel, <object>m.offset)
-    put(row, 7, name)
-    put(row, 8, <object>m.class_id)
-    put(row, 9, <object>m.method_id)
-    put(row, 10, version)
-    put(row, 11, <object>m.synchronous)
-    put(row, 12, <object>m.has_content)
-    put(row, 13, <object>m.frame_size)
-    put(row, M_COMMAND_COL, <object>m.command_id)
-    put(row, M_ANSWERS_COL, <object>m.answers_command_id)
+    place(row, &M_PLACEMENT, m, NULL, capture, stream, direction, version)
     if wire != NULL:  # the argument columns and JSON from the bytes, if the plan and values allow
         plan = method_plan(False, name, a, wire, direction, version)
         if direct != NULL and plan.wire and not stage_wire(row, direct, wire, plan, M_ARGUMENTS_COL):
@@ -946,7 +1054,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     """The messages row of the content ``c`` into ``row`` (all NULL on entry): 0; 1 if the
     reference is to build it (what was staged by then is cleared by the caller, as always)."""
     cdef Plan fill
-    cdef Py_ssize_t j, i
+    cdef Py_ssize_t j
     cdef const amqpcap_wire *wire = NULL
     cdef const amqpcap_wire *awire = NULL
     cdef const MethodView *method = c.method
@@ -954,7 +1062,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     wire = wire_of(p) if wire_of != NULL else NULL
     if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
         fill = property_plan(p, wire)
-        if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, FIRST_PROPERTY + N_PROPERTIES):
+        if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, MSG_PROPERTIES_COL):
             wire = NULL
             p = p.copy()
     if wire == NULL and not PyDict_CheckExact(p):
@@ -964,24 +1072,13 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
         awire = wire_of(a) if wire_of != NULL else NULL  # the method's arguments as the wire has them
         if awire == NULL:
             return 1
-    put_keys(row, capture, stream, <object>c.packet, <object>c.ts, direction, <object>c.channel, <object>c.offset)
-    put(row, 7, <object>method.name)
-    put(row, 8, version)
+    place(row, &MSG_PLACEMENT, NULL, c, capture, stream, direction, version)
     # (a wire plan with a redelivered property is not used: stage_wire)
     stage_message_args(row, direct, c, a, awire, p if wire == NULL else None, direction, version)
-    i = FIRST_PROPERTY + N_PROPERTIES
-    put(row, i + 1, <object>c.body_size)
-    put(row, i + 2, <object>c.body_received)
-    put(row, i + 3, <object>c.body_frames)
-    put(row, i + 4, <object>c.body_hash)
-    put(row, i + 5, <object>c.body)
-    put(row, i + 6, <object>c.complete)
-    put(row, i + 7, <object>c.first_packet)
-    put(row, i + 8, <object>c.packet)
     if wire != NULL:  # the properties are staged (stage_wire)
         return 0
     fill = property_plan(p, NULL)
-    put(row, i, to_json(p))
+    put(row, MSG_PROPERTIES_COL, to_json(p))
     for j in range(fill.n):
         put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
     return 0
