@@ -584,134 +584,53 @@ cdef tuple DIRS
 
 # Where the values of a row that no plan writes come from: rows.METHOD_SOURCES /
 # MESSAGE_SOURCES, read at bind into (column, source) pairs; a source is a field of the event's
-# view (rowsink.pxi) or one of the builder's arguments.
-cdef enum:
-    S_CAPTURE
-    S_STREAM
-    S_DIRECTION
-    S_VERSION
-    S_PACKET
-    S_TS
-    S_OFFSET
-    S_CHANNEL
-    S_NAME
-    S_CLASS_ID
-    S_METHOD_ID
-    S_SYNCHRONOUS
-    S_HAS_CONTENT
-    S_FRAME_SIZE
-    S_COMMAND_ID
-    S_ANSWERS
-    S_METHOD_NAME
-    S_BODY_SIZE
-    S_BODY_RECEIVED
-    S_BODY_FRAMES
-    S_BODY_HASH
-    S_BODY
-    S_COMPLETE
-    S_FIRST_PACKET
-
-cdef dict OWN_SOURCES = {"=capture": S_CAPTURE, "=stream": S_STREAM, "=direction": S_DIRECTION, "=version": S_VERSION}
-cdef dict EVENT_SOURCES = {"packet": S_PACKET, "ts": S_TS, "offset": S_OFFSET, "channel": S_CHANNEL}
-cdef dict METHOD_SOURCES = OWN_SOURCES | EVENT_SOURCES | {
-    "name": S_NAME, "class_id": S_CLASS_ID, "method_id": S_METHOD_ID, "synchronous": S_SYNCHRONOUS,
-    "has_content": S_HAS_CONTENT, "frame_size": S_FRAME_SIZE, "command_id": S_COMMAND_ID,
-    "answers_command_id": S_ANSWERS,
-}
-cdef dict MESSAGE_SOURCES = OWN_SOURCES | EVENT_SOURCES | {
-    "method.name": S_METHOD_NAME, "body_size": S_BODY_SIZE, "body_received": S_BODY_RECEIVED,
-    "body_frames": S_BODY_FRAMES, "body_hash": S_BODY_HASH, "body": S_BODY, "complete": S_COMPLETE,
-    "first_packet": S_FIRST_PACKET,
-}
-
-
+# view (its index in rowsink.pxi's METHOD_VIEW / CONTENT_VIEW; a content's method's, past
+# MAX_COLS) or one of the builder's arguments (negative: OWN's order).
 cdef struct Placement:
     Py_ssize_t n
     Py_ssize_t col[MAX_COLS]
-    int src[MAX_COLS]
+    Py_ssize_t src[MAX_COLS]
 
 cdef Placement M_PLACEMENT, MSG_PLACEMENT
 
 
-cdef int placement(Placement *pl, tuple sources, list columns, dict known) except -1:
-    """``pl``: rows' table ``sources`` as (column index, source code) pairs."""
+cdef int placement(Placement *pl, tuple sources, list columns, tuple view, tuple own) except -1:
     index = {name: i for i, name in enumerate(columns)}
-    if len(sources) > MAX_COLS:
-        raise ImportError("records/rows.py: more sourced columns than fastrows.pyx stages (MAX_COLS)")
     pl.n = 0
     for col, src in sources:
-        if src not in known:
+        if src in own:
+            pl.src[pl.n] = -1 - own.index(src)
+        elif src in view:
+            pl.src[pl.n] = view.index(src)
+        elif view is CONTENT_VIEW and src.startswith("method.") and src[7:] in METHOD_VIEW:
+            pl.src[pl.n] = MAX_COLS + METHOD_VIEW.index(src[7:])
+        else:
             raise ImportError(f"records/rows.py: fastrows.pyx does not read the source {src!r} of {col!r}")
-        pl.col[pl.n], pl.src[pl.n] = index[col], known[src]
+        pl.col[pl.n] = index[col]
         pl.n += 1
     return 0
 
 
-cdef object source_value(int src, const MethodView *m, const ContentView *c, capture, stream, direction, version):
-    """The value of source ``src`` for the method ``m`` or the content ``c`` (the other NULL)."""
-    if src == S_CAPTURE:
-        return capture
-    if src == S_STREAM:
-        return stream
-    if src == S_DIRECTION:
-        return direction_name(direction)
-    if src == S_VERSION:
-        return version
-    if m != NULL:
-        if src == S_PACKET:
-            return <object>m.packet
-        if src == S_TS:
-            return <object>m.ts
-        if src == S_OFFSET:
-            return <object>m.offset
-        if src == S_CHANNEL:
-            return <object>m.channel
-        if src == S_NAME:
-            return <object>m.name
-        if src == S_CLASS_ID:
-            return <object>m.class_id
-        if src == S_METHOD_ID:
-            return <object>m.method_id
-        if src == S_SYNCHRONOUS:
-            return <object>m.synchronous
-        if src == S_HAS_CONTENT:
-            return <object>m.has_content
-        if src == S_FRAME_SIZE:
-            return <object>m.frame_size
-        if src == S_COMMAND_ID:
-            return <object>m.command_id
-        return <object>m.answers_command_id  # S_ANSWERS
-    if src == S_PACKET:
-        return <object>c.packet
-    if src == S_TS:
-        return <object>c.ts
-    if src == S_OFFSET:
-        return <object>c.offset
-    if src == S_CHANNEL:
-        return <object>c.channel
-    if src == S_METHOD_NAME:
-        return <object>c.method.name
-    if src == S_BODY_SIZE:
-        return <object>c.body_size
-    if src == S_BODY_RECEIVED:
-        return <object>c.body_received
-    if src == S_BODY_FRAMES:
-        return <object>c.body_frames
-    if src == S_BODY_HASH:
-        return <object>c.body_hash
-    if src == S_BODY:
-        return <object>c.body
-    if src == S_COMPLETE:
-        return <object>c.complete
-    return <object>c.first_packet  # S_FIRST_PACKET
-
-
-cdef int place(PyObject **row, const Placement *pl, const MethodView *m, const ContentView *c, capture, stream,
+cdef int place(PyObject **row, const Placement *pl, PyObject **view, PyObject **method, capture, stream,
                direction, version) except -1:
-    """The sourced values of the row of ``m`` or ``c`` into ``row``, by ``pl``."""
-    cdef Py_ssize_t k
+    """The sourced values of a row into ``row``, by ``pl``, from the event's ``view`` (and, for a
+    content, its ``method``'s) and the builder's arguments."""
+    cdef Py_ssize_t k, s
     for k in range(pl.n):
-        put(row, pl.col[k], source_value(pl.src[k], m, c, capture, stream, direction, version))
+        s = pl.src[k]
+        if s >= MAX_COLS:
+            v = <object>method[s - MAX_COLS]
+        elif s >= 0:
+            v = <object>view[s]
+        elif s == -1:
+            v = capture
+        elif s == -2:
+            v = stream
+        elif s == -3:
+            v = direction_name(direction)
+        else:
+            v = version
+        put(row, pl.col[k], v)
     return 0
 
 
@@ -758,8 +677,10 @@ cdef int bind() except -1:
         wire_of = <wire_of_fn>PyCapsule_GetPointer(fast09.WIRE_FIELDS, "amqpcap.amqp.fast09.wire_fields")
     except (ImportError, AttributeError, ValueError):  # properties are then dicts (or mappings)
         wire_of = NULL
-    placement(&M_PLACEMENT, rows.METHOD_SOURCES, list(rows.METHOD_COLUMNS), METHOD_SOURCES)
-    placement(&MSG_PLACEMENT, rows.MESSAGE_SOURCES, list(rows.COLUMNS["messages"]), MESSAGE_SOURCES)
+    if len(rows.METHOD_SOURCES) > MAX_COLS or len(rows.MESSAGE_SOURCES) > MAX_COLS or len(rows.OWN) != 4:
+        raise ImportError("records/rows.py: its sources are not what fastrows.pyx places")
+    placement(&M_PLACEMENT, rows.METHOD_SOURCES, list(rows.METHOD_COLUMNS), METHOD_VIEW, rows.OWN)
+    placement(&MSG_PLACEMENT, rows.MESSAGE_SOURCES, list(rows.COLUMNS["messages"]), CONTENT_VIEW, rows.OWN)
     R = rows
     return 0
 
@@ -963,7 +884,7 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         wire = wire_of(a) if wire_of != NULL else NULL
         if wire == NULL:
             return 1
-    place(row, &M_PLACEMENT, m, NULL, capture, stream, direction, version)
+    place(row, &M_PLACEMENT, <PyObject **>m, NULL, capture, stream, direction, version)
     if wire != NULL:  # the argument columns and JSON from the bytes, if the plan and values allow
         plan = method_plan(False, name, a, wire, direction, version)
         if direct != NULL and plan.wire and not stage_wire(row, direct, wire, plan, M_ARGUMENTS_COL):
@@ -1072,7 +993,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
         awire = wire_of(a) if wire_of != NULL else NULL  # the method's arguments as the wire has them
         if awire == NULL:
             return 1
-    place(row, &MSG_PLACEMENT, NULL, c, capture, stream, direction, version)
+    place(row, &MSG_PLACEMENT, <PyObject **>c, <PyObject **>method, capture, stream, direction, version)
     # (a wire plan with a redelivered property is not used: stage_wire)
     stage_message_args(row, direct, c, a, awire, p if wire == NULL else None, direction, version)
     if wire != NULL:  # the properties are staged (stage_wire)
