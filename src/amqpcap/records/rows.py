@@ -186,7 +186,7 @@ def arg_columns(a: dict) -> tuple:
 # Both row builders place these values by these tables (fastrows reads them at its first row);
 # the other columns are the plans' (arguments, properties, reply name, failing method, JSON).
 OWN = ("=capture", "=stream", "=direction", "=version")
-METHOD_SOURCES = (
+KEY_SOURCES = (  # the columns every table starts with
     ("capture", "=capture"),
     ("tcp_stream", "=stream"),
     ("frame_number", "packet"),
@@ -194,6 +194,8 @@ METHOD_SOURCES = (
     ("direction", "=direction"),
     ("channel", "channel"),
     ("stream_offset", "offset"),
+)
+METHOD_SOURCES = KEY_SOURCES + (
     ("method", "name"),
     ("class_id", "class_id"),
     ("method_id", "method_id"),
@@ -204,14 +206,7 @@ METHOD_SOURCES = (
     ("command_id", "command_id"),
     ("answers_command_id", "answers_command_id"),
 )
-MESSAGE_SOURCES = (
-    ("capture", "=capture"),
-    ("tcp_stream", "=stream"),
-    ("frame_number", "packet"),
-    ("ts", "ts"),
-    ("direction", "=direction"),
-    ("channel", "channel"),
-    ("stream_offset", "offset"),
+MESSAGE_SOURCES = KEY_SOURCES + (
     ("method", "method.name"),
     ("version", "=version"),
     ("body_size", "body_size"),
