@@ -401,9 +401,13 @@ def test_other_event_classes_and_argument_mappings_go_to_the_reference(fastrows)
         _method("basic.publish", Args(exchange="x")),
         _method("basic.publish", ["exchange", "queue"]),
     ):
-        assert outcome(rows_of(fastrows.append_rows)[0], "c", 0, 0, m, "0-9-1") == outcome(
-            rows.method_row_reference, "c", 0, 0, m, "0-9-1"
-        )
+        # tables and the events handed back: a subclass of Method is not a methods row for either
+        out = []
+        for append_rows in (fastrows.append_rows, rows.append_rows_reference):
+            methods, messages = [], []
+            rest = outcome(append_rows, [(0, m)], "c", 0, "0-9-1", methods, messages)
+            out.append((rest, repr(methods), messages))
+        assert out[0] == out[1]
 
 
 def test_the_compiled_builders_build_rows_themselves(fastrows, monkeypatch):
