@@ -37,6 +37,7 @@ from amqpcap.analysis.connection_health import (
     unacked,
 )
 from amqpcap.analysis.failures import ERROR_METHODS, error_summary
+from amqpcap.analysis.forked import Forked, can_fork
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.round_trips import method_rtt_of_output, section_rows
@@ -660,9 +661,15 @@ def stats(t, **options) -> dict:
     they are loaded once for both, and only when asked for).  ``on_unacked``, when given, is
     handed the unacked counts over time of a consumer-ack pass over a directory's tables (see
     :func:`~amqpcap.analysis.streamed_acks.streamed_acks`); a pairing of loaded tables hands
-    ``on_latency`` its frame instead.
+    ``on_latency`` its frame instead.  ``aside``: the parts computed in a forked process
+    (default :data:`ASIDE`; ``()``: all in this one), see :func:`stats_parts`.
     """
-    return stats_of_parts(stats_parts(t, STATS_PARTS, **options))
+    return stats_of_parts(stats_parts(t, STATS_PARTS, **{"aside": ASIDE, **options}))
+
+
+# the parts stats computes in a second process while this one computes the others (of a dissect
+# output directory): the costliest part and a pairing, about half of the CPU each
+ASIDE = ("throughput", "confirm")
 
 
 def stats_parts(
@@ -674,17 +681,49 @@ def stats_parts(
     on_latency=None,
     on_section=None,
     on_unacked=None,
+    aside=(),
 ) -> dict:
     """The ``parts`` (of :data:`STATS_PARTS`, in its order; health needs consumer_ack) of
     :func:`stats`, each computed as :func:`stats` computes it, as a dict :func:`stats_of_parts`
     turns into the summary: ``{"latency": {kind: summary}, part: result, ...}``.  Parts computed
-    apart (e.g. by several processes) give the same summary once their dicts are merged."""
+    apart (e.g. by several processes) give the same summary once their dicts are merged.
+    ``aside``: those of ``parts`` computed by a forked child process while this one computes the
+    others (of a dissect output directory, on a system that forks; else here, in order); its
+    ``on_latency`` / ``on_unacked`` calls are made here once it is done, then ``on_section``'s."""
+    src = stats_source(t)
+    aside = tuple(p for p in aside if p in parts) if isinstance(src, str) and can_fork() else ()
+    if "health" in parts and ("health" in aside) != ("consumer_ack" in aside):
+        raise ValueError("health and consumer_ack are computed on one side (health reads unacked)")
+    if not aside:
+        return _stats_parts(src, parts, bucket, latencies, on_latency, on_section, on_unacked)
+    calls: list = []  # the child's hook calls, made here after it
+    hooks = {
+        "on_latency": None if on_latency is None else lambda *a: calls.append((on_latency, a)),
+        "on_unacked": None if on_unacked is None else lambda *a: calls.append((on_unacked, a)),
+    }
+    child = Forked(lambda: (_stats_parts(src, aside, bucket, latencies, **hooks), calls))
+    here = tuple(p for p in parts if p not in aside)
+    got = _stats_parts(src, here, bucket, latencies, on_latency, on_section, on_unacked)
+    theirs, calls = child.result()
+    for fn, args in calls:
+        fn(*args)
+    got["latency"].update(theirs.pop("latency"))
+    got.update(theirs)
+    if on_section is not None:
+        tables = Sections(src)
+        for section in aside:
+            on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
+        tables.close()
+    return got
+
+
+def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None, on_unacked=None) -> dict:
+    """:func:`stats_parts` in this process."""
     got: dict = {"latency": {}}
 
     def put(key, fn):
         return lambda t: got.__setitem__(key, fn(t))
 
-    src = stats_source(t)
     stream = latencies is None and isinstance(src, str)
     tables = Sections(src)
 
