@@ -6,6 +6,7 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -691,22 +692,24 @@ def stats_parts(
     others (of a dissect output directory, on a system that forks; else here, in order); its
     ``on_latency`` / ``on_unacked`` calls are made here once it is done, then ``on_section``'s."""
     src = stats_source(t)
-    aside = tuple(p for p in aside if p in parts) if isinstance(src, str) and can_fork() else ()
+    aside = (
+        tuple(p for p in STATS_PARTS if p in aside and p in parts)
+        if isinstance(src, str) and can_fork()
+        else ()
+    )
     if "health" in parts and ("health" in aside) != ("consumer_ack" in aside):
         raise ValueError("health and consumer_ack are computed on one side (health reads unacked)")
     if not aside:
         return _stats_parts(src, parts, bucket, latencies, on_latency, on_section, on_unacked)
-    calls: list = []  # the child's hook calls, made here after it
-    hooks = {
-        "on_latency": None if on_latency is None else lambda *a: calls.append((on_latency, a)),
-        "on_unacked": None if on_unacked is None else lambda *a: calls.append((on_unacked, a)),
-    }
-    child = Forked(lambda: (_stats_parts(src, aside, bucket, latencies, **hooks), calls))
+    hooks = {"on_latency": on_latency, "on_unacked": on_unacked}
+    calls: list = []  # the child's hook calls (name, arguments), made here after it
+    recorded = {k: None if fn is None else functools.partial(_record, calls, k) for k, fn in hooks.items()}
+    child = Forked(lambda: (_stats_parts(src, aside, bucket, latencies, **recorded), calls))
     here = tuple(p for p in parts if p not in aside)
     got = _stats_parts(src, here, bucket, latencies, on_latency, on_section, on_unacked)
     theirs, calls = child.result()
-    for fn, args in calls:
-        fn(*args)
+    for name, args in calls:
+        hooks[name](*args)
     got["latency"].update(theirs.pop("latency"))
     got.update(theirs)
     if on_section is not None:
@@ -715,6 +718,10 @@ def stats_parts(
             on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
         tables.close()
     return got
+
+
+def _record(calls: list, name: str, *args) -> None:
+    calls.append((name, args))
 
 
 def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None, on_unacked=None) -> dict:
