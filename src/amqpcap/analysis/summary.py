@@ -669,8 +669,8 @@ def stats(t, **options) -> dict:
 
 
 # the parts stats computes in a second process while this one computes the others (of a dissect
-# output directory): the costliest part and a pairing, about half of the CPU each
-ASIDE = ("throughput", "confirm")
+# output directory): about half of the CPU each (consumer acks and health, the costliest, stay here)
+ASIDE = ("transit", "rpc", "confirm", "throughput")
 
 
 def stats_parts(
