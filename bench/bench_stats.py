@@ -120,16 +120,47 @@ def amqpcap(python: str, *args: str) -> list[str]:
     return [python, "-m", "amqpcap.cli", *args]
 
 
-# Runs one step in a process of its own and reports that process tree's peak RSS; the address
-# space is capped so a step that wants tens of GB fails (MemoryError) instead of taking the machine.
+# Runs one step in a process of its own and reports that process tree's peak memory: the largest
+# ru_maxrss of one process, and the peak over time of the sum of the proportional set sizes (PSS:
+# a page shared by n processes counts 1/n in each) of every process of the tree (a step that forks
+# a second process counts both), sampled every 50 ms; the address space is capped so a step that
+# wants tens of GB fails (MemoryError) instead of taking the machine.
 _WRAP = """
-import resource, subprocess, sys
+import os, resource, subprocess, sys, tempfile, time
 cap = int(sys.argv[1]) << 20
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-err = r.stderr.strip().splitlines()[-1][:100] if r.returncode and r.stderr.strip() else ""
+
+def tree(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+def pss(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    except (OSError, ValueError):
+        return 0
+
+errors = tempfile.TemporaryFile("w+")  # (a pipe not read while polling could fill)
+p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=errors, text=True)
+peak = 0
+while p.poll() is None:
+    peak = max(peak, sum(pss(q) for q in tree(p.pid)))
+    time.sleep(0.05)
+errors.seek(0)
+stderr = errors.read()
+err = stderr.strip().splitlines()[-1][:100] if p.returncode and stderr.strip() else ""
 u = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(u.ru_maxrss, u.ru_utime + u.ru_stime, r.returncode, err)
+print(max(u.ru_maxrss, peak), u.ru_utime + u.ru_stime, p.returncode, err)
 """
 
 
@@ -232,7 +263,9 @@ def write_doc(rows: list[dict], a) -> None:
         f"Command: `python bench/bench_stats.py --gb {a.gb} --runs {a.runs}`: small-packet AMQP 0-9-1",
         "traffic (each publish and delivery in a packet of its own, confirms and acks every 10",
         f"messages); per step the median wall time of {a.runs} rounds (dissect, stats, report one after",
-        "the other), the median CPU seconds (user + system), and each round's peak RSS; the ratio is",
+        "the other), the median CPU seconds (user + system), and each round's peak memory of the",
+        "step's process tree (the larger of one process' peak RSS and the peak sum of the PSS of",
+        "every process of the tree: stats forks a second one); the ratio is",
         "the analysis' median wall time over dissect's.  On a loaded machine the wall times stretch",
         "(the CPU seconds and peak RSS much less): the load column is the 1-minute load average",
         "during that size's rounds.",

@@ -64,15 +64,31 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=()) -> 
     f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
-    try:  # a row group at a time: the reader's iterator holds more the more groups it has read
-        for i in range(f.num_row_groups):
-            group = f.read_row_group(i, columns=want, use_threads=False)
+    try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
+        for first, end in _group_runs(f.metadata, rows):
+            group = f.read_row_groups(range(first, end), columns=want, use_threads=False)
+            if end - first > 1:  # small groups as one batch: a pass's work per batch is paid once
+                group = group.combine_chunks()
             for batch in group.to_batches(max_chunksize=rows):
                 if batch.num_rows:
                     yield batch, have
             del group
     finally:
         f.close()
+
+
+def _group_runs(metadata, rows: int) -> Iterator[tuple[int, int]]:
+    """(first, end) of runs of consecutive row groups of about ``rows`` rows together (a group
+    larger than that alone)."""
+    first, count = 0, 0
+    for i in range(metadata.num_row_groups):
+        n = metadata.row_group(i).num_rows
+        if i > first and count + n > rows:
+            yield first, i
+            first, count = i, 0
+        count += n
+    if metadata.num_row_groups > first:
+        yield first, metadata.num_row_groups
 
 
 def tables(directory, name: str, columns: list[str], rows: int | None = None) -> Iterator[pa.Table]:

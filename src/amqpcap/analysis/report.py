@@ -27,6 +27,7 @@ from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
+from amqpcap.analysis.forked import Forked, can_fork
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
     LATENCY_KINDS,
@@ -799,6 +800,11 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         if section == "span":  # the time origin and the plot bucket (a directory: read by column)
             drawn["t0"] = _t0(tables)
             drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
+            if (
+                is_output_dir(src) and can_fork()
+            ):  # its own pass over the tables: in a second process meanwhile
+                path = out / "throughput.png"
+                drawn["throughput"] = Forked(lambda: fig_throughput(src, path, drawn["bucket"], drawn["t0"]))
         elif section == "errors":  # the failure methods' rows
             drawn["err"] = errors_frame(error_tables(tables, src))
         elif section == "counts":  # connections, their channels and blocked periods
@@ -810,7 +816,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             if un is None:
                 un = unacked_frame(load(), acks=kept.pop("consumer_ack"))
             drawn["unacked"] = fig_unacked(un, out / "unacked.png", drawn["t0"])
-        elif section == "throughput":  # (its section's tables: not loaded again for the figure)
+        elif section == "throughput" and "throughput" not in drawn:  # (its tables: not loaded again)
             drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
 
     if stats is None:
@@ -829,6 +835,8 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         tables.close()
     bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
     t0 = drawn["t0"]
+    if isinstance(drawn.get("throughput"), Forked):
+        drawn["throughput"] = drawn["throughput"].result()
     if "throughput" not in drawn:
         drawn["throughput"] = fig_throughput(
             section_tables(src, "throughput"), out / "throughput.png", bucket, t0

@@ -6,6 +6,7 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -37,6 +38,7 @@ from amqpcap.analysis.connection_health import (
     unacked,
 )
 from amqpcap.analysis.failures import ERROR_METHODS, error_summary
+from amqpcap.analysis.forked import Forked, can_fork
 from amqpcap.analysis.latency import ACK_METHODS, CONFIRM_METHODS, LATENCY_FUNCTIONS
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.round_trips import method_rtt_of_output, section_rows
@@ -660,9 +662,15 @@ def stats(t, **options) -> dict:
     they are loaded once for both, and only when asked for).  ``on_unacked``, when given, is
     handed the unacked counts over time of a consumer-ack pass over a directory's tables (see
     :func:`~amqpcap.analysis.streamed_acks.streamed_acks`); a pairing of loaded tables hands
-    ``on_latency`` its frame instead.
+    ``on_latency`` its frame instead.  ``aside``: the parts computed in a forked process
+    (default :data:`ASIDE`; ``()``: all in this one), see :func:`stats_parts`.
     """
-    return stats_of_parts(stats_parts(t, STATS_PARTS, **options))
+    return stats_of_parts(stats_parts(t, STATS_PARTS, **{"aside": ASIDE, **options}))
+
+
+# the parts stats computes in a second process while this one computes the others (of a dissect
+# output directory): about half of the CPU each (consumer acks and health, the costliest, stay here)
+ASIDE = ("transit", "rpc", "confirm", "throughput")
 
 
 def stats_parts(
@@ -674,17 +682,55 @@ def stats_parts(
     on_latency=None,
     on_section=None,
     on_unacked=None,
+    aside=(),
 ) -> dict:
     """The ``parts`` (of :data:`STATS_PARTS`, in its order; health needs consumer_ack) of
     :func:`stats`, each computed as :func:`stats` computes it, as a dict :func:`stats_of_parts`
     turns into the summary: ``{"latency": {kind: summary}, part: result, ...}``.  Parts computed
-    apart (e.g. by several processes) give the same summary once their dicts are merged."""
+    apart (e.g. by several processes) give the same summary once their dicts are merged.
+    ``aside``: those of ``parts`` computed by a forked child process while this one computes the
+    others (of a dissect output directory, on a system that forks; else here, in order); its
+    ``on_latency`` / ``on_unacked`` calls are made here once it is done, then ``on_section``'s."""
+    src = stats_source(t)
+    aside = (
+        tuple(p for p in STATS_PARTS if p in aside and p in parts)
+        if isinstance(src, str) and can_fork()
+        else ()
+    )
+    if "health" in parts and ("health" in aside) != ("consumer_ack" in aside):
+        raise ValueError("health and consumer_ack are computed on one side (health reads unacked)")
+    if not aside:
+        return _stats_parts(src, parts, bucket, latencies, on_latency, on_section, on_unacked)
+    hooks = {"on_latency": on_latency, "on_unacked": on_unacked}
+    calls: list = []  # the child's hook calls (name, arguments), made here after it
+    recorded = {k: None if fn is None else functools.partial(_record, calls, k) for k, fn in hooks.items()}
+    child = Forked(lambda: (_stats_parts(src, aside, bucket, latencies, **recorded), calls))
+    here = tuple(p for p in parts if p not in aside)
+    got = _stats_parts(src, here, bucket, latencies, on_latency, on_section, on_unacked)
+    theirs, calls = child.result()
+    for name, args in calls:
+        hooks[name](*args)
+    got["latency"].update(theirs.pop("latency"))
+    got.update(theirs)
+    if on_section is not None:
+        tables = Sections(src)
+        for section in aside:
+            on_section(section, lambda: tables(section))  # noqa: B023 (called right away)
+        tables.close()
+    return got
+
+
+def _record(calls: list, name: str, *args) -> None:
+    calls.append((name, args))
+
+
+def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None, on_unacked=None) -> dict:
+    """:func:`stats_parts` in this process."""
     got: dict = {"latency": {}}
 
     def put(key, fn):
         return lambda t: got.__setitem__(key, fn(t))
 
-    src = stats_source(t)
     stream = latencies is None and isinstance(src, str)
     tables = Sections(src)
 

@@ -1,0 +1,114 @@
+"""Parts of stats computed in a forked second process, and passes over files of many small row
+groups: the same summary, the same hooks called, the child's failures raised in the caller."""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from amqpcap.analysis import batches
+from amqpcap.analysis.forked import Forked
+from amqpcap.analysis.summary import STATS_PARTS, stats, stats_of_parts, stats_parts
+from amqpcap.analysis.tables import dissect_cached, table_files
+
+HERE = os.path.dirname(__file__)
+CAPTURES = os.path.normpath(os.path.join(HERE, "..", "..", "captures"))
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    cap = os.path.join(CAPTURES, "rabbitmq091_pika_full.pcap")
+    return str(dissect_cached(cap, cache_dir=tmp_path_factory.mktemp("forked")))
+
+
+def _hooked(out, aside):
+    seen = {"latency": {}, "sections": [], "unacked": []}
+
+    def on_latency(kind, values):
+        seen["latency"][kind] = np.sort(np.asarray(values, dtype=float))
+
+    got = stats_parts(
+        out,
+        STATS_PARTS,
+        aside=aside,
+        on_latency=on_latency,
+        on_section=lambda section, load: seen["sections"].append(section),
+        on_unacked=lambda un: seen["unacked"].append(len(un)),
+    )
+    return stats_of_parts(got), seen
+
+
+@pytest.mark.parametrize(
+    "aside", [("throughput", "confirm"), ("transit", "rpc", "consumer_ack", "health"), tuple(STATS_PARTS)]
+)
+def test_parts_computed_aside_give_the_summary_and_hooks_of_one_process(out, aside):
+    want, want_seen = _hooked(out, ())
+    got, seen = _hooked(out, aside)
+    assert got == want
+    assert seen["latency"].keys() == want_seen["latency"].keys() and len(seen["latency"]) >= 5
+    for kind, values in want_seen["latency"].items():
+        np.testing.assert_array_equal(seen["latency"][kind], values)
+    assert sorted(seen["sections"]) == sorted(want_seen["sections"]) == sorted(STATS_PARTS)
+    assert seen["unacked"] == want_seen["unacked"] and len(seen["unacked"]) == 1
+
+
+def test_stats_computes_aside_by_default_and_equals_one_process(out, monkeypatch):
+    forks = []
+    real = Forked.__init__
+
+    def counted(self, fn):
+        forks.append(os.getpid())
+        real(self, fn)
+
+    monkeypatch.setattr(Forked, "__init__", counted)
+    want = stats(out, aside=())
+    assert forks == []
+    assert stats(out) == want
+    assert forks == [os.getpid()]
+
+
+def test_health_apart_from_consumer_acks_is_refused(out):
+    with pytest.raises(ValueError, match="health"):
+        stats_parts(out, STATS_PARTS, aside=("consumer_ack",))
+
+
+def test_a_failure_in_the_forked_process_is_raised_in_the_caller():
+    def fails():
+        raise KeyError("no such column")
+
+    with pytest.raises(KeyError, match="no such column"):
+        Forked(fails).result()
+    assert Forked(lambda: {"big": bytes(1 << 20)}).result() == {"big": bytes(1 << 20)}  # > a pipe's buffer
+
+
+def _small_groups(out: str, dst, rows: int) -> str:
+    """A copy of the output ``out`` whose Parquet files have row groups of ``rows`` rows."""
+    for root, _dirs, files in os.walk(out):
+        for f in files:
+            src = os.path.join(root, f)
+            target = os.path.join(dst, os.path.relpath(src, out))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if f.endswith(".parquet"):
+                pq.write_table(pq.read_table(src), target, row_group_size=rows)
+            else:
+                with open(src, "rb") as a, open(target, "wb") as b:
+                    b.write(a.read())
+    return str(dst)
+
+
+def test_small_row_groups_are_read_together_in_file_order(out, tmp_path, monkeypatch):
+    small = _small_groups(out, tmp_path / "small", 3)
+    (path,) = table_files(small, "methods")
+    assert pq.ParquetFile(path).num_row_groups > 20
+    monkeypatch.setattr(batches, "BATCH_ROWS", 50)
+    cols = ["frame_number", "ts", "method", "channel"]
+    got = list(batches.tables(small, "methods", cols))
+    assert all(len(b) <= 50 for b in got) and max(len(b) for b in got) > 3  # groups joined
+    assert len(got) < pq.ParquetFile(path).num_row_groups
+    want = list(batches.tables(out, "methods", cols))
+    joined, whole = pa.concat_tables(got), pa.concat_tables(want)
+    assert joined.column("frame_number").to_pylist() == whole.column("frame_number").to_pylist()
+    assert joined.column("method").to_pylist() == whole.column("method").to_pylist()
+    assert stats(small) == stats(out)
