@@ -140,6 +140,17 @@ def _open_session(a, app):
     return session.build(master, app=app, conf=conf, quiet=quiet, remote=getattr(a, "remote", None)), True
 
 
+def _active_session(a):
+    """(the active session, False) of a notebook or a test, or None (none without pyspark
+    imported: the command line's own process)."""
+    if getattr(a, "remote", None) or "pyspark.sql" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    return None if active is None else (active, False)
+
+
 def _cannot_start(e: Exception) -> None:
     """The one line of a session that did not start."""
     from amqpcap.spark import errors
@@ -301,7 +312,8 @@ def stats_report(a, size: int, show, stop=None) -> int:
 
     stop = stop or _stop
     report = Report(a.path, connections=not a.json).start() if size <= PARTS_UP_TO else None
-    starting = Starting(lambda: _open_session(a, "amqpcap stats"))
+    active = _active_session(a)  # (in this thread: the JVM keeps a thread's active session)
+    starting = Starting(lambda: active or _open_session(a, "amqpcap stats"))
     try:
         while report is not None and not starting.ready.is_set():
             if report.wait(0.05):  # every part computed before Spark was up: no Spark needed
