@@ -8,12 +8,12 @@ rows).  The driver merges them and assembles the report with
 ``stats``' by construction.
 
 The items form one queue (:class:`~amqpcap.spark.claims.Claims`), costliest first.  The driver
-takes items while its session starts (the JVM's start is most of a small report's time); once
-the session is up, Spark tasks (``mapInArrow`` over a DataFrame of one row per task, so clusters
-run it too) take what is left, each item computed exactly once.  When the driver is done before
-the session is, the report needs no Spark at all (:class:`Report`).  Over Spark Connect, whose
-executors need not reach the client, the items left when the session is up are dealt out one a
-task instead.
+takes items from the start, while its session starts (the JVM's start is most of a small
+report's time); once the session is up, Spark tasks (``mapInArrow`` over a DataFrame of one row
+per task, so clusters run it too) take items beside it, each item computed exactly once by
+whoever is free first.  When the driver is done before the session is up, the report needs no
+Spark at all (the command gives the session up).  Over Spark Connect, whose executors need not
+reach the client, the items left when the session is up are dealt out one a task instead.
 
 A task holds what the pandas ``stats`` holds of its part, so an output whose Parquet files
 exceed :data:`PARTS_UP_TO` bytes goes to the per-conversation Spark jobs of
@@ -178,7 +178,8 @@ class Report:
 
     def start(self) -> Report:
         """The driver takes items in a daemon thread (a run that ends early, e.g. Ctrl-C or no
-        session, does not wait for it) until none is left or a task has asked for one."""
+        session, does not wait for it) until none is left: while the session starts, and
+        beside the tasks after (it has no start of its own to pay)."""
         self.thread = threading.Thread(target=self._drive, name="amqpcap-stats", daemon=True)
         self.thread.start()
         return self
@@ -187,10 +188,7 @@ class Report:
         try:
             with contextlib.ExitStack() as stack:
                 local = Fetched(self.out, stack)
-                while not self.claims.tasks_began.is_set():
-                    i = self.claims.take()
-                    if i is None:
-                        break
+                for i in iter(self.claims.take, None):
                     got = part_task(self.items[i], out=local.path())
                     with self._cond:
                         self.results[i] = got
