@@ -214,6 +214,7 @@ class Report:
     def finish(self, spark, progress: bool = False) -> None:
         """The items left, as Spark tasks of ``spark``; returns when every item is computed."""
         from amqpcap.spark.job import Progress, is_connect, parallelism, result_schema, storage_env
+        from amqpcap.spark.session import pandas_version_warning_off
 
         prog = Progress(spark, progress, "stats")
         if self.by_driver:
@@ -230,8 +231,9 @@ class Report:
         try:
             if n:
                 body = _task_body(self.items, self.out, address, dealt, storage_env())
-                df = spark.range(0, n, 1, numPartitions=n).mapInArrow(body, result_schema())
-                rows = prog.stage("parts", df.collect)
+                with pandas_version_warning_off():
+                    df = spark.range(0, n, 1, numPartitions=n).mapInArrow(body, result_schema())
+                    rows = prog.stage("parts", df.collect)
                 with self._cond:
                     for r in rows:
                         self.results[r["id"]] = pickle.loads(r["result"])[0]
