@@ -188,16 +188,24 @@ def spark_child(master: str, inp: str, out: str) -> None:
 
 def stats_child(master: str, out: str) -> None:
     """``amqpcap stats OUT --spark --json`` as the command runs it, in this process; prints the
-    report and the CPU seconds of this process, its JVM and Python workers, as JSON."""
-    from amqpcap.spark import session
-    from amqpcap.spark.stats_tasks import start_on_driver, stats_and_connections
+    report, the CPU seconds of this process, its JVM and Python workers, and whether a session
+    was used, as JSON."""
+    from types import SimpleNamespace
 
-    first = start_on_driver(out)  # (as the command does)
-    spark = session.build(master, app="bench_spark", quiet=True)
-    s = stats_and_connections(spark, out, started=first)[0]
-    cpu = tree_cpu(os.getpid())
-    spark.stop()
-    print(json.dumps({"cpu": sum(cpu.values()), "cpu_by": cpu, "stats": s}, default=str))
+    from amqpcap.spark import cli as spark_cli
+    from amqpcap.spark.stats_tasks import output_bytes
+
+    got, cpu = {}, {}
+
+    def stop(spark, ours):  # (the JVM's CPU, before it ends unreaped)
+        cpu.update(tree_cpu(os.getpid()))
+        spark.stop()
+
+    a = SimpleNamespace(path=out, json=True, master=master, conf=[], verbose=False, remote=None)
+    spark_cli.stats_report(a, output_bytes(out), lambda result, _table: got.setdefault("stats", result), stop)
+    session = bool(cpu)
+    cpu = cpu or tree_cpu(os.getpid())
+    print(json.dumps({"cpu": sum(cpu.values()), "cpu_by": cpu, "session": session, **got}, default=str))
 
 
 def stats_run(master: str, out: str) -> tuple[float, dict]:

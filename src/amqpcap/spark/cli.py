@@ -116,28 +116,54 @@ def add_stats_options(st) -> None:
 
 
 def _session(a, app):
-    """(session, ours): an active session (a notebook, a test) is used and left running."""
-    from amqpcap.spark import errors, session
-
+    """(session, ours): an active session (a notebook, a test) is used and left running; (None,
+    False) when none starts (one line says why)."""
     try:
-        from pyspark.sql import SparkSession
+        return _open_session(a, app)
+    except Exception as e:
+        _cannot_start(e)
+    return None, False
 
-        active = SparkSession.getActiveSession()
-        if active is not None and not getattr(a, "remote", None):
-            return active, False
-        conf = dict(getattr(a, "conf", []) or [])
-        quiet = not getattr(a, "verbose", False)
-        master = session.default_master(a.master)
-        return session.build(master, app=app, conf=conf, quiet=quiet, remote=getattr(a, "remote", None)), True
-    except ImportError as e:
+
+def _open_session(a, app):
+    """(session, ours), or the reason none starts raised."""
+    from pyspark.sql import SparkSession
+
+    from amqpcap.spark import session
+
+    active = SparkSession.getActiveSession()
+    if active is not None and not getattr(a, "remote", None):
+        return active, False
+    conf = dict(getattr(a, "conf", []) or [])
+    quiet = not getattr(a, "verbose", False)
+    master = session.default_master(a.master)
+    return session.build(master, app=app, conf=conf, quiet=quiet, remote=getattr(a, "remote", None)), True
+
+
+def _active_session(a):
+    """(the active session, False) of a notebook or a test, or None (none without pyspark
+    imported: the command line's own process)."""
+    if getattr(a, "remote", None) or "pyspark.sql" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    return None if active is None else (active, False)
+
+
+def _cannot_start(e: Exception) -> None:
+    """The one line of a session that did not start."""
+    from amqpcap.spark import errors
+
+    if isinstance(e, ImportError):
         missing = getattr(e, "name", None) or "pyspark"
         print(
             f"amqpcap: the spark command needs {missing}: pip install 'amqpcap[spark]' (and Java 17+)",
             file=sys.stderr,
         )
-    except RuntimeError as e:
+    elif isinstance(e, RuntimeError):
         print(f"amqpcap: {e}", file=sys.stderr)
-    except Exception as e:  # the JVM did not start, the master or server is not there, ...
+    else:  # the JVM did not start, the master or server is not there, ...
         known = errors.explain(e)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(
@@ -147,7 +173,6 @@ def _session(a, app):
             "pip install 'amqpcap[spark]'",
             file=sys.stderr,
         )
-    return None, False
 
 
 def _stop(spark, ours: bool) -> None:
@@ -262,28 +287,68 @@ def _run_job(a, noted: list) -> int:
 
 def stats_args(a) -> int:
     """``amqpcap stats OUT --spark [--json]``."""
-    import json
+    from amqpcap.spark.stats_tasks import output_bytes
+    from amqpcap.spark.storage import StorageError
 
-    from amqpcap.analysis import render_text
-    from amqpcap.spark.stats_tasks import start_on_driver, stats_and_connections
-
-    if not os.path.isdir(a.path):
+    try:
+        size = output_bytes(a.path) if "://" in a.path or os.path.isdir(a.path) else None
+    except StorageError as e:
+        print(f"amqpcap: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if size is None or ("://" in a.path and size == 0):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
-    first = start_on_driver(a.path)
-    spark, ours = _session(a, "amqpcap stats")
-    if spark is None:
+    return stats_report(a, size, lambda result, table: _print_stats(a, result, table))
+
+
+def stats_report(a, size: int, show, stop=None) -> int:
+    """The report of ``stats --spark`` (``a``: its arguments; ``size``: the output's bytes) handed
+    to ``show(result, connections table)``, whose exit code it returns: the driver computes the
+    report's parts while the session starts; Spark tasks take those left once it is up (none
+    left: the session is given up after ``show``).  ``stop(session, ours)``: how the session
+    ends (:func:`_stop`)."""
+    from amqpcap.spark.starting import Starting
+    from amqpcap.spark.stats_tasks import PARTS_UP_TO, Report, stats_and_connections
+
+    stop = stop or _stop
+    report = Report(a.path, connections=not a.json).start() if size <= PARTS_UP_TO else None
+    active = _active_session(a)  # (in this thread: the JVM keeps a thread's active session)
+    starting = Starting(lambda: active or _open_session(a, "amqpcap stats"))
+    try:
+        while report is not None and not starting.ready.is_set():
+            if report.wait(0.05):  # every part computed before Spark was up: no Spark needed
+                code = show(*report.result())
+                sys.stdout.flush()
+                starting.give_up(stop)
+                return code
+    except BaseException:
+        starting.give_up(stop)
+        raise
+    try:
+        spark, ours = starting.result()
+    except Exception as e:
+        _cannot_start(e)
         return EXIT_NO_SPARK
     try:
-        result, connections = stats_and_connections(
-            spark, a.path, connections=not a.json, progress=sys.stderr.isatty(), started=first
-        )
+        if report is not None:
+            report.finish(spark, progress=sys.stderr.isatty())
+            got = report.result()
+        else:
+            got = stats_and_connections(spark, a.path, connections=not a.json, progress=sys.stderr.isatty())
     except KeyboardInterrupt:
         raise
     except Exception as e:
         return _failed(e)
     finally:
-        _stop(spark, ours)
+        stop(spark, ours)
+    return show(*got)
+
+
+def _print_stats(a, result: dict, connections) -> int:
+    import json
+
+    from amqpcap.analysis import render_text
+
     if a.json:
         json.dump(result, sys.stdout, indent=None, default=str)
         sys.stdout.write("\n")
