@@ -377,7 +377,8 @@ class Decoder10(StreamDecoder):
                 self.held_bytes[direction] -= len(asm.buf)
                 asm.buf = bytearray()
             else:
-                asm.buf += buf[p:end]
+                with memoryview(buf) as mv, mv[p:end] as piece:  # (one copy, not two)
+                    asm.buf += piece
                 self.held_bytes[direction] += n
         if a.get("settled") is True:
             asm.first.args.setdefault("$settled", True)
@@ -522,7 +523,9 @@ def body_digest(buf, spans: list, keep: int) -> tuple:
     ((start, end) in ``buf``)."""
     if len(spans) == 1:  # the common body: one section, hashed and cut where it lies
         s, e = spans[0]
-        return e - s, hashlib.sha256(buf[s:e]).hexdigest(), bytes(buf[s : min(e, s + keep)])
+        with memoryview(buf) as mv, mv[s:e] as body:  # (a bytearray's slice would be a copy)
+            digest = hashlib.sha256(body).hexdigest()
+        return e - s, digest, bytes(buf[s : min(e, s + keep)])
     h, head, size = hashlib.sha256(), bytearray(), 0
     for s, e in spans:
         h.update(buf[s:e])

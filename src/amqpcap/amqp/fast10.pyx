@@ -15,7 +15,7 @@ reference's.
 by name and the spans of its body.
 
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
-in one frame, walked here (this module's ``Decoder10`` has it).
+in one frame, walked here (this module's ``Decoder10`` has it) straight to its messages row.
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
@@ -363,7 +363,8 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 # ``Decoder10``, which decoder.py binds when this part is built, is the reference's class with
 # ``walk_transfer`` for its ``_transfer``: the common transfer (a whole delivery in one frame,
 # picked up from the start, within the memory bounds) walked here: its sections read in place,
-# its digest and first body bytes cut from the frame, the Delivery made without the assembly.
+# its digest and first body bytes cut from the frame, and the delivery held as its messages row
+# (rows10.pxi's ``HeldRow``) with no assembly and no Delivery.
 # Every other transfer goes to the reference's ``_transfer`` whole.
 
 import hashlib
@@ -447,19 +448,15 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         created = creation_time(sections)
         if created is not None and not -TS_LIMIT < created < TS_LIMIT:
             self.report_unfit(direction, perf.offset, ch, "creation-time", created, "messages.msg_timestamp")
+            created = None
     else:
-        sections, kind, body_size, digest, head = {}, None, 0, EMPTY_DIGEST, b""
-    addr = None
-    if link is not None:
-        addr = link.target if direction == 0 else (link.source or link.target)
-    dv = Delivery(
-        perf.packet, perf.ts, perf.offset, ch, handle,
-        link.name if link is not None else None, addr, a.get("delivery-id"), perf.packet, 1,
-        sections, kind, body_size, digest, head, complete, False, a.get("settled") is True, None,
-        outcome, condition,
+        sections, kind, body_size, digest, head, created = {}, None, 0, EMPTY_DIGEST, b"", None
+    # held as its messages row, made here: no Delivery, no second walk of its sections
+    dv = held_row(
+        direction, perf, link, a.get("delivery-id"), sections, kind, body_size, digest, head,
+        complete, a.get("settled") is True, outcome, condition, created,
     )
     events.extend(self.state.delivered(direction, dv, d.ts))
-
 
 include "rows10.pxi"
 
