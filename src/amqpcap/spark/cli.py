@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+from concurrent.futures import Future
 
 from amqpcap.exitcodes import Exit
 
@@ -115,9 +116,11 @@ def add_stats_options(st) -> None:
     add_session_options(st, "local[*]")
 
 
-def _session(a, app):
-    """(session, ours): an active session (a notebook, a test) is used and left running."""
-    from amqpcap.spark import errors, session
+def _session(a, app, background: bool = False):
+    """(session, ours): an active session (a notebook, a test) is used and left running.
+    ``background``: a local session is started in a thread, and its Future returned (the job
+    works on the driver meanwhile); its error is the caller's to report (``_start_error``)."""
+    from amqpcap.spark import session
 
     try:
         from pyspark.sql import SparkSession
@@ -128,16 +131,28 @@ def _session(a, app):
         conf = dict(getattr(a, "conf", []) or [])
         quiet = not getattr(a, "verbose", False)
         master = session.default_master(a.master)
-        return session.build(master, app=app, conf=conf, quiet=quiet, remote=getattr(a, "remote", None)), True
-    except ImportError as e:
+        remote = getattr(a, "remote", None)
+        if background and not remote and master and master.startswith("local"):
+            return session.start(master, app=app, conf=conf, quiet=quiet), True
+        return session.build(master, app=app, conf=conf, quiet=quiet, remote=remote), True
+    except Exception as e:
+        _start_error(e)
+    return None, False
+
+
+def _start_error(e: Exception) -> None:
+    """The one line for a session that did not start."""
+    from amqpcap.spark import errors
+
+    if isinstance(e, ImportError):
         missing = getattr(e, "name", None) or "pyspark"
         print(
             f"amqpcap: the spark command needs {missing}: pip install 'amqpcap[spark]' (and Java 17+)",
             file=sys.stderr,
         )
-    except RuntimeError as e:
+    elif isinstance(e, RuntimeError):
         print(f"amqpcap: {e}", file=sys.stderr)
-    except Exception as e:  # the JVM did not start, the master or server is not there, ...
+    else:  # the JVM did not start, the master or server is not there, ...
         known = errors.explain(e)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(
@@ -147,7 +162,6 @@ def _session(a, app):
             "pip install 'amqpcap[spark]'",
             file=sys.stderr,
         )
-    return None, False
 
 
 def _stop(spark, ours: bool) -> None:
@@ -209,13 +223,14 @@ def _run_job(a, noted: list) -> int:
     if "://" not in a.out and os.path.exists(a.out) and not a.force:  # before paying for a JVM start
         print(f"amqpcap: output {a.out} exists (use --force to replace it)", file=sys.stderr)
         return EXIT_EXISTS
-    spark, ours = _session(a, "amqpcap spark")
+    spark, ours = _session(a, "amqpcap spark", background=True)
     if spark is None:
         return EXIT_NO_SPARK
     from amqpcap.spark.errors import EXECUTORS_LOST
     from amqpcap.spark.watch import Executors
 
-    watch = Executors(spark).start()
+    starting = spark if isinstance(spark, Future) else None
+    watch = Executors(spark).start() if starting is None else None  # (local mode: nothing to watch)
     try:
         s = run(
             spark,
@@ -237,10 +252,17 @@ def _run_job(a, noted: list) -> int:
     except Exception as e:
         if noted:
             raise Stopped(noted[0]) from None
-        return _failed(RuntimeError(EXECUTORS_LOST) if watch.lost else e)
+        if starting is not None and starting.exception() is e:
+            _start_error(e)
+            return EXIT_NO_SPARK
+        return _failed(RuntimeError(EXECUTORS_LOST) if watch is not None and watch.lost else e)
     finally:
-        watch.close()
-        _stop(spark, ours)
+        if watch is not None:
+            watch.close()
+        if starting is not None:
+            spark = None if starting.exception() else starting.result()
+        if spark is not None:
+            _stop(spark, ours)
         remove_scratch(a.out)  # what tasks still running wrote after the job gave up
     for _capture, msg, _code in s.errors:
         print(f"amqpcap: {msg}", file=sys.stderr)
