@@ -269,8 +269,9 @@ def _run_job(a, noted: list) -> int:
     if not a.quiet:
         r, mb = s.rows, s.bytes / 1e6
         split = f", {len(s.split)} split by conversation" if s.split else ""
+        ahead = f" (+{s.driver_units} on the driver while Spark started)" if s.driver_units else ""
         print(
-            f"{s.captures} capture(s){split}, {s.tasks} task(s), {s.packets:,} packets, {mb:,.1f} MB "
+            f"{s.captures} capture(s){split}, {s.tasks} task(s){ahead}, {s.packets:,} packets, {mb:,.1f} MB "
             f"in {s.seconds:.2f} s ({mb / max(s.seconds, 1e-9):,.1f} MB/s)"
         )
         print(

@@ -92,7 +92,7 @@ class SparkSummary:
     tcp_streams: int = 0
     frames: int = 0
     rows: dict = field(default_factory=dict)
-    tasks: int = 0
+    tasks: int = 0  # Spark tasks (the driver's units apart: driver_units)
     split: dict = field(default_factory=dict)  # capture -> number of buckets it was split into
     errors: list = field(default_factory=list)  # [(capture, message, exit code)], not-a-capture etc.
     seconds: float = 0.0
@@ -679,7 +679,7 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         raise
     finally:
         storage.remove_tree(scratch)
-    return _summary(caps, results, len(early) + len(tasks), took, ahead)
+    return _summary(caps, results, len(tasks), took, ahead)
 
 
 def _summary(caps, results: list, ntasks: int, took: list, ahead: Ahead) -> SparkSummary:
