@@ -313,9 +313,9 @@ def measure(inp: str, runs: int, scratch: str, what: list) -> dict:
 
 def fixed_start(scratch: str, runs: int) -> tuple:
     """(wall, CPU) of ``spark`` on the smallest shipped capture: the session's start and stop,
-    the Python workers' start and one tiny job; the wall time of a first run before those
-    (it records the JVM's class archive if this pyspark and Java have none yet); the CPU
-    seconds of the driver, the JVM and the Python workers."""
+    the driver dissecting the capture meanwhile (no Spark job, no Python worker); the wall time
+    of a first run before those (it records the JVM's class archive if this pyspark and Java
+    have none yet); the CPU seconds of the driver, the JVM and the Python workers."""
     cap = os.path.join(ROOT, "captures", "rabbitmq08_rejected.pcap")
     tmp = tempfile.mkdtemp(prefix="bench_spark_", dir=scratch)
     try:
@@ -358,7 +358,8 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
         f"Spark local mode against one process on this machine ({os.cpu_count()} cores; "
         f"load average {load[0]:.1f} / {load[1]:.1f} before / after), medians of {runs} alternating "
         "runs, each a fresh process (JVM and Python workers started inside the time). "
-        f"Fixed start of a Spark run (session up and down, one tiny job): {start[0]:.1f} s, "
+        "Fixed start of a Spark run (session up and down; its one tiny capture is dissected by the "
+        f"driver while the session starts, so no Spark job runs): {start[0]:.1f} s, "
         f"{start[1]:.1f} CPU s (the first run after pyspark or Java changed records the JVM's "
         f"class archive: {start[2]:.1f} s); of its CPU s, the driver {start[3]['driver']:.1f}, the JVM "
         f"{start[3]['jvm']:.1f}, the Python workers {start[3]['python']:.1f}. "
