@@ -89,17 +89,27 @@ def test_a_full_disk_under_the_output_is_one_line_exit_3_and_leaves_nothing(tool
 
 
 def test_python_workers_out_of_memory_are_one_line_and_exit_7(tools, tmp_path):
+    # (captures split by conversation: their buckets are tasks, whatever the driver does meanwhile)
     p = _spark(
-        [CAPTURES, "-o", str(tmp_path / "out"), "--master", "local[2]"]
+        [CAPTURES, "-o", str(tmp_path / "out"), "--master", "local[2]", "--split-size", "100k"]
         + ["--conf", "spark.executor.pyspark.memory=200m"]
     )
     _one_line(p, r"a task ran out of memory: give executors more \(.*spark.executor.pyspark.memory.*", 7)
     assert os.listdir(tmp_path) == []
 
 
-def test_a_task_error_is_one_line_naming_the_capture_and_the_task(tools, tmp_path):
-    """A dissection that raises (planted in the workers through sitecustomize): one line, with
-    the capture, the task, the error's type and message."""
+@pytest.mark.parametrize(
+    "split, who",
+    [
+        # split by conversation: its buckets are Spark tasks
+        (["--split-size", "4k"], "a Spark task failed"),
+        # whole and small: the driver dissects it while its session starts (or a task, if later)
+        ([], "a (?:Spark task failed|task failed on the driver)"),
+    ],
+)
+def test_a_task_error_is_one_line_naming_the_capture_and_the_task(tools, tmp_path, split, who):
+    """A dissection that raises (planted in the driver and the workers through sitecustomize):
+    one line, with the capture, the task, the error's type and message."""
     plant = tmp_path / "plant"
     plant.mkdir()
     (plant / "sitecustomize.py").write_text(
@@ -116,10 +126,10 @@ def test_a_task_error_is_one_line_naming_the_capture_and_the_task(tools, tmp_pat
     cap = ROOT / "captures" / "rabbitmq091_pyamqp_basic.pcap"
     assert cap.exists()
     env = dict(os.environ, PYTHONPATH=str(plant), FAIL_CAPTURE="rabbitmq091_pyamqp_basic.pcap")
-    p = _spark([str(cap), "-o", str(tmp_path / "out"), "--master", "local[2]"], env=env)
+    p = _spark([str(cap), "-o", str(tmp_path / "out"), "--master", "local[2]", *split], env=env)
     _one_line(
         p,
-        r"a Spark task failed: \S*rabbitmq091_pyamqp_basic.pcap, task \d+: ValueError: decoder state broken",
+        who + r": \S*rabbitmq091_pyamqp_basic.pcap, task \d+: ValueError: decoder state broken",
         7,
     )
     assert sorted(os.listdir(tmp_path)) == ["plant"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -382,3 +383,67 @@ def test_a_capture_rewritten_in_place_is_mapped_afresh_for_the_next_task(tmp_pat
     with ranges.open_capture_bytes(loc) as f:
         assert f is not kept and f.size() == os.path.getsize(second)
         assert bytes(f.read_at(64, 0)) == open(second, "rb").read(64)
+
+
+class StartsAfter(Future):
+    """A session still starting for the driver's first ``polls`` looks, then up (``spark``), or
+    failed (``error``): how many units the driver takes is then known in advance."""
+
+    def __init__(self, spark, polls: int, error: BaseException | None = None) -> None:
+        super().__init__()
+        self.spark, self.polls, self.error, self.looks = spark, polls, error, 0
+
+    def _up(self) -> None:
+        if not super().done():
+            self.set_exception(self.error) if self.error else self.set_result(self.spark)
+
+    def done(self) -> bool:
+        self.looks += 1
+        if self.looks <= self.polls:
+            return False
+        self._up()
+        return True
+
+    def result(self, timeout=None):
+        self._up()
+        return super().result(timeout)
+
+    def exception(self, timeout=None):
+        self._up()
+        return super().exception(timeout)
+
+
+@pytest.mark.parametrize("polls", [3, 1000])
+def test_captures_the_driver_dissects_while_its_session_starts_give_the_same_rows(
+    spark, dissected, tmp_path, polls
+):
+    out = str(tmp_path / "out")
+    s = run(StartsAfter(spark, polls), CAPTURES, out, frames=True)
+    assert_same_dataset(out, dissected)
+    ahead = min(polls, len(CAPTURES))
+    assert s.driver_units == ahead and s.driver_cpu > 0
+    assert s.captures == len(CAPTURES) and not s.errors
+    # the rest packed into Spark tasks (none when the driver did all before the session was up)
+    assert (s.task_seconds > 0) == (ahead < len(CAPTURES))
+    assert len(os.listdir(os.path.join(out, "methods"))) >= 1
+    assert not os.path.exists(f"{out}.tmp-spark-{os.getpid()}")
+
+
+def test_ranges_the_driver_indexes_while_its_session_starts_join_those_of_the_tasks(spark, merged, tmp_path):
+    path = merged[0]
+    want = str(tmp_path / "dissect")
+    d = dissect([path], want, frames=True)
+    out = str(tmp_path / "spark")
+    s = run(StartsAfter(spark, 2), [path], out, frames=True, split_size=os.path.getsize(path) // 5 + 1)
+    # two of the five ranges indexed on the driver, three by tasks; then four buckets
+    assert s.driver_units == 2 and s.split == {path: 4} and s.tasks == 4
+    assert s.tcp_streams == d.tcp_streams and s.packets == d.packets
+    assert_same_dataset(out, want)
+
+
+def test_a_session_that_fails_to_start_fails_the_job_and_leaves_no_output(tmp_path):
+    out = str(tmp_path / "out")
+    err = RuntimeError("no JVM")
+    with pytest.raises(RuntimeError, match="no JVM"):
+        run(StartsAfter(None, 2, err), CAPTURES, out)
+    assert not os.path.exists(out) and not os.path.exists(f"{out}.tmp-spark-{os.getpid()}")

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+from concurrent.futures import Future
 
 from amqpcap.exitcodes import Exit
 
@@ -115,17 +116,19 @@ def add_stats_options(st) -> None:
     add_session_options(st, "local[*]")
 
 
-def _session(a, app):
+def _session(a, app, background: bool = False):
     """(session, ours): an active session (a notebook, a test) is used and left running; (None,
-    False) when none starts (one line says why)."""
+    False) when none starts (one line says why). ``background``: a local session is started in
+    a thread, and its Future returned (the job works on the driver meanwhile); its error is the
+    caller's to report (``_cannot_start``)."""
     try:
-        return _open_session(a, app)
+        return _open_session(a, app, background)
     except Exception as e:
         _cannot_start(e)
     return None, False
 
 
-def _open_session(a, app):
+def _open_session(a, app, background: bool = False):
     """(session, ours), or the reason none starts raised."""
     from pyspark.sql import SparkSession
 
@@ -137,7 +140,10 @@ def _open_session(a, app):
     conf = dict(getattr(a, "conf", []) or [])
     quiet = not getattr(a, "verbose", False)
     master = session.default_master(a.master)
-    return session.build(master, app=app, conf=conf, quiet=quiet, remote=getattr(a, "remote", None)), True
+    remote = getattr(a, "remote", None)
+    if background and not remote and master and master.startswith("local"):
+        return session.start(master, app=app, conf=conf, quiet=quiet), True
+    return session.build(master, app=app, conf=conf, quiet=quiet, remote=remote), True
 
 
 def _active_session(a):
@@ -234,13 +240,14 @@ def _run_job(a, noted: list) -> int:
     if "://" not in a.out and os.path.exists(a.out) and not a.force:  # before paying for a JVM start
         print(f"amqpcap: output {a.out} exists (use --force to replace it)", file=sys.stderr)
         return EXIT_EXISTS
-    spark, ours = _session(a, "amqpcap spark")
+    spark, ours = _session(a, "amqpcap spark", background=True)
     if spark is None:
         return EXIT_NO_SPARK
     from amqpcap.spark.errors import EXECUTORS_LOST
     from amqpcap.spark.watch import Executors
 
-    watch = Executors(spark).start()
+    starting = spark if isinstance(spark, Future) else None
+    watch = Executors(spark).start() if starting is None else None  # (local mode: nothing to watch)
     try:
         s = run(
             spark,
@@ -262,18 +269,26 @@ def _run_job(a, noted: list) -> int:
     except Exception as e:
         if noted:
             raise Stopped(noted[0]) from None
-        return _failed(RuntimeError(EXECUTORS_LOST) if watch.lost else e)
+        if starting is not None and starting.exception() is e:
+            _cannot_start(e)
+            return EXIT_NO_SPARK
+        return _failed(RuntimeError(EXECUTORS_LOST) if watch is not None and watch.lost else e)
     finally:
-        watch.close()
-        _stop(spark, ours)
+        if watch is not None:
+            watch.close()
+        if starting is not None:
+            spark = None if starting.exception() else starting.result()
+        if spark is not None:
+            _stop(spark, ours)
         remove_scratch(a.out)  # what tasks still running wrote after the job gave up
     for _capture, msg, _code in s.errors:
         print(f"amqpcap: {msg}", file=sys.stderr)
     if not a.quiet:
         r, mb = s.rows, s.bytes / 1e6
         split = f", {len(s.split)} split by conversation" if s.split else ""
+        ahead = f" (+{s.driver_units} on the driver while Spark started)" if s.driver_units else ""
         print(
-            f"{s.captures} capture(s){split}, {s.tasks} task(s), {s.packets:,} packets, {mb:,.1f} MB "
+            f"{s.captures} capture(s){split}, {s.tasks} task(s){ahead}, {s.packets:,} packets, {mb:,.1f} MB "
             f"in {s.seconds:.2f} s ({mb / max(s.seconds, 1e-9):,.1f} MB/s)"
         )
         print(

@@ -107,11 +107,13 @@ def packets(data, ords, ts, lts, offs, caps, wires, lo: int, base: int) -> list:
         if off < lo or off - lo + cap > dlen:
             raise ValueError("index entry outside the capture's bytes")
         at = off - lo
-        if COMPILED:
+        if COMPILED:  # C integers to Python ints directly (``int()`` would be a call a field)
             chunk = _bytes_at(data, at, cap)  # noqa: F821 (C: from the buffer, no slice object; fastranges.pxd)
+            out.append((ords[i] + base + 1, ts[i], lts[i], chunk, wires[i]))
         else:
-            chunk = bytes(data[at : at + cap])
-        out.append((int(ords[i]) + base + 1, int(ts[i]), int(lts[i]), chunk, int(wires[i])))
+            out.append(
+                (int(ords[i]) + base + 1, int(ts[i]), int(lts[i]), bytes(data[at : at + cap]), int(wires[i]))
+            )
     return out
 
 

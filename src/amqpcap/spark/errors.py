@@ -102,6 +102,8 @@ def explain(e: BaseException) -> tuple[str, int] | None:
     for pattern, line, code in CAUSES:
         if re.search(pattern, text):
             return line, code
+    if isinstance(e, TaskFailed):  # a task the driver ran itself while its session started
+        return f"a task failed on the driver: {_text(e)}", Exit.SPARK
     if type(e).__module__.startswith(_SPARK_MODULES):
         named = _TASK_FAILED.findall(text)
         if named:

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -91,12 +92,15 @@ class SparkSummary:
     tcp_streams: int = 0
     frames: int = 0
     rows: dict = field(default_factory=dict)
-    tasks: int = 0
+    tasks: int = 0  # Spark tasks (the driver's units apart: driver_units)
     split: dict = field(default_factory=dict)  # capture -> number of buckets it was split into
     errors: list = field(default_factory=list)  # [(capture, message, exit code)], not-a-capture etc.
     seconds: float = 0.0
     task_seconds: float = 0.0  # the tasks' wall time, summed (index and dissect)
     task_cpu: float = 0.0  # the tasks' CPU time (their Python worker's, threads included), summed
+    driver_units: int = 0  # ranges indexed and captures dissected by the driver while Spark started
+    driver_seconds: float = 0.0  # their wall time
+    driver_cpu: float = 0.0  # their CPU time
 
 
 # -- executor side ----------------------------------------------------------------------------------
@@ -514,6 +518,45 @@ def _commit(scratch: storage.Location, out: storage.Location, tables: list, resu
     storage.write_bytes(out.join("_SUCCESS"), b"")
 
 
+class Ahead:
+    """The driver's share of the work while its session starts (``run`` given a Future of the
+    session): units of the executors' own work (a range to index, a whole capture of at most the
+    split size to dissect), each taken only while the session is not up yet.  The share is thus
+    bounded by the session's start time (a few seconds of one core, while the JVM starting keeps
+    the other busy), whatever the input's size; the rest goes to the tasks."""
+
+    def __init__(self, pending: Future | None) -> None:
+        self.pending = pending
+        self.units = 0
+        self.took: list = []  # (wall, cpu) per unit
+
+    def waiting(self) -> bool:
+        return self.pending is not None and not self.pending.done()
+
+    def take(self, items: list, fn) -> list:
+        """``fn(item)`` for the first items while the session is not up: their results."""
+        got = []
+        for item in items:
+            if not self.waiting():
+                break
+            t0, c0 = time.perf_counter(), time.process_time()
+            got.append(fn(item))
+            self.took.append((time.perf_counter() - t0, time.process_time() - c0))
+        self.units += len(got)
+        return got
+
+
+def _session_of(spark):
+    """The session (waited for, if it is still starting)."""
+    return spark.result() if isinstance(spark, Future) else spark
+
+
+def _on_driver(c: plan.Capture, split_size: int) -> bool:
+    """Whether the driver may dissect the whole capture ``c`` while its session starts: local,
+    plain (its work is about its size) and no larger than a task's share."""
+    return c.loc.local and not c.gzip and not c.pipe and c.size <= split_size
+
+
 def run(
     spark,
     inputs,
@@ -528,14 +571,41 @@ def run(
     progress: bool = False,
 ) -> SparkSummary:
     """Dissect ``inputs`` (capture files, directories, globs; local paths or URIs such as
-    ``s3://bucket/dir``) on ``spark`` (a classic or a Spark Connect session) into the dataset
-    directory ``out`` (a path or URI): the layout, schema and rows of ``amqpcap dissect``.
+    ``s3://bucket/dir``) on ``spark`` (a classic or a Spark Connect session, or the Future of one
+    still starting: ``session.start``; the driver then indexes ranges and dissects small captures
+    itself until it is up, see ``Ahead``) into the dataset directory ``out`` (a path or URI): the
+    layout, schema and rows of ``amqpcap dissect``.
 
     Captures larger than ``split_size`` bytes (uncompressed) are split across tasks by TCP
     conversation.  A capture that cannot be read is reported in ``SparkSummary.errors``; the job
     goes on.  Raises ``InputError`` (nothing to read) or ``OutputExists``.
     """
     t0 = time.monotonic()
+    pending = spark if isinstance(spark, Future) else None
+    try:
+        opts = opts_of(body_bytes, frames, ports, keep_secrets)
+        s = _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
+    except BaseException:
+        if pending is not None:  # the session's start must be over (it redirects stderr meanwhile)
+            try:
+                pending.exception()
+            except BaseException:
+                pass
+        raise
+    s.seconds = time.monotonic() - t0
+    return s
+
+
+def opts_of(body_bytes: int, frames: bool, ports, keep_secrets: bool) -> Options:
+    return Options(
+        body_bytes=body_bytes,
+        frames=frames,
+        ports=DEFAULT_PORTS | frozenset(ports),
+        keep_secrets=keep_secrets,
+    )
+
+
+def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts) -> SparkSummary:
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     try:
@@ -547,45 +617,55 @@ def run(
     caps = plan.expand(inputs)
     if not caps:
         raise InputError("no input captures")
-    prog = Progress(spark, progress)
-    prog.line(
-        f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB"
-        + (" and pipes" if any(c.pipe for c in caps) else "")
-    )
-    opts = Options(
-        body_bytes=body_bytes,
-        frames=frames,
-        ports=DEFAULT_PORTS | frozenset(ports),
-        keep_secrets=keep_secrets,
+    first_line = f"{len(caps):,} captures, {sum(c.size for c in caps) / 1e6:,.1f} MB" + (
+        " and pipes" if any(c.pipe for c in caps) else ""
     )
     tables = ["connections", "methods", "messages", "anomalies"] + (["frames"] if frames else [])
-    par = parallelism(spark)
     scratch = scratch_for(out_loc)
     storage.remove_tree(scratch)
+    ahead = Ahead(pending)
+    results: list = []
+    tasks: list = []
     try:
         for i, c in enumerate(caps):
             if c.pipe:
                 caps[i] = plan.spool(c, scratch.join("inputs", f"p{i:05d}.cap"))
         range_items = _ranges_of(caps, split_size)
-        took: list = []
-        summaries = (
-            prog.stage(
-                "index", lambda: run_stage(spark, range_items, partial(index_task, scratch=scratch), took)
+        # while the session starts: the ranges' index first (the buckets' plan needs it), then
+        # whole captures, each a task of its own on the driver (ids 0, 1, ...)
+        summaries = ahead.take(range_items, partial(index_task, scratch=scratch))
+        split_cands = {r.capture for r in range_items}
+        mine = [c for i, c in enumerate(caps) if i not in split_cands and _on_driver(c, split_size)]
+        job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
+        early = ahead.take([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
+        results += early
+        done = {id(mine[r.id]) for r in early}
+        spark = _session_of(spark)
+        prog = Progress(spark, progress)
+        prog.line(first_line)
+        if ahead.units:
+            prog.line(
+                f"while Spark started, on the driver: {len(summaries)} of {len(range_items)} ranges "
+                f"indexed, {len(early)} captures dissected, {sum(w for w, _ in ahead.took):,.1f} s"
             )
-            if range_items
-            else []
-        )
+        par = parallelism(spark)
+        took: list = []
+        left = range_items[len(summaries) :]
+        if left:
+            summaries += prog.stage(
+                "index", lambda: run_stage(spark, left, partial(index_task, scratch=scratch), took)
+            )
         buckets, whole = _split_plan(caps, summaries, scratch, par, split_size, prog)
         split_caps = {b.capture for b in buckets}
-        rest = [c for i, c in enumerate(caps) if i not in split_caps]
+        rest = [c for i, c in enumerate(caps) if i not in split_caps and id(c) not in done]
         target = plan.task_target(sum(c.size for c in rest), par, split_size)
         tasks = [plan.Task(0, bucket=b, size=b.size) for b in buckets]
         tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(rest, target)]
         tasks.sort(key=lambda t: -t.size)
         for i, t in enumerate(tasks):
-            t.id = i
-        job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
-        results = prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
+            t.id = len(early) + i
+        if tasks:
+            results += prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
         renumber = _renumber_items(results, scratch)
         if renumber:
             prog.stage(
@@ -594,11 +674,19 @@ def run(
             )
         _commit(scratch, out_loc, tables, results)
     except BaseException:
-        _cancel(spark)
+        if not isinstance(spark, Future):
+            _cancel(spark)
         raise
     finally:
         storage.remove_tree(scratch)
-    s = SparkSummary(tasks=len(tasks), task_seconds=sum(w for w, _ in took), task_cpu=sum(c for _, c in took))
+    return _summary(caps, results, len(tasks), took, ahead)
+
+
+def _summary(caps, results: list, ntasks: int, took: list, ahead: Ahead) -> SparkSummary:
+    s = SparkSummary(tasks=ntasks, task_seconds=sum(w for w, _ in took), task_cpu=sum(c for _, c in took))
+    s.driver_units = ahead.units
+    s.driver_seconds = sum(w for w, _ in ahead.took)
+    s.driver_cpu = sum(c for _, c in ahead.took)
     for r in results:
         s.captures += r.captures
         s.packets += r.packets
@@ -612,7 +700,6 @@ def run(
             name = caps[r.split_of].name
             s.split[name] = s.split.get(name, 0) + 1
     s.captures += len(s.split)
-    s.seconds = time.monotonic() - t0
     return s
 
 

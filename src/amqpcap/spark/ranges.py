@@ -408,16 +408,24 @@ class Keys:
         return out
 
 
-def _pcap_block(buf: bytes, end: int, lay: Layout) -> tuple:
+def room(records: int) -> tuple:
+    """The compiled walk's output columns for up to ``records`` records: allocated once a range
+    and reused block after block (fresh ones would fault their pages in again for every block)."""
+    return np.empty(records, RECORD), np.empty(records, np.int64), np.empty(records, np.uint64)
+
+
+def _pcap_block(buf: bytes, end: int, lay: Layout, space: tuple | None = None) -> tuple:
     """``(entries, pos, keys)``: the index entries (RECORD, ``off`` relative to ``buf``, ``ord``
     unset) of the pcap records wholly in ``buf`` that start before ``end``; where the walk
-    stopped; with the compiled walk their conversation keys, 0 where not computed (else None)."""
+    stopped; with the compiled walk their conversation keys, 0 where not computed (else None).
+    ``space``: :func:`room` to write into (the entries and keys returned are copies)."""
     hl, big = lay.hl, lay.big
     if compiled_records is not None:  # the walk in C (spark/entries.py)
-        a = np.empty(len(buf) // hl + 1, RECORD)
-        s, k = np.empty(len(a), np.int64), np.empty(len(a), np.uint64)
+        if space is None or len(space[0]) < len(buf) // hl + 1:
+            space = room(len(buf) // hl + 1)
+        a, s, k = space
         n, p = compiled_records(buf, end, hl, big, lay.mul, lay.linktype, s, a["cap"], a["wire"], a["ts"], k)
-        a, s, k = a[:n], s[:n], k[:n]
+        a, s, k = a[:n].copy(), s[:n], k[:n].copy()
     else:
         cap_at = struct.Struct(">I" if big else "<I").unpack_from
         starts = array("q")
@@ -447,9 +455,10 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
     block read (``packets``: a RECORD array with block-relative offsets, ord unset; keys as
     _pcap_block gives them); the offset of the first record that starts at or past ``end``."""
     hl, big = lay.hl, lay.big
+    space = room(BLOCK // hl + 1) if compiled_records is not None else None
     while pos < end:
         buf = f.read_at(min(BLOCK, size - pos), pos)
-        a, used, k = _pcap_block(buf, end - pos, lay)
+        a, used, k = _pcap_block(buf, end - pos, lay, space)
         if not len(a):
             if len(buf) < hl:
                 if len(buf):
@@ -459,7 +468,7 @@ def _pcap_walk(f, lay: Layout, pos: int, end: int, size: int, sink) -> int:
             if cap > MAX_RECORD:
                 raise Unsplittable("oversize record")
             buf = f.read_at(hl + cap, pos)
-            a, used, k = _pcap_block(buf, end - pos, lay)
+            a, used, k = _pcap_block(buf, end - pos, lay, space)
             if not len(a):
                 raise Unsplittable("file ends inside a record")
         if (a["cap"] > MAX_RECORD).any():

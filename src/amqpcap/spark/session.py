@@ -14,8 +14,10 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import time
 import warnings
+from concurrent.futures import Future
 from urllib.parse import urlsplit
 
 #: Settings amqpcap needs whatever the master.
@@ -310,6 +312,27 @@ def build(
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def start(
+    master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None, quiet: bool = False
+) -> Future:
+    """:func:`build` in a thread: the Future of the session, or of the error its start raised.
+    The caller works meanwhile (``job.run`` dissects on the driver until the session is up) and
+    must wait for the Future before it writes to stderr: with ``quiet`` the process's stderr
+    points at the JVM's log while the JVM starts (:func:`jvm_stderr_to`)."""
+    fut: Future = Future()
+    fut.set_running_or_notify_cancel()
+
+    def up():
+        try:
+            fut.set_result(build(master, app=app, conf=conf, quiet=quiet))
+        except BaseException as e:  # handed to whoever waits on the session
+            fut.set_exception(e)
+
+    # a daemon: an interpreter that exits meanwhile does not wait for it (the JVM ends with it)
+    threading.Thread(target=up, name="amqpcap-spark-session", daemon=True).start()
+    return fut
 
 
 class Unreachable(ConnectionError):
