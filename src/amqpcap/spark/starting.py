@@ -42,6 +42,7 @@ class Starting:
     set when it returned or raised."""
 
     def __init__(self, open_session) -> None:
+        self._before = set(launching_jvms())  # (a session of this process already up stays so)
         self.ready = threading.Event()
         self._got = None
         self._error: BaseException | None = None
@@ -70,7 +71,7 @@ class Starting:
         what it made and raises in the thread, silently); a session that came up anyway is
         handed to ``stop(session, ours)``."""
         if not self.ready.is_set():
-            for pid in launching_jvms():
+            for pid in set(launching_jvms()) - self._before:
                 try:
                     os.kill(pid, signal.SIGTERM)
                 except OSError:
