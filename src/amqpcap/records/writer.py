@@ -33,17 +33,17 @@ TYPE_CHECKING = False  # typing's, without importing typing (nothing else the di
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# Rows per record batch and Parquet row group: smaller groups lower peak RSS (200k small packets:
-# 122 MB at 8192, 142 MB at 16384) and let a mid-sized capture's batches be encoded while it is
-# read rather than all at close; files grow ~1% against 16384.
+# Rows per record batch: smaller batches lower peak RSS (200k small packets: 122 MB at 8192, 142 MB
+# at 16384) and let a mid-sized capture's batches be encoded while it is read rather than at close.
 ROW_GROUP = 8192
 # Batches held and written together as one Parquet row group, up to GROUP_ROWS rows or GROUP_BYTES
 # of Arrow data (what the held batches cost in RSS): a reader holds every row group's column chunk
 # metadata while a file is open (~50 kB a group of the methods table: 8192-row groups made the
-# 4 GB capture's footers cost ~85 MB at every open), and the files come out ~2-9% smaller.
+# 4 GB bench capture's methods footer cost ~89 MB at every open: 34 MB at 65536 / 8 MB), and the
+# files come out ~1-7% smaller.  24 MB of batches would cost dissect +73 MB peak RSS (8 MB: +14).
 GROUP_ROWS = 1 << 16
 GROUP_BYTES = 8 << 20
-QUEUED = 2  # record batches in the Parquet thread at most, every table (one written, one waiting)
+QUEUED = 2  # row groups in the Parquet thread at most, every table (one written, one waiting)
 # Parquet encoding and compression (~12% of a small-packet dissect) in a thread of its own: 12% faster
 # on 2 cores (bench_dissect small), +2 MB peak RSS.
 BACKGROUND = True
