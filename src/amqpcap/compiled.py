@@ -61,13 +61,14 @@ PARTS = {
             "decoder",
             ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
             + ("slots.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi", "amqp/spec/readers_0_9.pxi")
-            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi", "stamp.pxd"),
+            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi", "stamp.pxd")
+            + ("amqp/framing_0_9.py", "amqp/fastframing.pxd"),  # the frame cutter it calls in C
         ),
         Part(
             "fastrows",
             "row builder",
             ("records/fastrows.pyx", "records/rows.py", "records/schema.py", "records/liveness.py")
-            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi")
+            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi")
             + ("amqp/rowsink.pxi", "stamp.pxd"),
         ),
         Part(
@@ -76,6 +77,7 @@ PARTS = {
             ("records/fastwriter.pyx", "records/writer.py", "records/times.py", "records/raw.pxi")
             + ("deferred.pxi", "stamp.pxd"),
         ),
+        Part("fastframing", "frame cutter", ("amqp/framing_0_9.py", "amqp/fastframing.pxd", "stamp.pxd")),
         Part("fastlink", "link parser", ("capture/link.py", "capture/fastlink.pxd", "stamp.pxd")),
         Part("fastread", "pcap reader", ("capture/reader.py", "capture/fastread.pxd", "stamp.pxd")),
         Part("fastflows", "packet loop", ("flows.py", "fastflows.pxd", "stamp.pxd")),
@@ -189,6 +191,16 @@ def select(name: str = "fast09"):
         if module is not None and _choice[name][0] is None and "stale" in _choice[name][1]:
             print(f"amqpcap: warning: {_choice[name][1]}", file=sys.stderr)
     return _choice[name][0]
+
+
+def twin(name: str, stamp) -> tuple:
+    """(SOURCE_STAMP, compiled module or None): the choice at the end of a module that Cython also
+    builds as part ``name`` (the .py with the part's .pxd), in one line.  The compiled module
+    passes its build's ``stamp`` (stamp.pxd's bytes) and gets it back as text with None: it is what
+    is chosen and chooses nothing.  The Python module passes None and gets what ``select`` chooses."""
+    if stamp is not None:
+        return stamp.decode("ascii"), None
+    return None, select(name)
 
 
 def describe() -> str:

@@ -263,8 +263,6 @@ class Flows:
 # What a run makes its loop and its conversations of, chosen once at import: the classes above, or
 # the same compiled (compiled.py's part "fastflows": this module built by Cython with the types of
 # fastflows.pxd).  The compiled module chooses nothing: it is what is chosen.
-if COMPILED:
-    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-_fast = None if COMPILED else compiled.select("fastflows")
+SOURCE_STAMP, _fast = compiled.twin("fastflows", AMQPCAP_SOURCE_STAMP if COMPILED else None)  # noqa: F821 (stamp.pxd)
 new_flows = _fast.Flows if _fast is not None else Flows
 new_conversation = _fast.Conversation if _fast is not None else Conversation

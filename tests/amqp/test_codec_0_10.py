@@ -313,7 +313,7 @@ def test_big_body_of_204800_bytes_spans_frames_both_ways(qpid):
 
 @needs_capture
 def test_redelivered_transfers_are_the_ones_qpid_logged(qpid):
-    from amqpcap.records.rows import message_row
+    from amqpcap.records.rows import message_row_reference
     from amqpcap.records.schema import MESSAGES
 
     logged = {}
@@ -327,7 +327,7 @@ def test_redelivered_transfers_are_the_ones_qpid_logged(qpid):
     got = {}
     for d, c in qpid["events"]:
         if isinstance(c, Content):
-            got[(d, c.method.command_id)] = message_row("x", 0, d, c, "0-10")[col]
+            got[(d, c.method.command_id)] = message_row_reference("x", 0, d, c, "0-10")[col]
     assert {k: v is True for k, v in got.items()} == logged
     assert {v for (d, _), v in got.items() if d == 0} == {None}  # client transfers: as a 0-9-1 publish
 

@@ -26,7 +26,9 @@ def failing_of(name, args, version):
         has_content=False,
         frame_size=40,
     )
-    return rows.method_row("cap", 0, 1, m, version)[FAILING]
+    table = []
+    rows.append_rows([(1, m)], "cap", 0, version, table, [])
+    return table[0][FAILING]
 
 
 @pytest.mark.parametrize(

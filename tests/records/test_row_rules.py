@@ -5,7 +5,7 @@ routing key and redelivered from its content and its method."""
 from __future__ import annotations
 
 import pytest
-from fixtures.compiled import built_or_skip
+from fixtures.compiled import built_or_skip, rows_of
 
 from amqpcap.amqp import spec
 from amqpcap.amqp.events import Content, Method
@@ -20,7 +20,7 @@ def build(request):
     if request.param == "reference":
         return rows.method_row_reference, rows.message_row_reference
     fastrows = built_or_skip("fastrows")
-    return fastrows.method_row, fastrows.message_row
+    return rows_of(fastrows.append_rows)
 
 
 def _method(name, args):

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+from fixtures.compiled import rows_of
 
 from amqpcap.records import rows
 from amqpcap.records.schema import COLUMNS, SCHEMAS
@@ -93,9 +94,10 @@ def test_row_builders_produce_one_value_per_column():
         True,
         7,
     )
+    method_row, message_row = rows_of(rows.append_rows)  # the builders in use
     for table, row in (
-        ("methods", rows.method_row("c", 0, 0, m, "0-9-1")),
-        ("messages", rows.message_row("c", 0, 0, c, "0-9-1")),
+        ("methods", method_row("c", 0, 0, m, "0-9-1")),
+        ("messages", message_row("c", 0, 0, c, "0-9-1")),
         ("anomalies", rows.anomaly_row("c", 0, 1, Anomaly(1, 2, 3, "gap", "x"))),
         ("frames", rows.frame_row("c", 0, 0, Frame(1, 2, 3, 0, 8, "heartbeat", 0, 8))),
     ):
@@ -104,7 +106,7 @@ def test_row_builders_produce_one_value_per_column():
         pa.RecordBatch.from_arrays(
             [pa.array([v], type=f.type) for v, f in zip(row, SCHEMAS[table])], schema=SCHEMAS[table]
         )
-    row = rows.message_row("c", 0, 0, c, "0-9-1")
+    row = message_row("c", 0, 0, c, "0-9-1")
     named = dict(zip(COLUMNS["messages"], row))
     assert named["exchange"] == "x" and named["routing_key"] == "rk"
     assert named["msg_timestamp"] == 5_000_000_000 and named["content_type"] == "text/plain"

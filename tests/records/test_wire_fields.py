@@ -414,10 +414,8 @@ def test_rows_built_as_tuples_from_the_bytes_are_the_references(compiled):
     fast, ref = events(wire, True), events(wire, False)
     got_m, got_c = [], []
     fastrows.append_rows([(1, e) for e in fast], "cap", 3, "0-9-1", got_m, got_c)
-    assert got_m == [rows.method_row_reference("cap", 3, 1, ref[0], "0-9-1")]
-    assert got_c == [rows.message_row_reference("cap", 3, 1, ref[1], "0-9-1")]
-    assert repr(fastrows.method_row("cap", 3, 1, fast[0], "0-9-1")) == repr(got_m[0])
-    assert repr(fastrows.message_row("cap", 3, 1, fast[1], "0-9-1")) == repr(got_c[0])
+    assert repr(got_m) == repr([rows.method_row_reference("cap", 3, 1, ref[0], "0-9-1")])
+    assert repr(got_c) == repr([rows.message_row_reference("cap", 3, 1, ref[1], "0-9-1")])
 
 
 def test_the_columns_written_from_the_bytes_hold_the_arguments(compiled):

@@ -28,10 +28,10 @@ from amqpcap.amqp.fields_0_9 import (
     field_plan,
     read_plan,
 )
+from amqpcap.amqp.framing_0_9 import NOT_A_FRAME, NOT_ALL_THERE, frame_end
 from amqpcap.amqp.spec import readers_0_9
 from amqpcap.amqp.stream import I64_MAX, DecodeError, StreamDecoder
 
-FRAME_END = 0xCE
 FRAME_HEADER = Struct(">BHI")
 MAX_FRAME = MAX_FRAME_0_9  # before tune: RabbitMQ's maximum frame-max is 128 KiB; allow 1 MiB
 HARD_MAX_FRAME = 16 << 20  # no frame is accepted above this whatever was negotiated
@@ -229,25 +229,21 @@ class Decoder09Py(StreamDecoder):
     def frames_reference(self, direction: int, d, pos: int) -> int:
         buf = d.buf
         n = len(buf)
-        unpack = FRAME_HEADER.unpack_from
         while n - pos >= 7:
-            ftype, channel, size = unpack(buf, pos)
-            if ftype not in self.frame_types or size > self.frame_max:
-                self.bad_frame(direction, d, pos, ftype, channel, size)
-                return pos + 1
-            end = pos + 7 + size
-            if end >= n:
+            end = frame_end(buf, pos, n, self.frame_types, self.frame_max)
+            if end == NOT_ALL_THERE:
                 break
-            if buf[end] != FRAME_END:
-                self.bad_frame(direction, d, pos, ftype, channel, size)
+            if end == NOT_A_FRAME:
+                self.bad_frame(direction, d, pos)
                 return pos + 1
-            self._frame(direction, d, ftype, channel, buf, pos, end)
+            self._frame(direction, d, buf[pos], (buf[pos + 1] << 8) | buf[pos + 2], buf, pos, end)
             pos = end + 1
         return pos
 
-    def bad_frame(self, direction, d, pos, ftype, channel, size) -> None:
+    def bad_frame(self, direction, d, pos) -> None:
         """The frame whose header is at ``d.buf[pos]`` is not one (an unknown type, too large, or
         no frame-end octet where its size says): reported, and the framing is lost from it."""
+        ftype, channel, size = FRAME_HEADER.unpack_from(d.buf, pos)
         if ftype not in self.frame_types:
             kind, why = "unknown-frame-type", f"frame type {ftype} is not defined in AMQP {self.version}"
         elif size > self.frame_max:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from amqpcap.amqp import spec
+from amqpcap.amqp.framing_0_9 import NOT_A_FRAME, NOT_ALL_THERE, frame_end
 
 # The 4 octets after "AMQP" -> version.  0-8 clients send either form.
 HEADERS = {
@@ -75,15 +76,12 @@ def chain_0_9(
         n = len(data)
     k = 0
     while p + 7 <= n:
-        ftype = data[p]
-        size = int.from_bytes(data[p + 3 : p + 7], "big")
-        if ftype not in types or size > limit:
+        end = frame_end(data, p, n, types, limit)
+        if end == NOT_A_FRAME:
             return -1
-        end = p + 7 + size
-        if end >= n:
+        if end == NOT_ALL_THERE:
             return k
-        if data[end] != 0xCE:
-            return -1
+        ftype, size = data[p], end - p - 7
         if ftype == 1 and (
             size < 4
             or (int.from_bytes(data[p + 7 : p + 9], "big"), int.from_bytes(data[p + 9 : p + 11], "big"))

@@ -37,6 +37,7 @@ from amqpcap.amqp.facts import SECRET_ARGS
 from amqpcap.amqp import stream as _stream
 from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
 
+from amqpcap.amqp.fastframing cimport frame_end
 from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
 # Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
@@ -100,7 +101,6 @@ cdef object build(Slots s, tuple values):
 # compiled.py compares this with the sources it finds next to the module (stale-build guard)
 SOURCE_STAMP = (<bytes>AMQPCAP_SOURCE_STAMP).decode("ascii")
 
-cdef uint8_t FRAME_END = 0xCE
 
 cdef uint64_t I64_MAX = 0x7FFFFFFFFFFFFFFF  # stream.I64_MAX
 # the field types a method's arguments may have to be kept as the wire has them (MethodInfo.wire)
@@ -814,20 +814,16 @@ cdef inline Py_ssize_t frames_of(
     cdef Py_ssize_t end, start
     cdef Py_ssize_t nframes = 0
     while n - pos >= 7:
+        end = frame_end(b, pos, n, w.frame_types, w.frame_max)
+        if end <= 0:
+            if end < 0:  # NOT_ALL_THERE
+                break
+            w.counted(nframes)
+            dec.bad_frame(direction, d, pos)
+            return pos + 1
         ftype = b[pos]
         channel = rd16(b + pos + 1)
-        size = rd32(b + pos + 3)
-        if ftype not in w.frame_types or size > w.frame_max:
-            w.counted(nframes)
-            dec.bad_frame(direction, d, pos, ftype, channel, size)
-            return pos + 1
-        end = pos + 7 + size
-        if end >= n:
-            break
-        if b[end] != FRAME_END:
-            w.counted(nframes)
-            dec.bad_frame(direction, d, pos, ftype, channel, size)
-            return pos + 1
+        size = end - pos - 7
         offset = w.base + pos
         nframes += 1
         if w.frame_events:

@@ -1,10 +1,9 @@
 # The readers of the 0-8 / 0-9 / 0-9-1 field types in typed C, written once for the compiled
-# parts: fields_0_9.py's readers (field values and tables, short and long strings, the value of
-# a field from its bytes) and the steps of a field list the generated method readers
-# (spec/readers_0_9.pxi, by tools/gen_spec.py) and the generic one (``read_fields``) are made
-# of.  A reader says "decodes" or "does not" (-1, BAD: no exception): the reference then
-# decodes the frame and reports what is wrong.  Included after wirefields.pxi (amqpcap_wire,
-# the P_* codes) by fast09.pyx and records/fastrows.pyx.
+# decoder: fields_0_9.py's field values and tables and the steps of a field list the generated
+# method readers (spec/readers_0_9.pxi, by tools/gen_spec.py) and the generic one
+# (``read_fields``) are made of.  A reader says "decodes" or "does not" (-1, BAD: no exception):
+# the reference then decodes the frame and reports what is wrong.  Included after wirefields.pxi
+# (amqpcap_wire, the P_* codes, the integer and string readers) by fast09.pyx.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyObject
@@ -20,96 +19,6 @@ cdef uint64_t TS_SECONDS_MAX = 9_000_000_000
 
 # Returned by the value readers for "does not decode" (no Python exception set).
 cdef object BAD = object()
-
-
-cdef inline uint16_t rd16(const uint8_t *p) noexcept nogil:
-    return (<uint16_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t rd32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint64_t rd64(const uint8_t *p) noexcept nogil:
-    return (<uint64_t>rd32(p) << 32) | rd32(p + 4)
-
-
-cdef inline unsigned long long span_uint(const unsigned char *p, Py_ssize_t n) noexcept:
-    """An octet, short, long or longlong field's value: unsigned, big-endian."""
-    cdef unsigned long long x = 0
-    cdef Py_ssize_t k
-    for k in range(n):
-        x = (x << 8) | p[k]
-    return x
-
-
-# The strings a connection sends again and again (exchange, routing key, consumer tag,
-# content type, table keys): the last ASCII str seen in each of TEXT_SLOTS slots, chosen by
-# length and three bytes, is handed out again when the same bytes come (no decode, no new
-# object; a str is immutable, so which object it is does not show).
-cdef enum:
-    TEXT_SLOTS = 1024
-    TEXT_MAX = 64
-cdef PyObject *TEXT_CACHE[TEXT_SLOTS]
-
-cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object o)
-
-
-cdef object text(const uint8_t *p, Py_ssize_t n):
-    """A short string's text (invalid UTF-8 replaced)."""
-    cdef size_t h
-    cdef PyObject *c
-    if n == 0 or n > TEXT_MAX:
-        return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
-    h = (<size_t>n * 40503u + p[0] * 131u + p[n >> 1] * 7u + p[n - 1]) & (TEXT_SLOTS - 1)
-    c = TEXT_CACHE[h]
-    if c != NULL and PyUnicode_GET_LENGTH(<object>c) == n and memcmp(PyUnicode_DATA(<object>c), p, n) == 0:
-        return <object>c  # ASCII: its characters are the bytes
-    s = PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
-    if PyUnicode_IS_ASCII(s):
-        Py_INCREF(s)
-        Py_XDECREF(c)
-        TEXT_CACHE[h] = <PyObject *>s
-    return s
-
-
-cdef object longstr(const uint8_t *p, Py_ssize_t n):
-    """fields_0_9.longstr_value's value: text if it is printable UTF-8 (or empty), else bytes."""
-    try:
-        s = PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
-    except UnicodeDecodeError:
-        return PyBytes_FromStringAndSize(<const char *>p, n)
-    if n == 0 or s.isprintable():
-        return s
-    return PyBytes_FromStringAndSize(<const char *>p, n)
-
-
-cdef inline Py_ssize_t fixed_width(uint8_t code) noexcept:
-    """The bytes of a field of the fixed-size type ``code``."""
-    if code == P_OCTET:
-        return 1
-    if code == P_SHORT:
-        return 2
-    if code == P_LONG:
-        return 4
-    return 8
-
-
-cdef inline object field_value(uint8_t code, const uint8_t *p, Py_ssize_t n):
-    """The value of a field of type ``code`` whose bytes (text: without its length) are p[:n]."""
-    if code == P_SHORTSTR:
-        return text(p, n)
-    if code == P_LONGSTR:
-        return longstr(p, n)
-    return span_uint(p, n)
-
-
-cdef inline object field_of(const amqpcap_wire *w, Py_ssize_t i):
-    """The value of ``w``'s field ``i``, as the reference's dict holds it."""
-    if w.obj[i] != NULL:
-        return <object>w.obj[i]
-    return field_value(w.codes[i], w.data + w.start[i], w.size[i])
 
 
 # --- field tables (fields_0_9.decode_table_at / _decode_value) ----------------------------------

@@ -398,7 +398,5 @@ def _tcp(version, src, dst, data, t: int, end: int, n: int):
 # The parser, chosen once at import: the one above, or the same compiled (compiled.py's part
 # "fastlink": this module built by Cython with the types of capture/fastlink.pxd).  The compiled
 # module chooses nothing: it is what is chosen.
-if COMPILED:
-    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-_fast = None if COMPILED else compiled.select("fastlink")
+SOURCE_STAMP, _fast = compiled.twin("fastlink", AMQPCAP_SOURCE_STAMP if COMPILED else None)  # noqa: F821 (stamp.pxd)
 parse_packet = _fast.parse_packet_reference if _fast is not None else parse_packet_reference

@@ -953,9 +953,7 @@ def _recognise(path: str, f) -> PacketSource:
 # The walks over pcap records and pcapng packet blocks, chosen once at import: the ones above,
 # or the same compiled (compiled.py's part "fastread": this module built by Cython with the
 # types of capture/fastread.pxd).  The compiled module chooses nothing: it is what is chosen.
-if COMPILED:
-    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-_fast = None if COMPILED else compiled.select("fastread")
+SOURCE_STAMP, _fast = compiled.twin("fastread", AMQPCAP_SOURCE_STAMP if COMPILED else None)  # noqa: F821 (stamp.pxd)
 _pcap_records = _fast.walk_pcap if _fast is not None else walk_pcap
 _pcapng_records = _fast.walk_pcapng if _fast is not None else walk_pcapng
 

@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled row builders for the methods and messages tables (optional; see compiled.py).
 
-``method_row`` and ``message_row`` are rows.py's ``method_row_reference`` and
-``message_row_reference`` in typed C: the same tuples (same values, same types), built
+``append_rows`` is rows.py's ``append_rows_reference`` in typed C: the rows of its
+``method_row_reference`` and ``message_row_reference`` (same values, same types), built
 directly instead of through a list, with C type checks in place of rows' ``as_text`` /
 ``as_int`` / ... converters and the event fields read from their slots.  rows.py stays the
 reference and owns every decision that is not a type check: which column each argument and
@@ -39,7 +39,6 @@ from amqpcap.amqp.events import Content, Method
 
 include "../slots.pxi"
 include "../amqp/wirefields.pxi"
-include "../amqp/fields_0_9.pxi"
 include "../amqp/rowsink.pxi"
 include "raw.pxi"
 
@@ -578,16 +577,66 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind)
 cdef wire_of_fn wire_of = NULL  # fast09's, if it is built (bind): the spans of WireFields
 
 
-cdef Py_ssize_t N_METHOD, N_HEAD, M_REPLY_NAME_COL, M_FAILING_COL
-cdef Py_ssize_t M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL
-cdef Py_ssize_t N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES, MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
+cdef Py_ssize_t N_METHOD, M_REPLY_NAME_COL, M_FAILING_COL, M_ARGUMENTS_COL
+cdef Py_ssize_t N_MESSAGE, MSG_PROPERTIES_COL, MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
 cdef tuple DIRS
+
+
+# Where the values of a row that no plan writes come from: rows.METHOD_SOURCES /
+# MESSAGE_SOURCES, read at bind into (column, source) pairs; a source is a field of the event's
+# view (its index in rowsink.pxi's METHOD_VIEW / CONTENT_VIEW; a content's method's, past
+# MAX_COLS) or one of the builder's arguments (negative: OWN's order).
+cdef struct Placement:
+    Py_ssize_t n
+    Py_ssize_t col[MAX_COLS]
+    Py_ssize_t src[MAX_COLS]
+
+cdef Placement M_PLACEMENT, MSG_PLACEMENT
+
+
+cdef int placement(Placement *pl, tuple sources, list columns, tuple view, tuple own) except -1:
+    index = {name: i for i, name in enumerate(columns)}
+    pl.n = 0
+    for col, src in sources:
+        if src in own:
+            pl.src[pl.n] = -1 - own.index(src)
+        elif src in view:
+            pl.src[pl.n] = view.index(src)
+        elif view is CONTENT_VIEW and src.startswith("method.") and src[7:] in METHOD_VIEW:
+            pl.src[pl.n] = MAX_COLS + METHOD_VIEW.index(src[7:])
+        else:
+            raise ImportError(f"records/rows.py: fastrows.pyx does not read the source {src!r} of {col!r}")
+        pl.col[pl.n] = index[col]
+        pl.n += 1
+    return 0
+
+
+cdef int place(PyObject **row, const Placement *pl, PyObject **view, PyObject **method, capture, stream,
+               direction, version) except -1:
+    """The sourced values of a row into ``row``, by ``pl``, from the event's ``view`` (and, for a
+    content, its ``method``'s) and the builder's arguments."""
+    cdef Py_ssize_t k, s
+    for k in range(pl.n):
+        s = pl.src[k]
+        if s >= MAX_COLS:
+            v = <object>method[s - MAX_COLS]
+        elif s >= 0:
+            v = <object>view[s]
+        elif s == -1:
+            v = capture
+        elif s == -2:
+            v = stream
+        elif s == -3:
+            v = direction_name(direction)
+        else:
+            v = version
+        put(row, pl.col[k], v)
+    return 0
 
 
 cdef int bind() except -1:
     global R, CODES, reply_code_info, failing, DIRS
-    global N_METHOD, N_HEAD, M_REPLY_NAME_COL, M_FAILING_COL
-    global M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL, N_MESSAGE, FIRST_PROPERTY, N_PROPERTIES
+    global N_METHOD, M_REPLY_NAME_COL, M_FAILING_COL, M_ARGUMENTS_COL, N_MESSAGE, MSG_PROPERTIES_COL
     global MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL, MSG_REDELIVERED_COL
     from amqpcap.records import rows
 
@@ -604,12 +653,10 @@ cdef int bind() except -1:
     failing = rows.failing_method
     DIRS = tuple(rows.DIRS)
     N_METHOD = len(rows.METHOD_COLUMNS)
-    N_HEAD = len(rows.METHOD_HEAD)
     M_REPLY_NAME_COL, M_FAILING_COL = rows.M_REPLY_NAME, rows.M_FAILING
-    M_COMMAND_COL, M_ANSWERS_COL, M_ARGUMENTS_COL = rows.M_COMMAND_ID, rows.M_ANSWERS, rows.M_ARGUMENTS
+    M_ARGUMENTS_COL = rows.M_ARGUMENTS
     N_MESSAGE = len(rows.COLUMNS["messages"])
-    FIRST_PROPERTY = rows.MSG_FIRST_PROPERTY
-    N_PROPERTIES = len(rows.MESSAGE_PROPERTIES)
+    MSG_PROPERTIES_COL = rows.MSG_PROPERTIES
     MSG_EXCHANGE_COL, MSG_ROUTING_KEY_COL = rows.MSG_EXCHANGE, rows.MSG_ROUTING_KEY
     MSG_REDELIVERED_COL = rows.MSG_REDELIVERED
     if N_METHOD > MAX_COLS or N_MESSAGE > MAX_COLS:
@@ -630,9 +677,10 @@ cdef int bind() except -1:
         wire_of = <wire_of_fn>PyCapsule_GetPointer(fast09.WIRE_FIELDS, "amqpcap.amqp.fast09.wire_fields")
     except (ImportError, AttributeError, ValueError):  # properties are then dicts (or mappings)
         wire_of = NULL
-    # the positions written by hand below
-    if N_HEAD != 14 or FIRST_PROPERTY != 15 or N_MESSAGE < FIRST_PROPERTY + N_PROPERTIES + 9:
-        raise ImportError("records/schema.py METHODS / MESSAGES changed: update fastrows.pyx")
+    if len(rows.METHOD_SOURCES) > MAX_COLS or len(rows.MESSAGE_SOURCES) > MAX_COLS or len(rows.OWN) != 4:
+        raise ImportError("records/rows.py: its sources are not what fastrows.pyx places")
+    placement(&M_PLACEMENT, rows.METHOD_SOURCES, list(rows.METHOD_COLUMNS), METHOD_VIEW, rows.OWN)
+    placement(&MSG_PLACEMENT, rows.MESSAGE_SOURCES, list(rows.COLUMNS["messages"]), CONTENT_VIEW, rows.OWN)
     R = rows
     return 0
 
@@ -752,32 +800,6 @@ cdef int emit(bint message, Py_ssize_t n, table, Direct *direct, PyObject **row,
     return 0
 
 
-cdef object one_row(bint message, reference, Py_ssize_t n, capture, stream, direction, e, version):
-    """The row of ``e`` as a tuple (method_row, message_row; rows.py bound)."""
-    cdef PyObject *row[MAX_COLS]
-    memset(row, 0, sizeof(row))
-    try:
-        if stage_event(row, NULL, message, capture, stream, direction, e, version):
-            return reference(capture, stream, direction, e, version)
-        return as_tuple(row, n)
-    finally:
-        clear(row, n)
-
-
-def method_row(capture, stream, direction, m, version):
-    """rows.method_row_reference, compiled."""
-    if R is None:
-        bind()
-    return one_row(False, R.method_row_reference, N_METHOD, capture, stream, direction, m, version)
-
-
-def message_row(capture, stream, direction, c, version):
-    """rows.message_row_reference, compiled."""
-    if R is None:
-        bind()
-    return one_row(True, R.message_row_reference, N_MESSAGE, capture, stream, direction, c, version)
-
-
 # --- direct rows: a method's or a content's row with no event made (rowsink.pxi) ----------------
 
 
@@ -849,17 +871,6 @@ SINK_ENTRY.content = sink_content
 SINK = PyCapsule_New(&SINK_ENTRY, "amqpcap.records.fastrows.sink", NULL)
 
 
-cdef inline void put_keys(PyObject **row, capture, stream, packet, ts, direction, channel, offset):
-    """The columns every table starts with (records/schema.py _KEYS)."""
-    put(row, 0, capture)
-    put(row, 1, stream)
-    put(row, 2, packet)
-    put(row, 3, ts)
-    put(row, 4, direction_name(direction))
-    put(row, 5, channel)
-    put(row, 6, offset)
-
-
 cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direction, const MethodView *m,
                           version) except -1:
     """The methods row of the method ``m`` into ``row`` (all NULL on entry): 0; 1 (nothing staged)
@@ -873,16 +884,7 @@ cdef int stage_method_row(PyObject **row, Direct *direct, capture, stream, direc
         wire = wire_of(a) if wire_of != NULL else NULL
         if wire == NULL:
             return 1
-    put_keys(row, capture, stream, <object>m.packet, <object>m.ts, direction, <object>m.channel, <object>m.offset)
-    put(row, 7, name)
-    put(row, 8, <object>m.class_id)
-    put(row, 9, <object>m.method_id)
-    put(row, 10, version)
-    put(row, 11, <object>m.synchronous)
-    put(row, 12, <object>m.has_content)
-    put(row, 13, <object>m.frame_size)
-    put(row, M_COMMAND_COL, <object>m.command_id)
-    put(row, M_ANSWERS_COL, <object>m.answers_command_id)
+    place(row, &M_PLACEMENT, <PyObject **>m, NULL, capture, stream, direction, version)
     if wire != NULL:  # the argument columns and JSON from the bytes, if the plan and values allow
         plan = method_plan(False, name, a, wire, direction, version)
         if direct != NULL and plan.wire and not stage_wire(row, direct, wire, plan, M_ARGUMENTS_COL):
@@ -973,7 +975,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     """The messages row of the content ``c`` into ``row`` (all NULL on entry): 0; 1 if the
     reference is to build it (what was staged by then is cleared by the caller, as always)."""
     cdef Plan fill
-    cdef Py_ssize_t j, i
+    cdef Py_ssize_t j
     cdef const amqpcap_wire *wire = NULL
     cdef const amqpcap_wire *awire = NULL
     cdef const MethodView *method = c.method
@@ -981,7 +983,7 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
     wire = wire_of(p) if wire_of != NULL else NULL
     if wire != NULL:  # as the wire has them: the columns from the bytes if they can be
         fill = property_plan(p, wire)
-        if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, FIRST_PROPERTY + N_PROPERTIES):
+        if direct == NULL or not fill.wire or stage_wire(row, direct, wire, fill, MSG_PROPERTIES_COL):
             wire = NULL
             p = p.copy()
     if wire == NULL and not PyDict_CheckExact(p):
@@ -991,24 +993,13 @@ cdef int stage_message_row(PyObject **row, Direct *direct, capture, stream, dire
         awire = wire_of(a) if wire_of != NULL else NULL  # the method's arguments as the wire has them
         if awire == NULL:
             return 1
-    put_keys(row, capture, stream, <object>c.packet, <object>c.ts, direction, <object>c.channel, <object>c.offset)
-    put(row, 7, <object>method.name)
-    put(row, 8, version)
+    place(row, &MSG_PLACEMENT, <PyObject **>c, <PyObject **>method, capture, stream, direction, version)
     # (a wire plan with a redelivered property is not used: stage_wire)
     stage_message_args(row, direct, c, a, awire, p if wire == NULL else None, direction, version)
-    i = FIRST_PROPERTY + N_PROPERTIES
-    put(row, i + 1, <object>c.body_size)
-    put(row, i + 2, <object>c.body_received)
-    put(row, i + 3, <object>c.body_frames)
-    put(row, i + 4, <object>c.body_hash)
-    put(row, i + 5, <object>c.body)
-    put(row, i + 6, <object>c.complete)
-    put(row, i + 7, <object>c.first_packet)
-    put(row, i + 8, <object>c.packet)
     if wire != NULL:  # the properties are staged (stage_wire)
         return 0
     fill = property_plan(p, NULL)
-    put(row, i, to_json(p))
+    put(row, MSG_PROPERTIES_COL, to_json(p))
     for j in range(fill.n):
         put(row, fill.col[j], convert(fill.code[j], fill.convs[j], p[fill.keys[j]]))
     return 0

@@ -1,13 +1,13 @@
 """Events -> row tuples in the column order of records/schema.py (method and message rows are
 filled by column index in a list, then frozen: the writer converts tuples).
 
-``method_row`` and ``message_row`` run per event: they are the reference functions here, or
-their compiled twins (fastrows.pyx, optional), chosen once at import by compiled.py like the
-0-9 decoder."""
+``append_rows`` runs per batch of events: it is ``append_rows_reference`` here, or its compiled
+twin (fastrows.pyx, optional), chosen once at import by compiled.py like the 0-9 decoder."""
 
 from __future__ import annotations
 
 import base64
+from operator import attrgetter
 
 from amqpcap import compiled
 from amqpcap.amqp import spec as _spec
@@ -180,31 +180,76 @@ def arg_columns(a: dict) -> tuple:
     return tuple(out)
 
 
-# Columns a method row takes from the Method event itself, in schema order; the rest of the
-# row starts null and is filled by column index (the index of each name in records/schema.py).
-METHOD_HEAD = (
-    "capture",
-    "tcp_stream",
-    "frame_number",
-    "ts",
-    "direction",
-    "channel",
-    "stream_offset",
-    "method",
-    "class_id",
-    "method_id",
-    "version",
-    "synchronous",
-    "has_content",
-    "frame_size",
+# Which column each value of a methods / messages row that no fill plan writes comes from:
+# (column of records/schema.py, source), the source an attribute of the event (a dotted path
+# for its method's) or one of the row builder's own arguments (OWN: the direction by its name).
+# Both row builders place these values by these tables (fastrows reads them at its first row);
+# the other columns are the plans' (arguments, properties, reply name, failing method, JSON).
+OWN = ("=capture", "=stream", "=direction", "=version")
+KEY_SOURCES = (  # the columns every table starts with
+    ("capture", "=capture"),
+    ("tcp_stream", "=stream"),
+    ("frame_number", "packet"),
+    ("ts", "ts"),
+    ("direction", "=direction"),
+    ("channel", "channel"),
+    ("stream_offset", "offset"),
 )
+METHOD_SOURCES = KEY_SOURCES + (
+    ("method", "name"),
+    ("class_id", "class_id"),
+    ("method_id", "method_id"),
+    ("version", "=version"),
+    ("synchronous", "synchronous"),
+    ("has_content", "has_content"),
+    ("frame_size", "frame_size"),
+    ("command_id", "command_id"),
+    ("answers_command_id", "answers_command_id"),
+)
+MESSAGE_SOURCES = KEY_SOURCES + (
+    ("method", "method.name"),
+    ("version", "=version"),
+    ("body_size", "body_size"),
+    ("body_received", "body_received"),
+    ("body_frames", "body_frames"),
+    ("body_hash", "body_hash"),
+    ("body", "body"),
+    ("complete", "complete"),
+    ("first_frame_number", "first_packet"),
+    ("last_frame_number", "packet"),
+)
+
+
+class Placement:
+    """A row's values from its sources (``placed``), by one of the tables above: a list of
+    ``width`` nulls with the builder's own arguments and the event's attributes in place."""
+
+    __slots__ = ("width", "own", "at", "get")
+
+    def __init__(self, sources: tuple, columns: list) -> None:
+        index = {name: i for i, name in enumerate(columns)}
+        self.width = len(columns)
+        self.own = tuple(index[col] for src in OWN for col, s in sources if s == src)
+        assert len(self.own) == len(OWN), "a row names each of the builder's arguments once"
+        attrs = [(index[col], src) for col, src in sources if src not in OWN]
+        self.at = tuple(i for i, _ in attrs)
+        self.get = attrgetter(*(src for _, src in attrs))
+
+    def placed(self, event, capture, stream, direction, version) -> list:
+        row = [None] * self.width
+        for i, v in zip(self.own, (capture, stream, DIRS[direction], version)):
+            row[i] = v
+        for i, v in zip(self.at, self.get(event)):
+            row[i] = v
+        return row
+
+
 METHOD_COLUMNS = COLUMNS["methods"]
-assert tuple(METHOD_COLUMNS[: len(METHOD_HEAD)]) == METHOD_HEAD, "records/schema.py METHODS reordered"
-_METHOD_TAIL = [None] * (len(METHOD_COLUMNS) - len(METHOD_HEAD))
+_METHOD_PLACEMENT = Placement(METHOD_SOURCES, METHOD_COLUMNS)
 _M = {name: i for i, name in enumerate(METHOD_COLUMNS)}
 M_EXCHANGE, M_CONSUMER_TAG = _M["exchange"], _M["consumer_tag"]
 M_REPLY_NAME, M_FAILING = _M["reply_name"], _M["failing_method"]
-M_COMMAND_ID, M_ANSWERS, M_ARGUMENTS = _M["command_id"], _M["answers_command_id"], _M["arguments"]
+M_ARGUMENTS = _M["arguments"]
 
 
 def fill_plan(columns, index: dict, present: set) -> tuple:
@@ -236,7 +281,7 @@ method_plans: dict = {}  # (method name, argument names, direction, version) -> 
 
 
 def method_row_reference(capture, stream, direction, m: Method, version):
-    """The methods row of ``m`` (``method_row`` is this, or its compiled twin fastrows.pyx)."""
+    """The methods row of ``m`` (fastrows.pyx builds the same in C)."""
     a = m.args
     if not isinstance(a, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
         a = dict(a)
@@ -245,23 +290,7 @@ def method_row_reference(capture, stream, direction, m: Method, version):
     plan = method_plans.get(key)
     if plan is None:
         plan = method_plans[key] = MethodPlan(*key)
-    row = [
-        capture,
-        stream,
-        m.packet,
-        m.ts,
-        DIRS[direction],
-        m.channel,
-        m.offset,
-        name,
-        m.class_id,
-        m.method_id,
-        version,
-        m.synchronous,
-        m.has_content,
-        m.frame_size,
-        *_METHOD_TAIL,
-    ]
+    row = _METHOD_PLACEMENT.placed(m, capture, stream, direction, version)
     for i, k, conv in plan.fill:
         row[i] = conv(a[k])
     if plan.code:
@@ -270,8 +299,6 @@ def method_row_reference(capture, stream, direction, m: Method, version):
         row[M_REPLY_NAME] = info[0] if info else None
     if plan.failing:
         row[M_FAILING] = failing_method(version, a)
-    row[M_COMMAND_ID] = m.command_id
-    row[M_ANSWERS] = m.answers_command_id
     row[M_ARGUMENTS] = to_json(a)
     return tuple(row)
 
@@ -327,15 +354,13 @@ MSG_FIRST_PROPERTY = MSG[MESSAGE_PROPERTIES[0][0]]
 assert [c for c, _, _ in MESSAGE_PROPERTIES] == COLUMNS["messages"][
     MSG_FIRST_PROPERTY : MSG_FIRST_PROPERTY + len(MESSAGE_PROPERTIES)
 ], "records/schema.py MESSAGES reordered"
-_PROPERTY_NULLS = [None] * len(MESSAGE_PROPERTIES)
 MSG_EXCHANGE, MSG_ROUTING_KEY, MSG_REDELIVERED = MSG["exchange"], MSG["routing_key"], MSG["redelivered"]
 MSG_FIRST_ARG = MSG[MESSAGE_ARGS[0][0]]
 assert [c for c, _, _ in MESSAGE_ARGS] == COLUMNS["messages"][MSG_FIRST_ARG:MSG_FIRST_PROPERTY], (
     "records/schema.py MESSAGES reordered"
 )
-_ARG_NULLS = [None] * len(MESSAGE_ARGS)
-# the columns after last_frame_number are AMQP 1.0's (records/rows_1_0.py fills them)
-_MESSAGE_TAIL = [None] * (len(COLUMNS["messages"]) - MSG["last_frame_number"] - 1)
+MSG_PROPERTIES = MSG["properties"]  # the properties' JSON
+_MESSAGE_PLACEMENT = Placement(MESSAGE_SOURCES, COLUMNS["messages"])
 property_plans: dict = {}  # property names (in order) -> fill plan; a handful per capture
 message_arg_plans: dict = {}  # (method name, argument names, direction, version) -> fill plan
 
@@ -347,7 +372,7 @@ def message_arg_plan(name: str, keys: tuple, direction, version) -> tuple:
 
 
 def message_row_reference(capture, stream, direction, c: Content, version):
-    """The messages row of ``c`` (``message_row`` is this, or its compiled twin fastrows.pyx)."""
+    """The messages row of ``c`` (fastrows.pyx builds the same in C)."""
     p = c.properties
     if not isinstance(p, dict):  # the compiled decoder's mapping over the frame (fast09.WireFields)
         p = dict(p)
@@ -363,29 +388,8 @@ def message_row_reference(capture, stream, direction, c: Content, version):
     afill = message_arg_plans.get(akey)
     if afill is None:
         afill = message_arg_plans[akey] = message_arg_plan(*akey)
-    row = [
-        capture,
-        stream,
-        c.packet,
-        c.ts,
-        DIRS[direction],
-        c.channel,
-        c.offset,
-        name,
-        version,
-        *_ARG_NULLS,  # exchange .. reply_code, filled below
-        *_PROPERTY_NULLS,  # content_type .. cluster_id, filled below
-        to_json(p),
-        c.body_size,
-        c.body_received,
-        c.body_frames,
-        c.body_hash,
-        c.body,
-        c.complete,
-        c.first_packet,
-        c.packet,
-        *_MESSAGE_TAIL,
-    ]
+    row = _MESSAGE_PLACEMENT.placed(c, capture, stream, direction, version)
+    row[MSG_PROPERTIES] = to_json(p)
     for i, k, conv in afill:
         row[i] = conv(a[k])
     if c.exchange is not None:
@@ -499,9 +503,9 @@ def append_rows_reference(events, capture, stream, version, methods, messages) -
     for d, e in events:
         t = type(e)
         if t is Method:
-            methods.append(method_row(capture, stream, d, e, version))
+            methods.append(method_row_reference(capture, stream, d, e, version))
         elif t is Content:
-            messages.append(message_row(capture, stream, d, e, version))
+            messages.append(message_row_reference(capture, stream, d, e, version))
         else:
             rest.append((d, e))
     return rest
@@ -528,11 +532,9 @@ def row_sink(capture, stream, methods, messages):
 # AMQP 1.0's rows) go through connection_json: to_json, or fastrows.json_text (the same text).
 _fast = compiled.select("fastrows")
 if _fast is not None:
-    method_row, message_row, append_rows = _fast.method_row, _fast.message_row, _fast.append_rows
-    connection_json = _fast.json_text
+    append_rows, connection_json = _fast.append_rows, _fast.json_text
 else:
-    method_row, message_row, append_rows = method_row_reference, message_row_reference, append_rows_reference
-    connection_json = to_json
+    append_rows, connection_json = append_rows_reference, to_json
 
 
 def compiled_in_use() -> bool:

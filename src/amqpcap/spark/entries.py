@@ -117,8 +117,6 @@ def packets(data, ords, ts, lts, offs, caps, wires, lo: int, base: int) -> list:
 
 # The loops, chosen once at import: the ones above, or the same compiled.  The compiled module
 # chooses nothing: it is what is chosen.
-if COMPILED:
-    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-_fast = None if COMPILED else compiled.select("fastranges")
+SOURCE_STAMP, _fast = compiled.twin("fastranges", AMQPCAP_SOURCE_STAMP if COMPILED else None)  # noqa: F821 (stamp.pxd)
 compiled_records = _fast.pcap_records if _fast is not None else None
 compiled_packets = _fast.packets if _fast is not None else None

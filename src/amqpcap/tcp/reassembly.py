@@ -207,9 +207,7 @@ class Stream:
 # What new conversations are given, chosen once at import: ``Stream``, or the same class compiled
 # (compiled.py's part "fastreassembly": this module built by Cython with the types of
 # tcp/fastreassembly.pxd).  The compiled module chooses nothing: it is what is chosen.
-if COMPILED:
-    SOURCE_STAMP = AMQPCAP_SOURCE_STAMP.decode("ascii")  # noqa: F821 (the build's, from stamp.pxd)
-_fast = None if COMPILED else compiled.select("fastreassembly")
+SOURCE_STAMP, _fast = compiled.twin("fastreassembly", AMQPCAP_SOURCE_STAMP if COMPILED else None)  # noqa: F821 (stamp.pxd)
 new_stream = _fast.Stream if _fast is not None else Stream
 
 
