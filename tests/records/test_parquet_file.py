@@ -35,7 +35,7 @@ def test_the_engine_writes_the_bytes_pq_parquetwriter_writes(tables, name, tmp_p
         w = writer.open_parquet(path, STORED_SCHEMAS[name], reference=reference)
         assert isinstance(w, pq.ParquetWriter) is reference
         for batch in table.to_batches(max_chunksize=max(1, table.num_rows // 3)):
-            w.write_batch(batch)
+            w.write_table(pa.Table.from_batches([batch]), batch.num_rows)
         w.close()
         with open(path, "rb") as f:
             files[reference] = f.read()

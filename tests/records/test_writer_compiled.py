@@ -32,10 +32,13 @@ def fastwriter():
     return built_or_skip("fastwriter")
 
 
-def dissect_here(captures, out, row_group: int | None = None, **kw) -> dict:
-    """{table: Arrow table} of ``captures`` dissected by this process (``row_group``: rows a batch)."""
+def dissect_here(captures, out, row_group: int | None = None, group_rows: int | None = None, **kw) -> dict:
+    """{table: Arrow table} of ``captures`` dissected by this process (``row_group``: rows a batch,
+    ``group_rows``: rows a Parquet row group at most)."""
     if row_group is not None:
         writer.ROW_GROUP = row_group
+    if group_rows is not None:
+        writer.GROUP_ROWS = group_rows
     pipeline.dissect(captures, str(out), frames=True, **kw)
     return {t: pq.read_table(os.path.join(out, t)) for t in sorted(os.listdir(out))}
 
@@ -67,12 +70,16 @@ def test_every_shipped_capture_gives_the_reference_tables(capture, tmp_path):
 
 def test_many_row_groups_and_several_captures_give_the_reference_tables(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "ROW_GROUP", writer.ROW_GROUP)  # restored: set below, several flushes a table
-    compiled, reference = dissect_both(CAPTURES, tmp_path, row_group=1000, body_bytes=1 << 20)
+    monkeypatch.setattr(writer, "GROUP_ROWS", writer.GROUP_ROWS)
+    compiled, reference = dissect_both(
+        CAPTURES, tmp_path, row_group=1000, group_rows=3000, body_bytes=1 << 20
+    )
     assert_same_tables(compiled, reference)
     methods = compiled["methods"]
     assert compiled["frames"].num_rows > 5000 and methods.column("id_ranges").null_count < methods.num_rows
-    row_groups = pq.ParquetFile(tmp_path / "here" / "frames" / "part-00000.parquet").metadata.num_row_groups
-    assert row_groups == -(-compiled["frames"].num_rows // 1000)
+    meta = pq.ParquetFile(tmp_path / "here" / "frames" / "part-00000.parquet").metadata
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert groups[:-1] == [3000] * (len(groups) - 1) and 0 < groups[-1] <= 3000  # three batches a group
 
 
 def _run_dissect(env: dict, tmp_path) -> str:
@@ -360,6 +367,7 @@ def test_a_batch_is_full_at_capacity_rows_or_when_a_binary_column_holds_max_byte
 
 def test_a_table_buffer_writes_a_row_group_every_row_group_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "ROW_GROUP", 3)
+    monkeypatch.setattr(writer, "GROUP_ROWS", 3)  # a batch a row group
     schema = STORED_SCHEMAS["anomalies"]
     t = writer.TableBuffer("anomalies", str(tmp_path / "anomalies"))
     rows = [("c", i, i, i * 10, "c2s", None, None, "amqp", "kind", f"detail {i}", i) for i in range(7)]
@@ -392,7 +400,8 @@ def batch_of(values: list) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([{"x": v} for v in values], schema=pa.schema([("x", pa.int64())]))
 
 
-def test_batches_written_in_the_background_arrive_in_order(tmp_path):
+def test_batches_written_in_the_background_arrive_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "GROUP_ROWS", 10)  # a batch a row group: every batch a job of the thread
     files = [writer.ParquetFile(str(tmp_path / n), True) for n in "ab"]
     for i in range(20):  # more batches than QUEUED: the writer waits for the thread, in turn
         files[i % 2].write(batch_of(list(range(i * 10, i * 10 + 10))))
@@ -402,6 +411,30 @@ def test_batches_written_in_the_background_arrive_in_order(tmp_path):
     a = pq.read_table(tmp_path / "a").column("x").to_pylist()
     assert a == [v for i in range(0, 20, 2) for v in range(i * 10, i * 10 + 10)]
     assert pq.ParquetFile(tmp_path / "b" / "part-00000.parquet").metadata.num_row_groups == 10
+
+
+def test_batches_are_held_and_written_together_as_row_groups_of_group_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "GROUP_ROWS", 25)
+    f = writer.ParquetFile(str(tmp_path / "t"), True)
+    for i in range(7):
+        f.write(batch_of(list(range(i * 10, i * 10 + 10))))
+    assert f.held_rows == 10  # two groups of three batches handed over, the seventh batch held
+    f.close()
+    assert not f.held and not f.pending
+    meta = pq.ParquetFile(tmp_path / "t" / "part-00000.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [30, 30, 10]
+    assert pq.read_table(tmp_path / "t").column("x").to_pylist() == list(range(70))
+
+
+def test_a_row_group_ends_early_once_its_batches_hold_group_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "GROUP_BYTES", 2 * batch_of(list(range(10))).nbytes + 1)
+    f = writer.ParquetFile(str(tmp_path / "t"), False)
+    for i in range(7):
+        f.write(batch_of(list(range(i * 10, i * 10 + 10))))
+    f.close()
+    meta = pq.ParquetFile(tmp_path / "t" / "part-00000.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [30, 30, 10]
+    assert pq.read_table(tmp_path / "t").column("x").to_pylist() == list(range(70))
 
 
 def test_a_parquet_job_reports_its_write_and_lets_go_of_its_batch():
@@ -431,12 +464,15 @@ def test_a_parquet_job_reports_its_write_and_lets_go_of_its_batch():
     assert refs[0]() is None  # written: the batch is gone (a failed one lives on in its traceback)
 
 
-def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_still_closed(tmp_path):
+def test_an_error_in_the_parquet_thread_is_raised_in_the_caller_and_the_file_still_closed(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(writer, "GROUP_ROWS", 1)  # a batch a row group: the good one is written
     f = writer.ParquetFile(str(tmp_path / "t"), True)
     f.write(batch_of([1, 2]))
     wrong = pa.RecordBatch.from_pylist([{"y": "z"}])  # another schema: write_batch raises (in the thread)
     f.write(wrong)
-    with pytest.raises(ValueError, match="schema"):
+    with pytest.raises(ValueError, match="(?i)schema"):
         for _ in range(100):  # raised by a later write or, at the latest, by close
             f.write(batch_of([3]))
         f.close()
@@ -461,19 +497,20 @@ def test_at_close_the_parquet_thread_takes_the_largest_table_and_the_closer_the_
 
     monkeypatch.setattr(writer, "BACKGROUND", True)
     monkeypatch.setattr(writer, "ROW_GROUP", 4)
+    monkeypatch.setattr(writer, "GROUP_ROWS", 4)
     seen = []  # (table, rows, written by the closing thread) in the order written
     slow = threading.Event()
-    engine_write = writer.EngineWriter.write_batch
+    engine_write = writer.EngineWriter.write_table
 
-    def write_batch(self, batch):
+    def write_table(self, table, rows):
         if not slow.is_set():  # the first batch (frames) still in the thread when close begins
             slow.set()
             time.sleep(0.2)
-        table = batch.schema.metadata[b"amqpcap.table"].decode()
-        seen.append((table, batch.num_rows, threading.current_thread() is threading.main_thread()))
-        engine_write(self, batch)
+        name = table.schema.metadata[b"amqpcap.table"].decode()
+        seen.append((name, table.num_rows, threading.current_thread() is threading.main_thread()))
+        engine_write(self, table, rows)
 
-    monkeypatch.setattr(writer.EngineWriter, "write_batch", write_batch)
+    monkeypatch.setattr(writer.EngineWriter, "write_table", write_table)
     out = tmp_path / "out"
     w = writer.DatasetWriter(str(out), ["anomalies", "frames", "connections"])
     anomaly = ("c", 1, 1, 10, "c2s", None, None, "amqp", "kind", "detail", 1)

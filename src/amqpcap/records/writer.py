@@ -33,11 +33,17 @@ TYPE_CHECKING = False  # typing's, without importing typing (nothing else the di
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# Rows per record batch and Parquet row group: smaller groups lower peak RSS (200k small packets:
-# 122 MB at 8192, 142 MB at 16384) and let a mid-sized capture's batches be encoded while it is
-# read rather than all at close; files grow ~1% against 16384.
+# Rows per record batch: smaller batches lower peak RSS (200k small packets: 122 MB at 8192, 142 MB
+# at 16384) and let a mid-sized capture's batches be encoded while it is read rather than at close.
 ROW_GROUP = 8192
-QUEUED = 2  # record batches in the Parquet thread at most, every table (one written, one waiting)
+# Batches held and written together as one Parquet row group, up to GROUP_ROWS rows or GROUP_BYTES
+# of Arrow data (what the held batches cost in RSS): a reader holds every row group's column chunk
+# metadata while a file is open (~50 kB a group of the methods table: 8192-row groups made the
+# 4 GB bench capture's methods footer cost ~89 MB at every open: 34 MB at 65536 / 8 MB), and the
+# files come out ~1-7% smaller.  24 MB of batches would cost dissect +73 MB peak RSS (8 MB: +14).
+GROUP_ROWS = 1 << 16
+GROUP_BYTES = 8 << 20
+QUEUED = 2  # row groups in the Parquet thread at most, every table (one written, one waiting)
 # Parquet encoding and compression (~12% of a small-packet dissect) in a thread of its own: 12% faster
 # on 2 cores (bench_dissect small), +2 MB peak RSS.
 BACKGROUND = True
@@ -122,10 +128,8 @@ class EngineWriter:
     def __init__(self, engine) -> None:
         self.engine = engine
 
-    def write_batch(self, batch: pa.RecordBatch) -> None:
-        import pyarrow as pa
-
-        self.engine.write_table(pa.Table.from_batches([batch]))
+    def write_table(self, table: pa.Table, row_group_size: int) -> None:
+        self.engine.write_table(table, row_group_size)
 
     def close(self) -> None:
         self.engine.close()
@@ -180,19 +184,32 @@ class ParquetFile:
     error there is raised by the next ``write`` of this file or by ``close``, which waits for
     its batches."""
 
-    __slots__ = ("path", "writer", "stored", "background", "pending", "out_of_range")
+    __slots__ = (
+        "path",
+        "writer",
+        "stored",
+        "background",
+        "pending",
+        "out_of_range",
+        "held",
+        "held_rows",
+        "held_bytes",
+    )
 
     def __init__(self, path: str, background: bool = False) -> None:
         self.path = path
         self.writer = None
         self.stored = None  # the file's schema: the batches' with their time columns split (times.py)
         self.background = background
-        self.pending: list[Job] = []  # this file's batches in the Parquet thread
+        self.pending: list[Job] = []  # this file's row groups in the Parquet thread
         self.out_of_range: dict = {}  # capture -> outofrange.OutOfRange: its rows' times to null
+        self.held: list = []  # batches of the next row group (GROUP_ROWS, GROUP_BYTES)
+        self.held_rows = self.held_bytes = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Write ``batch`` (a table's rows: exact ns times), its time columns stored as
-        ``times.to_stored`` splits them (in the Parquet thread, with ``background``)."""
+        ``times.to_stored`` splits them: held until its row group is full, then written (in the
+        Parquet thread, with ``background``)."""
         if self.out_of_range:
             batch = null_times(batch, self.out_of_range)
         with named(self.file):
@@ -204,24 +221,39 @@ class ParquetFile:
                 self.writer = open_parquet(self.file, self.stored)
             if not batch.num_rows:
                 return
-            if not self.background:
-                self._settle(wait=True)  # its batches still in the Parquet thread go first
-                self._write_stored(batch)
-                return
-            self._settle(wait=False)
-            self.pending.append(_in_background(self._write_stored, batch))
+            self.held.append(batch)
+            self.held_rows += batch.num_rows
+            self.held_bytes += batch.nbytes
+            if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
+                self._write_held()
 
-    def _write_stored(self, batch: pa.RecordBatch) -> None:
+    def _write_held(self) -> None:
+        """The held batches written as one row group (in the Parquet thread, with ``background``)."""
+        batches, self.held, self.held_rows, self.held_bytes = self.held, [], 0, 0
+        if not batches:
+            return
+        if not self.background:
+            self._settle(wait=True)  # its row groups still in the Parquet thread go first
+            self._write_stored(batches)
+            return
+        self._settle(wait=False)
+        self.pending.append(_in_background(self._write_stored, batches))
+
+    def _write_stored(self, batches: list) -> None:
+        import pyarrow as pa
+
         from amqpcap.records import times
 
-        self.writer.write_batch(times.to_stored(batch, self.stored))
+        stored = pa.Table.from_batches([times.to_stored(b, self.stored) for b in batches], self.stored)
+        batches.clear()  # the exact-time batches go as soon as they are split
+        self.writer.write_table(stored, stored.num_rows)
 
     @property
     def file(self) -> str:
         return os.path.join(self.path, "part-00000.parquet")
 
     def writing(self) -> bool:
-        """True while the Parquet thread has a batch of this file not yet written."""
+        """True while the Parquet thread has a row group of this file not yet written."""
         return any(not job.done() for job in self.pending)
 
     def _settle(self, wait: bool) -> None:
@@ -230,12 +262,13 @@ class ParquetFile:
             self.pending.pop(0).result()
 
     def close(self) -> None:
-        for job in self.pending:  # the file is closed after its last batch, whatever happened to the others
-            job.exception()
         with named(self.file):
             try:
+                self._write_held()
                 self._settle(wait=True)
             finally:
+                for job in self.pending:  # the file is closed after its last group, whatever happened
+                    job.exception()
                 if self.writer is not None:
                     self.writer.close()
 
