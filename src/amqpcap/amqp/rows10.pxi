@@ -3,9 +3,9 @@
 # there only), handed to the compiled table buffer as its array of items (fastwriter's
 # ``APPEND_ARRAY``: no per-column Python call); a table that is not a compiled table buffer
 # gets the tuple itself.  What is compiled is the loop over the events and the write, and the
-# messages row of a delivery whole in one transfer (``held_row``: rows_1_0.message_row's values
-# made by the walker, held in links_1_0's state as a ``HeldRow`` until settled; the tests compare
-# every such row with the reference's).
+# messages row of a delivery whole in one transfer: the walker makes its values
+# (rows_1_0.message_values, ``held_row``) with no Delivery, links_1_0's state holds them as a
+# ``HeldRow`` until the delivery is settled, and rows_1_0.settled_row makes them its row.
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.object cimport PyObject
@@ -16,124 +16,41 @@ cdef extern from "Python.h":
 
 include "../records/raw.pxi"
 
-from amqpcap.records.schema import COLUMNS, DIRS
-
-# records/rows.py's and rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this
-# module at its end, so it cannot be imported while this one is)
-cdef object as_text = None
-cdef object json_text = None
-cdef object exchange_key = None
-cdef dict MSG_AT = {c: i for i, c in enumerate(COLUMNS["messages"])}
-cdef Py_ssize_t N_MSG = len(MSG_AT)
-cdef Py_ssize_t C_CAPTURE = MSG_AT["capture"], C_STREAM = MSG_AT["tcp_stream"], C_VERSION = MSG_AT["version"]
-cdef Py_ssize_t C_SETTLED = MSG_AT["settled"], C_SETTLE_TS = MSG_AT["settle_ts"]
-cdef Py_ssize_t C_OUTCOME = MSG_AT["outcome"], C_CONDITION = MSG_AT["condition"]
-# where held_row puts each value (the messages table's columns, by name)
-cdef Py_ssize_t C_FRAME_NUMBER = MSG_AT['frame_number']
-cdef Py_ssize_t C_TS = MSG_AT['ts']
-cdef Py_ssize_t C_DIRECTION = MSG_AT['direction']
-cdef Py_ssize_t C_CHANNEL = MSG_AT['channel']
-cdef Py_ssize_t C_STREAM_OFFSET = MSG_AT['stream_offset']
-cdef Py_ssize_t C_METHOD = MSG_AT['method']
-cdef Py_ssize_t C_EXCHANGE = MSG_AT['exchange']
-cdef Py_ssize_t C_ROUTING_KEY = MSG_AT['routing_key']
-cdef Py_ssize_t C_CONTENT_TYPE = MSG_AT['content_type']
-cdef Py_ssize_t C_CONTENT_ENCODING = MSG_AT['content_encoding']
-cdef Py_ssize_t C_HEADERS = MSG_AT['headers']
-cdef Py_ssize_t C_DELIVERY_MODE = MSG_AT['delivery_mode']
-cdef Py_ssize_t C_PRIORITY = MSG_AT['priority']
-cdef Py_ssize_t C_CORRELATION_ID = MSG_AT['correlation_id']
-cdef Py_ssize_t C_REPLY_TO = MSG_AT['reply_to']
-cdef Py_ssize_t C_EXPIRATION = MSG_AT['expiration']
-cdef Py_ssize_t C_MESSAGE_ID = MSG_AT['message_id']
-cdef Py_ssize_t C_MSG_TIMESTAMP = MSG_AT['msg_timestamp']
-cdef Py_ssize_t C_USER_ID = MSG_AT['user_id']
-cdef Py_ssize_t C_PROPERTIES = MSG_AT['properties']
-cdef Py_ssize_t C_BODY_SIZE = MSG_AT['body_size']
-cdef Py_ssize_t C_BODY_RECEIVED = MSG_AT['body_received']
-cdef Py_ssize_t C_BODY_FRAMES = MSG_AT['body_frames']
-cdef Py_ssize_t C_BODY_HASH = MSG_AT['body_hash']
-cdef Py_ssize_t C_BODY = MSG_AT['body']
-cdef Py_ssize_t C_COMPLETE = MSG_AT['complete']
-cdef Py_ssize_t C_FIRST_FRAME_NUMBER = MSG_AT['first_frame_number']
-cdef Py_ssize_t C_LAST_FRAME_NUMBER = MSG_AT['last_frame_number']
-cdef Py_ssize_t C_LINK_NAME = MSG_AT['link_name']
-cdef Py_ssize_t C_DELIVERY_ID = MSG_AT['delivery_id']
-cdef Py_ssize_t C_ABORTED = MSG_AT['aborted']
-cdef object I64_MAX = (1 << 63) - 1
+cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_rows)
+# records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
+# so it cannot be imported while this one is)
+cdef object method_row = None
+cdef object message_row = None
+cdef object message_values = None
+cdef object settled_row = None
 
 
 cdef class HeldRow:
-    """A delivery whole in one transfer, as its messages row without the capture, stream, version
-    and settlement columns: links_1_0's state holds and settles it as it does a Delivery (the
-    attributes it reads and sets), append_rows fills the rest."""
+    """A delivery whole in one transfer, held by links_1_0's state until it is settled (the
+    attributes it reads and sets, as it does a Delivery's): rows_1_0.message_values of it, which
+    rows_1_0.settled_row makes its messages row of."""
 
     cdef public object channel, delivery_id, settle_ts, outcome, condition
     cdef public bint settled
-    cdef list row
-
-
-cdef inline object text(object v):
-    return v if v is None or type(v) is str else as_text(v)
-
-
-cdef inline bint plain_int(object v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    cdef tuple values
 
 
 cdef HeldRow held_row(
     int direction, perf, link, delivery_id, dict sections, kind, body_size, digest, head,
     bint complete, bint settled, outcome, condition, created,
 ):
-    """rows_1_0.message_row's values of the Delivery codec_1_0 would make of this transfer."""
+    """What links_1_0's state holds of the Delivery codec_1_0 would make of this transfer."""
     cdef HeldRow h = HeldRow.__new__(HeldRow)
-    cdef list row = [None] * N_MSG
-    if exchange_key is None:
+    if message_values is None:
         bind_rows()
-    props = sections.get("properties")
-    if not isinstance(props, dict):
-        props = {}
-    to = text(props.get("to"))
-    if to is None and link is not None:
-        to = link.target if direction == 0 else (link.source or link.target)
-    row[C_EXCHANGE], row[C_ROUTING_KEY] = exchange_key(to)
-    row[C_FRAME_NUMBER] = row[C_FIRST_FRAME_NUMBER] = row[C_LAST_FRAME_NUMBER] = perf.packet
-    row[C_TS] = perf.ts
-    row[C_DIRECTION] = DIRS[direction]
-    row[C_CHANNEL] = perf.channel
-    row[C_STREAM_OFFSET] = perf.offset
-    row[C_METHOD] = "transfer"
-    row[C_CONTENT_TYPE] = text(props.get("content-type"))
-    row[C_CONTENT_ENCODING] = text(props.get("content-encoding"))
-    app = sections.get("application-properties")
-    if app is not None:
-        row[C_HEADERS] = json_text(app)
-        sections = {k: v for k, v in sections.items() if k != "application-properties"}
-    hdr = sections.get("header")
-    if isinstance(hdr, dict):
-        pr = hdr.get("priority")
-        ttl = hdr.get("ttl")
-        row[C_DELIVERY_MODE] = 2 if hdr.get("durable") is True else 1
-        row[C_PRIORITY] = pr if plain_int(pr) else None
-        row[C_EXPIRATION] = str(ttl) if plain_int(ttl) else None
-    row[C_CORRELATION_ID] = text(props.get("correlation-id"))
-    row[C_REPLY_TO] = text(props.get("reply-to"))
-    row[C_MESSAGE_ID] = text(props.get("message-id"))
-    if created is not None:  # (in the column's range: the walker nulls any other)
-        row[C_MSG_TIMESTAMP] = created * 1_000_000
-    row[C_USER_ID] = text(props.get("user-id"))
-    if kind is not None:
-        sections["body-section"] = kind
-    row[C_PROPERTIES] = json_text(sections)
-    row[C_BODY_SIZE] = row[C_BODY_RECEIVED] = body_size
-    row[C_BODY_FRAMES] = 1
-    row[C_BODY_HASH] = digest
-    row[C_BODY] = head
-    row[C_COMPLETE] = complete
-    row[C_LINK_NAME] = link.name if link is not None else None
-    row[C_DELIVERY_ID] = delivery_id if plain_int(delivery_id) and 0 <= delivery_id <= I64_MAX else None
-    row[C_ABORTED] = False
-    h.row = row
+    name = address = None
+    if link is not None:
+        # sent to its target; received from its source (the queue a consumer reads)
+        name, address = link.name, link.target if direction == 0 else (link.source or link.target)
+    h.values = message_values(
+        direction, perf.packet, perf.ts, perf.channel, perf.offset, perf.packet, 1, name, address,
+        delivery_id, sections, kind, body_size, digest, head, complete, False, created,
+    )
     h.channel = perf.channel
     h.delivery_id = delivery_id
     h.settled = settled
@@ -142,28 +59,9 @@ cdef HeldRow held_row(
     return h
 
 
-cdef tuple settled_row(HeldRow h, capture, stream, version):
-    cdef list row = h.row
-    row[C_CAPTURE] = capture
-    row[C_STREAM] = stream
-    row[C_VERSION] = version
-    row[C_SETTLED] = h.settled
-    row[C_SETTLE_TS] = h.settle_ts
-    row[C_OUTCOME] = h.outcome
-    row[C_CONDITION] = h.condition
-    return tuple(row)
-
-
-cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_rows)
-cdef object method_row = None  # records/rows_1_0's
-cdef object message_row = None
-
-
 cdef int bind_rows() except -1:
-    global method_row, message_row, append_array, as_text, json_text, exchange_key
-    from amqpcap.records import rows, rows_1_0
-
-    as_text, json_text, exchange_key = rows.as_text, rows.connection_json, rows_1_0.exchange_key
+    global method_row, message_row, message_values, settled_row, append_array
+    from amqpcap.records import rows_1_0
 
     try:
         from amqpcap.records import fastwriter
@@ -175,6 +73,7 @@ cdef int bind_rows() except -1:
         append_array = NULL
     message_row = rows_1_0.message_row
     method_row = rows_1_0.method_row
+    message_values, settled_row = rows_1_0.message_values, rows_1_0.settled_row
     return 0
 
 
@@ -191,6 +90,7 @@ def append_rows(list events, capture, stream, version, methods, messages):
     ``events`` written in order, the other events returned in order."""
     cdef list rest = []
     cdef tuple pair
+    cdef HeldRow h
     if method_row is None:
         bind_rows()
     cdef bint to_methods = append_array != NULL and append_array(methods, NULL, NULL)
@@ -201,7 +101,11 @@ def append_rows(list events, capture, stream, version, methods, messages):
         if t is Performative:
             write(methods, to_methods, method_row(capture, stream, d, e, version))
         elif t is HeldRow:
-            write(messages, to_messages, settled_row(<HeldRow>e, capture, stream, version))
+            h = <HeldRow>e
+            write(
+                messages, to_messages,
+                settled_row(h.values, capture, stream, version, h.settled, h.settle_ts, h.outcome, h.condition),
+            )
         elif t is Delivery:
             write(messages, to_messages, message_row(capture, stream, d, e, version))
         else:

@@ -175,39 +175,96 @@ def exchange_key(address):
     return None, None
 
 
-# the 0-9-1 columns a 1.0 message has nothing for; message_row gives every other column, in
-# records/schema.py's order
+# The messages row of a delivery is made in two steps: ``message_values``, the columns of the
+# delivery itself, as soon as its last transfer is read (the compiled walker holds them until the
+# delivery is settled), and ``settled_row``, the row once where it was seen and how it was
+# settled are known.  The 0-9-1 columns a 1.0 message has nothing for are null.
 _MSG_NULL = ("consumer_tag", "delivery_tag", "redelivered", "reply_code", "type", "app_id", "cluster_id")
-_MSG_FILLED = tuple(c for c in COLUMNS["messages"] if c not in _MSG_NULL)
+_MSG_SETTLED = ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
+_MSG_VALUES = (
+    "frame_number",
+    "ts",
+    "direction",
+    "channel",
+    "stream_offset",
+    "method",
+    "exchange",
+    "routing_key",
+    "content_type",
+    "content_encoding",
+    "headers",
+    "delivery_mode",
+    "priority",
+    "correlation_id",
+    "reply_to",
+    "expiration",
+    "message_id",
+    "msg_timestamp",
+    "user_id",
+    "properties",
+    "body_size",
+    "body_received",
+    "body_frames",
+    "body_hash",
+    "body",
+    "complete",
+    "first_frame_number",
+    "last_frame_number",
+    "link_name",
+    "delivery_id",
+    "aborted",
+)
+_MSG_FILLED = _MSG_SETTLED + _MSG_VALUES
+assert sorted(_MSG_FILLED + _MSG_NULL) == sorted(COLUMNS["messages"])
 # the row in column order from the values of _MSG_FILLED and a null after them, in one C call
 _MSG_ROW = itemgetter(
     *(_MSG_FILLED.index(c) if c in _MSG_FILLED else len(_MSG_FILLED) for c in COLUMNS["messages"])
 )
+_NULL = (None,)
 
 
-def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
-    """The messages row of a delivery."""
-    sec = dv.sections
-    props = sec.get("properties")
+def message_values(
+    direction,
+    packet,
+    ts,
+    channel,
+    offset,
+    first_packet,
+    frames,
+    link_name,
+    address,
+    delivery_id,
+    sections: dict,
+    body_kind,
+    body_size,
+    body_hash,
+    body,
+    complete,
+    aborted,
+    created,
+) -> tuple:
+    """The columns of a delivery (``_MSG_VALUES``): the properties section gives the columns
+    0-9-1 names the same way, its ``to`` (else the link's ``address``) the exchange and routing
+    key, the header the delivery mode, priority and expiration, the application-properties the
+    headers, every other section (and the body's kind) the properties JSON; ``created`` is the
+    creation time (events_1_0.creation_time), ``packet`` that of the last transfer."""
+    props = sections.get("properties")
     if not isinstance(props, dict):
         props = {}
     to = as_text(props.get("to"))
-    exchange, key = exchange_key(to if to is not None else dv.address)
-    others = {k: val for k, val in sec.items() if k != "application-properties"}
-    if dv.body_kind is not None:
-        others["body-section"] = dv.body_kind
-    app = sec.get("application-properties")
-    mode, priority, expiration = _header_columns(sec.get("header"))
-    values = (
-        capture,
-        stream,
-        dv.packet,
-        dv.ts,
+    exchange, key = exchange_key(to if to is not None else address)
+    others = dict(sections)
+    app = others.pop("application-properties", None)
+    if body_kind is not None:
+        others["body-section"] = body_kind
+    mode, priority, expiration = _header_columns(sections.get("header"))
+    return (
+        packet,
+        ts,
         DIRS[direction],
-        dv.channel,
-        dv.offset,
+        channel,
+        offset,
         "transfer",
-        version,
         exchange,
         key,
         as_text(props.get("content-type")),
@@ -219,27 +276,53 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         as_text(props.get("reply-to")),
         expiration,
         as_text(props.get("message-id")),
-        _ms_ts(creation_time(sec)),
+        _ms_ts(created),
         as_text(props.get("user-id")),
         rows.connection_json(others),
-        dv.body_size,
-        dv.body_size,
+        body_size,
+        body_size,
+        frames,
+        body_hash,
+        body,
+        complete,
+        first_packet,
+        packet,
+        link_name,
+        _i(delivery_id),
+        aborted,
+    )
+
+
+def settled_row(values: tuple, capture, stream, version, settled, settle_ts, outcome, condition) -> tuple:
+    """The messages row of a delivery's ``message_values``, seen in ``capture``'s ``stream``,
+    settled (or not) as given."""
+    return _MSG_ROW((capture, stream, version, settled, settle_ts, outcome, condition) + values + _NULL)
+
+
+def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
+    """The messages row of a delivery."""
+    sec = dv.sections
+    values = message_values(
+        direction,
+        dv.packet,
+        dv.ts,
+        dv.channel,
+        dv.offset,
+        dv.first_packet,
         dv.frames,
+        dv.link_name,
+        dv.address,
+        dv.delivery_id,
+        sec,
+        dv.body_kind,
+        dv.body_size,
         dv.body_hash,
         dv.body,
         dv.complete,
-        dv.first_packet,
-        dv.packet,
-        dv.link_name,
-        _i(dv.delivery_id),
-        dv.settled,
-        dv.settle_ts,
-        dv.outcome,
-        dv.condition,
         dv.aborted,
-        None,
+        creation_time(sec),
     )
-    return _MSG_ROW(values)
+    return settled_row(values, capture, stream, version, dv.settled, dv.settle_ts, dv.outcome, dv.condition)
 
 
 def _header_columns(hdr) -> tuple:
