@@ -32,7 +32,7 @@ cdef class HeldRow:
 
     cdef public object channel, delivery_id, settle_ts, outcome, condition
     cdef public bint settled
-    cdef tuple values
+    cdef list values
 
 
 cdef HeldRow held_row(

@@ -10,7 +10,6 @@ leaves them, as it leaves frames and anomalies).
 from __future__ import annotations
 
 from functools import lru_cache
-from operator import itemgetter
 from urllib.parse import unquote
 
 from amqpcap import compiled
@@ -175,52 +174,25 @@ def exchange_key(address):
     return None, None
 
 
-# The messages row of a delivery is made in two steps: ``message_values``, the columns of the
-# delivery itself, as soon as its last transfer is read (the compiled walker holds them until the
-# delivery is settled), and ``settled_row``, the row once where it was seen and how it was
-# settled are known.  The 0-9-1 columns a 1.0 message has nothing for are null.
-_MSG_NULL = ("consumer_tag", "delivery_tag", "redelivered", "reply_code", "type", "app_id", "cluster_id")
-_MSG_SETTLED = ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
-_MSG_VALUES = (
-    "frame_number",
-    "ts",
-    "direction",
-    "channel",
-    "stream_offset",
-    "method",
-    "exchange",
-    "routing_key",
-    "content_type",
-    "content_encoding",
-    "headers",
-    "delivery_mode",
-    "priority",
-    "correlation_id",
-    "reply_to",
-    "expiration",
-    "message_id",
-    "msg_timestamp",
-    "user_id",
-    "properties",
-    "body_size",
-    "body_received",
-    "body_frames",
-    "body_hash",
-    "body",
-    "complete",
-    "first_frame_number",
-    "last_frame_number",
-    "link_name",
-    "delivery_id",
-    "aborted",
+# The messages row of a delivery is made in two steps: ``message_values``, the row of the
+# delivery itself, as soon as its last transfer is read (the compiled walker holds it until the
+# delivery is settled), and ``settled_row``, which fills in where it was seen and how it was
+# settled.  The 0-9-1 columns a 1.0 message has nothing for are null.
+_MSG_ORDER = (  # message_values' row, in records/schema.py's order (checked below)
+    *("capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "stream_offset"),
+    *("method", "version", "exchange", "routing_key", "consumer_tag"),
+    *("delivery_tag", "redelivered", "reply_code", "content_type"),
+    *("content_encoding", "headers", "delivery_mode", "priority", "correlation_id", "reply_to"),
+    *("expiration", "message_id", "msg_timestamp", "type", "user_id", "app_id", "cluster_id"),
+    *("properties", "body_size", "body_received", "body_frames", "body_hash", "body", "complete"),
+    *("first_frame_number", "last_frame_number", "link_name", "delivery_id", "settled"),
+    *("settle_ts", "outcome", "condition", "aborted"),
 )
-_MSG_FILLED = _MSG_SETTLED + _MSG_VALUES
-assert sorted(_MSG_FILLED + _MSG_NULL) == sorted(COLUMNS["messages"])
-# the row in column order from the values of _MSG_FILLED and a null after them, in one C call
-_MSG_ROW = itemgetter(
-    *(_MSG_FILLED.index(c) if c in _MSG_FILLED else len(_MSG_FILLED) for c in COLUMNS["messages"])
+assert _MSG_ORDER == tuple(COLUMNS["messages"]), "message_values' row is not in the schema's order"
+_C_CAPTURE, _C_STREAM, _C_VERSION, _C_SETTLED, _C_SETTLE_TS, _C_OUTCOME, _C_CONDITION = (
+    _MESSAGE_INDEX[c]
+    for c in ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
 )
-_NULL = (None,)
 
 
 def message_values(
@@ -242,12 +214,13 @@ def message_values(
     complete,
     aborted,
     created,
-) -> tuple:
-    """The columns of a delivery (``_MSG_VALUES``): the properties section gives the columns
-    0-9-1 names the same way, its ``to`` (else the link's ``address``) the exchange and routing
-    key, the header the delivery mode, priority and expiration, the application-properties the
-    headers, every other section (and the body's kind) the properties JSON; ``created`` is the
-    creation time (events_1_0.creation_time), ``packet`` that of the last transfer."""
+) -> list:
+    """The messages row of a delivery (``_MSG_ORDER``) but for where it was seen and how it was
+    settled (null: ``settled_row`` fills them): the properties section gives the columns 0-9-1
+    names the same way, its ``to`` (else the link's ``address``) the exchange and routing key,
+    the header the delivery mode, priority and expiration, the application-properties the
+    headers, every other section (and the body's kind) the properties JSON.  ``created`` is the
+    creation time (events_1_0.creation_time); ``packet`` is that of the last transfer."""
     props = sections.get("properties")
     if not isinstance(props, dict):
         props = {}
@@ -257,16 +230,31 @@ def message_values(
     app = others.pop("application-properties", None)
     if body_kind is not None:
         others["body-section"] = body_kind
-    mode, priority, expiration = _header_columns(sections.get("header"))
-    return (
+    hdr = sections.get("header")
+    mode = priority = expiration = None
+    if isinstance(hdr, dict):
+        mode = 2 if hdr.get("durable") is True else 1
+        priority = hdr.get("priority")
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            priority = None
+        ttl = hdr.get("ttl")
+        expiration = str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+    return [
+        None,  # capture
+        None,  # tcp_stream
         packet,
         ts,
         DIRS[direction],
         channel,
         offset,
         "transfer",
+        None,  # version
         exchange,
         key,
+        None,  # consumer_tag
+        None,  # delivery_tag
+        None,  # redelivered
+        None,  # reply_code
         as_text(props.get("content-type")),
         as_text(props.get("content-encoding")),
         rows.connection_json(app) if app is not None else None,
@@ -277,7 +265,10 @@ def message_values(
         expiration,
         as_text(props.get("message-id")),
         _ms_ts(created),
+        None,  # type
         as_text(props.get("user-id")),
+        None,  # app_id
+        None,  # cluster_id
         rows.connection_json(others),
         body_size,
         body_size,
@@ -289,20 +280,31 @@ def message_values(
         packet,
         link_name,
         _i(delivery_id),
+        None,  # settled
+        None,  # settle_ts
+        None,  # outcome
+        None,  # condition
         aborted,
-    )
+    ]
 
 
-def settled_row(values: tuple, capture, stream, version, settled, settle_ts, outcome, condition) -> tuple:
-    """The messages row of a delivery's ``message_values``, seen in ``capture``'s ``stream``,
-    settled (or not) as given."""
-    return _MSG_ROW((capture, stream, version, settled, settle_ts, outcome, condition) + values + _NULL)
+def settled_row(row: list, capture, stream, version, settled, settle_ts, outcome, condition) -> tuple:
+    """The messages row of a delivery's ``message_values`` (filled in place), seen in
+    ``capture``'s ``stream``, settled (or not) as given."""
+    row[_C_CAPTURE] = capture
+    row[_C_STREAM] = stream
+    row[_C_VERSION] = version
+    row[_C_SETTLED] = settled
+    row[_C_SETTLE_TS] = settle_ts
+    row[_C_OUTCOME] = outcome
+    row[_C_CONDITION] = condition
+    return tuple(row)
 
 
 def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
     """The messages row of a delivery."""
     sec = dv.sections
-    values = message_values(
+    row = message_values(
         direction,
         dv.packet,
         dv.ts,
@@ -322,20 +324,7 @@ def message_row(capture, stream, direction, dv: Delivery, version) -> tuple:
         dv.aborted,
         creation_time(sec),
     )
-    return settled_row(values, capture, stream, version, dv.settled, dv.settle_ts, dv.outcome, dv.condition)
-
-
-def _header_columns(hdr) -> tuple:
-    """delivery_mode, priority and expiration of the header section."""
-    if not isinstance(hdr, dict):
-        return None, None, None
-    pr = hdr.get("priority")
-    ttl = hdr.get("ttl")
-    return (
-        2 if hdr.get("durable") is True else 1,
-        pr if isinstance(pr, int) and not isinstance(pr, bool) else None,
-        str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
-    )
+    return settled_row(row, capture, stream, version, dv.settled, dv.settle_ts, dv.outcome, dv.condition)
 
 
 def append_rows_reference(events, capture, stream, version, methods, messages) -> list:
