@@ -121,6 +121,8 @@ def test_stats_spark_prints_the_report_before_giving_up_a_session_still_starting
 
     monkeypatch.setattr(spark_cli, "_print_stats", printing)
     monkeypatch.setattr(spark_cli, "_open_session", slow_session)
+    # (the tests' own session, active in this thread, would be used at once instead)
+    monkeypatch.setattr(spark_cli, "_active_session", lambda a: None)
     monkeypatch.setattr(spark_cli, "_stop", lambda *a: stopped.append(a))
     assert main(["stats", output, "--spark", "--json"]) == 0
     captured = capsys.readouterr()
