@@ -3,7 +3,7 @@
 
 Exit codes are amqpcap's (README): in addition, ``spark`` writes the captures it
 could read and exits with the code of the first capture it could not (2, 3 or 4)
-after one line per such capture on stderr; 1 when Spark cannot start.
+after one line per such capture on stderr; 7 when Spark cannot start.
 """
 
 from __future__ import annotations
