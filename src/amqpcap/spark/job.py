@@ -633,9 +633,10 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         early = ahead.take([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
         results += early
         done = {id(mine[r.id]) for r in early}
-        # all done on the driver: the session is not waited for (the caller gives it up)
+        # all done on the driver: the session is not waited for (the caller gives it up), and no
+        # progress line is written (a quiet start points stderr at the JVM's log meanwhile)
         spark = None if not range_items and len(done) == len(caps) else _session_of(spark)
-        prog = Progress(spark, progress)
+        prog = Progress(spark, progress and spark is not None)
         prog.line(first_line)
         if ahead.units:
             prog.line(
