@@ -163,13 +163,13 @@ def test_stats_spark_from_the_command_line_prints_the_pandas_json_and_leaves_no_
     assert p.stdout.strip() == _pandas_json(output)
     assert p.stderr == ""
     for _ in range(100):
-        if not _processes_with(mark.encode()):
+        if not processes_with(mark.encode()):
             break
         time.sleep(0.1)
-    assert _processes_with(mark.encode()) == []
+    assert processes_with(mark.encode()) == []
 
 
-def _processes_with(mark: bytes) -> list:
+def processes_with(mark: bytes) -> list:
     found = []
     for d in os.listdir("/proc"):
         try:
