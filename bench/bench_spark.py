@@ -165,15 +165,25 @@ def spark_child(master: str, inp: str, out: str) -> None:
     its summary as JSON, with the CPU seconds of this process and the JVM and Python workers it
     started."""
     from amqpcap.spark import run, session
+    from amqpcap.spark.starting import Starting
 
     t0 = time.perf_counter()
     up: list = []
-    pending = session.start(master, app="bench_spark", quiet=True)
-    pending.add_done_callback(lambda _f: up.append(time.perf_counter() - t0))
-    s = run(pending, [inp], out, force=True)
-    spark = pending.result()
-    cpu = tree_cpu(os.getpid())
-    spark.stop()
+    cpu: dict = {}
+
+    def open_session():
+        spark = session.build(master, app="bench_spark", quiet=True)
+        up.append(time.perf_counter() - t0)
+        return spark, True
+
+    def stop(spark, _ours):  # (the JVM's CPU, before it ends unreaped)
+        cpu.update(tree_cpu(os.getpid()))
+        spark.stop()
+
+    starting = Starting(open_session)
+    s = run(starting, [inp], out, force=True)
+    starting.give_up(stop)
+    cpu = cpu or tree_cpu(os.getpid())
     print(
         json.dumps(
             {

@@ -4,6 +4,12 @@ import os
 import sys
 
 import pytest
+from hypothesis import settings
+
+# A shared machine can deschedule one example past hypothesis' 200 ms deadline: time is not
+# what these properties test, so no deadline (tests that set their own settings keep theirs).
+settings.register_profile("amqpcap", deadline=None)
+settings.load_profile("amqpcap")
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 if _TESTS not in sys.path:

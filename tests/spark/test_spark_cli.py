@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,27 @@ def test_a_signal_during_the_job_is_one_line_its_exit_code_and_leaves_no_output(
     assert err == line
     time.sleep(2)  # anything a task still running wrote would be there by now
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the launching JVM through /proc")
+def test_spark_done_on_the_driver_before_its_session_is_up_is_quiet_and_leaves_no_jvm(
+    tmp_path,
+):
+    from test_spark_stats_queue import processes_with
+
+    exe = os.path.join(os.path.dirname(sys.executable), "amqpcap")
+    mark = uuid.uuid4().hex  # (in the environment of every process it starts)
+    out = str(tmp_path / "out")
+    cmd = [exe, "spark", str(ROOT / "captures" / "netamqp09_offline.pcap"), "-o", out, "--master", "local[1]"]
+    env = {**os.environ, "AMQPCAP_TEST_RUN": mark}
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "0 task(s) (+1 on the driver while Spark started)" in p.stdout and p.stderr == ""
+    want = str(tmp_path / "dissect")
+    dissect([str(ROOT / "captures" / "netamqp09_offline.pcap")], want)
+    assert_same_dataset(out, want, ["connections", "methods", "messages", "anomalies"])
+    for _ in range(100):
+        if not processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()):
+            break
+        time.sleep(0.1)
+    assert processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()) == []

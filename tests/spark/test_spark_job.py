@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
-from concurrent.futures import Future
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from amqpcap.pipeline import dissect
 from amqpcap.records.schema import STORED_SCHEMAS
 from amqpcap.records.writer import OutputExists
 from amqpcap.spark import ranges, run, storage
+from amqpcap.spark.starting import Starting
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted(glob.glob(str(ROOT / "captures" / "*.pcap")))
@@ -385,32 +386,29 @@ def test_a_capture_rewritten_in_place_is_mapped_afresh_for_the_next_task(tmp_pat
         assert bytes(f.read_at(64, 0)) == open(second, "rb").read(64)
 
 
-class StartsAfter(Future):
+class StartsAfter(Starting):
     """A session still starting for the driver's first ``polls`` looks, then up (``spark``), or
-    failed (``error``): how many units the driver takes is then known in advance."""
+    failed (``error``): how many units the driver takes is then known in advance.  ``gate``: the
+    start returns only once it is set (a session that never comes up while the job runs)."""
 
-    def __init__(self, spark, polls: int, error: BaseException | None = None) -> None:
-        super().__init__()
-        self.spark, self.polls, self.error, self.looks = spark, polls, error, 0
+    def __init__(self, spark, polls: int, error: BaseException | None = None, gate=None) -> None:
+        self.polls, self.looks = polls, 0
 
-    def _up(self) -> None:
-        if not super().done():
-            self.set_exception(self.error) if self.error else self.set_result(self.spark)
+        def open_session():
+            if gate is not None:
+                gate.wait()
+            if error is not None:
+                raise error
+            return spark, False
+
+        super().__init__(open_session)
 
     def done(self) -> bool:
         self.looks += 1
         if self.looks <= self.polls:
             return False
-        self._up()
+        self.ready.wait()  # (up by then, whatever the thread's timing)
         return True
-
-    def result(self, timeout=None):
-        self._up()
-        return super().result(timeout)
-
-    def exception(self, timeout=None):
-        self._up()
-        return super().exception(timeout)
 
 
 @pytest.mark.parametrize("polls", [3, 1000])
@@ -427,6 +425,22 @@ def test_captures_the_driver_dissects_while_its_session_starts_give_the_same_row
     assert (s.task_seconds > 0) == (ahead < len(CAPTURES))
     assert len(os.listdir(os.path.join(out, "methods"))) >= 1
     assert not os.path.exists(f"{out}.tmp-spark-{os.getpid()}")
+
+
+def test_a_job_the_driver_finishes_before_its_session_is_up_does_not_wait_for_the_session(
+    dissected, tmp_path
+):
+    out, gate = str(tmp_path / "out"), threading.Event()
+    starting = StartsAfter(None, 10**6, RuntimeError("never up"), gate=gate)
+    try:
+        s = run(starting, CAPTURES, out, frames=True)
+        assert not starting.ready.is_set()  # the session is still starting: nothing waited for it
+    finally:
+        gate.set()
+    assert s.driver_units == len(CAPTURES) and s.tasks == 0 and not s.errors
+    assert_same_dataset(out, dissected)
+    with pytest.raises(RuntimeError, match="never up"):  # (its error is the caller's, not the job's)
+        starting.result()
 
 
 def test_ranges_the_driver_indexes_while_its_session_starts_join_those_of_the_tasks(spark, merged, tmp_path):

@@ -121,6 +121,8 @@ def test_stats_spark_prints_the_report_before_giving_up_a_session_still_starting
 
     monkeypatch.setattr(spark_cli, "_print_stats", printing)
     monkeypatch.setattr(spark_cli, "_open_session", slow_session)
+    # (the tests' own session, active in this thread, would be used at once instead)
+    monkeypatch.setattr(spark_cli, "_active_session", lambda a: None)
     monkeypatch.setattr(spark_cli, "_stop", lambda *a: stopped.append(a))
     assert main(["stats", output, "--spark", "--json"]) == 0
     captured = capsys.readouterr()
@@ -161,13 +163,13 @@ def test_stats_spark_from_the_command_line_prints_the_pandas_json_and_leaves_no_
     assert p.stdout.strip() == _pandas_json(output)
     assert p.stderr == ""
     for _ in range(100):
-        if not _processes_with(mark.encode()):
+        if not processes_with(mark.encode()):
             break
         time.sleep(0.1)
-    assert _processes_with(mark.encode()) == []
+    assert processes_with(mark.encode()) == []
 
 
-def _processes_with(mark: bytes) -> list:
+def processes_with(mark: bytes) -> list:
     found = []
     for d in os.listdir("/proc"):
         try:

@@ -66,7 +66,7 @@ cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
 cdef dict PERFORMATIVES = {code: FIELDS[code] for code in SPEC.METHOD_NAMES if code in FIELDS}
 _described = T.described
-_key = T._key
+map_key = T.map_key
 
 _INTS = {
     (1, "ubyte"): K_U8, (1, "uint"): K_U8, (1, "ulong"): K_U8,
@@ -221,7 +221,7 @@ cdef object compound(
         return items
     cdef dict d = {}
     for i in range(0, count, 2):
-        d[_key(items[i])] = items[i + 1]
+        d[map_key(items[i])] = items[i + 1]
     return d
 
 

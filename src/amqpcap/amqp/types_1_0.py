@@ -200,12 +200,13 @@ def _compound_reader(width: int, is_map: bool, name: str):
             raise DecodeError(f"{name} at {off}: {e - p} bytes after its {count} items")
         if not is_map:
             return items, e
-        return {_key(items[i]): items[i + 1] for i in range(0, count, 2)}, e
+        return {map_key(items[i]): items[i + 1] for i in range(0, count, 2)}, e
 
     return read
 
 
-def _key(k):
+def map_key(k):
+    """A map's key as a dict holds it: a list or map key (unhashable) as its repr."""
     return k if not isinstance(k, (list, dict)) else repr(k)
 
 

@@ -3,7 +3,7 @@
 
 Exit codes are amqpcap's (README): in addition, ``spark`` writes the captures it
 could read and exits with the code of the first capture it could not (2, 3 or 4)
-after one line per such capture on stderr; 1 when Spark cannot start.
+after one line per such capture on stderr; 7 when Spark cannot start.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import sys
-from concurrent.futures import Future
 
 from amqpcap.exitcodes import Exit
 
@@ -119,7 +118,7 @@ def add_stats_options(st) -> None:
 def _session(a, app, background: bool = False):
     """(session, ours): an active session (a notebook, a test) is used and left running; (None,
     False) when none starts (one line says why). ``background``: a local session is started in
-    a thread, and its Future returned (the job works on the driver meanwhile); its error is the
+    a thread, a ``Starting`` returned (the job works on the driver meanwhile); its error is the
     caller's to report (``_cannot_start``)."""
     try:
         return _open_session(a, app, background)
@@ -244,23 +243,33 @@ def _run_job(a, noted: list) -> int:
     if spark is None:
         return EXIT_NO_SPARK
     from amqpcap.spark.errors import EXECUTORS_LOST
+    from amqpcap.spark.starting import Starting
     from amqpcap.spark.watch import Executors
 
-    starting = spark if isinstance(spark, Future) else None
+    starting = spark if isinstance(spark, Starting) else None
     watch = Executors(spark).start() if starting is None else None  # (local mode: nothing to watch)
     try:
-        s = run(
-            spark,
-            a.captures,
-            a.out,
-            split_size=a.split_size,
-            body_bytes=a.body_bytes,
-            frames=a.frames,
-            ports=a.ports,
-            keep_secrets=a.keep_secrets,
-            force=a.force,
-            progress=not a.quiet and sys.stderr.isatty(),
-        )
+        try:
+            s = run(
+                spark,
+                a.captures,
+                a.out,
+                split_size=a.split_size,
+                body_bytes=a.body_bytes,
+                frames=a.frames,
+                ports=a.ports,
+                keep_secrets=a.keep_secrets,
+                force=a.force,
+                progress=not a.quiet and sys.stderr.isatty(),
+            )
+        finally:  # before any line on stderr (a session starting points it at the JVM's log)
+            if watch is not None:
+                watch.close()
+            if starting is not None:  # stopped if up; a JVM still launching ended, not waited for
+                starting.give_up(_stop)
+            else:
+                _stop(spark, ours)
+            remove_scratch(a.out)  # what tasks still running wrote after the job gave up
     except InputError as e:
         print(f"amqpcap: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -269,18 +278,10 @@ def _run_job(a, noted: list) -> int:
     except Exception as e:
         if noted:
             raise Stopped(noted[0]) from None
-        if starting is not None and starting.exception() is e:
+        if starting is not None and starting.error is e:
             _cannot_start(e)
             return EXIT_NO_SPARK
         return _failed(RuntimeError(EXECUTORS_LOST) if watch is not None and watch.lost else e)
-    finally:
-        if watch is not None:
-            watch.close()
-        if starting is not None:
-            spark = None if starting.exception() else starting.result()
-        if spark is not None:
-            _stop(spark, ours)
-        remove_scratch(a.out)  # what tasks still running wrote after the job gave up
     for _capture, msg, _code in s.errors:
         print(f"amqpcap: {msg}", file=sys.stderr)
     if not a.quiet:

@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -41,6 +40,7 @@ from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.errors import TaskFailed, task_failure
 from amqpcap.spark.plan import InputError
 from amqpcap.spark.session import pandas_version_warning_off
+from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
 
@@ -270,7 +270,7 @@ class Progress:
     ``done/total tasks`` refreshed in place."""
 
     def __init__(self, spark, enabled: bool, command: str = "spark") -> None:
-        self.sc = None if is_connect(spark) else spark.sparkContext
+        self.sc = None if spark is None or is_connect(spark) else spark.sparkContext
         self.enabled = enabled
         self.prefix = f"amqpcap {command}: "
 
@@ -519,13 +519,13 @@ def _commit(scratch: storage.Location, out: storage.Location, tables: list, resu
 
 
 class Ahead:
-    """The driver's share of the work while its session starts (``run`` given a Future of the
-    session): units of the executors' own work (a range to index, a whole capture of at most the
+    """The driver's share of the work while its session starts (``run`` given a ``Starting``):
+    units of the executors' own work (a range to index, a whole capture of at most the
     split size to dissect), each taken only while the session is not up yet.  The share is thus
     bounded by the session's start time (a few seconds of one core, while the JVM starting keeps
     the other busy), whatever the input's size; the rest goes to the tasks."""
 
-    def __init__(self, pending: Future | None) -> None:
+    def __init__(self, pending: Starting | None) -> None:
         self.pending = pending
         self.units = 0
         self.took: list = []  # (wall, cpu) per unit
@@ -548,7 +548,7 @@ class Ahead:
 
 def _session_of(spark):
     """The session (waited for, if it is still starting)."""
-    return spark.result() if isinstance(spark, Future) else spark
+    return spark.result()[0] if isinstance(spark, Starting) else spark
 
 
 def _on_driver(c: plan.Capture, split_size: int) -> bool:
@@ -571,27 +571,20 @@ def run(
     progress: bool = False,
 ) -> SparkSummary:
     """Dissect ``inputs`` (capture files, directories, globs; local paths or URIs such as
-    ``s3://bucket/dir``) on ``spark`` (a classic or a Spark Connect session, or the Future of one
-    still starting: ``session.start``; the driver then indexes ranges and dissects small captures
-    itself until it is up, see ``Ahead``) into the dataset directory ``out`` (a path or URI): the
-    layout, schema and rows of ``amqpcap dissect``.
+    ``s3://bucket/dir``) on ``spark`` (a classic or a Spark Connect session, or a ``Starting``:
+    ``session.start``; the driver then indexes ranges and dissects small captures itself until
+    it is up, see ``Ahead``, and does not wait for it if that was all the work; the caller ends
+    it with ``give_up``) into the dataset directory ``out`` (a path or URI): the layout, schema
+    and rows of ``amqpcap dissect``.
 
     Captures larger than ``split_size`` bytes (uncompressed) are split across tasks by TCP
     conversation.  A capture that cannot be read is reported in ``SparkSummary.errors``; the job
     goes on.  Raises ``InputError`` (nothing to read) or ``OutputExists``.
     """
     t0 = time.monotonic()
-    pending = spark if isinstance(spark, Future) else None
-    try:
-        opts = opts_of(body_bytes, frames, ports, keep_secrets)
-        s = _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
-    except BaseException:
-        if pending is not None:  # the session's start must be over (it redirects stderr meanwhile)
-            try:
-                pending.exception()
-            except BaseException:
-                pass
-        raise
+    pending = spark if isinstance(spark, Starting) else None
+    opts = opts_of(body_bytes, frames, ports, keep_secrets)
+    s = _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
     s.seconds = time.monotonic() - t0
     return s
 
@@ -640,15 +633,17 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         early = ahead.take([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
         results += early
         done = {id(mine[r.id]) for r in early}
-        spark = _session_of(spark)
-        prog = Progress(spark, progress)
+        # all done on the driver: the session is not waited for (the caller gives it up), and no
+        # progress line is written (a quiet start points stderr at the JVM's log meanwhile)
+        spark = None if not range_items and len(done) == len(caps) else _session_of(spark)
+        prog = Progress(spark, progress and spark is not None)
         prog.line(first_line)
         if ahead.units:
             prog.line(
                 f"while Spark started, on the driver: {len(summaries)} of {len(range_items)} ranges "
                 f"indexed, {len(early)} captures dissected, {sum(w for w, _ in ahead.took):,.1f} s"
             )
-        par = parallelism(spark)
+        par = parallelism(spark) if spark is not None else 1
         took: list = []
         left = range_items[len(summaries) :]
         if left:
@@ -674,7 +669,7 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
             )
         _commit(scratch, out_loc, tables, results)
     except BaseException:
-        if not isinstance(spark, Future):
+        if spark is not None and not isinstance(spark, Starting):
             _cancel(spark)
         raise
     finally:

@@ -14,11 +14,11 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
 import time
 import warnings
-from concurrent.futures import Future
 from urllib.parse import urlsplit
+
+from amqpcap.spark.starting import Starting
 
 #: Settings amqpcap needs whatever the master.
 CONF = {
@@ -316,23 +316,12 @@ def build(
 
 def start(
     master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None, quiet: bool = False
-) -> Future:
-    """:func:`build` in a thread: the Future of the session, or of the error its start raised.
-    The caller works meanwhile (``job.run`` dissects on the driver until the session is up) and
-    must wait for the Future before it writes to stderr: with ``quiet`` the process's stderr
-    points at the JVM's log while the JVM starts (:func:`jvm_stderr_to`)."""
-    fut: Future = Future()
-    fut.set_running_or_notify_cancel()
-
-    def up():
-        try:
-            fut.set_result(build(master, app=app, conf=conf, quiet=quiet))
-        except BaseException as e:  # handed to whoever waits on the session
-            fut.set_exception(e)
-
-    # a daemon: an interpreter that exits meanwhile does not wait for it (the JVM ends with it)
-    threading.Thread(target=up, name="amqpcap-spark-session", daemon=True).start()
-    return fut
+) -> Starting:
+    """:func:`build` in a thread: a :class:`~amqpcap.spark.starting.Starting` of the
+    ``(session, True)`` pair.  The caller works meanwhile (``job.run`` dissects on the driver
+    until the session is up) and ends it with ``give_up`` (which stops the session, or ends the
+    JVM still launching when the work needed none) before it writes to stderr."""
+    return Starting(lambda: (build(master, app=app, conf=conf, quiet=quiet), True))
 
 
 class Unreachable(ConnectionError):

@@ -39,7 +39,9 @@ def launching_jvms() -> list:
 
 class Starting:
     """``open_session()`` (a ``(session, ours)`` pair) run in a daemon thread; :attr:`ready` is
-    set when it returned or raised."""
+    set when it returned or raised.  Whoever started it ends it with :meth:`give_up`, before
+    writing to stderr: a quiet start points the process's stderr at the JVM's log meanwhile
+    (``session.jvm_stderr_to``)."""
 
     def __init__(self, open_session) -> None:
         self._before = set(launching_jvms())  # (a session of this process already up stays so)
@@ -59,6 +61,15 @@ class Starting:
         finally:
             self.ready.set()
 
+    def done(self) -> bool:
+        """Whether the session is up or failed to start (the driver's work goes on until then)."""
+        return self.ready.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error the start raised (None: up, or still starting)."""
+        return self._error if self.ready.is_set() else None
+
     def result(self):
         """The ``(session, ours)`` pair, once up (its error raised)."""
         self.ready.wait()
@@ -67,9 +78,9 @@ class Starting:
         return self._got
 
     def give_up(self, stop, wait: float = 30.0) -> None:
-        """Not needed after all: a JVM still launching is sent SIGTERM (pyspark then removes
-        what it made and raises in the thread, silently); a session that came up anyway is
-        handed to ``stop(session, ours)``."""
+        """Done with the session: one that is up, or came up anyway, is handed to
+        ``stop(session, ours)``; a JVM still launching (the work was done before it was up) is
+        sent SIGTERM (pyspark then removes what it made and raises in the thread, silently)."""
         if not self.ready.is_set():
             for pid in set(launching_jvms()) - self._before:
                 try:
