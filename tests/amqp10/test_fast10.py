@@ -200,3 +200,40 @@ def test_the_compiled_walker_makes_the_references_rows_and_events_of_damaged_str
         assert events_of(compiled_cls, raw, cuts, fast10.append_rows) == want
         anomalies += sum(type(e).__name__ == "Anomaly" for _, e in want[2])
     assert anomalies > 50  # damage the walker noticed the reference's way
+
+
+@pytest.mark.compiled("fast10")
+def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_rule_reads():
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import (
+        amqp_value,
+        application_properties,
+        data,
+        described,
+        disposition,
+        frame,
+        header,
+        message_annotations,
+        null,
+        properties,
+        released,
+        timestamp,
+        transfer,
+    )
+    from test_fuzz_codec_1_0 import stream
+
+    messages = [
+        header(True, 9, 5000) + properties(to="/exchanges/x/k", content_type="text/plain") + data(b"a"),
+        header(False, None, None) + properties(reply_to="/queues/r", creation_time=timestamp(1700000000123)),
+        application_properties({"k": 1}) + message_annotations({"x-opt": "v"}) + amqp_value([1, "two"]),
+        described(0x74, null()) + properties(user_id=b"u\xff", correlation_id="c") + data(b""),
+        properties(creation_time=timestamp(-(2**62))) + data(b"out of the column's range"),
+    ]
+    raw = stream() + b"".join(
+        frame(transfer(0, 1 + i, b"t%d" % i, settled=i == 0) + m) for i, m in enumerate(messages)
+    )
+    raw += frame(disposition(True, 2, 3, True, released()))  # two settled, the rest released at the end
+    want = events_of(codec_1_0.Decoder10, raw, [], rows_1_0.append_rows_reference)
+    got = events_of(decoder.decoder_1_0(), raw, [], fast10.append_rows)
+    assert want[1].count("'transfer'") == 1 + len(messages)  # (the stream's own delivery too)
+    assert got == want

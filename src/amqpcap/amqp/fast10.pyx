@@ -451,7 +451,7 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
             created = None
     else:
         sections, kind, body_size, digest, head, created = {}, None, 0, EMPTY_DIGEST, b"", None
-    # held as its messages row, made here: no Delivery, no second walk of its sections
+    # held as its messages row (rows_1_0.message_values): no Delivery, no second walk of its sections
     dv = held_row(
         direction, perf, link, a.get("delivery-id"), sections, kind, body_size, digest, head,
         complete, a.get("settled") is True, outcome, condition, created,
