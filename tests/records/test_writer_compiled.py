@@ -426,6 +426,18 @@ def test_batches_are_held_and_written_together_as_row_groups_of_group_rows(tmp_p
     assert pq.read_table(tmp_path / "t").column("x").to_pylist() == list(range(70))
 
 
+def test_row_groups_start_small_and_double_up_to_group_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "FIRST_GROUP_ROWS", 10)
+    monkeypatch.setattr(writer, "GROUP_ROWS", 40)
+    f = writer.ParquetFile(str(tmp_path / "t"), True)
+    for i in range(15):
+        f.write(batch_of(list(range(i * 10, i * 10 + 10))))
+    f.close()
+    meta = pq.ParquetFile(tmp_path / "t" / "part-00000.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [10, 20, 40, 40, 40]
+    assert pq.read_table(tmp_path / "t").column("x").to_pylist() == list(range(150))
+
+
 def test_a_row_group_ends_early_once_its_batches_hold_group_bytes(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "GROUP_BYTES", 2 * batch_of(list(range(10))).nbytes + 1)
     f = writer.ParquetFile(str(tmp_path / "t"), False)

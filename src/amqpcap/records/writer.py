@@ -41,6 +41,9 @@ ROW_GROUP = 8192
 # metadata while a file is open (~50 kB a group of the methods table: 8192-row groups made the
 # 4 GB bench capture's methods footer cost ~89 MB at every open: 34 MB at 65536 / 8 MB), and the
 # files come out ~1-7% smaller.  24 MB of batches would cost dissect +73 MB peak RSS (8 MB: +14).
+# A file's first group is FIRST_GROUP_ROWS and each next one twice the last, up to GROUP_ROWS: a
+# small table is encoded in the Parquet thread while the capture is still read, not all at close.
+FIRST_GROUP_ROWS = ROW_GROUP
 GROUP_ROWS = 1 << 16
 GROUP_BYTES = 8 << 20
 QUEUED = 2  # row groups in the Parquet thread at most, every table (one written, one waiting)
@@ -194,6 +197,7 @@ class ParquetFile:
         "held",
         "held_rows",
         "held_bytes",
+        "group_rows",
     )
 
     def __init__(self, path: str, background: bool = False) -> None:
@@ -203,8 +207,9 @@ class ParquetFile:
         self.background = background
         self.pending: list[Job] = []  # this file's row groups in the Parquet thread
         self.out_of_range: dict = {}  # capture -> outofrange.OutOfRange: its rows' times to null
-        self.held: list = []  # batches of the next row group (GROUP_ROWS, GROUP_BYTES)
+        self.held: list = []  # batches of the next row group (group_rows, GROUP_BYTES)
         self.held_rows = self.held_bytes = 0
+        self.group_rows = min(FIRST_GROUP_ROWS, GROUP_ROWS)  # this file's next row group, in rows
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Write ``batch`` (a table's rows: exact ns times), its time columns stored as
@@ -224,7 +229,8 @@ class ParquetFile:
             self.held.append(batch)
             self.held_rows += batch.num_rows
             self.held_bytes += batch.nbytes
-            if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
+            if self.held_rows >= self.group_rows or self.held_bytes >= GROUP_BYTES:
+                self.group_rows = min(2 * self.group_rows, GROUP_ROWS)
                 self._write_held()
 
     def _write_held(self) -> None:
