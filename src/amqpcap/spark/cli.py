@@ -105,12 +105,27 @@ def register(sub) -> None:
     add_arguments(p)
 
 
+def _size_or_zero(text: str) -> int:
+    return 0 if text.strip() == "0" else _size(text)
+
+
 def add_stats_options(st) -> None:
-    """``--spark`` and ``--master`` of ``amqpcap stats`` (its parser ``st``)."""
+    """``--spark``, ``--spark-from`` and the session's options of ``amqpcap stats`` (its parser ``st``)."""
+    from amqpcap.spark.stats_tasks import SPARK_FROM
+
     st.add_argument(
         "--spark",
         action="store_true",
-        help="compute with Spark DataFrame jobs (tables larger than memory; dissect output only)",
+        help="compute with Spark tasks (a dissect or spark output directory or URI)",
+    )
+    st.add_argument(
+        "--spark-from",
+        type=_size_or_zero,
+        default=SPARK_FROM,
+        metavar="SIZE",
+        help="with --spark: start Spark only for outputs of at least SIZE bytes of files (default "
+        f"{SPARK_FROM >> 20}M, where a local session starts to pay on two cores; 0: always); "
+        "smaller ones are computed as stats computes them, without a JVM",
     )
     add_session_options(st, "local[*]")
 
@@ -324,11 +339,18 @@ def stats_report(a, size: int, show, stop=None) -> int:
     left: the session is given up after ``show``).  ``stop(session, ours)``: how the session
     ends (:func:`_stop`)."""
     from amqpcap.spark.starting import Starting
-    from amqpcap.spark.stats_tasks import PARTS_UP_TO, Report, stats_and_connections
+    from amqpcap.spark.stats_tasks import PARTS_UP_TO, Report, stats_and_connections, without_spark
 
     stop = stop or _stop
-    report = Report(a.path, connections=not a.json).start() if size <= PARTS_UP_TO else None
     active = _active_session(a)  # (in this thread: the JVM keeps a thread's active session)
+    if active is None and size < getattr(a, "spark_from", 0):  # (the JVM's start would not pay)
+        if sys.stderr.isatty():
+            print(
+                f"amqpcap stats: {size / 1e6:,.1f} MB of tables, under --spark-from: computed without Spark",
+                file=sys.stderr,
+            )
+        return show(*without_spark(a.path, connections=not a.json))
+    report = Report(a.path, connections=not a.json).start() if size <= PARTS_UP_TO else None
     starting = Starting(lambda: active or _open_session(a, "amqpcap stats"))
     try:
         while report is not None and not starting.ready.is_set():
