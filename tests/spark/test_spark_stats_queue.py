@@ -10,26 +10,15 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from amqpcap.analysis import stats as pandas_stats
 from amqpcap.cli import main
-from amqpcap.pipeline import dissect
 from amqpcap.spark import cli as spark_cli
 from amqpcap.spark import stats_tasks
 from amqpcap.spark.claims import DRIVER, Claims, claim
 from amqpcap.spark.starting import Starting, launching_jvms
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def output(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("queue") / "out")
-    dissect([str(p) for p in sorted((ROOT / "captures").glob("rabbitmq091*.pcap"))], out)
-    return out
 
 
 def _pandas_json(out: str) -> str:

@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import json
 import socket
-from pathlib import Path
 
 import pytest
 
 from amqpcap.analysis import stats as pandas_stats
 from amqpcap.cli import main
 from amqpcap.exitcodes import Exit
-from amqpcap.pipeline import dissect
 from amqpcap.spark import cli as spark_cli
 from amqpcap.spark import errors
 from amqpcap.spark.claims import UNREACHABLE, Claims, claim
 from amqpcap.spark.stats_tasks import SPARK_FROM, output_bytes
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def output(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("when") / "out")
-    dissect([str(p) for p in sorted((ROOT / "captures").glob("rabbitmq091*.pcap"))], out)
-    return out
 
 
 @pytest.fixture
