@@ -72,3 +72,13 @@ def test_stats_spark_of_a_missing_s3_output_is_one_line(spark, s3, capsys):  # n
     assert main(["stats", f"{s3}/no/such/out", "--spark", "--json"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"amqpcap: {s3}/no/such/out: ")
+
+
+def test_stats_spark_of_an_s3_output_too_large_for_the_parts_is_one_line(on_s3, monkeypatch, capsys):
+    uri, _local = on_s3
+    monkeypatch.setattr(stats_tasks, "PARTS_UP_TO", 0)  # (Spark's own reader would not see s3://)
+    monkeypatch.setattr(spark_cli, "_open_session", lambda a, app: pytest.fail("a session was opened"))
+    assert main(["stats", uri, "--spark", "--json", "--spark-from", "0"]) == 3
+    got = capsys.readouterr()
+    assert got.out == "" and got.err.count("\n") == 1
+    assert got.err.startswith(f"amqpcap: {uri}: stats --spark of an output over 0 GiB reads it with Spark's")

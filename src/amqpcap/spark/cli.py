@@ -124,8 +124,8 @@ def add_stats_options(st) -> None:
         default=SPARK_FROM,
         metavar="SIZE",
         help="with --spark: start Spark only for outputs of at least SIZE bytes of files (default "
-        f"{SPARK_FROM >> 20}M, where a local session starts to pay on two cores; 0: always); "
-        "smaller ones are computed as stats computes them, without a JVM",
+        f"{SPARK_FROM >> 30}G; 0: always, e.g. on a cluster with many cores); smaller ones are "
+        "computed as stats computes them, without a JVM",
     )
     add_session_options(st, "local[*]")
 
@@ -318,7 +318,7 @@ def _run_job(a, noted: list) -> int:
 
 def stats_args(a) -> int:
     """``amqpcap stats OUT --spark [--json]``."""
-    from amqpcap.spark.stats_tasks import output_bytes
+    from amqpcap.spark.stats_tasks import PARTS_UP_TO, output_bytes
     from amqpcap.spark.storage import StorageError
 
     try:
@@ -329,13 +329,21 @@ def stats_args(a) -> int:
     if size is None or ("://" in a.path and size == 0):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
+    if "://" in a.path and size > PARTS_UP_TO:  # (the per-conversation jobs read with Spark's reader)
+        print(
+            f"amqpcap: {a.path}: stats --spark of an output over {PARTS_UP_TO >> 30} GiB reads it with "
+            "Spark's Parquet reader: give a path mounted alike on the driver and every executor",
+            file=sys.stderr,
+        )
+        return EXIT_UNREADABLE
     return stats_report(a, size, lambda result, table: _print_stats(a, result, table))
 
 
 def stats_report(a, size: int, show, stop=None) -> int:
     """The report of ``stats --spark`` (``a``: its arguments; ``size``: the output's bytes) handed
-    to ``show(result, connections table)``, whose exit code it returns: the driver computes the
-    report's parts while the session starts; Spark tasks take those left once it is up (none
+    to ``show(result, connections table)``, whose exit code it returns.  An output under
+    ``a.spark_from`` bytes is computed as ``stats`` computes it, no session started (unless one
+    is active); else the driver computes the report's parts while the session starts; Spark tasks take those left once it is up (none
     left: the session is given up after ``show``).  ``stop(session, ours)``: how the session
     ends (:func:`_stop`)."""
     from amqpcap.spark.starting import Starting

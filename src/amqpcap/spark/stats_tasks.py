@@ -54,14 +54,14 @@ TASKS = (
     ("counts", "amqp10"),
 )
 
-# Bytes of an output's files from which ``stats --spark`` starts a session (``--spark-from``):
-# below, the pandas stats (two processes) ends before a local session on two cores could pay
-# for its start (docs/spark.md, "When Spark pays")
-SPARK_FROM = 256 << 20
-
 # Parquet bytes of an output beyond which stats --spark runs the per-conversation jobs (a part's
 # task would hold about what the pandas stats holds: several times these bytes at the peak)
 PARTS_UP_TO = 2 << 30
+
+# Bytes of an output's files from which ``stats --spark`` starts a session (``--spark-from``):
+# below, the pandas stats (two processes) is computed instead; a local session on two cores was
+# slower than it at every size measured (docs/spark.md, "When Spark pays")
+SPARK_FROM = PARTS_UP_TO
 
 
 def output_bytes(out: str) -> int:
