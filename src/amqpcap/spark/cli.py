@@ -344,8 +344,8 @@ def stats_report(a, size: int, show, stop=None) -> int:
     to ``show(result, connections table)``, whose exit code it returns.  An output under
     ``a.spark_from`` bytes is computed as ``stats`` computes it, no session started (unless one
     is active); else the driver computes the report's parts while the session starts; Spark
-    tasks take those left once it is up (none left: the session is given up after ``show``).  ``stop(session, ours)``: how the session
-    ends (:func:`_stop`)."""
+    tasks take those left once it is up (none left: the session is given up after ``show``).
+    ``stop(session, ours)``: how the session ends (:func:`_stop`)."""
     from amqpcap.spark.starting import Starting
     from amqpcap.spark.stats_tasks import PARTS_UP_TO, Report, stats_and_connections, without_spark
 
