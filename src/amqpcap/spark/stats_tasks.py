@@ -59,8 +59,8 @@ TASKS = (
 PARTS_UP_TO = 2 << 30
 
 # Bytes of an output's files from which ``stats --spark`` starts a session (``--spark-from``):
-# below, the pandas stats (two processes) is computed instead; a local session on two cores was
-# slower than it at every size measured (docs/spark.md, "When Spark pays")
+# below, the pandas stats (two processes) is computed instead: a local session on two cores was
+# slower than it at each size measured (docs/spark.md, "When Spark pays")
 SPARK_FROM = PARTS_UP_TO
 
 
