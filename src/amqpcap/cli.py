@@ -350,21 +350,11 @@ class Deferred(types.ModuleType):
 _CLAIM = _thread.allocate_lock()
 
 
-# Extension modules a command's run imports, whose shared libraries the dynamic loader opens
-# beforehand in a thread of its own (``preload``) while this one imports amqpcap: pyarrow's
-# lib pulls in Arrow's C++ libraries (~90 MB mapped and relocated, ~13 ms of a dissect's start
-# with the GIL held: an import never lets go of it), which its import then finds loaded.  Main
-# thread's CPU of a dissect of the 42 MB bulk capture 204 -> 182 ms (medians of 9 alternating
-# runs; minimums 194 -> 179), the process's the same.
-PRELOAD = {"dissect": ("pyarrow.lib", "pyarrow._parquet")}
-
-
 def lean(command: str) -> None:
     """Set this process up for ``command`` (a process of its own: the command, the bench's
     child), before anything imports pyarrow: numpy left out if the command does not use it,
     no cyclic collection until its work starts (``QUIET_START``), Arrow's memory pool
-    (``ARROW_POOL``), modules it does not use left unloaded (``LAZY``), the shared libraries of
-    the ones it does opened meanwhile (``PRELOAD``)."""
+    (``ARROW_POOL``), modules it does not use left unloaded (``LAZY``)."""
     if command in WITHOUT_NUMPY and "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
     if command in QUIET_START:
@@ -376,50 +366,6 @@ def lean(command: str) -> None:
         if name not in sys.modules and (spec := importlib.util.find_spec(name)) is not None:
             sys.modules[name] = module = Deferred(name)
             module.__spec__ = spec
-    if PRELOAD.get(command):
-        preload(PRELOAD[command])
-
-
-def preload(modules) -> None:
-    """The files of extension ``modules`` (not imported) opened by the dynamic loader in a thread
-    of its own, with the flags an import opens them with: dlopen through ctypes, which lets go of
-    the GIL for the call.  An import of one then finds its file, and the libraries it needs,
-    loaded.  Nothing for a module that is not there, or without ctypes."""
-    paths = [path for path in map(extension_file, modules) if path is not None]
-    if not paths:
-        return
-    try:
-        import ctypes
-
-        dlopen = ctypes.CDLL(None).dlopen
-    except (ImportError, OSError, AttributeError):
-        return
-    dlopen.restype = ctypes.c_void_p  # the handle, never closed: the import uses the library
-    dlopen.argtypes = (ctypes.c_char_p, ctypes.c_int)
-    _thread.start_new_thread(_open_files, (dlopen, paths, sys.getdlopenflags()))
-
-
-def _open_files(dlopen, paths: list, flags: int) -> None:
-    for path in paths:
-        dlopen(path, flags)  # NULL if it cannot be opened: the import will say why
-
-
-def extension_file(name: str) -> bytes | None:
-    """The file of extension module ``name`` (``package.module``), found without importing its
-    package; None if there is none."""
-    import importlib.machinery
-
-    package, _, leaf = name.rpartition(".")
-    try:
-        where = importlib.util.find_spec(package).submodule_search_locations
-    except (ImportError, AttributeError, ValueError):
-        return None
-    for folder in where or ():
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(folder, leaf + suffix)
-            if os.path.isfile(path):
-                return os.fsencode(path)
-    return None
 
 
 def arrow_pools() -> set:
