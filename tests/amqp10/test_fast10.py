@@ -252,6 +252,9 @@ def test_a_performatives_typed_columns_follow_their_fields_types():
         "receiver",
         "s2c",
     )
+    for hostile in ([1], {"a": 1}, 1, 0, "true"):
+        row = rows_1_0.method_row("c", 1, 1, performative("attach", {"role": hostile}), "1.0")
+        assert row[rows_1_0.COLUMNS["methods"].index("role")] is None
 
 
 def performative(name, args, code=0x14):
@@ -271,7 +274,7 @@ def test_the_compiled_methods_rows_are_the_references_for_edge_values_of_every_t
         names = [f for _c, f, *_ in fields if f is not None] + ["last", "error", "link-credit"]
         events.append((0, performative(name, {})))  # every field absent
         for v in EDGE_VALUES:
-            args = {f: v for f in names if not (f == "role" and isinstance(v, (list, dict)))}
+            args = {f: v for f in names}
             events.append((1, performative(name, args)))
         events.append((0, performative(name, {"state": {"$type": "rejected", "error": {"condition": "x"}}})))
         events.append((1, performative(name, {"error": {"condition": b"c", "description": "d"}})))

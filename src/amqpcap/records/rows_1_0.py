@@ -33,13 +33,6 @@ def _b(v):
     return v if isinstance(v, bool) else None
 
 
-_ROLE = {False: "sender", True: "receiver"}
-
-
-def _role(v):
-    return _ROLE.get(v)
-
-
 def _error(err):
     """(condition, description) of an error field."""
     if not isinstance(err, dict):
@@ -85,13 +78,14 @@ METHOD_FIELDS = {
     ),
     "disposition": _EVERY
     + (
-        ("role", "role", _role),
+        ("role", "role", links_1_0.role_name),
         ("delivery_id", "first", _i),
         ("settled", "settled", _b, False),
         ("id_ranges", None, _id_range),
         _OUTCOME,
     ),
-    "attach": _EVERY + (("role", "role", _role), ("delivery_count", "initial-delivery-count", _i)),
+    "attach": _EVERY
+    + (("role", "role", links_1_0.role_name), ("delivery_count", "initial-delivery-count", _i)),
     "flow": _EVERY
     + (
         ("link_credit", "link-credit", _i),
