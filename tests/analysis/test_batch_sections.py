@@ -19,7 +19,7 @@ from amqpcap.analysis.report import total_unacked, write_report
 from amqpcap.analysis.summary import connections_table, span_summary, stats, time_outliers
 from amqpcap.analysis.tables import dissect_cached
 from amqpcap.analysis.timespan import first_ts
-from amqpcap.analysis.traffic import throughput, totals
+from amqpcap.analysis.traffic import throughput, totals, totals_at
 from amqpcap.pipeline import dissect
 
 HERE = os.path.dirname(__file__)
@@ -70,6 +70,17 @@ def test_buckets_of_the_batches_equal_those_of_the_loaded_tables(outputs, name):
         assert got.attrs == want.attrs and got.attrs["buckets"] > 0
     for by in ("connection", "channel", "total"):
         pd.testing.assert_frame_equal(throughput(out, "1s", by), throughput(loaded, "1s", by))
+
+
+@pytest.mark.parametrize("name", ["plain", "frames", "epoch", "two captures"])
+def test_buckets_of_several_widths_in_one_pass_equal_each_width_alone(outputs, name):
+    out = outputs[name]
+    for t in (out, amqpcap.load(out)):
+        widths = ["1s", "100ms", "5s"]
+        for got, bucket in zip(totals_at(t, widths), widths):
+            want = totals(t, bucket)
+            pd.testing.assert_frame_equal(got, want)
+            assert got.attrs == want.attrs and got.attrs["buckets"] > 0
 
 
 @pytest.mark.parametrize("name", ["plain", "frames", "epoch", "two captures"])

@@ -10,6 +10,7 @@ touch the notebook's backend.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import math
 import os
@@ -21,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, si
+from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, release_memory, si
 from amqpcap.analysis.batches import is_output_dir
 from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
@@ -30,24 +31,28 @@ from amqpcap.analysis.failures import errors as errors_frame
 from amqpcap.analysis.forked import Forked, can_fork
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
+    ASIDE,
     LATENCY_KINDS,
-    Sections,
+    STATS_PARTS,
     connection_cells,
     connections_table,
     error_tables,
     frames_note,
     section_tables,
     span_duration,
+    stats_of_parts,
+    stats_parts,
     stats_source,
     throughput_cells,
+    throughput_summary,
 )
-from amqpcap.analysis.summary import stats as stats_dict
-from amqpcap.analysis.timespan import first_ts
-from amqpcap.analysis.traffic import totals
+from amqpcap.analysis.timespan import span_parts
+from amqpcap.analysis.traffic import totals, totals_at
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
 
 FIGURES = ("throughput", "latency", "errors", "timeline", "unacked")
+STATS_BUCKET = "1s"  # the bucket of stats' throughput (stats_parts' default)
 TOP_CONNECTIONS = 40
 TOP_CHANNELS = 8
 C2S, S2C = "#1f77b4", "#d62728"
@@ -117,8 +122,7 @@ def _empty(fig: Figure, title: str, text: str):
 
 
 def _t0(t) -> pd.Timestamp | None:
-    if is_output_dir(t):
-        return first_ts(t)
+    """The first packet's time of loaded tables (None when nothing is stamped)."""
     vals = []
     for df in (t.connections, t.methods, t.messages, t.frames):
         if len(df) and df["ts"].notna().any():
@@ -130,8 +134,14 @@ def _t0(t) -> pd.Timestamp | None:
 
 
 def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
+    """The throughput figure of the tables ``t`` (:func:`throughput_figure` of their totals)."""
+    return throughput_figure(totals(t, bucket=bucket), path, bucket, t0)
+
+
+def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
+    """Messages and bytes per second over time, per direction; ``tot``: the
+    :func:`~amqpcap.analysis.traffic.totals` per ``bucket``."""
     fig = Figure(figsize=(11, 6.5))
-    tot = totals(t, bucket=bucket)
     if len(tot) == 0 or t0 is None:
         _empty(fig, "Throughput", "no AMQP traffic")
         return _save(fig, path)
@@ -208,9 +218,22 @@ def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
+def latency_bins(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The histogram of the latencies ``a`` (finite, ms) the figure draws: (counts, bin edges,
+    whether the x axis is logarithmic: 40 log-spaced bins when the positive values span more
+    than a factor of 20, the values below the smallest positive one counted in the first)."""
+    pos = a[a > 0]
+    if len(pos) and pos.max() / pos.min() > 20:
+        lo, hi = pos.min(), pos.max()
+        bins = np.logspace(math.log10(lo), math.log10(hi) + 1e-9, 40)
+        return *np.histogram(np.clip(a, lo, None), bins=bins), True
+    return *np.histogram(a, bins=min(40, max(5, len(a)))), False
+
+
 def fig_latency(lat: dict, path: Path) -> Path:
     """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
-    latencies (ms) already taken from it."""
+    latencies (ms) already taken from it.  Each drawn from its bins' counts (40 bars, not a
+    value per pair)."""
     fig = Figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
@@ -226,16 +249,11 @@ def fig_latency(lat: dict, path: Path) -> Path:
             ax.set_xticks([])
             continue
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        pos = a[a > 0]
-        lo, hi = (pos.min(), pos.max()) if len(pos) else (0.001, 1)
-        if len(pos) and hi / lo > 20:
-            bins = np.logspace(math.log10(lo), math.log10(hi) + 1e-9, 40)
-            ax.hist(np.clip(a, lo, None), bins=bins, color="#4c72b0")
+        counts, edges, log = latency_bins(a)
+        ax.hist(edges[:-1], bins=edges, weights=counts, color="#4c72b0")
+        if log:
             ax.set_xscale("log")
-        else:
-            ax.hist(a, bins=min(40, max(5, len(a))), color="#4c72b0")
-        for q, style in ((50, "-"), (99, ":")):
-            v = np.percentile(a, q)
+        for q, style, v in zip((50, 99), ("-", ":"), np.percentile(a, [50, 99])):
             ax.axvline(v, color="k", linestyle=style, linewidth=1, label=f"p{q} = {v:,.3f} ms")
         ax.legend(fontsize=7, loc="upper right")
         ax.grid(True, alpha=0.3)
@@ -774,11 +792,20 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
         return _write_report(t, out_dir, bucket, stats)
 
 
+# the stats parts the report computes beside its figures of the same tables (:func:`_beside`)
+BESIDE = ("errors", "throughput")
+
+
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
-    """The body of :func:`write_report`."""
+    """The body of :func:`write_report`: the figures of their own passes over the tables (and the
+    stats parts of those passes) in a second process while this one computes the rest of stats."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    t0, duration = _origin(src)
+    bucket = bucket or pick_bucket(duration)
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None)
+    forked = Forked(beside) if is_output_dir(src) and can_fork() else None
     values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
     kept: dict = {}
 
@@ -791,64 +818,73 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
-    drawn: dict = {}  # figures and frames made from the tables a stats section loaded
+    paths: dict = {}
 
-    def draw(section, load):
-        if section not in ("span", "errors", "counts", "consumer_ack", "throughput"):
-            return
-        tables = load() if section != "consumer_ack" else None
-        if section == "span":  # the time origin and the plot bucket (a directory: read by column)
-            drawn["t0"] = _t0(tables)
-            drawn["bucket"] = bucket or pick_bucket(span_duration(tables))
-            if (
-                is_output_dir(src) and can_fork()
-            ):  # its own pass over the tables: in a second process meanwhile
-                path = out / "throughput.png"
-                drawn["throughput"] = Forked(lambda: fig_throughput(src, path, drawn["bucket"], drawn["t0"]))
-        elif section == "errors":  # the failure methods' rows
-            drawn["err"] = errors_frame(error_tables(tables, src))
-        elif section == "counts":  # connections, their channels and blocked periods
-            drawn["connections"] = connections_table(src if is_output_dir(src) else tables, _PAGE_LIMIT)
-            timeline = section_tables(src, "timeline")
-            drawn["timeline"] = fig_timeline(timeline, drawn["err"], out / "timeline.png", drawn["t0"])
-        elif section == "consumer_ack":  # the pass' unacked counts, else the pairing kept and the qos rows
+    def draw(section, load):  # the pass' unacked counts, else the pairing kept and the qos rows
+        if section == "consumer_ack":
             un = kept.pop("unacked", None)
             if un is None:
                 un = unacked_frame(load(), acks=kept.pop("consumer_ack"))
-            drawn["unacked"] = fig_unacked(un, out / "unacked.png", drawn["t0"])
-        elif section == "throughput" and "throughput" not in drawn:  # (its tables: not loaded again)
-            drawn["throughput"] = fig_throughput(tables, out / "throughput.png", drawn["bucket"], drawn["t0"])
+            paths["unacked"] = fig_unacked(un, out / "unacked.png", t0)
 
     if stats is None:
-        s = stats_dict(
-            src, on_latency=keep, on_section=draw, on_unacked=lambda un: kept.__setitem__("unacked", un)
+        got = stats_parts(
+            src,
+            tuple(p for p in STATS_PARTS if p not in BESIDE),
+            on_latency=keep,
+            on_section=draw,
+            on_unacked=lambda un: kept.__setitem__("unacked", un),
+            aside=tuple(p for p in ASIDE if p not in BESIDE),
         )
     else:
-        s = stats
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
-        tables = Sections(src)
-        draw("span", lambda: tables("span"))
-        draw("errors", lambda: tables("errors"))
-        draw("counts", lambda: tables("counts"))
-        draw("consumer_ack", lambda: tables("unacked"))
-        tables.close()
-    bucket = bucket or pick_bucket(s.get("span", {}).get("duration_s"))
-    t0 = drawn["t0"]
-    if isinstance(drawn.get("throughput"), Forked):
-        drawn["throughput"] = drawn["throughput"].result()
-    if "throughput" not in drawn:
-        drawn["throughput"] = fig_throughput(
-            section_tables(src, "throughput"), out / "throughput.png", bucket, t0
-        )
-    paths = {
-        "throughput": drawn["throughput"],
-        "latency": fig_latency(values, out / "latency.png"),
-        "errors": fig_errors(drawn["err"], out / "errors.png"),
-        "timeline": drawn["timeline"],
-        "unacked": drawn["unacked"],
-    }
-    images = {k: base64.b64encode(Path(p).read_bytes()).decode("ascii") for k, p in paths.items()}
+        draw("consumer_ack", lambda: section_tables(src, "unacked"))
+    theirs, ct, drawn = forked.result() if forked is not None else beside()
+    if stats is None:
+        got.update(theirs)
+        stats = stats_of_parts(got)
+    paths.update(drawn, latency=fig_latency(values, out / "latency.png"))
+    images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
     index = out / "index.html"
-    index.write_text(_page(s, drawn["connections"], images, plot_bucket=bucket), encoding="utf-8")
+    index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
     return os.fspath(index)
+
+
+def _origin(src) -> tuple:
+    """The figures' time origin (the first packet's time, None when nothing is stamped) and the
+    span's ``duration_s`` as stats gives it, from one read of the ``ts`` columns."""
+    if not is_output_dir(src):
+        return _t0(src), span_duration(src)
+    ends, first = span_parts(src)
+    duration = round(pd.Timedelta(max(ends) - min(ends)).total_seconds(), 6) if ends else None
+    return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
+
+
+def _beside(src, out: Path, bucket: str, t0, parts: bool) -> tuple:
+    """What the report draws from its own passes over the tables: the errors, timeline and
+    throughput figures, the page's connections table and (``parts``) the stats parts of
+    :data:`BESIDE` (their dict, as :func:`stats_parts` gives it); the throughput's 1 s buckets
+    and the plot's summed in one pass."""
+    got: dict = {}
+
+    def errors(section, load):
+        got["err"] = errors_frame(error_tables(load(), src))
+
+    if parts:
+        got.update(stats_parts(src, ("errors",), on_section=errors))
+        del got["latency"]
+    else:
+        errors("errors", lambda: section_tables(src, "errors"))
+    err = got.pop("err")
+    paths = {"errors": fig_errors(err, out / "errors.png")}
+    ct = connections_table(src, _PAGE_LIMIT)
+    paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
+    del err
+    release_memory()
+    buckets = list(dict.fromkeys(([STATS_BUCKET] if parts else []) + [bucket]))
+    tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
+    if parts:
+        got["throughput"] = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)
+    paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
+    return got, ct, paths

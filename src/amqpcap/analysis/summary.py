@@ -60,6 +60,7 @@ __all__ = [
     "span_summary",
     "error_groups",
     "throughput_cells",
+    "throughput_summary",
     "stats_parts",
     "stats_of_parts",
     "STATS_PARTS",
@@ -481,7 +482,12 @@ def _rate(series: pd.Series, seconds: float, buckets: int) -> dict:
 
 
 def _throughput(t, bucket: str) -> dict:
-    tot = totals(t, bucket=bucket)
+    return throughput_summary(totals(t, bucket=bucket), bucket)
+
+
+def throughput_summary(tot: pd.DataFrame, bucket: str) -> dict:
+    """stats' ``throughput`` of the :func:`~amqpcap.analysis.traffic.totals` frame ``tot`` (per
+    ``bucket``)."""
     n = tot.attrs.get("buckets", 0)
     bucket_s = pd.Timedelta(bucket).total_seconds()
     out = {"bucket_s": bucket_s, "buckets": int(n), "frames_source": tot.attrs.get("frames_source")}

@@ -21,7 +21,7 @@ from amqpcap.analysis._common import STR, filled, ns, ordered, str_series
 from amqpcap.analysis.deliveries import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
 from amqpcap.analysis.tables import as_tables, empty_frame
 
-__all__ = ["throughput", "totals", "message_queues", "covered_buckets", "BY"]
+__all__ = ["throughput", "totals", "totals_at", "message_queues", "covered_buckets", "BY"]
 
 BY = {
     "connection": ["capture", "tcp_stream"],
@@ -158,6 +158,11 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     have none (null group) when grouping by those.  Queue: see
     :func:`message_queues`.
     """
+    return _throughputs(t, [bucket], by)[0]
+
+
+def _throughputs(t, buckets: list, by: str | None) -> list:
+    """:func:`throughput` per bucket of ``buckets``, from one pass over the tables."""
     if by not in BY:
         raise ValueError(f"by must be one of {[k for k in BY if k]}, not {by!r}")
     keys = BY[by]
@@ -167,31 +172,41 @@ def throughput(t, bucket: str = "1s", by: str | None = "connection") -> pd.DataF
     if batches.is_output_dir(t) and not attrs:  # sums of rows alone: the tables read a batch at a time
         source = "frames" if _has_frames(t) else "estimate"
         key_types = empty_frame("messages", [k for k in keys + ["direction"] if k in _MESSAGE_KEYS])
-        return _summed(_batch_events(t, keep, source), keys, key_types, source, bucket)
+        return _summed(_batch_events(t, keep, source), keys, key_types, source, buckets)
     t = as_tables(t)
     msgs = message_queues(t) if "queue" in keys else t.messages
     frames_source = "frames" if (t.has_frames or len(t.frames)) else "estimate"
-    return _summed(_events(t, msgs, attrs, keep, frames_source), keys, t.messages, frames_source, bucket)
+    return _summed(_events(t, msgs, attrs, keep, frames_source), keys, t.messages, frames_source, buckets)
 
 
 _MESSAGE_KEYS = ("capture", "tcp_stream", "channel", "direction", "exchange", "routing_key")
 
 
-def _summed(events, keys: list, key_types: pd.DataFrame, frames_source: str, bucket: str) -> pd.DataFrame:
-    """:func:`throughput` of the event tables ``events`` (summed one after the other and the small
-    sums added: no two exist at once, nor their concatenation); ``key_types``: a frame whose
-    columns give the empty result's key dtypes."""
-    out_cols = ["bucket"] + keys + ["direction"] + _VALUES
+def _summed(events, keys: list, key_types: pd.DataFrame, frames_source: str, buckets: list) -> list:
+    """:func:`throughput` of the event tables ``events`` per bucket of ``buckets`` (each table summed
+    once per bucket and the small sums added: no two tables exist at once, nor their
+    concatenation); ``key_types``: a frame whose columns give the empty result's key dtypes."""
     group = ["bucket"] + keys + ["direction"]
-    sums, spans = [], []
+    sums: list = [[] for _ in buckets]
+    spans: list = [[] for _ in buckets]
     for ev in events:
         if len(ev):
-            ev["bucket"] = pd.to_datetime(ev["ts"], utc=True).dt.floor(bucket)
             for c in _VALUES:
                 ev[c] = ev[c].astype("int64")
-            sums.append(ev.groupby(group, dropna=False, sort=False, observed=True)[_VALUES].sum())
-            spans.append(_capture_spans(ev, bucket))
+            ts = pd.to_datetime(ev["ts"], utc=True)
+            for i, bucket in enumerate(buckets):
+                ev["bucket"] = ts.dt.floor(bucket)
+                sums[i].append(ev.groupby(group, dropna=False, sort=False, observed=True)[_VALUES].sum())
+                spans[i].append(_capture_spans(ev, bucket))
+            del ts
         del ev
+    return [_total(s, p, keys, key_types, frames_source, b) for s, p, b in zip(sums, spans, buckets)]
+
+
+def _total(sums: list, spans: list, keys: list, key_types, frames_source: str, bucket: str) -> pd.DataFrame:
+    """The :func:`throughput` frame of the per-table ``sums`` and capture ``spans`` of one bucket."""
+    out_cols = ["bucket"] + keys + ["direction"] + _VALUES
+    group = ["bucket"] + keys + ["direction"]
     if not sums:
         df = pd.DataFrame({c: pd.Series([], dtype="int64") for c in out_cols})
         df["bucket"] = pd.Series([], dtype="datetime64[ns, UTC]")
@@ -313,7 +328,17 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
     captures years apart, a packet stamped 1970).  ``attrs["buckets"]``: the number
     of buckets from each capture's first non-empty one to its last (overlaps once),
     a rate's denominator."""
-    tp = throughput(t, bucket=bucket, by="total")
+    return totals_at(t, [bucket])[0]
+
+
+def totals_at(t, buckets: list) -> list:
+    """:func:`totals` per bucket of ``buckets`` (pandas frequency strings), from one pass over the
+    tables: e.g. the stats' 1 s buckets and a plot's."""
+    return [_wide(tp, b) for tp, b in zip(_throughputs(t, list(buckets), "total"), buckets)]
+
+
+def _wide(tp: pd.DataFrame, bucket: str) -> pd.DataFrame:
+    """:func:`totals` of the ``throughput(..., by="total")`` frame ``tp``."""
     tp = tp[tp["bucket"].notna()] if len(tp) else tp  # rows without a time are in no bucket
     if len(tp) == 0:
         out = pd.DataFrame(columns=["bucket"] + _VALUES)
