@@ -223,3 +223,28 @@ def test_random_consumer_traffic_with_late_contents_counts_unacked_as_the_loaded
     pd.testing.assert_frame_equal(
         got.reset_index(drop=True), want.astype({"capture": object, "event": object}), check_dtype=False
     )
+
+
+def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packet_in_order(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(batches, "PASS_ROWS", 5)
+    monkeypatch.setattr(acks_module, "ROWS", 16)
+    monkeypatch.setattr(acks_module, "UnackedCounts", Held)
+    Held.made = []
+    c = long_consumer_traffic(3, n=800)
+    delay_contents(c, 3, most=4)
+    rows = c.rows["messages"]
+    c.rows["messages"] = [m for i, m in enumerate(rows) if i % 25 != 7]  # (those timed at their own)
+    assert len(c.rows["messages"]) < len(rows) - 10
+    out = write_output(c, tmp_path)
+    got: list = []
+    streamed_acks(out, on_timeline=got.append)
+    assert [u.bounded for u in Held.made] == [True]
+    assert streamed(out) == of_loaded(c.tables())
+    keys = ["capture", "tcp_stream", "channel"]
+    want = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
+    got = got[0].astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
+    pd.testing.assert_frame_equal(
+        got.reset_index(drop=True), want.astype({"capture": object, "event": object}), check_dtype=False
+    )
