@@ -19,6 +19,16 @@ from amqpcap.analysis.streamed_acks import streamed_acks
 from amqpcap.analysis.unacked_counts import DELIVERY, QOS, SETTLE, UnackedCounts, Unordered
 
 
+def same_timeline(got, c: Capture) -> None:
+    """The pass' unacked steps equal unacked of the loaded tables, channel by channel."""
+    keys = ["capture", "tcp_stream", "channel"]
+    want = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
+    got = got.astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
+    pd.testing.assert_frame_equal(
+        got.reset_index(drop=True), want.astype({"capture": object, "event": object}), check_dtype=False
+    )
+
+
 def random_events(seed: int, n: int = 400) -> dict:
     """Events of four channels in packet order with times rising with packets (ties too), a few
     settles sharing a packet, qos with and without a prefetch count."""
@@ -156,14 +166,7 @@ def test_the_pass_holds_the_events_not_final_not_one_per_delivery(tmp_path, monk
     assert counts["acked"] > 800 and counts["unsettled"] and health["max_unacked"] > 5
     assert 0 < Held.made[0].most < 100  # (about 1,500 deliveries)
     assert streamed(out) == of_loaded(c.tables())
-    keys = ["capture", "tcp_stream", "channel"]
-    want = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
-    got = got[0].astype({"capture": object, "event": object})
-    pd.testing.assert_frame_equal(
-        got.sort_values(keys, kind="stable").reset_index(drop=True),
-        want.astype({"capture": object, "event": object}),
-        check_dtype=False,
-    )
+    same_timeline(got[0], c)
 
 
 def backwards_times(c: Capture, seed: int) -> int:
@@ -195,14 +198,8 @@ def test_times_going_back_within_a_conversation_are_counted_again_with_every_eve
     got: list = []
     values, counts, health = streamed_acks(out, on_timeline=got.append)
     assert [u.bounded for u in Held.made] == [True, False]
-    want = of_loaded(c.tables())
-    assert streamed(out) == want
-    keys = ["capture", "tcp_stream", "channel"]
-    un = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
-    got = got[0].astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
-    pd.testing.assert_frame_equal(
-        got.reset_index(drop=True), un.astype({"capture": object, "event": object}), check_dtype=False
-    )
+    assert streamed(out) == of_loaded(c.tables())
+    same_timeline(got[0], c)
 
 
 @pytest.mark.parametrize("seed", range(6, 10))
@@ -217,12 +214,7 @@ def test_random_consumer_traffic_with_late_contents_counts_unacked_as_the_loaded
     assert streamed(out) == of_loaded(c.tables())
     got: list = []
     streamed_acks(out, on_timeline=got.append)
-    keys = ["capture", "tcp_stream", "channel"]
-    want = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
-    got = got[0].astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
-    pd.testing.assert_frame_equal(
-        got.reset_index(drop=True), want.astype({"capture": object, "event": object}), check_dtype=False
-    )
+    same_timeline(got[0], c)
 
 
 def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packet_in_order(
@@ -242,9 +234,4 @@ def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packe
     streamed_acks(out, on_timeline=got.append)
     assert [u.bounded for u in Held.made] == [True]
     assert streamed(out) == of_loaded(c.tables())
-    keys = ["capture", "tcp_stream", "channel"]
-    want = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
-    got = got[0].astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
-    pd.testing.assert_frame_equal(
-        got.reset_index(drop=True), want.astype({"capture": object, "event": object}), check_dtype=False
-    )
+    same_timeline(got[0], c)
