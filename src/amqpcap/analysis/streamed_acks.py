@@ -20,12 +20,15 @@ from amqpcap.analysis._common import latency_ms
 from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
 from amqpcap.analysis.acknowledgements import ACK_METHODS
 from amqpcap.analysis.batches import BATCH_ROWS, Codes, OutOfOrder, WireOrder, batches, channel_ids
-from amqpcap.analysis.content_stream import ContentStream
+from amqpcap.analysis.content_stream import UNTIMED, ContentStream
 from amqpcap.analysis.growing import Columns
+from amqpcap.analysis.unacked_counts import DELIVERY, LAST, SETTLE, UnackedCounts, Unordered
+from amqpcap.analysis.unacked_counts import QOS as QOS_EVENT
 
 __all__ = ["streamed_acks", "ROWS"]
 
 _EVENTS = ("settle", "qos", "deliver")  # unacked's events, in their order within a packet
+MIN = np.iinfo(np.int64).min
 ROWS = BATCH_ROWS  # rows per batch of the pass: its work is per batch, in numpy
 
 _COLUMNS = ["capture", "tcp_stream", "frame_number", "stream_offset", "ts", "direction", "channel", "method",
@@ -35,15 +38,14 @@ _COLUMNS = ["capture", "tcp_stream", "frame_number", "stream_offset", "ts", "dir
 
 class _Paired:
     """What the pass keeps of the deliveries paired (:class:`~amqpcap.analysis.ack_walk.AckWalk`
-    rows): the latencies of those acked, nacked or rejected, each one's channel, time and packet
-    (unacked's +1), the settling packets (channel, time, packet, deliveries settled: unacked's
-    -n), the count of each outcome; not the rows."""
+    rows): the latencies of those acked, nacked or rejected, the count of each outcome; each one
+    counted in unacked (:class:`~amqpcap.analysis.unacked_counts.UnackedCounts`) at its time and
+    packet (+1), not kept."""
 
-    def __init__(self):
+    def __init__(self, unacked: UnackedCounts):
         self.values = Columns({"ms": np.float64})
-        self.deliveries = Columns({"chan": np.int32, "ts": np.int64, "frame": np.int64})
-        self.settles = Columns({"chan": np.int32, "ts": np.int64, "frame": np.int64, "n": np.int64})
         self.outcomes = np.zeros(len(OUTCOMES), dtype=np.int64)
+        self.unacked = unacked
 
     def add(self, rows: np.ndarray) -> None:
         if not len(rows):
@@ -51,19 +53,46 @@ class _Paired:
         self.outcomes += np.bincount(rows[:, 7], minlength=len(OUTCOMES))
         timed = rows[:, 7] <= 2
         self.values.append({"ms": latency_ms(rows[timed, 2], rows[timed, 5])})
-        self.deliveries.append({"chan": rows[:, 4], "ts": rows[:, 2], "frame": rows[:, 3]})
+        self.unacked.add(rows[:, 4], rows[:, 2], rows[:, 3], DELIVERY, 1)
+
+    def settled(self, rows: np.ndarray) -> None:
+        """unacked's settle events of walk rows (timed at their content or not yet)."""
         keys, n = _settle_events(rows[:, 4], rows[:, 5], rows[:, 6], np.ones(len(rows), dtype=np.int64))
-        self.settles.append({"chan": keys[:, 0], "ts": keys[:, 1], "frame": keys[:, 2], "n": n})
+        self.unacked.add(keys[:, 0], keys[:, 1], keys[:, 2], SETTLE, -n)
 
 
-def _walk(directory, strings: dict):
-    """The deliveries paired (:class:`_Paired`), how many of them were redelivered, the qos events
-    (channel id, time, packet, prefetch count or -1, global) and the channel ids (key -> id)."""
+class _Bounds:
+    """Per channel, the first packet at which unacked events may still come: the latest packet
+    walked in its conversation, or the packet of an outstanding delivery not counted yet."""
+
+    def __init__(self, keys: list):
+        self.keys = keys  # channel id -> (capture, tcp_stream, channel or -1)
+        self.convs: dict = {}  # (capture, tcp_stream) -> conversation number
+        self.of = np.zeros(0, dtype=np.int64)  # channel id -> conversation number
+        self.seen = np.zeros(0, dtype=np.int64)  # conversation number -> latest packet walked
+
+    def walked(self, chan: np.ndarray, frame: np.ndarray) -> None:
+        if len(self.of) < len(self.keys):
+            more = [self.convs.setdefault(k[:2], len(self.convs)) for k in self.keys[len(self.of) :]]
+            self.of = np.r_[self.of, np.array(more, dtype=np.int64)]
+            self.seen = np.r_[self.seen, np.full(len(self.convs) - len(self.seen), MIN, dtype=np.int64)]
+        np.maximum.at(self.seen, self.of[chan], frame)
+
+    def bound(self, chan: np.ndarray, frame: np.ndarray) -> np.ndarray:
+        """The bounds, the outstanding deliveries not counted yet being on ``chan`` at ``frame``."""
+        out = self.seen[self.of]
+        np.minimum.at(out, chan, np.where(frame < 0, LAST, frame))
+        return out
+
+
+def _walk(directory, strings: dict, unacked: UnackedCounts):
+    """The deliveries paired (:class:`_Paired`), how many of them were redelivered and the
+    channel ids (key -> id); unacked's events counted into ``unacked`` as the walk passes them."""
     order = WireOrder()
     ids: dict = {}
     keys: list = []  # channel id -> key
     walk = AckWalk(keys)
-    got, qos = _Paired(), []
+    got, bounds = _Paired(unacked), _Bounds(keys)
     stream = ContentStream(directory, strings, ACK_METHODS, "s2c")
     late = np.zeros((0, 8), dtype=np.int64)  # deliveries paired before their content was read
     methods, version = strings["method"], strings["version"]
@@ -85,12 +114,17 @@ def _walk(directory, strings: dict):
         rows, untimed = walk.batch(
             kind, chan, c2s, s2c, conv, b, strings["consumer_tag"].values, stream.match
         )
+        got.settled(rows)
         got.add(rows[~untimed])
         late = _timed(np.concatenate([late, rows[untimed]]), stream, got)
         stream.passed(conv, b["frame_number"])
         q = np.flatnonzero((kind == QOS) & c2s)
         count = np.where(b["prefetch_count_valid"][q], b["prefetch_count"][q], -1)
-        qos.append(np.stack([chan[q], b["ts"][q], b["frame_number"][q], count, b["qos_global"][q]], 1))
+        unacked.add(chan[q], b["ts"][q], b["frame_number"][q], QOS_EVENT, 0, count)
+        bounds.walked(chan, b["frame_number"])
+        P = walk.pending  # (a delivery's packet: its content's once timed, else its own)
+        pin = np.where(P["start"] == UNTIMED, P["frame"], P["sframe"])
+        unacked.fold(bounds.bound(np.r_[P["chan"], late[:, 4]], np.r_[pin, late[:, 3]]))
     rows, untimed = walk.end()
     got.add(rows[~untimed])
     late = np.concatenate([late, rows[untimed]])
@@ -98,8 +132,7 @@ def _walk(directory, strings: dict):
         if not len(late := _timed(late, stream, got)):
             break
     got.add(late)  # (no messages row completes them: timed at their own packet)
-    qos = np.concatenate(qos).astype(np.int64) if qos else np.zeros((0, 5), dtype=np.int64)
-    return got, walk.redelivered, qos, ids
+    return got, walk.redelivered, ids
 
 
 def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
@@ -108,18 +141,29 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``.
     ``on_timeline``, when given, is handed the unacked counts over time (a frame of
     :func:`~amqpcap.analysis.connection_health.unacked`'s columns the report draws)."""
-    strings = {c: Codes() for c in ("capture", "direction", "method", "consumer_tag", "version")}
-    paired, redelivered, qos, ids = _walk(directory, strings)
+    try:
+        paired, redelivered, ids, strings, (peak, over, steps) = _counted(directory, on_timeline, True)
+    except Unordered:  # (times not rising with packets in a conversation: every event held)
+        paired, redelivered, ids, strings, (peak, over, steps) = _counted(directory, on_timeline, False)
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
     counts = {k: int(paired.outcomes[OUTCOMES.index(k)]) for k in names}
     counts["redelivered"] = redelivered
     values = paired.values["ms"]
-    steps = _steps(_events(paired, qos))
-    del paired, qos
-    health = _unacked(steps, ids)
+    del paired
+    # (a channel without a capture or number is not counted)
+    named = np.array([k[0] >= 0 and k[2] >= 0 for k in ids], dtype=bool)
+    health = {"max_unacked": peak, "channels_over_prefetch": int(np.count_nonzero(named[over]))}
     if on_timeline is not None:
         on_timeline(_timeline(steps, ids, strings["capture"].values))
     return values, counts, health
+
+
+def _counted(directory, on_timeline, bounded: bool) -> tuple:
+    """:func:`_walk`'s results, its strings and the unacked counts' (peak, channels over their
+    prefetch count, steps)."""
+    strings = {c: Codes() for c in ("capture", "direction", "method", "consumer_tag", "version")}
+    unacked = UnackedCounts(timeline=on_timeline is not None, bounded=bounded)
+    return *_walk(directory, strings, unacked), strings, unacked.finish()
 
 
 def _timed(late: np.ndarray, stream: ContentStream, got: list) -> np.ndarray:
@@ -149,67 +193,10 @@ def _settle_events(chan, ts, frame, n) -> tuple[np.ndarray, np.ndarray]:
     return np.c_[chan[at], ts[at], frame[at]].astype(np.int64), np.add.reduceat(n[o], at)
 
 
-def _events(paired: _Paired, qos: np.ndarray) -> dict:
-    """unacked's events: a delivery (+1 at the packet completing it), a settling packet (-the
-    deliveries it settled), a qos (its prefetch count); channel, time, packet (a missing one:
-    last), their order within a packet (settle, qos, delivery), change, prefetch count (-1: none
-    given, -2: not a qos)."""
-    S, D = paired.settles, paired.deliveries
-    keys, n = _settle_events(S["chan"], S["ts"], S["frame"], S["n"])
-    frame = np.concatenate([D["frame"], keys[:, 2], qos[:, 2]])
-    frame[frame < 0] = np.iinfo(np.int64).max
-    return {
-        "chan": np.concatenate([D["chan"], keys[:, 0], qos[:, 0]]).astype(np.int32),
-        "ts": np.concatenate([D["ts"], keys[:, 1], qos[:, 1]]),
-        "frame": frame,
-        "kind": np.repeat(np.array([2, 0, 1], dtype=np.int8), [len(D), len(keys), len(qos)]),
-        "delta": np.concatenate(
-            [np.ones(len(D), dtype=np.int32), -n.astype(np.int32), np.zeros(len(qos), dtype=np.int32)]
-        ),  # fmt: skip
-        "prefetch": np.concatenate(
-            [np.full(len(D) + len(keys), -2, dtype=np.int32), qos[:, 3].astype(np.int32)]
-        ),  # fmt: skip
-    }
-
-
-def _steps(events: dict) -> dict:
-    """:func:`_events` per channel, by time then packet (a settle, then a qos, then a delivery
-    within one), with the count of unsettled deliveries after each (``unacked``) and the channel's
-    latest prefetch count (``latest``; -1: none)."""
-    order = np.lexsort((events["kind"], events["frame"], events["ts"], events["chan"]))
-    out = {k: events.pop(k)[order] for k in ("chan", "ts", "kind", "delta", "prefetch")}
-    del order, events
-    chan, prefetch = out["chan"], out.pop("prefetch")
-    start = np.r_[True, chan[1:] != chan[:-1]]
-    total = np.cumsum(out.pop("delta"), dtype=np.int64)
-    base = np.maximum.accumulate(np.where(start, np.arange(len(chan)), 0))
-    out["unacked"] = total - np.r_[0, total][base]  # the channel's running sum
-    del total, base
-    # the latest prefetch count of the channel (a qos without one keeps the one before)
-    has = (prefetch >= 0) | start
-    at = np.maximum.accumulate(np.where(has, np.arange(len(chan)), 0))
-    out["latest"] = np.where(prefetch[at] >= 0, prefetch[at], -1)
-    return out
-
-
-def _unacked(steps: dict, ids: dict) -> dict:
-    """stats' unacked health from :func:`_steps`: the most unsettled deliveries of a channel, the
-    channels holding more than their prefetch count at some point."""
-    chan, unacked, latest = steps["chan"], steps["unacked"], steps["latest"]
-    if not len(chan):
-        return {"max_unacked": 0, "channels_over_prefetch": 0}
-    over = (latest > 0) & (unacked > latest)
-    # (a channel without a capture or number is not counted)
-    named = np.array([k[0] >= 0 and k[2] >= 0 for k in ids], dtype=bool)
-    return {
-        "max_unacked": int(unacked.max()),
-        "channels_over_prefetch": int(len(np.unique(chan[over & named[chan]]))),
-    }
-
-
 def _timeline(steps: dict, ids: dict, captures: list) -> pd.DataFrame:
     """The columns of :func:`~amqpcap.analysis.connection_health.unacked` the report draws
-    (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), of :func:`_steps`."""
+    (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), of the steps of
+    :meth:`~amqpcap.analysis.unacked_counts.UnackedCounts.finish`."""
     keys = np.array(list(ids), dtype=np.int64).reshape(-1, 3)
     chan = steps.pop("chan")
     cap, stream, channel = (keys[:, i][chan] for i in range(3))
