@@ -171,8 +171,9 @@ def spark_child(master: str, inp: str, out: str) -> None:
     up: list = []
     cpu: dict = {}
 
-    def open_session():
+    def open_session():  # session.start's, with the time it is up
         spark = session.build(master, app="bench_spark", quiet=True)
+        session.warm(spark)
         up.append(time.perf_counter() - t0)
         return spark, True
 

@@ -101,6 +101,10 @@ class SparkSummary:
     driver_units: int = 0  # ranges indexed and captures dissected by the driver while Spark started
     driver_seconds: float = 0.0  # their wall time
     driver_cpu: float = 0.0  # their CPU time
+    # where the wall time went: every unit as (worker, start, wall, cpu), worker "driver" or the
+    # Python worker's pid, start in epoch seconds; the driver's steps as (label, epoch seconds)
+    spans: list = field(default_factory=list)
+    marks: list = field(default_factory=list)
 
 
 # -- executor side ----------------------------------------------------------------------------------
@@ -354,9 +358,9 @@ def _call_items(items, fn, batches, env=None):
     schema = pa.schema([("id", pa.int64()), ("result", pa.binary())])
     for b in batches:
         for i in b.column(0).to_pylist():
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, at = time.perf_counter(), time.process_time(), time.time()
             res = fn(items[i])
-            took = (time.perf_counter() - t0, time.process_time() - c0)
+            took = (time.perf_counter() - t0, time.process_time() - c0, at, os.getpid())
             got = pickle.dumps((res, took), protocol=pickle.HIGHEST_PROTOCOL)
             yield pa.RecordBatch.from_arrays(one_row(i, got), schema=schema)
 
@@ -528,7 +532,7 @@ class Ahead:
     def __init__(self, pending: Starting | None) -> None:
         self.pending = pending
         self.units = 0
-        self.took: list = []  # (wall, cpu) per unit
+        self.took: list = []  # (wall, cpu, start, "driver") per unit
 
     def waiting(self) -> bool:
         return self.pending is not None and not self.pending.done()
@@ -539,9 +543,9 @@ class Ahead:
         for item in items:
             if not self.waiting():
                 break
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, at = time.perf_counter(), time.process_time(), time.time()
             got.append(fn(item))
-            self.took.append((time.perf_counter() - t0, time.process_time() - c0))
+            self.took.append((time.perf_counter() - t0, time.process_time() - c0, at, "driver"))
         self.units += len(got)
         return got
 
@@ -619,6 +623,7 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
     ahead = Ahead(pending)
     results: list = []
     tasks: list = []
+    marks = [("planned", time.time())]
     try:
         for i, c in enumerate(caps):
             if c.pipe:
@@ -636,12 +641,13 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         # all done on the driver: the session is not waited for (the caller gives it up), and no
         # progress line is written (a quiet start points stderr at the JVM's log meanwhile)
         spark = None if not range_items and len(done) == len(caps) else _session_of(spark)
+        marks.append(("session up", time.time()))
         prog = Progress(spark, progress and spark is not None)
         prog.line(first_line)
         if ahead.units:
             prog.line(
                 f"while Spark started, on the driver: {len(summaries)} of {len(range_items)} ranges "
-                f"indexed, {len(early)} captures dissected, {sum(w for w, _ in ahead.took):,.1f} s"
+                f"indexed, {len(early)} captures dissected, {sum(t[0] for t in ahead.took):,.1f} s"
             )
         par = parallelism(spark) if spark is not None else 1
         took: list = []
@@ -650,17 +656,20 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
             summaries += prog.stage(
                 "index", lambda: run_stage(spark, left, partial(index_task, scratch=scratch), took)
             )
+            marks.append(("indexed", time.time()))
         buckets, whole = _split_plan(caps, summaries, scratch, par, split_size, prog)
         split_caps = {b.capture for b in buckets}
         rest = [c for i, c in enumerate(caps) if i not in split_caps and id(c) not in done]
-        target = plan.task_target(sum(c.size for c in rest), par, split_size)
+        groups = plan.pack(rest, plan.task_count(sum(c.size for c in rest if not c.gzip), par))
         tasks = [plan.Task(0, bucket=b, size=b.size) for b in buckets]
-        tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(rest, target)]
+        tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in groups]
         tasks.sort(key=lambda t: -t.size)
         for i, t in enumerate(tasks):
             t.id = len(early) + i
         if tasks:
+            marks.append(("planned tasks", time.time()))
             results += prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
+            marks.append(("dissected", time.time()))
         renumber = _renumber_items(results, scratch)
         if renumber:
             prog.stage(
@@ -668,20 +677,25 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
                 lambda: run_stage(spark, renumber, partial(renumber_task, tables=tables)),
             )
         _commit(scratch, out_loc, tables, results)
+        marks.append(("committed", time.time()))
     except BaseException:
         if spark is not None and not isinstance(spark, Starting):
             _cancel(spark)
         raise
     finally:
         storage.remove_tree(scratch)
-    return _summary(caps, results, len(tasks), took, ahead)
+    marks.append(("scratch removed", time.time()))
+    s = _summary(caps, results, len(tasks), took, ahead)
+    s.marks = marks
+    return s
 
 
 def _summary(caps, results: list, ntasks: int, took: list, ahead: Ahead) -> SparkSummary:
-    s = SparkSummary(tasks=ntasks, task_seconds=sum(w for w, _ in took), task_cpu=sum(c for _, c in took))
+    s = SparkSummary(tasks=ntasks, task_seconds=sum(t[0] for t in took), task_cpu=sum(t[1] for t in took))
     s.driver_units = ahead.units
-    s.driver_seconds = sum(w for w, _ in ahead.took)
-    s.driver_cpu = sum(c for _, c in ahead.took)
+    s.driver_seconds = sum(t[0] for t in ahead.took)
+    s.driver_cpu = sum(t[1] for t in ahead.took)
+    s.spans = [(t[3], t[2], t[0], t[1]) for t in ahead.took + took]
     for r in results:
         s.captures += r.captures
         s.packets += r.packets
