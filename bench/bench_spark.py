@@ -14,9 +14,10 @@ runs it: ``amqpcap dissect`` and ``amqpcap spark --master local[1]`` / ``local[2
 and Python workers started inside the time); the runs alternate and the table gives medians
 of the wall time, of each round's speed-ups and of the CPU seconds of every process of the
 run (load on the machine inflates the first, hardly the last), and where a Spark run's wall
-time went (its start, the tasks, the time workers sat idle, the end; the job's own timeline).  The session's fixed start is measured apart
-(``spark`` on a one-packet capture).  Per-core throughput: the input bytes over the Spark
-tasks' summed wall and CPU time, against one dissect process's.  Then (``--what stats``) on
+time went (its start, the tasks, the time workers sat idle, the end; the job's own timeline).
+The session's fixed start is measured apart (``spark`` on a one-packet capture).  Per-core
+throughput: the input bytes over the Spark tasks' summed wall and CPU time, against one
+dissect process's.  Then (``--what stats``) on
 the dissect output of each input, ``amqpcap stats OUT --spark --json`` on ``local[2]`` against
 the pandas ``amqpcap stats OUT --json``, alternating, and whether their JSON is the same.
 All points, two runs each:
@@ -174,7 +175,6 @@ def spark_child(master: str, inp: str, out: str) -> None:
 
     def open_session():  # session.start's, with the time it is up
         spark = session.build(master, app="bench_spark", quiet=True)
-        session.warm(spark)
         up.append(time.time())
         return spark, True
 

@@ -39,7 +39,7 @@ from amqpcap.records.writer import DatasetWriter, OutputExists
 from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.errors import TaskFailed, task_failure
 from amqpcap.spark.plan import InputError
-from amqpcap.spark.session import pandas_version_warning_off
+from amqpcap.spark.session import pandas_version_warning_off, warm
 from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
@@ -525,17 +525,39 @@ def _commit(scratch: storage.Location, out: storage.Location, tables: list, resu
 class Ahead:
     """The driver's share of the work while its session starts (``run`` given a ``Starting``):
     units of the executors' own work (a range to index, a whole capture of at most the
-    split size to dissect), each taken only while the session is not up yet.  The share is thus
-    bounded by the session's start time (a few seconds of one core, while the JVM starting keeps
-    the other busy), whatever the input's size; the rest goes to the tasks."""
+    split size to dissect), each taken only while the session is not up yet, or is up but its
+    Python workers are still starting (``session.warm``, run in a thread once the session is
+    up).  The share is thus bounded by the session's start time (a few seconds of one core,
+    while the JVM starting keeps the other busy), whatever the input's size; the rest goes to
+    the tasks."""
 
     def __init__(self, pending: Starting | None) -> None:
         self.pending = pending
         self.units = 0
         self.took: list = []  # (wall, cpu, start, "driver") per unit
+        self.warmed = threading.Event()
+        self._warming: threading.Thread | None = None
 
     def waiting(self) -> bool:
-        return self.pending is not None and not self.pending.done()
+        if self.pending is None or self.pending.done() and self.pending.error is not None:
+            return False
+        if not self.pending.done():
+            return True
+        if self._warming is None:
+            spark = self.pending.result()[0]
+            self._warming = threading.Thread(
+                target=self._warm, args=(spark,), name="amqpcap-warm", daemon=True
+            )
+            self._warming.start()
+        return not self.warmed.is_set()
+
+    def _warm(self, spark) -> None:
+        try:
+            warm(spark)
+        except Exception:  # (a session given up meanwhile; the job's own stages report the rest)
+            pass
+        finally:
+            self.warmed.set()
 
     def take(self, items: list, fn) -> list:
         """``fn(item)`` for the first items while the session is not up: their results."""

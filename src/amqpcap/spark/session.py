@@ -317,25 +317,19 @@ def build(
 def start(
     master: str | None = "local[*]", app: str = "amqpcap", conf: dict | None = None, quiet: bool = False
 ) -> Starting:
-    """:func:`build` and :func:`warm` in a thread: a :class:`~amqpcap.spark.starting.Starting`
-    of the ``(session, True)`` pair.  The caller works meanwhile (``job.run`` dissects on the
-    driver until the session is up and its workers started) and ends it with ``give_up`` (which
-    stops the session, or ends the JVM still launching when the work needed none) before it
-    writes to stderr."""
-
-    def up():
-        spark = build(master, app=app, conf=conf, quiet=quiet)
-        warm(spark)
-        return spark, True
-
-    return Starting(up)
+    """:func:`build` in a thread: a :class:`~amqpcap.spark.starting.Starting` of the
+    ``(session, True)`` pair.  The caller works meanwhile (``job.run`` dissects on the driver
+    until the session is up and, see :func:`warm`, its workers started) and ends it with
+    ``give_up`` (which stops the session, or ends the JVM still launching when the work needed
+    none) before it writes to stderr."""
+    return Starting(lambda: (build(master, app=app, conf=conf, quiet=quiet), True))
 
 
 def warm(spark) -> None:
     """Run a stage of one empty task a core: the first stage of a session plans and compiles its
     query and starts the Python worker daemon and a worker a core (about 2.5 CPU s, most of it
-    one process after the other), which a caller working on the driver meanwhile hides; the
-    job's own stages then find them up (workers are reused, ``CONF``)."""
+    one process after the other), which a caller working on the driver meanwhile hides; later
+    stages find them up (workers are reused, ``CONF``)."""
     from amqpcap.spark.job import parallelism, result_schema
 
     n = parallelism(spark)
