@@ -535,20 +535,24 @@ class Ahead:
         self.pending = pending
         self.units = 0
         self.took: list = []  # (wall, cpu, start, "driver") per unit
-        self.warmed = threading.Event()
-        self._warming: threading.Thread | None = None
+        self.up = False  # the session is there (or failed to start)
+        self.warmed = threading.Event()  # its workers are up
 
     def waiting(self) -> bool:
-        if self.pending is None or self.pending.done() and self.pending.error is not None:
+        if self.pending is None:
             return False
-        if not self.pending.done():
-            return True
-        if self._warming is None:
-            spark = self.pending.result()[0]
-            self._warming = threading.Thread(
-                target=self._warm, args=(spark,), name="amqpcap-warm", daemon=True
-            )
-            self._warming.start()
+        if not self.up:
+            if not self.pending.done():
+                return True
+            self.up = True
+            if self.pending.error is not None:
+                self.warmed.set()
+                return False
+            spark, ours = self.pending.result()
+            if not ours:  # a session the caller had: its workers may be up long since
+                self.warmed.set()
+                return False
+            threading.Thread(target=self._warm, args=(spark,), name="amqpcap-warm", daemon=True).start()
         return not self.warmed.is_set()
 
     def _warm(self, spark) -> None:
