@@ -210,7 +210,8 @@ def spark_child(master: str, inp: str, out: str) -> None:
 
 def phases(spans: list, t0: float, up: float | None, ran: float, ended: float) -> dict:
     """Where a run's wall time went, from the job's own timeline (``SparkSummary.spans``): the
-    session's start with its workers (the driver at work meanwhile), its first task's wait,
+    session's start (the driver at work meanwhile), the time to its first task (its workers
+    starting, the driver's last unit, the plan),
     the tasks from the first start to the last end, of which the time a Python worker sat
     between two tasks (summed over workers, over the cores), what follows the last task
     (results, commit, scratch removal) and the session's stop."""
@@ -470,13 +471,14 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
         out += [
             "",
             "Where a Spark run's wall time goes (medians, s, from the job's own timeline): the session's "
-            "start with its Python workers (the driver dissecting meanwhile), the wait for the first "
-            "task after it, the tasks from the first start to the last end, and of that the time a "
+            "start (the driver dissecting meanwhile), from the session up to the first Spark task (its "
+            "Python workers starting while the driver goes on, then the driver's last unit, the index "
+            "stage and the plan), the tasks from the first start to the last end, and of that the time a "
             "Python worker sat between two of its tasks (per core), what follows the last task "
             "(results, commit, scratch removal), the session's stop, and the process's own start "
             "and exit.",
             "",
-            "| input | MB | mode | wall | start + workers | first task | tasks | of which idle "
+            "| input | MB | mode | wall | session start | to first task | tasks | of which idle "
             "| after last task | stop | process |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
