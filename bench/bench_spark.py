@@ -12,10 +12,12 @@ interleaved as on a busy link, 1448-byte segments) and a directory of ``--files`
 the same total size (8 pairs each).  Each configuration runs in a fresh process, as a user
 runs it: ``amqpcap dissect`` and ``amqpcap spark --master local[1]`` / ``local[2]`` (the JVM
 and Python workers started inside the time); the runs alternate and the table gives medians
-of the wall time and of the CPU seconds of every process of the run (load on the machine
-inflates the first, hardly the second).  The session's fixed start is measured apart
-(``spark`` on a one-packet capture).  Per-core throughput: the input bytes over the Spark
-tasks' summed wall and CPU time, against one dissect process's.  Then (``--what stats``) on
+of the wall time, of each round's speed-ups and of the CPU seconds of every process of the
+run (load on the machine inflates the first, hardly the last), and where a Spark run's wall
+time went (its start, the tasks, the time workers sat idle, the end; the job's own timeline).
+The session's fixed start is measured apart (``spark`` on a one-packet capture).  Per-core
+throughput: the input bytes over the Spark tasks' summed wall and CPU time, against one
+dissect process's.  Then (``--what stats``) on
 the dissect output of each input, ``amqpcap stats OUT --spark --json`` on ``local[2]`` against
 the pandas ``amqpcap stats OUT --json``, alternating, and whether their JSON is the same.
 All points, two runs each:
@@ -164,16 +166,16 @@ def spark_child(master: str, inp: str, out: str) -> None:
     driver indexes ranges and dissects small captures, the job, the stop) in this process; prints
     its summary as JSON, with the CPU seconds of this process and the JVM and Python workers it
     started."""
+    t0 = time.time()
     from amqpcap.spark import run, session
     from amqpcap.spark.starting import Starting
 
-    t0 = time.perf_counter()
     up: list = []
     cpu: dict = {}
 
-    def open_session():
+    def open_session():  # session.start's, with the time it is up
         spark = session.build(master, app="bench_spark", quiet=True)
-        up.append(time.perf_counter() - t0)
+        up.append(time.time())
         return spark, True
 
     def stop(spark, _ours):  # (the JVM's CPU, before it ends unreaped)
@@ -182,7 +184,9 @@ def spark_child(master: str, inp: str, out: str) -> None:
 
     starting = Starting(open_session)
     s = run(starting, [inp], out, force=True)
+    ran = time.time()
     starting.give_up(stop)
+    ended = time.time()
     cpu = cpu or tree_cpu(os.getpid())
     print(
         json.dumps(
@@ -196,11 +200,46 @@ def spark_child(master: str, inp: str, out: str) -> None:
                 "bytes": s.bytes,
                 "cpu": sum(cpu.values()),
                 "cpu_by": cpu,
-                "session": up[0] if up else 0.0,
+                "session": up[0] - t0 if up else 0.0,
                 "job": s.seconds,
+                "phases": phases(s.spans, t0, up[0] if up else None, ran, ended),
             }
         )
     )
+
+
+def phases(spans: list, t0: float, up: float | None, ran: float, ended: float) -> dict:
+    """Where a run's wall time went, from the job's own timeline (``SparkSummary.spans``): the
+    session's start (the driver at work meanwhile), the time to its first task (its workers
+    starting, the driver's last unit, the plan),
+    the tasks from the first start to the last end, of which the time a Python worker sat
+    between two tasks (summed over workers, over the cores), what follows the last task
+    (results, commit, scratch removal) and the session's stop."""
+    tasks = [(w, st, wall) for w, st, wall, _cpu in spans if w != "driver"]
+    if up is None or not tasks:
+        return {
+            "start": ran - t0,
+            "first task": 0.0,
+            "tasks": 0.0,
+            "idle": 0.0,
+            "after": 0.0,
+            "stop": ended - ran,
+        }
+    first = min(st for _w, st, _ in tasks)
+    last = max(st + wall for _w, st, wall in tasks)
+    idle = 0.0
+    for w in {w for w, _st, _wall in tasks}:
+        mine = sorted((st, wall) for x, st, wall in tasks if x == w)
+        idle += sum(b[0] - (a[0] + a[1]) for a, b in zip(mine, mine[1:]))
+    cores = len({w for w, _st, _wall in tasks})
+    return {
+        "start": up - t0,
+        "first task": max(first - up, 0.0),
+        "tasks": last - first,
+        "idle": idle / cores,
+        "after": ran - last,
+        "stop": ended - ran,
+    }
 
 
 def stats_child(master: str, out: str) -> None:
@@ -278,6 +317,8 @@ def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
 
 
 MODES = ("dissect", "local[1]", "local[2]")
+#: spark_child's phases of a run's wall time, and the Python process's own start and exit
+PHASES = ("start", "first task", "tasks", "idle", "after", "stop", "process")
 
 
 def measure(inp: str, runs: int, scratch: str, what: list) -> dict:
@@ -289,6 +330,7 @@ def measure(inp: str, runs: int, scratch: str, what: list) -> dict:
     cpu: dict = {m: [] for m in MODES}
     task: dict = {"wall": [], "cpu": [], "session": [], "tasks": 0}
     parts: dict = {m: {"driver": [], "jvm": [], "python": [], "tasks": [], "ahead": []} for m in MODES[1:]}
+    phase: dict = {m: {k: [] for k in PHASES} for m in MODES[1:]}
     got: dict = {"size": size, "files": len(caps)}
     try:
         if "stats" in what:
@@ -307,6 +349,9 @@ def measure(inp: str, runs: int, scratch: str, what: list) -> dict:
                     parts[m][k].append(v)
                 parts[m]["tasks"].append(s["task_cpu"])
                 parts[m]["ahead"].append(s["driver_cpu"])
+                inside = sum(v for k, v in s["phases"].items() if k != "idle")
+                for k, v in {**s["phases"], "process": took - inside}.items():
+                    phase[m][k].append(v)
                 if m == "local[2]":  # the driver's units are task work too (the same functions)
                     task["wall"].append(s["task_seconds"] + s["driver_seconds"])
                     task["cpu"].append(s["task_cpu"] + s["driver_cpu"])
@@ -322,6 +367,9 @@ def measure(inp: str, runs: int, scratch: str, what: list) -> dict:
         "wall": {k: med(v) for k, v in wall.items()},
         "cpu": {k: med(v) for k, v in cpu.items()},
         "parts": {m: {k: med(v) for k, v in p.items()} for m, p in parts.items()},
+        "phases": {m: {k: med(v) for k, v in p.items()} for m, p in phase.items()},
+        # each round's ratios (its runs saw the same load), their median
+        "ratios": {m: med(a / b for a, b in zip(wall[m], wall["local[2]"])) for m in ("dissect", "local[1]")},
         "task_wall": med(task["wall"]),
         "task_cpu": med(task["cpu"]),
         "session": med(task["session"]),
@@ -352,7 +400,7 @@ def speed_row(label: str, r: dict) -> str:
     mb = r["size"] / 1e6
     return (
         f"| {label} | {mb:,.0f} | {m['dissect']:.1f} | {m['local[1]']:.1f} | {m['local[2]']:.1f} "
-        f"| {m['dissect'] / m['local[2]']:.2f}x | {m['local[1]'] / m['local[2]']:.2f}x "
+        f"| {r['ratios']['dissect']:.2f}x | {r['ratios']['local[1]']:.2f}x "
         f"| {c['dissect']:.1f} / {c['local[1]']:.1f} / {c['local[2]']:.1f} "
         f"| {mb / r['task_wall']:.1f}, {mb / r['task_cpu']:.1f} "
         f"| {mb / m['dissect']:.1f}, {mb / c['dissect']:.1f} |"
@@ -388,8 +436,10 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
     if speed:
         out += [
             "",
-            "`amqpcap spark` against `amqpcap dissect`. Per task: the input over the Spark tasks' summed "
-            "wall time, and over their CPU time, against dissect's MB per wall and CPU second.",
+            "`amqpcap spark` against `amqpcap dissect`: the walls' medians, and the median of each "
+            "round's ratio (a round's runs follow each other, so they see about the same load). Per "
+            "task: the input over the Spark tasks' summed wall time, and over their CPU time, against "
+            "dissect's MB per wall and CPU second.",
             "",
             "| input | MB | dissect s | local[1] s | local[2] s | local[2] vs dissect | local[2] vs local[1] "
             "| CPU s dissect / local[1] / local[2] | task MB/s (wall, CPU) | dissect MB/s (wall, CPU) |",
@@ -416,6 +466,28 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
                     f"| {p['jvm']:.1f} | {p['python']:.1f} | {p['tasks']:.1f} "
                     f"| {(p['tasks'] + p['ahead']) / gb:.1f} "
                     f"| {r['cpu']['dissect'] / gb:.1f} |"
+                )
+    if speed:
+        out += [
+            "",
+            "Where a Spark run's wall time goes (medians, s, from the job's own timeline): the session's "
+            "start (the driver dissecting meanwhile), from the session up to the first Spark task (its "
+            "Python workers starting while the driver goes on, then the driver's last unit, the index "
+            "stage and the plan), the tasks from the first start to the last end, and of that the time a "
+            "Python worker sat between two of its tasks (per core), what follows the last task "
+            "(results, commit, scratch removal), the session's stop, and the process's own start "
+            "and exit.",
+            "",
+            "| input | MB | mode | wall | session start | to first task | tasks | of which idle "
+            "| after last task | stop | process |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for label, r in speed:
+            for m, p in r["phases"].items():
+                out.append(
+                    f"| {label} | {r['size'] / 1e6:,.0f} | {m} | {r['wall'][m]:.1f} "
+                    + " ".join(f"| {p[k]:.2f}" for k in PHASES)
+                    + " |"
                 )
     if any("stats" in r for _label, r in rows):
         out += [
@@ -472,7 +544,7 @@ def main() -> int:
             for label, inp in made:
                 rows.append((label, measure(inp, a.runs, data, a.what.split(","))))
                 if "wall" in rows[-1][1]:
-                    print(speed_row(*rows[-1]), flush=True)
+                    print(speed_row(*rows[-1]), rows[-1][1]["phases"], flush=True)
                 if "stats" in rows[-1][1]:
                     print(stats_row(*rows[-1]), flush=True)
                 if not a.no_doc:  # every point as it is measured: a later failure keeps them

@@ -59,8 +59,8 @@ def add_arguments(p) -> None:
         default="128M",
         metavar="SIZE",
         help="index plain captures larger than SIZE in byte ranges of about SIZE and split them by "
-        "TCP conversation into at most two tasks a core; pack smaller ones into tasks of at most "
-        "SIZE (default 128M)",
+        "TCP conversation into at most two tasks a core; pack smaller ones into about two tasks "
+        "a core, balanced by bytes (default 128M)",
     )
     p.add_argument(
         "--conf",

@@ -39,7 +39,7 @@ from amqpcap.records.writer import DatasetWriter, OutputExists
 from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.errors import TaskFailed, task_failure
 from amqpcap.spark.plan import InputError
-from amqpcap.spark.session import pandas_version_warning_off
+from amqpcap.spark.session import pandas_version_warning_off, warm
 from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
@@ -101,6 +101,10 @@ class SparkSummary:
     driver_units: int = 0  # ranges indexed and captures dissected by the driver while Spark started
     driver_seconds: float = 0.0  # their wall time
     driver_cpu: float = 0.0  # their CPU time
+    # where the wall time went: every unit as (worker, start, wall, cpu), worker "driver" or the
+    # Python worker's pid, start in epoch seconds; the driver's steps as (label, epoch seconds)
+    spans: list = field(default_factory=list)
+    marks: list = field(default_factory=list)
 
 
 # -- executor side ----------------------------------------------------------------------------------
@@ -354,9 +358,9 @@ def _call_items(items, fn, batches, env=None):
     schema = pa.schema([("id", pa.int64()), ("result", pa.binary())])
     for b in batches:
         for i in b.column(0).to_pylist():
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, at = time.perf_counter(), time.process_time(), time.time()
             res = fn(items[i])
-            took = (time.perf_counter() - t0, time.process_time() - c0)
+            took = (time.perf_counter() - t0, time.process_time() - c0, at, os.getpid())
             got = pickle.dumps((res, took), protocol=pickle.HIGHEST_PROTOCOL)
             yield pa.RecordBatch.from_arrays(one_row(i, got), schema=schema)
 
@@ -521,17 +525,43 @@ def _commit(scratch: storage.Location, out: storage.Location, tables: list, resu
 class Ahead:
     """The driver's share of the work while its session starts (``run`` given a ``Starting``):
     units of the executors' own work (a range to index, a whole capture of at most the
-    split size to dissect), each taken only while the session is not up yet.  The share is thus
-    bounded by the session's start time (a few seconds of one core, while the JVM starting keeps
-    the other busy), whatever the input's size; the rest goes to the tasks."""
+    split size to dissect), each taken only while the session is not up yet, or is up but its
+    Python workers are still starting (``session.warm``, run in a thread once the session is
+    up).  The share is thus bounded by the session's start time (a few seconds of one core,
+    while the JVM starting keeps the other busy), whatever the input's size; the rest goes to
+    the tasks."""
 
     def __init__(self, pending: Starting | None) -> None:
         self.pending = pending
         self.units = 0
-        self.took: list = []  # (wall, cpu) per unit
+        self.took: list = []  # (wall, cpu, start, "driver") per unit
+        self.up = False  # the session is there (or failed to start)
+        self.warmed = threading.Event()  # its workers are up
 
     def waiting(self) -> bool:
-        return self.pending is not None and not self.pending.done()
+        if self.pending is None:
+            return False
+        if not self.up:
+            if not self.pending.done():
+                return True
+            self.up = True
+            if self.pending.error is not None:
+                self.warmed.set()
+                return False
+            spark, ours = self.pending.result()
+            if not ours:  # a session the caller had: its workers may be up long since
+                self.warmed.set()
+                return False
+            threading.Thread(target=self._warm, args=(spark,), name="amqpcap-warm", daemon=True).start()
+        return not self.warmed.is_set()
+
+    def _warm(self, spark) -> None:
+        try:
+            warm(spark)
+        except Exception:  # (a session given up meanwhile; the job's own stages report the rest)
+            pass
+        finally:
+            self.warmed.set()
 
     def take(self, items: list, fn) -> list:
         """``fn(item)`` for the first items while the session is not up: their results."""
@@ -539,9 +569,9 @@ class Ahead:
         for item in items:
             if not self.waiting():
                 break
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, at = time.perf_counter(), time.process_time(), time.time()
             got.append(fn(item))
-            self.took.append((time.perf_counter() - t0, time.process_time() - c0))
+            self.took.append((time.perf_counter() - t0, time.process_time() - c0, at, "driver"))
         self.units += len(got)
         return got
 
@@ -619,6 +649,7 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
     ahead = Ahead(pending)
     results: list = []
     tasks: list = []
+    marks = [("planned", time.time())]
     try:
         for i, c in enumerate(caps):
             if c.pipe:
@@ -636,12 +667,13 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         # all done on the driver: the session is not waited for (the caller gives it up), and no
         # progress line is written (a quiet start points stderr at the JVM's log meanwhile)
         spark = None if not range_items and len(done) == len(caps) else _session_of(spark)
+        marks.append(("session up", time.time()))
         prog = Progress(spark, progress and spark is not None)
         prog.line(first_line)
         if ahead.units:
             prog.line(
                 f"while Spark started, on the driver: {len(summaries)} of {len(range_items)} ranges "
-                f"indexed, {len(early)} captures dissected, {sum(w for w, _ in ahead.took):,.1f} s"
+                f"indexed, {len(early)} captures dissected, {sum(t[0] for t in ahead.took):,.1f} s"
             )
         par = parallelism(spark) if spark is not None else 1
         took: list = []
@@ -650,17 +682,20 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
             summaries += prog.stage(
                 "index", lambda: run_stage(spark, left, partial(index_task, scratch=scratch), took)
             )
+            marks.append(("indexed", time.time()))
         buckets, whole = _split_plan(caps, summaries, scratch, par, split_size, prog)
         split_caps = {b.capture for b in buckets}
         rest = [c for i, c in enumerate(caps) if i not in split_caps and id(c) not in done]
-        target = plan.task_target(sum(c.size for c in rest), par, split_size)
+        groups = plan.pack(rest, plan.task_count(sum(c.size for c in rest if not c.gzip), par))
         tasks = [plan.Task(0, bucket=b, size=b.size) for b in buckets]
-        tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in plan.pack(rest, target)]
+        tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in groups]
         tasks.sort(key=lambda t: -t.size)
         for i, t in enumerate(tasks):
             t.id = len(early) + i
         if tasks:
+            marks.append(("planned tasks", time.time()))
             results += prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
+            marks.append(("dissected", time.time()))
         renumber = _renumber_items(results, scratch)
         if renumber:
             prog.stage(
@@ -668,20 +703,25 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
                 lambda: run_stage(spark, renumber, partial(renumber_task, tables=tables)),
             )
         _commit(scratch, out_loc, tables, results)
+        marks.append(("committed", time.time()))
     except BaseException:
         if spark is not None and not isinstance(spark, Starting):
             _cancel(spark)
         raise
     finally:
         storage.remove_tree(scratch)
-    return _summary(caps, results, len(tasks), took, ahead)
+    marks.append(("scratch removed", time.time()))
+    s = _summary(caps, results, len(tasks), took, ahead)
+    s.marks = marks
+    return s
 
 
 def _summary(caps, results: list, ntasks: int, took: list, ahead: Ahead) -> SparkSummary:
-    s = SparkSummary(tasks=ntasks, task_seconds=sum(w for w, _ in took), task_cpu=sum(c for _, c in took))
+    s = SparkSummary(tasks=ntasks, task_seconds=sum(t[0] for t in took), task_cpu=sum(t[1] for t in took))
     s.driver_units = ahead.units
-    s.driver_seconds = sum(w for w, _ in ahead.took)
-    s.driver_cpu = sum(c for _, c in ahead.took)
+    s.driver_seconds = sum(t[0] for t in ahead.took)
+    s.driver_cpu = sum(t[1] for t in ahead.took)
+    s.spans = [(t[3], t[2], t[0], t[1]) for t in ahead.took + took]
     for r in results:
         s.captures += r.captures
         s.packets += r.packets

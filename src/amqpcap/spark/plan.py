@@ -1,9 +1,12 @@
 """Which captures go into which Spark task (driver side, no Spark needed).
 
-Many files: captures are packed into tasks of about ``target`` bytes, largest
-first (longest-processing-time rule: each capture, in decreasing size, joins
-the task with the fewest bytes so far), so every task does seconds of work and
-the long ones start first.  gzip captures are one task each (they cannot be
+Many files: captures are packed into about two tasks a core, balanced by bytes,
+largest first (longest-processing-time rule: each capture, in decreasing size,
+joins the task with the fewest bytes so far), so the long ones start first and
+the cores end together; a task count that is a multiple of the cores leaves no
+core a round of its own at the end.  Each task is a Spark task's fixed cost
+(scheduling, its hand-over to a Python worker, its Parquet files), paid once
+for all its captures.  gzip captures are one task each (they cannot be
 split and their size on disk understates their work).  A plain capture larger
 than the split size is split by TCP conversation (``amqpcap.spark.ranges``).
 """
@@ -169,14 +172,13 @@ def _child(root: storage.Location, path: str) -> storage.Location:
     return root.join(*rel.split("/"))
 
 
-def pack(captures: list[Capture], target: int) -> list[list[Capture]]:
-    """Pack plain captures into groups of about ``target`` bytes (LPT rule); gzip ones alone.
+def pack(captures: list[Capture], n: int) -> list[list[Capture]]:
+    """Pack plain captures into ``n`` groups balanced by bytes (LPT rule); gzip ones alone.
 
     Returns the groups largest first."""
     plain = sorted((c for c in captures if not c.gzip), key=lambda c: (-c.size, c.name))
     groups: list[list] = [[c] for c in captures if c.gzip]
-    total = sum(c.size for c in plain)
-    n = max(1, -(-total // max(target, 1))) if plain else 0
+    n = max(1, n) if plain else 0
     heap = [(0, i) for i in range(n)]
     bins: list[list] = [[] for _ in range(n)]
     for c in plain:
@@ -188,10 +190,12 @@ def pack(captures: list[Capture], target: int) -> list[list[Capture]]:
     return groups
 
 
-def task_target(total: int, parallelism: int, split_size: int) -> int:
-    """Bytes per task: enough tasks to keep every core busy (about two each), each at
-    least MIN_TASK_BYTES, none above the split size."""
-    return max(min(split_size, -(-total // max(2 * parallelism, 1))), min(MIN_TASK_BYTES, split_size))
+def task_count(total: int, parallelism: int) -> int:
+    """Tasks for ``total`` bytes of whole captures: two a core, fewer when a task would hold
+    less than MIN_TASK_BYTES, rounded up to a multiple of the cores."""
+    par = max(parallelism, 1)
+    n = min(2 * par, max(1, -(-total // MIN_TASK_BYTES)))
+    return -(-n // par) * par if n > 1 else 1
 
 
 def parse_size(text: str) -> int:

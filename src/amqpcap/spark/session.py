@@ -319,9 +319,27 @@ def start(
 ) -> Starting:
     """:func:`build` in a thread: a :class:`~amqpcap.spark.starting.Starting` of the
     ``(session, True)`` pair.  The caller works meanwhile (``job.run`` dissects on the driver
-    until the session is up) and ends it with ``give_up`` (which stops the session, or ends the
-    JVM still launching when the work needed none) before it writes to stderr."""
+    until the session is up and, see :func:`warm`, its workers started) and ends it with
+    ``give_up`` (which stops the session, or ends the JVM still launching when the work needed
+    none) before it writes to stderr."""
     return Starting(lambda: (build(master, app=app, conf=conf, quiet=quiet), True))
+
+
+def warm(spark) -> None:
+    """Run a stage of one empty task a core: the first stage of a session plans and compiles its
+    query and starts the Python worker daemon and a worker a core (about 2.5 CPU s, most of it
+    one process after the other), which a caller working on the driver meanwhile hides; later
+    stages find them up (workers are reused, ``CONF``)."""
+    from amqpcap.spark.job import parallelism, result_schema
+
+    n = parallelism(spark)
+    with pandas_version_warning_off():
+        spark.range(0, n, 1, numPartitions=n).mapInArrow(no_rows, result_schema()).collect()
+
+
+def no_rows(batches):
+    """A ``mapInArrow`` function that returns nothing (``warm``)."""
+    return iter(())
 
 
 class Unreachable(ConnectionError):
