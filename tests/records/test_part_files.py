@@ -24,7 +24,7 @@ def batch_of(values: list) -> pa.RecordBatch:
 
 
 @pytest.mark.parametrize("background", [False, True])
-def test_a_file_is_begun_every_part_groups_row_groups_and_none_is_left_empty(tmp_path, monkeypatch, background):
+def test_a_file_is_begun_every_part_groups_row_groups_none_left_empty(tmp_path, monkeypatch, background):
     monkeypatch.setattr(writer, "FIRST_GROUP_ROWS", 10)
     monkeypatch.setattr(writer, "GROUP_ROWS", 10)  # a batch a row group
     for batches, files in ((7, [2, 2, 2, 1]), (6, [2, 2, 2])):
