@@ -879,8 +879,8 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
 ):
     """cli.LAZY: the dissect process never runs ``inspect`` (dataclasses imports it for the
     docstring of a dataclass that has none) nor the others LAZY names, nor imports typing, nor
-    hashlib nor json with the compiled decoder and row builder (their JSON is the builder's),
-    and writes what ``dissect`` from Python writes."""
+    show's filters (with difflib), nor hashlib nor json with the compiled decoder and row builder
+    (their JSON is the builder's), and writes what ``dissect`` from Python writes."""
     probe = (
         "import sys; from amqpcap import cli\n"
         "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
@@ -891,6 +891,7 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
         "    print('loaded', sorted(n for n in lazy if type(sys.modules[n]) is not cli.Deferred))\n"
         "    print('ast', 'ast' in sys.modules)\n"
         "    print('typing', 'typing' in sys.modules)\n"
+        "    print('difflib', 'difflib' in sys.modules)\n"
         "    print('json', 'json' in sys.modules)\n"
         "    print('hashlib', 'hashlib' in sys.modules)\n"
         "    return code\n"
@@ -904,6 +905,7 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
     )
     assert p.returncode == 0, p.stderr
     assert "loaded []" in p.stdout and "ast False" in p.stdout and "typing False" in p.stdout
+    assert "difflib False" in p.stdout, p.stdout
     # the compiled decoder hashes with OpenSSL's SHA-256 itself: no hashlib
     if compiled.select("fast09") is not None:
         assert "hashlib False" in p.stdout, p.stdout

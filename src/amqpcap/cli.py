@@ -21,7 +21,7 @@ import signal
 import sys
 import types
 
-from amqpcap import __version__, filters
+from amqpcap import __version__
 from amqpcap.exitcodes import TABLE as EXIT_TABLE
 from amqpcap.exitcodes import Exit
 
@@ -183,6 +183,8 @@ def _add_show(sub) -> None:
         _show,
     )
     s.add_argument("capture", metavar="CAPTURE", help=_CAPTURE_HELP)
+    from amqpcap import filters  # show's alone (with difflib): not imported for the other commands
+
     filters.add_arguments(s)
     s.add_argument("--ports", type=port_list, default=[], help="extra TCP ports to treat as AMQP")
     s.add_argument(

@@ -237,3 +237,50 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
     got = events_of(decoder.decoder_1_0(), raw, [], fast10.append_rows)
     assert want[1].count("'transfer'") == 1 + len(messages)  # (the stream's own delivery too)
     assert got == want
+
+
+def test_a_performatives_typed_columns_follow_their_fields_types():
+    """rows_1_0's methods row (the reference): a column takes a field of its type only."""
+    row = rows_1_0.method_row("c", 1, 0, performative("transfer", {"delivery-id": 2**63, "more": 1}), "1.0")
+    col = {c: row[i] for i, c in enumerate(rows_1_0.COLUMNS["methods"])}
+    assert (col["delivery_id"], col["more"], col["settled"], col["has_content"]) == (None, None, None, True)
+    row = rows_1_0.method_row("c", 1, 1, performative("disposition", {"first": 3, "role": True}), "1.0")
+    col = {c: row[i] for i, c in enumerate(rows_1_0.COLUMNS["methods"])}
+    assert (col["id_ranges"], col["settled"], col["role"], col["direction"]) == (
+        [{"lower": 3, "upper": 3}],
+        False,
+        "receiver",
+        "s2c",
+    )
+    for hostile in ([1], {"a": 1}, 1, 0, "true"):
+        row = rows_1_0.method_row("c", 1, 1, performative("attach", {"role": hostile}), "1.0")
+        assert row[rows_1_0.COLUMNS["methods"].index("role")] is None
+
+
+def performative(name, args, code=0x14):
+    from amqpcap.amqp.events_1_0 import Performative
+
+    return Performative(7, 8, 9, 2, code, name, args, 0, 64, "link", "src", "dst")
+
+
+EDGE_VALUES = (0, 1, -1, 2**63 - 1, 2**63, 2**64, True, False, "7", b"x", 1.5, [1], {"a": 1})
+
+
+@pytest.mark.compiled("fast10")
+def test_the_compiled_methods_rows_are_the_references_for_edge_values_of_every_typed_field():
+    fast10 = built_or_skip("fast10")
+    events = []
+    for name, fields in rows_1_0.METHOD_FIELDS.items():
+        names = [f for _c, f, *_ in fields if f is not None] + ["last", "error", "link-credit"]
+        events.append((0, performative(name, {})))  # every field absent
+        for v in EDGE_VALUES:
+            args = {f: v for f in names}
+            events.append((1, performative(name, args)))
+        events.append((0, performative(name, {"state": {"$type": "rejected", "error": {"condition": "x"}}})))
+        events.append((1, performative(name, {"error": {"condition": b"c", "description": "d"}})))
+    events.append((0, performative("open", {"handle": 5, "container-id": "x"}, 0x10)))
+    want, got = ([], []), ([], [])
+    assert rows_1_0.append_rows_reference(events, "c", 1, "1.0", *want) == []
+    assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
+    assert len(want[0]) == len(events)
+    assert got == want

@@ -39,3 +39,16 @@ def spark(tmp_path_factory):
     )
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory):
+    """The dissect output of the bundled rabbitmq091 captures (a module's own ``output`` replaces it)."""
+    from pathlib import Path
+
+    from amqpcap.pipeline import dissect
+
+    captures = sorted((Path(__file__).resolve().parents[2] / "captures").glob("rabbitmq091*.pcap"))
+    out = str(tmp_path_factory.mktemp("rabbitmq091") / "out")
+    dissect([str(p) for p in captures], out)
+    return out

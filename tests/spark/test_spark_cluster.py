@@ -210,7 +210,16 @@ def _stats(args, env=None):
 def test_stats_spark_on_a_cluster_prints_the_json_of_the_pandas_stats(where, request, dissected):
     url = request.getfixturevalue("master" if where == "standalone" else "connect_server")
     p = _stats(
-        [dissected, "--spark", "--json", "--master" if where == "standalone" else "--remote", url], _env()
+        [
+            dissected,
+            "--spark",
+            "--spark-from",
+            "0",
+            "--json",
+            "--master" if where == "standalone" else "--remote",
+            url,
+        ],
+        _env(),
     )
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""

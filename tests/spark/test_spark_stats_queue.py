@@ -10,26 +10,15 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from amqpcap.analysis import stats as pandas_stats
 from amqpcap.cli import main
-from amqpcap.pipeline import dissect
 from amqpcap.spark import cli as spark_cli
 from amqpcap.spark import stats_tasks
 from amqpcap.spark.claims import DRIVER, Claims, claim
 from amqpcap.spark.starting import Starting, launching_jvms
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def output(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("queue") / "out")
-    dissect([str(p) for p in sorted((ROOT / "captures").glob("rabbitmq091*.pcap"))], out)
-    return out
 
 
 def _pandas_json(out: str) -> str:
@@ -124,7 +113,7 @@ def test_stats_spark_prints_the_report_before_giving_up_a_session_still_starting
     # (the tests' own session, active in this thread, would be used at once instead)
     monkeypatch.setattr(spark_cli, "_active_session", lambda a: None)
     monkeypatch.setattr(spark_cli, "_stop", lambda *a: stopped.append(a))
-    assert main(["stats", output, "--spark", "--json"]) == 0
+    assert main(["stats", output, "--spark", "--spark-from", "0", "--json"]) == 0
     captured = capsys.readouterr()
     assert not stopped
     assert captured.out.strip() == _pandas_json(output) and captured.err == ""
@@ -156,7 +145,7 @@ def test_giving_up_a_session_ends_the_jvm_being_launched(tmp_path):
 def test_stats_spark_from_the_command_line_prints_the_pandas_json_and_leaves_no_jvm(output):
     exe = os.path.join(os.path.dirname(sys.executable), "amqpcap")
     mark = f"AMQPCAP_TEST_RUN={uuid.uuid4().hex}"  # (in the environment of every process it starts)
-    cmd = [exe, "stats", output, "--spark", "--json", "--master", "local[2]"]
+    cmd = [exe, "stats", output, "--spark", "--spark-from", "0", "--json", "--master", "local[2]"]
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr

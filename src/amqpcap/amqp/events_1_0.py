@@ -31,6 +31,13 @@ class Performative:
     source: str | None = None  # the link's source and target addresses
     target: str | None = None
 
+    synchronous = False  # (the methods row's 0-9 column: a 1.0 performative is never one)
+
+    @property
+    def has_content(self) -> bool:
+        """A transfer carries a piece of a message."""
+        return self.name == "transfer"
+
 
 @dataclass(slots=True)
 class Delivery:

@@ -368,6 +368,7 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 # Every other transfer goes to the reference's ``_transfer`` whole.
 
 import hashlib
+import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time

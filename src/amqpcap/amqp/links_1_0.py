@@ -23,12 +23,18 @@ MAX_LINKS = 1 << 16  # links and sessions remembered per connection
 _ROLES = {False: "sender", True: "receiver"}
 
 
+def role_name(role) -> str | None:
+    """"sender" / "receiver" for an attach's or disposition's role (a boolean); None for anything
+    else a hostile frame may carry (0 and 1 included, unhashable values too)."""
+    return _ROLES[role] if role is True or role is False else None
+
+
 class Link:
     __slots__ = ("name", "role", "source", "target", "snd_settle_mode", "rcv_settle_mode")
 
     def __init__(self, args: dict) -> None:
         self.name = _text(args.get("name"))
-        self.role = _ROLES.get(args.get("role"))
+        self.role = role_name(args.get("role"))
         self.source = address(args.get("source"))
         self.target = address(args.get("target"))
         self.snd_settle_mode = args.get("snd-settle-mode")

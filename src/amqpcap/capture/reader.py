@@ -407,11 +407,11 @@ class PacketSource:
         walk, big = _pcap_records, endian == ">"
         unpack = _PCAP_HEAD[big]
         f, stream, buf = self._begin()
-        read = stream.read
+        fill = _refill(f, stream)
         n = 0
         ts = 0
         try:
-            buf = _fill(read, buf, 24)
+            buf = fill(buf, 0, 24)
             pos = 24
             blen = len(buf)
             anomalies = self.anomalies
@@ -424,7 +424,7 @@ class PacketSource:
                 # the record the buffer cuts (the walk takes it once it is read): refills,
                 # truncation, anomalies
                 if pos + hl > blen:
-                    buf = _fill(read, buf[pos:], hl)
+                    buf = fill(buf, pos, hl)
                     pos = 0
                     blen = len(buf)
                     if blen < hl:
@@ -442,7 +442,7 @@ class PacketSource:
                         )
                     )
                     return
-                buf = _fill(read, buf[pos:], hl + caplen)
+                buf = fill(buf, pos, hl + caplen)
                 pos = 0
                 blen = len(buf)
                 if hl + caplen > blen:
@@ -455,7 +455,7 @@ class PacketSource:
 
     def _iter_pcapng(self):
         f, stream, buf = self._begin()
-        read = stream.read
+        fill = _refill(f, stream)
         st = _Pcapng(self.anomalies, self.linktypes)
         walk = _pcapng_records
         try:
@@ -470,7 +470,7 @@ class PacketSource:
                 # every other block, and the one the buffer cuts (read, then walked if it can be):
                 # refills, checks and anomalies
                 if pos + 12 > blen:
-                    buf = _fill(read, buf[pos:], 12)
+                    buf = fill(buf, pos, 12)
                     pos = 0
                     blen = len(buf)
                     if blen < 12:
@@ -498,7 +498,7 @@ class PacketSource:
                             f"(limit {MAX_RECORD}); stopped reading",
                         )
                         return
-                    buf = _fill(read, buf[pos:], blk)
+                    buf = fill(buf, pos, blk)
                     pos = 0
                     blen = len(buf)
                     if blk > blen:
@@ -845,6 +845,32 @@ def _fill(read, rest: bytes, need: int) -> bytes:
         parts.append(data)
         have += len(data)
     return b"".join(parts) if len(parts) > 1 else rest
+
+
+def _refill(f, stream):
+    """``fill(buf, pos, need)``: the stream's bytes from ``buf[pos]`` on (the end of ``buf`` is
+    where the stream is), at least ``need`` of them unless it ends.  A file that seeks reads
+    them again from ``pos``: one read, where joining the rest of ``buf`` to the next read copies
+    every chunk once more (reading the 42 MB bulk bench capture: 16 -> 11 ms of CPU).  A pipe
+    or a gzip stream joins them (``_fill``)."""
+    read = stream.read
+    if stream is not f or not f.seekable():
+
+        def join(buf: bytes, pos: int, need: int) -> bytes:
+            return _fill(read, buf[pos:], need)
+
+        return join
+
+    def reread(buf: bytes, pos: int, need: int) -> bytes:
+        rest = len(buf) - pos
+        if rest >= need:
+            return buf[pos:] if pos else buf
+        if rest:
+            f.seek(-rest, os.SEEK_CUR)
+        data = read(max(CHUNK, need))
+        return data if len(data) >= need else _fill(read, data, need)
+
+    return reread
 
 
 def _is_regular(f) -> bool:

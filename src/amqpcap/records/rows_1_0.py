@@ -33,114 +33,101 @@ def _b(v):
     return v if isinstance(v, bool) else None
 
 
-def _error(a: dict):
-    err = a.get("error")
+def _error(err):
+    """(condition, description) of an error field."""
     if not isinstance(err, dict):
         return None, None
     return as_text(err.get("condition")), as_text(err.get("description"))
 
 
-_ROLE = {False: "sender", True: "receiver"}
+def _id_range(a: dict):
+    """A disposition's first..last as an id_ranges value."""
+    first = _i(a.get("first"))
+    last = _i(a.get("last", first))
+    return [{"lower": first, "upper": last}] if first is not None and last is not None else None
 
 
-# column indexes (records/schema.py order)
-_MI = _METHOD_INDEX
-_M_HEAD = 14  # capture ... frame_size: the head every methods row fills (rows.py checks the order)
-_M_TAIL = [None] * (len(_MI) - _M_HEAD)
-_M_NAMES = (
-    "arguments",
-    "handle",
-    "link_name",
-    "source",
-    "target",
-    "role",
-    "delivery_id",
-    "settled",
-    "more",
-    "outcome",
-    "condition",
-    "reply_text",
-    "id_ranges",
-    "link_credit",
-    "delivery_count",
-    "code",
-    "drain",
-    "available",
+# A methods row: its head and link columns from the performative (rows.py's source tables; the
+# link columns from the link state), then its typed columns from its fields by ``METHOD_FIELDS``:
+# performative -> (column or (column, column), field, converter[, default]); the converter gets
+# the field's value (or, with field None, every field), the default (None, (None, None) for two
+# columns) stands for an absent field (the decoder leaves null fields out).  method_row and the
+# compiled rows (fast10) read these.
+METHOD_SOURCES = rows.KEY_SOURCES + (
+    ("method", "name"),
+    ("class_id", "frame_type"),
+    ("method_id", "code"),
+    ("version", "=version"),
+    ("synchronous", "synchronous"),
+    ("has_content", "has_content"),
+    ("frame_size", "frame_size"),
+    ("link_name", "link_name"),
+    ("source", "source"),
+    ("target", "target"),
 )
-(
-    _M_ARGUMENTS,
-    _M_HANDLE,
-    _M_LINK,
-    _M_SOURCE,
-    _M_TARGET,
-    _M_ROLE,
-    _M_DELIVERY_ID,
-    _M_SETTLED,
-    _M_MORE,
-    _M_OUTCOME,
-    _M_CONDITION,
-    _M_REPLY_TEXT,
-    _M_ID_RANGES,
-    _M_CREDIT,
-    _M_DELIVERY_COUNT,
-    _M_CODE,
-    _M_DRAIN,
-    _M_AVAILABLE,
-) = (_MI[c] for c in _M_NAMES)
+_EVERY = (("arguments", None, rows.connection_json), ("handle", "handle", _i))
+_OUTCOME = (("outcome", "condition"), "state", links_1_0.outcome_of)
+_ERROR = _EVERY + ((("condition", "reply_text"), "error", _error),)
+METHOD_FIELDS = {
+    "transfer": _EVERY
+    + (
+        ("delivery_id", "delivery-id", _i),
+        ("settled", "settled", _b),
+        ("more", "more", _b, False),
+        _OUTCOME,
+    ),
+    "disposition": _EVERY
+    + (
+        ("role", "role", links_1_0.role_name),
+        ("delivery_id", "first", _i),
+        ("settled", "settled", _b, False),
+        ("id_ranges", None, _id_range),
+        _OUTCOME,
+    ),
+    "attach": _EVERY
+    + (("role", "role", links_1_0.role_name), ("delivery_count", "initial-delivery-count", _i)),
+    "flow": _EVERY
+    + (
+        ("link_credit", "link-credit", _i),
+        ("delivery_count", "delivery-count", _i),
+        ("drain", "drain", _b, False),
+        ("available", "available", _i),
+    ),
+    "detach": _ERROR,
+    "end": _ERROR,
+    "close": _ERROR,
+    "sasl.outcome": _EVERY + (("code", "code", rows.as_int),),
+}
+
+
+def _plan(fields: tuple) -> tuple:
+    """(column index or pair of them, field, converter, default) of each typed column."""
+    out = []
+    for col, field, conv, *default in fields:
+        at = _METHOD_INDEX[col] if isinstance(col, str) else tuple(_METHOD_INDEX[c] for c in col)
+        out.append((at, field, conv, default[0] if default else (None if type(at) is int else (None, None))))
+    return tuple(out)
+
+
+METHOD_PLANS = {name: _plan(fields) for name, fields in METHOD_FIELDS.items()}
+EVERY_PLAN = _plan(_EVERY)  # any other performative's
+_METHOD_PLACEMENT = rows.Placement(METHOD_SOURCES, COLUMNS["methods"])
 
 
 def method_row(capture, stream, direction, p: Performative, version) -> tuple:
     """The methods row of a performative or SASL frame."""
+    row = _METHOD_PLACEMENT.placed(p, capture, stream, direction, version)
     a = p.args
-    name = p.name
-    row = [
-        capture,
-        stream,
-        p.packet,
-        p.ts,
-        DIRS[direction],
-        p.channel,
-        p.offset,
-        name,
-        p.frame_type,
-        p.code,
-        version,
-        False,
-        name == "transfer",
-        p.frame_size,
-        *_M_TAIL,
-    ]
-    row[_M_ARGUMENTS] = rows.connection_json(a)
-    row[_M_HANDLE] = _i(a.get("handle"))
-    row[_M_LINK], row[_M_SOURCE], row[_M_TARGET] = p.link_name, p.source, p.target
-    if name == "transfer":
-        row[_M_DELIVERY_ID] = _i(a.get("delivery-id"))
-        row[_M_SETTLED] = _b(a.get("settled"))
-        row[_M_MORE] = _b(a.get("more", False))
-        if "state" in a:
-            row[_M_OUTCOME], row[_M_CONDITION] = links_1_0.outcome_of(a["state"])
-    elif name == "disposition":
-        first = _i(a.get("first"))
-        last = _i(a.get("last", first))
-        row[_M_ROLE] = _ROLE.get(a.get("role"))
-        row[_M_DELIVERY_ID] = first
-        row[_M_SETTLED] = _b(a.get("settled", False))
-        if first is not None and last is not None:
-            row[_M_ID_RANGES] = [{"lower": first, "upper": last}]
-        row[_M_OUTCOME], row[_M_CONDITION] = links_1_0.outcome_of(a.get("state"))
-    elif name == "attach":
-        row[_M_ROLE] = _ROLE.get(a.get("role"))
-        row[_M_DELIVERY_COUNT] = _i(a.get("initial-delivery-count"))
-    elif name == "flow":
-        row[_M_CREDIT] = _i(a.get("link-credit"))
-        row[_M_DELIVERY_COUNT] = _i(a.get("delivery-count"))
-        row[_M_DRAIN] = _b(a.get("drain", False))
-        row[_M_AVAILABLE] = _i(a.get("available"))
-    elif name in ("detach", "end", "close"):
-        row[_M_CONDITION], row[_M_REPLY_TEXT] = _error(a)
-    elif name == "sasl.outcome":
-        code = a.get("code")
-        row[_M_CODE] = code if isinstance(code, int) and not isinstance(code, bool) else None
+    for at, field, conv, default in METHOD_PLANS.get(p.name, EVERY_PLAN):
+        if field is None:
+            v = conv(a)
+        else:
+            v = a.get(field)
+            v = default if v is None else conv(v)
+        if type(at) is int:
+            row[at] = v
+        else:
+            row[at[0]], row[at[1]] = v
     return tuple(row)
 
 

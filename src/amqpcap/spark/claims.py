@@ -15,7 +15,7 @@ import socket
 import socketserver
 import threading
 
-__all__ = ["Claims", "claim"]
+__all__ = ["Claims", "claim", "UNREACHABLE"]
 
 DRIVER = "driver"
 
@@ -98,11 +98,24 @@ class Claims:
             self._server = None
 
 
-def claim(address: tuple, partition: int, attempt: int, timeout: float = 60.0) -> int | None:
-    """The next item from the driver's :class:`Claims` at ``address`` (``serve``'s answer)."""
+#: What a task that cannot connect to the driver's queue raises (spark.errors turns it into the line).
+UNREACHABLE = "a Spark task cannot reach the driver's stats queue"
+
+
+def claim(
+    address: tuple, partition: int, attempt: int, timeout: float = 60.0, connect: float = 15.0
+) -> int | None:
+    """The next item from the driver's :class:`Claims` at ``address`` (``serve``'s answer);
+    ``connect``: seconds to wait for the connection (a firewall that drops it fails the task
+    then, not after Spark's own timeouts)."""
     host, port, token = address
     ask = {"token": token, "partition": partition, "attempt": attempt}
-    with socket.create_connection((host, port), timeout=timeout) as s:
+    try:
+        s = socket.create_connection((host, port), timeout=connect)
+    except OSError as e:  # (refused, unroutable, timed out: the executor cannot reach spark.driver.host)
+        raise ConnectionError(f"{UNREACHABLE} at {host}:{port} ({e.strerror or type(e).__name__})") from None
+    with s:
+        s.settimeout(timeout)
         s.sendall(json.dumps(ask).encode() + b"\n")
         answer = s.makefile("rb").readline(4096)
     if not answer:

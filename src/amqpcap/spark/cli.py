@@ -105,12 +105,27 @@ def register(sub) -> None:
     add_arguments(p)
 
 
+def _size_or_zero(text: str) -> int:
+    return 0 if text.strip() == "0" else _size(text)
+
+
 def add_stats_options(st) -> None:
-    """``--spark`` and ``--master`` of ``amqpcap stats`` (its parser ``st``)."""
+    """``--spark``, ``--spark-from`` and the session's options of ``amqpcap stats`` (its parser ``st``)."""
+    from amqpcap.spark.stats_tasks import SPARK_FROM
+
     st.add_argument(
         "--spark",
         action="store_true",
-        help="compute with Spark DataFrame jobs (tables larger than memory; dissect output only)",
+        help="compute with Spark tasks (a dissect or spark output directory or URI)",
+    )
+    st.add_argument(
+        "--spark-from",
+        type=_size_or_zero,
+        default=SPARK_FROM,
+        metavar="SIZE",
+        help="with --spark: start Spark only for outputs of at least SIZE bytes of files (default "
+        f"{SPARK_FROM >> 30}G; 0: always, e.g. on a cluster with many cores); smaller ones are "
+        "computed as stats computes them, without a JVM",
     )
     add_session_options(st, "local[*]")
 
@@ -303,7 +318,7 @@ def _run_job(a, noted: list) -> int:
 
 def stats_args(a) -> int:
     """``amqpcap stats OUT --spark [--json]``."""
-    from amqpcap.spark.stats_tasks import output_bytes
+    from amqpcap.spark.stats_tasks import PARTS_UP_TO, output_bytes
     from amqpcap.spark.storage import StorageError
 
     try:
@@ -314,21 +329,36 @@ def stats_args(a) -> int:
     if size is None or ("://" in a.path and size == 0):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
+    if "://" in a.path and size > PARTS_UP_TO:  # (the per-conversation jobs read with Spark's reader)
+        print(
+            f"amqpcap: {a.path}: stats --spark of an output over {PARTS_UP_TO >> 30} GiB reads it with "
+            "Spark's Parquet reader: give a path mounted alike on the driver and every executor",
+            file=sys.stderr,
+        )
+        return EXIT_UNREADABLE
     return stats_report(a, size, lambda result, table: _print_stats(a, result, table))
 
 
 def stats_report(a, size: int, show, stop=None) -> int:
     """The report of ``stats --spark`` (``a``: its arguments; ``size``: the output's bytes) handed
-    to ``show(result, connections table)``, whose exit code it returns: the driver computes the
-    report's parts while the session starts; Spark tasks take those left once it is up (none
-    left: the session is given up after ``show``).  ``stop(session, ours)``: how the session
-    ends (:func:`_stop`)."""
+    to ``show(result, connections table)``, whose exit code it returns.  An output under
+    ``a.spark_from`` bytes is computed as ``stats`` computes it, no session started (unless one
+    is active); else the driver computes the report's parts while the session starts; Spark
+    tasks take those left once it is up (none left: the session is given up after ``show``).
+    ``stop(session, ours)``: how the session ends (:func:`_stop`)."""
     from amqpcap.spark.starting import Starting
-    from amqpcap.spark.stats_tasks import PARTS_UP_TO, Report, stats_and_connections
+    from amqpcap.spark.stats_tasks import PARTS_UP_TO, Report, stats_and_connections, without_spark
 
     stop = stop or _stop
-    report = Report(a.path, connections=not a.json).start() if size <= PARTS_UP_TO else None
     active = _active_session(a)  # (in this thread: the JVM keeps a thread's active session)
+    if active is None and size < getattr(a, "spark_from", 0):  # (the JVM's start would not pay)
+        if sys.stderr.isatty():
+            print(
+                f"amqpcap stats: {size / 1e6:,.1f} MB of tables, under --spark-from: computed without Spark",
+                file=sys.stderr,
+            )
+        return show(*without_spark(a.path, connections=not a.json))
+    report = Report(a.path, connections=not a.json).start() if size <= PARTS_UP_TO else None
     starting = Starting(lambda: active or _open_session(a, "amqpcap stats"))
     try:
         while report is not None and not starting.ready.is_set():

@@ -23,6 +23,13 @@ CAUSES = (
         Exit.SPARK,
     ),
     (
+        r"cannot reach the driver's stats queue",  # (claims.UNREACHABLE)
+        "Spark tasks cannot reach the driver to take stats parts: set --conf spark.driver.host="
+        "ADDRESS (one of the driver's addresses the executors reach) and let executors connect "
+        "to the driver's ports (firewall)",
+        Exit.SPARK,
+    ),
+    (
         r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded",
         "no space left on device (output, scratch or spark.local.dir): free space or write elsewhere",
         Exit.UNREADABLE,

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 
-__all__ = ["stats", "stats_and_connections", "Report", "TASKS", "PARTS_UP_TO"]
+__all__ = ["stats", "stats_and_connections", "without_spark", "Report", "TASKS", "PARTS_UP_TO", "SPARK_FROM"]
 
 # The work items, costliest first (whoever is free takes the next one, so all end at about the
 # same time): tuples of stats parts (analysis.summary.STATS_PARTS) computed by one taker;
@@ -57,6 +57,11 @@ TASKS = (
 # Parquet bytes of an output beyond which stats --spark runs the per-conversation jobs (a part's
 # task would hold about what the pandas stats holds: several times these bytes at the peak)
 PARTS_UP_TO = 2 << 30
+
+# Bytes of an output's files from which ``stats --spark`` starts a session (``--spark-from``):
+# below, the pandas stats (two processes) is computed instead: a local session on two cores was
+# slower than it at each size measured (docs/spark.md, "When Spark pays")
+SPARK_FROM = PARTS_UP_TO
 
 
 def output_bytes(out: str) -> int:
@@ -99,6 +104,17 @@ class Fetched:
         if self.dir is None:
             self.dir = self.stack.enter_context(local_output(self.out))
         return self.dir
+
+
+def without_spark(out: str, connections: bool = False) -> tuple:
+    """(the ``stats --json`` dict of the output ``out``, its Connections table when
+    ``connections`` else None) computed as the pandas ``stats`` computes them, without Spark."""
+    from amqpcap.analysis import stats
+    from amqpcap.analysis.summary import BUSIEST_CONNECTIONS, connections_table
+
+    with local_output(out) as local:
+        result = stats(local)
+        return result, connections_table(local, BUSIEST_CONNECTIONS) if connections else None
 
 
 def part_task(item: tuple, *, out: str):
