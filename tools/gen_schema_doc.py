@@ -19,8 +19,11 @@ The same schema is written for every AMQP version, by the CLI and by the Spark j
 
 `amqpcap dissect CAPTURE -o OUT` writes one dataset directory per table:
 `OUT/connections/`, `OUT/methods/`, `OUT/messages/`, `OUT/anomalies/` and, with
-`--frames`, `OUT/frames/`. Read them with `pyarrow.dataset.dataset("OUT/methods")`,
-`pandas.read_parquet("OUT/methods")` or `amqpcap.load("OUT")`.
+`--frames`, `OUT/frames/`. A directory holds `part-00000.parquet`, then `part-00001.parquet`,
+... for a big table (a file every 16 row groups, up to about a million rows; the Spark job: a file per
+task), the rows in capture order file after file. Read a directory as one table with
+`pyarrow.dataset.dataset("OUT/methods")`, `pandas.read_parquet("OUT/methods")`,
+`spark.read.parquet("OUT/methods")` or `amqpcap.load("OUT")`.
 
 JSON columns encode binary values as `{"$b64": "..."}`, AMQP decimals as
 `{"$decimal": "..."}`; a method argument decoded with another dialect's field list

@@ -83,6 +83,22 @@ def test_a_failure_in_the_forked_process_is_raised_in_the_caller():
     assert Forked(lambda: {"big": bytes(1 << 20)}).result() == {"big": bytes(1 << 20)}  # > a pipe's buffer
 
 
+def test_a_forked_process_that_ends_without_a_result_or_with_one_that_cannot_be_sent_is_an_error():
+    with pytest.raises(RuntimeError, match="without a result"):
+        Forked(lambda: os._exit(3)).result()
+    with pytest.raises(Exception, match="pickle"):
+        Forked(lambda: lambda: None).result()  # (a function made in the child: not picklable)
+
+
+def test_the_forked_process_sees_this_ones_state_and_leaves_no_process_behind():
+    state = {"rows": list(range(1000))}
+    child = Forked(lambda: (os.getpid(), sum(state["rows"])))
+    pid, total = child.result()
+    assert pid != os.getpid() and total == sum(range(1000))
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
+
+
 def _small_groups(out: str, dst, rows: int) -> str:
     """A copy of the output ``out`` whose Parquet files have row groups of ``rows`` rows."""
     for root, _dirs, files in os.walk(out):

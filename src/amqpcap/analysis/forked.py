@@ -1,20 +1,26 @@
 """A computation run in a forked child process while this one goes on: the second core of the
 machine for independent parts of an analysis.  The child is a copy of this process (its imports
 and what it has read are shared until written), computes one function and sends back its
-result, pickled, through a pipe; nothing else of it outlives it."""
+result, pickled, through a pipe; nothing else of it outlives it.
+
+A ``multiprocessing`` process of the fork context, not a ``ProcessPoolExecutor``: the function is
+a closure over this process' state, which a forked process inherits and an executor would have
+to pickle."""
 
 from __future__ import annotations
 
-import os
+import gc
+import multiprocessing
 import pickle
-import sys
 
 __all__ = ["Forked", "can_fork"]
+
+_FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 def can_fork() -> bool:
     """Whether this platform forks (POSIX)."""
-    return hasattr(os, "fork")
+    return _FORK is not None
 
 
 class Forked:
@@ -22,37 +28,38 @@ class Forked:
     raises its exception (the child's, pickled; a child that dies without a word: RuntimeError)."""
 
     def __init__(self, fn):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        read, write = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:  # the child: compute, write, leave without running the parent's exit code
-            os.close(read)
-            code = 0
-            try:
-                try:
-                    data = pickle.dumps((True, fn()), pickle.HIGHEST_PROTOCOL)
-                except BaseException as e:  # noqa: BLE001 (handed to the parent, raised there)
-                    data = pickle.dumps((False, _picklable(e)), pickle.HIGHEST_PROTOCOL)
-                with os.fdopen(write, "wb") as f:
-                    f.write(data)
-            except BaseException:  # noqa: BLE001 (no pipe left to report on: the exit code says it)
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.read = read
+        self._read, write = _FORK.Pipe(duplex=False)
+        self._process = _FORK.Process(target=_send, args=(fn, write), daemon=True)
+        # the objects made so far frozen for the fork: the child's collections then do not walk
+        # (and so copy) every page of the parent's imports and data
+        gc.freeze()
+        try:
+            self._process.start()
+        finally:
+            gc.unfreeze()
+        write.close()
 
     def result(self):
-        with os.fdopen(self.read, "rb") as f:
-            data = f.read()  # (read before waiting: a result larger than the pipe's buffer)
-        os.waitpid(self.pid, 0)
-        if not data:
-            raise RuntimeError("the forked analysis process ended without a result")
-        ok, value = pickle.loads(data)
+        try:
+            ok, value = self._read.recv()
+        except EOFError:
+            raise RuntimeError("the forked analysis process ended without a result") from None
+        finally:
+            self._read.close()
+            self._process.join()
         if not ok:
             raise value
         return value
+
+
+def _send(fn, conn) -> None:
+    """The child's work: ``fn()``'s result, or its exception, sent through ``conn``."""
+    try:
+        conn.send((True, fn()))
+    except BaseException as e:  # noqa: BLE001 (handed to the parent, raised there)
+        conn.send((False, _picklable(e)))
+    finally:
+        conn.close()
 
 
 def _picklable(e: BaseException) -> BaseException:

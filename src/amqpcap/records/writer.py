@@ -1,8 +1,9 @@
 """Streaming Parquet output: one dataset directory per table, written atomically.
 
-``DatasetWriter(out)`` writes into ``<out>.tmp-<pid>/<table>/part-00000.parquet``
-in row groups and renames the temporary directory to ``out`` in ``close()``,
-so an interrupted run never leaves a dataset that looks complete.
+``DatasetWriter(out)`` writes into ``<out>.tmp-<pid>/<table>/part-00000.parquet`` (then
+``part-00001.parquet``, ... every PART_GROUPS row groups) in row groups and renames the temporary
+directory to ``out`` in ``close()``, so an interrupted run never leaves a dataset that looks
+complete.
 
 A table's rows wait in a ``TableBuffer`` until ROW_GROUP of them make a record batch.  Two
 implementations, chosen once at import by compiled.py like the row builders:
@@ -46,6 +47,10 @@ ROW_GROUP = 8192
 FIRST_GROUP_ROWS = ROW_GROUP
 GROUP_ROWS = 1 << 16
 GROUP_BYTES = 8 << 20
+# Row groups per file of a dissect output: a reader holds every row group's metadata while a file is
+# open (~65 kB a group of the methods table), so a big table in files of PART_GROUPS groups (about
+# a million rows) costs a reader one file's footer, whatever the capture's size.
+PART_GROUPS = 16
 QUEUED = 2  # row groups in the Parquet thread at most, every table (one written, one waiting)
 # Parquet encoding and compression (~12% of a small-packet dissect) in a thread of its own: 12% faster
 # on 2 cores (bench_dissect small), +2 MB peak RSS.
@@ -180,7 +185,8 @@ def named(path: str):
 
 class ParquetFile:
     """``<path>/part-00000.parquet``, opened at the first batch, with its schema (an empty table
-    still gets its file: readers find the schema).
+    still gets its file: readers find the schema); with ``part_groups``, the next file
+    (``part-00001.parquet``, ...) is opened every ``part_groups`` row groups.
 
     With ``background``, batches are encoded and compressed in the Parquet thread (the writer
     releases the GIL; one thread for every table, QUEUED batches in flight at most): an
@@ -198,9 +204,12 @@ class ParquetFile:
         "held_rows",
         "held_bytes",
         "group_rows",
+        "part_groups",
+        "part",
+        "part_written",
     )
 
-    def __init__(self, path: str, background: bool = False) -> None:
+    def __init__(self, path: str, background: bool = False, part_groups: int | None = None) -> None:
         self.path = path
         self.writer = None
         self.stored = None  # the file's schema: the batches' with their time columns split (times.py)
@@ -210,6 +219,9 @@ class ParquetFile:
         self.held: list = []  # batches of the next row group (group_rows, GROUP_BYTES)
         self.held_rows = self.held_bytes = 0
         self.group_rows = min(FIRST_GROUP_ROWS, GROUP_ROWS)  # this file's next row group, in rows
+        self.part_groups = part_groups  # row groups per file (None: one file)
+        self.part = 0  # the file written: part-<part>.parquet
+        self.part_written = 0  # its row groups
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Write ``batch`` (a table's rows: exact ns times), its time columns stored as
@@ -252,11 +264,16 @@ class ParquetFile:
 
         stored = pa.Table.from_batches([times.to_stored(b, self.stored) for b in batches], self.stored)
         batches.clear()  # the exact-time batches go as soon as they are split
+        if self.part_groups and self.part_written >= self.part_groups:  # the next file, when a group comes
+            self.writer.close()
+            self.part, self.part_written = self.part + 1, 0
+            self.writer = open_parquet(self.file, self.stored)
         self.writer.write_table(stored, stored.num_rows)
+        self.part_written += 1
 
     @property
     def file(self) -> str:
-        return os.path.join(self.path, "part-00000.parquet")
+        return os.path.join(self.path, f"part-{self.part:05d}.parquet")
 
     def writing(self) -> bool:
         """True while the Parquet thread has a row group of this file not yet written."""
@@ -440,9 +457,10 @@ _TAKEN = (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR)
 class DatasetWriter:
     """Tables written under ``OUT.tmp-PID`` and renamed to ``OUT`` when complete.  The rename
     never replaces what another run put there meanwhile unless ``force``; runs racing with
-    ``force`` each install a complete dataset in turn, the last one stays."""
+    ``force`` each install a complete dataset in turn, the last one stays.  A table's rows go to a
+    new file every PART_GROUPS row groups (``one_file``: one file a table)."""
 
-    def __init__(self, out: str, tables, *, force: bool = False) -> None:
+    def __init__(self, out: str, tables, *, force: bool = False, one_file: bool = False) -> None:
         self.out = os.path.abspath(out)
         self.force = force
         if os.path.exists(self.out) and not force:
@@ -463,6 +481,7 @@ class DatasetWriter:
         self.out_of_range: dict = {}
         for t in self.tables.values():
             t.file.out_of_range = self.out_of_range
+            t.file.part_groups = None if one_file else PART_GROUPS
 
     def __getitem__(self, name: str) -> TableBuffer:
         return self.tables[name]

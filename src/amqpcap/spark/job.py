@@ -150,7 +150,10 @@ def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, t
     """Dissect one task's captures (or split bucket) into its own directory under ``scratch``."""
     dest = task_location(scratch, task.id)
     local_dir = dest.path if dest.local else tempfile.mkdtemp(prefix="amqpcap-task-")
-    writer = DatasetWriter(os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True)
+    # one file per table of a task: the job names the task's files parts of the dataset
+    writer = DatasetWriter(
+        os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True, one_file=True
+    )
     one_thread(writer)
     res = TaskResult(task.id, {})
     name = None  # the capture being dissected: named in the one line of a failure
