@@ -24,7 +24,7 @@ _ROLES = {False: "sender", True: "receiver"}
 
 
 def role_name(role) -> str | None:
-    """"sender" / "receiver" for an attach's or disposition's role (a boolean); None for anything
+    """ "sender" / "receiver" for an attach's or disposition's role (a boolean); None for anything
     else a hostile frame may carry (0 and 1 included, unhashable values too)."""
     return _ROLES[role] if role is True or role is False else None
 
