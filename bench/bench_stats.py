@@ -190,6 +190,7 @@ def capture(data: str, packets: int) -> str:
         print(f"building {cap} ...", flush=True)
         build_small(cap + ".tmp", packets)
         os.replace(cap + ".tmp", cap)
+        os.sync()  # the new capture's dirty pages written back now, not during the timed dissect
     return cap
 
 
