@@ -336,11 +336,12 @@ def test_exit_code_table_is_the_one_in_the_readme():
 def test_stats_of_a_dissect_output_without_amqp_says_so(tmp_path, cache):
     cap = _http_only(tmp_path)
     assert run("dissect", cap, "-o", tmp_path / "o", "-q").returncode == Exit.NO_AMQP
-    r = run("stats", tmp_path / "o", env=cache)
-    assert r.returncode == Exit.NO_AMQP
-    assert one_line(r).startswith(
-        f"amqpcap: no AMQP conversations found in {tmp_path / 'o'}; try dissect --ports"
-    )
+    for spark in ([], ["--spark"]):  # (--spark: said before any JVM is started)
+        r = run("stats", tmp_path / "o", *spark, env=cache)
+        assert r.returncode == Exit.NO_AMQP
+        assert one_line(r).startswith(
+            f"amqpcap: no AMQP conversations found in {tmp_path / 'o'}; try dissect --ports"
+        )
 
 
 def test_stats_from_standard_input_without_amqp_counts_the_tcp_conversations(tmp_path, cache):

@@ -639,7 +639,9 @@ def _census(path, ports):
     return d.nstreams, d.server_ports
 
 
-def _no_amqp(out: str, a) -> bool:
+def no_amqp(out: str, a) -> bool:
+    """True, with the one line that says so printed, when output ``out`` has no AMQP conversation
+    (``stats``, ``report`` and ``stats --spark`` exit NO_AMQP then)."""
     from amqpcap.analysis.tables import count_rows
 
     if count_rows(out, "connections"):
@@ -673,7 +675,7 @@ def _stats(a) -> int:
     temp: list = []
     try:
         out = _output_dir(a, temp)
-        if _no_amqp(out, a):
+        if no_amqp(out, a):
             return Exit.NO_AMQP
         result = stats(out)
         if a.json:
@@ -705,7 +707,7 @@ def _report(a) -> int:
     temp: list = []
     try:
         out = _output_dir(a, temp)
-        if _no_amqp(out, a):
+        if no_amqp(out, a):
             if created:
                 os.rmdir(a.out)
             return Exit.NO_AMQP

@@ -329,6 +329,10 @@ def stats_args(a) -> int:
     if size is None or ("://" in a.path and size == 0):
         print(f"amqpcap: {a.path}: stats --spark reads a dissect or spark output directory", file=sys.stderr)
         return EXIT_UNREADABLE
+    from amqpcap.cli import no_amqp
+
+    if "://" not in a.path and no_amqp(a.path, a):
+        return Exit.NO_AMQP
     if "://" in a.path and size > PARTS_UP_TO:  # (the per-conversation jobs read with Spark's reader)
         print(
             f"amqpcap: {a.path}: stats --spark of an output over {PARTS_UP_TO >> 30} GiB reads it with "
