@@ -284,3 +284,54 @@ def test_the_compiled_methods_rows_are_the_references_for_edge_values_of_every_t
     assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
     assert len(want[0]) == len(events)
     assert got == want
+
+
+def frame_loop_run(cls, raw: bytes, cuts: list, frame_events: bool, append_rows) -> tuple:
+    """What a new ``cls`` decoder fed ``raw`` in pieces ending at ``cuts`` makes: the rows
+    ``append_rows`` writes of its events, its other events, its tally calls summed per direction
+    and its count of frames with no Frame event."""
+    counts = [0, 0]
+
+    def tally(direction, ts, n):
+        counts[direction] += n
+
+    d = cls()
+    d.tally, d.frame_events = tally, frame_events
+    pos = 0
+    for i, cut in enumerate(cuts + [len(raw)]):
+        if cut > pos:
+            d.feed(0, raw[pos:cut], 8 + pos, 1 + i, 10 + i)
+            pos = cut
+    silent = d.silent_frames
+    d.finish(99, 99)
+    methods, messages = [], []
+    rest = append_rows(d.pop_events(), "c", 1, "1.0", methods, messages)
+    return repr(methods), repr(messages), rest, counts, silent
+
+
+@pytest.mark.compiled("fast10")
+@pytest.mark.parametrize("frame_events", [False, True], ids=["silent", "frame-events"])
+def test_the_compiled_frame_loop_counts_and_emits_what_the_reference_does(frame_events):
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import data, frame, properties, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
+    assert compiled_cls._frames is not reference._frames
+    whole = b"".join(
+        frame(transfer(0, 1 + i, b"t%d" % i) + properties(message_id=f"m{i}") + data(b"q" * i))
+        for i in range(5)
+    )
+    cases = {
+        "sasl, a header inside the stream, heartbeats": stream() + whole + frame(b"") + whole,
+        "a broken frame header after whole frames": whole + b"\x00\x00\x00\x09\x07\x05\x00\x00" + whole,
+        "tls after the protocol header": whole + b"AMQP\x02\x01\x00\x00" + whole,
+        "a performative that does not decode here": whole + frame(b"\x00\x53\x14\xc0\x05\x02\x52") + whole,
+    }
+    rnd = random.Random(5)
+    for what, raw in cases.items():
+        for _ in range(8):
+            cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(0, 6)))
+            want = frame_loop_run(reference, raw, cuts, frame_events, rows_1_0.append_rows_reference)
+            assert want[3][0] >= 5 and want[1] != "[]", what  # frames counted, messages made
+            assert frame_loop_run(compiled_cls, raw, cuts, frame_events, fast10.append_rows) == want, what
