@@ -372,7 +372,7 @@ import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
-from amqpcap.amqp.stream import TS_MS_MAX
+from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder, append_data, keep_tail
 
 cdef object sha256 = hashlib.sha256
 cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
@@ -483,6 +483,16 @@ cdef int TRANSFER
 
 def walk_frames(self, int direction, d, Py_ssize_t pos):
     """codec_1_0.Decoder10._frames: the offset after the last whole frame read."""
+    cdef bint stop = False
+    pos = frames_loop(self, direction, d, pos, &stop)
+    if stop:
+        return C.Decoder10._frames(self, direction, d, pos)
+    return pos
+
+
+cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) except -1:
+    """The frames from ``pos`` walked: the offset after the last whole one, ``stop`` set where the
+    reference's loop is to go on (a frame header that does not hold, a direction it walks)."""
     cdef Py_buffer view
     cdef const unsigned char *b
     cdef Py_ssize_t n, size, end, body, p
@@ -491,7 +501,8 @@ def walk_frames(self, int direction, d, Py_ssize_t pos):
     cdef Py_ssize_t counted = 0
     cdef bint whole = self.frame_events  # every frame to the reference, for its Frame event
     if self.encrypted[direction] or d.marks:
-        return C.Decoder10._frames(self, direction, d, pos)
+        stop[0] = True
+        return pos
     buf = d.buf
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
@@ -507,7 +518,8 @@ def walk_frames(self, int direction, d, Py_ssize_t pos):
             doff = b[pos + 4]
             ftype = b[pos + 5]
             if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
-                break  # the reference reports it (below)
+                stop[0] = True  # the reference reports it
+                return pos
             end = pos + size
             if end > n:
                 return pos
@@ -532,13 +544,42 @@ def walk_frames(self, int direction, d, Py_ssize_t pos):
             else:
                 self._performative(direction, perf)
             pos = end
-        else:
-            return pos
     finally:
         PyBuffer_Release(&view)
         if counted:
             tally_frames(self, direction, d, counted)
-    return C.Decoder10._frames(self, direction, d, pos)
+    return pos
+
+
+def walk_feed(self, int direction, data, offset, packet, ts):
+    """StreamDecoder.feed for the common case (in-order data, in sync, nothing to skip); anything
+    else to the reference."""
+    feed_one(self, direction, data, offset, packet, ts)
+
+
+def walk_data(self, int direction, offset, data, packet, ts):
+    """StreamDecoder.data: ``feed`` with the reassembler's argument order."""
+    feed_one(self, direction, data, offset, packet, ts)
+
+
+cdef int feed_one(self, int direction, data, offset, packet, ts) except -1:
+    cdef bint stop = False
+    d = self.dirs[direction]
+    if not data or d.base < 0 or d.resync or d.skip or d.marks or offset != d.base + len(d.buf):
+        StreamDecoder.feed(self, direction, data, offset, packet, ts)
+        return 0
+    d.packet = packet
+    d.ts = ts
+    append_data(d, data)
+    d.pos = frames_loop(self, direction, d, d.pos, &stop)
+    if not stop:
+        keep_tail(d)
+        return 0
+    self._parse(direction, d)  # the reference's walk from the frame it is to handle
+    if d.marks and not d.resync:
+        d.marks = []
+        d.packet, d.ts = packet, ts
+    return 0
 
 
 cdef int tally_frames(self, int direction, d, Py_ssize_t n) except -1:
@@ -563,7 +604,10 @@ HARD_MAX_FRAME, TRANSFER = C.HARD_MAX_FRAME, C.TRANSFER
 
 
 class Decoder10(codec_1_0.Decoder10):
-    """The 1.0 decoder with the compiled frame loop and walk of a whole delivery in one transfer."""
+    """The 1.0 decoder with the compiled per-feed path, frame loop and walk of a whole delivery in
+    one transfer."""
 
+    feed = walk_feed
+    data = walk_data
     _frames = walk_frames
     _transfer = walk_transfer
