@@ -15,7 +15,8 @@ reference's.
 by name and the spans of its body.
 
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
-in one frame, walked here (this module's ``Decoder10`` has it) straight to its messages row.
+in one frame, walked here (this module's ``Decoder10`` has it) straight to its messages row;
+``walk_frames`` and ``walk_feed`` its frame loop and per-feed path.
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
