@@ -89,9 +89,9 @@ cdef object converted(FieldPlan f, object v):
     return v if overflow == 0 and 0 <= x <= I64_MAX else None
 
 
-cdef list methods_row(capture, stream, int direction, e, version):
-    """rows_1_0.method_row's values, as a list."""
-    cdef list row = [None] * n_method
+cdef list methods_row(list row, capture, stream, int direction, e, version):
+    """rows_1_0.method_row's values, into ``row`` (all null: one list serves every row of a
+    batch, ``blank`` after each is written, rather than a new one per row)."""
     cdef Py_ssize_t i
     cdef FieldPlan f
     cdef dict a = e.args
@@ -330,6 +330,13 @@ cdef tuple section_plans(tuple entries, dict codes):
     return tuple(out)
 
 
+cdef inline int blank(list row) except -1:
+    cdef Py_ssize_t i
+    for i in range(len(row)):
+        row[i] = None
+    return 0
+
+
 cdef inline int write(object table, bint compiled, tuple row) except -1:
     if compiled:
         append_array(table, <PyObject **>&(<PyTupleObject *>row).ob_item[0], NULL)
@@ -351,16 +358,17 @@ def append_rows(list events, capture, stream, version, methods, messages):
     ``events`` written in order, the other events returned in order."""
     cdef list rest = []
     cdef tuple pair
-    cdef HeldRow h
     if method_plans is None:
         bind_rows()
+    cdef list row = [None] * n_method
     cdef bint to_methods = append_array != NULL and append_array(methods, NULL, NULL)
     cdef bint to_messages = append_array != NULL and append_array(messages, NULL, NULL)
     for pair in events:
         d, e = pair
         t = type(e)
         if t is Performative:
-            write_list(methods, to_methods, methods_row(capture, stream, d, e, version))
+            write_list(methods, to_methods, methods_row(row, capture, stream, d, e, version))
+            blank(row)
         elif t is HeldRow:
             write_list(messages, to_messages, settled_values(<HeldRow>e, capture, stream, version))
         elif t is Delivery:
