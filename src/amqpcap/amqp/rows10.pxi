@@ -89,9 +89,10 @@ cdef object converted(FieldPlan f, object v):
     return v if overflow == 0 and 0 <= x <= I64_MAX else None
 
 
-cdef list methods_row(list row, capture, stream, int direction, e, version):
-    """rows_1_0.method_row's values, into ``row`` (all null: one list serves every row of a
-    batch, ``blank`` after each is written, rather than a new one per row)."""
+cdef tuple methods_row(list row, capture, stream, int direction, e, version):
+    """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
+    list serves every row of a batch rather than a new one per row: the sources' columns are
+    written by every row, the plan's are ``blank``ed after the row is written."""
     cdef Py_ssize_t i
     cdef FieldPlan f
     cdef dict a = e.args
@@ -102,7 +103,9 @@ cdef list methods_row(list row, capture, stream, int direction, e, version):
     for i in range(n_attrs):
         row[attr_col[i]] = getattr(e, <str>attr_names[i])
     plan = method_plans.get(e.name)
-    for f in <tuple>(every_plan if plan is None else plan):
+    if plan is None:
+        plan = every_plan
+    for f in <tuple>plan:
         if f.field is None:
             v = f.conv(a)
         else:
@@ -112,7 +115,7 @@ cdef list methods_row(list row, capture, stream, int direction, e, version):
             row[f.col] = v
         else:
             row[f.col], row[f.col2] = v
-    return row
+    return <tuple>plan
 
 
 cdef tuple field_plans(tuple entries, dict codes):
@@ -330,10 +333,12 @@ cdef tuple section_plans(tuple entries, dict codes):
     return tuple(out)
 
 
-cdef inline int blank(list row) except -1:
-    cdef Py_ssize_t i
-    for i in range(len(row)):
-        row[i] = None
+cdef inline int blank(list row, tuple plan) except -1:
+    cdef FieldPlan f
+    for f in plan:
+        row[f.col] = None
+        if f.col2 >= 0:
+            row[f.col2] = None
     return 0
 
 
@@ -367,8 +372,9 @@ def append_rows(list events, capture, stream, version, methods, messages):
         d, e = pair
         t = type(e)
         if t is Performative:
-            write_list(methods, to_methods, methods_row(row, capture, stream, d, e, version))
-            blank(row)
+            plan = methods_row(row, capture, stream, d, e, version)
+            write_list(methods, to_methods, row)
+            blank(row, plan)
         elif t is HeldRow:
             write_list(messages, to_messages, settled_values(<HeldRow>e, capture, stream, version))
         elif t is Delivery:
