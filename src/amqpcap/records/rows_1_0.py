@@ -176,12 +176,9 @@ _MSG_ORDER = (  # message_values' row, in records/schema.py's order (checked bel
     *("settle_ts", "outcome", "condition", "aborted"),
 )
 assert _MSG_ORDER == tuple(COLUMNS["messages"]), "message_values' row is not in the schema's order"
-_C_CAPTURE, _C_STREAM, _C_VERSION, _C_SETTLED, _C_SETTLE_TS, _C_OUTCOME, _C_CONDITION = (
-    _MESSAGE_INDEX[c]
-    for c in ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
-)
 # (the columns settled_row fills, in its arguments' order: the compiled walker's rows read it)
 SETTLED_COLUMNS = ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
+_SETTLED_AT = tuple(_MESSAGE_INDEX[c] for c in SETTLED_COLUMNS)
 
 
 def _delivery_mode(header):
@@ -314,13 +311,8 @@ def message_values(
 def settled_row(row: list, capture, stream, version, settled, settle_ts, outcome, condition) -> tuple:
     """The messages row of a delivery's ``message_values`` (filled in place), seen in
     ``capture``'s ``stream``, settled (or not) as given."""
-    row[_C_CAPTURE] = capture
-    row[_C_STREAM] = stream
-    row[_C_VERSION] = version
-    row[_C_SETTLED] = settled
-    row[_C_SETTLE_TS] = settle_ts
-    row[_C_OUTCOME] = outcome
-    row[_C_CONDITION] = condition
+    for at, v in zip(_SETTLED_AT, (capture, stream, version, settled, settle_ts, outcome, condition)):
+        row[at] = v
     return tuple(row)
 
 
