@@ -479,7 +479,7 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
 
 cdef object METHOD_NAMES = dict(SPEC.METHOD_NAMES)
 cdef Py_ssize_t HARD_MAX_FRAME
-cdef int TRANSFER
+cdef int TRANSFER_CODE
 
 
 def walk_frames(self, int direction, d, Py_ssize_t pos):
@@ -540,7 +540,7 @@ cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) 
             perf = Performative(
                 d.packet, d.ts, d.base + pos, channel, code, METHOD_NAMES[code], args, ftype, size
             )
-            if code == TRANSFER:
+            if code == TRANSFER_CODE:
                 transfer(self, direction, d, perf, buf, p, end)
             else:
                 self._performative(direction, perf)
@@ -601,7 +601,7 @@ from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_re
 
 C = codec_1_0
 MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
-HARD_MAX_FRAME, TRANSFER = C.HARD_MAX_FRAME, C.TRANSFER
+HARD_MAX_FRAME, TRANSFER_CODE = C.HARD_MAX_FRAME, C.TRANSFER
 
 
 class Decoder10(codec_1_0.Decoder10):
