@@ -426,7 +426,7 @@ def test_batches_are_held_and_written_together_as_row_groups_of_group_rows(tmp_p
     assert pq.read_table(tmp_path / "t").column("x").to_pylist() == list(range(70))
 
 
-def test_row_groups_start_small_and_double_up_to_group_rows(tmp_path, monkeypatch):
+def test_the_first_two_row_groups_are_small_and_the_next_double_up_to_group_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "FIRST_GROUP_ROWS", 10)
     monkeypatch.setattr(writer, "GROUP_ROWS", 40)
     f = writer.ParquetFile(str(tmp_path / "t"), True)
@@ -434,7 +434,7 @@ def test_row_groups_start_small_and_double_up_to_group_rows(tmp_path, monkeypatc
         f.write(batch_of(list(range(i * 10, i * 10 + 10))))
     f.close()
     meta = pq.ParquetFile(tmp_path / "t" / "part-00000.parquet").metadata
-    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [10, 20, 40, 40, 40]
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [10, 10, 20, 40, 40, 30]
     assert pq.read_table(tmp_path / "t").column("x").to_pylist() == list(range(150))
 
 

@@ -42,9 +42,12 @@ ROW_GROUP = 8192
 # metadata while a file is open (~50 kB a group of the methods table: 8192-row groups made the
 # 4 GB bench capture's methods footer cost ~89 MB at every open: 34 MB at 65536 / 8 MB), and the
 # files come out ~1-7% smaller.  24 MB of batches would cost dissect +73 MB peak RSS (8 MB: +14).
-# A file's first group is FIRST_GROUP_ROWS and each next one twice the last, up to GROUP_ROWS: a
-# small table is encoded in the Parquet thread while the capture is still read, not all at close.
+# A file's first FIRST_GROUPS groups are FIRST_GROUP_ROWS and each next one twice the last, up to
+# GROUP_ROWS: a small table is encoded in the Parquet thread while the capture is still read, not
+# all at close (the last group is always encoded at close: two of 8192 rows rather than 8192 then
+# 16384 leave a 42 MB capture's methods 1,214 rows to encode there, not 9,406).
 FIRST_GROUP_ROWS = ROW_GROUP
+FIRST_GROUPS = 2
 GROUP_ROWS = 1 << 16
 GROUP_BYTES = 8 << 20
 # Row groups per file of a dissect output: a reader holds every row group's metadata while a file is
@@ -204,6 +207,7 @@ class ParquetFile:
         "held_rows",
         "held_bytes",
         "group_rows",
+        "groups",
         "part_groups",
         "part",
         "part_written",
@@ -226,6 +230,7 @@ class ParquetFile:
         self.held: list = []  # batches of the next row group (group_rows, GROUP_BYTES)
         self.held_rows = self.held_bytes = 0
         self.group_rows = min(FIRST_GROUP_ROWS, GROUP_ROWS)  # this file's next row group, in rows
+        self.groups = 0  # row groups begun (held batches handed on)
         self.part_groups = part_groups  # row groups per file (None: one file)
         self.part = 0  # the file written: part-<part>.parquet
         self.part_written = 0  # its row groups
@@ -249,7 +254,9 @@ class ParquetFile:
             self.held_rows += batch.num_rows
             self.held_bytes += batch.nbytes
             if self.held_rows >= self.group_rows or self.held_bytes >= GROUP_BYTES:
-                self.group_rows = min(2 * self.group_rows, GROUP_ROWS)
+                self.groups += 1
+                if self.groups >= FIRST_GROUPS:
+                    self.group_rows = min(2 * self.group_rows, GROUP_ROWS)
                 self._write_held()
 
     def _write_held(self) -> None:
