@@ -206,6 +206,7 @@ def test_the_compiled_walker_makes_the_references_rows_and_events_of_damaged_str
 def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_rule_reads():
     fast10 = built_or_skip("fast10")
     from amqp10_wire import (
+        Sym,
         amqp_value,
         application_properties,
         data,
@@ -213,10 +214,13 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
         disposition,
         frame,
         header,
+        list_,
+        map_,
         message_annotations,
         null,
         properties,
         released,
+        string,
         timestamp,
         transfer,
     )
@@ -228,6 +232,13 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
         application_properties({"k": 1}) + message_annotations({"x-opt": "v"}) + amqp_value([1, "two"]),
         described(0x74, null()) + properties(user_id=b"u\xff", correlation_id="c") + data(b""),
         properties(creation_time=timestamp(-(2**62))) + data(b"out of the column's range"),
+        # values the section table's converters convert, and sections of other shapes
+        properties(correlation_id=7, content_type=Sym("t/p"), content_encoding="gzip", to=b"/queues/q2")
+        + application_properties({"k": b"\x01"})
+        + data(b"b"),
+        described(0x70, string("a header that is not a list")) + described(0x74, list_([1, 2])) + data(b""),
+        described(0x73, map_({"to": "/topic/t", "message-id": 9})) + data(b"p"),
+        described(0x70, list_([None, True, True])) + data(b"a priority and a ttl that are booleans"),
     ]
     raw = stream() + b"".join(
         frame(transfer(0, 1 + i, b"t%d" % i, settled=i == 0) + m) for i, m in enumerate(messages)
@@ -236,6 +247,7 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
     want = events_of(codec_1_0.Decoder10, raw, [], rows_1_0.append_rows_reference)
     got = events_of(decoder.decoder_1_0(), raw, [], fast10.append_rows)
     assert want[1].count("'transfer'") == 1 + len(messages)  # (the stream's own delivery too)
+    assert all(v in want[1] for v in ("'7'", "'t/p'", "'q2'", '\'{"k":{"$b64":"AQ=="}}\'', "'amq.topic'"))
     assert got == want
 
 
@@ -284,3 +296,54 @@ def test_the_compiled_methods_rows_are_the_references_for_edge_values_of_every_t
     assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
     assert len(want[0]) == len(events)
     assert got == want
+
+
+def frame_loop_run(cls, raw: bytes, cuts: list, frame_events: bool, append_rows) -> tuple:
+    """What a new ``cls`` decoder fed ``raw`` in pieces ending at ``cuts`` makes: the rows
+    ``append_rows`` writes of its events, its other events, its tally calls summed per direction
+    and its count of frames with no Frame event."""
+    counts = [0, 0]
+
+    def tally(direction, ts, n):
+        counts[direction] += n
+
+    d = cls()
+    d.tally, d.frame_events = tally, frame_events
+    pos = 0
+    for i, cut in enumerate(cuts + [len(raw)]):
+        if cut > pos:
+            d.feed(0, raw[pos:cut], 8 + pos, 1 + i, 10 + i)
+            pos = cut
+    silent = d.silent_frames
+    d.finish(99, 99)
+    methods, messages = [], []
+    rest = append_rows(d.pop_events(), "c", 1, "1.0", methods, messages)
+    return repr(methods), repr(messages), rest, counts, silent
+
+
+@pytest.mark.compiled("fast10")
+@pytest.mark.parametrize("frame_events", [False, True], ids=["silent", "frame-events"])
+def test_the_compiled_frame_loop_counts_and_emits_what_the_reference_does(frame_events):
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import data, frame, properties, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
+    assert compiled_cls._frames is not reference._frames
+    whole = b"".join(
+        frame(transfer(0, 1 + i, b"t%d" % i) + properties(message_id=f"m{i}") + data(b"q" * i))
+        for i in range(5)
+    )
+    cases = {
+        "sasl, a header inside the stream, heartbeats": stream() + whole + frame(b"") + whole,
+        "a broken frame header after whole frames": whole + b"\x00\x00\x00\x09\x07\x05\x00\x00" + whole,
+        "tls after the protocol header": whole + b"AMQP\x02\x01\x00\x00" + whole,
+        "a performative that does not decode here": whole + frame(b"\x00\x53\x14\xc0\x05\x02\x52") + whole,
+    }
+    rnd = random.Random(5)
+    for what, raw in cases.items():
+        for _ in range(8):
+            cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(0, 6)))
+            want = frame_loop_run(reference, raw, cuts, frame_events, rows_1_0.append_rows_reference)
+            assert want[3][0] >= 5 and want[1] != "[]", what  # frames counted, messages made
+            assert frame_loop_run(compiled_cls, raw, cuts, frame_events, fast10.append_rows) == want, what

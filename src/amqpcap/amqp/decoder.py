@@ -32,7 +32,8 @@ HOLD_BODY_BYTES = 16 << 20
 #   walker: its frame loop, its per-feed path of the stream core, the per-direction state and
 #   contents in assembly with their fields in C);
 # * 1.0, at the first 1.0 conversation (codec_1_0 is loaded then, not at every start):
-#   codec_1_0.Decoder10 or fast10.Decoder10 (a whole delivery in one transfer walked in C).
+#   codec_1_0.Decoder10 or fast10.Decoder10 (its per-feed path, its frame loop and a whole
+#   delivery in one transfer walked in C).
 _fast09 = compiled.select("fast09")
 Decoder09 = _fast09.Decoder09 if _fast09 is not None else codec_0_9.Decoder09Py
 

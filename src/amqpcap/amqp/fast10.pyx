@@ -15,7 +15,8 @@ reference's.
 by name and the spans of its body.
 
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
-in one frame, walked here (this module's ``Decoder10`` has it) straight to its messages row.
+in one frame, walked here (this module's ``Decoder10`` has it) straight to its messages row;
+``walk_frames`` and ``walk_feed`` its frame loop and per-feed path.
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
@@ -372,7 +373,7 @@ import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
-from amqpcap.amqp.stream import TS_MS_MAX
+from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder, append_data, keep_tail
 
 cdef object sha256 = hashlib.sha256
 cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
@@ -406,6 +407,10 @@ cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payloa
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     """codec_1_0.Decoder10._transfer: a whole delivery read here, any other transfer by the
     reference."""
+    transfer(self, direction, d, perf, buf, p, end)
+
+
+cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end) except -1:
     cdef dict a = perf.args
     cdef Py_buffer view
     cdef Py_ssize_t size = end - p
@@ -421,7 +426,8 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         or size > MAX_MESSAGE
         or self.held_bytes[direction] + size > MAX_HELD_BYTES
     ):
-        return C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
+        C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
+        return 0
     link = self.state.link(direction, ch, handle)
     if link is not None:
         perf.link_name, perf.source, perf.target = link.name, link.source, link.target
@@ -458,6 +464,132 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         complete, a.get("settled") is True, outcome, condition, created,
     )
     events.extend(self.state.delivered(direction, dv, d.ts))
+    return 0
+
+
+# --- the compiled frame loop ---------------------------------------------------------------------
+#
+# codec_1_0.Decoder10._frames with its common frames walked here: the header read in C, the
+# performative read straight from the buffer into its fields, a transfer walked by ``transfer``
+# and any other performative handed to the reference's ``_performative``.  The rest goes to the
+# reference whole: a protocol header (``_header``), an empty frame, a performative that does not
+# decode here and every frame when Frame events are wanted (``_frame``, per frame); a frame header
+# that does not hold, an encrypted direction and a resynchronisation's late-proven frames
+# (``_frames``, the rest of the buffer).
+
+cdef object METHOD_NAMES = dict(SPEC.METHOD_NAMES)
+cdef Py_ssize_t HARD_MAX_FRAME
+cdef int TRANSFER_CODE
+
+
+def walk_frames(self, int direction, d, Py_ssize_t pos):
+    """codec_1_0.Decoder10._frames: the offset after the last whole frame read."""
+    cdef bint stop = False
+    pos = frames_loop(self, direction, d, pos, &stop)
+    if stop:
+        return C.Decoder10._frames(self, direction, d, pos)
+    return pos
+
+
+cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) except -1:
+    """The frames from ``pos`` walked: the offset after the last whole one, ``stop`` set where the
+    reference's loop is to go on (a frame header that does not hold, a direction it walks)."""
+    cdef Py_buffer view
+    cdef const unsigned char *b
+    cdef Py_ssize_t n, size, end, body, p
+    cdef unsigned int doff, ftype, channel
+    cdef int code
+    cdef Py_ssize_t counted = 0
+    cdef bint whole = self.frame_events  # every frame to the reference, for its Frame event
+    if self.encrypted[direction] or d.marks:
+        stop[0] = True
+        return pos
+    buf = d.buf
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const unsigned char *>view.buf
+        n = view.len
+        while pos + 8 <= n:
+            if b[pos] == 0x41 and b[pos + 1] == 0x4D and b[pos + 2] == 0x51 and b[pos + 3] == 0x50:
+                pos = self._header(direction, d, buf, pos)
+                if self.encrypted[direction]:
+                    return n
+                continue
+            size = be32(b + pos)
+            doff = b[pos + 4]
+            ftype = b[pos + 5]
+            if size < 8 or doff < 2 or doff * 4 > size or ftype > 1 or size > HARD_MAX_FRAME:
+                stop[0] = True  # the reference reports it
+                return pos
+            end = pos + size
+            if end > n:
+                return pos
+            channel = (<unsigned int>b[pos + 6] << 8) | b[pos + 7]
+            body = pos + doff * 4
+            if whole or body == end:
+                self._frame(direction, d, buf, pos, end, doff, ftype, channel)
+                pos = end
+                continue
+            try:
+                code, args, p = walk_performative(b, body, end, buf)
+            except (Fallback, DecodeError):
+                self._frame(direction, d, buf, pos, end, doff, ftype, channel)
+                pos = end
+                continue
+            counted += 1
+            perf = Performative(
+                d.packet, d.ts, d.base + pos, channel, code, METHOD_NAMES[code], args, ftype, size
+            )
+            if code == TRANSFER_CODE:
+                transfer(self, direction, d, perf, buf, p, end)
+            else:
+                self._performative(direction, perf)
+            pos = end
+    finally:
+        PyBuffer_Release(&view)
+        if counted:
+            tally_frames(self, direction, d, counted)
+    return pos
+
+
+def walk_feed(self, int direction, data, offset, packet, ts):
+    """StreamDecoder.feed for the common case (in-order data, in sync, nothing to skip); anything
+    else to the reference."""
+    feed_one(self, direction, data, offset, packet, ts)
+
+
+def walk_data(self, int direction, offset, data, packet, ts):
+    """StreamDecoder.data: ``feed`` with the reassembler's argument order."""
+    feed_one(self, direction, data, offset, packet, ts)
+
+
+cdef int feed_one(self, int direction, data, offset, packet, ts) except -1:
+    cdef bint stop = False
+    d = self.dirs[direction]
+    if not data or d.base < 0 or d.resync or d.skip or d.marks or offset != d.base + len(d.buf):
+        StreamDecoder.feed(self, direction, data, offset, packet, ts)
+        return 0
+    d.packet = packet
+    d.ts = ts
+    append_data(d, data)
+    d.pos = frames_loop(self, direction, d, d.pos, &stop)
+    if not stop:
+        keep_tail(d)
+        return 0
+    self._parse(direction, d)  # the reference's walk from the frame it is to handle
+    if d.marks and not d.resync:
+        d.marks = []
+        d.packet, d.ts = packet, ts
+    return 0
+
+
+cdef int tally_frames(self, int direction, d, Py_ssize_t n) except -1:
+    """StreamDecoder._counted of ``n`` frames with no Frame events, at once."""
+    tally = self.tally
+    if tally is not None:
+        tally(direction, d.ts, n)
+    self.silent_frames += n
+    return 0
 
 include "rows10.pxi"
 
@@ -469,9 +601,14 @@ from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_re
 
 C = codec_1_0
 MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
+HARD_MAX_FRAME, TRANSFER_CODE = C.HARD_MAX_FRAME, C.TRANSFER
 
 
 class Decoder10(codec_1_0.Decoder10):
-    """The 1.0 decoder with the compiled walk of a whole delivery in one transfer."""
+    """The 1.0 decoder with the compiled per-feed path, frame loop and walk of a whole delivery in
+    one transfer."""
 
+    feed = walk_feed
+    data = walk_data
+    _frames = walk_frames
     _transfer = walk_transfer

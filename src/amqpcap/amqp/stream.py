@@ -98,6 +98,37 @@ class Direction:
         _, self.packet, self.ts = marks[0]
 
 
+def append_data(d: Direction, data) -> None:
+    """``data``, which follows ``d``'s buffer in the stream, after it: in place of a buffer read
+    to its end (not copied), else appended."""
+    if d.pos == len(d.buf):
+        d.base += d.pos
+        d.buf = data if type(data) is bytes else bytes(data)
+        d.pos = 0
+    else:
+        if type(d.buf) is not bytearray:
+            d.buf = bytearray(d.buf)
+        d.buf += data
+
+
+def keep_tail(d: Direction) -> None:
+    """Keep only the unparsed tail of ``d``'s buffer after a parse: never slice a big buffer per
+    frame, never keep more than one frame (or, resynchronising, what may still start one)."""
+    buf, pos = d.buf, d.pos
+    if pos >= len(buf):
+        d.base += len(buf)
+        d.buf = b""
+        d.pos = 0
+    elif type(buf) is not bytearray:
+        d.base += pos
+        d.buf = bytearray(buf[pos:])
+        d.pos = 0
+    elif pos > COMPACT_AT or pos * 2 > len(buf) or (d.resync and pos):
+        d.base += pos
+        del buf[:pos]
+        d.pos = 0
+
+
 class Pending:
     """A content being assembled on one channel (0-10: channel and track) of one direction.
 
@@ -299,14 +330,7 @@ class StreamDecoder(ContentAssembly):
                 if cut >= len(data):
                     return
                 data = data[cut:]
-        if d.pos == len(d.buf):
-            d.base += d.pos
-            d.buf = data if type(data) is bytes else bytes(data)
-            d.pos = 0
-        else:
-            if type(d.buf) is not bytearray:
-                d.buf = bytearray(d.buf)
-            d.buf += data
+        append_data(d, data)
         if d.resync and self.MARK_PACKETS:
             marks = d.marks
             if marks and marks[0][0] <= d.base + d.pos:
@@ -416,21 +440,7 @@ class StreamDecoder(ContentAssembly):
             if not d.resync:
                 d.pos = pos
                 break
-        # Keep only the unparsed tail: never slice a big buffer per frame, never keep more
-        # than one frame (or, resynchronising, what may still start one).
-        buf, pos = d.buf, d.pos
-        if pos >= len(buf):
-            d.base += len(buf)
-            d.buf = b""
-            d.pos = 0
-        elif type(buf) is not bytearray:
-            d.base += pos
-            d.buf = bytearray(buf[pos:])
-            d.pos = 0
-        elif pos > COMPACT_AT or pos * 2 > len(buf) or (d.resync and pos):
-            d.base += pos
-            del buf[:pos]
-            d.pos = 0
+        keep_tail(d)
 
     def _flush_resync(self, direction: int, d: Direction) -> None:
         """The stream ends here (end of capture, or a gap for grammars that say so): a
