@@ -9,7 +9,7 @@ import pytest
 from tables import Capture, at
 
 import amqpcap
-from amqpcap.analysis.tables import Tables, cache_key, empty_frame, load
+from amqpcap.analysis.tables import Tables, cache_key, empty_frame, load, load_section
 from amqpcap.records.schema import SCHEMAS
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "..", "..", "captures")
@@ -100,3 +100,34 @@ def test_capture_is_dissected_once_into_the_cache(tmp_path, monkeypatch):
     load(cap, cache_dir=tmp_path / "cache", body_bytes=16)  # other content: another entry
     assert len(calls) == 3
     assert len([p for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")]) == 3
+
+
+def test_a_section_load_keeps_the_rows_of_its_methods_and_versions_across_files_and_row_groups(tmp_path):
+    c = Capture()
+    names = ["basic.publish", "basic.ack", "channel.close", "basic.qos", "channel.open"]
+    for i in range(60):
+        c.method(i, "c2s", names[i % 5], channel=1 + i % 3, delivery_tag=i, reply_code=i)
+    t = c.tables()
+    _write(tmp_path, t, ("connections", "messages", "anomalies"))
+    methods = t.methods.assign(version=["0-9-1", "0-8"] * 30)
+    os.makedirs(tmp_path / "methods")
+    for k, start in enumerate(range(0, 60, 25)):  # three files of row groups of 4 rows: many batches
+        part = pa.Table.from_pandas(
+            methods.iloc[start : start + 25], schema=SCHEMAS["methods"], preserve_index=False
+        )
+        pq.write_table(part, tmp_path / "methods" / f"part-{k}.parquet", row_group_size=4)
+    cols = ["capture", "tcp_stream", "frame_number", "ts", "method", "delivery_tag", "reply_code", "version"]
+    wanted = ("basic.ack", "channel.close")
+    got = load_section(tmp_path, {"methods": cols}, {"methods": wanted}, {"methods": ("0-9-1",)}).methods
+    full = amqpcap.load(tmp_path).methods
+    want = full[full["method"].isin(wanted) & (full["version"] == "0-9-1")]
+    assert (
+        got["delivery_tag"].tolist()
+        == want["delivery_tag"].tolist()
+        == [i for i in range(0, 60, 2) if i % 5 in (1, 2)]
+    )
+    assert (
+        got["ts"].tolist() == want["ts"].tolist()
+        and got["reply_code"].tolist() == want["reply_code"].tolist()
+    )
+    assert len(load_section(tmp_path, {"methods": cols}, {"methods": ("basic.get",)}).methods) == 0

@@ -218,6 +218,30 @@ def test_growing_columns_and_strings_keep_every_value_across_many_appends():
     assert len(cols) == len(want_a) and strs.array().to_pylist() == want_s
 
 
+def test_chunks_keep_every_value_in_order_across_appends_larger_and_smaller_than_a_chunk():
+    chunks, want = growing.Chunks(np.float64, chunk=8), []
+    for i in range(60):
+        values = np.arange(i % 19, dtype=np.float64) + 100 * i  # 0 .. 18 values: within and across chunks
+        chunks.append(values)
+        want.extend(values.tolist())
+    assert len(chunks) == len(want)
+    assert all(len(c) == 8 for c in chunks.full)  # (full chunks never grown)
+    assert chunks.take().tolist() == want
+    assert len(chunks) == 0 and chunks.take().tolist() == []
+
+
+def test_latency_summary_of_an_array_it_may_reorder_equals_that_of_a_copy_and_leaves_others_alone():
+    values = np.random.default_rng(5).exponential(3.0, 10_001)
+    want = latency_summary(values.tolist())
+    kept = values.copy()
+    assert latency_summary(values) == want and np.array_equal(values, kept)  # not reordered
+    assert latency_summary(values, consume=True) == want  # (reordered in place: the same figures)
+    assert not np.array_equal(values, kept) and np.array_equal(np.sort(values), np.sort(kept))
+    assert want["count"] == 10_001 and want["max_ms"] == round(float(kept.max()), 3)
+    with_gaps = np.r_[kept, np.nan, np.inf, -np.inf]
+    assert latency_summary(with_gaps, consume=True) == want and np.isnan(with_gaps[-3])
+
+
 def test_hash_set_answers_membership_of_the_values_added_over_batches():
     s = growing.HashSet()
     for start in range(0, 1000, 100):

@@ -1,6 +1,7 @@
 """State of a streamed pass that grows batch by batch: numpy columns kept in preallocated arrays
-whose capacity doubles when full (amortised: each value is copied a bounded number of times), and
-64-bit hashes of string ids, so that a pass holds 8 bytes an id, not the string.
+whose capacity doubles when full (amortised: each value is copied a bounded number of times),
+values kept in fixed-size chunks (never copied until joined once), and 64-bit hashes of string
+ids, so that a pass holds 8 bytes an id, not the string.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-__all__ = ["Columns", "HashSet", "Strings", "id_hashes", "HASH_MASK"]
+__all__ = ["Chunks", "Columns", "HashSet", "Strings", "id_hashes", "HASH_MASK"]
 
 # the bits of an id hash kept (all 64; tests narrow it to force collisions)
 HASH_MASK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
@@ -43,6 +44,49 @@ class Columns:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.data[name][: self.size]
+
+
+class Chunks:
+    """Values of one type appended batch by batch into chunks of a fixed size: a full chunk is
+    never copied or grown, so what is held is the values and one chunk partly filled (a doubling
+    array holds up to twice the values, and three times them while it grows).  :meth:`take`
+    joins them once, each chunk dropped as it is copied."""
+
+    def __init__(self, dtype, chunk: int = 1 << 18):
+        self.dtype, self.chunk = np.dtype(dtype), chunk
+        self.full: list = []
+        self.last = np.empty(0, dtype=self.dtype)
+        self.used = 0
+
+    def append(self, values) -> None:
+        values = np.asarray(values, dtype=self.dtype)
+        while len(values):
+            if self.used == len(self.last):
+                if len(self.last):
+                    self.full.append(self.last)
+                self.last, self.used = np.empty(self.chunk, dtype=self.dtype), 0
+            n = min(len(self.last) - self.used, len(values))
+            self.last[self.used : self.used + n] = values[:n]
+            self.used += n
+            values = values[n:]
+
+    def __len__(self) -> int:
+        return len(self.full) * self.chunk + self.used
+
+    def take(self) -> np.ndarray:
+        """Every value appended, in order, as one array; the chunks are emptied."""
+        out = np.empty(len(self), dtype=self.dtype)
+        full, self.full = self.full, []
+        full.reverse()  # (popped from the end: each chunk freed once copied)
+        at = 0
+        while full:
+            c = full.pop()
+            out[at : at + len(c)] = c
+            at += len(c)
+            del c
+        out[at:] = self.last[: self.used]
+        self.last, self.used = np.empty(0, dtype=self.dtype), 0
+        return out
 
 
 class HashSet:

@@ -21,7 +21,7 @@ from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
 from amqpcap.analysis.acknowledgements import ACK_METHODS
 from amqpcap.analysis.batches import BATCH_ROWS, Codes, OutOfOrder, WireOrder, batches, channel_ids
 from amqpcap.analysis.content_stream import UNTIMED, ContentStream
-from amqpcap.analysis.growing import Columns
+from amqpcap.analysis.growing import Chunks
 from amqpcap.analysis.unacked_counts import DELIVERY, LAST, SETTLE, UnackedCounts, Unordered
 from amqpcap.analysis.unacked_counts import QOS as QOS_EVENT
 
@@ -43,7 +43,7 @@ class _Paired:
     packet (+1), not kept."""
 
     def __init__(self, unacked: UnackedCounts):
-        self.values = Columns({"ms": np.float64})
+        self.values = Chunks(np.float64)
         self.outcomes = np.zeros(len(OUTCOMES), dtype=np.int64)
         self.unacked = unacked
 
@@ -52,7 +52,7 @@ class _Paired:
             return
         self.outcomes += np.bincount(rows[:, 7], minlength=len(OUTCOMES))
         timed = rows[:, 7] <= 2
-        self.values.append({"ms": latency_ms(rows[timed, 2], rows[timed, 5])})
+        self.values.append(latency_ms(rows[timed, 2], rows[timed, 5]))
         self.unacked.add(rows[:, 4], rows[:, 2], rows[:, 3], DELIVERY, 1)
 
     def settled(self, rows: np.ndarray) -> None:
@@ -148,7 +148,7 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
     counts = {k: int(paired.outcomes[OUTCOMES.index(k)]) for k in names}
     counts["redelivered"] = redelivered
-    values = paired.values["ms"]
+    values = paired.values.take()
     del paired
     # (a channel without a capture or number is not counted)
     named = np.array([k[0] >= 0 and k[2] >= 0 for k in ids], dtype=bool)

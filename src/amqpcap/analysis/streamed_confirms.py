@@ -17,7 +17,7 @@ from amqpcap.analysis._common import ROW_KEYS, latency_ms
 from amqpcap.analysis.batches import Codes, WireOrder, batches, channel_ids
 from amqpcap.analysis.confirm_walk import ACK, NACK, OPEN, PUBLISH, SELECT, ConfirmWalk
 from amqpcap.analysis.content_stream import UNTIMED, ContentStream
-from amqpcap.analysis.growing import Columns
+from amqpcap.analysis.growing import Chunks
 from amqpcap.analysis.pairing import SCOPE_OPEN
 from amqpcap.analysis.publisher_confirms import CONFIRM_METHODS
 
@@ -40,7 +40,7 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int, int]:
     order = WireOrder()
     walk = ConfirmWalk()
     stream = ContentStream(directory, strings, CONFIRM_METHODS, "c2s")
-    values = Columns({"ms": np.float64})
+    values = Chunks(np.float64)
     late = _Late()
     ids: dict = {}
     methods = strings["method"]
@@ -58,7 +58,7 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int, int]:
             b["delivery_tag_valid"], b["multiple"], stream.match,
         )  # fmt: skip
         timed = start != UNTIMED
-        values.append({"ms": latency_ms(start[timed], at[timed])})
+        values.append(latency_ms(start[timed], at[timed]))
         late.add(conv_[~timed], off[~timed], own[~timed], at[~timed])
         late.time(stream, values)
         stream.passed(conv, b["frame_number"])
@@ -67,7 +67,7 @@ def _walk(directory, strings: dict) -> tuple[np.ndarray, int, int, int]:
             break
     late.untimed(values)
     unconfirmed = walk.unconfirmed + len(walk.pending["n"])
-    return values["ms"], walk.acked, unconfirmed
+    return values.take(), walk.acked, unconfirmed
 
 
 class _Late:
@@ -85,18 +85,18 @@ class _Late:
             new = {"conv": conv, "off": off, "own": own, "at": at}
             self.rows = {k: np.r_[v, new[k]] for k, v in self.rows.items()}
 
-    def time(self, stream: ContentStream, values: Columns) -> int:
+    def time(self, stream: ContentStream, values: Chunks) -> int:
         """Time those whose content the stream has read; how many are left."""
         if len(self):
             R = self.rows
             ts, _, hit = stream.match(R["conv"], R["off"])
-            values.append({"ms": latency_ms(ts[hit], R["at"][hit])})
+            values.append(latency_ms(ts[hit], R["at"][hit]))
             self.rows = {k: v[~hit] for k, v in R.items()}
         return len(self)
 
-    def untimed(self, values: Columns) -> None:
+    def untimed(self, values: Chunks) -> None:
         """The publishes whose content no messages row completes: timed at their own packet."""
-        values.append({"ms": latency_ms(self.rows["own"], self.rows["at"])})
+        values.append(latency_ms(self.rows["own"], self.rows["at"]))
         self.rows = {k: v[:0] for k, v in self.rows.items()}
 
 

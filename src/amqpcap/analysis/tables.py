@@ -358,12 +358,44 @@ def _dataset(files: list[str], name: str, categorical) -> ds.Dataset:
     return ds.dataset(files, format=fmt, schema=schema)
 
 
-def _read_exact(dataset: ds.Dataset, columns: list[str] | None = None, **kw) -> pa.Table:
+def _read_exact(dataset: ds.Dataset, columns: list[str] | None = None, keep=None, **kw) -> pa.Table:
     """``columns`` (all: None) of ``dataset`` with exact ns times: the one place the library
-    reads the tables' stored time columns (``records/times.py``), whatever reads them after."""
+    reads the tables' stored time columns (``records/times.py``), whatever reads them after.
+    ``keep``: a mask of the rows to keep, applied batch by batch (what is held is the rows kept
+    and one batch, not the whole column)."""
     if columns is not None:
         columns = times.with_companions(columns, dataset.schema.names)
-    return times.to_exact(dataset.to_table(columns=columns, **kw), kw.get("memory_pool"))
+    if keep is None:
+        table = dataset.to_table(columns=columns, **kw)
+    else:
+        parts, at = [], 0
+        for batch in dataset.to_batches(columns=columns, batch_readahead=0, fragment_readahead=0, **kw):
+            parts.append(batch.filter(keep.slice(at, batch.num_rows)))
+            at += batch.num_rows
+        table = pa.Table.from_batches(parts) if parts else dataset.to_table(columns=columns, **kw)
+    return times.to_exact(table, kw.get("memory_pool"))
+
+
+def _kept_rows(dataset: ds.Dataset, names, versions) -> pa.Array | None:
+    """The mask of the rows whose ``method`` is one of ``names`` and ``version`` one of
+    ``versions`` (None: no such condition; None when neither), read batch by batch: a bit a row
+    is held, not the columns."""
+    conditions = [
+        (c, pa.array(list(v), pa.string()))
+        for c, v in (("method", names), ("version", versions))
+        if v is not None
+    ]
+    if not conditions:
+        return None
+    parts = []
+    scan = {"memory_pool": POOL, "use_threads": False, "batch_readahead": 0, "fragment_readahead": 0}
+    for batch in dataset.to_batches(columns=[c for c, _ in conditions], **scan):
+        these = None
+        for i, (_, values) in enumerate(conditions):
+            hit = _is_in(pa.chunked_array([batch.column(i)]), values)
+            these = hit if these is None else pc.and_(these, hit)
+        parts.extend(these.chunks)
+    return pa.chunked_array(parts, type=pa.bool_()).combine_chunks() if parts else pa.array([], pa.bool_())
 
 
 def _read_compact(
@@ -373,13 +405,7 @@ def _read_compact(
     back in between, so the peak is the frame plus one group's Arrow data, not plus the whole
     table's (and a :data:`CODE_COLUMNS` column's strings never sit beside anything else).
     ``names``: only the rows whose ``method`` is one of them; ``versions``: whose ``version``."""
-    keep = None  # the rows of ``names`` (and ``versions``): found once, each group's read filtered by it
-    for column, values in (("method", names), ("version", versions)):
-        if values is not None:
-            col = dataset.to_table(columns=[column], memory_pool=POOL, use_threads=False).column(0)
-            these = _is_in(col, pa.array(list(values), pa.string()))
-            keep = these if keep is None else pc.and_(keep, these)
-            del col
+    keep = _kept_rows(dataset, names, versions)  # (found once, each group's read filtered by it)
     if keep is not None and not pc.any(keep).as_py():  # no row wanted: no column read
         return empty_frame(name, cols, categorical, True)
     ids = [c for c in SHARED_CODES if c in cols]  # read together: one dictionary (SHARED_CODES)
@@ -391,9 +417,7 @@ def _read_compact(
         return pd.DataFrame(index=pd.RangeIndex(n))
     df = None
     for group in groups:
-        table = _read_exact(dataset, group, memory_pool=POOL, use_threads=False)
-        if keep is not None:
-            table = table.filter(keep)
+        table = _read_exact(dataset, group, memory_pool=POOL, use_threads=False, keep=keep)
         part = arrow_to_pandas(table, name, group, categorical, True)
         del table
         if df is None:
