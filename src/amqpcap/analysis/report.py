@@ -15,12 +15,10 @@ import html
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, release_memory, si
 from amqpcap.analysis.batches import is_output_dir
@@ -48,6 +46,9 @@ from amqpcap.analysis.summary import (
 )
 from amqpcap.analysis.timespan import span_parts
 from amqpcap.analysis.traffic import totals, totals_at
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
 
@@ -107,7 +108,29 @@ def _fmt_bucket(bucket: str) -> str:
     return f"{s * 1000:g} ms" if s < 1 else f"{s:g} s"
 
 
+def _figure(**kw) -> Figure:
+    """A matplotlib figure (imported here, where a figure is drawn: a process computing no figure,
+    e.g. a forked stats part, never loads it)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kw)
+
+
+def _integer_ticks(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _si_ticks(axis, unit: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v, unit)))
+
+
 def _save(fig: Figure, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     fig.savefig(path, format="png", dpi=100)
     return path
@@ -141,7 +164,7 @@ def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
 def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     """Messages and bytes per second over time, per direction; ``tot``: the
     :func:`~amqpcap.analysis.traffic.totals` per ``bucket``."""
-    fig = Figure(figsize=(11, 6.5))
+    fig = _figure(figsize=(11, 6.5))
     if len(tot) == 0 or t0 is None:
         _empty(fig, "Throughput", "no AMQP traffic")
         return _save(fig, path)
@@ -184,8 +207,8 @@ def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     ax2.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)")
     ax2.legend(loc="upper right", fontsize=8, ncol=2)
     # k / M / G only: a sparse capture's 0.014 msg/s must not read "14m" (milli)
-    ax1.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v)))
-    ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v, "B/s")))
+    _si_ticks(ax1.yaxis, "")
+    _si_ticks(ax2.yaxis, "B/s")
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
@@ -234,7 +257,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
     """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
     latencies (ms) already taken from it.  Each drawn from its bins' counts (40 bars, not a
     value per pair)."""
-    fig = Figure(figsize=(12, 7))
+    fig = _figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(2, 3, i + 1)
@@ -248,7 +271,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
             ax.set_yticks([])
             ax.set_xticks([])
             continue
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(ax.yaxis)
         counts, edges, log = latency_bins(a)
         ax.hist(edges[:-1], bins=edges, weights=counts, color="#4c72b0")
         if log:
@@ -264,7 +287,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
 
 def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
     if len(err) == 0:
-        fig = Figure(figsize=(9, 2.5))
+        fig = _figure(figsize=(9, 2.5))
         _empty(fig, "Errors", "no errors")
         return _save(fig, path)
     e = err.copy()
@@ -285,7 +308,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
     )
     more = len(counts) - top
     counts = counts.tail(top)
-    fig = Figure(figsize=(10, max(2.5, 0.38 * len(counts) + 1.3)))
+    fig = _figure(figsize=(10, max(2.5, 0.38 * len(counts) + 1.3)))
     ax = fig.add_subplot(1, 1, 1)
     colors = [
         "#d62728" if c == "hard" else ("#ff7f0e" if c == "soft" else "#7f7f7f") for c in counts["class"]
@@ -298,7 +321,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
         "Errors by code (red: hard, orange: soft, grey: no class)"
         + (f" — top {top}, {more} more in the table" if more > 0 else "")
     )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax.xaxis)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return _save(fig, path)
@@ -347,7 +370,7 @@ def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tupl
 def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTIONS) -> Path:
     c = t.connections
     if len(c) == 0 or t0 is None:
-        fig = Figure(figsize=(10, 2.5))
+        fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Connections", "no connections")
         return _save(fig, path)
     t0n = int(pd.Timestamp(t0).value)
@@ -362,7 +385,7 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     # the busiest ``top`` (bytes, then start; ties in table order) taken alone, not the whole table sorted
     busiest = np.lexsort((c["x_s"].to_numpy(dtype=np.float64), -c["x_b"].to_numpy(dtype=np.int64)))[:top]
     shown = c.iloc[busiest].sort_values("x_s")
-    fig = Figure(figsize=(12, 3 + 0.28 * len(shown)))
+    fig = _figure(figsize=(12, 3 + 0.28 * len(shown)))
     gs = fig.add_gridspec(2, 1, height_ratios=[1, max(1.5, 0.28 * len(shown) / 2)])
     ax0 = fig.add_subplot(gs[0])
     ax = fig.add_subplot(gs[1], sharex=ax0)
@@ -494,7 +517,7 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     :func:`~amqpcap.analysis.connection_health.unacked`'s capture, tcp_stream, channel, ts, event,
     unacked and prefetch_count."""
     if len(un) == 0 or t0 is None or not (un["event"] != "qos").any():
-        fig = Figure(figsize=(10, 2.5))
+        fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
         return _save(fig, path)
     keys = ["capture", "tcp_stream", "channel"]
@@ -502,7 +525,7 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
     peak = un.groupby(keys, dropna=False, observed=True)["unacked"].max().sort_values(ascending=False)
     if len(peak) <= top:
-        fig = Figure(figsize=(11, 5))
+        fig = _figure(figsize=(11, 5))
         ax = fig.add_subplot(1, 1, 1)
         for i, k in enumerate(peak.index):
             g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
@@ -523,14 +546,14 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
         ax.set_xlabel(xlabel)
         ax.set_ylabel("unacknowledged deliveries (count)")
         ax.set_title("Unacknowledged deliveries per channel (solid) vs basic.qos prefetch-count (dashed)")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(ax.yaxis)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper right", ncol=2)
         fig.tight_layout()
         return _save(fig, path)
     # many channels: aggregate
-    fig = Figure(figsize=(12, 5))
+    fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
     x, y = total_unacked(un, t0n)
@@ -552,7 +575,7 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     ax1.set_xlabel(xlabel)
     ax1.set_ylabel("unacknowledged deliveries, all channels (count)")
     ax1.set_title(f"Total unacknowledged over {len(peak):,} channels")
-    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax1.yaxis)
     ax1.set_ylim(bottom=0)
     ax1.grid(True, alpha=0.3)
     pf = (
