@@ -128,3 +128,20 @@ def test_small_row_groups_are_read_together_in_file_order(out, tmp_path, monkeyp
     assert joined.column("frame_number").to_pylist() == whole.column("frame_number").to_pylist()
     assert joined.column("method").to_pylist() == whole.column("method").to_pylist()
     assert stats(small) == stats(out)
+
+
+def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables(out, tmp_path, monkeypatch):
+    from amqpcap.analysis import load, write_report
+
+    want = open(write_report(load(out), tmp_path / "loaded"), encoding="utf-8").read()
+    forks = []
+    real = Forked.__init__
+
+    def counted(self, fn):
+        forks.append(os.getpid())
+        real(self, fn)
+
+    monkeypatch.setattr(Forked, "__init__", counted)
+    got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
+    assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
+    assert got == want and got.count("data:image/png;base64,") == 5

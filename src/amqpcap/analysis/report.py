@@ -819,25 +819,33 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
 BESIDE = ("errors", "throughput")
 
 
+def _matched(kind: str, df) -> np.ndarray:
+    """The matched pairs' latencies (ms) a pairing hands ``on_latency``: of its frame, or the
+    array of a pairing computed in a pass."""
+    if isinstance(df, pd.DataFrame):
+        return _ok_latencies(kind, df)
+    a = np.asarray(df, dtype=float)
+    return a[np.isfinite(a)]
+
+
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
-    """The body of :func:`write_report`: the figures of their own passes over the tables (and the
-    stats parts of those passes) in a second process while this one computes the rest of stats."""
+    """The body of :func:`write_report`: one forked second process computes the figures of its
+    own passes over the tables, their stats parts and stats' other :data:`ASIDE` parts, while this
+    one computes the rest of stats (two processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0, duration = _origin(src)
     bucket = bucket or pick_bucket(duration)
-    beside = functools.partial(_beside, src, out, bucket, t0, stats is None)
-    forked = Forked(beside) if is_output_dir(src) and can_fork() else None
+    fork = is_output_dir(src) and can_fork()
+    aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
+    forked = Forked(beside) if fork else None
     values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
     kept: dict = {}
 
     def keep(kind, df):
-        if isinstance(df, pd.DataFrame):
-            values[kind] = _ok_latencies(kind, df)
-        else:  # the matched latencies of a pairing computed in a pass
-            a = np.asarray(df, dtype=float)
-            values[kind] = a[np.isfinite(a)]
+        values[kind] = _matched(kind, df)
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
@@ -853,18 +861,20 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     if stats is None:
         got = stats_parts(
             src,
-            tuple(p for p in STATS_PARTS if p not in BESIDE),
+            tuple(p for p in STATS_PARTS if p not in BESIDE and p not in aside),
             on_latency=keep,
             on_section=draw,
             on_unacked=lambda un: kept.__setitem__("unacked", un),
-            aside=tuple(p for p in ASIDE if p not in BESIDE),
+            aside=(),
         )
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    theirs, ct, drawn = forked.result() if forked is not None else beside()
+    theirs, ct, drawn, latencies = forked.result() if forked is not None else beside()
+    values.update(latencies)
     if stats is None:
+        got["latency"].update(theirs.pop("latency"))
         got.update(theirs)
         stats = stats_of_parts(got)
     paths.update(drawn, latency=fig_latency(values, out / "latency.png"))
@@ -884,19 +894,28 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool) -> tuple:
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> tuple:
     """What the report draws from its own passes over the tables: the errors, timeline and
     throughput figures, the page's connections table and (``parts``) the stats parts of
-    :data:`BESIDE` (their dict, as :func:`stats_parts` gives it); the throughput's 1 s buckets
-    and the plot's summed in one pass."""
+    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with the matched
+    latencies of ``aside``'s pairings (kind -> array); the throughput's 1 s buckets and the
+    plot's summed in one pass."""
     got: dict = {}
+    latencies: dict = {}
 
     def errors(section, load):
-        got["err"] = errors_frame(error_tables(load(), src))
+        if section == "errors":
+            got["err"] = errors_frame(error_tables(load(), src))
 
     if parts:
-        got.update(stats_parts(src, ("errors",), on_section=errors))
-        del got["latency"]
+        got.update(
+            stats_parts(
+                src,
+                aside + ("errors",),
+                on_latency=lambda kind, df: latencies.__setitem__(kind, _matched(kind, df)),
+                on_section=errors,
+            )
+        )
     else:
         errors("errors", lambda: section_tables(src, "errors"))
     err = got.pop("err")
@@ -910,4 +929,4 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool) -> tuple:
     if parts:
         got["throughput"] = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)
     paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    return got, ct, paths
+    return got, ct, paths, latencies
