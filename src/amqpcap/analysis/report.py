@@ -494,21 +494,75 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     return _save(fig, path)
 
 
-def total_unacked(un: pd.DataFrame, t0n: int) -> tuple[np.ndarray, np.ndarray]:
+_CHANNEL = ["capture", "tcp_stream", "channel"]
+
+
+def _channel_codes(un: pd.DataFrame) -> np.ndarray:
+    """Each row's channel (capture, tcp_stream, channel; a missing value a key of its own) as a
+    code 0, 1, ... in order of first row: one int64 per row, no grouping of the frame."""
+    cap = un["capture"]
+    if isinstance(cap.dtype, pd.CategoricalDtype):
+        key = cap.cat.codes.to_numpy().astype(np.int64)
+    else:
+        key = pd.factorize(cap, use_na_sentinel=False)[0].astype(np.int64)
+    for c, bits in (("tcp_stream", 33), ("channel", 17)):  # (stream + 1 < 2**33, channel + 1 < 2**17)
+        key <<= bits
+        key += un[c].astype("Int64").fillna(-1).to_numpy(dtype=np.int64) + 1
+    return pd.factorize(key)[0].astype(np.int64)
+
+
+def _changes(codes: np.ndarray, counts: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """Each row's change of its channel's count (``codes``, ``counts``), channel by channel in
+    row order (a channel's first row: its count), a chunk of rows at a time."""
+    d = np.empty(len(counts), dtype=np.int64)
+    last = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int64)
+    for s in range(0, len(counts), chunk):
+        g, v = codes[s : s + chunk], counts[s : s + chunk]
+        o = np.argsort(g, kind="stable")
+        gs, vs = g[o], v[o]
+        same = gs[1:] == gs[:-1]
+        prev = np.r_[0, vs[:-1]]
+        first = np.r_[True, ~same]
+        prev[first] = last[gs[first]]
+        d[s + o] = vs - prev
+        end = np.r_[~same, True]
+        last[gs[end]] = vs[end]
+    return d
+
+
+def total_unacked(
+    un: pd.DataFrame, t0n: int, codes: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The unacknowledged deliveries of every channel together after each event of an
     :func:`~amqpcap.analysis.connection_health.unacked` frame, in time order: (seconds since
-    ``t0n`` ns, total).  Each channel's changes summed in time order, from two column arrays (no
-    copy of the frame)."""
-    d = (
-        un.groupby(["capture", "tcp_stream", "channel"], sort=False, dropna=False, observed=True)["unacked"]
-        .diff()
-        .fillna(un["unacked"])
-        .astype(float)
-        .to_numpy()
-    )
+    ``t0n`` ns, total).  Each channel's changes summed in time order, from column arrays and the
+    rows' channel ``codes`` (:func:`_channel_codes`), no grouping or copy of the frame."""
+    d = _changes(_channel_codes(un) if codes is None else codes, un["unacked"].to_numpy(dtype=np.int64))
     ts = ns(un["ts"])
-    order = np.argsort(ts, kind="stable")
-    return (ts[order] - t0n) / 1e9, np.cumsum(d[order])
+    if len(ts) > 1 and not (ts[1:] >= ts[:-1]).all():  # (in time order already: no reordering)
+        order = np.argsort(ts, kind="stable")
+        ts, d = ts[order], d[order]
+        del order
+    np.cumsum(d, out=d)
+    y = d.astype(float)
+    del d
+    return (ts - t0n) / 1e9, y
+
+
+def _per_channel(un: pd.DataFrame, codes: np.ndarray) -> tuple[pd.Series, pd.Series]:
+    """Each channel's peak unacked count and largest prefetch (0 when none), indexed and ordered
+    as a groupby of the frame by channel gives them, from a row a channel."""
+    n = int(codes.max()) + 1
+    peak = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(peak, codes, un["unacked"].to_numpy(dtype=np.int64))
+    pf = np.full(n, -1, dtype=np.int64)  # (a prefetch count is >= 0: -1 is none)
+    np.maximum.at(pf, codes, un["prefetch_count"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64))
+    first = np.unique(codes, return_index=True)[1]
+    one = un.iloc[first][_CHANNEL].assign(
+        unacked=peak, prefetch_count=pd.array(np.where(pf >= 0, pf, 0), dtype="Int64").astype(float)
+    )
+    by = one.groupby(_CHANNEL, dropna=False, observed=True)
+    return by["unacked"].max().sort_values(ascending=False), by["prefetch_count"].max()
 
 
 def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
@@ -520,10 +574,10 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
         fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
         return _save(fig, path)
-    keys = ["capture", "tcp_stream", "channel"]
     t0n = int(pd.Timestamp(t0).value)
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
-    peak = un.groupby(keys, dropna=False, observed=True)["unacked"].max().sort_values(ascending=False)
+    codes = _channel_codes(un)
+    peak, pf = _per_channel(un, codes)
     if len(peak) <= top:
         fig = _figure(figsize=(11, 5))
         ax = fig.add_subplot(1, 1, 1)
@@ -556,7 +610,8 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    x, y = total_unacked(un, t0n)
+    x, y = total_unacked(un, t0n, codes)
+    del codes
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
@@ -578,13 +633,6 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     _integer_ticks(ax1.yaxis)
     ax1.set_ylim(bottom=0)
     ax1.grid(True, alpha=0.3)
-    pf = (
-        un.groupby(keys, dropna=False, observed=True)["prefetch_count"]
-        .max()
-        .astype("Float64")
-        .fillna(0)
-        .astype(float)
-    )
     pk = peak.reindex(pf.index).astype(float)
     over = pk.to_numpy() > np.where(pf.to_numpy() > 0, pf.to_numpy(), np.inf)
     rng = np.random.default_rng(0)  # jitter: integer counts pile up on each other
