@@ -129,8 +129,7 @@ class _SegmentTable:
 
         self.segment = segment
         tmp = os.path.join(self.out, ".segments", f"{self.name}-{segment:05d}")
-        self.current = TableBuffer(self.name, tmp)
-        self.current.file.out_of_range = self.out_of_range
+        self.current = TableBuffer(self.name, tmp, out_of_range=self.out_of_range)
 
     def append(self, row) -> None:
         self.current.append(row)

@@ -206,6 +206,7 @@ def test_the_compiled_walker_makes_the_references_rows_and_events_of_damaged_str
 def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_rule_reads():
     fast10 = built_or_skip("fast10")
     from amqp10_wire import (
+        Sym,
         amqp_value,
         application_properties,
         data,
@@ -213,10 +214,13 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
         disposition,
         frame,
         header,
+        list_,
+        map_,
         message_annotations,
         null,
         properties,
         released,
+        string,
         timestamp,
         transfer,
     )
@@ -228,6 +232,13 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
         application_properties({"k": 1}) + message_annotations({"x-opt": "v"}) + amqp_value([1, "two"]),
         described(0x74, null()) + properties(user_id=b"u\xff", correlation_id="c") + data(b""),
         properties(creation_time=timestamp(-(2**62))) + data(b"out of the column's range"),
+        # values the section table's converters convert, and sections of other shapes
+        properties(correlation_id=7, content_type=Sym("t/p"), content_encoding="gzip", to=b"/queues/q2")
+        + application_properties({"k": b"\x01"})
+        + data(b"b"),
+        described(0x70, string("a header that is not a list")) + described(0x74, list_([1, 2])) + data(b""),
+        described(0x73, map_({"to": "/topic/t", "message-id": 9})) + data(b"p"),
+        described(0x70, list_([None, True, True])) + data(b"a priority and a ttl that are booleans"),
     ]
     raw = stream() + b"".join(
         frame(transfer(0, 1 + i, b"t%d" % i, settled=i == 0) + m) for i, m in enumerate(messages)
@@ -236,6 +247,7 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
     want = events_of(codec_1_0.Decoder10, raw, [], rows_1_0.append_rows_reference)
     got = events_of(decoder.decoder_1_0(), raw, [], fast10.append_rows)
     assert want[1].count("'transfer'") == 1 + len(messages)  # (the stream's own delivery too)
+    assert all(v in want[1] for v in ("'7'", "'t/p'", "'q2'", '\'{"k":{"$b64":"AQ=="}}\'', "'amq.topic'"))
     assert got == want
 
 

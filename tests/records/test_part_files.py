@@ -3,7 +3,10 @@ reader gives the rows of one file, in order, and the analysis the same summary."
 
 from __future__ import annotations
 
+import errno
 import os
+import threading
+import time
 
 import pandas as pd
 import pyarrow as pa
@@ -37,6 +40,42 @@ def test_a_file_is_begun_every_part_groups_row_groups_none_left_empty(tmp_path, 
         assert names == [f"part-{i:05d}.parquet" for i in range(len(files))]
         assert [pq.ParquetFile(path / n).metadata.num_row_groups for n in names] == files
         assert pq.read_table(path).column("x").to_pylist() == list(range(batches * 10))
+
+
+def test_a_row_group_that_fails_names_its_own_file_after_the_writer_moved_to_the_next(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "FIRST_GROUP_ROWS", 10)
+    monkeypatch.setattr(writer, "GROUP_ROWS", 10)  # a batch a row group
+    monkeypatch.setattr(writer, "QUEUED", 8)  # every group in the thread before the failure is seen
+    opened = writer.open_parquet
+    written = []
+    go = threading.Event()
+
+    class SecondGroupFails:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def write_table(self, table, rows):
+            written.append(rows)
+            if len(written) == 2:  # the second row group of part-00000, once every group is queued
+                go.wait(10)
+                raise OSError(errno.ENOSPC, "No space left on device")  # no file name: pyarrow's way
+            self.inner.write_table(table, rows)
+
+        def close(self):
+            self.inner.close()
+
+    monkeypatch.setattr(writer, "open_parquet", lambda path, schema: SecondGroupFails(opened(path, schema)))
+    f = writer.ParquetFile(str(tmp_path / "t"), True, part_groups=2)
+    for i in range(4):
+        f.write(batch_of(list(range(i * 10, i * 10 + 10))))
+    go.set()
+    while f.writing():  # the Parquet thread goes on to part-00001 meanwhile
+        time.sleep(0.01)
+    with pytest.raises(OSError) as e:
+        f.close()
+    assert e.value.errno == errno.ENOSPC
+    assert e.value.filename == str(tmp_path / "t" / "part-00000.parquet")
+    assert sorted(os.listdir(tmp_path / "t")) == ["part-00000.parquet", "part-00001.parquet"]
 
 
 @pytest.fixture(scope="module")

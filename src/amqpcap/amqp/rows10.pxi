@@ -1,15 +1,16 @@
 # AMQP 1.0 rows written from C (included by fast10.pyx): records/rows_1_0.py's ``append_rows``
-# compiled.  Each row is the tuple rows_1_0.method_row / message_row builds (the row rule lives
-# there only), handed to the compiled table buffer as its array of items (fastwriter's
-# ``APPEND_ARRAY``: no per-column Python call); a table that is not a compiled table buffer
-# gets the tuple itself.  What is compiled is the loop over the events and the write, the
-# methods row (built here by rows_1_0's tables: ``METHOD_SOURCES`` and ``METHOD_PLANS``, with C
-# type checks for its ``_i`` / ``_b`` / rows' ``as_int``, its other converters called), and the
-# messages row of a delivery whole in one transfer: the walker makes its values
-# (rows_1_0.message_values, ``held_row``) with no Delivery, links_1_0's state holds them as a
-# ``HeldRow`` until the delivery is settled, and rows_1_0.settled_row makes them its row.
+# compiled.  The rows are filled by rows_1_0's tables (the row rule lives there only): the
+# methods row by ``METHOD_SOURCES`` and ``METHOD_PLANS``, the messages row of a delivery whole
+# in one transfer by ``MESSAGE_PLAN`` (``values_row``: rows_1_0.message_values in C), with C type
+# checks for their ``_i`` / ``_b`` / rows' ``as_int`` / ``as_text`` and their other converters
+# called.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
+# ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
+# buffer gets a tuple.  The walker makes a delivery's values with no Delivery, links_1_0's state
+# holds them as a ``HeldRow`` until the delivery is settled, and ``append_rows`` fills in the
+# settlement columns (rows_1_0.settled_row's) and writes them.
 
 from cpython.bool cimport PyBool_Check
+from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.object cimport PyObject
@@ -26,14 +27,15 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_r
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
 cdef object message_row = None
-cdef object message_values = None
-cdef object settled_row = None
+cdef object exchange_key = None
+cdef object as_text = None
+cdef object json_text = None
 
 
 cdef class HeldRow:
     """A delivery whole in one transfer, held by links_1_0's state until it is settled (the
-    attributes it reads and sets, as it does a Delivery's): rows_1_0.message_values of it, which
-    rows_1_0.settled_row makes its messages row of."""
+    attributes it reads and sets, as it does a Delivery's): rows_1_0.message_values of it
+    (``values_row``), which ``append_rows`` completes as rows_1_0.settled_row does."""
 
     cdef public object channel, delivery_id, settle_ts, outcome, condition
     cdef public bint settled
@@ -47,6 +49,7 @@ cdef enum:
     CONV_INT = 1   # rows_1_0._i: a non-negative int64 (not a bool), else null
     CONV_BOOL = 2  # rows_1_0._b: a bool, else null
     CONV_ANY_INT = 3  # rows.as_int: an int (not a bool), else null
+    CONV_TEXT = 4  # rows.as_text: a str as it is, anything else by the reference
 
 cdef Py_ssize_t n_method = 0, n_attrs = 0
 cdef Py_ssize_t own_col[4]  # capture, stream, direction, version (rows.OWN's order)
@@ -76,6 +79,8 @@ cdef object converted(FieldPlan f, object v):
         return f.conv(v)
     if f.code == CONV_BOOL:
         return v if PyBool_Check(v) else None
+    if f.code == CONV_TEXT:
+        return v if type(v) is str else f.conv(v)
     if not PyLong_Check(v) or PyBool_Check(v):
         return None
     if f.code == CONV_ANY_INT:
@@ -84,9 +89,10 @@ cdef object converted(FieldPlan f, object v):
     return v if overflow == 0 and 0 <= x <= I64_MAX else None
 
 
-cdef list methods_row(capture, stream, int direction, e, version):
-    """rows_1_0.method_row's values, as a list."""
-    cdef list row = [None] * n_method
+cdef tuple methods_row(list row, capture, stream, int direction, e, version):
+    """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
+    list serves every row of a batch rather than a new one per row: the sources' columns are
+    written by every row, the plan's are ``blank``ed after the row is written."""
     cdef Py_ssize_t i
     cdef FieldPlan f
     cdef dict a = e.args
@@ -97,7 +103,9 @@ cdef list methods_row(capture, stream, int direction, e, version):
     for i in range(n_attrs):
         row[attr_col[i]] = getattr(e, <str>attr_names[i])
     plan = method_plans.get(e.name)
-    for f in <tuple>(every_plan if plan is None else plan):
+    if plan is None:
+        plan = every_plan
+    for f in <tuple>plan:
         if f.field is None:
             v = f.conv(a)
         else:
@@ -107,7 +115,7 @@ cdef list methods_row(capture, stream, int direction, e, version):
             row[f.col] = v
         else:
             row[f.col], row[f.col2] = v
-    return row
+    return <tuple>plan
 
 
 cdef tuple field_plans(tuple entries, dict codes):
@@ -123,21 +131,116 @@ cdef tuple field_plans(tuple entries, dict codes):
     return tuple(out)
 
 
+# the messages row: its width, the columns message_values fills from its arguments, the
+# settlement columns (rows_1_0.SETTLED_COLUMNS' order), and MESSAGE_PLAN (read at bind_rows)
+cdef Py_ssize_t n_message = 0
+cdef Py_ssize_t mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange
+cdef Py_ssize_t mc_key, mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames
+cdef Py_ssize_t mc_body_hash, mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id
+cdef Py_ssize_t mc_aborted
+cdef Py_ssize_t settle_col[7]
+cdef tuple message_plan = ()
+cdef object TS_MS_LIMIT = None
+cdef str APP_SECTION = sys.intern("application-properties")
+cdef str BODY_SECTION = sys.intern("body-section")
+cdef str PROPERTIES_SECTION = sys.intern("properties")
+cdef str TO_FIELD = sys.intern("to")
+cdef str TRANSFER = sys.intern("transfer")
+
+
+cdef class SectionPlan:
+    """One entry of rows_1_0.MESSAGE_PLAN: the column, the section, the field (None: the whole
+    section), the converter and its code."""
+
+    cdef Py_ssize_t col
+    cdef object section, field, conv
+    cdef int code
+
+
+cdef object field_of(dict sections, section, field):
+    """rows_1_0.message_values' value of a section's field (None: absent)."""
+    v = sections.get(section)
+    if field is None or v is None:
+        return v
+    return (<dict>v).get(field) if PyDict_CheckExact(v) else (v.get(field) if isinstance(v, dict) else None)
+
+
+cdef list values_row(
+    int direction, perf, link_name, address, delivery_id, dict sections, kind, body_size, digest,
+    head, bint complete, created,
+):
+    """rows_1_0.message_values of a delivery whole in one transfer (``perf``)."""
+    cdef list row = [None] * n_message
+    cdef SectionPlan f
+    cdef dict others
+    for f in message_plan:
+        v = field_of(sections, f.section, f.field)
+        if v is not None:
+            if f.code == CONV_TEXT:
+                row[f.col] = v if type(v) is str else f.conv(v)
+            elif f.code == CONV_ANY_INT:
+                row[f.col] = v if PyLong_Check(v) and not PyBool_Check(v) else None
+            else:
+                row[f.col] = f.conv(v)
+    to = field_of(sections, PROPERTIES_SECTION, TO_FIELD)
+    if to is not None and type(to) is not str:
+        to = as_text(to)
+    row[mc_exchange], row[mc_key] = exchange_key(address if to is None else to)
+    packet = perf.packet
+    row[mc_frame] = packet
+    row[mc_last] = packet
+    row[mc_first] = packet
+    row[mc_ts] = perf.ts
+    row[mc_direction] = dir_names[direction]
+    row[mc_channel] = perf.channel
+    row[mc_offset] = perf.offset
+    row[mc_method] = TRANSFER
+    if created is not None and -TS_MS_LIMIT < created < TS_MS_LIMIT:
+        row[mc_msg_ts] = created * 1_000_000
+    # rows_1_0.other_sections: the sections but the application-properties, and the body's kind
+    others = PyDict_Copy(sections)
+    if PyDict_GetItem(others, APP_SECTION) != NULL:
+        PyDict_DelItem(others, APP_SECTION)
+    if kind is not None:
+        others[BODY_SECTION] = kind
+    row[mc_properties] = json_text(others)
+    row[mc_body_size] = body_size
+    row[mc_body_received] = body_size
+    row[mc_body_frames] = 1
+    row[mc_body_hash] = digest
+    row[mc_body] = head
+    row[mc_complete] = complete
+    row[mc_link] = link_name
+    row[mc_delivery_id] = int64_or_none(delivery_id)
+    row[mc_aborted] = False
+    return row
+
+
+cdef object int64_or_none(v):
+    """rows_1_0._i."""
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_Check(v) or PyBool_Check(v):
+        return None
+    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return v if overflow == 0 and 0 <= x <= I64_MAX else None
+
+
 cdef HeldRow held_row(
     int direction, perf, link, delivery_id, dict sections, kind, body_size, digest, head,
     bint complete, bint settled, outcome, condition, created,
 ):
     """What links_1_0's state holds of the Delivery codec_1_0 would make of this transfer."""
     cdef HeldRow h = HeldRow.__new__(HeldRow)
-    if message_values is None:
+    if method_plans is None:
         bind_rows()
     name = address = None
     if link is not None:
         # sent to its target; received from its source (the queue a consumer reads)
         name, address = link.name, link.target if direction == 0 else (link.source or link.target)
-    h.values = message_values(
-        direction, perf.packet, perf.ts, perf.channel, perf.offset, perf.packet, 1, name, address,
-        delivery_id, sections, kind, body_size, digest, head, complete, False, created,
+    h.values = values_row(
+        direction, perf, name, address, delivery_id, sections, kind, body_size, digest, head,
+        complete, created,
     )
     h.channel = perf.channel
     h.delivery_id = delivery_id
@@ -147,9 +250,25 @@ cdef HeldRow held_row(
     return h
 
 
+cdef list settled_values(HeldRow h, capture, stream, version):
+    """rows_1_0.settled_row of a held delivery's values (filled in place)."""
+    cdef list row = h.values
+    row[settle_col[0]] = capture
+    row[settle_col[1]] = stream
+    row[settle_col[2]] = version
+    row[settle_col[3]] = h.settled
+    row[settle_col[4]] = h.settle_ts
+    row[settle_col[5]] = h.outcome
+    row[settle_col[6]] = h.condition
+    return row
+
+
 cdef int bind_rows() except -1:
-    global message_row, message_values, settled_row, append_array
-    global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan
+    global message_row, exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
+    global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message
+    global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
+    global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
+    global mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted
     from amqpcap.records import rows, rows_1_0
 
     try:
@@ -174,10 +293,55 @@ cdef int bind_rows() except -1:
         attr_col[i] = c
     attr_names = tuple(sys.intern(src) for _c, src in attrs)
     dir_names = tuple(rows.DIRS)
-    codes = {rows_1_0._i: CONV_INT, rows_1_0._b: CONV_BOOL, rows.as_int: CONV_ANY_INT}
+    codes = {rows_1_0._i: CONV_INT, rows_1_0._b: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
-    message_values, settled_row = rows_1_0.message_values, rows_1_0.settled_row
+    message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
+    mcols = {c: i for i, c in enumerate(rows.COLUMNS["messages"])}
+    n_message = len(mcols)
+    (
+        mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key,
+        mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash,
+        mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted,
+    ) = [
+        mcols[c]
+        for c in (
+            "frame_number", "ts", "direction", "channel", "stream_offset", "method", "exchange",
+            "routing_key", "msg_timestamp", "properties", "body_size", "body_received",
+            "body_frames", "body_hash", "body", "complete", "first_frame_number",
+            "last_frame_number", "link_name", "delivery_id", "aborted",
+        )
+    ]
+    for i, col in enumerate(rows_1_0.SETTLED_COLUMNS):
+        settle_col[i] = mcols[col]
+    # the JSON columns by the row builders' compiled encoder (rows.to_json's text): on the bench's
+    # 1.0 values the json module's C encoder takes 4x its time (sections 16.0 / 4.4 ms,
+    # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
+    exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
+    TS_MS_LIMIT = TS_LIMIT
+    return 0
+
+
+cdef tuple section_plans(tuple entries, dict codes):
+    cdef SectionPlan f
+    out = []
+    for col, section, field, conv in entries:
+        f = SectionPlan.__new__(SectionPlan)
+        f.col = col
+        f.section = sys.intern(section)
+        f.field = None if field is None else sys.intern(field)
+        f.conv = conv
+        f.code = codes.get(conv, CONV_CALL)
+        out.append(f)
+    return tuple(out)
+
+
+cdef inline int blank(list row, tuple plan) except -1:
+    cdef FieldPlan f
+    for f in plan:
+        row[f.col] = None
+        if f.col2 >= 0:
+            row[f.col2] = None
     return 0
 
 
@@ -202,22 +366,20 @@ def append_rows(list events, capture, stream, version, methods, messages):
     ``events`` written in order, the other events returned in order."""
     cdef list rest = []
     cdef tuple pair
-    cdef HeldRow h
     if method_plans is None:
         bind_rows()
+    cdef list row = [None] * n_method
     cdef bint to_methods = append_array != NULL and append_array(methods, NULL, NULL)
     cdef bint to_messages = append_array != NULL and append_array(messages, NULL, NULL)
     for pair in events:
         d, e = pair
         t = type(e)
         if t is Performative:
-            write_list(methods, to_methods, methods_row(capture, stream, d, e, version))
+            plan = methods_row(row, capture, stream, d, e, version)
+            write_list(methods, to_methods, row)
+            blank(row, plan)
         elif t is HeldRow:
-            h = <HeldRow>e
-            write(
-                messages, to_messages,
-                settled_row(h.values, capture, stream, version, h.settled, h.settle_ts, h.outcome, h.condition),
-            )
+            write_list(messages, to_messages, settled_values(<HeldRow>e, capture, stream, version))
         elif t is Delivery:
             write(messages, to_messages, message_row(capture, stream, d, e, version))
         else:

@@ -176,10 +176,80 @@ _MSG_ORDER = (  # message_values' row, in records/schema.py's order (checked bel
     *("settle_ts", "outcome", "condition", "aborted"),
 )
 assert _MSG_ORDER == tuple(COLUMNS["messages"]), "message_values' row is not in the schema's order"
-_C_CAPTURE, _C_STREAM, _C_VERSION, _C_SETTLED, _C_SETTLE_TS, _C_OUTCOME, _C_CONDITION = (
-    _MESSAGE_INDEX[c]
-    for c in ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
+# (the columns settled_row fills, in its arguments' order: the compiled walker's rows read it)
+SETTLED_COLUMNS = ("capture", "tcp_stream", "version", "settled", "settle_ts", "outcome", "condition")
+_SETTLED_AT = tuple(_MESSAGE_INDEX[c] for c in SETTLED_COLUMNS)
+
+
+def _delivery_mode(header):
+    """0-9-1's delivery mode of a header section: 2 if it says durable, else 1."""
+    return (2 if header.get("durable") is True else 1) if isinstance(header, dict) else None
+
+
+def _ttl_text(ttl):
+    """A header's ttl (ms) as 0-9-1's expiration text."""
+    return str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+
+
+# The messages columns filled from a delivery's sections: (column, section, field, converter);
+# the field None: the whole section.  A section that is absent (or, with a field, not a map of
+# fields) or a field that is absent leaves the column null; any other value is converted.
+# message_values and the compiled walker's rows (fast10) read this.
+MESSAGE_FIELDS = (
+    ("content_type", "properties", "content-type", as_text),
+    ("content_encoding", "properties", "content-encoding", as_text),
+    ("headers", "application-properties", None, rows.connection_json),
+    ("delivery_mode", "header", None, _delivery_mode),
+    ("priority", "header", "priority", rows.as_int),
+    ("correlation_id", "properties", "correlation-id", as_text),
+    ("reply_to", "properties", "reply-to", as_text),
+    ("expiration", "header", "ttl", _ttl_text),
+    ("message_id", "properties", "message-id", as_text),
+    ("user_id", "properties", "user-id", as_text),
 )
+MESSAGE_PLAN = tuple((_MESSAGE_INDEX[col], sec, field, conv) for col, sec, field, conv in MESSAGE_FIELDS)
+_MESSAGE_WIDTH = len(_MSG_ORDER)
+(
+    _C_FRAME,
+    _C_TS,
+    _C_DIRECTION,
+    _C_CHANNEL,
+    _C_OFFSET,
+    _C_METHOD,
+    _C_EXCHANGE,
+    _C_KEY,
+    _C_MSG_TS,
+    _C_PROPERTIES,
+    _C_BODY_SIZE,
+    _C_BODY_RECEIVED,
+    _C_BODY_FRAMES,
+    _C_BODY_HASH,
+    _C_BODY,
+    _C_COMPLETE,
+    _C_FIRST,
+    _C_LAST,
+    _C_LINK,
+    _C_DELIVERY_ID,
+    _C_ABORTED,
+) = (
+    _MESSAGE_INDEX[c]
+    for c in (
+        *("frame_number", "ts", "direction", "channel", "stream_offset", "method", "exchange"),
+        *("routing_key", "msg_timestamp", "properties", "body_size", "body_received"),
+        *("body_frames", "body_hash", "body", "complete", "first_frame_number"),
+        *("last_frame_number", "link_name", "delivery_id", "aborted"),
+    )
+)
+
+
+def other_sections(sections: dict, body_kind):
+    """The properties JSON's object: every section but the application-properties (the
+    headers column's), and the body's kind."""
+    others = dict(sections)
+    others.pop("application-properties", None)
+    if body_kind is not None:
+        others["body-section"] = body_kind
+    return others
 
 
 def message_values(
@@ -203,88 +273,46 @@ def message_values(
     created,
 ) -> list:
     """The messages row of a delivery (``_MSG_ORDER``) but for where it was seen and how it was
-    settled (null: ``settled_row`` fills them): the properties section gives the columns 0-9-1
-    names the same way, its ``to`` (else the link's ``address``) the exchange and routing key,
-    the header the delivery mode, priority and expiration, the application-properties the
-    headers, every other section (and the body's kind) the properties JSON.  ``created`` is the
-    creation time (events_1_0.creation_time); ``packet`` is that of the last transfer."""
+    settled (null: ``settled_row`` fills them): ``MESSAGE_FIELDS`` from its sections, the
+    properties section's ``to`` (else the link's ``address``) the exchange and routing key,
+    every section but the application-properties (and the body's kind) the properties JSON.
+    ``created`` is the creation time (events_1_0.creation_time); ``packet`` is that of the last
+    transfer.  (The compiled walker's rows, fast10's ``values_row``, are this in C.)"""
+    row = [None] * _MESSAGE_WIDTH
+    for at, sec, field, conv in MESSAGE_PLAN:
+        v = sections.get(sec)
+        if field is not None:
+            v = v.get(field) if isinstance(v, dict) else None
+        if v is not None:
+            row[at] = conv(v)
     props = sections.get("properties")
-    if not isinstance(props, dict):
-        props = {}
-    to = as_text(props.get("to"))
-    exchange, key = exchange_key(to if to is not None else address)
-    others = dict(sections)
-    app = others.pop("application-properties", None)
-    if body_kind is not None:
-        others["body-section"] = body_kind
-    hdr = sections.get("header")
-    mode = priority = expiration = None
-    if isinstance(hdr, dict):
-        mode = 2 if hdr.get("durable") is True else 1
-        priority = hdr.get("priority")
-        if not isinstance(priority, int) or isinstance(priority, bool):
-            priority = None
-        ttl = hdr.get("ttl")
-        expiration = str(ttl) if isinstance(ttl, int) and not isinstance(ttl, bool) else None
-    return [
-        None,  # capture
-        None,  # tcp_stream
-        packet,
-        ts,
-        DIRS[direction],
-        channel,
-        offset,
-        "transfer",
-        None,  # version
-        exchange,
-        key,
-        None,  # consumer_tag
-        None,  # delivery_tag
-        None,  # redelivered
-        None,  # reply_code
-        as_text(props.get("content-type")),
-        as_text(props.get("content-encoding")),
-        rows.connection_json(app) if app is not None else None,
-        mode,
-        priority,
-        as_text(props.get("correlation-id")),
-        as_text(props.get("reply-to")),
-        expiration,
-        as_text(props.get("message-id")),
-        _ms_ts(created),
-        None,  # type
-        as_text(props.get("user-id")),
-        None,  # app_id
-        None,  # cluster_id
-        rows.connection_json(others),
-        body_size,
-        body_size,
-        frames,
-        body_hash,
-        body,
-        complete,
-        first_packet,
-        packet,
-        link_name,
-        _i(delivery_id),
-        None,  # settled
-        None,  # settle_ts
-        None,  # outcome
-        None,  # condition
-        aborted,
-    ]
+    to = as_text(props.get("to")) if isinstance(props, dict) else None
+    row[_C_EXCHANGE], row[_C_KEY] = exchange_key(to if to is not None else address)
+    row[_C_FRAME] = row[_C_LAST] = packet
+    row[_C_TS] = ts
+    row[_C_DIRECTION] = DIRS[direction]
+    row[_C_CHANNEL] = channel
+    row[_C_OFFSET] = offset
+    row[_C_METHOD] = "transfer"
+    row[_C_MSG_TS] = _ms_ts(created)
+    row[_C_PROPERTIES] = rows.connection_json(other_sections(sections, body_kind))
+    row[_C_BODY_SIZE] = row[_C_BODY_RECEIVED] = body_size
+    row[_C_BODY_FRAMES] = frames
+    row[_C_BODY_HASH] = body_hash
+    row[_C_BODY] = body
+    row[_C_COMPLETE] = complete
+    row[_C_FIRST] = first_packet
+    row[_C_LINK] = link_name
+    row[_C_DELIVERY_ID] = _i(delivery_id)
+    row[_C_ABORTED] = aborted
+    return row
 
 
 def settled_row(row: list, capture, stream, version, settled, settle_ts, outcome, condition) -> tuple:
     """The messages row of a delivery's ``message_values`` (filled in place), seen in
     ``capture``'s ``stream``, settled (or not) as given."""
-    row[_C_CAPTURE] = capture
-    row[_C_STREAM] = stream
-    row[_C_VERSION] = version
-    row[_C_SETTLED] = settled
-    row[_C_SETTLE_TS] = settle_ts
-    row[_C_OUTCOME] = outcome
-    row[_C_CONDITION] = condition
+    for at, v in zip(_SETTLED_AT, (capture, stream, version, settled, settle_ts, outcome, condition)):
+        row[at] = v
     return tuple(row)
 
 

@@ -209,13 +209,20 @@ class ParquetFile:
         "part_written",
     )
 
-    def __init__(self, path: str, background: bool = False, part_groups: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        background: bool = False,
+        part_groups: int | None = None,
+        out_of_range: dict | None = None,
+    ) -> None:
         self.path = path
         self.writer = None
         self.stored = None  # the file's schema: the batches' with their time columns split (times.py)
         self.background = background
         self.pending: list[Job] = []  # this file's row groups in the Parquet thread
-        self.out_of_range: dict = {}  # capture -> outofrange.OutOfRange: its rows' times to null
+        # capture -> outofrange.OutOfRange: its rows' times to null (the dataset's, shared)
+        self.out_of_range: dict = {} if out_of_range is None else out_of_range
         self.held: list = []  # batches of the next row group (group_rows, GROUP_BYTES)
         self.held_rows = self.held_bytes = 0
         self.group_rows = min(FIRST_GROUP_ROWS, GROUP_ROWS)  # this file's next row group, in rows
@@ -264,11 +271,15 @@ class ParquetFile:
 
         stored = pa.Table.from_batches([times.to_stored(b, self.stored) for b in batches], self.stored)
         batches.clear()  # the exact-time batches go as soon as they are split
+        # each step named here, in the thread that moves to the next part: an error names its file
         if self.part_groups and self.part_written >= self.part_groups:  # the next file, when a group comes
-            self.writer.close()
+            with named(self.file):
+                self.writer.close()
             self.part, self.part_written = self.part + 1, 0
-            self.writer = open_parquet(self.file, self.stored)
-        self.writer.write_table(stored, stored.num_rows)
+            with named(self.file):
+                self.writer = open_parquet(self.file, self.stored)
+        with named(self.file):
+            self.writer.write_table(stored, stored.num_rows)
         self.part_written += 1
 
     @property
@@ -321,7 +332,7 @@ class TableBufferReference(Written):
 
     __slots__ = ("name", "schema", "struct", "pending", "path", "file", "rows")
 
-    def __init__(self, name: str, path: str) -> None:
+    def __init__(self, name: str, path: str, part_groups: int | None = None, out_of_range=None) -> None:
         import pyarrow as pa
 
         self.name = name
@@ -329,7 +340,7 @@ class TableBufferReference(Written):
         self.struct = pa.struct(list(self.schema))  # a row as one struct value: see flush
         self.pending: list = []  # row tuples; converted column by column at flush
         self.path = path
-        self.file = ParquetFile(path, BACKGROUND)
+        self.file = ParquetFile(path, BACKGROUND, part_groups, out_of_range)
         self.rows = 0
 
     def append(self, row: tuple) -> None:
@@ -370,11 +381,11 @@ def compiled_table_buffer():
         class TableBufferCompiled(fastwriter.Columns, Written):
             __slots__ = ("name", "path", "file", "rows")
 
-            def __init__(self, name: str, path: str) -> None:
+            def __init__(self, name: str, path: str, part_groups=None, out_of_range=None) -> None:
                 super().__init__(name, ROW_GROUP)  # append: fastwriter's, in C
                 self.name = name
                 self.path = path
-                self.file = ParquetFile(path, BACKGROUND)
+                self.file = ParquetFile(path, BACKGROUND, part_groups, out_of_range)
                 self.rows = 0
 
             def flush(self) -> None:
@@ -477,11 +488,12 @@ class DatasetWriter:
         # 16 alternating runs; the same as before here).  What ends before this never imports it.
         import pyarrow  # noqa: F401
 
-        self.tables = {name: TableBuffer(name, os.path.join(self.tmp, name)) for name in tables}
-        self.out_of_range: dict = {}
-        for t in self.tables.values():
-            t.file.out_of_range = self.out_of_range
-            t.file.part_groups = None if one_file else PART_GROUPS
+        self.out_of_range: dict = {}  # shared by every table's file (note_out_of_range)
+        part_groups = None if one_file else PART_GROUPS
+        self.tables = {
+            name: TableBuffer(name, os.path.join(self.tmp, name), part_groups, self.out_of_range)
+            for name in tables
+        }
 
     def __getitem__(self, name: str) -> TableBuffer:
         return self.tables[name]
