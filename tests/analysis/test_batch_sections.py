@@ -3,6 +3,7 @@ buckets, the time span and its outliers, the report's time origin, the Connectio
 what they give on the loaded tables, on real captures, with batches small enough that every
 table takes several."""
 
+import functools
 import os
 import shutil
 import struct
@@ -13,7 +14,7 @@ import pytest
 from test_streamed_acks import random_consumer_traffic
 
 import amqpcap
-from amqpcap.analysis import batches
+from amqpcap.analysis import batches, report
 from amqpcap.analysis.connection_health import unacked
 from amqpcap.analysis.report import total_unacked, write_report
 from amqpcap.analysis.summary import connections_table, span_summary, stats, time_outliers
@@ -123,7 +124,9 @@ def test_an_output_without_frames_files_reads_as_empty(outputs, tmp_path):
     assert list(batches.frames(str(out), "messages", ["ts"])) == []
 
 
-def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count():
+@pytest.mark.parametrize("chunk", [3, 1 << 16], ids=["rows-in-chunks-of-3", "rows-in-one-chunk"])
+def test_the_total_unacked_line_is_the_sum_of_each_channels_latest_count(chunk, monkeypatch):
+    monkeypatch.setattr(report, "_changes", functools.partial(report._changes, chunk=chunk))
     un = unacked(random_consumer_traffic(0).tables())
     assert len(un) and un.groupby(["capture", "tcp_stream", "channel"], observed=True).ngroups >= 5
     t0n = int(un["ts"].min().value)

@@ -54,15 +54,21 @@ def test_parts_computed_aside_give_the_summary_and_hooks_of_one_process(out, asi
     assert seen["unacked"] == want_seen["unacked"] and len(seen["unacked"]) == 1
 
 
-def test_stats_computes_aside_by_default_and_equals_one_process(out, monkeypatch):
-    forks = []
+@pytest.fixture
+def forks(monkeypatch) -> list:
+    """The pids of the processes that forked a :class:`Forked` child since the test began."""
+    seen = []
     real = Forked.__init__
 
     def counted(self, fn):
-        forks.append(os.getpid())
+        seen.append(os.getpid())
         real(self, fn)
 
     monkeypatch.setattr(Forked, "__init__", counted)
+    return seen
+
+
+def test_stats_computes_aside_by_default_and_equals_one_process(out, forks):
     want = stats(out, aside=())
     assert forks == []
     assert stats(out) == want
@@ -128,3 +134,13 @@ def test_small_row_groups_are_read_together_in_file_order(out, tmp_path, monkeyp
     assert joined.column("frame_number").to_pylist() == whole.column("frame_number").to_pylist()
     assert joined.column("method").to_pylist() == whole.column("method").to_pylist()
     assert stats(small) == stats(out)
+
+
+def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables(out, tmp_path, forks):
+    from amqpcap.analysis import load, write_report
+
+    want = open(write_report(load(out), tmp_path / "loaded"), encoding="utf-8").read()
+    assert forks == []
+    got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
+    assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
+    assert got == want and got.count("data:image/png;base64,") == 5

@@ -3,15 +3,18 @@ the connections columns a section reads, the row count from the metadata; and th
 a timeline with more points than a figure can show drawn as its envelope."""
 
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 import amqpcap
 from amqpcap.analysis import stats
 from amqpcap.analysis.report import step_envelope
-from amqpcap.analysis.summary import connections_table, section_tables
+from amqpcap.analysis.summary import SECTIONS, connections_table, section_tables
 from amqpcap.analysis.tables import count_rows, dissect_cached
 
 HERE = os.path.dirname(__file__)
@@ -91,3 +94,50 @@ def test_a_long_step_line_keeps_its_ends_and_each_span_extremes():
     for b in range(100):
         assert gy[gbins == b].max() == y[bins == b].max()
         assert gy[gbins == b].min() == y[bins == b].min()
+
+
+def _regrouped(src: str, dst, rows_per_group: int, files: int) -> list:
+    """``src``'s tables copied to ``dst`` with methods rewritten as ``files`` part files of
+    ``rows_per_group`` rows a row group; returns the methods files' paths."""
+    for name in ("connections", "messages", "anomalies"):
+        shutil.copytree(os.path.join(src, name), os.path.join(dst, name))
+    methods = ds.dataset(os.path.join(src, "methods"), format="parquet").to_table()
+    os.makedirs(os.path.join(dst, "methods"))
+    paths, step = [], -(-methods.num_rows // files)
+    for i in range(files):
+        paths.append(os.path.join(dst, "methods", f"part-{i:05d}.parquet"))
+        pq.write_table(methods.slice(i * step, step), paths[-1], row_group_size=rows_per_group)
+    return paths
+
+
+def _spoil_groups_without(path: str, names: tuple, keep=("method",)) -> int:
+    """Overwrites with 0xFF every column chunk but ``keep``'s of each row group of ``path`` that
+    holds no method of ``names``: reading one of them fails.  Returns the row groups spoiled."""
+    f = pq.ParquetFile(path)
+    spoiled = []
+    for g in range(f.num_row_groups):
+        if set(f.read_row_group(g, columns=["method"]).column(0).to_pylist()) & set(names):
+            continue
+        for c in range(f.metadata.num_columns):
+            chunk = f.metadata.row_group(g).column(c)
+            if chunk.path_in_schema not in keep:
+                start = chunk.dictionary_page_offset or chunk.data_page_offset
+                spoiled.append((start, chunk.total_compressed_size))
+    with open(path, "r+b") as out:
+        for start, size in spoiled:
+            out.seek(start)
+            out.write(b"\xff" * size)
+    return len(spoiled)
+
+
+def test_a_method_section_reads_only_the_row_groups_holding_its_methods(outputs, tmp_path):
+    names = SECTIONS["timeline"][1]["methods"]
+    paths = _regrouped(outputs[MANY], tmp_path, rows_per_group=16, files=3)
+    whole = amqpcap.load(str(tmp_path), columns="compact").methods
+    want = whole[whole["method"].astype(object).isin(names)].reset_index(drop=True)
+    assert 0 < len(want) < len(whole)
+    assert sum(_spoil_groups_without(p, names) for p in paths)  # (some groups hold none)
+    got = section_tables(str(tmp_path), "timeline").methods  # (a spoiled group read: an error)
+    assert len(got) == len(want)
+    for c in got.columns:
+        assert got[c].astype(object).tolist() == want[c].astype(object).tolist(), c

@@ -3,6 +3,8 @@
 import base64
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 from tables import Capture, at
@@ -241,3 +243,15 @@ def test_a_packet_stamped_1970_is_reported_not_a_crash(tmp_path):
     index = write_report(t, tmp_path / "r")
     assert "<h2>Throughput</h2>" in open(index, encoding="utf-8").read()
     assert stats(sample())["span"]["time_outliers"] == 0
+
+
+def test_matplotlib_is_loaded_by_drawing_a_figure_not_by_importing_the_report(tmp_path):
+    code = (
+        "import sys\n"
+        "from amqpcap.analysis import report\n"
+        "assert 'matplotlib' not in sys.modules, 'loaded at import'\n"
+        f"report.fig_errors(report.pd.DataFrame(), report.Path({str(tmp_path)!r}) / 'e.png')\n"
+        "assert 'matplotlib' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert (tmp_path / "e.png").read_bytes().startswith(b"\x89PNG")

@@ -15,12 +15,10 @@ import html
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, release_memory, si
 from amqpcap.analysis.batches import is_output_dir
@@ -48,6 +46,9 @@ from amqpcap.analysis.summary import (
 )
 from amqpcap.analysis.timespan import span_parts
 from amqpcap.analysis.traffic import totals, totals_at
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["write_report", "pick_bucket", "FIGURES"]
 
@@ -107,7 +108,29 @@ def _fmt_bucket(bucket: str) -> str:
     return f"{s * 1000:g} ms" if s < 1 else f"{s:g} s"
 
 
+def _figure(**kw) -> Figure:
+    """A matplotlib figure (imported here, where a figure is drawn: a process computing no figure,
+    e.g. a forked stats part, never loads it)."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kw)
+
+
+def _integer_ticks(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _si_ticks(axis, unit: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v, unit)))
+
+
 def _save(fig: Figure, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     fig.savefig(path, format="png", dpi=100)
     return path
@@ -141,7 +164,7 @@ def fig_throughput(t, path: Path, bucket: str, t0) -> Path:
 def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     """Messages and bytes per second over time, per direction; ``tot``: the
     :func:`~amqpcap.analysis.traffic.totals` per ``bucket``."""
-    fig = Figure(figsize=(11, 6.5))
+    fig = _figure(figsize=(11, 6.5))
     if len(tot) == 0 or t0 is None:
         _empty(fig, "Throughput", "no AMQP traffic")
         return _save(fig, path)
@@ -184,8 +207,8 @@ def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     ax2.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)")
     ax2.legend(loc="upper right", fontsize=8, ncol=2)
     # k / M / G only: a sparse capture's 0.014 msg/s must not read "14m" (milli)
-    ax1.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v)))
-    ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v, "B/s")))
+    _si_ticks(ax1.yaxis, "")
+    _si_ticks(ax2.yaxis, "B/s")
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
@@ -234,7 +257,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
     """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
     latencies (ms) already taken from it.  Each drawn from its bins' counts (40 bars, not a
     value per pair)."""
-    fig = Figure(figsize=(12, 7))
+    fig = _figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(2, 3, i + 1)
@@ -248,7 +271,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
             ax.set_yticks([])
             ax.set_xticks([])
             continue
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(ax.yaxis)
         counts, edges, log = latency_bins(a)
         ax.hist(edges[:-1], bins=edges, weights=counts, color="#4c72b0")
         if log:
@@ -264,7 +287,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
 
 def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
     if len(err) == 0:
-        fig = Figure(figsize=(9, 2.5))
+        fig = _figure(figsize=(9, 2.5))
         _empty(fig, "Errors", "no errors")
         return _save(fig, path)
     e = err.copy()
@@ -285,7 +308,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
     )
     more = len(counts) - top
     counts = counts.tail(top)
-    fig = Figure(figsize=(10, max(2.5, 0.38 * len(counts) + 1.3)))
+    fig = _figure(figsize=(10, max(2.5, 0.38 * len(counts) + 1.3)))
     ax = fig.add_subplot(1, 1, 1)
     colors = [
         "#d62728" if c == "hard" else ("#ff7f0e" if c == "soft" else "#7f7f7f") for c in counts["class"]
@@ -298,7 +321,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
         "Errors by code (red: hard, orange: soft, grey: no class)"
         + (f" — top {top}, {more} more in the table" if more > 0 else "")
     )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax.xaxis)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return _save(fig, path)
@@ -347,7 +370,7 @@ def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tupl
 def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTIONS) -> Path:
     c = t.connections
     if len(c) == 0 or t0 is None:
-        fig = Figure(figsize=(10, 2.5))
+        fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Connections", "no connections")
         return _save(fig, path)
     t0n = int(pd.Timestamp(t0).value)
@@ -362,7 +385,7 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     # the busiest ``top`` (bytes, then start; ties in table order) taken alone, not the whole table sorted
     busiest = np.lexsort((c["x_s"].to_numpy(dtype=np.float64), -c["x_b"].to_numpy(dtype=np.int64)))[:top]
     shown = c.iloc[busiest].sort_values("x_s")
-    fig = Figure(figsize=(12, 3 + 0.28 * len(shown)))
+    fig = _figure(figsize=(12, 3 + 0.28 * len(shown)))
     gs = fig.add_gridspec(2, 1, height_ratios=[1, max(1.5, 0.28 * len(shown) / 2)])
     ax0 = fig.add_subplot(gs[0])
     ax = fig.add_subplot(gs[1], sharex=ax0)
@@ -471,21 +494,75 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     return _save(fig, path)
 
 
-def total_unacked(un: pd.DataFrame, t0n: int) -> tuple[np.ndarray, np.ndarray]:
+_CHANNEL = ["capture", "tcp_stream", "channel"]
+
+
+def _channel_codes(un: pd.DataFrame) -> np.ndarray:
+    """Each row's channel (capture, tcp_stream, channel; a missing value a key of its own) as a
+    code 0, 1, ... in order of first row: one int64 per row, no grouping of the frame."""
+    cap = un["capture"]
+    if isinstance(cap.dtype, pd.CategoricalDtype):
+        key = cap.cat.codes.to_numpy().astype(np.int64)
+    else:
+        key = pd.factorize(cap, use_na_sentinel=False)[0].astype(np.int64)
+    for c, bits in (("tcp_stream", 33), ("channel", 17)):  # (stream + 1 < 2**33, channel + 1 < 2**17)
+        key <<= bits
+        key += un[c].astype("Int64").fillna(-1).to_numpy(dtype=np.int64) + 1
+    return pd.factorize(key)[0].astype(np.int64)
+
+
+def _changes(codes: np.ndarray, counts: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """Each row's change of its channel's count (``codes``, ``counts``), channel by channel in
+    row order (a channel's first row: its count), a chunk of rows at a time."""
+    d = np.empty(len(counts), dtype=np.int64)
+    last = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int64)
+    for s in range(0, len(counts), chunk):
+        g, v = codes[s : s + chunk], counts[s : s + chunk]
+        o = np.argsort(g, kind="stable")
+        gs, vs = g[o], v[o]
+        same = gs[1:] == gs[:-1]
+        prev = np.r_[0, vs[:-1]]
+        first = np.r_[True, ~same]
+        prev[first] = last[gs[first]]
+        d[s + o] = vs - prev
+        end = np.r_[~same, True]
+        last[gs[end]] = vs[end]
+    return d
+
+
+def total_unacked(
+    un: pd.DataFrame, t0n: int, codes: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The unacknowledged deliveries of every channel together after each event of an
     :func:`~amqpcap.analysis.connection_health.unacked` frame, in time order: (seconds since
-    ``t0n`` ns, total).  Each channel's changes summed in time order, from two column arrays (no
-    copy of the frame)."""
-    d = (
-        un.groupby(["capture", "tcp_stream", "channel"], sort=False, dropna=False, observed=True)["unacked"]
-        .diff()
-        .fillna(un["unacked"])
-        .astype(float)
-        .to_numpy()
-    )
+    ``t0n`` ns, total).  Each channel's changes summed in time order, from column arrays and the
+    rows' channel ``codes`` (:func:`_channel_codes`), no grouping or copy of the frame."""
+    d = _changes(_channel_codes(un) if codes is None else codes, un["unacked"].to_numpy(dtype=np.int64))
     ts = ns(un["ts"])
-    order = np.argsort(ts, kind="stable")
-    return (ts[order] - t0n) / 1e9, np.cumsum(d[order])
+    if len(ts) > 1 and not (ts[1:] >= ts[:-1]).all():  # (in time order already: no reordering)
+        order = np.argsort(ts, kind="stable")
+        ts, d = ts[order], d[order]
+        del order
+    np.cumsum(d, out=d)
+    y = d.astype(float)
+    del d
+    return (ts - t0n) / 1e9, y
+
+
+def _per_channel(un: pd.DataFrame, codes: np.ndarray) -> tuple[pd.Series, pd.Series]:
+    """Each channel's peak unacked count and largest prefetch (0 when none), indexed and ordered
+    as a groupby of the frame by channel gives them, from a row a channel."""
+    n = int(codes.max()) + 1
+    peak = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(peak, codes, un["unacked"].to_numpy(dtype=np.int64))
+    pf = np.full(n, -1, dtype=np.int64)  # (a prefetch count is >= 0: -1 is none)
+    np.maximum.at(pf, codes, un["prefetch_count"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64))
+    first = np.unique(codes, return_index=True)[1]
+    one = un.iloc[first][_CHANNEL].assign(
+        unacked=peak, prefetch_count=pd.array(np.where(pf >= 0, pf, 0), dtype="Int64").astype(float)
+    )
+    by = one.groupby(_CHANNEL, dropna=False, observed=True)
+    return by["unacked"].max().sort_values(ascending=False), by["prefetch_count"].max()
 
 
 def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
@@ -494,15 +571,15 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     :func:`~amqpcap.analysis.connection_health.unacked`'s capture, tcp_stream, channel, ts, event,
     unacked and prefetch_count."""
     if len(un) == 0 or t0 is None or not (un["event"] != "qos").any():
-        fig = Figure(figsize=(10, 2.5))
+        fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
         return _save(fig, path)
-    keys = ["capture", "tcp_stream", "channel"]
     t0n = int(pd.Timestamp(t0).value)
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
-    peak = un.groupby(keys, dropna=False, observed=True)["unacked"].max().sort_values(ascending=False)
+    codes = _channel_codes(un)
+    peak, pf = _per_channel(un, codes)
     if len(peak) <= top:
-        fig = Figure(figsize=(11, 5))
+        fig = _figure(figsize=(11, 5))
         ax = fig.add_subplot(1, 1, 1)
         for i, k in enumerate(peak.index):
             g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
@@ -523,17 +600,18 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
         ax.set_xlabel(xlabel)
         ax.set_ylabel("unacknowledged deliveries (count)")
         ax.set_title("Unacknowledged deliveries per channel (solid) vs basic.qos prefetch-count (dashed)")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(ax.yaxis)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper right", ncol=2)
         fig.tight_layout()
         return _save(fig, path)
     # many channels: aggregate
-    fig = Figure(figsize=(12, 5))
+    fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    x, y = total_unacked(un, t0n)
+    x, y = total_unacked(un, t0n, codes)
+    del codes
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
@@ -552,16 +630,9 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
     ax1.set_xlabel(xlabel)
     ax1.set_ylabel("unacknowledged deliveries, all channels (count)")
     ax1.set_title(f"Total unacknowledged over {len(peak):,} channels")
-    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax1.yaxis)
     ax1.set_ylim(bottom=0)
     ax1.grid(True, alpha=0.3)
-    pf = (
-        un.groupby(keys, dropna=False, observed=True)["prefetch_count"]
-        .max()
-        .astype("Float64")
-        .fillna(0)
-        .astype(float)
-    )
     pk = peak.reindex(pf.index).astype(float)
     over = pk.to_numpy() > np.where(pf.to_numpy() > 0, pf.to_numpy(), np.inf)
     rng = np.random.default_rng(0)  # jitter: integer counts pile up on each other
@@ -796,25 +867,33 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
 BESIDE = ("errors", "throughput")
 
 
+def _matched(kind: str, df) -> np.ndarray:
+    """The matched pairs' latencies (ms) a pairing hands ``on_latency``: of its frame, or the
+    array of a pairing computed in a pass."""
+    if isinstance(df, pd.DataFrame):
+        return _ok_latencies(kind, df)
+    a = np.asarray(df, dtype=float)
+    return a[np.isfinite(a)]
+
+
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
-    """The body of :func:`write_report`: the figures of their own passes over the tables (and the
-    stats parts of those passes) in a second process while this one computes the rest of stats."""
+    """The body of :func:`write_report`: one forked second process computes the figures of its
+    own passes over the tables, their stats parts and stats' other :data:`ASIDE` parts, while this
+    one computes the rest of stats (two processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0, duration = _origin(src)
     bucket = bucket or pick_bucket(duration)
-    beside = functools.partial(_beside, src, out, bucket, t0, stats is None)
-    forked = Forked(beside) if is_output_dir(src) and can_fork() else None
+    fork = is_output_dir(src) and can_fork()
+    aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
+    forked = Forked(beside) if fork else None
     values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
     kept: dict = {}
 
     def keep(kind, df):
-        if isinstance(df, pd.DataFrame):
-            values[kind] = _ok_latencies(kind, df)
-        else:  # the matched latencies of a pairing computed in a pass
-            a = np.asarray(df, dtype=float)
-            values[kind] = a[np.isfinite(a)]
+        values[kind] = _matched(kind, df)
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
@@ -830,18 +909,20 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     if stats is None:
         got = stats_parts(
             src,
-            tuple(p for p in STATS_PARTS if p not in BESIDE),
+            tuple(p for p in STATS_PARTS if p not in BESIDE and p not in aside),
             on_latency=keep,
             on_section=draw,
             on_unacked=lambda un: kept.__setitem__("unacked", un),
-            aside=tuple(p for p in ASIDE if p not in BESIDE),
+            aside=(),
         )
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    theirs, ct, drawn = forked.result() if forked is not None else beside()
+    theirs, ct, drawn, latencies = forked.result() if forked is not None else beside()
+    values.update(latencies)
     if stats is None:
+        got["latency"].update(theirs.pop("latency"))
         got.update(theirs)
         stats = stats_of_parts(got)
     paths.update(drawn, latency=fig_latency(values, out / "latency.png"))
@@ -861,19 +942,28 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool) -> tuple:
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> tuple:
     """What the report draws from its own passes over the tables: the errors, timeline and
     throughput figures, the page's connections table and (``parts``) the stats parts of
-    :data:`BESIDE` (their dict, as :func:`stats_parts` gives it); the throughput's 1 s buckets
-    and the plot's summed in one pass."""
+    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with the matched
+    latencies of ``aside``'s pairings (kind -> array); the throughput's 1 s buckets and the
+    plot's summed in one pass."""
     got: dict = {}
+    latencies: dict = {}
 
     def errors(section, load):
-        got["err"] = errors_frame(error_tables(load(), src))
+        if section == "errors":
+            got["err"] = errors_frame(error_tables(load(), src))
 
     if parts:
-        got.update(stats_parts(src, ("errors",), on_section=errors))
-        del got["latency"]
+        got.update(
+            stats_parts(
+                src,
+                aside + ("errors",),
+                on_latency=lambda kind, df: latencies.__setitem__(kind, _matched(kind, df)),
+                on_section=errors,
+            )
+        )
     else:
         errors("errors", lambda: section_tables(src, "errors"))
     err = got.pop("err")
@@ -887,4 +977,4 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool) -> tuple:
     if parts:
         got["throughput"] = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)
     paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    return got, ct, paths
+    return got, ct, paths, latencies

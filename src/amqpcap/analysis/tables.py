@@ -408,6 +408,8 @@ def _read_compact(
     keep = _kept_rows(dataset, names, versions)  # (found once, each group's read filtered by it)
     if keep is not None and not pc.any(keep).as_py():  # no row wanted: no column read
         return empty_frame(name, cols, categorical, True)
+    if keep is not None:
+        dataset, keep = _groups_kept(dataset, keep)
     ids = [c for c in SHARED_CODES if c in cols]  # read together: one dictionary (SHARED_CODES)
     groups = ([ids] if ids else []) + [[c] for c in cols if c in CODE_COLUMNS and c not in ids]
     rest = [c for c in cols if c not in CODE_COLUMNS]
@@ -431,6 +433,28 @@ def _read_compact(
 
 
 _GROUP = 2  # columns per read of a compact load (the conversion transient follows it)
+
+
+def _groups_kept(dataset: ds.Dataset, keep: pa.ChunkedArray) -> tuple[ds.Dataset, pa.Array]:
+    """``dataset`` narrowed to its row groups that hold a row of ``keep`` (a mask over all its
+    rows, in read order) and the mask of those groups' rows: the columns of a group with no row
+    wanted are never read (a few error methods in millions of rows: about half the groups)."""
+    pieces, sizes = [], []
+    for fragment in dataset.get_fragments():
+        meta = fragment.metadata
+        for i, piece in enumerate(fragment.split_by_row_group()):
+            pieces.append(piece)
+            sizes.append(meta.row_group(i).num_rows)
+    flat = pc.fill_null(keep, False).combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep
+    if sum(sizes) != len(flat) or not sizes:  # (not the layout read: every group kept)
+        return dataset, flat
+    starts = np.cumsum([0] + sizes[:-1])
+    rows = np.flatnonzero(flat.to_numpy(zero_copy_only=False))  # (few: the rows wanted)
+    hits = np.unique(np.searchsorted(starts, rows, side="right") - 1)
+    if len(hits) == len(sizes):
+        return dataset, flat
+    kept = ds.FileSystemDataset([pieces[i] for i in hits], dataset.schema, dataset.format, dataset.filesystem)
+    return kept, pa.concat_arrays([flat.slice(starts[i], sizes[i]) for i in hits])
 
 
 def _is_in(col: pa.ChunkedArray, values: pa.Array) -> pa.ChunkedArray:
