@@ -177,7 +177,7 @@ def test_the_unacked_counts_of_the_pass_equal_unacked_of_the_loaded_tables_chann
     assert want.groupby(["tcp_stream", "channel"]).ngroups >= 5 and (want["event"] == "qos").any()
     keys = ["capture", "tcp_stream", "channel"]
     # (each channel's events in the same order; channels may come in another order)
-    got = got[0].astype({"capture": object, "event": object})
+    got = got[0].frame().astype({"capture": object, "event": object})
     got = got.sort_values(keys, kind="stable").reset_index(drop=True)
     want = want.sort_values(keys, kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want.astype({"capture": object, "event": object}), check_dtype=False)
@@ -200,7 +200,9 @@ def test_the_report_of_a_directory_draws_unacked_from_the_pass_without_loading_t
     monkeypatch.setattr(summary, "load_section", counted)
     drawn: list = []
     fig = report.fig_unacked
-    monkeypatch.setattr(report, "fig_unacked", lambda un, *a, **k: drawn.append(un) or fig(un, *a, **k))
+    monkeypatch.setattr(
+        report, "fig_unacked", lambda un, *a, **k: drawn.append(un.frame()) or fig(un, *a, **k)
+    )
     report.write_report(out, tmp_path / "report")
     assert loads and not [m for m in loads if "basic.deliver" in m or "every method" in m]
     assert len(drawn) == 1 and drawn[0]["unacked"].max() > 0

@@ -46,6 +46,7 @@ from amqpcap.analysis.summary import (
 )
 from amqpcap.analysis.timespan import span_parts
 from amqpcap.analysis.traffic import totals, totals_at
+from amqpcap.analysis.unacked_counts import QOS, Timeline
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -558,24 +559,47 @@ def _per_channel(un: pd.DataFrame, codes: np.ndarray) -> tuple[pd.Series, pd.Ser
     pf = np.full(n, -1, dtype=np.int64)  # (a prefetch count is >= 0: -1 is none)
     np.maximum.at(pf, codes, un["prefetch_count"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64))
     first = np.unique(codes, return_index=True)[1]
-    one = un.iloc[first][_CHANNEL].assign(
+    return _peaks(un.iloc[first][_CHANNEL], peak, pf)
+
+
+def _peaks(one: pd.DataFrame, peak: np.ndarray, pf: np.ndarray) -> tuple[pd.Series, pd.Series]:
+    """:func:`_per_channel` of a channel a row: ``one``'s keys (capture, tcp_stream, channel), each
+    one's peak count and largest prefetch count (-1: none)."""
+    one = one.assign(
         unacked=peak, prefetch_count=pd.array(np.where(pf >= 0, pf, 0), dtype="Int64").astype(float)
     )
     by = one.groupby(_CHANNEL, dropna=False, observed=True)
     return by["unacked"].max().sort_values(ascending=False), by["prefetch_count"].max()
 
 
-def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
+def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
     """Up to ``top`` channels: each channel's unacked count over time with its prefetch.
     More channels: the total over time, and each channel's peak against its prefetch.  ``un``:
     :func:`~amqpcap.analysis.connection_health.unacked`'s capture, tcp_stream, channel, ts, event,
-    unacked and prefetch_count."""
-    if len(un) == 0 or t0 is None or not (un["event"] != "qos").any():
+    unacked and prefetch_count, or the :class:`~amqpcap.analysis.unacked_counts.Timeline` of a
+    consumer-ack pass (more than ``top`` channels: drawn from its steps' arrays, no frame, and
+    the steps let go)."""
+    steps = un if isinstance(un, Timeline) else None
+    if steps is not None:
+        some = len(steps) and bool((steps.steps["kind"] != QOS).any())
+    else:
+        some = len(un) and bool((un["event"] != "qos").any())
+    if not some or t0 is None:
         fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
         return _save(fig, path)
     t0n = int(pd.Timestamp(t0).value)
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
+    if steps is not None:
+        ids, peak, pf = steps.channels()
+        if len(ids) > top:
+            peak, pf = _peaks(pd.DataFrame(steps.channel_keys(ids)), peak, pf)
+            ts, total = steps.total()
+            steps.clear()  # (drawn from the total: the steps let go)
+            x = (ts - t0n) / 1e9
+            del ts
+            return _unacked_total(x, total.astype(float), peak, pf, path, xlabel)
+        un = steps.frame()
     codes = _channel_codes(un)
     peak, pf = _per_channel(un, codes)
     if len(peak) <= top:
@@ -606,12 +630,17 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
         ax.legend(fontsize=7, loc="upper right", ncol=2)
         fig.tight_layout()
         return _save(fig, path)
-    # many channels: aggregate
+    x, y = total_unacked(un, t0n, codes)
+    del codes, un
+    return _unacked_total(x, y, peak, pf, path, xlabel)
+
+
+def _unacked_total(x, y, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str) -> Path:
+    """:func:`fig_unacked` of many channels: the total over time (``x``: seconds since the first
+    packet, ``y``: the total after each step) and each channel's ``peak`` against its ``pf``."""
     fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    x, y = total_unacked(un, t0n, codes)
-    del codes
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
