@@ -237,3 +237,25 @@ def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packe
     assert [u.bounded for u in Held.made] == [True]
     assert streamed(out) == of_loaded(c.tables())
     same_timeline(got[0], c)
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 16], ids=["steps-in-chunks-of-3", "steps-in-one-chunk"])
+def test_the_pass_timeline_gives_the_channel_peaks_and_total_line_of_its_frame(tmp_path, monkeypatch, chunk):
+    from amqpcap.analysis import report
+
+    monkeypatch.setattr(acks_module, "ROWS", 7)
+    got: list = []
+    streamed_acks(write_output(random_consumer_traffic(2), tmp_path), on_timeline=got.append)
+    timeline = got[0]
+    un = timeline.frame()
+    assert len(un) == len(timeline) and un.groupby(["tcp_stream", "channel"]).ngroups >= 5
+    ids, peak, latest = timeline.channels(chunk=chunk)
+    want_peak, want_pf = report._per_channel(un, report._channel_codes(un))
+    got_peak, got_pf = report._peaks(pd.DataFrame(timeline.channel_keys(ids)), peak, latest)
+    pd.testing.assert_series_equal(got_peak, want_peak)
+    pd.testing.assert_series_equal(got_pf, want_pf)
+    ts, total = timeline.total()
+    t0n = int(ts[0])
+    x, y = report.total_unacked(un, t0n)
+    np.testing.assert_array_equal((ts - t0n) / 1e9, x)
+    np.testing.assert_array_equal(total.astype(float), y)

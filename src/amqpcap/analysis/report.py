@@ -597,8 +597,9 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
             ts, total = steps.total()
             steps.clear()  # (drawn from the total: the steps let go)
             x = (ts - t0n) / 1e9
-            del ts
-            return _unacked_total(x, total.astype(float), peak, pf, path, xlabel)
+            y = total.astype(float)
+            del ts, total
+            return _unacked_total(x, y, peak, pf, path, xlabel)
         un = steps.frame()
     codes = _channel_codes(un)
     peak, pf = _per_channel(un, codes)
@@ -645,10 +646,10 @@ def _unacked_total(x, y, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
         b = np.floor((x - x[0]) / width)
-        mx = pd.Series(y).groupby(b, observed=True).max()
+        at = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])  # (x ascending: each bucket one run)
         ax1.step(
-            x[0] + mx.index.to_numpy() * width,
-            mx.to_numpy(),
+            x[0] + b[at] * width,
+            np.maximum.reduceat(y, at),
             where="post",
             color="#4c72b0",
             label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}",

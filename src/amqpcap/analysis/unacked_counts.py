@@ -187,22 +187,24 @@ class Timeline:
             }
         )
 
-    def channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def channels(self, chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The ids of the channels with steps (ascending), each one's peak count and largest
-        prefetch count (-1: none)."""
-        s = self.steps
-        ids = np.unique(s["chan"])
-        at = np.searchsorted(ids, s["chan"])
-        o = np.argsort(at, kind="stable")
-        g = at[o]
-        unacked = _running(g, s["delta"][o])
-        del o
-        peak = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(peak, g, unacked)
-        del unacked, g
-        latest = np.full(len(ids), -1, dtype=np.int64)
-        np.maximum.at(latest, at, s["latest"].astype(np.int64))
-        return ids, peak, latest
+        prefetch count (-1: none); the counts made a ``chunk`` of steps at a time."""
+        s, n = self.steps, len(self.keys)
+        count = np.zeros(n, dtype=np.int64)  # channel id -> its count after the steps so far
+        peak = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        latest = np.full(n, -1, dtype=np.int64)
+        for at in range(0, len(self), chunk):
+            chan = s["chan"][at : at + chunk]
+            o = np.argsort(chan, kind="stable")
+            chan = chan[o]
+            unacked = _running(chan, s["delta"][at : at + chunk][o]) + count[chan]
+            last = np.r_[chan[1:] != chan[:-1], True]
+            count[chan[last]] = unacked[last]
+            np.maximum.at(peak, chan, unacked)
+            np.maximum.at(latest, chan, s["latest"][at : at + chunk][o])
+        ids = np.flatnonzero(peak > np.iinfo(np.int64).min)
+        return ids, peak[ids], latest[ids]
 
     def total(self) -> tuple[np.ndarray, np.ndarray]:
         """The time of each step in time order (ties: by channel id, then in order) and the count
