@@ -15,7 +15,7 @@ import html
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -51,7 +51,7 @@ from amqpcap.analysis.unacked_counts import QOS, Timeline
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["write_report", "pick_bucket", "FIGURES"]
+__all__ = ["write_report", "pick_bucket", "FIGURES", "LatencyDrawn", "latency_drawn"]
 
 FIGURES = ("throughput", "latency", "errors", "timeline", "unacked")
 STATS_BUCKET = "1s"  # the bucket of stats' throughput (stats_parts' default)
@@ -254,31 +254,52 @@ def latency_bins(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     return *np.histogram(a, bins=min(40, max(5, len(a)))), False
 
 
+class LatencyDrawn(NamedTuple):
+    """What the latency figure draws of one kind's matched latencies: their number, the histogram
+    (:func:`latency_bins`: counts, bin edges, logarithmic x) and their p50 and p99 (ms)."""
+
+    n: int
+    counts: np.ndarray
+    edges: np.ndarray
+    log: bool
+    p50_p99: np.ndarray
+
+
+def latency_drawn(a: np.ndarray) -> LatencyDrawn:
+    """:class:`LatencyDrawn` of the latencies ``a`` (finite, ms): a few numbers in place of one a
+    pair (a forked process sends these, not its arrays)."""
+    if len(a) == 0:
+        return LatencyDrawn(0, np.zeros(0), np.zeros(0), False, np.zeros(0))
+    return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99]))
+
+
 def fig_latency(lat: dict, path: Path) -> Path:
-    """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
-    latencies (ms) already taken from it.  Each drawn from its bins' counts (40 bars, not a
-    value per pair)."""
+    """Histograms per latency kind; ``lat``: kind -> its pairing frame, the matched pairs'
+    latencies (ms) already taken from it, or their :class:`LatencyDrawn`.  Each drawn from its
+    bins' counts (40 bars, not a value per pair)."""
     fig = _figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(2, 3, i + 1)
         v = lat[kind]
-        a = _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
-        ax.set_title(f"{_KIND_TITLES[kind]} (n={len(a):,})", fontsize=10)
+        if not isinstance(v, LatencyDrawn):
+            v = latency_drawn(
+                _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
+            )
+        ax.set_title(f"{_KIND_TITLES[kind]} (n={v.n:,})", fontsize=10)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("pairs")
-        if len(a) == 0:
+        if v.n == 0:
             ax.text(0.5, 0.5, "no pairs", ha="center", va="center", color="#777", transform=ax.transAxes)
             ax.set_yticks([])
             ax.set_xticks([])
             continue
         _integer_ticks(ax.yaxis)
-        counts, edges, log = latency_bins(a)
-        ax.hist(edges[:-1], bins=edges, weights=counts, color="#4c72b0")
-        if log:
+        ax.hist(v.edges[:-1], bins=v.edges, weights=v.counts, color="#4c72b0")
+        if v.log:
             ax.set_xscale("log")
-        for q, style, v in zip((50, 99), ("-", ":"), np.percentile(a, [50, 99])):
-            ax.axvline(v, color="k", linestyle=style, linewidth=1, label=f"p{q} = {v:,.3f} ms")
+        for q, style, p in zip((50, 99), ("-", ":"), v.p50_p99):
+            ax.axvline(p, color="k", linestyle=style, linewidth=1, label=f"p{q} = {p:,.3f} ms")
         ax.legend(fontsize=7, loc="upper right")
         ax.grid(True, alpha=0.3)
     fig.suptitle("Latency distributions (matched pairs only)")
@@ -919,11 +940,11 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
     forked = Forked(beside) if fork else None
-    values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
+    values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = _matched(kind, df)
+        values[kind] = latency_drawn(_matched(kind, df))
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
@@ -975,9 +996,9 @@ def _origin(src) -> tuple:
 def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> tuple:
     """What the report draws from its own passes over the tables: the errors, timeline and
     throughput figures, the page's connections table and (``parts``) the stats parts of
-    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with the matched
-    latencies of ``aside``'s pairings (kind -> array); the throughput's 1 s buckets and the
-    plot's summed in one pass."""
+    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with what the
+    latency figure draws of ``aside``'s pairings (kind -> :class:`LatencyDrawn`); the
+    throughput's 1 s buckets and the plot's summed in one pass."""
     got: dict = {}
     latencies: dict = {}
 
@@ -990,7 +1011,7 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
             stats_parts(
                 src,
                 aside + ("errors",),
-                on_latency=lambda kind, df: latencies.__setitem__(kind, _matched(kind, df)),
+                on_latency=lambda kind, df: latencies.__setitem__(kind, latency_drawn(_matched(kind, df))),
                 on_section=errors,
             )
         )
