@@ -615,8 +615,7 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         ids, peak, pf = steps.channels()
         if len(ids) > top:
             peak, pf = _peaks(pd.DataFrame(steps.channel_keys(ids)), peak, pf)
-            ts, total = steps.total()
-            steps.clear()  # (drawn from the total: the steps let go)
+            ts, total = steps.total()  # (the steps let go)
             x = (ts - t0n) / 1e9
             y = total.astype(float)
             del ts, total

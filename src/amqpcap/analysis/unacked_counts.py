@@ -157,10 +157,6 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.steps["chan"]) if self.steps else 0
 
-    def clear(self) -> None:
-        """Let the steps go (most of what the timeline holds: 21 bytes a step)."""
-        self.steps = {}
-
     def channel_keys(self, chan: np.ndarray) -> dict:
         """The capture, tcp_stream and channel columns of unacked() of the channel ids ``chan``."""
         cap, stream, channel = (self.keys[:, i][chan].astype(np.int32) for i in range(3))
@@ -208,11 +204,13 @@ class Timeline:
 
     def total(self) -> tuple[np.ndarray, np.ndarray]:
         """The time of each step in time order (ties: by channel id, then in order) and the count
-        of every channel together after it."""
-        s = self.steps
-        o = np.lexsort((s["chan"], s["ts"]))
-        ts = s["ts"][o]
-        total = s["delta"][o].astype(np.int64)
+        of every channel together after it.  The steps are let go as they are read (a timeline
+        gives its total once, last)."""
+        s, self.steps = self.steps, {}
+        o = np.lexsort((s.pop("chan"), s["ts"]))
+        del s["kind"], s["latest"]
+        ts = s.pop("ts")[o]
+        total = s.pop("delta")[o].astype(np.int64)
         del o
         return ts, np.cumsum(total, out=total)
 
