@@ -969,7 +969,8 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    theirs, ct, drawn, latencies = forked.result() if forked is not None else beside()
+    ct = connections_table(src, _PAGE_LIMIT)  # (here: the forked process has the longer part)
+    theirs, drawn, latencies = forked.result() if forked is not None else beside()
     values.update(latencies)
     if stats is None:
         got["latency"].update(theirs.pop("latency"))
@@ -994,7 +995,7 @@ def _origin(src) -> tuple:
 
 def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> tuple:
     """What the report draws from its own passes over the tables: the errors, timeline and
-    throughput figures, the page's connections table and (``parts``) the stats parts of
+    throughput figures and (``parts``) the stats parts of
     :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with what the
     latency figure draws of ``aside``'s pairings (kind -> :class:`LatencyDrawn`); the
     throughput's 1 s buckets and the plot's summed in one pass."""
@@ -1018,7 +1019,6 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
         errors("errors", lambda: section_tables(src, "errors"))
     err = got.pop("err")
     paths = {"errors": fig_errors(err, out / "errors.png")}
-    ct = connections_table(src, _PAGE_LIMIT)
     paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
     del err
     release_memory()
@@ -1027,4 +1027,4 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
     if parts:
         got["throughput"] = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)
     paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    return got, ct, paths, latencies
+    return got, paths, latencies
