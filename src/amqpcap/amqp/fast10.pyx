@@ -20,6 +20,9 @@ in one frame, walked here (this module's ``Decoder10`` has it) straight to its m
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
+
+``LinkState`` is links_1_0's ``ConnectionState`` (links10.pxi), the state this module's
+``Decoder10`` holds: the walker looks a transfer's link up and hands it its delivery in C.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
