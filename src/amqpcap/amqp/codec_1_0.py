@@ -136,11 +136,12 @@ class Decoder10(StreamDecoder):
     version = "1.0"
     candidates = ("1.0",)  # the framing alone proves the version
     MARK_PACKETS = True  # a boundary is proven by the frames after it, perhaps packets later
+    State = links_1_0.ConnectionState  # the connection's sessions, links and deliveries
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit)
         self.keep_secrets = keep_secrets
-        self.state = links_1_0.ConnectionState()
+        self.state = self.State()
         self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> _Assembly
         self.encrypted = [False, False]  # a TLS header: the rest of the direction is TLS
         self.held_bytes = [0, 0]  # bytes of the deliveries being assembled, per direction

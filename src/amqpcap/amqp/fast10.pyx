@@ -20,6 +20,9 @@ in one frame, walked here (this module's ``Decoder10`` has it) straight to its m
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
+
+``LinkState`` is links_1_0's ``ConnectionState`` (links10.pxi), the state this module's
+``Decoder10`` holds: the walker looks a transfer's link up and hands it its delivery in C.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -428,7 +431,8 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     ):
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return 0
-    link = self.state.link(direction, ch, handle)
+    cdef LinkState st = <LinkState?>self.state
+    link = st.link_of(direction, ch, handle)
     if link is not None:
         perf.link_name, perf.source, perf.target = link.name, link.source, link.target
     events = self.events
@@ -452,7 +456,7 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         finally:
             payload.release()
             PyBuffer_Release(&view)
-        created = creation_time(sections)
+        created = creation_time_of(sections)
         if created is not None and not -TS_LIMIT < created < TS_LIMIT:
             self.report_unfit(direction, perf.offset, ch, "creation-time", created, "messages.msg_timestamp")
             created = None
@@ -463,8 +467,17 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         direction, perf, link, a.get("delivery-id"), sections, kind, body_size, digest, head,
         complete, a.get("settled") is True, outcome, condition, created,
     )
-    events.extend(self.state.delivered(direction, dv, d.ts))
+    st.deliver(events, direction, dv, d.ts)
     return 0
+
+
+cdef inline object creation_time_of(dict sections):
+    """events_1_0.creation_time."""
+    props = sections.get("properties")
+    if not PyDict_CheckExact(props):
+        return creation_time(sections)
+    value = (<dict>props).get("creation-time")
+    return value if PyLong_Check(value) and not PyBool_Check(value) else None
 
 
 # --- the compiled frame loop ---------------------------------------------------------------------
@@ -592,6 +605,7 @@ cdef int tally_frames(self, int direction, d, Py_ssize_t n) except -1:
     return 0
 
 include "rows10.pxi"
+include "links10.pxi"
 
 
 # --- what decoder.py binds as ``Decoder10`` when this part is built --------------------------
@@ -608,6 +622,7 @@ class Decoder10(codec_1_0.Decoder10):
     """The 1.0 decoder with the compiled per-feed path, frame loop and walk of a whole delivery in
     one transfer."""
 
+    State = LinkState
     feed = walk_feed
     data = walk_data
     _frames = walk_frames
