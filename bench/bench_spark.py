@@ -212,7 +212,7 @@ def phases(spans: list, t0: float, up: float | None, ran: float, ended: float) -
     starting, the driver's last unit, the plan),
     the tasks from the first start to the last end, of which the time a Python worker sat
     between two tasks (summed over workers, over the cores), what follows the last task
-    (results, commit, scratch removal) and the session's stop."""
+    (results, commit, scratch removal) and the session's end (its JVM ended, ``session.let_go``)."""
     tasks = [(w, st, wall) for w, st, wall, _cpu in spans if w != "driver"]
     if up is None or not tasks:
         return {
@@ -473,7 +473,8 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
             "Python workers starting while the driver goes on, then the driver's last unit, the index "
             "stage and the plan), the tasks from the first start to the last end, and of that the time a "
             "Python worker sat between two of its tasks (per core), what follows the last task "
-            "(results, commit, scratch removal), the session's stop, and the process's own start "
+            "(results, commit, scratch removal), the session's end (the JVM ended as the process leaves, "
+            "as `amqpcap spark` ends it), and the process's own start "
             "and exit.",
             "",
             "| input | MB | mode | wall | session start | to first task | tasks | of which idle "
