@@ -163,31 +163,28 @@ def timed(cmd: list) -> tuple[float, float]:
 
 def spark_child(master: str, inp: str, out: str) -> None:
     """A user's run as ``amqpcap spark`` runs it (the session started in a thread while the
-    driver indexes ranges and dissects small captures, the job, the stop) in this process; prints
-    its summary as JSON, with the CPU seconds of this process and the JVM and Python workers it
-    started."""
+    driver indexes ranges and dissects small captures, the job, the JVM ended as the process
+    leaves: ``session.let_go``) in this process; prints its summary as JSON, with the CPU seconds
+    of this process and the JVM and Python workers it started, and leaves as the command does."""
     t0 = time.time()
+    from amqpcap.cli import leave
     from amqpcap.spark import run, session
     from amqpcap.spark.starting import Starting
 
     up: list = []
-    cpu: dict = {}
 
     def open_session():  # session.start's, with the time it is up
         spark = session.build(master, app="bench_spark", quiet=True)
         up.append(time.time())
         return spark, True
 
-    def stop(spark, _ours):  # (the JVM's CPU, before it ends unreaped)
-        cpu.update(tree_cpu(os.getpid()))
-        spark.stop()
-
     starting = Starting(open_session)
     s = run(starting, [inp], out, force=True)
     ran = time.time()
-    starting.give_up(stop)
+    starting.give_up(lambda _spark, _ours: None)  # (a JVM still launching ended; one up left up)
+    cpu = tree_cpu(os.getpid())  # (the JVM's CPU, before it ends unreaped)
+    session.let_go()
     ended = time.time()
-    cpu = cpu or tree_cpu(os.getpid())
     print(
         json.dumps(
             {
@@ -206,6 +203,7 @@ def spark_child(master: str, inp: str, out: str) -> None:
             }
         )
     )
+    leave(0)
 
 
 def phases(spans: list, t0: float, up: float | None, ran: float, ended: float) -> dict:
@@ -214,7 +212,7 @@ def phases(spans: list, t0: float, up: float | None, ran: float, ended: float) -
     starting, the driver's last unit, the plan),
     the tasks from the first start to the last end, of which the time a Python worker sat
     between two tasks (summed over workers, over the cores), what follows the last task
-    (results, commit, scratch removal) and the session's stop."""
+    (results, commit, scratch removal) and the session's end (its JVM ended, ``session.let_go``)."""
     tasks = [(w, st, wall) for w, st, wall, _cpu in spans if w != "driver"]
     if up is None or not tasks:
         return {
@@ -475,7 +473,8 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
             "Python workers starting while the driver goes on, then the driver's last unit, the index "
             "stage and the plan), the tasks from the first start to the last end, and of that the time a "
             "Python worker sat between two of its tasks (per core), what follows the last task "
-            "(results, commit, scratch removal), the session's stop, and the process's own start "
+            "(results, commit, scratch removal), the session's end (the JVM ended as the process leaves, "
+            "as `amqpcap spark` ends it), and the process's own start "
             "and exit.",
             "",
             "| input | MB | mode | wall | session start | to first task | tasks | of which idle "

@@ -383,8 +383,9 @@ def arrow_pools() -> set:
 
 
 # Commands whose process has nothing left to do once ``main`` returns (everything written and
-# closed, no thread at work, no child process): it leaves without tearing the interpreter down.
-LEAVE_AT_ONCE = ("dissect",)
+# closed, no thread at work, no child process: ``main`` is told the process leaves, and spark's
+# ends its JVM, ``session.let_go``): it leaves without tearing the interpreter down.
+LEAVE_AT_ONCE = ("dissect", "spark")
 
 
 def console() -> None:
@@ -392,7 +393,7 @@ def console() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     lean(command)
     try:
-        code = main()
+        code = main(leaving=command in LEAVE_AT_ONCE)
     except BrokenPipeError:
         # --version or --help read by a reader that went away (amqpcap --version | head -c 9)
         sys.stdout = None
@@ -415,9 +416,12 @@ def leave(code: int) -> None:
     os._exit(code)
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, leaving: bool = False) -> int:
+    """The command ``argv`` names; ``leaving``: the process ends once it returns (``console``),
+    which a command may rely on to leave its work's end to the process's (``args.leaving``)."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
+    args.leaving = leaving
     previous = _install_signal_handlers()
     try:
         return _run(args)

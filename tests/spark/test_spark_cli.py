@@ -131,3 +131,34 @@ def test_spark_done_on_the_driver_before_its_session_is_up_is_quiet_and_leaves_n
             break
         time.sleep(0.1)
     assert processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the processes through /proc")
+def test_spark_command_ends_its_jvm_as_it_leaves_quietly_with_the_class_archive_it_recorded_in_place(
+    tmp_path,
+):
+    """``amqpcap spark`` does not stop its session before it leaves (``session.let_go``): the JVM
+    it ends as it leaves stops it, no process of the run is left, nothing reaches stderr (pyspark's
+    threads see the JVM's connections close), and the first run's class archive is in place."""
+    from test_spark_stats_queue import processes_with
+
+    exe = os.path.join(os.path.dirname(sys.executable), "amqpcap")
+    mark = uuid.uuid4().hex  # (in the environment of every process it starts)
+    capture = str(ROOT / "captures" / "rabbitmq091_pika_full.pcap")
+    out = str(tmp_path / "out")
+    cmd = [exe, "spark", capture, "-o", out, "--master", "local[2]", "--split-size", "64k"]
+    env = {**os.environ, "AMQPCAP_TEST_RUN": mark, "TMPDIR": str(tmp_path)}
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    assert "1 split by conversation, 1 task(s)" in p.stdout  # (a Spark task ran: the session was up)
+    want = str(tmp_path / "dissect")
+    dissect([capture], want)
+    assert_same_dataset(out, want, ["connections", "methods", "messages", "anomalies"])
+    for _ in range(100):
+        if not processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()):
+            break
+        time.sleep(0.1)
+    assert processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()) == []
+    archives = [f.name for f in (tmp_path / "amqpcap-spark").iterdir() if f.name.startswith("classes-")]
+    assert len(archives) == 1 and archives[0].endswith(".jsa"), archives

@@ -203,6 +203,10 @@ def _stop(spark, ours: bool) -> None:
             pass
 
 
+def _left_up(_spark, _ours: bool) -> None:
+    """The session is not stopped: its JVM ends with the process (``session.let_go``)."""
+
+
 def _failed(e: BaseException) -> int:
     """One line for a failure Spark reported (None: not one of those; re-raised)."""
     from amqpcap.spark import errors
@@ -241,9 +245,16 @@ def _signals_noted():
 
 
 def run_args(a) -> int:
-    """``amqpcap spark``."""
+    """``amqpcap spark``.  A process that ends once it returns (``a.leaving``: the command line)
+    ends its local session's JVM as it leaves (``session.let_go``) rather than stopping the
+    session first: the same stop, done by the JVM's shutdown hook, without pyspark's."""
     with _signals_noted() as noted:
-        return _run_job(a, noted)
+        code = _run_job(a, noted)
+    if getattr(a, "leaving", False):
+        from amqpcap.spark import session
+
+        session.let_go()
+    return code
 
 
 def _run_job(a, noted: list) -> int:
@@ -263,6 +274,7 @@ def _run_job(a, noted: list) -> int:
 
     starting = spark if isinstance(spark, Starting) else None
     watch = Executors(spark).start() if starting is None else None  # (local mode: nothing to watch)
+    done = False
     try:
         try:
             s = run(
@@ -277,11 +289,13 @@ def _run_job(a, noted: list) -> int:
                 force=a.force,
                 progress=not a.quiet and sys.stderr.isatty(),
             )
+            done = True
         finally:  # before any line on stderr (a session starting points it at the JVM's log)
             if watch is not None:
                 watch.close()
             if starting is not None:  # stopped if up; a JVM still launching ended, not waited for
-                starting.give_up(_stop)
+                # (a job done in a process that leaves next: its JVM ends as it leaves, run_args)
+                starting.give_up(_left_up if done and getattr(a, "leaving", False) else _stop)
             else:
                 _stop(spark, ours)
             remove_scratch(a.out)  # what tasks still running wrote after the job gave up

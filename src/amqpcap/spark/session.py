@@ -117,7 +117,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-_recording: set = set()  # archives this process's JVM records
+_recording: dict = {}  # archive being recorded by this process's JVM -> its final name
 #: Class archives of other pyspark / Java / flags (another venv, an upgrade) kept, the most
 #: recently used first, and for how long unused (an archive is ~150 MB).
 ARCHIVES_KEPT = 2
@@ -217,7 +217,7 @@ def class_archive() -> str:
                 os.remove(os.path.join(where, name))
     tmp = f"{final}.tmp-{os.getpid()}"
     if tmp not in _recording:
-        _recording.add(tmp)
+        _recording[tmp] = final
         atexit.register(_keep_recording, tmp, final)
     return f"-XX:ArchiveClassesAtExit={tmp}"
 
@@ -225,20 +225,67 @@ def class_archive() -> str:
 def _keep_recording(tmp: str, final: str, timeout: float = 120.0) -> None:
     """At exit: let the JVM go (it exits when its stdin closes), wait for it to write the archive,
     and put the archive in place if the JVM ended well."""
+    proc = _driver_jvm()
+    _put_in_place(tmp, final, _end_jvm(proc, timeout) if proc is not None else None)
+
+
+def _driver_jvm():
+    """The driver JVM this process launched (pyspark's gateway process), or None (none started,
+    a Spark Connect session, or a JVM spark-submit started)."""
     try:
         from pyspark import SparkContext
+    except ImportError:
+        return None
+    proc = getattr(SparkContext._gateway, "proc", None)
+    return None if proc is None or proc.stdin is None else proc
 
-        proc = getattr(SparkContext._gateway, "proc", None)
-        if proc is None or proc.stdin is None:
-            return
+
+def _end_jvm(proc, timeout: float) -> int | None:
+    """Close the JVM's standard input (pyspark's gateway exits then) and wait: its exit status."""
+    try:
         proc.stdin.close()
-        if proc.wait(timeout) == 0 and os.path.exists(tmp):
+        return proc.wait(timeout)
+    except Exception:  # (not ended in time: no archive then; the next run records one)
+        return None
+
+
+def _put_in_place(tmp: str, final: str, status: int | None) -> None:
+    try:
+        if status == 0 and os.path.exists(tmp):
             os.replace(tmp, final)
-    except Exception:  # no archive then: the next run records one
+    except OSError:
         pass
     finally:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+
+
+def let_go(timeout: float = 120.0) -> bool:
+    """End the driver JVM this process launched as the process's own exit would, and wait for
+    it: its standard input closed, pyspark's gateway exits and the JVM's shutdown hook stops the
+    SparkContext (its executors and Python workers with it), the work ``spark.stop()`` has the
+    JVM do; the class archive it recorded is put in place.  For a process that ends next (the
+    ``amqpcap`` command, which then leaves without tearing the interpreter down), instead of
+    ``spark.stop()``: that also shuts pyspark's accumulator server down, which polls for it
+    every 0.5 s (0.6-0.8 s measured), and the interpreter's teardown would follow.  The
+    session is unusable afterwards.  The driver's pyspark threads may report the connections
+    the JVM closes: standard error points at the run's log (:func:`log_path`) from here on.
+    False: no JVM of this process to end."""
+    proc = _driver_jvm()
+    if proc is None:
+        return False
+    sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        os.makedirs(scratch_dir(), exist_ok=True)
+        fd = os.open(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
+    status = _end_jvm(proc, timeout)
+    for tmp, final in _recording.items():
+        _put_in_place(tmp, final, status)
+    _recording.clear()
+    atexit.unregister(_keep_recording)
+    return True
 
 
 def log_path() -> str:
