@@ -54,6 +54,7 @@ cdef enum:
 cdef Py_ssize_t n_method = 0, n_attrs = 0
 cdef Py_ssize_t own_col[4]  # capture, stream, direction, version (rows.OWN's order)
 cdef Py_ssize_t attr_col[MAX_ATTRS]
+cdef Py_ssize_t attr_slot[MAX_ATTRS]  # the source's offset in a Performative (fast10), -1: by name
 cdef tuple attr_names = ()
 cdef tuple dir_names = ()
 cdef dict method_plans = None  # performative name -> (FieldPlan, ...)
@@ -92,17 +93,19 @@ cdef object converted(FieldPlan f, object v):
 cdef tuple methods_row(list row, capture, stream, int direction, e, version):
     """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
     list serves every row of a batch rather than a new one per row: the sources' columns are
-    written by every row, the plan's are ``blank``ed after the row is written."""
+    written by every row, the plan's are ``blank``ed after the row is written.  ``e`` is a
+    Performative: its fields are read at their offsets (fast10's layout), its other sources
+    (properties, class attributes) by name."""
     cdef Py_ssize_t i
     cdef FieldPlan f
-    cdef dict a = e.args
+    cdef dict a = perf_field(e, args_at, "args")
     row[own_col[0]] = capture
     row[own_col[1]] = stream
     row[own_col[2]] = dir_names[direction]
     row[own_col[3]] = version
     for i in range(n_attrs):
-        row[attr_col[i]] = getattr(e, <str>attr_names[i])
-    plan = method_plans.get(e.name)
+        row[attr_col[i]] = perf_field(e, attr_slot[i], <str>attr_names[i])
+    plan = method_plans.get(perf_field(e, name_at, "name"))
     if plan is None:
         plan = every_plan
     for f in <tuple>plan:
@@ -289,8 +292,9 @@ cdef int bind_rows() except -1:
     if len(attrs) > MAX_ATTRS:
         raise ValueError("too many methods row sources")
     n_attrs = len(attrs)
-    for i, (c, _src) in enumerate(attrs):
+    for i, (c, src) in enumerate(attrs):
         attr_col[i] = c
+        attr_slot[i] = perf_slots.get(src, -1)
     attr_names = tuple(sys.intern(src) for _c, src in attrs)
     dir_names = tuple(rows.DIRS)
     codes = {rows_1_0._i: CONV_INT, rows_1_0._b: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
