@@ -378,3 +378,31 @@ def test_the_performatives_the_compiled_frame_loop_makes_are_the_references():
     assert got[0] == got[1]
     fields = {(e[5], e[3], e[9]) for e in got[0][0]}  # (name, channel, link_name)
     assert {("attach", 3, "k"), ("transfer", 3, "k"), ("flow", 0, "l"), ("close", 0, None)} <= fields
+
+
+@pytest.mark.compiled("fast10")
+def test_the_compiled_rows_of_assembled_deliveries_are_the_references():
+    """A Delivery (several transfers, assembled by the reference) is written by the compiled
+    rows: every column the reference's message_row gives, for edge values of its fields."""
+    fast10 = built_or_skip("fast10")
+    from amqpcap.amqp.events_1_0 import Delivery
+
+    sections = (
+        {},
+        {"header": {"durable": True, "priority": 4, "ttl": 9}, "properties": {"to": "/queues/q"}},
+        {"header": "not a list", "properties": {"creation-time": -(2**62), "message-id": 7}},
+        {"header": {"durable": 1}, "application-properties": {"k": b"\x01"}, "footer": {"f": 1}},
+    )
+    events = []
+    for i, sec in enumerate(sections):
+        for delivery_id in (3, 2**64, None, True):
+            dv = Delivery(
+                *(40 + i, 50, 60, 2, 1, "link", "/exchanges/x/k", delivery_id, 30, 4, sec, "data", 9),
+                *("ab" * 32, b"head", i % 2 == 0, i == 3, i > 1, 77 if i else None, "rejected", "amqp:x"),
+            )
+            events.append((i % 2, dv))
+    want, got = ([], []), ([], [])
+    assert rows_1_0.append_rows_reference(events, "c", 1, "1.0", *want) == []
+    assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
+    assert len(want[1]) == len(events) and want[0] == []
+    assert got == want
