@@ -29,7 +29,6 @@ include "../records/raw.pxi"
 cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_rows)
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
-cdef object creation_time_of = None
 cdef object exchange_key = None
 cdef object as_text = None
 cdef object json_text = None
@@ -294,13 +293,13 @@ cdef list delivery_values(int direction, dv, capture, stream, version):
     cdef list row = values_row(
         direction, dv.packet, dv.ts, dv.channel, dv.offset, dv.first_packet, dv.frames, dv.link_name,
         dv.address, dv.delivery_id, sections, dv.body_kind, dv.body_size, dv.body_hash, dv.body,
-        dv.complete, dv.aborted, creation_time_of(sections),
+        dv.complete, dv.aborted, creation_time(sections),
     )
     return settled(row, capture, stream, version, dv.settled, dv.settle_ts, dv.outcome, dv.condition)
 
 
 cdef int bind_rows() except -1:
-    global creation_time_of, exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
+    global exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
     global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
@@ -315,7 +314,6 @@ cdef int bind_rows() except -1:
         )
     except (ImportError, AttributeError, ValueError):  # not built, or another build: tuples
         append_array = NULL
-    creation_time_of = creation_time
     columns = {c: i for i, c in enumerate(rows.COLUMNS["methods"])}
     n_method = len(columns)
     own = {src: columns[col] for col, src in rows_1_0.METHOD_SOURCES if src in rows.OWN}
