@@ -347,3 +347,62 @@ def test_the_compiled_frame_loop_counts_and_emits_what_the_reference_does(frame_
             want = frame_loop_run(reference, raw, cuts, frame_events, rows_1_0.append_rows_reference)
             assert want[3][0] >= 5 and want[1] != "[]", what  # frames counted, messages made
             assert frame_loop_run(compiled_cls, raw, cuts, frame_events, fast10.append_rows) == want, what
+
+
+@pytest.mark.compiled("fast10")
+def test_the_performatives_the_compiled_frame_loop_makes_are_the_references():
+    """The frame loop makes each Performative in C, its fields stored at their slots: every
+    field (the link's too, from the state) is what the reference's constructor gives, and the
+    methods rows read from those slots are the reference's."""
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import attach, frame, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    from amqpcap.amqp.events_1_0 import Performative
+
+    raw = stream() + frame(attach("k", 1, False, tgt="/queues/r"), 3) + frame(transfer(1, 9, b"u"), 3)
+    got = []
+    for cls, append_rows in (
+        (decoder.decoder_1_0(), fast10.append_rows),
+        (codec_1_0.Decoder10, rows_1_0.append_rows_reference),
+    ):
+        d = cls()
+        d.feed(0, raw, 8, 1, 10)
+        d.finish(99, 99)
+        events = d.pop_events()
+        perfs = [e for _d, e in events if isinstance(e, Performative)]
+        assert all(type(e) is Performative for e in perfs)
+        methods = []
+        append_rows(events, "c", 1, "1.0", methods, [])
+        got.append(([tuple(getattr(e, f) for f in Performative.__slots__) for e in perfs], repr(methods)))
+    assert got[0] == got[1]
+    fields = {(e[5], e[3], e[9]) for e in got[0][0]}  # (name, channel, link_name)
+    assert {("attach", 3, "k"), ("transfer", 3, "k"), ("flow", 0, "l"), ("close", 0, None)} <= fields
+
+
+@pytest.mark.compiled("fast10")
+def test_the_compiled_rows_of_assembled_deliveries_are_the_references():
+    """A Delivery (several transfers, assembled by the reference) is written by the compiled
+    rows: every column the reference's message_row gives, for edge values of its fields."""
+    fast10 = built_or_skip("fast10")
+    from amqpcap.amqp.events_1_0 import Delivery
+
+    sections = (
+        {},
+        {"header": {"durable": True, "priority": 4, "ttl": 9}, "properties": {"to": "/queues/q"}},
+        {"header": "not a list", "properties": {"creation-time": -(2**62), "message-id": 7}},
+        {"header": {"durable": 1}, "application-properties": {"k": b"\x01"}, "footer": {"f": 1}},
+    )
+    events = []
+    for i, sec in enumerate(sections):
+        for delivery_id in (3, 2**64, None, True):
+            dv = Delivery(
+                *(40 + i, 50, 60, 2, 1, "link", "/exchanges/x/k", delivery_id, 30, 4, sec, "data", 9),
+                *("ab" * 32, b"head", i % 2 == 0, i == 3, i > 1, 77 if i else None, "rejected", "amqp:x"),
+            )
+            events.append((i % 2, dv))
+    want, got = ([], []), ([], [])
+    assert rows_1_0.append_rows_reference(events, "c", 1, "1.0", *want) == []
+    assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
+    assert len(want[1]) == len(events) and want[0] == []
+    assert got == want

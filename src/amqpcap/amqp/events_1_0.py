@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Performative:
-    """A decoded performative (open ... close) or SASL frame (sasl.mechanisms ... sasl.outcome)."""
+    """A decoded performative (open ... close) or SASL frame (sasl.mechanisms ... sasl.outcome).
+    (A slotted dataclass: the compiled frame loop, amqp/fast10.pyx, makes and reads one at its
+    slots' offsets, the layout and defaults read from this class at its import.)"""
 
     packet: int
     ts: int

@@ -378,6 +378,94 @@ from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder, append_data, keep_tail
 
+
+# --- a Performative made and read in C ---------------------------------------------------------
+#
+# events_1_0.Performative is a slotted dataclass: each of its fields is a slot at a fixed offset
+# of the object, which the field's member descriptor gives.  The frame loop makes one per frame
+# with its fields stored at those offsets (``new_performative``: what its generated __init__
+# does, with no Python call), and the methods row reads them there (rows10.pxi ``methods_row``)
+# rather than by name.  The layout is read from the class at import: the fields, their order and
+# their defaults are the dataclass's.
+
+import dataclasses
+
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.type cimport PyType_GenericAlloc
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+
+cdef enum:
+    PERF_ARGS = 9  # the fields new_performative is given, in the dataclass's order
+    MAX_PERF_FIELDS = 16
+
+cdef Py_ssize_t perf_offset[MAX_PERF_FIELDS]
+cdef Py_ssize_t n_perf_fields = 0
+cdef list perf_defaults = []
+cdef dict perf_slots = {}  # field name -> its offset
+cdef Py_ssize_t args_at, name_at
+
+
+cdef inline PyObject **slot_at(object o, Py_ssize_t offset) noexcept:
+    return <PyObject **>(<char *><PyObject *>o + offset)
+
+
+def _performative_layout():
+    """The offsets of Performative's fields (its member descriptors') and their defaults."""
+    global n_perf_fields, args_at, name_at
+    fields = dataclasses.fields(Performative)
+    member_descriptor = type(Performative.__dict__[fields[0].name])
+    if len(fields) > MAX_PERF_FIELDS or Performative.__new__ is not object.__new__:
+        raise TypeError("events_1_0.Performative is not the slotted dataclass fast10 builds")
+    for i, f in enumerate(fields):
+        descr = Performative.__dict__[f.name]
+        if type(descr) is not member_descriptor or (i < PERF_ARGS) != (f.default is dataclasses.MISSING):
+            raise TypeError(f"events_1_0.Performative.{f.name} is not the slot fast10 builds")
+        perf_offset[i] = (<PyMemberDescrObject *>descr).d_member.offset
+        perf_slots[sys.intern(f.name)] = perf_offset[i]
+        perf_defaults.append(f.default)
+    n_perf_fields = len(fields)
+    args_at, name_at = perf_slots["args"], perf_slots["name"]
+
+
+_performative_layout()
+
+
+cdef inline object perf_field(object perf, Py_ssize_t offset, str name):
+    """The field at ``offset`` of a Performative (-1: the attribute ``name``)."""
+    cdef PyObject *v = slot_at(perf, offset)[0] if offset >= 0 else NULL
+    return <object>v if v != NULL else getattr(perf, name)
+
+
+cdef inline void put(object o, Py_ssize_t i, object v) noexcept:
+    Py_INCREF(v)
+    slot_at(o, perf_offset[i])[0] = <PyObject *>v
+
+
+cdef object new_performative(packet, ts, offset, channel, code, name, args, ftype, size):
+    """Performative(packet, ts, offset, channel, code, name, args, ftype, size)."""
+    cdef Py_ssize_t i
+    perf = PyType_GenericAlloc(Performative, 0)  # (its slots empty, as object.__new__ leaves them)
+    put(perf, 0, packet)
+    put(perf, 1, ts)
+    put(perf, 2, offset)
+    put(perf, 3, channel)
+    put(perf, 4, code)
+    put(perf, 5, name)
+    put(perf, 6, args)
+    put(perf, 7, ftype)
+    put(perf, 8, size)
+    for i in range(PERF_ARGS, n_perf_fields):
+        put(perf, i, perf_defaults[i])
+    return perf
+
 cdef object sha256 = hashlib.sha256
 cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
 cdef object outcome_of = L.outcome_of
@@ -550,7 +638,7 @@ cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) 
                 pos = end
                 continue
             counted += 1
-            perf = Performative(
+            perf = new_performative(
                 d.packet, d.ts, d.base + pos, channel, code, METHOD_NAMES[code], args, ftype, size
             )
             if code == TRANSFER_CODE:

@@ -1,13 +1,16 @@
 # AMQP 1.0 rows written from C (included by fast10.pyx): records/rows_1_0.py's ``append_rows``
 # compiled.  The rows are filled by rows_1_0's tables (the row rule lives there only): the
-# methods row by ``METHOD_SOURCES`` and ``METHOD_PLANS``, the messages row of a delivery whole
-# in one transfer by ``MESSAGE_PLAN`` (``values_row``: rows_1_0.message_values in C), with C type
-# checks for their ``_i`` / ``_b`` / rows' ``as_int`` / ``as_text`` and their other converters
+# methods row of a Performative (read at its slots' offsets: fast10's layout) by ``METHOD_SOURCES``
+# and ``METHOD_PLANS``, the messages row of a delivery by ``MESSAGE_PLAN`` (``values_row``:
+# rows_1_0.message_values in C), with C twins of their converters ``_i`` / ``_b`` /
+# ``_delivery_mode`` / ``_id_range`` / rows' ``as_int`` / ``as_text`` and their other converters
 # called.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
 # ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
-# buffer gets a tuple.  The walker makes a delivery's values with no Delivery, links_1_0's state
-# holds them as a ``HeldRow`` until the delivery is settled, and ``append_rows`` fills in the
-# settlement columns (rows_1_0.settled_row's) and writes them.
+# buffer gets a tuple.  The walker makes the values of a delivery whole in one transfer with no
+# Delivery, links_1_0's state holds them as a ``HeldRow`` until the delivery is settled, and
+# ``append_rows`` fills in the settlement columns (rows_1_0.settled_row's) and writes them; a
+# Delivery (one the reference assembled from several transfers) is written the same way
+# (``delivery_values``: rows_1_0.message_row in C).
 
 from cpython.bool cimport PyBool_Check
 from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem
@@ -26,7 +29,6 @@ include "../records/raw.pxi"
 cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_rows)
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
-cdef object message_row = None
 cdef object exchange_key = None
 cdef object as_text = None
 cdef object json_text = None
@@ -50,10 +52,13 @@ cdef enum:
     CONV_BOOL = 2  # rows_1_0._b: a bool, else null
     CONV_ANY_INT = 3  # rows.as_int: an int (not a bool), else null
     CONV_TEXT = 4  # rows.as_text: a str as it is, anything else by the reference
+    CONV_MODE = 5  # rows_1_0._delivery_mode: a header section's 0-9-1 delivery mode
+    CONV_RANGE = 6  # rows_1_0._id_range: a disposition's first..last (of every field)
 
 cdef Py_ssize_t n_method = 0, n_attrs = 0
 cdef Py_ssize_t own_col[4]  # capture, stream, direction, version (rows.OWN's order)
 cdef Py_ssize_t attr_col[MAX_ATTRS]
+cdef Py_ssize_t attr_slot[MAX_ATTRS]  # the source's offset in a Performative (fast10), -1: by name
 cdef tuple attr_names = ()
 cdef tuple dir_names = ()
 cdef dict method_plans = None  # performative name -> (FieldPlan, ...)
@@ -81,6 +86,8 @@ cdef object converted(FieldPlan f, object v):
         return v if PyBool_Check(v) else None
     if f.code == CONV_TEXT:
         return v if type(v) is str else f.conv(v)
+    if f.code == CONV_MODE:
+        return delivery_mode(v)
     if not PyLong_Check(v) or PyBool_Check(v):
         return None
     if f.code == CONV_ANY_INT:
@@ -92,22 +99,24 @@ cdef object converted(FieldPlan f, object v):
 cdef tuple methods_row(list row, capture, stream, int direction, e, version):
     """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
     list serves every row of a batch rather than a new one per row: the sources' columns are
-    written by every row, the plan's are ``blank``ed after the row is written."""
+    written by every row, the plan's are ``blank``ed after the row is written.  ``e`` is a
+    Performative: its fields are read at their offsets (fast10's layout), its other sources
+    (properties, class attributes) by name."""
     cdef Py_ssize_t i
     cdef FieldPlan f
-    cdef dict a = e.args
+    cdef dict a = perf_field(e, args_at, "args")
     row[own_col[0]] = capture
     row[own_col[1]] = stream
     row[own_col[2]] = dir_names[direction]
     row[own_col[3]] = version
     for i in range(n_attrs):
-        row[attr_col[i]] = getattr(e, <str>attr_names[i])
-    plan = method_plans.get(e.name)
+        row[attr_col[i]] = perf_field(e, attr_slot[i], <str>attr_names[i])
+    plan = method_plans.get(perf_field(e, name_at, "name"))
     if plan is None:
         plan = every_plan
     for f in <tuple>plan:
         if f.field is None:
-            v = f.conv(a)
+            v = id_range(a) if f.code == CONV_RANGE else f.conv(a)
         else:
             v = a.get(f.field)
             v = f.default if v is None else converted(f, v)  # (the decoder leaves null fields out)
@@ -166,10 +175,10 @@ cdef object field_of(dict sections, section, field):
 
 
 cdef list values_row(
-    int direction, perf, link_name, address, delivery_id, dict sections, kind, body_size, digest,
-    head, bint complete, created,
+    int direction, packet, ts, channel, offset, first_packet, frames, link_name, address,
+    delivery_id, dict sections, kind, body_size, digest, head, complete, aborted, created,
 ):
-    """rows_1_0.message_values of a delivery whole in one transfer (``perf``)."""
+    """rows_1_0.message_values."""
     cdef list row = [None] * n_message
     cdef SectionPlan f
     cdef dict others
@@ -180,20 +189,21 @@ cdef list values_row(
                 row[f.col] = v if type(v) is str else f.conv(v)
             elif f.code == CONV_ANY_INT:
                 row[f.col] = v if PyLong_Check(v) and not PyBool_Check(v) else None
+            elif f.code == CONV_MODE:
+                row[f.col] = delivery_mode(v)
             else:
                 row[f.col] = f.conv(v)
     to = field_of(sections, PROPERTIES_SECTION, TO_FIELD)
     if to is not None and type(to) is not str:
         to = as_text(to)
     row[mc_exchange], row[mc_key] = exchange_key(address if to is None else to)
-    packet = perf.packet
     row[mc_frame] = packet
     row[mc_last] = packet
-    row[mc_first] = packet
-    row[mc_ts] = perf.ts
+    row[mc_first] = first_packet
+    row[mc_ts] = ts
     row[mc_direction] = dir_names[direction]
-    row[mc_channel] = perf.channel
-    row[mc_offset] = perf.offset
+    row[mc_channel] = channel
+    row[mc_offset] = offset
     row[mc_method] = TRANSFER
     if created is not None and -TS_MS_LIMIT < created < TS_MS_LIMIT:
         row[mc_msg_ts] = created * 1_000_000
@@ -206,14 +216,28 @@ cdef list values_row(
     row[mc_properties] = json_text(others)
     row[mc_body_size] = body_size
     row[mc_body_received] = body_size
-    row[mc_body_frames] = 1
+    row[mc_body_frames] = frames
     row[mc_body_hash] = digest
     row[mc_body] = head
     row[mc_complete] = complete
     row[mc_link] = link_name
     row[mc_delivery_id] = int64_or_none(delivery_id)
-    row[mc_aborted] = False
+    row[mc_aborted] = aborted
     return row
+
+
+cdef object delivery_mode(header):
+    """rows_1_0._delivery_mode."""
+    if not isinstance(header, dict):
+        return None
+    return 2 if header.get("durable") is True else 1
+
+
+cdef object id_range(dict a):
+    """rows_1_0._id_range."""
+    first = int64_or_none(a.get("first"))
+    last = int64_or_none(a.get("last", first))
+    return [{"lower": first, "upper": last}] if first is not None and last is not None else None
 
 
 cdef object int64_or_none(v):
@@ -238,9 +262,10 @@ cdef HeldRow held_row(
     if link is not None:
         # sent to its target; received from its source (the queue a consumer reads)
         name, address = link.name, link.target if direction == 0 else (link.source or link.target)
+    packet = perf.packet
     h.values = values_row(
-        direction, perf, name, address, delivery_id, sections, kind, body_size, digest, head,
-        complete, created,
+        direction, packet, perf.ts, perf.channel, perf.offset, packet, 1, name, address,
+        delivery_id, sections, kind, body_size, digest, head, complete, False, created,
     )
     h.channel = perf.channel
     h.delivery_id = delivery_id
@@ -250,21 +275,31 @@ cdef HeldRow held_row(
     return h
 
 
-cdef list settled_values(HeldRow h, capture, stream, version):
-    """rows_1_0.settled_row of a held delivery's values (filled in place)."""
-    cdef list row = h.values
+cdef list settled(list row, capture, stream, version, settled, settle_ts, outcome, condition):
+    """rows_1_0.settled_row, filled in place."""
     row[settle_col[0]] = capture
     row[settle_col[1]] = stream
     row[settle_col[2]] = version
-    row[settle_col[3]] = h.settled
-    row[settle_col[4]] = h.settle_ts
-    row[settle_col[5]] = h.outcome
-    row[settle_col[6]] = h.condition
+    row[settle_col[3]] = settled
+    row[settle_col[4]] = settle_ts
+    row[settle_col[5]] = outcome
+    row[settle_col[6]] = condition
     return row
 
 
+cdef list delivery_values(int direction, dv, capture, stream, version):
+    """rows_1_0.message_row of a Delivery (a delivery the reference's assembly made)."""
+    sections = dv.sections
+    cdef list row = values_row(
+        direction, dv.packet, dv.ts, dv.channel, dv.offset, dv.first_packet, dv.frames, dv.link_name,
+        dv.address, dv.delivery_id, sections, dv.body_kind, dv.body_size, dv.body_hash, dv.body,
+        dv.complete, dv.aborted, creation_time(sections),
+    )
+    return settled(row, capture, stream, version, dv.settled, dv.settle_ts, dv.outcome, dv.condition)
+
+
 cdef int bind_rows() except -1:
-    global message_row, exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
+    global exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
     global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
@@ -279,7 +314,6 @@ cdef int bind_rows() except -1:
         )
     except (ImportError, AttributeError, ValueError):  # not built, or another build: tuples
         append_array = NULL
-    message_row = rows_1_0.message_row
     columns = {c: i for i, c in enumerate(rows.COLUMNS["methods"])}
     n_method = len(columns)
     own = {src: columns[col] for col, src in rows_1_0.METHOD_SOURCES if src in rows.OWN}
@@ -289,11 +323,13 @@ cdef int bind_rows() except -1:
     if len(attrs) > MAX_ATTRS:
         raise ValueError("too many methods row sources")
     n_attrs = len(attrs)
-    for i, (c, _src) in enumerate(attrs):
+    for i, (c, src) in enumerate(attrs):
         attr_col[i] = c
+        attr_slot[i] = perf_slots.get(src, -1)
     attr_names = tuple(sys.intern(src) for _c, src in attrs)
     dir_names = tuple(rows.DIRS)
     codes = {rows_1_0._i: CONV_INT, rows_1_0._b: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
+    codes.update({rows_1_0._delivery_mode: CONV_MODE, rows_1_0._id_range: CONV_RANGE})
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
@@ -366,6 +402,7 @@ def append_rows(list events, capture, stream, version, methods, messages):
     ``events`` written in order, the other events returned in order."""
     cdef list rest = []
     cdef tuple pair
+    cdef HeldRow h
     if method_plans is None:
         bind_rows()
     cdef list row = [None] * n_method
@@ -379,9 +416,11 @@ def append_rows(list events, capture, stream, version, methods, messages):
             write_list(methods, to_methods, row)
             blank(row, plan)
         elif t is HeldRow:
-            write_list(messages, to_messages, settled_values(<HeldRow>e, capture, stream, version))
+            h = <HeldRow>e
+            values = settled(h.values, capture, stream, version, h.settled, h.settle_ts, h.outcome, h.condition)
+            write_list(messages, to_messages, values)
         elif t is Delivery:
-            write(messages, to_messages, message_row(capture, stream, d, e, version))
+            write_list(messages, to_messages, delivery_values(d, e, capture, stream, version))
         else:
             rest.append(pair)
     return rest
