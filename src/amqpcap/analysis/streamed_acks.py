@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from amqpcap.analysis._common import latency_ms
+from amqpcap.analysis._common import latency_ms, release_memory
 from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
 from amqpcap.analysis.acknowledgements import ACK_METHODS
 from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches, channel_ids
@@ -150,6 +150,7 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     names = ("acked", "nacked", "rejected", "unsettled", "recovered")
     counts = {k: int(paired.outcomes[OUTCOMES.index(k)]) for k in names}
     counts["redelivered"] = redelivered
+    release_memory(collect=False)  # (the walk's freed heap given back before the values are joined)
     values = paired.values.take()
     del paired
     # (a channel without a capture or number is not counted)
