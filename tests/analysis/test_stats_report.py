@@ -255,3 +255,22 @@ def test_matplotlib_is_loaded_by_drawing_a_figure_not_by_importing_the_report(tm
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert (tmp_path / "e.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_what_the_latency_figure_keeps_of_a_kind_is_its_bins_and_percentiles_not_one_value_a_pair():
+    import pickle
+
+    import numpy as np
+
+    from amqpcap.analysis.report import latency_bins, latency_drawn
+
+    rng = np.random.default_rng(5)
+    for a in (rng.lognormal(0, 2, 200_000), rng.uniform(1, 3, 50)):
+        d = latency_drawn(a)
+        counts, edges, log = latency_bins(a)
+        assert d.n == len(a) and d.log == log and len(d.edges) == len(d.counts) + 1 <= 41
+        np.testing.assert_array_equal(d.counts, counts)
+        np.testing.assert_array_equal(d.edges, edges)
+        np.testing.assert_array_equal(d.p50_p99, np.percentile(a, [50, 99]))
+        assert len(pickle.dumps(d)) < 4096  # (what a forked process sends)
+    assert latency_drawn(np.zeros(0)).n == 0

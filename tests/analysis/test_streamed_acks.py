@@ -177,7 +177,7 @@ def test_the_unacked_counts_of_the_pass_equal_unacked_of_the_loaded_tables_chann
     assert want.groupby(["tcp_stream", "channel"]).ngroups >= 5 and (want["event"] == "qos").any()
     keys = ["capture", "tcp_stream", "channel"]
     # (each channel's events in the same order; channels may come in another order)
-    got = got[0].astype({"capture": object, "event": object})
+    got = got[0].frame().astype({"capture": object, "event": object})
     got = got.sort_values(keys, kind="stable").reset_index(drop=True)
     want = want.sort_values(keys, kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want.astype({"capture": object, "event": object}), check_dtype=False)
@@ -200,7 +200,27 @@ def test_the_report_of_a_directory_draws_unacked_from_the_pass_without_loading_t
     monkeypatch.setattr(summary, "load_section", counted)
     drawn: list = []
     fig = report.fig_unacked
-    monkeypatch.setattr(report, "fig_unacked", lambda un, *a, **k: drawn.append(un) or fig(un, *a, **k))
+    monkeypatch.setattr(
+        report, "fig_unacked", lambda un, *a, **k: drawn.append(un.frame()) or fig(un, *a, **k)
+    )
     report.write_report(out, tmp_path / "report")
     assert loads and not [m for m in loads if "basic.deliver" in m or "every method" in m]
     assert len(drawn) == 1 and drawn[0]["unacked"].max() > 0
+
+
+@pytest.mark.parametrize("top", [3, 8], ids=["total-line", "per-channel-lines"])
+def test_the_unacked_figure_of_the_pass_timeline_is_the_figure_of_its_frame(tmp_path, monkeypatch, top):
+    from amqpcap.analysis import report
+    from amqpcap.analysis import streamed_acks as module
+
+    monkeypatch.setattr(module, "ROWS", 7)
+    c = random_consumer_traffic(1)
+    got: list = []
+    streamed_acks(write_output(c, tmp_path / "out"), on_timeline=got.append)
+    un = got[0].frame()
+    channels = un.groupby(["tcp_stream", "channel"]).ngroups
+    assert 3 < channels <= 8
+    t0 = un["ts"].min()
+    report.fig_unacked(un, tmp_path / "frame.png", t0, top=top)
+    report.fig_unacked(got[0], tmp_path / "timeline.png", t0, top=top)
+    assert (tmp_path / "frame.png").read_bytes() == (tmp_path / "timeline.png").read_bytes()

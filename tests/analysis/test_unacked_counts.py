@@ -23,7 +23,7 @@ def same_timeline(got, c: Capture) -> None:
     """The pass' unacked steps equal unacked of the loaded tables, channel by channel."""
     keys = ["capture", "tcp_stream", "channel"]
     want = unacked(c.tables())[TIMELINE].sort_values(keys, kind="stable").reset_index(drop=True)
-    got = got.astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
+    got = got.frame().astype({"capture": object, "event": object}).sort_values(keys, kind="stable")
     pd.testing.assert_frame_equal(
         got.reset_index(drop=True), want.astype({"capture": object, "event": object}), check_dtype=False
     )
@@ -59,9 +59,11 @@ def counted(ev: dict, chunks: list, bounds: list | None, timeline: bool = True):
 
 
 def same(a, b) -> None:
+    """The same peak, channels over their prefetch and steps, each channel's in the same order."""
     assert a[0] == b[0] and list(a[1]) == list(b[1])
+    oa, ob = (np.argsort(x[2]["chan"], kind="stable") for x in (a, b))
     for k in a[2]:
-        assert np.array_equal(a[2][k], b[2][k]), k
+        assert np.array_equal(a[2][k][oa], b[2][k][ob]), k
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -84,7 +86,7 @@ def test_a_packet_settling_in_two_pieces_is_one_step_when_both_are_held():
           "kind": np.array([DELIVERY, DELIVERY, SETTLE, SETTLE]), "delta": np.array([1, 1, -1, -1]),
           "prefetch": np.full(4, -2)}  # fmt: skip
     got = counted(ev, [np.array([0, 1, 2]), np.array([3])], [np.array([3]), np.array([4])])
-    assert got[0] == 2 and list(got[2]["unacked"]) == [1, 2, 0]
+    assert got[0] == 2 and list(np.cumsum(got[2]["delta"])) == [1, 2, 0]
 
 
 def test_an_event_before_one_already_counted_raises_unordered():
@@ -235,3 +237,25 @@ def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packe
     assert [u.bounded for u in Held.made] == [True]
     assert streamed(out) == of_loaded(c.tables())
     same_timeline(got[0], c)
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 16], ids=["steps-in-chunks-of-3", "steps-in-one-chunk"])
+def test_the_pass_timeline_gives_the_channel_peaks_and_total_line_of_its_frame(tmp_path, monkeypatch, chunk):
+    from amqpcap.analysis import report
+
+    monkeypatch.setattr(acks_module, "ROWS", 7)
+    got: list = []
+    streamed_acks(write_output(random_consumer_traffic(2), tmp_path), on_timeline=got.append)
+    timeline = got[0]
+    un = timeline.frame()
+    assert len(un) == len(timeline) and un.groupby(["tcp_stream", "channel"]).ngroups >= 5
+    ids, peak, latest = timeline.channels(chunk=chunk)
+    want_peak, want_pf = report._per_channel(un, report._channel_codes(un))
+    got_peak, got_pf = report._peaks(pd.DataFrame(timeline.channel_keys(ids)), peak, latest)
+    pd.testing.assert_series_equal(got_peak, want_peak)
+    pd.testing.assert_series_equal(got_pf, want_pf)
+    ts, total = timeline.total()
+    t0n = int(ts[0])
+    x, y = report.total_unacked(un, t0n)
+    np.testing.assert_array_equal((ts - t0n) / 1e9, x)
+    np.testing.assert_array_equal(total.astype(float), y)

@@ -538,3 +538,38 @@ def test_at_close_the_parquet_thread_takes_the_largest_table_and_the_closer_the_
     assert pq.read_table(out / "frames").num_rows == 6
     assert pq.read_table(out / "anomalies").column("detail").to_pylist() == ["detail"] * 3
     assert pq.read_table(out / "connections").num_rows == 0
+
+
+def test_at_close_the_largest_tables_held_rows_go_to_the_parquet_thread_before_the_closer_writes(
+    tmp_path, monkeypatch
+):
+    import threading
+
+    monkeypatch.setattr(writer, "BACKGROUND", True)
+    monkeypatch.setattr(writer, "ROW_GROUP", 4)
+    monkeypatch.setattr(writer, "FIRST_GROUP_ROWS", 8)  # a batch of 4 rows is held for its row group
+    monkeypatch.setattr(writer, "GROUP_ROWS", 8)
+    out = tmp_path / "out"
+    w = writer.DatasetWriter(str(out), ["frames", "connections", "anomalies"])  # the largest closed last
+    held_then = []  # the anomalies' rows still held when the closer wrote a table of its own
+    writers = {}  # table -> written by the closing thread
+    engine_write = writer.EngineWriter.write_table
+
+    def write_table(self, table, rows):
+        name = table.schema.metadata[b"amqpcap.table"].decode()
+        writers[name] = threading.current_thread() is threading.main_thread()
+        if writers[name]:
+            held_then.append(w["anomalies"].file.held_rows)
+        engine_write(self, table, rows)
+
+    monkeypatch.setattr(writer.EngineWriter, "write_table", write_table)
+    for _ in range(3):  # frames: 3 rows pending, more than the anomalies' pending
+        w["frames"].append(("c", 1, 1, 10, "c2s", 1, 0, 1, "method", 12, 20))
+    for _ in range(6):  # anomalies: a batch of 4 held and 2 pending, the most rows left
+        w["anomalies"].append(("c", 1, 1, 10, "c2s", None, None, "amqp", "kind", "detail", 1))
+    assert w["anomalies"].file.held_rows == 4
+    w.close()
+    assert writers == {"frames": True, "anomalies": False}  # (connections: no rows, no row group)
+    assert held_then == [0]  # handed on before the closer wrote the frames
+    assert pq.read_table(out / "anomalies").num_rows == 6
+    assert pq.ParquetFile(next((out / "anomalies").iterdir())).metadata.num_row_groups == 1

@@ -15,7 +15,7 @@ import html
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -46,11 +46,12 @@ from amqpcap.analysis.summary import (
 )
 from amqpcap.analysis.timespan import span_parts
 from amqpcap.analysis.traffic import totals, totals_at
+from amqpcap.analysis.unacked_counts import QOS, Timeline
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["write_report", "pick_bucket", "FIGURES"]
+__all__ = ["write_report", "pick_bucket", "FIGURES", "LatencyDrawn", "latency_drawn"]
 
 FIGURES = ("throughput", "latency", "errors", "timeline", "unacked")
 STATS_BUCKET = "1s"  # the bucket of stats' throughput (stats_parts' default)
@@ -253,31 +254,52 @@ def latency_bins(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     return *np.histogram(a, bins=min(40, max(5, len(a)))), False
 
 
+class LatencyDrawn(NamedTuple):
+    """What the latency figure draws of one kind's matched latencies: their number, the histogram
+    (:func:`latency_bins`: counts, bin edges, logarithmic x) and their p50 and p99 (ms)."""
+
+    n: int
+    counts: np.ndarray
+    edges: np.ndarray
+    log: bool
+    p50_p99: np.ndarray
+
+
+def latency_drawn(a: np.ndarray) -> LatencyDrawn:
+    """:class:`LatencyDrawn` of the latencies ``a`` (finite, ms): a few numbers in place of one a
+    pair (a forked process sends these, not its arrays)."""
+    if len(a) == 0:
+        return LatencyDrawn(0, np.zeros(0), np.zeros(0), False, np.zeros(0))
+    return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99]))
+
+
 def fig_latency(lat: dict, path: Path) -> Path:
-    """Histograms per latency kind; ``lat``: kind -> its pairing frame, or the matched pairs'
-    latencies (ms) already taken from it.  Each drawn from its bins' counts (40 bars, not a
-    value per pair)."""
+    """Histograms per latency kind; ``lat``: kind -> its pairing frame, the matched pairs'
+    latencies (ms) already taken from it, or their :class:`LatencyDrawn`.  Each drawn from its
+    bins' counts (40 bars, not a value per pair)."""
     fig = _figure(figsize=(12, 7))
     kinds = list(LATENCY_KINDS)
     for i, kind in enumerate(kinds):
         ax = fig.add_subplot(2, 3, i + 1)
         v = lat[kind]
-        a = _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
-        ax.set_title(f"{_KIND_TITLES[kind]} (n={len(a):,})", fontsize=10)
+        if not isinstance(v, LatencyDrawn):
+            v = latency_drawn(
+                _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
+            )
+        ax.set_title(f"{_KIND_TITLES[kind]} (n={v.n:,})", fontsize=10)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("pairs")
-        if len(a) == 0:
+        if v.n == 0:
             ax.text(0.5, 0.5, "no pairs", ha="center", va="center", color="#777", transform=ax.transAxes)
             ax.set_yticks([])
             ax.set_xticks([])
             continue
         _integer_ticks(ax.yaxis)
-        counts, edges, log = latency_bins(a)
-        ax.hist(edges[:-1], bins=edges, weights=counts, color="#4c72b0")
-        if log:
+        ax.hist(v.edges[:-1], bins=v.edges, weights=v.counts, color="#4c72b0")
+        if v.log:
             ax.set_xscale("log")
-        for q, style, v in zip((50, 99), ("-", ":"), np.percentile(a, [50, 99])):
-            ax.axvline(v, color="k", linestyle=style, linewidth=1, label=f"p{q} = {v:,.3f} ms")
+        for q, style, p in zip((50, 99), ("-", ":"), v.p50_p99):
+            ax.axvline(p, color="k", linestyle=style, linewidth=1, label=f"p{q} = {p:,.3f} ms")
         ax.legend(fontsize=7, loc="upper right")
         ax.grid(True, alpha=0.3)
     fig.suptitle("Latency distributions (matched pairs only)")
@@ -558,24 +580,47 @@ def _per_channel(un: pd.DataFrame, codes: np.ndarray) -> tuple[pd.Series, pd.Ser
     pf = np.full(n, -1, dtype=np.int64)  # (a prefetch count is >= 0: -1 is none)
     np.maximum.at(pf, codes, un["prefetch_count"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64))
     first = np.unique(codes, return_index=True)[1]
-    one = un.iloc[first][_CHANNEL].assign(
+    return _peaks(un.iloc[first][_CHANNEL], peak, pf)
+
+
+def _peaks(one: pd.DataFrame, peak: np.ndarray, pf: np.ndarray) -> tuple[pd.Series, pd.Series]:
+    """:func:`_per_channel` of a channel a row: ``one``'s keys (capture, tcp_stream, channel), each
+    one's peak count and largest prefetch count (-1: none)."""
+    one = one.assign(
         unacked=peak, prefetch_count=pd.array(np.where(pf >= 0, pf, 0), dtype="Int64").astype(float)
     )
     by = one.groupby(_CHANNEL, dropna=False, observed=True)
     return by["unacked"].max().sort_values(ascending=False), by["prefetch_count"].max()
 
 
-def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
+def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHANNELS) -> Path:
     """Up to ``top`` channels: each channel's unacked count over time with its prefetch.
     More channels: the total over time, and each channel's peak against its prefetch.  ``un``:
     :func:`~amqpcap.analysis.connection_health.unacked`'s capture, tcp_stream, channel, ts, event,
-    unacked and prefetch_count."""
-    if len(un) == 0 or t0 is None or not (un["event"] != "qos").any():
+    unacked and prefetch_count, or the :class:`~amqpcap.analysis.unacked_counts.Timeline` of a
+    consumer-ack pass (more than ``top`` channels: drawn from its steps' arrays, no frame, and
+    the steps let go)."""
+    steps = un if isinstance(un, Timeline) else None
+    if steps is not None:
+        some = len(steps) and bool((steps.steps["kind"] != QOS).any())
+    else:
+        some = len(un) and bool((un["event"] != "qos").any())
+    if not some or t0 is None:
         fig = _figure(figsize=(10, 2.5))
         _empty(fig, "Unacknowledged deliveries", "no acknowledged-mode deliveries")
         return _save(fig, path)
     t0n = int(pd.Timestamp(t0).value)
     xlabel = f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC)"
+    if steps is not None:
+        ids, peak, pf = steps.channels()
+        if len(ids) > top:
+            peak, pf = _peaks(pd.DataFrame(steps.channel_keys(ids)), peak, pf)
+            ts, total = steps.total()  # (the steps let go)
+            x = (ts - t0n) / 1e9
+            y = total.astype(float)
+            del ts, total
+            return _unacked_total(x, y, peak, pf, path, xlabel)
+        un = steps.frame()
     codes = _channel_codes(un)
     peak, pf = _per_channel(un, codes)
     if len(peak) <= top:
@@ -606,20 +651,25 @@ def fig_unacked(un: pd.DataFrame, path: Path, t0, top: int = TOP_CHANNELS) -> Pa
         ax.legend(fontsize=7, loc="upper right", ncol=2)
         fig.tight_layout()
         return _save(fig, path)
-    # many channels: aggregate
+    x, y = total_unacked(un, t0n, codes)
+    del codes, un
+    return _unacked_total(x, y, peak, pf, path, xlabel)
+
+
+def _unacked_total(x, y, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str) -> Path:
+    """:func:`fig_unacked` of many channels: the total over time (``x``: seconds since the first
+    packet, ``y``: the total after each step) and each channel's ``peak`` against its ``pf``."""
     fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    x, y = total_unacked(un, t0n, codes)
-    del codes
     if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
         span = float(x[-1] - x[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
         b = np.floor((x - x[0]) / width)
-        mx = pd.Series(y).groupby(b, observed=True).max()
+        at = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])  # (x ascending: each bucket one run)
         ax1.step(
-            x[0] + mx.index.to_numpy() * width,
-            mx.to_numpy(),
+            x[0] + b[at] * width,
+            np.maximum.reduceat(y, at),
             where="post",
             color="#4c72b0",
             label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}",
@@ -889,11 +939,11 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
     forked = Forked(beside) if fork else None
-    values: dict = {}  # kind -> matched latencies (ms): the figure needs no more of a pairing
+    values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = _matched(kind, df)
+        values[kind] = latency_drawn(_matched(kind, df))
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
@@ -919,7 +969,8 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    theirs, ct, drawn, latencies = forked.result() if forked is not None else beside()
+    ct = connections_table(src, _PAGE_LIMIT)  # (here: the forked process has the longer part)
+    theirs, drawn, latencies = forked.result() if forked is not None else beside()
     values.update(latencies)
     if stats is None:
         got["latency"].update(theirs.pop("latency"))
@@ -944,10 +995,10 @@ def _origin(src) -> tuple:
 
 def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> tuple:
     """What the report draws from its own passes over the tables: the errors, timeline and
-    throughput figures, the page's connections table and (``parts``) the stats parts of
-    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with the matched
-    latencies of ``aside``'s pairings (kind -> array); the throughput's 1 s buckets and the
-    plot's summed in one pass."""
+    throughput figures and (``parts``) the stats parts of
+    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with what the
+    latency figure draws of ``aside``'s pairings (kind -> :class:`LatencyDrawn`); the
+    throughput's 1 s buckets and the plot's summed in one pass."""
     got: dict = {}
     latencies: dict = {}
 
@@ -960,7 +1011,7 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
             stats_parts(
                 src,
                 aside + ("errors",),
-                on_latency=lambda kind, df: latencies.__setitem__(kind, _matched(kind, df)),
+                on_latency=lambda kind, df: latencies.__setitem__(kind, latency_drawn(_matched(kind, df))),
                 on_section=errors,
             )
         )
@@ -968,7 +1019,6 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
         errors("errors", lambda: section_tables(src, "errors"))
     err = got.pop("err")
     paths = {"errors": fig_errors(err, out / "errors.png")}
-    ct = connections_table(src, _PAGE_LIMIT)
     paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
     del err
     release_memory()
@@ -977,4 +1027,4 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
     if parts:
         got["throughput"] = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)
     paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    return got, ct, paths, latencies
+    return got, paths, latencies

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import pandas as pd
 
 from amqpcap.analysis._common import latency_ms, release_memory
 from amqpcap.analysis.ack_walk import MESSAGE, OUTCOMES, QOS, AckWalk, kinds_of
@@ -22,12 +21,11 @@ from amqpcap.analysis.acknowledgements import ACK_METHODS
 from amqpcap.analysis.batches import Codes, OutOfOrder, WireOrder, batches, channel_ids
 from amqpcap.analysis.content_stream import UNTIMED, ContentStream
 from amqpcap.analysis.growing import Chunks
-from amqpcap.analysis.unacked_counts import DELIVERY, LAST, SETTLE, UnackedCounts, Unordered
+from amqpcap.analysis.unacked_counts import DELIVERY, LAST, SETTLE, Timeline, UnackedCounts, Unordered
 from amqpcap.analysis.unacked_counts import QOS as QOS_EVENT
 
 __all__ = ["streamed_acks", "ROWS"]
 
-_EVENTS = ("settle", "qos", "deliver")  # unacked's events, in their order within a packet
 MIN = np.iinfo(np.int64).min
 # rows per batch of the pass (its work is per batch, in numpy): about one methods row group a batch,
 # read alone; a batch of several groups joined holds more (+45 MB on 1 GB tables) and costs more CPU
@@ -141,8 +139,9 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     """The latencies (ms: of the deliveries acked, nacked or rejected), the counts of stats'
     ``consumer_ack`` (acked, nacked, rejected, unsettled, recovered, redelivered) and the unacked
     health (``max_unacked``, ``channels_over_prefetch``) of the dissect output ``directory``.
-    ``on_timeline``, when given, is handed the unacked counts over time (a frame of
-    :func:`~amqpcap.analysis.connection_health.unacked`'s columns the report draws)."""
+    ``on_timeline``, when given, is handed the unacked counts over time the report draws (a
+    :class:`~amqpcap.analysis.unacked_counts.Timeline`: its ``frame()`` has
+    :func:`~amqpcap.analysis.connection_health.unacked`'s columns)."""
     try:
         paired, redelivered, ids, strings, (peak, over, steps) = _counted(directory, on_timeline, True)
     except Unordered:  # (times not rising with packets in a conversation: every event held)
@@ -157,7 +156,8 @@ def streamed_acks(directory, on_timeline=None) -> tuple[np.ndarray, dict, dict]:
     named = np.array([k[0] >= 0 and k[2] >= 0 for k in ids], dtype=bool)
     health = {"max_unacked": peak, "channels_over_prefetch": int(np.count_nonzero(named[over]))}
     if on_timeline is not None:
-        on_timeline(_timeline(steps, ids, strings["capture"].values))
+        keys = np.array(list(ids), dtype=np.int64).reshape(-1, 3)
+        on_timeline(Timeline(steps, keys, list(strings["capture"].values)))
     return values, counts, health
 
 
@@ -194,25 +194,3 @@ def _settle_events(chan, ts, frame, n) -> tuple[np.ndarray, np.ndarray]:
     first = np.r_[True, (chan[1:] != chan[:-1]) | (ts[1:] != ts[:-1]) | (frame[1:] != frame[:-1])]
     at = np.flatnonzero(first)
     return np.c_[chan[at], ts[at], frame[at]].astype(np.int64), np.add.reduceat(n[o], at)
-
-
-def _timeline(steps: dict, ids: dict, captures: list) -> pd.DataFrame:
-    """The columns of :func:`~amqpcap.analysis.connection_health.unacked` the report draws
-    (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), of the steps of
-    :meth:`~amqpcap.analysis.unacked_counts.UnackedCounts.finish`."""
-    keys = np.array(list(ids), dtype=np.int64).reshape(-1, 3)
-    chan = steps.pop("chan")
-    cap, stream, channel = (keys[:, i][chan] for i in range(3))
-    del chan
-    latest = steps.pop("latest")
-    return pd.DataFrame(
-        {
-            "capture": pd.Categorical.from_codes(cap, pd.Index(captures, dtype=object)),
-            "tcp_stream": pd.arrays.IntegerArray(stream.astype(np.int32), stream < 0),
-            "channel": pd.arrays.IntegerArray(channel.astype(np.int32), channel < 0),
-            "ts": pd.to_datetime(steps.pop("ts").view("datetime64[ns]"), utc=True),
-            "event": pd.Categorical.from_codes(steps.pop("kind"), _EVENTS),
-            "unacked": steps.pop("unacked"),
-            "prefetch_count": pd.arrays.IntegerArray(latest.astype(np.int32), latest < 0),
-        }
-    )

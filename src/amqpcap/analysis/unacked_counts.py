@@ -14,14 +14,16 @@ held, counted once at the end).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["UnackedCounts", "Unordered", "SETTLE", "QOS", "DELIVERY", "LAST"]
+__all__ = ["UnackedCounts", "Unordered", "Timeline", "SETTLE", "QOS", "DELIVERY", "LAST", "EVENTS"]
 
 SETTLE, QOS, DELIVERY = 0, 1, 2  # event kinds, in their order within a packet
+EVENTS = ("settle", "qos", "deliver")  # their names in unacked()'s ``event`` column
 LAST = np.iinfo(np.int64).max  # the packet of an event without one: after every other
 _FIELDS = {"chan": np.int32, "ts": np.int64, "frame": np.int64, "kind": np.int8, "delta": np.int32,
            "prefetch": np.int32}  # fmt: skip
-_STEPS = ("chan", "ts", "kind", "unacked", "latest")
+_STEPS = ("chan", "ts", "kind", "delta", "latest")  # a step: its change of the count, not the count
 
 
 class Unordered(Exception):
@@ -30,7 +32,8 @@ class Unordered(Exception):
 
 class UnackedCounts:
     """Running unacked counts of channels (ids 0..n-1), their peak and the channels exceeding
-    their prefetch count; with ``timeline``, every step (:data:`_STEPS`) kept for the report."""
+    their prefetch count; with ``timeline``, every step (:data:`_STEPS`: 21 bytes) kept for the
+    report."""
 
     def __init__(self, timeline: bool = False, bounded: bool = True):
         self.bounded, self.timeline = bounded, timeline
@@ -72,17 +75,15 @@ class UnackedCounts:
 
     def finish(self) -> tuple[int, np.ndarray, dict | None]:
         """Count every event held: the peak count (0 without events), the channel ids that held
-        more than their prefetch count, and the steps by channel (with ``timeline``)."""
+        more than their prefetch count, and the steps in the order counted (with ``timeline``: each
+        channel's in its order; a column at a time joined, the pieces let go as it is)."""
         if self.held:
             self._count(self._held())
             self.held = []
         steps = None
         if self.timeline:
-            parts = self.steps or [{k: np.zeros(0, dtype=np.int64) for k in _STEPS}]
-            steps = {k: np.concatenate([p[k] for p in parts]) for k in _STEPS}
-            self.steps = []
-            o = np.argsort(steps["chan"], kind="stable")  # each channel's steps are in order already
-            steps = {k: v[o] for k, v in steps.items()}
+            parts, self.steps = self.steps or [{k: np.zeros(0, dtype=np.int64) for k in _STEPS}], []
+            steps = {k: np.concatenate([p.pop(k) for p in parts]) for k in _STEPS}
         return (0 if self.peak is None else self.peak), np.flatnonzero(self.over), steps
 
     def _held(self) -> dict:
@@ -132,7 +133,7 @@ class UnackedCounts:
         top = int(unacked.max())
         self.peak = top if self.peak is None else max(self.peak, top)
         if self.timeline:
-            self.steps.append({"chan": chan, "ts": ts, "kind": kind, "unacked": unacked, "latest": latest})
+            self.steps.append({"chan": chan, "ts": ts, "kind": kind, "delta": delta, "latest": latest})
 
     def _check(self, chan, ts, frame, kind) -> None:
         """Raise :class:`Unordered` when a channel's first event to count comes before (or, a
@@ -142,3 +143,82 @@ class UnackedCounts:
         same = (ts == last[:, 0]) & (frame == last[:, 1])
         if np.any(before | (same & ((kind < last[:, 2]) | ((kind == last[:, 2]) & (kind == SETTLE))))):
             raise Unordered("an event before one already counted in its channel")
+
+
+class Timeline:
+    """The unacked counts over time of a pass (the steps of :meth:`UnackedCounts.finish`), as the
+    report draws them: each step's channel id, time, kind, change of its channel's count and
+    latest prefetch count (-1: none), each channel's in its order; ``keys``: channel id ->
+    (capture code, tcp_stream, channel; -1 for none), ``captures``: the capture names."""
+
+    def __init__(self, steps: dict, keys: np.ndarray, captures: list):
+        self.steps, self.keys, self.captures = steps, keys, captures
+
+    def __len__(self) -> int:
+        return len(self.steps["chan"]) if self.steps else 0
+
+    def channel_keys(self, chan: np.ndarray) -> dict:
+        """The capture, tcp_stream and channel columns of unacked() of the channel ids ``chan``."""
+        cap, stream, channel = (self.keys[:, i][chan].astype(np.int32) for i in range(3))
+        return {
+            "capture": pd.Categorical.from_codes(cap, pd.Index(self.captures, dtype=object)),
+            "tcp_stream": pd.arrays.IntegerArray(stream, stream < 0),
+            "channel": pd.arrays.IntegerArray(channel, channel < 0),
+        }
+
+    def frame(self) -> pd.DataFrame:
+        """The columns of :func:`~amqpcap.analysis.connection_health.unacked` of the steps
+        (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), channel by channel."""
+        s = self.steps
+        o = np.argsort(s["chan"], kind="stable")
+        chan = s["chan"][o]
+        latest = s["latest"][o]
+        return pd.DataFrame(
+            {
+                **self.channel_keys(chan),
+                "ts": pd.to_datetime(s["ts"][o].view("datetime64[ns]"), utc=True),
+                "event": pd.Categorical.from_codes(s["kind"][o], EVENTS),
+                "unacked": _running(chan, s["delta"][o]),
+                "prefetch_count": pd.arrays.IntegerArray(latest.astype(np.int32), latest < 0),
+            }
+        )
+
+    def channels(self, chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ids of the channels with steps (ascending), each one's peak count and largest
+        prefetch count (-1: none); the counts made a ``chunk`` of steps at a time."""
+        s, n = self.steps, len(self.keys)
+        count = np.zeros(n, dtype=np.int64)  # channel id -> its count after the steps so far
+        peak = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        latest = np.full(n, -1, dtype=np.int64)
+        for at in range(0, len(self), chunk):
+            chan = s["chan"][at : at + chunk]
+            o = np.argsort(chan, kind="stable")
+            chan = chan[o]
+            unacked = _running(chan, s["delta"][at : at + chunk][o]) + count[chan]
+            last = np.r_[chan[1:] != chan[:-1], True]
+            count[chan[last]] = unacked[last]
+            np.maximum.at(peak, chan, unacked)
+            np.maximum.at(latest, chan, s["latest"][at : at + chunk][o])
+        ids = np.flatnonzero(peak > np.iinfo(np.int64).min)
+        return ids, peak[ids], latest[ids]
+
+    def total(self) -> tuple[np.ndarray, np.ndarray]:
+        """The time of each step in time order (ties: by channel id, then in order) and the count
+        of every channel together after it.  The steps are let go as they are read (a timeline
+        gives its total once, last)."""
+        s, self.steps = self.steps, {}
+        o = np.lexsort((s.pop("chan"), s["ts"]))
+        del s["kind"], s["latest"]
+        ts = s.pop("ts")[o]
+        total = s.pop("delta")[o].astype(np.int64)
+        del o
+        return ts, np.cumsum(total, out=total)
+
+
+def _running(chan: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Each step's count of its channel, of the steps' changes ``delta`` grouped by ``chan`` (each
+    channel's in its order; its count 0 before its first)."""
+    total = np.cumsum(delta, dtype=np.int64)
+    first = np.r_[True, chan[1:] != chan[:-1]] if len(chan) else np.zeros(0, dtype=bool)
+    base = np.maximum.accumulate(np.where(first, np.arange(len(chan)), 0))
+    return total - np.r_[0, total][base]

@@ -27,6 +27,7 @@ import threading
 from amqpcap import compiled
 from amqpcap.amqp import digests
 from amqpcap.records import schema as declared  # declared.SCHEMAS: made (pyarrow imported) on first use
+from amqpcap.records.arrow_libraries import ArrowLibraries
 from amqpcap.records.outofrange import null_times
 from amqpcap.records.schema import dictionary_columns
 
@@ -257,9 +258,9 @@ class ParquetFile:
                 self.groups += 1
                 if self.groups >= FIRST_GROUPS:
                     self.group_rows = min(2 * self.group_rows, GROUP_ROWS)
-                self._write_held()
+                self.write_held()
 
-    def _write_held(self) -> None:
+    def write_held(self) -> None:
         """The held batches written as one row group (in the Parquet thread, with ``background``)."""
         batches, self.held, self.held_rows, self.held_bytes = self.held, [], 0, 0
         if not batches:
@@ -305,7 +306,7 @@ class ParquetFile:
     def close(self) -> None:
         with named(self.file):
             try:
-                self._write_held()
+                self.write_held()
                 self._settle(wait=True)
             finally:
                 for job in self.pending:  # the file is closed after its last group, whatever happened
@@ -490,10 +491,9 @@ class DatasetWriter:
 
             shutil.rmtree(self.tmp)
         os.makedirs(self.tmp)
-        # pyarrow for the batches to come (~24 ms), imported now, before the packet loop, rather
-        # than at the first batch inside it (200k small packets: +6 / +14 ms min / median there,
-        # 16 alternating runs; the same as before here).  What ends before this never imports it.
-        import pyarrow  # noqa: F401
+        # pyarrow for the batches to come: its libraries loaded while the packet loop starts,
+        # imported at the first batch.  What ends before this never loads them.
+        self.arrow = ArrowLibraries()
 
         self.out_of_range: dict = {}  # shared by every table's file (note_out_of_range)
         part_groups = None if one_file else PART_GROUPS
@@ -513,12 +513,15 @@ class DatasetWriter:
     def close(self) -> dict[str, int]:
         # Every table's last batch written before any file waits for its own (closed one by
         # one, the small tables waited behind the large ones' batches).  The Parquet thread
-        # takes the largest; this thread, which would only wait, writes the others meanwhile
-        # (a table's batch still in the thread first: ParquetFile.write waits for it), those
-        # with none in flight first.
+        # takes the largest, its last row group handed on at once (held, it would wait for its
+        # file's close, after the others'); this thread, which would only wait, writes the others
+        # meanwhile (a table's batch still in the thread first: ParquetFile.write waits for it),
+        # those with none in flight first.
+        self.arrow.wait()
         tables = list(self.tables.values())
-        largest = max(tables, key=pending_rows)
+        largest = max(tables, key=lambda t: pending_rows(t) + t.file.held_rows)
         largest.flush()
+        largest.file.write_held()
         mine = sorted((t for t in tables if t is not largest), key=lambda t: t.file.writing())
         for t in mine:
             t.file.background = False
@@ -560,6 +563,7 @@ class DatasetWriter:
     def abort(self) -> None:
         import shutil
 
+        self.arrow.wait()
         for t in self.tables.values():
             t.abort()
         shutil.rmtree(self.tmp, ignore_errors=True)

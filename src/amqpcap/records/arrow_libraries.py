@@ -1,0 +1,76 @@
+"""pyarrow's shared libraries loaded ahead of its import, in a thread of their own.
+
+A dissect imports pyarrow only to write its first batch (writer.py).  Most of that import is the
+dynamic loader's work on pyarrow's extension files and the Arrow C++ libraries they link, done
+with the GIL held when an import does it; done here first, it runs beside the packet loop.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+# pyarrow's extension modules a dissect imports (DatasetWriter's), each file with the Arrow C++
+# libraries it links: ~90 MB for the dynamic loader to map and relocate, ~46 M instructions
+# (callgrind; ~13 ms), with the GIL held when an import opens them.
+ARROW_EXTENSIONS = ("pyarrow.lib", "pyarrow._parquet")
+
+
+class ArrowLibraries:
+    """The files of ARROW_EXTENSIONS opened by the dynamic loader in a thread of its own, with
+    the flags an import opens them with: dlopen through ctypes, which lets go of the GIL for the
+    call, so the loading runs beside the packet loop, on the other core.  The import of pyarrow,
+    at the first batch, then finds them loaded and runs only the modules' Python side.  Nothing
+    once pyarrow is imported (a notebook, a Spark task), or without ctypes.
+
+    ``wait()`` returns once the thread is done (the writer's close and abort wait for it: no
+    thread holds the loader's lock when the process forks or the interpreter exits)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        if "pyarrow.lib" in sys.modules:
+            return
+        paths = [path for path in map(extension_file, ARROW_EXTENSIONS) if path is not None]
+        if paths:
+            self.done.acquire()
+            threading.Thread(target=self._open, args=(paths, sys.getdlopenflags()), daemon=True).start()
+
+    def _open(self, paths: list, flags: int) -> None:
+        try:
+            import ctypes
+
+            dlopen = ctypes.CDLL(None).dlopen
+            dlopen.restype = ctypes.c_void_p  # the handle, never closed: the import uses the file
+            dlopen.argtypes = (ctypes.c_char_p, ctypes.c_int)
+            for path in paths:
+                dlopen(path, flags)  # NULL if it cannot be opened: the import says why
+        except (ImportError, OSError, AttributeError):  # no ctypes, no dlopen: the import loads them
+            pass
+        finally:
+            self.done.release()
+
+    def wait(self) -> None:
+        with self.done:
+            pass
+
+
+def extension_file(name: str) -> bytes | None:
+    """The file of extension module ``name`` (``package.module``), found without importing the
+    package; None if there is none."""
+    import importlib.machinery
+    import importlib.util
+
+    package, _, leaf = name.rpartition(".")
+    try:
+        where = importlib.util.find_spec(package).submodule_search_locations
+    except (ImportError, AttributeError, ValueError):
+        return None
+    for folder in where or ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, leaf + suffix)
+            if os.path.isfile(path):
+                return os.fsencode(path)
+    return None
