@@ -242,6 +242,16 @@ def test_latency_summary_of_an_array_it_may_reorder_equals_that_of_a_copy_and_le
     assert latency_summary(with_gaps, consume=True) == want and np.isnan(with_gaps[-3])
 
 
+@pytest.mark.parametrize("odd", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("at", [0, 57, -1])
+def test_latency_summary_leaves_out_a_single_non_finite_value_wherever_it_is(odd, at):
+    values = np.random.default_rng(7).exponential(3.0, 101)
+    want = latency_summary(values.tolist())
+    with_odd = np.insert(values, at if at >= 0 else len(values), odd)
+    assert latency_summary(with_odd.copy(), consume=True) == want
+    assert latency_summary(with_odd) == want
+
+
 def test_hash_set_answers_membership_of_the_values_added_over_batches():
     s = growing.HashSet()
     for start in range(0, 1000, 100):

@@ -98,10 +98,9 @@ def latency_summary(values, consume: bool = False) -> dict:
     else:
         a = np.asarray(pd.Series(values, dtype="float64").dropna(), dtype=np.float64)
         consume = False  # (the series' own array, perhaps)
-    finite = np.isfinite(a)
-    if not finite.all():
-        a, consume = a[finite], True
-    del finite
+    # (all finite when the extremes are: NaN is the max of an array holding one; no mask per value)
+    if len(a) and not (np.isfinite(a.max()) and np.isfinite(a.min())):
+        a, consume = a[np.isfinite(a)], True
     if len(a) == 0:
         return {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None}
     top = a.max()
