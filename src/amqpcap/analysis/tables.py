@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from amqpcap.analysis._common import release_memory
 from amqpcap.records import times
@@ -524,9 +525,10 @@ def table_files(directory: str | os.PathLike, name: str) -> list[str]:
 
 def count_rows(directory: str | os.PathLike, name: str) -> int:
     """The number of rows of table ``name`` of a dissect output (0 if absent), from the Parquet
-    metadata: no column is read."""
-    files = table_files(directory, name)
-    return ds.dataset(files, format="parquet").count_rows() if files else 0
+    metadata: no column is read.  Each file's footer is read in turn on this thread (a dataset's
+    count scans the footers on the thread pools, whose freed heap stays resident, more the more
+    files and row groups the table has)."""
+    return sum(pq.read_metadata(f).num_rows for f in table_files(directory, name))
 
 
 def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
