@@ -92,7 +92,7 @@ KINDS = """
 | amqp | truncated-stream | the capture ends inside a frame |
 | amqp | malformed-frame | 1.0: a frame header that cannot be one (size under 8, data offset under 2 or past the size, a type other than AMQP or SASL, over 16 MiB): framing lost, resync |
 | amqp | unknown-performative | 1.0: a frame body whose descriptor is no performative or SASL frame |
-| amqp | malformed-performative | 1.0: a performative's fields do not decode (a size or count past the bytes, nesting over 32, an unknown constructor) |
+| amqp | malformed-performative | 1.0: a performative's fields do not decode (a size or count past the bytes, nesting over 32, an unknown constructor), or a transfer's delivery-id that is no uint (its delivery is emitted at once, unsettled: no disposition can name it) |
 | amqp | malformed-message | 1.0: a delivery's sections do not decode; its `messages` row has `complete = false` |
 | amqp | oversize-message | 1.0: a delivery over 16 MiB: counted and hashed as received, its sections not decoded |
 | amqp | encrypted | 1.0: a TLS protocol header inside the stream; the rest of that direction is not decoded |

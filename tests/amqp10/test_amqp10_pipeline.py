@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import struct
 import subprocess
 import sys
 
@@ -13,7 +14,9 @@ import pytest
 from amqp10_wire import (
     AMQP_HEADER,
     SASL_HEADER,
+    Raw,
     Sym,
+    UInt,
     accepted,
     attach,
     begin,
@@ -24,11 +27,14 @@ from amqp10_wire import (
     error,
     flow,
     frame,
+    list_,
     open_,
+    perf,
     properties,
     sasl_init,
     sasl_mechanisms,
     sasl_outcome,
+    string,
     transfer,
 )
 from fixtures import pcapgen as P
@@ -206,3 +212,41 @@ def test_a_1_0_capture_cut_anywhere_accounts_for_every_byte(tmp_path, cut):
     lost = sum(a["skipped_bytes"] for a in t["anomalies"] if a["kind"] == "truncated-stream")
     headers = client.count(b"AMQP") * 8
     assert headers + sum(f["wire_size"] for f in t["frames"]) + lost == cut
+
+
+@pytest.mark.parametrize(
+    "delivery_id",
+    [string("7"), b"\x82" + struct.pack(">d", 7.0), list_([UInt(7)])],
+    ids=["string", "double", "list"],
+)
+def test_a_transfer_whose_delivery_id_is_no_uint_is_an_anomaly_and_the_capture_decodes(tmp_path, delivery_id):
+    """A hostile transfer's delivery-id (not a uint) keeps its messages row, unsettled, with an
+    anomaly; a later disposition over a wide range settles the other deliveries."""
+    hostile = perf(0x14, [UInt(0), Raw(delivery_id), b"tx", UInt(0)]) + data(b"hostile")
+    link = frame(attach("pub", 0, False, tgt="/queues/q")), frame(attach("pub", 0, True, tgt="/queues/q"))
+    segs = P.tcp_conversation(
+        [
+            ("c2s", AMQP_HEADER),
+            ("s2c", AMQP_HEADER),
+            ("c2s", frame(open_("client-c")) + frame(begin()) + link[0]),
+            ("s2c", frame(open_("rabbit@x")) + frame(begin(0)) + link[1]),
+            ("c2s", frame(transfer(0, 5, b"t5") + data(b"five"))),
+            ("c2s", frame(hostile)),
+            ("c2s", frame(transfer(0, 6, b"t6") + data(b"six"))),
+            ("s2c", frame(disposition(True, 0, 100, True, accepted()))),
+            ("c2s", frame(transfer(0, 7, b"t7") + data(b"seven"))),
+            ("s2c", frame(disposition(True, 7, None, True, accepted()))),
+            ("c2s", frame(close())),
+            ("s2c", frame(close())),
+        ]
+    )
+    t, _ = run(tmp_path, segs)
+    assert [(m["delivery_id"], m["settled"], m["outcome"]) for m in t["messages"]] == [
+        (None, False, None),  # released at once: no disposition can name it
+        (5, True, "accepted"),
+        (6, True, "accepted"),
+        (7, True, "accepted"),
+    ]
+    (a,) = t["anomalies"]
+    assert a["kind"] == "malformed-performative" and "delivery-id" in a["detail"]
+    assert [r["method"] for r in t["methods"]].count("close") == 2

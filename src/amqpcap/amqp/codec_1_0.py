@@ -430,6 +430,15 @@ class Decoder10(StreamDecoder):
             )
         if digest is None:
             digest = hashlib.sha256().hexdigest()
+        did = fa.get("delivery-id")
+        if did is not None and not links_1_0.is_delivery_id(did):
+            self.report_anomaly(
+                direction,
+                asm.offset,
+                "malformed-performative",
+                f"transfer delivery-id {repr(did)[:60]} is no uint: no disposition can settle its delivery",
+                asm.channel,
+            )
         addr = None
         if link is not None:
             # sent to its target; received from its source (the queue a consumer reads)
@@ -442,7 +451,7 @@ class Decoder10(StreamDecoder):
             asm.handle,
             link.name if link is not None else None,
             addr,
-            fa.get("delivery-id"),
+            did,
             asm.first.packet,
             asm.frames,
             sections,

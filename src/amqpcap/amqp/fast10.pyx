@@ -516,6 +516,7 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         or (ch, handle) in asm_map
         or size > MAX_MESSAGE
         or self.held_bytes[direction] + size > MAX_HELD_BYTES
+        or not (a.get("delivery-id") is None or is_delivery_id(a.get("delivery-id")))
     ):
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return 0

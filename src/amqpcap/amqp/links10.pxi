@@ -7,12 +7,17 @@
 # (codec_1_0) calls the same methods by their Python names.
 
 from cpython.list cimport PyList_Append
-from cpython.long cimport PyLong_Check
+from cpython.long cimport PyLong_Check, PyLong_CheckExact
 
 cdef Py_ssize_t MAX_HELD = L.MAX_HELD
 cdef Py_ssize_t MAX_LINKS = L.MAX_LINKS
 cdef object Link = L.Link
 cdef tuple NO_OUTCOME = (None, None, False, None)
+
+
+cdef inline bint is_delivery_id(v):
+    """links_1_0.is_delivery_id: a uint."""
+    return PyLong_CheckExact(v) and 0 <= v <= 0xFFFFFFFF
 
 
 cdef class LinkState:
@@ -64,7 +69,7 @@ cdef class LinkState:
     cdef int deliver(self, list out, int direction, delivery, ts) except -1:
         """ConnectionState.delivered: the (direction, delivery) pairs to emit appended to ``out``."""
         did = delivery.delivery_id
-        if delivery.settled or did is None:
+        if delivery.settled or not is_delivery_id(did):
             if delivery.settled and delivery.settle_ts is None:
                 delivery.settle_ts = ts
             PyList_Append(out, (direction, delivery))

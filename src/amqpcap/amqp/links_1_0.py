@@ -10,7 +10,8 @@ names deliveries by ``first..last`` on the session of the side whose ``role`` it
 Messages (``Delivery`` events) are held until they are settled, so that their row carries the
 outcome and the settlement time: pre-settled ones are released at once, the rest when a
 disposition settles them, at most ``MAX_HELD`` at a time (beyond, the oldest is released
-unsettled), and at the end of the capture.
+unsettled), and at the end of the capture.  A delivery whose delivery-id is no uint (a hostile
+transfer's) is not held: nothing can name it, so it is released at once, unsettled.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ def role_name(role) -> str | None:
     """ "sender" / "receiver" for an attach's or disposition's role (a boolean); None for anything
     else a hostile frame may carry (0 and 1 included, unhashable values too)."""
     return _ROLES[role] if role is True or role is False else None
+
+
+def is_delivery_id(v) -> bool:
+    """Whether ``v`` is a delivery-id a delivery can be held by: a uint (a hostile transfer may
+    carry a string, a float, a list, a negative or 64-bit number there)."""
+    return type(v) is int and 0 <= v <= 0xFFFFFFFF
 
 
 class Link:
@@ -107,8 +114,9 @@ class ConnectionState:
 
     def delivered(self, direction: int, delivery, ts: int) -> list:
         """A message sent by ``direction`` is complete: the (direction, delivery) pairs to emit
-        now (it, if it is settled; the oldest held one if too many are)."""
-        if delivery.settled or delivery.delivery_id is None:
+        now (it, if it is settled or has no delivery-id to hold it by; the oldest held one if too
+        many are)."""
+        if delivery.settled or not is_delivery_id(delivery.delivery_id):
             if delivery.settled and delivery.settle_ts is None:
                 delivery.settle_ts = ts
             return [(direction, delivery)]
