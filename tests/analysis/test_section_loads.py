@@ -70,6 +70,14 @@ def test_row_counts_come_from_the_metadata(outputs, tmp_path):
     assert count_rows(tmp_path, "connections") == 0
 
 
+def test_row_counts_add_up_every_file_of_a_table(outputs, tmp_path):
+    messages = pq.read_table(os.path.join(outputs[MANY], "messages"))
+    for k, (start, stop) in enumerate([(0, 3), (3, 3), (3, len(messages))]):  # (one file empty)
+        os.makedirs(tmp_path / "messages" / f"part={k}")
+        pq.write_table(messages.slice(start, stop - start), tmp_path / "messages" / f"part={k}" / "0.parquet")
+    assert count_rows(tmp_path, "messages") == len(messages) > 3
+
+
 def test_a_short_step_line_is_drawn_whole():
     x = np.arange(10.0)
     y = np.cumsum(np.where(x % 3 == 0, 1, -1))
