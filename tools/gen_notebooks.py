@@ -432,6 +432,7 @@ Needs Java 17+ and `pip install -e '.[spark,test]'` (pyspark; moto's S3 server a
         code("""
 import atexit
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -576,8 +577,12 @@ pyarrow: here they run this notebook's Python (`spark.pyspark.python`); on other
 install the wheel on every node or ship a packed virtual environment (README, Spark).
 """),
         code("""
-wait_for("the cluster", lambda: node_log.read_text().count("Registering worker") >= 2, nodes)
-print(master_url, "with", node_log.read_text().count("Registering worker"), "workers")"""),
+def workers():  # a worker that hears nothing back in time registers again: count addresses
+    return set(re.findall(r"Registering worker (\\S+)", node_log.read_text()))
+
+
+wait_for("the cluster", lambda: len(workers()) >= 2, nodes)
+print(master_url, "with", len(workers()), "workers")"""),
         code("""
 spark = session.build(master_url, app="amqpcap notebook", quiet=True,
                       conf={"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "4",
