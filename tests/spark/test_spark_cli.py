@@ -113,8 +113,6 @@ def test_a_signal_during_the_job_is_one_line_its_exit_code_and_leaves_no_output(
 def test_spark_done_on_the_driver_before_its_session_is_up_is_quiet_and_leaves_no_jvm(
     tmp_path,
 ):
-    from test_spark_stats_queue import processes_with
-
     exe = os.path.join(os.path.dirname(sys.executable), "amqpcap")
     mark = uuid.uuid4().hex  # (in the environment of every process it starts)
     out = str(tmp_path / "out")
@@ -126,6 +124,13 @@ def test_spark_done_on_the_driver_before_its_session_is_up_is_quiet_and_leaves_n
     want = str(tmp_path / "dissect")
     dissect([str(ROOT / "captures" / "netamqp09_offline.pcap")], want)
     assert_same_dataset(out, want, ["connections", "methods", "messages", "anomalies"])
+    assert_no_process_left(mark)
+
+
+def assert_no_process_left(mark: str) -> None:
+    """Every process started with ``AMQPCAP_TEST_RUN=mark`` in its environment is gone (within 10 s)."""
+    from test_spark_stats_queue import processes_with
+
     for _ in range(100):
         if not processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()):
             break
@@ -140,8 +145,6 @@ def test_spark_command_ends_its_jvm_as_it_leaves_quietly_with_the_class_archive_
     """``amqpcap spark`` does not stop its session before it leaves (``session.let_go``): the JVM
     it ends as it leaves stops it, no process of the run is left, nothing reaches stderr (pyspark's
     threads see the JVM's connections close), and the first run's class archive is in place."""
-    from test_spark_stats_queue import processes_with
-
     exe = os.path.join(os.path.dirname(sys.executable), "amqpcap")
     mark = uuid.uuid4().hex  # (in the environment of every process it starts)
     capture = str(ROOT / "captures" / "rabbitmq091_pika_full.pcap")
@@ -155,10 +158,6 @@ def test_spark_command_ends_its_jvm_as_it_leaves_quietly_with_the_class_archive_
     want = str(tmp_path / "dissect")
     dissect([capture], want)
     assert_same_dataset(out, want, ["connections", "methods", "messages", "anomalies"])
-    for _ in range(100):
-        if not processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()):
-            break
-        time.sleep(0.1)
-    assert processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()) == []
+    assert_no_process_left(mark)
     archives = [f.name for f in (tmp_path / "amqpcap-spark").iterdir() if f.name.startswith("classes-")]
     assert len(archives) == 1 and archives[0].endswith(".jsa"), archives
