@@ -1,7 +1,9 @@
 """A computation run in a forked child process while this one goes on: the second core of the
 machine for independent parts of an analysis.  The child is a copy of this process (its imports
 and what it has read are shared until written), computes one function and sends back its
-result, pickled, through a pipe; nothing else of it outlives it.
+result, pickled, through a pipe; nothing else of it outlives it.  A generator function's child
+sends each value as it yields it: the caller takes the first ones while the child computes the
+next.
 
 A ``multiprocessing`` process of the fork context, not a ``ProcessPoolExecutor``: the function is
 a closure over this process' state, which a forked process inherits and an executor would have
@@ -10,6 +12,7 @@ to pickle."""
 from __future__ import annotations
 
 import gc
+import inspect
 import multiprocessing
 import pickle
 
@@ -25,7 +28,9 @@ def can_fork() -> bool:
 
 class Forked:
     """``fn()`` computed in a forked child; :meth:`result` waits for it and returns its value or
-    raises its exception (the child's, pickled; a child that dies without a word: RuntimeError)."""
+    raises its exception (the child's, pickled; a child that dies without a word: RuntimeError).
+    Of a generator function, :meth:`result` with ``last=False`` returns the next value it yields
+    and leaves the child running; the last call, the next value, then waits for the child."""
 
     def __init__(self, fn):
         self._read, write = _FORK.Pipe(duplex=False)
@@ -39,23 +44,29 @@ class Forked:
             gc.unfreeze()
         write.close()
 
-    def result(self):
+    def result(self, *, last: bool = True):
+        """The child's next value; ``last``: its last one, the child then waited for."""
+        ok = False
         try:
             ok, value = self._read.recv()
         except EOFError:
             raise RuntimeError("the forked analysis process ended without a result") from None
         finally:
-            self._read.close()
-            self._process.join()
+            if last or not ok:
+                self._read.close()
+                self._process.join()
         if not ok:
             raise value
         return value
 
 
 def _send(fn, conn) -> None:
-    """The child's work: ``fn()``'s result, or its exception, sent through ``conn``."""
+    """The child's work: ``fn()``'s result (a generator function's: each value it yields), or its
+    exception, sent through ``conn``."""
     try:
-        conn.send((True, fn()))
+        value = fn()
+        for each in value if inspect.isgenerator(value) else (value,):
+            conn.send((True, each))
     except BaseException as e:  # noqa: BLE001 (handed to the parent, raised there)
         conn.send((False, _picklable(e)))
     finally:

@@ -110,11 +110,17 @@ def _fmt_bucket(bucket: str) -> str:
 
 
 def _figure(**kw) -> Figure:
-    """A matplotlib figure (imported here, where a figure is drawn: a process computing no figure,
-    e.g. a forked stats part, never loads it)."""
+    """A matplotlib figure on its Agg canvas (imported here, where a figure is drawn: a process
+    computing no figure, e.g. a forked stats part, never loads it).  The canvas from the start:
+    ``tight_layout`` measures the texts with the renderer that then draws them at 100 dpi (the
+    one :func:`_save` uses), so each text is laid out once, not once more for a renderer of its
+    own."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    return Figure(**kw)
+    fig = Figure(**kw)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def _integer_ticks(axis) -> None:
@@ -130,9 +136,6 @@ def _si_ticks(axis, unit: str) -> None:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)
     fig.savefig(path, format="png", dpi=100)
     return path
 
@@ -970,13 +973,20 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
     ct = connections_table(src, _PAGE_LIMIT)  # (here: the forked process has the longer part)
-    theirs, drawn, latencies = forked.result() if forked is not None else beside()
+    here = beside() if forked is None else None
+
+    def theirs(last: bool):
+        return forked.result(last=last) if forked is not None else next(here)
+
+    their_parts, latencies = theirs(last=False)  # (the forked process draws on meanwhile)
     values.update(latencies)
+    paths["latency"] = fig_latency(values, out / "latency.png")
+    drawn, throughput = theirs(last=True)
+    paths.update(drawn)
     if stats is None:
-        got["latency"].update(theirs.pop("latency"))
-        got.update(theirs)
+        got["latency"].update(their_parts.pop("latency"))
+        got.update(their_parts, **throughput)
         stats = stats_of_parts(got)
-    paths.update(drawn, latency=fig_latency(values, out / "latency.png"))
     images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
     index = out / "index.html"
     index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
@@ -993,18 +1003,21 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> tuple:
-    """What the report draws from its own passes over the tables: the errors, timeline and
-    throughput figures and (``parts``) the stats parts of
-    :data:`BESIDE` and ``aside`` (their dict, as :func:`stats_parts` gives it), with what the
-    latency figure draws of ``aside``'s pairings (kind -> :class:`LatencyDrawn`); the
-    throughput's 1 s buckets and the plot's summed in one pass."""
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
+    """What the report draws from its own passes over the tables, in two steps (a generator: a
+    forked process sends the first while it computes the second).  First (``parts``) the stats
+    parts of :data:`BESIDE` but throughput and of ``aside`` (their dict, as :func:`stats_parts`
+    gives it) with what the latency figure draws of ``aside``'s pairings (kind ->
+    :class:`LatencyDrawn`); then the errors, timeline and throughput figures (name -> path) with
+    (``parts``) the throughput part (``{"throughput": ...}``): its 1 s buckets and the plot's
+    summed in one pass."""
     got: dict = {}
     latencies: dict = {}
+    found: dict = {}
 
     def errors(section, load):
         if section == "errors":
-            got["err"] = errors_frame(error_tables(load(), src))
+            found["err"] = errors_frame(error_tables(load(), src))
 
     if parts:
         got.update(
@@ -1017,14 +1030,14 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
         )
     else:
         errors("errors", lambda: section_tables(src, "errors"))
-    err = got.pop("err")
+    yield got, latencies
+    err = found.pop("err")
     paths = {"errors": fig_errors(err, out / "errors.png")}
     paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
     del err
     release_memory()
     buckets = list(dict.fromkeys(([STATS_BUCKET] if parts else []) + [bucket]))
     tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
-    if parts:
-        got["throughput"] = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)
+    throughput = {"throughput": throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)} if parts else {}
     paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    return got, paths, latencies
+    yield paths, throughput
