@@ -2,6 +2,7 @@
 groups: the same summary, the same hooks called, the child's failures raised in the caller."""
 
 import os
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -103,6 +104,37 @@ def test_the_forked_process_sees_this_ones_state_and_leaves_no_process_behind():
     assert pid != os.getpid() and total == sum(range(1000))
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
+
+
+def test_a_generators_values_reach_the_caller_while_the_forked_process_computes_the_next(tmp_path):
+    flag = tmp_path / "first value received"
+
+    def steps():
+        yield os.getpid()
+        deadline = time.monotonic() + 30  # the caller makes the flag once it holds the first value
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        yield flag.exists()
+
+    child = Forked(steps)
+    pid = child.result(last=False)
+    assert pid != os.getpid()
+    assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # still running: it waits for the flag
+    flag.touch()
+    assert child.result() is True
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # the last value's call waited for it
+
+
+def test_a_forked_generators_failure_after_its_first_value_is_raised_by_the_next_call():
+    def steps():
+        yield 1
+        raise KeyError("second step")
+
+    child = Forked(steps)
+    assert child.result(last=False) == 1
+    with pytest.raises(KeyError, match="second step"):
+        child.result()
 
 
 def _small_groups(out: str, dst, rows: int) -> str:

@@ -931,8 +931,10 @@ def _matched(kind: str, df) -> np.ndarray:
 
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     """The body of :func:`write_report`: one forked second process computes the figures of its
-    own passes over the tables, their stats parts and stats' other :data:`ASIDE` parts, while this
-    one computes the rest of stats (two processes: the report needs no third beside stats')."""
+    own passes over the tables, their stats parts and stats' other :data:`ASIDE` parts and the
+    Connections table, while this one computes the rest of stats and draws the unacked figure,
+    then the latency figure from both processes' pairings while the other still draws (two
+    processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -972,7 +974,6 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    ct = connections_table(src, _PAGE_LIMIT)  # (here: the forked process has the longer part)
     here = beside() if forked is None else None
 
     def theirs(last: bool):
@@ -981,7 +982,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     their_parts, latencies = theirs(last=False)  # (the forked process draws on meanwhile)
     values.update(latencies)
     paths["latency"] = fig_latency(values, out / "latency.png")
-    drawn, throughput = theirs(last=True)
+    drawn, throughput, ct = theirs(last=True)
     paths.update(drawn)
     if stats is None:
         got["latency"].update(their_parts.pop("latency"))
@@ -1008,9 +1009,9 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
     forked process sends the first while it computes the second).  First (``parts``) the stats
     parts of :data:`BESIDE` but throughput and of ``aside`` (their dict, as :func:`stats_parts`
     gives it) with what the latency figure draws of ``aside``'s pairings (kind ->
-    :class:`LatencyDrawn`); then the errors, timeline and throughput figures (name -> path) with
-    (``parts``) the throughput part (``{"throughput": ...}``): its 1 s buckets and the plot's
-    summed in one pass."""
+    :class:`LatencyDrawn`); then the errors, timeline and throughput figures (name -> path),
+    (``parts``) the throughput part (``{"throughput": ...}``: its 1 s buckets and the plot's summed
+    in one pass) and the page's Connections table."""
     got: dict = {}
     latencies: dict = {}
     found: dict = {}
@@ -1040,4 +1041,5 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
     tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
     throughput = {"throughput": throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)} if parts else {}
     paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    yield paths, throughput
+    del tot
+    yield paths, throughput, connections_table(src, _PAGE_LIMIT)
