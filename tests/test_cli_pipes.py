@@ -1,6 +1,7 @@
 """Captures through pipes, FIFOs and standard input: opened once, read as the bytes arrive."""
 
 import gzip
+import json
 import os
 import queue
 import shutil
@@ -93,6 +94,44 @@ def test_dissect_leaves_without_teardown_with_its_output_flushed_and_written(tmp
         assert len(_table(tmp_path / "out", "methods")) > 0
     else:
         assert r.stdout.rstrip().endswith("TEARDOWN") and len(_lines(r.stdout)) > 10
+
+
+@pytest.mark.parametrize("command", ["stats", "report"])
+def test_stats_and_report_leave_without_teardown_with_their_output_whole(tmp_path, command):
+    """cli.LEAVE_WHEN_ALONE: once main returns, with no Spark JVM and no forked process alive,
+    ``stats`` and ``report`` exit with os._exit (an atexit handler does not run), stats' JSON
+    flushed into the pipe whole and the report's files written."""
+    out = tmp_path / "out"
+    subprocess.run(AMQPCAP + ["dissect", str(CAP), "-o", str(out)], check=True, capture_output=True)
+    args = [command, str(out)] + (["--json"] if command == "stats" else ["-o", str(tmp_path / "rep")])
+    code = (
+        "import atexit, sys; atexit.register(lambda: print('TEARDOWN', flush=True)); "
+        f"sys.argv = ['amqpcap'] + {args!r}; from amqpcap.cli import console; console()"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "TEARDOWN" not in r.stdout
+    if command == "stats":
+        assert json.loads(r.stdout)["connections"] >= 1
+    else:
+        assert r.stdout.startswith("report written to")
+        assert (tmp_path / "rep" / "index.html").stat().st_size > 10_000
+
+
+def test_a_forked_child_alive_or_a_spark_jvm_keeps_the_exit_handlers():
+    code = (
+        "import multiprocessing, sys, time\n"
+        "from amqpcap.cli import alone\n"
+        "assert alone()\n"
+        "child = multiprocessing.get_context('fork').Process(target=time.sleep, args=(30,), daemon=True)\n"
+        "child.start()\n"
+        "assert not alone()  # (its handler ends the child)\n"
+        "child.terminate(); child.join()\n"
+        "assert alone()\n"
+        "sys.modules['pyspark'] = sys  # (a session may have started a JVM)\n"
+        "assert not alone()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_dissect_reads_a_fifo(tmp_path):
