@@ -943,6 +943,8 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     fork = is_output_dir(src) and can_fork()
     aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
+    if fork:  # both processes draw: matplotlib imported once, the forked one inherits it
+        _figure()
     forked = Forked(beside) if fork else None
     values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
