@@ -944,7 +944,8 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
     if fork:  # both processes draw: matplotlib imported once, the forked one inherits it
-        _figure()
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
     forked = Forked(beside) if fork else None
     values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
