@@ -474,9 +474,12 @@ cdef object C  # codec_1_0
 cdef Py_ssize_t MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
 
 
-cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
+cdef tuple sections_in_place(
+    const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep, bint deferred
+):
     """codec_1_0.body_sections of the message at ``b``: read here if it decodes cleanly, else by
-    the reference's reader alone (the message is not walked twice)."""
+    the reference's reader alone (the message is not walked twice).  ``deferred``: a large
+    one-section body's digest may be handed on unfinished (``digest_at``)."""
     cdef dict sections = {}
     cdef list spans = []
     cdef Py_ssize_t s, e, take
@@ -490,9 +493,46 @@ cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payloa
     s, e = spans[0]
     take = min(e - s, keep)
     return (
-        sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
+        sections, kind, e - s, digest_at(b + s, e - s, deferred),
         PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None,
     )
+
+
+# Body digests handed on unfinished: fast09's Sha256 (its hashing thread, digests.pxi), the one
+# 0-9-1's walker feeds, when the dissect's messages table takes one (the decoder's
+# ``deferred_digests``): a body of DEFER_MIN bytes or more is copied into its ring and hashed on
+# that thread while the walker goes on; the table buffer writes the hex digest when it makes the
+# batch.  A smaller body is hashed here at once (the ring would not take it: digests.pxi's
+# QUEUE_MIN), as is every body when fast09 is not in use.
+cdef object Sha256 = None
+cdef Py_ssize_t DEFER_MIN = 2048
+
+
+cdef object digest_at(const unsigned char *b, Py_ssize_t n, bint deferred):
+    """The SHA-256 of the ``n`` bytes at ``b``: its hex digest, or with ``deferred`` (and ``n``
+    large enough) a fast09.Sha256 that its hashing thread completes."""
+    view = PyMemoryView_FromMemory(<char *>b, n, PyBUF_READ)
+    try:
+        if deferred and n >= DEFER_MIN and Sha256 is not None:
+            h = Sha256()
+            h.update(view, queued=True)  # (the bytes are copied into the ring, or hashed now)
+            return h
+        return sha256(view).hexdigest()
+    finally:
+        view.release()
+
+
+def walk_message(self, payload):
+    """codec_1_0.Decoder10._message: the message's sections walked in C, its digest perhaps
+    handed on unfinished (``deferred_digests``)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        return sections_in_place(
+            <const unsigned char *>view.buf, view.len, payload, self.body_bytes, self.deferred_digests
+        )
+    finally:
+        PyBuffer_Release(&view)
 
 
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
@@ -537,7 +577,7 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
             sections, kind, body_size, digest, head, err = sections_in_place(
-                <const unsigned char *>view.buf + p, size, payload, self.body_bytes
+                <const unsigned char *>view.buf + p, size, payload, self.body_bytes, self.deferred_digests
             )
             if err is not None:
                 complete = False
@@ -699,10 +739,13 @@ include "links10.pxi"
 
 # --- what decoder.py binds as ``Decoder10`` when this part is built --------------------------
 # (codec_1_0, the reference, is imported first: it selects this part at its end)
+from amqpcap import compiled
 from amqpcap.amqp import codec_1_0
 from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_reference
 
 C = codec_1_0
+_walker = compiled.select("fast09")  # its Sha256, if it is in use and hashes with OpenSSL's
+Sha256 = _walker.Sha256 if _walker is not None and _walker.OPENSSL else None
 MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
 HARD_MAX_FRAME, TRANSFER_CODE = C.HARD_MAX_FRAME, C.TRANSFER
 
@@ -716,3 +759,4 @@ class Decoder10(codec_1_0.Decoder10):
     data = walk_data
     _frames = walk_frames
     _transfer = walk_transfer
+    _message = walk_message
