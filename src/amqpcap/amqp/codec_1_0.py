@@ -113,8 +113,9 @@ def chain(buf, p: int, n: int | None = None) -> int:
     return k
 
 
-class _Assembly:
-    """A delivery whose transfers are arriving on one link."""
+class Assembly:
+    """A delivery whose transfers are arriving on one link (the compiled walker, fast10, makes
+    and adds to the same ones)."""
 
     __slots__ = ("first", "offset", "channel", "handle", "link", "buf", "size", "frames", "too_big")
 
@@ -146,7 +147,7 @@ class Decoder10(StreamDecoder):
         super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit)
         self.keep_secrets = keep_secrets
         self.state = self.State()
-        self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> _Assembly
+        self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> Assembly
         self.encrypted = [False, False]  # a TLS header: the rest of the direction is TLS
         self.held_bytes = [0, 0]  # bytes of the deliveries being assembled, per direction
         self.v: dict = {}  # connection facts learnt
@@ -355,7 +356,7 @@ class Decoder10(StreamDecoder):
         if asm is None and not more and not aborted and len(asm_map) < MAX_ASSEMBLIES:
             # a whole delivery in one frame (the common case): its sections are read where they
             # lie, not copied into an assembly first
-            asm = _Assembly(perf, link)
+            asm = Assembly(perf, link)
             asm.frames, asm.size = 1, end - p
             if asm.size > MAX_MESSAGE or self.held_bytes[direction] + asm.size > MAX_HELD_BYTES:
                 asm.too_big = True
@@ -369,10 +370,10 @@ class Decoder10(StreamDecoder):
                 self._deliver(
                     direction, asm_map.pop(next(iter(asm_map))), False, "too many deliveries in progress"
                 )
-            asm = asm_map[key] = _Assembly(perf, link)
+            asm = asm_map[key] = Assembly(perf, link)
         elif "delivery-id" in a and a["delivery-id"] != asm.first.args.get("delivery-id"):
             self._deliver(direction, asm_map.pop(key), False, "a new delivery began before its last transfer")
-            asm = asm_map[key] = _Assembly(perf, link)
+            asm = asm_map[key] = Assembly(perf, link)
         asm.frames += 1
         n = end - p
         asm.size += n
@@ -393,7 +394,7 @@ class Decoder10(StreamDecoder):
             self._deliver(direction, asm_map.pop(key), True, None, last=perf)
 
     def _deliver(
-        self, direction, asm: _Assembly, complete: bool, why, aborted=False, last=None, payload=None
+        self, direction, asm: Assembly, complete: bool, why, aborted=False, last=None, payload=None
     ) -> None:
         """Emit a delivery; its message is ``payload`` if given (a single-frame message, read
         in place), else what its assembly holds."""
