@@ -473,7 +473,6 @@ class Decoder10(StreamDecoder):
         )
         self.events.extend(self.state.delivered(direction, dv, d.ts))
 
-
     def _message(self, payload) -> tuple:
         """``body_sections`` of a delivery's message (the compiled class walks it in C)."""
         return body_sections(payload, self.body_bytes)
