@@ -505,20 +505,18 @@ cdef tuple sections_in_place(
 
 # Body digests handed on unfinished: fast09's Sha256 (its hashing thread, digests.pxi), the one
 # 0-9-1's walker feeds, when the dissect's messages table takes one (the decoder's
-# ``deferred_digests``): a body of DEFER_MIN bytes or more is copied into its ring and hashed on
-# that thread while the walker goes on; the table buffer writes the hex digest when it makes the
-# batch.  A smaller body is hashed here at once (the ring would not take it: digests.pxi's
-# QUEUE_MIN), as is every body when fast09 is not in use.
+# ``deferred_digests``): a large body is copied into its ring and hashed on that thread while
+# the walker goes on, a small one hashed at once (digests.pxi decides); the table buffer writes
+# the hex digest when it makes the batch.  Without them (or fast09), hashlib's hex digest.
 cdef object Sha256 = None
-cdef Py_ssize_t DEFER_MIN = 2048
 
 
 cdef object digest_at(const unsigned char *b, Py_ssize_t n, bint deferred):
-    """The SHA-256 of the ``n`` bytes at ``b``: its hex digest, or with ``deferred`` (and ``n``
-    large enough) a fast09.Sha256 that its hashing thread completes."""
+    """The SHA-256 of the ``n`` bytes at ``b``: its hex digest, or with ``deferred`` a
+    fast09.Sha256 that its hashing thread may still be completing."""
     view = PyMemoryView_FromMemory(<char *>b, n, PyBUF_READ)
     try:
-        if deferred and n >= DEFER_MIN and Sha256 is not None:
+        if deferred and Sha256 is not None:
             h = Sha256()
             h.update(view, queued=True)  # (the bytes are copied into the ring, or hashed now)
             return h
@@ -572,7 +570,9 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     events.append((direction, perf))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
-        dv = message_of(self, direction, perf, buf, p, size, perf.offset, perf.packet, 1, link, did, a.get("settled") is True)
+        dv = message_of(
+            self, direction, perf, buf, p, size, perf.offset, perf.packet, 1, link, did, a.get("settled") is True
+        )
         st.deliver(events, direction, dv, d.ts)
         return 0
     # a transfer of a delivery over several: codec_1_0's _transfer of it (its assembly)
