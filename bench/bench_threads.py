@@ -38,7 +38,8 @@ start = time.perf_counter()
 run, exception = writer.Job.run, writer.Job.exception
 
 def timed_run(job):
-    rows, t, c = job.batch.num_rows, time.perf_counter(), time.thread_time()
+    rows = sum(b.num_rows for b in job.batch)  # a row group's batches
+    t, c = time.perf_counter(), time.thread_time()
     run(job)
     batches.append((t - start, time.perf_counter() - t, time.thread_time() - c, rows))
 

@@ -2,7 +2,8 @@
 conversation makes.
 
 Rows reach the tables by one of two routes, chosen here per conversation (``decoder_output``):
-through events (decoder -> events -> ``events`` -> rows.append_rows / ``emit_rest`` -> table),
+through events (decoder -> events -> ``events`` -> rows.append_rows / ``emit_rest`` -> table; a
+1.0 conversation's straight to ``emit_rest``),
 or, for the common 0-9 method and its content, written by the decoder itself through a
 ``RowSink`` of the compiled row builder, with no event made.  docs/design.md ("Events or direct
 rows") says when each is taken.
@@ -37,6 +38,7 @@ class CaptureOutput:
         self.out_of_range = out_of_range  # outofrange.OutOfRange: packets whose time no column holds
         self.deferred_digests = deferred_digests  # the messages table takes digests still being hashed
         self.unsupported: set = set()  # link types reported as unsupported
+        self.append_rows_1_0 = None  # records/rows_1_0's append_rows, from the first 1.0 rows on
 
     def decoder_output(self, stream) -> dict:
         """How the decoder of conversation ``stream`` hands its rows on (ConnectionDecoder's
@@ -56,6 +58,9 @@ class CaptureOutput:
         """The rows of a conversation's events: methods and messages (almost every event) in one
         call, the rest in order."""
         version = conv.decoder.version
+        if version == "1.0":  # a 1.0 decoder makes no 0-9 Method or Content: emit_rest has them all
+            self.emit_rest(conv, events)
+            return
         rest = R.append_rows(events, self.capture, conv.stream, version, self.methods, self.messages)
         if rest:
             self.emit_rest(conv, rest)
@@ -66,10 +71,15 @@ class CaptureOutput:
         ta, tf = self.anomalies, self.frames
         version = conv.decoder.version
         if version == "1.0":  # its performatives' and deliveries' rows in one call
-            # imported here: a run without 1.0 conversations never loads the 1.0 modules
-            from amqpcap.records.rows_1_0 import append_rows
+            append = self.append_rows_1_0
+            if append is None:
+                # imported at the first 1.0 rows (a run without 1.0 conversations never loads the
+                # 1.0 modules), then held: an import statement at every call costs ~1 us (the
+                # module's __spec__._initializing and __path__ looked up, AttributeErrors made)
+                from amqpcap.records.rows_1_0 import append_rows as append
 
-            rest = append_rows(rest, cap, st, version, self.methods, self.messages)
+                self.append_rows_1_0 = append
+            rest = append(rest, cap, st, version, self.methods, self.messages)
         for d, e in rest:
             t = type(e)
             if t is Frame:  # only with the frames table (the decoder's tally counts every frame)

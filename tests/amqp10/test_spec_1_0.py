@@ -87,3 +87,19 @@ def test_sections_outcomes_and_error_conditions():
     assert SPEC.ERROR_CONDITIONS["amqp:link:detach-forced"] == ("link-error", "detach-forced")
     assert SPEC.CHOICES["sasl-code"][1] == ("1", "auth")
     assert SPEC.SYMBOLS["amqp:open:list"] == 0x10
+
+
+def test_a_1_0_dissect_imports_neither_typing_nor_urllib(tmp_path):
+    # typing (~2 ms) and urllib.parse with ipaddress (~2 ms) are no part of a dissect's start
+    # otherwise (pyarrow imports neither; cli.lean keeps numpy out): the 1.0 tables are
+    # collections.namedtuple rows, and rows_1_0.exchange_key imports unquote only for an address
+    # with a percent escape (this capture's name /queues/... and /exchanges/... without one).
+    capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
+    code = (
+        "import sys; from amqpcap import cli; cli.lean('dissect'); "
+        f"rc = cli.main(['dissect', {capture!r}, '-o', {str(tmp_path / 'out')!r}, '-q']); "
+        "print(rc, 'amqpcap.amqp.codec_1_0' in sys.modules, 'typing' in sys.modules, "
+        "'urllib.parse' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["0", "True", "False", "False"]
