@@ -46,7 +46,7 @@ from amqpcap.analysis.summary import (
 )
 from amqpcap.analysis.timespan import span_parts
 from amqpcap.analysis.traffic import totals, totals_at
-from amqpcap.analysis.unacked_counts import QOS, Timeline
+from amqpcap.analysis.unacked_counts import Timeline
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -602,7 +602,7 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
     the steps let go)."""
     steps = un if isinstance(un, Timeline) else None
     if steps is not None:
-        some = len(steps) and bool((steps.steps["kind"] != QOS).any())
+        some = steps.delivered()
     else:
         some = len(un) and bool((un["event"] != "qos").any())
     if not some or t0 is None:
@@ -615,11 +615,9 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         ids, peak, pf = steps.channels()
         if len(ids) > top:
             peak, pf = _peaks(pd.DataFrame(steps.channel_keys(ids)), peak, pf)
-            ts, total = steps.total()  # (the steps let go)
-            x = (ts - t0n) / 1e9
-            y = total.astype(float)
-            del ts, total
-            return _unacked_total(x, y, peak, pf, path, xlabel)
+            ends = (np.array(steps.span()) - t0n) / 1e9
+            pieces = (((ts - t0n) / 1e9, total.astype(float)) for ts, total in steps.total())
+            return _unacked_total(pieces, len(steps), ends, peak, pf, path, xlabel)
         un = steps.frame()
     codes = _channel_codes(un)
     peak, pf = _per_channel(un, codes)
@@ -653,29 +651,49 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         return _save(fig, path)
     x, y = total_unacked(un, t0n, codes)
     del codes, un
-    return _unacked_total(x, y, peak, pf, path, xlabel)
+    return _unacked_total([(x, y)], len(x), x[[0, -1]], peak, pf, path, xlabel)
 
 
-def _unacked_total(x, y, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str) -> Path:
-    """:func:`fig_unacked` of many channels: the total over time (``x``: seconds since the first
-    packet, ``y``: the total after each step) and each channel's ``peak`` against its ``pf``."""
+def _bucket_maxima(pieces, x0: float, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """The start and the maximum of each bucket of ``width`` seconds from ``x0`` that a step
+    falls in, of a step line given in ``pieces`` (x, y) in x order."""
+    starts: list = []
+    tops: list = []
+    for x, y in pieces:
+        if not len(x):
+            continue
+        b = np.floor((x - x0) / width)
+        at = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])  # (x ascending: each bucket one run)
+        top = np.maximum.reduceat(y, at)
+        b = b[at]
+        if starts and starts[-1][-1] == b[0]:  # (a bucket over two pieces)
+            tops[-1][-1] = max(tops[-1][-1], top[0])
+            b, top = b[1:], top[1:]
+        if len(b):
+            starts.append(b)
+            tops.append(top)
+    return x0 + np.concatenate(starts) * width, np.concatenate(tops)
+
+
+def _unacked_total(pieces, n: int, ends, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str) -> Path:
+    """:func:`fig_unacked` of many channels: the total over time (``pieces``: (x, y) in x order,
+    ``n`` of them in all, x from ``ends[0]`` to ``ends[1]``: seconds since the first packet, y:
+    the total after each step) and each channel's ``peak`` against its ``pf``."""
     fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
-        span = float(x[-1] - x[0]) or 1.0
+    if n > 2000:  # too many steps to draw legibly: the maximum per bucket
+        span = float(ends[1] - ends[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
-        b = np.floor((x - x[0]) / width)
-        at = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])  # (x ascending: each bucket one run)
         ax1.step(
-            x[0] + b[at] * width,
-            np.maximum.reduceat(y, at),
+            *_bucket_maxima(pieces, ends[0], width),
             where="post",
             color="#4c72b0",
             label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}",
         )
         ax1.legend(fontsize=8, loc="upper right")
     else:
+        x, y = (np.concatenate(v) for v in zip(*pieces))
         ax1.step(x, y, where="post", color="#4c72b0")
     ax1.set_xlabel(xlabel)
     ax1.set_ylabel("unacknowledged deliveries, all channels (count)")
