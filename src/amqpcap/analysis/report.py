@@ -245,12 +245,15 @@ def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
 def latency_bins(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     """The histogram of the latencies ``a`` (finite, ms) the figure draws: (counts, bin edges,
     whether the x axis is logarithmic: 40 log-spaced bins when the positive values span more
-    than a factor of 20, the values below the smallest positive one counted in the first)."""
-    pos = a[a > 0]
-    if len(pos) and pos.max() / pos.min() > 20:
-        lo, hi = pos.min(), pos.max()
-        bins = np.logspace(math.log10(lo), math.log10(hi) + 1e-9, 40)
-        return *np.histogram(np.clip(a, lo, None), bins=bins), True
+    than a factor of 20, the values below the smallest positive one counted in the first, as that
+    one is).  No copy of ``a`` is made (a mask of it: a byte a value)."""
+    lo = np.min(a, where=a > 0, initial=np.inf) if len(a) else np.inf
+    if np.isfinite(lo) and a.max() / lo > 20:
+        bins = np.logspace(math.log10(lo), math.log10(a.max()) + 1e-9, 40)
+        counts, edges = np.histogram(a, bins=bins)  # (values below the first edge not counted)
+        if lo >= edges[0]:
+            counts[0] += np.count_nonzero(a < lo)
+        return counts, edges, True
     return *np.histogram(a, bins=min(40, max(5, len(a)))), False
 
 
@@ -265,12 +268,13 @@ class LatencyDrawn(NamedTuple):
     p50_p99: np.ndarray
 
 
-def latency_drawn(a: np.ndarray) -> LatencyDrawn:
+def latency_drawn(a: np.ndarray, own: bool = False) -> LatencyDrawn:
     """:class:`LatencyDrawn` of the latencies ``a`` (finite, ms): a few numbers in place of one a
-    pair (a forked process sends these, not its arrays)."""
+    pair (a forked process sends these, not its arrays).  ``own``: ``a`` may be reordered in place
+    (no copy of it is made)."""
     if len(a) == 0:
         return LatencyDrawn(0, np.zeros(0), np.zeros(0), False, np.zeros(0))
-    return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99]))
+    return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99], overwrite_input=own))
 
 
 def fig_latency(lat: dict, path: Path) -> Path:
@@ -937,7 +941,7 @@ BESIDE = ("errors", "throughput")
 
 def _matched(kind: str, df) -> np.ndarray:
     """The matched pairs' latencies (ms) a pairing hands ``on_latency``: of its frame, or the
-    array of a pairing computed in a pass."""
+    array of a pairing computed in a pass (a new array, the caller's to reorder)."""
     if isinstance(df, pd.DataFrame):
         return _ok_latencies(kind, df)
     a = np.asarray(df, dtype=float)
@@ -961,7 +965,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = latency_drawn(_matched(kind, df))
+        values[kind] = latency_drawn(_matched(kind, df), own=True)
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
@@ -1029,7 +1033,9 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()) -> 
             stats_parts(
                 src,
                 aside + ("errors",),
-                on_latency=lambda kind, df: latencies.__setitem__(kind, latency_drawn(_matched(kind, df))),
+                on_latency=lambda kind, df: latencies.__setitem__(
+                    kind, latency_drawn(_matched(kind, df), own=True)
+                ),
                 on_section=errors,
             )
         )
