@@ -2,6 +2,7 @@
 same as counting every event at the end, holding the events not final rather than one per
 delivery, and counted again with every event held when times do not rise with packets."""
 
+import os
 import random
 
 import numpy as np
@@ -242,8 +243,7 @@ def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packe
 
 @pytest.mark.parametrize("most", [3, 1 << 16], ids=["total-in-spans-of-3-steps", "total-in-one-span"])
 def test_the_pass_timeline_gives_the_channel_peaks_and_total_line_of_its_frame(tmp_path, monkeypatch, most):
-    from amqpcap.analysis import report
-    from amqpcap.analysis import unacked_counts
+    from amqpcap.analysis import report, unacked_counts
 
     monkeypatch.setattr(acks_module, "ROWS", 7)
     monkeypatch.setattr(unacked_counts, "READ", 5)  # (the file read back a few steps at a time)
@@ -265,3 +265,35 @@ def test_the_pass_timeline_gives_the_channel_peaks_and_total_line_of_its_frame(t
     np.testing.assert_array_equal((ts - t0n) / 1e9, x)
     np.testing.assert_array_equal(total.astype(float), y)
     assert (ts[0], ts[-1]) == timeline.span()
+
+
+def test_the_timeline_steps_go_to_a_temporary_file_and_a_full_folder_is_an_error_naming_it(
+    tmp_path, monkeypatch
+):
+    import errno
+    import io
+    import tempfile
+
+    from amqpcap.analysis import unacked_counts
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    out = write_output(random_consumer_traffic(1), tmp_path / "out")
+    got: list = []
+    streamed_acks(out, on_timeline=got.append)
+    steps = got[0].steps
+    assert len(got[0]) > 100 and steps.file.seek(0, io.SEEK_END) == 21 * len(got[0])
+    assert os.listdir(root) == []  # (the file has no name: nothing left behind)
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(unacked_counts.tempfile, "TemporaryFile", lambda **kw: Full())
+    with pytest.raises(OSError) as e:
+        streamed_acks(out, on_timeline=got.append)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(root)
+    # (an OSError naming a file: the command line's one line and exit 3)
+    assert "No space left on device (temporary files of the unacked timeline)" in str(e.value)
+    assert streamed_acks(out)[1] == streamed_acks(write_output(random_consumer_traffic(1), tmp_path / "b"))[1]
