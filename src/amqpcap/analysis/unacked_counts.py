@@ -211,6 +211,20 @@ class Steps:
     def close(self) -> None:
         self.file.close()
 
+    def __getstate__(self) -> dict:  # (pickled, e.g. sent back by a forked process: the file's steps)
+        state = dict(self.__dict__)
+        with temp_files(_WHAT):
+            self.file.flush()
+            self.file.seek(0)
+            state["file"] = self.file.read()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, file=None)
+        with temp_files(_WHAT):
+            self.file = tempfile.TemporaryFile(prefix="amqpcap-unacked-")
+            self.file.write(state["file"])
+
 
 class Timeline:
     """The unacked counts over time of a pass (the :class:`Steps` of :meth:`UnackedCounts.finish`),
