@@ -274,3 +274,33 @@ def test_what_the_latency_figure_keeps_of_a_kind_is_its_bins_and_percentiles_not
         np.testing.assert_array_equal(d.p50_p99, np.percentile(a, [50, 99]))
         assert len(pickle.dumps(d)) < 4096  # (what a forked process sends)
     assert latency_drawn(np.zeros(0)).n == 0
+
+
+def test_latency_bins_count_the_values_below_the_smallest_positive_one_as_if_raised_to_it():
+    import math
+
+    import numpy as np
+
+    from amqpcap.analysis.report import latency_bins, latency_drawn
+
+    rng = np.random.default_rng(7)
+    for a in (
+        np.r_[np.zeros(30), -rng.uniform(0, 1, 20), rng.lognormal(0, 3, 500)],  # (log bins: zeros, negatives)
+        np.round(rng.lognormal(0, 2, 400), 3),
+        rng.uniform(-1, 5, 300),  # (within a factor of 20: even bins)
+    ):
+        pos = a[a > 0]
+        log = pos.max() / pos.min() > 20
+        if log:  # the values raised to the smallest positive one, binned
+            bins = np.logspace(math.log10(pos.min()), math.log10(pos.max()) + 1e-9, 40)
+            want = np.histogram(np.clip(a, pos.min(), None), bins=bins)
+        else:
+            want = np.histogram(a, bins=40)
+        counts, edges, got_log = latency_bins(a)
+        assert got_log == log
+        np.testing.assert_array_equal(counts, want[0])
+        np.testing.assert_array_equal(edges, want[1])
+        before = a.copy()
+        own = latency_drawn(a.copy(), own=True)  # (its own array reordered, the same percentiles)
+        np.testing.assert_array_equal(own.p50_p99, np.percentile(a, [50, 99]))
+        np.testing.assert_array_equal(a, before)

@@ -2,6 +2,7 @@
 same as counting every event at the end, holding the events not final rather than one per
 delivery, and counted again with every event held when times do not rise with packets."""
 
+import os
 import random
 
 import numpy as np
@@ -55,7 +56,8 @@ def counted(ev: dict, chunks: list, bounds: list | None, timeline: bool = True):
                   ev["prefetch"][k] if kind == QOS else None)  # fmt: skip
         if bounds is not None:
             u.fold(bounds[i])
-    return u.finish()
+    peak, over, steps = u.finish()
+    return peak, over, steps.arrays() if timeline else steps
 
 
 def same(a, b) -> None:
@@ -239,23 +241,59 @@ def test_deliveries_whose_content_never_completes_are_counted_at_their_own_packe
     same_timeline(got[0], c)
 
 
-@pytest.mark.parametrize("chunk", [3, 1 << 16], ids=["steps-in-chunks-of-3", "steps-in-one-chunk"])
-def test_the_pass_timeline_gives_the_channel_peaks_and_total_line_of_its_frame(tmp_path, monkeypatch, chunk):
-    from amqpcap.analysis import report
+@pytest.mark.parametrize("most", [3, 1 << 16], ids=["total-in-spans-of-3-steps", "total-in-one-span"])
+def test_the_pass_timeline_gives_the_channel_peaks_and_total_line_of_its_frame(tmp_path, monkeypatch, most):
+    from amqpcap.analysis import report, unacked_counts
 
     monkeypatch.setattr(acks_module, "ROWS", 7)
+    monkeypatch.setattr(unacked_counts, "READ", 5)  # (the file read back a few steps at a time)
     got: list = []
     streamed_acks(write_output(random_consumer_traffic(2), tmp_path), on_timeline=got.append)
     timeline = got[0]
     un = timeline.frame()
     assert len(un) == len(timeline) and un.groupby(["tcp_stream", "channel"]).ngroups >= 5
-    ids, peak, latest = timeline.channels(chunk=chunk)
+    ids, peak, latest = timeline.channels()
     want_peak, want_pf = report._per_channel(un, report._channel_codes(un))
     got_peak, got_pf = report._peaks(pd.DataFrame(timeline.channel_keys(ids)), peak, latest)
     pd.testing.assert_series_equal(got_peak, want_peak)
     pd.testing.assert_series_equal(got_pf, want_pf)
-    ts, total = timeline.total()
+    pieces = list(timeline.total(most=most))
+    assert len(pieces) == (1 if most > len(un) else -(-len(un) // most))
+    ts, total = (np.concatenate(v) for v in zip(*pieces))
     t0n = int(ts[0])
     x, y = report.total_unacked(un, t0n)
     np.testing.assert_array_equal((ts - t0n) / 1e9, x)
     np.testing.assert_array_equal(total.astype(float), y)
+    assert (ts[0], ts[-1]) == timeline.span()
+
+
+def test_the_timeline_steps_go_to_a_temporary_file_and_a_full_folder_is_an_error_naming_it(
+    tmp_path, monkeypatch
+):
+    import errno
+    import io
+    import tempfile
+
+    from amqpcap.analysis import unacked_counts
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    out = write_output(random_consumer_traffic(1), tmp_path / "out")
+    got: list = []
+    streamed_acks(out, on_timeline=got.append)
+    steps = got[0].steps
+    assert len(got[0]) > 100 and steps.file.seek(0, io.SEEK_END) == 21 * len(got[0])
+    assert os.listdir(root) == []  # (the file has no name: nothing left behind)
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(unacked_counts.tempfile, "TemporaryFile", lambda **kw: Full())
+    with pytest.raises(OSError) as e:
+        streamed_acks(out, on_timeline=got.append)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(root)
+    # (an OSError naming a file: the command line's one line and exit 3)
+    assert "No space left on device (temporary files of the unacked timeline)" in str(e.value)
+    assert streamed_acks(out)[1] == streamed_acks(write_output(random_consumer_traffic(1), tmp_path / "b"))[1]

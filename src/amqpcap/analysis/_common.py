@@ -120,6 +120,21 @@ def _mmap_threshold(size: int) -> None:
         _mallopt(-3, size)  # M_MMAP_THRESHOLD
 
 
+@contextlib.contextmanager
+def temp_files(what: str):
+    """An OSError of temporary files (a full or unwritable temporary folder) as one naming the
+    folder they go to (Python's ``tempfile`` choice: ``TMPDIR``, else ``/tmp`` and the like) and
+    ``what`` they are, which the command line reports in one line."""
+    try:
+        yield
+    except OSError as e:
+        import tempfile
+
+        root = tempfile.tempdir or os.environ.get("TMPDIR") or "/tmp"
+        why = e.strerror or str(e) or type(e).__name__
+        raise OSError(e.errno, f"{why} (temporary files of {what})", root) from e
+
+
 def filled(s: pd.Series, value) -> pd.Series:
     """``s.fillna(value)``, also for a Categorical column (``load(columns="analysis")``) that
     does not have ``value`` among its categories."""

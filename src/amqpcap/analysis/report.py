@@ -46,7 +46,7 @@ from amqpcap.analysis.summary import (
 )
 from amqpcap.analysis.timespan import span_parts
 from amqpcap.analysis.traffic import totals, totals_at
-from amqpcap.analysis.unacked_counts import QOS, Timeline
+from amqpcap.analysis.unacked_counts import Timeline
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -248,12 +248,15 @@ def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
 def latency_bins(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     """The histogram of the latencies ``a`` (finite, ms) the figure draws: (counts, bin edges,
     whether the x axis is logarithmic: 40 log-spaced bins when the positive values span more
-    than a factor of 20, the values below the smallest positive one counted in the first)."""
-    pos = a[a > 0]
-    if len(pos) and pos.max() / pos.min() > 20:
-        lo, hi = pos.min(), pos.max()
-        bins = np.logspace(math.log10(lo), math.log10(hi) + 1e-9, 40)
-        return *np.histogram(np.clip(a, lo, None), bins=bins), True
+    than a factor of 20, the values below the smallest positive one counted in the first, as that
+    one is).  No copy of ``a`` is made (a mask of it: a byte a value)."""
+    lo = np.min(a, where=a > 0, initial=np.inf) if len(a) else np.inf
+    if np.isfinite(lo) and a.max() / lo > 20:
+        bins = np.logspace(math.log10(lo), math.log10(a.max()) + 1e-9, 40)
+        counts, edges = np.histogram(a, bins=bins)  # (values below the first edge not counted)
+        if lo >= edges[0]:
+            counts[0] += np.count_nonzero(a < lo)
+        return counts, edges, True
     return *np.histogram(a, bins=min(40, max(5, len(a)))), False
 
 
@@ -268,12 +271,13 @@ class LatencyDrawn(NamedTuple):
     p50_p99: np.ndarray
 
 
-def latency_drawn(a: np.ndarray) -> LatencyDrawn:
+def latency_drawn(a: np.ndarray, own: bool = False) -> LatencyDrawn:
     """:class:`LatencyDrawn` of the latencies ``a`` (finite, ms): a few numbers in place of one a
-    pair (a forked process sends these, not its arrays)."""
+    pair (a forked process sends these, not its arrays).  ``own``: ``a`` may be reordered in place
+    (no copy of it is made)."""
     if len(a) == 0:
         return LatencyDrawn(0, np.zeros(0), np.zeros(0), False, np.zeros(0))
-    return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99]))
+    return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99], overwrite_input=own))
 
 
 def fig_latency(lat: dict, path: Path) -> Path:
@@ -605,7 +609,7 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
     the steps let go)."""
     steps = un if isinstance(un, Timeline) else None
     if steps is not None:
-        some = len(steps) and bool((steps.steps["kind"] != QOS).any())
+        some = steps.delivered()
     else:
         some = len(un) and bool((un["event"] != "qos").any())
     if not some or t0 is None:
@@ -618,11 +622,9 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         ids, peak, pf = steps.channels()
         if len(ids) > top:
             peak, pf = _peaks(pd.DataFrame(steps.channel_keys(ids)), peak, pf)
-            ts, total = steps.total()  # (the steps let go)
-            x = (ts - t0n) / 1e9
-            y = total.astype(float)
-            del ts, total
-            return _unacked_total(x, y, peak, pf, path, xlabel)
+            ends = (np.array(steps.span()) - t0n) / 1e9
+            pieces = (((ts - t0n) / 1e9, total.astype(float)) for ts, total in steps.total())
+            return _unacked_total(pieces, len(steps), ends, peak, pf, path, xlabel)
         un = steps.frame()
     codes = _channel_codes(un)
     peak, pf = _per_channel(un, codes)
@@ -656,29 +658,49 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         return _save(fig, path)
     x, y = total_unacked(un, t0n, codes)
     del codes, un
-    return _unacked_total(x, y, peak, pf, path, xlabel)
+    return _unacked_total([(x, y)], len(x), x[[0, -1]], peak, pf, path, xlabel)
 
 
-def _unacked_total(x, y, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str) -> Path:
-    """:func:`fig_unacked` of many channels: the total over time (``x``: seconds since the first
-    packet, ``y``: the total after each step) and each channel's ``peak`` against its ``pf``."""
+def _bucket_maxima(pieces, x0: float, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """The start and the maximum of each bucket of ``width`` seconds from ``x0`` that a step
+    falls in, of a step line given in ``pieces`` (x, y) in x order."""
+    starts: list = []
+    tops: list = []
+    for x, y in pieces:
+        if not len(x):
+            continue
+        b = np.floor((x - x0) / width)
+        at = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])  # (x ascending: each bucket one run)
+        top = np.maximum.reduceat(y, at)
+        b = b[at]
+        if starts and starts[-1][-1] == b[0]:  # (a bucket over two pieces)
+            tops[-1][-1] = max(tops[-1][-1], top[0])
+            b, top = b[1:], top[1:]
+        if len(b):
+            starts.append(b)
+            tops.append(top)
+    return x0 + np.concatenate(starts) * width, np.concatenate(tops)
+
+
+def _unacked_total(pieces, n: int, ends, peak: pd.Series, pf: pd.Series, path: Path, xlabel: str) -> Path:
+    """:func:`fig_unacked` of many channels: the total over time (``pieces``: (x, y) in x order,
+    ``n`` of them in all, x from ``ends[0]`` to ``ends[1]``: seconds since the first packet, y:
+    the total after each step) and each channel's ``peak`` against its ``pf``."""
     fig = _figure(figsize=(12, 5))
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2)
-    if len(x) > 2000:  # too many steps to draw legibly: the maximum per bucket
-        span = float(x[-1] - x[0]) or 1.0
+    if n > 2000:  # too many steps to draw legibly: the maximum per bucket
+        span = float(ends[1] - ends[0]) or 1.0
         width = pd.Timedelta(pick_bucket(span, target=300)).total_seconds()
-        b = np.floor((x - x[0]) / width)
-        at = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])  # (x ascending: each bucket one run)
         ax1.step(
-            x[0] + b[at] * width,
-            np.maximum.reduceat(y, at),
+            *_bucket_maxima(pieces, ends[0], width),
             where="post",
             color="#4c72b0",
             label=f"maximum per {_fmt_bucket(pick_bucket(span, target=300))}",
         )
         ax1.legend(fontsize=8, loc="upper right")
     else:
+        x, y = (np.concatenate(v) for v in zip(*pieces))
         ax1.step(x, y, where="post", color="#4c72b0")
     ax1.set_xlabel(xlabel)
     ax1.set_ylabel("unacknowledged deliveries, all channels (count)")
@@ -922,7 +944,7 @@ BESIDE = ("errors", "throughput")
 
 def _matched(kind: str, df) -> np.ndarray:
     """The matched pairs' latencies (ms) a pairing hands ``on_latency``: of its frame, or the
-    array of a pairing computed in a pass."""
+    array of a pairing computed in a pass (a new array, the caller's to reorder)."""
     if isinstance(df, pd.DataFrame):
         return _ok_latencies(kind, df)
     a = np.asarray(df, dtype=float)
@@ -951,7 +973,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     kept: dict = {}
 
     def keep(kind, df):
-        values[kind] = latency_drawn(_matched(kind, df))
+        values[kind] = latency_drawn(_matched(kind, df), own=True)
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
@@ -1028,7 +1050,9 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
             stats_parts(
                 src,
                 aside + ("errors",),
-                on_latency=lambda kind, df: latencies.__setitem__(kind, latency_drawn(_matched(kind, df))),
+                on_latency=lambda kind, df: latencies.__setitem__(
+                    kind, latency_drawn(_matched(kind, df), own=True)
+                ),
                 on_section=errors,
             )
         )

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from amqpcap.analysis._common import NAT, latency_ms
+from amqpcap.analysis._common import NAT, latency_ms, temp_files
 from amqpcap.analysis.batches import BATCH_ROWS, is_one_of, plain_strings, tables
 from amqpcap.analysis.growing import id_hashes
 from amqpcap.analysis.message_transit import DELIVER, PUBLISH, by_message_id
@@ -37,6 +37,7 @@ PART_ROWS = 1 << 18  # message rows a partition is sized for: what pairing one f
 # Files open at once (one writer each, under the open-files limit): past PART_ROWS * MAX_PARTS
 # message rows, a partition holds more rows
 MAX_PARTS = 256
+_WHAT = "the transit pass"  # (named by an error of its temporary files)
 
 _SCHEMA = pa.schema(
     [
@@ -54,14 +55,13 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
     """Publishes and deliveries with an id written to ``parts`` files of ``folder`` by their id's
     hash; returns the files and the number of publishes."""
     paths = [os.path.join(folder, f"{k}.arrows") for k in range(parts)]
-    root = os.path.dirname(folder)
     # (an ExitStack closes every writer opened, each on its own, whatever fails)
     with contextlib.ExitStack() as stack:
         writers = []
         for p in paths:
-            with _temp_files(root):
+            with temp_files(_WHAT):
                 writers.append(pa.ipc.new_stream(p, _SCHEMA))
-            stack.callback(_close, writers[-1], root)
+            stack.callback(_close, writers[-1])
         n_pub = n_del = 0
         held: list = []  # rows of a few row groups, split and written together (fewer, larger writes)
         for b in tables(directory, "messages", _COLUMNS, WRITE_ROWS):
@@ -94,28 +94,17 @@ def _partition(directory, folder: str, parts: int) -> tuple[list[str], int]:
             )
             held.append(rows)
             if sum(len(r) for r in held) >= WRITE_ROWS:
-                with _temp_files(root):
+                with temp_files(_WHAT):
                     _write(pa.concat_tables(held), writers)
                 held.clear()
         if held:
-            with _temp_files(root):
+            with temp_files(_WHAT):
                 _write(pa.concat_tables(held), writers)
     return paths, n_pub
 
 
-@contextlib.contextmanager
-def _temp_files(root: str):
-    """An OSError of the temporary files (a full or unwritable temporary folder) as one naming
-    ``root``, the folder they go to, which the command line reports in one line."""
-    try:
-        yield
-    except OSError as e:
-        why = e.strerror or str(e) or type(e).__name__
-        raise OSError(e.errno, f"{why} (temporary files of the transit pass)", root) from e
-
-
-def _close(writer, root: str) -> None:
-    with _temp_files(root):
+def _close(writer) -> None:
+    with temp_files(_WHAT):
         writer.close()
 
 
@@ -164,7 +153,7 @@ def streamed_transit(directory) -> tuple[np.ndarray, dict]:
     parts = min(MAX_PARTS, max(1, -(-count_rows(directory, "messages") // PART_ROWS)))
     counts = {"deliveries": 0, "redeliveries": 0}
     # (no usable temporary folder: tempfile tried TMPDIR, then /tmp and the like)
-    with _temp_files(tempfile.tempdir or os.environ.get("TMPDIR") or "/tmp"):
+    with temp_files(_WHAT):
         temp = tempfile.TemporaryDirectory(prefix="amqpcap-transit-")
     with temp as folder:
         paths, n_pub = _partition(directory, folder, parts)

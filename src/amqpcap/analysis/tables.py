@@ -380,7 +380,8 @@ def _read_exact(dataset: ds.Dataset, columns: list[str] | None = None, keep=None
 def _kept_rows(dataset: ds.Dataset, names, versions) -> pa.Array | None:
     """The mask of the rows whose ``method`` is one of ``names`` and ``version`` one of
     ``versions`` (None: no such condition; None when neither), read batch by batch: a bit a row
-    is held, not the columns."""
+    is held, not the columns.  A file at a time, in the dataset's order: one file's footer held,
+    not every file's (a dataset scan keeps each fragment's: about 1 MB a file of ``messages``)."""
     conditions = [
         (c, pa.array(list(v), pa.string()))
         for c, v in (("method", names), ("version", versions))
@@ -389,13 +390,19 @@ def _kept_rows(dataset: ds.Dataset, names, versions) -> pa.Array | None:
     if not conditions:
         return None
     parts = []
-    scan = {"memory_pool": POOL, "use_threads": False, "batch_readahead": 0, "fragment_readahead": 0}
-    for batch in dataset.to_batches(columns=[c for c, _ in conditions], **scan):
-        these = None
-        for i, (_, values) in enumerate(conditions):
-            hit = _is_in(pa.chunked_array([batch.column(i)]), values)
-            these = hit if these is None else pc.and_(these, hit)
-        parts.extend(these.chunks)
+    cols = [c for c, _ in conditions]
+    for path in dataset.files:
+        f = pq.ParquetFile(path, read_dictionary=cols, memory_map=False, pre_buffer=False)
+        if not all(c in f.schema_arrow.names for c in cols):  # (no such column: no row kept)
+            parts.append(pa.array(np.zeros(f.metadata.num_rows, dtype=bool)))
+            continue
+        for batch in f.iter_batches(columns=cols, use_threads=False):
+            these = None
+            for i, (_, values) in enumerate(conditions):
+                hit = _is_in(pa.chunked_array([batch.column(i)]), values)
+                these = hit if these is None else pc.and_(these, hit)
+            parts.extend(these.chunks)
+        del f
     return pa.chunked_array(parts, type=pa.bool_()).combine_chunks() if parts else pa.array([], pa.bool_())
 
 

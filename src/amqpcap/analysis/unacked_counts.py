@@ -9,21 +9,37 @@ channel's running count: what is held is the events not yet final, not one per d
 exact when times rise with packets within a conversation; an event that comes before one already
 counted raises :class:`Unordered`, and the caller counts again with ``bounded=False`` (every event
 held, counted once at the end).
+
+The steps the report draws (``timeline``) go to a temporary file as they are counted, each
+channel's peak and largest prefetch count kept as they go: what the pass holds of them is a
+number or two per channel, not 21 bytes a step.  :meth:`Timeline.total` reads the file back a
+span of time at a time.
 """
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["UnackedCounts", "Unordered", "Timeline", "SETTLE", "QOS", "DELIVERY", "LAST", "EVENTS"]
+from amqpcap.analysis._common import temp_files
+
+__all__ = ["UnackedCounts", "Unordered", "Steps", "Timeline", "SETTLE", "QOS", "DELIVERY", "LAST", "EVENTS"]
 
 SETTLE, QOS, DELIVERY = 0, 1, 2  # event kinds, in their order within a packet
 EVENTS = ("settle", "qos", "deliver")  # their names in unacked()'s ``event`` column
 LAST = np.iinfo(np.int64).max  # the packet of an event without one: after every other
 _FIELDS = {"chan": np.int32, "ts": np.int64, "frame": np.int64, "kind": np.int8, "delta": np.int32,
            "prefetch": np.int32}  # fmt: skip
-_STEPS = ("chan", "ts", "kind", "delta", "latest")  # a step: its change of the count, not the count
+# a step (21 bytes): its change of the count, not the count
+_STEP = np.dtype(
+    [("chan", np.int32), ("ts", np.int64), ("kind", np.int8), ("delta", np.int32), ("latest", np.int32)]
+)
+_WHAT = "the unacked timeline"  # (named by an error of its temporary file)
+READ = 1 << 18  # steps read back from the file at a time
+SPAN_STEPS = 1 << 20  # steps :meth:`Timeline.total` sorts at a time (a span of time's: ~40 MB read, sorted)
+MIN = np.iinfo(np.int64).min
 
 
 class Unordered(Exception):
@@ -32,8 +48,7 @@ class Unordered(Exception):
 
 class UnackedCounts:
     """Running unacked counts of channels (ids 0..n-1), their peak and the channels exceeding
-    their prefetch count; with ``timeline``, every step (:data:`_STEPS`: 21 bytes) kept for the
-    report."""
+    their prefetch count; with ``timeline``, every step written for the report (:class:`Steps`)."""
 
     def __init__(self, timeline: bool = False, bounded: bool = True):
         self.bounded, self.timeline = bounded, timeline
@@ -43,7 +58,7 @@ class UnackedCounts:
         self.over = np.zeros(0, dtype=bool)  # channel id -> held more than its prefetch count once
         self.last = np.zeros((0, 3), dtype=np.int64)  # channel id -> key of its last counted event
         self.peak: int | None = None
-        self.steps: list = []
+        self.steps = Steps() if timeline else None
 
     def add(self, chan, ts, frame, kind: int, delta, prefetch=None) -> None:
         """Events of one ``kind`` (channel id, time, packet: < 0 for none, change of the count,
@@ -73,18 +88,13 @@ class UnackedCounts:
         if final.any():
             self._count({k: v[final] for k, v in held.items()})
 
-    def finish(self) -> tuple[int, np.ndarray, dict | None]:
+    def finish(self) -> tuple[int, np.ndarray, Steps | None]:
         """Count every event held: the peak count (0 without events), the channel ids that held
-        more than their prefetch count, and the steps in the order counted (with ``timeline``: each
-        channel's in its order; a column at a time joined, the pieces let go as it is)."""
+        more than their prefetch count, and (with ``timeline``) the :class:`Steps` counted."""
         if self.held:
             self._count(self._held())
             self.held = []
-        steps = None
-        if self.timeline:
-            parts, self.steps = self.steps or [{k: np.zeros(0, dtype=np.int64) for k in _STEPS}], []
-            steps = {k: np.concatenate([p.pop(k) for p in parts]) for k in _STEPS}
-        return (0 if self.peak is None else self.peak), np.flatnonzero(self.over), steps
+        return (0 if self.peak is None else self.peak), np.flatnonzero(self.over), self.steps
 
     def _held(self) -> dict:
         if len(self.held) == 1:
@@ -132,8 +142,10 @@ class UnackedCounts:
         self.over[chan[(latest > 0) & (unacked > latest)]] = True
         top = int(unacked.max())
         self.peak = top if self.peak is None else max(self.peak, top)
-        if self.timeline:
-            self.steps.append({"chan": chan, "ts": ts, "kind": kind, "delta": delta, "latest": latest})
+        if self.steps is not None:
+            self.steps.add(
+                start, {"chan": chan, "ts": ts, "kind": kind, "delta": delta, "latest": latest}, unacked
+            )
 
     def _check(self, chan, ts, frame, kind) -> None:
         """Raise :class:`Unordered` when a channel's first event to count comes before (or, a
@@ -145,17 +157,90 @@ class UnackedCounts:
             raise Unordered("an event before one already counted in its channel")
 
 
+class Steps:
+    """The steps of a pass as counted (each channel's in its order), written to a temporary file
+    (:data:`_STEP` records); kept as they come: their number, their first and last time, whether
+    one is no qos, and per channel id its peak count and largest prefetch count (-1: none)."""
+
+    def __init__(self):
+        with temp_files(_WHAT):
+            self.file = tempfile.TemporaryFile(prefix="amqpcap-unacked-")
+        self.n, self.lo, self.hi, self.delivered = 0, None, None, False
+        self.peak = np.zeros(0, dtype=np.int64)
+        self.latest = np.zeros(0, dtype=np.int64)
+
+    def add(self, start: np.ndarray, steps: dict, counts: np.ndarray) -> None:
+        """Steps sorted by channel (``start``: where each channel's begin), each channel's count
+        after it ``counts``."""
+        rec = np.empty(len(steps["chan"]), dtype=_STEP)
+        for k in _STEP.names:
+            rec[k] = steps[k]
+        with temp_files(_WHAT):
+            self.file.write(rec.tobytes())
+        del rec
+        self.n += len(counts)
+        ts = steps["ts"]
+        lo, hi = int(ts.min()), int(ts.max())
+        self.lo, self.hi = (lo, hi) if self.lo is None else (min(self.lo, lo), max(self.hi, hi))
+        self.delivered = self.delivered or bool((steps["kind"] != QOS).any())
+        c = steps["chan"][start]
+        if len(self.peak) <= c.max():
+            more = int(c.max()) + 1 - len(self.peak)
+            self.peak = np.r_[self.peak, np.full(more, MIN, dtype=np.int64)]
+            self.latest = np.r_[self.latest, np.full(more, -1, dtype=np.int64)]
+        self.peak[c] = np.maximum(self.peak[c], np.maximum.reduceat(counts, start))
+        self.latest[c] = np.maximum(self.latest[c], np.maximum.reduceat(steps["latest"], start))
+
+    def read(self, lo: int | None = None, hi: int | None = None):
+        """The steps in the order written, :data:`READ` at a time (those timed in [lo, hi]
+        alone, when given)."""
+        with temp_files(_WHAT):
+            self.file.flush()
+            self.file.seek(0)
+            while chunk := self.file.read(READ * _STEP.itemsize):
+                rec = np.frombuffer(chunk, dtype=_STEP)
+                if lo is not None:
+                    rec = rec[(rec["ts"] >= lo) & (rec["ts"] <= hi)]
+                yield rec
+
+    def arrays(self) -> dict:
+        """Every step, in the order written: a column (:data:`_STEP`'s names) each."""
+        s = np.concatenate([np.zeros(0, dtype=_STEP), *self.read()])
+        return {k: s[k].copy() for k in _STEP.names}
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __getstate__(self) -> dict:  # (pickled, e.g. sent back by a forked process: the file's steps)
+        state = dict(self.__dict__)
+        with temp_files(_WHAT):
+            self.file.flush()
+            self.file.seek(0)
+            state["file"] = self.file.read()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, file=None)
+        with temp_files(_WHAT):
+            self.file = tempfile.TemporaryFile(prefix="amqpcap-unacked-")
+            self.file.write(state["file"])
+
+
 class Timeline:
-    """The unacked counts over time of a pass (the steps of :meth:`UnackedCounts.finish`), as the
-    report draws them: each step's channel id, time, kind, change of its channel's count and
-    latest prefetch count (-1: none), each channel's in its order; ``keys``: channel id ->
+    """The unacked counts over time of a pass (the :class:`Steps` of :meth:`UnackedCounts.finish`),
+    as the report draws them: each step's channel id, time, kind, change of its channel's count
+    and latest prefetch count (-1: none), each channel's in its order; ``keys``: channel id ->
     (capture code, tcp_stream, channel; -1 for none), ``captures``: the capture names."""
 
-    def __init__(self, steps: dict, keys: np.ndarray, captures: list):
+    def __init__(self, steps: Steps, keys: np.ndarray, captures: list):
         self.steps, self.keys, self.captures = steps, keys, captures
 
     def __len__(self) -> int:
-        return len(self.steps["chan"]) if self.steps else 0
+        return self.steps.n
+
+    def delivered(self) -> bool:
+        """Whether a step is no qos (a delivery or a settle)."""
+        return self.steps.delivered
 
     def channel_keys(self, chan: np.ndarray) -> dict:
         """The capture, tcp_stream and channel columns of unacked() of the channel ids ``chan``."""
@@ -169,7 +254,7 @@ class Timeline:
     def frame(self) -> pd.DataFrame:
         """The columns of :func:`~amqpcap.analysis.connection_health.unacked` of the steps
         (capture, tcp_stream, channel, ts, event, unacked, prefetch_count), channel by channel."""
-        s = self.steps
+        s = self.steps.arrays()
         o = np.argsort(s["chan"], kind="stable")
         chan = s["chan"][o]
         latest = s["latest"][o]
@@ -183,36 +268,35 @@ class Timeline:
             }
         )
 
-    def channels(self, chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The ids of the channels with steps (ascending), each one's peak count and largest
-        prefetch count (-1: none); the counts made a ``chunk`` of steps at a time."""
-        s, n = self.steps, len(self.keys)
-        count = np.zeros(n, dtype=np.int64)  # channel id -> its count after the steps so far
-        peak = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-        latest = np.full(n, -1, dtype=np.int64)
-        for at in range(0, len(self), chunk):
-            chan = s["chan"][at : at + chunk]
-            o = np.argsort(chan, kind="stable")
-            chan = chan[o]
-            unacked = _running(chan, s["delta"][at : at + chunk][o]) + count[chan]
-            last = np.r_[chan[1:] != chan[:-1], True]
-            count[chan[last]] = unacked[last]
-            np.maximum.at(peak, chan, unacked)
-            np.maximum.at(latest, chan, s["latest"][at : at + chunk][o])
-        ids = np.flatnonzero(peak > np.iinfo(np.int64).min)
-        return ids, peak[ids], latest[ids]
+        prefetch count (-1: none)."""
+        ids = np.flatnonzero(self.steps.peak > MIN)
+        return ids, self.steps.peak[ids], self.steps.latest[ids]
 
-    def total(self) -> tuple[np.ndarray, np.ndarray]:
+    def span(self) -> tuple[int, int]:
+        """The first and the last step's time (ns)."""
+        return self.steps.lo, self.steps.hi
+
+    def total(self, most: int = SPAN_STEPS):
         """The time of each step in time order (ties: by channel id, then in order) and the count
-        of every channel together after it.  The steps are let go as they are read (a timeline
-        gives its total once, last)."""
-        s, self.steps = self.steps, {}
-        o = np.lexsort((s.pop("chan"), s["ts"]))
-        del s["kind"], s["latest"]
-        ts = s.pop("ts")[o]
-        total = s.pop("delta")[o].astype(np.int64)
-        del o
-        return ts, np.cumsum(total, out=total)
+        of every channel together after it, in pieces of consecutive spans of time of about
+        ``most`` steps each (the steps evenly spread over time; each span's read from the file and
+        sorted alone).  The file is closed once read (a timeline gives its total once, last)."""
+        lo, hi, carry = self.steps.lo, self.steps.hi, 0
+        spans = max(1, -(-len(self) // most)) if len(self) else 0
+        cuts = [lo + (hi - lo) * k // spans for k in range(spans)] + [hi + 1] if spans else []
+        for a, b in zip(cuts, cuts[1:]):
+            s = np.concatenate([np.zeros(0, dtype=_STEP), *self.steps.read(a, b - 1)])
+            o = np.lexsort((s["chan"], s["ts"]))
+            ts = s["ts"][o]
+            total = s["delta"][o].astype(np.int64)
+            del s, o
+            np.cumsum(total, out=total)
+            total += carry
+            carry = int(total[-1]) if len(total) else carry
+            yield ts, total
+        self.steps.close()
 
 
 def _running(chan: np.ndarray, delta: np.ndarray) -> np.ndarray:
