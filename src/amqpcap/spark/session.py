@@ -348,7 +348,7 @@ def build(
         flags = f"{JVM_FLAGS} -Xlog:disable -Xlog:all=warning:stderr {archive}".strip()
         settings["spark.driver.extraJavaOptions"] = flags
     else:
-        flags = JVM_FLAGS
+        flags, archive = JVM_FLAGS, ""
     if quiet:
         log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
         settings["spark.driver.extraJavaOptions"] = f"{flags} -Dlog4j2.configurationFile=file:{log}"
@@ -358,6 +358,12 @@ def build(
     with pandas_version_warning_off(), jvm_stderr_to(log_path() if quiet else None):
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if archive.startswith("-XX:ArchiveClassesAtExit="):
+        # a recording session runs one stage before it is handed over: the archive then holds
+        # the classes every job loads (a query planned and run, the executor, the Python runner)
+        # and not only the session's, whatever the recording run goes on to do (its input may be
+        # done on the driver before any stage of its own runs)
+        warm(spark)
     return spark
 
 
