@@ -43,7 +43,8 @@ DAEMON_CONF = {"spark.python.daemon.module": "amqpcap.spark.daemon"}
 #: Local mode: the JVM maps the classes an earlier run loaded from an archive (class data
 #: sharing) instead of reading and verifying them from Spark's jars again: a session started and
 #: one small job run in 5.5 instead of 12 CPU s of the JVM.  The first run records the archive
-#: as its JVM exits (~150 MB in the temp dir, one per pyspark, Java and flags).
+#: as its JVM exits (~150 MB in the temp dir, one per pyspark, Java and flags), its session
+#: having run one stage (``build``), so that the archive holds a job's classes too.
 CLASS_ARCHIVE = True
 #: Spark Connect: seconds to open a TCP connection to the server before giving up (the client
 #: alone retries an unreachable server for ten minutes), and the client's retries of a call once
