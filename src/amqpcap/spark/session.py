@@ -46,6 +46,9 @@ DAEMON_CONF = {"spark.python.daemon.module": "amqpcap.spark.daemon"}
 #: as its JVM exits (~150 MB in the temp dir, one per pyspark, Java and flags), its session
 #: having run one stage (``build``), so that the archive holds a job's classes too.
 CLASS_ARCHIVE = True
+#: What a recording holds, part of the archive's name: an archive recorded otherwise (a session
+#: alone) is not mapped but recorded anew, and pruned as another's.
+ARCHIVE_HOLDS = "a session and one stage"
 #: Spark Connect: seconds to open a TCP connection to the server before giving up (the client
 #: alone retries an unreachable server for ten minutes), and the client's retries of a call once
 #: connected (~15 s of backoff in all: a server gone mid-job is an error, not a wait).
@@ -196,6 +199,7 @@ def class_archive() -> str:
                 JVM_FLAGS,
                 os.environ.get("SPARK_HOME"),
                 os.environ.get("SPARK_CLASSPATH"),
+                ARCHIVE_HOLDS,
             )
         ).encode()
     ).hexdigest()[:16]
