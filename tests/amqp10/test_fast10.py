@@ -406,3 +406,122 @@ def test_the_compiled_rows_of_assembled_deliveries_are_the_references():
     assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
     assert len(want[1]) == len(events) and want[0] == []
     assert got == want
+
+
+def split_deliveries(rnd: random.Random) -> bytes:
+    """A stream whose deliveries on two links are split over transfers at random byte offsets
+    (inside a header, properties or data section as much as between them), their transfers
+    interleaved: some settled on a middle transfer, some aborted or left unfinished, some with
+    a second data section, an amqp-value body or a damaged section, then dispositions."""
+    from amqp10_wire import (
+        amqp_value,
+        application_properties,
+        attach,
+        data,
+        disposition,
+        frame,
+        header,
+        properties,
+        rejected,
+        transfer,
+    )
+    from test_fuzz_codec_1_0 import stream
+
+    out = [stream(), frame(attach("m", 1, False, tgt="/queues/r"))]
+    pending = {0: [], 1: []}  # handle -> its delivery's frames still to send
+    for did in range(1, 25):
+        handle = rnd.randrange(2)
+        msg = header(rnd.random() < 0.5, 4)
+        msg += properties(message_id=f"m{did}", subject="s" * rnd.randrange(300))
+        if rnd.random() < 0.5:
+            msg += application_properties({"k": did, "pad": "p" * rnd.randrange(200)})
+        body = bytes(rnd.randrange(256) for _ in range(rnd.choice((0, 40, 700, 3000))))
+        msg += rnd.choice((data(body), data(body) + data(body[:99]), amqp_value(body.hex()[:500])))
+        if rnd.random() < 0.1:
+            i = rnd.randrange(len(msg))
+            msg = msg[:i] + bytes([rnd.choice((0x00, 0x53, 0xA0, 0xFF))]) + msg[i + 1 :]
+        cuts = sorted(rnd.randrange(len(msg) + 1) for _ in range(rnd.randint(0, 4)))
+        pieces = [msg[a:b] for a, b in zip([0] + cuts, cuts + [len(msg)])]
+        frames = []
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1
+            first = i == 0
+            aborted = True if last and rnd.random() < 0.05 else None
+            frames.append(
+                frame(
+                    transfer(
+                        handle,
+                        did if first or rnd.random() < 0.3 else None,
+                        b"t%d" % did if first else None,
+                        settled=True if rnd.random() < 0.15 else None,
+                        more=None if last else True,
+                        aborted=aborted,
+                    )
+                    + piece
+                )
+            )
+        if rnd.random() < 0.05:
+            frames.pop()  # its last transfer never comes: the next delivery on the link begins
+        pending[handle] += frames
+        while pending[0] and pending[1] and rnd.random() < 0.7:  # the links' transfers interleaved
+            out.append(pending[rnd.randrange(2)].pop(0))
+    out += pending[0] + pending[1]
+    out.append(frame(disposition(True, 1, 12, True, rejected("amqp:x"))))
+    return b"".join(out)
+
+
+@pytest.mark.compiled("fast10")
+def test_deliveries_split_over_transfers_at_random_make_the_references_rows_and_events():
+    """The walker assembles a delivery over several transfers itself: wherever its sections are
+    cut, however its transfers interleave with another link's and whatever the feed's cuts,
+    the rows and events are the reference's (its assemblies, settlement, anomalies)."""
+    fast10 = built_or_skip("fast10")
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
+    rnd = random.Random(31)
+    assembled = 0
+    for i in range(60):
+        raw = split_deliveries(rnd)
+        # fed in pieces (a packet number each: a delivery's first and last packets differ)
+        cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(0, 30)))
+        frame_events = i % 4 == 0
+        want = frame_loop_run(reference, raw, cuts, frame_events, rows_1_0.append_rows_reference)
+        assert frame_loop_run(compiled_cls, raw, cuts, frame_events, fast10.append_rows) == want
+        assembled += want[1].count("'transfer'")
+    assert assembled > 60 * 20
+
+
+@pytest.mark.compiled("fast10")
+def test_a_large_bodys_digest_may_be_handed_on_unfinished_and_is_the_references():
+    """With ``deferred_digests`` (a dissect whose messages table takes them) the walker hands a
+    body's digest on as fast09's Sha256 (a large body hashed by its thread): its hex digest is
+    the reference's, for a delivery whole in one transfer or assembled from several, large or
+    small; without, the digest is the hex digest."""
+    fast10 = built_or_skip("fast10")
+    fast09 = built_or_skip("fast09")
+    if not fast09.OPENSSL:
+        pytest.skip("fast09 hashes with hashlib here: no digest is handed on")
+    from amqp10_wire import data, frame, properties, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    big, small = bytes(range(256)) * 400, b"s" * 100
+    raw = stream() + frame(transfer(0, 1, b"a", settled=True) + properties(message_id="w") + data(big))
+    raw += frame(transfer(0, 2, b"b", settled=True) + data(small))
+    msg = properties(message_id="x") + data(big[:5000])
+    raw += frame(transfer(0, 3, b"c", settled=True, more=True) + msg[:1000]) + frame(transfer(0) + msg[1000:])
+    got = []
+    compiled_cls = decoder.decoder_1_0()
+    for cls, deferred in ((codec_1_0.Decoder10, True), (compiled_cls, False), (compiled_cls, True)):
+        d = cls()
+        d.deferred_digests = deferred
+        d.feed(0, raw, 8, 1, 1)
+        d.finish(2, 2)
+        messages = []
+        fast10.append_rows(d.pop_events(), "c", 1, "1.0", [], messages)
+        columns = rows_1_0.COLUMNS["messages"]
+        got.append([(row[columns.index("body_size")], row[columns.index("body_hash")]) for row in messages])
+    want = got[0]
+    assert sorted(size for size, _h in want) == [100, 700, 5000, len(big)]
+    assert all(type(h) is str for _s, h in want + got[1])
+    assert got[1] == want
+    assert all(type(h) is fast09.Sha256 for _s, h in got[2])
+    assert [(size, str(h)) for size, h in got[2]] == want

@@ -113,8 +113,9 @@ def chain(buf, p: int, n: int | None = None) -> int:
     return k
 
 
-class _Assembly:
-    """A delivery whose transfers are arriving on one link."""
+class Assembly:
+    """A delivery whose transfers are arriving on one link (the compiled walker, fast10, makes
+    and adds to the same ones)."""
 
     __slots__ = ("first", "offset", "channel", "handle", "link", "buf", "size", "frames", "too_big")
 
@@ -137,12 +138,16 @@ class Decoder10(StreamDecoder):
     candidates = ("1.0",)  # the framing alone proves the version
     MARK_PACKETS = True  # a boundary is proven by the frames after it, perhaps packets later
     State = links_1_0.ConnectionState  # the connection's sessions, links and deliveries
+    # a Delivery's body_hash may be a digest still being computed, for a table buffer that takes
+    # one (decoder.py sets it as for 0-9-1): what the compiled class (fast10) does; the reference
+    # always gives the hex digest
+    deferred_digests = False
 
     def __init__(self, *, body_bytes: int = 64, keep_secrets: bool = False, rabbit: bool = True) -> None:
         super().__init__(body_bytes=body_bytes, keep_secrets=keep_secrets, rabbit=rabbit)
         self.keep_secrets = keep_secrets
         self.state = self.State()
-        self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> _Assembly
+        self.assembling: tuple[dict, dict] = ({}, {})  # per direction: (channel, handle) -> Assembly
         self.encrypted = [False, False]  # a TLS header: the rest of the direction is TLS
         self.held_bytes = [0, 0]  # bytes of the deliveries being assembled, per direction
         self.v: dict = {}  # connection facts learnt
@@ -351,7 +356,7 @@ class Decoder10(StreamDecoder):
         if asm is None and not more and not aborted and len(asm_map) < MAX_ASSEMBLIES:
             # a whole delivery in one frame (the common case): its sections are read where they
             # lie, not copied into an assembly first
-            asm = _Assembly(perf, link)
+            asm = Assembly(perf, link)
             asm.frames, asm.size = 1, end - p
             if asm.size > MAX_MESSAGE or self.held_bytes[direction] + asm.size > MAX_HELD_BYTES:
                 asm.too_big = True
@@ -365,10 +370,10 @@ class Decoder10(StreamDecoder):
                 self._deliver(
                     direction, asm_map.pop(next(iter(asm_map))), False, "too many deliveries in progress"
                 )
-            asm = asm_map[key] = _Assembly(perf, link)
+            asm = asm_map[key] = Assembly(perf, link)
         elif "delivery-id" in a and a["delivery-id"] != asm.first.args.get("delivery-id"):
             self._deliver(direction, asm_map.pop(key), False, "a new delivery began before its last transfer")
-            asm = asm_map[key] = _Assembly(perf, link)
+            asm = asm_map[key] = Assembly(perf, link)
         asm.frames += 1
         n = end - p
         asm.size += n
@@ -389,7 +394,7 @@ class Decoder10(StreamDecoder):
             self._deliver(direction, asm_map.pop(key), True, None, last=perf)
 
     def _deliver(
-        self, direction, asm: _Assembly, complete: bool, why, aborted=False, last=None, payload=None
+        self, direction, asm: Assembly, complete: bool, why, aborted=False, last=None, payload=None
     ) -> None:
         """Emit a delivery; its message is ``payload`` if given (a single-frame message, read
         in place), else what its assembly holds."""
@@ -415,7 +420,7 @@ class Decoder10(StreamDecoder):
             )
         elif payload:
             # a delivery cut short (aborted, lost, the capture's end) keeps the sections it has
-            sections, kind, size, digest, head, err = body_sections(payload, self.body_bytes)
+            sections, kind, size, digest, head, err = self._message(payload)
             if err is not None and complete and not aborted:
                 complete = False
                 self.report_anomaly(direction, asm.offset, "malformed-message", err, asm.channel, asm.size)
@@ -467,6 +472,10 @@ class Decoder10(StreamDecoder):
             condition,
         )
         self.events.extend(self.state.delivered(direction, dv, d.ts))
+
+    def _message(self, payload) -> tuple:
+        """``body_sections`` of a delivery's message (the compiled class walks it in C)."""
+        return body_sections(payload, self.body_bytes)
 
 
 def open_facts(learnt: dict, opens: list) -> dict:

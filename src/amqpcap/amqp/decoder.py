@@ -329,3 +329,4 @@ class ConnectionDecoder:
         self.codec.events = self.events
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events
+        self.codec.deferred_digests = self.deferred_digests

@@ -14,9 +14,10 @@ reference's.
 ``read_sections`` is codec_1_0's ``Sections.read`` over the same C reads: a message's sections
 by name and the spans of its body.
 
-``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common case, a delivery whole
-in one frame, walked here (this module's ``Decoder10`` has it) straight to its messages row;
-``walk_frames`` and ``walk_feed`` its frame loop and per-feed path.
+``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common cases, a delivery whole
+in one frame or assembled from several, walked here (this module's ``Decoder10`` has it)
+straight to its messages row, its body digest perhaps handed on to the table buffer unfinished
+(fast09's hashing thread); ``walk_frames`` and ``walk_feed`` its frame loop and per-feed path.
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
@@ -362,14 +363,17 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
     return read_performative_reference(buf, body, end)
 
 
-# --- the compiled walker: a delivery whole in one transfer -------------------------------------
+# --- the compiled walker: the transfers of the common deliveries -------------------------------
 #
 # ``Decoder10``, which decoder.py binds when this part is built, is the reference's class with
-# ``walk_transfer`` for its ``_transfer``: the common transfer (a whole delivery in one frame,
-# picked up from the start, within the memory bounds) walked here: its sections read in place,
-# its digest and first body bytes cut from the frame, and the delivery held as its messages row
-# (rows10.pxi's ``HeldRow``) with no assembly and no Delivery.
-# Every other transfer goes to the reference's ``_transfer`` whole.
+# ``walk_transfer`` for its ``_transfer``: the common transfers (a delivery picked up from its
+# start, not aborted, its message within the memory bounds) walked here.  A delivery whole in
+# one frame is read in place: its sections walked, its digest and first body bytes cut from the
+# frame; a delivery over several transfers is assembled as the reference does (its
+# ``Assembly``, the same bounds and accounting) and read so when its last transfer comes.  Either
+# is held as its messages row (rows10.pxi's ``HeldRow``), with no Delivery.  Every other transfer
+# (and every transfer of an assembly the walker did not begin or continue) goes to the
+# reference's ``_transfer`` whole: the two share the assemblies, whichever adds to one.
 
 import hashlib
 import sys
@@ -471,12 +475,16 @@ cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
 cdef object outcome_of = L.outcome_of
 cdef object TS_LIMIT = TS_MS_MAX
 cdef object C  # codec_1_0
+cdef object Assembly  # codec_1_0.Assembly: a delivery being assembled
 cdef Py_ssize_t MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
 
 
-cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep):
+cdef tuple sections_in_place(
+    const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep, bint deferred
+):
     """codec_1_0.body_sections of the message at ``b``: read here if it decodes cleanly, else by
-    the reference's reader alone (the message is not walked twice)."""
+    the reference's reader alone (the message is not walked twice).  ``deferred``: a large
+    one-section body's digest may be handed on unfinished (``digest_at``)."""
     cdef dict sections = {}
     cdef list spans = []
     cdef Py_ssize_t s, e, take
@@ -490,33 +498,67 @@ cdef tuple sections_in_place(const unsigned char *b, Py_ssize_t n, object payloa
     s, e = spans[0]
     take = min(e - s, keep)
     return (
-        sections, kind, e - s, sha256(payload[s:e]).hexdigest(),
+        sections, kind, e - s, digest_at(b + s, e - s, deferred),
         PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None,
     )
 
 
+# Body digests handed on unfinished: fast09's Sha256 (its hashing thread, digests.pxi), the one
+# 0-9-1's walker feeds, when the dissect's messages table takes one (the decoder's
+# ``deferred_digests``): a large body is copied into its ring and hashed on that thread while
+# the walker goes on, a small one hashed at once (digests.pxi decides); the table buffer writes
+# the hex digest when it makes the batch.  Without them (or fast09), hashlib's hex digest.
+cdef object Sha256 = None
+
+
+cdef object digest_at(const unsigned char *b, Py_ssize_t n, bint deferred):
+    """The SHA-256 of the ``n`` bytes at ``b``: its hex digest, or with ``deferred`` a
+    fast09.Sha256 that its hashing thread may still be completing."""
+    view = PyMemoryView_FromMemory(<char *>b, n, PyBUF_READ)
+    try:
+        if deferred and Sha256 is not None:
+            h = Sha256()
+            h.update(view, queued=True)  # (the bytes are copied into the ring, or hashed now)
+            return h
+        return sha256(view).hexdigest()
+    finally:
+        view.release()
+
+
+def walk_message(self, payload):
+    """codec_1_0.Decoder10._message: the message's sections walked in C, its digest perhaps
+    handed on unfinished (``deferred_digests``)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        return sections_in_place(
+            <const unsigned char *>view.buf, view.len, payload, self.body_bytes, self.deferred_digests
+        )
+    finally:
+        PyBuffer_Release(&view)
+
+
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
-    """codec_1_0.Decoder10._transfer: a whole delivery read here, any other transfer by the
-    reference."""
+    """codec_1_0.Decoder10._transfer: a common transfer read here, any other by the reference."""
     transfer(self, direction, d, perf, buf, p, end)
 
 
 cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end) except -1:
     cdef dict a = perf.args
-    cdef Py_buffer view
     cdef Py_ssize_t size = end - p
     ch = perf.channel
     handle = a.get("handle")
     asm_map = self.assembling[direction]
+    key = (ch, handle)
+    asm = asm_map.get(key)
+    more = a.get("more") is True
+    did = a.get("delivery-id")
     if (
         d.mid is not None
-        or a.get("more") is True
         or a.get("aborted") is True
-        or len(asm_map) >= MAX_ASSEMBLIES
-        or (ch, handle) in asm_map
-        or size > MAX_MESSAGE
+        or not (did is None or is_delivery_id(did))
         or self.held_bytes[direction] + size > MAX_HELD_BYTES
-        or not (a.get("delivery-id") is None or is_delivery_id(a.get("delivery-id")))
+        or (not ordinary_start(asm_map, size) if asm is None else not ordinary_next(asm, did, size))
     ):
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return 0
@@ -526,38 +568,110 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         perf.link_name, perf.source, perf.target = link.name, link.source, link.target
     events = self.events
     events.append((direction, perf))
+    if asm is None and not more:
+        # a whole delivery in one frame (the common case): read where it lies, not assembled
+        dv = message_of(
+            self, direction, perf, buf, p, size, perf.offset, perf.packet, 1, link, did, a.get("settled") is True
+        )
+        st.deliver(events, direction, dv, d.ts)
+        return 0
+    # a transfer of a delivery over several: codec_1_0's _transfer of it (its assembly)
+    if asm is None:
+        asm = asm_map[key] = Assembly(perf, link)
+    asm.frames += 1
+    asm.size += size
+    if size:
+        append_piece(asm.buf, buf, p, size)
+        self.held_bytes[direction] += size
+    first = asm.first
+    if a.get("settled") is True:
+        first.args.setdefault("$settled", True)
+    if more:
+        return 0
+    # its last transfer: codec_1_0's _deliver of the assembly, its message held as its row
+    del asm_map[key]
+    held = asm.buf
+    self.held_bytes[direction] -= len(held)
+    settled = first.args.pop("$settled", False) is True or a.get("settled") is True
+    dv = message_of(
+        self, direction, perf, held, 0, len(held), asm.offset, first.packet, asm.frames, asm.link,
+        first.args.get("delivery-id"), settled, asm.size,
+    )
+    st.deliver(events, direction, dv, d.ts)
+    return 0
+
+
+cdef inline bint ordinary_start(dict asm_map, Py_ssize_t size):
+    """Whether a transfer that no delivery on its link awaits begins one the walker reads."""
+    return len(asm_map) < MAX_ASSEMBLIES and size <= MAX_MESSAGE
+
+
+cdef inline bint ordinary_next(asm, did, Py_ssize_t size):
+    """Whether a transfer continues the delivery ``asm`` as the walker assembles it: the same
+    delivery, its message held within the bounds (else codec_1_0's _transfer decides)."""
+    first_id = asm.first.args.get("delivery-id")
+    return (
+        not asm.too_big
+        and (did is None or did == first_id)
+        and (first_id is None or is_delivery_id(first_id))
+        and len(asm.buf) + size <= MAX_MESSAGE
+    )
+
+
+cdef int append_piece(bytearray held, buf, Py_ssize_t p, Py_ssize_t size) except -1:
+    """The ``size`` bytes at ``p`` of ``buf`` appended to ``held`` (one copy)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        piece = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
+        held += piece
+        piece.release()
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef HeldRow message_of(
+    self, int direction, perf, buf, Py_ssize_t p, Py_ssize_t size, offset, first_packet, frames,
+    link, did, bint settled, Py_ssize_t received=-1,
+):
+    """codec_1_0.Decoder10._deliver of a complete delivery whose message is the ``size`` bytes at
+    ``p`` in ``buf`` (``received``: its transfers' payload bytes, if not ``size``): its anomalies
+    reported, its messages row held (rows_1_0.message_values; no Delivery)."""
+    cdef Py_buffer view
+    cdef dict a = perf.args
+    ch = perf.channel
     state = a.get("state")
     outcome = condition = None
     if state is not None:
         outcome, condition = outcome_of(state)
     complete = True
     if size:
-        # the payload as a view of the frame's bytes, released before the buffer may move
+        # the payload as a view of the bytes, released before the buffer may move
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
             sections, kind, body_size, digest, head, err = sections_in_place(
-                <const unsigned char *>view.buf + p, size, payload, self.body_bytes
+                <const unsigned char *>view.buf + p, size, payload, self.body_bytes, self.deferred_digests
             )
             if err is not None:
                 complete = False
-                self.report_anomaly(direction, perf.offset, "malformed-message", err, ch, size)
+                self.report_anomaly(
+                    direction, offset, "malformed-message", err, ch, size if received < 0 else received
+                )
         finally:
             payload.release()
             PyBuffer_Release(&view)
         created = creation_time_of(sections)
         if created is not None and not -TS_LIMIT < created < TS_LIMIT:
-            self.report_unfit(direction, perf.offset, ch, "creation-time", created, "messages.msg_timestamp")
+            self.report_unfit(direction, offset, ch, "creation-time", created, "messages.msg_timestamp")
             created = None
     else:
         sections, kind, body_size, digest, head, created = {}, None, 0, EMPTY_DIGEST, b"", None
-    # held as its messages row (rows_1_0.message_values): no Delivery, no second walk of its sections
-    dv = held_row(
-        direction, perf, link, a.get("delivery-id"), sections, kind, body_size, digest, head,
-        complete, a.get("settled") is True, outcome, condition, created,
+    return held_row(
+        direction, perf, offset, first_packet, frames, link, did, sections, kind, body_size, digest,
+        head, complete, settled, outcome, condition, created,
     )
-    st.deliver(events, direction, dv, d.ts)
-    return 0
 
 
 cdef inline object creation_time_of(dict sections):
@@ -699,10 +813,14 @@ include "links10.pxi"
 
 # --- what decoder.py binds as ``Decoder10`` when this part is built --------------------------
 # (codec_1_0, the reference, is imported first: it selects this part at its end)
+from amqpcap import compiled
 from amqpcap.amqp import codec_1_0
 from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_reference
 
 C = codec_1_0
+Assembly = C.Assembly
+_walker = compiled.select("fast09")  # its Sha256, if it is in use and hashes with OpenSSL's
+Sha256 = _walker.Sha256 if _walker is not None and _walker.OPENSSL else None
 MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
 HARD_MAX_FRAME, TRANSFER_CODE = C.HARD_MAX_FRAME, C.TRANSFER
 
@@ -716,3 +834,4 @@ class Decoder10(codec_1_0.Decoder10):
     data = walk_data
     _frames = walk_frames
     _transfer = walk_transfer
+    _message = walk_message

@@ -8,9 +8,9 @@
 # ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
 # buffer gets a tuple.  The walker makes the values of a delivery whole in one transfer with no
 # Delivery, links_1_0's state holds them as a ``HeldRow`` until the delivery is settled, and
-# ``append_rows`` fills in the settlement columns (rows_1_0.settled_row's) and writes them; a
-# Delivery (one the reference assembled from several transfers) is written the same way
-# (``delivery_values``: rows_1_0.message_row in C).
+# ``append_rows`` fills in the settlement columns (rows_1_0.settled_row's) and writes them (a
+# delivery over several transfers the walker assembles is held the same way); a Delivery (one
+# the reference made) is written the same way (``delivery_values``: rows_1_0.message_row in C).
 
 from cpython.bool cimport PyBool_Check
 from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem
@@ -35,9 +35,10 @@ cdef object json_text = None
 
 
 cdef class HeldRow:
-    """A delivery whole in one transfer, held by links_1_0's state until it is settled (the
-    attributes it reads and sets, as it does a Delivery's): rows_1_0.message_values of it
-    (``values_row``), which ``append_rows`` completes as rows_1_0.settled_row does."""
+    """A delivery the walker read (whole in one transfer, or assembled from several), held by
+    links_1_0's state until it is settled (the attributes it reads and sets, as it does a
+    Delivery's): rows_1_0.message_values of it (``values_row``), which ``append_rows`` completes
+    as rows_1_0.settled_row does."""
 
     cdef public object channel, delivery_id, settle_ts, outcome, condition
     cdef public bint settled
@@ -251,10 +252,12 @@ cdef object int64_or_none(v):
 
 
 cdef HeldRow held_row(
-    int direction, perf, link, delivery_id, dict sections, kind, body_size, digest, head,
-    bint complete, bint settled, outcome, condition, created,
+    int direction, perf, offset, first_packet, frames, link, delivery_id, dict sections, kind,
+    body_size, digest, head, bint complete, bint settled, outcome, condition, created,
 ):
-    """What links_1_0's state holds of the Delivery codec_1_0 would make of this transfer."""
+    """What links_1_0's state holds of the Delivery codec_1_0 would make of the delivery that
+    the transfer ``perf`` ends (begun at ``offset`` in packet ``first_packet``, ``frames``
+    transfers)."""
     cdef HeldRow h = HeldRow.__new__(HeldRow)
     if method_plans is None:
         bind_rows()
@@ -264,7 +267,7 @@ cdef HeldRow held_row(
         name, address = link.name, link.target if direction == 0 else (link.source or link.target)
     packet = perf.packet
     h.values = values_row(
-        direction, packet, perf.ts, perf.channel, perf.offset, packet, 1, name, address,
+        direction, packet, perf.ts, perf.channel, offset, first_packet, frames, name, address,
         delivery_id, sections, kind, body_size, digest, head, complete, False, created,
     )
     h.channel = perf.channel
