@@ -4,6 +4,7 @@ fixed start of a run)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -36,6 +37,42 @@ def test_the_first_local_session_records_the_class_archive_and_the_next_maps_it(
     second = _start(tmp_path)
     assert f"-XX:SharedArchiveFile={where / archives[0]}" in second
     assert "ArchiveClassesAtExit" not in second
+
+
+STAGE_CLASSES = """
+import re, shutil, subprocess
+from amqpcap.spark import session
+s = session.build("local[1]", app="archive", quiet=True)
+pid = str(s._jvm.java.lang.ProcessHandle.current().pid())
+
+def loaded():  # classes loaded from the archive, and from Spark's jars
+    jcmd = [shutil.which("jcmd"), pid, "PerfCounter.print"]
+    out = subprocess.run(jcmd, capture_output=True, text=True).stdout
+    keys = ("sharedLoadedClasses", "loadedClasses")
+    return [int(re.search(rf"^java.cls.{k}=(\\d+)", out, re.M).group(1)) for k in keys]
+
+before = loaded()
+session.warm(s)
+after = loaded()
+print(after[0] - before[0], after[1] - before[1])
+s.stop()
+"""
+
+
+def test_the_archive_holds_the_classes_of_a_stage_though_the_recording_session_ran_none(spark, tmp_path):
+    """The recording run may end before any stage of its own (a small input is done on the driver
+    while its session starts): its session runs one before it is handed over, so a later
+    session's first stage loads most of its classes from the archive, not from Spark's jars."""
+    if shutil.which("jcmd") is None:
+        pytest.skip("needs the JDK's jcmd")
+    assert "-XX:ArchiveClassesAtExit=" in _start(tmp_path)  # a session built and stopped, no stage
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.run(
+        [sys.executable, "-c", STAGE_CLASSES], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    shared, from_jars = map(int, p.stdout.split())
+    assert shared > 1000 and from_jars < shared, (shared, from_jars)
 
 
 def test_a_recording_left_by_a_process_that_is_gone_is_removed_and_recorded_anew(

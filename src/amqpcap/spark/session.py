@@ -43,8 +43,12 @@ DAEMON_CONF = {"spark.python.daemon.module": "amqpcap.spark.daemon"}
 #: Local mode: the JVM maps the classes an earlier run loaded from an archive (class data
 #: sharing) instead of reading and verifying them from Spark's jars again: a session started and
 #: one small job run in 5.5 instead of 12 CPU s of the JVM.  The first run records the archive
-#: as its JVM exits (~150 MB in the temp dir, one per pyspark, Java and flags).
+#: as its JVM exits (~150 MB in the temp dir, one per pyspark, Java and flags), its session
+#: having run one stage (``build``), so that the archive holds a job's classes too.
 CLASS_ARCHIVE = True
+#: What a recording holds, part of the archive's name: an archive recorded otherwise (a session
+#: alone) is not mapped but recorded anew, and pruned as another's.
+ARCHIVE_HOLDS = "a session and one stage"
 #: Spark Connect: seconds to open a TCP connection to the server before giving up (the client
 #: alone retries an unreachable server for ten minutes), and the client's retries of a call once
 #: connected (~15 s of backoff in all: a server gone mid-job is an error, not a wait).
@@ -195,6 +199,7 @@ def class_archive() -> str:
                 JVM_FLAGS,
                 os.environ.get("SPARK_HOME"),
                 os.environ.get("SPARK_CLASSPATH"),
+                ARCHIVE_HOLDS,
             )
         ).encode()
     ).hexdigest()[:16]
@@ -348,7 +353,7 @@ def build(
         flags = f"{JVM_FLAGS} -Xlog:disable -Xlog:all=warning:stderr {archive}".strip()
         settings["spark.driver.extraJavaOptions"] = flags
     else:
-        flags = JVM_FLAGS
+        flags, archive = JVM_FLAGS, ""
     if quiet:
         log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
         settings["spark.driver.extraJavaOptions"] = f"{flags} -Dlog4j2.configurationFile=file:{log}"
@@ -358,6 +363,12 @@ def build(
     with pandas_version_warning_off(), jvm_stderr_to(log_path() if quiet else None):
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if archive.startswith("-XX:ArchiveClassesAtExit="):
+        # a recording session runs one stage before it is handed over: the archive then holds
+        # the classes every job loads (a query planned and run, the executor, the Python runner)
+        # and not only the session's, whatever the recording run goes on to do (its input may be
+        # done on the driver before any stage of its own runs)
+        warm(spark)
     return spark
 
 
