@@ -490,7 +490,10 @@ class DatasetWriter:
             import shutil  # where it is needed: not at every start (~1.9 ms with its imports)
 
             shutil.rmtree(self.tmp)
-        os.makedirs(self.tmp)
+        try:
+            os.makedirs(self.tmp)
+        except OSError as e:  # named as the user wrote it, not as its temporary twin
+            raise type(e)(e.errno, e.strerror, out) from None
         # pyarrow for the batches to come: its libraries loaded while the packet loop starts,
         # imported at the first batch.  What ends before this never loads them.
         self.arrow = ArrowLibraries()
