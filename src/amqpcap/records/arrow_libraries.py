@@ -3,6 +3,16 @@
 A dissect imports pyarrow only to write its first batch (writer.py).  Most of that import is the
 dynamic loader's work on pyarrow's extension files and the Arrow C++ libraries they link, done
 with the GIL held when an import does it; done here first, it runs beside the packet loop.
+
+The loading holds the dynamic loader's lock from start to end (~13 ms): an extension module the
+packet loop imports meanwhile waits for it.  The loop imports one at a conversation's first
+bytes (the AMQP 1.0 codec: fast10, and ``_hashlib`` with OpenSSL's libcrypto, ``_decimal``,
+``_uuid`` for its types): started with the writer, the loading held a 1.0 capture's loop for
+~13 ms there (the import of the 1.0 codec ~25 ms for ~10 ms of CPU, against ~80 ms loaded with
+it, on the loaded 2-core machine).  So the dissect starts it once its loop has taken the
+capture's first chunk of packets, whose conversations have chosen their codecs by then
+(``pipeline.Dissector.run``); a capture of one chunk or none has nothing left to overlap it with,
+and leaves the loading to pyarrow's import at close.
 """
 
 from __future__ import annotations
@@ -18,19 +28,26 @@ ARROW_EXTENSIONS = ("pyarrow.lib", "pyarrow._parquet")
 
 
 class ArrowLibraries:
-    """The files of ARROW_EXTENSIONS opened by the dynamic loader in a thread of its own, with
+    """The files of ARROW_EXTENSIONS opened by the dynamic loader in a thread of their own, with
     the flags an import opens them with: dlopen through ctypes, which lets go of the GIL for the
     call, so the loading runs beside the packet loop, on the other core.  The import of pyarrow,
     at the first batch, then finds them loaded and runs only the modules' Python side.  Nothing
     once pyarrow is imported (a notebook, a Spark task), or without ctypes.
 
-    ``wait()`` returns once the thread is done (the writer's close and abort wait for it: no
-    thread holds the loader's lock when the process forks or the interpreter exits)."""
+    ``start()`` starts the thread (once; made, it has not).  ``wait()`` returns once the thread
+    is done, at once if it never started (the writer's close and abort wait for it: no thread
+    holds the loader's lock when the process forks or the interpreter exits)."""
 
-    __slots__ = ("done",)
+    __slots__ = ("done", "started")
 
     def __init__(self) -> None:
         self.done = threading.Lock()
+        self.started = False
+
+    def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
         if "pyarrow.lib" in sys.modules:
             return
         paths = [path for path in map(extension_file, ARROW_EXTENSIONS) if path is not None]
