@@ -39,13 +39,14 @@ def test_a_writer_loads_pyarrows_libraries_in_a_thread_once_asked_and_imports_py
         print(w.arrow.started, mapped() != ("pyarrow" in sys.modules))  # made, nothing loaded
         w.load_arrow()
         w.arrow.wait()
-        # loaded by the thread; imported by the compiled buffers at the first batch only (the
-        # reference buffer imports it when it is made)
+        # loaded by the thread (the compiled writer's dlopen, ctypes without it); imported by the
+        # compiled buffers at the first batch only (the reference buffer imports it when it is made)
         print(("pyarrow" in sys.modules) != writer.compiled_in_use(), mapped())
+        print(("ctypes" in sys.modules) != writer.compiled_in_use())
         w["anomalies"].append(("c", 1, 1, 10, "c2s", None, None, "amqp", "kind", "detail", 1))
         print(w.close()["anomalies"], "pyarrow" in sys.modules)
     """
-    assert run_probe(probe, str(tmp_path / "out")) == ["False", "False", "True", "True", "1", "True"]
+    assert run_probe(probe, str(tmp_path / "out")) == ["False", "False", "True", "True", "True", "1", "True"]
 
 
 class Batches:
@@ -124,6 +125,18 @@ def test_nothing_is_loaded_in_a_thread_once_pyarrow_is_imported():
     libraries.start()
     assert not libraries.done.locked()  # no thread was started: nothing to wait for
     libraries.wait()
+
+
+def test_a_file_that_does_not_open_is_left_to_the_import():
+    from amqpcap.records import writer
+
+    openers = [arrow_libraries.open_with_ctypes]
+    if writer.compiled_in_use():
+        from amqpcap.records import fastwriter
+
+        openers.append(fastwriter.open_libraries)
+    for opener in openers:
+        assert opener([b"/nonexistent/pyarrow/lib.so"], sys.getdlopenflags()) is None
 
 
 def test_an_extension_file_is_found_without_importing_its_package():

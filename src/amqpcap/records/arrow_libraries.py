@@ -29,10 +29,11 @@ ARROW_EXTENSIONS = ("pyarrow.lib", "pyarrow._parquet")
 
 class ArrowLibraries:
     """The files of ARROW_EXTENSIONS opened by the dynamic loader in a thread of their own, with
-    the flags an import opens them with: dlopen through ctypes, which lets go of the GIL for the
-    call, so the loading runs beside the packet loop, on the other core.  The import of pyarrow,
-    at the first batch, then finds them loaded and runs only the modules' Python side.  Nothing
-    once pyarrow is imported (a notebook, a Spark task), or without ctypes.
+    the flags an import opens them with: dlopen with the GIL let go (``fastwriter.open_libraries``,
+    or through ctypes without the compiled writer), so the loading runs beside the packet loop,
+    on the other core.  The import of pyarrow, at the first batch, then finds them loaded and
+    runs only the modules' Python side.  Nothing once pyarrow is imported (a notebook, a Spark
+    task).
 
     ``start()`` starts the thread (once; made, it has not).  ``wait()`` returns once the thread
     is done, at once if it never started (the writer's close and abort wait for it: no thread
@@ -52,26 +53,39 @@ class ArrowLibraries:
             return
         paths = [path for path in map(extension_file, ARROW_EXTENSIONS) if path is not None]
         if paths:
+            from amqpcap import compiled
+
+            built = compiled.select("fastwriter")  # the writer's: chosen when it was imported
+            opener = open_with_ctypes if built is None else built.open_libraries
             self.done.acquire()
-            threading.Thread(target=self._open, args=(paths, sys.getdlopenflags()), daemon=True).start()
+            args = (opener, paths, sys.getdlopenflags())
+            threading.Thread(target=self._open, args=args, daemon=True).start()
 
-    def _open(self, paths: list, flags: int) -> None:
+    def _open(self, opener, paths: list, flags: int) -> None:
         try:
-            import ctypes
-
-            dlopen = ctypes.CDLL(None).dlopen
-            dlopen.restype = ctypes.c_void_p  # the handle, never closed: the import uses the file
-            dlopen.argtypes = (ctypes.c_char_p, ctypes.c_int)
-            for path in paths:
-                dlopen(path, flags)  # NULL if it cannot be opened: the import says why
-        except (ImportError, OSError, AttributeError):  # no ctypes, no dlopen: the import loads them
-            pass
+            opener(paths, flags)
         finally:
             self.done.release()
 
     def wait(self) -> None:
         with self.done:
             pass
+
+
+def open_with_ctypes(paths: list, flags: int) -> None:
+    """``fastwriter.open_libraries`` through ctypes (its foreign calls let go of the GIL): each
+    file opened with ``flags``, never closed; one that does not open (or no ctypes, no dlopen)
+    is left to the import."""
+    try:
+        import ctypes
+
+        dlopen = ctypes.CDLL(None).dlopen
+        dlopen.restype = ctypes.c_void_p
+        dlopen.argtypes = (ctypes.c_char_p, ctypes.c_int)
+        for path in paths:
+            dlopen(path, flags)
+    except (ImportError, OSError, AttributeError):
+        pass
 
 
 def extension_file(name: str) -> bytes | None:
