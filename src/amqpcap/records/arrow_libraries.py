@@ -5,14 +5,15 @@ dynamic loader's work on pyarrow's extension files and the Arrow C++ libraries t
 with the GIL held when an import does it; done here first, it runs beside the packet loop.
 
 The loading holds the dynamic loader's lock from start to end (~13 ms): an extension module the
-packet loop imports meanwhile waits for it.  The loop imports one at a conversation's first
+packet loop imports meanwhile waits for it.  The loop imports some at a conversation's first
 bytes (the AMQP 1.0 codec: fast10, and ``_hashlib`` with OpenSSL's libcrypto, ``_decimal``,
-``_uuid`` for its types): started with the writer, the loading held a 1.0 capture's loop for
-~13 ms there (the import of the 1.0 codec ~25 ms for ~10 ms of CPU, against ~80 ms loaded with
-it, on the loaded 2-core machine).  So the dissect starts it once its loop has taken the
-capture's first chunk of packets, whose conversations have chosen their codecs by then
-(``pipeline.Dissector.run``); a capture of one chunk or none has nothing left to overlap it with,
-and leaves the loading to pyarrow's import at close.
+``_uuid`` for its types).  Started with the writer, the loading would hold a 1.0 capture's loop
+there for up to its ~13 ms (bench_dissect's bulk10 on the 2-core machine at load ~20: the first
+1.0 conversation's codec import took 99 ms of wall time with the loading under way, 34 ms
+without, ~10 ms of CPU either way; medians of 10 runs).  So the dissect starts it once its loop
+has taken the capture's first chunk of packets, whose conversations have chosen their codecs by
+then (``pipeline.LoadingArrow``); a capture of one chunk or none has nothing left to overlap it
+with, and leaves the loading to pyarrow's import at close.
 """
 
 from __future__ import annotations
