@@ -719,7 +719,9 @@ def _report(a) -> int:
     if os.path.lexists(a.out):
         if not os.path.isdir(a.out):
             if not a.force:
-                raise OutputExists(f"output {a.out} exists and is not a directory (use --force to replace it)")
+                raise OutputExists(
+                    f"output {a.out} exists and is not a directory (use --force to replace it)"
+                )
             os.remove(a.out)  # as dissect --force replaces a file with its output
         elif os.listdir(a.out) and not a.force:
             raise OutputExists(f"output {a.out} exists and is not empty (use --force to write into it)")
