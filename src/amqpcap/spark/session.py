@@ -92,23 +92,28 @@ def worker_arrow_pool() -> dict:
 
 
 @contextlib.contextmanager
-def jvm_stderr_to(path: str | None):
-    """While the JVM starts, file descriptor 2 points at ``path`` (None: left alone): the JVM,
-    and the Python workers it forks, keep writing their chatter there, not on the terminal."""
+def jvm_output_to(path: str | None):
+    """While the JVM starts, file descriptors 1 and 2 point at ``path`` (None: left alone): the
+    JVM, and the Python workers it forks, keep writing their chatter there, not on the terminal,
+    and hold no pipe of the caller's open (a JVM still ending after the command left, see
+    :func:`let_go`, does not keep a reader of its output waiting)."""
     if path is None:
         yield
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = [os.dup(1), os.dup(2)]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
+        os.dup2(fd, 1)
         os.dup2(fd, 2)
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for d in (*saved, fd):
+            os.close(d)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -266,16 +271,17 @@ def _put_in_place(tmp: str, final: str, status: int | None) -> None:
 
 
 def let_go(timeout: float = 120.0) -> bool:
-    """End the driver JVM this process launched as the process's own exit would, and wait for
-    it: its standard input closed, pyspark's gateway exits and the JVM's shutdown hook stops the
-    SparkContext (its executors and Python workers with it), the work ``spark.stop()`` has the
-    JVM do; the class archive it recorded is put in place.  For a process that ends next (the
-    ``amqpcap`` command, which then leaves without tearing the interpreter down), instead of
-    ``spark.stop()``: that also shuts pyspark's accumulator server down, which polls for it
-    every 0.5 s (0.6-0.8 s measured), and the interpreter's teardown would follow.  The
-    session is unusable afterwards.  The driver's pyspark threads may report the connections
-    the JVM closes: standard error points at the run's log (:func:`log_path`) from here on.
-    False: no JVM of this process to end."""
+    """End the driver JVM this process launched as the process's own exit would: its standard
+    input closed, pyspark's gateway exits and the JVM's shutdown hook stops the SparkContext (its
+    executors and Python workers with it), the work ``spark.stop()`` has the JVM do.  Only a JVM
+    recording the class archive is waited for (the archive is then put in place); any other
+    ends on its own after the process left (about 0.5 s: the output is committed by then).  For
+    a process that ends next (the ``amqpcap`` command, which then leaves without tearing the
+    interpreter down), instead of ``spark.stop()``: that also shuts pyspark's accumulator server
+    down, which polls for it every 0.5 s (0.6-0.8 s measured), and the interpreter's teardown
+    would follow.  The session is unusable afterwards.  The driver's pyspark threads may report
+    the connections the JVM closes: standard error points at the run's log (:func:`log_path`)
+    from here on.  False: no JVM of this process to end."""
     proc = _driver_jvm()
     if proc is None:
         return False
@@ -285,6 +291,10 @@ def let_go(timeout: float = 120.0) -> bool:
         fd = os.open(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(fd, 2)
         os.close(fd)
+    if not _recording:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        return True
     status = _end_jvm(proc, timeout)
     for tmp, final in _recording.items():
         _put_in_place(tmp, final, status)
@@ -360,7 +370,7 @@ def build(
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
-    with pandas_version_warning_off(), jvm_stderr_to(log_path() if quiet else None):
+    with pandas_version_warning_off(), jvm_output_to(log_path() if quiet else None):
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if archive.startswith("-XX:ArchiveClassesAtExit="):
