@@ -338,14 +338,16 @@ def measure_stats(out: str, runs: int) -> dict:
 
 
 def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, __file__, "--child", master, inp, out], capture_output=True, text=True
-    )
-    took = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"spark {master} {inp} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    got = json.loads(p.stdout.strip().splitlines()[-1])
+    # the child's output in files: its JVM, still ending after the child left, holds them open
+    with tempfile.TemporaryFile("w+") as o, tempfile.TemporaryFile("w+") as e:
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, __file__, "--child", master, inp, out], stdout=o, stderr=e)
+        took = time.perf_counter() - t0
+        o.seek(0)
+        e.seek(0)
+        if p.returncode:
+            raise SystemExit(f"spark {master} {inp} failed ({p.returncode}):\n{e.read()[-3000:]}")
+        got = json.loads(o.read().strip().splitlines()[-1])
     gone(got.get("jvms", []))
     return took, got
 

@@ -92,28 +92,23 @@ def worker_arrow_pool() -> dict:
 
 
 @contextlib.contextmanager
-def jvm_output_to(path: str | None):
-    """While the JVM starts, file descriptors 1 and 2 point at ``path`` (None: left alone): the
-    JVM, and the Python workers it forks, keep writing their chatter there, not on the terminal,
-    and hold no pipe of the caller's open (a JVM still ending after the command left, see
-    :func:`let_go`, does not keep a reader of its output waiting)."""
+def jvm_stderr_to(path: str | None):
+    """While the JVM starts, file descriptor 2 points at ``path`` (None: left alone): the JVM,
+    and the Python workers it forks, keep writing their chatter there, not on the terminal."""
     if path is None:
         yield
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    sys.stdout.flush()
     sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
+    saved = os.dup(2)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.dup2(fd, 1)
         os.dup2(fd, 2)
         yield
     finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for d in (*saved, fd):
-            os.close(d)
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -370,7 +365,7 @@ def build(
     settings.update(conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
-    with pandas_version_warning_off(), jvm_output_to(log_path() if quiet else None):
+    with pandas_version_warning_off(), jvm_stderr_to(log_path() if quiet else None):
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if archive.startswith("-XX:ArchiveClassesAtExit="):

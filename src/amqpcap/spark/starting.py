@@ -41,7 +41,7 @@ class Starting:
     """``open_session()`` (a ``(session, ours)`` pair) run in a daemon thread; :attr:`ready` is
     set when it returned or raised.  Whoever started it ends it with :meth:`give_up`, before
     writing to stderr: a quiet start points the process's stderr at the JVM's log meanwhile
-    (``session.jvm_output_to``)."""
+    (``session.jvm_stderr_to``)."""
 
     def __init__(self, open_session) -> None:
         self._before = set(launching_jvms())  # (a session of this process already up stays so)
