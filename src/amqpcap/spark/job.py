@@ -44,6 +44,8 @@ from amqpcap.spark.session import pandas_version_warning_off, warm
 from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
+#: The GIL's switch interval while the driver's units run beside its session's start (``Ahead``).
+SWITCH_INTERVAL = 0.0005
 
 
 @dataclass
@@ -544,6 +546,8 @@ class Ahead:
         self.warmed = threading.Event()  # its workers are up
         self.lock = threading.Lock()  # (waiting() and the claims, from the driver's two threads)
         self.shares: list = []
+        self._running = 0  # units' threads running, and the switch interval they replaced
+        self._switch = 0.0
 
     def waiting(self) -> bool:
         if self.pending is None:
@@ -569,6 +573,20 @@ class Ahead:
             pass
         finally:
             self.warmed.set()
+
+    def unit_thread(self, starts: bool) -> None:
+        """A thread of units starts (``starts``) or ends.  While one runs, the interpreter hands
+        the GIL over every :data:`SWITCH_INTERVAL` s rather than 5 ms: the session starting
+        beside it (and the workers' start, the job's first stage) is a thread making a few
+        hundred py4j calls one after the other, each of which waits, once the JVM answered, for
+        the units' thread to let go of the GIL."""
+        with self.lock:
+            self._running += 1 if starts else -1
+            if starts and self._running == 1:
+                self._switch = sys.getswitchinterval()
+                sys.setswitchinterval(SWITCH_INTERVAL)
+            elif not starts and self._running == 0:
+                sys.setswitchinterval(self._switch)
 
     def share(self, items: list, fn) -> Share:
         """``fn(item)`` for the first items, in a thread, while the session starts."""
@@ -613,6 +631,7 @@ class Share:
             return True
 
     def _run(self) -> None:
+        self.ahead.unit_thread(True)
         try:
             for item in self.items:
                 if not self._claim():
@@ -625,6 +644,7 @@ class Share:
         finally:
             with self.ahead.lock:
                 self.closed = True
+            self.ahead.unit_thread(False)
             self.ended.set()
 
     def decide(self) -> int:
