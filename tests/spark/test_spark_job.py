@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -468,13 +469,15 @@ def test_the_rest_goes_to_spark_as_soon_as_the_workers_are_up_while_the_drivers_
 ):
     from amqpcap.spark import job
 
-    up, staged, seen = threading.Event(), threading.Event(), []
+    up, staged, seen, switch = threading.Event(), threading.Event(), [], []
+    before = sys.getswitchinterval()
 
     def warm(_session):  # the workers come up while the driver is in its second capture
         up.wait(60)
 
     def share(ahead, items, fn):
         def unit(item):
+            switch.append(sys.getswitchinterval())  # (the session's py4j calls get the GIL soon)
             if len(seen) == 1:
                 up.set()
                 seen.append(staged.wait(60))  # the job's stage begins before this unit ends
@@ -495,6 +498,7 @@ def test_the_rest_goes_to_spark_as_soon_as_the_workers_are_up_while_the_drivers_
     out = str(tmp_path / "out")
     s = run(StartsAfter(spark, 1, ours=True), CAPTURES, out, frames=True)
     assert seen == [None, True]
+    assert switch == [job.SWITCH_INTERVAL] * 2 and sys.getswitchinterval() == before
     assert s.driver_units == 2 and s.tasks >= 1 and s.captures == len(CAPTURES) and not s.errors
     assert_same_dataset(out, dissected)
 
