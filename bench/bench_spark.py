@@ -136,6 +136,37 @@ def tree_cpu(pid: int) -> dict:
     return total
 
 
+def children(pid: int) -> list:
+    """The pids whose parent is ``pid`` (/proc)."""
+    got = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    got.append(int(d))
+        except OSError:
+            pass
+    return got
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def gone(pids: list, timeout: float = 60.0) -> None:
+    """Wait (untimed) for ``pids`` to end: a run's JVM ends on its own after the command left
+    (``session.let_go``), and must not take CPU from the next timed run."""
+    t0 = time.monotonic()
+    while any(os.path.exists(f"/proc/{p}") and comm(p) == "java" for p in pids):
+        if time.monotonic() - t0 > timeout:
+            break
+        time.sleep(0.05)
+
+
 def timed(cmd: list) -> tuple[float, float]:
     """(wall, CPU seconds) of ``cmd``, a fresh process."""
     t0 = time.perf_counter()
@@ -171,6 +202,7 @@ def spark_child(master: str, inp: str, out: str) -> None:
     ran = time.time()
     starting.give_up(lambda _spark, _ours: None)  # (a JVM still launching ended; one up left up)
     cpu = tree_cpu(os.getpid())  # (the JVM's CPU, before it ends unreaped)
+    jvms = [p for p in children(os.getpid()) if comm(p) == "java"]
     session.let_go()
     ended = time.time()
     print(
@@ -188,6 +220,7 @@ def spark_child(master: str, inp: str, out: str) -> None:
                 "session": up[0] - t0 if up else 0.0,
                 "job": s.seconds,
                 "phases": phases(s.spans, t0, up[0] if up else None, ran, ended),
+                "jvms": jvms,
             }
         )
     )
@@ -292,14 +325,18 @@ def measure_stats(out: str, runs: int) -> dict:
 
 
 def spark_run(master: str, inp: str, out: str) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, __file__, "--child", master, inp, out], capture_output=True, text=True
-    )
-    took = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"spark {master} {inp} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    return took, json.loads(p.stdout.strip().splitlines()[-1])
+    # the child's output in files: its JVM, still ending after the child left, holds them open
+    with tempfile.TemporaryFile("w+") as o, tempfile.TemporaryFile("w+") as e:
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, __file__, "--child", master, inp, out], stdout=o, stderr=e)
+        took = time.perf_counter() - t0
+        o.seek(0)
+        e.seek(0)
+        if p.returncode:
+            raise SystemExit(f"spark {master} {inp} failed ({p.returncode}):\n{e.read()[-3000:]}")
+        got = json.loads(o.read().strip().splitlines()[-1])
+    gone(got.get("jvms", []))
+    return took, got
 
 
 MODES = ("dissect", "local[1]", "local[2]")
@@ -468,12 +505,12 @@ def table(rows: list, start: tuple, load: tuple, runs: int, argv: list) -> str:
             "",
             "Where a Spark run's wall time goes (medians, s, from the job's own timeline): the session's "
             "start (the driver dissecting meanwhile), from the session up to the first Spark task (its "
-            "Python workers starting while the driver goes on, then the driver's last unit, the index "
-            "stage and the plan), the tasks from the first start to the last end, and of that the time a "
-            "Python worker sat between two of its tasks (per core), what follows the last task "
-            "(results, commit, scratch removal), the session's end (the JVM ended as the process leaves, "
-            "as `amqpcap spark` ends it), and the process's own start "
-            "and exit.",
+            "Python workers starting while the driver goes on, then the index stage and the plan; the "
+            "driver's unit in hand goes on beside the tasks), the tasks from the first start to the "
+            "last end, and of that the time a Python worker sat between two of its tasks (per core), "
+            "what follows the last task (results, commit, scratch removal), the session's end (the JVM "
+            "let go as the process leaves, as `amqpcap spark` does: it ends on its own, waited for "
+            "untimed before the next run), and the process's own start and exit.",
             "",
             "| input | MB | mode | wall | session start | to first task | tasks | of which idle "
             "| after last task | stop | process |",

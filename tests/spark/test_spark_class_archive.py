@@ -163,3 +163,33 @@ def test_a_session_touches_its_archive_so_prune_counts_it_as_used(spark, tmp_pat
     os.utime(final, (1, 1))
     assert session.class_archive() == f"-XX:SharedArchiveFile={final}"
     assert os.stat(final).st_mtime > 1_000_000_000
+
+
+LET_GO = """
+import time
+from pyspark import SparkContext
+from amqpcap.spark import session
+s = session.build("local[1]", app="archive", quiet=True)
+jvm = SparkContext._gateway.proc
+session.let_go()
+print(jvm.poll() is None)  # still ending when let_go returned
+for _ in range(200):
+    if jvm.poll() is not None:
+        break
+    time.sleep(0.1)
+print(jvm.poll())
+"""
+
+
+def test_the_command_waits_for_its_jvm_only_while_it_records_the_class_archive(spark, tmp_path):
+    """``session.let_go`` (the command's end): a JVM recording the archive is waited for, so the
+    archive is in place when the process leaves; one mapping it ends on its own after."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    got = []
+    for _ in range(2):  # the first run records, the second maps
+        cmd = [sys.executable, "-c", LET_GO]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        got.append(p.stdout.split())
+    assert got == [["False", "0"], ["True", "0"]]
+    assert [p.name for p in (tmp_path / "amqpcap-spark").glob("classes-*")][0].endswith(".jsa")

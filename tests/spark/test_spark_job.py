@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -397,8 +398,11 @@ class StartsAfter(Starting):
 
     def __init__(self, spark, polls: int, error: BaseException | None = None, gate=None, ours=False) -> None:
         self.polls, self.looks = polls, 0
+        self.due = threading.Event()  # (the start ends only when looked at once more: ``ready``
+        # then says what done() says, as the driver's threads may look at either)
 
         def open_session():
+            self.due.wait()
             if gate is not None:
                 gate.wait()
             if error is not None:
@@ -411,8 +415,13 @@ class StartsAfter(Starting):
         self.looks += 1
         if self.looks <= self.polls:
             return False
+        self.due.set()
         self.ready.wait()  # (up by then, whatever the thread's timing)
         return True
+
+    def result(self):
+        self.due.set()
+        return super().result()
 
 
 @pytest.mark.parametrize("polls", [3, 1000])
@@ -452,6 +461,45 @@ def test_the_driver_goes_on_taking_units_until_a_new_sessions_workers_are_up(
     # up after the driver's second capture, but its workers were still starting: the driver did all
     assert warming.is_set()
     assert s.driver_units == len(CAPTURES) and s.tasks == 0 and not s.errors
+    assert_same_dataset(out, dissected)
+
+
+def test_the_rest_goes_to_spark_as_soon_as_the_workers_are_up_while_the_drivers_unit_goes_on(
+    spark, dissected, tmp_path, monkeypatch
+):
+    from amqpcap.spark import job
+
+    up, staged, seen, switch = threading.Event(), threading.Event(), [], []
+    before = sys.getswitchinterval()
+
+    def warm(_session):  # the workers come up while the driver is in its second capture
+        up.wait(60)
+
+    def share(ahead, items, fn):
+        def unit(item):
+            switch.append(sys.getswitchinterval())  # (the session's py4j calls get the GIL soon)
+            if len(seen) == 1:
+                up.set()
+                seen.append(staged.wait(60))  # the job's stage begins before this unit ends
+            else:
+                seen.append(None)
+            return fn(item)
+
+        return real_share(ahead, items, unit)
+
+    def run_stage(*args, **kw):
+        staged.set()
+        return real_stage(*args, **kw)
+
+    real_share, real_stage = job.Ahead.share, job.run_stage
+    monkeypatch.setattr(job, "warm", warm)
+    monkeypatch.setattr(job.Ahead, "share", share)
+    monkeypatch.setattr(job, "run_stage", run_stage)
+    out = str(tmp_path / "out")
+    s = run(StartsAfter(spark, 1, ours=True), CAPTURES, out, frames=True)
+    assert seen == [None, True]
+    assert switch == [job.SWITCH_INTERVAL] * 2 and sys.getswitchinterval() == before
+    assert s.driver_units == 2 and s.tasks >= 1 and s.captures == len(CAPTURES) and not s.errors
     assert_same_dataset(out, dissected)
 
 

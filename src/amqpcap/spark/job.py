@@ -20,6 +20,7 @@ interrupted job never leaves an ``OUT`` that looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -43,6 +44,8 @@ from amqpcap.spark.session import pandas_version_warning_off, warm
 from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
+#: The GIL's switch interval while the driver's units run beside its session's start (``Ahead``).
+SWITCH_INTERVAL = 0.0005
 
 
 @dataclass
@@ -532,7 +535,8 @@ class Ahead:
     Python workers are still starting (``session.warm``, run in a thread once the session is
     up).  The share is thus bounded by the session's start time (a few seconds of one core,
     while the JVM starting keeps the other busy), whatever the input's size; the rest goes to
-    the tasks."""
+    the tasks.  The units run in a thread of the driver (:meth:`share`), so the job's stage
+    for the rest starts as soon as the workers are up, beside the unit the driver has in hand."""
 
     def __init__(self, pending: Starting | None) -> None:
         self.pending = pending
@@ -540,6 +544,10 @@ class Ahead:
         self.took: list = []  # (wall, cpu, start, "driver") per unit
         self.up = False  # the session is there (or failed to start)
         self.warmed = threading.Event()  # its workers are up
+        self.lock = threading.Lock()  # (waiting() and the claims, from the driver's two threads)
+        self.shares: list = []
+        self._running = 0  # units' threads running, and the switch interval they replaced
+        self._switch = 0.0
 
     def waiting(self) -> bool:
         if self.pending is None:
@@ -566,17 +574,107 @@ class Ahead:
         finally:
             self.warmed.set()
 
-    def take(self, items: list, fn) -> list:
-        """``fn(item)`` for the first items while the session is not up: their results."""
-        got = []
-        for item in items:
-            if not self.waiting():
-                break
-            t0, c0, at = time.perf_counter(), time.process_time(), time.time()
-            got.append(fn(item))
-            self.took.append((time.perf_counter() - t0, time.process_time() - c0, at, "driver"))
-        self.units += len(got)
-        return got
+    def unit_thread(self, starts: bool) -> None:
+        """A thread of units starts (``starts``) or ends.  While one runs, the interpreter hands
+        the GIL over every :data:`SWITCH_INTERVAL` s rather than 5 ms: the session starting
+        beside it (and the workers' start, the job's first stage) is a thread making a few
+        hundred py4j calls one after the other, each of which waits, once the JVM answered, for
+        the units' thread to let go of the GIL."""
+        with self.lock:
+            self._running += 1 if starts else -1
+            if starts and self._running == 1:
+                self._switch = sys.getswitchinterval()
+                sys.setswitchinterval(SWITCH_INTERVAL)
+            elif not starts and self._running == 0:
+                sys.setswitchinterval(self._switch)
+
+    def share(self, items: list, fn) -> Share:
+        """``fn(item)`` for the first items, in a thread, while the session starts."""
+        self.shares.append(Share(self, items, fn))
+        return self.shares[-1]
+
+    def stop(self) -> None:
+        """No unit taken any more; the ones in hand ended (a job that failed: their results and
+        errors are dropped)."""
+        for share in self.shares:
+            with contextlib.suppress(BaseException):
+                share.join()
+
+
+class Share:
+    """The driver's units of ``items`` (``Ahead.share``): a thread takes them in order, each
+    only while the session is not up with its workers; :meth:`decide` returns the number it
+    took once that is settled (all taken, or the session ready: the unit in hand goes on while
+    the caller hands the rest to Spark), :meth:`join` their results once done."""
+
+    def __init__(self, ahead: Ahead, items: list, fn) -> None:
+        self.ahead, self.items, self.fn = ahead, items, fn
+        self.claimed = 0
+        self.closed = ahead.pending is None or not items
+        self.results: list = []
+        self.error: BaseException | None = None
+        self.ended = threading.Event()
+        self._thread = None
+        if self.closed:
+            self.ended.set()
+        else:
+            self._thread = threading.Thread(target=self._run, name="amqpcap-driver-units", daemon=True)
+            self._thread.start()
+
+    def _claim(self) -> bool:
+        with self.ahead.lock:
+            if not self.closed and not self.ahead.waiting():
+                self.closed = True
+            if self.closed:
+                return False
+            self.claimed += 1
+            return True
+
+    def _run(self) -> None:
+        self.ahead.unit_thread(True)
+        try:
+            for item in self.items:
+                if not self._claim():
+                    break
+                t0, c0, at = time.perf_counter(), time.process_time(), time.time()
+                self.results.append(self.fn(item))
+                self.ahead.took.append((time.perf_counter() - t0, time.process_time() - c0, at, "driver"))
+        except BaseException as e:  # (raised by join)
+            self.error = e
+        finally:
+            with self.ahead.lock:
+                self.closed = True
+            self.ahead.unit_thread(False)
+            self.ended.set()
+
+    def decide(self) -> int:
+        """Wait until the driver's share is settled: the number of items it took (the first ones).
+        The session's workers are started from here too (``Ahead.waiting``) as soon as it is up,
+        not once the unit in hand ends."""
+        pending = self.ahead.pending
+        while not self.ended.wait(0.01):
+            if pending.ready.is_set():
+                with self.ahead.lock:
+                    if not self.ahead.waiting():
+                        self.closed = True
+                        break
+        with self.ahead.lock:
+            self.closed = True
+        if self.error is not None:  # (a unit failed: the job fails now, not after the stages)
+            self.join()
+        return self.claimed
+
+    def join(self) -> list:
+        """The results of the items taken (waiting for the one in hand); its error raised."""
+        with self.ahead.lock:
+            self.closed = True
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            self.ahead.units += len(self.results)
+        if self.error is not None:
+            raise self.error
+        return self.results
 
 
 def _session_of(spark):
@@ -660,32 +758,35 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         range_items = _ranges_of(caps, split_size)
         # while the session starts: the ranges' index first (the buckets' plan needs it), then
         # whole captures, each a task of its own on the driver (ids 0, 1, ...)
-        summaries = ahead.take(range_items, partial(index_task, scratch=scratch))
+        ranges_ahead = ahead.share(range_items, partial(index_task, scratch=scratch))
+        nranges = ranges_ahead.decide()
         split_cands = {r.capture for r in range_items}
         mine = [c for i, c in enumerate(caps) if i not in split_cands and _on_driver(c, split_size)]
         job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
-        early = ahead.take([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
-        results += early
-        done = {id(mine[r.id]) for r in early}
+        caps_ahead = ahead.share([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
+        ncaps = caps_ahead.decide()
+        done = {id(c) for c in mine[:ncaps]}
         # all done on the driver: the session is not waited for (the caller gives it up), and no
         # progress line is written (a quiet start points stderr at the JVM's log meanwhile)
         spark = None if not range_items and len(done) == len(caps) else _session_of(spark)
         marks.append(("session up", time.time()))
         prog = Progress(spark, progress and spark is not None)
         prog.line(first_line)
-        if ahead.units:
+        if nranges or ncaps:
             prog.line(
-                f"while Spark started, on the driver: {len(summaries)} of {len(range_items)} ranges "
-                f"indexed, {len(early)} captures dissected, {sum(t[0] for t in ahead.took):,.1f} s"
+                f"while Spark started, on the driver: {nranges} of {len(range_items)} ranges "
+                f"indexed, {ncaps} captures dissected"
             )
         par = parallelism(spark) if spark is not None else 1
         took: list = []
-        left = range_items[len(summaries) :]
+        left = range_items[nranges:]
+        summaries = []
         if left:
-            summaries += prog.stage(
+            summaries = prog.stage(
                 "index", lambda: run_stage(spark, left, partial(index_task, scratch=scratch), took)
             )
             marks.append(("indexed", time.time()))
+        summaries = ranges_ahead.join() + summaries
         buckets, whole = _split_plan(caps, summaries, scratch, par, split_size, prog)
         split_caps = {b.capture for b in buckets}
         rest = [c for i, c in enumerate(caps) if i not in split_caps and id(c) not in done]
@@ -694,11 +795,13 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         tasks += [plan.Task(0, captures=g, size=sum(c.size for c in g)) for g in groups]
         tasks.sort(key=lambda t: -t.size)
         for i, t in enumerate(tasks):
-            t.id = len(early) + i
+            t.id = ncaps + i
+        staged = []
         if tasks:
             marks.append(("planned tasks", time.time()))
-            results += prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
+            staged = prog.stage("dissect", lambda: run_stage(spark, tasks, job, took))
             marks.append(("dissected", time.time()))
+        results = caps_ahead.join() + staged
         renumber = _renumber_items(results, scratch)
         if renumber:
             prog.stage(
@@ -710,6 +813,7 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
     except BaseException:
         if spark is not None and not isinstance(spark, Starting):
             _cancel(spark)
+        ahead.stop()  # (the driver's unit in hand ends first: it must not write after the removal)
         raise
     finally:
         storage.remove_tree(scratch)

@@ -266,16 +266,17 @@ def _put_in_place(tmp: str, final: str, status: int | None) -> None:
 
 
 def let_go(timeout: float = 120.0) -> bool:
-    """End the driver JVM this process launched as the process's own exit would, and wait for
-    it: its standard input closed, pyspark's gateway exits and the JVM's shutdown hook stops the
-    SparkContext (its executors and Python workers with it), the work ``spark.stop()`` has the
-    JVM do; the class archive it recorded is put in place.  For a process that ends next (the
-    ``amqpcap`` command, which then leaves without tearing the interpreter down), instead of
-    ``spark.stop()``: that also shuts pyspark's accumulator server down, which polls for it
-    every 0.5 s (0.6-0.8 s measured), and the interpreter's teardown would follow.  The
-    session is unusable afterwards.  The driver's pyspark threads may report the connections
-    the JVM closes: standard error points at the run's log (:func:`log_path`) from here on.
-    False: no JVM of this process to end."""
+    """End the driver JVM this process launched as the process's own exit would: its standard
+    input closed, pyspark's gateway exits and the JVM's shutdown hook stops the SparkContext (its
+    executors and Python workers with it), the work ``spark.stop()`` has the JVM do.  Only a JVM
+    recording the class archive is waited for (the archive is then put in place); any other
+    ends on its own after the process left (about 0.5 s: the output is committed by then).  For
+    a process that ends next (the ``amqpcap`` command, which then leaves without tearing the
+    interpreter down), instead of ``spark.stop()``: that also shuts pyspark's accumulator server
+    down, which polls for it every 0.5 s (0.6-0.8 s measured), and the interpreter's teardown
+    would follow.  The session is unusable afterwards.  The driver's pyspark threads may report
+    the connections the JVM closes: standard error points at the run's log (:func:`log_path`)
+    from here on.  False: no JVM of this process to end."""
     proc = _driver_jvm()
     if proc is None:
         return False
@@ -285,6 +286,10 @@ def let_go(timeout: float = 120.0) -> bool:
         fd = os.open(log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(fd, 2)
         os.close(fd)
+    if not _recording:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        return True
     status = _end_jvm(proc, timeout)
     for tmp, final in _recording.items():
         _put_in_place(tmp, final, status)
