@@ -123,6 +123,15 @@ def _figure(**kw) -> Figure:
     return fig
 
 
+def _tight(fig: Figure) -> None:
+    """``fig``'s subplots placed as ``fig.tight_layout()`` places them, by a layout engine that is
+    not left on the figure: ``tight_layout`` leaves a placeholder engine, and ``savefig`` then
+    draws the whole figure once more (drawing disabled) before it draws it into the PNG."""
+    from matplotlib.layout_engine import TightLayoutEngine
+
+    TightLayoutEngine().execute(fig)
+
+
 def _integer_ticks(axis) -> None:
     from matplotlib.ticker import MaxNLocator
 
@@ -216,7 +225,7 @@ def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
-    fig.tight_layout()
+    _tight(fig)
     return _save(fig, path)
 
 
@@ -310,7 +319,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
         ax.legend(fontsize=7, loc="upper right")
         ax.grid(True, alpha=0.3)
     fig.suptitle("Latency distributions (matched pairs only)")
-    fig.tight_layout()
+    _tight(fig)
     return _save(fig, path)
 
 
@@ -352,7 +361,7 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
     )
     _integer_ticks(ax.xaxis)
     ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
+    _tight(fig)
     return _save(fig, path)
 
 
@@ -519,7 +528,7 @@ def fig_timeline(t, err: pd.DataFrame, path: Path, t0, top: int = TOP_CONNECTION
     ax.invert_yaxis()
     ax.set_xlabel(f"time since first packet (s; t0 = {t0:%Y-%m-%d %H:%M:%S} UTC); purple lines: channels")
     ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
+    _tight(fig)
     return _save(fig, path)
 
 
@@ -654,7 +663,7 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper right", ncol=2)
-        fig.tight_layout()
+        _tight(fig)
         return _save(fig, path)
     x, y = total_unacked(un, t0n, codes)
     del codes, un
@@ -725,7 +734,7 @@ def _unacked_total(pieces, n: int, ends, peak: pd.Series, pf: pd.Series, path: P
     ax2.set_title("Per channel: peak unacked vs prefetch")
     ax2.legend(fontsize=8, loc="upper left")
     ax2.grid(True, alpha=0.3)
-    fig.tight_layout()
+    _tight(fig)
     return _save(fig, path)
 
 
