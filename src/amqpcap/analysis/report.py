@@ -123,6 +123,15 @@ def _figure(**kw) -> Figure:
     return fig
 
 
+# Fixed subplot margins (figure fractions) of the figures whose tick labels have a bounded width:
+# no tight layout measures every text first.  Room for their titles, axis labels and tick labels
+# of up to 6 characters (latency counts "999 k", "1.50 M", latencies "0.0205"; unacked counts) or
+# up to 10 (throughput "12.50 kB/s").
+LATENCY_MARGINS = {"left": 0.06, "right": 0.985, "bottom": 0.085, "top": 0.9, "wspace": 0.28, "hspace": 0.33}
+THROUGHPUT_MARGINS = {"left": 0.095, "right": 0.985, "bottom": 0.09, "top": 0.91, "hspace": 0.16}
+UNACKED_MARGINS = {"left": 0.07, "right": 0.985, "bottom": 0.11, "top": 0.92}
+
+
 def _tight(fig: Figure) -> None:
     """``fig``'s subplots placed as ``fig.tight_layout()`` places them, by a layout engine that is
     not left on the figure: ``tight_layout`` leaves a placeholder engine, and ``savefig`` then
@@ -225,7 +234,7 @@ def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
-    _tight(fig)
+    fig.subplots_adjust(**THROUGHPUT_MARGINS)
     return _save(fig, path)
 
 
@@ -289,9 +298,6 @@ def latency_drawn(a: np.ndarray, own: bool = False) -> LatencyDrawn:
     return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99], overwrite_input=own))
 
 
-# the latency figure's subplot margins (figure fractions): room for its titles, axis labels and
-# tick labels of up to 6 characters ("999 k", "1.50 M", "0.0205")
-LATENCY_MARGINS = {"left": 0.06, "right": 0.985, "bottom": 0.085, "top": 0.9, "wspace": 0.28, "hspace": 0.33}
 
 
 def fig_latency(lat: dict, path: Path) -> Path:
@@ -671,7 +677,7 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper right", ncol=2)
-        _tight(fig)
+        fig.subplots_adjust(**UNACKED_MARGINS)
         return _save(fig, path)
     x, y = total_unacked(un, t0n, codes)
     del codes, un
