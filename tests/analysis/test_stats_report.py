@@ -331,3 +331,15 @@ def test_a_report_figure_is_placed_as_tight_layout_places_it_and_drawn_once_when
     report._save(theirs, tmp_path / "theirs.png")
     assert (tmp_path / "ours.png").read_bytes() == (tmp_path / "theirs.png").read_bytes()
     assert len(ours_draws) == 1 and len(their_draws) == 2  # (tight_layout's engine: a draw more)
+
+
+def test_the_analysis_imports_the_dissects_amqp_stack_only_for_a_1_0_reply_address():
+    code = (
+        "import sys\n"
+        "from amqpcap.analysis import stats, write_report\n"
+        "assert 'amqpcap.records.rows_1_0' not in sys.modules, 'loaded at import'\n"
+        "from amqpcap.analysis.amqp10_pairing import reply_key\n"
+        "assert reply_key('/queue/replies') == 'replies'\n"
+        "assert 'amqpcap.records.rows_1_0' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
