@@ -112,7 +112,7 @@ def _fmt_bucket(bucket: str) -> str:
 def _figure(**kw) -> Figure:
     """A matplotlib figure on its Agg canvas (imported here, where a figure is drawn: a process
     computing no figure, e.g. a forked stats part, never loads it).  The canvas from the start:
-    ``tight_layout`` measures the texts with the renderer that then draws them at 100 dpi (the
+    :func:`_tight` measures the texts with the renderer that then draws them at 100 dpi (the
     one :func:`_save` uses), so each text is laid out once, not once more for a renderer of its
     own."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
