@@ -298,8 +298,6 @@ def latency_drawn(a: np.ndarray, own: bool = False) -> LatencyDrawn:
     return LatencyDrawn(len(a), *latency_bins(a), np.percentile(a, [50, 99], overwrite_input=own))
 
 
-
-
 def fig_latency(lat: dict, path: Path) -> Path:
     """Histograms per latency kind; ``lat``: kind -> its pairing frame, the matched pairs'
     latencies (ms) already taken from it, or their :class:`LatencyDrawn`.  Each drawn from its
