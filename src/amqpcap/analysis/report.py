@@ -127,7 +127,7 @@ def _figure(**kw) -> Figure:
 # no tight layout measures every text first.  Room for their titles, axis labels and tick labels
 # of up to 6 characters (latency counts "999 k", "1.50 M", latencies "0.0205"; unacked counts) or
 # up to 10 (throughput "12.50 kB/s").
-LATENCY_MARGINS = {"left": 0.06, "right": 0.985, "bottom": 0.085, "top": 0.9, "wspace": 0.28, "hspace": 0.33}
+LATENCY_MARGINS = {"left": 0.075, "right": 0.975, "bottom": 0.085, "top": 0.9, "wspace": 0.3, "hspace": 0.33}
 THROUGHPUT_MARGINS = {"left": 0.095, "right": 0.985, "bottom": 0.09, "top": 0.91, "hspace": 0.16}
 UNACKED_MARGINS = {"left": 0.07, "right": 0.985, "bottom": 0.11, "top": 0.92}
 
