@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,17 @@ def test_a_directory_that_is_not_a_dissect_output_is_3(cmd, tmp_path, cache):
     r = run(cmd, tmp_path, *extra, env=cache)
     assert r.returncode == Exit.UNREADABLE
     assert "not a dissect output" in one_line(r)
+
+
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_a_dissect_output_missing_a_table_is_3_naming_the_directory_and_the_table(cmd, tmp_path, cache):
+    out = tmp_path / "out"
+    assert run("dissect", CAP, "-o", out).returncode == 0
+    shutil.rmtree(out / "messages")
+    extra = ["-o", tmp_path / "r"] if cmd == "report" else []
+    r = run(cmd, out, *extra, env=cache)
+    assert r.returncode == Exit.UNREADABLE
+    assert one_line(r) == f"amqpcap: {out}: no messages/ table (not a dissect output?)"
 
 
 def test_a_dissect_of_what_is_not_a_capture_says_so_before_importing_pyarrow(tmp_path):
@@ -147,8 +159,16 @@ def test_report_onto_an_existing_file_is_output_exists_5(tmp_path, cache):
     f = tmp_path / "existing-file"
     f.write_text("keep me")
     r = run("report", CAP, "-o", f, env=cache)
-    assert r.returncode == Exit.OUTPUT_EXISTS and "exists" in one_line(r)
+    assert r.returncode == Exit.OUTPUT_EXISTS and "--force" in one_line(r)
     assert f.read_text() == "keep me"
+
+
+def test_report_with_force_replaces_an_existing_file_as_dissect_does(tmp_path, cache):
+    f = tmp_path / "existing-file"
+    f.write_text("replace me")
+    r = run("report", CAP, "-o", f, "--force", env=cache)
+    assert r.returncode == 0, r.stderr
+    assert (f / "index.html").is_file()
 
 
 def test_report_refuses_a_non_empty_directory_without_force(tmp_path, cache):
@@ -170,7 +190,7 @@ def test_unwritable_output_path_is_3_not_internal(tmp_path, cache):
     for args in (("dissect", CAP, "-o", f / "out"), ("report", CAP, "-o", f / "rep")):
         r = run(*args, env=cache)
         assert r.returncode == Exit.UNREADABLE, (args, r.stderr)
-        assert "not a directory" in one_line(r)
+        assert one_line(r) == f"amqpcap: {args[-1]}: not a directory"  # OUT, not a temporary name
 
 
 def test_stats_on_a_capture_says_it_dissects_it_and_where_it_caches_it(tmp_path, cache):
