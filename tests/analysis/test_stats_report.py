@@ -305,3 +305,42 @@ def test_latency_bins_count_the_values_below_the_smallest_positive_one_as_if_rai
         np.testing.assert_array_equal(a, before)  # (not its own: left as it was)
         own = latency_drawn(a.copy(), own=True)  # (its own array reordered, the same percentiles)
         np.testing.assert_array_equal(own.p50_p99, np.percentile(before, [50, 99]))
+
+
+def _drawn_figure(lay_out):
+    from amqpcap.analysis import report
+
+    fig = report._figure(figsize=(6, 3))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 1e6], [0, 123456])
+    ax.set_title("a title")
+    ax.set_xlabel("x label")
+    ax.set_ylabel("y label")
+    lay_out(fig)
+    draws = []
+    fig.canvas.mpl_connect("draw_event", lambda _e: draws.append(1))
+    return fig, draws
+
+
+def test_a_report_figure_is_placed_as_tight_layout_places_it_and_drawn_once_when_saved(tmp_path):
+    from amqpcap.analysis import report
+
+    ours, ours_draws = _drawn_figure(report._tight)
+    theirs, their_draws = _drawn_figure(lambda fig: fig.tight_layout())
+    assert vars(ours.subplotpars) == vars(theirs.subplotpars)
+    report._save(ours, tmp_path / "ours.png")
+    report._save(theirs, tmp_path / "theirs.png")
+    assert (tmp_path / "ours.png").read_bytes() == (tmp_path / "theirs.png").read_bytes()
+    assert len(ours_draws) == 1 and len(their_draws) == 2  # (tight_layout's engine: a draw more)
+
+
+def test_the_analysis_imports_the_dissects_amqp_stack_only_for_a_1_0_reply_address():
+    code = (
+        "import sys\n"
+        "from amqpcap.analysis import stats, write_report\n"
+        "assert 'amqpcap.records.rows_1_0' not in sys.modules, 'loaded at import'\n"
+        "from amqpcap.analysis.amqp10_pairing import reply_key\n"
+        "assert reply_key('/queue/replies') == 'replies'\n"
+        "assert 'amqpcap.records.rows_1_0' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from amqpcap.records.rows_1_0 import exchange_key
-
 
 def reply_key(reply_to: str) -> str:
     """The routing key a 1.0 reply-to address names (``/queue/Q`` -> ``Q``, ``/exchange/E/K`` ->
     ``K``: what a reply's messages row carries), else the address itself.  A 0-9-1 responder
-    publishing to ``Q`` and a 1.0 one sending to ``/queue/Q`` both answer ``/queue/Q``."""
+    publishing to ``Q`` and a 1.0 one sending to ``/queue/Q`` both answer ``/queue/Q``.  The
+    dissect's row builder (and the AMQP stack it imports) is loaded here, at a 1.0 reply-to, not
+    by every ``stats`` and ``report``."""
+    from amqpcap.records.rows_1_0 import exchange_key
+
     key = exchange_key(reply_to)[1]
     return key if key else reply_to
 
