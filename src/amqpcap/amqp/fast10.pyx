@@ -28,6 +28,8 @@ into the compiled table buffers as arrays of values (rows10.pxi).
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Check
+from cpython.list cimport PyList_Check
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
@@ -226,7 +228,10 @@ cdef object compound(
         return items
     cdef dict d = {}
     for i in range(0, count, 2):
-        d[map_key(items[i])] = items[i + 1]
+        k = items[i]
+        if PyList_Check(k) or PyDict_Check(k):  # (map_key's unhashable keys; any other as it is)
+            k = map_key(k)
+        d[k] = items[i + 1]
     return d
 
 
