@@ -3,8 +3,9 @@
 # methods row of a Performative (read at its slots' offsets: fast10's layout) by ``METHOD_SOURCES``
 # and ``METHOD_PLANS``, the messages row of a delivery by ``MESSAGE_PLAN`` (``values_row``:
 # rows_1_0.message_values in C), with C twins of their converters ``_i`` / ``_b`` /
-# ``_delivery_mode`` / ``_id_range`` / rows' ``as_int`` / ``as_text`` and their other converters
-# called.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
+# ``_delivery_mode`` / ``_id_range`` / rows' ``as_int`` / ``as_text`` / links_1_0's ``role_name``
+# (and its ``outcome_of`` of no state or a plain outcome) and their other converters called; the
+# sources that are no field (``has_content``, ``synchronous``) need no Python call.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
 # ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
 # buffer gets a tuple.  The walker makes the values of a delivery whole in one transfer with no
 # Delivery, links_1_0's state holds them as a ``HeldRow`` until the delivery is settled, and
