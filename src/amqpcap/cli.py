@@ -718,8 +718,12 @@ def _report(a) -> int:
 
     if os.path.lexists(a.out):
         if not os.path.isdir(a.out):
-            raise OutputExists(f"output {a.out} exists and is not a directory")
-        if os.listdir(a.out) and not a.force:
+            if not a.force:
+                raise OutputExists(
+                    f"output {a.out} exists and is not a directory (use --force to replace it)"
+                )
+            os.remove(a.out)  # as dissect --force replaces a file with its output
+        elif os.listdir(a.out) and not a.force:
             raise OutputExists(f"output {a.out} exists and is not empty (use --force to write into it)")
     created = not os.path.lexists(a.out)
     os.makedirs(a.out, exist_ok=True)  # an unwritable OUT fails now, before the dissection

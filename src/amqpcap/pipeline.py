@@ -121,8 +121,9 @@ class Dissector:
         held = Conversations(self.opts, output, self.stream_of, self.on_conversation)
         self.conversations = held
         loop = flows.new_flows(held, output)
+        load = getattr(self.writer, "load_arrow", None)  # a DatasetWriter (not show's sinks)
         with _hot_loop():
-            self.packets = loop.run(source, progress)
+            self.packets = loop.run(source if load is None else LoadingArrow(source, load), progress)
             for number, ts, kind, detail in getattr(source, "anomalies", ()):
                 output.capture_anomaly(number, ts, kind, detail)
             held.finish_all()  # the conversations still open, and every connections row
@@ -135,6 +136,39 @@ class Dissector:
     def write_finished(self) -> None:
         """Write the connections rows of the conversations that have ended (live: at each segment)."""
         self.conversations.write_done()
+
+
+class LoadingArrow:
+    """``source``'s batches, with ``load`` (the writer's ``load_arrow``) called once the packet
+    loop has taken the first one and another follows: the codecs of the capture's first
+    conversations are imported by then, and the extension modules they import (the AMQP 1.0
+    codec's) do not wait for the dynamic loader while it loads pyarrow's libraries
+    (records/arrow_libraries.py).  A capture of one batch or none leaves them to pyarrow's
+    import at close: nothing is left to overlap.  A source without batches (live, scapy
+    packets) has it called at once."""
+
+    __slots__ = ("source", "load")
+
+    def __init__(self, source, load) -> None:
+        self.source, self.load = source, load
+
+    def batches(self):
+        batches = getattr(self.source, "batches", None)
+        if batches is None:
+            self.load()
+            yield self.source
+            return
+        chunks = iter(batches())
+        first = next(chunks, None)
+        if first is None:
+            return
+        yield first
+        second = next(chunks, None)
+        if second is None:
+            return
+        self.load()
+        yield second
+        yield from chunks
 
 
 def _progress_printer(path: str):

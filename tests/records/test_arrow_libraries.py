@@ -1,13 +1,19 @@
-"""pyarrow's shared libraries loaded in a thread of their own while a dissect starts
-(records/arrow_libraries.py), and imported by the writer at the first batch."""
+"""pyarrow's shared libraries loaded in a thread of their own once a dissect's loop is under way
+(records/arrow_libraries.py, pipeline.LoadingArrow), and imported by the writer at the first
+batch."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
+from amqpcap.capture.reader import CHUNK
+from amqpcap.pipeline import LoadingArrow
 from amqpcap.records import arrow_libraries
+
+CAPTURES = os.path.join(os.path.dirname(__file__), "..", "..", "captures")
 
 
 def run_probe(code: str, *args: str) -> list[str]:
@@ -18,7 +24,9 @@ def run_probe(code: str, *args: str) -> list[str]:
     return r.stdout.split()
 
 
-def test_a_new_writer_loads_pyarrows_libraries_in_a_thread_and_imports_pyarrow_at_the_first_batch(tmp_path):
+def test_a_writer_loads_pyarrows_libraries_in_a_thread_once_asked_and_imports_pyarrow_at_the_first_batch(
+    tmp_path,
+):
     probe = """
         import sys
         from amqpcap.records import writer
@@ -28,22 +36,107 @@ def test_a_new_writer_loads_pyarrows_libraries_in_a_thread_and_imports_pyarrow_a
                 return any("/pyarrow/lib." in line for line in f)
 
         w = writer.DatasetWriter(sys.argv[1], ["connections", "anomalies"])
+        print(w.arrow.started, mapped() != ("pyarrow" in sys.modules))  # made, nothing loaded
+        w.load_arrow()
         w.arrow.wait()
-        # loaded by the thread; imported by the compiled buffers at the first batch only (the
-        # reference buffer imports it when it is made)
+        # loaded by the thread (the compiled writer's dlopen, ctypes without it); imported by the
+        # compiled buffers at the first batch only (the reference buffer imports it when it is made)
         print(("pyarrow" in sys.modules) != writer.compiled_in_use(), mapped())
+        print(("ctypes" in sys.modules) != writer.compiled_in_use())
         w["anomalies"].append(("c", 1, 1, 10, "c2s", None, None, "amqp", "kind", "detail", 1))
         print(w.close()["anomalies"], "pyarrow" in sys.modules)
     """
-    assert run_probe(probe, str(tmp_path / "out")) == ["True", "True", "1", "True"]
+    assert run_probe(probe, str(tmp_path / "out")) == ["False", "False", "True", "True", "True", "1", "True"]
+
+
+class Batches:
+    """A source of batches that notes how many the loop has taken when ``load`` is called."""
+
+    def __init__(self, batches) -> None:
+        self.list = batches
+        self.taken = 0
+        self.loaded_after = []
+
+    def batches(self):
+        for b in self.list:
+            self.taken += 1
+            yield b
+
+    def load(self) -> None:
+        self.loaded_after.append(self.taken)
+
+
+def records_of(source) -> list:
+    return [r for batch in source.batches() for r in batch]
+
+
+def test_the_libraries_load_once_the_loop_has_taken_the_first_batch_and_another_follows():
+    src = Batches([[1, 2], [3], [4, 5], [6]])
+    assert records_of(LoadingArrow(src, src.load)) == [1, 2, 3, 4, 5, 6]
+    assert src.loaded_after == [2]  # once, with the second batch read, before it is decoded
+
+
+def test_a_capture_of_one_batch_or_none_leaves_the_libraries_to_pyarrows_import():
+    for batches in ([], [[1, 2, 3]]):
+        src = Batches(batches)
+        assert records_of(LoadingArrow(src, src.load)) == [r for b in batches for r in b]
+        assert src.loaded_after == []
+
+
+def test_a_source_without_batches_has_the_libraries_loaded_at_once():
+    loads = []
+    records = iter([1, 2, 3])
+    fed = LoadingArrow(records, lambda: loads.append(1))
+    assert [r for batch in fed.batches() for r in batch] == [1, 2, 3] and loads == [1]
+
+
+def test_a_dissect_loads_the_libraries_after_its_first_conversations_chose_their_codecs(tmp_path):
+    # an AMQP 1.0 capture of two chunks: the 1.0 codec (and the extension modules it imports,
+    # which would wait for the dynamic loader) is imported before the loading starts; a capture
+    # of one chunk never starts it
+    probe = """
+        import sys
+        from amqpcap.pipeline import dissect
+        from amqpcap.records import arrow_libraries
+
+        start = arrow_libraries.ArrowLibraries.start
+        seen = []
+
+        def noting(self):
+            seen.append("amqpcap.amqp.codec_1_0" in sys.modules)
+            start(self)
+
+        arrow_libraries.ArrowLibraries.start = noting
+        for capture in sys.argv[1:3]:
+            s = dissect([capture], sys.argv[3] + capture[-12:], force=True)
+            print(s.rows["methods"] > 0, seen)
+    """
+    two_chunks = os.path.join(CAPTURES, "rabbitmq10_rhea_multiplex.pcap")
+    one_chunk = os.path.join(CAPTURES, "rabbitmq09_anyevent.pcap")
+    assert os.path.getsize(two_chunks) > CHUNK >= os.path.getsize(one_chunk)
+    out = str(tmp_path / "out")
+    assert run_probe(probe, two_chunks, one_chunk, out) == ["True", "[True]", "True", "[True]"]
 
 
 def test_nothing_is_loaded_in_a_thread_once_pyarrow_is_imported():
     import pyarrow  # noqa: F401
 
     libraries = arrow_libraries.ArrowLibraries()
+    libraries.start()
     assert not libraries.done.locked()  # no thread was started: nothing to wait for
     libraries.wait()
+
+
+def test_a_file_that_does_not_open_is_left_to_the_import():
+    from amqpcap.records import writer
+
+    openers = [arrow_libraries.open_with_ctypes]
+    if writer.compiled_in_use():
+        from amqpcap.records import fastwriter
+
+        openers.append(fastwriter.open_libraries)
+    for opener in openers:
+        assert opener([b"/nonexistent/pyarrow/lib.so"], sys.getdlopenflags()) is None
 
 
 def test_an_extension_file_is_found_without_importing_its_package():

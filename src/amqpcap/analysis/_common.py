@@ -439,21 +439,6 @@ def code_info(version: str | None, code, table: str | None = None):
 _EXTRA_CODES = {312: ("no-route", "soft")}
 
 
-def stream_versions(t) -> dict:
-    """(capture, tcp_stream) -> decoded version, from connections (then methods)."""
-    out: dict = {}
-    for df in (t.methods, t.connections):
-        if len(df) and "version" in df.columns:
-            sub = (
-                df[["capture", "tcp_stream", "version"]]
-                .dropna(subset=["version"])
-                .drop_duplicates(["capture", "tcp_stream"], keep="first")
-            )
-            for cap, st, v in records(sub, ["capture", "tcp_stream", "version"]):
-                out[(cap, st)] = v
-    return out
-
-
 def empty(columns: dict) -> pd.DataFrame:
     """Empty DataFrame from {name: dtype}."""
     return pd.DataFrame({k: pd.Series([], dtype=v) for k, v in columns.items()})

@@ -455,6 +455,23 @@ def defers_text() -> bool:
     return deferred.type != NULL
 
 
+cdef extern from "dlfcn.h" nogil:
+    void *dlopen(const char *filename, int flag)
+
+
+def open_libraries(paths, int flags) -> None:
+    """Each file of ``paths`` (bytes) opened by the dynamic loader with ``flags``, the GIL let go
+    meanwhile: pyarrow's libraries loaded beside the packet loop (records/arrow_libraries.py)
+    without importing ctypes for it (~1.4 ms of Python with the GIL held, in that thread).  The
+    handles are never closed (the import uses the files); a file that does not open is left to
+    the import, which says why."""
+    cdef const char *name
+    for path in paths:
+        name = path
+        with nogil:
+            dlopen(name, flags)
+
+
 cdef struct Later:
     PyObject *value  # a reference held until its text is written
     Py_ssize_t at  # where in the data buffer

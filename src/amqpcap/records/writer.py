@@ -490,9 +490,12 @@ class DatasetWriter:
             import shutil  # where it is needed: not at every start (~1.9 ms with its imports)
 
             shutil.rmtree(self.tmp)
-        os.makedirs(self.tmp)
-        # pyarrow for the batches to come: its libraries loaded while the packet loop starts,
-        # imported at the first batch.  What ends before this never loads them.
+        try:
+            os.makedirs(self.tmp)
+        except OSError as e:  # named as the user wrote it, not as its temporary twin
+            raise type(e)(e.errno, e.strerror, out) from None
+        # pyarrow for the batches to come: its libraries loaded in a thread once asked
+        # (load_arrow), imported at the first batch or at close
         self.arrow = ArrowLibraries()
 
         self.out_of_range: dict = {}  # shared by every table's file (note_out_of_range)
@@ -504,6 +507,11 @@ class DatasetWriter:
 
     def __getitem__(self, name: str) -> TableBuffer:
         return self.tables[name]
+
+    def load_arrow(self) -> None:
+        """pyarrow's libraries loaded in a thread of their own from now on, beside the work that
+        fills the tables (arrow_libraries.py; the dissect's loop asks once it is under way)."""
+        self.arrow.start()
 
     def note_out_of_range(self, capture: str, found) -> None:
         """The rows of ``capture`` whose packet is in ``found`` (an outofrange.OutOfRange) are
