@@ -2,8 +2,8 @@
 conversation makes.
 
 Rows reach the tables by one of two routes, chosen here per conversation (``decoder_output``):
-through events (decoder -> events -> ``events`` -> rows.append_rows / ``emit_rest`` -> table; a
-1.0 conversation's straight to ``emit_rest``),
+through events (decoder -> events -> ``events`` -> rows.append_rows, a 1.0 conversation's
+rows_1_0.append_rows / ``emit_rest`` -> table),
 or, for the common 0-9 method and its content, written by the decoder itself through a
 ``RowSink`` of the compiled row builder, with no event made.  docs/design.md ("Events or direct
 rows") says when each is taken.
@@ -58,28 +58,28 @@ class CaptureOutput:
         """The rows of a conversation's events: methods and messages (almost every event) in one
         call, the rest in order."""
         version = conv.decoder.version
-        if version == "1.0":  # a 1.0 decoder makes no 0-9 Method or Content: emit_rest has them all
-            self.emit_rest(conv, events)
-            return
-        rest = R.append_rows(events, self.capture, conv.stream, version, self.methods, self.messages)
+        if version == "1.0":  # a 1.0 decoder makes no 0-9 Method or Content: rows_1_0's rows
+            append = self.append_rows_1_0 or self.rows_1_0()
+        else:
+            append = R.append_rows
+        rest = append(events, self.capture, conv.stream, version, self.methods, self.messages)
         if rest:
             self.emit_rest(conv, rest)
 
+    def rows_1_0(self):
+        """records/rows_1_0's append_rows, imported at the first 1.0 rows (a run without 1.0
+        conversations never loads the 1.0 modules), then held: an import statement at every call
+        costs ~1 us (the module's __spec__._initializing and __path__ looked up, AttributeErrors
+        made)."""
+        from amqpcap.records.rows_1_0 import append_rows
+
+        self.append_rows_1_0 = append_rows
+        return append_rows
+
     def emit_rest(self, conv, rest) -> None:
-        """The events ``rows.append_rows`` left: frames, anomalies, heartbeats, AMQP 1.0's."""
+        """The events the row builders left: frames, anomalies, heartbeats."""
         st, cap = conv.stream, self.capture
         ta, tf = self.anomalies, self.frames
-        version = conv.decoder.version
-        if version == "1.0":  # its performatives' and deliveries' rows in one call
-            append = self.append_rows_1_0
-            if append is None:
-                # imported at the first 1.0 rows (a run without 1.0 conversations never loads the
-                # 1.0 modules), then held: an import statement at every call costs ~1 us (the
-                # module's __spec__._initializing and __path__ looked up, AttributeErrors made)
-                from amqpcap.records.rows_1_0 import append_rows as append
-
-                self.append_rows_1_0 = append
-            rest = append(rest, cap, st, version, self.methods, self.messages)
         for d, e in rest:
             t = type(e)
             if t is Frame:  # only with the frames table (the decoder's tally counts every frame)

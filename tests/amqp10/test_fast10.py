@@ -147,6 +147,8 @@ def test_values_the_compiled_decoder_leaves_to_the_reference_decode_the_same():
         b"\xe0\x05\x03\x52\x01\x02\x03",  # array8 of smalluint
         b"\x00\xa3\x03a:b\xc0\x03\x01\x43",  # described by a symbol no spec composite has
         b"\xc1\x05\x02\xc0\x01\x00\x41",  # a map whose key is a list
+        b"\xc1\x05\x02\xc1\x01\x00\x41",  # a map whose key is a map
+        b"\xc1\x08\x04\xa1\x01k\x41\x52\x07\x42",  # a map whose keys are a string and an int
         b"\xc0\x05\x02\x52\x01",  # a count its bytes cannot hold
         b"\xd0\x00\x00\x00\x01\x00\x00\x00\x00",  # list32 whose size is smaller than its count field
     ]
@@ -276,6 +278,17 @@ def performative(name, args, code=0x14):
 
 
 EDGE_VALUES = (0, 1, -1, 2**63 - 1, 2**63, 2**64, True, False, "7", b"x", 1.5, [1], {"a": 1})
+# delivery states: plain outcomes (read in C), and those links_1_0.outcome_of reads itself
+STATES = (
+    {"$type": "accepted"},
+    {"$type": "released", "error": None},
+    {"$type": "rejected", "error": {"condition": "x"}},
+    {"$type": "rejected", "error": "not a map"},
+    {"$type": "transactional-state", "outcome": {"$type": "modified"}},
+    {"$type": "transactional-state"},
+    {"$type": 5},
+    {},
+)
 
 
 @pytest.mark.compiled("fast10")
@@ -288,7 +301,8 @@ def test_the_compiled_methods_rows_are_the_references_for_edge_values_of_every_t
         for v in EDGE_VALUES:
             args = {f: v for f in names}
             events.append((1, performative(name, args)))
-        events.append((0, performative(name, {"state": {"$type": "rejected", "error": {"condition": "x"}}})))
+        for state in STATES:
+            events.append((0, performative(name, {"state": state})))
         events.append((1, performative(name, {"error": {"condition": b"c", "description": "d"}})))
     events.append((0, performative("open", {"handle": 5, "container-id": "x"}, 0x10)))
     want, got = ([], []), ([], [])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CONTENT = "transfer"  # the performative that carries a piece of a message (has_content)
+
 
 @dataclass(slots=True)
 class Performative:
@@ -38,7 +40,7 @@ class Performative:
     @property
     def has_content(self) -> bool:
         """A transfer carries a piece of a message."""
-        return self.name == "transfer"
+        return self.name == CONTENT
 
 
 @dataclass(slots=True)

@@ -27,7 +27,10 @@ into the compiled table buffers as arrays of values (rows10.pxi).
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Check
+from cpython.list cimport PyList_Check
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
@@ -226,7 +229,10 @@ cdef object compound(
         return items
     cdef dict d = {}
     for i in range(0, count, 2):
-        d[map_key(items[i])] = items[i + 1]
+        k = items[i]
+        if PyList_Check(k) or PyDict_Check(k):  # (map_key's unhashable keys; any other as it is)
+            k = map_key(k)
+        d[k] = items[i + 1]
     return d
 
 
@@ -380,7 +386,7 @@ import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
-from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder, append_data, keep_tail
+from amqpcap.amqp.stream import COMPACT_AT, TS_MS_MAX, StreamDecoder
 
 
 # --- a Performative made and read in C ---------------------------------------------------------
@@ -694,6 +700,7 @@ cdef inline object creation_time_of(dict sections):
 # (``_frames``, the rest of the buffer).
 
 cdef object METHOD_NAMES = dict(SPEC.METHOD_NAMES)
+cdef Py_ssize_t COMPACT_LIMIT = COMPACT_AT
 cdef Py_ssize_t HARD_MAX_FRAME
 cdef int TRANSFER_CODE
 
@@ -796,6 +803,43 @@ cdef int feed_one(self, int direction, data, offset, packet, ts) except -1:
     if d.marks and not d.resync:
         d.marks = []
         d.packet, d.ts = packet, ts
+    return 0
+
+
+cdef int append_data(d, data) except -1:
+    """stream.append_data: ``data`` after ``d``'s buffer, in place of a buffer read to its end."""
+    buf = d.buf
+    if d.pos == len(buf):
+        d.base += d.pos
+        d.buf = data if type(data) is bytes else bytes(data)
+        d.pos = 0
+    else:
+        if type(buf) is not bytearray:
+            buf = d.buf = bytearray(buf)
+        buf += data
+    return 0
+
+
+cdef int keep_tail(d) except -1:
+    """stream.keep_tail: only the unparsed tail of ``d``'s buffer kept."""
+    buf = d.buf
+    cdef Py_ssize_t pos = d.pos, n = len(buf)
+    if pos >= n:
+        d.base += n
+        d.buf = b""
+        d.pos = 0
+    elif type(buf) is bytes:  # the tail copied once (a slice, then a bytearray of it: twice)
+        d.base += pos
+        d.buf = PyByteArray_FromStringAndSize(PyBytes_AS_STRING(buf) + pos, n - pos)
+        d.pos = 0
+    elif type(buf) is not bytearray:
+        d.base += pos
+        d.buf = bytearray(buf[pos:])
+        d.pos = 0
+    elif pos > COMPACT_LIMIT or pos * 2 > n or (d.resync and pos):
+        d.base += pos
+        del buf[:pos]
+        d.pos = 0
     return 0
 
 

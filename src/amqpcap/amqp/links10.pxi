@@ -110,7 +110,7 @@ cdef class LinkState:
         sender = direction ^ 1 if receiver else direction
         sch = self.peer.get((direction, channel), channel) if receiver else channel
         settled = args.get("settled") is True
-        outcome, condition = outcome_of(args.get("state"))
+        outcome, condition = outcome_pair(args.get("state"))
         span = <unsigned int>((last - first) & 0xFFFFFFFF)
         if span < 64:  # the range itself (serial numbers: it may wrap)
             f = <unsigned int>(first & 0xFFFFFFFF)

@@ -21,13 +21,13 @@ from amqpcap.amqp.spec import v1_0 as SPEC
 MAX_HELD = 1 << 14  # unsettled deliveries held per connection
 MAX_LINKS = 1 << 16  # links and sessions remembered per connection
 
-_ROLES = {False: "sender", True: "receiver"}
+ROLES = {False: "sender", True: "receiver"}
 
 
 def role_name(role) -> str | None:
     """ "sender" / "receiver" for an attach's or disposition's role (a boolean); None for anything
     else a hostile frame may carry (0 and 1 included, unhashable values too)."""
-    return _ROLES[role] if role is True or role is False else None
+    return ROLES[role] if role is True or role is False else None
 
 
 def is_delivery_id(v) -> bool:

@@ -3,8 +3,9 @@
 # methods row of a Performative (read at its slots' offsets: fast10's layout) by ``METHOD_SOURCES``
 # and ``METHOD_PLANS``, the messages row of a delivery by ``MESSAGE_PLAN`` (``values_row``:
 # rows_1_0.message_values in C), with C twins of their converters ``_i`` / ``_b`` /
-# ``_delivery_mode`` / ``_id_range`` / rows' ``as_int`` / ``as_text`` and their other converters
-# called.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
+# ``_delivery_mode`` / ``_id_range`` / rows' ``as_int`` / ``as_text`` / links_1_0's ``role_name``
+# (and its ``outcome_of`` of no state or a plain outcome) and their other converters called; the
+# sources that are no field (``has_content``, ``synchronous``) need no Python call.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
 # ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
 # buffer gets a tuple.  The walker makes the values of a delivery whole in one transfer with no
 # Delivery, links_1_0's state holds them as a ``HeldRow`` until the delivery is settled, and
@@ -55,12 +56,25 @@ cdef enum:
     CONV_TEXT = 4  # rows.as_text: a str as it is, anything else by the reference
     CONV_MODE = 5  # rows_1_0._delivery_mode: a header section's 0-9-1 delivery mode
     CONV_RANGE = 6  # rows_1_0._id_range: a disposition's first..last (of every field)
+    CONV_ROLE = 7  # links_1_0.role_name: ROLES of a bool, else null
+    CONV_OUTCOME = 8  # links_1_0.outcome_of: a plain outcome read here, any other state by it
+    # where a methods row's source that is no field of a Performative comes from
+    BY_NAME = -1  # the attribute, read by name
+    BY_CONTENT = -2  # has_content: the performative's name is events_1_0.CONTENT
+    BY_CLASS = -3  # a plain class attribute (no descriptor): its value, read once
 
 cdef Py_ssize_t n_method = 0, n_attrs = 0
 cdef Py_ssize_t own_col[4]  # capture, stream, direction, version (rows.OWN's order)
 cdef Py_ssize_t attr_col[MAX_ATTRS]
-cdef Py_ssize_t attr_slot[MAX_ATTRS]  # the source's offset in a Performative (fast10), -1: by name
+cdef Py_ssize_t attr_slot[MAX_ATTRS]  # the source's offset in a Performative (fast10), or BY_...
 cdef tuple attr_names = ()
+cdef list attr_const = []  # BY_CLASS sources' values
+cdef str content_name = None  # events_1_0.CONTENT
+cdef dict role_names = None  # links_1_0.ROLES
+cdef tuple NO_STATE = (None, None)
+cdef str TRANSACTIONAL = sys.intern("transactional-state")
+cdef str TYPE_KEY = sys.intern("$type")
+cdef str ERROR_KEY = sys.intern("error")
 cdef tuple dir_names = ()
 cdef dict method_plans = None  # performative name -> (FieldPlan, ...)
 cdef tuple every_plan = ()
@@ -89,6 +103,10 @@ cdef object converted(FieldPlan f, object v):
         return v if type(v) is str else f.conv(v)
     if f.code == CONV_MODE:
         return delivery_mode(v)
+    if f.code == CONV_ROLE:
+        return role_names[v] if v is True or v is False else None
+    if f.code == CONV_OUTCOME:
+        return outcome_pair(v)
     if not PyLong_Check(v) or PyBool_Check(v):
         return None
     if f.code == CONV_ANY_INT:
@@ -110,9 +128,17 @@ cdef tuple methods_row(list row, capture, stream, int direction, e, version):
     row[own_col[1]] = stream
     row[own_col[2]] = dir_names[direction]
     row[own_col[3]] = version
+    name = perf_field(e, name_at, "name")
     for i in range(n_attrs):
-        row[attr_col[i]] = perf_field(e, attr_slot[i], <str>attr_names[i])
-    plan = method_plans.get(perf_field(e, name_at, "name"))
+        if attr_slot[i] >= 0:
+            row[attr_col[i]] = perf_field(e, attr_slot[i], <str>attr_names[i])
+        elif attr_slot[i] == BY_CONTENT:
+            row[attr_col[i]] = name == content_name
+        elif attr_slot[i] == BY_CLASS:
+            row[attr_col[i]] = attr_const[i]
+        else:
+            row[attr_col[i]] = getattr(e, <str>attr_names[i])
+    plan = method_plans.get(name)
     if plan is None:
         plan = every_plan
     for f in <tuple>plan:
@@ -227,6 +253,18 @@ cdef list values_row(
     return row
 
 
+cdef object outcome_pair(state):
+    """links_1_0.outcome_of: no state, and a state of a plain outcome (a dict of a str ``$type``
+    other than a transaction's, with no error), read here, any other by it."""
+    if state is None:
+        return NO_STATE
+    if PyDict_CheckExact(state):
+        name = (<dict>state).get(TYPE_KEY)
+        if type(name) is str and name != TRANSACTIONAL and (<dict>state).get(ERROR_KEY) is None:
+            return name, None
+    return outcome_of(state)
+
+
 cdef object delivery_mode(header):
     """rows_1_0._delivery_mode."""
     if not isinstance(header, dict):
@@ -304,9 +342,11 @@ cdef list delivery_values(int direction, dv, capture, stream, version):
 cdef int bind_rows() except -1:
     global exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
     global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message
+    global attr_const, content_name, role_names
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
     global mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted
+    from amqpcap.amqp import events_1_0
     from amqpcap.records import rows, rows_1_0
 
     try:
@@ -326,13 +366,16 @@ cdef int bind_rows() except -1:
     if len(attrs) > MAX_ATTRS:
         raise ValueError("too many methods row sources")
     n_attrs = len(attrs)
+    attr_const = [None] * n_attrs
     for i, (c, src) in enumerate(attrs):
         attr_col[i] = c
-        attr_slot[i] = perf_slots.get(src, -1)
+        attr_slot[i] = source_kind(src, events_1_0.Performative.__dict__.get(src), i)
     attr_names = tuple(sys.intern(src) for _c, src in attrs)
+    content_name, role_names = sys.intern(events_1_0.CONTENT), dict(L.ROLES)
     dir_names = tuple(rows.DIRS)
     codes = {rows_1_0._i: CONV_INT, rows_1_0._b: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
     codes.update({rows_1_0._delivery_mode: CONV_MODE, rows_1_0._id_range: CONV_RANGE})
+    codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME})
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
@@ -359,6 +402,19 @@ cdef int bind_rows() except -1:
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     TS_MS_LIMIT = TS_LIMIT
     return 0
+
+
+cdef Py_ssize_t source_kind(str src, object attr, Py_ssize_t i) except -100:
+    """Where the methods row's source ``src`` (the class's attribute ``attr``) is read: a slot's
+    offset, or BY_CONTENT (has_content), BY_CLASS (its value in ``attr_const[i]``), BY_NAME."""
+    if src in perf_slots:
+        return perf_slots[src]
+    if src == "has_content":
+        return BY_CONTENT
+    if attr is not None and not hasattr(type(attr), "__get__"):
+        attr_const[i] = attr
+        return BY_CLASS
+    return BY_NAME
 
 
 cdef tuple section_plans(tuple entries, dict codes):

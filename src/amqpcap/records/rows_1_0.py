@@ -367,6 +367,6 @@ def append_rows_reference(events, capture, stream, version, methods, messages) -
     return rest
 
 
-# chosen once, at import (output.emit_rest imports this module at the first 1.0 rows)
+# chosen once, at import (CaptureOutput.rows_1_0 imports this module at the first 1.0 rows)
 _fast = compiled.select("fast10")
 append_rows = append_rows_reference if _fast is None else _fast.append_rows
