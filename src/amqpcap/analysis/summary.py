@@ -259,10 +259,11 @@ class _StreamedStep:
         except (OutOfOrder, NotStreamed):
             _pairing_step(self.kind, self.got, None, self.on_latency)(self.tables(self.kind))
             return
+        # the percentiles taken in place first, then the values (reordered) handed on: no copy of them
+        # (a float64 array of the pass is this step's alone; the percentiles do not depend on the order)
+        self.got["latency"][self.kind] = {**latency_summary(values, True), **counts}
         if self.on_latency is not None:
             self.on_latency(self.kind, values)
-        # (the values are this step's alone unless handed on: then not reordered)
-        self.got["latency"][self.kind] = {**latency_summary(values, self.on_latency is None), **counts}
         self.got.update(more)
 
 
