@@ -672,7 +672,7 @@ def stats(t, **options) -> dict:
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
     given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
     directory, a pairing computed in a pass over its tables (:data:`STREAMED`) hands it the matched
-    pairs' latencies (an array) instead.
+    pairs' latencies (an array, in no particular order: summarised in place first) instead.
     ``on_section(section, tables)``, when given, is called after each section (:data:`SECTIONS`)
     with a function giving the tables it read (the report draws figures from them: on a directory
     they are loaded once for both, and only when asked for).  ``on_unacked``, when given, is
