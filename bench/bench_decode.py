@@ -79,7 +79,7 @@ def main() -> None:
     a = ap.parse_args()
     convs = record(a.capture)
     ncalls = sum(len(c) for _, c in convs)
-    print(f"decoder: {compiled.describe()}")
+    print(f"compiled parts: {compiled.describe()}")
     print(f"{a.capture}: {len(convs)} conversations, {ncalls} decoder calls")
     if a.profile:
         import cProfile

@@ -251,8 +251,9 @@ def build_bulk(path: str, target_mb: float, seed: int, port: int, conversation) 
     out.close()
 
 
-def conversation_0_9_1(pub, con, n: int) -> int:
-    """A publisher with confirms and a consumer with acks, over ``batches()``."""
+def open_pair(pub, con) -> None:
+    """Both connections opened (channel 1 each), ``pub`` in confirm mode, ``con`` with a prefetch
+    count of 50: how every bench's 0-9-1 publisher and consumer begin."""
     for conn in (pub, con):
         c, s = handshake()
         for a, b in zip(c, s + [b""]):
@@ -263,6 +264,18 @@ def conversation_0_9_1(pub, con, n: int) -> int:
     pub.send(1, method(1, 85, 11, b""))
     con.send(0, method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
     con.send(1, method(1, 60, 11, b""))
+
+
+def close_pair(pub, con) -> None:
+    """Both connections closed by the client (200 bye), the server's close-ok each."""
+    for conn in (pub, con):
+        conn.send(0, method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye") + struct.pack(">HH", 0, 0)))
+        conn.send(1, method(0, 10, 51, b""))
+
+
+def conversation_0_9_1(pub, con, n: int) -> int:
+    """A publisher with confirms and a consumer with acks, over ``batches()``."""
+    open_pair(pub, con)
     tag = 0
     for msgs in batches():
         pub.send(0, b"".join(publish(1, "amq.topic", rk, body, n + i) for i, (rk, body) in enumerate(msgs)))
@@ -272,9 +285,7 @@ def conversation_0_9_1(pub, con, n: int) -> int:
             con.send(1, deliver(1, tag, "amq.topic", rk, body, n + i))
         con.send(0, method(1, 60, 80, struct.pack(">QB", tag, 1)))
         n += len(msgs)
-    for conn in (pub, con):
-        conn.send(0, method(0, 10, 50, struct.pack(">H", 200) + shortstr("bye") + struct.pack(">HH", 0, 0)))
-        conn.send(1, method(0, 10, 51, b""))
+    close_pair(pub, con)
     return n
 
 

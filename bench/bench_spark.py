@@ -58,16 +58,7 @@ def build(path: str, target_bytes: int, pairs: int, seed: int, port0: int = 2000
         for i in range(pairs):
             ip_c = bytes([10, 1 + i // 250, i % 250, 2])
             pub, con = gen.Conn(out, port0 + 2 * i, ip_c), gen.Conn(out, port0 + 2 * i + 1, ip_c)
-            for conn in (pub, con):
-                c, s = gen.handshake()
-                for a, b in zip(c, s + [b""]):
-                    conn.send(0, a)
-                    if b:
-                        conn.send(1, b)
-            pub.send(0, gen.method(1, 85, 10, b"\x00"))
-            pub.send(1, gen.method(1, 85, 11, b""))
-            con.send(0, gen.method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
-            con.send(1, gen.method(1, 60, 11, b""))
+            gen.open_pair(pub, con)
             conns.append([pub, con, 0, 0])
         body = os.urandom(2048)
         while out.f.tell() < target_bytes:
@@ -87,11 +78,7 @@ def build(path: str, target_bytes: int, pairs: int, seed: int, port0: int = 2000
                 con.send(0, gen.method(1, 60, 80, struct.pack(">QB", tag, 1)))
                 c[2], c[3] = n + len(msgs), tag
         for pub, con, _n, _t in conns:
-            for conn in (pub, con):
-                conn.send(
-                    0, gen.method(0, 10, 50, struct.pack(">H", 200) + gen.shortstr("bye") + b"\0\0\0\0")
-                )
-                conn.send(1, gen.method(0, 10, 51, b""))
+            gen.close_pair(pub, con)
     finally:
         out.close()
         gen.MSS = old_mss

@@ -68,16 +68,7 @@ def build_small(path: str, packets: int, seed: int = 11) -> None:
     while written < packets:
         pub, con = B.Conn(out, port), B.Conn(out, port + 1)
         port += 2
-        for conn in (pub, con):
-            c, s = B.handshake()
-            for a, b in zip(c, s + [b""]):
-                conn.send(0, a)
-                if b:
-                    conn.send(1, b)
-        pub.send(0, B.method(1, 85, 10, b"\x00"))
-        pub.send(1, B.method(1, 85, 11, b""))
-        con.send(0, B.method(1, 60, 10, struct.pack(">IHB", 0, 50, 0)))
-        con.send(1, B.method(1, 60, 11, b""))
+        B.open_pair(pub, con)
         written += 20
         tag = 0
         for _ in range(20_000):  # messages per connection pair
@@ -94,10 +85,7 @@ def build_small(path: str, packets: int, seed: int = 11) -> None:
                 written += 2
             if written >= packets:
                 break
-        for conn in (pub, con):
-            close = struct.pack(">H", 200) + B.shortstr("bye") + struct.pack(">HH", 0, 0)
-            conn.send(0, B.method(0, 10, 50, close))
-            conn.send(1, B.method(0, 10, 51, b""))
+        B.close_pair(pub, con)
     out.close()
 
 

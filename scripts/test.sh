@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh Debian machine, then run it.
 #   bash scripts/test.sh [pytest args...]
-# System packages: gcc + python3-dev (build the optional compiled parts, setup.py),
-# tshark (differential tests against Wireshark's dissector), tcpdump (a real loopback capture
-# read back by our reader), rabbitmq-server (amqpcap live against a real broker on loopback),
-# capsh (libcap2-bin: live without capture privilege, as root).
+# System packages: gcc + python3-dev (build the optional compiled parts, setup.py), a Java
+# runtime and the JDK's tools (pyspark; jcmd), tshark (differential tests against Wireshark's
+# dissector), tcpdump (a real loopback capture read back by our reader), rabbitmq-server
+# (amqpcap live against a real broker on loopback), capsh (libcap2-bin: live without capture
+# privilege, as root).
 # Python packages go into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
-command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+# the JDK, not the JRE alone: the class-archive test reads the JVM's counters with jcmd
+command -v jcmd >/dev/null 2>&1 || need+=(default-jdk-headless)
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v capsh >/dev/null 2>&1 || need+=(libcap2-bin)
 # setup.py builds the compiled parts when these are there

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,17 @@ def test_a_directory_that_is_not_a_dissect_output_is_3(cmd, tmp_path, cache):
     r = run(cmd, tmp_path, *extra, env=cache)
     assert r.returncode == Exit.UNREADABLE
     assert "not a dissect output" in one_line(r)
+
+
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_a_dissect_output_missing_a_table_is_3_naming_the_directory_and_the_table(cmd, tmp_path, cache):
+    out = tmp_path / "out"
+    assert run("dissect", CAP, "-o", out).returncode == 0
+    shutil.rmtree(out / "messages")
+    extra = ["-o", tmp_path / "r"] if cmd == "report" else []
+    r = run(cmd, out, *extra, env=cache)
+    assert r.returncode == Exit.UNREADABLE
+    assert one_line(r) == f"amqpcap: {out}: no messages/ table (not a dissect output?)"
 
 
 def test_a_dissect_of_what_is_not_a_capture_says_so_before_importing_pyarrow(tmp_path):

@@ -124,7 +124,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             epilog=EXIT_TABLE,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        version_help = "show the version and which 0-9 decoder runs, and exit"
+        version_help = "show the version and which compiled parts run (or why not), and exit"
         p.add_argument("--version", action=_Version, help=version_help)
         sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
         wanted = [command] if command in COMMANDS else list(COMMANDS)

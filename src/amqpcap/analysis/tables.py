@@ -16,6 +16,7 @@ A table that is absent from the output (``frames`` unless dissected with
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -551,7 +552,7 @@ def load_dir(directory: str | os.PathLike, columns=None) -> Tables:
         df = read_table(directory, name, columns)
         if df is None:
             if name != "frames":
-                raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
+                raise FileNotFoundError(errno.ENOENT, f"no {name}/ table (not a dissect output?)", directory)
             df = empty_frame(name, _columns(name, columns), _categorical(columns), _compact_mode(columns))
         else:
             present.append(name)
@@ -581,7 +582,7 @@ def load_section(
         if p.is_dir() or p.with_suffix(".parquet").is_file():
             present.append(name)
         elif name != "frames":
-            raise FileNotFoundError(f"{directory}: no {name}/ table (not a dissect output?)")
+            raise FileNotFoundError(errno.ENOENT, f"no {name}/ table (not a dissect output?)", directory)
         df = None
         if name in columns:
             df = _read_table(
