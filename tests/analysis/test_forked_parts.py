@@ -11,7 +11,8 @@ import pytest
 
 from amqpcap.analysis import batches
 from amqpcap.analysis.forked import Forked
-from amqpcap.analysis.summary import STATS_PARTS, stats, stats_of_parts, stats_parts
+from amqpcap.analysis.pairing import NotStreamed
+from amqpcap.analysis.summary import STATS_PARTS, STREAMED, stats, stats_of_parts, stats_parts
 from amqpcap.analysis.tables import dissect_cached, table_files
 
 HERE = os.path.dirname(__file__)
@@ -176,3 +177,17 @@ def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables
     got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
     assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
     assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_a_latency_hook_changes_no_summary_and_is_handed_every_value_of_each_pass(out):
+    got, seen = _hooked(out, ())
+    assert got == stats_of_parts(stats_parts(out, STATS_PARTS))
+    passed = 0
+    for kind in ("confirm", "consumer_ack", "transit", "rpc"):
+        try:
+            values = np.sort(np.asarray(STREAMED[kind](out)[0], dtype=float))
+        except NotStreamed:  # (publishes without a message id: transit of the loaded section)
+            continue
+        np.testing.assert_array_equal(seen["latency"][kind], values)
+        passed += len(values) > 0
+    assert passed >= 2

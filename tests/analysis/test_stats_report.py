@@ -344,3 +344,25 @@ def test_the_analysis_imports_the_dissects_amqp_stack_only_for_a_1_0_reply_addre
         "assert 'amqpcap.records.rows_1_0' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_latency_figure_draws_a_pass_values_in_place_not_a_copy_of_them():
+    import tracemalloc
+
+    import numpy as np
+
+    from amqpcap.analysis.report import latency_drawn, matched_latencies
+
+    a = np.random.default_rng(3).lognormal(0, 2, 1_000_000)  # (a pass' latencies: float64, finite)
+    want = latency_drawn(a.copy())
+    tracemalloc.start()
+    try:
+        got = latency_drawn(matched_latencies("confirm", a), own=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < a.nbytes / 4  # (masks of a byte a value at most, no copy of 8 bytes a value)
+    assert got.n == want.n and got.log == want.log
+    for g, w in ((got.counts, want.counts), (got.edges, want.edges), (got.p50_p99, want.p50_p99)):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(matched_latencies("confirm", np.r_[a[:5], np.nan, np.inf]), a[:5])

@@ -259,10 +259,11 @@ class _StreamedStep:
         except (OutOfOrder, NotStreamed):
             _pairing_step(self.kind, self.got, None, self.on_latency)(self.tables(self.kind))
             return
+        # the percentiles taken in place first, then the values (reordered) handed on: no copy of them
+        # (a float64 array of the pass is this step's alone; the percentiles do not depend on the order)
+        self.got["latency"][self.kind] = {**latency_summary(values, True), **counts}
         if self.on_latency is not None:
             self.on_latency(self.kind, values)
-        # (the values are this step's alone unless handed on: then not reordered)
-        self.got["latency"][self.kind] = {**latency_summary(values, self.on_latency is None), **counts}
         self.got.update(more)
 
 
@@ -671,7 +672,7 @@ def stats(t, **options) -> dict:
     pairing is computed, summarised and dropped before the next; ``on_latency(kind, frame)``, when
     given, is called with each (e.g. to keep what a caller needs of it); of a dissect output
     directory, a pairing computed in a pass over its tables (:data:`STREAMED`) hands it the matched
-    pairs' latencies (an array) instead.
+    pairs' latencies (an array, in no particular order: summarised in place first) instead.
     ``on_section(section, tables)``, when given, is called after each section (:data:`SECTIONS`)
     with a function giving the tables it read (the report draws figures from them: on a directory
     they are loaded once for both, and only when asked for).  ``on_unacked``, when given, is
