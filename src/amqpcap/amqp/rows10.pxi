@@ -2,8 +2,9 @@
 # compiled.  The rows are filled by rows_1_0's tables (the row rule lives there only): the
 # methods row of a Performative (read at its slots' offsets: fast10's layout) by ``METHOD_SOURCES``
 # and ``METHOD_PLANS``, the messages row of a delivery by ``MESSAGE_PLAN`` (``values_row``:
-# rows_1_0.message_values in C), with C twins of their converters ``_i`` / ``_b`` /
-# ``_delivery_mode`` / ``_id_range`` / rows' ``as_int`` / ``as_text`` / links_1_0's ``role_name``
+# rows_1_0.message_values in C), with C twins of their converters ``unsigned_or_null`` /
+# ``bool_or_null`` / ``delivery_mode_of`` / ``disposition_range`` / rows' ``as_int`` /
+# ``as_text`` / links_1_0's ``role_name``
 # (and its ``outcome_of`` of no state or a plain outcome) and their other converters called; the
 # sources that are no field (``has_content``, ``synchronous``) need no Python call.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
 # ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
@@ -50,12 +51,12 @@ cdef class HeldRow:
 cdef enum:
     MAX_ATTRS = 32
     CONV_CALL = 0  # the reference's converter, called
-    CONV_INT = 1   # rows_1_0._i: a non-negative int64 (not a bool), else null
-    CONV_BOOL = 2  # rows_1_0._b: a bool, else null
+    CONV_INT = 1   # rows_1_0.unsigned_or_null: a non-negative int64 (not a bool), else null
+    CONV_BOOL = 2  # rows_1_0.bool_or_null: a bool, else null
     CONV_ANY_INT = 3  # rows.as_int: an int (not a bool), else null
     CONV_TEXT = 4  # rows.as_text: a str as it is, anything else by the reference
-    CONV_MODE = 5  # rows_1_0._delivery_mode: a header section's 0-9-1 delivery mode
-    CONV_RANGE = 6  # rows_1_0._id_range: a disposition's first..last (of every field)
+    CONV_MODE = 5  # rows_1_0.delivery_mode_of: a header section's 0-9-1 delivery mode
+    CONV_RANGE = 6  # rows_1_0.disposition_range: a disposition's first..last (of every field)
     CONV_ROLE = 7  # links_1_0.role_name: ROLES of a bool, else null
     CONV_OUTCOME = 8  # links_1_0.outcome_of: a plain outcome read here, any other state by it
     # where a methods row's source that is no field of a Performative comes from
@@ -266,21 +267,21 @@ cdef object outcome_pair(state):
 
 
 cdef object delivery_mode(header):
-    """rows_1_0._delivery_mode."""
+    """rows_1_0.delivery_mode_of."""
     if not isinstance(header, dict):
         return None
     return 2 if header.get("durable") is True else 1
 
 
 cdef object id_range(dict a):
-    """rows_1_0._id_range."""
+    """rows_1_0.disposition_range."""
     first = int64_or_none(a.get("first"))
     last = int64_or_none(a.get("last", first))
     return [{"lower": first, "upper": last}] if first is not None and last is not None else None
 
 
 cdef object int64_or_none(v):
-    """rows_1_0._i."""
+    """rows_1_0.unsigned_or_null."""
     cdef int overflow = 0
     cdef long long x
     if not PyLong_Check(v) or PyBool_Check(v):
@@ -373,8 +374,8 @@ cdef int bind_rows() except -1:
     attr_names = tuple(sys.intern(src) for _c, src in attrs)
     content_name, role_names = sys.intern(events_1_0.CONTENT), dict(L.ROLES)
     dir_names = tuple(rows.DIRS)
-    codes = {rows_1_0._i: CONV_INT, rows_1_0._b: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
-    codes.update({rows_1_0._delivery_mode: CONV_MODE, rows_1_0._id_range: CONV_RANGE})
+    codes = {rows_1_0.unsigned_or_null: CONV_INT, rows_1_0.bool_or_null: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
+    codes.update({rows_1_0.delivery_mode_of: CONV_MODE, rows_1_0.disposition_range: CONV_RANGE})
     codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME})
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)

@@ -24,11 +24,11 @@ _MESSAGE_INDEX = {c: i for i, c in enumerate(COLUMNS["messages"])}
 _I64_MAX = (1 << 63) - 1
 
 
-def _i(v):
+def unsigned_or_null(v):
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _I64_MAX else None
 
 
-def _b(v):
+def bool_or_null(v):
     return v if isinstance(v, bool) else None
 
 
@@ -39,10 +39,10 @@ def _error(err):
     return as_text(err.get("condition")), as_text(err.get("description"))
 
 
-def _id_range(a: dict):
+def disposition_range(a: dict):
     """A disposition's first..last as an id_ranges value."""
-    first = _i(a.get("first"))
-    last = _i(a.get("last", first))
+    first = unsigned_or_null(a.get("first"))
+    last = unsigned_or_null(a.get("last", first))
     return [{"lower": first, "upper": last}] if first is not None and last is not None else None
 
 
@@ -64,33 +64,33 @@ METHOD_SOURCES = rows.KEY_SOURCES + (
     ("source", "source"),
     ("target", "target"),
 )
-_EVERY = (("arguments", None, rows.connection_json), ("handle", "handle", _i))
+_EVERY = (("arguments", None, rows.connection_json), ("handle", "handle", unsigned_or_null))
 _OUTCOME = (("outcome", "condition"), "state", links_1_0.outcome_of)
 _ERROR = _EVERY + ((("condition", "reply_text"), "error", _error),)
 METHOD_FIELDS = {
     "transfer": _EVERY
     + (
-        ("delivery_id", "delivery-id", _i),
-        ("settled", "settled", _b),
-        ("more", "more", _b, False),
+        ("delivery_id", "delivery-id", unsigned_or_null),
+        ("settled", "settled", bool_or_null),
+        ("more", "more", bool_or_null, False),
         _OUTCOME,
     ),
     "disposition": _EVERY
     + (
         ("role", "role", links_1_0.role_name),
-        ("delivery_id", "first", _i),
-        ("settled", "settled", _b, False),
-        ("id_ranges", None, _id_range),
+        ("delivery_id", "first", unsigned_or_null),
+        ("settled", "settled", bool_or_null, False),
+        ("id_ranges", None, disposition_range),
         _OUTCOME,
     ),
     "attach": _EVERY
-    + (("role", "role", links_1_0.role_name), ("delivery_count", "initial-delivery-count", _i)),
+    + (("role", "role", links_1_0.role_name), ("delivery_count", "initial-delivery-count", unsigned_or_null)),
     "flow": _EVERY
     + (
-        ("link_credit", "link-credit", _i),
-        ("delivery_count", "delivery-count", _i),
-        ("drain", "drain", _b, False),
-        ("available", "available", _i),
+        ("link_credit", "link-credit", unsigned_or_null),
+        ("delivery_count", "delivery-count", unsigned_or_null),
+        ("drain", "drain", bool_or_null, False),
+        ("available", "available", unsigned_or_null),
     ),
     "detach": _ERROR,
     "end": _ERROR,
@@ -190,7 +190,7 @@ SETTLED_COLUMNS = ("capture", "tcp_stream", "version", "settled", "settle_ts", "
 _SETTLED_AT = tuple(_MESSAGE_INDEX[c] for c in SETTLED_COLUMNS)
 
 
-def _delivery_mode(header):
+def delivery_mode_of(header):
     """0-9-1's delivery mode of a header section: 2 if it says durable, else 1."""
     return (2 if header.get("durable") is True else 1) if isinstance(header, dict) else None
 
@@ -208,7 +208,7 @@ MESSAGE_FIELDS = (
     ("content_type", "properties", "content-type", as_text),
     ("content_encoding", "properties", "content-encoding", as_text),
     ("headers", "application-properties", None, rows.connection_json),
-    ("delivery_mode", "header", None, _delivery_mode),
+    ("delivery_mode", "header", None, delivery_mode_of),
     ("priority", "header", "priority", rows.as_int),
     ("correlation_id", "properties", "correlation-id", as_text),
     ("reply_to", "properties", "reply-to", as_text),
@@ -312,7 +312,7 @@ def message_values(
     row[_C_COMPLETE] = complete
     row[_C_FIRST] = first_packet
     row[_C_LINK] = link_name
-    row[_C_DELIVERY_ID] = _i(delivery_id)
+    row[_C_DELIVERY_ID] = unsigned_or_null(delivery_id)
     row[_C_ABORTED] = aborted
     return row
 
