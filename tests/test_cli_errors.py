@@ -69,6 +69,19 @@ def test_a_dissect_output_missing_a_table_is_3_naming_the_directory_and_the_tabl
     assert one_line(r) == f"amqpcap: {out}: no messages/ table (not a dissect output?)"
 
 
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+@pytest.mark.parametrize("table", ["methods", "connections"])
+def test_a_damaged_table_of_a_dissect_output_is_3_naming_the_directory(cmd, table, tmp_path, cache):
+    out = tmp_path / "out"
+    assert run("dissect", CAP, "-o", out).returncode == 0
+    (part,) = (out / table).glob("*.parquet")
+    part.write_bytes(part.read_bytes()[:-40])  # (the footer cut: what a torn copy leaves)
+    extra = ["-o", tmp_path / "r"] if cmd == "report" else []
+    r = run(cmd, out, *extra, env=cache)
+    assert r.returncode == Exit.UNREADABLE, r.stderr
+    assert one_line(r).startswith(f"amqpcap: {out}: a table cannot be read (")
+
+
 def test_a_dissect_of_what_is_not_a_capture_says_so_before_importing_pyarrow(tmp_path):
     """pyarrow is imported to write the first batch, not before: bad input gets its one-line
     error from a process that never loaded it."""

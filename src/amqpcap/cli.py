@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread
 import argparse
+import contextlib
 import errno
 import gc
 import importlib
@@ -590,6 +591,21 @@ def _show(a) -> int:
 # -- stats and report -----------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _readable_tables(out: str):
+    """A table of the dissect output ``out`` that pyarrow cannot read (a damaged or foreign
+    Parquet file) is the one-line error of an unreadable path (exit 3), not an internal one."""
+    import pyarrow as pa
+
+    from amqpcap.capture.reader import CaptureError
+
+    try:
+        yield
+    except pa.ArrowInvalid as e:  # (pyarrow's I/O errors are OSErrors: exit 3 already)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CaptureError(out, f"a table cannot be read ({first})", Exit.UNREADABLE) from None
+
+
 def _output_dir(a, temp: list) -> str:
     """The dissect output directory of ``a.path``: itself, or a capture dissected into the cache
     (standard input or another pipe: into a temporary directory appended to ``temp``).  Nothing is
@@ -694,16 +710,17 @@ def _stats(a) -> int:
     temp: list = []
     try:
         out = _output_dir(a, temp)
-        if no_amqp(out, a):
-            return Exit.NO_AMQP
-        result = stats(out)
-        if a.json:
-            import json
+        with _readable_tables(out):
+            if no_amqp(out, a):
+                return Exit.NO_AMQP
+            result = stats(out)
+            if a.json:
+                import json
 
-            json.dump(result, sys.stdout, indent=None, default=str)
-            sys.stdout.write("\n")
-        else:  # (the connections table's columns: loaded once the stats are done)
-            sys.stdout.write(render_text(result, section_tables(out, "text")))
+                json.dump(result, sys.stdout, indent=None, default=str)
+                sys.stdout.write("\n")
+            else:  # (the connections table's columns: loaded once the stats are done)
+                sys.stdout.write(render_text(result, section_tables(out, "text")))
     finally:
         for tmp in temp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -730,11 +747,12 @@ def _report(a) -> int:
     temp: list = []
     try:
         out = _output_dir(a, temp)
-        if no_amqp(out, a):
-            if created:
-                os.rmdir(a.out)
-            return Exit.NO_AMQP
-        path = write_report(out, a.out)
+        with _readable_tables(out):
+            if no_amqp(out, a):
+                if created:
+                    os.rmdir(a.out)
+                return Exit.NO_AMQP
+            path = write_report(out, a.out)
     except BaseException:
         if created:
             shutil.rmtree(a.out, ignore_errors=True)
