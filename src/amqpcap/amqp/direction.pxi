@@ -4,8 +4,10 @@
 #
 # The module that includes it provides, before the include:
 #   cdef Py_ssize_t frame_need(const unsigned char *b, Py_ssize_t held): the bytes a frame whose
-#       first ``held`` bytes are at ``b`` lacks, from its header (<= 0 if ``held`` does not hold
-#       its header, or the header is not the walker's to read);
+#       first ``held`` bytes are at ``b`` lacks, from its header, for that frame to be completed
+#       from the bytes that finish it and the rest of the packet walked where it lies; <= 0 for
+#       it to be completed from the whole next packet, as the reference does (``held`` does not
+#       hold its header, or the walker keeps the reference's buffer);
 #   cdef int parse(dec, int direction, Direction d) except -1: the whole frames from ``d.pos``
 #       decoded (to the reference where the walker does not go on), the tail kept (``keep_tail``).
 # and imports ``stream as _stream`` and ``StreamDecoder``.
