@@ -678,7 +678,11 @@ recorded against RabbitMQ's 1.0 plugin with two client libraries (rhea, Qpid Pro
 Definitions: `docs/analysis.md` (AMQP 1.0 links and liveness; `stats`' `settlement`, `outcomes`, `errors`).
 """),
         md(SETUP_MD),
-        code("%matplotlib inline\nimport matplotlib.pyplot as plt\n\n" + SETUP + "\n\nfrom amqpcap.analysis.amqp10 import settlement"),
+        code(
+            "%matplotlib inline\nimport matplotlib.pyplot as plt\n\n"
+            + SETUP
+            + "\n\nfrom amqpcap.analysis.amqp10 import settlement"
+        ),
         code("""
 t = amqpcap.load(CAPTURES / "rabbitmq10_rhea_outcomes.pcap", cache_dir=CACHE)
 t.connections[["tcp_stream", "version", "client_container_id", "server_container_id", "server_product",

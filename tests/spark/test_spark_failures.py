@@ -59,7 +59,9 @@ def _one_line(p, pattern: str, code: int) -> None:
         ("--master spark://127.0.0.1:{port}", "cannot reach the Spark master: check --master .*"),
     ],
 )
-def test_nothing_listening_at_the_master_or_connect_server_is_one_line_and_exit_7(tools, tmp_path, where, line):
+def test_nothing_listening_at_the_master_or_connect_server_is_one_line_and_exit_7(
+    tools, tmp_path, where, line
+):
     opts = where.format(port=_free_port()).split()
     p = _spark([CAPTURES, "-o", str(tmp_path / "out"), *opts], timeout=300)
     _one_line(p, line, 7)
