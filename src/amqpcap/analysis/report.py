@@ -394,13 +394,20 @@ def channel_lifetimes(t) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object) for i, c in enumerate(cols)})
 
 
-STEP_POINTS = 40_000  # a step line of more points is drawn as its envelope (a figure is ~1,200 px wide)
+# a step line of more points is drawn as its envelope: ~500 spans of x, two pixels or so each of a
+# figure ~1,200 px wide (Agg's time to draw a line grows with its points, a dashed one's most)
+STEP_POINTS = 2_000
 
 
 def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """The points of a step line (``x`` ascending) worth drawing: all of them up to ``most``; past
-    that, in each of ``most // 4`` equal spans of x, the first, the last, and the first at the
-    span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
+    """The points of a step line (``x`` ascending, drawn ``where="post"``) worth drawing: the first,
+    each that changes y and the last (the others add nothing to the line); up to ``most`` of them
+    all, past that, in each of ``most // 4`` equal spans of x, the first, the last, and the first
+    at the span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
+    if len(y) > 2:
+        keep = np.r_[True, y[1:-1] != y[:-2], True]  # (a NaN is kept: it is unequal to itself)
+        if not keep.all():
+            x, y = x[keep], y[keep]
     n = len(x)
     if n <= most or not np.isfinite(x[[0, -1]]).all():
         return x, y
@@ -656,12 +663,12 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
             g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
             x = (ns(g["ts"]) - t0n) / 1e9
             col = f"C{i % 10}"
-            ax.step(x, g["unacked"].astype(float), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
+            y = g["unacked"].astype(float).to_numpy()
+            ax.step(*step_envelope(x, y), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
             pc = g["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
             if (pc > 0).any():
                 ax.step(
-                    x,
-                    np.where(pc > 0, pc, np.nan),
+                    *step_envelope(x, np.where(pc > 0, pc, np.nan)),
                     where="post",
                     color=col,
                     linestyle="--",
