@@ -1,9 +1,8 @@
 """A computation run in a forked child process while this one goes on: the second core of the
 machine for independent parts of an analysis.  The child is a copy of this process (its imports
-and what it has read are shared until written), computes one function and sends back its
-result, pickled, through a pipe; nothing else of it outlives it.  A generator function's child
-sends each value as it yields it: the caller takes the first ones while the child computes the
-next.
+and what it has read are shared until written), computes the functions it is given (its steps)
+one after the other and sends back each one's result, pickled, through a pipe, as soon as it has
+it: the caller takes the first while the child computes the next; nothing else of it outlives it.
 
 A ``multiprocessing`` process of the fork context, not a ``ProcessPoolExecutor``: the function is
 a closure over this process' state, which a forked process inherits and an executor would have
@@ -12,7 +11,6 @@ to pickle."""
 from __future__ import annotations
 
 import gc
-import inspect
 import multiprocessing
 import pickle
 
@@ -27,14 +25,15 @@ def can_fork() -> bool:
 
 
 class Forked:
-    """``fn()`` computed in a forked child; :meth:`result` waits for it and returns its value or
-    raises its exception (the child's, pickled; a child that dies without a word: RuntimeError).
-    Of a generator function, :meth:`result` with ``last=False`` returns the next value it yields
-    and leaves the child running; the last call, the next value, then waits for the child."""
+    """The functions ``steps`` computed one after the other in a forked child: :meth:`result`
+    waits for the next one's value and returns it or raises its exception (the child's, pickled;
+    a child that dies without a word: RuntimeError).  One call of :meth:`result` a step, in their
+    order: the call for the last waits for the child too."""
 
-    def __init__(self, fn):
+    def __init__(self, *steps):
         self._read, write = _FORK.Pipe(duplex=False)
-        self._process = _FORK.Process(target=_send, args=(fn, write), daemon=True)
+        self._process = _FORK.Process(target=_send, args=(steps, write), daemon=True)
+        self._left = len(steps)
         # the objects made so far frozen for the fork: the child's collections then do not walk
         # (and so copy) every page of the parent's imports and data
         gc.freeze()
@@ -44,15 +43,19 @@ class Forked:
             gc.unfreeze()
         write.close()
 
-    def result(self, *, last: bool = True):
-        """The child's next value; ``last``: its last one, the child then waited for."""
+    def result(self):
+        """The value of the child's next step (the child waited for after its last)."""
+        if self._left == 0:
+            raise RuntimeError("every step of the forked process has given its value")
+        self._left -= 1
         ok = False
         try:
             ok, value = self._read.recv()
         except EOFError:
             raise RuntimeError("the forked analysis process ended without a result") from None
         finally:
-            if last or not ok:
+            if self._left == 0 or not ok:
+                self._left = 0
                 self._read.close()
                 self._process.join()
         if not ok:
@@ -60,13 +63,12 @@ class Forked:
         return value
 
 
-def _send(fn, conn) -> None:
-    """The child's work: ``fn()``'s result (a generator function's: each value it yields), or its
-    exception, sent through ``conn``."""
+def _send(steps, conn) -> None:
+    """The child's work: each of ``steps``' values in turn, or the exception of the first that
+    fails, sent through ``conn``."""
     try:
-        value = fn()
-        for each in value if inspect.isgenerator(value) else (value,):
-            conn.send((True, each))
+        for step in steps:
+            conn.send((True, step()))
     except BaseException as e:  # noqa: BLE001 (handed to the parent, raised there)
         conn.send((False, _picklable(e)))
     finally:
