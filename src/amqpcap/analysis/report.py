@@ -1047,12 +1047,13 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
+    timeline = section_tables(src, "timeline")  # (read while the forked process may still compute)
     their_parts, latencies, err = their()  # (the forked process sums the throughput meanwhile)
     values.update(latencies)
     paths["latency"] = fig_latency(values, out / "latency.png")
     paths["errors"] = fig_errors(err, out / "errors.png")
-    paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
-    del err
+    paths["timeline"] = fig_timeline(timeline, err, out / "timeline.png", t0)
+    del err, timeline
     release_memory()
     tot, throughput, ct = their()
     paths["throughput"] = throughput_figure(tot, out / "throughput.png", bucket, t0)
