@@ -1011,12 +1011,12 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         functools.partial(_their_parts, src, stats is None, theirs),
         functools.partial(_their_totals, src, bucket, stats is None),
     )
-    if fork:
-        child = Forked(*steps)
-        their = child.result
-    else:
-        pending = iter(steps)
-        their = lambda: next(pending)()  # noqa: E731 (the steps here, in turn)
+    child = Forked(*steps) if fork else None
+    pending = iter(steps)
+
+    def their():  # the other side's next step: the forked process' value, else computed here
+        return child.result() if child is not None else next(pending)()
+
     values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
 
