@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from amqpcap.analysis import batches
-from amqpcap.analysis.forked import Forked
+from amqpcap.analysis.forked import Forked, Shared
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.summary import STATS_PARTS, STREAMED, stats, stats_of_parts, stats_parts
 from amqpcap.analysis.tables import dissect_cached, table_files
@@ -142,6 +142,16 @@ def test_a_failure_of_a_later_step_is_raised_by_its_call_and_the_steps_after_it_
     with pytest.raises(KeyError, match="second step"):
         child.result()
     assert not (tmp_path / "third").exists()
+
+
+def test_shared_items_are_each_taken_by_one_of_the_two_processes_and_all_of_them_are_taken():
+    items = [("a", i) for i in range(200)]
+    shared = Shared(items)
+    child = Forked(lambda: [next(iter(shared)), next(iter(shared))])  # (the child takes two)
+    there = child.result()
+    here = list(shared)
+    assert there == items[:2] and here == items[2:]  # each item once, in order, none lost
+    assert list(Shared(())) == []
 
 
 def _small_groups(out: str, dst, rows: int) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import pickle
 
-__all__ = ["Forked", "can_fork"]
+__all__ = ["Forked", "Shared", "can_fork"]
 
 _FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
@@ -61,6 +62,33 @@ class Forked:
         if not ok:
             raise value
         return value
+
+
+class Shared:
+    """Work either of two processes takes, one item at a time, first come first served: this
+    process and a :class:`Forked` child made after this (each iterates over it; what one takes
+    the other does not).  A pipe of the items' indices, its writing end closed at once: a read of
+    one byte from a pipe is atomic, and an empty one reads as its end (no waiting).  At most 256
+    items; this process' reading end is closed once it reads the end."""
+
+    def __init__(self, items):
+        self.items = tuple(items)
+        if len(self.items) > 256:
+            raise ValueError("at most 256 items are shared")
+        self._read, write = os.pipe()
+        try:
+            os.write(write, bytes(range(len(self.items))))
+        finally:
+            os.close(write)
+
+    def __iter__(self):
+        while self._read is not None:
+            taken = os.read(self._read, 1)
+            if not taken:
+                os.close(self._read)
+                self._read = None
+                return
+            yield self.items[taken[0]]
 
 
 def _send(steps, conn) -> None:

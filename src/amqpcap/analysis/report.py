@@ -26,7 +26,7 @@ from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
-from amqpcap.analysis.forked import Forked, can_fork
+from amqpcap.analysis.forked import Forked, Shared, can_fork
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
     LATENCY_KINDS,
@@ -971,10 +971,13 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
 
 
 # the stats parts the report's forked process computes (of a dissect output directory), with the
-# errors (it sends their frame) and the throughput (it sends the plot's totals): every part but
-# consumer acks and health, whose pass gives the unacked figure; about half of the CPU each with
-# what this process computes and draws (every figure: matplotlib imported in it alone)
-THEIRS = ("transit", "rpc", "method_rtt", "connection_setup", "span", "counts", "confirm", "amqp10")
+# errors (it sends their frame) and the throughput (it sends the plot's totals); this one computes
+# consumer acks and health, whose pass gives the unacked figure, and draws every figure
+# (matplotlib imported in it alone).  The parts of SHARED either takes, whichever is free first
+# (forked.Shared): the figures cost about the same at any size, the passes grow with the tables,
+# so no fixed split keeps the two processes even on small and big tables alike.
+THEIRS = ("transit", "rpc", "confirm")
+SHARED = (("method_rtt", "connection_setup"), ("span",), ("counts",), ("amqp10",))  # (one load: a tuple)
 BESIDE = ("errors", "throughput")
 
 
@@ -1007,8 +1010,9 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     bucket = bucket or pick_bucket(duration)
     fork = is_output_dir(src) and can_fork()
     theirs = THEIRS if fork and stats is None else ()
+    shared = Shared(SHARED) if theirs else ()
     steps = (
-        functools.partial(_their_parts, src, stats is None, theirs),
+        functools.partial(_their_parts, src, stats is None, theirs, shared),
         functools.partial(_their_totals, src, bucket, stats is None),
     )
     child = Forked(*steps) if fork else None
@@ -1035,14 +1039,16 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             paths["unacked"] = fig_unacked(un, out / "unacked.png", t0)
 
     if stats is None:
+        skip = BESIDE + theirs + (sum(SHARED, ()) if theirs else ())
         got = stats_parts(
             src,
-            tuple(p for p in STATS_PARTS if p not in BESIDE and p not in theirs),
+            tuple(p for p in STATS_PARTS if p not in skip),
             on_latency=keep,
             on_section=draw,
             on_unacked=lambda un: kept.__setitem__("unacked", un),
             aside=(),
         )
+        _take(got, src, shared, keep)
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
@@ -1077,11 +1083,20 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _their_parts(src, parts: bool, theirs: tuple = ()) -> tuple:
-    """The report's first step of the other process: (``parts``) the stats parts of ``theirs``
-    and the errors (their dict, as :func:`stats_parts` gives it), what the latency figure draws
-    of ``theirs``' pairings (kind -> :class:`LatencyDrawn`) and the errors' frame (the errors and
-    timeline figures draw it)."""
+def _take(got: dict, src, shared, on_latency) -> None:
+    """The stats parts of ``shared`` (a :class:`~amqpcap.analysis.forked.Shared` of tuples of
+    parts) this process takes, added to ``got`` (:func:`stats_parts`' dict)."""
+    for parts in shared:
+        more = stats_parts(src, parts, on_latency=on_latency, aside=())
+        got["latency"].update(more.pop("latency"))
+        got.update(more)
+
+
+def _their_parts(src, parts: bool, theirs: tuple = (), shared=()) -> tuple:
+    """The report's first step of the other process: (``parts``) the stats parts of ``theirs``,
+    the errors and those of ``shared`` it takes (:func:`_take`; their dict, as
+    :func:`stats_parts` gives it), what the latency figure draws of its pairings (kind ->
+    :class:`LatencyDrawn`) and the errors' frame (the errors and timeline figures draw it)."""
     got: dict = {}
     latencies: dict = {}
     found: dict = {}
@@ -1091,16 +1106,12 @@ def _their_parts(src, parts: bool, theirs: tuple = ()) -> tuple:
             found["err"] = errors_frame(error_tables(load(), src))
 
     if parts:
-        got.update(
-            stats_parts(
-                src,
-                theirs + ("errors",),
-                on_latency=lambda kind, df: latencies.__setitem__(
-                    kind, latency_drawn(matched_latencies(kind, df), own=True)
-                ),
-                on_section=errors,
-            )
-        )
+
+        def drawn(kind, df):
+            latencies[kind] = latency_drawn(matched_latencies(kind, df), own=True)
+
+        got.update(stats_parts(src, theirs + ("errors",), on_latency=drawn, on_section=errors, aside=()))
+        _take(got, src, shared, drawn)
     else:
         errors("errors", lambda: section_tables(src, "errors"))
     return got, latencies, found.pop("err")
