@@ -997,12 +997,12 @@ def matched_latencies(kind: str, df) -> np.ndarray:
 
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     """The body of :func:`write_report`: a forked second process computes the stats parts of
-    :data:`THEIRS` and :data:`BESIDE`, the errors' frame, the throughput plot's totals and the
-    Connections table (:func:`_their_parts`, then :func:`_their_totals`), while this one computes
-    the rest of stats and draws the unacked figure, then draws the latency, errors and timeline
-    figures from the first step's values and the throughput figure from the second (two
-    processes: the report needs no third beside stats'; matplotlib imported by this one alone,
-    while the other reads)."""
+    :data:`THEIRS` and :data:`BESIDE` and those of :data:`SHARED` it takes first, the errors'
+    frame, the throughput plot's totals and the Connections table (:func:`_their_parts`, then
+    :func:`_their_totals`), while this one computes the rest of stats and draws the unacked
+    figure, then draws the latency, errors and timeline figures from the first step's values and
+    the throughput figure from the second (two processes: the report needs no third beside
+    stats'; matplotlib imported by this one alone, while the other reads)."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
