@@ -299,7 +299,9 @@ def test_the_timeline_steps_go_to_a_temporary_file_and_a_full_folder_is_an_error
     assert streamed_acks(out)[1] == streamed_acks(write_output(random_consumer_traffic(1), tmp_path / "b"))[1]
 
 
-def test_a_pickled_timeline_hands_over_its_steps_file_by_path_and_leaves_no_file_behind(tmp_path, monkeypatch):
+def test_a_pickled_timeline_hands_over_its_steps_file_by_path_and_leaves_no_file_behind(
+    tmp_path, monkeypatch
+):
     import pickle
     import tempfile
 
