@@ -29,7 +29,6 @@ from amqpcap.amqp.fields_0_9 import (
     read_plan,
 )
 from amqpcap.amqp.framing_0_9 import NOT_A_FRAME, NOT_ALL_THERE, frame_end
-from amqpcap.amqp.spec import readers_0_9
 from amqpcap.amqp.stream import I64_MAX, DecodeError, StreamDecoder
 
 FRAME_HEADER = Struct(">BHI")
@@ -41,12 +40,25 @@ _HDR = Struct(">HHQH")  # class-id, weight, body-size, first property flags
 _CM = Struct(">HH")
 
 
+# The generated readers of the argument lists (spec/readers_0_9.py: ~4.5 M instructions to load),
+# loaded by the first list read here, not at every start: the compiled walker has its own
+# (spec/readers_0_9.pxi), and a capture with no 0-8 / 0-9 / 0-9-1 conversation reads none.
+_READERS: dict = {}
+
+
 def compile_fields(fields):
     """The reader of ``fields``: ``f(buf, off, end, rabbit, args) -> end offset``.  A method's
     argument list has a reader generated from the XML (spec/readers_0_9.py); any other list is
     read by the generic reader on its plan."""
-    fn = readers_0_9.READERS.get(fields)
+    fn = (_READERS or _load_readers()).get(fields)
     return fn if fn is not None else partial(read_plan, field_plan(fields))
+
+
+def _load_readers() -> dict:
+    from amqpcap.amqp.spec import readers_0_9
+
+    _READERS.update(readers_0_9.READERS)
+    return _READERS
 
 
 _PROPS_CACHE: dict = {}
