@@ -18,6 +18,7 @@ from amqpcap.analysis import amqp10, batches, timespan
 from amqpcap.analysis._common import (
     CONN_KEYS,
     ROW_KEYS,
+    SMALL_MMAP_THRESHOLD,
     codes_in,
     filled,
     malloc_pool,
@@ -47,7 +48,7 @@ from amqpcap.analysis.streamed_confirms import streamed_confirms
 from amqpcap.analysis.streamed_health import heartbeat_counts
 from amqpcap.analysis.streamed_rpc import streamed_rpc
 from amqpcap.analysis.streamed_transit import streamed_transit
-from amqpcap.analysis.tables import Tables, as_tables, load_section
+from amqpcap.analysis.tables import Tables, as_tables, load_section, output_bytes
 from amqpcap.analysis.traffic import totals
 
 __all__ = [
@@ -740,6 +741,16 @@ def _record(calls: list, name: str, *args) -> None:
     calls.append((name, args))
 
 
+# the Parquet bytes of a dissect output below which stats maps only arrays of SMALL_MMAP_THRESHOLD
+# bytes or more on their own (a capture of about 0.2 GB; 0.1 GB: 17 MB of tables)
+SMALL_OUTPUT = 32 << 20
+
+
+def _mmap_threshold(src) -> int | None:
+    """glibc's mmap threshold while stats computes from ``src`` (None: malloc_pool's default)."""
+    return SMALL_MMAP_THRESHOLD if isinstance(src, str) and output_bytes(src) < SMALL_OUTPUT else None
+
+
 def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None, on_unacked=None) -> dict:
     """:func:`stats_parts` in this process."""
     got: dict = {"latency": {}}
@@ -767,7 +778,7 @@ def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None
         "health": put("health", lambda t: _health(t, got["unacked"])),
         "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
     }
-    with malloc_pool():
+    with malloc_pool(_mmap_threshold(src)):
         for section in (p for p in STATS_PARTS if p in parts):
             step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
