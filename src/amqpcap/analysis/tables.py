@@ -429,12 +429,14 @@ def _read_compact(
     keep = _kept_rows(dataset, names, versions)  # (found once, each group's read filtered by it)
     if keep is not None and not pc.any(keep).as_py():  # no row wanted: no column read
         return empty_frame(name, cols, categorical, True)
+    stored = sum(os.path.getsize(f) for f in dataset.files)  # (the table's, not the groups kept)
     if keep is not None:
         dataset, keep = _groups_kept(dataset, keep)
     ids = [c for c in SHARED_CODES if c in cols]  # read together: one dictionary (SHARED_CODES)
     groups = ([ids] if ids else []) + [[c] for c in cols if c in CODE_COLUMNS and c not in ids]
     rest = [c for c in cols if c not in CODE_COLUMNS]
-    groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
+    size = _GROUP if stored >= SMALL_TABLE else len(rest) or 1
+    groups += [rest[i : i + size] for i in range(0, len(rest), size)]
     if not groups:
         n = dataset.count_rows() if keep is None else pc.sum(keep).as_py() or 0
         return pd.DataFrame(index=pd.RangeIndex(n))
@@ -454,6 +456,10 @@ def _read_compact(
 
 
 _GROUP = 2  # columns per read of a compact load (the conversion transient follows it)
+# the Parquet bytes of a table under which a compact load reads its other columns in one scan: a scan
+# has a fixed cost (a section of 0.1 GB capture's tables: 30-60% of its load), and the transient of
+# a table this small is small beside the process
+SMALL_TABLE = 16 << 20
 
 
 def _groups_kept(dataset: ds.Dataset, keep: pa.ChunkedArray) -> tuple[ds.Dataset, pa.Array]:
