@@ -1,7 +1,6 @@
 """Parts of stats computed in a forked second process, and passes over files of many small row
 groups: the same summary, the same hooks called, the child's failures raised in the caller."""
 
-import contextlib
 import os
 import time
 
@@ -79,32 +78,24 @@ def test_stats_computes_aside_by_default_and_equals_one_process(out, forks):
 
 
 @pytest.mark.parametrize("small", [True, False])
-def test_a_small_output_computes_errors_aside_and_maps_only_arrays_of_32_mb(out, monkeypatch, small):
+def test_a_small_output_computes_errors_aside(out, monkeypatch, small):
     from amqpcap.analysis import summary
 
     want = stats(out, aside=())
     if not small:
         monkeypatch.setattr(summary, "SMALL_OUTPUT", 0)  # (the capture's tables: tens of kB)
-    here, thresholds = [], []
-    real_parts, real_pool = summary._stats_parts, summary.malloc_pool
+    here = []
+    real = summary._stats_parts
 
     def parts(src, parts, *args, **kw):
         here.append(parts)
-        return real_parts(src, parts, *args, **kw)
-
-    @contextlib.contextmanager
-    def pool(threshold=None):
-        thresholds.append(threshold)
-        with real_pool(threshold):
-            yield
+        return real(src, parts, *args, **kw)
 
     monkeypatch.setattr(summary, "_stats_parts", parts)
-    monkeypatch.setattr(summary, "malloc_pool", pool)
     assert stats(out) == want
     aside = summary.SMALL_ASIDE if small else summary.ASIDE
     assert here == [tuple(p for p in STATS_PARTS if p not in aside)]  # (this process' parts)
     assert ("errors" in aside) == small
-    assert thresholds == [summary.SMALL_MMAP_THRESHOLD if small else None]
 
 
 def test_health_apart_from_consumer_acks_is_refused(out):

@@ -18,7 +18,6 @@ from amqpcap.analysis import amqp10, batches, timespan
 from amqpcap.analysis._common import (
     CONN_KEYS,
     ROW_KEYS,
-    SMALL_MMAP_THRESHOLD,
     codes_in,
     filled,
     malloc_pool,
@@ -696,14 +695,9 @@ ASIDE = ("transit", "rpc", "confirm", "throughput")
 SMALL_ASIDE = ("transit", "rpc", "errors", "confirm", "throughput")
 
 
-# the Parquet bytes of a dissect output below which stats maps only arrays of SMALL_MMAP_THRESHOLD
-# bytes or more on their own (a capture of about 0.2 GB; 0.1 GB: 17 MB of tables)
+# the Parquet bytes of a dissect output under which it is small (SMALL_ASIDE): a capture of about
+# 0.2 GB (0.1 GB: 17 MB of tables)
 SMALL_OUTPUT = 32 << 20
-
-
-def _mmap_threshold(src) -> int | None:
-    """glibc's mmap threshold while stats computes from ``src`` (None: malloc_pool's default)."""
-    return SMALL_MMAP_THRESHOLD if _small(src) else None
 
 
 def _aside(t) -> tuple:
@@ -794,7 +788,7 @@ def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None
         "health": put("health", lambda t: _health(t, got["unacked"])),
         "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
     }
-    with malloc_pool(_mmap_threshold(src)):
+    with malloc_pool():
         for section in (p for p in STATS_PARTS if p in parts):
             step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
