@@ -79,6 +79,27 @@ def test_stats_computes_aside_by_default_and_equals_one_process(out, forks):
     assert forks == [os.getpid()]
 
 
+@pytest.mark.parametrize("small", [True, False])
+def test_a_small_output_computes_errors_aside(out, monkeypatch, small):
+    from amqpcap.analysis import summary
+
+    want = stats(out, aside=())
+    if not small:
+        monkeypatch.setattr(summary, "SMALL_OUTPUT", 0)  # (the capture's tables: tens of kB)
+    here = []
+    real = summary._stats_parts
+
+    def parts(src, parts, *args, **kw):
+        here.append(parts)
+        return real(src, parts, *args, **kw)
+
+    monkeypatch.setattr(summary, "_stats_parts", parts)
+    assert stats(out) == want
+    aside = summary.SMALL_ASIDE if small else summary.ASIDE
+    assert here == [tuple(p for p in STATS_PARTS if p not in aside)]  # (this process' parts)
+    assert ("errors" in aside) == small
+
+
 def test_health_apart_from_consumer_acks_is_refused(out):
     with pytest.raises(ValueError, match="health"):
         stats_parts(out, STATS_PARTS, aside=("consumer_ack",))

@@ -9,7 +9,7 @@ import pytest
 from tables import Capture, at
 
 import amqpcap
-from amqpcap.analysis.tables import Tables, cache_key, empty_frame, load, load_section
+from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, Tables, cache_key, empty_frame, load, load_section
 from amqpcap.records.schema import SCHEMAS
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "..", "..", "captures")
@@ -73,6 +73,17 @@ def test_not_a_dissect_output(tmp_path):
 def test_empty_frame_columns():
     df = empty_frame("connections")
     assert list(df.columns) == SCHEMAS["connections"].names and len(df) == 0
+
+
+def test_each_empty_frame_is_a_frame_of_its_own():
+    cols = ["capture", "method", "ts"]
+    first = empty_frame("methods", cols, CATEGORICAL_COLUMNS, True)
+    first["extra"] = pd.Series([], dtype="int64")
+    first.attrs["x"] = 1
+    again = empty_frame("methods", cols, CATEGORICAL_COLUMNS, True)
+    assert list(again.columns) == cols and again.attrs == {} and again is not first
+    assert again.dtypes.equals(first.dtypes[cols])
+    assert isinstance(again["capture"].dtype, pd.CategoricalDtype)  # (typed as the load types it)
 
 
 def test_capture_is_dissected_once_into_the_cache(tmp_path, monkeypatch):

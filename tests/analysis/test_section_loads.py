@@ -158,3 +158,19 @@ def test_a_method_section_reads_only_the_row_groups_holding_its_methods(outputs,
     assert len(got) == len(want)
     for c in got.columns:
         assert got[c].astype(object).tolist() == want[c].astype(object).tolist(), c
+
+
+@pytest.mark.parametrize("section", ["light", "errors", "consumer_ack", "messages"])
+def test_a_small_tables_columns_read_in_one_scan_equal_those_read_two_a_scan(outputs, monkeypatch, section):
+    from amqpcap.analysis import tables
+
+    scans = []
+    real = tables._read_exact
+    monkeypatch.setattr(tables, "_read_exact", lambda *a, **k: scans.append(1) or real(*a, **k))
+    one = tables.load_section(outputs[MANY], *SECTIONS[section])
+    in_one = len(scans)
+    monkeypatch.setattr(tables, "SMALL_TABLE", 0)  # every table read two columns a scan
+    two = tables.load_section(outputs[MANY], *SECTIONS[section])
+    assert len(scans) - in_one > in_one  # (fewer scans of the small tables)
+    for name in ("connections", "methods", "messages", "anomalies"):
+        pd.testing.assert_frame_equal(getattr(one, name), getattr(two, name))

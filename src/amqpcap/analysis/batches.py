@@ -184,8 +184,10 @@ def batches(
     whose ``method`` is one of ``methods`` (None: all).  ``strings``: column -> :class:`Codes`
     for each string column.  ``nulls``: integer columns also given as ``<name>_valid`` masks.
     ``rows``: default :data:`PASS_ROWS`."""
+    # (the coded strings read as Parquet's dictionaries: no plain string decoded, none encoded again)
+    dictionaries = set(strings) | ({"method"} if methods is not None else set())
     for path in table_files(directory, name):
-        for batch, have in _file_batches(path, columns, rows or PASS_ROWS):
+        for batch, have in _file_batches(path, columns, rows or PASS_ROWS, dictionaries):
             if methods is not None:
                 batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
                 if batch.num_rows == 0:

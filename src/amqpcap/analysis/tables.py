@@ -334,7 +334,19 @@ def empty_frame(
     name: str, columns: list[str] | None = None, categorical=frozenset(), compact=False
 ) -> pd.DataFrame:
     """An empty DataFrame with the columns and dtypes of table ``name``."""
-    return arrow_to_pandas(SCHEMAS[name].empty_table(), name, columns, categorical, compact)
+    return _empty_frame(
+        name, None if columns is None else tuple(columns), frozenset(categorical), compact
+    ).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _empty_frame(name: str, columns: tuple | None, categorical: frozenset, compact: bool) -> pd.DataFrame:
+    """:func:`empty_frame`, made once per shape (a section load makes one for each table it does
+    not read: 5-50 ms of pandas' dtype checks each, ~30 of them in a stats run); callers get a
+    copy (0.2 ms)."""
+    return arrow_to_pandas(
+        SCHEMAS[name].empty_table(), name, None if columns is None else list(columns), categorical, compact
+    )
 
 
 def _categorical(columns) -> frozenset:
@@ -417,12 +429,14 @@ def _read_compact(
     keep = _kept_rows(dataset, names, versions)  # (found once, each group's read filtered by it)
     if keep is not None and not pc.any(keep).as_py():  # no row wanted: no column read
         return empty_frame(name, cols, categorical, True)
+    stored = sum(os.path.getsize(f) for f in dataset.files)  # (the table's, not the groups kept)
     if keep is not None:
         dataset, keep = _groups_kept(dataset, keep)
     ids = [c for c in SHARED_CODES if c in cols]  # read together: one dictionary (SHARED_CODES)
     groups = ([ids] if ids else []) + [[c] for c in cols if c in CODE_COLUMNS and c not in ids]
     rest = [c for c in cols if c not in CODE_COLUMNS]
-    groups += [rest[i : i + _GROUP] for i in range(0, len(rest), _GROUP)]
+    size = _GROUP if stored >= SMALL_TABLE else len(rest) or 1
+    groups += [rest[i : i + size] for i in range(0, len(rest), size)]
     if not groups:
         n = dataset.count_rows() if keep is None else pc.sum(keep).as_py() or 0
         return pd.DataFrame(index=pd.RangeIndex(n))
@@ -442,6 +456,10 @@ def _read_compact(
 
 
 _GROUP = 2  # columns per read of a compact load (the conversion transient follows it)
+# the Parquet bytes of a table under which a compact load reads its other columns in one scan: a scan
+# has a fixed cost (a section of 0.1 GB capture's tables: 30-60% of its load), and the transient of
+# a table this small is small beside the process
+SMALL_TABLE = 16 << 20
 
 
 def _groups_kept(dataset: ds.Dataset, keep: pa.ChunkedArray) -> tuple[ds.Dataset, pa.Array]:
@@ -529,6 +547,11 @@ def table_files(directory: str | os.PathLike, name: str) -> list[str]:
     if p.is_dir():
         return [str(x) for x in sorted(x for x in p.rglob("*.parquet") if not x.name.startswith((".", "_")))]
     return [str(p.with_suffix(".parquet"))] if p.with_suffix(".parquet").is_file() else []
+
+
+def output_bytes(directory: str | os.PathLike) -> int:
+    """The bytes of the Parquet files of every table of a dissect output."""
+    return sum(os.path.getsize(f) for name in TABLE_NAMES for f in table_files(directory, name))
 
 
 def count_rows(directory: str | os.PathLike, name: str) -> int:
