@@ -152,11 +152,19 @@ print(max(u.ru_maxrss, peak), u.ru_utime + u.ru_stime, p.returncode, err)
 """
 
 
+# The commands run as after an install: with Python's bytecode cache (as bench_dissect's
+# children).  PYTHONDONTWRITEBYTECODE (this project's CI machines set it) would otherwise have
+# every run compile amqpcap's modules from source, which no installed amqpcap does.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def measure(name: str, cmd: list[str], limit_mb: int) -> tuple[float, float, float]:
     """Run ``cmd``; print its wall time, CPU time, peak RSS and exit status; return (wall
     seconds, MB, CPU seconds)."""
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", _WRAP, str(limit_mb), *cmd], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", _WRAP, str(limit_mb), *cmd], capture_output=True, text=True, env=CHILD_ENV
+    )
     el = time.monotonic() - t0
     rss, cpu, code, err = (r.stdout.strip().split(" ", 3) + ["", "", ""])[:4]
     mb = int(rss) / 1024 if rss.isdigit() else float("nan")
