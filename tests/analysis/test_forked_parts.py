@@ -2,6 +2,7 @@
 groups: the same summary, the same hooks called, the child's failures raised in the caller."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -128,6 +129,30 @@ def test_the_forked_process_sees_this_ones_state_and_leaves_no_process_behind():
     assert pid != os.getpid() and total == sum(range(1000))
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
+
+
+_ENDS_WHILE_THE_CHILD_RUNS = """
+import signal, sys, time
+from amqpcap.analysis.forked import Forked
+
+def stopped(signum, frame):
+    raise KeyboardInterrupt(signum)
+
+signal.signal(signal.SIGTERM, stopped)  # as the CLI's handlers: a signal unwinds
+import multiprocessing
+f = Forked(lambda: time.sleep(60))
+for child in multiprocessing.active_children():  # ended at once, as at an early exit
+    child.terminate()
+    child.join()
+    print(child.exitcode, flush=True)
+"""
+
+
+def test_a_forked_process_ended_by_its_caller_leaves_quietly_whatever_handlers_it_inherited():
+    r = subprocess.run([sys.executable, "-c", _ENDS_WHILE_THE_CHILD_RUNS], capture_output=True, text=True)
+    assert r.returncode == 0
+    assert r.stdout == f"{-signal.SIGTERM}\n"
+    assert r.stderr == ""
 
 
 def test_each_steps_value_reaches_the_caller_while_the_forked_process_computes_the_next(tmp_path):

@@ -14,10 +14,14 @@ import gc
 import multiprocessing
 import os
 import pickle
+import signal
 
 __all__ = ["Forked", "Shared", "can_fork"]
 
 _FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if _FORK is not None else ()
 
 
 def can_fork() -> bool:
@@ -38,9 +42,13 @@ class Forked:
         # the objects made so far frozen for the fork: the child's collections then do not walk
         # (and so copy) every page of the parent's imports and data
         gc.freeze()
+        # signals held back across the fork: the child answers none before it has put its own
+        # dispositions in place (``_send``); this process gets any that came meanwhile after
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
         try:
             self._process.start()
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             gc.unfreeze()
         write.close()
 
@@ -93,7 +101,14 @@ class Shared:
 
 def _send(steps, conn) -> None:
     """The child's work: each of ``steps``' values in turn, or the exception of the first that
-    fails, sent through ``conn``."""
+    fails, sent through ``conn``.  Signals are the caller's to answer: the child leaves a Ctrl-C
+    (sent to the whole process group) to it and ends quietly when it ends the child (SIGTERM, as
+    ``multiprocessing`` does to a daemon process at exit), not by the caller's handlers it
+    inherited, which would unwind it and print its traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     try:
         for step in steps:
             conn.send((True, step()))
