@@ -41,6 +41,7 @@ from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.errors import TaskFailed, task_failure
 from amqpcap.spark.plan import InputError
 from amqpcap.spark.session import pandas_version_warning_off, warm
+from amqpcap.spark.stages import is_connect, parallelism, result_schema
 from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
@@ -261,20 +262,6 @@ def renumber_task(item, *, tables: list) -> int:
 # -- driver side ------------------------------------------------------------------------------------
 
 
-def is_connect(spark) -> bool:
-    """A Spark Connect session (no SparkContext: DataFrame API only)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def parallelism(spark) -> int:
-    if not is_connect(spark):
-        return spark.sparkContext.defaultParallelism
-    try:
-        return max(1, int(spark.conf.get("spark.default.parallelism", "0"))) or 8
-    except (ValueError, TypeError):
-        return 8
-
-
 class Progress:
     """One line per stage on stderr (``amqpcap COMMAND: ...``); with a SparkContext,
     ``done/total tasks`` refreshed in place."""
@@ -379,14 +366,6 @@ def one_row(i: int, got: bytes) -> list:
     ids = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([i], np.int64))])
     offsets = pa.py_buffer(np.array([0, len(got)], np.int32))
     return [ids, pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(got)])]
-
-
-def result_schema():
-    """``id long, result binary`` as a StructType: a DDL string is parsed by the JVM's SQL parser,
-    whose first use in a session costs about 0.3 CPU s."""
-    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
-
-    return StructType([StructField("id", LongType()), StructField("result", BinaryType())])
 
 
 def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:

@@ -18,6 +18,7 @@ import time
 import warnings
 from urllib.parse import urlsplit
 
+from amqpcap.spark.stages import no_rows, parallelism, result_schema
 from amqpcap.spark.starting import Starting
 
 #: Settings amqpcap needs whatever the master.
@@ -393,16 +394,9 @@ def warm(spark) -> None:
     query and starts the Python worker daemon and a worker a core (about 2.5 CPU s, most of it
     one process after the other), which a caller working on the driver meanwhile hides; later
     stages find them up (workers are reused, ``CONF``)."""
-    from amqpcap.spark.job import parallelism, result_schema
-
     n = parallelism(spark)
     with pandas_version_warning_off():
         spark.range(0, n, 1, numPartitions=n).mapInArrow(no_rows, result_schema()).collect()
-
-
-def no_rows(batches):
-    """A ``mapInArrow`` function that returns nothing (``warm``)."""
-    return iter(())
 
 
 class Unreachable(ConnectionError):
