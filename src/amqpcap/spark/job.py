@@ -150,24 +150,30 @@ class _Counting:
             yield from b
 
 
-def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, tables: list) -> TaskResult:
-    """Dissect one task's captures (or split bucket) into its own directory under ``scratch``."""
+def dissect_task(
+    task: plan.Task, *, scratch: storage.Location, opts: Options, tables: list, threads: bool = False
+) -> TaskResult:
+    """Dissect one task's captures (or split bucket) into its own directory under ``scratch``:
+    in the task's one thread (``one_thread``), or with ``threads`` as ``amqpcap dissect`` does,
+    its Parquet and body digests in threads of their own (the driver's units while its session
+    starts: the JVM starting leaves part of the other core idle)."""
     dest = task_location(scratch, task.id)
     local_dir = dest.path if dest.local else tempfile.mkdtemp(prefix="amqpcap-task-")
     # one file per table of a task: the job names the task's files parts of the dataset
     writer = DatasetWriter(
         os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True, one_file=True
     )
-    one_thread(writer)
+    if not threads:
+        one_thread(writer)
     res = TaskResult(task.id, {})
     name = None  # the capture being dissected: named in the one line of a failure
     try:
         if task.bucket is not None:
             name = task.bucket.name
-            _dissect_bucket(task.bucket, writer, opts, res)
+            _dissect_bucket(task.bucket, writer, opts, res, threads)
         for c in task.captures:
             name = c.name
-            _dissect_whole(c, writer, opts, res)
+            _dissect_whole(c, writer, opts, res, threads)
         name = None
         res.rows = writer.close()
         if not dest.local:
@@ -193,15 +199,17 @@ def one_thread(writer: DatasetWriter) -> None:
         t.file.background = False
 
 
-def dissector(name: str, writer: DatasetWriter, opts: Options) -> Dissector:
-    """A ``Dissector`` that hashes message bodies in the task's thread (see ``one_thread``)."""
+def dissector(name: str, writer: DatasetWriter, opts: Options, threads: bool = False) -> Dissector:
+    """A ``Dissector`` that hashes message bodies in the task's thread (see ``one_thread``), or
+    with ``threads`` as ``amqpcap dissect`` does (in a thread of their own, if the writer can)."""
     d = Dissector(name, writer, opts)
-    d.deferred_digests = False
+    if not threads:
+        d.deferred_digests = False
     return d
 
 
-def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult) -> None:
-    d = dissector(b.name, writer, opts)
+def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult, threads: bool) -> None:
+    d = dissector(b.name, writer, opts, threads)
     numbers = ranges.StreamNumbers(b.firsts, b.ranks)
     d.stream_of = numbers
     source = _Counting(ranges.BucketSource(b.loc, b.ranges, b.slots))
@@ -211,7 +219,7 @@ def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult) -> None:
     res.tcp_streams, res.frames = d.nstreams, d.frames
 
 
-def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult) -> None:
+def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult, threads: bool) -> None:
     local, fetched = c.loc.path, None
     try:
         if not c.loc.local:
@@ -224,7 +232,7 @@ def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult) -> N
                 res.errors.append((c.name, f"{c.name}: cannot be read ({msg})", Exit.UNREADABLE))
                 return
             local = fetched
-        d = dissector(c.name, writer, opts)
+        d = dissector(c.name, writer, opts, threads)
         d.run(open_capture(local))
     except CaptureError as e:  # that capture's error; what it yielded before stays
         res.errors.append((c.name, str(e).replace(local, c.name, 1), e.exit_code))
@@ -742,7 +750,8 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         split_cands = {r.capture for r in range_items}
         mine = [c for i, c in enumerate(caps) if i not in split_cands and _on_driver(c, split_size)]
         job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
-        caps_ahead = ahead.share([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
+        mine_items = [plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)]
+        caps_ahead = ahead.share(mine_items, partial(job, threads=True))
         ncaps = caps_ahead.decide()
         done = {id(c) for c in mine[:ncaps]}
         # all done on the driver: the session is not waited for (the caller gives it up), and no
