@@ -37,6 +37,10 @@ LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
+    # no session extensions found on the classpath (ServiceLoader): pyspark's jars hold one,
+    # Spark ML's function registration, which amqpcap does not use and which costs about 1 CPU s
+    # of the JVM's start (Scala reflection); extensions named in spark.sql.extensions still load
+    "spark.sql.extensions.test.loadFromCp": "false",
 }
 #: Local mode, workers running this interpreter: they fork from a daemon that imported
 #: pyspark.worker and amqpcap already (``amqpcap.spark.daemon``).
