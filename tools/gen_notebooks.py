@@ -678,11 +678,7 @@ recorded against RabbitMQ's 1.0 plugin with two client libraries (rhea, Qpid Pro
 Definitions: `docs/analysis.md` (AMQP 1.0 links and liveness; `stats`' `settlement`, `outcomes`, `errors`).
 """),
         md(SETUP_MD),
-        code(
-            "%matplotlib inline\nimport matplotlib.pyplot as plt\n\n"
-            + SETUP
-            + "\n\nfrom amqpcap.analysis.amqp10 import settlement"
-        ),
+        code("%matplotlib inline\nimport matplotlib.pyplot as plt\n\n" + SETUP),
         code("""
 t = amqpcap.load(CAPTURES / "rabbitmq10_rhea_outcomes.pcap", cache_dir=CACHE)
 t.connections[["tcp_stream", "version", "client_container_id", "server_container_id", "server_product",
@@ -704,13 +700,13 @@ m[m["method"].isin(["transfer", "disposition"])][
         md("""
 ## Settlement latency, per link and per outcome
 
-`settlement(t)`: one row per delivery, from its first transfer to the disposition that
+`A.settlement(t)`: one row per delivery, from its first transfer to the disposition that
 settles it. Deliveries sent settled (`presettled`, the `rhea-presettled-sender` link) have no
 latency; deliveries never settled in the capture have none either. `A.stats(t)` summarises the
 same values (`latency.settlement`, with `by_link` and `by_outcome`).
 """),
         code("""
-s = settlement(t)
+s = A.settlement(t)
 s[["tcp_stream", "direction", "link_name", "delivery_id", "outcome", "condition", "presettled", "settled",
    "latency_ms"]]"""),
         code("""
