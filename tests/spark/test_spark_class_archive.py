@@ -188,3 +188,32 @@ def test_the_command_waits_for_its_jvm_only_while_it_records_the_class_archive(s
         got.append(p.stdout.split())
     assert got == [["False", "0"], ["True", "0"]]
     assert [p.name for p in (tmp_path / "amqpcap-spark").glob("classes-*")][0].endswith(".jsa")
+
+
+EXTENSIONS = """
+import shutil, subprocess, sys
+from amqpcap.spark import session
+if sys.argv[1] == "with":
+    del session.LOCAL_CONF["spark.sql.extensions.test.loadFromCp"]
+s = session.build("local[1]", app="extensions", quiet=True)
+pid = str(s._jvm.java.lang.ProcessHandle.current().pid())
+out = subprocess.run([shutil.which("jcmd"), pid, "VM.class_hierarchy"], capture_output=True, text=True).stdout
+ml = "org.apache.spark.sql.ml.InternalFunctionRegistration"
+print("org.apache.spark.sql.SparkSession" in out, ml in out)
+s.stop()
+"""
+
+
+def test_a_local_session_leaves_out_spark_mls_function_registration(spark, tmp_path):
+    """pyspark's jars declare Spark ML's function registration as a session extension (about a
+    quarter of the JVM's start); a local session of amqpcap, which uses none of it, does not load it."""
+    if shutil.which("jcmd") is None:  # (CI: scripts/test.sh installs the JDK, so it is there)
+        (pytest.fail if os.environ.get("AMQPCAP_REQUIRE_TOOLS") else pytest.skip)("needs the JDK's jcmd")
+    got = {}
+    for case in ("without", "with"):  # amqpcap's settings, then with the classpath's extensions
+        p = subprocess.run(
+            [sys.executable, "-c", EXTENSIONS, case], capture_output=True, text=True, timeout=600
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        got[case] = p.stdout.split()
+    assert got == {"without": ["True", "False"], "with": ["True", "True"]}

@@ -537,3 +537,57 @@ def test_a_session_that_fails_to_start_fails_the_job_and_leaves_no_output(tmp_pa
     with pytest.raises(RuntimeError, match="no JVM"):
         run(StartsAfter(None, 2, err), CAPTURES, out)
     assert not os.path.exists(out) and not os.path.exists(f"{out}.tmp-spark-{os.getpid()}")
+
+
+THREADS_PROBE = """
+import sys, threading
+from amqpcap.pipeline import Options
+from amqpcap.spark import job, plan, storage
+from amqpcap.spark.plan import expand
+scratch, tables, caps = storage.locate(sys.argv[1]), sys.argv[2].split(","), expand(sys.argv[3:])
+def parquet_thread():
+    return any(t.name == "amqpcap-parquet" for t in threading.enumerate())
+for tid, threads in ((0, False), (1, True)):
+    task = plan.Task(tid, captures=caps, size=sum(c.size for c in caps))
+    job.dissect_task(task, scratch=scratch, opts=job.opts_of(64, True, (), False), tables=tables,
+                     threads=threads)
+    print(parquet_thread())
+"""
+
+
+def test_the_drivers_units_write_parquet_in_a_thread_as_dissect_does_and_tasks_in_their_own(tmp_path):
+    """A Spark task writes its Parquet in its own thread (Spark gives it one core); the driver's
+    units, run while the JVM starts on the other core, write theirs in the Parquet thread as
+    ``amqpcap dissect`` does: the same rows either way."""
+    import subprocess
+
+    got = subprocess.run(
+        [sys.executable, "-c", THREADS_PROBE, str(tmp_path), ",".join(TABLES), *CAPTURES[:3]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert got.stdout.split() == ["False", "True"]
+    want = str(tmp_path / "want")
+    dissect(CAPTURES[:3], want, frames=True)
+    for t in ("t00000", "t00001"):
+        assert_same_dataset(str(tmp_path / "tasks" / t), want)
+
+
+def test_the_driver_dissects_its_captures_with_dissects_threads(spark, dissected, tmp_path, monkeypatch):
+    from amqpcap.spark import job
+
+    fns = []
+    real_share = job.Ahead.share
+
+    def share(ahead, items, fn):
+        fns.append(fn)
+        return real_share(ahead, items, fn)
+
+    monkeypatch.setattr(job.Ahead, "share", share)
+    out = str(tmp_path / "out")
+    s = run(StartsAfter(spark, 3), CAPTURES, out, frames=True)
+    ranges_fn, captures_fn = fns
+    assert captures_fn.keywords.get("threads") is True and "threads" not in ranges_fn.keywords
+    assert s.driver_units == 3 and s.tasks >= 1
+    assert_same_dataset(out, dissected)

@@ -41,6 +41,7 @@ from amqpcap.spark import plan, ranges, storage
 from amqpcap.spark.errors import TaskFailed, task_failure
 from amqpcap.spark.plan import InputError
 from amqpcap.spark.session import pandas_version_warning_off, warm
+from amqpcap.spark.stages import is_connect, parallelism, result_schema
 from amqpcap.spark.starting import Starting
 
 DEFAULT_SPLIT_SIZE = 128 << 20
@@ -149,24 +150,30 @@ class _Counting:
             yield from b
 
 
-def dissect_task(task: plan.Task, *, scratch: storage.Location, opts: Options, tables: list) -> TaskResult:
-    """Dissect one task's captures (or split bucket) into its own directory under ``scratch``."""
+def dissect_task(
+    task: plan.Task, *, scratch: storage.Location, opts: Options, tables: list, threads: bool = False
+) -> TaskResult:
+    """Dissect one task's captures (or split bucket) into its own directory under ``scratch``:
+    in the task's one thread (``one_thread``), or with ``threads`` as ``amqpcap dissect`` does,
+    its Parquet and body digests in threads of their own (the driver's units while its session
+    starts: the JVM starting leaves part of the other core idle)."""
     dest = task_location(scratch, task.id)
     local_dir = dest.path if dest.local else tempfile.mkdtemp(prefix="amqpcap-task-")
     # one file per table of a task: the job names the task's files parts of the dataset
     writer = DatasetWriter(
         os.path.join(local_dir, "t") if not dest.local else local_dir, tables, force=True, one_file=True
     )
-    one_thread(writer)
+    if not threads:
+        one_thread(writer)
     res = TaskResult(task.id, {})
     name = None  # the capture being dissected: named in the one line of a failure
     try:
         if task.bucket is not None:
             name = task.bucket.name
-            _dissect_bucket(task.bucket, writer, opts, res)
+            _dissect_bucket(task.bucket, writer, opts, res, threads)
         for c in task.captures:
             name = c.name
-            _dissect_whole(c, writer, opts, res)
+            _dissect_whole(c, writer, opts, res, threads)
         name = None
         res.rows = writer.close()
         if not dest.local:
@@ -192,15 +199,17 @@ def one_thread(writer: DatasetWriter) -> None:
         t.file.background = False
 
 
-def dissector(name: str, writer: DatasetWriter, opts: Options) -> Dissector:
-    """A ``Dissector`` that hashes message bodies in the task's thread (see ``one_thread``)."""
+def dissector(name: str, writer: DatasetWriter, opts: Options, threads: bool = False) -> Dissector:
+    """A ``Dissector`` that hashes message bodies in the task's thread (see ``one_thread``), or
+    with ``threads`` as ``amqpcap dissect`` does (in a thread of their own, if the writer can)."""
     d = Dissector(name, writer, opts)
-    d.deferred_digests = False
+    if not threads:
+        d.deferred_digests = False
     return d
 
 
-def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult) -> None:
-    d = dissector(b.name, writer, opts)
+def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult, threads: bool) -> None:
+    d = dissector(b.name, writer, opts, threads)
     numbers = ranges.StreamNumbers(b.firsts, b.ranks)
     d.stream_of = numbers
     source = _Counting(ranges.BucketSource(b.loc, b.ranges, b.slots))
@@ -210,7 +219,7 @@ def _dissect_bucket(b: Bucket, writer, opts: Options, res: TaskResult) -> None:
     res.tcp_streams, res.frames = d.nstreams, d.frames
 
 
-def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult) -> None:
+def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult, threads: bool) -> None:
     local, fetched = c.loc.path, None
     try:
         if not c.loc.local:
@@ -223,7 +232,7 @@ def _dissect_whole(c: plan.Capture, writer, opts: Options, res: TaskResult) -> N
                 res.errors.append((c.name, f"{c.name}: cannot be read ({msg})", Exit.UNREADABLE))
                 return
             local = fetched
-        d = dissector(c.name, writer, opts)
+        d = dissector(c.name, writer, opts, threads)
         d.run(open_capture(local))
     except CaptureError as e:  # that capture's error; what it yielded before stays
         res.errors.append((c.name, str(e).replace(local, c.name, 1), e.exit_code))
@@ -259,20 +268,6 @@ def renumber_task(item, *, tables: list) -> int:
 
 
 # -- driver side ------------------------------------------------------------------------------------
-
-
-def is_connect(spark) -> bool:
-    """A Spark Connect session (no SparkContext: DataFrame API only)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def parallelism(spark) -> int:
-    if not is_connect(spark):
-        return spark.sparkContext.defaultParallelism
-    try:
-        return max(1, int(spark.conf.get("spark.default.parallelism", "0"))) or 8
-    except (ValueError, TypeError):
-        return 8
 
 
 class Progress:
@@ -379,14 +374,6 @@ def one_row(i: int, got: bytes) -> list:
     ids = pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(np.array([i], np.int64))])
     offsets = pa.py_buffer(np.array([0, len(got)], np.int32))
     return [ids, pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(got)])]
-
-
-def result_schema():
-    """``id long, result binary`` as a StructType: a DDL string is parsed by the JVM's SQL parser,
-    whose first use in a session costs about 0.3 CPU s."""
-    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
-
-    return StructType([StructField("id", LongType()), StructField("result", BinaryType())])
 
 
 def run_stage(spark, items: list, fn, seconds: list | None = None) -> list:
@@ -763,7 +750,8 @@ def _run(spark, pending, inputs, out, split_size, frames, force, progress, opts)
         split_cands = {r.capture for r in range_items}
         mine = [c for i, c in enumerate(caps) if i not in split_cands and _on_driver(c, split_size)]
         job = partial(dissect_task, scratch=scratch, opts=opts, tables=tables)
-        caps_ahead = ahead.share([plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)], job)
+        mine_items = [plan.Task(k, captures=[c], size=c.size) for k, c in enumerate(mine)]
+        caps_ahead = ahead.share(mine_items, partial(job, threads=True))
         ncaps = caps_ahead.decide()
         done = {id(c) for c in mine[:ncaps]}
         # all done on the driver: the session is not waited for (the caller gives it up), and no

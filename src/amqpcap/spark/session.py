@@ -18,6 +18,7 @@ import time
 import warnings
 from urllib.parse import urlsplit
 
+from amqpcap.spark.stages import no_rows, parallelism, result_schema
 from amqpcap.spark.starting import Starting
 
 #: Settings amqpcap needs whatever the master.
@@ -36,6 +37,10 @@ LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.extraJavaOptions": JVM_FLAGS,
     "spark.executor.extraJavaOptions": JVM_FLAGS,
+    # no session extensions found on the classpath (ServiceLoader): pyspark's jars hold one,
+    # Spark ML's function registration, which amqpcap does not use and which costs about 1 CPU s
+    # of the JVM's start (Scala reflection); extensions named in spark.sql.extensions still load
+    "spark.sql.extensions.test.loadFromCp": "false",
 }
 #: Local mode, workers running this interpreter: they fork from a daemon that imported
 #: pyspark.worker and amqpcap already (``amqpcap.spark.daemon``).
@@ -393,16 +398,9 @@ def warm(spark) -> None:
     query and starts the Python worker daemon and a worker a core (about 2.5 CPU s, most of it
     one process after the other), which a caller working on the driver meanwhile hides; later
     stages find them up (workers are reused, ``CONF``)."""
-    from amqpcap.spark.job import parallelism, result_schema
-
     n = parallelism(spark)
     with pandas_version_warning_off():
         spark.range(0, n, 1, numPartitions=n).mapInArrow(no_rows, result_schema()).collect()
-
-
-def no_rows(batches):
-    """A ``mapInArrow`` function that returns nothing (``warm``)."""
-    return iter(())
 
 
 class Unreachable(ConnectionError):

@@ -229,8 +229,9 @@ class Report:
 
     def finish(self, spark, progress: bool = False) -> None:
         """The items left, as Spark tasks of ``spark``; returns when every item is computed."""
-        from amqpcap.spark.job import Progress, is_connect, parallelism, result_schema, storage_env
+        from amqpcap.spark.job import Progress, storage_env
         from amqpcap.spark.session import pandas_version_warning_off
+        from amqpcap.spark.stages import is_connect, parallelism, result_schema
 
         prog = Progress(spark, progress, "stats")
         if self.by_driver:
