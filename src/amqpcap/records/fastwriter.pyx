@@ -912,7 +912,9 @@ cdef class Columns:
                     continue
                 c = self.col[i]
                 # the common columns without a virtual call (Col.append: the same, for any
-                # column); nulls filled in only where the column is behind (Col.fill)
+                # column), their common values without any call while the buffers have room
+                # (put_int_now, put_bytes_now); nulls filled in only where the column is behind
+                # (Col.fill)
                 if (<Col>c).kind == K_INT:
                     if (<Col>c).length != n:
                         (<IntCol>c).fill(n)
