@@ -237,7 +237,7 @@ def test_thousands_of_rows_of_every_width_and_text_are_the_reference_batch(fastw
     rows = []
     for i in range(6000):
         ints = [e[i % len(e)] if i % 3 else (i % 100) - 50 for e in edges.values()]
-        ints = [v if -(1 << (8 * w - 1)) <= v < 1 << (8 * w - 1) else None for v, w in zip(ints, (1, 2, 4, 8))]
+        ints = [v if -(1 << (8 * w - 1)) <= v < 1 << (8 * w - 1) else None for v, w in zip(ints, edges)]
         text = None if i % 7 == 0 else ("x" * (i % 300) + ("é" if i % 5 == 0 else ""))
         raw = None if i % 11 == 0 else bytes([i % 256]) * (i % 500)
         rows.append((*ints, i % 4 == 0, i * 1_000_003, text, raw))
@@ -246,7 +246,8 @@ def test_thousands_of_rows_of_every_width_and_text_are_the_reference_batch(fastw
         columns.append(row)
     batch = columns.take()
     batch.validate(full=True)
-    expect = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(zip(*rows), schema)], schema=schema)
+    arrays = [pa.array(c, type=f.type) for c, f in zip(zip(*rows), schema)]
+    expect = pa.RecordBatch.from_arrays(arrays, schema=schema)
     assert batch.equals(expect)
 
 
