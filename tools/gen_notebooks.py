@@ -653,12 +653,265 @@ def spark_job():
     return spark_local_cells() + spark_sql_cells() + spark_elsewhere_cells()
 
 
+def amqp10_settlement_cells():
+    """Notebook 06: a 1.0 capture's tables, settlement latency and outcomes."""
+    return [
+        md("""
+# 06 — AMQP 1.0: settlement, outcomes, errors, link credit, liveness
+
+AMQP 1.0 has no `basic.publish` or `basic.ack`: a sender **transfers** a delivery on a link, the
+receiver **settles** it with a **disposition** that carries its outcome (`accepted`, `rejected`
+with an error, `released`, `modified`), and the sender may only send while the receiver has
+granted it **link credit** (`flow`). The tables keep one methods row per performative (with
+`link_name`, `delivery_id`, `settled`, `outcome`, `condition`, `link_credit`, ...) and one
+messages row per delivery, its transfers reassembled. This notebook reads the 1.0 captures
+recorded against RabbitMQ's 1.0 plugin with two client libraries (rhea, Qpid Proton; the
+`.truth.json` beside each capture is what the client itself logged; `captures/README.md`):
+
+| capture | shows |
+|---|---|
+| `rabbitmq10_rhea_outcomes.pcap` | a publisher (one link pre-settled), consumers that accept, reject, release and modify |
+| `rabbitmq10_rhea_errors.pcap`, `rabbitmq10_proton_errors.pcap` | a refused login, links to a missing queue / exchange and a bad address |
+| `rabbitmq10_rhea_multiplex.pcap` | two sessions on one connection, a receiver attached with no credit while messages wait, a drain, idle-time-out 1 s |
+| `rabbitmq10_proton_pika.pcap` | a 1.0 publisher and a 0-9-1 consumer of one queue |
+
+Definitions: `docs/analysis.md` (AMQP 1.0 links and liveness; `stats`' `settlement`, `outcomes`, `errors`).
+"""),
+        md(SETUP_MD),
+        code("%matplotlib inline\nimport matplotlib.pyplot as plt\n\n" + SETUP),
+        code("""
+t = amqpcap.load(CAPTURES / "rabbitmq10_rhea_outcomes.pcap", cache_dir=CACHE)
+t.connections[["tcp_stream", "version", "client_container_id", "server_container_id", "server_product",
+               "server_product_version", "mechanism", "user", "frame_max", "client_idle_timeout_ms",
+               "server_idle_timeout_ms", "closed_by"]]"""),
+        md("""
+## Links and deliveries
+
+An `attach` names a link and its role; every later performative of the link carries its
+`link_name`. The deliveries each link carried, and how they ended:
+"""),
+        code("""
+m = t.methods
+m[m["method"] == "attach"][["frame_number", "tcp_stream", "direction", "handle", "link_name", "role", "source", "target"]]"""),
+        code("""
+m[m["method"].isin(["transfer", "disposition"])][
+    ["frame_number", "tcp_stream", "direction", "method", "link_name", "delivery_id", "id_ranges", "settled",
+     "outcome", "condition"]].head(12)"""),
+        md("""
+## Settlement latency, per link and per outcome
+
+`A.settlement(t)`: one row per delivery, from its first transfer to the disposition that
+settles it. Deliveries sent settled (`presettled`, the `rhea-presettled-sender` link) have no
+latency; deliveries never settled in the capture have none either. `A.stats(t)` summarises the
+same values (`latency.settlement`, with `by_link` and `by_outcome`).
+"""),
+        code("""
+s = A.settlement(t)
+s[["tcp_stream", "direction", "link_name", "delivery_id", "outcome", "condition", "presettled", "settled",
+   "latency_ms"]]"""),
+        code("""
+st = A.stats(t)
+lat = st["latency"]["settlement"]
+by = pd.concat({"link": pd.DataFrame(lat["by_link"]).T, "outcome": pd.DataFrame(lat["by_outcome"]).T})
+by[["count", "p50_ms", "p90_ms", "max_ms"]]"""),
+        code("""
+colors = {"accepted": "tab:green", "rejected": "tab:red", "released": "tab:orange", "modified": "tab:purple"}
+timed = s[s["latency_ms"].notna()]
+links = sorted(timed["link_name"].unique())
+fig, ax = plt.subplots(figsize=(9, 3.5))
+for outcome, g in timed.groupby("outcome"):
+    ax.scatter(g["latency_ms"], g["link_name"].map(links.index), label=outcome, color=colors.get(outcome, "grey"),
+               s=40, alpha=0.8)
+ax.set_yticks(range(len(links)), links)
+ax.set_xscale("log")
+ax.set_xlabel("settlement latency: first transfer → settling disposition (ms, log)")
+ax.set_title("rabbitmq10_rhea_outcomes: settlement per link and outcome")
+ax.legend(fontsize="small")
+ax.grid(True, axis="x", alpha=0.3)
+plt.show()"""),
+        md("""
+The sender's deliveries (c2s) are settled by the broker within a millisecond; the broker's
+deliveries to the consumers (s2c) wait for the application, and the `modified` one for the
+consumer's own timer.
+
+## Outcomes by direction
+
+`stats`' `outcomes`: per direction (`c2s`: the client's deliveries, settled by the broker;
+`s2c`: the broker's, settled by the client), the count of each outcome, of deliveries sent
+settled and of those never settled in the capture (here two: their session was ended by the
+broker first).
+"""),
+        code("""
+outcomes = pd.DataFrame(st["outcomes"]).T
+outcomes"""),
+        code("""
+shades = {**colors, "received": "tab:olive", "pre-settled": "tab:blue", "unsettled": "tab:grey"}
+fig, ax = plt.subplots(figsize=(8, 2.8))
+left = pd.Series(0, index=outcomes.index)
+for col in outcomes.columns:
+    if outcomes[col].sum():
+        ax.barh(outcomes.index, outcomes[col], left=left, label=col, color=shades[col])
+        left += outcomes[col]
+ax.set_xlabel("deliveries")
+ax.set_title("outcomes by direction (c2s: settled by the broker, s2c: by the client)")
+ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+plt.show()"""),
+    ]
+
+
+def amqp10_errors_cells():
+    """Notebook 06: error conditions of two clients' failing links and logins."""
+    return [
+        md("""
+## Errors: conditions
+
+An AMQP 1.0 error is a **condition** (a symbol such as `amqp:not-found`) with a description,
+carried by the performative that ends something (`close`, `end`, `detach`) or by a
+`rejected` outcome; a refused login is a SASL outcome code. The methods table has them in
+`condition` and `reply_text`; `A.stats(t)["errors"]` groups them (items of `kind` `amqp-1.0`)
+next to the TCP resets.
+"""),
+        code("""
+errs = []
+for name in ["rabbitmq10_rhea_errors.pcap", "rabbitmq10_proton_errors.pcap"]:
+    e = amqpcap.load(CAPTURES / name, cache_dir=CACHE)
+    for item in A.stats(e)["errors"]:
+        errs.append({"capture": name, "kind": item["kind"], "condition": item.get("condition"),
+                     "method": item["method"], "count": item["count"], "first_frame": item["first_frame"]})
+    em = e.methods
+    print(name)
+    print(em[em["condition"].notna()][["frame_number", "tcp_stream", "direction", "channel", "method", "condition",
+                                          "reply_text"]].to_string(max_colwidth=50), "\\n")
+errs = pd.DataFrame(errs)
+errs"""),
+        code("""
+by_cond = (errs[errs["kind"] == "amqp-1.0"]
+           .pivot_table(index="condition", columns="capture", values="count", aggfunc="sum", fill_value=0))
+fig, ax = plt.subplots(figsize=(8, 3))
+by_cond.plot.barh(ax=ax)
+ax.set_xlabel("occurrences")
+ax.set_ylabel("")
+ax.set_title("AMQP 1.0 error conditions (sasl:auth: a refused login)")
+ax.legend(fontsize="small")
+plt.show()"""),
+    ]
+
+
+def amqp10_links_cells():
+    """Notebook 06: link credit, drain and liveness of one multiplexed connection."""
+    return [
+        md("""
+## Link credit and stalls
+
+`A.credit_stalls(t)` walks each link's credit over its attach, flow and transfer rows and
+lists every period the sender had **zero credit**; `backlog` is the largest `available` the
+sender reported meanwhile (messages it had and could not send): `stalled` when it is above
+zero. `A.drains(t)` lists the drain cycles. In `rabbitmq10_rhea_multiplex.pcap` a receiver
+attaches with no credit while 4 messages wait, grants 2, then 5 with drain.
+"""),
+        code("""
+mx = amqpcap.load(CAPTURES / "rabbitmq10_rhea_multiplex.pcap", cache_dir=CACHE, frames=True)
+fm = mx.methods
+fm[fm["method"] == "flow"][["frame_number", "direction", "channel", "link_name", "link_credit", "delivery_count",
+                            "drain", "available"]]"""),
+        code("""
+stalls = A.credit_stalls(mx)
+stalls[["link_name", "sender", "cause", "start_frame", "end_frame", "duration_ms", "status", "backlog", "stalled"]]"""),
+        code("""
+drains = A.drains(mx)
+drains[["link_name", "request_frame", "credit", "available", "deliveries", "end_frame", "duration_ms", "status"]]"""),
+        code("""
+t0 = mx.connections["ts"].min()
+names = sorted(stalls["link_name"].unique())
+fig, ax = plt.subplots(figsize=(9, 3))
+for r, waiting in zip(stalls.itertuples(), stalls["stalled"].fillna(False)):  # (null: not reported)
+    start = (r.start_ts - t0).total_seconds()
+    width = max(r.duration_ms / 1000, 0.01)  # (a few ms: still visible)
+    ax.broken_barh([(start, width)], (names.index(r.link_name) - 0.35, 0.7), color="tab:red" if waiting else "tab:grey")
+ax.set_yticks(range(len(names)), names)
+ax.set_xlabel("time since the first packet (s)")
+ax.set_title("zero-credit periods per link (red: the sender had messages waiting)")
+ax.grid(True, axis="x", alpha=0.3)
+plt.show()"""),
+        md("""
+## Liveness: empty frames against the idle-time-out
+
+Each peer's `open` states the longest silence it accepts (`idle-time-out`); here the client
+asked for 1 s, so the broker sends **empty frames** (1.0 heartbeats) while the connection
+idles. `A.idle_gaps(t)` lists the silences over the idle-time-out (`missed`: over two, past
+the peer's limit); with `all_gaps=True` every silence. Dissected with `frames=True`, every
+frame is evidence (`evidence == "frames"`).
+"""),
+        code("""
+print("empty frames by direction:", mx.frames[mx.frames["type_name"] == "heartbeat"].groupby("direction").size().to_dict())
+late = A.idle_gaps(mx)
+print(len(late), "silences over the idle-time-out")
+gaps = A.idle_gaps(mx, all_gaps=True)
+gaps.groupby(["direction", "idle_timeout_ms", "evidence"])["gap_s"].describe()[["count", "50%", "max"]]"""),
+        code("""
+server = gaps[gaps["direction"] == "s2c"]
+idle_s = server["idle_timeout_ms"].iloc[0] / 1000
+fig, ax = plt.subplots(figsize=(9, 3))
+ax.plot((server["end_ts"] - t0).dt.total_seconds(), server["gap_s"], "o", ms=4, label="the broker's silences")
+ax.axhline(idle_s, color="tab:orange", linestyle="--", label="idle-time-out the client asked for")
+ax.axhline(2 * idle_s, color="tab:red", linestyle=":", label="missed (2 x)")
+ax.set_xlabel("time since the first packet (s)")
+ax.set_ylabel("silence (s)")
+ax.set_title("rabbitmq10_rhea_multiplex: the broker's silences, empty frames included")
+ax.legend(fontsize="small", loc="upper left")
+plt.show()"""),
+    ]
+
+
+def amqp10_transit_cells():
+    """Notebook 06: a message's transit from a 1.0 publisher to a 0-9-1 consumer, the summary."""
+    return [
+        md("""
+## Across protocols: a 1.0 publisher, a 0-9-1 consumer
+
+RabbitMQ serves 1.0 and 0-9-1 on the same queues. In `rabbitmq10_proton_pika.pcap` Proton
+sends 4 messages to `/amq/queue/amqpcap10-proton-cross` and pika takes them with `basic.get`;
+`A.transit(t)` pairs each 1.0 `transfer` with the 0-9-1 `basic.get-ok` by message-id (the
+broker hands the 1.0 message-id on as the 0-9-1 `message_id` property).
+"""),
+        code("""
+x = amqpcap.load(CAPTURES / "rabbitmq10_proton_pika.pcap", cache_dir=CACHE)
+versions = x.connections.set_index("tcp_stream")["version"].astype(str)
+tr = A.transit(x)
+tr = tr.assign(from_version=tr["tcp_stream"].map(versions), to_version=tr["response_tcp_stream"].map(versions))
+tr[["message_id", "from_version", "request_method", "request_frame", "to_version", "response_method",
+    "response_frame", "latency_ms", "match"]]"""),
+        code("""
+fig, ax = plt.subplots(figsize=(7, 2.6))
+ax.barh(tr["message_id"], tr["latency_ms"], color="tab:blue")
+ax.invert_yaxis()
+ax.set_xlabel("broker transit (ms): 1.0 transfer → 0-9-1 basic.get-ok")
+ax.set_title("rabbitmq10_proton_pika: one queue, two protocols")
+plt.show()"""),
+        code("""
+conds = sorted(set(errs.loc[errs["kind"] == "amqp-1.0", "condition"]))
+oc = st["outcomes"]
+print(f"SUMMARY settled={lat['count']} s2c_accepted={oc['s2c']['accepted']} s2c_rejected={oc['s2c']['rejected']} "
+      f"s2c_released={oc['s2c']['released']} s2c_modified={oc['s2c']['modified']} s2c_unsettled={oc['s2c']['unsettled']} "
+      f"c2s_accepted={oc['c2s']['accepted']} c2s_presettled={oc['c2s']['pre-settled']} "
+      f"conditions={conds} stalls={len(stalls)} stalled={int(stalls['stalled'].fillna(False).sum())} "
+      f"drains={len(drains)} idle_late={len(late)} "
+      f"empty_frames_s2c={int(((mx.frames['type_name'] == 'heartbeat') & (mx.frames['direction'] == 's2c')).sum())} "
+      f"transit={len(tr)} transit_across={int((tr['from_version'] != tr['to_version']).sum())}")"""),
+    ]
+
+
+def amqp10():
+    return amqp10_settlement_cells() + amqp10_errors_cells() + amqp10_links_cells() + amqp10_transit_cells()
+
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": quickstart,
     "02_latency.ipynb": latency,
     "03_errors.ipynb": errors,
     "04_throughput.ipynb": throughput,
     "05_spark.ipynb": spark_job,
+    "06_amqp10.ipynb": amqp10,
 }
 
 

@@ -61,7 +61,7 @@ PARTS = {
             "decoder",
             ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
             + ("slots.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi", "amqp/spec/readers_0_9.pxi")
-            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "deferred.pxi", "stamp.pxd")
+            + ("amqp/rowsink.pxi", "amqp/digests.pxi", "amqp/direction.pxi", "deferred.pxi", "stamp.pxd")
             + ("amqp/framing_0_9.py", "amqp/fastframing.pxd"),  # the frame cutter it calls in C
         ),
         Part(
@@ -90,7 +90,7 @@ PARTS = {
             "AMQP 1.0 decoder",
             ("amqp/fast10.pyx", "amqp/codec_1_0.py", "amqp/types_1_0.py", "amqp/spec/v1_0.py")
             + ("amqp/links_1_0.py", "amqp/events_1_0.py", "amqp/rows10.pxi", "records/rows_1_0.py")
-            + ("amqp/links10.pxi", "amqp/stream.py")  # its C append_data / keep_tail follow stream.py
+            + ("amqp/links10.pxi", "amqp/stream.py", "amqp/direction.pxi")  # direction.pxi follows stream.py
             + ("records/raw.pxi", "stamp.pxd"),
         ),
     )

@@ -541,3 +541,39 @@ def test_a_large_bodys_digest_may_be_handed_on_unfinished_and_is_the_references(
     assert got[1] == want
     assert all(type(h) is fast09.Sha256 for _s, h in got[2])
     assert [(size, str(h)) for size, h in got[2]] == want
+
+
+@pytest.mark.compiled("fast10")
+@pytest.mark.parametrize(
+    "damage", ["none", "bad frame header", "oversize next", "header cut", "protocol header", "tls"]
+)
+def test_a_frame_completed_from_the_next_packet_is_walked_or_handed_on_as_the_reference(damage):
+    """A frame begun in one packet and completed by the next, cut at every offset (the per-feed
+    path of direction.pxi, the per-direction state in C): whatever the rest of the packet
+    holds, the rows, events (an anomaly's text too) and tally are the reference's."""
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import data, frame, properties, transfer
+
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
+    whole = [
+        frame(transfer(0, 1 + i, b"t%d" % i) + properties(message_id=f"m{i}") + data(b"q" * 40 * i))
+        for i in range(4)
+    ]
+    middle = {
+        "none": b"",
+        "bad frame header": b"\x00\x00\x00\x09\x07\x05\x00\x00",
+        "oversize next": b"\x7f\x00\x00\x00\x02\x00\x00\x00",
+        "header cut": b"",
+        "protocol header": b"AMQP\x00\x01\x00\x00",
+        "tls": b"AMQP\x02\x01\x00\x00",
+    }[damage]
+    raw = whole[0] + whole[1] + middle + whole[2] + whole[3]
+    if damage == "header cut":
+        raw = raw[: len(whole[0]) + len(whole[1]) + 5]
+    compared = 0
+    for cut in range(1, len(whole[0]) + len(whole[1]) + 9):
+        for cuts in ([cut], [cut, min(cut + len(whole[1]), len(raw) - 1)]):
+            want = frame_loop_run(reference, raw, cuts, False, rows_1_0.append_rows_reference)
+            assert frame_loop_run(compiled_cls, raw, cuts, False, fast10.append_rows) == want, cuts
+            compared += 1
+    assert compared > 2 * len(whole[0])

@@ -127,16 +127,29 @@ def test_nothing_is_loaded_in_a_thread_once_pyarrow_is_imported():
     libraries.wait()
 
 
-def test_a_file_that_does_not_open_is_left_to_the_import():
+def test_each_opener_loads_the_files_that_open_and_leaves_one_that_does_not_to_the_import():
     from amqpcap.records import writer
 
-    openers = [arrow_libraries.open_with_ctypes]
-    if writer.compiled_in_use():
-        from amqpcap.records import fastwriter
+    probe = """
+        import sys
+        from amqpcap.records import arrow_libraries
 
-        openers.append(fastwriter.open_libraries)
-    for opener in openers:
-        assert opener([b"/nonexistent/pyarrow/lib.so"], sys.getdlopenflags()) is None
+        if sys.argv[1] == "ctypes":
+            opener = arrow_libraries.open_with_ctypes
+        else:
+            from amqpcap.records.fastwriter import open_libraries as opener
+
+        def mapped():
+            with open("/proc/self/maps") as f:
+                return any("/pyarrow/lib." in line for line in f)
+
+        print(mapped())
+        paths = [b"/nonexistent/pyarrow/lib.so", arrow_libraries.extension_file("pyarrow.lib")]
+        print(opener(paths, sys.getdlopenflags()), mapped(), "pyarrow" in sys.modules)
+    """
+    openers = ["ctypes"] + (["fastwriter"] if writer.compiled_in_use() else [])
+    for opener in openers:  # (the first file fails, the one after it is loaded all the same)
+        assert run_probe(probe, opener) == ["False", "None", "True", "False"], opener
 
 
 def test_an_extension_file_is_found_without_importing_its_package():

@@ -35,7 +35,7 @@ cimport cython
 from amqpcap.amqp.events import Content, Frame, Heartbeat, Method
 from amqpcap.amqp.facts import SECRET_ARGS
 from amqpcap.amqp import stream as _stream
-from amqpcap.amqp.stream import COMPACT_AT, StreamDecoder
+from amqpcap.amqp.stream import StreamDecoder
 
 from amqpcap.amqp.fastframing cimport frame_end
 from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
@@ -425,24 +425,9 @@ cdef class Walk:
 include "digests.pxi"
 
 
-@cython.final
-cdef class Direction:
-    """stream.Direction with its fields in C: the per-feed path reads and writes a dozen of
-    them per packet.  The codec makes these while the compiled walker is in use
-    (``Decoder09.Direction``); the reference code sees the same attributes and methods."""
+# --- the per-direction state and the per-feed path (StreamDecoder.feed and keep_tail) ----------
 
-    cdef public object buf, packet, ts, marks, mid
-    cdef public Py_ssize_t pos, base, resync_from, skip, scan_from
-    cdef public bint resync
-    cdef Walk walk  # the walker's, made on its first call (not part of the reference's state)
-
-    # the reference's own methods (plain functions of the attributes above); one made per
-    # direction of a connection, so its Python __init__ costs nothing that shows
-    def __init__(self):
-        _stream.Direction.__init__(self)
-
-    reset = _stream.Direction.reset
-    packet_of = _stream.Direction.packet_of
+include "direction.pxi"
 
 
 @cython.final
@@ -845,12 +830,11 @@ cdef inline Py_ssize_t frames_of(
     return pos
 
 
-# --- the stream core's per-feed path (StreamDecoder.feed and _parse) --------------------------
+# --- the stream core's per-feed path: what direction.pxi asks of its includer --------------
 
 
 def feed(dec, int direction, data, offset, packet, ts):
-    """StreamDecoder.feed for the common case: in-order data, in sync; anything else (the
-    first data, a gap, an overlap, a resync or a skip in progress) goes to the reference."""
+    """StreamDecoder.feed for the common case (direction.pxi)."""
     feed_one(dec, direction, data, offset, packet, ts)
 
 
@@ -859,71 +843,17 @@ def data(dec, int direction, offset, data, packet, ts):
     feed_one(dec, direction, data, offset, packet, ts)
 
 
-cdef feed_one(dec, int direction, data, offset, packet, ts):
-    found = dec.dirs[direction]
-    if type(found) is not Direction:  # not this class's state (a cast would read the wrong fields)
-        StreamDecoder.feed(dec, direction, data, offset, packet, ts)
-        return
-    cdef Direction d = <Direction>found
-    buf = d.buf
-    if not data or d.base < 0 or d.resync or d.skip or offset != d.base + len(buf):
-        StreamDecoder.feed(dec, direction, data, offset, packet, ts)
-        return
-    d.packet = packet
-    d.ts = ts
-    pos = d.pos
-    cdef Py_ssize_t need
-    if pos == len(buf):
-        d.base += pos
-        d.buf = data if type(data) is bytes else bytes(data)
-        d.pos = 0
-    elif type(buf) is bytearray and type(data) is bytes and not d.marks:
-        # A frame begun in an earlier packet: only the bytes that complete it go into its
-        # buffer, and the rest of the packet is walked in place (appended whole, every packet of
-        # a stream cut at other places than its frames' ends was copied: ~3 ms of a 42 MB bulk
-        # capture).  Two feeds of one packet, as the reference may be fed any split.
-        need = straddle_need(<bytearray>buf, pos)
-        if need <= 0 or need >= len(data):
-            buf += data
-        else:
-            append_prefix(<bytearray>buf, <bytes>data, need)
-            parse(dec, direction, d)
-            if len(d.buf) or d.resync or d.skip or d.marks:  # not walked as a frame: the reference's way
-                feed_one(dec, direction, data[need:], offset + need, packet, ts)
-                return
-            d.buf = data
-            d.pos = need
-            d.base = offset
-    else:
-        if type(buf) is not bytearray:
-            buf = d.buf = bytearray(buf)
-        buf += data
-    parse(dec, direction, d)
-    if d.marks and not d.resync:
-        d.marks = []
-        d.packet, d.ts = packet, ts
-
-
-cdef inline Py_ssize_t straddle_need(bytearray buf, Py_ssize_t pos):
-    """The bytes the frame at ``pos`` (the start of the unparsed tail) lacks, from its header;
-    -1 if the tail does not hold a whole header."""
-    cdef Py_ssize_t held = len(buf) - pos
+cdef inline Py_ssize_t frame_need(const unsigned char *b, Py_ssize_t held) noexcept:
+    """The bytes the frame whose first ``held`` bytes are at ``b`` lacks, from its header; -1 if
+    they do not hold a whole header."""
     if held < 7:
         return -1
-    return <Py_ssize_t>rd32(<const uint8_t *>PyByteArray_AS_STRING(buf) + pos + 3) + 8 - held
+    return <Py_ssize_t>rd32(<const uint8_t *>b + 3) + 8 - held
 
 
-cdef inline int append_prefix(bytearray buf, bytes data, Py_ssize_t n) except -1:
-    """``buf += data[:n]`` without the slice."""
-    cdef Py_ssize_t old = len(buf)
-    PyByteArray_Resize(buf, old + n)
-    memcpy(PyByteArray_AS_STRING(buf) + old, PyBytes_AS_STRING(data), n)
-    return 0
-
-
-cdef parse(dec, int direction, Direction d):
+cdef int parse(dec, int direction, Direction d) except -1:
     """StreamDecoder._parse (final=False) with no skip pending."""
-    cdef Py_ssize_t pos = d.pos, n
+    cdef Py_ssize_t pos = d.pos
     while not d.skip:
         if d.resync:
             pos = dec.find_boundary(direction, d, pos, False)
@@ -933,27 +863,8 @@ cdef parse(dec, int direction, Direction d):
         if not d.resync:
             d.pos = pos
             break
-    # Keep only the unparsed tail: never slice a big buffer per frame, never keep more than one
-    # frame (or, resynchronising, what may still start one).
-    buf = d.buf
-    pos = d.pos
-    n = len(buf)
-    if pos >= n:
-        d.base += n
-        d.buf = b""
-        d.pos = 0
-    elif type(buf) is bytes:  # the tail copied once (a slice, then a bytearray of it: twice)
-        d.base += pos
-        d.buf = PyByteArray_FromStringAndSize(PyBytes_AS_STRING(buf) + pos, n - pos)
-        d.pos = 0
-    elif type(buf) is not bytearray:
-        d.base += pos
-        d.buf = bytearray(buf[pos:])
-        d.pos = 0
-    elif pos > COMPACT_AT or pos * 2 > n or (d.resync and pos):
-        d.base += pos
-        del buf[:pos]
-        d.pos = 0
+    keep_tail(d)
+    return 0
 
 
 # --- what decoder.py binds as ``Decoder09`` when this part is built --------------------------

@@ -17,7 +17,8 @@ by name and the spans of its body.
 ``walk_transfer`` is codec_1_0's decoder's ``_transfer`` with its common cases, a delivery whole
 in one frame or assembled from several, walked here (this module's ``Decoder10`` has it)
 straight to its messages row, its body digest perhaps handed on to the table buffer unfinished
-(fast09's hashing thread); ``walk_frames`` and ``walk_feed`` its frame loop and per-feed path.
+(fast09's hashing thread); ``walk_frames`` its frame loop, and ``walk_feed`` the per-feed path
+with the per-direction state in C (``Direction``) that fast09 shares (direction.pxi).
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
 into the compiled table buffers as arrays of values (rows10.pxi).
@@ -386,7 +387,8 @@ import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
-from amqpcap.amqp.stream import COMPACT_AT, TS_MS_MAX, StreamDecoder
+from amqpcap.amqp import stream as _stream
+from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder
 
 
 # --- a Performative made and read in C ---------------------------------------------------------
@@ -692,29 +694,32 @@ cdef inline object creation_time_of(dict sections):
 # --- the compiled frame loop ---------------------------------------------------------------------
 #
 # codec_1_0.Decoder10._frames with its common frames walked here: the header read in C, the
-# performative read straight from the buffer into its fields, a transfer walked by ``transfer``
-# and any other performative handed to the reference's ``_performative``.  The rest goes to the
+# performative read straight from the buffer into its fields, a transfer walked by ``transfer``,
+# a disposition and a flow by ``disposition`` and ``flow`` (the reference's ``_performative`` of
+# them: the bulk of a transfer's company), any other performative handed to that
+# ``_performative``.  The rest goes to the
 # reference whole: a protocol header (``_header``), an empty frame, a performative that does not
 # decode here and every frame when Frame events are wanted (``_frame``, per frame); a frame header
 # that does not hold, an encrypted direction and a resynchronisation's late-proven frames
 # (``_frames``, the rest of the buffer).
 
 cdef object METHOD_NAMES = dict(SPEC.METHOD_NAMES)
-cdef Py_ssize_t COMPACT_LIMIT = COMPACT_AT
 cdef Py_ssize_t HARD_MAX_FRAME
-cdef int TRANSFER_CODE
+cdef int TRANSFER_CODE, DISPOSITION_CODE, FLOW_CODE
 
 
 def walk_frames(self, int direction, d, Py_ssize_t pos):
     """codec_1_0.Decoder10._frames: the offset after the last whole frame read."""
     cdef bint stop = False
-    pos = frames_loop(self, direction, d, pos, &stop)
+    if type(d) is not Direction:  # not this class's state (a cast would read the wrong fields)
+        return C.Decoder10._frames(self, direction, d, pos)
+    pos = frames_loop(self, direction, <Direction>d, pos, &stop)
     if stop:
         return C.Decoder10._frames(self, direction, d, pos)
     return pos
 
 
-cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) except -1:
+cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bint *stop) except -1:
     """The frames from ``pos`` walked: the offset after the last whole one, ``stop`` set where the
     reference's loop is to go on (a frame header that does not hold, a direction it walks)."""
     cdef Py_buffer view
@@ -765,6 +770,10 @@ cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) 
             )
             if code == TRANSFER_CODE:
                 transfer(self, direction, d, perf, buf, p, end)
+            elif code == DISPOSITION_CODE:
+                disposition(self, direction, perf, args, channel, d.ts)
+            elif code == FLOW_CODE:
+                flow(self, direction, perf, args, channel)
             else:
                 self._performative(direction, perf)
             pos = end
@@ -775,9 +784,29 @@ cdef Py_ssize_t frames_loop(self, int direction, d, Py_ssize_t pos, bint *stop) 
     return pos
 
 
+cdef int disposition(self, int direction, perf, dict a, channel, ts) except -1:
+    """codec_1_0.Decoder10._performative of a disposition: its event, then the deliveries it
+    settles (the state's, in C)."""
+    cdef list events = self.events
+    events.append((direction, perf))
+    (<LinkState?>self.state).settle(events, direction, channel, a, ts)
+    return 0
+
+
+cdef int flow(self, int direction, perf, dict a, channel) except -1:
+    """codec_1_0.Decoder10._performative of a flow: its event, with its link's name and
+    terminus addresses if it names an attached link."""
+    handle = a.get("handle")
+    if handle is not None:
+        link = (<LinkState?>self.state).link_of(direction, channel, handle)
+        if link is not None:
+            perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+    self.events.append((direction, perf))
+    return 0
+
+
 def walk_feed(self, int direction, data, offset, packet, ts):
-    """StreamDecoder.feed for the common case (in-order data, in sync, nothing to skip); anything
-    else to the reference."""
+    """StreamDecoder.feed for the common case (direction.pxi)."""
     feed_one(self, direction, data, offset, packet, ts)
 
 
@@ -786,60 +815,24 @@ def walk_data(self, int direction, offset, data, packet, ts):
     feed_one(self, direction, data, offset, packet, ts)
 
 
-cdef int feed_one(self, int direction, data, offset, packet, ts) except -1:
+cdef inline Py_ssize_t frame_need(const unsigned char *b, Py_ssize_t held) noexcept:
+    """-1: a frame begun in an earlier packet is completed from the whole of the next one, in
+    the buffer the reference would hold.  (The reference's text of a performative that does
+    not decode names offsets in that buffer: a frame walked where it lies in the packet would
+    read the same but be reported at other offsets; and on the 1.0 bulk capture the bytes
+    saved do not show.)"""
+    return -1
+
+
+cdef int parse(self, int direction, Direction d) except -1:
+    """StreamDecoder._parse (final=False, in sync, no skip): the frame loop here, the reference's
+    walk from the frame it stopped at."""
     cdef bint stop = False
-    d = self.dirs[direction]
-    if not data or d.base < 0 or d.resync or d.skip or d.marks or offset != d.base + len(d.buf):
-        StreamDecoder.feed(self, direction, data, offset, packet, ts)
-        return 0
-    d.packet = packet
-    d.ts = ts
-    append_data(d, data)
     d.pos = frames_loop(self, direction, d, d.pos, &stop)
-    if not stop:
-        keep_tail(d)
-        return 0
-    self._parse(direction, d)  # the reference's walk from the frame it is to handle
-    if d.marks and not d.resync:
-        d.marks = []
-        d.packet, d.ts = packet, ts
-    return 0
-
-
-cdef int append_data(d, data) except -1:
-    """stream.append_data: ``data`` after ``d``'s buffer, in place of a buffer read to its end."""
-    buf = d.buf
-    if d.pos == len(buf):
-        d.base += d.pos
-        d.buf = data if type(data) is bytes else bytes(data)
-        d.pos = 0
+    if stop:
+        self._parse(direction, d)
     else:
-        if type(buf) is not bytearray:
-            buf = d.buf = bytearray(buf)
-        buf += data
-    return 0
-
-
-cdef int keep_tail(d) except -1:
-    """stream.keep_tail: only the unparsed tail of ``d``'s buffer kept."""
-    buf = d.buf
-    cdef Py_ssize_t pos = d.pos, n = len(buf)
-    if pos >= n:
-        d.base += n
-        d.buf = b""
-        d.pos = 0
-    elif type(buf) is bytes:  # the tail copied once (a slice, then a bytearray of it: twice)
-        d.base += pos
-        d.buf = PyByteArray_FromStringAndSize(PyBytes_AS_STRING(buf) + pos, n - pos)
-        d.pos = 0
-    elif type(buf) is not bytearray:
-        d.base += pos
-        d.buf = bytearray(buf[pos:])
-        d.pos = 0
-    elif pos > COMPACT_LIMIT or pos * 2 > n or (d.resync and pos):
-        d.base += pos
-        del buf[:pos]
-        d.pos = 0
+        keep_tail(d)
     return 0
 
 
@@ -851,6 +844,7 @@ cdef int tally_frames(self, int direction, d, Py_ssize_t n) except -1:
     self.silent_frames += n
     return 0
 
+include "direction.pxi"
 include "rows10.pxi"
 include "links10.pxi"
 
@@ -863,10 +857,12 @@ from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_re
 
 C = codec_1_0
 Assembly = C.Assembly
+_Direction = Direction
 _walker = compiled.select("fast09")  # its Sha256, if it is in use and hashes with OpenSSL's
 Sha256 = _walker.Sha256 if _walker is not None and _walker.OPENSSL else None
 MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
-HARD_MAX_FRAME, TRANSFER_CODE = C.HARD_MAX_FRAME, C.TRANSFER
+HARD_MAX_FRAME, TRANSFER_CODE, DISPOSITION_CODE = C.HARD_MAX_FRAME, C.TRANSFER, C.DISPOSITION
+FLOW_CODE = next(code for code, name in SPEC.METHOD_NAMES.items() if name == "flow")
 
 
 class Decoder10(codec_1_0.Decoder10):
@@ -874,6 +870,7 @@ class Decoder10(codec_1_0.Decoder10):
     one transfer."""
 
     State = LinkState
+    Direction = _Direction
     feed = walk_feed
     data = walk_data
     _frames = walk_frames

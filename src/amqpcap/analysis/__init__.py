@@ -6,6 +6,7 @@
     A.method_rtt(t); A.confirms(t); A.consumer_acks(t); A.transit(t); A.rpc(t); A.connection_setup(t)
     A.throughput(t, bucket="1s", by="connection")
     A.errors(t); A.heartbeat_gaps(t); A.blocked(t); A.flow(t); A.unacked(t)
+    A.settlement(t); A.error_conditions(t)           # AMQP 1.0 deliveries and errors
     A.credit_stalls(t); A.drains(t); A.idle_gaps(t)   # AMQP 1.0 links and liveness
     s = A.stats(t); print(A.render_text(s, t)); A.write_report(t, "report/")
 
@@ -17,7 +18,7 @@ behind them (``tables``, ``latency`` and the pairings it gathers: ``round_trips`
 ``report``) are named apart from the functions, so no function hides a module.
 """
 
-from amqpcap.analysis.amqp10 import idle_gaps
+from amqpcap.analysis.amqp10 import error_conditions, idle_gaps, settlement
 from amqpcap.analysis.amqp10_credit import credit_stalls, drains
 from amqpcap.analysis.connection_health import (
     blocked,
@@ -79,6 +80,8 @@ __all__ = [
     "unacked",
     "zero_windows",
     "health",
+    "settlement",
+    "error_conditions",
     "credit_stalls",
     "drains",
     "idle_gaps",
