@@ -222,6 +222,35 @@ def test_a_refused_row_leaves_the_rows_before_it_intact(fastwriter):
     assert batch.column("capture").to_pylist() == ["x", "x"]
 
 
+def test_thousands_of_rows_of_every_width_and_text_are_the_reference_batch(fastwriter):
+    # most values are written without a call while their buffers have room; the value that
+    # meets a full buffer, and the edges of each integer width, go the general way: the batch
+    # must not show where one path gave way to the other
+    schema = pa.schema(
+        [("i8", pa.int8()), ("i16", pa.int16()), ("i32", pa.int32()), ("i64", pa.int64()), ("b", pa.bool_())]
+        + [("ts", pa.timestamp("ns")), ("s", pa.string()), ("raw", pa.binary())]
+    )
+    edges = {
+        w: [0, 1, -1, (1 << (8 * w - 1)) - 1, -(1 << (8 * w - 1)), (1 << 30) - 1, -(1 << 30) + 1, 1 << 30]
+        for w in (1, 2, 4, 8)
+    }
+    rows = []
+    for i in range(6000):
+        ints = [e[i % len(e)] if i % 3 else (i % 100) - 50 for e in edges.values()]
+        ints = [v if -(1 << (8 * w - 1)) <= v < 1 << (8 * w - 1) else None for v, w in zip(ints, edges)]
+        text = None if i % 7 == 0 else ("x" * (i % 300) + ("é" if i % 5 == 0 else ""))
+        raw = None if i % 11 == 0 else bytes([i % 256]) * (i % 500)
+        rows.append((*ints, i % 4 == 0, i * 1_000_003, text, raw))
+    columns = fastwriter.Columns(schema, 1 << 20)
+    for row in rows:
+        columns.append(row)
+    batch = columns.take()
+    batch.validate(full=True)
+    arrays = [pa.array(c, type=f.type) for c, f in zip(zip(*rows), schema)]
+    expect = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    assert batch.equals(expect)
+
+
 def test_a_taken_batch_keeps_its_values_while_the_columns_fill_again(fastwriter):
     # take() hands the column memory itself to Arrow (no copy) and the columns go on in fresh
     # memory: the rows appended after it must not show through the batch taken before

@@ -177,6 +177,10 @@ cdef Py_ssize_t mc_body_hash, mc_body, mc_complete, mc_first, mc_last, mc_link, 
 cdef Py_ssize_t mc_aborted
 cdef Py_ssize_t settle_col[7]
 cdef tuple message_plan = ()
+# the sections MESSAGE_PLAN reads (each once a row: values_row), the properties section first
+cdef enum:
+    MAX_SECTIONS = 16
+cdef tuple plan_sections = ()
 cdef object TS_MS_LIMIT = None
 cdef str APP_SECTION = sys.intern("application-properties")
 cdef str BODY_SECTION = sys.intern("body-section")
@@ -186,20 +190,27 @@ cdef str TRANSFER = sys.intern("transfer")
 
 
 cdef class SectionPlan:
-    """One entry of rows_1_0.MESSAGE_PLAN: the column, the section, the field (None: the whole
-    section), the converter and its code."""
+    """One entry of rows_1_0.MESSAGE_PLAN: the column, the section (and its place in
+    ``plan_sections``), the field (None: the whole section), the converter and its code."""
 
-    cdef Py_ssize_t col
+    cdef Py_ssize_t col, at
     cdef object section, field, conv
     cdef int code
 
 
-cdef object field_of(dict sections, section, field):
-    """rows_1_0.message_values' value of a section's field (None: absent)."""
-    v = sections.get(section)
-    if field is None or v is None:
+cdef object field_of(PyObject *section, field):
+    """rows_1_0.message_values' value of a section's field (None: absent) of the section found
+    (NULL: absent)."""
+    cdef PyObject *p
+    if section == NULL:
+        return None
+    v = <object>section
+    if field is None:
         return v
-    return (<dict>v).get(field) if PyDict_CheckExact(v) else (v.get(field) if isinstance(v, dict) else None)
+    if PyDict_CheckExact(v):
+        p = PyDict_GetItem(v, field)
+        return <object>p if p != NULL else None
+    return v.get(field) if isinstance(v, dict) else None
 
 
 cdef list values_row(
@@ -210,8 +221,12 @@ cdef list values_row(
     cdef list row = [None] * n_message
     cdef SectionPlan f
     cdef dict others
+    cdef PyObject *found[MAX_SECTIONS]  # plan_sections' sections (NULL: absent), borrowed
+    cdef Py_ssize_t i
+    for i in range(len(plan_sections)):
+        found[i] = PyDict_GetItem(sections, plan_sections[i])
     for f in message_plan:
-        v = field_of(sections, f.section, f.field)
+        v = field_of(found[f.at], f.field)
         if v is not None:
             if f.code == CONV_TEXT:
                 row[f.col] = v if type(v) is str else f.conv(v)
@@ -221,7 +236,7 @@ cdef list values_row(
                 row[f.col] = delivery_mode(v)
             else:
                 row[f.col] = f.conv(v)
-    to = field_of(sections, PROPERTIES_SECTION, TO_FIELD)
+    to = field_of(found[0], TO_FIELD)
     if to is not None and type(to) is not str:
         to = as_text(to)
     row[mc_exchange], row[mc_key] = exchange_key(address if to is None else to)
@@ -342,7 +357,7 @@ cdef list delivery_values(int direction, dv, capture, stream, version):
 
 cdef int bind_rows() except -1:
     global exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
-    global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message
+    global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message, plan_sections
     global attr_const, content_name, role_names
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
@@ -379,6 +394,9 @@ cdef int bind_rows() except -1:
     codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME})
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
+    plan_sections = tuple(dict.fromkeys([PROPERTIES_SECTION] + [sys.intern(e[1]) for e in rows_1_0.MESSAGE_PLAN]))
+    if len(plan_sections) > MAX_SECTIONS:
+        raise ValueError("too many sections in the messages row's plan")
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
     mcols = {c: i for i, c in enumerate(rows.COLUMNS["messages"])}
     n_message = len(mcols)
@@ -425,6 +443,7 @@ cdef tuple section_plans(tuple entries, dict codes):
         f = SectionPlan.__new__(SectionPlan)
         f.col = col
         f.section = sys.intern(section)
+        f.at = plan_sections.index(f.section)
         f.field = None if field is None else sys.intern(field)
         f.conv = conv
         f.code = codes.get(conv, CONV_CALL)

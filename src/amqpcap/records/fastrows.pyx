@@ -113,29 +113,55 @@ cdef extern from *:
         b->p = p; b->cap = cap;
         return 0;
     }
-    static int amqpcap_jput(amqpcap_jbuf *b, const char *s, Py_ssize_t n) {
-        if (amqpcap_jreserve(b, n) < 0) return -1;
+    static inline int amqpcap_jput(amqpcap_jbuf *b, const char *s, Py_ssize_t n) {
+        if (b->n + n > b->cap && amqpcap_jreserve(b, n) < 0) return -1;
         memcpy(b->p + b->n, s, n); b->n += n;
         return 0;
+    }
+    /* one character: most of a text's punctuation */
+    static inline int amqpcap_jputc(amqpcap_jbuf *b, char c) {
+        if (b->n >= b->cap && amqpcap_jreserve(b, 1) < 0) return -1;
+        b->p[b->n++] = c;
+        return 0;
+    }
+    /* Whether a word of 8 bytes holds one the text must escape: below 0x20, '"' or '\\\\'
+       (exact for the word as a whole: the bytes are then looked at one by one). */
+    static inline int amqpcap_jword_escapes(uint64_t w) {
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        uint64_t q = w ^ (ones * '"'), s = w ^ (ones * '\\\\');
+        return ((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((s - ones) & ~s)) & highs) != 0;
     }
     static int amqpcap_jquoted(amqpcap_jbuf *b, const char *u, Py_ssize_t n) {
         static const char hex[] = "0123456789abcdef";
         if (amqpcap_jreserve(b, n * 6 + 2) < 0) return -1;
         char *o = b->p + b->n;
+        Py_ssize_t i = 0;
         *o++ = '"';
-        for (Py_ssize_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)u[i];
-            if (c >= 0x20 && c != '"' && c != '\\\\') { *o++ = (char)c; continue; }
-            *o++ = '\\\\';
-            switch (c) {
-            case '"': *o++ = '"'; break;
-            case '\\\\': *o++ = '\\\\'; break;
-            case '\\b': *o++ = 'b'; break;
-            case '\\f': *o++ = 'f'; break;
-            case '\\n': *o++ = 'n'; break;
-            case '\\r': *o++ = 'r'; break;
-            case '\\t': *o++ = 't'; break;
-            default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = hex[c >> 4]; *o++ = hex[c & 15];
+        for (;;) {
+            /* eight characters at a time while none is to be escaped (most text) */
+            for (; i + 8 <= n; i += 8) {
+                uint64_t w;
+                memcpy(&w, u + i, 8);
+                if (amqpcap_jword_escapes(w)) break;
+                memcpy(o, &w, 8);
+                o += 8;
+            }
+            Py_ssize_t stop = i + 8 < n ? i + 8 : n;
+            if (i >= n) break;
+            for (; i < stop; i++) {
+                unsigned char c = (unsigned char)u[i];
+                if (c >= 0x20 && c != '"' && c != '\\\\') { *o++ = (char)c; continue; }
+                *o++ = '\\\\';
+                switch (c) {
+                case '"': *o++ = '"'; break;
+                case '\\\\': *o++ = '\\\\'; break;
+                case '\\b': *o++ = 'b'; break;
+                case '\\f': *o++ = 'f'; break;
+                case '\\n': *o++ = 'n'; break;
+                case '\\r': *o++ = 'r'; break;
+                case '\\t': *o++ = 't'; break;
+                default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = hex[c >> 4]; *o++ = hex[c & 15];
+                }
             }
         }
         *o++ = '"';
@@ -224,26 +250,26 @@ cdef extern from *:
             PyObject *k, *v;
             Py_ssize_t pos = 0;
             int first = 1;
-            if (amqpcap_jput(b, "{", 1) < 0) return -1;
+            if (amqpcap_jputc(b, '{') < 0) return -1;
             while (PyDict_Next(o, &pos, &k, &v)) {
                 if (!PyUnicode_CheckExact(k)) return 1;
-                if (!first && amqpcap_jput(b, ",", 1) < 0) return -1;
+                if (!first && amqpcap_jputc(b, ',') < 0) return -1;
                 first = 0;
                 if ((r = amqpcap_jstr(b, k)) != 0) return r;
-                if (amqpcap_jput(b, ":", 1) < 0) return -1;
+                if (amqpcap_jputc(b, ':') < 0) return -1;
                 if ((r = amqpcap_jvalue(b, v, depth + 1)) != 0) return r;
             }
-            return amqpcap_jput(b, "}", 1);
+            return amqpcap_jputc(b, '}');
         }
         if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
             Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
             PyObject **items = PySequence_Fast_ITEMS(o);
-            if (amqpcap_jput(b, "[", 1) < 0) return -1;
+            if (amqpcap_jputc(b, '[') < 0) return -1;
             for (Py_ssize_t i = 0; i < n; i++) {
-                if (i && amqpcap_jput(b, ",", 1) < 0) return -1;
+                if (i && amqpcap_jputc(b, ',') < 0) return -1;
                 if ((r = amqpcap_jvalue(b, items[i], depth + 1)) != 0) return r;
             }
-            return amqpcap_jput(b, "]", 1);
+            return amqpcap_jputc(b, ']');
         }
         if (PyBytes_CheckExact(o))
             return amqpcap_jb64(b, (const unsigned char *)PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));

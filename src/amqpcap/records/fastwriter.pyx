@@ -759,6 +759,62 @@ def native(type) -> bool:
     return not isinstance(column(type), PyCol)
 
 
+# --- a row's common values, without a call ------------------------------------------------------
+
+
+cdef inline bint put_int_now(IntCol c, PyObject *v) noexcept:
+    """``c.put(v)`` of an exact int of one 30-bit digit that fits the column, when both its
+    buffers have room (most integer values): whether it was put (else ``put`` takes it)."""
+    cdef long long x
+    cdef char *at
+    if c.boolean or not PyLong_CheckExact(<object>v) or not amqpcap_small_int(v, &x):
+        return False
+    if x < c.lo or x > c.hi or c.values.size + c.width > c.values.cap or c.length >= c.valid.cap:
+        return False
+    at = c.values.data + c.length * c.width
+    if c.width == 8:
+        (<int64_t *>at)[0] = <int64_t>x
+    elif c.width == 4:
+        (<int32_t *>at)[0] = <int32_t>x
+    elif c.width == 2:
+        (<int16_t *>at)[0] = <int16_t>x
+    else:
+        (<int8_t *>at)[0] = <int8_t>x
+    c.values.size += c.width
+    c.valid.data[c.length] = 1
+    c.length += 1
+    c.valid.size = c.length
+    return True
+
+
+cdef inline bint put_bytes_now(BytesCol c, PyObject *v) noexcept:
+    """``c.put(v)`` of an ASCII str (a string column) or bytes (a binary one) when the column's
+    buffers have room for it (most text values): whether it was put (else ``put`` takes it)."""
+    cdef const char *p
+    cdef Py_ssize_t size
+    if c.text:
+        if not PyUnicode_CheckExact(<object>v) or not PyUnicode_IS_COMPACT_ASCII(<object>v):
+            return False
+        p = <const char *>PyUnicode_DATA(<object>v)
+        size = PyUnicode_GET_LENGTH(<object>v)
+    else:
+        if not PyBytes_CheckExact(<object>v):
+            return False
+        p = PyBytes_AS_STRING(<object>v)
+        size = PyBytes_GET_SIZE(<object>v)
+    if (c.data.size + size > c.data.cap or c.data.size + size > OFFSET_MAX
+            or c.offsets.size + 4 > c.offsets.cap or c.length >= c.valid.cap):
+        return False
+    memcpy(c.data.data + c.data.size, p, size)
+    c.data.size += size
+    (<int32_t *>(c.offsets.data + c.offsets.size))[0] = <int32_t>c.data.size
+    c.offsets.size += 4
+    c.valid.data[c.length] = 1
+    c.length += 1
+    c.valid.size = c.length
+    return True
+
+
 # --- a table -----------------------------------------------------------------------------------
 
 
@@ -856,16 +912,18 @@ cdef class Columns:
                     continue
                 c = self.col[i]
                 # the common columns without a virtual call (Col.append: the same, for any
-                # column); nulls filled in only where the column is behind (Col.fill)
+                # column), their common values without any call while the buffers have room
+                # (put_int_now, put_bytes_now); nulls filled in only where the column is behind
+                # (Col.fill)
                 if (<Col>c).kind == K_INT:
                     if (<Col>c).length != n:
                         (<IntCol>c).fill(n)
-                    if not (<IntCol>c).put(<object>p):
+                    if not put_int_now(<IntCol>c, p) and not (<IntCol>c).put(<object>p):
                         (<Col>c).append(<object>p)
                 elif (<Col>c).kind == K_BYTES:
                     if (<Col>c).length != n:
                         (<BytesCol>c).fill(n)
-                    if not (<BytesCol>c).put(<object>p):
+                    if not put_bytes_now(<BytesCol>c, p) and not (<BytesCol>c).put(<object>p):
                         (<Col>c).append(<object>p)
                     full = full or (<BytesCol>c).data.size >= self.max_bytes
                 else:
