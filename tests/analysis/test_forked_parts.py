@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from amqpcap.analysis import batches
-from amqpcap.analysis.forked import Forked, Shared
+from amqpcap.analysis.forked import Forked
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.summary import STATS_PARTS, STREAMED, stats, stats_of_parts, stats_parts
 from amqpcap.analysis.tables import dissect_cached, table_files
@@ -65,9 +65,9 @@ def forks(monkeypatch) -> list:
     seen = []
     real = Forked.__init__
 
-    def counted(self, *steps):
+    def counted(self, fn):
         seen.append(os.getpid())
-        real(self, *steps)
+        real(self, fn)
 
     monkeypatch.setattr(Forked, "__init__", counted)
     return seen
@@ -155,49 +155,35 @@ def test_a_forked_process_ended_by_its_caller_leaves_quietly_whatever_handlers_i
     assert r.stderr == ""
 
 
-def test_each_steps_value_reaches_the_caller_while_the_forked_process_computes_the_next(tmp_path):
+def test_a_generators_values_reach_the_caller_while_the_forked_process_computes_the_next(tmp_path):
     flag = tmp_path / "first value received"
 
-    def second():
+    def steps():
+        yield os.getpid()
         deadline = time.monotonic() + 30  # the caller makes the flag once it holds the first value
         while not flag.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        return flag.exists()
+        yield flag.exists()
 
-    child = Forked(os.getpid, second)
-    pid = child.result()
+    child = Forked(steps)
+    pid = child.result(last=False)
     assert pid != os.getpid()
     assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # still running: it waits for the flag
     flag.touch()
     assert child.result() is True
     with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # the last step's call waited for it
-    with pytest.raises(RuntimeError, match="every step"):
-        child.result()
+        os.waitpid(pid, os.WNOHANG)  # the last value's call waited for it
 
 
-def test_a_failure_of_a_later_step_is_raised_by_its_call_and_the_steps_after_it_are_not_run(tmp_path):
-    def second():
+def test_a_forked_generators_failure_after_its_first_value_is_raised_by_the_next_call():
+    def steps():
+        yield 1
         raise KeyError("second step")
 
-    def third():
-        (tmp_path / "third").touch()
-
-    child = Forked(lambda: 1, second, third)
-    assert child.result() == 1
+    child = Forked(steps)
+    assert child.result(last=False) == 1
     with pytest.raises(KeyError, match="second step"):
         child.result()
-    assert not (tmp_path / "third").exists()
-
-
-def test_shared_items_are_each_taken_by_one_of_the_two_processes_and_all_of_them_are_taken():
-    items = [("a", i) for i in range(200)]
-    shared = Shared(items)
-    child = Forked(lambda: [next(iter(shared)), next(iter(shared))])  # (the child takes two)
-    there = child.result()
-    here = list(shared)
-    assert there == items[:2] and here == items[2:]  # each item once, in order, none lost
-    assert list(Shared(())) == []
 
 
 def _small_groups(out: str, dst, rows: int) -> str:
@@ -239,31 +225,6 @@ def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables
     got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
     assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
     assert got == want and got.count("data:image/png;base64,") == 5
-
-
-def test_the_reports_forked_process_draws_no_figure_and_never_loads_matplotlib(out, tmp_path):
-    seen = tmp_path / "child.txt"
-    script = (
-        "import os, sys\n"
-        "import amqpcap.analysis.report as R\n"
-        "real = R._their_totals\n"
-        "def spy(*a):\n"
-        "    open(sys.argv[3], 'w').write(repr(('matplotlib' in sys.modules, os.getpid())))\n"
-        "    return real(*a)\n"
-        "R._their_totals = spy\n"
-        "R.write_report(sys.argv[1], sys.argv[2])\n"
-        "print(os.getpid(), 'matplotlib' in sys.modules)\n"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", script, out, str(tmp_path / "report"), str(seen)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    pid, drew = run.stdout.split()
-    loaded, child = eval(seen.read_text())  # noqa: S307 (the repr the script wrote)
-    assert (loaded, drew) == (False, "True") and child != int(pid)
-    assert len(list((tmp_path / "report").glob("*.png"))) == 5
 
 
 def test_a_latency_hook_changes_no_summary_and_is_handed_every_value_of_each_pass(out):

@@ -85,15 +85,6 @@ def test_a_short_step_line_is_drawn_whole():
     assert list(gx) == list(x) and list(gy) == list(y)
 
 
-def test_a_step_lines_points_that_do_not_change_it_are_not_drawn():
-    x = np.arange(8.0)
-    y = np.array([50.0, 50, 50, 7, 7, np.nan, np.nan, 7])
-    gx, gy = step_envelope(x, y)
-    # a value held is one point until it changes, the last point kept (where the line ends)
-    assert list(gx) == [0, 3, 5, 6, 7] and np.array_equal(gy, [50, 7, np.nan, np.nan, 7], equal_nan=True)
-    assert list(step_envelope(x, np.full(8, 50.0))[0]) == [0, 7]
-
-
 def test_a_long_step_line_keeps_its_ends_and_each_span_extremes():
     rng = np.random.default_rng(5)
     x = np.sort(rng.uniform(0, 100, 100_000))

@@ -297,25 +297,3 @@ def test_the_timeline_steps_go_to_a_temporary_file_and_a_full_folder_is_an_error
     # (an OSError naming a file: the command line's one line and exit 3)
     assert "No space left on device (temporary files of the unacked timeline)" in str(e.value)
     assert streamed_acks(out)[1] == streamed_acks(write_output(random_consumer_traffic(1), tmp_path / "b"))[1]
-
-
-def test_a_pickled_timeline_hands_over_its_steps_file_by_path_and_leaves_no_file_behind(
-    tmp_path, monkeypatch
-):
-    import pickle
-    import tempfile
-
-    root = tmp_path / "tmp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    out = write_output(random_consumer_traffic(1), tmp_path / "out")
-    got: list = []
-    streamed_acks(out, on_timeline=got.append)
-    timeline = got[0]
-    blob = pickle.dumps(timeline)
-    assert len(timeline) > 100 and len(blob) < 21 * len(timeline)  # (a path, not the steps)
-    assert len(os.listdir(root)) == 1  # the named copy, until it is unpickled
-    back = pickle.loads(blob)
-    assert os.listdir(root) == []
-    pd.testing.assert_frame_equal(back.frame(), timeline.frame())
-    assert back.channels()[1].tolist() == timeline.channels()[1].tolist()

@@ -1,8 +1,9 @@
 """A computation run in a forked child process while this one goes on: the second core of the
 machine for independent parts of an analysis.  The child is a copy of this process (its imports
-and what it has read are shared until written), computes the functions it is given (its steps)
-one after the other and sends back each one's result, pickled, through a pipe, as soon as it has
-it: the caller takes the first while the child computes the next; nothing else of it outlives it.
+and what it has read are shared until written), computes one function and sends back its
+result, pickled, through a pipe; nothing else of it outlives it.  A generator function's child
+sends each value as it yields it: the caller takes the first ones while the child computes the
+next.
 
 A ``multiprocessing`` process of the fork context, not a ``ProcessPoolExecutor``: the function is
 a closure over this process' state, which a forked process inherits and an executor would have
@@ -11,12 +12,12 @@ to pickle."""
 from __future__ import annotations
 
 import gc
+import inspect
 import multiprocessing
-import os
 import pickle
 import signal
 
-__all__ = ["Forked", "Shared", "can_fork"]
+__all__ = ["Forked", "can_fork"]
 
 _FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
@@ -30,15 +31,14 @@ def can_fork() -> bool:
 
 
 class Forked:
-    """The functions ``steps`` computed one after the other in a forked child: :meth:`result`
-    waits for the next one's value and returns it or raises its exception (the child's, pickled;
-    a child that dies without a word: RuntimeError).  One call of :meth:`result` a step, in their
-    order: the call for the last waits for the child too."""
+    """``fn()`` computed in a forked child; :meth:`result` waits for it and returns its value or
+    raises its exception (the child's, pickled; a child that dies without a word: RuntimeError).
+    Of a generator function, :meth:`result` with ``last=False`` returns the next value it yields
+    and leaves the child running; the last call, the next value, then waits for the child."""
 
-    def __init__(self, *steps):
+    def __init__(self, fn):
         self._read, write = _FORK.Pipe(duplex=False)
-        self._process = _FORK.Process(target=_send, args=(steps, write), daemon=True)
-        self._left = len(steps)
+        self._process = _FORK.Process(target=_send, args=(fn, write), daemon=True)
         # the objects made so far frozen for the fork: the child's collections then do not walk
         # (and so copy) every page of the parent's imports and data
         gc.freeze()
@@ -52,19 +52,15 @@ class Forked:
             gc.unfreeze()
         write.close()
 
-    def result(self):
-        """The value of the child's next step (the child waited for after its last)."""
-        if self._left == 0:
-            raise RuntimeError("every step of the forked process has given its value")
-        self._left -= 1
+    def result(self, *, last: bool = True):
+        """The child's next value; ``last``: its last one, the child then waited for."""
         ok = False
         try:
             ok, value = self._read.recv()
         except EOFError:
             raise RuntimeError("the forked analysis process ended without a result") from None
         finally:
-            if self._left == 0 or not ok:
-                self._left = 0
+            if last or not ok:
                 self._read.close()
                 self._process.join()
         if not ok:
@@ -72,46 +68,20 @@ class Forked:
         return value
 
 
-class Shared:
-    """Work either of two processes takes, one item at a time, first come first served: this
-    process and a :class:`Forked` child made after this (each iterates over it; what one takes
-    the other does not).  A pipe of the items' indices, its writing end closed at once: a read of
-    one byte from a pipe is atomic, and an empty one reads as its end (no waiting).  At most 256
-    items; this process' reading end is closed once it reads the end."""
-
-    def __init__(self, items):
-        self.items = tuple(items)
-        if len(self.items) > 256:
-            raise ValueError("at most 256 items are shared")
-        self._read, write = os.pipe()
-        try:
-            os.write(write, bytes(range(len(self.items))))
-        finally:
-            os.close(write)
-
-    def __iter__(self):
-        while self._read is not None:
-            taken = os.read(self._read, 1)
-            if not taken:
-                os.close(self._read)
-                self._read = None
-                return
-            yield self.items[taken[0]]
-
-
-def _send(steps, conn) -> None:
-    """The child's work: each of ``steps``' values in turn, or the exception of the first that
-    fails, sent through ``conn``.  Signals are the caller's to answer: the child leaves a Ctrl-C
-    (sent to the whole process group) to it and ends quietly when it ends the child (SIGTERM, as
-    ``multiprocessing`` does to a daemon process at exit), not by the caller's handlers it
-    inherited, which would unwind it and print its traceback."""
+def _send(fn, conn) -> None:
+    """The child's work: ``fn()``'s result (a generator function's: each value it yields), or its
+    exception, sent through ``conn``.  Signals are the caller's to answer: the child leaves a
+    Ctrl-C (sent to the whole process group) to it and ends quietly when it ends the child
+    (SIGTERM, as ``multiprocessing`` does to a daemon process at exit), not by the caller's
+    handlers it inherited, which would unwind it and print its traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     try:
-        for step in steps:
-            conn.send((True, step()))
+        value = fn()
+        for each in value if inspect.isgenerator(value) else (value,):
+            conn.send((True, each))
     except BaseException as e:  # noqa: BLE001 (handed to the parent, raised there)
         conn.send((False, _picklable(e)))
     finally:

@@ -26,9 +26,10 @@ from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
-from amqpcap.analysis.forked import Forked, Shared, can_fork
+from amqpcap.analysis.forked import Forked, can_fork
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
+    ASIDE,
     LATENCY_KINDS,
     STATS_PARTS,
     connection_cells,
@@ -147,10 +148,6 @@ def _integer_ticks(axis) -> None:
 
 
 def _si_ticks(axis, unit: str) -> None:
-    """``axis``' tick labels in k / M / G (:func:`_axis_si`): no offset text ("1e6") above the
-    axis, so the panel's title can be placed at the top of its panel, ``set_title(..., y=1.0)``,
-    where matplotlib would place it: not measured against every tick label of the panel at each
-    draw (as a title without ``y`` is, in case an offset text or top tick labels are in its way)."""
     from matplotlib.ticker import FuncFormatter
 
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: _axis_si(v, unit)))
@@ -226,7 +223,6 @@ def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     ax1.set_title(
         f"Throughput per {_fmt_bucket(bucket)} bucket\n({frames_note(tot.attrs.get('frames_source'))})",
         fontsize=10,
-        y=1.0,  # (fixed: see _si_ticks)
     )
     ax1.legend(loc="upper right", fontsize=8)
     ax2.set_ylabel("bytes / s (wire solid, body dashed)")
@@ -318,7 +314,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
             v = latency_drawn(
                 _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
             )
-        ax.set_title(f"{_KIND_TITLES[kind]} (n={v.n:,})", fontsize=10, y=1.0)  # (fixed: see _si_ticks)
+        ax.set_title(f"{_KIND_TITLES[kind]} (n={v.n:,})", fontsize=10)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("pairs")
         if v.n == 0:
@@ -398,20 +394,13 @@ def channel_lifetimes(t) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object) for i, c in enumerate(cols)})
 
 
-# a step line of more points is drawn as its envelope: ~500 spans of x, two pixels or so each of a
-# figure ~1,200 px wide (Agg's time to draw a line grows with its points, a dashed one's most)
-STEP_POINTS = 2_000
+STEP_POINTS = 40_000  # a step line of more points is drawn as its envelope (a figure is ~1,200 px wide)
 
 
 def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """The points of a step line (``x`` ascending, drawn ``where="post"``) worth drawing: the first,
-    each that changes y and the last (the others add nothing to the line); up to ``most`` of them
-    all, past that, in each of ``most // 4`` equal spans of x, the first, the last, and the first
-    at the span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
-    if len(y) > 2:
-        keep = np.r_[True, y[1:-1] != y[:-2], True]  # (a NaN is kept: it is unequal to itself)
-        if not keep.all():
-            x, y = x[keep], y[keep]
+    """The points of a step line (``x`` ascending) worth drawing: all of them up to ``most``; past
+    that, in each of ``most // 4`` equal spans of x, the first, the last, and the first at the
+    span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
     n = len(x)
     if n <= most or not np.isfinite(x[[0, -1]]).all():
         return x, y
@@ -667,12 +656,12 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
             g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
             x = (ns(g["ts"]) - t0n) / 1e9
             col = f"C{i % 10}"
-            y = g["unacked"].astype(float).to_numpy()
-            ax.step(*step_envelope(x, y), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
+            ax.step(x, g["unacked"].astype(float), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
             pc = g["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
             if (pc > 0).any():
                 ax.step(
-                    *step_envelope(x, np.where(pc > 0, pc, np.nan)),
+                    x,
+                    np.where(pc > 0, pc, np.nan),
                     where="post",
                     color=col,
                     linestyle="--",
@@ -970,14 +959,7 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
         return _write_report(t, out_dir, bucket, stats)
 
 
-# the stats parts the report's forked process computes (of a dissect output directory), with the
-# errors (it sends their frame) and the throughput (it sends the plot's totals); this one computes
-# consumer acks and health, whose pass gives the unacked figure, and draws every figure
-# (matplotlib imported in it alone).  The parts of SHARED either takes, whichever is free first
-# (forked.Shared): the figures cost about the same at any size, the passes grow with the tables,
-# so no fixed split keeps the two processes even on small and big tables alike.
-THEIRS = ("transit", "rpc", "confirm")
-SHARED = (("method_rtt", "connection_setup"), ("span",), ("counts",), ("amqp10",))  # (one load: a tuple)
+# the stats parts the report computes beside its figures of the same tables (:func:`_beside`)
 BESIDE = ("errors", "throughput")
 
 
@@ -996,31 +978,23 @@ def matched_latencies(kind: str, df) -> np.ndarray:
 
 
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
-    """The body of :func:`write_report`: a forked second process computes the stats parts of
-    :data:`THEIRS` and :data:`BESIDE` and those of :data:`SHARED` it takes first, the errors'
-    frame, the throughput plot's totals and the Connections table (:func:`_their_parts`, then
-    :func:`_their_totals`), while this one computes the rest of stats and draws the unacked
-    figure, then draws the latency, errors and timeline figures from the first step's values and
-    the throughput figure from the second (two processes: the report needs no third beside
-    stats'; matplotlib imported by this one alone, while the other reads)."""
+    """The body of :func:`write_report`: one forked second process computes the figures of its
+    own passes over the tables, their stats parts and stats' other :data:`ASIDE` parts and the
+    Connections table, while this one computes the rest of stats and draws the unacked figure,
+    then the latency figure from both processes' pairings while the other still draws (two
+    processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0, duration = _origin(src)
     bucket = bucket or pick_bucket(duration)
     fork = is_output_dir(src) and can_fork()
-    theirs = THEIRS if fork and stats is None else ()
-    shared = Shared(SHARED) if theirs else ()
-    steps = (
-        functools.partial(_their_parts, src, stats is None, theirs, shared),
-        functools.partial(_their_totals, src, bucket, stats is None),
-    )
-    child = Forked(*steps) if fork else None
-    pending = iter(steps)
-
-    def their():  # the other side's next step: the forked process' value, else computed here
-        return child.result() if child is not None else next(pending)()
-
+    aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
+    if fork:  # both processes draw: matplotlib imported once, the forked one inherits it
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    forked = Forked(beside) if fork else None
     values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
 
@@ -1039,30 +1013,28 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
             paths["unacked"] = fig_unacked(un, out / "unacked.png", t0)
 
     if stats is None:
-        skip = BESIDE + theirs + (sum(SHARED, ()) if theirs else ())
         got = stats_parts(
             src,
-            tuple(p for p in STATS_PARTS if p not in skip),
+            tuple(p for p in STATS_PARTS if p not in BESIDE and p not in aside),
             on_latency=keep,
             on_section=draw,
             on_unacked=lambda un: kept.__setitem__("unacked", un),
             aside=(),
         )
-        _take(got, src, shared, keep)
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    timeline = section_tables(src, "timeline")  # (read while the forked process may still compute)
-    their_parts, latencies, err = their()  # (the forked process sums the throughput meanwhile)
+    here = beside() if forked is None else None
+
+    def theirs(last: bool):
+        return forked.result(last=last) if forked is not None else next(here)
+
+    their_parts, latencies = theirs(last=False)  # (the forked process draws on meanwhile)
     values.update(latencies)
     paths["latency"] = fig_latency(values, out / "latency.png")
-    paths["errors"] = fig_errors(err, out / "errors.png")
-    paths["timeline"] = fig_timeline(timeline, err, out / "timeline.png", t0)
-    del err, timeline
-    release_memory()
-    tot, throughput, ct = their()
-    paths["throughput"] = throughput_figure(tot, out / "throughput.png", bucket, t0)
+    drawn, throughput, ct = theirs(last=True)
+    paths.update(drawn)
     if stats is None:
         got["latency"].update(their_parts.pop("latency"))
         got.update(their_parts, **throughput)
@@ -1083,20 +1055,14 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _take(got: dict, src, shared, on_latency) -> None:
-    """The stats parts of ``shared`` (a :class:`~amqpcap.analysis.forked.Shared` of tuples of
-    parts) this process takes, added to ``got`` (:func:`stats_parts`' dict)."""
-    for parts in shared:
-        more = stats_parts(src, parts, on_latency=on_latency, aside=())
-        got["latency"].update(more.pop("latency"))
-        got.update(more)
-
-
-def _their_parts(src, parts: bool, theirs: tuple = (), shared=()) -> tuple:
-    """The report's first step of the other process: (``parts``) the stats parts of ``theirs``,
-    the errors and those of ``shared`` it takes (:func:`_take`; their dict, as
-    :func:`stats_parts` gives it), what the latency figure draws of its pairings (kind ->
-    :class:`LatencyDrawn`) and the errors' frame (the errors and timeline figures draw it)."""
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
+    """What the report draws from its own passes over the tables, in two steps (a generator: a
+    forked process sends the first while it computes the second).  First (``parts``) the stats
+    parts of :data:`BESIDE` but throughput and of ``aside`` (their dict, as :func:`stats_parts`
+    gives it) with what the latency figure draws of ``aside``'s pairings (kind ->
+    :class:`LatencyDrawn`); then the errors, timeline and throughput figures (name -> path),
+    (``parts``) the throughput part (``{"throughput": ...}``: its 1 s buckets and the plot's summed
+    in one pass) and the page's Connections table."""
     got: dict = {}
     latencies: dict = {}
     found: dict = {}
@@ -1106,24 +1072,27 @@ def _their_parts(src, parts: bool, theirs: tuple = (), shared=()) -> tuple:
             found["err"] = errors_frame(error_tables(load(), src))
 
     if parts:
-
-        def drawn(kind, df):
-            latencies[kind] = latency_drawn(matched_latencies(kind, df), own=True)
-
-        got.update(stats_parts(src, theirs + ("errors",), on_latency=drawn, on_section=errors, aside=()))
-        _take(got, src, shared, drawn)
+        got.update(
+            stats_parts(
+                src,
+                aside + ("errors",),
+                on_latency=lambda kind, df: latencies.__setitem__(
+                    kind, latency_drawn(matched_latencies(kind, df), own=True)
+                ),
+                on_section=errors,
+            )
+        )
     else:
         errors("errors", lambda: section_tables(src, "errors"))
-    return got, latencies, found.pop("err")
-
-
-def _their_totals(src, bucket: str, parts: bool) -> tuple:
-    """The report's second step of the other process: the throughput plot's totals per ``bucket``
-    (:func:`~amqpcap.analysis.traffic.totals`), (``parts``) stats' throughput part
-    (``{"throughput": ...}``: its 1 s buckets and the plot's summed in one pass) and the page's
-    Connections table."""
+    yield got, latencies
+    err = found.pop("err")
+    paths = {"errors": fig_errors(err, out / "errors.png")}
+    paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
+    del err
     release_memory()
     buckets = list(dict.fromkeys(([STATS_BUCKET] if parts else []) + [bucket]))
     tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
     throughput = {"throughput": throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)} if parts else {}
-    return tot[bucket], throughput, connections_table(src, _PAGE_LIMIT)
+    paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
+    del tot
+    yield paths, throughput, connections_table(src, _PAGE_LIMIT)

@@ -18,8 +18,6 @@ span of time at a time.
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 
 import numpy as np
@@ -213,26 +211,19 @@ class Steps:
     def close(self) -> None:
         self.file.close()
 
-    def __getstate__(self) -> dict:
-        """Pickled (e.g. sent back by a forked process): the file's path, not its steps.  The
-        file has no name (nothing is left behind by a process that dies), so the steps are copied
-        into one that has, a :data:`READ` of them at a time; the process that unpickles it opens
-        that file and removes its name at once."""
+    def __getstate__(self) -> dict:  # (pickled, e.g. sent back by a forked process: the file's steps)
         state = dict(self.__dict__)
         with temp_files(_WHAT):
-            fd, state["file"] = tempfile.mkstemp(prefix="amqpcap-unacked-")
-            with os.fdopen(fd, "wb") as named:
-                self.file.flush()
-                self.file.seek(0)
-                shutil.copyfileobj(self.file, named, READ * _STEP.itemsize)
+            self.file.flush()
+            self.file.seek(0)
+            state["file"] = self.file.read()
         return state
 
     def __setstate__(self, state: dict) -> None:
-        path = state["file"]
-        self.__dict__.update(state)
+        self.__dict__.update(state, file=None)
         with temp_files(_WHAT):
-            self.file = open(path, "r+b")  # noqa: SIM115 (open as long as the steps are: close())
-            os.unlink(path)
+            self.file = tempfile.TemporaryFile(prefix="amqpcap-unacked-")
+            self.file.write(state["file"])
 
 
 class Timeline:
