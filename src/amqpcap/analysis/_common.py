@@ -78,11 +78,12 @@ def release_memory(collect: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def malloc_pool():
+def malloc_pool(mmap_threshold: int | None = None):
     """Arrow memory from malloc while the block runs, not from Arrow's default pool (mimalloc /
     jemalloc): those keep what a big computation frees mapped (hundreds of MB of RSS after a few
     sections of stats), malloc gives it back (:func:`release_memory`).  A buffer is freed to the
-    pool it came from, whenever that is.  And glibc maps every block of MMAP_THRESHOLD bytes or
+    pool it came from, whenever that is.  And glibc maps every block of ``mmap_threshold`` bytes
+    (default MMAP_THRESHOLD) or
     more on its own while the block runs: a freed big array is given back at once, where its
     dynamic threshold (raised up to 32 MB as big blocks are freed) puts arrays of millions of
     rows on the heap, whose freed pages stay resident between live blocks (~80 MB of a stats or
@@ -90,7 +91,7 @@ def malloc_pool():
     fixed: glibc has no call to make it dynamic again)."""
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
-    _mmap_threshold(MMAP_THRESHOLD)
+    _mmap_threshold(MMAP_THRESHOLD if mmap_threshold is None else mmap_threshold)
     try:
         yield
     finally:
@@ -98,12 +99,14 @@ def malloc_pool():
         _mmap_threshold(128 << 10)
 
 
-# A block mapped on its own is a page fault per 4 KB each time it is made and filled: at 256 KB,
-# every batch's and small load's arrays (stats of a 0.1 GB capture: 200,000 faults, 0.3-0.4 s of
-# its 2.6 s of CPU).  At 4 MB those stay on the heap and arrays of half a million rows and more
-# are still mapped: half the faults; stats of 1 GB 16.5 -> 13.2 s of CPU, peak RSS 225 -> 243 MB
-# (32 MB: 296 MB); 4 GB 52.5 s of CPU and 334 MB (each one run on the loaded machine).
-MMAP_THRESHOLD = 4 << 20
+# A block mapped on its own is a page fault per 4 KB each time it is made and filled.  Above
+# 256 KB every array of a big output's passes is mapped and given back at once, which keeps
+# their peak bounded (stats of a 4 GB capture: 353 MB, against 392 MB at 4 MB).  A small output's
+# (SMALL_MMAP_THRESHOLD, for under summary.SMALL_OUTPUT of tables) stay on the heap below 4 MB:
+# at 256 KB its batches' and small loads' arrays are a fixed cost of faults (stats of a 0.1 GB
+# capture: 200,000 faults, 0.3-0.4 s of its 2.6 s of CPU), at 4 MB half of them.
+MMAP_THRESHOLD = 256 << 10
+SMALL_MMAP_THRESHOLD = 4 << 20
 
 
 def _libc():

@@ -36,6 +36,7 @@ from amqpcap.analysis.summary import (
     connections_table,
     error_tables,
     frames_note,
+    pool_threshold,
     section_tables,
     span_duration,
     stats_of_parts,
@@ -955,7 +956,7 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
     the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
     """
-    with malloc_pool():
+    with malloc_pool(pool_threshold(t)):
         return _write_report(t, out_dir, bucket, stats)
 
 

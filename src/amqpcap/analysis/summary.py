@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 from amqpcap.analysis import amqp10, batches, timespan
 from amqpcap.analysis._common import (
     CONN_KEYS,
+    MMAP_THRESHOLD,
     ROW_KEYS,
+    SMALL_MMAP_THRESHOLD,
     codes_in,
     filled,
     malloc_pool,
@@ -705,6 +707,12 @@ def _aside(t) -> tuple:
     return SMALL_ASIDE if _small(t) else ASIDE
 
 
+def pool_threshold(src) -> int:
+    """:func:`~amqpcap.analysis._common.malloc_pool`'s mmap threshold for the passes over ``src``:
+    higher for a small output (see ``_common.MMAP_THRESHOLD``)."""
+    return SMALL_MMAP_THRESHOLD if _small(src) else MMAP_THRESHOLD
+
+
 def _small(src) -> bool:
     """Whether ``src`` is a dissect output directory of under :data:`SMALL_OUTPUT` bytes."""
     return is_output_dir(src) and output_bytes(src) < SMALL_OUTPUT
@@ -788,7 +796,7 @@ def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None
         "health": put("health", lambda t: _health(t, got["unacked"])),
         "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
     }
-    with malloc_pool():
+    with malloc_pool(pool_threshold(src)):
         for section in (p for p in STATS_PARTS if p in parts):
             step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
