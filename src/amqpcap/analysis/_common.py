@@ -101,10 +101,10 @@ def malloc_pool(mmap_threshold: int | None = None):
 
 # A block mapped on its own is a page fault per 4 KB each time it is made and filled.  Above
 # 256 KB every array of a big output's passes is mapped and given back at once, which keeps
-# their peak bounded (stats of a 4 GB capture: 353 MB, against 392 MB at 4 MB).  A small output's
-# (SMALL_MMAP_THRESHOLD, for under summary.SMALL_OUTPUT of tables) stay on the heap below 4 MB:
-# at 256 KB its batches' and small loads' arrays are a fixed cost of faults (stats of a 0.1 GB
-# capture: 200,000 faults, 0.3-0.4 s of its 2.6 s of CPU), at 4 MB half of them.
+# their peak bounded (stats of a 4 GB capture: 353 MB, against 392 MB at 4 MB).  Those of an
+# output under summary.SMALL_MMAP_OUTPUT stay on the heap below SMALL_MMAP_THRESHOLD: at 256 KB
+# its batches' and small loads' arrays are a fixed cost of faults (stats of a 0.1 GB capture:
+# 200,000 faults, 0.3-0.4 s of its 2.6 s of CPU; of 1 GB: 16.5 -> 13.2 s of CPU at 4 MB).
 MMAP_THRESHOLD = 256 << 10
 SMALL_MMAP_THRESHOLD = 4 << 20
 

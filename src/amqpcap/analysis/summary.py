@@ -707,10 +707,17 @@ def _aside(t) -> tuple:
     return SMALL_ASIDE if _small(t) else ASIDE
 
 
+# the Parquet bytes of a dissect output under which its passes keep arrays under 4 MiB on the
+# heap (SMALL_MMAP_THRESHOLD): a 1.5 GB capture of small messages (1 GB: 171 MB of tables; 4 GB:
+# 684 MB, whose peak then grows by ~40 MB)
+SMALL_MMAP_OUTPUT = 256 << 20
+
+
 def pool_threshold(src) -> int:
     """:func:`~amqpcap.analysis._common.malloc_pool`'s mmap threshold for the passes over ``src``:
-    higher for a small output (see ``_common.MMAP_THRESHOLD``)."""
-    return SMALL_MMAP_THRESHOLD if _small(src) else MMAP_THRESHOLD
+    higher for an output under :data:`SMALL_MMAP_OUTPUT` (see ``_common.MMAP_THRESHOLD``)."""
+    small = is_output_dir(src) and output_bytes(src) < SMALL_MMAP_OUTPUT
+    return SMALL_MMAP_THRESHOLD if small else MMAP_THRESHOLD
 
 
 def _small(src) -> bool:
