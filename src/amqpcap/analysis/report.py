@@ -266,7 +266,7 @@ def _ok_latencies(kind: str, df: pd.DataFrame) -> np.ndarray:
 
 def latency_bins(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     """The histogram of the latencies ``a`` (finite, ms) the figure draws: (counts, bin edges,
-    whether the x axis is logarithmic: 40 log-spaced bins when the positive values span more
+    whether the x axis is logarithmic: 39 log-spaced bins when the positive values span more
     than a factor of 20, the values below the smallest positive one counted in the first, as that
     one is).  No copy of ``a`` is made (a mask of it: a byte a value)."""
     lo = np.min(a, where=a > 0, initial=np.inf) if len(a) else np.inf
