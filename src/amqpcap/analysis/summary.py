@@ -716,13 +716,13 @@ SMALL_MMAP_OUTPUT = 256 << 20
 def pool_threshold(src) -> int:
     """:func:`~amqpcap.analysis._common.malloc_pool`'s mmap threshold for the passes over ``src``:
     higher for an output under :data:`SMALL_MMAP_OUTPUT` (see ``_common.MMAP_THRESHOLD``)."""
-    small = is_output_dir(src) and output_bytes(src) < SMALL_MMAP_OUTPUT
-    return SMALL_MMAP_THRESHOLD if small else MMAP_THRESHOLD
+    return SMALL_MMAP_THRESHOLD if _small(src, SMALL_MMAP_OUTPUT) else MMAP_THRESHOLD
 
 
-def _small(src) -> bool:
-    """Whether ``src`` is a dissect output directory of under :data:`SMALL_OUTPUT` bytes."""
-    return is_output_dir(src) and output_bytes(src) < SMALL_OUTPUT
+def _small(src, under: int | None = None) -> bool:
+    """Whether ``src`` is a dissect output directory of under ``under`` (default
+    :data:`SMALL_OUTPUT`) bytes of tables."""
+    return is_output_dir(src) and output_bytes(src) < (SMALL_OUTPUT if under is None else under)
 
 
 def stats_parts(
