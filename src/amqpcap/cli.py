@@ -300,8 +300,11 @@ WITHOUT_NUMPY = ("dissect", "show")
 # Commands whose start-up runs without the cyclic GC: the imports (~60 ms, pyarrow's and
 # amqpcap's) make objects that live as long as the process, and the collections among them were
 # ~4 ms of a dissect's start.  The packet loop sets its own threshold (pipeline._hot_loop: a
-# threshold of 0 is below it), so the GC is back on for the run.
-QUIET_START = ("dissect",)
+# threshold of 0 is below it), so the GC is back on for the run; stats and report put it back
+# once their imports are done (:func:`imports_done`): pandas' and matplotlib's too, ~0.05 s of
+# collections of a report's start, before it can fork its second process.
+QUIET_START = ("dissect", "stats", "report")
+_QUIET: list = []  # the threshold of the first generation that lean() set to 0
 
 
 # Commands whose process writes Parquet with Arrow's jemalloc pool (unless
@@ -358,7 +361,8 @@ def lean(command: str) -> None:
     (``ARROW_POOL``), modules it does not use left unloaded (``LAZY``)."""
     if command in WITHOUT_NUMPY and "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
-    if command in QUIET_START:
+    if command in QUIET_START and not _QUIET:
+        _QUIET.append(gc.get_threshold()[0])
         gc.set_threshold(0, *gc.get_threshold()[1:])  # 0: no automatic collection
     pool = ARROW_POOL.get(command)
     if pool and "pyarrow" not in sys.modules and pool in arrow_pools():
@@ -367,6 +371,15 @@ def lean(command: str) -> None:
         if name not in sys.modules and (spec := importlib.util.find_spec(name)) is not None:
             sys.modules[name] = module = Deferred(name)
             module.__spec__ = spec
+
+
+def imports_done() -> None:
+    """The cyclic GC back on, as before :func:`lean` turned it off for a quiet start (else
+    nothing changes): the objects made so far, which the process keeps, frozen first (never
+    walked by a collection, as if collected at each import)."""
+    if _QUIET:
+        gc.freeze()
+        gc.set_threshold(_QUIET.pop(), *gc.get_threshold()[1:])
 
 
 def arrow_pools() -> set:
@@ -701,11 +714,14 @@ def _stats(a) -> int:
     if a.spark:
         from amqpcap.spark.cli import stats_args
 
+        imports_done()
         return stats_args(a)
     import shutil  # here, not at the top: every invocation imports this module
 
     from amqpcap.analysis import render_text, stats
     from amqpcap.analysis.summary import section_tables
+
+    imports_done()
 
     temp: list = []
     try:
@@ -732,6 +748,8 @@ def _report(a) -> int:
 
     from amqpcap.analysis.report import write_report
     from amqpcap.records.writer import OutputExists
+
+    imports_done()
 
     if os.path.lexists(a.out):
         if not os.path.isdir(a.out):

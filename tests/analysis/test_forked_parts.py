@@ -239,3 +239,30 @@ def test_a_latency_hook_changes_no_summary_and_is_handed_every_value_of_each_pas
         np.testing.assert_array_equal(seen["latency"][kind], values)
         passed += len(values) > 0
     assert passed >= 2
+
+
+@pytest.mark.parametrize("command", ["report", "stats"])
+def test_stats_and_report_import_without_collections_and_compute_with_them(out, tmp_path, command):
+    """cli.QUIET_START: the imports run with the cyclic GC off; once they are done it is back on
+    at the interpreter's threshold, the imports' objects frozen (no collection walks them)."""
+    probe = (
+        "import gc, sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
+        "first = gc.get_threshold()[0]\n"
+        "lean = cli.lean\n"
+        "def lean_probe(command):\n"
+        "    lean(command); print('start', gc.get_threshold()[0])\n"
+        "cli.lean = lean_probe\n"
+        "import amqpcap.analysis as A, amqpcap.analysis.report as R\n"
+        "def probed(real):\n"
+        "    def run(*a, **kw):\n"
+        "        print('run', gc.get_threshold()[0] == first, gc.get_freeze_count() > 10000)\n"
+        "        return real(*a, **kw)\n"
+        "    return run\n"
+        "R.write_report = probed(R.write_report); A.stats = probed(A.stats)\n"
+        "cli.console()\n"
+    )
+    args = [command, out] + (["-o", str(tmp_path / "report")] if command == "report" else ["--json"])
+    p = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "start 0\n" in p.stdout and "run True True\n" in p.stdout
