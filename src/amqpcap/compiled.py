@@ -60,6 +60,7 @@ PARTS = {
             "fast09",
             "decoder",
             ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
+            + ("values.py",)  # the events' classes, whose slots the walker fills
             + ("slots.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi", "amqp/spec/readers_0_9.pxi")
             + ("amqp/rowsink.pxi", "amqp/digests.pxi", "amqp/direction.pxi", "deferred.pxi", "stamp.pxd")
             + ("amqp/framing_0_9.py", "amqp/fastframing.pxd"),  # the frame cutter it calls in C
