@@ -51,7 +51,11 @@ EVENTS = (
             F("ts", "int"),
             F("offset", "int"),
             F("raw", "bytes"),
-            F("version", "str | None", comment='"0-8", "0-9", "0-9-1", "0-10", "1.0", "1.0-sasl", "1.0-tls" or None'),
+            F(
+                "version",
+                "str | None",
+                comment='"0-8", "0-9", "0-9-1", "0-10", "1.0", "1.0-sasl", "1.0-tls" or None',
+            ),
         ),
     ),
     Cls(
@@ -63,7 +67,11 @@ EVENTS = (
             F("offset", "int"),
             F("channel", "int"),
             F("frame_type", "int"),
-            F("type_name", "str", comment="method, header, body, heartbeat, oob-method, ..., or 0-10 segment type"),
+            F(
+                "type_name",
+                "str",
+                comment="method, header, body, heartbeat, oob-method, ..., or 0-10 segment type",
+            ),
             F("size", "int", comment="payload size as on the wire (header and frame-end excluded)"),
             F("wire_size", "int", comment="whole frame including header and frame-end"),
         ),
@@ -90,7 +98,12 @@ EVENTS = (
             F("has_content", "bool"),
             F("frame_size", "int", "0"),
             F("command_id", "int | None", "None", "0-10: session command number"),
-            F("answers_command_id", "int | None", "None", "0-10: the command execution.result/exception answers"),
+            F(
+                "answers_command_id",
+                "int | None",
+                "None",
+                "0-10: the command execution.result/exception answers",
+            ),
         ),
     ),
     Cls(
@@ -151,7 +164,11 @@ EVENTS = (
             F("packet", "int"),
             F("ts", "int"),
             F("offset", "int | None"),
-            F("kind", "str", comment="gap, malformed-frame, bad-frame-end, unknown-frame-type, unknown-method, ..."),
+            F(
+                "kind",
+                "str",
+                comment="gap, malformed-frame, bad-frame-end, unknown-frame-type, unknown-method, ...",
+            ),
             F("detail", "str"),
             F("channel", "int | None", "None"),
             F("skipped", "int", "0", "bytes of the stream this anomaly accounts for"),
@@ -166,7 +183,12 @@ CONNECTION_FACTS = Cls(
         F("client_header", "bytes | None", "None", "the 8-octet protocol headers (set by ConnectionDecoder)"),
         F("server_header", "bytes | None", "None"),
         F("client_version", "str | None", "None", "the version the client's header names"),
-        F("version", "str | None", "None", 'the version decoded ("tls", "1.0", ...: recognised, not decoded)'),
+        F(
+            "version",
+            "str | None",
+            "None",
+            'the version decoded ("tls", "1.0", ...: recognised, not decoded)',
+        ),
         F("version_evidence", "str | None", "None", "header, header+start, inferred"),
         F("negotiation", "str", '"none"', "none, accepted, rejected, unknown"),
         F("tls", "bool", "False"),
@@ -288,7 +310,8 @@ def render_class(c: Cls) -> list:
     if not c.frozen:
         out.append("    __hash__ = None  # mutable: equal by value, so not hashable (as a dataclass)")
     params = [
-        f"{f.name}: {f.annotation}" + ("" if f.default is REQUIRED else f" = {'_FACTORY' if f.factory else f.default}")
+        f"{f.name}: {f.annotation}"
+        + ("" if f.default is REQUIRED else f" = {'_FACTORY' if f.factory else f.default}")
         for f in c.fields
     ]
     out += ["", "    def __init__(", "        self,", *(f"        {p}," for p in params), "    ) -> None:"]
