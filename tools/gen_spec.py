@@ -6,8 +6,8 @@
 The generated modules are committed; tests/amqp/test_spec_generated.py checks
 they are what this script produces.  0-8, 0-9 and 0-9-1 share one table shape
 (classes of methods with fields); 0-10 has its own generator
-(tools/gen_spec_0_10.py), called from here when present.  It also writes src/amqpcap/values.py,
-the value classes of tools/gen_classes.py.
+(tools/gen_spec_0_10.py), called from here when present.  It also writes src/amqpcap/values.py and
+values_1_0.py, the value classes of tools/gen_classes.py.
 
 Dialect additions not in any XML file we have (documented in docs/dialects.md):
 RabbitMQ's connection.blocked / unblocked (10.60 / 10.61) and
@@ -400,7 +400,7 @@ def main(argv=None) -> int:
     except ImportError:
         pass
     written = {os.path.join(OUT_DIR, name): src for name, src in outputs.items()}
-    written[gen_classes.OUT] = gen_classes.generate()  # the value classes: events, connection facts
+    written.update(gen_classes.generate())  # the value classes: events, connection facts
     return gen_spec_write.write(written, a.check)
 
 

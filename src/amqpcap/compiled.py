@@ -90,7 +90,8 @@ PARTS = {
             "fast10",
             "AMQP 1.0 decoder",
             ("amqp/fast10.pyx", "amqp/codec_1_0.py", "amqp/types_1_0.py", "amqp/spec/v1_0.py")
-            + ("amqp/links_1_0.py", "amqp/events_1_0.py", "amqp/rows10.pxi", "records/rows_1_0.py")
+            + ("amqp/links_1_0.py", "amqp/events_1_0.py", "values_1_0.py", "amqp/rows10.pxi")
+            + ("records/rows_1_0.py",)
             + ("amqp/links10.pxi", "amqp/stream.py", "amqp/direction.pxi")  # direction.pxi follows stream.py
             + ("records/raw.pxi", "stamp.pxd"),
         ),

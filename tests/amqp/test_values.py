@@ -1,7 +1,7 @@
 """The generated value classes (values.py: events, connection facts, a dissect's options and
-summary) behave as the dataclasses of their fields: the same repr, equality, hashing,
-immutability, pickling and replace.  That values.py is what tools/gen_classes.py writes is
-tests/amqp/test_spec_generated.py's check."""
+summary; values_1_0.py: AMQP 1.0's events) behave as the dataclasses of their fields: the same
+repr, equality, hashing, immutability, pickling and replace.  That the modules are what
+tools/gen_classes.py writes is tests/amqp/test_spec_generated.py's check."""
 
 from __future__ import annotations
 
@@ -12,9 +12,14 @@ import pickle
 
 import pytest
 
-from amqpcap import values
+from amqpcap import values, values_1_0
 
-CLASSES = [v for v in vars(values).values() if isinstance(v, type) and "__match_args__" in vars(v)]
+CLASSES = [
+    v
+    for module in (values, values_1_0)
+    for v in vars(module).values()
+    if isinstance(v, type) and "__match_args__" in vars(v)
+]
 
 
 def test_the_dissect_classes_are_all_generated():
@@ -28,6 +33,8 @@ def test_the_dissect_classes_are_all_generated():
         "ConnectionFacts",
         "Options",
         "Summary",
+        "Performative",
+        "Delivery",
     }
 
 
