@@ -877,8 +877,8 @@ def test_arrow_pools_are_read_from_arrows_build_configuration(tmp_path, monkeypa
 def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_same_tables(
     capture_file, tmp_path
 ):
-    """cli.LAZY: the dissect process never runs ``inspect`` (dataclasses imports it for the
-    docstring of a dataclass that has none) nor the others LAZY names, nor imports typing, nor
+    """cli.LAZY: the dissect process never runs the modules LAZY names, nor imports ``inspect``
+    (with ast: dataclasses would, and the dissect path makes none), nor typing, nor
     show's filters (with difflib), nor hashlib nor json with the compiled decoder and row builder
     (their JSON is the builder's), and writes what ``dissect`` from Python writes."""
     probe = (

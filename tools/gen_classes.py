@@ -10,7 +10,7 @@ fields, ``__slots__``, ``__match_args__``; a frozen class refuses assignment
 (``FrozenInstanceError``), hashes its fields and pickles through ``__getstate__`` /
 ``__setstate__``; ``values.replace`` is ``dataclasses.replace``.  Written out rather than made
 by ``dataclasses.dataclass`` at import, which compiles each class's methods from text in every
-process (~33 M instructions of an empty capture's dissect for these nine classes).
+process (37 M instructions of an empty capture's dissect of 299 M, with the dataclasses import).
 """
 
 from __future__ import annotations
