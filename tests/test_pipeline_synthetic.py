@@ -931,6 +931,22 @@ def test_a_dissect_builds_no_dataclass():
     assert (p.returncode, p.stdout.strip().splitlines()[-1]) == (0, "False"), p.stderr
 
 
+def test_mid_stream_detection_loads_the_0_8_and_0_9_1_tables_only_when_it_proves_a_0_9_chain():
+    probe = (
+        "import sys; from amqpcap.amqp import detect\n"
+        "print(sorted(n for n in sys.modules if n.startswith('amqpcap.amqp.spec.v')))\n"
+        "print(detect.chain_0_9(bytes([1, 0, 0, 0, 0, 0, 4, 0, 10, 0, 10, 0xCE]), 0))\n"
+        "print(sorted(n for n in sys.modules if n.startswith('amqpcap.amqp.spec.v')))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:3] == [
+        "[]",
+        "1",
+        "['amqpcap.amqp.spec.v0_8', 'amqpcap.amqp.spec.v0_9', 'amqpcap.amqp.spec.v0_9_1']",
+    ]
+
+
 @pytest.fixture
 def deferred(tmp_path, monkeypatch):
     """``deferred(name, source)``: module ``name`` of ``source`` put in sys.modules by
