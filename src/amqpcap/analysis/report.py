@@ -998,7 +998,7 @@ def _methods_sections(s: dict, limit: int) -> list:
         _html_table(["method", "count"], [[k, f"{v:,}"] for k, v in meths[:limit]], numeric={1})
         + (f"<p class='note'>{len(meths) - limit} more in stats --json.</p>" if len(meths) > limit else ""),
         "<h2>Anomalies</h2>",
-        _html_table(["kind", "count"], [[k, v] for k, v in an.items()], numeric={1}) if an else "<p>None.</p>",
+        _html_table(["kind", "count"], list(map(list, an.items())), numeric={1}) if an else "<p>None.</p>",
     ]
 
 
