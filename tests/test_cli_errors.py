@@ -69,17 +69,56 @@ def test_a_dissect_output_missing_a_table_is_3_naming_the_directory_and_the_tabl
     assert one_line(r) == f"amqpcap: {out}: no messages/ table (not a dissect output?)"
 
 
+def _cut_footer(data: bytes) -> bytes:
+    return data[:-40]  # what a torn copy leaves: pyarrow's ArrowInvalid, no Parquet footer
+
+
+def _damaged_pages(data: bytes) -> bytes:
+    # every column chunk overwritten, the footer whole: the footer reads, the pages do not
+    # (pyarrow's OSError with no file named)
+    footer = int.from_bytes(data[-8:-4], "little")
+    end = len(data) - 8 - footer
+    return data[:4] + b"\xff" * (end - 4) + data[end:]
+
+
 @pytest.mark.parametrize("cmd", ["stats", "report"])
 @pytest.mark.parametrize("table", ["methods", "connections"])
-def test_a_damaged_table_of_a_dissect_output_is_3_naming_the_directory(cmd, table, tmp_path, cache):
+@pytest.mark.parametrize("damage", [_cut_footer, _damaged_pages])
+def test_a_damaged_table_of_a_dissect_output_is_3_naming_its_file(cmd, table, damage, tmp_path, cache):
     out = tmp_path / "out"
     assert run("dissect", CAP, "-o", out).returncode == 0
     (part,) = (out / table).glob("*.parquet")
-    part.write_bytes(part.read_bytes()[:-40])  # (the footer cut: what a torn copy leaves)
+    part.write_bytes(damage(part.read_bytes()))
     extra = ["-o", tmp_path / "r"] if cmd == "report" else []
     r = run(cmd, out, *extra, env=cache)
     assert r.returncode == Exit.UNREADABLE, r.stderr
-    assert one_line(r).startswith(f"amqpcap: {out}: a table cannot be read (")
+    assert one_line(r).startswith(f"amqpcap: {part}: a table cannot be read (")
+
+
+@pytest.mark.parametrize("cmd", ["stats", "report"])
+def test_an_arrow_error_of_the_analysis_is_an_internal_error_not_an_unreadable_table(
+    cmd, tmp_path, monkeypatch, capsys
+):
+    """Only a read of a table is exit 3: an ArrowInvalid of what the analysis computes is a bug."""
+    import pyarrow as pa
+
+    from amqpcap import analysis, cli
+    from amqpcap.analysis import report
+
+    out = tmp_path / "out"
+    assert run("dissect", CAP, "-o", out).returncode == 0
+
+    def analysis_bug(*a, **kw):
+        raise pa.ArrowInvalid("an analysis bug")
+
+    monkeypatch.setattr(analysis, "stats", analysis_bug)
+    monkeypatch.setattr(report, "write_report", analysis_bug)
+    monkeypatch.delenv("AMQPCAP_DEBUG", raising=False)
+    extra = ["-o", str(tmp_path / "r")] if cmd == "report" else []
+    code = cli.main([cmd, str(out), *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == Exit.INTERNAL
+    assert err == ["amqpcap: internal error: ArrowInvalid: an analysis bug (set AMQPCAP_DEBUG=1 for details)"]
 
 
 def test_a_dissect_of_what_is_not_a_capture_says_so_before_importing_pyarrow(tmp_path):

@@ -604,18 +604,17 @@ def _show(a) -> int:
 
 
 @contextlib.contextmanager
-def _readable_tables(out: str):
-    """A table of the dissect output ``out`` that pyarrow cannot read (a damaged or foreign
-    Parquet file) is the one-line error of an unreadable path (exit 3), not an internal one."""
-    import pyarrow as pa
-
+def _readable_tables():
+    """A Parquet file of the dissect output that cannot be read (``UnreadableTable``, raised where
+    the analysis opens and reads the tables) is the one-line error of an unreadable path, exit 3;
+    any other error of the analysis is a bug (exit 1)."""
+    from amqpcap.analysis.tables import UnreadableTable
     from amqpcap.capture.reader import CaptureError
 
     try:
         yield
-    except pa.ArrowInvalid as e:  # (pyarrow's I/O errors are OSErrors: exit 3 already)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CaptureError(out, f"a table cannot be read ({first})", Exit.UNREADABLE) from None
+    except UnreadableTable as e:
+        raise CaptureError(e.path, f"a table cannot be read ({e.reason})", Exit.UNREADABLE) from None
 
 
 def _output_dir(a, temp: list) -> str:
@@ -725,7 +724,7 @@ def _stats(a) -> int:
     temp: list = []
     try:
         out = _output_dir(a, temp)
-        with _readable_tables(out):
+        with _readable_tables():
             if no_amqp(out, a):
                 return Exit.NO_AMQP
             result = stats(out)
@@ -764,7 +763,7 @@ def _report(a) -> int:
     temp: list = []
     try:
         out = _output_dir(a, temp)
-        with _readable_tables(out):
+        with _readable_tables():
             if no_amqp(out, a):
                 if created:
                     os.rmdir(a.out)

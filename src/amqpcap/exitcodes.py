@@ -33,7 +33,7 @@ MEANING = {
     Exit.NOT_A_CAPTURE: "not a capture (unknown format, empty file)",
     Exit.UNREADABLE: (
         "a path cannot be read or written (missing, permission denied, disk full, "
-        "not a dissect output directory, a damaged table in one)"
+        "not a dissect output directory, a damaged table file in one: the line names the file)"
     ),
     Exit.LINKTYPE: "unsupported link type",
     Exit.OUTPUT_EXISTS: "output exists (use --force)",

@@ -61,3 +61,49 @@ def test_error_conditions_join_the_errors_list(tmp_path):
     assert e["descriptions"][0]["description"] == "no queue 'nope'"
     rej = stats(str(_out(tmp_path / "b", synthetic_outcomes())))["errors"]
     assert [(x["condition"], x["method"]) for x in rej if x["kind"] == "amqp-1.0"] == [("x:y", "disposition")]
+
+
+def _shipped(tmp_path, name):
+    from pathlib import Path
+
+    tmp_path.mkdir(exist_ok=True)
+    cap = Path(__file__).resolve().parents[2] / "captures" / name
+    dissect([str(cap)], str(tmp_path / "out"))
+    return tmp_path / "out"
+
+
+def test_errors_has_a_row_per_1_0_error_as_stats_counts_it_and_stats_of_tables_counts_each_once(tmp_path):
+    from collections import Counter
+
+    from amqpcap.analysis import errors
+
+    outs = [
+        _out(tmp_path / "detach", conversation()),  # a detach's amqp:not-found
+        _out(tmp_path / "outcomes", synthetic_outcomes()),  # a rejected outcome's condition
+        _shipped(tmp_path / "rhea", "rabbitmq10_rhea_errors.pcap"),  # a refused login: sasl:auth
+        _shipped(tmp_path / "proton", "rabbitmq10_proton_errors.pcap"),
+    ]
+    seen = set()
+    for out in outs:
+        s = stats(str(out))
+        want = Counter()
+        for e in s["errors"]:
+            if e["kind"] == "amqp-1.0":
+                for d in e["descriptions"]:
+                    want[(e["condition"], e["name"], e["method"], d["description"], d["first_frame"])] += d[
+                        "count"
+                    ]
+        t = load(str(out))
+        err = errors(t)
+        rows = err[err["kind"] == "amqp-1.0"].astype(object).where(lambda x: x.notna(), None)
+        got = Counter()
+        for r in rows.to_dict("records"):
+            assert r["version"] == "1.0" and r["code"] is None and r["text"] == r["description"]
+            got[(r["condition"], r["name"], r["method"], r["description"])] += 1
+        assert got == Counter({k[:4]: n for k, n in want.items()}) and got, out
+        assert all(
+            (k[0], k[4]) in {(c, f) for c, f in zip(rows["condition"], rows["frame_number"])} for k in want
+        )
+        assert stats(t)["errors"] == s["errors"]  # the 1.0 errors of loaded tables counted once
+        seen |= {k[0] for k in got}
+    assert {"amqp:not-found", "x:y", "sasl:auth", "amqp:invalid-field"} <= seen

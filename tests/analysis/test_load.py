@@ -142,3 +142,68 @@ def test_a_section_load_keeps_the_rows_of_its_methods_and_versions_across_files_
         and got["reply_code"].tolist() == want["reply_code"].tolist()
     )
     assert len(load_section(tmp_path, {"methods": cols}, {"methods": ("basic.get",)}).methods) == 0
+
+
+def _damaged_dissect(tmp_path, table: str, how: str):
+    """A dissect output of a shipped capture with ``table``'s file cut (``footer``) or with its
+    pages overwritten and its footer whole (``pages``); the damaged file."""
+    from amqpcap.pipeline import dissect
+
+    out = tmp_path / "out"
+    dissect([os.path.join(CAPTURES, "rabbitmq091_pika_full.pcap")], str(out))
+    (part,) = (out / table).glob("*.parquet")
+    data = part.read_bytes()
+    if how == "footer":
+        data = data[:-40]
+    else:
+        end = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+        data = data[:4] + b"\xff" * (end - 4) + data[end:]
+    part.write_bytes(data)
+    return out, part
+
+
+@pytest.mark.parametrize("how", ["footer", "pages"])
+@pytest.mark.parametrize("table", ["methods", "messages"])
+def test_a_damaged_table_file_raises_unreadable_table_naming_it_from_load_stats_and_a_count(
+    tmp_path, how, table
+):
+    import pickle
+
+    from amqpcap.analysis import stats
+    from amqpcap.analysis.tables import UnreadableTable, count_rows
+
+    out, part = _damaged_dissect(tmp_path, table, how)
+    for read in (lambda: load(out), lambda: load(out, columns="compact"), lambda: stats(out)):
+        with pytest.raises(UnreadableTable) as e:  # (stats: raised in a forked part too)
+            read()
+        assert e.value.path == str(part) and e.value.reason
+        assert str(e.value).startswith(f"{part}: a table cannot be read (")
+    if how == "footer":
+        with pytest.raises(UnreadableTable):
+            count_rows(out, table)
+    else:  # the footer is whole: the count reads nothing else
+        assert count_rows(out, table) > 0
+    again = pickle.loads(pickle.dumps(UnreadableTable(str(part), "why")))
+    assert (again.path, again.reason) == (str(part), "why")
+
+
+def test_an_arrow_error_of_what_is_computed_on_a_read_is_not_an_unreadable_table():
+    from amqpcap.analysis.tables import UnreadableTable, read_through
+
+    def rows():
+        yield 1
+        yield 2
+
+    got = []
+    with pytest.raises(pa.ArrowInvalid):  # the caller's error, outside the read seam
+        for x in read_through("t.parquet", rows()):
+            got.append(x)
+            raise pa.ArrowInvalid("computed")
+    assert got == [1]
+
+    def broken():
+        yield 1
+        raise OSError("ZSTD decompression failed")
+
+    with pytest.raises(UnreadableTable, match=r"^t\.parquet: a table cannot be read \(ZSTD"):
+        list(read_through("t.parquet", broken()))

@@ -78,6 +78,7 @@ def test_local_workers_write_parquet_with_the_pool_the_dissect_process_uses(spar
     assert session.worker_arrow_pool() == {}  # the user's choice: nothing set for the workers
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the processes through /proc")
 @pytest.mark.parametrize(
     "sig, code, line",
     [
@@ -90,12 +91,14 @@ def test_a_signal_during_the_job_is_one_line_its_exit_code_and_leaves_no_output(
     import time
 
     out = tmp_path / "out"
+    mark = uuid.uuid4().hex  # (in the environment of every process it starts: the JVM, its workers)
     p = subprocess.Popen(
         [sys.executable, "-m", "amqpcap.spark", str(ROOT / "captures"), "-o", str(out)]
         + ["--master", "local[2]", "--split-size", "100k"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "AMQPCAP_TEST_RUN": mark},
     )
     t0 = time.monotonic()
     while not list(tmp_path.glob("out.tmp-spark-*/*")):  # the tasks have started writing
@@ -105,7 +108,8 @@ def test_a_signal_during_the_job_is_one_line_its_exit_code_and_leaves_no_output(
     _out, err = p.communicate(timeout=120)
     assert p.returncode == code, err
     assert err == line
-    time.sleep(2)  # anything a task still running wrote would be there by now
+    # every process of the run gone (a task still running could still write): then nothing is left
+    assert_no_process_left(mark, within=60)
     assert os.listdir(tmp_path) == []
 
 
@@ -127,13 +131,13 @@ def test_spark_done_on_the_driver_before_its_session_is_up_is_quiet_and_leaves_n
     assert_no_process_left(mark)
 
 
-def assert_no_process_left(mark: str) -> None:
-    """Every process started with ``AMQPCAP_TEST_RUN=mark`` in its environment is gone (within 10 s)."""
+def assert_no_process_left(mark: str, within: float = 10) -> None:
+    """Every process started with ``AMQPCAP_TEST_RUN=mark`` in its environment is gone (within
+    ``within`` seconds)."""
     from test_spark_stats_queue import processes_with
 
-    for _ in range(100):
-        if not processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()):
-            break
+    deadline = time.monotonic() + within
+    while processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_with(f"AMQPCAP_TEST_RUN={mark}".encode()) == []
 

@@ -11,7 +11,8 @@ offset) carries when it began and whether it was sent settled.  From them:
   and unsettled deliveries, by direction;
 * :func:`error_conditions`: every error condition of close, end, detach and rejected outcomes,
   and SASL outcomes other than ok, grouped like the other versions' errors (stats ``errors``),
-  with ``condition`` and ``descriptions`` in place of code and texts;
+  with ``condition`` and ``descriptions`` in place of code and texts (one row each of them:
+  :func:`condition_rows`, the 1.0 rows of ``failures.errors``);
 * :func:`idle_gaps`: silences against the idle-time-out each peer asked of the other in its
   open (the 1.0 heartbeat health);
 
@@ -52,6 +53,7 @@ SECTION = (
     {"methods": SPEC.METHODS, "messages": ("transfer",)},
 )
 OUTCOMES = ("accepted", "rejected", "released", "modified", "received")
+KIND = "amqp-1.0"  # the ``kind`` of a 1.0 error (stats' ``errors`` entries, ``errors(t)`` rows)
 _SASL_CODES = dict((int(v), n) for v, n in SPEC.CHOICES["sasl-code"])
 
 
@@ -121,33 +123,50 @@ def _first(g: pd.DataFrame) -> dict:
     }
 
 
-def error_conditions(t) -> list[dict]:
-    """stats' ``errors`` entries of 1.0 connections (see the module docstring), most frequent first."""
-    m = _v10(t.methods)
+CONDITION_COLUMNS = ["capture", "tcp_stream", "frame_number", "ts", "direction", "channel", "method"]
+
+
+def condition_rows(methods: pd.DataFrame) -> pd.DataFrame:
+    """The 1.0 ``methods`` rows that report an error (see the module docstring): those with a
+    ``condition`` (close, end, detach, a rejected outcome) in time order, then the SASL outcomes
+    other than ok, whose condition is ``sasl:`` and the code's name (``sasl:auth``);
+    :data:`CONDITION_COLUMNS`, ``condition`` and ``reply_text`` (the error's description).
+    What stats' 1.0 ``errors`` entries and the 1.0 rows of ``errors(t)`` are made of."""
+    m = _v10(methods)
     if len(m) == 0:
-        return []
+        return pd.DataFrame(columns=CONDITION_COLUMNS + ["condition", "reply_text"])
     m = m.sort_values(["ts", "capture", "tcp_stream", "frame_number"], kind="stable")
-    rows = m[m["condition"].notna()][
-        ["capture", "tcp_stream", "frame_number", "method", "condition", "reply_text"]
-    ]
+    rows = m[m["condition"].notna()][CONDITION_COLUMNS + ["condition", "reply_text"]]
     rows = rows.astype({"method": object, "condition": object, "reply_text": object})
     sasl = m[(m["method"].astype(object) == "sasl.outcome") & m["code"].notna() & (m["code"] != 0)]
     if len(sasl):
-        extra = sasl[["capture", "tcp_stream", "frame_number", "method", "code"]].astype({"method": object})
+        extra = sasl[CONDITION_COLUMNS + ["code"]].astype({"method": object})
         extra["condition"] = [f"sasl:{_SASL_CODES.get(int(c), int(c))}" for c in extra["code"]]
         extra["reply_text"] = None
         rows = pd.concat([rows, extra.drop(columns="code")], ignore_index=True)
+    return rows
+
+
+def condition_name(condition: str) -> str | None:
+    """The specification's name of a 1.0 error ``condition`` (``amqp:not-found``: ``not-found``);
+    None for one it does not define (a broker's own, ``sasl:...``)."""
+    hit = SPEC.ERROR_CONDITIONS.get(condition)
+    return hit[1] if hit else None
+
+
+def error_conditions(t) -> list[dict]:
+    """stats' ``errors`` entries of 1.0 connections (see the module docstring), most frequent first."""
+    rows = condition_rows(t.methods)
     out = []
     for (cond, method), g in rows.groupby(["condition", "method"], sort=False, dropna=False):
         descs = []
         for text, h in g.groupby(g["reply_text"].fillna(""), sort=False):
             descs.append({"description": text or None, "count": int(len(h)), **_first(h)})
-        hit = SPEC.ERROR_CONDITIONS.get(cond)
         out.append(
             {
-                "kind": "amqp-1.0",
+                "kind": KIND,
                 "condition": cond,
-                "name": hit[1] if hit else None,
+                "name": condition_name(cond),
                 "method": method,
                 "code": None,
                 "class": None,

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from amqpcap.analysis._common import NAT
-from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, POOL, arrow_to_pandas, table_files
+from amqpcap.analysis.tables import CATEGORICAL_COLUMNS, POOL, arrow_to_pandas, reading, table_files
 from amqpcap.records import times
 from amqpcap.records.schema import SCHEMAS
 
@@ -61,12 +61,14 @@ def is_output_dir(t) -> bool:
 def _file_batches(path: str, columns: list[str], rows: int, dictionaries=()) -> Iterator[tuple]:
     """(record batch, the file's column names) of ``columns`` (those the file has, with their
     time companions) of one Parquet file, ``rows`` at a time, no read ahead."""
-    f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
+    with reading(path):
+        f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
     try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
         for first, end in _group_runs(f.metadata, rows):
-            group = f.read_row_groups(range(first, end), columns=want, use_threads=False)
+            with reading(path):
+                group = f.read_row_groups(range(first, end), columns=want, use_threads=False)
             if end - first > 1:  # small groups as one batch: a pass's work per batch is paid once
                 group = group.combine_chunks()
             for batch in group.to_batches(max_chunksize=rows):

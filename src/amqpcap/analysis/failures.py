@@ -14,6 +14,7 @@ from amqpcap.analysis._common import (
     records,
     spec_module,
 )
+from amqpcap.analysis.amqp10 import CONDITION_COLUMNS, KIND, condition_name, condition_rows
 from amqpcap.analysis.tables import as_tables
 
 __all__ = ["errors", "error_summary", "order_error_summary", "ERROR_COLS", "SUMMARY_COLS", "ERROR_METHODS"]
@@ -33,6 +34,8 @@ ERROR_COLS = {
     "class": STR,
     "failing_method": STR,
     "text": STR,
+    "condition": STR,
+    "description": STR,
 }
 
 # method -> (kind, 0-10 code table consulted first)
@@ -83,9 +86,15 @@ def errors(t) -> pd.DataFrame:
     ``frame_number`` is the RST packet for TCP resets (``connections.rst_frame``, its
     sender ``rst_by`` gives ``direction`` and the text; ``ts`` is the conversation's last
     packet) and the conversation's first packet for rejected protocol headers.
+
+    AMQP 1.0 (``kind`` ``amqp-1.0``): an error condition of close, end, detach or a rejected
+    outcome, or a SASL outcome other than ok (``sasl:auth``, ...), as stats' 1.0 ``errors``
+    entries count them: ``condition`` and ``description`` (also in ``text``) in place of a
+    code, ``name`` the condition's in the specification, ``method`` the performative.
     """
     t = as_tables(t)
-    rows = _method_failures(t.methods) + _resets(t.connections) + _rejected_headers(t.connections)
+    rows = _method_failures(t.methods) + _condition_failures(t.methods)
+    rows += _resets(t.connections) + _rejected_headers(t.connections)
     for r in rows:
         r["class"] = r.pop("cls", None)
     df = build(rows, ERROR_COLS)
@@ -196,6 +205,33 @@ def _method_failures(m: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def _condition_failures(m: pd.DataFrame) -> list[dict]:
+    """The 1.0 rows of ``errors`` (:func:`~amqpcap.analysis.amqp10.condition_rows`)."""
+    if len(m) == 0 or "condition" not in m:  # (a load without the 1.0 columns: no 1.0 row read)
+        return []
+    rows = []
+    cols = CONDITION_COLUMNS + ["condition", "reply_text"]
+    for cap, st, frame, ts, d, ch, method, cond, desc in records(condition_rows(m), cols):
+        rows.append(
+            dict(
+                capture=cap,
+                tcp_stream=st,
+                frame_number=frame,
+                ts=ts,
+                direction=d,
+                channel=ch,
+                version="1.0",
+                kind=KIND,
+                method=method,
+                name=condition_name(cond),
+                text=desc,
+                condition=cond,
+                description=desc,
+            )
+        )
+    return rows
+
+
 def _connection_failure(cap, st, frame, ts, direction, version, kind: str, text: str) -> dict:
     """A failure of the whole conversation (no method, no channel): ``kind`` is its name too,
     and it is hard."""
@@ -264,6 +300,8 @@ SUMMARY_COLS = {
     "method": STR,
     "failing_method": STR,
     "text": STR,
+    "condition": STR,
+    "description": STR,
     "count": "Int64",
     "first_capture": STR,
     "first_tcp_stream": "Int32",
@@ -274,12 +312,12 @@ SUMMARY_COLS = {
 
 def error_summary(t, err: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each distinct error once: (``kind``, ``code``, ``name``, ``class``, ``method``, ``failing_method``,
-    ``text``) with
+    ``text``, and of AMQP 1.0 ``condition``, ``description``) with
     its ``count`` and where it first happened (``first_capture``, ``first_tcp_stream``,
     ``first_frame``: Wireshark ``frame.number``, ``first_ts``); most frequent first.
     ``err``: a precomputed :func:`errors` frame."""
     err = errors(t) if err is None else err
-    keys = ["kind", "code", "name", "class", "method", "failing_method", "text"]
+    keys = ["kind", "code", "name", "class", "method", "failing_method", "text", "condition", "description"]
     if len(err) == 0:
         return build([], SUMMARY_COLS)
     counts = err.groupby(

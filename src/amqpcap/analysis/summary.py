@@ -6,6 +6,7 @@ docs/analysis.md ("stats JSON"); keys are only ever added, never renamed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -383,10 +384,12 @@ BATCH_SECTIONS = frozenset({"throughput", "span", "text", "health", "counts"})
 def error_tables(t, src):
     """The tables errors are found in: ``t``, the errors section of ``src`` (its failure methods'
     rows), unless they are of 0-10, whose execution.exception names the command it answers by id:
-    then every method's (the light group's)."""
-    if isinstance(src, Tables) or not (t.methods["version"] == "0-10").any():
-        return t
-    return load_section(src, *SECTIONS["light"])
+    then every method's (the light group's).  Without the 1.0 methods: stats has their errors
+    from the amqp10 section (``amqp10.error_conditions``), once."""
+    if not isinstance(src, Tables) and (t.methods["version"] == "0-10").any():
+        t = load_section(src, *SECTIONS["light"])
+    v10 = (t.methods["version"] == "1.0").to_numpy(dtype=bool)
+    return dataclasses.replace(t, methods=t.methods[~v10]) if v10.any() else t
 
 
 def section_tables(src, section: str):

@@ -16,6 +16,7 @@ A table that is absent from the output (``frames`` unless dissected with
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -38,6 +39,47 @@ from amqpcap.records import times
 from amqpcap.records.schema import SCHEMAS, STORED_SCHEMAS
 
 TABLE_NAMES = ("connections", "methods", "messages", "anomalies", "frames")
+
+
+class UnreadableTable(Exception):
+    """A Parquet file of a dissect output that cannot be read: cut, damaged, not Parquet, or not
+    readable by this user.  ``path``: the file; ``reason``: the first line of pyarrow's error."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)  # (pickles: a forked analysis process sends it back)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: a table cannot be read ({self.reason})"
+
+
+@contextlib.contextmanager
+def reading(path):
+    """The read seam: a pyarrow open, footer or row-group read of ``path`` under it that fails
+    (``ArrowInvalid``: not Parquet, cut; ``OSError``: a damaged page, no permission) raises
+    :class:`UnreadableTable`.  Only reads go under it: an error of what is computed on the rows
+    is a bug and stays one."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as e:
+        text = str(e).strip()
+        first = text.splitlines()[0] if text else type(e).__name__
+        first = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in first)  # (a thrift byte)
+        raise UnreadableTable(os.fspath(path), first) from None
+
+
+def read_through(path, items):
+    """``items`` (a reader's iterator over ``path``) with each step taken under :func:`reading`
+    and what the caller does with an item outside it."""
+    it = iter(items)
+    while True:
+        with reading(path):
+            item = next(it, reading)  # (``reading``: a sentinel no reader yields)
+        if item is reading:
+            return
+        yield item
+
 
 _INT_DTYPES = {
     pa.int8(): pd.Int8Dtype(),
@@ -405,11 +447,12 @@ def _kept_rows(dataset: ds.Dataset, names, versions) -> pa.Array | None:
     parts = []
     cols = [c for c, _ in conditions]
     for path in dataset.files:
-        f = pq.ParquetFile(path, read_dictionary=cols, memory_map=False, pre_buffer=False)
+        with reading(path):
+            f = pq.ParquetFile(path, read_dictionary=cols, memory_map=False, pre_buffer=False)
         if not all(c in f.schema_arrow.names for c in cols):  # (no such column: no row kept)
             parts.append(pa.array(np.zeros(f.metadata.num_rows, dtype=bool)))
             continue
-        for batch in f.iter_batches(columns=cols, use_threads=False):
+        for batch in read_through(path, f.iter_batches(columns=cols, use_threads=False)):
             these = None
             for i, (_, values) in enumerate(conditions):
                 hit = _is_in(pa.chunked_array([batch.column(i)]), values)
@@ -468,8 +511,10 @@ def _groups_kept(dataset: ds.Dataset, keep: pa.ChunkedArray) -> tuple[ds.Dataset
     wanted are never read (a few error methods in millions of rows: about half the groups)."""
     pieces, sizes = [], []
     for fragment in dataset.get_fragments():
-        meta = fragment.metadata
-        for i, piece in enumerate(fragment.split_by_row_group()):
+        with reading(fragment.path):
+            meta = fragment.metadata
+            groups = fragment.split_by_row_group()
+        for i, piece in enumerate(groups):
             pieces.append(piece)
             sizes.append(meta.row_group(i).num_rows)
     flat = pc.fill_null(keep, False).combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep
@@ -527,17 +572,20 @@ def _read_table(
                 if compact:
                     return _read_compact(_dataset(paths, name, cat), name, cols, cat, names, versions)
                 table = _read_exact(_dataset(paths, name, cat), cols)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-                table = pa.concat_tables(
-                    [_read_exact(ds.dataset(x, format="parquet")) for x in paths],
-                    promote_options="permissive",
-                )
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
+                # files of other schemas, promoted one by one; or one that cannot be read, named
+                table = pa.concat_tables([_read_file(x) for x in paths], promote_options="permissive")
             return arrow_to_pandas(table, name, cols, cat, compact)
         if c.is_file():
-            return arrow_to_pandas(
-                _read_exact(ds.dataset(str(c), format="parquet")), name, cols, cat, compact
-            )
+            return arrow_to_pandas(_read_file(str(c)), name, cols, cat, compact)
     return None
+
+
+def _read_file(path: str) -> pa.Table:
+    """Every column of one Parquet file, as stored, with exact ns times (:func:`_read_exact`)."""
+    with reading(path):
+        table = ds.dataset(path, format="parquet").to_table()
+    return times.to_exact(table)
 
 
 def table_files(directory: str | os.PathLike, name: str) -> list[str]:
@@ -559,7 +607,11 @@ def count_rows(directory: str | os.PathLike, name: str) -> int:
     metadata: no column is read.  Each file's footer is read in turn on this thread (a dataset's
     count scans the footers on the thread pools, whose freed heap stays resident, more the more
     files and row groups the table has)."""
-    return sum(pq.read_metadata(f).num_rows for f in table_files(directory, name))
+    n = 0
+    for f in table_files(directory, name):
+        with reading(f):
+            n += pq.read_metadata(f).num_rows
+    return n
 
 
 def load_dir(directory: str | os.PathLike, columns=None) -> Tables:

@@ -56,6 +56,7 @@ from amqpcap.analysis.summary import (
     TS_FAR_NS,
     TS_FLOOR_NS,
     error_groups,
+    error_tables,
 )
 from amqpcap.analysis.tables import ANALYSIS_COLUMNS, TABLE_NAMES, Tables, arrow_to_pandas, empty_frame
 from amqpcap.analysis.traffic import covered_buckets
@@ -204,7 +205,7 @@ def per_connection(t: pa.Table, present: tuple) -> pa.Table:
         _latency_rows("connection_setup", connection_setup(tb), "status"),
     ]
     rows = []
-    err = errors_frame(tb)
+    err = errors_frame(error_tables(tb, tb))  # (the 1.0 errors: the amqp10 part's, as stats)
     ecols = err[
         [
             "kind",
