@@ -341,6 +341,18 @@ cdef class Col:
         raise NotImplementedError
 
 
+cdef inline void store_int(char *at, int width, long long x) noexcept:
+    """``x`` stored at ``at`` as a signed integer of ``width`` bytes (8, 4, 2 or 1; x fits)."""
+    if width == 8:
+        (<int64_t *>at)[0] = <int64_t>x
+    elif width == 4:
+        (<int32_t *>at)[0] = <int32_t>x
+    elif width == 2:
+        (<int16_t *>at)[0] = <int16_t>x
+    else:
+        (<int8_t *>at)[0] = <int8_t>x
+
+
 @cython.final
 cdef class IntCol(Col):
     """Integers of ``width`` bytes (int8 .. int64, and 64-bit timestamps as their storage), or
@@ -377,19 +389,10 @@ cdef class IntCol(Col):
 
     cdef int put_ll(self, long long x) except -1:
         """``put`` of an int of value x."""
-        cdef char *p
         if x < self.lo or x > self.hi:
             return 0  # the reference's error (or, for all we know, its conversion)
         reserve(&self.values, self.width)
-        p = self.values.data + self.length * self.width
-        if self.width == 8:
-            (<int64_t *>p)[0] = <int64_t>x
-        elif self.width == 4:
-            (<int32_t *>p)[0] = <int32_t>x
-        elif self.width == 2:
-            (<int16_t *>p)[0] = <int16_t>x
-        else:
-            (<int8_t *>p)[0] = <int8_t>x
+        store_int(self.values.data + self.length * self.width, self.width, x)
         self.values.size += self.width
         push_flag(&self.valid, self.length, 1)
         self.length += 1
@@ -766,20 +769,11 @@ cdef inline bint put_int_now(IntCol c, PyObject *v) noexcept:
     """``c.put(v)`` of an exact int of one 30-bit digit that fits the column, when both its
     buffers have room (most integer values): whether it was put (else ``put`` takes it)."""
     cdef long long x
-    cdef char *at
     if c.boolean or not PyLong_CheckExact(<object>v) or not amqpcap_small_int(v, &x):
         return False
     if x < c.lo or x > c.hi or c.values.size + c.width > c.values.cap or c.length >= c.valid.cap:
         return False
-    at = c.values.data + c.length * c.width
-    if c.width == 8:
-        (<int64_t *>at)[0] = <int64_t>x
-    elif c.width == 4:
-        (<int32_t *>at)[0] = <int32_t>x
-    elif c.width == 2:
-        (<int16_t *>at)[0] = <int16_t>x
-    else:
-        (<int8_t *>at)[0] = <int8_t>x
+    store_int(c.values.data + c.length * c.width, c.width, x)
     c.values.size += c.width
     c.valid.data[c.length] = 1
     c.length += 1
