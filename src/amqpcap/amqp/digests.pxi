@@ -253,7 +253,7 @@ cdef extern from *:
     }
     """
     int amqpcap_hsubmit(sha_update_fn update, void *ctx, int *pending, const uint8_t *p, size_t n) noexcept
-    void amqpcap_hwait(int *pending, int drain) noexcept
+    void amqpcap_hwait(int *pending, int drain) noexcept nogil
     size_t AMQPCAP_HARENA
 
 cdef sha_init_fn sha_init = NULL
@@ -309,13 +309,14 @@ cdef class Sha256:
         """True while queued pieces are not hashed yet."""
         return self.pending != 0
 
-    cdef void hex_into(self, char *out) noexcept:
-        """The 64 hex characters of the digest so far into ``out``, once every piece is hashed."""
+    cdef void hex_into(self, char *out, bint drain=True) noexcept nogil:
+        """The 64 hex characters of the digest so far into ``out``, once every piece is hashed
+        (``drain``: every piece queued, of any digest; else this digest's)."""
         cdef unsigned char copy[SHA_CTX_BYTES]
         cdef unsigned char md[32]
         cdef int i
         if self.pending:
-            amqpcap_hwait(&self.pending, 1)
+            amqpcap_hwait(&self.pending, drain)
         memcpy(copy, self.ctx, SHA_CTX_BYTES)  # the digest so far; more updates may follow
         sha_final(md, copy)
         for i in range(32):
@@ -403,8 +404,11 @@ OPENSSL = use_sha  # which one the walker's digests use
 include "../deferred.pxi"
 
 
-cdef void fill_digest(PyObject *value, char *out) noexcept:
-    (<Sha256>value).hex_into(out)
+cdef void fill_digest(PyObject *value, char *out) noexcept nogil:
+    # a batch's digests, written where the batch is encoded (the Parquet thread): each waits for
+    # its own pieces only, not for those the walker queues meanwhile (the first wait hashes
+    # every piece queued before it, so the batch's other digests with it)
+    (<Sha256>value).hex_into(out, False)
 
 
 cdef amqpcap_deferred_text deferred_digest

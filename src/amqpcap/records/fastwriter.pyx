@@ -267,6 +267,94 @@ cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
     return arrow().py_buffer(b)
 
 
+# --- deferred values: text written when the batch is encoded -----------------------------------
+
+
+# The deferred values text columns take (``defer_text``): none until one is handed over.
+cdef amqpcap_deferred_text deferred
+deferred.type = NULL
+
+
+def defer_text(capsule):
+    """Text columns take values of the type ``capsule`` (an "amqpcap.deferred_text") describes
+    from now on: room for their text is kept in the row and the text written when the batch is
+    made (``take``), or where it is encoded (``take_later``).  fast09.DEFERRED_DIGEST: body
+    digests the hashing thread is still on."""
+    global deferred
+    deferred = (<amqpcap_deferred_text *>PyCapsule_GetPointer(capsule, "amqpcap.deferred_text"))[0]
+
+
+def defers_text() -> bool:
+    """True once ``defer_text`` was given a capsule."""
+    return deferred.type != NULL
+
+
+cdef struct Later:
+    PyObject *value  # a reference held until its text is written
+    Py_ssize_t at  # where in the data buffer
+
+
+cdef struct Fill:
+    PyObject *value  # a deferred value (a reference held until its text is written)
+    char *out  # where its text goes: in a batch's data
+
+
+@cython.final
+cdef class DeferredText:
+    """The deferred values of a batch ``Columns.take_later`` made: ``write()`` writes their text
+    into the batch, the GIL let go meanwhile, in the thread that encodes the batch (a body digest
+    is waited for, or hashed, there: not in the thread that fills the columns).  Nothing may read
+    the batch's text columns before."""
+
+    cdef Buf fills  # Fill entries
+    cdef void (*fill)(PyObject *value, char *out) noexcept nogil
+    cdef list buffers  # the Arrow buffers the text goes into (alive until it is written)
+
+    def __cinit__(self):
+        self.fill = deferred.fill
+        self.buffers = []
+
+    def __dealloc__(self):
+        self.let_go()
+        release(&self.fills)
+
+    cdef int take_over(self, Later *l, Py_ssize_t n, char *data, object buffer) except -1:
+        """The ``n`` deferred values of ``l`` (their references with them), whose text goes at
+        ``data`` + their offset, in ``buffer``."""
+        cdef Fill *f
+        cdef Py_ssize_t i
+        reserve(&self.fills, n * sizeof(Fill))
+        f = <Fill *>(self.fills.data + self.fills.size)
+        for i in range(n):
+            f[i].value, f[i].out = l[i].value, data + l[i].at
+        self.fills.size += n * sizeof(Fill)
+        self.buffers.append(buffer)
+        return 0
+
+    @property
+    def pending(self) -> int:
+        """Values whose text is not written yet."""
+        return self.fills.size // <Py_ssize_t>sizeof(Fill)
+
+    def write(self):
+        """Every value's text written into its batch; the values let go."""
+        cdef Fill *f = <Fill *>self.fills.data
+        cdef Py_ssize_t i, n = self.fills.size // <Py_ssize_t>sizeof(Fill)
+        with nogil:
+            for i in range(n):
+                self.fill(f[i].value, f[i].out)
+        self.let_go()
+        self.buffers = []
+
+    cdef void let_go(self) noexcept:
+        cdef Fill *f = <Fill *>self.fills.data
+        cdef Py_ssize_t k = self.fills.size // <Py_ssize_t>sizeof(Fill)
+        self.fills.size = 0
+        while k:
+            k -= 1
+            Py_XDECREF(f[k].value)
+
+
 # --- columns -----------------------------------------------------------------------------------
 
 
@@ -336,8 +424,9 @@ cdef class Col:
             nulls += v[i] == 0
         return (bitmap(v, self.length) if nulls else None), nulls
 
-    cdef object take(self):
-        """The pending values as an Arrow array; the column is empty afterwards."""
+    cdef object take(self, DeferredText later):
+        """The pending values as an Arrow array; the column is empty afterwards.  ``later``:
+        the deferred values' text is left to it (None: written now)."""
         raise NotImplementedError
 
 
@@ -410,7 +499,7 @@ cdef class IntCol(Col):
         Col.truncate(self, n)
         self.values.size = n * self.width
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         vbuf, nulls = self.validity()
         if self.boolean:
             values = bitmap(<const uint8_t *>self.values.data, self.length)
@@ -440,24 +529,6 @@ cdef inline int end_value(Col c, Buf *offsets, Py_ssize_t end, uint8_t ok) excep
     return 0
 
 
-# The deferred values text columns take (``defer_text``): none until one is handed over.
-cdef amqpcap_deferred_text deferred
-deferred.type = NULL
-
-
-def defer_text(capsule):
-    """Text columns take values of the type ``capsule`` (an "amqpcap.deferred_text") describes
-    from now on: room for their text is kept in the row and the text written when the batch is
-    made (``take``).  fast09.DEFERRED_DIGEST: body digests the hashing thread is still on."""
-    global deferred
-    deferred = (<amqpcap_deferred_text *>PyCapsule_GetPointer(capsule, "amqpcap.deferred_text"))[0]
-
-
-def defers_text() -> bool:
-    """True once ``defer_text`` was given a capsule."""
-    return deferred.type != NULL
-
-
 cdef extern from "dlfcn.h" nogil:
     void *dlopen(const char *filename, int flag)
 
@@ -473,11 +544,6 @@ def open_libraries(paths, int flags) -> None:
         name = path
         with nogil:
             dlopen(name, flags)
-
-
-cdef struct Later:
-    PyObject *value  # a reference held until its text is written
-    Py_ssize_t at  # where in the data buffer
 
 
 @cython.final
@@ -577,18 +643,21 @@ cdef class BytesCol(Col):
         if self.later.size:
             self.forget(self.data.size)
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         cdef Later *l = <Later *>self.later.data
-        cdef Py_ssize_t i
-        for i in range(self.later.size // <Py_ssize_t>sizeof(Later)):  # the deferred values' text, now
-            deferred.fill(l[i].value, self.data.data + l[i].at)
-        self.forget(0)
+        cdef Py_ssize_t i, n = self.later.size // <Py_ssize_t>sizeof(Later)
+        cdef char *data = self.data.data  # handed over as it is (hand_over)
+        if later is None:
+            for i in range(n):  # the deferred values' text, now
+                deferred.fill(l[i].value, data + l[i].at)
+            self.forget(0)
         vbuf, nulls = self.validity()
+        values = hand_over(&self.data)
+        if later is not None and n:
+            later.take_over(l, n, data, values)  # with their references
+            self.later.size = 0
         arr = pa.Array.from_buffers(
-            self.arrow_type(),
-            self.length,
-            [vbuf, hand_over(&self.offsets), hand_over(&self.data)],
-            nulls,
+            self.arrow_type(), self.length, [vbuf, hand_over(&self.offsets), values], nulls
         )
         first_offset(&self.offsets)  # fresh memory: the first offset again
         self.truncate(0)
@@ -638,9 +707,9 @@ cdef class StructCol(Col):
         for i in range(self.n):
             (<Col>self.children[i]).truncate(n)
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         vbuf, nulls = self.validity()
-        children = [(<Col>c).take() for c in self.children]
+        children = [(<Col>c).take(later) for c in self.children]
         arr = pa.Array.from_buffers(self.arrow_type(), self.length, [vbuf], nulls, children=children)
         self.truncate(0)
         return arr
@@ -682,12 +751,12 @@ cdef class ListCol(Col):
         self.offsets.size = (n + 1) * 4
         self.child.truncate((<int32_t *>self.offsets.data)[n])
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         vbuf, nulls = self.validity()
         offsets = hand_over(&self.offsets)
         first_offset(&self.offsets)  # fresh memory: the first offset again
         arr = pa.Array.from_buffers(
-            self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take()]
+            self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take(later)]
         )
         self.truncate(0)
         return arr
@@ -714,7 +783,7 @@ cdef class PyCol(Col):
         del self.values[n:]
         self.length = n
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         arr = arrow().array(self.values, type=self.arrow_type())
         self.values = []
         self.length = 0
@@ -954,10 +1023,20 @@ cdef class Columns:
 
     def take(self):
         """The pending rows as a ``pa.RecordBatch`` of the schema; none are pending afterwards."""
+        return self.take_batch(None)
+
+    def take_later(self):
+        """``take()``, the text of its deferred values left to be written: (the batch, the
+        DeferredText that writes it before anything reads the batch; None if it has none)."""
+        later = DeferredText.__new__(DeferredText)
+        batch = self.take_batch(later)
+        return batch, (later if later.pending else None)
+
+    cdef object take_batch(self, DeferredText later):
         arrow()  # the columns' take use it (pa)
         for c in self.cols:
             (<Col>c).fill(self.n)
-        arrays = [(<Col>c).take() for c in self.cols]
+        arrays = [(<Col>c).take(later) for c in self.cols]
         self.n = 0
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
