@@ -195,7 +195,7 @@ def test_a_cut_row_lets_go_of_its_deferred_digest(fast09, fastwriter):
     assert cols.take().column("h").to_pylist() == [hashlib.sha256(b"k" * 4000).hexdigest()]
 
 
-def test_a_batch_taken_for_later_gets_its_digests_from_its_deferred_text_in_another_thread(fast09, fastwriter):
+def test_a_batch_taken_for_later_gets_its_digests_from_its_deferred_text_in_a_thread(fast09, fastwriter):
     """take_later leaves the digests' text to the DeferredText it returns (the rows' other
     values are in the batch already); its write(), in the thread that encodes the batch, writes
     every digest where its row has it and lets go of the digests."""
