@@ -44,7 +44,7 @@ def piece_sizes(rng: random.Random, total: int) -> list[int]:
     """Sizes around every threshold: empty, tiny (in place), QUEUE_MIN, ring-sized, too large."""
     out, n = [], 0
     while n < total:
-        size = rng.choice([0, 1, 100, 255, 256, 257, 2048, 16384, 131064, RING // 4, RING // 4 + 1, 1500000])
+        size = rng.choice([0, 1, 100, 511, 512, 513, 2048, 16384, 131064, RING // 4, RING // 4 + 1, 1500000])
         out.append(size)
         n += size
     return out
