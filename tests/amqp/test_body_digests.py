@@ -44,7 +44,7 @@ def piece_sizes(rng: random.Random, total: int) -> list[int]:
     """Sizes around every threshold: empty, tiny (in place), QUEUE_MIN, ring-sized, too large."""
     out, n = [], 0
     while n < total:
-        size = rng.choice([0, 1, 100, 2047, 2048, 2049, 16384, 131064, RING // 4, RING // 4 + 1, 1500000])
+        size = rng.choice([0, 1, 100, 511, 512, 513, 2048, 16384, 131064, RING // 4, RING // 4 + 1, 1500000])
         out.append(size)
         n += size
     return out
@@ -193,6 +193,57 @@ def test_a_cut_row_lets_go_of_its_deferred_digest(fast09, fastwriter):
         cols.append((cut, 1000))  # 1000 does not fit int8: the row is cut, digest and all
     assert sys.getrefcount(cut) == before
     assert cols.take().column("h").to_pylist() == [hashlib.sha256(b"k" * 4000).hexdigest()]
+
+
+def test_a_batch_taken_for_later_gets_its_digests_from_its_deferred_text_in_a_thread(fast09, fastwriter):
+    """take_later leaves the digests' text to the DeferredText it returns (the rows' other
+    values are in the batch already); its write(), in the thread that encodes the batch, writes
+    every digest where its row has it and lets go of the digests."""
+    import threading
+
+    fastwriter.defer_text(fast09.DEFERRED_DIGEST)
+    schema = pa.schema([("n", pa.int64()), ("h", pa.string()), ("s", pa.string())])
+    cols = fastwriter.Columns(schema, 100)
+    rng = random.Random(5)
+    expect, digests = [], []
+    for i in range(12):
+        h, data = fast09.Sha256(), rng.randbytes(3000 * (i + 1))
+        h.update(data, queued=True)
+        digest = h if i % 4 else None  # deferred, or a null between them
+        digests.append(digest)
+        cols.append((i, digest, f"s{i}"))
+        expect.append(hashlib.sha256(data).hexdigest() if digest is not None else None)
+    held = [sys.getrefcount(h) for h in digests if h is not None]
+    batch, text = cols.take_later()
+    assert text.pending == 9 and cols.pending == 0
+    assert batch.column("n").to_pylist() == list(range(12))
+    assert batch.column("s").to_pylist() == [f"s{i}" for i in range(12)]
+    writing = threading.Thread(target=text.write)
+    writing.start()
+    writing.join(60)
+    assert text.pending == 0
+    assert batch.column("h").to_pylist() == expect
+    assert [sys.getrefcount(h) + 1 for h in digests if h is not None] == held  # let go
+
+
+def test_a_batch_without_deferred_values_has_no_deferred_text(fastwriter):
+    cols = fastwriter.Columns(pa.schema([("h", pa.string())]), 100)
+    cols.append(("text",))
+    batch, text = cols.take_later()
+    assert text is None and batch.column("h").to_pylist() == ["text"]
+
+
+def test_a_dropped_deferred_text_lets_go_of_its_digests(fast09, fastwriter):
+    fastwriter.defer_text(fast09.DEFERRED_DIGEST)
+    cols = fastwriter.Columns(pa.schema([("h", pa.string())]), 100)
+    h = fast09.Sha256()
+    h.update(b"d" * 5000, queued=True)
+    before = sys.getrefcount(h)
+    cols.append((h,))
+    assert sys.getrefcount(h) == before + 1
+    batch, text = cols.take_later()
+    del text  # a dissect that stops before the batch is written
+    assert sys.getrefcount(h) == before
 
 
 def messages_of(capture: str, out):

@@ -267,6 +267,94 @@ cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
     return arrow().py_buffer(b)
 
 
+# --- deferred values: text written when the batch is encoded -----------------------------------
+
+
+# The deferred values text columns take (``defer_text``): none until one is handed over.
+cdef amqpcap_deferred_text deferred
+deferred.type = NULL
+
+
+def defer_text(capsule):
+    """Text columns take values of the type ``capsule`` (an "amqpcap.deferred_text") describes
+    from now on: room for their text is kept in the row and the text written when the batch is
+    made (``take``), or where it is encoded (``take_later``).  fast09.DEFERRED_DIGEST: body
+    digests the hashing thread is still on."""
+    global deferred
+    deferred = (<amqpcap_deferred_text *>PyCapsule_GetPointer(capsule, "amqpcap.deferred_text"))[0]
+
+
+def defers_text() -> bool:
+    """True once ``defer_text`` was given a capsule."""
+    return deferred.type != NULL
+
+
+cdef struct Later:
+    PyObject *value  # a reference held until its text is written
+    Py_ssize_t at  # where in the data buffer
+
+
+cdef struct Fill:
+    PyObject *value  # a deferred value (a reference held until its text is written)
+    char *out  # where its text goes: in a batch's data
+
+
+@cython.final
+cdef class DeferredText:
+    """The deferred values of a batch ``Columns.take_later`` made: ``write()`` writes their text
+    into the batch, the GIL let go meanwhile, in the thread that encodes the batch (a body digest
+    is waited for, or hashed, there: not in the thread that fills the columns).  Nothing may read
+    the batch's text columns before."""
+
+    cdef Buf fills  # Fill entries
+    cdef void (*fill)(PyObject *value, char *out) noexcept nogil
+    cdef list buffers  # the Arrow buffers the text goes into (alive until it is written)
+
+    def __cinit__(self):
+        self.fill = deferred.fill
+        self.buffers = []
+
+    def __dealloc__(self):
+        self.let_go()
+        release(&self.fills)
+
+    cdef int take_over(self, Later *l, Py_ssize_t n, char *data, object buffer) except -1:
+        """The ``n`` deferred values of ``l`` (their references with them), whose text goes at
+        ``data`` + their offset, in ``buffer``."""
+        cdef Fill *f
+        cdef Py_ssize_t i
+        reserve(&self.fills, n * sizeof(Fill))
+        f = <Fill *>(self.fills.data + self.fills.size)
+        for i in range(n):
+            f[i].value, f[i].out = l[i].value, data + l[i].at
+        self.fills.size += n * sizeof(Fill)
+        self.buffers.append(buffer)
+        return 0
+
+    @property
+    def pending(self) -> int:
+        """Values whose text is not written yet."""
+        return self.fills.size // <Py_ssize_t>sizeof(Fill)
+
+    def write(self):
+        """Every value's text written into its batch; the values let go."""
+        cdef Fill *f = <Fill *>self.fills.data
+        cdef Py_ssize_t i, n = self.fills.size // <Py_ssize_t>sizeof(Fill)
+        with nogil:
+            for i in range(n):
+                self.fill(f[i].value, f[i].out)
+        self.let_go()
+        self.buffers = []
+
+    cdef void let_go(self) noexcept:
+        cdef Fill *f = <Fill *>self.fills.data
+        cdef Py_ssize_t k = self.fills.size // <Py_ssize_t>sizeof(Fill)
+        self.fills.size = 0
+        while k:
+            k -= 1
+            Py_XDECREF(f[k].value)
+
+
 # --- columns -----------------------------------------------------------------------------------
 
 
@@ -336,9 +424,22 @@ cdef class Col:
             nulls += v[i] == 0
         return (bitmap(v, self.length) if nulls else None), nulls
 
-    cdef object take(self):
-        """The pending values as an Arrow array; the column is empty afterwards."""
+    cdef object take(self, DeferredText later):
+        """The pending values as an Arrow array; the column is empty afterwards.  ``later``:
+        the deferred values' text is left to it (None: written now)."""
         raise NotImplementedError
+
+
+cdef inline void store_int(char *at, int width, long long x) noexcept:
+    """``x`` stored at ``at`` as a signed integer of ``width`` bytes (8, 4, 2 or 1; x fits)."""
+    if width == 8:
+        (<int64_t *>at)[0] = <int64_t>x
+    elif width == 4:
+        (<int32_t *>at)[0] = <int32_t>x
+    elif width == 2:
+        (<int16_t *>at)[0] = <int16_t>x
+    else:
+        (<int8_t *>at)[0] = <int8_t>x
 
 
 @cython.final
@@ -377,19 +478,10 @@ cdef class IntCol(Col):
 
     cdef int put_ll(self, long long x) except -1:
         """``put`` of an int of value x."""
-        cdef char *p
         if x < self.lo or x > self.hi:
             return 0  # the reference's error (or, for all we know, its conversion)
         reserve(&self.values, self.width)
-        p = self.values.data + self.length * self.width
-        if self.width == 8:
-            (<int64_t *>p)[0] = <int64_t>x
-        elif self.width == 4:
-            (<int32_t *>p)[0] = <int32_t>x
-        elif self.width == 2:
-            (<int16_t *>p)[0] = <int16_t>x
-        else:
-            (<int8_t *>p)[0] = <int8_t>x
+        store_int(self.values.data + self.length * self.width, self.width, x)
         self.values.size += self.width
         push_flag(&self.valid, self.length, 1)
         self.length += 1
@@ -407,7 +499,7 @@ cdef class IntCol(Col):
         Col.truncate(self, n)
         self.values.size = n * self.width
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         vbuf, nulls = self.validity()
         if self.boolean:
             values = bitmap(<const uint8_t *>self.values.data, self.length)
@@ -437,24 +529,6 @@ cdef inline int end_value(Col c, Buf *offsets, Py_ssize_t end, uint8_t ok) excep
     return 0
 
 
-# The deferred values text columns take (``defer_text``): none until one is handed over.
-cdef amqpcap_deferred_text deferred
-deferred.type = NULL
-
-
-def defer_text(capsule):
-    """Text columns take values of the type ``capsule`` (an "amqpcap.deferred_text") describes
-    from now on: room for their text is kept in the row and the text written when the batch is
-    made (``take``).  fast09.DEFERRED_DIGEST: body digests the hashing thread is still on."""
-    global deferred
-    deferred = (<amqpcap_deferred_text *>PyCapsule_GetPointer(capsule, "amqpcap.deferred_text"))[0]
-
-
-def defers_text() -> bool:
-    """True once ``defer_text`` was given a capsule."""
-    return deferred.type != NULL
-
-
 cdef extern from "dlfcn.h" nogil:
     void *dlopen(const char *filename, int flag)
 
@@ -470,11 +544,6 @@ def open_libraries(paths, int flags) -> None:
         name = path
         with nogil:
             dlopen(name, flags)
-
-
-cdef struct Later:
-    PyObject *value  # a reference held until its text is written
-    Py_ssize_t at  # where in the data buffer
 
 
 @cython.final
@@ -574,18 +643,21 @@ cdef class BytesCol(Col):
         if self.later.size:
             self.forget(self.data.size)
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         cdef Later *l = <Later *>self.later.data
-        cdef Py_ssize_t i
-        for i in range(self.later.size // <Py_ssize_t>sizeof(Later)):  # the deferred values' text, now
-            deferred.fill(l[i].value, self.data.data + l[i].at)
-        self.forget(0)
+        cdef Py_ssize_t i, n = self.later.size // <Py_ssize_t>sizeof(Later)
+        cdef char *data = self.data.data  # handed over as it is (hand_over)
+        if later is None:
+            for i in range(n):  # the deferred values' text, now
+                deferred.fill(l[i].value, data + l[i].at)
+            self.forget(0)
         vbuf, nulls = self.validity()
+        values = hand_over(&self.data)
+        if later is not None and n:
+            later.take_over(l, n, data, values)  # with their references
+            self.later.size = 0
         arr = pa.Array.from_buffers(
-            self.arrow_type(),
-            self.length,
-            [vbuf, hand_over(&self.offsets), hand_over(&self.data)],
-            nulls,
+            self.arrow_type(), self.length, [vbuf, hand_over(&self.offsets), values], nulls
         )
         first_offset(&self.offsets)  # fresh memory: the first offset again
         self.truncate(0)
@@ -635,9 +707,9 @@ cdef class StructCol(Col):
         for i in range(self.n):
             (<Col>self.children[i]).truncate(n)
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         vbuf, nulls = self.validity()
-        children = [(<Col>c).take() for c in self.children]
+        children = [(<Col>c).take(later) for c in self.children]
         arr = pa.Array.from_buffers(self.arrow_type(), self.length, [vbuf], nulls, children=children)
         self.truncate(0)
         return arr
@@ -679,12 +751,12 @@ cdef class ListCol(Col):
         self.offsets.size = (n + 1) * 4
         self.child.truncate((<int32_t *>self.offsets.data)[n])
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         vbuf, nulls = self.validity()
         offsets = hand_over(&self.offsets)
         first_offset(&self.offsets)  # fresh memory: the first offset again
         arr = pa.Array.from_buffers(
-            self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take()]
+            self.arrow_type(), self.length, [vbuf, offsets], nulls, children=[self.child.take(later)]
         )
         self.truncate(0)
         return arr
@@ -711,7 +783,7 @@ cdef class PyCol(Col):
         del self.values[n:]
         self.length = n
 
-    cdef object take(self):
+    cdef object take(self, DeferredText later):
         arr = arrow().array(self.values, type=self.arrow_type())
         self.values = []
         self.length = 0
@@ -766,20 +838,11 @@ cdef inline bint put_int_now(IntCol c, PyObject *v) noexcept:
     """``c.put(v)`` of an exact int of one 30-bit digit that fits the column, when both its
     buffers have room (most integer values): whether it was put (else ``put`` takes it)."""
     cdef long long x
-    cdef char *at
     if c.boolean or not PyLong_CheckExact(<object>v) or not amqpcap_small_int(v, &x):
         return False
     if x < c.lo or x > c.hi or c.values.size + c.width > c.values.cap or c.length >= c.valid.cap:
         return False
-    at = c.values.data + c.length * c.width
-    if c.width == 8:
-        (<int64_t *>at)[0] = <int64_t>x
-    elif c.width == 4:
-        (<int32_t *>at)[0] = <int32_t>x
-    elif c.width == 2:
-        (<int16_t *>at)[0] = <int16_t>x
-    else:
-        (<int8_t *>at)[0] = <int8_t>x
+    store_int(c.values.data + c.length * c.width, c.width, x)
     c.values.size += c.width
     c.valid.data[c.length] = 1
     c.length += 1
@@ -960,10 +1023,20 @@ cdef class Columns:
 
     def take(self):
         """The pending rows as a ``pa.RecordBatch`` of the schema; none are pending afterwards."""
+        return self.take_batch(None)
+
+    def take_later(self):
+        """``take()``, the text of its deferred values left to be written: (the batch, the
+        DeferredText that writes it before anything reads the batch; None if it has none)."""
+        later = DeferredText.__new__(DeferredText)
+        batch = self.take_batch(later)
+        return batch, (later if later.pending else None)
+
+    cdef object take_batch(self, DeferredText later):
         arrow()  # the columns' take use it (pa)
         for c in self.cols:
             (<Col>c).fill(self.n)
-        arrays = [(<Col>c).take() for c in self.cols]
+        arrays = [(<Col>c).take(later) for c in self.cols]
         self.n = 0
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 

@@ -205,6 +205,7 @@ class ParquetFile:
         "pending",
         "out_of_range",
         "held",
+        "held_text",
         "held_rows",
         "held_bytes",
         "group_rows",
@@ -229,6 +230,7 @@ class ParquetFile:
         # capture -> outofrange.OutOfRange: its rows' times to null (the dataset's, shared)
         self.out_of_range: dict = {} if out_of_range is None else out_of_range
         self.held: list = []  # batches of the next row group (group_rows, GROUP_BYTES)
+        self.held_text: list = []  # their fastwriter.DeferredText: written before they are read
         self.held_rows = self.held_bytes = 0
         self.group_rows = min(FIRST_GROUP_ROWS, GROUP_ROWS)  # this file's next row group, in rows
         self.groups = 0  # row groups begun (held batches handed on)
@@ -236,10 +238,11 @@ class ParquetFile:
         self.part = 0  # the file written: part-<part>.parquet
         self.part_written = 0  # its row groups
 
-    def write(self, batch: pa.RecordBatch) -> None:
+    def write(self, batch: pa.RecordBatch, text=None) -> None:
         """Write ``batch`` (a table's rows: exact ns times), its time columns stored as
         ``times.to_stored`` splits them: held until its row group is full, then written (in the
-        Parquet thread, with ``background``)."""
+        Parquet thread, with ``background``).  ``text``: the fastwriter.DeferredText that
+        completes the batch's text columns, written there first."""
         if self.out_of_range:
             batch = null_times(batch, self.out_of_range)
         with named(self.file):
@@ -252,6 +255,8 @@ class ParquetFile:
             if not batch.num_rows:
                 return
             self.held.append(batch)
+            if text is not None:
+                self.held_text.append(text)
             self.held_rows += batch.num_rows
             self.held_bytes += batch.nbytes
             if self.held_rows >= self.group_rows or self.held_bytes >= GROUP_BYTES:
@@ -262,21 +267,27 @@ class ParquetFile:
 
     def write_held(self) -> None:
         """The held batches written as one row group (in the Parquet thread, with ``background``)."""
-        batches, self.held, self.held_rows, self.held_bytes = self.held, [], 0, 0
-        if not batches:
+        group = (self.held, self.held_text)
+        self.held, self.held_text, self.held_rows, self.held_bytes = [], [], 0, 0
+        if not group[0]:
             return
         if not self.background:
             self._settle(wait=True)  # its row groups still in the Parquet thread go first
-            self._write_stored(batches)
+            self._write_stored(group)
             return
         self._settle(wait=False)
-        self.pending.append(_in_background(self._write_stored, batches))
+        self.pending.append(_in_background(self._write_stored, group))
 
-    def _write_stored(self, batches: list) -> None:
+    def _write_stored(self, group: tuple) -> None:
+        """``group``: (the batches of a row group, the DeferredText of their text columns)."""
         import pyarrow as pa
 
         from amqpcap.records import times
 
+        batches, texts = group
+        for text in texts:  # a body digest is waited for (or hashed) here, not by the dissect's thread
+            text.write()
+        texts.clear()
         stored = pa.Table.from_batches([times.to_stored(b, self.stored) for b in batches], self.stored)
         batches.clear()  # the exact-time batches go as soon as they are split
         # each step named here, in the thread that moves to the next part: an error names its file
@@ -400,7 +411,7 @@ def compiled_table_buffer():
                 n = self.pending
                 if not n and self.file.writer is not None:
                     return
-                self.file.write(self.take())
+                self.file.write(*self.take_later())  # deferred digests written where it is encoded
                 self.rows += n
 
         _compiled_class = TableBufferCompiled
