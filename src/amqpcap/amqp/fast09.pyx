@@ -852,7 +852,7 @@ cdef inline Py_ssize_t frame_need(const unsigned char *b, Py_ssize_t held) noexc
 
 
 cdef inline Py_ssize_t frame_lacks(const unsigned char *b, Py_ssize_t held) noexcept:
-    """(``frame_need`` says it: not asked.)"""
+    """Never asked: ``frame_need`` always gives a frame's lack from its header (direction.pxi)."""
     return -1
 
 

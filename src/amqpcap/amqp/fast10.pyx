@@ -635,7 +635,7 @@ cdef int append_piece(bytearray held, buf, Py_ssize_t p, Py_ssize_t size) except
     resized down to half of it or more: CPython's PyByteArray_Resize.)"""
     cdef Py_buffer view
     cdef Py_ssize_t n = len(held), total = n + size
-    if total > PyByteArray_GET_ALLOC(held):
+    if total > allocated(held):
         PyByteArray_Resize(held, max(total, min(2 * total - 2, MAX_MESSAGE)))
     PyByteArray_Resize(held, total)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
@@ -651,7 +651,7 @@ cdef extern from "Python.h":
         Py_ssize_t ob_alloc
 
 
-cdef inline Py_ssize_t PyByteArray_GET_ALLOC(bytearray b) noexcept:
+cdef inline Py_ssize_t allocated(bytearray b) noexcept:
     """The bytes ``b``'s buffer holds room for (``bytearray.__alloc__``)."""
     return (<PyByteArrayObject *>b).ob_alloc
 
