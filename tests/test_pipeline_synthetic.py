@@ -877,8 +877,8 @@ def test_arrow_pools_are_read_from_arrows_build_configuration(tmp_path, monkeypa
 def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_same_tables(
     capture_file, tmp_path
 ):
-    """cli.LAZY: the dissect process never runs ``inspect`` (dataclasses imports it for the
-    docstring of a dataclass that has none) nor the others LAZY names, nor imports typing, nor
+    """cli.LAZY: the dissect process never runs the modules LAZY names, nor imports ``inspect``
+    (with ast: dataclasses would, and the dissect path makes none), nor typing, nor
     show's filters (with difflib), nor hashlib nor json with the compiled decoder and row builder
     (their JSON is the builder's), and writes what ``dissect`` from Python writes."""
     probe = (
@@ -916,32 +916,35 @@ def test_dissect_command_leaves_modules_it_does_not_use_unloaded_and_writes_the_
         assert pq.read_table(tmp_path / "cli" / t).equals(pq.read_table(tmp_path / "lib" / t)), t
 
 
-def test_every_dataclass_the_dissect_imports_has_its_own_docstring():
-    """What keeps ``inspect`` unloaded (cli.LAZY): dataclasses writes a missing docstring from
-    ``inspect.signature``."""
-    import dataclasses
-    import importlib
-
+def test_a_dissect_builds_no_dataclass():
+    """The classes of a dissect are written out (values.py, values_1_0.py: tools/gen_classes.py):
+    a dataclass compiles its methods from text at every import."""
     probe = (
-        "import sys, dataclasses; from amqpcap import cli\n"
+        "import sys; from amqpcap import cli\n"
         "cli.lean('dissect')\n"
         "from amqpcap import pipeline\n"
-        "from amqpcap.records import writer\n"
-        "import json; print(json.dumps(sorted(n for n in sys.modules if n.startswith('amqpcap'))))\n"
+        "from amqpcap.amqp import codec_1_0, decoder\n"
+        "from amqpcap.records import rows_1_0, writer\n"
+        "print('dataclasses' in sys.modules)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout.strip().splitlines()[-1]) == (0, "False"), p.stderr
+
+
+def test_mid_stream_detection_loads_the_0_8_and_0_9_1_tables_only_when_it_proves_a_0_9_chain():
+    probe = (
+        "import sys; from amqpcap.amqp import detect\n"
+        "print(sorted(n for n in sys.modules if n.startswith('amqpcap.amqp.spec.v')))\n"
+        "print(detect.chain_0_9(bytes([1, 0, 0, 0, 0, 0, 4, 0, 10, 0, 10, 0xCE]), 0))\n"
+        "print(sorted(n for n in sys.modules if n.startswith('amqpcap.amqp.spec.v')))\n"
     )
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    names = json.loads(p.stdout.strip().splitlines()[-1])
-    assert "amqpcap.amqp.events" in names and "amqpcap.pipeline" in names
-    classes = [
-        v
-        for name in names
-        for v in vars(importlib.import_module(name)).values()
-        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == name
+    assert p.stdout.split("\n")[:3] == [
+        "[]",
+        "1",
+        "['amqpcap.amqp.spec.v0_8', 'amqpcap.amqp.spec.v0_9', 'amqpcap.amqp.spec.v0_9_1']",
     ]
-    assert len(classes) >= 8
-    for cls in classes:
-        assert "__doc__" in vars(cls) and not cls.__doc__.startswith(cls.__name__ + "("), cls
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@
 The generated modules are committed; tests/amqp/test_spec_generated.py checks
 they are what this script produces.  0-8, 0-9 and 0-9-1 share one table shape
 (classes of methods with fields); 0-10 has its own generator
-(tools/gen_spec_0_10.py), called from here when present.
+(tools/gen_spec_0_10.py), called from here when present.  It also writes src/amqpcap/values.py and
+values_1_0.py, the value classes of tools/gen_classes.py.
 
 Dialect additions not in any XML file we have (documented in docs/dialects.md):
 RabbitMQ's connection.blocked / unblocked (10.60 / 10.61) and
@@ -20,6 +21,7 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 
+import gen_classes
 import gen_spec_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -397,7 +399,9 @@ def main(argv=None) -> int:
         outputs["v0_10.py"] = gen_spec_0_10.generate(os.path.join(a.specs, "0-10", "amqp.0-10.stripped.xml"))
     except ImportError:
         pass
-    return gen_spec_write.write({os.path.join(OUT_DIR, name): src for name, src in outputs.items()}, a.check)
+    written = {os.path.join(OUT_DIR, name): src for name, src in outputs.items()}
+    written.update(gen_classes.generate())  # the value classes: events, connection facts
+    return gen_spec_write.write(written, a.check)
 
 
 if __name__ == "__main__":

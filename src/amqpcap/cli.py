@@ -316,13 +316,12 @@ ARROW_POOL = {"dissect": "jemalloc"}
 
 
 # Modules a command's imports bring in that its run does not use: loaded on first use, not at
-# import (``Deferred``); ~10 ms of a dissect's start.  ``inspect`` (with ast, dis, tokenize):
-# dataclasses imports it to write the docstring of a dataclass that has none, and every
-# dataclass on the dissect path has one.  ``pickle``, ``decimal``, ``copy``: pyarrow imports them
-# for values a dissect never makes.  ``socket``: pyarrow.util's, for a function a dissect does not
-# call (link.py takes inet_ntop from _socket, what socket re-exports); ``selectors``: socket's.
+# import (``Deferred``).  ``pickle``, ``decimal``, ``copy``: pyarrow imports them for values a
+# dissect never makes.  ``socket``: pyarrow.util's, for a function a dissect does not call
+# (link.py takes inet_ntop from _socket, what socket re-exports); ``selectors``: socket's.
 # ``bz2``, ``lzma``: shutil (argparse's terminal width) imports them to know its archive formats.
-LAZY = {"dissect": ("inspect", "pickle", "decimal", "copy", "socket", "selectors", "bz2", "lzma")}
+# (``inspect`` is not imported: no class of a dissect is made by dataclasses, values.py.)
+LAZY = {"dissect": ("pickle", "decimal", "copy", "socket", "selectors", "bz2", "lzma")}
 
 
 class Deferred(types.ModuleType):

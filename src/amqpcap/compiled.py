@@ -60,6 +60,7 @@ PARTS = {
             "fast09",
             "decoder",
             ("amqp/fast09.pyx", "amqp/codec_0_9.py", "amqp/fields_0_9.py", "amqp/stream.py", "amqp/events.py")
+            + ("values.py",)  # the events' classes, whose slots the walker fills
             + ("slots.pxi", "amqp/wirefields.pxi", "amqp/fields_0_9.pxi", "amqp/spec/readers_0_9.pxi")
             + ("amqp/rowsink.pxi", "amqp/digests.pxi", "amqp/direction.pxi", "deferred.pxi", "stamp.pxd")
             + ("amqp/framing_0_9.py", "amqp/fastframing.pxd"),  # the frame cutter it calls in C
@@ -89,7 +90,8 @@ PARTS = {
             "fast10",
             "AMQP 1.0 decoder",
             ("amqp/fast10.pyx", "amqp/codec_1_0.py", "amqp/types_1_0.py", "amqp/spec/v1_0.py")
-            + ("amqp/links_1_0.py", "amqp/events_1_0.py", "amqp/rows10.pxi", "records/rows_1_0.py")
+            + ("amqp/links_1_0.py", "amqp/events_1_0.py", "values_1_0.py", "amqp/rows10.pxi")
+            + ("records/rows_1_0.py",)
             + ("amqp/links10.pxi", "amqp/stream.py", "amqp/direction.pxi")  # direction.pxi follows stream.py
             + ("records/raw.pxi", "stamp.pxd"),
         ),

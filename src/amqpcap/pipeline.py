@@ -12,7 +12,6 @@ import gc
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
 from amqpcap import flows
 from amqpcap.capture.reader import CaptureError, open_capture
@@ -21,8 +20,8 @@ from amqpcap.exitcodes import Exit
 from amqpcap.output import CaptureOutput, link_type_text
 from amqpcap.records.outofrange import OutOfRange
 from amqpcap.records.writer import DatasetWriter, takes_deferred_digests
+from amqpcap.values import DEFAULT_PORTS, Options, Summary
 
-DEFAULT_PORTS = frozenset({5672, 5671})  # 5671: AMQPS, reported as TLS
 EXIT_LINKTYPE = Exit.LINKTYPE
 GC_GEN0 = 50_000  # young allocations between cyclic collections while dissecting (default 700)
 SWITCH_INTERVAL = 0.0002  # s: how long the Parquet thread waits for the GIL before asking (default 0.005)
@@ -55,31 +54,6 @@ def _hot_loop():
     finally:
         gc.set_threshold(*old)
         sys.setswitchinterval(old_interval)
-
-
-@dataclass
-class Options:
-    """How a capture is dissected (the dissect command's options)."""
-
-    body_bytes: int = 64
-    frames: bool = False
-    ports: frozenset = DEFAULT_PORTS
-    keep_secrets: bool = False
-
-
-@dataclass
-class Summary:
-    """What a dissect did: counts, rows per table, time (the command's summary line)."""
-
-    captures: int = 0
-    packets: int = 0
-    tcp_streams: int = 0
-    rows: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    bytes: int = 0
-    frames: int = 0  # AMQP frames decoded (whether or not the frames table is written)
-    server_ports: dict = field(default_factory=dict)  # server port -> TCP conversations, all captures
-    errors: list = field(default_factory=list)  # CaptureError of each input that could not be read
 
 
 class UnreadableCaptures(CaptureError):

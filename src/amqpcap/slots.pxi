@@ -1,6 +1,6 @@
 from cpython.object cimport PyObject
 
-# The slots of a __slots__ class (a slots dataclass: the events) read and written at
+# The slots of a __slots__ class (the events: values.py) read and written at
 # their offsets: what attribute access does through the member descriptor, without the type
 # lookup and the call (~150 instructions an access).  Included (Cython `include`) by the
 # compiled modules that hold such objects' fields in C; a module finds the offsets once, from

@@ -85,6 +85,16 @@ def test_a_short_step_line_is_drawn_whole():
     assert list(gx) == list(x) and list(gy) == list(y)
 
 
+def test_a_step_line_is_drawn_without_its_repeated_values_but_keeps_its_end_and_gaps():
+    x = np.arange(10.0)
+    y = np.array([1, 1, 2, 2, 2, np.nan, np.nan, 3, 3, 3])
+    gx, gy = step_envelope(x, y)
+    assert list(gx) == [0, 2, 5, 7, 9]
+    np.testing.assert_array_equal(gy, [1, 2, np.nan, 3, 3])
+    back = np.array([0.0, 2, 1, 3])  # (x not ascending: drawn as it is)
+    assert step_envelope(back, np.ones(4))[0] is back
+
+
 def test_a_long_step_line_keeps_its_ends_and_each_span_extremes():
     rng = np.random.default_rng(5)
     x = np.sort(rng.uniform(0, 100, 100_000))

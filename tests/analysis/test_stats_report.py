@@ -325,13 +325,39 @@ def _drawn_figure(lay_out):
 def test_a_report_figure_is_placed_as_tight_layout_places_it_and_drawn_once_when_saved(tmp_path):
     from amqpcap.analysis import report
 
+    def tight_layout(fig):  # matplotlib's own, with the texts and ticks the report draws
+        with report._drawing(fig):
+            fig.tight_layout()
+
     ours, ours_draws = _drawn_figure(report._tight)
-    theirs, their_draws = _drawn_figure(lambda fig: fig.tight_layout())
+    theirs, their_draws = _drawn_figure(tight_layout)
     assert vars(ours.subplotpars) == vars(theirs.subplotpars)
     report._save(ours, tmp_path / "ours.png")
     report._save(theirs, tmp_path / "theirs.png")
     assert (tmp_path / "ours.png").read_bytes() == (tmp_path / "theirs.png").read_bytes()
     assert len(ours_draws) == 1 and len(their_draws) == 2  # (tight_layout's engine: a draw more)
+
+
+def test_a_report_figure_has_few_ticks_a_linear_axis_and_leaves_matplotlibs_settings_as_they_were(tmp_path):
+    import matplotlib
+
+    from amqpcap.analysis import report
+
+    before = {k: matplotlib.rcParams[k] for k in report.TEXT_RC}
+    fig = report._figure(figsize=(6, 8))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 97], [0, 1e6])
+    report._integer_ticks(ax.yaxis)
+    log = fig.add_axes((0.5, 0.5, 0.3, 0.3))
+    log.plot([1, 1e6], [1, 2])
+    log.set_xscale("log")
+    report._save(fig, tmp_path / "f.png")
+    for axis in (ax.xaxis, ax.yaxis):
+        shown = [t for t in axis.get_majorticklocs() if axis.get_view_interval().min() <= t]
+        shown = [t for t in shown if t <= axis.get_view_interval().max()]
+        assert 3 <= len(shown) <= report.TICK_BINS + 1
+    assert len(log.xaxis.get_majorticklocs()) >= 6  # (a log axis keeps its decades)
+    assert {k: matplotlib.rcParams[k] for k in report.TEXT_RC} == before != report.TEXT_RC
 
 
 def test_the_analysis_imports_the_dissects_amqp_stack_only_for_a_1_0_reply_address():

@@ -10,7 +10,6 @@ way a consumer reads a mapping.
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import pickle
 import struct
 import sys
@@ -28,6 +27,7 @@ from amqpcap.amqp.events import Content, Method
 from amqpcap.amqp.stream import TS_SECONDS_MAX
 from amqpcap.records import rows
 from amqpcap.records.schema import SCHEMAS
+from amqpcap.values import replace
 
 
 @pytest.fixture(scope="module")
@@ -276,9 +276,7 @@ def test_a_row_the_reference_builds_after_its_properties_were_staged_leaves_noth
     _, fastrows, fastwriter = compiled
     [fast] = contents(publish(ALL), True)
     [plain] = contents(publish({"type": "t"}), True)
-    odd = dataclasses.replace(
-        fast, method=dataclasses.replace(fast.method, args=MappingProxyType(fast.method.args))
-    )
+    odd = replace(fast, method=replace(fast.method, args=MappingProxyType(fast.method.args)))
     buf = fastwriter.Columns(SCHEMAS["messages"], 100)
     fastrows.append_rows([(0, odd), (0, plain)], "cap", 3, "0-9-1", [], buf)
     got = pa.Table.from_batches([buf.take()])

@@ -10,12 +10,11 @@ row reports.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from amqpcap import compiled
 from amqpcap.amqp import codec_0_9, detect
 from amqpcap.amqp.events import Anomaly, ProtocolHeader
 from amqpcap.amqp.facts import ConnectionFacts
+from amqpcap.values import replace
 
 # How much a direction picked up mid-stream may hold while its framing is unproven: two
 # frames of the largest common sizes (0-10's 64 KiB, RabbitMQ's 128 KiB frame-max).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from amqpcap.amqp import spec
@@ -54,8 +55,11 @@ def frame_ok_0_10(buf, p: int, limit: int = 0xFFFF) -> int:
     return size if 12 <= size <= limit else 0
 
 
-# every (class, method) some 0-8 / 0-9 / 0-9-1 table knows
-_METHODS_0_9 = frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
+@functools.cache
+def methods_0_9() -> frozenset:
+    """Every (class, method) some 0-8 / 0-9 / 0-9-1 table knows (the tables loaded at the first
+    call: a capture with no 0-9 frame to prove loads none)."""
+    return frozenset().union(*(spec.get(v).METHODS for v in ("0-8", "0-9", "0-9-1")))
 
 
 def chain_0_9(
@@ -65,15 +69,18 @@ def chain_0_9(
     most: int = -1,
     types=TYPES_0_9,
     limit: int = MAX_FRAME_0_9,
-    methods=_METHODS_0_9,
+    methods=None,
 ) -> int:
     """How many whole 0-8/0-9/0-9-1 frames follow each other from ``p`` to ``n`` (the end
     of ``data``; the last frame may be cut short by it), counting at most ``most``, or -1
     where the chain breaks: a type not in ``types``, a size over ``limit``, a frame-end
-    octet that is not 0xCE, a method not in ``methods``, a heartbeat that is not empty on
-    channel 0.  A codec proves a boundary with ``most=1`` and its own version's limits."""
+    octet that is not 0xCE, a method not in ``methods`` (default: any version's,
+    ``methods_0_9()``), a heartbeat that is not empty on channel 0.  A codec proves a boundary
+    with ``most=1`` and its own version's limits."""
     if n is None:
         n = len(data)
+    if methods is None:
+        methods = methods_0_9()
     k = 0
     while p + 7 <= n:
         end = frame_end(data, p, n, types, limit)

@@ -3,13 +3,13 @@
 The codecs hand each decoded ``Method`` to one ``FactLearner`` per connection.  It keeps
 what the connection row reports (negotiated limits, peer properties, user, vhost, how it
 was closed) and applies the redaction policy: the one place where secrets are taken out
-of method arguments.  ``ConnectionFacts`` is the frozen snapshot the records stage
-consumes.
+of method arguments.  ``ConnectionFacts`` (values.py) is the frozen snapshot the records
+stage consumes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from amqpcap.values import ConnectionFacts
 
 REDACTED = "<redacted>"
 # Arguments whose values are secrets (redacted unless keep_secrets): method name -> argument.
@@ -44,43 +44,6 @@ def split_credentials(mechanism: str | None, response, rabbit: bool = True):
         user, _, digest = raw.rpartition(b" ")
         return _text(user), _text(digest)
     return None, None
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionFacts:
-    """What one connection's protocol headers, handshake and close said (None: not seen)."""
-
-    # how the conversation was identified (set by ConnectionDecoder)
-    client_header: bytes | None = None  # the 8-octet protocol headers
-    server_header: bytes | None = None
-    client_version: str | None = None  # the version the client's header names
-    version: str | None = None  # the version decoded ("tls", "1.0", ...: recognised, not decoded)
-    version_evidence: str | None = None  # header, header+start, inferred
-    negotiation: str = "none"  # none, accepted, rejected, unknown
-    tls: bool = False
-    mid_stream: bool = False
-    # what the codec learnt from the connection methods
-    server_properties: dict | None = None
-    client_properties: dict | None = None
-    mechanism: str | None = None
-    user: str | None = None
-    vhost: str | None = None
-    channel_max: int | None = None
-    frame_max: int | None = None
-    heartbeat: int | None = None
-    start_version: tuple | None = None  # (major, minor) of a 0-8/0-9/0-9-1 connection.start
-    open_ts: int | None = None  # connection.open-ok
-    close_ts: int | None = None  # the first connection.close
-    closed_by: str | None = None  # "client" / "server": who sent it
-    close_frame: int | None = None  # its packet
-    close_reply_code: int | None = None
-    close_reply_text: object = None
-    # AMQP 1.0 open: each peer's container-id, the smaller idle-time-out the peers ask for (ms)
-    client_container_id: str | None = None
-    server_container_id: str | None = None
-    idle_timeout_ms: int | None = None
-    client_idle_timeout_ms: int | None = None
-    server_idle_timeout_ms: int | None = None
 
 
 # connection.tune / tune-ok argument -> fact (0-10 names the frame size max-frame-size)

@@ -26,7 +26,6 @@ from libc.string cimport memcmp, memcpy
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 import collections.abc
-import dataclasses
 import os
 import sys
 
@@ -40,7 +39,7 @@ from amqpcap.amqp.stream import StreamDecoder
 from amqpcap.amqp.fastframing cimport frame_end
 from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
 
-# Events are slots dataclasses: their generated __init__ is Python bytecode, a quarter of a
+# Events are slotted value classes (values.py): their __init__ is Python bytecode, a quarter of a
 # microsecond per event.  The walker builds them as that __init__ would, storing each field in
 # its slot directly (the offsets come from the class's member descriptors at import).
 include "../slots.pxi"
@@ -62,8 +61,8 @@ cdef extern from *:
 
 
 cdef class Slots:
-    """Where a slots dataclass keeps its fields, in their order (direct: False if the class is not
-    laid out as expected; it is then called)."""
+    """Where a slotted value class keeps its fields, in their order (``__match_args__``; direct:
+    False if the class is not laid out as expected; it is then called)."""
 
     cdef object cls
     cdef Py_ssize_t off[24]
@@ -72,7 +71,7 @@ cdef class Slots:
 
     def __init__(self, cls):
         self.cls = cls
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = cls.__match_args__
         self.n = len(names)
         self.direct = self.n <= 24 and "__post_init__" not in cls.__dict__
         for i, name in enumerate(names[:24]):

@@ -394,14 +394,12 @@ from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder
 
 # --- a Performative made and read in C ---------------------------------------------------------
 #
-# events_1_0.Performative is a slotted dataclass: each of its fields is a slot at a fixed offset
-# of the object, which the field's member descriptor gives.  The frame loop makes one per frame
+# events_1_0.Performative is a slotted class (values_1_0.py): each of its fields is a slot at a
+# fixed offset of the object, which the field's member descriptor gives.  The frame loop makes one per frame
 # with its fields stored at those offsets (``new_performative``: what its generated __init__
 # does, with no Python call), and the methods row reads them there (rows10.pxi ``methods_row``)
-# rather than by name.  The layout is read from the class at import: the fields, their order and
-# their defaults are the dataclass's.
-
-import dataclasses
+# rather than by name.  The layout is read from the class at import: the fields, their order
+# (``__match_args__``) and their defaults are its __init__'s.
 
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -416,7 +414,7 @@ cdef extern from "Python.h":
         PyMemberDef *d_member
 
 cdef enum:
-    PERF_ARGS = 9  # the fields new_performative is given, in the dataclass's order
+    PERF_ARGS = 9  # the fields new_performative is given, in the class's order
     MAX_PERF_FIELDS = 16
 
 cdef Py_ssize_t perf_offset[MAX_PERF_FIELDS]
@@ -433,18 +431,20 @@ cdef inline PyObject **slot_at(object o, Py_ssize_t offset) noexcept:
 def _performative_layout():
     """The offsets of Performative's fields (its member descriptors') and their defaults."""
     global n_perf_fields, args_at, name_at
-    fields = dataclasses.fields(Performative)
-    member_descriptor = type(Performative.__dict__[fields[0].name])
-    if len(fields) > MAX_PERF_FIELDS or Performative.__new__ is not object.__new__:
-        raise TypeError("events_1_0.Performative is not the slotted dataclass fast10 builds")
-    for i, f in enumerate(fields):
-        descr = Performative.__dict__[f.name]
-        if type(descr) is not member_descriptor or (i < PERF_ARGS) != (f.default is dataclasses.MISSING):
-            raise TypeError(f"events_1_0.Performative.{f.name} is not the slot fast10 builds")
+    names = Performative.__match_args__
+    defaults = Performative.__init__.__defaults__ or ()
+    required = len(names) - len(defaults)
+    member_descriptor = type(Performative.__dict__[names[0]])
+    if len(names) > MAX_PERF_FIELDS or Performative.__new__ is not object.__new__:
+        raise TypeError("events_1_0.Performative is not the slotted class fast10 builds")
+    for i, name in enumerate(names):
+        descr = Performative.__dict__[name]
+        if type(descr) is not member_descriptor or (i < PERF_ARGS) != (i < required):
+            raise TypeError(f"events_1_0.Performative.{name} is not the slot fast10 builds")
         perf_offset[i] = (<PyMemberDescrObject *>descr).d_member.offset
-        perf_slots[sys.intern(f.name)] = perf_offset[i]
-        perf_defaults.append(f.default)
-    n_perf_fields = len(fields)
+        perf_slots[sys.intern(name)] = perf_offset[i]
+        perf_defaults.append(defaults[i - required] if i >= required else None)
+    n_perf_fields = len(names)
     args_at, name_at = perf_slots["args"], perf_slots["name"]
 
 

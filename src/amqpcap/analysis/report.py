@@ -133,13 +133,37 @@ THROUGHPUT_MARGINS = {"left": 0.095, "right": 0.985, "bottom": 0.09, "top": 0.91
 UNACKED_MARGINS = {"left": 0.07, "right": 0.985, "bottom": 0.11, "top": 0.92}
 
 
+# Each linear axis of a figure gets at most this many intervals between its major ticks
+# (matplotlib's "auto" gives up to 10 on a tall panel: each tick is a label and two lines made,
+# laid out and drawn, most of a figure's drawing).
+TICK_BINS = 5
+# Glyphs drawn unhinted: FreeType's hinting of each glyph was a third of the texts' drawing.
+TEXT_RC = {"text.hinting": "no_hinting"}
+
+
+def _drawing(fig: Figure):
+    """The settings ``fig`` is laid out and drawn with (:data:`TICK_BINS`, :data:`TEXT_RC`; the
+    latter for the ``with`` block only: a notebook's own figures are left as they were)."""
+    from matplotlib import rc_context
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            locator = axis.get_major_locator()
+            if isinstance(locator, MaxNLocator):  # (AutoLocator too; not a log or fixed axis)
+                locator.set_params(nbins=TICK_BINS)
+    return rc_context(TEXT_RC)
+
+
 def _tight(fig: Figure) -> None:
-    """``fig``'s subplots placed as ``fig.tight_layout()`` places them, by a layout engine that is
-    not left on the figure: ``tight_layout`` leaves a placeholder engine, and ``savefig`` then
-    draws the whole figure once more (drawing disabled) before it draws it into the PNG."""
+    """``fig``'s subplots placed as ``fig.tight_layout()`` places them (with the texts measured as
+    :func:`_save` draws them), by a layout engine that is not left on the figure:
+    ``tight_layout`` leaves a placeholder engine, and ``savefig`` then draws the whole figure
+    once more (drawing disabled) before it draws it into the PNG."""
     from matplotlib.layout_engine import TightLayoutEngine
 
-    TightLayoutEngine().execute(fig)
+    with _drawing(fig):
+        TightLayoutEngine().execute(fig)
 
 
 def _integer_ticks(axis) -> None:
@@ -155,7 +179,8 @@ def _si_ticks(axis, unit: str) -> None:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, format="png", dpi=100)
+    with _drawing(fig):
+        fig.savefig(path, format="png", dpi=100)
     return path
 
 
@@ -395,15 +420,28 @@ def channel_lifetimes(t) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object) for i, c in enumerate(cols)})
 
 
-STEP_POINTS = 40_000  # a step line of more points is drawn as its envelope (a figure is ~1,200 px wide)
+# a step line of more points is drawn as its envelope: 2,000 spans of x, each under a pixel of a
+# figure's ~1,000-1,100 px wide axes, so the envelope covers the pixels the whole line would
+STEP_POINTS = 8_000
 
 
 def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """The points of a step line (``x`` ascending) worth drawing: all of them up to ``most``; past
-    that, in each of ``most // 4`` equal spans of x, the first, the last, and the first at the
-    span's highest and lowest value (a million connections: a few MB to draw, not hundreds)."""
+    """The points of a step line drawn ``where="post"`` (``x`` ascending) worth drawing: those
+    whose value differs from the one before (a repeated value draws nothing of its own: a run of
+    missing values is one gap), and the last.  Past ``most`` of them (all values finite), in each of
+    ``most // 4`` equal spans of x, the first, the last, and the first at the span's highest and
+    lowest value (a million connections: a few MB to draw, not hundreds)."""
+    if len(y) < 3 or not (x[1:] >= x[:-1]).all():  # (x not ascending: drawn as it is)
+        return x, y
+    same = y[1:] == y[:-1]
+    if y.dtype.kind == "f":
+        same |= np.isnan(y[1:]) & np.isnan(y[:-1])
+    same[-1] = False  # (the last point: the line's end)
+    if same.any():
+        keep = np.r_[True, ~same]
+        x, y = x[keep], y[keep]
     n = len(x)
-    if n <= most or not np.isfinite(x[[0, -1]]).all():
+    if n <= most or not np.isfinite(x[[0, -1]]).all() or not np.isfinite(y).all():
         return x, y
     bins = most // 4
     width = max(float(x[-1] - x[0]), 1e-300)
@@ -657,12 +695,16 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
             g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
             x = (ns(g["ts"]) - t0n) / 1e9
             col = f"C{i % 10}"
-            ax.step(x, g["unacked"].astype(float), where="post", color=col, label=f"stream {k[1]} ch {k[2]}")
+            ax.step(
+                *step_envelope(x, g["unacked"].to_numpy(dtype=float)),
+                where="post",
+                color=col,
+                label=f"stream {k[1]} ch {k[2]}",
+            )
             pc = g["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
             if (pc > 0).any():
                 ax.step(
-                    x,
-                    np.where(pc > 0, pc, np.nan),
+                    *step_envelope(x, np.where(pc > 0, pc, np.nan)),
                     where="post",
                     color=col,
                     linestyle="--",
@@ -798,10 +840,14 @@ _KIND_LABELS = {
 _PAGE_LIMIT = 50  # rows of the page's tables (connections, methods, errors)
 
 
-def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plot_bucket: str = "1s") -> str:
-    """The report page; ``ct``: :func:`connections_table` (its busiest ``limit``)."""
+def _img(alt: str, image: str) -> str:
+    return f"<img alt='{alt}' src='data:image/png;base64,{image}'>"
+
+
+def _head(s: dict) -> list:
+    """The page's head and its captures' line."""
     span = s.get("span", {})
-    parts = [
+    return [
         "<!doctype html><html><head><meta charset='utf-8'><title>amqpcap report</title>"
         f"<style>{_CSS}</style></head><body>",
         "<h1>amqpcap report</h1>",
@@ -815,7 +861,9 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
         )
         + "</p>",
     ]
-    # latency
+
+
+def _latency_section(s: dict, image: str, limit: int) -> list:
     rows = []
     for kind in LATENCY_KINDS:
         d = s["latency"][kind]
@@ -835,12 +883,12 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
                 extra,
             ]
         )
-    parts += [
+    parts = [
         "<h2>Latency</h2>",
         _html_table(
             ["kind", "pairs", "p50 ms", "p90 ms", "p99 ms", "max ms", "other"], rows, numeric={1, 2, 3, 4, 5}
         ),
-        f"<img alt='latency distributions' src='data:image/png;base64,{images['latency']}'>",
+        _img("latency distributions", image),
     ]
     by_m = s["latency"]["method_rtt"].get("by_method", {})
     if by_m:
@@ -856,10 +904,13 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
                 numeric={1, 2, 3, 4, 5},
             ),
         ]
-    # throughput
+    return parts
+
+
+def _throughput_section(s: dict, image: str, plot_bucket: str) -> list:
     tp = s["throughput"]
     heads, trows = throughput_cells(tp, "→")
-    parts += [
+    return [
         "<h2>Throughput</h2>",
         f"<p class='note'>Table: mean and peak over {tp['bucket_s']:g} s buckets "
         "(as <code>amqpcap stats</code>); "
@@ -870,11 +921,13 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
             trows,
             numeric={1, 2, 3, 4, 5, 6, 7},
         ),
-        f"<img alt='throughput over time' src='data:image/png;base64,{images['throughput']}'>",
+        _img("throughput over time", image),
     ]
-    # errors
+
+
+def _errors_section(s: dict, image: str, limit: int) -> list:
     errs = s["errors"]
-    parts.append("<h2>Errors</h2>")
+    parts = ["<h2>Errors</h2>"]
     if errs:
         several = len(s.get("captures", [])) > 1
         erows = []
@@ -907,9 +960,12 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
         )
     else:
         parts.append("<p>No errors.</p>")
-    parts.append(f"<img alt='errors by code' src='data:image/png;base64,{images['errors']}'>")
-    # connections
-    parts.append("<h2>Connections and channels</h2>")
+    parts.append(_img("errors by code", image))
+    return parts
+
+
+def _connections_section(s: dict, ct: pd.DataFrame, image: str) -> list:
+    parts = ["<h2>Connections and channels</h2>"]
     n = ct.attrs["total"]
     if len(ct):
         if n > len(ct):
@@ -918,35 +974,47 @@ def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plo
         heads, crow = connection_cells(ct, several)
         first = 1 if several else 0
         parts.append(_html_table(heads, crow, numeric={first + i for i in (0, 6, 7, 8, 9)}))
-    parts.append(
-        f"<img alt='connection and channel timeline' src='data:image/png;base64,{images['timeline']}'>"
-    )
-    # health
-    parts.append("<h2>Health</h2>")
-    parts.append(
-        _html_table(["measure", "value"], [[k, v] for k, v in s.get("health", {}).items()], numeric={1})
-    )
-    parts.append(
+    parts.append(_img("connection and channel timeline", image))
+    return parts
+
+
+def _health_section(s: dict, image: str) -> list:
+    return [
+        "<h2>Health</h2>",
+        _html_table(["measure", "value"], [[k, v] for k, v in s.get("health", {}).items()], numeric={1}),
         "<p class='note'>Heartbeat gaps use every frame when the output has the frames table, else methods "
         "and contents only (heartbeat frames then invisible: gaps are upper bounds). TCP zero-window periods "
-        "are not in the tables.</p>"
-    )
-    parts.append(
-        f"<img alt='unacknowledged deliveries vs prefetch' src='data:image/png;base64,{images['unacked']}'>"
-    )
-    # methods & anomalies
+        "are not in the tables.</p>",
+        _img("unacknowledged deliveries vs prefetch", image),
+    ]
+
+
+def _methods_sections(s: dict, limit: int) -> list:
+    """The Methods and the Anomalies sections."""
     meths = list(s.get("methods", {}).items())
-    parts.append("<h2>Methods</h2>")
-    parts.append(
-        _html_table(["method", "count"], [[k, f"{v:,}"] for k, v in meths[:limit]], numeric={1})
-        + (f"<p class='note'>{len(meths) - limit} more in stats --json.</p>" if len(meths) > limit else "")
-    )
     an = s.get("anomalies", {})
-    parts.append("<h2>Anomalies</h2>")
-    parts.append(
-        _html_table(["kind", "count"], [[k, v] for k, v in an.items()], numeric={1}) if an else "<p>None.</p>"
-    )
-    parts.append("</body></html>")
+    return [
+        "<h2>Methods</h2>",
+        _html_table(["method", "count"], [[k, f"{v:,}"] for k, v in meths[:limit]], numeric={1})
+        + (f"<p class='note'>{len(meths) - limit} more in stats --json.</p>" if len(meths) > limit else ""),
+        "<h2>Anomalies</h2>",
+        _html_table(["kind", "count"], list(map(list, an.items())), numeric={1}) if an else "<p>None.</p>",
+    ]
+
+
+def _page(s: dict, ct: pd.DataFrame, images: dict, limit: int = _PAGE_LIMIT, plot_bucket: str = "1s") -> str:
+    """The report page: its sections in order; ``ct``: :func:`connections_table` (its busiest
+    ``limit``), ``images``: figure name -> its PNG in base64."""
+    parts = [
+        *_head(s),
+        *_latency_section(s, images["latency"], limit),
+        *_throughput_section(s, images["throughput"], plot_bucket),
+        *_errors_section(s, images["errors"], limit),
+        *_connections_section(s, ct, images["timeline"]),
+        *_health_section(s, images["unacked"]),
+        *_methods_sections(s, limit),
+        "</body></html>",
+    ]
     return "\n".join(parts)
 
 
