@@ -577,3 +577,52 @@ def test_a_frame_completed_from_the_next_packet_is_walked_or_handed_on_as_the_re
             assert frame_loop_run(compiled_cls, raw, cuts, False, fast10.append_rows) == want, cuts
             compared += 1
     assert compared > 2 * len(whole[0])
+
+
+def spread_run(cls, raw: bytes, pieces: list, gap_after, finish_at, append_rows) -> tuple:
+    """What a new ``cls`` decoder fed ``raw`` in ``pieces`` (sizes) makes, a gap of 5 bytes
+    perhaps after piece ``gap_after`` and the capture ended perhaps after piece ``finish_at``:
+    the rows ``append_rows`` writes of its events, its other events, and the unparsed bytes its
+    direction holds (and where they end) before the end."""
+    d = cls()
+    pos = 0
+    for i, size in enumerate(pieces):
+        if i == finish_at:
+            break
+        d.feed(0, raw[pos : pos + size], 8 + pos, 1 + i, 10 + i)
+        pos += size
+        if i == gap_after:
+            d.gap(0, 8 + pos, 5, 50 + i, 50 + i)
+            pos += 5
+    held = (len(d.dirs[0].buf) - d.dirs[0].pos, d.dirs[0].base + len(d.dirs[0].buf))
+    d.finish(99, 99)
+    methods, messages = [], []
+    rest = append_rows(d.pop_events(), "c", 1, "1.0", methods, messages)
+    return repr(methods), repr(messages), rest, held
+
+
+@pytest.mark.compiled("fast10")
+@pytest.mark.parametrize("end", ["whole", "gap inside", "capture ends inside", "damaged after"])
+def test_a_frame_over_many_packets_is_decoded_lost_or_truncated_as_the_reference(end):
+    """The packets of a large frame that do not complete it wait uncopied for the one that does
+    (direction.pxi's ``waiting``): completed, cut by a gap, ended by the capture or followed by
+    damage, the rows, events (anomaly texts and byte counts) and the bytes held are the
+    reference's, at every packet size."""
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import data, frame, properties, transfer
+
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
+    big = frame(transfer(0, 1, b"big") + properties(message_id="big") + data(bytes(range(256)) * 40))
+    small = [frame(transfer(0, 2 + i, b"s%d" % i) + data(b"q" * 30 * i)) for i in range(3)]
+    tail = b"\x00\x00\x00\x09\x07\x05\x00\x00" if end == "damaged after" else small[2]
+    raw = small[0] + big + small[1] + tail + small[0]
+    for size in (7, 64, 999, 1500, 4000):
+        pieces = [size] * (len(raw) // size) + [len(raw) % size]
+        inside = (len(small[0]) + len(big) // 2) // size
+        gap_after = inside if end == "gap inside" else None
+        finish_at = inside + 1 if end == "capture ends inside" else None
+        want = spread_run(reference, raw, pieces, gap_after, finish_at, rows_1_0.append_rows_reference)
+        got = spread_run(compiled_cls, raw, pieces, gap_after, finish_at, fast10.append_rows)
+        assert got == want, size
+        if end == "capture ends inside":
+            assert want[3][0] > size  # the frame held over more than one packet at the end

@@ -763,7 +763,7 @@ def frames(dec, int direction, d, Py_ssize_t pos):
 
 
 cdef Py_ssize_t walk(dec, int direction, Direction d, Py_ssize_t pos) except? -2:
-    buf = d.buf
+    buf = buffer_of(d)
     cdef Py_ssize_t n = len(buf)
     if n - pos < 7:
         return pos
@@ -848,6 +848,11 @@ cdef inline Py_ssize_t frame_need(const unsigned char *b, Py_ssize_t held) noexc
     if held < 7:
         return -1
     return <Py_ssize_t>rd32(<const uint8_t *>b + 3) + 8 - held
+
+
+cdef inline Py_ssize_t frame_lacks(const unsigned char *b, Py_ssize_t held) noexcept:
+    """Never asked: ``frame_need`` always gives a frame's lack from its header (direction.pxi)."""
+    return -1
 
 
 cdef int parse(dec, int direction, Direction d) except -1:
