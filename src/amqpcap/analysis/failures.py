@@ -148,19 +148,7 @@ def _method_failures(m: pd.DataFrame) -> list[dict]:
                 if failing is None:
                     failing = "basic.publish" if (meth == "basic.nack" and d == "s2c") else "basic.deliver"
                 rows.append(
-                    dict(
-                        capture=cap,
-                        tcp_stream=st,
-                        frame_number=frame,
-                        ts=ts,
-                        direction=d,
-                        channel=ch,
-                        version=ver,
-                        kind=kind,
-                        method=meth,
-                        failing_method=failing,
-                        text=text,
-                    )
+                    _failure(cap, st, frame, ts, d, ch, ver, kind, meth, failing_method=failing, text=text)
                 )
                 continue
             kind, table = _CODED[meth]
@@ -185,16 +173,16 @@ def _method_failures(m: pd.DataFrame) -> list[dict]:
             if meth == "message.reject":
                 failing = failing or "message.transfer"
             rows.append(
-                dict(
-                    capture=cap,
-                    tcp_stream=st,
-                    frame_number=frame,
-                    ts=ts,
-                    direction=d,
-                    channel=ch,
-                    version=ver,
-                    kind=kind,
-                    method=meth,
+                _failure(
+                    cap,
+                    st,
+                    frame,
+                    ts,
+                    d,
+                    ch,
+                    ver,
+                    kind,
+                    meth,
                     code=code,
                     name=name,
                     cls=cls,
@@ -213,16 +201,16 @@ def _condition_failures(m: pd.DataFrame) -> list[dict]:
     cols = CONDITION_COLUMNS + ["condition", "reply_text"]
     for cap, st, frame, ts, d, ch, method, cond, desc in records(condition_rows(m), cols):
         rows.append(
-            dict(
-                capture=cap,
-                tcp_stream=st,
-                frame_number=frame,
-                ts=ts,
-                direction=d,
-                channel=ch,
-                version="1.0",
-                kind=KIND,
-                method=method,
+            _failure(
+                cap,
+                st,
+                frame,
+                ts,
+                d,
+                ch,
+                "1.0",
+                KIND,
+                method,
                 name=condition_name(cond),
                 text=desc,
                 condition=cond,
@@ -232,22 +220,28 @@ def _condition_failures(m: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _connection_failure(cap, st, frame, ts, direction, version, kind: str, text: str) -> dict:
-    """A failure of the whole conversation (no method, no channel): ``kind`` is its name too,
-    and it is hard."""
+def _failure(cap, st, frame, ts, direction, channel, version, kind, method, **fields) -> dict:
+    """A row of ``errors``: where it was (capture, stream, frame, time, direction, channel), the
+    version, its kind and the method that carried it, then the kind's own ``fields``."""
     return dict(
         capture=cap,
         tcp_stream=st,
         frame_number=frame,
         ts=ts,
         direction=direction,
-        channel=None,
+        channel=channel,
         version=version,
         kind=kind,
-        method=None,
-        name=kind,
-        cls="hard",
-        text=text,
+        method=method,
+        **fields,
+    )
+
+
+def _connection_failure(cap, st, frame, ts, direction, version, kind: str, text: str) -> dict:
+    """A failure of the whole conversation (no method, no channel): ``kind`` is its name too,
+    and it is hard."""
+    return _failure(
+        cap, st, frame, ts, direction, None, version, kind, None, name=kind, cls="hard", text=text
     )
 
 
