@@ -74,6 +74,13 @@ cdef int MAX_DEPTH = T.MAX_DEPTH
 cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
+# what a section's descriptor code says of its value (from the generated sections, at import):
+# a body section of data, of an amqp-sequence or amqp-value, or none (read as a value)
+cdef enum BodyKind:
+    NOT_BODY = 0
+    BODY_DATA
+    BODY_VALUE
+cdef unsigned char BODY_KIND[256]
 cdef dict PERFORMATIVES = {code: FIELDS[code] for code in SPEC.METHOD_NAMES if code in FIELDS}
 _described = T.described
 map_key = T.map_key
@@ -104,7 +111,15 @@ def _kinds():
         WIDTH[code] = enc.width
 
 
+def _body_kinds():
+    for code, name in SPEC.SECTIONS.items():
+        BODY_KIND[code] = (
+            BODY_DATA if name == "data" else BODY_VALUE if name in ("amqp-sequence", "amqp-value") else NOT_BODY
+        )
+
+
 _kinds()
+_body_kinds()
 
 
 class Fallback(Exception):
@@ -270,6 +285,7 @@ def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
 cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf):
     cdef Py_ssize_t p = 0, s, e, pos
     cdef int code, w
+    cdef unsigned char body
     kind = None
     while p < n:
         if p + 3 > n or b[p] != 0 or b[p + 1] != 0x53:
@@ -279,7 +295,8 @@ cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, l
         name = SECTIONS.get(code)
         if name is None:
             raise FALLBACK
-        if name == "data":
+        body = BODY_KIND[code]
+        if body == BODY_DATA:
             if p >= n or (b[p] != 0xA0 and b[p] != 0xB0):
                 raise FALLBACK
             w = 1 if b[p] == 0xA0 else 4
@@ -289,7 +306,7 @@ cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, l
             e = s + (b[p + 1] if w == 1 else be32(b + p + 1))
             if e > n:
                 raise FALLBACK
-        elif name == "amqp-sequence" or name == "amqp-value":
+        elif body == BODY_VALUE:
             s = pos = p
             value(b, &pos, n, 1, buf)
             e = pos
