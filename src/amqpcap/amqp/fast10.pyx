@@ -419,7 +419,7 @@ from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder
 # (``__match_args__``) and their defaults are its __init__'s.
 
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.type cimport PyType_GenericAlloc
 
 cdef extern from "structmember.h":
@@ -438,7 +438,7 @@ cdef Py_ssize_t perf_offset[MAX_PERF_FIELDS]
 cdef Py_ssize_t n_perf_fields = 0
 cdef list perf_defaults = []
 cdef dict perf_slots = {}  # field name -> its offset
-cdef Py_ssize_t args_at, name_at
+cdef Py_ssize_t args_at, name_at, packet_at, ts_at, offset_at, channel_at, link_at, source_at, target_at
 
 
 cdef inline PyObject **slot_at(object o, Py_ssize_t offset) noexcept:
@@ -447,7 +447,7 @@ cdef inline PyObject **slot_at(object o, Py_ssize_t offset) noexcept:
 
 def _performative_layout():
     """The offsets of Performative's fields (its member descriptors') and their defaults."""
-    global n_perf_fields, args_at, name_at
+    global n_perf_fields, args_at, name_at, packet_at, ts_at, offset_at, channel_at, link_at, source_at, target_at
     names = Performative.__match_args__
     defaults = Performative.__init__.__defaults__ or ()
     required = len(names) - len(defaults)
@@ -463,6 +463,9 @@ def _performative_layout():
         perf_defaults.append(defaults[i - required] if i >= required else None)
     n_perf_fields = len(names)
     args_at, name_at = perf_slots["args"], perf_slots["name"]
+    packet_at, ts_at, offset_at = perf_slots["packet"], perf_slots["ts"], perf_slots["offset"]
+    channel_at, link_at = perf_slots["channel"], perf_slots["link_name"]
+    source_at, target_at = perf_slots["source"], perf_slots["target"]
 
 
 _performative_layout()
@@ -477,6 +480,22 @@ cdef inline object perf_field(object perf, Py_ssize_t offset, str name):
 cdef inline void put(object o, Py_ssize_t i, object v) noexcept:
     Py_INCREF(v)
     slot_at(o, perf_offset[i])[0] = <PyObject *>v
+
+
+cdef inline void replace_field(object perf, Py_ssize_t offset, object v) noexcept:
+    """The field at ``offset`` of a Performative set to ``v`` (what it held let go)."""
+    cdef PyObject **at = slot_at(perf, offset)
+    cdef PyObject *old = at[0]
+    Py_INCREF(v)
+    at[0] = <PyObject *>v
+    Py_XDECREF(old)
+
+
+cdef inline void name_link(object perf, link):
+    """A Performative's link_name, source and target: the attached link's (links_1_0.Link)."""
+    replace_field(perf, link_at, link.name)
+    replace_field(perf, source_at, link.source)
+    replace_field(perf, target_at, link.target)
 
 
 cdef object new_performative(packet, ts, offset, channel, code, name, args, ftype, size):
@@ -565,14 +584,19 @@ def walk_message(self, payload):
 
 
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
-    """codec_1_0.Decoder10._transfer: a common transfer read here, any other by the reference."""
+    """codec_1_0.Decoder10._transfer: a common transfer read here, any other by the reference
+    (and a transfer that is no Performative: its fields are read at the class's slots)."""
+    if type(perf) is not Performative:
+        C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
+        return
     transfer(self, direction, d, perf, buf, p, end)
 
 
 cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end) except -1:
-    cdef dict a = perf.args
+    """A transfer (a Performative: its fields read and set at their slots)."""
+    cdef dict a = perf_field(perf, args_at, "args")
     cdef Py_ssize_t size = end - p
-    ch = perf.channel
+    ch = perf_field(perf, channel_at, "channel")
     handle = a.get("handle")
     asm_map = self.assembling[direction]
     key = (ch, handle)
@@ -591,13 +615,14 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     cdef LinkState st = <LinkState?>self.state
     link = st.link_of(direction, ch, handle)
     if link is not None:
-        perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+        name_link(perf, link)
     events = self.events
     events.append((direction, perf))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
         dv = message_of(
-            self, direction, perf, buf, p, size, perf.offset, perf.packet, 1, link, did, a.get("settled") is True
+            self, direction, perf, buf, p, size, perf_field(perf, offset_at, "offset"),
+            perf_field(perf, packet_at, "packet"), 1, link, did, a.get("settled") is True,
         )
         st.deliver(events, direction, dv, d.ts)
         return 0
@@ -681,8 +706,8 @@ cdef HeldRow message_of(
     ``p`` in ``buf`` (``received``: its transfers' payload bytes, if not ``size``): its anomalies
     reported, its messages row held (rows_1_0.message_values; no Delivery)."""
     cdef Py_buffer view
-    cdef dict a = perf.args
-    ch = perf.channel
+    cdef dict a = perf_field(perf, args_at, "args")
+    ch = perf_field(perf, channel_at, "channel")
     state = a.get("state")
     outcome = condition = None
     if state is not None:
@@ -834,7 +859,7 @@ cdef int flow(self, int direction, perf, dict a, channel) except -1:
     if handle is not None:
         link = (<LinkState?>self.state).link_of(direction, channel, handle)
         if link is not None:
-            perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+            name_link(perf, link)
     self.events.append((direction, perf))
     return 0
 
