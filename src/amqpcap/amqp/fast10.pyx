@@ -74,6 +74,13 @@ cdef int MAX_DEPTH = T.MAX_DEPTH
 cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
+# what a section's descriptor code says of its value (from the generated sections, at import):
+# a body section of data, of an amqp-sequence or amqp-value, or none (read as a value)
+cdef enum BodyKind:
+    NOT_BODY = 0
+    BODY_DATA
+    BODY_VALUE
+cdef unsigned char BODY_KIND[256]
 cdef dict PERFORMATIVES = {code: FIELDS[code] for code in SPEC.METHOD_NAMES if code in FIELDS}
 _described = T.described
 map_key = T.map_key
@@ -104,7 +111,15 @@ def _kinds():
         WIDTH[code] = enc.width
 
 
+def _body_kinds():
+    for code, name in SPEC.SECTIONS.items():
+        BODY_KIND[code] = (
+            BODY_DATA if name == "data" else BODY_VALUE if name in ("amqp-sequence", "amqp-value") else NOT_BODY
+        )
+
+
 _kinds()
+_body_kinds()
 
 
 class Fallback(Exception):
@@ -270,6 +285,7 @@ def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
 cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf):
     cdef Py_ssize_t p = 0, s, e, pos
     cdef int code, w
+    cdef unsigned char body
     kind = None
     while p < n:
         if p + 3 > n or b[p] != 0 or b[p + 1] != 0x53:
@@ -279,7 +295,8 @@ cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, l
         name = SECTIONS.get(code)
         if name is None:
             raise FALLBACK
-        if name == "data":
+        body = BODY_KIND[code]
+        if body == BODY_DATA:
             if p >= n or (b[p] != 0xA0 and b[p] != 0xB0):
                 raise FALLBACK
             w = 1 if b[p] == 0xA0 else 4
@@ -289,7 +306,7 @@ cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, l
             e = s + (b[p + 1] if w == 1 else be32(b + p + 1))
             if e > n:
                 raise FALLBACK
-        elif name == "amqp-sequence" or name == "amqp-value":
+        elif body == BODY_VALUE:
             s = pos = p
             value(b, &pos, n, 1, buf)
             e = pos
@@ -402,7 +419,7 @@ from amqpcap.amqp.stream import TS_MS_MAX, StreamDecoder
 # (``__match_args__``) and their defaults are its __init__'s.
 
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.type cimport PyType_GenericAlloc
 
 cdef extern from "structmember.h":
@@ -421,7 +438,7 @@ cdef Py_ssize_t perf_offset[MAX_PERF_FIELDS]
 cdef Py_ssize_t n_perf_fields = 0
 cdef list perf_defaults = []
 cdef dict perf_slots = {}  # field name -> its offset
-cdef Py_ssize_t args_at, name_at
+cdef Py_ssize_t args_at, name_at, packet_at, ts_at, offset_at, channel_at, link_at, source_at, target_at
 
 
 cdef inline PyObject **slot_at(object o, Py_ssize_t offset) noexcept:
@@ -430,7 +447,7 @@ cdef inline PyObject **slot_at(object o, Py_ssize_t offset) noexcept:
 
 def _performative_layout():
     """The offsets of Performative's fields (its member descriptors') and their defaults."""
-    global n_perf_fields, args_at, name_at
+    global n_perf_fields, args_at, name_at, packet_at, ts_at, offset_at, channel_at, link_at, source_at, target_at
     names = Performative.__match_args__
     defaults = Performative.__init__.__defaults__ or ()
     required = len(names) - len(defaults)
@@ -446,6 +463,9 @@ def _performative_layout():
         perf_defaults.append(defaults[i - required] if i >= required else None)
     n_perf_fields = len(names)
     args_at, name_at = perf_slots["args"], perf_slots["name"]
+    packet_at, ts_at, offset_at = perf_slots["packet"], perf_slots["ts"], perf_slots["offset"]
+    channel_at, link_at = perf_slots["channel"], perf_slots["link_name"]
+    source_at, target_at = perf_slots["source"], perf_slots["target"]
 
 
 _performative_layout()
@@ -460,6 +480,22 @@ cdef inline object perf_field(object perf, Py_ssize_t offset, str name):
 cdef inline void put(object o, Py_ssize_t i, object v) noexcept:
     Py_INCREF(v)
     slot_at(o, perf_offset[i])[0] = <PyObject *>v
+
+
+cdef inline void replace_field(object perf, Py_ssize_t offset, object v) noexcept:
+    """The field at ``offset`` of a Performative set to ``v`` (what it held let go)."""
+    cdef PyObject **at = slot_at(perf, offset)
+    cdef PyObject *old = at[0]
+    Py_INCREF(v)
+    at[0] = <PyObject *>v
+    Py_XDECREF(old)
+
+
+cdef inline void name_link(object perf, link):
+    """A Performative's link_name, source and target: the attached link's (links_1_0.Link)."""
+    replace_field(perf, link_at, link.name)
+    replace_field(perf, source_at, link.source)
+    replace_field(perf, target_at, link.target)
 
 
 cdef object new_performative(packet, ts, offset, channel, code, name, args, ftype, size):
@@ -548,14 +584,19 @@ def walk_message(self, payload):
 
 
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
-    """codec_1_0.Decoder10._transfer: a common transfer read here, any other by the reference."""
+    """codec_1_0.Decoder10._transfer: a common transfer read here, any other by the reference
+    (and a transfer that is no Performative: its fields are read at the class's slots)."""
+    if type(perf) is not Performative:
+        C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
+        return
     transfer(self, direction, d, perf, buf, p, end)
 
 
 cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end) except -1:
-    cdef dict a = perf.args
+    """A transfer (a Performative: its fields read and set at their slots)."""
+    cdef dict a = perf_field(perf, args_at, "args")
     cdef Py_ssize_t size = end - p
-    ch = perf.channel
+    ch = perf_field(perf, channel_at, "channel")
     handle = a.get("handle")
     asm_map = self.assembling[direction]
     key = (ch, handle)
@@ -574,13 +615,14 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     cdef LinkState st = <LinkState?>self.state
     link = st.link_of(direction, ch, handle)
     if link is not None:
-        perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+        name_link(perf, link)
     events = self.events
     events.append((direction, perf))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
         dv = message_of(
-            self, direction, perf, buf, p, size, perf.offset, perf.packet, 1, link, did, a.get("settled") is True
+            self, direction, perf, buf, p, size, perf_field(perf, offset_at, "offset"),
+            perf_field(perf, packet_at, "packet"), 1, link, did, a.get("settled") is True,
         )
         st.deliver(events, direction, dv, d.ts)
         return 0
@@ -664,8 +706,8 @@ cdef HeldRow message_of(
     ``p`` in ``buf`` (``received``: its transfers' payload bytes, if not ``size``): its anomalies
     reported, its messages row held (rows_1_0.message_values; no Delivery)."""
     cdef Py_buffer view
-    cdef dict a = perf.args
-    ch = perf.channel
+    cdef dict a = perf_field(perf, args_at, "args")
+    ch = perf_field(perf, channel_at, "channel")
     state = a.get("state")
     outcome = condition = None
     if state is not None:
@@ -817,7 +859,7 @@ cdef int flow(self, int direction, perf, dict a, channel) except -1:
     if handle is not None:
         link = (<LinkState?>self.state).link_of(direction, channel, handle)
         if link is not None:
-            perf.link_name, perf.source, perf.target = link.name, link.source, link.target
+            name_link(perf, link)
     self.events.append((direction, perf))
     return 0
 

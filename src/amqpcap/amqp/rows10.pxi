@@ -319,12 +319,13 @@ cdef HeldRow held_row(
     if link is not None:
         # sent to its target; received from its source (the queue a consumer reads)
         name, address = link.name, link.target if direction == 0 else (link.source or link.target)
-    packet = perf.packet
+    packet = perf_field(perf, packet_at, "packet")
+    channel = perf_field(perf, channel_at, "channel")
     h.values = values_row(
-        direction, packet, perf.ts, perf.channel, offset, first_packet, frames, name, address,
+        direction, packet, perf_field(perf, ts_at, "ts"), channel, offset, first_packet, frames, name, address,
         delivery_id, sections, kind, body_size, digest, head, complete, False, created,
     )
-    h.channel = perf.channel
+    h.channel = channel
     h.delivery_id = delivery_id
     h.settled = settled
     h.outcome = outcome
