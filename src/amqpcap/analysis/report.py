@@ -651,6 +651,20 @@ def total_unacked(
     return (ts - t0n) / 1e9, y
 
 
+def _channel_rows(un: pd.DataFrame, codes: np.ndarray) -> dict:
+    """Each channel's rows of ``un`` in order (positions), by its key (capture, tcp_stream,
+    channel), from the rows' channel ``codes`` (:func:`_channel_codes`), no comparison of the
+    frame's columns a channel; None: no row (a key with a missing value matches no row, as a
+    comparison with it matches none)."""
+    order = np.argsort(codes, kind="stable")
+    ends = np.cumsum(np.bincount(codes))
+    starts = np.r_[0, ends[:-1]]
+    keys = un.iloc[order[starts]][_CHANNEL].itertuples(index=False, name=None)
+    rows = {k: order[a:b] for k, a, b in zip(keys, starts, ends) if not any(pd.isna(v) for v in k)}
+    rows[None] = order[:0]
+    return rows
+
+
 def _per_channel(un: pd.DataFrame, codes: np.ndarray) -> tuple[pd.Series, pd.Series]:
     """Each channel's peak unacked count and largest prefetch (0 when none), indexed and ordered
     as a groupby of the frame by channel gives them, from a row a channel."""
@@ -704,17 +718,20 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
     if len(peak) <= top:
         fig = _figure(figsize=(11, 5))
         ax = fig.add_subplot(1, 1, 1)
+        rows = _channel_rows(un, codes)
+        ts, counts = ns(un["ts"]), un["unacked"].to_numpy(dtype=float)
+        prefetch = un["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
         for i, k in enumerate(peak.index):
-            g = un[(un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])]
-            x = (ns(g["ts"]) - t0n) / 1e9
+            g = rows.get(k, rows[None])
+            x = (ts[g] - t0n) / 1e9
             col = f"C{i % 10}"
             ax.step(
-                *step_envelope(x, g["unacked"].to_numpy(dtype=float)),
+                *step_envelope(x, counts[g]),
                 where="post",
                 color=col,
                 label=f"stream {k[1]} ch {k[2]}",
             )
-            pc = g["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
+            pc = prefetch[g]
             if (pc > 0).any():
                 ax.step(
                     *step_envelope(x, np.where(pc > 0, pc, np.nan)),
