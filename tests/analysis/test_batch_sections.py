@@ -10,6 +10,9 @@ import struct
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from test_streamed_acks import random_consumer_traffic
 
@@ -18,7 +21,7 @@ from amqpcap.analysis import batches, report
 from amqpcap.analysis.connection_health import unacked
 from amqpcap.analysis.report import total_unacked, write_report
 from amqpcap.analysis.summary import connections_table, span_summary, stats, time_outliers
-from amqpcap.analysis.tables import dissect_cached
+from amqpcap.analysis.tables import dissect_cached, table_files
 from amqpcap.analysis.timespan import first_ts
 from amqpcap.analysis.traffic import throughput, totals, totals_at
 from amqpcap.pipeline import dissect
@@ -71,6 +74,32 @@ def test_buckets_of_the_batches_equal_those_of_the_loaded_tables(outputs, name):
         assert got.attrs == want.attrs and got.attrs["buckets"] > 0
     for by in ("connection", "channel", "total"):
         pd.testing.assert_frame_equal(throughput(out, "1s", by), throughput(loaded, "1s", by))
+
+
+def _with_nulls(out: str, table: str, dst) -> str:
+    """A copy of dissect output ``out`` whose ``table`` has rows without a time (every 5th), without
+    a direction (every 7th) and without a capture (every 11th)."""
+    shutil.copytree(out, dst)
+    for path in table_files(str(dst), table):
+        t = pq.read_table(path)
+        rows = np.arange(t.num_rows)
+        for column, every in (("ts", 5), ("direction", 7), ("capture", 11)):
+            i = t.schema.get_field_index(column)
+            t = t.set_column(i, t.field(i), pc.if_else(pa.array(rows % every == 3), None, t.column(i)))
+        pq.write_table(t, path)
+    return str(dst)
+
+
+@pytest.mark.parametrize("table", ["messages", "methods", "frames"])
+def test_buckets_of_rows_without_a_time_direction_or_capture_equal_those_of_the_loaded_tables(
+    outputs, table, tmp_path
+):
+    out = _with_nulls(outputs["frames" if table == "frames" else "two captures"], table, tmp_path / "n")
+    loaded = amqpcap.load(out)
+    assert getattr(loaded, table)["ts"].isna().any() and getattr(loaded, table)["direction"].isna().any()
+    for got, want in zip(totals_at(out, ["1s", "100ms"]), totals_at(loaded, ["1s", "100ms"])):
+        pd.testing.assert_frame_equal(got, want)
+        assert got.attrs == want.attrs and got.attrs["buckets"] > 0
 
 
 @pytest.mark.parametrize("name", ["plain", "frames", "epoch", "two captures"])

@@ -297,3 +297,17 @@ def test_the_timeline_steps_go_to_a_temporary_file_and_a_full_folder_is_an_error
     # (an OSError naming a file: the command line's one line and exit 3)
     assert "No space left on device (temporary files of the unacked timeline)" in str(e.value)
     assert streamed_acks(out)[1] == streamed_acks(write_output(random_consumer_traffic(1), tmp_path / "b"))[1]
+
+
+def test_each_channels_rows_found_by_its_code_are_the_rows_its_key_selects(tmp_path):
+    from amqpcap.analysis import report
+
+    got: list = []
+    streamed_acks(write_output(random_consumer_traffic(2), tmp_path), on_timeline=got.append)
+    un = got[0].frame()
+    rows = report._channel_rows(un, report._channel_codes(un))
+    keys = list(un.groupby(report._CHANNEL, observed=True).groups)
+    assert len(keys) >= 5 and set(rows) == {*keys, None} and len(rows[None]) == 0
+    for k in keys:
+        selected = (un["capture"] == k[0]) & (un["tcp_stream"] == k[1]) & (un["channel"] == k[2])
+        np.testing.assert_array_equal(rows[k], np.flatnonzero(selected.to_numpy()))

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from amqpcap.analysis import amqp10, batches, timespan
@@ -949,28 +950,35 @@ def connections_table(t, limit: int | None = None) -> pd.DataFrame:
         if streamed:
             per = _row_counts(directory, name, keys)
         else:
-            per = df.groupby(keys, dropna=False, observed=True).size() if len(df) else None
-        per = per.rename(name) if per is not None else None
+            per = df.groupby(keys, dropna=False, observed=True).size().reset_index() if len(df) else None
         counts[name] = (
-            c[keys].merge(per.reset_index(), on=keys, how="left")[name].fillna(0).astype("int64").to_numpy()
+            c[keys]
+            .merge(per.set_axis([*keys, name], axis=1), on=keys, how="left")[name]
+            .fillna(0)
+            .astype("int64")
+            .to_numpy()
             if per is not None
             else np.zeros(n, dtype=np.int64)
         )
     return connection_rows(c, counts["methods"], counts["messages"], limit)
 
 
-def _row_counts(directory, name: str, keys: list) -> pd.Series | None:
-    """The rows of table ``name`` per ``keys`` (None: no row), counted a batch at a time."""
+def _row_counts(directory, name: str, keys: list) -> pd.DataFrame | None:
+    """The rows of table ``name`` per ``keys`` (string keys plain), as a frame of the keys and the
+    count (None: no row), counted a batch at a time by Arrow's grouping of the columns (no frame
+    of a batch)."""
     parts = [
-        df.groupby(keys, dropna=False, observed=True).size() for df in batches.frames(directory, name, keys)
+        pa.table([batches.plain_strings(t.column(k).combine_chunks()) for k in keys], names=keys)
+        .group_by(keys)
+        .aggregate([([], "count_all")])
+        for t in batches.tables(directory, name, keys)
     ]
     if not parts:
         return None
-    if len(parts) == 1:
-        return parts[0]
-    both = pd.concat(parts)
-    both.index = both.index.set_levels([lv.astype(object) for lv in both.index.levels])
-    return both.groupby(level=list(range(len(keys))), dropna=False).sum()
+    both = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    if len(parts) > 1:
+        both = both.group_by(keys).aggregate([("count_all", "sum")])
+    return both.to_pandas()
 
 
 def connection_rows(c: pd.DataFrame, methods, messages, limit: int | None = None, total: int | None = None):

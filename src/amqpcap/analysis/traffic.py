@@ -15,9 +15,11 @@ import os
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from amqpcap.analysis import batches
-from amqpcap.analysis._common import STR, filled, ns, ordered, str_series
+from amqpcap.analysis._common import NAT, STR, filled, ns, ordered, str_series
 from amqpcap.analysis.deliveries import CONSUMER_METHODS, CONSUMER_STATE_COLS, consumer_state
 from amqpcap.analysis.tables import as_tables, empty_frame
 
@@ -334,7 +336,136 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
 def totals_at(t, buckets: list) -> list:
     """:func:`totals` per bucket of ``buckets`` (pandas frequency strings), from one pass over the
     tables: e.g. the stats' 1 s buckets and a plot's."""
-    return [_wide(tp, b) for tp, b in zip(_throughputs(t, list(buckets), "total"), buckets)]
+    if batches.is_output_dir(t):
+        tps = _output_totals(t, list(buckets), "frames" if _has_frames(t) else "estimate")
+    else:
+        tps = _throughputs(t, list(buckets), "total")
+    return [_wide(tp, b) for tp, b in zip(tps, buckets)]
+
+
+def _output_totals(directory, buckets: list, frames_source: str) -> list:
+    """Per bucket of ``buckets``, the rows of ``throughput(directory, bucket, by="total")`` that
+    :func:`_wide` keeps (those with a time and a direction), with its ``attrs``: summed from the
+    columns of each batch as numpy arrays (no frame of events per batch, no grouping of one), the
+    sums of the batches added up at the end."""
+    widths = [pd.Timedelta(b).value for b in buckets]
+    sums: list = [[] for _ in widths]  # per width, (bucket numbers, direction codes, sums) a batch
+    spans: dict = {}  # capture code -> [first, last] time (ns; a missing time NAT)
+    captures, directions = batches.Codes(), batches.Codes()
+    for ts, capture, direction, values in _column_events(directory, frames_source):
+        _extend_spans(spans, captures.encode(capture), ts)
+        d = directions.encode(direction)
+        ok = (ts != NAT) & (d >= 0)
+        ts, d, values = ts[ok], d[ok], values[:, ok]
+        for per_batch, width in zip(sums, widths):
+            per_batch.append(_grouped(ts // width, d, values))
+    # each capture's span (a missing name: "", as ``_capture_spans`` fills it)
+    named: dict = {}
+    for code, (lo, hi) in spans.items():
+        have = named.setdefault("" if code < 0 else captures.values[code], [lo, hi])
+        have[0], have[1] = min(have[0], lo), max(have[1], hi)
+    return [
+        _total_rows(per_batch, width, directions.values, named.values(), frames_source, bucket)
+        for per_batch, width, bucket in zip(sums, widths, buckets)
+    ]
+
+
+def _extend_spans(spans: dict, capture: np.ndarray, ts: np.ndarray) -> None:
+    """``spans`` (capture code -> [first, last] time) extended by a batch's rows."""
+    order = np.argsort(capture, kind="stable")
+    capture, ts = capture[order], ts[order]
+    at = np.flatnonzero(np.r_[True, capture[1:] != capture[:-1]]) if len(ts) else []
+    for c, lo, hi in zip(capture[at].tolist(), np.minimum.reduceat(ts, at), np.maximum.reduceat(ts, at)):
+        span = spans.setdefault(c, [int(lo), int(hi)])
+        span[0], span[1] = min(span[0], int(lo)), max(span[1], int(hi))
+
+
+def _total_rows(per_batch: list, width: int, directions: list, spans, frames_source: str, bucket: str):
+    """The rows of a ``throughput(..., by="total")`` frame :func:`_wide` reads, in its order, of
+    the sums of each batch (bucket numbers of ``width`` ns, direction codes into ``directions``)
+    and the captures' ``spans`` ([first, last] time: a time's bucket number is floored, so the
+    first and last bucket numbers are those of the first and last times)."""
+    if per_batch:
+        b, d, v = _grouped(*(np.concatenate(x, axis=-1) for x in zip(*per_batch)))
+    else:
+        b, d, v = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros((len(_VALUES), 0), np.int64)
+    names = np.array(directions, dtype=object)[d]
+    order = np.lexsort((names.astype(str), b))
+    tp = pd.DataFrame({"bucket": pd.to_datetime((b[order] * width).view("datetime64[ns]"), utc=True)})
+    tp["direction"] = names[order]
+    for i, c in enumerate(_VALUES):
+        tp[c] = v[i, order]
+    numbers = ((lo // width, hi // width) for lo, hi in spans)
+    tp.attrs = {"frames_source": frames_source, "bucket": bucket, "buckets": covered_buckets(numbers)}
+    return tp
+
+
+def _grouped(b: np.ndarray, d: np.ndarray, values: np.ndarray) -> tuple:
+    """The columns of ``values`` (a row a value, a column a row of ``b``) summed per (``b``,
+    ``d``): (b, d, sums), each pair once, in order.  The pairs numbered from ``b``'s smallest
+    bucket (a batch's rows a few buckets apart), else from its distinct buckets, and summed by
+    ``np.add.at`` on int64, exact (no sort of the rows)."""
+    kinds = int(d.max()) + 1 if len(d) else 1
+    lo = int(b.min()) if len(b) else 0
+    span = int(b.max()) - lo + 1 if len(b) else 0
+    if span <= 2 * len(b):
+        first, number = np.arange(lo, lo + span, dtype=np.int64), b - lo
+    else:  # (times far apart: a packet stamped 1970 among today's)
+        first, number = np.unique(b, return_inverse=True)
+    pair = number * kinds + d
+    rows = np.bincount(pair, minlength=len(first) * kinds)
+    sums = np.zeros((len(values), len(rows)), dtype=np.int64)
+    for total, column in zip(sums, values):
+        np.add.at(total, pair, column)
+    at = np.flatnonzero(rows)
+    return first[at // kinds], (at % kinds).astype(d.dtype), sums[:, at]
+
+
+def _column(table, name: str, type_) -> pa.ChunkedArray | pa.Array:
+    """Column ``name`` of ``table`` (all null when its files lack it, as a load gives it)."""
+    return table.column(name) if name in table.column_names else pa.nulls(table.num_rows, type_)
+
+
+def _int64(col) -> np.ndarray:
+    """An integer column as int64, a missing value 0."""
+    return pc.fill_null(col, 0).cast(pa.int64()).to_numpy()
+
+
+def _column_events(directory, frames_source: str):
+    """The events of :func:`_batch_events` as columns, a batch at a time: (ts as int64 ns, NAT
+    when missing; capture, direction: Arrow string columns; the ``_VALUES`` as the rows of an
+    int64 array, a column an event)."""
+    read = ["capture", "direction", "ts"]
+    for m in batches.tables(directory, "messages", read + _MESSAGE_COLUMNS):
+        size = pc.coalesce(_column(m, "body_size", pa.int64()), _column(m, "body_received", pa.int64()))
+        size = _int64(size)
+        values = np.zeros((len(_VALUES), m.num_rows), dtype=np.int64)
+        values[0] = 1
+        values[1] = size
+        if frames_source != "frames":
+            body_frames = _int64(_column(m, "body_frames", pa.int32()))
+            values[2] = 1 + body_frames
+            values[3] = _framing(m) * (1 + body_frames) + size
+        yield _ns(m), *_strings(m), values
+    name, size = ("frames", "wire_size") if frames_source == "frames" else ("methods", "frame_size")
+    for f in batches.tables(directory, name, read + [size] + (["version"] if name == "methods" else [])):
+        values = np.zeros((len(_VALUES), f.num_rows), dtype=np.int64)
+        values[2] = 1
+        values[3] = _int64(_column(f, size, pa.int64())) + (_framing(f) if name == "methods" else 0)
+        yield _ns(f), *_strings(f), values
+
+
+def _strings(table) -> tuple:
+    return table.column("capture").combine_chunks(), table.column("direction").combine_chunks()
+
+
+def _ns(table) -> np.ndarray:
+    return pc.fill_null(table.column("ts").cast(pa.int64()), NAT).to_numpy()
+
+
+def _framing(table) -> np.ndarray:
+    """:func:`_overhead` of a table's ``version`` column."""
+    return np.where(batches.is_one_of(_column(table, "version", pa.string()), ["0-10"]), 12, 8)
 
 
 def _wide(tp: pd.DataFrame, bucket: str) -> pd.DataFrame:
