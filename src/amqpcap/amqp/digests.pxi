@@ -424,3 +424,23 @@ deferred_digest.fill = fill_digest
 # fastwriter's text columns take a Sha256 through this (writer.py hands it over): its hex
 # digest written when the batch is made, not when the row is
 DEFERRED_DIGEST = PyCapsule_New(<void *>&deferred_digest, "amqpcap.deferred_text", NULL)
+
+
+# --- a whole body's digest for another extension (fast10: a 1.0 delivery read in place) -------
+
+cdef object digest_bytes(const uint8_t *p, Py_ssize_t n):
+    """A new Sha256 of the ``n`` bytes at ``p``, hashed as the walker hashes a body frame
+    (``feed_queued``: from QUEUE_MIN bytes by the hashing thread, its bytes copied into the
+    ring; smaller, at once)."""
+    cdef Sha256 h = Sha256.__new__(Sha256)
+    if n:
+        h.feed_queued(p, n)
+    return h
+
+
+# ``object digest_bytes(const uint8_t *p, Py_ssize_t n)`` (a new reference; NULL and an
+# exception set on failure) for fast10, which then makes no Python call or buffer per body; None
+# where this module hashes with hashlib (not OPENSSL: no Sha256 can be made)
+DIGEST_BYTES = None
+if use_sha:
+    DIGEST_BYTES = PyCapsule_New(<void *>digest_bytes, "amqpcap.amqp.fast09.digest_bytes", NULL)

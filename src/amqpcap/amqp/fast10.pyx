@@ -33,9 +33,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Check
 from cpython.list cimport PyList_Check
 from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcpy
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cimport cython
 
@@ -553,18 +554,19 @@ cdef tuple sections_in_place(
 # ``deferred_digests``): a large body is copied into its ring and hashed on that thread while
 # the walker goes on, a small one hashed at once (digests.pxi decides); the table buffer writes
 # the hex digest when it makes the batch.  Without them (or fast09), hashlib's hex digest.
-cdef object Sha256 = None
+# fast09's ``digest_bytes`` (its DIGEST_BYTES capsule) takes the body's bytes where they are: no
+# Python call, no memoryview per body.
+ctypedef object (*digest_bytes_fn)(const uint8_t *p, Py_ssize_t n)
+cdef digest_bytes_fn digest_bytes = NULL
 
 
 cdef object digest_at(const unsigned char *b, Py_ssize_t n, bint deferred):
     """The SHA-256 of the ``n`` bytes at ``b``: its hex digest, or with ``deferred`` a
     fast09.Sha256 that its hashing thread may still be completing."""
+    if deferred and digest_bytes != NULL:
+        return digest_bytes(b, n)  # (the bytes are copied into the ring, or hashed now)
     view = PyMemoryView_FromMemory(<char *>b, n, PyBUF_READ)
     try:
-        if deferred and Sha256 is not None:
-            h = Sha256()
-            h.update(view, queued=True)  # (the bytes are copied into the ring, or hashed now)
-            return h
         return sha256(view).hexdigest()
     finally:
         view.release()
@@ -929,8 +931,11 @@ from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_re
 C = codec_1_0
 Assembly = C.Assembly
 _Direction = Direction
-_walker = compiled.select("fast09")  # its Sha256, if it is in use and hashes with OpenSSL's
-Sha256 = _walker.Sha256 if _walker is not None and _walker.OPENSSL else None
+_walker = compiled.select("fast09")  # its digest_bytes, if it is in use and hashes with OpenSSL's
+if _walker is not None and _walker.DIGEST_BYTES is not None:
+    digest_bytes = <digest_bytes_fn>PyCapsule_GetPointer(
+        _walker.DIGEST_BYTES, "amqpcap.amqp.fast09.digest_bytes"
+    )
 MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES = C.MAX_MESSAGE, C.MAX_HELD_BYTES, C.MAX_ASSEMBLIES
 HARD_MAX_FRAME, TRANSFER_CODE, DISPOSITION_CODE = C.HARD_MAX_FRAME, C.TRANSFER, C.DISPOSITION
 FLOW_CODE = next(code for code, name in SPEC.METHOD_NAMES.items() if name == "flow")
