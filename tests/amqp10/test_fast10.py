@@ -509,7 +509,7 @@ def test_a_large_bodys_digest_may_be_handed_on_unfinished_and_is_the_references(
     """With ``deferred_digests`` (a dissect whose messages table takes them) the walker hands a
     body's digest on as fast09's Sha256 (a large body hashed by its thread): its hex digest is
     the reference's, for a delivery whole in one transfer or assembled from several, large or
-    small; without, the digest is the hex digest."""
+    small (a small one hashed at once, not queued); without, the digest is the hex digest."""
     fast10 = built_or_skip("fast10")
     fast09 = built_or_skip("fast09")
     if not fast09.OPENSSL:  # (CI: OpenSSL's SHA256_* is reachable, as tests/amqp require)
@@ -540,6 +540,7 @@ def test_a_large_bodys_digest_may_be_handed_on_unfinished_and_is_the_references(
     assert all(type(h) is str for _s, h in want + got[1])
     assert got[1] == want
     assert all(type(h) is fast09.Sha256 for _s, h in got[2])
+    assert not any(h.computing for size, h in got[2] if size < 512)  # a small body hashed at once
     assert [(size, str(h)) for size, h in got[2]] == want
 
 
@@ -635,11 +636,23 @@ def test_the_walkers_deliveries_are_settled_as_the_references_whatever_the_order
     stated before the delivery's (last) transfer, ranges short and long, pre-settled, a reused
     delivery-id, no delivery-id, and what is still held at the end."""
     fast10 = built_or_skip("fast10")
-    from amqp10_wire import accepted, data, disposition, frame, modified, properties, rejected, released, transfer
+    from amqp10_wire import (
+        accepted,
+        data,
+        disposition,
+        frame,
+        modified,
+        properties,
+        rejected,
+        released,
+        transfer,
+    )
     from test_fuzz_codec_1_0 import stream
 
     def one(did, settled=None, more=None, body=b"b"):
-        return frame(transfer(0, did, None if did is None else b"t%d" % did, settled=settled, more=more) + data(body))
+        return frame(
+            transfer(0, did, None if did is None else b"t%d" % did, settled=settled, more=more) + data(body)
+        )
 
     def sender(first, last=None, settled=None, state=None):
         return frame(disposition(False, first, last, settled, state))
