@@ -635,11 +635,22 @@ def test_the_walkers_deliveries_are_settled_as_the_references_whatever_the_order
     stated before the delivery's (last) transfer, ranges short and long, pre-settled, a reused
     delivery-id, no delivery-id, and what is still held at the end."""
     fast10 = built_or_skip("fast10")
-    from amqp10_wire import accepted, data, disposition, frame, modified, properties, rejected, released, transfer
+    from amqp10_wire import (
+        accepted,
+        data,
+        disposition,
+        frame,
+        modified,
+        properties,
+        rejected,
+        released,
+        transfer,
+    )
     from test_fuzz_codec_1_0 import stream
 
     def one(did, settled=None, more=None, body=b"b"):
-        return frame(transfer(0, did, None if did is None else b"t%d" % did, settled=settled, more=more) + data(body))
+        tag = None if did is None else b"t%d" % did
+        return frame(transfer(0, did, tag, settled=settled, more=more) + data(body))
 
     def sender(first, last=None, settled=None, state=None):
         return frame(disposition(False, first, last, settled, state))
