@@ -15,6 +15,7 @@ Two shapes of batch:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -36,6 +37,7 @@ __all__ = [
     "tables",
     "frames",
     "batches",
+    "shared_reads",
     "Codes",
     "OutOfOrder",
     "WireOrder",
@@ -58,25 +60,94 @@ def is_output_dir(t) -> bool:
     return isinstance(t, (str, os.PathLike)) and os.path.isdir(t)
 
 
-def _file_batches(path: str, columns: list[str], rows: int, dictionaries=()) -> Iterator[tuple]:
+# (path, column, read as a dictionary) -> the column of the whole file, while :func:`shared_reads`
+# runs (None: each pass reads what it asks for)
+_SHARED: dict | None = None
+
+
+@contextlib.contextmanager
+def shared_reads(share: bool = True):
+    """While the block runs (``share``), each column of a table file read by :func:`tables` /
+    :func:`batches` is read once, for the whole file, and handed to every later pass that reads
+    it: the passes of a small output read the same columns of one table many times (the ``ts``
+    of methods by six of stats' passes), and its tables decoded whole are a few tens of MB.  A
+    big output's passes read row group after row group (``share`` False: memory follows one row
+    group, not the table)."""
+    global _SHARED
+    if not share or _SHARED is not None:
+        yield
+        return
+    _SHARED = {}
+    try:
+        yield
+    finally:
+        _SHARED = None
+
+
+def _read_groups(f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set) -> pa.Table:
+    """Row groups ``groups`` (ascending) of ``f`` (file ``path``), columns ``want``: read, or of
+    the shared columns (:func:`shared_reads`; a column read whole when first asked for)."""
+    if _SHARED is None:
+        with reading(path):
+            return f.read_row_groups(groups, columns=want, use_threads=False)
+    key = {c: (path, c, c in dictionaries) for c in want}
+    missing = [c for c in want if key[c] not in _SHARED]
+    if missing:
+        with reading(path):
+            whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=missing, use_threads=False)
+        for c in missing:
+            _SHARED[key[c]] = whole.column(c)
+    sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+    starts = np.r_[0, np.cumsum(sizes)].tolist()
+    cols = [_SHARED[key[c]] for c in want]
+    schema = f.schema_arrow
+    schema = pa.schema(
+        [schema.field(c).with_type(col.type) for c, col in zip(want, cols)], metadata=schema.metadata
+    )
+    return pa.concat_tables(
+        pa.Table.from_arrays([col.slice(starts[g], sizes[g]) for col in cols], schema=schema) for g in groups
+    )
+
+
+def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), methods=None) -> Iterator[tuple]:
     """(record batch, the file's column names) of ``columns`` (those the file has, with their
-    time companions) of one Parquet file, ``rows`` at a time, no read ahead."""
+    time companions) of one Parquet file, ``rows`` at a time, no read ahead; only the rows whose
+    ``method`` is one of ``methods`` (None: all), the row groups with none of them not read but
+    for their ``method`` column."""
     with reading(path):
         f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
+    dicts = {c for c in want if c in dictionaries}
     try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
         for first, end in _group_runs(f.metadata, rows):
-            with reading(path):
-                group = f.read_row_groups(range(first, end), columns=want, use_threads=False)
-            if end - first > 1:  # small groups as one batch: a pass's work per batch is paid once
-                group = group.combine_chunks()
+            groups = (
+                list(range(first, end)) if methods is None else _having(f, path, first, end, methods, dicts)
+            )
+            if not groups:
+                continue
+            group = _read_groups(f, path, groups, want, dicts)
+            if len(groups) > 1 or _SHARED is not None:  # small groups as one batch: a pass's work
+                group = group.combine_chunks()  # per batch is paid once (a shared slice: one chunk)
             for batch in group.to_batches(max_chunksize=rows):
+                if methods is not None:
+                    batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
                 if batch.num_rows:
                     yield batch, have
             del group
     finally:
         f.close()
+
+
+def _having(f: pq.ParquetFile, path: str, first: int, end: int, methods, dictionaries: set) -> list:
+    """The row groups of ``first`` .. ``end`` with a row whose ``method`` is one of ``methods``."""
+    found = is_one_of(
+        _read_groups(f, path, list(range(first, end)), ["method"], dictionaries).column("method"), methods
+    )
+    ends = np.cumsum([f.metadata.row_group(i).num_rows for i in range(first, end)])
+    upto = np.r_[0, np.cumsum(found, dtype=np.int64)]  # rows found before each row
+    hits = upto[ends] - upto[np.r_[0, ends[:-1]]]
+    return [first + i for i in np.flatnonzero(hits).tolist()]
 
 
 def _group_runs(metadata, rows: int) -> Iterator[tuple[int, int]]:
@@ -93,14 +164,17 @@ def _group_runs(metadata, rows: int) -> Iterator[tuple[int, int]]:
         yield first, metadata.num_row_groups
 
 
-def tables(directory, name: str, columns: list[str], rows: int | None = None) -> Iterator[pa.Table]:
+def tables(
+    directory, name: str, columns: list[str], rows: int | None = None, methods=None
+) -> Iterator[pa.Table]:
     """The ``columns`` of table ``name`` of dissect output ``directory`` (those a file has),
     ``rows`` (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with
     exact ns times (the strings of :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as
-    dictionaries); nothing when the table is absent or empty.  Row group after row group, no read
-    ahead: memory follows one row group."""
+    dictionaries), only the rows whose ``method`` is one of ``methods`` (None: all); nothing when
+    the table is absent or empty.  Row group after row group, no read ahead: memory follows one
+    row group."""
     for path in table_files(directory, name):
-        for batch, _ in _file_batches(path, columns, rows or BATCH_ROWS, CATEGORICAL_COLUMNS):
+        for batch, _ in _file_batches(path, columns, rows or BATCH_ROWS, CATEGORICAL_COLUMNS, methods):
             yield times.to_exact(pa.Table.from_batches([batch]), POOL)
 
 
@@ -189,11 +263,7 @@ def batches(
     # (the coded strings read as Parquet's dictionaries: no plain string decoded, none encoded again)
     dictionaries = set(strings) | ({"method"} if methods is not None else set())
     for path in table_files(directory, name):
-        for batch, have in _file_batches(path, columns, rows or PASS_ROWS, dictionaries):
-            if methods is not None:
-                batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
-                if batch.num_rows == 0:
-                    continue
+        for batch, have in _file_batches(path, columns, rows or PASS_ROWS, dictionaries, methods):
             batch = times.to_exact(batch)
             out = {}
             for c in columns:
