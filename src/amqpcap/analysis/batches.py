@@ -84,14 +84,17 @@ def shared_reads(share: bool = True):
         _SHARED = None
 
 
-def _read_groups(f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set) -> pa.Table:
+def _read_groups(
+    f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set, share=True
+) -> pa.Table:
     """Row groups ``groups`` (ascending) of ``f`` (file ``path``), columns ``want``: read, or of
-    the shared columns (:func:`shared_reads`; a column read whole when first asked for)."""
-    if _SHARED is None:
+    the shared columns (:func:`shared_reads`; a column read whole when first asked for, unless
+    not ``share``: a read of a few groups, taken from the shared columns only when all are)."""
+    key = {c: (path, c, c in dictionaries) for c in want}
+    missing = [c for c in want if key[c] not in _SHARED] if _SHARED is not None else want
+    if _SHARED is None or (missing and not share):
         with reading(path):
             return f.read_row_groups(groups, columns=want, use_threads=False)
-    key = {c: (path, c, c in dictionaries) for c in want}
-    missing = [c for c in want if key[c] not in _SHARED]
     if missing:
         with reading(path):
             whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=missing, use_threads=False)
@@ -126,7 +129,7 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), met
             )
             if not groups:
                 continue
-            group = _read_groups(f, path, groups, want, dicts)
+            group = _read_groups(f, path, groups, want, dicts, share=methods is None)
             if len(groups) > 1 or _SHARED is not None:  # small groups as one batch: a pass's work
                 group = group.combine_chunks()  # per batch is paid once (a shared slice: one chunk)
             for batch in group.to_batches(max_chunksize=rows):
