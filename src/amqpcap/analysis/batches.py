@@ -122,14 +122,21 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), met
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
     dicts = {c for c in want if c in dictionaries}
+    n = f.metadata.num_row_groups
+    # shared, the groups with rows of methods found at once: a pass that reads every group shares
+    # its columns, one that reads a few reads those (not the whole file)
+    found = _having(f, path, 0, n, methods, dicts) if methods is not None and _SHARED is not None else None
     try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
         for first, end in _group_runs(f.metadata, rows):
-            groups = (
-                list(range(first, end)) if methods is None else _having(f, path, first, end, methods, dicts)
-            )
+            if methods is None:
+                groups = list(range(first, end))
+            elif found is not None:
+                groups = [g for g in found if first <= g < end]
+            else:
+                groups = _having(f, path, first, end, methods, dicts)
             if not groups:
                 continue
-            group = _read_groups(f, path, groups, want, dicts, share=methods is None)
+            group = _read_groups(f, path, groups, want, dicts, share=found is None or len(found) == n)
             if len(groups) > 1 or _SHARED is not None:  # small groups as one batch: a pass's work
                 group = group.combine_chunks()  # per batch is paid once (a shared slice: one chunk)
             for batch in group.to_batches(max_chunksize=rows):
