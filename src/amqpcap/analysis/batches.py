@@ -60,8 +60,8 @@ def is_output_dir(t) -> bool:
     return isinstance(t, (str, os.PathLike)) and os.path.isdir(t)
 
 
-# (path, column, read as a dictionary) -> the column of the whole file, while :func:`shared_reads`
-# runs (None: each pass reads what it asks for)
+# (path, column, read as a dictionary) -> the column of the whole file, and path -> its layout,
+# while :func:`shared_reads` runs (None: each pass reads what it asks for)
 _SHARED: dict | None = None
 
 
@@ -100,10 +100,11 @@ def _read_groups(
             whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=missing, use_threads=False)
         for c in missing:
             _SHARED[key[c]] = whole.column(c)
-    sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
-    starts = np.r_[0, np.cumsum(sizes)].tolist()
+    if path not in _SHARED:  # (the file's group sizes, first rows and schema: made once)
+        sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+        _SHARED[path] = sizes, np.r_[0, np.cumsum(sizes)].tolist(), f.schema_arrow
+    sizes, starts, schema = _SHARED[path]
     cols = [_SHARED[key[c]] for c in want]
-    schema = f.schema_arrow
     schema = pa.schema(
         [schema.field(c).with_type(col.type) for c, col in zip(want, cols)], metadata=schema.metadata
     )
