@@ -84,17 +84,14 @@ def shared_reads(share: bool = True):
         _SHARED = None
 
 
-def _read_groups(
-    f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set, share=True
-) -> pa.Table:
+def _read_groups(f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set) -> pa.Table:
     """Row groups ``groups`` (ascending) of ``f`` (file ``path``), columns ``want``: read, or of
-    the shared columns (:func:`shared_reads`; a column read whole when first asked for, unless
-    not ``share``: a read of a few groups, taken from the shared columns only when all are)."""
-    key = {c: (path, c, c in dictionaries) for c in want}
-    missing = [c for c in want if key[c] not in _SHARED] if _SHARED is not None else want
-    if _SHARED is None or (missing and not share):
+    the shared columns (:func:`shared_reads`; a column read whole when first asked for)."""
+    if _SHARED is None:
         with reading(path):
             return f.read_row_groups(groups, columns=want, use_threads=False)
+    key = {c: (path, c, c in dictionaries) for c in want}
+    missing = [c for c in want if key[c] not in _SHARED]
     if missing:
         with reading(path):
             whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=missing, use_threads=False)
@@ -123,21 +120,14 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), met
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
     dicts = {c for c in want if c in dictionaries}
-    n = f.metadata.num_row_groups
-    # shared, the groups with rows of methods found at once: a pass that reads every group shares
-    # its columns, one that reads a few reads those (not the whole file)
-    found = _having(f, path, 0, n, methods, dicts) if methods is not None and _SHARED is not None else None
     try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
         for first, end in _group_runs(f.metadata, rows):
-            if methods is None:
-                groups = list(range(first, end))
-            elif found is not None:
-                groups = [g for g in found if first <= g < end]
-            else:
-                groups = _having(f, path, first, end, methods, dicts)
+            groups = (
+                list(range(first, end)) if methods is None else _having(f, path, first, end, methods, dicts)
+            )
             if not groups:
                 continue
-            group = _read_groups(f, path, groups, want, dicts, share=found is None or len(found) == n)
+            group = _read_groups(f, path, groups, want, dicts)
             if len(groups) > 1 or _SHARED is not None:  # small groups as one batch: a pass's work
                 group = group.combine_chunks()  # per batch is paid once (a shared slice: one chunk)
             for batch in group.to_batches(max_chunksize=rows):
