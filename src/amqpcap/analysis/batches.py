@@ -70,7 +70,7 @@ def shared_reads(share: bool = True):
     """While the block runs (``share``), each column of a table file read by :func:`tables` /
     :func:`batches` is read once, for the whole file, and handed to every later pass that reads
     it: the passes of a small output read the same columns of one table many times (the ``ts``
-    of methods by six of stats' passes), and its tables decoded whole are a few tens of MB.  A
+    of methods by seven of stats' passes), and its tables decoded whole are a few tens of MB.  A
     big output's passes read row group after row group (``share`` False: memory follows one row
     group, not the table)."""
     global _SHARED
