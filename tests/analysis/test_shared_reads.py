@@ -1,6 +1,7 @@
-"""The passes over a dissect output read a column of a table file once while their reads are
-shared (a small output's stats), and a pass keeping some methods' rows reads the other columns
-only of the row groups that hold one: the same rows and the same stats either way."""
+"""While the passes over a dissect output share their reads (a small output's stats), a column
+of a table file asked for by a second pass is read whole once and shared with every later one;
+a pass keeping some methods' rows reads the other columns only of the row groups that hold one:
+the same rows and the same stats either way."""
 
 import os
 
@@ -50,18 +51,39 @@ def test_stats_of_a_small_output_are_the_same_with_and_without_shared_reads(grou
     assert stats(grouped) == shared
 
 
-def test_each_column_of_a_file_is_read_once_while_reads_are_shared(grouped, reads):
-    cols = ["capture", "tcp_stream", "ts"]
-    alone = [t.to_pydict() for t in batches.tables(grouped, "methods", cols)]
+def test_a_column_asked_for_again_is_read_whole_once_then_shared(grouped, reads):
+    def passes():
+        yield [t.to_pydict() for t in batches.tables(grouped, "methods", ["capture", "tcp_stream", "ts"])]
+        yield [t.to_pydict() for t in batches.tables(grouped, "methods", ["ts", "channel"], rows=3)]
+        codes = batches.Codes()
+        yield [
+            {k: v.tolist() for k, v in b.items()}
+            for b in batches.batches(grouped, "methods", ["capture"], {"capture": codes})
+        ]
+        yield [t.to_pydict() for t in batches.tables(grouped, "methods", ["capture", "ts", "channel"])]
+
+    alone = list(passes())
     reads.clear()
+    got, seen = [], []
     with batches.shared_reads():
-        first = [t.to_pydict() for t in batches.tables(grouped, "methods", cols)]
-        again = [t.to_pydict() for t in batches.tables(grouped, "methods", ["ts", "channel"], rows=3)]
-        coded = list(batches.batches(grouped, "methods", ["capture", "ts"], {"capture": batches.Codes()}))
-    assert first == alone and again and coded
-    read_columns = [c for _, columns in reads for c in columns]
-    assert sorted(read_columns) == sorted(set(read_columns))  # (ts with its ts_nanos companion)
-    assert {"capture", "tcp_stream", "ts", "channel"} <= set(read_columns)
+        for rows in passes():
+            got.append(rows)
+            seen.append(list(reads))
+            reads.clear()
+    assert got == alone
+    total = list(range(pq.ParquetFile(table_files(grouped, "methods")[0]).metadata.num_row_groups))
+
+    def read(n):  # the columns pass n read
+        return {c for _, columns in seen[n] for c in columns}
+
+    def whole(n, column):  # pass n read the column once, every group of it
+        return [groups for groups, columns in seen[n] if column in columns] == [total]
+
+    assert read(0) == {"capture", "tcp_stream", "ts", "ts_nanos"}  # asked once: read as asked
+    assert read(1) == {"channel", "ts", "ts_nanos"} and whole(1, "ts")  # ts asked again
+    assert not whole(1, "channel")  # (asked once, read by groups)
+    assert read(2) == {"capture"} and whole(2, "capture")
+    assert read(3) == {"channel"} and whole(3, "channel")  # capture and ts shared
 
 
 @pytest.mark.parametrize("share", [False, True], ids=["own reads", "shared reads"])
@@ -77,6 +99,4 @@ def test_a_pass_keeping_some_methods_reads_only_the_row_groups_holding_them(grou
     assert got == want and want
     groups = [g for groups, columns in reads if "frame_number" in columns for g in groups]
     total = pq.ParquetFile(table_files(grouped, "methods")[0]).metadata.num_row_groups
-    assert len(holding) < total
-    # (shared: each column read whole, once, for the passes after it)
-    assert sorted(groups) == (list(range(total)) if share else sorted(holding))
+    assert len(holding) < total and sorted(groups) == sorted(holding)

@@ -60,54 +60,84 @@ def is_output_dir(t) -> bool:
     return isinstance(t, (str, os.PathLike)) and os.path.isdir(t)
 
 
-# (path, column, read as a dictionary) -> the column of the whole file, and path -> its layout,
-# while :func:`shared_reads` runs (None: each pass reads what it asks for)
-_SHARED: dict | None = None
+# the columns the block of :func:`shared_reads` holds (None: each pass reads what it asks for)
+_SHARED: _Shared | None = None
+SHARED_BYTES = 32 << 20  # the most a process' shared columns hold (a small output's: ~25 MB)
+
+
+class _Shared:
+    """The whole columns of table files a process' passes share: (path, column, read as a
+    dictionary) -> column, those asked for once, their bytes, and each file's layout."""
+
+    def __init__(self):
+        self.columns: dict = {}
+        self.asked: dict = {}  # column key -> the read (one file's pass) that first asked for it
+        self.held = 0
+        self.layouts: dict = {}  # path -> (group sizes, first rows, Arrow schema)
+
+    def layout(self, f: pq.ParquetFile, path: str) -> tuple:
+        if path not in self.layouts:
+            sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+            self.layouts[path] = sizes, np.r_[0, np.cumsum(sizes)].tolist(), f.schema_arrow
+        return self.layouts[path]
 
 
 @contextlib.contextmanager
 def shared_reads(share: bool = True):
-    """While the block runs (``share``), each column of a table file read by :func:`tables` /
-    :func:`batches` is read once, for the whole file, and handed to every later pass that reads
-    it: the passes of a small output read the same columns of one table many times (the ``ts``
-    of methods by seven of stats' passes), and its tables decoded whole are a few tens of MB.  A
-    big output's passes read row group after row group (``share`` False: memory follows one row
-    group, not the table)."""
+    """While the block runs (``share``), a column of a table file that :func:`tables` /
+    :func:`batches` are asked for a second time is read whole, once, and handed to every later
+    pass that reads it (up to :data:`SHARED_BYTES` of columns): the passes of a small output
+    read the same columns of one table many times (the ``ts`` of methods by seven of stats'
+    passes); a column one pass alone reads is read as before.  A big output's passes read row
+    group after row group (``share`` False: memory follows one row group, not the table)."""
     global _SHARED
     if not share or _SHARED is not None:
         yield
         return
-    _SHARED = {}
+    _SHARED = _Shared()
     try:
         yield
     finally:
         _SHARED = None
 
 
-def _read_groups(f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set) -> pa.Table:
-    """Row groups ``groups`` (ascending) of ``f`` (file ``path``), columns ``want``: read, or of
-    the shared columns (:func:`shared_reads`; a column read whole when first asked for)."""
-    if _SHARED is None:
-        with reading(path):
-            return f.read_row_groups(groups, columns=want, use_threads=False)
+def _read_groups(
+    f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set, asker=None
+) -> pa.Table:
+    """Row groups ``groups`` (ascending) of ``f`` (file ``path``), columns ``want``: read, or
+    sliced from the shared columns (:func:`shared_reads`; ``asker``: the pass over the file)."""
+    shared = _SHARED
     key = {c: (path, c, c in dictionaries) for c in want}
-    missing = [c for c in want if key[c] not in _SHARED]
-    if missing:
+    if shared is not None:
+        fresh = [c for c in want if key[c] not in shared.columns]
+        again = [c for c in fresh if shared.asked.setdefault(key[c], asker) is not asker]
+        if again and shared.held < SHARED_BYTES:
+            with reading(path):
+                whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=again, use_threads=False)
+            for c in again:
+                shared.columns[key[c]] = whole.column(c)
+                shared.held += whole.column(c).nbytes
+    held = [] if shared is None else [c for c in want if key[c] in shared.columns]
+    read = [c for c in want if c not in held]
+    if read:
         with reading(path):
-            whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=missing, use_threads=False)
-        for c in missing:
-            _SHARED[key[c]] = whole.column(c)
-    if path not in _SHARED:  # (the file's group sizes, first rows and schema: made once)
-        sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
-        _SHARED[path] = sizes, np.r_[0, np.cumsum(sizes)].tolist(), f.schema_arrow
-    sizes, starts, schema = _SHARED[path]
-    cols = [_SHARED[key[c]] for c in want]
-    schema = pa.schema(
-        [schema.field(c).with_type(col.type) for c, col in zip(want, cols)], metadata=schema.metadata
-    )
-    return pa.concat_tables(
-        pa.Table.from_arrays([col.slice(starts[g], sizes[g]) for col in cols], schema=schema) for g in groups
-    )
+            got = f.read_row_groups(groups, columns=read, use_threads=False)
+        if not held:
+            return got
+    sizes, starts, schema = shared.layout(f, path)
+    cols = []
+    for c in want:
+        if c in held:
+            whole = shared.columns[key[c]]
+            cols.append(
+                pa.chunked_array(
+                    [x for g in groups for x in whole.slice(starts[g], sizes[g]).chunks], whole.type
+                )
+            )
+        else:
+            cols.append(got.column(c))
+    fields = [schema.field(c).with_type(col.type) for c, col in zip(want, cols)]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
 
 
 def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), methods=None) -> Iterator[tuple]:
@@ -120,16 +150,19 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), met
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
     dicts = {c for c in want if c in dictionaries}
+    asker = object()  # (this pass over the file, for the shared reads)
     try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
         for first, end in _group_runs(f.metadata, rows):
             groups = (
-                list(range(first, end)) if methods is None else _having(f, path, first, end, methods, dicts)
+                list(range(first, end))
+                if methods is None
+                else _having(f, path, first, end, methods, dicts, asker)
             )
             if not groups:
                 continue
-            group = _read_groups(f, path, groups, want, dicts)
+            group = _read_groups(f, path, groups, want, dicts, asker)
             if len(groups) > 1 or _SHARED is not None:  # small groups as one batch: a pass's work
-                group = group.combine_chunks()  # per batch is paid once (a shared slice: one chunk)
+                group = group.combine_chunks()  # per batch is paid once (shared slices: one chunk)
             for batch in group.to_batches(max_chunksize=rows):
                 if methods is not None:
                     batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
@@ -140,11 +173,10 @@ def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), met
         f.close()
 
 
-def _having(f: pq.ParquetFile, path: str, first: int, end: int, methods, dictionaries: set) -> list:
+def _having(f: pq.ParquetFile, path: str, first: int, end: int, methods, dictionaries: set, asker) -> list:
     """The row groups of ``first`` .. ``end`` with a row whose ``method`` is one of ``methods``."""
-    found = is_one_of(
-        _read_groups(f, path, list(range(first, end)), ["method"], dictionaries).column("method"), methods
-    )
+    column = _read_groups(f, path, list(range(first, end)), ["method"], dictionaries, asker).column("method")
+    found = is_one_of(column, methods)
     ends = np.cumsum([f.metadata.row_group(i).num_rows for i in range(first, end)])
     upto = np.r_[0, np.cumsum(found, dtype=np.int64)]  # rows found before each row
     hits = upto[ends] - upto[np.r_[0, ends[:-1]]]
