@@ -62,7 +62,7 @@ def is_output_dir(t) -> bool:
 
 # the columns the block of :func:`shared_reads` holds (None: each pass reads what it asks for)
 _SHARED: _Shared | None = None
-SHARED_BYTES = 32 << 20  # the most a process' shared columns hold (a small output's: ~25 MB)
+SHARED_BYTES = 32 << 20  # no column is shared once a process' shared columns hold this (0.1 GB: ~24 MB)
 
 
 class _Shared:
@@ -86,7 +86,7 @@ class _Shared:
 def shared_reads(share: bool = True):
     """While the block runs (``share``), a column of a table file that :func:`tables` /
     :func:`batches` are asked for a second time is read whole, once, and handed to every later
-    pass that reads it (up to :data:`SHARED_BYTES` of columns): the passes of a small output
+    pass that reads it (until they hold :data:`SHARED_BYTES`): the passes of a small output
     read the same columns of one table many times (the ``ts`` of methods by seven of stats'
     passes); a column one pass alone reads is read as before.  A big output's passes read row
     group after row group (``share`` False: memory follows one row group, not the table)."""
