@@ -531,12 +531,16 @@ def throughput_summary(tot: pd.DataFrame, bucket: str) -> dict:
 def span_summary(t) -> dict:
     """stats' ``span``: first and last packet time, duration, time outliers (of loaded tables, or
     of a dissect output directory read a batch at a time)."""
-    ts = _span_ends(t)
+    if is_output_dir(t):
+        ends, odd = timespan.span(t, TS_FLOOR_NS, TS_FAR_NS)
+        ts = [pd.Timestamp(v, tz="UTC") for v in ends]
+    else:
+        ts, odd = _span_ends(t), None
     if not ts:
         return {"start": None, "end": None, "duration_s": None}
     lo, hi = min(ts), max(ts)
     out = {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
-    odd = timespan.outliers(t, TS_FLOOR_NS, TS_FAR_NS) if is_output_dir(t) else time_outliers(t)
+    odd = time_outliers(t) if odd is None else odd
     out["time_outliers"] = int(len(odd))
     out["first_time_outlier"] = (
         None
@@ -807,7 +811,7 @@ def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None
         "health": put("health", lambda t: _health(t, got["unacked"])),
         "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
     }
-    with malloc_pool(pool_threshold(src)):
+    with malloc_pool(pool_threshold(src)), batches.shared_reads(_small(src)):
         for section in (p for p in STATS_PARTS if p in parts):
             step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
