@@ -65,9 +65,9 @@ def forks(monkeypatch) -> list:
     seen = []
     real = Forked.__init__
 
-    def counted(self, fn):
+    def counted(self, fn, **kw):
         seen.append(os.getpid())
-        real(self, fn)
+        real(self, fn, **kw)
 
     monkeypatch.setattr(Forked, "__init__", counted)
     return seen
@@ -184,6 +184,49 @@ def test_a_forked_generators_failure_after_its_first_value_is_raised_by_the_next
     assert child.result(last=False) == 1
     with pytest.raises(KeyError, match="second step"):
         child.result()
+
+
+def test_a_forked_process_takes_the_values_sent_to_its_inbox_in_order_while_the_caller_goes_on(tmp_path):
+    flag = tmp_path / "every value sent"
+
+    def takes(receive):
+        deadline = time.monotonic() + 30  # the caller makes the flag once its sends returned
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return flag.exists(), [receive() for _ in range(3)]
+
+    child = Forked(takes, inbox=True)
+    big = bytes(4 << 20)  # (> a pipe's buffer: a send written here would wait for the child)
+    for value in (1, big, "three"):
+        child.send(value)
+    flag.touch()
+    assert child.result() == (True, [1, big, "three"])
+
+
+def test_a_report_that_fails_before_its_figures_have_their_data_leaves_no_process_behind(out, tmp_path, monkeypatch):
+    import multiprocessing
+
+    from amqpcap.analysis import report
+
+    def fails(*a, **kw):
+        raise KeyError("a part failed")
+
+    monkeypatch.setattr(report, "stats_parts", fails)  # (this process' parts: after the fork)
+    with pytest.raises(KeyError, match="a part failed"):
+        report.write_report(out, tmp_path / "r")
+    assert multiprocessing.active_children() == []
+
+
+def test_the_reports_own_process_never_imports_matplotlib_its_forked_one_draws_every_figure(out, tmp_path):
+    code = (
+        "import sys\n"
+        "from amqpcap.analysis import write_report\n"
+        f"write_report({out!r}, {str(tmp_path / 'r')!r})\n"
+        "assert 'matplotlib' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    for name in ("throughput", "latency", "errors", "timeline", "unacked"):
+        assert (tmp_path / "r" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
 
 
 def _small_groups(out: str, dst, rows: int) -> str:

@@ -18,6 +18,8 @@ import inspect
 import multiprocessing
 import pickle
 import signal
+import threading
+from multiprocessing.reduction import ForkingPickler
 
 __all__ = ["Forked", "can_fork"]
 
@@ -42,7 +44,7 @@ class Forked:
 
     def __init__(self, fn, *, inbox: bool = False):
         self._read, write = _FORK.Pipe(duplex=False)
-        self._inbox = None
+        self._inbox = self._sending = None
         args = (fn, write)
         if inbox:
             receive, self._inbox = _FORK.Pipe(duplex=False)
@@ -64,12 +66,28 @@ class Forked:
             receive.close()
 
     def send(self, value) -> None:
-        """``value`` sent to the child (pickled), the next its ``receive()`` returns; a child
-        that has ended already (with its result or its error) is not waited for."""
-        try:
-            self._inbox.send(value)
-        except (BrokenPipeError, ConnectionResetError):  # the child is gone: result() tells why
-            pass
+        """``value`` sent to the child, the next its ``receive()`` returns: pickled here, written
+        by a thread of this process (this one goes on while the child is still busy and the pipe
+        full; values sent one after the other, in order).  A child that has ended already (with
+        its result or its error) is not waited for."""
+        data = ForkingPickler.dumps(value)
+        previous = self._sending
+        self._sending = threading.Thread(target=_write, args=(self._inbox, data, previous), daemon=True)
+        self._sending.start()
+
+    def stop(self) -> None:
+        """The child ended (SIGTERM: it leaves quietly, its work dropped) and waited for: of a
+        caller that fails before it sent what the child waits for."""
+        self._process.terminate()
+        self._process.join()
+        self._read.close()
+        self._close_inbox()
+
+    def _close_inbox(self) -> None:
+        if self._sending is not None:  # (its writes end: read, or the child gone)
+            self._sending.join()
+        if self._inbox is not None:
+            self._inbox.close()
 
     def result(self, *, last: bool = True):
         """The child's next value; ``last``: its last one, the child then waited for."""
@@ -81,12 +99,22 @@ class Forked:
         finally:
             if last or not ok:
                 self._read.close()
-                if self._inbox is not None:
-                    self._inbox.close()
                 self._process.join()
+                self._close_inbox()
         if not ok:
             raise value
         return value
+
+
+def _write(inbox, data: bytes, previous) -> None:
+    """:meth:`Forked.send`'s thread: ``data`` written to the child once ``previous`` (the thread
+    of the value sent before) is done."""
+    if previous is not None:
+        previous.join()
+    try:
+        inbox.send_bytes(data)
+    except OSError:  # the child is gone (BrokenPipeError): result() tells why
+        pass
 
 
 def _send(fn, conn, inbox=None, theirs=None) -> None:

@@ -1104,6 +1104,21 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     aside = _drawn_aside(src) if fork and stats is None else ()
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
     forked = Forked(beside, inbox=True) if fork else None
+    try:
+        stats, paths, ct = _computed(src, bucket, stats, aside, beside, forked)
+    except BaseException:
+        if forked is not None:  # (it would wait for what this process sends)
+            forked.stop()
+        raise
+    images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
+    index = out / "index.html"
+    index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
+    return os.fspath(index)
+
+
+def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked) -> tuple:
+    """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
+    and the figures' process' ones), the figures' paths and the Connections table."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
@@ -1143,10 +1158,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         got["latency"].update(their_parts.pop("latency"))
         got.update(their_parts, throughput=throughput)
         stats = stats_of_parts(got)
-    images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
-    index = out / "index.html"
-    index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
-    return os.fspath(index)
+    return stats, paths, ct
 
 
 def _drawn_aside(src) -> tuple:
