@@ -203,7 +203,7 @@ def test_a_forked_process_takes_the_values_sent_to_its_inbox_in_order_while_the_
     assert child.result() == (True, [1, big, "three"])
 
 
-def test_a_report_that_fails_before_its_figures_have_their_data_leaves_no_process_behind(out, tmp_path, monkeypatch):
+def test_a_report_failing_before_its_figures_have_their_data_leaves_no_process(out, tmp_path, monkeypatch):
     import multiprocessing
 
     from amqpcap.analysis import report
