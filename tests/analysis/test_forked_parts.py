@@ -270,6 +270,13 @@ def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables
     assert got == want and got.count("data:image/png;base64,") == 5
 
 
+def test_the_reports_own_order_of_stats_parts_has_each_part_once():
+    from amqpcap.analysis.report import OWN_ORDER
+
+    order = [p for group in OWN_ORDER for p in group]
+    assert sorted(order) == sorted(STATS_PARTS) and len(set(order)) == len(order)
+
+
 def test_a_latency_hook_changes_no_summary_and_is_handed_every_value_of_each_pass(out):
     got, seen = _hooked(out, ())
     assert got == stats_of_parts(stats_parts(out, STATS_PARTS))

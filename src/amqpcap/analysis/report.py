@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gc
 import html
 import math
 import os
@@ -31,7 +32,6 @@ from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
     ASIDE,
     LATENCY_KINDS,
-    STATS_PARTS,
     connection_cells,
     connections_table,
     error_tables,
@@ -1070,7 +1070,9 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
         return _write_report(t, out_dir, bucket, stats)
 
 
-# the stats parts the report computes beside its figures of the same tables (:func:`_beside`)
+# the stats parts the report computes beside the figures drawn of the same loads: errors in the
+# figures' process (:func:`_beside`: its errors and timeline figures), throughput from the totals
+# of the throughput figure (one pass for stats' 1 s buckets and the plot's)
 BESIDE = ("errors", "throughput")
 
 
@@ -1090,11 +1092,12 @@ def matched_latencies(kind: str, df) -> np.ndarray:
 
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     """The body of :func:`write_report`: one forked second process draws every figure (only it
-    imports matplotlib, while this one computes) from its own passes over the tables (their stats
-    parts, of a larger output stats' other :data:`ASIDE` parts too, and the Connections table)
-    and from what this one sends it of the rest of stats' parts: the unacked counts of its
-    consumer-ack pass, then what the latency figure draws of its pairings (two processes: the
-    report needs no third beside stats')."""
+    imports matplotlib, while this one computes; :func:`_beside`) from its own passes over the
+    tables (stats' errors part; of a larger output, :func:`_drawn_aside`, stats' other
+    :data:`ASIDE` parts too) and from what this one sends it: the throughput totals of the
+    plot's bucket, the unacked counts of its consumer-ack pass and what the latency figure draws
+    of its pairings, while it computes the rest of stats and the page's Connections table (two
+    processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1116,9 +1119,19 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     return os.fspath(index)
 
 
+# The report's own stats parts (but BESIDE and those computed aside), in the order of what the
+# figures' process waits for: the consumer acks' pass (the unacked figure; health reads its
+# counts), the other pairings (the latency figure), then the parts no figure draws.
+OWN_ORDER = (
+    ("consumer_ack", "health"),
+    ("transit", "rpc", "method_rtt", "connection_setup", "confirm"),
+    ("span", "counts", "errors", "throughput", "amqp10"),
+)
+
+
 def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked) -> tuple:
     """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
-    and the figures' process' ones), the figures' paths and the Connections table."""
+    and the figures' process' ones), the figures' paths and the page's Connections table."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
@@ -1135,25 +1148,32 @@ def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
     def unacked(section, load):  # the pass' unacked counts, else the pairing kept and the qos rows
-        if section == "consumer_ack":  # (the last pairing: every latency of this side is known)
+        if section == "consumer_ack":
             un = kept.pop("unacked", None)
             post(unacked_frame(load(), acks=kept.pop("consumer_ack")) if un is None else un)
-            post(values)
 
     if stats is None:
-        got = stats_parts(
-            src,
-            tuple(p for p in STATS_PARTS if p not in BESIDE and p not in aside),
-            on_latency=keep,
-            on_section=unacked,
-            on_unacked=lambda un: kept.__setitem__("unacked", un),
-            aside=(),
-        )
+        got: dict = {"latency": {}}
+        for group in OWN_ORDER:
+            part = stats_parts(
+                src,
+                tuple(p for p in group if p not in BESIDE and p not in aside),
+                on_latency=keep,
+                on_section=unacked,
+                on_unacked=lambda un: kept.__setitem__("unacked", un),
+                aside=(),
+            )
+            got["latency"].update(part.pop("latency"))
+            got.update(part)
+            if "method_rtt" in group:  # every pairing of this side done
+                post(values)
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
         unacked("consumer_ack", lambda: section_tables(src, "unacked"))
-    their_parts, paths, ct = beside(lambda: sent.pop(0)) if forked is None else forked.result()
+        post(values)
+    ct = connections_table(src, _PAGE_LIMIT)
+    their_parts, paths = beside(lambda: sent.pop(0)) if forked is None else forked.result()
     if stats is None:
         got["latency"].update(their_parts.pop("latency"))
         got.update(their_parts, throughput=throughput)
@@ -1179,12 +1199,12 @@ def _origin(src) -> tuple:
 
 
 def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, receive):
-    """Every figure of the report (name -> path) and what is computed for them: (``parts``) the
-    stats parts of :data:`BESIDE` and of ``aside`` (their dict, as :func:`stats_parts` gives it,
-    the throughput part's 1 s buckets and the plot's summed in one pass), the figures, and the
-    page's Connections table.  ``receive()``: the unacked counts of the consumer-ack pass
-    (:func:`fig_unacked`'s), then the other pairings' :class:`LatencyDrawn` by kind, computed
-    meanwhile by the caller (:func:`_write_report`)."""
+    """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
+    parts of ``aside`` and the errors part (their dict, as :func:`stats_parts` gives it), and
+    every figure (name -> path).  ``receive()``, in turn: the throughput totals of the plot's
+    bucket, the unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the
+    :class:`LatencyDrawn` of the caller's pairings by kind."""
+    _import_matplotlib()
     got: dict = {}
     latencies: dict = {}
     found: dict = {}
@@ -1211,9 +1231,22 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, receive)
     paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
     del err
     release_memory()
-    ct = connections_table(src, _PAGE_LIMIT)
     paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
     paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
     latencies.update(receive())
     paths["latency"] = fig_latency(latencies, out / "latency.png")
-    return got, paths, ct
+    return got, paths
+
+
+def _import_matplotlib() -> None:
+    """matplotlib's modules the figures draw with, imported without cyclic collections (its
+    ~70k objects live as long as the process: as the CLI imports, ``cli.QUIET_START``; ~5% of the
+    import's CPU); the collector's state then as it was."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    finally:
+        if was:
+            gc.enable()
