@@ -1091,13 +1091,13 @@ def matched_latencies(kind: str, df) -> np.ndarray:
 
 
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
-    """The body of :func:`write_report`: one forked second process draws every figure (only it
-    imports matplotlib, while this one computes; :func:`_beside`) from its own passes over the
-    tables (stats' errors part; of a larger output, :func:`_drawn_aside`, stats' other
-    :data:`ASIDE` parts too) and from what this one sends it: the throughput totals of the
-    plot's bucket, the unacked counts of its consumer-ack pass and what the latency figure draws
-    of its pairings, while it computes the rest of stats and the page's Connections table (two
-    processes: the report needs no third beside stats')."""
+    """The body of :func:`write_report`: one forked second process draws the figures (of a small
+    output every one: only it imports matplotlib, while this one computes; :func:`_beside`) from
+    its own passes over the tables (stats' errors part; of a larger output, :func:`_drawn_aside`,
+    stats' other :data:`ASIDE` parts too) and from what this one sends it: the throughput totals
+    of the plot's bucket, the unacked counts of its consumer-ack pass (of a larger output drawn
+    here) and what the latency figure draws of its pairings, while it computes the rest of stats
+    and the page's Connections table (two processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1105,14 +1105,25 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     bucket = bucket or pick_bucket(duration)
     fork = is_output_dir(src) and can_fork()
     aside = _drawn_aside(src) if fork and stats is None else ()
-    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
+    # the unacked counts of a larger output are drawn here: what the figures' process would be
+    # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's)
+    unacked_aside = fork and small_output(src)
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside)
     forked = Forked(beside, inbox=True) if fork else None
+    here: dict = {}  # the figures drawn by this process: name -> path
+
+    def draw_unacked(un):
+        here["unacked"] = fig_unacked(un, out / "unacked.png", t0)
+
     try:
-        stats, paths, ct = _computed(src, bucket, stats, aside, beside, forked)
+        stats, paths, ct = _computed(
+            src, bucket, stats, aside, beside, forked, None if unacked_aside else draw_unacked
+        )
     except BaseException:
         if forked is not None:  # (it would wait for what this process sends)
             forked.stop()
         raise
+    paths.update(here)
     images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
     index = out / "index.html"
     index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
@@ -1129,9 +1140,10 @@ OWN_ORDER = (
 )
 
 
-def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked) -> tuple:
+def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked) -> tuple:
     """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
-    and the figures' process' ones), the figures' paths and the page's Connections table."""
+    and the figures' process' ones), the figures' paths and the page's Connections table;
+    ``draw_unacked``: the unacked counts drawn here by it (None: sent to the figures' process)."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
@@ -1150,7 +1162,7 @@ def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked
     def unacked(section, load):  # the pass' unacked counts, else the pairing kept and the qos rows
         if section == "consumer_ack":
             un = kept.pop("unacked", None)
-            post(unacked_frame(load(), acks=kept.pop("consumer_ack")) if un is None else un)
+            (draw_unacked or post)(unacked_frame(load(), acks=kept.pop("consumer_ack")) if un is None else un)
 
     if stats is None:
         got: dict = {"latency": {}}
@@ -1198,12 +1210,12 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, receive):
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, unacked: bool, receive):
     """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
     parts of ``aside`` and the errors part (their dict, as :func:`stats_parts` gives it), and
-    every figure (name -> path).  ``receive()``, in turn: the throughput totals of the plot's
-    bucket, the unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the
-    :class:`LatencyDrawn` of the caller's pairings by kind."""
+    every figure (name -> path; ``unacked``: that figure too).  ``receive()``, in turn: the
+    throughput totals of the plot's bucket, (``unacked``) the unacked counts of the consumer-ack
+    pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of the caller's pairings by kind."""
     _import_matplotlib()
     got: dict = {}
     latencies: dict = {}
@@ -1232,7 +1244,8 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, receive)
     del err
     release_memory()
     paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
-    paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
+    if unacked:
+        paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
     latencies.update(receive())
     paths["latency"] = fig_latency(latencies, out / "latency.png")
     return got, paths
