@@ -1097,7 +1097,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     stats' other :data:`ASIDE` parts too) and from what this one sends it: the throughput totals
     of the plot's bucket, the unacked counts of its consumer-ack pass (of a larger output drawn
     here) and what the latency figure draws of its pairings, while it computes the rest of stats
-    and the page's Connections table (two processes: the report needs no third beside stats')."""
+    (two processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1106,7 +1106,9 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     fork = is_output_dir(src) and can_fork()
     aside = _drawn_aside(src) if fork and stats is None else ()
     # the unacked counts of a larger output are drawn here: what the figures' process would be
-    # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's)
+    # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's); of a
+    # small one they are sent and the figures' process makes the Connections table too (it would
+    # wait for this one's pairings meanwhile)
     unacked_aside = fork and small_output(src)
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside)
     forked = Forked(beside, inbox=True) if fork else None
@@ -1143,7 +1145,8 @@ OWN_ORDER = (
 def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked) -> tuple:
     """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
     and the figures' process' ones), the figures' paths and the page's Connections table;
-    ``draw_unacked``: the unacked counts drawn here by it (None: sent to the figures' process)."""
+    ``draw_unacked``: the unacked counts drawn here by it (None: sent to the figures' process,
+    which then makes the Connections table too)."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
@@ -1184,8 +1187,9 @@ def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked
             keep(kind, pairing(section_tables(src, kind)))
         unacked("consumer_ack", lambda: section_tables(src, "unacked"))
         post(values)
-    ct = connections_table(src, _PAGE_LIMIT)
-    their_parts, paths = beside(lambda: sent.pop(0)) if forked is None else forked.result()
+    ct = connections_table(src, _PAGE_LIMIT) if draw_unacked is not None else None
+    their_parts, paths, their_ct = beside(lambda: sent.pop(0)) if forked is None else forked.result()
+    ct = their_ct if ct is None else ct
     if stats is None:
         got["latency"].update(their_parts.pop("latency"))
         got.update(their_parts, throughput=throughput)
@@ -1210,12 +1214,13 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, unacked: bool, receive):
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, receive):
     """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
     parts of ``aside`` and the errors part (their dict, as :func:`stats_parts` gives it), and
-    every figure (name -> path; ``unacked``: that figure too).  ``receive()``, in turn: the
-    throughput totals of the plot's bucket, (``unacked``) the unacked counts of the consumer-ack
-    pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of the caller's pairings by kind."""
+    every figure (name -> path; ``small``: the unacked figure too) and (``small``) the page's
+    Connections table.  ``receive()``, in turn: the throughput totals of the plot's bucket,
+    (``small``) the unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the
+    :class:`LatencyDrawn` of the caller's pairings by kind."""
     _import_matplotlib()
     got: dict = {}
     latencies: dict = {}
@@ -1244,11 +1249,13 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, unacked:
     del err
     release_memory()
     paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
-    if unacked:
+    ct = None
+    if small:
         paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
+        ct = connections_table(src, _PAGE_LIMIT)  # (while the caller's pairings are computed)
     latencies.update(receive())
     paths["latency"] = fig_latency(latencies, out / "latency.png")
-    return got, paths
+    return got, paths, ct
 
 
 def _import_matplotlib() -> None:
