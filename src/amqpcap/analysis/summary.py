@@ -712,7 +712,7 @@ SMALL_OUTPUT = 32 << 20
 
 def _aside(t) -> tuple:
     """:func:`stats`' parts computed aside by default for ``t``."""
-    return SMALL_ASIDE if _small(t) else ASIDE
+    return SMALL_ASIDE if small_output(t) else ASIDE
 
 
 # the Parquet bytes of a dissect output under which its passes keep arrays under 4 MiB on the
@@ -724,10 +724,10 @@ SMALL_MMAP_OUTPUT = 256 << 20
 def pool_threshold(src) -> int:
     """:func:`~amqpcap.analysis._common.malloc_pool`'s mmap threshold for the passes over ``src``:
     higher for an output under :data:`SMALL_MMAP_OUTPUT` (see ``_common.MMAP_THRESHOLD``)."""
-    return SMALL_MMAP_THRESHOLD if _small(src, SMALL_MMAP_OUTPUT) else MMAP_THRESHOLD
+    return SMALL_MMAP_THRESHOLD if small_output(src, SMALL_MMAP_OUTPUT) else MMAP_THRESHOLD
 
 
-def _small(src, under: int | None = None) -> bool:
+def small_output(src, under: int | None = None) -> bool:
     """Whether ``src`` is a dissect output directory of under ``under`` (default
     :data:`SMALL_OUTPUT`) bytes of tables."""
     return is_output_dir(src) and output_bytes(src) < (SMALL_OUTPUT if under is None else under)
