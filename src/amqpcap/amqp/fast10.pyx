@@ -529,22 +529,25 @@ cdef tuple sections_in_place(
 ):
     """codec_1_0.body_sections of the message at ``b``: read here if it decodes cleanly, else by
     the reference's reader alone (the message is not walked twice).  ``deferred``: a large
-    one-section body's digest may be handed on unfinished (``digest_at``)."""
+    one-section body's digest may be handed on unfinished (``digest_at``).  After them, the
+    texts of its properties and headers columns written from the bytes (json10.pxi's
+    ``sections_json``), or None: the row writes them from the sections."""
     cdef dict sections = {}
     cdef list spans = []
     cdef Py_ssize_t s, e, take
     try:
         kind = walk_sections(b, n, sections, spans, payload)
     except (Fallback, DecodeError):
-        return C.body_sections(payload, keep, C.read_sections_reference)
+        return *C.body_sections(payload, keep, C.read_sections_reference), None
+    texts = sections_json(b, n, spans, kind)
     if len(spans) != 1:
-        return (sections, kind, *C.body_digest(payload, spans, keep), None)
+        return (sections, kind, *C.body_digest(payload, spans, keep), None, texts)
     # body_digest's one-section body, its first bytes cut from the frame without a slice
     s, e = spans[0]
     take = min(e - s, keep)
     return (
         sections, kind, e - s, digest_at(b + s, e - s, deferred),
-        PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None,
+        PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None, texts,
     )
 
 
@@ -578,7 +581,7 @@ def walk_message(self, payload):
     try:
         return sections_in_place(
             <const unsigned char *>view.buf, view.len, payload, self.body_bytes, self.deferred_digests
-        )
+        )[:6]
     finally:
         PyBuffer_Release(&view)
 
@@ -718,7 +721,7 @@ cdef HeldRow message_of(
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
-            sections, kind, body_size, digest, head, err = sections_in_place(
+            sections, kind, body_size, digest, head, err, texts = sections_in_place(
                 <const unsigned char *>view.buf + p, size, payload, self.body_bytes, self.deferred_digests
             )
             if err is not None:
@@ -734,10 +737,10 @@ cdef HeldRow message_of(
             self.report_unfit(direction, offset, ch, "creation-time", created, "messages.msg_timestamp")
             created = None
     else:
-        sections, kind, body_size, digest, head, created = {}, None, 0, EMPTY_DIGEST, b"", None
+        sections, kind, body_size, digest, head, created, texts = {}, None, 0, EMPTY_DIGEST, b"", None, None
     return held_row(
         direction, perf, offset, first_packet, frames, link, did, sections, kind, body_size, digest,
-        head, complete, settled, outcome, condition, created,
+        head, complete, settled, outcome, condition, created, texts,
     )
 
 
@@ -917,6 +920,7 @@ cdef int tally_frames(self, int direction, d, Py_ssize_t n) except -1:
 
 include "direction.pxi"
 include "rows10.pxi"
+include "json10.pxi"
 include "links10.pxi"
 
 
