@@ -42,6 +42,10 @@ cdef list JTYPE = [None] * 256
 cdef list JFIELDS = [None] * 256
 cdef list JDESCRIBED = [None] * 256
 cdef int APP_CODE = -1  # the application-properties section's
+# the sections walk_sections decodes besides writing their JSON: those the messages row reads
+# from the decoded sections (all until rows10's bind_rows says which)
+cdef unsigned char SECTION_READ[256]
+memset(SECTION_READ, 1, 256)
 cdef bytes BODY_KEY = b',"body-section":'
 cdef const char *HEX = "0123456789abcdef"
 
@@ -360,65 +364,57 @@ cdef int jfields(
     return 0
 
 
-cdef tuple sections_json(const unsigned char *b, Py_ssize_t n, list spans, kind):
-    """The texts of the properties and headers columns (rows_1_0.message_values') of the message
-    at ``b`` whose sections fast10's ``walk_sections`` read (its body's ``spans`` and ``kind``):
-    (the JSON of every section but the application-properties, and the body's kind; the JSON of
-    the application-properties, None if it is absent or null).  None: not mine."""
-    cdef amqpcap_jbuf props, app
-    cdef Py_ssize_t p = 0, pos, s, e, body = 0
-    cdef unsigned char code
-    cdef unsigned char seen[256]
-    cdef bint has_app = False
-    memset(seen, 0, 256)
-    amqpcap_jinit(&props)
-    amqpcap_jinit(&app)
-    try:
-        amqpcap_jputc(&props, c'{')
-        while p < n:
-            if p + 3 > n or b[p] != 0 or b[p + 1] != 0x53 or JSECTION[b[p + 2]] is None:
-                raise FALLBACK
-            code = b[p + 2]
-            p += 3
-            if BODY_KIND[code] != NOT_BODY:  # where walk_sections found it
-                if body >= len(spans):
-                    raise FALLBACK
-                s, e = spans[body]
-                body += 1
-                if s < p or e > n:
-                    raise FALLBACK
-                p = e
-                continue
-            if seen[code]:
-                raise FALLBACK
-            seen[code] = 1
-            if code == APP_CODE:
-                pos = p
-                if p < n and is_null(b[p]):
-                    p += 1
-                else:
-                    jsection(&app, code, b, &pos, n)
-                    p = pos
-                    has_app = True
-                continue
-            if props.n > 1:
-                amqpcap_jputc(&props, c',')
-            jbytes(&props, <bytes>JSECTION[code])
-            pos = p
-            jsection(&props, code, b, &pos, n)
-            p = pos
-        if body != len(spans):
-            raise FALLBACK
-        if kind is not None:
-            jbytes(&props, BODY_KEY[1:] if props.n == 1 else BODY_KEY)
-            amqpcap_jstr(&props, kind)
-        amqpcap_jputc(&props, c'}')
-        return amqpcap_jtext(&props), amqpcap_jtext(&app) if has_app else None
-    except Fallback:
-        return None
-    finally:
-        amqpcap_jfree(&props)
-        amqpcap_jfree(&app)
+cdef struct SectionJson:
+    # a message's properties and headers texts, written as walk_sections reads its sections
+    amqpcap_jbuf props  # every section but the application-properties, then the body's kind
+    amqpcap_jbuf app  # the application-properties
+    bint has_app  # (absent, or null: no headers text)
+    unsigned char seen[256]  # the sections written (one twice: not mine)
+
+
+cdef int json_begin(SectionJson *js) except -1:
+    amqpcap_jinit(&js.props)
+    amqpcap_jinit(&js.app)
+    js.has_app = False
+    memset(js.seen, 0, 256)
+    return amqpcap_jputc(&js.props, c'{')
+
+
+cdef void json_free(SectionJson *js) noexcept:
+    amqpcap_jfree(&js.props)
+    amqpcap_jfree(&js.app)
+
+
+cdef Py_ssize_t json_section(
+    SectionJson *js, unsigned char code, const unsigned char *b, Py_ssize_t p, Py_ssize_t n
+) except -1:
+    """The section ``code`` (not a body's: its value at ``p``) written into its text; the offset
+    after it."""
+    cdef Py_ssize_t pos = p
+    if js.seen[code]:
+        raise FALLBACK
+    js.seen[code] = 1
+    if code == APP_CODE:
+        if p < n and is_null(b[p]):
+            return p + 1
+        jsection(&js.app, code, b, &pos, n)
+        js.has_app = True
+        return pos
+    if js.props.n > 1:
+        amqpcap_jputc(&js.props, c',')
+    jbytes(&js.props, <bytes>JSECTION[code])
+    jsection(&js.props, code, b, &pos, n)
+    return pos
+
+
+cdef tuple json_end(SectionJson *js, kind):
+    """(the properties column's text, the headers column's text or None) of the sections
+    written, the body's ``kind`` last (rows_1_0.other_sections)."""
+    if kind is not None:
+        jbytes(&js.props, BODY_KEY[1:] if js.props.n == 1 else BODY_KEY)
+        amqpcap_jstr(&js.props, kind)
+    amqpcap_jputc(&js.props, c'}')
+    return amqpcap_jtext(&js.props), amqpcap_jtext(&js.app) if js.has_app else None
 
 
 cdef int jsection(amqpcap_jbuf *j, unsigned char code, const unsigned char *b, Py_ssize_t *pos, Py_ssize_t n) except -1:
@@ -435,17 +431,17 @@ cdef int jsection(amqpcap_jbuf *j, unsigned char code, const unsigned char *b, P
 
 
 def section_texts(buf):
-    """``sections_json`` of a message's bytes as walk_sections reads them, or None (for the tests:
-    rows_1_0.message_values' properties and headers texts)."""
+    """The properties and headers texts of a message's bytes as the walker writes them (its
+    sections read by walk_sections), or None: not written here (for the tests)."""
     cdef Py_buffer view
-    cdef dict sections = {}
-    cdef list spans = []
+    cdef SectionJson js
+    json_begin(&js)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
-        try:
-            kind = walk_sections(<const unsigned char *>view.buf, view.len, sections, spans, buf)
-        except (Fallback, DecodeError):
-            return None
-        return sections_json(<const unsigned char *>view.buf, view.len, spans, kind)
+        kind = walk_sections(<const unsigned char *>view.buf, view.len, {}, [], buf, &js)
+        return json_end(&js, kind)
+    except (Fallback, DecodeError):
+        return None
     finally:
         PyBuffer_Release(&view)
+        json_free(&js)

@@ -414,6 +414,13 @@ cdef int bind_rows() except -1:
     # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
+    # what values_row (and message_of's creation time) read of the sections, given their texts
+    read = {PROPERTIES_SECTION}
+    for entry in message_plan:
+        if not (<SectionPlan>entry).from_text:
+            read.add((<SectionPlan>entry).section)
+    for code, name in SPEC.SECTIONS.items():
+        SECTION_READ[code] = name in read
     mcols = {c: i for i, c in enumerate(rows.COLUMNS["messages"])}
     n_message = len(mcols)
     (
