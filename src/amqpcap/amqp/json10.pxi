@@ -35,6 +35,15 @@ cdef enum:
     MAX_ZERO_WIDTH_ITEMS = 1 << 16  # types_1_0's: an array of zero-width items, by its count
 
 cdef unsigned char JKIND[256]
+# a zero-width constant's text: amqpcap_jconst[JCONST[code]] (JCONST 0: not one)
+cdef unsigned char JCONST[256]
+cdef extern from *:
+    """
+    static const char *const amqpcap_jconst[5] = {"", "null", "true", "false", "0"};
+    static const Py_ssize_t amqpcap_jconst_len[5] = {0, 4, 4, 5, 1};
+    """
+    const char *amqpcap_jconst[5]
+    const Py_ssize_t amqpcap_jconst_len[5]
 # '"name":' of each section, '"$type":"name"' and ('"field":', ...) of each composite,
 # '{"$type":"name","value":' of each other described type (codes below 256: the spec's)
 cdef list JSECTION = [None] * 256
@@ -57,6 +66,9 @@ def _json_tables():
     for code, enc in SPEC.ENCODINGS.items():
         if KIND[code] == K_PY:
             JKIND[code] = kinds.get((enc.category, enc.type), J_NOT_MINE)
+        if KIND[code] == K_CONST:
+            v = VALUES[code]
+            JCONST[code] = 1 if v is None else 2 if v is True else 3 if v is False else 4  # (4: uint0, ulong0)
     def key(name):
         if '"' in name or "\\" in name or not name.isascii():
             raise ValueError(f"a spec name the JSON writer does not quote: {name!r}")
@@ -84,18 +96,25 @@ cdef inline int jbytes(amqpcap_jbuf *j, bytes s) except -1:
 
 
 cdef inline bint is_null(unsigned char code) noexcept:
-    return KIND[code] == K_CONST and VALUES[code] is None
+    return JCONST[code] == 1
 
 
 cdef int jtext(amqpcap_jbuf *j, const unsigned char *s, Py_ssize_t n) except -1:
     """A string or symbol: its bytes quoted as they are if ASCII, else the decoder's text (UTF-8,
     errors replaced)."""
-    cdef Py_ssize_t i
-    for i in range(n):
-        if s[i] & 0x80:
-            if amqpcap_jstr(j, PyUnicode_DecodeUTF8(<const char *>s, n, "replace")) != 0:
-                raise FALLBACK
-            return 0
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w, high = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        high |= w
+        i += 8
+    while i < n:
+        high |= s[i]
+        i += 1
+    if high & 0x8080808080808080ULL:
+        if amqpcap_jstr(j, PyUnicode_DecodeUTF8(<const char *>s, n, "replace")) != 0:
+            raise FALLBACK
+        return 0
     return amqpcap_jquoted(j, <const char *>s, n)
 
 
@@ -119,14 +138,7 @@ cdef int jbody(amqpcap_jbuf *j, unsigned char code, const unsigned char *b, Py_s
     cdef float f
     cdef double d
     if k == K_CONST:
-        v = VALUES[code]
-        if v is None:
-            return amqpcap_jput(j, "null", 4)
-        if v is True:
-            return amqpcap_jput(j, "true", 4)
-        if v is False:
-            return amqpcap_jput(j, "false", 5)
-        return amqpcap_jput(j, "0", 1)  # (uint0, ulong0)
+        return amqpcap_jput(j, amqpcap_jconst[JCONST[code]], amqpcap_jconst_len[JCONST[code]])
     if k == K_LIST0:
         return amqpcap_jput(j, "[]", 2)
     if k >= K_U8 and k <= K_S64:
@@ -297,7 +309,7 @@ cdef int jdescribed(amqpcap_jbuf *j, const unsigned char *b, Py_ssize_t *pos, Py
         raise FALLBACK
     c = b[p]
     k = KIND[c]
-    if k == K_CONST and type(VALUES[c]) is int:  # (uint0, ulong0)
+    if JCONST[c] == 4:  # (uint0, ulong0)
         code = 0
         p += 1
     elif (k == K_U8 or k == K_U16 or k == K_U32 or k == K_U64) and p + 1 + WIDTH[c] <= end:
