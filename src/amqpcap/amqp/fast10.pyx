@@ -29,7 +29,7 @@ into the compiled table buffers as arrays of values (rows10.pxi).
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Check
 from cpython.list cimport PyList_Check
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -247,7 +247,7 @@ cdef object compound(
     cdef dict d = {}
     for i in range(0, count, 2):
         k = items[i]
-        if PyList_Check(k) or PyDict_Check(k):  # (map_key's unhashable keys; any other as it is)
+        if PyList_Check(k) or PyDict_Check(k) or PyBytes_Check(k):  # (map_key's; any other as it is)
             k = map_key(k)
         d[k] = items[i + 1]
     return d

@@ -8,7 +8,8 @@ Values: null -> None; boolean -> bool; the integer types -> int (timestamp: int 
 epoch); float / double -> float; decimal32/64/128 -> ``{"$decimal": text}`` (IEEE 754 binary
 integer decimal, as the 0-9 decimals are given); char -> str; uuid -> canonical text; binary ->
 bytes; string and symbol -> str (UTF-8, errors replaced); list and array -> list; map -> dict (a
-key that cannot be a dict key, a list or map, is kept as its text). A described value whose
+key that cannot be a dict key or a JSON object's key, a list, map or binary, is kept as its
+Python text, e.g. ``"b'k'"``). A described value whose
 descriptor is a composite of the spec (a performative, a section, a delivery state, ...) -> dict
 of its fields by name (those present, null fields left out) with ``"$type"`` naming it; any
 other described value -> ``{"$descriptor": descriptor, "value": value}`` (unknown descriptors
@@ -206,8 +207,9 @@ def _compound_reader(width: int, is_map: bool, name: str):
 
 
 def map_key(k):
-    """A map's key as a dict holds it: a list or map key (unhashable) as its repr."""
-    return k if not isinstance(k, (list, dict)) else repr(k)
+    """A map's key as a dict holds it: a list or map key (unhashable) or a binary one (no JSON
+    object's key: the rows' JSON could not be written) as its repr."""
+    return k if not isinstance(k, (list, dict, bytes)) else repr(k)
 
 
 def _array_reader(width: int, name: str):
