@@ -1110,9 +1110,9 @@ def test_the_compiled_loop_parses_each_packet_once_into_compiled_conversations(c
     parses, made = [], []
     parse = link.parse_located
 
-    def parse_counted(linktype, buf, start, stop):
+    def parse_counted(linktype, buf, start, n):
         parses.append(linktype)
-        return parse(linktype, buf, start, stop)
+        return parse(linktype, buf, start, n)
 
     monkeypatch.setattr(link, "parse_located", parse_counted)
     segs = conv.segments()

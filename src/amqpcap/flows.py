@@ -162,8 +162,8 @@ class Flows:
         if chunks is not None:
             for buf, located in chunks():
                 for record in located:
-                    number, ts, linktype, start, stop, wirelen = record
-                    self.record(number, ts, linktype, buf, start, stop, wirelen, progress)
+                    number, ts, linktype, start, caplen, wirelen = record
+                    self.record(number, ts, linktype, buf, start, caplen, wirelen, progress)
             return number
         batches = getattr(source, "batches", None)
         for batch in batches() if batches is not None else (source,):
@@ -172,11 +172,11 @@ class Flows:
                 self.record(number, ts, linktype, data, 0, len(data), wirelen, progress)
         return number
 
-    def record(self, number, ts, linktype, buf, start, stop, wirelen, progress) -> None:
-        """One packet record, its bytes ``buf[start:stop]``."""
+    def record(self, number, ts, linktype, buf, start, caplen, wirelen, progress) -> None:
+        """One packet record, its bytes the ``caplen`` at ``buf[start]``."""
         self.bytes += wirelen
         try:
-            parsed = self.parse(linktype, buf, start, stop)
+            parsed = self.parse(linktype, buf, start, caplen)
         except UnsupportedLinkType:
             self.output.unsupported_link(number, ts, linktype)
         else:

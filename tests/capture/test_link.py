@@ -504,7 +504,7 @@ def test_a_packet_located_in_a_buffer_parses_as_its_bytes_alone(
     want = link.parse_packet_reference(linktype, data)
     parsers = [link.parse_located_reference, link.parse_located]
     for parse in parsers:
-        got = parse(linktype, buf, len(before), len(before) + len(data))
+        got = parse(linktype, buf, len(before), len(data))
         assert got == want and type(got) is type(want)
         if type(got) is link.Packet:
             assert type(got.payload) is bytes

@@ -63,6 +63,6 @@ cdef tuple _ethertype(const unsigned char *b, Py_ssize_t n, Py_ssize_t off, int 
 cpdef parse_packet_reference(int linktype, data)
 
 
-@cython.locals(n=Py_ssize_t, b="const unsigned char *", et=int, off=Py_ssize_t, v=int, af=int, vihl=int, total=Py_ssize_t,
+@cython.locals(stop=Py_ssize_t, b="const unsigned char *", et=int, off=Py_ssize_t, v=int, af=int, vihl=int, total=Py_ssize_t,
                frag=int, proto=int, of=int, end=Py_ssize_t, p=Py_ssize_t, vf=int, plen=Py_ssize_t, nh=int)
-cpdef parse_located_reference(int linktype, buf, Py_ssize_t start, Py_ssize_t stop)
+cpdef parse_located_reference(int linktype, buf, Py_ssize_t start, Py_ssize_t n)

@@ -30,8 +30,8 @@ with ``type(r) is Packet`` / ``r is None``):
   TCP payload (a ``bytes`` slice of ``data``), ``missing`` the payload bytes
   the snapshot length cut off.
 
-``parse_located(linktype, buf, start, stop)`` is ``parse_packet(linktype,
-buf[start:stop])`` for a packet that lies in a larger buffer (the reader's,
+``parse_located(linktype, buf, start, n)`` is ``parse_packet(linktype,
+buf[start : start + n])`` for a packet that lies in a larger buffer (the reader's,
 ``reader.PacketSource.chunks``); compiled, the packet is read where it lies and
 its payload slice is the only copy made of its bytes.
 
@@ -224,11 +224,12 @@ def _bytes_of(buf: bytes, start: int, stop: int) -> bytes:
     return buf if start == 0 and stop == len(buf) else buf[start:stop]
 
 
-def parse_located_reference(linktype: int, buf: bytes, start: int, stop: int):
-    """``parse_packet`` of the packet ``buf[start:stop]`` (a record of the capture's read buffer,
-    ``reader.PacketSource.chunks``): compiled, its bytes are read where they are and its payload
-    is the one copy made of them (``parse_located`` is this, compiled by Cython if built)."""
-    n = stop - start
+def parse_located_reference(linktype: int, buf: bytes, start: int, n: int):
+    """``parse_packet`` of the packet of ``n`` bytes at ``buf[start]`` (a record of the capture's
+    read buffer, ``reader.PacketSource.chunks``): compiled, its bytes are read where they are and
+    its payload is the one copy made of them (``parse_located`` is this, compiled by Cython if
+    built)."""
+    stop = start + n
     if COMPILED:
         b = _bytes_from(buf, start)  # noqa: F821 (fastlink.pxd: a pointer to the packet's bytes in buf)
     else:  # (Python: the packet's own bytes, offsets from its first byte)
@@ -281,7 +282,7 @@ def parse_located_reference(linktype: int, buf: bytes, start: int, stop: int):
         v = b[0] >> 4
         if v != 4 and v != 6:
             if linktype == 12 and n >= 4 and b[0] == 0 and b[1] == 0 and b[2] == 0:
-                return parse_located_reference(108, buf, start, stop)  # OpenBSD DLT_LOOP
+                return parse_located_reference(108, buf, start, n)  # OpenBSD DLT_LOOP
             return None
         off = 0
     elif linktype == 228 or linktype == 229:

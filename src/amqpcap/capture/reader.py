@@ -379,8 +379,8 @@ class PacketSource:
 
     def chunks(self) -> Iterator[tuple[bytes, list[tuple[int, int, int, int, int, int]]]]:
         """``(buf, records)`` in order: the records located in ``buf``, the read buffer, as
-        ``(number, ts_ns, linktype, start, stop, wirelen)``, the packet's bytes ``buf[start:stop]``
-        (not copied out of it).  The walk's lists as they are (a chunk's records at once), a
+        ``(number, ts_ns, linktype, start, caplen, wirelen)``, the packet's bytes the ``caplen``
+        at ``buf[start]`` (not copied out of it).  The walk's lists as they are (a chunk's records at once), a
         packet the walk leaves to the reader (a simple or obsolete packet block, a timestamp past
         64 bits) in a list of its own.  What the packet loop takes (flows.py), so that the
         generator resumes once a chunk rather than once a packet and a packet's payload is the
@@ -537,7 +537,7 @@ def _with_bytes(chunks):
     """The records of ``chunks`` (``PacketSource.chunks``) in lists, as ``(number, ts_ns,
     linktype, data, wirelen)``, ``data`` each packet's bytes."""
     for buf, records in chunks:
-        yield [(n, ts, lt, buf[start:stop], wirelen) for n, ts, lt, start, stop, wirelen in records]
+        yield [(n, ts, lt, buf[at : at + caplen], wirelen) for n, ts, lt, at, caplen, wirelen in records]
 
 
 _PCAP_HEAD = {big: struct.Struct(">IIII" if big else "<IIII").unpack_from for big in (False, True)}
@@ -569,7 +569,8 @@ def walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: i
         if end > blen:
             break
         n += 1
-        out.append((n, sec * _NS + frac * mul, linktype, pos + hl, end, wirelen))
+        w = wirelen  # (the one int of both lengths when they are equal, as they mostly are)
+        out.append((n, sec * _NS + frac * mul, linktype, pos + hl, w if caplen == wirelen else caplen, w))
         pos = end
     return out, pos, n
 
@@ -667,7 +668,8 @@ def walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[
         if not TS_MIN <= ts <= TS_MAX:
             break  # the block reader reports it
         n += 1
-        out.append((n, ts, iface[0], pos + 28, pos + 28 + caplen, wirelen))
+        w = wirelen  # (the one int of both lengths when they are equal, as they mostly are)
+        out.append((n, ts, iface[0], pos + 28, w if caplen == wirelen else caplen, w))
         pos = end
     return out, pos, n
 
@@ -704,7 +706,7 @@ def _packet_block(st: _Pcapng, buf, pos: int, blk: int, name: str, unpack):
             f"{name}: {(hi << 32) | lo} ticks on interface {iid} are {ts} ns, outside what a "
             "timestamp holds; read with the previous packet's time",
         )
-    return [(st.n, st.last_ts, iface[0], pos + 28, pos + 28 + caplen, wirelen)]
+    return [(st.n, st.last_ts, iface[0], pos + 28, caplen, wirelen)]
 
 
 def _enhanced_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
@@ -731,7 +733,7 @@ def _simple_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
     snap = st.ifaces[0][4]
     if snap and snap < caplen:
         caplen = snap
-    return [(st.n, st.last_ts, st.ifaces[0][0], pos + 12, pos + 12 + caplen, wirelen)]
+    return [(st.n, st.last_ts, st.ifaces[0][0], pos + 12, caplen, wirelen)]
 
 
 def _interface(st: _Pcapng, buf, pos: int, blk: int, btype: int):
