@@ -626,3 +626,53 @@ def test_a_frame_over_many_packets_is_decoded_lost_or_truncated_as_the_reference
         assert got == want, size
         if end == "capture ends inside":
             assert want[3][0] > size  # the frame held over more than one packet at the end
+
+
+@pytest.mark.compiled("fast10")
+def test_the_walkers_deliveries_are_settled_as_the_references_whatever_the_order_of_their_dispositions():
+    """The compiled link state (a held row's outcome and settlement set in C) settles every
+    delivery as links_1_0's does: an outcome before settlement, a settlement or an outcome
+    stated before the delivery's (last) transfer, ranges short and long, pre-settled, a reused
+    delivery-id, no delivery-id, and what is still held at the end."""
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import accepted, data, disposition, frame, modified, properties, rejected, released, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    def one(did, settled=None, more=None, body=b"b"):
+        return frame(transfer(0, did, None if did is None else b"t%d" % did, settled=settled, more=more) + data(body))
+
+    def sender(first, last=None, settled=None, state=None):
+        return frame(disposition(False, first, last, settled, state))
+
+    raw = stream() + b"".join(
+        [
+            one(1),
+            sender(1, None, False, accepted()),  # an outcome, not settled yet
+            sender(1, None, True),  # then settled: the outcome stays
+            sender(2, None, True, rejected("amqp:invalid-field", "no")),  # settled before its transfer
+            one(2),
+            sender(3, None, False, released()),  # an outcome before its transfer, never settled
+            one(3),
+            one(4),
+            one(5),
+            one(6),
+            sender(4, 6, True, modified()),  # a short range
+            one(7, settled=True),  # pre-settled
+            one(8),
+            one(8),  # the same delivery-id again: the first is let go
+            frame(transfer(0, 9, b"t9", more=True) + properties(message_id="m9")),
+            sender(9, None, True, accepted()),  # settled before its last transfer
+            frame(transfer(0, more=False) + data(b"last")),
+            one(None),  # no delivery-id
+            one(10),
+            one(11),
+            sender(10, 1000, True, accepted()),  # a long range: the held ids in it
+            one(12),  # held at the end: unsettled
+        ]
+    )
+    want = events_of(codec_1_0.Decoder10, raw, [], rows_1_0.append_rows_reference)
+    got = events_of(decoder.decoder_1_0(), raw, [], fast10.append_rows)
+    for outcome in ("'accepted'", "'rejected'", "'released'", "'modified'", "'amqp:invalid-field'"):
+        assert outcome in want[1]
+    assert want[1].count("'transfer'") == 15  # the stream's delivery and 14 here (8 twice)
+    assert got == want

@@ -907,7 +907,7 @@ cdef int parse(self, int direction, Direction d) except -1:
     return 0
 
 
-cdef int tally_frames(self, int direction, d, Py_ssize_t n) except -1:
+cdef int tally_frames(self, int direction, Direction d, Py_ssize_t n) except -1:
     """StreamDecoder._counted of ``n`` frames with no Frame events, at once."""
     tally = self.tally
     if tally is not None:

@@ -68,18 +68,23 @@ cdef class LinkState:
 
     cdef int deliver(self, list out, int direction, delivery, ts) except -1:
         """ConnectionState.delivered: the (direction, delivery) pairs to emit appended to ``out``."""
-        did = delivery.delivery_id
-        if delivery.settled or not is_delivery_id(did):
-            if delivery.settled and delivery.settle_ts is None:
-                delivery.settle_ts = ts
+        cdef HeldRow h
+        if type(delivery) is HeldRow:  # (the walker's: its fields read in C)
+            h = <HeldRow>delivery
+            did, settled, channel = h.delivery_id, h.settled, h.channel
+        else:
+            did, settled, channel = delivery.delivery_id, delivery.settled, delivery.channel
+        if settled or not is_delivery_id(did):
+            if settled and settle_ts_of(delivery) is None:
+                mark_settled(delivery, ts)
             PyList_Append(out, (direction, delivery))
             return 0
-        key = (direction, delivery.channel, did)
+        key = (direction, channel, did)
         stated = self.outcomes.pop(key, None)
         if stated is not None:
-            delivery.outcome, delivery.condition = stated[0], stated[1]
+            mark_outcome(delivery, stated[0], stated[1])
             if stated[2]:  # settled before its last transfer was seen
-                delivery.settled, delivery.settle_ts = True, stated[3]
+                mark_settled(delivery, stated[3])
                 PyList_Append(out, (direction, delivery))
                 return 0
         old = self.held.pop(key, None)
@@ -125,7 +130,7 @@ cdef class LinkState:
         return 0
 
     cdef int settle_one(self, list out, tuple key, bint settled, outcome, condition, ts) except -1:
-        d = self.held.get(key)
+        d = self.held.pop(key, None) if settled else self.held.get(key)
         if d is None:
             # not complete yet (or never seen): remembered for its last transfer
             if len(self.outcomes) < MAX_HELD:
@@ -133,10 +138,10 @@ cdef class LinkState:
                 self.outcomes[key] = (outcome or prev[0], condition or prev[1], settled, ts)
             return 0
         if outcome is not None:
-            d.outcome, d.condition = outcome, condition
+            mark_outcome(d, outcome, condition)
         if settled:
-            d.settled, d.settle_ts = True, ts
-            PyList_Append(out, (key[0], self.held.pop(key)))
+            mark_settled(d, ts)
+            PyList_Append(out, (key[0], d))
         return 0
 
     def release_all(self):
@@ -145,3 +150,25 @@ cdef class LinkState:
         self.held.clear()
         self.outcomes.clear()
         return out
+
+
+# A held delivery's settlement and outcome set (a Delivery's attributes, a HeldRow's fields in C)
+
+cdef inline object settle_ts_of(d):
+    return (<HeldRow>d).settle_ts if type(d) is HeldRow else d.settle_ts
+
+
+cdef inline int mark_settled(d, ts) except -1:
+    if type(d) is HeldRow:
+        (<HeldRow>d).settled, (<HeldRow>d).settle_ts = True, ts
+    else:
+        d.settled, d.settle_ts = True, ts
+    return 0
+
+
+cdef inline int mark_outcome(d, outcome, condition) except -1:
+    if type(d) is HeldRow:
+        (<HeldRow>d).outcome, (<HeldRow>d).condition = outcome, condition
+    else:
+        d.outcome, d.condition = outcome, condition
+    return 0
