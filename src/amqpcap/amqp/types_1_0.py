@@ -22,7 +22,6 @@ than the bytes can hold raise ``DecodeError`` before anything of that size is ma
 from __future__ import annotations
 
 import uuid as _uuid
-from decimal import Decimal
 from struct import Struct
 
 from amqpcap.amqp.spec import v1_0 as SPEC
@@ -54,6 +53,8 @@ def _bid(raw: int, bits: int, ebits: int, bias: int):
     else:
         exp = (raw >> (bits - 1 - ebits)) & ((1 << ebits) - 1)
         coeff = raw & ((1 << (bits - 1 - ebits)) - 1)
+    from decimal import Decimal  # here: a dissect defers the module (cli.LAZY) until a decimal is read
+
     return {"$decimal": str(Decimal((sign, tuple(int(c) for c in str(coeff)), exp - bias)))}
 
 
