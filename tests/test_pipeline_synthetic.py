@@ -1108,13 +1108,13 @@ def test_the_compiled_loop_parses_each_packet_once_into_compiled_conversations(c
     from amqpcap.capture import link
 
     parses, made = [], []
-    parse = link.parse_packet
+    parse = link.parse_located
 
-    def parse_counted(linktype, data):
+    def parse_counted(linktype, buf, start, n):
         parses.append(linktype)
-        return parse(linktype, data)
+        return parse(linktype, buf, start, n)
 
-    monkeypatch.setattr(link, "parse_packet", parse_counted)
+    monkeypatch.setattr(link, "parse_located", parse_counted)
     segs = conv.segments()
     cap = tmp_path / "c.pcap"
     cap.write_bytes(P.pcap_bytes(P.to_packets(segs, 1)))

@@ -69,7 +69,7 @@ PARTS = {
             "fastrows",
             "row builder",
             ("records/fastrows.pyx", "records/rows.py", "records/schema.py", "records/liveness.py")
-            + ("slots.pxi", "records/raw.pxi", "amqp/wirefields.pxi")
+            + ("slots.pxi", "records/raw.pxi", "records/jsonbuf.pxi", "amqp/wirefields.pxi")
             + ("amqp/rowsink.pxi", "stamp.pxd"),
         ),
         Part(
@@ -93,7 +93,7 @@ PARTS = {
             + ("amqp/links_1_0.py", "amqp/events_1_0.py", "values_1_0.py", "amqp/rows10.pxi")
             + ("records/rows_1_0.py",)
             + ("amqp/links10.pxi", "amqp/stream.py", "amqp/direction.pxi")  # direction.pxi follows stream.py
-            + ("records/raw.pxi", "stamp.pxd"),
+            + ("amqp/json10.pxi", "records/jsonbuf.pxi", "records/raw.pxi", "stamp.pxd"),
         ),
     )
 }

@@ -35,7 +35,7 @@ cdef class Flows:
     cpdef run(self, source, progress)
 
     @cython.locals(now=double)
-    cdef record(self, record, progress)
+    cdef record(self, number, ts, linktype, buf, start, caplen, wirelen, progress)
 
     @cython.locals(fields=tuple, flags=int, win=int, missing=Py_ssize_t, d=int, conv=Conversation, entry=tuple,
                    streams=tuple)

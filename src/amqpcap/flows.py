@@ -147,27 +147,36 @@ class Flows:
         self.conversations = conversations  # opens, finishes and lets go of conversations
         self.output = output  # the capture's tables
         self.table = conversations.table
-        self.parse = link.parse_packet
+        self.parse = link.parse_located
         self.bytes = 0  # captured packets' bytes on the wire
         self.shown = time.monotonic()  # when progress was last reported
 
     def run(self, source, progress) -> int:
         """Every record ``(number, ts, linktype, data, wirelen)`` of ``source``; the number of
-        the last.  A source with ``batches()`` (the reader's lists of records) is taken a list
-        at a time: its generator resumes once a list, not once a packet."""
+        the last.  A source with ``chunks()`` (the reader's records located in its read buffer)
+        is taken a chunk at a time, each packet read where it lies; else one with ``batches()``
+        (lists of records) a list at a time: its generator resumes once a list, not once a
+        packet."""
         number = 0
+        chunks = getattr(source, "chunks", None)
+        if chunks is not None:
+            for buf, located in chunks():
+                for record in located:
+                    number, ts, linktype, start, caplen, wirelen = record
+                    self.record(number, ts, linktype, buf, start, caplen, wirelen, progress)
+            return number
         batches = getattr(source, "batches", None)
         for batch in batches() if batches is not None else (source,):
             for record in batch:
-                number = self.record(record, progress)
+                number, ts, linktype, data, wirelen = record
+                self.record(number, ts, linktype, data, 0, len(data), wirelen, progress)
         return number
 
-    def record(self, record, progress):
-        """One packet record: its number."""
-        number, ts, linktype, data, wirelen = record
+    def record(self, number, ts, linktype, buf, start, caplen, wirelen, progress) -> None:
+        """One packet record, its bytes the ``caplen`` at ``buf[start]``."""
         self.bytes += wirelen
         try:
-            parsed = self.parse(linktype, data)
+            parsed = self.parse(linktype, buf, start, caplen)
         except UnsupportedLinkType:
             self.output.unsupported_link(number, ts, linktype)
         else:
@@ -177,7 +186,6 @@ class Flows:
             if now - self.shown > 0.5:  # at most twice a second
                 self.shown = now
                 progress(number, self.bytes)
-        return number
 
     def packet(self, number, ts, r) -> None:
         """A parsed packet ``r``: a link.Packet (a TCP segment), None (not TCP), or a

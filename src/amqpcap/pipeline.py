@@ -97,7 +97,7 @@ class Dissector:
         loop = flows.new_flows(held, output)
         load = getattr(self.writer, "load_arrow", None)  # a DatasetWriter (not show's sinks)
         with _hot_loop():
-            self.packets = loop.run(source if load is None else LoadingArrow(source, load), progress)
+            self.packets = loop.run(source if load is None else loading_arrow(source, load), progress)
             for number, ts, kind, detail in getattr(source, "anomalies", ()):
                 output.capture_anomaly(number, ts, kind, detail)
             held.finish_all()  # the conversations still open, and every connections row
@@ -132,17 +132,36 @@ class LoadingArrow:
             self.load()
             yield self.source
             return
-        chunks = iter(batches())
-        first = next(chunks, None)
+        yield from self.loading(batches())
+
+    def loading(self, pieces):
+        """The batches (or chunks) ``pieces``, ``load`` called before the second is handed on."""
+        pieces = iter(pieces)
+        first = next(pieces, None)
         if first is None:
             return
         yield first
-        second = next(chunks, None)
+        second = next(pieces, None)
         if second is None:
             return
         self.load()
         yield second
-        yield from chunks
+        yield from pieces
+
+
+class LoadingChunks(LoadingArrow):
+    """LoadingArrow of a source with ``chunks()`` (the reader's records located in its read
+    buffer, which the packet loop takes rather than its batches)."""
+
+    __slots__ = ()
+
+    def chunks(self):
+        return self.loading(self.source.chunks())
+
+
+def loading_arrow(source, load) -> LoadingArrow:
+    """``source`` with ``load`` called as LoadingArrow says: its chunks if it has them."""
+    return (LoadingChunks if getattr(source, "chunks", None) is not None else LoadingArrow)(source, load)
 
 
 def _progress_printer(path: str):

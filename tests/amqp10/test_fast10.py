@@ -650,9 +650,8 @@ def test_the_walkers_deliveries_are_settled_as_the_references_whatever_the_order
     from test_fuzz_codec_1_0 import stream
 
     def one(did, settled=None, more=None, body=b"b"):
-        return frame(
-            transfer(0, did, None if did is None else b"t%d" % did, settled=settled, more=more) + data(body)
-        )
+        tag = None if did is None else b"t%d" % did
+        return frame(transfer(0, did, tag, settled=settled, more=more) + data(body))
 
     def sender(first, last=None, settled=None, state=None):
         return frame(disposition(False, first, last, settled, state))

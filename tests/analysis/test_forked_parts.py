@@ -65,9 +65,9 @@ def forks(monkeypatch) -> list:
     seen = []
     real = Forked.__init__
 
-    def counted(self, fn):
+    def counted(self, fn, **kw):
         seen.append(os.getpid())
-        real(self, fn)
+        real(self, fn, **kw)
 
     monkeypatch.setattr(Forked, "__init__", counted)
     return seen
@@ -186,6 +186,49 @@ def test_a_forked_generators_failure_after_its_first_value_is_raised_by_the_next
         child.result()
 
 
+def test_a_forked_process_takes_the_values_sent_to_its_inbox_in_order_while_the_caller_goes_on(tmp_path):
+    flag = tmp_path / "every value sent"
+
+    def takes(receive):
+        deadline = time.monotonic() + 30  # the caller makes the flag once its sends returned
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return flag.exists(), [receive() for _ in range(3)]
+
+    child = Forked(takes, inbox=True)
+    big = bytes(4 << 20)  # (> a pipe's buffer: a send written here would wait for the child)
+    for value in (1, big, "three"):
+        child.send(value)
+    flag.touch()
+    assert child.result() == (True, [1, big, "three"])
+
+
+def test_a_report_failing_before_its_figures_have_their_data_leaves_no_process(out, tmp_path, monkeypatch):
+    import multiprocessing
+
+    from amqpcap.analysis import report
+
+    def fails(*a, **kw):
+        raise KeyError("a part failed")
+
+    monkeypatch.setattr(report, "stats_parts", fails)  # (this process' parts: after the fork)
+    with pytest.raises(KeyError, match="a part failed"):
+        report.write_report(out, tmp_path / "r")
+    assert multiprocessing.active_children() == []
+
+
+def test_the_reports_own_process_never_imports_matplotlib_its_forked_one_draws_every_figure(out, tmp_path):
+    code = (
+        "import sys\n"
+        "from amqpcap.analysis import write_report\n"
+        f"write_report({out!r}, {str(tmp_path / 'r')!r})\n"
+        "assert 'matplotlib' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    for name in ("throughput", "latency", "errors", "timeline", "unacked"):
+        assert (tmp_path / "r" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+
+
 def _small_groups(out: str, dst, rows: int) -> str:
     """A copy of the output ``out`` whose Parquet files have row groups of ``rows`` rows."""
     for root, _dirs, files in os.walk(out):
@@ -217,14 +260,26 @@ def test_small_row_groups_are_read_together_in_file_order(out, tmp_path, monkeyp
     assert stats(small) == stats(out)
 
 
-def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables(out, tmp_path, forks):
-    from amqpcap.analysis import load, write_report
+@pytest.mark.parametrize("small", [True, False], ids=["small", "larger"])
+def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables(
+    out, tmp_path, forks, monkeypatch, small
+):
+    from amqpcap.analysis import load, summary, write_report
 
     want = open(write_report(load(out), tmp_path / "loaded"), encoding="utf-8").read()
     assert forks == []
+    if not small:  # (stats' aside parts computed by the figures' process, the unacked figure here)
+        monkeypatch.setattr(summary, "SMALL_OUTPUT", 0)
     got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
     assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
     assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_the_reports_own_order_of_stats_parts_has_each_part_once():
+    from amqpcap.analysis.report import OWN_ORDER
+
+    order = [p for group in OWN_ORDER for p in group]
+    assert sorted(order) == sorted(STATS_PARTS) and len(set(order)) == len(order)
 
 
 def test_a_latency_hook_changes_no_summary_and_is_handed_every_value_of_each_pass(out):

@@ -175,3 +175,21 @@ def test_a_small_tables_columns_read_in_one_scan_equal_those_read_two_a_scan(out
     assert len(scans) - in_one > in_one  # (fewer scans of the small tables)
     for name in ("connections", "methods", "messages", "anomalies"):
         pd.testing.assert_frame_equal(getattr(one, name), getattr(two, name))
+
+
+def test_a_step_line_over_part_of_its_axis_keeps_the_extremes_of_the_axis_spans_it_crosses():
+    rng = np.random.default_rng(7)
+    x = np.sort(rng.uniform(60, 70, 100_000))  # a tenth of the axis 0..100
+    y = np.cumsum(rng.choice([-1, 1], len(x)))
+    gx, gy = step_envelope(x, y, most=4000, axis=(0, 100))
+    assert len(gx) <= 400 + 4 and np.all(np.diff(gx) >= 0)  # (1,000 spans: a tenth of them and one)
+    assert (gx[0], gy[0], gx[-1], gy[-1]) == (x[0], y[0], x[-1], y[-1])
+    at = np.searchsorted(x, gx)
+    assert np.array_equal(x[at], gx) and np.array_equal(y[at], gy)  # each kept point is one of the line
+    bins, gbins = (np.minimum((v / 100 * 1000).astype(int), 999) for v in (x, gx))
+    for b in np.unique(bins):
+        assert gy[gbins == b].max() == y[bins == b].max()
+        assert gy[gbins == b].min() == y[bins == b].min()
+    short = np.sort(rng.uniform(60, 61, 300))  # more points than its 11 spans have room for
+    assert len(step_envelope(short, np.arange(300.0), most=4000, axis=(0, 100))[0]) <= 44
+    assert len(step_envelope(short, np.arange(300.0), most=4000)[0]) == 300  # (its own axis)

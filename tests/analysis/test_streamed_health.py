@@ -36,7 +36,7 @@ def outputs(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch):
-    monkeypatch.setattr(batches, "PASS_ROWS", 7)  # every table in several batches
+    monkeypatch.setattr(batches, "BATCH_ROWS", 7)  # every table in several batches (the rows it reads by)
 
 
 def _loaded_counts(directory, late):

@@ -466,3 +466,45 @@ def test_compiled_parser_answers_as_the_reference_on_damaged_packets(linktype, v
     want = link.parse_packet_reference(linktype, data)
     got = fastlink.parse_packet(linktype, data)
     assert got == want and type(got) is type(want)
+
+
+# -- a packet read where it lies in the reader's buffer -------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    linktype=st.sampled_from(sorted(link.SUPPORTED_LINKTYPES)),
+    v6=st.booleans(),
+    vlan=st.booleans(),
+    payload=st.binary(max_size=64),
+    flips=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 255)), max_size=3),
+    cut=st.one_of(st.none(), st.integers(0, 140)),
+    before=st.binary(max_size=40),
+    after=st.binary(max_size=40),
+)
+def test_a_packet_located_in_a_buffer_parses_as_its_bytes_alone(
+    linktype, v6, vlan, payload, flips, cut, before, after
+):
+    """parse_located of a packet between other bytes (the read buffer's records before and after
+    it) answers what parse_packet answers for the packet's bytes alone, value and type, whichever
+    path reads it (fast, careful, VLAN tags, LOOP inside RAW), compiled and as the reference."""
+    ip = tcp6(payload) if v6 else tcp4(payload)
+    if linktype == 1 and vlan:
+        frame = g.frame(1, ip, vlans=[(0x8100, 7)])
+    elif linktype == 12 and vlan:
+        frame = g.frame(108, ip)  # OpenBSD's LOOP in a RAW (12) file
+    else:
+        frame = g.frame(linktype, ip)
+    data = bytearray(frame)
+    for pos, value in flips:
+        if pos < len(data):
+            data[pos] = value
+    data = bytes(data if cut is None else data[:cut])
+    buf = before + data + after
+    want = link.parse_packet_reference(linktype, data)
+    parsers = [link.parse_located_reference, link.parse_located]
+    for parse in parsers:
+        got = parse(linktype, buf, len(before), len(data))
+        assert got == want and type(got) is type(want)
+        if type(got) is link.Packet:
+            assert type(got.payload) is bytes

@@ -508,6 +508,24 @@ def test_batches_are_the_records_in_order_in_non_empty_lists(tmp_path, monkeypat
         assert len(batches) < len(want) // 2
 
 
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_chunks_locate_each_record_in_the_buffer_it_was_read_into(tmp_path, fmt):
+    """chunks(): (buf, records) with each packet's caplen bytes at buf[start], not copied out of it:
+    the records iteration yields, with the simple packet blocks the walk leaves to the reader
+    (pcapng) and a chunk's records sharing its one buffer."""
+    f = frames(4) * 250
+    pk = [(T0 + i, 1, x) for i, x in enumerate(f)]
+    raw = g.pcap_bytes(pk) if fmt == "pcap" else g.pcapng_bytes(pk, spb=[5, 6], unknown_after={3: 77})
+    path = save(tmp_path, raw)
+    _, want = read(path)
+    with open_capture(path) as src:
+        chunks = list(src.chunks())
+        got = [(n, ts, lt, buf[at : at + cap], w) for buf, recs in chunks for n, ts, lt, at, cap, w in recs]
+        assert got == want
+        assert all(type(buf) is bytes and len(buf) >= r[3] + r[4] for buf, recs in chunks for r in recs)
+        assert len(chunks) < len(want) // 10  # the walk's records located in the chunk read, not one by one
+
+
 def test_a_source_can_be_iterated_twice_and_anomalies_reset(tmp_path):
     f = frames(2)
     blob = g.pcapng_bytes([(T0, 1, f[0]), (T0, 1, f[1])], unknown_after={0: 0x77})

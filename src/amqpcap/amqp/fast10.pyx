@@ -29,7 +29,7 @@ into the compiled table buffers as arrays of values (rows10.pxi).
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Check
 from cpython.list cimport PyList_Check
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -248,7 +248,7 @@ cdef object compound(
     cdef dict d = {}
     for i in range(0, count, 2):
         k = items[i]
-        if PyList_Check(k) or PyDict_Check(k):  # (map_key's unhashable keys; any other as it is)
+        if PyList_Check(k) or PyDict_Check(k) or PyBytes_Check(k):  # (map_key's; any other as it is)
             k = map_key(k)
         d[k] = items[i + 1]
     return d
@@ -283,7 +283,15 @@ def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
     return T.decode(buf, off, end, depth)
 
 
-cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf):
+include "json10.pxi"
+
+
+cdef object walk_sections(
+    const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf, SectionJson *js=NULL
+):
+    """The sections into ``sections``, the body's spans into ``spans``; the body's kind.  With
+    ``js``, each section but the body's also written as JSON (json10.pxi), and only those the
+    messages row reads besides (SECTION_READ) decoded."""
     cdef Py_ssize_t p = 0, s, e, pos
     cdef int code, w
     cdef unsigned char body
@@ -312,6 +320,11 @@ cdef object walk_sections(const unsigned char *b, Py_ssize_t n, dict sections, l
             value(b, &pos, n, 1, buf)
             e = pos
         else:
+            if js != NULL:
+                e = json_section(js, code, b, p, n)
+                if not SECTION_READ[code]:
+                    p = e
+                    continue
             pos = p
             v = value(b, &pos, n, 1, buf)
             p = pos
@@ -526,26 +539,43 @@ cdef Py_ssize_t MAX_MESSAGE, MAX_HELD_BYTES, MAX_ASSEMBLIES
 
 
 cdef tuple sections_in_place(
-    const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep, bint deferred
+    const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep, bint deferred, bint json=False
 ):
     """codec_1_0.body_sections of the message at ``b``: read here if it decodes cleanly, else by
-    the reference's reader alone (the message is not walked twice).  ``deferred``: a large
-    one-section body's digest may be handed on unfinished (``digest_at``)."""
+    the reference's reader alone (the message is not walked by both).  ``deferred``: a large
+    one-section body's digest may be handed on unfinished (``digest_at``).  After them, with
+    ``json``, the texts of its properties and headers columns written from the bytes as they
+    are walked (json10.pxi), or None: the row writes them from the sections (then all decoded)."""
     cdef dict sections = {}
     cdef list spans = []
     cdef Py_ssize_t s, e, take
+    cdef SectionJson js
+    texts = None
+    if json and method_plans is None:
+        bind_rows()  # (SECTION_READ)
+    json_begin(&js)
     try:
-        kind = walk_sections(b, n, sections, spans, payload)
+        if json:
+            try:
+                kind = walk_sections(b, n, sections, spans, payload, &js)
+                texts = json_end(&js, kind)
+            except Fallback:  # (not written here, or not decoded here: walked again to know)
+                sections.clear()
+                del spans[:]
+        if texts is None:
+            kind = walk_sections(b, n, sections, spans, payload)
     except (Fallback, DecodeError):
-        return C.body_sections(payload, keep, C.read_sections_reference)
+        return *C.body_sections(payload, keep, C.read_sections_reference), None
+    finally:
+        json_free(&js)
     if len(spans) != 1:
-        return (sections, kind, *C.body_digest(payload, spans, keep), None)
+        return (sections, kind, *C.body_digest(payload, spans, keep), None, texts)
     # body_digest's one-section body, its first bytes cut from the frame without a slice
     s, e = spans[0]
     take = min(e - s, keep)
     return (
         sections, kind, e - s, digest_at(b + s, e - s, deferred),
-        PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None,
+        PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None, texts,
     )
 
 
@@ -580,7 +610,7 @@ def walk_message(self, payload):
     try:
         return sections_in_place(
             <const unsigned char *>view.buf, view.len, payload, self.body_bytes, self.deferred_digests
-        )
+        )[:6]
     finally:
         PyBuffer_Release(&view)
 
@@ -720,8 +750,8 @@ cdef HeldRow message_of(
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
-            sections, kind, body_size, digest, head, err = sections_in_place(
-                <const unsigned char *>view.buf + p, size, payload, self.body_bytes, self.deferred_digests
+            sections, kind, body_size, digest, head, err, texts = sections_in_place(
+                <const unsigned char *>view.buf + p, size, payload, self.body_bytes, self.deferred_digests, True
             )
             if err is not None:
                 complete = False
@@ -736,10 +766,10 @@ cdef HeldRow message_of(
             self.report_unfit(direction, offset, ch, "creation-time", created, "messages.msg_timestamp")
             created = None
     else:
-        sections, kind, body_size, digest, head, created = {}, None, 0, EMPTY_DIGEST, b"", None
+        sections, kind, body_size, digest, head, created, texts = {}, None, 0, EMPTY_DIGEST, b"", None, None
     return held_row(
         direction, perf, offset, first_packet, frames, link, did, sections, kind, body_size, digest,
-        head, complete, settled, outcome, condition, created,
+        head, complete, settled, outcome, condition, created, texts,
     )
 
 

@@ -191,11 +191,13 @@ cdef str TRANSFER = sys.intern("transfer")
 
 cdef class SectionPlan:
     """One entry of rows_1_0.MESSAGE_PLAN: the column, the section (and its place in
-    ``plan_sections``), the field (None: the whole section), the converter and its code."""
+    ``plan_sections``), the field (None: the whole section), the converter and its code;
+    ``from_text``: the whole application-properties' JSON, a text values_row may be given."""
 
     cdef Py_ssize_t col, at
     cdef object section, field, conv
     cdef int code
+    cdef bint from_text
 
 
 cdef object field_of(PyObject *section, field):
@@ -216,8 +218,11 @@ cdef object field_of(PyObject *section, field):
 cdef list values_row(
     int direction, packet, ts, channel, offset, first_packet, frames, link_name, address,
     delivery_id, dict sections, kind, body_size, digest, head, complete, aborted, created,
+    tuple texts=None,
 ):
-    """rows_1_0.message_values."""
+    """rows_1_0.message_values.  ``texts``: the properties column's text and the
+    application-properties' (the headers column's: its plan entry ``from_text``), written from
+    the sections' bytes (json10.pxi), or None: both written from ``sections``."""
     cdef list row = [None] * n_message
     cdef SectionPlan f
     cdef dict others
@@ -226,6 +231,9 @@ cdef list values_row(
     for i in range(len(plan_sections)):
         found[i] = PyDict_GetItem(sections, plan_sections[i])
     for f in message_plan:
+        if f.from_text and texts is not None:
+            row[f.col] = texts[1]
+            continue
         v = field_of(found[f.at], f.field)
         if v is not None:
             if f.code == CONV_TEXT:
@@ -250,13 +258,16 @@ cdef list values_row(
     row[mc_method] = TRANSFER
     if created is not None and -TS_MS_LIMIT < created < TS_MS_LIMIT:
         row[mc_msg_ts] = created * 1_000_000
-    # rows_1_0.other_sections: the sections but the application-properties, and the body's kind
-    others = PyDict_Copy(sections)
-    if PyDict_GetItem(others, APP_SECTION) != NULL:
-        PyDict_DelItem(others, APP_SECTION)
-    if kind is not None:
-        others[BODY_SECTION] = kind
-    row[mc_properties] = json_text(others)
+    if texts is not None:
+        row[mc_properties] = texts[0]
+    else:
+        # rows_1_0.other_sections: the sections but the application-properties, and the body's kind
+        others = PyDict_Copy(sections)
+        if PyDict_GetItem(others, APP_SECTION) != NULL:
+            PyDict_DelItem(others, APP_SECTION)
+        if kind is not None:
+            others[BODY_SECTION] = kind
+        row[mc_properties] = json_text(others)
     row[mc_body_size] = body_size
     row[mc_body_received] = body_size
     row[mc_body_frames] = frames
@@ -307,11 +318,11 @@ cdef object int64_or_none(v):
 
 cdef HeldRow held_row(
     int direction, perf, offset, first_packet, frames, link, delivery_id, dict sections, kind,
-    body_size, digest, head, bint complete, bint settled, outcome, condition, created,
+    body_size, digest, head, bint complete, bint settled, outcome, condition, created, tuple texts=None,
 ):
     """What links_1_0's state holds of the Delivery codec_1_0 would make of the delivery that
     the transfer ``perf`` ends (begun at ``offset`` in packet ``first_packet``, ``frames``
-    transfers)."""
+    transfers; ``texts``: values_row's)."""
     cdef HeldRow h = HeldRow.__new__(HeldRow)
     if method_plans is None:
         bind_rows()
@@ -323,7 +334,7 @@ cdef HeldRow held_row(
     channel = perf_field(perf, channel_at, "channel")
     h.values = values_row(
         direction, packet, perf_field(perf, ts_at, "ts"), channel, offset, first_packet, frames, name, address,
-        delivery_id, sections, kind, body_size, digest, head, complete, False, created,
+        delivery_id, sections, kind, body_size, digest, head, complete, False, created, texts,
     )
     h.channel = channel
     h.delivery_id = delivery_id
@@ -398,7 +409,18 @@ cdef int bind_rows() except -1:
     plan_sections = tuple(dict.fromkeys([PROPERTIES_SECTION] + [sys.intern(e[1]) for e in rows_1_0.MESSAGE_PLAN]))
     if len(plan_sections) > MAX_SECTIONS:
         raise ValueError("too many sections in the messages row's plan")
+    # the JSON columns by the row builders' compiled encoder (rows.to_json's text): on the bench's
+    # 1.0 values the json module's C encoder takes 4x its time (sections 16.0 / 4.4 ms,
+    # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
+    exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
+    # what values_row (and message_of's creation time) read of the sections, given their texts
+    read = {PROPERTIES_SECTION}
+    for entry in message_plan:
+        if not (<SectionPlan>entry).from_text:
+            read.add((<SectionPlan>entry).section)
+    for code, name in SPEC.SECTIONS.items():
+        SECTION_READ[code] = name in read
     mcols = {c: i for i, c in enumerate(rows.COLUMNS["messages"])}
     n_message = len(mcols)
     (
@@ -416,10 +438,6 @@ cdef int bind_rows() except -1:
     ]
     for i, col in enumerate(rows_1_0.SETTLED_COLUMNS):
         settle_col[i] = mcols[col]
-    # the JSON columns by the row builders' compiled encoder (rows.to_json's text): on the bench's
-    # 1.0 values the json module's C encoder takes 4x its time (sections 16.0 / 4.4 ms,
-    # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
-    exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     TS_MS_LIMIT = TS_LIMIT
     return 0
 
@@ -448,6 +466,7 @@ cdef tuple section_plans(tuple entries, dict codes):
         f.field = None if field is None else sys.intern(field)
         f.conv = conv
         f.code = codes.get(conv, CONV_CALL)
+        f.from_text = f.section == APP_SECTION and f.field is None and conv is json_text
         out.append(f)
     return tuple(out)
 

@@ -8,7 +8,8 @@ Values: null -> None; boolean -> bool; the integer types -> int (timestamp: int 
 epoch); float / double -> float; decimal32/64/128 -> ``{"$decimal": text}`` (IEEE 754 binary
 integer decimal, as the 0-9 decimals are given); char -> str; uuid -> canonical text; binary ->
 bytes; string and symbol -> str (UTF-8, errors replaced); list and array -> list; map -> dict (a
-key that cannot be a dict key, a list or map, is kept as its text). A described value whose
+key that cannot be a dict key or a JSON object's key, a list, map or binary, is kept as its
+Python text, e.g. ``"b'k'"``). A described value whose
 descriptor is a composite of the spec (a performative, a section, a delivery state, ...) -> dict
 of its fields by name (those present, null fields left out) with ``"$type"`` naming it; any
 other described value -> ``{"$descriptor": descriptor, "value": value}`` (unknown descriptors
@@ -21,7 +22,6 @@ than the bytes can hold raise ``DecodeError`` before anything of that size is ma
 from __future__ import annotations
 
 import uuid as _uuid
-from decimal import Decimal
 from struct import Struct
 
 from amqpcap.amqp.spec import v1_0 as SPEC
@@ -53,6 +53,8 @@ def _bid(raw: int, bits: int, ebits: int, bias: int):
     else:
         exp = (raw >> (bits - 1 - ebits)) & ((1 << ebits) - 1)
         coeff = raw & ((1 << (bits - 1 - ebits)) - 1)
+    from decimal import Decimal  # here: a dissect defers the module (cli.LAZY) until a decimal is read
+
     return {"$decimal": str(Decimal((sign, tuple(int(c) for c in str(coeff)), exp - bias)))}
 
 
@@ -206,8 +208,9 @@ def _compound_reader(width: int, is_map: bool, name: str):
 
 
 def map_key(k):
-    """A map's key as a dict holds it: a list or map key (unhashable) as its repr."""
-    return k if not isinstance(k, (list, dict)) else repr(k)
+    """A map's key as a dict holds it: a list or map key (unhashable) or a binary one (no JSON
+    object's key: the rows' JSON could not be written) as its repr."""
+    return k if not isinstance(k, (list, dict, bytes)) else repr(k)
 
 
 def _array_reader(width: int, name: str):

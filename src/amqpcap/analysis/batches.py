@@ -15,6 +15,7 @@ Two shapes of batch:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -36,6 +37,7 @@ __all__ = [
     "tables",
     "frames",
     "batches",
+    "shared_reads",
     "Codes",
     "OutOfOrder",
     "WireOrder",
@@ -58,25 +60,127 @@ def is_output_dir(t) -> bool:
     return isinstance(t, (str, os.PathLike)) and os.path.isdir(t)
 
 
-def _file_batches(path: str, columns: list[str], rows: int, dictionaries=()) -> Iterator[tuple]:
+# the columns the block of :func:`shared_reads` holds (None: each pass reads what it asks for)
+_SHARED: _Shared | None = None
+SHARED_BYTES = 32 << 20  # no column is shared once a process' shared columns hold this (0.1 GB: ~24 MB)
+
+
+class _Shared:
+    """The whole columns of table files a process' passes share: (path, column, read as a
+    dictionary) -> column, those asked for once, their bytes, and each file's layout."""
+
+    def __init__(self):
+        self.columns: dict = {}
+        self.asked: dict = {}  # column key -> the read (one file's pass) that first asked for it
+        self.held = 0
+        self.layouts: dict = {}  # path -> (group sizes, first rows, Arrow schema)
+
+    def layout(self, f: pq.ParquetFile, path: str) -> tuple:
+        if path not in self.layouts:
+            sizes = [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+            self.layouts[path] = sizes, np.r_[0, np.cumsum(sizes)].tolist(), f.schema_arrow
+        return self.layouts[path]
+
+
+@contextlib.contextmanager
+def shared_reads(share: bool = True):
+    """While the block runs (``share``), a column of a table file that :func:`tables` /
+    :func:`batches` are asked for a second time is read whole, once, and handed to every later
+    pass that reads it (until they hold :data:`SHARED_BYTES`): the passes of a small output
+    read the same columns of one table many times (the ``ts`` of methods by seven of stats'
+    passes); a column one pass alone reads is read as before.  A big output's passes read row
+    group after row group (``share`` False: memory follows one row group, not the table)."""
+    global _SHARED
+    if not share or _SHARED is not None:
+        yield
+        return
+    _SHARED = _Shared()
+    try:
+        yield
+    finally:
+        _SHARED = None
+
+
+def _read_groups(
+    f: pq.ParquetFile, path: str, groups: list, want: list, dictionaries: set, asker=None
+) -> pa.Table:
+    """Row groups ``groups`` (ascending) of ``f`` (file ``path``), columns ``want``: read, or
+    sliced from the shared columns (:func:`shared_reads`; ``asker``: the pass over the file)."""
+    shared = _SHARED
+    key = {c: (path, c, c in dictionaries) for c in want}
+    if shared is not None:
+        fresh = [c for c in want if key[c] not in shared.columns]
+        again = [c for c in fresh if shared.asked.setdefault(key[c], asker) is not asker]
+        if again and shared.held < SHARED_BYTES:
+            with reading(path):
+                whole = f.read_row_groups(range(f.metadata.num_row_groups), columns=again, use_threads=False)
+            for c in again:
+                shared.columns[key[c]] = whole.column(c)
+                shared.held += whole.column(c).nbytes
+    held = [] if shared is None else [c for c in want if key[c] in shared.columns]
+    read = [c for c in want if c not in held]
+    if read:
+        with reading(path):
+            got = f.read_row_groups(groups, columns=read, use_threads=False)
+        if not held:
+            return got
+    sizes, starts, schema = shared.layout(f, path)
+    cols = []
+    for c in want:
+        if c in held:
+            whole = shared.columns[key[c]]
+            cols.append(
+                pa.chunked_array(
+                    [x for g in groups for x in whole.slice(starts[g], sizes[g]).chunks], whole.type
+                )
+            )
+        else:
+            cols.append(got.column(c))
+    fields = [schema.field(c).with_type(col.type) for c, col in zip(want, cols)]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
+
+
+def _file_batches(path: str, columns: list[str], rows: int, dictionaries=(), methods=None) -> Iterator[tuple]:
     """(record batch, the file's column names) of ``columns`` (those the file has, with their
-    time companions) of one Parquet file, ``rows`` at a time, no read ahead."""
+    time companions) of one Parquet file, ``rows`` at a time, no read ahead; only the rows whose
+    ``method`` is one of ``methods`` (None: all), the row groups with none of them not read but
+    for their ``method`` column."""
     with reading(path):
         f = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in dictionaries])
     have = f.schema_arrow.names
     want = [c for c in times.with_companions(columns, have) if c in have]
+    dicts = {c for c in want if c in dictionaries}
+    asker = object()  # (this pass over the file, for the shared reads)
     try:  # a few row groups at a time: the reader's iterator holds more the more groups it has read
         for first, end in _group_runs(f.metadata, rows):
-            with reading(path):
-                group = f.read_row_groups(range(first, end), columns=want, use_threads=False)
-            if end - first > 1:  # small groups as one batch: a pass's work per batch is paid once
-                group = group.combine_chunks()
+            groups = (
+                list(range(first, end))
+                if methods is None
+                else _having(f, path, first, end, methods, dicts, asker)
+            )
+            if not groups:
+                continue
+            group = _read_groups(f, path, groups, want, dicts, asker)
+            if len(groups) > 1 or _SHARED is not None:  # small groups as one batch: a pass's work
+                group = group.combine_chunks()  # per batch is paid once (shared slices: one chunk)
             for batch in group.to_batches(max_chunksize=rows):
+                if methods is not None:
+                    batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
                 if batch.num_rows:
                     yield batch, have
             del group
     finally:
         f.close()
+
+
+def _having(f: pq.ParquetFile, path: str, first: int, end: int, methods, dictionaries: set, asker) -> list:
+    """The row groups of ``first`` .. ``end`` with a row whose ``method`` is one of ``methods``."""
+    column = _read_groups(f, path, list(range(first, end)), ["method"], dictionaries, asker).column("method")
+    found = is_one_of(column, methods)
+    ends = np.cumsum([f.metadata.row_group(i).num_rows for i in range(first, end)])
+    upto = np.r_[0, np.cumsum(found, dtype=np.int64)]  # rows found before each row
+    hits = upto[ends] - upto[np.r_[0, ends[:-1]]]
+    return [first + i for i in np.flatnonzero(hits).tolist()]
 
 
 def _group_runs(metadata, rows: int) -> Iterator[tuple[int, int]]:
@@ -93,14 +197,17 @@ def _group_runs(metadata, rows: int) -> Iterator[tuple[int, int]]:
         yield first, metadata.num_row_groups
 
 
-def tables(directory, name: str, columns: list[str], rows: int | None = None) -> Iterator[pa.Table]:
+def tables(
+    directory, name: str, columns: list[str], rows: int | None = None, methods=None
+) -> Iterator[pa.Table]:
     """The ``columns`` of table ``name`` of dissect output ``directory`` (those a file has),
     ``rows`` (default :data:`BATCH_ROWS`) rows at a time in the files' order, as Arrow tables with
     exact ns times (the strings of :data:`~amqpcap.analysis.tables.CATEGORICAL_COLUMNS` as
-    dictionaries); nothing when the table is absent or empty.  Row group after row group, no read
-    ahead: memory follows one row group."""
+    dictionaries), only the rows whose ``method`` is one of ``methods`` (None: all); nothing when
+    the table is absent or empty.  Row group after row group, no read ahead: memory follows one
+    row group."""
     for path in table_files(directory, name):
-        for batch, _ in _file_batches(path, columns, rows or BATCH_ROWS, CATEGORICAL_COLUMNS):
+        for batch, _ in _file_batches(path, columns, rows or BATCH_ROWS, CATEGORICAL_COLUMNS, methods):
             yield times.to_exact(pa.Table.from_batches([batch]), POOL)
 
 
@@ -189,11 +296,7 @@ def batches(
     # (the coded strings read as Parquet's dictionaries: no plain string decoded, none encoded again)
     dictionaries = set(strings) | ({"method"} if methods is not None else set())
     for path in table_files(directory, name):
-        for batch, have in _file_batches(path, columns, rows or PASS_ROWS, dictionaries):
-            if methods is not None:
-                batch = batch.filter(pa.array(is_one_of(batch.column("method"), methods)))
-                if batch.num_rows == 0:
-                    continue
+        for batch, have in _file_batches(path, columns, rows or PASS_ROWS, dictionaries, methods):
             batch = times.to_exact(batch)
             out = {}
             for c in columns:

@@ -3,7 +3,8 @@ machine for independent parts of an analysis.  The child is a copy of this proce
 and what it has read are shared until written), computes one function and sends back its
 result, pickled, through a pipe; nothing else of it outlives it.  A generator function's child
 sends each value as it yields it: the caller takes the first ones while the child computes the
-next.
+next.  With an inbox, the caller sends the child values it computes meanwhile (:meth:`send`), which
+the child takes when it needs them (the function's argument, ``receive()``).
 
 A ``multiprocessing`` process of the fork context, not a ``ProcessPoolExecutor``: the function is
 a closure over this process' state, which a forked process inherits and an executor would have
@@ -11,11 +12,14 @@ to pickle."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import multiprocessing
 import pickle
 import signal
+import threading
+from multiprocessing.reduction import ForkingPickler
 
 __all__ = ["Forked", "can_fork"]
 
@@ -34,11 +38,18 @@ class Forked:
     """``fn()`` computed in a forked child; :meth:`result` waits for it and returns its value or
     raises its exception (the child's, pickled; a child that dies without a word: RuntimeError).
     Of a generator function, :meth:`result` with ``last=False`` returns the next value it yields
-    and leaves the child running; the last call, the next value, then waits for the child."""
+    and leaves the child running; the last call, the next value, then waits for the child.
+    ``inbox``: ``fn(receive)`` is computed, ``receive()`` the next value :meth:`send` sent (in
+    order; EOFError once this process closed its end, e.g. it failed)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, *, inbox: bool = False):
         self._read, write = _FORK.Pipe(duplex=False)
-        self._process = _FORK.Process(target=_send, args=(fn, write), daemon=True)
+        self._inbox = self._sending = None
+        args = (fn, write)
+        if inbox:
+            receive, self._inbox = _FORK.Pipe(duplex=False)
+            args = (functools.partial(fn, receive.recv), write, receive, self._inbox)
+        self._process = _FORK.Process(target=_send, args=args, daemon=True)
         # the objects made so far frozen for the fork: the child's collections then do not walk
         # (and so copy) every page of the parent's imports and data
         gc.freeze()
@@ -51,6 +62,32 @@ class Forked:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             gc.unfreeze()
         write.close()
+        if inbox:
+            receive.close()
+
+    def send(self, value) -> None:
+        """``value`` sent to the child, the next its ``receive()`` returns: pickled here, written
+        by a thread of this process (this one goes on while the child is still busy and the pipe
+        full; values sent one after the other, in order).  A child that has ended already (with
+        its result or its error) is not waited for."""
+        data = ForkingPickler.dumps(value)
+        previous = self._sending
+        self._sending = threading.Thread(target=_write, args=(self._inbox, data, previous), daemon=True)
+        self._sending.start()
+
+    def stop(self) -> None:
+        """The child ended (SIGTERM: it leaves quietly, its work dropped) and waited for: of a
+        caller that fails before it sent what the child waits for."""
+        self._process.terminate()
+        self._process.join()
+        self._read.close()
+        self._close_inbox()
+
+    def _close_inbox(self) -> None:
+        if self._sending is not None:  # (its writes end: read, or the child gone)
+            self._sending.join()
+        if self._inbox is not None:
+            self._inbox.close()
 
     def result(self, *, last: bool = True):
         """The child's next value; ``last``: its last one, the child then waited for."""
@@ -63,12 +100,24 @@ class Forked:
             if last or not ok:
                 self._read.close()
                 self._process.join()
+                self._close_inbox()
         if not ok:
             raise value
         return value
 
 
-def _send(fn, conn) -> None:
+def _write(inbox, data: bytes, previous) -> None:
+    """:meth:`Forked.send`'s thread: ``data`` written to the child once ``previous`` (the thread
+    of the value sent before) is done."""
+    if previous is not None:
+        previous.join()
+    try:
+        inbox.send_bytes(data)
+    except OSError:  # the child is gone (BrokenPipeError): result() tells why
+        pass
+
+
+def _send(fn, conn, inbox=None, theirs=None) -> None:
     """The child's work: ``fn()``'s result (a generator function's: each value it yields), or its
     exception, sent through ``conn``.  Signals are the caller's to answer: the child leaves a
     Ctrl-C (sent to the whole process group) to it and ends quietly when it ends the child
@@ -78,6 +127,8 @@ def _send(fn, conn) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    if theirs is not None:  # the caller's end of the inbox: EOF once the caller closes its own
+        theirs.close()
     try:
         value = fn()
         for each in value if inspect.isgenerator(value) else (value,):
@@ -86,6 +137,8 @@ def _send(fn, conn) -> None:
         conn.send((False, _picklable(e)))
     finally:
         conn.close()
+        if inbox is not None:
+            inbox.close()
 
 
 def _picklable(e: BaseException) -> BaseException:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gc
 import html
 import math
 import os
@@ -31,13 +32,13 @@ from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
     ASIDE,
     LATENCY_KINDS,
-    STATS_PARTS,
     connection_cells,
     connections_table,
     error_tables,
     frames_note,
     pool_threshold,
     section_tables,
+    small_output,
     span_duration,
     stats_of_parts,
     stats_parts,
@@ -433,17 +434,22 @@ def channel_lifetimes(t) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object) for i, c in enumerate(cols)})
 
 
-# a step line of more points is drawn as its envelope: 2,000 spans of x, each under a pixel of a
-# figure's ~1,000-1,100 px wide axes, so the envelope covers the pixels the whole line would
+# a step line of more points is drawn as its envelope: 2,000 spans of the axis' x, each under a
+# pixel of a figure's ~1,000-1,100 px wide axes, so the envelope covers the pixels the whole line
+# would
 STEP_POINTS = 8_000
 
 
-def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tuple[np.ndarray, np.ndarray]:
+def step_envelope(
+    x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS, axis: tuple | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The points of a step line drawn ``where="post"`` (``x`` ascending) worth drawing: those
     whose value differs from the one before (a repeated value draws nothing of its own: a run of
     missing values is one gap), and the last.  Past ``most`` of them (all values finite), in each of
-    ``most // 4`` equal spans of x, the first, the last, and the first at the span's highest and
-    lowest value (a million connections: a few MB to draw, not hundreds)."""
+    ``most // 4`` equal spans of the axis' x (``axis``: its first and last x, e.g. of all the lines
+    it draws; default the line's own) that has more than 4 of them, the first, the last, and the
+    first at the span's highest and lowest value (a million connections: a few MB to draw, not
+    hundreds; a line over a seventh of the axis: at most a seventh of ``most``)."""
     if len(y) < 3 or not (x[1:] >= x[:-1]).all():  # (x not ascending: drawn as it is)
         return x, y
     same = y[1:] == y[:-1]
@@ -454,11 +460,14 @@ def step_envelope(x: np.ndarray, y: np.ndarray, most: int = STEP_POINTS) -> tupl
         keep = np.r_[True, ~same]
         x, y = x[keep], y[keep]
     n = len(x)
-    if n <= most or not np.isfinite(x[[0, -1]]).all() or not np.isfinite(y).all():
+    if (n <= most and axis is None) or not np.isfinite(x[[0, -1]]).all() or not np.isfinite(y).all():
         return x, y
     bins = most // 4
-    width = max(float(x[-1] - x[0]), 1e-300)
-    b = np.minimum(((x - x[0]) / width * bins).astype(np.int64), bins - 1)
+    lo, hi = (x[0], x[-1]) if axis is None else (min(axis[0], x[0]), max(axis[1], x[-1]))
+    width = max(float(hi - lo), 1e-300)
+    b = np.minimum(((x - lo) / width * bins).astype(np.int64), bins - 1)
+    if n <= min(most, 4 * (b[-1] - b[0] + 1)):  # (no more than the envelope of the spans it crosses)
+        return x, y
     starts = np.r_[0, np.flatnonzero(np.diff(b)) + 1]
     seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
     keep = [starts, np.r_[starts[1:], n] - 1]
@@ -721,12 +730,15 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
         rows = _channel_rows(un, codes)
         ts, counts = ns(un["ts"]), un["unacked"].to_numpy(dtype=float)
         prefetch = un["prefetch_count"].astype("Float64").fillna(0).astype(float).to_numpy()
+        xs = {k: (ts[rows.get(k, rows[None])] - t0n) / 1e9 for k in peak.index}
+        ends = [x[[0, -1]] for x in xs.values() if len(x)]
+        axis = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
         for i, k in enumerate(peak.index):
             g = rows.get(k, rows[None])
-            x = (ts[g] - t0n) / 1e9
+            x = xs[k]
             col = f"C{i % 10}"
             ax.step(
-                *step_envelope(x, counts[g]),
+                *step_envelope(x, counts[g], axis=axis),
                 where="post",
                 color=col,
                 label=f"stream {k[1]} ch {k[2]}",
@@ -734,7 +746,7 @@ def fig_unacked(un: pd.DataFrame | Timeline, path: Path, t0, top: int = TOP_CHAN
             pc = prefetch[g]
             if (pc > 0).any():
                 ax.step(
-                    *step_envelope(x, np.where(pc > 0, pc, np.nan)),
+                    *step_envelope(x, np.where(pc > 0, pc, np.nan), axis=axis),
                     where="post",
                     color=col,
                     linestyle="--",
@@ -1058,7 +1070,9 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
         return _write_report(t, out_dir, bucket, stats)
 
 
-# the stats parts the report computes beside its figures of the same tables (:func:`_beside`)
+# the stats parts the report computes beside the figures drawn of the same loads: errors in the
+# figures' process (:func:`_beside`: its errors and timeline figures), throughput from the totals
+# of the throughput figure (one pass for stats' 1 s buckets and the plot's)
 BESIDE = ("errors", "throughput")
 
 
@@ -1077,23 +1091,69 @@ def matched_latencies(kind: str, df) -> np.ndarray:
 
 
 def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
-    """The body of :func:`write_report`: one forked second process computes the figures of its
-    own passes over the tables, their stats parts and stats' other :data:`ASIDE` parts and the
-    Connections table, while this one computes the rest of stats and draws the unacked figure,
-    then the latency figure from both processes' pairings while the other still draws (two
-    processes: the report needs no third beside stats')."""
+    """The body of :func:`write_report`: one forked second process draws the figures (of a small
+    output every one: only it imports matplotlib, while this one computes; :func:`_beside`) from
+    its own passes over the tables (stats' errors part; of a larger output, :func:`_drawn_aside`,
+    stats' other :data:`ASIDE` parts too) and from what this one sends it: the throughput totals
+    of the plot's bucket, the unacked counts of its consumer-ack pass (of a larger output drawn
+    here) and what the latency figure draws of its pairings, while it computes the rest of stats
+    (two processes: the report needs no third beside stats')."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0, duration = _origin(src)
     bucket = bucket or pick_bucket(duration)
     fork = is_output_dir(src) and can_fork()
-    aside = tuple(p for p in ASIDE if p not in BESIDE) if fork and stats is None else ()
-    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside)
-    if fork:  # both processes draw: matplotlib imported once, the forked one inherits it
-        import matplotlib.backends.backend_agg  # noqa: F401
-        import matplotlib.figure  # noqa: F401
-    forked = Forked(beside) if fork else None
+    aside = _drawn_aside(src) if fork and stats is None else ()
+    # the unacked counts of a larger output are drawn here: what the figures' process would be
+    # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's); of a
+    # small one they are sent and the figures' process makes the Connections table too (it would
+    # wait for this one's pairings meanwhile)
+    unacked_aside = fork and small_output(src)
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside)
+    forked = Forked(beside, inbox=True) if fork else None
+    here: dict = {}  # the figures drawn by this process: name -> path
+
+    def draw_unacked(un):
+        here["unacked"] = fig_unacked(un, out / "unacked.png", t0)
+
+    try:
+        stats, paths, ct = _computed(
+            src, bucket, stats, aside, beside, forked, None if unacked_aside else draw_unacked
+        )
+    except BaseException:
+        if forked is not None:  # (it would wait for what this process sends)
+            forked.stop()
+        raise
+    paths.update(here)
+    images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
+    index = out / "index.html"
+    index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
+    return os.fspath(index)
+
+
+# The report's own stats parts (but BESIDE and those computed aside), in the order of what the
+# figures' process waits for: the consumer acks' pass (the unacked figure; health reads its
+# counts), the other pairings (the latency figure), then the parts no figure draws.
+OWN_ORDER = (
+    ("consumer_ack", "health"),
+    ("transit", "rpc", "method_rtt", "connection_setup", "confirm"),
+    ("span", "counts", "errors", "throughput", "amqp10"),
+)
+
+
+def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked) -> tuple:
+    """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
+    and the figures' process' ones), the figures' paths and the page's Connections table;
+    ``draw_unacked``: the unacked counts drawn here by it (None: sent to the figures' process,
+    which then makes the Connections table too)."""
+    sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
+    post = forked.send if forked is not None else sent.append
+    buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
+    tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
+    post(tot[bucket])
+    throughput = throughput_summary(tot[STATS_BUCKET], STATS_BUCKET) if stats is None else None
+    del tot
     values: dict = {}  # kind -> what the figure draws of its matched latencies (no array of them)
     kept: dict = {}
 
@@ -1102,46 +1162,46 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
         if kind == "consumer_ack" and isinstance(df, pd.DataFrame):
             kept[kind] = df[UNACKED_ACK_COLS]  # all unacked reads of the frame (no copy)
 
-    paths: dict = {}
-
-    def draw(section, load):  # the pass' unacked counts, else the pairing kept and the qos rows
+    def unacked(section, load):  # the pass' unacked counts, else the pairing kept and the qos rows
         if section == "consumer_ack":
             un = kept.pop("unacked", None)
-            if un is None:
-                un = unacked_frame(load(), acks=kept.pop("consumer_ack"))
-            paths["unacked"] = fig_unacked(un, out / "unacked.png", t0)
+            (draw_unacked or post)(unacked_frame(load(), acks=kept.pop("consumer_ack")) if un is None else un)
 
     if stats is None:
-        got = stats_parts(
-            src,
-            tuple(p for p in STATS_PARTS if p not in BESIDE and p not in aside),
-            on_latency=keep,
-            on_section=draw,
-            on_unacked=lambda un: kept.__setitem__("unacked", un),
-            aside=(),
-        )
+        got: dict = {"latency": {}}
+        for group in OWN_ORDER:
+            part = stats_parts(
+                src,
+                tuple(p for p in group if p not in BESIDE and p not in aside),
+                on_latency=keep,
+                on_section=unacked,
+                on_unacked=lambda un: kept.__setitem__("unacked", un),
+                aside=(),
+            )
+            got["latency"].update(part.pop("latency"))
+            got.update(part)
+            if "method_rtt" in group:  # every pairing of this side done
+                post(values)
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
             keep(kind, pairing(section_tables(src, kind)))
-        draw("consumer_ack", lambda: section_tables(src, "unacked"))
-    here = beside() if forked is None else None
-
-    def theirs(last: bool):
-        return forked.result(last=last) if forked is not None else next(here)
-
-    their_parts, latencies = theirs(last=False)  # (the forked process draws on meanwhile)
-    values.update(latencies)
-    paths["latency"] = fig_latency(values, out / "latency.png")
-    drawn, throughput, ct = theirs(last=True)
-    paths.update(drawn)
+        unacked("consumer_ack", lambda: section_tables(src, "unacked"))
+        post(values)
+    ct = connections_table(src, _PAGE_LIMIT) if draw_unacked is not None else None
+    their_parts, paths, their_ct = beside(lambda: sent.pop(0)) if forked is None else forked.result()
+    ct = their_ct if ct is None else ct
     if stats is None:
         got["latency"].update(their_parts.pop("latency"))
-        got.update(their_parts, **throughput)
+        got.update(their_parts, throughput=throughput)
         stats = stats_of_parts(got)
-    images = {k: base64.b64encode(Path(paths[k]).read_bytes()).decode("ascii") for k in FIGURES}
-    index = out / "index.html"
-    index.write_text(_page(stats, ct, images, plot_bucket=bucket), encoding="utf-8")
-    return os.fspath(index)
+    return stats, paths, ct
+
+
+def _drawn_aside(src) -> tuple:
+    """The stats parts (of :data:`ASIDE`, but :data:`BESIDE`) the figures' process computes too:
+    none of a small output (its fixed costs, matplotlib's import and five figures, are then about
+    half of the report's CPU), those of stats' second process of a larger one."""
+    return () if small_output(src) else tuple(p for p in ASIDE if p not in BESIDE)
 
 
 def _origin(src) -> tuple:
@@ -1154,14 +1214,14 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
-    """What the report draws from its own passes over the tables, in two steps (a generator: a
-    forked process sends the first while it computes the second).  First (``parts``) the stats
-    parts of :data:`BESIDE` but throughput and of ``aside`` (their dict, as :func:`stats_parts`
-    gives it) with what the latency figure draws of ``aside``'s pairings (kind ->
-    :class:`LatencyDrawn`); then the errors, timeline and throughput figures (name -> path),
-    (``parts``) the throughput part (``{"throughput": ...}``: its 1 s buckets and the plot's summed
-    in one pass) and the page's Connections table."""
+def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, receive):
+    """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
+    parts of ``aside`` and the errors part (their dict, as :func:`stats_parts` gives it), and
+    every figure (name -> path; ``small``: the unacked figure too) and (``small``) the page's
+    Connections table.  ``receive()``, in turn: the throughput totals of the plot's bucket,
+    (``small``) the unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the
+    :class:`LatencyDrawn` of the caller's pairings by kind."""
+    _import_matplotlib()
     got: dict = {}
     latencies: dict = {}
     found: dict = {}
@@ -1183,15 +1243,30 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple = ()):
         )
     else:
         errors("errors", lambda: section_tables(src, "errors"))
-    yield got, latencies
     err = found.pop("err")
     paths = {"errors": fig_errors(err, out / "errors.png")}
     paths["timeline"] = fig_timeline(section_tables(src, "timeline"), err, out / "timeline.png", t0)
     del err
     release_memory()
-    buckets = list(dict.fromkeys(([STATS_BUCKET] if parts else []) + [bucket]))
-    tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
-    throughput = {"throughput": throughput_summary(tot[STATS_BUCKET], STATS_BUCKET)} if parts else {}
-    paths["throughput"] = throughput_figure(tot[bucket], out / "throughput.png", bucket, t0)
-    del tot
-    yield paths, throughput, connections_table(src, _PAGE_LIMIT)
+    paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
+    ct = None
+    if small:
+        paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
+        ct = connections_table(src, _PAGE_LIMIT)  # (while the caller's pairings are computed)
+    latencies.update(receive())
+    paths["latency"] = fig_latency(latencies, out / "latency.png")
+    return got, paths, ct
+
+
+def _import_matplotlib() -> None:
+    """matplotlib's modules the figures draw with, imported without cyclic collections (its
+    ~70k objects live as long as the process: as the CLI imports, ``cli.QUIET_START``; ~5% of the
+    import's CPU); the collector's state then as it was."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    finally:
+        if was:
+            gc.enable()

@@ -20,7 +20,7 @@ from amqpcap.analysis._common import (
     records,
     spec_by_name,
 )
-from amqpcap.analysis.batches import is_one_of, tables
+from amqpcap.analysis.batches import tables
 from amqpcap.analysis.pairing import (
     BASE_COLS,
     BY_ID,
@@ -214,11 +214,7 @@ def section_rows(directory, columns: dict, names: dict):
 def _rows_named(directory, name: str, columns: list, names) -> pd.DataFrame:
     """The rows of table ``name`` whose method is one of ``names``, typed as a section load
     types them, read batch by batch: what is held is one batch and the rows kept."""
-    parts = []
-    for b in tables(directory, name, columns):
-        sel = is_one_of(b.column("method"), names)
-        if sel.any():
-            parts.append(b.filter(pa.array(sel)))
+    parts = list(tables(directory, name, columns, methods=names))
     if not parts:
         return empty_frame(name, columns, CATEGORICAL_COLUMNS, True)
     return arrow_to_pandas(

@@ -531,12 +531,16 @@ def throughput_summary(tot: pd.DataFrame, bucket: str) -> dict:
 def span_summary(t) -> dict:
     """stats' ``span``: first and last packet time, duration, time outliers (of loaded tables, or
     of a dissect output directory read a batch at a time)."""
-    ts = _span_ends(t)
+    if is_output_dir(t):
+        ends, odd = timespan.span(t, TS_FLOOR_NS, TS_FAR_NS)
+        ts = [pd.Timestamp(v, tz="UTC") for v in ends]
+    else:
+        ts, odd = _span_ends(t), None
     if not ts:
         return {"start": None, "end": None, "duration_s": None}
     lo, hi = min(ts), max(ts)
     out = {"start": lo.isoformat(), "end": hi.isoformat(), "duration_s": _num((hi - lo).total_seconds(), 6)}
-    odd = timespan.outliers(t, TS_FLOOR_NS, TS_FAR_NS) if is_output_dir(t) else time_outliers(t)
+    odd = time_outliers(t) if odd is None else odd
     out["time_outliers"] = int(len(odd))
     out["first_time_outlier"] = (
         None
@@ -708,7 +712,7 @@ SMALL_OUTPUT = 32 << 20
 
 def _aside(t) -> tuple:
     """:func:`stats`' parts computed aside by default for ``t``."""
-    return SMALL_ASIDE if _small(t) else ASIDE
+    return SMALL_ASIDE if small_output(t) else ASIDE
 
 
 # the Parquet bytes of a dissect output under which its passes keep arrays under 4 MiB on the
@@ -720,10 +724,10 @@ SMALL_MMAP_OUTPUT = 256 << 20
 def pool_threshold(src) -> int:
     """:func:`~amqpcap.analysis._common.malloc_pool`'s mmap threshold for the passes over ``src``:
     higher for an output under :data:`SMALL_MMAP_OUTPUT` (see ``_common.MMAP_THRESHOLD``)."""
-    return SMALL_MMAP_THRESHOLD if _small(src, SMALL_MMAP_OUTPUT) else MMAP_THRESHOLD
+    return SMALL_MMAP_THRESHOLD if small_output(src, SMALL_MMAP_OUTPUT) else MMAP_THRESHOLD
 
 
-def _small(src, under: int | None = None) -> bool:
+def small_output(src, under: int | None = None) -> bool:
     """Whether ``src`` is a dissect output directory of under ``under`` (default
     :data:`SMALL_OUTPUT`) bytes of tables."""
     return is_output_dir(src) and output_bytes(src) < (SMALL_OUTPUT if under is None else under)
@@ -807,7 +811,7 @@ def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None
         "health": put("health", lambda t: _health(t, got["unacked"])),
         "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
     }
-    with malloc_pool(pool_threshold(src)):
+    with malloc_pool(pool_threshold(src)), batches.shared_reads(small_output(src)):
         for section in (p for p in STATS_PARTS if p in parts):
             step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):

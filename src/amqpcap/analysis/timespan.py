@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from amqpcap.analysis import batches
 
-__all__ = ["first_ts", "span_parts", "outliers"]
+__all__ = ["first_ts", "span_parts", "span", "outliers"]
 
 # the stamped tables whose rows can be time outliers (connections: their span only)
 _ROW_TABLES = ("methods", "messages", "frames")
@@ -53,16 +53,27 @@ def _stamps(directory, cols=("capture", "ts")):
 
 
 def span_parts(directory) -> tuple[list, int | None]:
-    """The minimum and maximum of every ``ts`` / ``end_ts`` column of the output (the list
-    :func:`~amqpcap.analysis.summary.span_summary` takes its start and end from, as ns), and the
-    first packet's time (ns, None when nothing is stamped: the report's time origin)."""
+    """The minimum and maximum of every ``ts`` / ``end_ts`` column of the output (those
+    :func:`span` gives), and the first packet's time (ns, None when nothing is stamped: the
+    report's time origin)."""
+    return _ends(directory, [("connections", ["ts", "end_ts"])] + [(name, ["ts"]) for name in _ROW_TABLES])
+
+
+def span(directory, floor_ns: int, far_ns: int) -> tuple[list, pd.DataFrame | None]:
+    """What :func:`~amqpcap.analysis.summary.span_summary` takes from an output: the minimum and
+    maximum of the connections' ``ts`` / ``end_ts`` and those of each capture's stamps in the
+    row tables (ns; their least and greatest are :func:`span_parts`'), and the rows of
+    :func:`outliers` (None when nothing is stamped), the row tables' stamps read once for both."""
+    extent = _extent(directory)
+    ends = _ends(directory, [("connections", ["ts", "end_ts"])])[0]
+    ends += [int(x) for _, lo, hi in extent.values() for x in (lo, hi)]
+    return ends, (outliers(directory, floor_ns, far_ns, extent) if ends else None)
+
+
+def _ends(directory, columns: list) -> tuple[list, int | None]:
+    """:func:`span_parts` of the ``columns`` ((table, [column, ...]), ...)."""
     ts, first = [], None
-    for name, cols in (
-        ("connections", ["ts", "end_ts"]),
-        ("methods", ["ts"]),
-        ("messages", ["ts"]),
-        ("frames", ["ts"]),
-    ):
+    for name, cols in columns:
         for c in cols:
             lo = hi = None
             for table in batches.tables(directory, name, [c]):
@@ -134,11 +145,12 @@ def _medians(directory, count: dict) -> dict:
     return out
 
 
-def outliers(directory, floor_ns: int, far_ns: int) -> pd.DataFrame:
+def outliers(directory, floor_ns: int, far_ns: int, extent: dict | None = None) -> pd.DataFrame:
     """``time_outliers`` of an output directory: the rows (``capture``, ``tcp_stream``,
     ``frame_number``, ``ts``) of methods, messages and frames stamped before ``floor_ns`` or more
-    than ``far_ns`` from their capture's median, a packet once, in capture and packet order."""
-    extent = _extent(directory)
+    than ``far_ns`` from their capture's median, a packet once, in capture and packet order.
+    ``extent``: the output's per capture (stamped rows, first, last stamp), when known."""
+    extent = _extent(directory) if extent is None else extent
     # (a margin for the float arithmetic of the median test: ns stamps as float64 are rounded)
     odd_caps = {cap: n for cap, (n, lo, hi) in extent.items() if lo < floor_ns or hi - lo > far_ns - _MARGIN}
     parts = []

@@ -336,6 +336,11 @@ def totals(t, bucket: str = "1s") -> pd.DataFrame:
 def totals_at(t, buckets: list) -> list:
     """:func:`totals` per bucket of ``buckets`` (pandas frequency strings), from one pass over the
     tables: e.g. the stats' 1 s buckets and a plot's."""
+    # Of an output, numpy sums per (bucket, direction) of the timed and directed rows, the only
+    # rows _wide keeps.  throughput() of an output stays the frames' groupby: its groups are any
+    # of BY's keys (strings, nullable channels), and it keeps the rows without a time or a
+    # direction as groups of their own; tests/analysis/test_batch_sections.py checks that both
+    # ways give the same totals.
     if batches.is_output_dir(t):
         tps = _output_totals(t, list(buckets), "frames" if _has_frames(t) else "estimate")
     else:

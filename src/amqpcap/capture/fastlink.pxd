@@ -30,6 +30,13 @@ cdef extern from *:
 cdef list _ADDRS, _PORTS
 
 
+cdef inline const unsigned char *_bytes_from(object buf, Py_ssize_t start) except NULL:
+    """A pointer to the bytes of ``buf`` (bytes or bytearray, as a packet's bytes may be) from
+    ``start`` on: a located packet's, read in place."""
+    cdef const unsigned char *b = buf
+    return b + start
+
+
 cdef uint16_t _rd16(const unsigned char *b, Py_ssize_t p) noexcept
 @cython.locals(top=uint32_t)
 cdef uint32_t _rd32(const unsigned char *b, Py_ssize_t p) noexcept
@@ -47,6 +54,15 @@ cdef object _packet_at(int version, const unsigned char *b, Py_ssize_t a, Py_ssi
                        Py_ssize_t end)
 
 
-@cython.locals(n=Py_ssize_t, b="const unsigned char *", et=int, off=Py_ssize_t, v=int, af=int, vihl=int, total=Py_ssize_t,
-               frag=int, proto=int, of=int, end=Py_ssize_t, p=Py_ssize_t, vf=int, plen=Py_ssize_t, nh=int)
+cdef object _bytes_of(object buf, Py_ssize_t start, Py_ssize_t stop)
+
+
+cdef tuple _ethertype(const unsigned char *b, Py_ssize_t n, Py_ssize_t off, int et)
+
+
 cpdef parse_packet_reference(int linktype, data)
+
+
+@cython.locals(stop=Py_ssize_t, b="const unsigned char *", et=int, off=Py_ssize_t, v=int, af=int, vihl=int, total=Py_ssize_t,
+               frag=int, proto=int, of=int, end=Py_ssize_t, p=Py_ssize_t, vf=int, plen=Py_ssize_t, nh=int)
+cpdef parse_located_reference(int linktype, buf, Py_ssize_t start, Py_ssize_t n)

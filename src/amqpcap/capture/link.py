@@ -30,6 +30,11 @@ with ``type(r) is Packet`` / ``r is None``):
   TCP payload (a ``bytes`` slice of ``data``), ``missing`` the payload bytes
   the snapshot length cut off.
 
+``parse_located(linktype, buf, start, n)`` is ``parse_packet(linktype,
+buf[start : start + n])`` for a packet that lies in a larger buffer (the reader's,
+``reader.PacketSource.chunks``); compiled, the packet is read where it lies and
+its payload slice is the only copy made of its bytes.
+
 Lengths come from the IP header, never from the captured length: Ethernet
 padding and trailers (FCS) are not payload.  An IPv4 total length of 0 or an
 IPv6 payload length of 0 (TCP segmentation offload on the capturing host, or a
@@ -92,6 +97,7 @@ COMPILED = __name__ == compiled.PARTS["fastlink"].module
 
 __all__ = [
     "parse_packet",
+    "parse_located",
     "Packet",
     "Malformed",
     "format_addr",
@@ -138,12 +144,13 @@ def format_addr(ip_version: int, packed: bytes) -> str:
     return _inet_ntop(_AF[ip_version], packed)
 
 
-def _ethertype(data, off: int, et: int):
-    """Skip VLAN tags; return (ethertype, offset of the network header)."""
+def _ethertype(b, n: int, off: int, et: int):
+    """Skip VLAN tags of the packet's ``n`` bytes ``b``; return (ethertype, offset of the network
+    header)."""
     while et in _VLAN_TPIDS:
-        if len(data) < off + 4:
+        if n < off + 4:
             return -1, off
-        et = (data[off + 2] << 8) | data[off + 3]
+        et = (b[off + 2] << 8) | b[off + 3]
         off += 4
     return et, off
 
@@ -209,8 +216,25 @@ def _packet_at(version: int, b, a: int, alen: int, t: int, p: int, end: int) -> 
 def parse_packet_reference(linktype: int, data: bytes):
     """Parse one captured packet; see the module docstring for the result (``parse_packet`` is
     this, compiled by Cython if built: capture/fastlink.pxd)."""
-    n = len(data)
-    b = data  # (compiled: a pointer to its bytes, read and sliced in C)
+    return parse_located_reference(linktype, data, 0, len(data))
+
+
+def _bytes_of(buf: bytes, start: int, stop: int) -> bytes:
+    """``buf[start:stop]``: ``buf`` itself when that is all of it."""
+    return buf if start == 0 and stop == len(buf) else buf[start:stop]
+
+
+def parse_located_reference(linktype: int, buf: bytes, start: int, n: int):
+    """``parse_packet`` of the packet of ``n`` bytes at ``buf[start]`` (a record of the capture's
+    read buffer, ``reader.PacketSource.chunks``): compiled, its bytes are read where they are and
+    its payload is the one copy made of them (``parse_located`` is this, compiled by Cython if
+    built)."""
+    stop = start + n
+    if COMPILED:
+        b = _bytes_from(buf, start)  # noqa: F821 (fastlink.pxd: a pointer to the packet's bytes in buf)
+    else:  # (Python: the packet's own bytes, offsets from its first byte)
+        buf = b = _bytes_of(buf, start, stop)
+        start, stop = 0, n
     # 1. link layer -> (offset of the IP header, IP version)
     if linktype == 1 or linktype == 113 or linktype == 276:
         if linktype == 1:
@@ -229,7 +253,7 @@ def parse_packet_reference(linktype: int, data: bytes):
             et = (b[0] << 8) | b[1]
             off = 20
         if et != 0x0800 and et != 0x86DD and et in _VLAN_TPIDS:
-            et, off = _ethertype(data, off, et)
+            et, off = _ethertype(b, n, off, et)
             if et < 0:
                 return TRUNCATED_LINK_HEADER
         if et == 0x0800:
@@ -258,7 +282,7 @@ def parse_packet_reference(linktype: int, data: bytes):
         v = b[0] >> 4
         if v != 4 and v != 6:
             if linktype == 12 and n >= 4 and b[0] == 0 and b[1] == 0 and b[2] == 0:
-                return parse_packet_reference(108, data)  # OpenBSD DLT_LOOP
+                return parse_located_reference(108, buf, start, n)  # OpenBSD DLT_LOOP
             return None
         off = 0
     elif linktype == 228 or linktype == 229:
@@ -286,7 +310,7 @@ def parse_packet_reference(linktype: int, data: bytes):
                     _rd16(b, off + 32),
                 )
             else:
-                vihl, total, frag, proto, src, dst, sport, dport, seq, ack, of, win = _u_v4(data, off)
+                vihl, total, frag, proto, src, dst, sport, dport, seq, ack, of, win = _u_v4(buf, off)
             if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and total >= 40 and of >= 0x5000:
                 end = off + total
                 p = off + 20 + ((of >> 10) & 0x3C)
@@ -294,22 +318,22 @@ def parse_packet_reference(linktype: int, data: bytes):
                     if COMPILED:
                         return _packet_at(4, b, off + 12, 4, off + 20, p, end)
                     return _packet(
-                        Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0)
+                        Packet, (4, src, dst, sport, dport, seq, ack, of & 0x1FF, win, buf[p:end], 0)
                     )
-        return _ipv4(data, off, n)
+        return _ipv4(_bytes_of(buf, start, stop), off, n)
     if n >= off + 60:
         if COMPILED:
             vf, plen, nh, of = b[off], _rd16(b, off + 4), b[off + 6], _rd16(b, off + 52)
         else:
-            vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(data, off)
+            vf, plen, nh, src, dst, sport, dport, seq, ack, of, win = _u_v6(buf, off)
         if nh == 6 and vf >> 4 == 6 and plen >= 20 and of >= 0x5000:
             end = off + 40 + plen
             p = off + 40 + ((of >> 10) & 0x3C)
             if end <= n and p <= end:
                 if COMPILED:
                     return _packet_at(6, b, off + 8, 16, off + 40, p, end)
-                return _packet(Packet, (6, src, dst, sport, dport, seq, ack, of & 0x1FF, win, data[p:end], 0))
-    return _ipv6(data, off, n)
+                return _packet(Packet, (6, src, dst, sport, dport, seq, ack, of & 0x1FF, win, buf[p:end], 0))
+    return _ipv6(_bytes_of(buf, start, stop), off, n)
 
 
 def _ipv4(data, off: int, n: int):
@@ -400,3 +424,4 @@ def _tcp(version, src, dst, data, t: int, end: int, n: int):
 # module chooses nothing: it is what is chosen.
 SOURCE_STAMP, _fast = compiled.twin("fastlink", AMQPCAP_SOURCE_STAMP if COMPILED else None)  # noqa: F821 (stamp.pxd)
 parse_packet = _fast.parse_packet_reference if _fast is not None else parse_packet_reference
+parse_located = _fast.parse_located_reference if _fast is not None else parse_located_reference

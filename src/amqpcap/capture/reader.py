@@ -89,10 +89,11 @@ scapy 2.8's raw readers are wrong for our purposes in several ways:
   length the file claims (up to 4 GiB).
 
 So both formats are parsed here, reading the file in ``CHUNK``-sized pieces
-and cutting records out of the chunk with ``struct.unpack_from``; the only
-per-packet objects are the record tuple and the ``bytes`` slice of the data (the
-generators yield lists of records: ``PacketSource.batches``).
-Memory is bounded by ``CHUNK + MAX_RECORD``.
+and finding the records in the chunk with ``struct.unpack_from`` (C byte loads
+compiled); the only per-packet object is the record tuple, which locates the
+packet's bytes in the chunk (the generators yield a chunk with its records:
+``PacketSource.chunks``; ``batches`` and iteration slice each packet's bytes
+out of it).  Memory is bounded by ``CHUNK + MAX_RECORD``.
 """
 
 from __future__ import annotations
@@ -372,11 +373,18 @@ class PacketSource:
         return itertools.chain.from_iterable(self.batches())
 
     def batches(self) -> Iterator[list[tuple[int, int, int, bytes, int]]]:
-        """The records in lists, in order: the walk's lists as they are (a chunk's records at
-        once), a packet the walk leaves to the reader (a simple or obsolete packet block, a
-        timestamp past 64 bits) in a list of its own.  What
-        ``__iter__`` yields one by one; the compiled packet loop takes the lists, so that
-        the generator resumes once a chunk rather than once a packet."""
+        """The records in lists, in order: a chunk's records at once (``chunks``), each with its
+        bytes.  What ``__iter__`` yields one by one."""
+        return _with_bytes(self.chunks())
+
+    def chunks(self) -> Iterator[tuple[bytes, list[tuple[int, int, int, int, int, int]]]]:
+        """``(buf, records)`` in order: the records located in ``buf``, the read buffer, as
+        ``(number, ts_ns, linktype, start, caplen, wirelen)``, the packet's bytes the ``caplen``
+        at ``buf[start]`` (not copied out of it).  The walk's lists as they are (a chunk's records at once), a
+        packet the walk leaves to the reader (a simple or obsolete packet block, a timestamp past
+        64 bits) in a list of its own.  What the packet loop takes (flows.py), so that the
+        generator resumes once a chunk rather than once a packet and a packet's payload is the
+        one copy made of its bytes (``link.parse_located``)."""
         self.anomalies.clear()
         if self._pcap_hdr is not None:
             g = self._iter_pcap()
@@ -420,7 +428,7 @@ class PacketSource:
                 records, pos, n = walk(buf, pos, hl, big, mul, linktype, n)
                 if records:
                     ts = records[-1][1]
-                    yield records
+                    yield buf, records
                 # the record the buffer cuts (the walk takes it once it is read): refills,
                 # truncation, anomalies
                 if pos + hl > blen:
@@ -466,7 +474,7 @@ class PacketSource:
                 records, pos, st.n = walk(buf, pos, st.big, st.ifaces, st.n)
                 if records:
                     st.last_ts = records[-1][1]
-                    yield records
+                    yield buf, records
                 # every other block, and the one the buffer cuts (read, then walked if it can be):
                 # refills, checks and anomalies
                 if pos + 12 > blen:
@@ -519,10 +527,17 @@ class PacketSource:
                 if got is _STOP:
                     return
                 if got:
-                    yield got
+                    yield buf, got
                 pos += blk
         finally:
             f.close()
+
+
+def _with_bytes(chunks):
+    """The records of ``chunks`` (``PacketSource.chunks``) in lists, as ``(number, ts_ns,
+    linktype, data, wirelen)``, ``data`` each packet's bytes."""
+    for buf, records in chunks:
+        yield [(n, ts, lt, buf[at : at + caplen], wirelen) for n, ts, lt, at, caplen, wirelen in records]
 
 
 _PCAP_HEAD = {big: struct.Struct(">IIII" if big else "<IIII").unpack_from for big in (False, True)}
@@ -537,11 +552,11 @@ def _u32(b: bytes, p: int, big: bool) -> int:
 
 def walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: int) -> tuple[list, int, int]:
     """``(records, pos, n)``: the records wholly in ``buf`` from ``pos`` (``hl``: the record
-    header's length; ``mul``: ns per fraction unit), numbered from ``n + 1``; where the walk
-    stopped and the last number."""
+    header's length; ``mul``: ns per fraction unit), numbered from ``n + 1``, located in ``buf``
+    (``PacketSource.chunks``); where the walk stopped and the last number."""
     head = _PCAP_HEAD[big]
     blen = len(buf)
-    b = buf  # (compiled: a pointer to its bytes, read and sliced in C)
+    b = buf  # (compiled: a pointer to its bytes, read in C)
     out = []
     in_c = COMPILED  # (a local: a global is looked up at every use, a record's in pure Python)
     while pos + hl <= blen:
@@ -554,7 +569,8 @@ def walk_pcap(buf: bytes, pos: int, hl: int, big: bool, mul: int, linktype, n: i
         if end > blen:
             break
         n += 1
-        out.append((n, sec * _NS + frac * mul, linktype, b[pos + hl : end], wirelen))
+        w = wirelen  # (the one int of both lengths when they are equal, as they mostly are)
+        out.append((n, sec * _NS + frac * mul, linktype, pos + hl, w if caplen == wirelen else caplen, w))
         pos = end
     return out, pos, n
 
@@ -621,8 +637,8 @@ _TRAILER = {big: struct.Struct(">I" if big else "<I").unpack_from for big in (Fa
 
 def walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[list, int, int]:
     """``(records, pos, n)``: the enhanced packet blocks wholly in ``buf`` from ``pos``
-    (well-formed, of an interface with a link type), numbered from ``n + 1``; where the walk
-    stopped (at any other block) and the last number."""
+    (well-formed, of an interface with a link type), numbered from ``n + 1``, located in ``buf``
+    (``PacketSource.chunks``); where the walk stopped (at any other block) and the last number."""
     head, trailer = _EPB_HEAD[big], _TRAILER[big]
     blen = len(buf)
     b = buf  # (as walk_pcap)
@@ -652,7 +668,8 @@ def walk_pcapng(buf: bytes, pos: int, big: bool, ifaces: list, n: int) -> tuple[
         if not TS_MIN <= ts <= TS_MAX:
             break  # the block reader reports it
         n += 1
-        out.append((n, ts, iface[0], b[pos + 28 : pos + 28 + caplen], wirelen))
+        w = wirelen  # (the one int of both lengths when they are equal, as they mostly are)
+        out.append((n, ts, iface[0], pos + 28, w if caplen == wirelen else caplen, w))
         pos = end
     return out, pos, n
 
@@ -689,7 +706,7 @@ def _packet_block(st: _Pcapng, buf, pos: int, blk: int, name: str, unpack):
             f"{name}: {(hi << 32) | lo} ticks on interface {iid} are {ts} ns, outside what a "
             "timestamp holds; read with the previous packet's time",
         )
-    return [(st.n, st.last_ts, iface[0], buf[pos + 28 : pos + 28 + caplen], wirelen)]
+    return [(st.n, st.last_ts, iface[0], pos + 28, caplen, wirelen)]
 
 
 def _enhanced_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
@@ -716,7 +733,7 @@ def _simple_packet(st: _Pcapng, buf, pos: int, blk: int, btype: int):
     snap = st.ifaces[0][4]
     if snap and snap < caplen:
         caplen = snap
-    return [(st.n, st.last_ts, st.ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen)]
+    return [(st.n, st.last_ts, st.ifaces[0][0], pos + 12, caplen, wirelen)]
 
 
 def _interface(st: _Pcapng, buf, pos: int, blk: int, btype: int):
