@@ -47,6 +47,35 @@ cdef class HeldRow:
     cdef list values
 
 
+cdef class WalkedPerformative:
+    """A transfer, disposition or flow the frame loop walked (its event), with its methods row's
+    arguments text written from its bytes (json10.pxi ``args_text``: no dict's JSON made for
+    it).  The row reads every other column from the Performative, and the text holds while its
+    fields are the ones walked: a delivery's first transfer may carry codec_1_0's ``$settled``
+    mark of a later one (an assembly's) when its row is written, its fields then one more than
+    walked, and its text is then the reference's JSON of them (the mark is its only change)."""
+
+    cdef object perf, text
+    cdef Py_ssize_t n_args
+
+    cdef inline object arguments(self):
+        """The arguments text, or None: written from the fields as they are."""
+        return self.text if len(<dict>perf_field(self.perf, args_at, "args")) == self.n_args else None
+
+
+cdef object walked(perf, dict args, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
+    """The event of the performative ``code`` the frame loop walked (its list at ``p``, after the
+    descriptor, to ``end``; ``args`` its fields): with its arguments text (a WalkedPerformative),
+    or the Performative where the text is not written here."""
+    cdef WalkedPerformative w
+    text = args_text(b, p, end, code)
+    if text is None:
+        return perf
+    w = WalkedPerformative.__new__(WalkedPerformative)
+    w.perf, w.text, w.n_args = perf, text, len(args)
+    return w
+
+
 # the methods row's sources and typed columns (rows_1_0's tables, read at bind_rows)
 cdef enum:
     MAX_ATTRS = 32
@@ -59,6 +88,7 @@ cdef enum:
     CONV_RANGE = 6  # rows_1_0.disposition_range: a disposition's first..last (of every field)
     CONV_ROLE = 7  # links_1_0.role_name: ROLES of a bool, else null
     CONV_OUTCOME = 8  # links_1_0.outcome_of: a plain outcome read here, any other state by it
+    CONV_JSON = 9  # rows.connection_json of every field: a walked performative's text if it has one
     # where a methods row's source that is no field of a Performative comes from
     BY_NAME = -1  # the attribute, read by name
     BY_CONTENT = -2  # has_content: the performative's name is events_1_0.CONTENT
@@ -96,7 +126,7 @@ cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef object converted(FieldPlan f, object v):
     cdef int overflow = 0
     cdef long long x
-    if f.code == CONV_CALL:
+    if f.code == CONV_CALL or f.code == CONV_JSON:
         return f.conv(v)
     if f.code == CONV_BOOL:
         return v if PyBool_Check(v) else None
@@ -116,12 +146,13 @@ cdef object converted(FieldPlan f, object v):
     return v if overflow == 0 and 0 <= x <= I64_MAX else None
 
 
-cdef tuple methods_row(list row, capture, stream, int direction, e, version):
+cdef tuple methods_row(list row, capture, stream, int direction, e, version, arguments=None):
     """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
     list serves every row of a batch rather than a new one per row: the sources' columns are
     written by every row, the plan's are ``blank``ed after the row is written.  ``e`` is a
     Performative: its fields are read at their offsets (fast10's layout), its other sources
-    (properties, class attributes) by name."""
+    (properties, class attributes) by name; ``arguments``, the JSON of its fields if the frame
+    loop wrote it (WalkedPerformative), else None."""
     cdef Py_ssize_t i
     cdef FieldPlan f
     cdef dict a = perf_field(e, args_at, "args")
@@ -144,7 +175,10 @@ cdef tuple methods_row(list row, capture, stream, int direction, e, version):
         plan = every_plan
     for f in <tuple>plan:
         if f.field is None:
-            v = id_range(a) if f.code == CONV_RANGE else f.conv(a)
+            if f.code == CONV_JSON and arguments is not None:
+                v = arguments
+            else:
+                v = id_range(a) if f.code == CONV_RANGE else f.conv(a)
         else:
             v = a.get(f.field)
             v = f.default if v is None else converted(f, v)  # (the decoder leaves null fields out)
@@ -403,7 +437,7 @@ cdef int bind_rows() except -1:
     dir_names = tuple(rows.DIRS)
     codes = {rows_1_0.unsigned_or_null: CONV_INT, rows_1_0.bool_or_null: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
     codes.update({rows_1_0.delivery_mode_of: CONV_MODE, rows_1_0.disposition_range: CONV_RANGE})
-    codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME})
+    codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME, rows.connection_json: CONV_JSON})
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
     plan_sections = tuple(dict.fromkeys([PROPERTIES_SECTION] + [sys.intern(e[1]) for e in rows_1_0.MESSAGE_PLAN]))
@@ -502,6 +536,7 @@ def append_rows(list events, capture, stream, version, methods, messages):
     cdef list rest = []
     cdef tuple pair
     cdef HeldRow h
+    cdef WalkedPerformative w
     if method_plans is None:
         bind_rows()
     cdef list row = [None] * n_method
@@ -512,6 +547,11 @@ def append_rows(list events, capture, stream, version, methods, messages):
         t = type(e)
         if t is Performative:
             plan = methods_row(row, capture, stream, d, e, version)
+            write_list(methods, to_methods, row)
+            blank(row, plan)
+        elif t is WalkedPerformative:
+            w = <WalkedPerformative>e
+            plan = methods_row(row, capture, stream, d, w.perf, version, w.arguments())
             write_list(methods, to_methods, row)
             blank(row, plan)
         elif t is HeldRow:
