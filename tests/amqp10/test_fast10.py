@@ -112,26 +112,30 @@ def test_1_0_datasets_are_the_same_compiled_and_pure(capture, frames, tmp_path):
 def test_the_compiled_1_0_rows_are_the_reference_rows(capture, tmp_path, monkeypatch):
     fast10 = built_or_skip("fast10")
     written = {"methods": 0, "messages": 0}
-    held = [0]
+    held, walked = [0], [0]
 
     def both(events, cap, stream, version, methods, messages):
         got = []
         # the events both builders take (a HeldRow is the compiled walker's own: the dataset and
-        # damaged-stream tests compare its rows with the reference decoder's)
+        # damaged-stream tests compare its rows with the reference decoder's); a walked
+        # performative's row, its arguments written from the frame's bytes, against the
+        # reference's row of its Performative
         shared = [(d, e) for d, e in events if type(e) is not fast10.HeldRow]
-        for append_rows in (rows_1_0.append_rows_reference, fast10.append_rows):
+        plain = [(d, e.perf if type(e) is fast10.WalkedPerformative else e) for d, e in shared]
+        for append_rows, given in ((rows_1_0.append_rows_reference, plain), (fast10.append_rows, shared)):
             m, g = [], []  # plain lists: the compiled builder hands them its rows as tuples
-            rest = append_rows(shared, cap, stream, version, m, g)
+            rest = append_rows(given, cap, stream, version, m, g)
             got.append(repr((m, g, rest)))  # (repr: True and 1, 1 and 1.0 differ)
         assert got[0] == got[1]
         written["methods"] += len(m)
         written["messages"] += len(g)
         held[0] += len(events) - len(shared)
+        walked[0] += sum(type(e) is fast10.WalkedPerformative for _d, e in shared)
         return fast10.append_rows(events, cap, stream, version, methods, messages)
 
     monkeypatch.setattr(rows_1_0, "append_rows", both)
     dissect([capture], str(tmp_path / "out"))
-    assert written["methods"]
+    assert written["methods"] and walked[0]
     written["messages"] += held[0]
     for table, n in written.items():  # every 1.0 row written was compared (or held: see above)
         versions = pq.read_table(tmp_path / "out" / table, columns=["version"]).column("version")

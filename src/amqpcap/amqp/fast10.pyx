@@ -40,6 +40,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 
 cimport cython
 
+import sys
+
 from amqpcap.amqp import types_1_0 as T
 from amqpcap.amqp.spec import v1_0 as SPEC
 from amqpcap.amqp.stream import DecodeError
@@ -72,7 +74,8 @@ cdef unsigned char WIDTH[256]
 cdef list VALUES = [None] * 256
 cdef list READERS = T.READERS
 cdef int MAX_DEPTH = T.MAX_DEPTH
-cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
+# (the names interned: the rows look fields up by the same objects)
+cdef dict FIELDS = {code: tuple(sys.intern(f.name) for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
 # what a section's descriptor code says of its value (from the generated sections, at import):
@@ -415,7 +418,6 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 # reference's ``_transfer`` whole: the two share the assemblies, whichever adds to one.
 
 import hashlib
-import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time

@@ -15,7 +15,7 @@
 # the reference made) is written the same way (``delivery_values``: rows_1_0.message_row in C).
 
 from cpython.bool cimport PyBool_Check
-from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem
+from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem, PyDict_GetItemWithError
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.object cimport PyObject
@@ -32,6 +32,11 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_r
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
 cdef object exchange_key = None
+# exchange_key's pairs of the addresses (str) the messages rows have named, up to MAX_ADDRESSES
+# (then it is called): a dict looked up in C rather than a call of its lru_cache per row
+cdef dict exchange_keys = {}
+cdef enum:
+    MAX_ADDRESSES = 4096
 cdef object as_text = None
 cdef object json_text = None
 
@@ -55,7 +60,8 @@ cdef class WalkedPerformative:
     mark of a later one (an assembly's) when its row is written, its fields then one more than
     walked, and its text is then the reference's JSON of them (the mark is its only change)."""
 
-    cdef object perf, text
+    cdef readonly object perf
+    cdef object text
     cdef Py_ssize_t n_args
 
     cdef inline object arguments(self):
@@ -234,19 +240,37 @@ cdef class SectionPlan:
     cdef bint from_text
 
 
-cdef object field_of(PyObject *section, field):
+cdef inline object field_of(PyObject *section, field):
     """rows_1_0.message_values' value of a section's field (None: absent) of the section found
     (NULL: absent)."""
     cdef PyObject *p
     if section == NULL:
         return None
-    v = <object>section
     if field is None:
-        return v
-    if PyDict_CheckExact(v):
-        p = PyDict_GetItem(v, field)
+        return <object>section
+    if PyDict_CheckExact(<object>section):
+        p = PyDict_GetItemWithError(<object>section, field)
         return <object>p if p != NULL else None
+    return field_of_other(<object>section, field)
+
+
+cdef object field_of_other(v, field):
+    """field_of of a section that is not a dict as such (a subclass of one, or no map)."""
     return v.get(field) if isinstance(v, dict) else None
+
+
+cdef object exchange_pair(address):
+    """rows_1_0.exchange_key, its pairs of text addresses kept (``exchange_keys``)."""
+    cdef PyObject *p
+    if type(address) is not str:
+        return exchange_key(address)
+    p = PyDict_GetItemWithError(exchange_keys, address)
+    if p != NULL:
+        return <object>p
+    pair = exchange_key(address)
+    if len(exchange_keys) < MAX_ADDRESSES:
+        exchange_keys[address] = pair
+    return pair
 
 
 cdef list values_row(
@@ -263,7 +287,7 @@ cdef list values_row(
     cdef PyObject *found[MAX_SECTIONS]  # plan_sections' sections (NULL: absent), borrowed
     cdef Py_ssize_t i
     for i in range(len(plan_sections)):
-        found[i] = PyDict_GetItem(sections, plan_sections[i])
+        found[i] = PyDict_GetItemWithError(sections, plan_sections[i])
     for f in message_plan:
         if f.from_text and texts is not None:
             row[f.col] = texts[1]
@@ -281,7 +305,7 @@ cdef list values_row(
     to = field_of(found[0], TO_FIELD)
     if to is not None and type(to) is not str:
         to = as_text(to)
-    row[mc_exchange], row[mc_key] = exchange_key(address if to is None else to)
+    row[mc_exchange], row[mc_key] = exchange_pair(address if to is None else to)
     row[mc_frame] = packet
     row[mc_last] = packet
     row[mc_first] = first_packet
