@@ -21,7 +21,8 @@ straight to its messages row, its body digest perhaps handed on to the table buf
 with the per-direction state in C (``Direction``) that fast09 shares (direction.pxi).
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
-into the compiled table buffers as arrays of values (rows10.pxi).
+into the compiled table buffers as arrays of values (rows10.pxi); the arguments of a transfer,
+disposition or flow the frame loop walks are written from its bytes as it is walked (json10.pxi).
 
 ``LinkState`` is links_1_0's ``ConnectionState`` (links10.pxi), the state this module's
 ``Decoder10`` holds: the walker looks a transfer's link up and hands it its delivery in C.

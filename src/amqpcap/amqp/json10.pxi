@@ -1,7 +1,9 @@
 # AMQP 1.0 sections' JSON written from their bytes (included by fast10.pyx): the text
 # rows_1_0.message_values writes of the decoded sections (``rows.connection_json`` of
 # ``other_sections`` for the properties column, of the application-properties for the headers
-# column), with no value decoded into Python for it.  The bytes are read by fast10's tables of
+# column), with no value decoded into Python for it; and the methods row's arguments of a
+# performative the frame loop walks (``args_text``: ``rows.connection_json`` of its fields).
+# The bytes are read by fast10's tables of
 # the generated encodings (KIND / WIDTH, and JKIND below for the kinds the decoder hands to the
 # reference's readers); a value is written as types_1_0 decodes it: a described value of a
 # composite as its fields by name after its ``$type`` (null fields left out, more fields than

@@ -13,6 +13,8 @@
 # ``append_rows`` fills in the settlement columns (rows_1_0.settled_row's) and writes them (a
 # delivery over several transfers the walker assembles is held the same way); a Delivery (one
 # the reference made) is written the same way (``delivery_values``: rows_1_0.message_row in C).
+# A transfer, disposition or flow the frame loop walked is a ``WalkedPerformative``: its
+# arguments column written from its bytes (json10.pxi ``args_text``), not its fields' JSON.
 
 from cpython.bool cimport PyBool_Check
 from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem, PyDict_GetItemWithError
