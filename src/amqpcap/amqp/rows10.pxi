@@ -18,6 +18,8 @@
 
 from cpython.bool cimport PyBool_Check
 from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem, PyDict_GetItemWithError
+from cpython.dict cimport PyDict_Next
+from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.object cimport PyObject
@@ -222,6 +224,7 @@ cdef tuple message_plan = ()
 # the sections MESSAGE_PLAN reads (each once a row: values_row), the properties section first
 cdef enum:
     MAX_SECTIONS = 16
+    MAX_PLAN = 32
 cdef tuple plan_sections = ()
 cdef object TS_MS_LIMIT = None
 cdef str APP_SECTION = sys.intern("application-properties")
@@ -242,22 +245,41 @@ cdef class SectionPlan:
     cdef bint from_text
 
 
-cdef inline object field_of(PyObject *section, field):
-    """rows_1_0.message_values' value of a section's field (None: absent) of the section found
-    (NULL: absent)."""
-    cdef PyObject *p
-    if section == NULL:
-        return None
-    if field is None:
-        return <object>section
-    if PyDict_CheckExact(<object>section):
-        p = PyDict_GetItemWithError(<object>section, field)
-        return <object>p if p != NULL else None
-    return field_of_other(<object>section, field)
+# The fields values_row reads of the sections, found in one pass over each section's dict
+# (``fields_found``) rather than a lookup each: MESSAGE_PLAN's entries (``plan_field``: its
+# field, NULL for a whole section; ``plan_at``: its section in ``plan_sections``), then the
+# properties section's ``to`` (TO_SLOT).
+cdef Py_ssize_t n_plan = 0, TO_SLOT = 0
+cdef PyObject *plan_field[MAX_PLAN]
+cdef Py_ssize_t plan_at[MAX_PLAN]
 
 
-cdef object field_of_other(v, field):
-    """field_of of a section that is not a dict as such (a subclass of one, or no map)."""
+cdef extern from "Python.h":
+    int PyUnicode_CHECK_INTERNED(object o)
+
+
+cdef int fields_found(dict section, Py_ssize_t at, PyObject **got) except -1:
+    """The value of each field of section ``at`` values_row reads, set in ``got`` (borrowed; NULL
+    where absent): the section's keys compared with the fields as a lookup would (an interned
+    text key is the field only if it is the very object: the fields are interned too)."""
+    cdef Py_ssize_t pos = 0, e
+    cdef PyObject *k
+    cdef PyObject *v
+    cdef bint interned
+    while PyDict_Next(section, &pos, &k, &v):
+        interned = PyUnicode_CheckExact(<object>k) and PyUnicode_CHECK_INTERNED(<object>k)
+        for e in range(n_plan):
+            if plan_at[e] != at or plan_field[e] == NULL:
+                continue
+            if k == plan_field[e] or (not interned and <object>k == <object>plan_field[e]):
+                got[e] = v
+    return 0
+
+
+cdef object field_other(PyObject *section, field):
+    """rows_1_0.message_values' value of a section's field (None: absent) of a section found
+    that is not a dict as such (a subclass of one, or no map)."""
+    v = <object>section
     return v.get(field) if isinstance(v, dict) else None
 
 
@@ -287,14 +309,29 @@ cdef list values_row(
     cdef SectionPlan f
     cdef dict others
     cdef PyObject *found[MAX_SECTIONS]  # plan_sections' sections (NULL: absent), borrowed
-    cdef Py_ssize_t i
+    cdef PyObject *got[MAX_PLAN]  # the fields read of them (fields_found), borrowed
+    cdef PyObject *sec
+    cdef Py_ssize_t i, e = 0
+    for i in range(n_plan):
+        got[i] = NULL
     for i in range(len(plan_sections)):
-        found[i] = PyDict_GetItemWithError(sections, plan_sections[i])
+        found[i] = sec = PyDict_GetItemWithError(sections, plan_sections[i])
+        if sec != NULL and PyDict_CheckExact(<object>sec):
+            fields_found(<dict>sec, i, got)
     for f in message_plan:
+        e += 1
         if f.from_text and texts is not None:
             row[f.col] = texts[1]
             continue
-        v = field_of(found[f.at], f.field)
+        sec = found[f.at]
+        if sec == NULL:
+            continue
+        if f.field is None:
+            v = <object>sec
+        elif PyDict_CheckExact(<object>sec):
+            v = <object>got[e - 1] if got[e - 1] != NULL else None
+        else:
+            v = field_other(sec, f.field)
         if v is not None:
             if f.code == CONV_TEXT:
                 row[f.col] = v if type(v) is str else f.conv(v)
@@ -304,7 +341,13 @@ cdef list values_row(
                 row[f.col] = delivery_mode(v)
             else:
                 row[f.col] = f.conv(v)
-    to = field_of(found[0], TO_FIELD)
+    sec = found[0]  # (the properties section: plan_sections' first)
+    if sec == NULL:
+        to = None
+    elif PyDict_CheckExact(<object>sec):
+        to = <object>got[TO_SLOT] if got[TO_SLOT] != NULL else None
+    else:
+        to = field_other(sec, TO_FIELD)
     if to is not None and type(to) is not str:
         to = as_text(to)
     row[mc_exchange], row[mc_key] = exchange_pair(address if to is None else to)
@@ -434,6 +477,7 @@ cdef int bind_rows() except -1:
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
     global mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted
+    global n_plan, TO_SLOT
     from amqpcap.amqp import events_1_0
     from amqpcap.records import rows, rows_1_0
 
@@ -474,6 +518,14 @@ cdef int bind_rows() except -1:
     # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
+    if len(message_plan) + 1 > MAX_PLAN:
+        raise ValueError("too many fields in the messages row's plan")
+    n_plan = len(message_plan) + 1
+    for i, entry in enumerate(message_plan):
+        plan_field[i] = NULL if (<SectionPlan>entry).field is None else <PyObject *>(<SectionPlan>entry).field
+        plan_at[i] = (<SectionPlan>entry).at
+    TO_SLOT = n_plan - 1
+    plan_field[TO_SLOT], plan_at[TO_SLOT] = <PyObject *>TO_FIELD, 0
     # what values_row (and message_of's creation time) read of the sections, given their texts
     read = {PROPERTIES_SECTION}
     for entry in message_plan:
