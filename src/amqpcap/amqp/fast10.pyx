@@ -21,7 +21,8 @@ straight to its messages row, its body digest perhaps handed on to the table buf
 with the per-direction state in C (``Direction``) that fast09 shares (direction.pxi).
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
-into the compiled table buffers as arrays of values (rows10.pxi).
+into the compiled table buffers as arrays of values (rows10.pxi); the arguments of a transfer,
+disposition or flow the frame loop walks are written from its bytes as it is walked (json10.pxi).
 
 ``LinkState`` is links_1_0's ``ConnectionState`` (links10.pxi), the state this module's
 ``Decoder10`` holds: the walker looks a transfer's link up and hands it its delivery in C.
@@ -39,6 +40,8 @@ from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cimport cython
+
+import sys
 
 from amqpcap.amqp import types_1_0 as T
 from amqpcap.amqp.spec import v1_0 as SPEC
@@ -72,7 +75,8 @@ cdef unsigned char WIDTH[256]
 cdef list VALUES = [None] * 256
 cdef list READERS = T.READERS
 cdef int MAX_DEPTH = T.MAX_DEPTH
-cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
+# (the names interned: the rows look fields up by the same objects)
+cdef dict FIELDS = {code: tuple(sys.intern(f.name) for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
 # what a section's descriptor code says of its value (from the generated sections, at import):
@@ -415,7 +419,6 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 # reference's ``_transfer`` whole: the two share the assemblies, whichever adds to one.
 
 import hashlib
-import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
@@ -623,7 +626,7 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return
     cdef Walk w = walk_of(self, direction, <Direction>d)
-    transfer(self, direction, <Direction>d, w, self.events, perf, buf, p, end)
+    transfer(self, direction, <Direction>d, w, self.events, perf, buf, p, end, perf)
 
 
 @cython.final
@@ -665,10 +668,11 @@ cdef Walk walk_of(dec, int direction, Direction d):
 
 
 cdef int transfer(
-    self, int direction, Direction d, Walk w, list events, perf, buf, Py_ssize_t p, Py_ssize_t end
+    self, int direction, Direction d, Walk w, list events, perf, buf, Py_ssize_t p, Py_ssize_t end, event
 ) except -1:
     """A transfer (a Performative: its fields read and set at their slots); ``w``: ``d``'s Walk,
-    ``events``: the decoder's."""
+    ``events``: the decoder's; ``event``, what the events hold of it if the walker reads it (the
+    Performative, or the frame loop's WalkedPerformative)."""
     cdef dict a = perf_field(perf, args_at, "args")
     cdef Py_ssize_t size = end - p
     ch = perf_field(perf, channel_at, "channel")
@@ -691,7 +695,7 @@ cdef int transfer(
     link = st.link_of(direction, ch, handle)
     if link is not None:
         name_link(perf, link)
-    events.append((direction, perf))
+    events.append((direction, event))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
         dv = message_of(
@@ -906,12 +910,13 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
             if code == TRANSFER_CODE or code == DISPOSITION_CODE or code == FLOW_CODE:
                 if events is None:
                     events = self.events
+                event = walked(perf, args, b, body + 3, p, code)
                 if code == TRANSFER_CODE:
-                    transfer(self, direction, d, w, events, perf, buf, p, end)
+                    transfer(self, direction, d, w, events, perf, buf, p, end, event)
                 elif code == DISPOSITION_CODE:
-                    disposition(w, events, direction, perf, args, channel, d.ts)
+                    disposition(w, events, direction, event, args, channel, d.ts)
                 else:
-                    flow(w, events, direction, perf, args, channel)
+                    flow(w, events, direction, perf, args, channel, event)
             else:
                 self._performative(direction, perf)
             pos = end
@@ -922,23 +927,23 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
     return pos
 
 
-cdef int disposition(Walk w, list events, int direction, perf, dict a, channel, ts) except -1:
-    """codec_1_0.Decoder10._performative of a disposition: its event, then the deliveries it
-    settles (the state's, in C)."""
-    events.append((direction, perf))
+cdef int disposition(Walk w, list events, int direction, event, dict a, channel, ts) except -1:
+    """codec_1_0.Decoder10._performative of a disposition: its event (``walked``'s), then the
+    deliveries it settles (the state's, in C)."""
+    events.append((direction, event))
     (<LinkState?>w.state).settle(events, direction, channel, a, ts)
     return 0
 
 
-cdef int flow(Walk w, list events, int direction, perf, dict a, channel) except -1:
-    """codec_1_0.Decoder10._performative of a flow: its event, with its link's name and
-    terminus addresses if it names an attached link."""
+cdef int flow(Walk w, list events, int direction, perf, dict a, channel, event) except -1:
+    """codec_1_0.Decoder10._performative of a flow: its event (``walked``'s), with its link's
+    name and terminus addresses if it names an attached link."""
     handle = a.get("handle")
     if handle is not None:
         link = (<LinkState?>w.state).link_of(direction, channel, handle)
         if link is not None:
             name_link(perf, link)
-    events.append((direction, perf))
+    events.append((direction, event))
     return 0
 
 
