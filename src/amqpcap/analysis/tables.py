@@ -308,7 +308,7 @@ def arrow_to_pandas(
         memory_pool=POOL if compact else None,
     )
     del table
-    for c in df.columns:  # (categories in order already, as most are: each frame's few ms spared)
+    for c in df.columns:  # (categories most often in order already: no reorder, ~0.3 ms of pandas a column)
         if c in categorical and isinstance(df[c].dtype, pd.CategoricalDtype):
             cats = df[c].cat.categories
             if not cats.is_monotonic_increasing:
