@@ -59,7 +59,7 @@ def _bid(raw: int, bits: int, ebits: int, bias: int):
 
 def _uuid_text(raw: bytes) -> str:
     """A uuid's canonical text."""
-    import uuid  # here: a 1.0 dissect imports it (with platform) only once a uuid is read
+    import uuid  # here: a 1.0 decode without a uuid value goes without it and platform (show)
 
     return str(uuid.UUID(bytes=raw))
 
