@@ -299,9 +299,10 @@ def test_a_latency_hook_changes_no_summary_and_is_handed_every_value_of_each_pas
 @pytest.mark.parametrize("command", ["report", "stats"])
 def test_stats_and_report_import_without_collections_and_compute_with_them(out, tmp_path, command):
     """cli.QUIET_START: the imports run with the cyclic GC off; once they are done it is back on
-    at the interpreter's threshold, the imports' objects frozen (no collection walks them)."""
+    at the interpreter's threshold, the imports' objects frozen (no collection walks them).
+    cli.ONE_BLAS_THREAD: numpy imported with one OpenBLAS thread (none started beside this one)."""
     probe = (
-        "import gc, sys; from amqpcap import cli\n"
+        "import gc, os, sys; from amqpcap import cli\n"
         "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
         "first = gc.get_threshold()[0]\n"
         "lean = cli.lean\n"
@@ -312,12 +313,42 @@ def test_stats_and_report_import_without_collections_and_compute_with_them(out, 
         "def probed(real):\n"
         "    def run(*a, **kw):\n"
         "        print('run', gc.get_threshold()[0] == first, gc.get_freeze_count() > 10000)\n"
+        "        print('blas', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
         "        return real(*a, **kw)\n"
         "    return run\n"
         "R.write_report = probed(R.write_report); A.stats = probed(A.stats)\n"
         "cli.console()\n"
     )
     args = [command, out] + (["-o", str(tmp_path / "report")] if command == "report" else ["--json"])
-    p = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    p = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=300, env=env
+    )
     assert p.returncode == 0, p.stderr
     assert "start 0\n" in p.stdout and "run True True\n" in p.stdout
+    assert "blas 1\n" in p.stdout
+
+
+def test_the_blas_threads_a_user_sets_are_kept():
+    """cli.ONE_BLAS_THREAD is the stats and report processes' default only: OPENBLAS_NUM_THREADS
+    given wins; other commands leave it alone."""
+    probe = (
+        "import os, sys; from amqpcap import cli\n"
+        "cli.lean(sys.argv[1]); print('blas', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def blas(command, **given):
+        p = subprocess.run(
+            [sys.executable, "-c", probe, command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, **given},
+        )
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()[-1]
+
+    assert blas("report") == "1" and blas("stats") == "1"
+    assert blas("report", OPENBLAS_NUM_THREADS="4") == "4"
+    assert blas("dissect") == "None"  # (no numpy at all)
