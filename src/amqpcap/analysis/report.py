@@ -1066,7 +1066,7 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
     the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
     """
-    with malloc_pool(pool_threshold(t)):
+    with malloc_pool(pool_threshold(t), keep=small_output(t)):
         return _write_report(t, out_dir, bucket, stats)
 
 
