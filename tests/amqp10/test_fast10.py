@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import random
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -112,26 +113,32 @@ def test_1_0_datasets_are_the_same_compiled_and_pure(capture, frames, tmp_path):
 def test_the_compiled_1_0_rows_are_the_reference_rows(capture, tmp_path, monkeypatch):
     fast10 = built_or_skip("fast10")
     written = {"methods": 0, "messages": 0}
-    held = [0]
+    held, walked = [0], [0]
 
     def both(events, cap, stream, version, methods, messages):
         got = []
         # the events both builders take (a HeldRow is the compiled walker's own: the dataset and
-        # damaged-stream tests compare its rows with the reference decoder's)
+        # damaged-stream tests compare its rows with the reference decoder's); a walked
+        # performative's row, its arguments written from the frame's bytes, against the
+        # reference's row of its Performative
         shared = [(d, e) for d, e in events if type(e) is not fast10.HeldRow]
-        for append_rows in (rows_1_0.append_rows_reference, fast10.append_rows):
+        plain = [(d, e.perf if type(e) is fast10.WalkedPerformative else e) for d, e in shared]
+        for append_rows, given in ((rows_1_0.append_rows_reference, plain), (fast10.append_rows, shared)):
             m, g = [], []  # plain lists: the compiled builder hands them its rows as tuples
-            rest = append_rows(shared, cap, stream, version, m, g)
+            rest = append_rows(given, cap, stream, version, m, g)
             got.append(repr((m, g, rest)))  # (repr: True and 1, 1 and 1.0 differ)
         assert got[0] == got[1]
         written["methods"] += len(m)
         written["messages"] += len(g)
         held[0] += len(events) - len(shared)
+        walked[0] += sum(type(e) is fast10.WalkedPerformative for _d, e in shared)
         return fast10.append_rows(events, cap, stream, version, methods, messages)
 
     monkeypatch.setattr(rows_1_0, "append_rows", both)
     dissect([capture], str(tmp_path / "out"))
     assert written["methods"]
+    # (the compiled frame loop walks the transfers, dispositions and flows: some, at least)
+    assert walked[0] or decoder.decoder_1_0() is codec_1_0.Decoder10
     written["messages"] += held[0]
     for table, n in written.items():  # every 1.0 row written was compared (or held: see above)
         versions = pq.read_table(tmp_path / "out" / table, columns=["version"]).column("version")
@@ -420,6 +427,37 @@ def test_the_compiled_rows_of_assembled_deliveries_are_the_references():
     assert fast10.append_rows(events, "c", 1, "1.0", *got) == []
     assert len(want[1]) == len(events) and want[0] == []
     assert got == want
+
+
+@pytest.mark.compiled("fast10")
+def test_the_compiled_messages_row_finds_a_sections_fields_by_value_whatever_its_keys_objects():
+    """The messages row's fields are found in one pass over a section's keys (the interned field
+    names compared by identity, any other key by value): keys made at run time (not interned),
+    interned or a text's subclass, and keys no field has, give the reference's row."""
+    fast10 = built_or_skip("fast10")
+    from amqpcap.amqp.events_1_0 import Delivery
+
+    class Text(str):
+        pass
+
+    def fresh(name):  # the same text, another object (never interned)
+        return "".join(list(name))
+
+    fields = {"content-type": "t/p", "message-id": "m", "to": "/queues/q", "reply-to": 4, "user-id": b"u"}
+    header = {"durable": True, "priority": 7, "ttl": 5, 3: "x", None: 1}
+    sections = []
+    for make in (fresh, sys.intern, Text, str):
+        sections.append({"header": {make(k) if type(k) is str else k: v for k, v in header.items()}})
+        sections[-1]["properties"] = {make(k): v for k, v in fields.items()}
+        sections[-1]["properties"][make("group-id")] = "g"
+    events = [
+        (0, Delivery(1, 2, 3, 0, 1, "l", None, 5, 1, 1, sec, "data", 0, "", b"", True)) for sec in sections
+    ]
+    want, got = ([], []), ([], [])
+    rows_1_0.append_rows_reference(events, "c", 1, "1.0", *want)
+    fast10.append_rows(events, "c", 1, "1.0", *got)
+    assert got == want
+    assert all("t/p" in row and 7 in row and "m" in row and "5" in row for row in want[1])
 
 
 def split_deliveries(rnd: random.Random) -> bytes:

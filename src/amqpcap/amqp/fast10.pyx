@@ -21,7 +21,8 @@ straight to its messages row, its body digest perhaps handed on to the table buf
 with the per-direction state in C (``Direction``) that fast09 shares (direction.pxi).
 
 ``append_rows`` is records/rows_1_0's ``append_rows_reference``: the rows rows_1_0 builds written
-into the compiled table buffers as arrays of values (rows10.pxi).
+into the compiled table buffers as arrays of values (rows10.pxi); the arguments of a transfer,
+disposition or flow the frame loop walks are written from its bytes as it is walked (json10.pxi).
 
 ``LinkState`` is links_1_0's ``ConnectionState`` (links10.pxi), the state this module's
 ``Decoder10`` holds: the walker looks a transfer's link up and hands it its delivery in C.
@@ -39,6 +40,8 @@ from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cimport cython
+
+import sys
 
 from amqpcap.amqp import types_1_0 as T
 from amqpcap.amqp.spec import v1_0 as SPEC
@@ -72,7 +75,8 @@ cdef unsigned char WIDTH[256]
 cdef list VALUES = [None] * 256
 cdef list READERS = T.READERS
 cdef int MAX_DEPTH = T.MAX_DEPTH
-cdef dict FIELDS = {code: tuple(f.name for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
+# (the names interned: the rows look fields up by the same objects)
+cdef dict FIELDS = {code: tuple(sys.intern(f.name) for f in c.fields) for code, c in SPEC.COMPOSITES.items()}
 cdef dict COMPOSITE_NAMES = {code: c.name for code, c in SPEC.COMPOSITES.items()}
 cdef dict SECTIONS = dict(SPEC.SECTIONS)
 # what a section's descriptor code says of its value (from the generated sections, at import):
@@ -415,7 +419,6 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 # reference's ``_transfer`` whole: the two share the assemblies, whichever adds to one.
 
 import hashlib
-import sys
 
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
@@ -621,11 +624,13 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     if type(perf) is not Performative:
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return
-    transfer(self, direction, d, perf, buf, p, end)
+    transfer(self, direction, d, perf, buf, p, end, perf)
 
 
-cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end) except -1:
-    """A transfer (a Performative: its fields read and set at their slots)."""
+cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end, event) except -1:
+    """A transfer (a Performative: its fields read and set at their slots); ``event``, what the
+    events hold of it if the walker reads it (the Performative, or the frame loop's
+    WalkedPerformative)."""
     cdef dict a = perf_field(perf, args_at, "args")
     cdef Py_ssize_t size = end - p
     ch = perf_field(perf, channel_at, "channel")
@@ -649,7 +654,7 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     if link is not None:
         name_link(perf, link)
     events = self.events
-    events.append((direction, perf))
+    events.append((direction, event))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
         dv = message_of(
@@ -860,11 +865,11 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
                 d.packet, d.ts, d.base + pos, channel, code, METHOD_NAMES[code], args, ftype, size
             )
             if code == TRANSFER_CODE:
-                transfer(self, direction, d, perf, buf, p, end)
+                transfer(self, direction, d, perf, buf, p, end, walked(perf, args, b, body + 3, p, code))
             elif code == DISPOSITION_CODE:
-                disposition(self, direction, perf, args, channel, d.ts)
+                disposition(self, direction, walked(perf, args, b, body + 3, p, code), args, channel, d.ts)
             elif code == FLOW_CODE:
-                flow(self, direction, perf, args, channel)
+                flow(self, direction, perf, args, channel, walked(perf, args, b, body + 3, p, code))
             else:
                 self._performative(direction, perf)
             pos = end
@@ -875,24 +880,24 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
     return pos
 
 
-cdef int disposition(self, int direction, perf, dict a, channel, ts) except -1:
-    """codec_1_0.Decoder10._performative of a disposition: its event, then the deliveries it
-    settles (the state's, in C)."""
+cdef int disposition(self, int direction, event, dict a, channel, ts) except -1:
+    """codec_1_0.Decoder10._performative of a disposition: its event (``walked``'s), then the
+    deliveries it settles (the state's, in C)."""
     cdef list events = self.events
-    events.append((direction, perf))
+    events.append((direction, event))
     (<LinkState?>self.state).settle(events, direction, channel, a, ts)
     return 0
 
 
-cdef int flow(self, int direction, perf, dict a, channel) except -1:
-    """codec_1_0.Decoder10._performative of a flow: its event, with its link's name and
-    terminus addresses if it names an attached link."""
+cdef int flow(self, int direction, perf, dict a, channel, event) except -1:
+    """codec_1_0.Decoder10._performative of a flow: its event (``walked``'s), with its link's
+    name and terminus addresses if it names an attached link."""
     handle = a.get("handle")
     if handle is not None:
         link = (<LinkState?>self.state).link_of(direction, channel, handle)
         if link is not None:
             name_link(perf, link)
-    self.events.append((direction, perf))
+    self.events.append((direction, event))
     return 0
 
 

@@ -1,7 +1,9 @@
 # AMQP 1.0 sections' JSON written from their bytes (included by fast10.pyx): the text
 # rows_1_0.message_values writes of the decoded sections (``rows.connection_json`` of
 # ``other_sections`` for the properties column, of the application-properties for the headers
-# column), with no value decoded into Python for it.  The bytes are read by fast10's tables of
+# column), with no value decoded into Python for it; and the methods row's arguments of a
+# performative the frame loop walks (``args_text``: ``rows.connection_json`` of its fields).
+# The bytes are read by fast10's tables of
 # the generated encodings (KIND / WIDTH, and JKIND below for the kinds the decoder hands to the
 # reference's readers); a value is written as types_1_0 decodes it: a described value of a
 # composite as its fields by name after its ``$type`` (null fields left out, more fields than
@@ -457,3 +459,50 @@ def section_texts(buf):
     finally:
         PyBuffer_Release(&view)
         json_free(&js)
+
+
+cdef object args_text(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
+    """The methods row's arguments column of the performative ``code`` whose list is at ``p``
+    (after its descriptor) and ends at ``end`` (walk_performative read it so): the text
+    ``rows.connection_json`` writes of the fields walk_performative decodes (those present, in
+    the spec's order; the fields past the spec's are not in them), or None: not written here
+    (a field this writer does not write as the reference, or more fields than the spec's)."""
+    cdef amqpcap_jbuf j
+    cdef Py_ssize_t pos = p, count, e
+    cdef unsigned char c = b[p]
+    fields = JFIELDS[code]
+    if fields is None or (KIND[c] != K_LIST and KIND[c] != K_LIST0):
+        return None
+    amqpcap_jinit(&j)
+    try:
+        if KIND[c] == K_LIST:
+            sized(b, p + 1, end, WIDTH[c], &count, &e)
+            if count > len(<tuple>fields):
+                return None
+        amqpcap_jputc(&j, c'{')
+        jfields(&j, <tuple>fields, b, &pos, end, 1, True)
+        if pos != end:
+            return None
+        amqpcap_jputc(&j, c'}')
+        return amqpcap_jtext(&j)
+    except (Fallback, DecodeError):
+        return None
+    finally:
+        amqpcap_jfree(&j)
+
+
+def performative_text(buf, Py_ssize_t body, Py_ssize_t end):
+    """The arguments column of the performative at ``body`` (its descriptor) as the frame loop
+    writes it from the bytes, or None: not written here (for the tests)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if body < 0 or end > view.len or body + 3 > end:
+            return None
+        try:
+            code, _args, e = walk_performative(<const unsigned char *>view.buf, body, end, buf)
+        except (Fallback, DecodeError):
+            return None
+        return args_text(<const unsigned char *>view.buf, body + 3, e, code)
+    finally:
+        PyBuffer_Release(&view)

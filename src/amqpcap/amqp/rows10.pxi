@@ -13,9 +13,13 @@
 # ``append_rows`` fills in the settlement columns (rows_1_0.settled_row's) and writes them (a
 # delivery over several transfers the walker assembles is held the same way); a Delivery (one
 # the reference made) is written the same way (``delivery_values``: rows_1_0.message_row in C).
+# A transfer, disposition or flow the frame loop walked is a ``WalkedPerformative``: its
+# arguments column written from its bytes (json10.pxi ``args_text``), not its fields' JSON.
 
 from cpython.bool cimport PyBool_Check
-from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem
+from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem, PyDict_GetItemWithError
+from cpython.dict cimport PyDict_Next
+from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.object cimport PyObject
@@ -32,6 +36,11 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_r
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
 cdef object exchange_key = None
+# exchange_key's pairs of the addresses (str) the messages rows have named, up to MAX_ADDRESSES
+# (then it is called): a dict looked up in C rather than a call of its lru_cache per row
+cdef dict exchange_keys = {}
+cdef enum:
+    MAX_ADDRESSES = 4096
 cdef object as_text = None
 cdef object json_text = None
 
@@ -47,6 +56,36 @@ cdef class HeldRow:
     cdef list values
 
 
+cdef class WalkedPerformative:
+    """A transfer, disposition or flow the frame loop walked (its event), with its methods row's
+    arguments text written from its bytes (json10.pxi ``args_text``: no dict's JSON made for
+    it).  The row reads every other column from the Performative, and the text holds while its
+    fields are the ones walked: a delivery's first transfer may carry codec_1_0's ``$settled``
+    mark of a later one (an assembly's) when its row is written, its fields then one more than
+    walked, and its text is then the reference's JSON of them (the mark is its only change)."""
+
+    cdef readonly object perf
+    cdef object text
+    cdef Py_ssize_t n_args
+
+    cdef inline object arguments(self):
+        """The arguments text, or None: written from the fields as they are."""
+        return self.text if len(<dict>perf_field(self.perf, args_at, "args")) == self.n_args else None
+
+
+cdef object walked(perf, dict args, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
+    """The event of the performative ``code`` the frame loop walked (its list at ``p``, after the
+    descriptor, to ``end``; ``args`` its fields): with its arguments text (a WalkedPerformative),
+    or the Performative where the text is not written here."""
+    cdef WalkedPerformative w
+    text = args_text(b, p, end, code)
+    if text is None:
+        return perf
+    w = WalkedPerformative.__new__(WalkedPerformative)
+    w.perf, w.text, w.n_args = perf, text, len(args)
+    return w
+
+
 # the methods row's sources and typed columns (rows_1_0's tables, read at bind_rows)
 cdef enum:
     MAX_ATTRS = 32
@@ -59,6 +98,7 @@ cdef enum:
     CONV_RANGE = 6  # rows_1_0.disposition_range: a disposition's first..last (of every field)
     CONV_ROLE = 7  # links_1_0.role_name: ROLES of a bool, else null
     CONV_OUTCOME = 8  # links_1_0.outcome_of: a plain outcome read here, any other state by it
+    CONV_JSON = 9  # rows.connection_json of every field: a walked performative's text if it has one
     # where a methods row's source that is no field of a Performative comes from
     BY_NAME = -1  # the attribute, read by name
     BY_CONTENT = -2  # has_content: the performative's name is events_1_0.CONTENT
@@ -96,7 +136,7 @@ cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
 cdef object converted(FieldPlan f, object v):
     cdef int overflow = 0
     cdef long long x
-    if f.code == CONV_CALL:
+    if f.code == CONV_CALL or f.code == CONV_JSON:
         return f.conv(v)
     if f.code == CONV_BOOL:
         return v if PyBool_Check(v) else None
@@ -116,12 +156,13 @@ cdef object converted(FieldPlan f, object v):
     return v if overflow == 0 and 0 <= x <= I64_MAX else None
 
 
-cdef tuple methods_row(list row, capture, stream, int direction, e, version):
+cdef tuple methods_row(list row, capture, stream, int direction, e, version, arguments=None):
     """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
     list serves every row of a batch rather than a new one per row: the sources' columns are
     written by every row, the plan's are ``blank``ed after the row is written.  ``e`` is a
     Performative: its fields are read at their offsets (fast10's layout), its other sources
-    (properties, class attributes) by name."""
+    (properties, class attributes) by name; ``arguments``, the JSON of its fields if the frame
+    loop wrote it (WalkedPerformative), else None."""
     cdef Py_ssize_t i
     cdef FieldPlan f
     cdef dict a = perf_field(e, args_at, "args")
@@ -144,7 +185,10 @@ cdef tuple methods_row(list row, capture, stream, int direction, e, version):
         plan = every_plan
     for f in <tuple>plan:
         if f.field is None:
-            v = id_range(a) if f.code == CONV_RANGE else f.conv(a)
+            if f.code == CONV_JSON and arguments is not None:
+                v = arguments
+            else:
+                v = id_range(a) if f.code == CONV_RANGE else f.conv(a)
         else:
             v = a.get(f.field)
             v = f.default if v is None else converted(f, v)  # (the decoder leaves null fields out)
@@ -180,6 +224,7 @@ cdef tuple message_plan = ()
 # the sections MESSAGE_PLAN reads (each once a row: values_row), the properties section first
 cdef enum:
     MAX_SECTIONS = 16
+    MAX_PLAN = 32
 cdef tuple plan_sections = ()
 cdef object TS_MS_LIMIT = None
 cdef str APP_SECTION = sys.intern("application-properties")
@@ -200,19 +245,56 @@ cdef class SectionPlan:
     cdef bint from_text
 
 
-cdef object field_of(PyObject *section, field):
-    """rows_1_0.message_values' value of a section's field (None: absent) of the section found
-    (NULL: absent)."""
-    cdef PyObject *p
-    if section == NULL:
-        return None
+# The fields values_row reads of the sections, found in one pass over each section's dict
+# (``fields_found``) rather than a lookup each: MESSAGE_PLAN's entries (``plan_field``: its
+# field, NULL for a whole section; ``plan_at``: its section in ``plan_sections``), then the
+# properties section's ``to`` (TO_SLOT).
+cdef Py_ssize_t n_plan = 0, TO_SLOT = 0
+cdef PyObject *plan_field[MAX_PLAN]
+cdef Py_ssize_t plan_at[MAX_PLAN]
+
+
+cdef extern from "Python.h":
+    int PyUnicode_CHECK_INTERNED(object o)
+
+
+cdef int fields_found(dict section, Py_ssize_t at, PyObject **got) except -1:
+    """The value of each field of section ``at`` values_row reads, set in ``got`` (borrowed; NULL
+    where absent): the section's keys compared with the fields as a lookup would (an interned
+    text key is the field only if it is the very object: the fields are interned too)."""
+    cdef Py_ssize_t pos = 0, e
+    cdef PyObject *k
+    cdef PyObject *v
+    cdef bint interned
+    while PyDict_Next(section, &pos, &k, &v):
+        interned = PyUnicode_CheckExact(<object>k) and PyUnicode_CHECK_INTERNED(<object>k)
+        for e in range(n_plan):
+            if plan_at[e] != at or plan_field[e] == NULL:
+                continue
+            if k == plan_field[e] or (not interned and <object>k == <object>plan_field[e]):
+                got[e] = v
+    return 0
+
+
+cdef object field_other(PyObject *section, field):
+    """rows_1_0.message_values' value of a section's field (None: absent) of a section found
+    that is not a dict as such (a subclass of one, or no map)."""
     v = <object>section
-    if field is None:
-        return v
-    if PyDict_CheckExact(v):
-        p = PyDict_GetItem(v, field)
-        return <object>p if p != NULL else None
     return v.get(field) if isinstance(v, dict) else None
+
+
+cdef object exchange_pair(address):
+    """rows_1_0.exchange_key, its pairs of text addresses kept (``exchange_keys``)."""
+    cdef PyObject *p
+    if type(address) is not str:
+        return exchange_key(address)
+    p = PyDict_GetItemWithError(exchange_keys, address)
+    if p != NULL:
+        return <object>p
+    pair = exchange_key(address)
+    if len(exchange_keys) < MAX_ADDRESSES:
+        exchange_keys[address] = pair
+    return pair
 
 
 cdef list values_row(
@@ -227,14 +309,29 @@ cdef list values_row(
     cdef SectionPlan f
     cdef dict others
     cdef PyObject *found[MAX_SECTIONS]  # plan_sections' sections (NULL: absent), borrowed
-    cdef Py_ssize_t i
+    cdef PyObject *got[MAX_PLAN]  # the fields read of them (fields_found), borrowed
+    cdef PyObject *sec
+    cdef Py_ssize_t i, e = 0
+    for i in range(n_plan):
+        got[i] = NULL
     for i in range(len(plan_sections)):
-        found[i] = PyDict_GetItem(sections, plan_sections[i])
+        found[i] = sec = PyDict_GetItemWithError(sections, plan_sections[i])
+        if sec != NULL and PyDict_CheckExact(<object>sec):
+            fields_found(<dict>sec, i, got)
     for f in message_plan:
+        e += 1
         if f.from_text and texts is not None:
             row[f.col] = texts[1]
             continue
-        v = field_of(found[f.at], f.field)
+        sec = found[f.at]
+        if sec == NULL:
+            continue
+        if f.field is None:
+            v = <object>sec
+        elif PyDict_CheckExact(<object>sec):
+            v = <object>got[e - 1] if got[e - 1] != NULL else None
+        else:
+            v = field_other(sec, f.field)
         if v is not None:
             if f.code == CONV_TEXT:
                 row[f.col] = v if type(v) is str else f.conv(v)
@@ -244,10 +341,16 @@ cdef list values_row(
                 row[f.col] = delivery_mode(v)
             else:
                 row[f.col] = f.conv(v)
-    to = field_of(found[0], TO_FIELD)
+    sec = found[0]  # (the properties section: plan_sections' first)
+    if sec == NULL:
+        to = None
+    elif PyDict_CheckExact(<object>sec):
+        to = <object>got[TO_SLOT] if got[TO_SLOT] != NULL else None
+    else:
+        to = field_other(sec, TO_FIELD)
     if to is not None and type(to) is not str:
         to = as_text(to)
-    row[mc_exchange], row[mc_key] = exchange_key(address if to is None else to)
+    row[mc_exchange], row[mc_key] = exchange_pair(address if to is None else to)
     row[mc_frame] = packet
     row[mc_last] = packet
     row[mc_first] = first_packet
@@ -374,6 +477,7 @@ cdef int bind_rows() except -1:
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
     global mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted
+    global n_plan, TO_SLOT
     from amqpcap.amqp import events_1_0
     from amqpcap.records import rows, rows_1_0
 
@@ -403,7 +507,7 @@ cdef int bind_rows() except -1:
     dir_names = tuple(rows.DIRS)
     codes = {rows_1_0.unsigned_or_null: CONV_INT, rows_1_0.bool_or_null: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
     codes.update({rows_1_0.delivery_mode_of: CONV_MODE, rows_1_0.disposition_range: CONV_RANGE})
-    codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME})
+    codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME, rows.connection_json: CONV_JSON})
     method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
     every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
     plan_sections = tuple(dict.fromkeys([PROPERTIES_SECTION] + [sys.intern(e[1]) for e in rows_1_0.MESSAGE_PLAN]))
@@ -414,6 +518,14 @@ cdef int bind_rows() except -1:
     # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
+    if len(message_plan) + 1 > MAX_PLAN:
+        raise ValueError("too many fields in the messages row's plan")
+    n_plan = len(message_plan) + 1
+    for i, entry in enumerate(message_plan):
+        plan_field[i] = NULL if (<SectionPlan>entry).field is None else <PyObject *>(<SectionPlan>entry).field
+        plan_at[i] = (<SectionPlan>entry).at
+    TO_SLOT = n_plan - 1
+    plan_field[TO_SLOT], plan_at[TO_SLOT] = <PyObject *>TO_FIELD, 0
     # what values_row (and message_of's creation time) read of the sections, given their texts
     read = {PROPERTIES_SECTION}
     for entry in message_plan:
@@ -502,6 +614,7 @@ def append_rows(list events, capture, stream, version, methods, messages):
     cdef list rest = []
     cdef tuple pair
     cdef HeldRow h
+    cdef WalkedPerformative w
     if method_plans is None:
         bind_rows()
     cdef list row = [None] * n_method
@@ -512,6 +625,11 @@ def append_rows(list events, capture, stream, version, methods, messages):
         t = type(e)
         if t is Performative:
             plan = methods_row(row, capture, stream, d, e, version)
+            write_list(methods, to_methods, row)
+            blank(row, plan)
+        elif t is WalkedPerformative:
+            w = <WalkedPerformative>e
+            plan = methods_row(row, capture, stream, d, w.perf, version, w.arguments())
             write_list(methods, to_methods, row)
             blank(row, plan)
         elif t is HeldRow:
