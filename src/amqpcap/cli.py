@@ -318,6 +318,14 @@ _QUIET: list = []  # the threshold of the first generation that lean() set to 0
 ARROW_POOL = {"dissect": "jemalloc"}
 
 
+# Commands whose numpy does no linear algebra: OpenBLAS (numpy's BLAS) starts a thread per core
+# at numpy's import, which a stats or report process never hands work (their sums, sorts and
+# histograms are numpy's own loops); with one thread none is started: numpy's import ~0.06 s
+# of CPU less (~0.12 -> ~0.06 s), before the report can fork.  Set before numpy is imported;
+# OPENBLAS_NUM_THREADS given wins.  Not OMP_NUM_THREADS: Arrow sizes its thread pool by it.
+ONE_BLAS_THREAD = ("stats", "report")
+
+
 # Modules a command's imports bring in that its run does not use: loaded on first use, not at
 # import (``Deferred``).  ``pickle``, ``decimal``, ``copy``: pyarrow imports them for values a
 # dissect never makes.  ``socket``: pyarrow.util's, for a function a dissect does not call
@@ -356,13 +364,16 @@ _CLAIM = _thread.allocate_lock()
 def lean(command: str) -> None:
     """Set this process up for ``command`` (a process of its own: the command, the bench's
     child), before anything imports pyarrow: numpy left out if the command does not use it,
-    no cyclic collection until its work starts (``QUIET_START``), Arrow's memory pool
-    (``ARROW_POOL``), modules it does not use left unloaded (``LAZY``)."""
+    no cyclic collection until its work starts (``QUIET_START``), one BLAS thread
+    (``ONE_BLAS_THREAD``), Arrow's memory pool (``ARROW_POOL``), modules it does not use left
+    unloaded (``LAZY``)."""
     if command in WITHOUT_NUMPY and "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
     if command in QUIET_START and not _QUIET:
         _QUIET.append(gc.get_threshold()[0])
         gc.set_threshold(0, *gc.get_threshold()[1:])  # 0: no automatic collection
+    if command in ONE_BLAS_THREAD and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     pool = ARROW_POOL.get(command)
     if pool and "pyarrow" not in sys.modules and pool in arrow_pools():
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", pool)

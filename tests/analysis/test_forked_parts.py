@@ -321,3 +321,29 @@ def test_stats_and_report_import_without_collections_and_compute_with_them(out, 
     p = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "start 0\n" in p.stdout and "run True True\n" in p.stdout
+
+
+def test_stats_and_report_import_numpy_with_one_blas_thread_unless_told_otherwise():
+    """cli.ONE_BLAS_THREAD: a stats or report process is set up (cli.lean, before numpy's import)
+    for OpenBLAS to start one thread, no pool beside it; OPENBLAS_NUM_THREADS given wins; other
+    commands leave it alone."""
+    probe = (
+        "import os, sys; from amqpcap import cli\n"
+        "cli.lean(sys.argv[1]); print('blas', os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def blas(command, **given):
+        p = subprocess.run(
+            [sys.executable, "-c", probe, command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, **given},
+        )
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()[-1]
+
+    assert blas("report") == "1" and blas("stats") == "1"
+    assert blas("report", OPENBLAS_NUM_THREADS="4") == "4"
+    assert blas("dissect") == "None"  # (no numpy at all)

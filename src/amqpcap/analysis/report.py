@@ -198,9 +198,17 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
+# A title's height on its axes (the default).  Given, matplotlib places the title there at once;
+# left to it, it measures the y axis' tick labels first (every draw and layout, each axes), to
+# lift the title over the axis' offset text ("1e6"), which an axis with no ticks, categories or
+# k / M / G labels (:func:`_si_ticks`) never has: the same place, ~20% of the latency figure's
+# drawing.  Other axes' titles are left to matplotlib.
+TITLE_Y = 1.0
+
+
 def _empty(fig: Figure, title: str, text: str):
     ax = fig.add_subplot(1, 1, 1)
-    ax.set_title(title)
+    ax.set_title(title, y=TITLE_Y)
     ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=13, color="#555", transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
@@ -263,6 +271,7 @@ def throughput_figure(tot: pd.DataFrame, path: Path, bucket: str, t0) -> Path:
     ax1.set_title(
         f"Throughput per {_fmt_bucket(bucket)} bucket\n({frames_note(tot.attrs.get('frames_source'))})",
         fontsize=10,
+        y=TITLE_Y,  # (its y axis in k / M / G)
     )
     ax1.legend(loc="upper right", fontsize=8)
     ax2.set_ylabel("bytes / s (wire solid, body dashed)")
@@ -354,7 +363,7 @@ def fig_latency(lat: dict, path: Path) -> Path:
             v = latency_drawn(
                 _ok_latencies(kind, v) if isinstance(v, pd.DataFrame) else np.asarray(v, dtype=float)
             )
-        ax.set_title(f"{_KIND_TITLES[kind]} (n={v.n:,})", fontsize=10)
+        ax.set_title(f"{_KIND_TITLES[kind]} (n={v.n:,})", fontsize=10, y=TITLE_Y)  # (k / M / G or no ticks)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("pairs")
         if v.n == 0:
@@ -409,7 +418,8 @@ def fig_errors(err: pd.DataFrame, path: Path, top: int = 20) -> Path:
     ax.set_xlabel("occurrences (count)")
     ax.set_title(
         "Errors by code (red: hard, orange: soft, grey: no class)"
-        + (f" — top {top}, {more} more in the table" if more > 0 else "")
+        + (f" — top {top}, {more} more in the table" if more > 0 else ""),
+        y=TITLE_Y,  # (its y axis: categories)
     )
     _integer_ticks(ax.xaxis)
     ax.grid(True, axis="x", alpha=0.3)
@@ -1066,7 +1076,7 @@ def write_report(t, out_dir, *, bucket: str | None = None, stats: dict | None = 
     ``bucket``: throughput plot bucket (default: picked for ~120 buckets over
     the capture); ``stats``: a precomputed :func:`amqpcap.analysis.stats` dict.
     """
-    with malloc_pool(pool_threshold(t)):
+    with malloc_pool(pool_threshold(t), keep=small_output(t)):
         return _write_report(t, out_dir, bucket, stats)
 
 
@@ -1106,9 +1116,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     fork = is_output_dir(src) and can_fork()
     aside = _drawn_aside(src) if fork and stats is None else ()
     # the unacked counts of a larger output are drawn here: what the figures' process would be
-    # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's); of a
-    # small one they are sent and the figures' process makes the Connections table too (it would
-    # wait for this one's pairings meanwhile)
+    # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's)
     unacked_aside = fork and small_output(src)
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside)
     forked = Forked(beside, inbox=True) if fork else None
@@ -1145,9 +1153,9 @@ OWN_ORDER = (
 
 def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked) -> tuple:
     """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
-    and the figures' process' ones), the figures' paths and the page's Connections table;
-    ``draw_unacked``: the unacked counts drawn here by it (None: sent to the figures' process,
-    which then makes the Connections table too)."""
+    and the figures' process' ones), the figures' paths and the page's Connections table (made
+    here at the end, while the figures' process draws); ``draw_unacked``: the unacked counts drawn
+    here by it (None: sent to the figures' process)."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
@@ -1188,9 +1196,8 @@ def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked
             keep(kind, pairing(section_tables(src, kind)))
         unacked("consumer_ack", lambda: section_tables(src, "unacked"))
         post(values)
-    ct = connections_table(src, _PAGE_LIMIT) if draw_unacked is not None else None
-    their_parts, paths, their_ct = beside(lambda: sent.pop(0)) if forked is None else forked.result()
-    ct = their_ct if ct is None else ct
+    ct = connections_table(src, _PAGE_LIMIT)
+    their_parts, paths = beside(lambda: sent.pop(0)) if forked is None else forked.result()
     if stats is None:
         got["latency"].update(their_parts.pop("latency"))
         got.update(their_parts, throughput=throughput)
@@ -1218,10 +1225,9 @@ def _origin(src) -> tuple:
 def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, receive):
     """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
     parts of ``aside`` and the errors part (their dict, as :func:`stats_parts` gives it), and
-    every figure (name -> path; ``small``: the unacked figure too) and (``small``) the page's
-    Connections table.  ``receive()``, in turn: the throughput totals of the plot's bucket,
-    (``small``) the unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the
-    :class:`LatencyDrawn` of the caller's pairings by kind."""
+    every figure (name -> path; ``small``: the unacked figure too).  ``receive()``, in turn: the
+    throughput totals of the plot's bucket, (``small``) the unacked counts of the consumer-ack
+    pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of the caller's pairings by kind."""
     _import_matplotlib()
     got: dict = {}
     latencies: dict = {}
@@ -1250,13 +1256,11 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: b
     del err
     release_memory()
     paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
-    ct = None
     if small:
         paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
-        ct = connections_table(src, _PAGE_LIMIT)  # (while the caller's pairings are computed)
     latencies.update(receive())
     paths["latency"] = fig_latency(latencies, out / "latency.png")
-    return got, paths, ct
+    return got, paths
 
 
 def _import_matplotlib() -> None:

@@ -811,7 +811,7 @@ def _stats_parts(src, parts, bucket, latencies, on_latency=None, on_section=None
         "health": put("health", lambda t: _health(t, got["unacked"])),
         "amqp10": put("amqp10", lambda t: amqp10.stats_part(t, latency_summary)),
     }
-    with malloc_pool(pool_threshold(src)), batches.shared_reads(small_output(src)):
+    with malloc_pool(pool_threshold(src), keep=small_output(src)), batches.shared_reads(small_output(src)):
         for section in (p for p in STATS_PARTS if p in parts):
             step = steps[section] if section in steps else pairing(section)
             if isinstance(step, _StreamedStep):
