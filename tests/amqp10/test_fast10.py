@@ -542,6 +542,40 @@ def test_deliveries_split_over_transfers_at_random_make_the_references_rows_and_
     assert assembled > 60 * 20
 
 
+def popped_each_feed(cls, raw: bytes, cuts: list, append_rows) -> list:
+    """What a new ``cls`` decoder fed ``raw`` in pieces ending at ``cuts`` makes, its events
+    popped after every feed (a new events list each time, as the pipeline drains them): per
+    feed, its rows and other events, and the bytes it holds of deliveries being assembled."""
+    d = cls()
+    out, pos = [], 0
+    for i, cut in enumerate(cuts + [len(raw)]):
+        if cut > pos:
+            d.feed(0, raw[pos:cut], 8 + pos, 1 + i, 10 + i)
+            pos = cut
+        methods, messages = [], []
+        rest = append_rows(d.pop_events(), "c", 1, "1.0", methods, messages)
+        out.append((repr(methods), repr(messages), rest, list(d.held_bytes)))
+    return out
+
+
+@pytest.mark.compiled("fast10")
+def test_events_popped_after_every_feed_and_the_bytes_held_are_the_references():
+    """The walker keeps what it reads of the decoder per direction (its Walk) but not the events
+    list, which pop_events replaces: every feed's events reach the list of that feed, and the
+    bytes held of deliveries being assembled are counted in the decoder's own list."""
+    fast10 = built_or_skip("fast10")
+    compiled_cls, reference = decoder.decoder_1_0(), codec_1_0.Decoder10
+    rnd = random.Random(7)
+    held = 0
+    for _ in range(20):
+        raw = split_deliveries(rnd)
+        cuts = sorted(rnd.randrange(len(raw)) for _ in range(rnd.randint(5, 40)))
+        want = popped_each_feed(reference, raw, cuts, rows_1_0.append_rows_reference)
+        assert popped_each_feed(compiled_cls, raw, cuts, fast10.append_rows) == want
+        held += sum(1 for *_x, h in want if h[0])
+    assert held  # some feeds ended inside a delivery being assembled
+
+
 @pytest.mark.compiled("fast10")
 def test_a_large_bodys_digest_may_be_handed_on_unfinished_and_is_the_references():
     """With ``deferred_digests`` (a dissect whose messages table takes them) the walker hands a

@@ -234,13 +234,17 @@ def test_thousands_of_rows_of_every_width_and_text_are_the_reference_batch(fastw
         w: [0, 1, -1, (1 << (8 * w - 1)) - 1, -(1 << (8 * w - 1)), (1 << 30) - 1, -(1 << 30) + 1, 1 << 30]
         for w in (1, 2, 4, 8)
     }
+    # ints of two and three 30-bit digits (ns timestamps are three), on either side of each
+    edges[8] += [(1 << 60) - 1, 1 << 60, -(1 << 60), (1 << 62) + 12345, -(1 << 63) + 1]
+    edges[8].append(1_764_460_800_123_456_789)
     rows = []
-    for i in range(6000):
+    for i in range(6003):  # not a multiple of 8: the bitmaps' last byte is partly filled
         ints = [e[i % len(e)] if i % 3 else (i % 100) - 50 for e in edges.values()]
         ints = [v if -(1 << (8 * w - 1)) <= v < 1 << (8 * w - 1) else None for v, w in zip(ints, edges)]
         text = None if i % 7 == 0 else ("x" * (i % 300) + ("é" if i % 5 == 0 else ""))
         raw = None if i % 11 == 0 else bytes([i % 256]) * (i % 500)
-        rows.append((*ints, i % 4 == 0, i * 1_000_003, text, raw))
+        flag = None if i % 13 == 0 else i % 4 == 0
+        rows.append((*ints, flag, i * 1_000_003 * (1 if i % 2 else 1_000_000_000), text, raw))
     columns = fastwriter.Columns(schema, 1 << 20)
     for row in rows:
         columns.append(row)
@@ -249,6 +253,27 @@ def test_thousands_of_rows_of_every_width_and_text_are_the_reference_batch(fastw
     arrays = [pa.array(c, type=f.type) for c, f in zip(zip(*rows), schema)]
     expect = pa.RecordBatch.from_arrays(arrays, schema=schema)
     assert batch.equals(expect)
+
+
+def test_validity_and_bool_bitmaps_of_every_length_and_null_pattern_are_arrows(fastwriter):
+    # the flags are counted and packed eight at a time: every length's last partial byte and
+    # every null pattern within a byte must come out as pa.array makes them
+    schema = pa.schema([("b", pa.bool_()), ("i", pa.int32()), ("s", pa.string())])
+    for n in range(1, 41):
+        for pattern in (0, 1, 0b10110010, 0xFF, 0b01111111):
+            rows = []
+            for i in range(n):
+                null = (pattern >> (i % 8)) & 1
+                text = None if (i + n) % 5 == 0 else "v"
+                rows.append((None if null else i % 3 == 0, None if null else i, text))
+            columns = fastwriter.Columns(schema, 1 << 10)
+            for row in rows:
+                columns.append(row)
+            batch = columns.take()
+            batch.validate(full=True)
+            arrays = [pa.array(list(c), type=f.type) for c, f in zip(zip(*rows), schema)]
+            assert batch.equals(pa.RecordBatch.from_arrays(arrays, schema=schema)), (n, pattern)
+            assert [c.null_count for c in batch.columns] == [a.null_count for a in arrays], (n, pattern)
 
 
 def test_a_taken_batch_keeps_its_values_while_the_columns_fill_again(fastwriter):

@@ -617,22 +617,64 @@ def walk_message(self, payload):
 
 def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end):
     """codec_1_0.Decoder10._transfer: a common transfer read here, any other by the reference
-    (and a transfer that is no Performative: its fields are read at the class's slots)."""
-    if type(perf) is not Performative:
+    (and a transfer that is no Performative: its fields are read at the class's slots; and one
+    of another class's direction state)."""
+    if type(perf) is not Performative or type(d) is not Direction:
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return
-    transfer(self, direction, d, perf, buf, p, end, perf)
+    cdef Walk w = walk_of(self, direction, <Direction>d)
+    transfer(self, direction, <Direction>d, w, self.events, perf, buf, p, end, perf)
 
 
-cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t end, event) except -1:
-    """A transfer (a Performative: its fields read and set at their slots); ``event``, what the
-    events hold of it if the walker reads it (the Performative, or the frame loop's
-    WalkedPerformative)."""
+@cython.final
+cdef class Walk:
+    """What the frame loop and a transfer read of the decoder, kept by each direction
+    (``Direction.walk``) as fast09's Walk is: a Python attribute read from C costs ~150
+    instructions, a dozen a packet.  Bound at the direction's first walk (``walk_of``), once
+    decoder.py has set the codec's tally, frame_events and deferred_digests, to what does not
+    change while the codec decodes: the objects themselves (the state, this direction's
+    assemblies, the held_bytes and encrypted lists, read and written through them as the
+    reference does) and the settings.  The events list is not kept: pop_events replaces it
+    between feeds."""
+
+    cdef int direction
+    cdef object state  # LinkState, cast where used (as the decoder's ``state`` was)
+    cdef dict assembling  # this direction's: (channel, handle) -> Assembly
+    cdef list held_bytes, encrypted  # per direction, the decoder's own lists
+    cdef object tally
+    cdef Py_ssize_t body_bytes
+    cdef bint frame_events, deferred_digests
+
+
+cdef Walk walk_of(dec, int direction, Direction d):
+    """``d``'s Walk, bound to ``dec`` at its first call."""
+    cdef Walk w = <Walk>d.walk if type(d.walk) is Walk else None
+    if w is None or w.direction != direction:
+        w = Walk.__new__(Walk)
+        w.direction = direction
+        w.state = dec.state
+        w.assembling = dec.assembling[direction]
+        w.held_bytes = dec.held_bytes
+        w.encrypted = dec.encrypted
+        w.tally = dec.tally
+        w.body_bytes = dec.body_bytes
+        w.frame_events = dec.frame_events
+        w.deferred_digests = dec.deferred_digests
+        d.walk = w
+    return w
+
+
+cdef int transfer(
+    self, int direction, Direction d, Walk w, list events, perf, buf, Py_ssize_t p, Py_ssize_t end, event
+) except -1:
+    """A transfer (a Performative: its fields read and set at their slots); ``w``: ``d``'s Walk,
+    ``events``: the decoder's; ``event``, what the events hold of it if the walker reads it (the
+    Performative, or the frame loop's WalkedPerformative)."""
     cdef dict a = perf_field(perf, args_at, "args")
     cdef Py_ssize_t size = end - p
     ch = perf_field(perf, channel_at, "channel")
     handle = a.get("handle")
-    asm_map = self.assembling[direction]
+    asm_map = w.assembling
     key = (ch, handle)
     asm = asm_map.get(key)
     more = a.get("more") is True
@@ -641,21 +683,20 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         d.mid is not None
         or a.get("aborted") is True
         or not (did is None or is_delivery_id(did))
-        or self.held_bytes[direction] + size > MAX_HELD_BYTES
+        or w.held_bytes[direction] + size > MAX_HELD_BYTES
         or (not ordinary_start(asm_map, size) if asm is None else not ordinary_next(asm, did, size))
     ):
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return 0
-    cdef LinkState st = <LinkState?>self.state
+    cdef LinkState st = <LinkState?>w.state
     link = st.link_of(direction, ch, handle)
     if link is not None:
         name_link(perf, link)
-    events = self.events
     events.append((direction, event))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
         dv = message_of(
-            self, direction, perf, buf, p, size, perf_field(perf, offset_at, "offset"),
+            self, w, direction, perf, buf, p, size, perf_field(perf, offset_at, "offset"),
             perf_field(perf, packet_at, "packet"), 1, link, did, a.get("settled") is True,
         )
         st.deliver(events, direction, dv, d.ts)
@@ -667,7 +708,7 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     asm.size += size
     if size:
         append_piece(asm.buf, buf, p, size)
-        self.held_bytes[direction] += size
+        w.held_bytes[direction] += size
     first = asm.first
     if a.get("settled") is True:
         first.args.setdefault("$settled", True)
@@ -676,10 +717,10 @@ cdef int transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
     # its last transfer: codec_1_0's _deliver of the assembly, its message held as its row
     del asm_map[key]
     held = asm.buf
-    self.held_bytes[direction] -= len(held)
+    w.held_bytes[direction] -= len(held)
     settled = first.args.pop("$settled", False) is True or a.get("settled") is True
     dv = message_of(
-        self, direction, perf, held, 0, len(held), asm.offset, first.packet, asm.frames, asm.link,
+        self, w, direction, perf, held, 0, len(held), asm.offset, first.packet, asm.frames, asm.link,
         first.args.get("delivery-id"), settled, asm.size,
     )
     st.deliver(events, direction, dv, d.ts)
@@ -733,7 +774,7 @@ cdef inline Py_ssize_t allocated(bytearray b) noexcept:
 
 
 cdef HeldRow message_of(
-    self, int direction, perf, buf, Py_ssize_t p, Py_ssize_t size, offset, first_packet, frames,
+    self, Walk w, int direction, perf, buf, Py_ssize_t p, Py_ssize_t size, offset, first_packet, frames,
     link, did, bint settled, Py_ssize_t received=-1,
 ):
     """codec_1_0.Decoder10._deliver of a complete delivery whose message is the ``size`` bytes at
@@ -753,7 +794,7 @@ cdef HeldRow message_of(
         payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
             sections, kind, body_size, digest, head, err, texts = sections_in_place(
-                <const unsigned char *>view.buf + p, size, payload, self.body_bytes, self.deferred_digests, True
+                <const unsigned char *>view.buf + p, size, payload, w.body_bytes, w.deferred_digests, True
             )
             if err is not None:
                 complete = False
@@ -821,8 +862,10 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
     cdef unsigned int doff, ftype, channel
     cdef int code
     cdef Py_ssize_t counted = 0
-    cdef bint whole = self.frame_events  # every frame to the reference, for its Frame event
-    if self.encrypted[direction] or d.marks:
+    cdef Walk w = walk_of(self, direction, d)
+    cdef bint whole = w.frame_events  # every frame to the reference, for its Frame event
+    cdef list events = None  # the decoder's, read once a frame needs it
+    if w.encrypted[direction] or d.marks:
         stop[0] = True
         return pos
     buf = buffer_of(d)
@@ -833,7 +876,7 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
         while pos + 8 <= n:
             if b[pos] == 0x41 and b[pos + 1] == 0x4D and b[pos + 2] == 0x51 and b[pos + 3] == 0x50:
                 pos = self._header(direction, d, buf, pos)
-                if self.encrypted[direction]:
+                if w.encrypted[direction]:
                     return n
                 continue
             size = be32(b + pos)
@@ -861,40 +904,43 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
             perf = new_performative(
                 d.packet, d.ts, d.base + pos, channel, code, METHOD_NAMES[code], args, ftype, size
             )
-            if code == TRANSFER_CODE:
-                transfer(self, direction, d, perf, buf, p, end, walked(perf, args, b, body + 3, p, code))
-            elif code == DISPOSITION_CODE:
-                disposition(self, direction, walked(perf, args, b, body + 3, p, code), args, channel, d.ts)
-            elif code == FLOW_CODE:
-                flow(self, direction, perf, args, channel, walked(perf, args, b, body + 3, p, code))
+            if code == TRANSFER_CODE or code == DISPOSITION_CODE or code == FLOW_CODE:
+                if events is None:
+                    events = self.events
+                event = walked(perf, args, b, body + 3, p, code)
+                if code == TRANSFER_CODE:
+                    transfer(self, direction, d, w, events, perf, buf, p, end, event)
+                elif code == DISPOSITION_CODE:
+                    disposition(w, events, direction, event, args, channel, d.ts)
+                else:
+                    flow(w, events, direction, perf, args, channel, event)
             else:
                 self._performative(direction, perf)
             pos = end
     finally:
         PyBuffer_Release(&view)
         if counted:
-            tally_frames(self, direction, d, counted)
+            tally_frames(self, w, direction, d, counted)
     return pos
 
 
-cdef int disposition(self, int direction, event, dict a, channel, ts) except -1:
+cdef int disposition(Walk w, list events, int direction, event, dict a, channel, ts) except -1:
     """codec_1_0.Decoder10._performative of a disposition: its event (``walked``'s), then the
     deliveries it settles (the state's, in C)."""
-    cdef list events = self.events
     events.append((direction, event))
-    (<LinkState?>self.state).settle(events, direction, channel, a, ts)
+    (<LinkState?>w.state).settle(events, direction, channel, a, ts)
     return 0
 
 
-cdef int flow(self, int direction, perf, dict a, channel, event) except -1:
+cdef int flow(Walk w, list events, int direction, perf, dict a, channel, event) except -1:
     """codec_1_0.Decoder10._performative of a flow: its event (``walked``'s), with its link's
     name and terminus addresses if it names an attached link."""
     handle = a.get("handle")
     if handle is not None:
-        link = (<LinkState?>self.state).link_of(direction, channel, handle)
+        link = (<LinkState?>w.state).link_of(direction, channel, handle)
         if link is not None:
             name_link(perf, link)
-    self.events.append((direction, event))
+    events.append((direction, event))
     return 0
 
 
@@ -941,9 +987,9 @@ cdef int parse(self, int direction, Direction d) except -1:
     return 0
 
 
-cdef int tally_frames(self, int direction, Direction d, Py_ssize_t n) except -1:
+cdef int tally_frames(self, Walk w, int direction, Direction d, Py_ssize_t n) except -1:
     """StreamDecoder._counted of ``n`` frames with no Frame events, at once."""
-    tally = self.tally
+    tally = w.tally
     if tally is not None:
         tally(direction, d.ts, n)
     self.silent_frames += n

@@ -98,25 +98,67 @@ def _convert(value, type):
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object o)
+    PyObject *Py_True
+    PyObject *Py_False
 
 
 cdef extern from *:
     """
-    /* An exact int of at most one 30-bit digit (most values: counts, offsets, channels, tags):
-       its value without the general conversion; 0 for any other.  CPython 3.11's layout
-       (ob_size: sign and digit count), read only where it is that layout. */
+    /* An exact int of at most three 30-bit digits whose value fits 63 bits (counts, offsets,
+       channels, tags, ns timestamps): its value without the general conversion; 0 for any
+       other.  CPython 3.11's layout (ob_size: sign and digit count), read only where it is
+       that layout. */
     static int amqpcap_small_int(PyObject *v, long long *out) {
     #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-        Py_ssize_t size = Py_SIZE(v);
-        if (size >= -1 && size <= 1) {
-            *out = (long long)size * (long long)((PyLongObject *)v)->ob_digit[0];
+        Py_ssize_t size = Py_SIZE(v), n = size < 0 ? -size : size;
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        unsigned long long x;
+        if (n <= 1) {
+            *out = (long long)size * (long long)d[0];
+            return 1;
+        }
+        if (n == 2 || (n == 3 && d[2] < 8)) {  /* below 2**63 */
+            x = (unsigned long long)d[0] | ((unsigned long long)d[1] << PyLong_SHIFT);
+            if (n == 3)
+                x |= (unsigned long long)d[2] << (2 * PyLong_SHIFT);
+            *out = size < 0 ? -(long long)x : (long long)x;
             return 1;
         }
     #endif
         return 0;
     }
+
+    /* n flags stored one byte each, every byte 0 or 1 (validity, bool values), eight at a time:
+       how many are 1, and their Arrow bitmap (LSB first: bit i of byte i / 8 is flag i). */
+    static Py_ssize_t amqpcap_count_flags(const unsigned char *f, Py_ssize_t n) {
+        Py_ssize_t i = 0, set = 0;
+        unsigned long long w;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, f + i, 8);
+            set += (Py_ssize_t)((w * 0x0101010101010101ULL) >> 56);  /* the sum of its bytes */
+        }
+        for (; i < n; i++)
+            set += f[i];
+        return set;
+    }
+
+    static void amqpcap_pack_flags(const unsigned char *f, Py_ssize_t n, unsigned char *out) {
+        Py_ssize_t i = 0, k;
+        unsigned long long w;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, f + i, 8);
+            out[i >> 3] = (unsigned char)((w * 0x0102040810204080ULL) >> 56);  /* byte j's bit to bit j */
+        }
+        if (i < n) {
+            out[i >> 3] = 0;
+            for (k = i; k < n; k++)
+                out[k >> 3] |= (unsigned char)(f[k] << (k & 7));
+        }
+    }
     """
     bint amqpcap_small_int(PyObject *v, long long *out)
+    Py_ssize_t amqpcap_count_flags(const uint8_t *f, Py_ssize_t n) noexcept
+    void amqpcap_pack_flags(const uint8_t *f, Py_ssize_t n, uint8_t *out) noexcept
 
 
 cdef struct Buf:
@@ -256,14 +298,9 @@ cdef object hand_over(Buf *b):
 
 
 cdef object bitmap(const uint8_t *flags, Py_ssize_t n):
-    """Arrow bitmap (LSB first) of ``n`` flags stored one byte each."""
+    """Arrow bitmap (LSB first) of ``n`` flags stored one byte each, each 0 or 1."""
     b = PyBytes_FromStringAndSize(NULL, (n + 7) >> 3)
-    cdef uint8_t *out = <uint8_t *>PyBytes_AS_STRING(b)
-    memset(out, 0, (n + 7) >> 3)
-    cdef Py_ssize_t i
-    for i in range(n):
-        if flags[i]:
-            out[i >> 3] |= <uint8_t>(1 << (i & 7))
+    amqpcap_pack_flags(flags, n, <uint8_t *>PyBytes_AS_STRING(b))
     return arrow().py_buffer(b)
 
 
@@ -418,10 +455,8 @@ cdef class Col:
 
     cdef tuple validity(self):
         """(validity bitmap or None, null count) of the pending values."""
-        cdef Py_ssize_t i, nulls = 0
         cdef const uint8_t *v = <const uint8_t *>self.valid.data
-        for i in range(self.length):
-            nulls += v[i] == 0
+        cdef Py_ssize_t nulls = self.length - amqpcap_count_flags(v, self.length)
         return (bitmap(v, self.length) if nulls else None), nulls
 
     cdef object take(self, DeferredText later):
@@ -835,10 +870,18 @@ def native(type) -> bool:
 
 
 cdef inline bint put_int_now(IntCol c, PyObject *v) noexcept:
-    """``c.put(v)`` of an exact int of one 30-bit digit that fits the column, when both its
-    buffers have room (most integer values): whether it was put (else ``put`` takes it)."""
+    """``c.put(v)`` of True / False (a bool column) or of an exact int that fits 63 bits and the
+    column (an integer one), when both its buffers have room (most values of either):
+    whether it was put (else ``put`` takes it)."""
     cdef long long x
-    if c.boolean or not PyLong_CheckExact(<object>v) or not amqpcap_small_int(v, &x):
+    if c.boolean:
+        if v == Py_True:
+            x = 1
+        elif v == Py_False:
+            x = 0
+        else:
+            return False
+    elif not PyLong_CheckExact(<object>v) or not amqpcap_small_int(v, &x):
         return False
     if x < c.lo or x > c.hi or c.values.size + c.width > c.values.cap or c.length >= c.valid.cap:
         return False
