@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from amqpcap.amqp.spec import v1_0 as SPEC
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,3 +105,43 @@ def test_a_1_0_dissect_imports_neither_typing_nor_urllib(tmp_path):
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.split() == ["0", "True", "False", "False"]
+
+
+def test_a_compiled_1_0_dissect_does_not_import_hashlib(tmp_path):
+    # hashlib (~7 M instructions with _hashlib) is no part of a compiled dissect's start
+    # otherwise: fast10 hashes bodies with fast09's digests (OpenSSL's SHA-256, found without it).
+    from amqpcap import compiled
+
+    if compiled.select("fast10") is None or compiled.select("fast09") is None:
+        pytest.skip("the reference codec hashes with hashlib")
+    capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
+    code = (
+        "import sys; from amqpcap import cli; cli.lean('dissect'); "
+        f"rc = cli.main(['dissect', {capture!r}, '-o', {str(tmp_path / 'out')!r}, '-q']); "
+        "print(rc, 'amqpcap.amqp.fast10' in sys.modules, 'hashlib' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_HASHLIB"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert r.stdout.split() == ["0", "True", "False"]
+
+
+def test_a_1_0_show_without_a_uuid_value_does_not_import_uuid():
+    # uuid imports platform (~10 M instructions together); a dissect's pyarrow imports it anyway,
+    # a show (no pyarrow) only where types_1_0 reads a uuid value (none in this capture).
+    capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
+    code = (
+        "import sys; from amqpcap import cli; cli.lean('show'); "
+        f"rc = cli.main(['show', {capture!r}]); "
+        "print(rc, 'amqpcap.amqp.codec_1_0' in sys.modules, 'uuid' in sys.modules, file=sys.stderr)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stderr.split()[-3:] == ["0", "True", "False"]
+
+
+def test_the_digest_of_a_delivery_without_a_payload_is_hashlibs_digest_of_nothing():
+    import hashlib
+
+    from amqpcap.amqp import codec_1_0
+
+    assert codec_1_0.EMPTY_DIGEST == hashlib.sha256(b"").hexdigest()
+    assert codec_1_0.sha256(b"abc").hexdigest() == hashlib.sha256(b"abc").hexdigest()

@@ -100,3 +100,26 @@ def test_a_pass_keeping_some_methods_reads_only_the_row_groups_holding_them(grou
     groups = [g for groups, columns in reads if "frame_number" in columns for g in groups]
     total = pq.ParquetFile(table_files(grouped, "methods")[0]).metadata.num_row_groups
     assert len(holding) < total and sorted(groups) == sorted(holding)
+
+
+def test_the_reports_own_passes_share_their_reads_from_the_first_to_the_last(grouped, tmp_path, monkeypatch):
+    from amqpcap.analysis import report
+
+    whole: dict = {}  # (file, column) -> how often this process' parts read every row group of it
+    read = pq.ParquetFile.read_row_groups
+    parts: list = []  # (set once the parts begin: their first is the throughput totals)
+
+    def recorded(self, row_groups, columns=None, **kw):
+        groups = list(row_groups)
+        if parts and len(groups) == self.metadata.num_row_groups:
+            for c in columns:
+                key = (self.metadata.num_rows, self.schema_arrow.names[0], c)
+                whole[key] = whole.get(key, 0) + 1
+        return read(self, row_groups, columns=columns, **kw)
+
+    totals_at = report.totals_at
+    monkeypatch.setattr(report, "totals_at", lambda *a: (parts.append(1), totals_at(*a))[1])
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", recorded)
+    report.write_report(grouped, tmp_path / "r")  # (the figures' process: its own reads, not seen here)
+    # read by the first pass that asks for it (its groups: here every one), then once for all others
+    assert parts and whole and max(whole.values()) <= 2, sorted(k for k, n in whole.items() if n > 2)

@@ -602,3 +602,35 @@ def test_at_close_the_largest_tables_held_rows_go_to_the_parquet_thread_before_t
     assert held_then == [0]  # handed on before the closer wrote the frames
     assert pq.read_table(out / "anomalies").num_rows == 6
     assert pq.ParquetFile(next((out / "anomalies").iterdir())).metadata.num_row_groups == 1
+
+
+def test_at_close_the_closer_writes_its_tables_before_it_waits_for_the_largest(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(writer, "BACKGROUND", True)
+    monkeypatch.setattr(writer, "ROW_GROUP", 4)
+    monkeypatch.setattr(writer, "FIRST_GROUP_ROWS", 8)  # the frames' 2 rows are held until close
+    monkeypatch.setattr(writer, "GROUP_ROWS", 8)
+    written = []  # (table, written by the closing thread), in the order the writes ended
+    engine_write = writer.EngineWriter.write_table
+
+    def write_table(self, table, rows):
+        name = table.schema.metadata[b"amqpcap.table"].decode()
+        mine = threading.current_thread() is threading.main_thread()
+        if not mine:
+            time.sleep(0.2)  # the largest table's last row group, long in the Parquet thread
+        engine_write(self, table, rows)
+        written.append((name, mine))
+
+    monkeypatch.setattr(writer.EngineWriter, "write_table", write_table)
+    out = tmp_path / "out"
+    w = writer.DatasetWriter(str(out), ["anomalies", "frames"])  # the largest declared (closed) first
+    for _ in range(3):  # anomalies: the largest, the Parquet thread's
+        w["anomalies"].append(("c", 1, 1, 10, "c2s", None, None, "amqp", "kind", "detail", 1))
+    for _ in range(2):  # frames: the closer's
+        w["frames"].append(("c", 1, 1, 10, "c2s", 1, 0, 1, "method", 12, 20))
+    w.close()
+    assert written == [("frames", True), ("anomalies", False)]  # not after the largest's wait
+    assert pq.read_table(out / "frames").num_rows == 2
+    assert pq.read_table(out / "anomalies").num_rows == 3

@@ -418,8 +418,6 @@ def read_performative(buf, Py_ssize_t body, Py_ssize_t end):
 # (and every transfer of an assembly the walker did not begin or continue) goes to the
 # reference's ``_transfer`` whole: the two share the assemblies, whichever adds to one.
 
-import hashlib
-
 from amqpcap.amqp import links_1_0 as L
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp import stream as _stream
@@ -532,8 +530,7 @@ cdef object new_performative(packet, ts, offset, channel, code, name, args, ftyp
         put(perf, i, perf_defaults[i])
     return perf
 
-cdef object sha256 = hashlib.sha256
-cdef object EMPTY_DIGEST = hashlib.sha256().hexdigest()
+cdef object EMPTY_DIGEST  # codec_1_0's: the digest of a delivery without a payload
 cdef object outcome_of = L.outcome_of
 cdef object TS_LIMIT = TS_MS_MAX
 cdef object C  # codec_1_0
@@ -600,7 +597,7 @@ cdef object digest_at(const unsigned char *b, Py_ssize_t n, bint deferred):
         return digest_bytes(b, n)  # (the bytes are copied into the ring, or hashed now)
     view = PyMemoryView_FromMemory(<char *>b, n, PyBUF_READ)
     try:
-        return sha256(view).hexdigest()
+        return C.sha256(view).hexdigest()
     finally:
         view.release()
 
@@ -965,6 +962,7 @@ from amqpcap.amqp.codec_1_0 import read_performative_reference, read_sections_re
 
 C = codec_1_0
 Assembly = C.Assembly
+EMPTY_DIGEST = C.EMPTY_DIGEST
 _Direction = Direction
 _walker = compiled.select("fast09")  # its digest_bytes, if it is in use and hashes with OpenSSL's
 if _walker is not None and _walker.DIGEST_BYTES is not None:

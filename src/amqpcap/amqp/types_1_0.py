@@ -21,7 +21,6 @@ than the bytes can hold raise ``DecodeError`` before anything of that size is ma
 
 from __future__ import annotations
 
-import uuid as _uuid
 from struct import Struct
 
 from amqpcap.amqp.spec import v1_0 as SPEC
@@ -56,6 +55,13 @@ def _bid(raw: int, bits: int, ebits: int, bias: int):
     from decimal import Decimal  # here: a dissect defers the module (cli.LAZY) until a decimal is read
 
     return {"$decimal": str(Decimal((sign, tuple(int(c) for c in str(coeff)), exp - bias)))}
+
+
+def _uuid_text(raw: bytes) -> str:
+    """A uuid's canonical text."""
+    import uuid  # here: a 1.0 decode without a uuid value goes without it and platform (show)
+
+    return str(uuid.UUID(bytes=raw))
 
 
 def _char(cp: int) -> str:
@@ -262,7 +268,7 @@ def _reader(code: int, enc):
         if t in ("ulong", "uint") and width == 1:
             return _fixed_reader("B", None, name)
         if t == "uuid":
-            return _raw_reader(16, lambda b: str(_uuid.UUID(bytes=b)), name)
+            return _raw_reader(16, _uuid_text, name)
         if t == "decimal128":
             return _raw_reader(16, lambda b: _bid(int.from_bytes(b, "big"), 128, 14, 6176), name)
         fmt, conv = _FIXED[t]

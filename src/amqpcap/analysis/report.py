@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from amqpcap.analysis._common import NAT, malloc_pool, ns, ordered, records, release_memory, si
-from amqpcap.analysis.batches import is_output_dir
+from amqpcap.analysis.batches import is_output_dir, shared_reads
 from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
@@ -1117,10 +1117,11 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     def draw_unacked(un):
         here["unacked"] = fig_unacked(un, out / "unacked.png", t0)
 
-    try:
-        stats, paths, ct = _computed(
-            src, bucket, stats, aside, beside, forked, None if unacked_aside else draw_unacked
-        )
+    try:  # (this side's passes, of every group of OWN_ORDER, share their column reads)
+        with shared_reads(small_output(src)):
+            stats, paths, ct = _computed(
+                src, bucket, stats, aside, beside, forked, None if unacked_aside else draw_unacked
+            )
     except BaseException:
         if forked is not None:  # (it would wait for what this process sends)
             forked.stop()

@@ -535,7 +535,7 @@ class DatasetWriter:
         # takes the largest, its last row group handed on at once (held, it would wait for its
         # file's close, after the others'); this thread, which would only wait, writes the others
         # meanwhile (a table's batch still in the thread first: ParquetFile.write waits for it),
-        # those with none in flight first.
+        # those with none in flight first, and closes them before it waits for the largest.
         self.arrow.wait()
         tables = list(self.tables.values())
         largest = max(tables, key=lambda t: pending_rows(t) + t.file.held_rows)
@@ -545,8 +545,9 @@ class DatasetWriter:
         for t in mine:
             t.file.background = False
             t.flush()
-        for t in tables:
+        for t in mine:
             t.close()
+        largest.close()
         release_memory()
         self._install()
         return {name: t.rows for name, t in self.tables.items()}
