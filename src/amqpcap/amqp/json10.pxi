@@ -147,23 +147,7 @@ cdef int jbody(amqpcap_jbuf *j, unsigned char code, const unsigned char *b, Py_s
         if p + w > end:
             raise FALLBACK
         pos[0] = p + w
-        if k == K_U8:
-            return amqpcap_juint(j, b[p], 0)
-        if k == K_S8:
-            return amqpcap_jint(j, <int8_t>b[p])
-        if k == K_BOOL:
-            return amqpcap_jput(j, "true", 4) if b[p] != 0 else amqpcap_jput(j, "false", 5)
-        if k == K_U16:
-            return amqpcap_juint(j, (<uint16_t>b[p] << 8) | b[p + 1], 0)
-        if k == K_S16:
-            return amqpcap_jint(j, <int16_t>((<uint16_t>b[p] << 8) | b[p + 1]))
-        if k == K_U32:
-            return amqpcap_juint(j, be32(b + p), 0)
-        if k == K_S32:
-            return amqpcap_jint(j, <int32_t>be32(b + p))
-        if k == K_U64:
-            return amqpcap_juint(j, be64(b + p), 0)
-        return amqpcap_jint(j, <int64_t>be64(b + p))
+        return jnumber(j, k, b + p)
     if k == K_BINARY or k == K_TEXT:
         if p + w > end:
             raise FALLBACK
@@ -341,6 +325,49 @@ cdef int jdescribed(amqpcap_jbuf *j, const unsigned char *b, Py_ssize_t *pos, Py
     return amqpcap_jputc(j, c'}')
 
 
+cdef inline int jnumber(amqpcap_jbuf *j, unsigned char k, const unsigned char *v) except -1:
+    """An integer or boolean of kind ``k`` (K_U8 to K_S64) whose bytes are at ``v``."""
+    if k == K_U8:
+        return amqpcap_juint(j, v[0], 0)
+    if k == K_S8:
+        return amqpcap_jint(j, <int8_t>v[0])
+    if k == K_BOOL:
+        return amqpcap_jput(j, "true", 4) if v[0] != 0 else amqpcap_jput(j, "false", 5)
+    if k == K_U16:
+        return amqpcap_juint(j, (<uint16_t>v[0] << 8) | v[1], 0)
+    if k == K_S16:
+        return amqpcap_jint(j, <int16_t>((<uint16_t>v[0] << 8) | v[1]))
+    if k == K_U32:
+        return amqpcap_juint(j, be32(v), 0)
+    if k == K_S32:
+        return amqpcap_jint(j, <int32_t>be32(v))
+    if k == K_U64:
+        return amqpcap_juint(j, be64(v), 0)
+    return amqpcap_jint(j, <int64_t>be64(v))
+
+
+cdef inline bint jsimple(amqpcap_jbuf *j, const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end) except -1:
+    """The value at ``pos`` written, ``pos`` moved past it, if it is a constant (null, true,
+    false, 0), a boolean or an integer that fits before ``end`` (a composite's fields are
+    mostly these: written here, not by jvalue10's and jbody's calls); else False, nothing
+    written."""
+    cdef Py_ssize_t p = pos[0]
+    cdef unsigned char c, k
+    if p >= end:
+        return False
+    c = b[p]
+    k = KIND[c]
+    if k == K_CONST:
+        pos[0] = p + 1
+        amqpcap_jput(j, amqpcap_jconst[JCONST[c]], amqpcap_jconst_len[JCONST[c]])
+        return True
+    if k < K_U8 or k > K_S64 or p + 1 + WIDTH[c] > end:
+        return False
+    pos[0] = p + 1 + WIDTH[c]
+    jnumber(j, k, b + p + 1)
+    return True
+
+
 cdef int jfields(
     amqpcap_jbuf *j, tuple fields, const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int depth,
     bint first,
@@ -370,7 +397,8 @@ cdef int jfields(
         elif i > nf:
             amqpcap_jputc(j, c',')
         first = False
-        jvalue10(j, b, pos, e, depth + 1)
+        if not jsimple(j, b, pos, e):
+            jvalue10(j, b, pos, e, depth + 1)
     if count > nf:
         amqpcap_jputc(j, c']')
     if pos[0] != e:
