@@ -107,13 +107,11 @@ def test_a_1_0_dissect_imports_neither_typing_nor_urllib(tmp_path):
     assert r.stdout.split() == ["0", "True", "False", "False"]
 
 
+@pytest.mark.compiled("fast10", "fast09")
 def test_a_compiled_1_0_dissect_does_not_import_hashlib(tmp_path):
     # hashlib (~7 M instructions with _hashlib) is no part of a compiled dissect's start
-    # otherwise: fast10 hashes bodies with fast09's digests (OpenSSL's SHA-256, found without it).
-    from amqpcap import compiled
-
-    if compiled.select("fast10") is None or compiled.select("fast09") is None:
-        pytest.skip("the reference codec hashes with hashlib")
+    # otherwise: fast10 hashes bodies with fast09's digests (OpenSSL's SHA-256, found without it);
+    # the reference codec hashes with hashlib.
     capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
     code = (
         "import sys; from amqpcap import cli; cli.lean('dissect'); "
