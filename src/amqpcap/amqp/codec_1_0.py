@@ -35,7 +35,7 @@ from amqpcap.amqp.events import Frame, Heartbeat, ProtocolHeader
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
 from amqpcap.amqp.facts import REDACTED, ConnectionFacts, split_credentials
 from amqpcap.amqp.spec import v1_0 as SPEC
-from amqpcap.amqp.stream import TS_MS_MAX, DecodeError, StreamDecoder
+from amqpcap.amqp.stream import TS_MS_MAX, DecodeError, Pending, StreamDecoder
 from amqpcap.amqp.types_1_0 import described_head, fields_of
 
 HARD_MAX_FRAME = 16 << 20  # a larger frame header is taken as lost framing (memory bound)
@@ -541,12 +541,12 @@ EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 
 
 def sha256(data=b""):
-    """hashlib's SHA-256 of ``data``, hashlib imported here: the compiled walker hashes a
-    dissect's bodies with fast09's digests, and a 1.0 dissect's start does without hashlib
-    (~7 M instructions)."""
-    import hashlib
-
-    return hashlib.sha256(data)
+    """The stream core's body digest (hashlib's SHA-256, imported at its first use: the compiled
+    walker hashes a dissect's bodies with fast09's digests, and a 1.0 dissect's start does
+    without hashlib, ~7 M instructions) of ``data``."""
+    h = Pending.digest()
+    h.update(data)
+    return h
 
 
 def body_digest(buf, spans: list, keep: int) -> tuple:
