@@ -91,20 +91,28 @@ def test_sections_outcomes_and_error_conditions():
     assert SPEC.SYMBOLS["amqp:open:list"] == 0x10
 
 
+PROTON_ERRORS = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
+
+
+def loaded_after(command: str, argv: list, *modules: str, env=None) -> list:
+    """``amqpcap command argv`` in a fresh process set up as the command line sets it up: its exit
+    code and whether each of ``modules`` was loaded, as text ("0", "True", ...)."""
+    code = (
+        f"import sys; from amqpcap import cli; cli.lean({command!r}); rc = cli.main({[command, *argv]!r}); "
+        f"print(rc, *(m in sys.modules for m in {modules!r}), file=sys.stderr)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return r.stderr.split()[-1 - len(modules) :]
+
+
 def test_a_1_0_dissect_imports_neither_typing_nor_urllib(tmp_path):
     # typing (~2 ms) and urllib.parse with ipaddress (~2 ms) are no part of a dissect's start
     # otherwise (pyarrow imports neither; cli.lean keeps numpy out): the 1.0 tables are
     # collections.namedtuple rows, and rows_1_0.exchange_key imports unquote only for an address
     # with a percent escape (this capture's name /queues/... and /exchanges/... without one).
-    capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
-    code = (
-        "import sys; from amqpcap import cli; cli.lean('dissect'); "
-        f"rc = cli.main(['dissect', {capture!r}, '-o', {str(tmp_path / 'out')!r}, '-q']); "
-        "print(rc, 'amqpcap.amqp.codec_1_0' in sys.modules, 'typing' in sys.modules, "
-        "'urllib.parse' in sys.modules)"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert r.stdout.split() == ["0", "True", "False", "False"]
+    argv = [PROTON_ERRORS, "-o", str(tmp_path / "out"), "-q"]
+    got = loaded_after("dissect", argv, "amqpcap.amqp.codec_1_0", "typing", "urllib.parse")
+    assert got == ["0", "True", "False", "False"]
 
 
 @pytest.mark.compiled("fast10", "fast09")
@@ -112,28 +120,15 @@ def test_a_compiled_1_0_dissect_does_not_import_hashlib(tmp_path):
     # hashlib (~7 M instructions with _hashlib) is no part of a compiled dissect's start
     # otherwise: fast10 hashes bodies with fast09's digests (OpenSSL's SHA-256, found without it);
     # the reference codec hashes with hashlib.
-    capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
-    code = (
-        "import sys; from amqpcap import cli; cli.lean('dissect'); "
-        f"rc = cli.main(['dissect', {capture!r}, '-o', {str(tmp_path / 'out')!r}, '-q']); "
-        "print(rc, 'amqpcap.amqp.fast10' in sys.modules, 'hashlib' in sys.modules)"
-    )
     env = {k: v for k, v in os.environ.items() if k != "AMQPCAP_HASHLIB"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert r.stdout.split() == ["0", "True", "False"]
+    argv = [PROTON_ERRORS, "-o", str(tmp_path / "out"), "-q"]
+    assert loaded_after("dissect", argv, "amqpcap.amqp.fast10", "hashlib", env=env) == ["0", "True", "False"]
 
 
 def test_a_1_0_show_without_a_uuid_value_does_not_import_uuid():
     # uuid imports platform (~10 M instructions together); a dissect's pyarrow imports it anyway,
     # a show (no pyarrow) only where types_1_0 reads a uuid value (none in this capture).
-    capture = os.path.join(REPO, "captures", "rabbitmq10_proton_errors.pcap")
-    code = (
-        "import sys; from amqpcap import cli; cli.lean('show'); "
-        f"rc = cli.main(['show', {capture!r}]); "
-        "print(rc, 'amqpcap.amqp.codec_1_0' in sys.modules, 'uuid' in sys.modules, file=sys.stderr)"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert r.stderr.split()[-3:] == ["0", "True", "False"]
+    assert loaded_after("show", [PROTON_ERRORS], "amqpcap.amqp.codec_1_0", "uuid") == ["0", "True", "False"]
 
 
 def test_the_digest_of_a_delivery_without_a_payload_is_hashlibs_digest_of_nothing():
