@@ -260,6 +260,42 @@ def test_the_walkers_message_rows_are_the_references_for_every_section_the_row_r
     assert got == want
 
 
+@pytest.mark.compiled("fast10")
+def test_messages_read_in_place_with_values_left_to_the_reference_make_the_references_rows():
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import (
+        Raw,
+        amqp_value,
+        application_properties,
+        data,
+        described,
+        frame,
+        list_,
+        properties,
+        transfer,
+    )
+    from test_fuzz_codec_1_0 import stream
+
+    uuid = Raw(b"\x98" + bytes(range(16)))
+    messages = [
+        # values the walker hands to the reference's readers, inside a message it reads in place
+        properties(message_id=uuid, correlation_id=Raw(b"\x73\x00\x00\x00\x41")) + data(b"u"),
+        application_properties({"f": Raw(b"\x72\x3f\x80\x00\x00"), "a": Raw(b"\xe0\x05\x03\x52\x01\x02\x03")})
+        + amqp_value(Raw(b"\x82" + bytes(8))),
+        # a body of two sections (its digest the reference's), and a value cut short (the reference's read)
+        described(0x76, list_([1, 2])) + described(0x76, list_(["three"])),
+        application_properties({"f": Raw(b"\x72\x3f\x80")}) + data(b"cut"),
+    ]
+    raw = stream() + b"".join(
+        frame(transfer(0, 1 + i, b"t%d" % i, settled=True) + m) for i, m in enumerate(messages)
+    )
+    want = events_of(codec_1_0.Decoder10, raw, [], rows_1_0.append_rows_reference)
+    got = events_of(decoder.decoder_1_0(), raw, [], fast10.append_rows)
+    assert want[1].count("'transfer'") == 1 + len(messages)  # (the stream's own delivery too)
+    assert "malformed-message" in repr(want[2])
+    assert got == want
+
+
 def test_a_performatives_typed_columns_follow_their_fields_types():
     """rows_1_0's methods row (the reference): a column takes a field of its type only."""
     row = rows_1_0.method_row("c", 1, 0, performative("transfer", {"delivery-id": 2**63, "more": 1}), "1.0")

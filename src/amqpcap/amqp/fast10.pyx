@@ -144,7 +144,8 @@ cdef inline uint64_t be64(const unsigned char *b) noexcept:
 
 cdef object value(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int depth, object buf):
     """The value at ``pos`` (constructor included), ``pos`` moved past it; Fallback raised for
-    what the reference must read."""
+    what the reference must read.  ``buf``: the object whose bytes ``b`` are, which the
+    reference's readers are given; None for a message read in place (``read_in_view``)."""
     cdef Py_ssize_t p = pos[0]
     cdef Py_ssize_t s, e, n
     cdef unsigned char code, k, w
@@ -206,7 +207,24 @@ cdef object value(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int d
         return PyUnicode_DecodeUTF8(<const char *>b + s, n, "replace")
     if k == K_LIST or k == K_MAP:
         return compound(b, pos, p, end, depth, w, k == K_MAP, buf)
+    if buf is None:
+        return read_in_view(b, pos, p, end, depth, code)
     v, e = READERS[code](buf, p, end, depth)
+    pos[0] = e
+    return v
+
+
+cdef object read_in_view(
+    const unsigned char *b, Py_ssize_t *pos, Py_ssize_t p, Py_ssize_t end, int depth, unsigned char code
+):
+    """The reference's reader of ``code`` given the bytes up to ``end`` at ``b`` as a view, made
+    for it (the offsets are the same: the view starts at ``b``) and released after it; its
+    values are copies."""
+    view = PyMemoryView_FromMemory(<char *>b, end, PyBUF_READ)
+    try:
+        v, e = READERS[code](view, p, end, depth)
+    finally:
+        view.release()
     pos[0] = e
     return v
 
@@ -542,7 +560,9 @@ cdef tuple sections_in_place(
     const unsigned char *b, Py_ssize_t n, object payload, Py_ssize_t keep, bint deferred, bint json=False
 ):
     """codec_1_0.body_sections of the message at ``b``: read here if it decodes cleanly, else by
-    the reference's reader alone (the message is not walked by both).  ``deferred``: a large
+    the reference's reader alone (the message is not walked by both).  ``payload``: the object
+    of those bytes, or None (the reference's code then given a view of them: ``in_view``, made
+    only for the messages it reads).  ``deferred``: a large
     one-section body's digest may be handed on unfinished (``digest_at``).  After them, with
     ``json``, the texts of its properties and headers columns written from the bytes as they
     are walked (json10.pxi), or None: the row writes them from the sections (then all decoded)."""
@@ -565,11 +585,11 @@ cdef tuple sections_in_place(
         if texts is None:
             kind = walk_sections(b, n, sections, spans, payload)
     except (Fallback, DecodeError):
-        return *C.body_sections(payload, keep, C.read_sections_reference), None
+        return *in_view(b, n, payload, C.body_sections, (keep, C.read_sections_reference)), None
     finally:
         json_free(&js)
     if len(spans) != 1:
-        return (sections, kind, *C.body_digest(payload, spans, keep), None, texts)
+        return (sections, kind, *in_view(b, n, payload, C.body_digest, (spans, keep)), None, texts)
     # body_digest's one-section body, its first bytes cut from the frame without a slice
     s, e = spans[0]
     take = min(e - s, keep)
@@ -577,6 +597,18 @@ cdef tuple sections_in_place(
         sections, kind, e - s, digest_at(b + s, e - s, deferred),
         PyBytes_FromStringAndSize(<const char *>b + s, take if take > 0 else 0), None, texts,
     )
+
+
+cdef object in_view(const unsigned char *b, Py_ssize_t n, payload, fn, tuple args):
+    """``fn(payload, *args)``; with no ``payload``, a view of the ``n`` bytes at ``b`` made for
+    the call and released after it."""
+    if payload is not None:
+        return fn(payload, *args)
+    view = PyMemoryView_FromMemory(<char *>b, n, PyBUF_READ)
+    try:
+        return fn(view, *args)
+    finally:
+        view.release()
 
 
 # Body digests handed on unfinished: fast09's Sha256 (its hashing thread, digests.pxi), the one
@@ -789,12 +821,12 @@ cdef HeldRow message_of(
         outcome, condition = outcome_of(state)
     complete = True
     if size:
-        # the payload as a view of the bytes, released before the buffer may move
+        # the bytes read where they are (no view of them made unless the reference's code reads
+        # them), the buffer held until they are read
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-        payload = PyMemoryView_FromMemory(<char *>view.buf + p, size, PyBUF_READ)
         try:
             sections, kind, body_size, digest, head, err, texts = sections_in_place(
-                <const unsigned char *>view.buf + p, size, payload, w.body_bytes, w.deferred_digests, True
+                <const unsigned char *>view.buf + p, size, None, w.body_bytes, w.deferred_digests, True
             )
             if err is not None:
                 complete = False
@@ -802,7 +834,6 @@ cdef HeldRow message_of(
                     direction, offset, "malformed-message", err, ch, size if received < 0 else received
                 )
         finally:
-            payload.release()
             PyBuffer_Release(&view)
         created = creation_time_of(sections)
         if created is not None and not -TS_LIMIT < created < TS_LIMIT:
