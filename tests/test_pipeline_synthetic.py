@@ -847,6 +847,31 @@ def test_dissect_command_writes_parquet_with_arrows_jemalloc_pool_unless_told_ot
     assert pool("show", capture_file)[0][1] == "None"  # Arrow's own default
 
 
+def test_dissect_command_binds_library_functions_at_first_call_and_other_commands_at_load(
+    capture_file, tmp_path
+):
+    """cli.LAZY_BINDING: the dissect process loads shared libraries with RTLD_LAZY (the tests
+    above check its tables are the library's); show keeps Python's RTLD_NOW."""
+    probe = (
+        "import os, sys; from amqpcap import cli\n"
+        "sys.argv = ['amqpcap'] + sys.argv[1:]\n"
+        "main = cli.main\n"
+        "def probe(**kw):\n"
+        "    code = main(**kw); flags = sys.getdlopenflags()\n"
+        "    print('binding', flags & os.RTLD_LAZY == os.RTLD_LAZY, flags & os.RTLD_NOW == os.RTLD_NOW)\n"
+        "    return code\n"
+        "cli.main = probe; cli.console()\n"
+    )
+
+    def binding(*args):
+        p = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return [line for line in p.stdout.splitlines() if line.startswith("binding ")]
+
+    assert binding("dissect", capture_file, "-o", str(tmp_path / "out"), "-q") == ["binding True False"]
+    assert binding("show", capture_file) == ["binding False True"]
+
+
 def test_arrow_pools_are_read_from_arrows_build_configuration(tmp_path, monkeypatch):
     import importlib.util
 

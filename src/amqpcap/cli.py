@@ -335,6 +335,14 @@ ONE_BLAS_THREAD = ("stats", "report")
 LAZY = {"dissect": ("pickle", "decimal", "copy", "socket", "selectors", "bz2", "lzma")}
 
 
+# Commands whose process binds the functions of the shared libraries it loads at their first call
+# (RTLD_LAZY), not all at load (RTLD_NOW, Python's default): a dissect loads amqpcap's compiled
+# parts and pyarrow's extension modules with the Arrow C++ libraries they link, and calls few of
+# the functions they import (an empty capture's dissect: 51 -> 38 M instructions of the dynamic
+# loader's, of 253 M).  A library that asks to be bound at load (BIND_NOW: libcrypto) still is.
+LAZY_BINDING = ("dissect",)
+
+
 class Deferred(types.ModuleType):
     """A module in sys.modules whose code runs on first use of one of its attributes: the
     module is then imported and its namespace copied here (a global it rebinds later is not seen
@@ -365,8 +373,8 @@ def lean(command: str) -> None:
     """Set this process up for ``command`` (a process of its own: the command, the bench's
     child), before anything imports pyarrow: numpy left out if the command does not use it,
     no cyclic collection until its work starts (``QUIET_START``), one BLAS thread
-    (``ONE_BLAS_THREAD``), Arrow's memory pool (``ARROW_POOL``), modules it does not use left
-    unloaded (``LAZY``)."""
+    (``ONE_BLAS_THREAD``), Arrow's memory pool (``ARROW_POOL``), shared libraries bound lazily
+    (``LAZY_BINDING``), modules it does not use left unloaded (``LAZY``)."""
     if command in WITHOUT_NUMPY and "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # an import of it now fails, and pyarrow goes without
     if command in QUIET_START and not _QUIET:
@@ -377,6 +385,8 @@ def lean(command: str) -> None:
     pool = ARROW_POOL.get(command)
     if pool and "pyarrow" not in sys.modules and pool in arrow_pools():
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", pool)
+    if command in LAZY_BINDING:
+        sys.setdlopenflags(sys.getdlopenflags() & ~os.RTLD_NOW | os.RTLD_LAZY)
     for name in LAZY.get(command, ()):
         if name not in sys.modules and (spec := importlib.util.find_spec(name)) is not None:
             sys.modules[name] = module = Deferred(name)

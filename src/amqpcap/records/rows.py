@@ -6,7 +6,6 @@ twin (fastrows.pyx, optional), chosen once at import by compiled.py like the 0-9
 
 from __future__ import annotations
 
-import base64
 from operator import attrgetter
 
 from amqpcap import compiled
@@ -18,6 +17,8 @@ from amqpcap.records.schema import COLUMNS, DIRS
 
 def json_default(o):
     if isinstance(o, (bytes, bytearray, memoryview)):
+        import base64  # here: the compiled row builder writes base64 itself, and a dissect never loads it
+
         return {"$b64": base64.b64encode(bytes(o)).decode()}
     return str(o)
 

@@ -496,13 +496,12 @@ def _schema(cols, table):
 
 def __getattr__(name: str):
     # SCHEMAS (the rows' and frames' pyarrow.Schema, by table) and STORED_SCHEMAS (the Parquet
-    # files') are made, and pyarrow imported, on first use
-    if name in ("SCHEMAS", "STORED_SCHEMAS"):
-        global SCHEMAS, STORED_SCHEMAS
-        SCHEMAS = {table: _schema(cols, table) for table, cols in TABLES.items()}
-        STORED_SCHEMAS = {table: _schema(cols, table) for table, cols in STORED.items()}
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # files') are each made, and pyarrow imported, on first use: a dissect reads SCHEMAS only
+    made = {"SCHEMAS": TABLES, "STORED_SCHEMAS": STORED}.get(name)
+    if made is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = schemas = {table: _schema(cols, table) for table, cols in made.items()}
+    return schemas
 
 
 COLUMNS: dict[str, list[str]] = {name: [c[0] for c in cols] for name, cols in TABLES.items()}
