@@ -440,7 +440,9 @@ cdef object outcome_pair(state):
 
 
 cdef object delivery_mode(header):
-    """rows_1_0.delivery_mode_of."""
+    """rows_1_0.delivery_mode_of (a header section that is a dict as such read without a call)."""
+    if PyDict_CheckExact(header):
+        return 2 if (<dict>header).get("durable") is True else 1
     if not isinstance(header, dict):
         return None
     return 2 if header.get("durable") is True else 1
