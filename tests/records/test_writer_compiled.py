@@ -222,6 +222,72 @@ def test_a_refused_row_leaves_the_rows_before_it_intact(fastwriter):
     assert batch.column("capture").to_pylist() == ["x", "x"]
 
 
+def append_sparse(fastwriter):
+    """fastwriter's APPEND_SPARSE (a C function for the row builders) callable from here:
+    (columns, [(column index, value), ...]) -> None."""
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    fn = ctypes.PYFUNCTYPE(
+        ctypes.c_int,
+        ctypes.py_object,
+        ctypes.POINTER(ctypes.c_ssize_t),
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_ssize_t,
+    )(get(fastwriter.APPEND_SPARSE, b"amqpcap.records.fastwriter.append_sparse"))
+
+    def call(columns, pairs: list) -> None:
+        k = len(pairs)
+        cols = (ctypes.c_ssize_t * max(k, 1))(*[c for c, _ in pairs])
+        ptrs = (ctypes.c_void_p * max(k, 1))(*[id(v) for _, v in pairs])  # (kept alive by ``pairs``)
+        fn(columns, cols, ptrs, k)
+
+    return call
+
+
+@pytest.mark.compiled("fastwriter")
+def test_a_row_given_as_the_columns_it_fills_is_the_row_given_whole(fastwriter):
+    # the row builders hand a row as its columns and values, in any order: the batch is the one
+    # of the whole rows, nulls where a row names no column or gives None
+    schema = SCHEMAS["messages"]
+    put = append_sparse(fastwriter)
+    whole = fastwriter.Columns(schema, 100)
+    sparse = fastwriter.Columns(schema, 100)
+    names = schema.names
+    for i in range(40):
+        values = {names.index("capture"): "c", names.index("frame_number"): i, names.index("body"): b"x" * i}
+        if i % 3:
+            values[names.index("settled")] = i % 2 == 0
+            values[names.index("link_name")] = None if i % 5 == 0 else f"link{i}"
+        if i % 4 == 0:
+            values[names.index("ts")] = 1_764_460_800_000_000_000 + i
+        row = [None] * len(names)
+        for at, v in values.items():
+            row[at] = v
+        whole.append(tuple(row))
+        put(sparse, list(reversed(values.items())))
+    assert sparse.take().equals(whole.take())
+
+
+@pytest.mark.compiled("fastwriter")
+def test_a_sparse_row_naming_a_column_twice_or_a_refused_value_leaves_nothing_behind(fastwriter):
+    schema = SCHEMAS["messages"]
+    put = append_sparse(fastwriter)
+    names = schema.names
+    columns = fastwriter.Columns(schema, 100)
+    capture, channel = names.index("capture"), names.index("channel")
+    put(columns, [(capture, "a"), (names.index("frame_number"), 1)])
+    for bad in ([(capture, "b"), (channel, 2), (capture, "c")], [(channel, 2), (len(names), 3)]):
+        with pytest.raises(ValueError):
+            put(columns, bad)
+    with pytest.raises(OverflowError):  # as pa.array
+        put(columns, [(capture, "b"), (names.index("frame_number"), 1 << 64)])
+    batch = columns.take()
+    assert batch.num_rows == 1
+    assert batch.column("capture").to_pylist() == ["a"] and batch.column("channel").to_pylist() == [None]
+
+
 def test_thousands_of_rows_of_every_width_and_text_are_the_reference_batch(fastwriter):
     # most values are written without a call while their buffers have room; the value that
     # meets a full buffer, and the edges of each integer width, go the general way: the batch

@@ -6,13 +6,15 @@
 # ``bool_or_null`` / ``delivery_mode_of`` / ``disposition_range`` / rows' ``as_int`` /
 # ``as_text`` / links_1_0's ``role_name``
 # (and its ``outcome_of`` of no state or a plain outcome) and their other converters called; the
-# sources that are no field (``has_content``, ``synchronous``) need no Python call.  Each row is handed to the compiled table buffer as its array of items (fastwriter's
-# ``APPEND_ARRAY``: no tuple, no per-column Python call); a table that is not a compiled table
-# buffer gets a tuple.  The walker makes the values of a delivery whole in one transfer with no
-# Delivery, links_1_0's state holds them as a ``HeldRow`` until the delivery is settled, and
-# ``append_rows`` fills in the settlement columns (rows_1_0.settled_row's) and writes them (a
-# delivery over several transfers the walker assembles is held the same way); a Delivery (one
-# the reference made) is written the same way (``delivery_values``: rows_1_0.message_row in C).
+# sources that are no field (``has_content``, ``synchronous``) need no Python call.  A row is
+# made as the columns it fills and their values (a ``Row``: no list, no tuple, none of the
+# columns it leaves null), handed so to the compiled table buffer (fastwriter's
+# ``APPEND_SPARSE``); a table that is not a compiled table buffer gets a tuple.  The walker
+# makes the values of a delivery whole in one transfer with no Delivery, links_1_0's state
+# holds them as a ``HeldRow`` until the delivery is settled, and ``append_rows`` adds the
+# settlement columns (rows_1_0.settled_row's) and writes them (a delivery over several transfers
+# the walker assembles is held the same way); a Delivery (one the reference made) is written the
+# same way (``delivery_values``: rows_1_0.message_row in C).
 # A transfer, disposition or flow the frame loop walked is a ``WalkedPerformative``: its
 # arguments column written from its bytes (json10.pxi ``args_text``), not its fields' JSON.
 
@@ -24,15 +26,10 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.object cimport PyObject
 
-cdef extern from "Python.h":
-    ctypedef struct PyTupleObject:
-        PyObject *ob_item[1]
-    ctypedef struct PyListObject:
-        PyObject **ob_item
-
 include "../records/raw.pxi"
 
 cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_rows)
+cdef append_sparse_fn append_sparse = NULL
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
 cdef object exchange_key = None
@@ -45,6 +42,47 @@ cdef object as_text = None
 cdef object json_text = None
 
 
+# A row as the columns it fills (each at most once: bind_rows checks the tables) and their
+# values, references held; None is left out (a null, as every column the row does not name).
+cdef enum:
+    MAX_ROW = 64  # columns a row fills (the methods table has 57)
+
+cdef struct Row:
+    Py_ssize_t n
+    Py_ssize_t col[MAX_ROW]
+    PyObject *val[MAX_ROW]
+
+
+cdef inline void row_value(Row *r, Py_ssize_t col, object v) noexcept:
+    """Column ``col``'s value ``v`` (None: left null).  No bound checked here: bind_rows checks
+    that no row names more than MAX_ROW columns (``distinct``)."""
+    if v is None:
+        return
+    Py_INCREF(v)
+    r.col[r.n] = col
+    r.val[r.n] = <PyObject *>v
+    r.n += 1
+
+
+cdef inline void cut_row(Row *r, Py_ssize_t n) noexcept:
+    """The values from the ``n``-th on let go."""
+    while r.n > n:
+        r.n -= 1
+        Py_XDECREF(r.val[r.n])
+
+
+cdef int write_row(object table, bint compiled, Row *r, Py_ssize_t width) except -1:
+    """``r`` appended to ``table``: a compiled table buffer's columns, else a tuple of ``width``."""
+    cdef Py_ssize_t j
+    if compiled:
+        return append_sparse(table, r.col, r.val, r.n)
+    row = [None] * width
+    for j in range(r.n):
+        row[r.col[j]] = <object>r.val[j]
+    table.append(tuple(row))
+    return 0
+
+
 cdef class HeldRow:
     """A delivery the walker read (whole in one transfer, or assembled from several), held by
     links_1_0's state until it is settled (the attributes it reads and sets, as it does a
@@ -53,7 +91,10 @@ cdef class HeldRow:
 
     cdef public object channel, delivery_id, settle_ts, outcome, condition
     cdef public bint settled
-    cdef list values
+    cdef Row row
+
+    def __dealloc__(self):
+        cut_row(&self.row, 0)
 
 
 cdef class WalkedPerformative:
@@ -156,30 +197,28 @@ cdef object converted(FieldPlan f, object v):
     return v if overflow == 0 and 0 <= x <= I64_MAX else None
 
 
-cdef tuple methods_row(list row, capture, stream, int direction, e, version, arguments=None):
-    """rows_1_0.method_row's values, into ``row``; the plan that filled its typed columns.  One
-    list serves every row of a batch rather than a new one per row: the sources' columns are
-    written by every row, the plan's are ``blank``ed after the row is written.  ``e`` is a
-    Performative: its fields are read at their offsets (fast10's layout), its other sources
-    (properties, class attributes) by name; ``arguments``, the JSON of its fields if the frame
-    loop wrote it (WalkedPerformative), else None."""
+cdef int methods_row(Row *row, capture, stream, int direction, e, version, arguments=None) except -1:
+    """rows_1_0.method_row's values, into ``row``.  ``e`` is a Performative: its fields are read
+    at their offsets (fast10's layout), its other sources (properties, class attributes) by name;
+    ``arguments``, the JSON of its fields if the frame loop wrote it (WalkedPerformative), else
+    None."""
     cdef Py_ssize_t i
     cdef FieldPlan f
     cdef dict a = perf_field(e, args_at, "args")
-    row[own_col[0]] = capture
-    row[own_col[1]] = stream
-    row[own_col[2]] = dir_names[direction]
-    row[own_col[3]] = version
+    row_value(row, own_col[0], capture)
+    row_value(row, own_col[1], stream)
+    row_value(row, own_col[2], dir_names[direction])
+    row_value(row, own_col[3], version)
     name = perf_field(e, name_at, "name")
     for i in range(n_attrs):
         if attr_slot[i] >= 0:
-            row[attr_col[i]] = perf_field(e, attr_slot[i], <str>attr_names[i])
+            row_value(row, attr_col[i], perf_field(e, attr_slot[i], <str>attr_names[i]))
         elif attr_slot[i] == BY_CONTENT:
-            row[attr_col[i]] = name == content_name
+            row_value(row, attr_col[i], name == content_name)
         elif attr_slot[i] == BY_CLASS:
-            row[attr_col[i]] = attr_const[i]
+            row_value(row, attr_col[i], attr_const[i])
         else:
-            row[attr_col[i]] = getattr(e, <str>attr_names[i])
+            row_value(row, attr_col[i], getattr(e, <str>attr_names[i]))
     plan = method_plans.get(name)
     if plan is None:
         plan = every_plan
@@ -193,10 +232,12 @@ cdef tuple methods_row(list row, capture, stream, int direction, e, version, arg
             v = a.get(f.field)
             v = f.default if v is None else converted(f, v)  # (the decoder leaves null fields out)
         if f.col2 < 0:
-            row[f.col] = v
+            row_value(row, f.col, v)
         else:
-            row[f.col], row[f.col2] = v
-    return <tuple>plan
+            v, v2 = v
+            row_value(row, f.col, v)
+            row_value(row, f.col2, v2)
+    return 0
 
 
 cdef tuple field_plans(tuple entries, dict codes):
@@ -297,15 +338,14 @@ cdef object exchange_pair(address):
     return pair
 
 
-cdef list values_row(
-    int direction, packet, ts, channel, offset, first_packet, frames, link_name, address,
+cdef int values_row(
+    Row *row, int direction, packet, ts, channel, offset, first_packet, frames, link_name, address,
     delivery_id, dict sections, kind, body_size, digest, head, complete, aborted, created,
     tuple texts=None,
-):
-    """rows_1_0.message_values.  ``texts``: the properties column's text and the
+) except -1:
+    """rows_1_0.message_values, into ``row``.  ``texts``: the properties column's text and the
     application-properties' (the headers column's: its plan entry ``from_text``), written from
     the sections' bytes (json10.pxi), or None: both written from ``sections``."""
-    cdef list row = [None] * n_message
     cdef SectionPlan f
     cdef dict others
     cdef PyObject *found[MAX_SECTIONS]  # plan_sections' sections (NULL: absent), borrowed
@@ -321,7 +361,7 @@ cdef list values_row(
     for f in message_plan:
         e += 1
         if f.from_text and texts is not None:
-            row[f.col] = texts[1]
+            row_value(row, f.col, texts[1])
             continue
         sec = found[f.at]
         if sec == NULL:
@@ -334,13 +374,13 @@ cdef list values_row(
             v = field_other(sec, f.field)
         if v is not None:
             if f.code == CONV_TEXT:
-                row[f.col] = v if type(v) is str else f.conv(v)
+                row_value(row, f.col, v if type(v) is str else f.conv(v))
             elif f.code == CONV_ANY_INT:
-                row[f.col] = v if PyLong_Check(v) and not PyBool_Check(v) else None
+                row_value(row, f.col, v if PyLong_Check(v) and not PyBool_Check(v) else None)
             elif f.code == CONV_MODE:
-                row[f.col] = delivery_mode(v)
+                row_value(row, f.col, delivery_mode(v))
             else:
-                row[f.col] = f.conv(v)
+                row_value(row, f.col, f.conv(v))
     sec = found[0]  # (the properties section: plan_sections' first)
     if sec == NULL:
         to = None
@@ -350,19 +390,21 @@ cdef list values_row(
         to = field_other(sec, TO_FIELD)
     if to is not None and type(to) is not str:
         to = as_text(to)
-    row[mc_exchange], row[mc_key] = exchange_pair(address if to is None else to)
-    row[mc_frame] = packet
-    row[mc_last] = packet
-    row[mc_first] = first_packet
-    row[mc_ts] = ts
-    row[mc_direction] = dir_names[direction]
-    row[mc_channel] = channel
-    row[mc_offset] = offset
-    row[mc_method] = TRANSFER
+    exchange, key = exchange_pair(address if to is None else to)
+    row_value(row, mc_exchange, exchange)
+    row_value(row, mc_key, key)
+    row_value(row, mc_frame, packet)
+    row_value(row, mc_last, packet)
+    row_value(row, mc_first, first_packet)
+    row_value(row, mc_ts, ts)
+    row_value(row, mc_direction, dir_names[direction])
+    row_value(row, mc_channel, channel)
+    row_value(row, mc_offset, offset)
+    row_value(row, mc_method, TRANSFER)
     if created is not None and -TS_MS_LIMIT < created < TS_MS_LIMIT:
-        row[mc_msg_ts] = created * 1_000_000
+        row_value(row, mc_msg_ts, created * 1_000_000)
     if texts is not None:
-        row[mc_properties] = texts[0]
+        row_value(row, mc_properties, texts[0])
     else:
         # rows_1_0.other_sections: the sections but the application-properties, and the body's kind
         others = PyDict_Copy(sections)
@@ -370,17 +412,17 @@ cdef list values_row(
             PyDict_DelItem(others, APP_SECTION)
         if kind is not None:
             others[BODY_SECTION] = kind
-        row[mc_properties] = json_text(others)
-    row[mc_body_size] = body_size
-    row[mc_body_received] = body_size
-    row[mc_body_frames] = frames
-    row[mc_body_hash] = digest
-    row[mc_body] = head
-    row[mc_complete] = complete
-    row[mc_link] = link_name
-    row[mc_delivery_id] = int64_or_none(delivery_id)
-    row[mc_aborted] = aborted
-    return row
+        row_value(row, mc_properties, json_text(others))
+    row_value(row, mc_body_size, body_size)
+    row_value(row, mc_body_received, body_size)
+    row_value(row, mc_body_frames, frames)
+    row_value(row, mc_body_hash, digest)
+    row_value(row, mc_body, head)
+    row_value(row, mc_complete, complete)
+    row_value(row, mc_link, link_name)
+    row_value(row, mc_delivery_id, int64_or_none(delivery_id))
+    row_value(row, mc_aborted, aborted)
+    return 0
 
 
 cdef object outcome_pair(state):
@@ -396,7 +438,9 @@ cdef object outcome_pair(state):
 
 
 cdef object delivery_mode(header):
-    """rows_1_0.delivery_mode_of."""
+    """rows_1_0.delivery_mode_of (a header section that is a dict as such read without a call)."""
+    if PyDict_CheckExact(header):
+        return 2 if (<dict>header).get("durable") is True else 1
     if not isinstance(header, dict):
         return None
     return 2 if header.get("durable") is True else 1
@@ -435,9 +479,9 @@ cdef HeldRow held_row(
         name, address = link.name, link.target if direction == 0 else (link.source or link.target)
     packet = perf_field(perf, packet_at, "packet")
     channel = perf_field(perf, channel_at, "channel")
-    h.values = values_row(
-        direction, packet, perf_field(perf, ts_at, "ts"), channel, offset, first_packet, frames, name, address,
-        delivery_id, sections, kind, body_size, digest, head, complete, False, created, texts,
+    values_row(
+        &h.row, direction, packet, perf_field(perf, ts_at, "ts"), channel, offset, first_packet, frames,
+        name, address, delivery_id, sections, kind, body_size, digest, head, complete, False, created, texts,
     )
     h.channel = channel
     h.delivery_id = delivery_id
@@ -447,23 +491,23 @@ cdef HeldRow held_row(
     return h
 
 
-cdef list settled(list row, capture, stream, version, settled, settle_ts, outcome, condition):
-    """rows_1_0.settled_row, filled in place."""
-    row[settle_col[0]] = capture
-    row[settle_col[1]] = stream
-    row[settle_col[2]] = version
-    row[settle_col[3]] = settled
-    row[settle_col[4]] = settle_ts
-    row[settle_col[5]] = outcome
-    row[settle_col[6]] = condition
-    return row
+cdef int settled(Row *row, capture, stream, version, settled, settle_ts, outcome, condition) except -1:
+    """rows_1_0.settled_row, into ``row``."""
+    row_value(row, settle_col[0], capture)
+    row_value(row, settle_col[1], stream)
+    row_value(row, settle_col[2], version)
+    row_value(row, settle_col[3], settled)
+    row_value(row, settle_col[4], settle_ts)
+    row_value(row, settle_col[5], outcome)
+    row_value(row, settle_col[6], condition)
+    return 0
 
 
-cdef list delivery_values(int direction, dv, capture, stream, version):
-    """rows_1_0.message_row of a Delivery (a delivery the reference's assembly made)."""
+cdef int delivery_values(Row *row, int direction, dv, capture, stream, version) except -1:
+    """rows_1_0.message_row of a Delivery (a delivery the reference's assembly made), into ``row``."""
     sections = dv.sections
-    cdef list row = values_row(
-        direction, dv.packet, dv.ts, dv.channel, dv.offset, dv.first_packet, dv.frames, dv.link_name,
+    values_row(
+        row, direction, dv.packet, dv.ts, dv.channel, dv.offset, dv.first_packet, dv.frames, dv.link_name,
         dv.address, dv.delivery_id, sections, dv.body_kind, dv.body_size, dv.body_hash, dv.body,
         dv.complete, dv.aborted, creation_time(sections),
     )
@@ -471,7 +515,7 @@ cdef list delivery_values(int direction, dv, capture, stream, version):
 
 
 cdef int bind_rows() except -1:
-    global exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
+    global exchange_key, as_text, json_text, append_array, append_sparse, message_plan, TS_MS_LIMIT
     global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message, plan_sections
     global attr_const, content_name, role_names
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
@@ -487,8 +531,12 @@ cdef int bind_rows() except -1:
         append_array = <append_array_fn>PyCapsule_GetPointer(
             fastwriter.APPEND_ARRAY, "amqpcap.records.fastwriter.append_array_raw"
         )
+        append_sparse = <append_sparse_fn>PyCapsule_GetPointer(
+            fastwriter.APPEND_SPARSE, "amqpcap.records.fastwriter.append_sparse"
+        )
     except (ImportError, AttributeError, ValueError):  # not built, or another build: tuples
         append_array = NULL
+        append_sparse = NULL
     columns = {c: i for i, c in enumerate(rows.COLUMNS["methods"])}
     n_method = len(columns)
     own = {src: columns[col] for col, src in rows_1_0.METHOD_SOURCES if src in rows.OWN}
@@ -550,7 +598,25 @@ cdef int bind_rows() except -1:
     ]
     for i, col in enumerate(rows_1_0.SETTLED_COLUMNS):
         settle_col[i] = mcols[col]
+    # a Row names a column at most once: the columns each row fills
+    own_attrs = [own_col[i] for i in range(4)] + [attr_col[i] for i in range(n_attrs)]
+    for plan in [every_plan, *method_plans.values()]:
+        distinct(own_attrs + [c for f in plan for c in ((<FieldPlan>f).col, (<FieldPlan>f).col2) if c >= 0])
+    distinct(
+        [(<SectionPlan>f).col for f in message_plan] + [settle_col[i] for i in range(7)] + [
+            mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key,
+            mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash,
+            mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted,
+        ]
+    )
     TS_MS_LIMIT = TS_LIMIT
+    return 0
+
+
+cdef int distinct(list cols) except -1:
+    """``cols``, the columns one row fills, are each named once and fit a Row."""
+    if len(set(cols)) != len(cols) or len(cols) > MAX_ROW:
+        raise ValueError(f"amqpcap: a row's columns named twice, or more than {MAX_ROW}: {sorted(cols)}")
     return 0
 
 
@@ -583,31 +649,6 @@ cdef tuple section_plans(tuple entries, dict codes):
     return tuple(out)
 
 
-cdef inline int blank(list row, tuple plan) except -1:
-    cdef FieldPlan f
-    for f in plan:
-        row[f.col] = None
-        if f.col2 >= 0:
-            row[f.col2] = None
-    return 0
-
-
-cdef inline int write(object table, bint compiled, tuple row) except -1:
-    if compiled:
-        append_array(table, <PyObject **>&(<PyTupleObject *>row).ob_item[0], NULL)
-    else:
-        table.append(row)
-    return 0
-
-
-cdef inline int write_list(object table, bint compiled, list row) except -1:
-    if compiled:
-        append_array(table, (<PyListObject *>row).ob_item, NULL)
-    else:
-        table.append(tuple(row))
-    return 0
-
-
 def append_rows(list events, capture, stream, version, methods, messages):
     """records/rows_1_0.append_rows_reference, compiled: the rows of the 1.0 events among
     ``events`` written in order, the other events returned in order."""
@@ -615,29 +656,41 @@ def append_rows(list events, capture, stream, version, methods, messages):
     cdef tuple pair
     cdef HeldRow h
     cdef WalkedPerformative w
+    cdef Row row
+    cdef Py_ssize_t base
     if method_plans is None:
         bind_rows()
-    cdef list row = [None] * n_method
     cdef bint to_methods = append_array != NULL and append_array(methods, NULL, NULL)
     cdef bint to_messages = append_array != NULL and append_array(messages, NULL, NULL)
-    for pair in events:
-        d, e = pair
-        t = type(e)
-        if t is Performative:
-            plan = methods_row(row, capture, stream, d, e, version)
-            write_list(methods, to_methods, row)
-            blank(row, plan)
-        elif t is WalkedPerformative:
-            w = <WalkedPerformative>e
-            plan = methods_row(row, capture, stream, d, w.perf, version, w.arguments())
-            write_list(methods, to_methods, row)
-            blank(row, plan)
-        elif t is HeldRow:
-            h = <HeldRow>e
-            values = settled(h.values, capture, stream, version, h.settled, h.settle_ts, h.outcome, h.condition)
-            write_list(messages, to_messages, values)
-        elif t is Delivery:
-            write_list(messages, to_messages, delivery_values(d, e, capture, stream, version))
-        else:
-            rest.append(pair)
+    row.n = 0
+    try:
+        for pair in events:
+            d, e = pair
+            t = type(e)
+            if t is Performative:
+                methods_row(&row, capture, stream, d, e, version)
+                write_row(methods, to_methods, &row, n_method)
+                cut_row(&row, 0)
+            elif t is WalkedPerformative:
+                w = <WalkedPerformative>e
+                methods_row(&row, capture, stream, d, w.perf, version, w.arguments())
+                write_row(methods, to_methods, &row, n_method)
+                cut_row(&row, 0)
+            elif t is HeldRow:
+                # its own values, then where it was seen and how it was settled, let go once written
+                h = <HeldRow>e
+                base = h.row.n
+                try:
+                    settled(&h.row, capture, stream, version, h.settled, h.settle_ts, h.outcome, h.condition)
+                    write_row(messages, to_messages, &h.row, n_message)
+                finally:
+                    cut_row(&h.row, base)
+            elif t is Delivery:
+                delivery_values(&row, d, e, capture, stream, version)
+                write_row(messages, to_messages, &row, n_message)
+                cut_row(&row, 0)
+            else:
+                rest.append(pair)
+    finally:
+        cut_row(&row, 0)
     return rest

@@ -1003,44 +1003,52 @@ cdef class Columns:
         is not RAW_NONE takes that instead (text into a string column, an integer into an
         integer one).  Only the values are written (nulls: ``Col.fill``); a value a column
         refuses leaves nothing of the row behind."""
-        cdef Py_ssize_t i, n = self.n
+        return self.append_values(NULL, values, self.ncols, raw)
+
+    cdef int append_sparse(self, const Py_ssize_t *cols, PyObject **values, Py_ssize_t k) except -1:
+        """Append the row whose column ``cols[j]`` is ``values[j]`` (``k`` of them, in any order,
+        a column at most once; NULL or None is null), every other column null: ``append_array``
+        without stepping through the columns a row leaves null (most of a wide table's), for the
+        row builders that know which they fill (``APPEND_SPARSE``)."""
+        return self.append_values(cols, values, k, NULL)
+
+    cdef int append_values(
+        self, const Py_ssize_t *cols, PyObject **values, Py_ssize_t k, const Raw *raw
+    ) except -1:
+        """``append_array`` (``cols`` NULL: value j is column j's) and ``append_sparse`` (value j
+        is column ``cols[j]``'s): one loop, its column writer (``put_at``) inlined here only."""
+        cdef Py_ssize_t j, i, n = self.n
         cdef PyObject *p
-        cdef PyObject *c
-        cdef Col col
         cdef bint full = False  # a string / binary column reached max_bytes with this row
         try:
-            for i in range(self.ncols):
-                if raw != NULL and raw[i].kind != RAW_NONE:
+            for j in range(k):
+                i = j
+                if cols != NULL:
+                    i = cols[j]
+                    if i < 0 or i >= self.ncols or (<Col>self.col[i]).length > n:
+                        raise ValueError(f"amqpcap: column {i} given twice, or not one of the {self.ncols}")
+                elif raw != NULL and raw[i].kind != RAW_NONE:
                     full = self.append_raw(i, &raw[i], n) or full
                     continue
-                p = values[i]
-                if p == NULL or p == <PyObject *>None:
-                    continue
-                c = self.col[i]
-                # the common columns without a virtual call (Col.append: the same, for any
-                # column), their common values without any call while the buffers have room
-                # (put_int_now, put_bytes_now); nulls filled in only where the column is behind
-                # (Col.fill)
-                if (<Col>c).kind == K_INT:
-                    if (<Col>c).length != n:
-                        (<IntCol>c).fill(n)
-                    if not put_int_now(<IntCol>c, p) and not (<IntCol>c).put(<object>p):
-                        (<Col>c).append(<object>p)
-                elif (<Col>c).kind == K_BYTES:
-                    if (<Col>c).length != n:
-                        (<BytesCol>c).fill(n)
-                    if not put_bytes_now(<BytesCol>c, p) and not (<BytesCol>c).put(<object>p):
-                        (<Col>c).append(<object>p)
-                    full = full or (<BytesCol>c).data.size >= self.max_bytes
-                else:
-                    (<Col>c).fill(n)
-                    (<Col>c).append(<object>p)
+                p = values[j]
+                if p != NULL and p != <PyObject *>None:
+                    full = put_at(self, i, p, n) or full
         except BaseException:
-            for i in range(self.ncols):
-                col = <Col>PyList_GET_ITEM(self.cols, i)
-                if col.length >= n:  # shorter: a column this row and the ones before left null
-                    col.truncate(n)
+            self.cut(n)
             raise
+        return self.row_done(n, full)
+
+    cdef void cut(self, Py_ssize_t n) noexcept:
+        """Every column back to the first ``n`` rows (a row that failed leaves nothing)."""
+        cdef Py_ssize_t i
+        cdef Col col
+        for i in range(self.ncols):
+            col = <Col>self.col[i]
+            if col.length >= n:  # shorter: a column this row and the ones before left null
+                col.truncate(n)
+
+    cdef int row_done(self, Py_ssize_t n, bint full) except -1:
+        """Row ``n`` written: a batch taken if it is full (``capacity`` rows, or ``full``)."""
         self.n = n + 1
         if self.n >= self.capacity or full:
             self.flush()
@@ -1082,6 +1090,30 @@ cdef class Columns:
         arrays = [(<Col>c).take(later) for c in self.cols]
         self.n = 0
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+cdef inline bint put_at(Columns self, Py_ssize_t i, PyObject *p, Py_ssize_t n) except -1:
+    """Column i's value of row n of ``self``: ``p``, not null; whether the column reached
+    max_bytes."""
+    cdef PyObject *c = self.col[i]
+    # the common columns without a virtual call (Col.append: the same, for any column),
+    # their common values without any call while the buffers have room (put_int_now,
+    # put_bytes_now); nulls filled in only where the column is behind (Col.fill)
+    if (<Col>c).kind == K_INT:
+        if (<Col>c).length != n:
+            (<IntCol>c).fill(n)
+        if not put_int_now(<IntCol>c, p) and not (<IntCol>c).put(<object>p):
+            (<Col>c).append(<object>p)
+        return False
+    if (<Col>c).kind == K_BYTES:
+        if (<Col>c).length != n:
+            (<BytesCol>c).fill(n)
+        if not put_bytes_now(<BytesCol>c, p) and not (<BytesCol>c).put(<object>p):
+            (<Col>c).append(<object>p)
+        return (<BytesCol>c).data.size >= self.max_bytes
+    (<Col>c).fill(n)
+    (<Col>c).append(<object>p)
+    return False
 
 
 # --- time columns as Parquet stores them (records/times.py) ------------------------------------
@@ -1130,6 +1162,13 @@ cdef int append_array_of(object columns, PyObject **values, const Raw *raw) exce
     return 1
 
 
-# A C function for fastrows without a build-time dependency between the two extensions (a
-# capsule, not a cimport): fastrows uses it when it finds this module, else makes tuples.
+cdef int append_sparse_of(object columns, const Py_ssize_t *cols, PyObject **values, Py_ssize_t k) except -1:
+    """``columns.append_sparse(cols, values, k)`` of a Columns (``append_array_of`` says which
+    tables are one)."""
+    return (<Columns>columns).append_sparse(cols, values, k)
+
+
+# C functions for the row builders (fastrows, fast10) without a build-time dependency between the
+# extensions (capsules, not a cimport): they use them when they find this module, else make tuples.
 APPEND_ARRAY = PyCapsule_New(<void *>append_array_of, "amqpcap.records.fastwriter.append_array_raw", NULL)
+APPEND_SPARSE = PyCapsule_New(<void *>append_sparse_of, "amqpcap.records.fastwriter.append_sparse", NULL)

@@ -15,3 +15,5 @@ ctypedef struct Raw:
     long long i
 
 ctypedef int (*append_array_fn)(object columns, PyObject **values, const Raw *raw) except -1
+# a row given as the columns it fills and their values (Columns.append_sparse)
+ctypedef int (*append_sparse_fn)(object columns, const Py_ssize_t *cols, PyObject **values, Py_ssize_t k) except -1
