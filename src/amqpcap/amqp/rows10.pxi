@@ -59,30 +59,23 @@ cdef class HeldRow:
 cdef class WalkedPerformative:
     """A transfer, disposition or flow the frame loop walked (its event), with its methods row's
     arguments text written from its bytes (json10.pxi ``args_text``: no dict's JSON made for
-    it).  The row reads every other column from the Performative, and the text holds while its
-    fields are the ones walked: a delivery's first transfer may carry codec_1_0's ``$settled``
-    mark of a later one (an assembly's) when its row is written, its fields then one more than
-    walked, and its text is then the reference's JSON of them (the mark is its only change)."""
+    it).  The row reads every other column from the Performative; its fields stay the ones
+    walked (nothing adds to a decoded performative's fields), so the text holds."""
 
     cdef readonly object perf
     cdef object text
-    cdef Py_ssize_t n_args
-
-    cdef inline object arguments(self):
-        """The arguments text, or None: written from the fields as they are."""
-        return self.text if len(<dict>perf_field(self.perf, args_at, "args")) == self.n_args else None
 
 
-cdef object walked(perf, dict args, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
+cdef object walked(perf, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
     """The event of the performative ``code`` the frame loop walked (its list at ``p``, after the
-    descriptor, to ``end``; ``args`` its fields): with its arguments text (a WalkedPerformative),
-    or the Performative where the text is not written here."""
+    descriptor, to ``end``): with its arguments text (a WalkedPerformative), or the Performative
+    where the text is not written here."""
     cdef WalkedPerformative w
     text = args_text(b, p, end, code)
     if text is None:
         return perf
     w = WalkedPerformative.__new__(WalkedPerformative)
-    w.perf, w.text, w.n_args = perf, text, len(args)
+    w.perf, w.text = perf, text
     return w
 
 
@@ -629,7 +622,7 @@ def append_rows(list events, capture, stream, version, methods, messages):
             blank(row, plan)
         elif t is WalkedPerformative:
             w = <WalkedPerformative>e
-            plan = methods_row(row, capture, stream, d, w.perf, version, w.arguments())
+            plan = methods_row(row, capture, stream, d, w.perf, version, w.text)
             write_list(methods, to_methods, row)
             blank(row, plan)
         elif t is HeldRow:
