@@ -36,11 +36,7 @@ cdef append_array_fn append_array = NULL  # fastwriter's, if it is built (bind_r
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
 cdef object exchange_key = None
-# exchange_key's pairs of the addresses (str) the messages rows have named, up to MAX_ADDRESSES
-# (then it is called): a dict looked up in C rather than a call of its lru_cache per row
-cdef dict exchange_keys = {}
-cdef enum:
-    MAX_ADDRESSES = 4096
+cdef dict exchange_keys = None  # rows_1_0.EXCHANGE_KEYS: exchange_key's cache, looked up in C
 cdef object as_text = None
 cdef object json_text = None
 
@@ -277,17 +273,14 @@ cdef object field_other(PyObject *section, field):
 
 
 cdef object exchange_pair(address):
-    """rows_1_0.exchange_key, its pairs of text addresses kept (``exchange_keys``)."""
+    """rows_1_0.exchange_key: a text address's pair found in its cache (``exchange_keys``) here,
+    a dict lookup rather than a call (~400 instructions a messages row)."""
     cdef PyObject *p
-    if type(address) is not str:
-        return exchange_key(address)
-    p = PyDict_GetItemWithError(exchange_keys, address)
-    if p != NULL:
-        return <object>p
-    pair = exchange_key(address)
-    if len(exchange_keys) < MAX_ADDRESSES:
-        exchange_keys[address] = pair
-    return pair
+    if type(address) is str:
+        p = PyDict_GetItemWithError(exchange_keys, address)
+        if p != NULL:
+            return <object>p
+    return exchange_key(address)
 
 
 cdef list values_row(
@@ -464,7 +457,7 @@ cdef list delivery_values(int direction, dv, capture, stream, version):
 
 
 cdef int bind_rows() except -1:
-    global exchange_key, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
+    global exchange_key, exchange_keys, as_text, json_text, append_array, message_plan, TS_MS_LIMIT
     global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message, plan_sections
     global attr_const, content_name, role_names
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
@@ -510,6 +503,7 @@ cdef int bind_rows() except -1:
     # 1.0 values the json module's C encoder takes 4x its time (sections 16.0 / 4.4 ms,
     # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
+    exchange_keys = rows_1_0.EXCHANGE_KEYS
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
     if len(message_plan) + 1 > MAX_PLAN:
         raise ValueError("too many fields in the messages row's plan")
