@@ -403,13 +403,16 @@ class Runs:
         return sorted(t / a for a, t in zip(self.amqpcap, self.tshark))
 
 
+def amqpcap_command(cap: str, out: str, frames: bool = False, reference_writer: bool = False) -> list[str]:
+    """The command of one amqpcap run dissecting ``cap`` into ``out`` (``_CHILD``)."""
+    return [sys.executable, "-c", _CHILD, cap, out, "1" if frames else "0", "1" if reference_writer else "0"]
+
+
 def amqpcap_once(
     cap: str, out: str, frames: bool, reference_writer: bool = False
 ) -> tuple[float, float, int, dict]:
     """One amqpcap run writing ``out``: (seconds, CPU seconds, peak RSS bytes, its summary)."""
-    el, cpu, r, code, text = run_measured(
-        [sys.executable, "-c", _CHILD, cap, out, "1" if frames else "0", "1" if reference_writer else "0"]
-    )
+    el, cpu, r, code, text = run_measured(amqpcap_command(cap, out, frames, reference_writer))
     if code:
         raise SystemExit(f"amqpcap failed (exit {code}) on {cap}")
     return el, cpu, r, json.loads(text)

@@ -9,8 +9,8 @@ capture of small-packet AMQP 0-9-1
 traffic (each publish and each delivery in a packet of its own, acks and
 confirms every 10 messages: about 2.2 packets a message) and dissects it
 (default tables, no --frames; ``--redissect``: again, e.g. tables of an older
-amqpcap).  Then, each in a fresh process so the peak RSS is that step's alone,
-it measures wall time and peak RSS (ru_maxrss) of:
+amqpcap).  Then, each in a fresh process so the peak memory is that step's alone,
+it measures wall time, CPU seconds and peak memory of:
 
 * ``load``:   amqpcap.load(OUT)
 * ``load-an``: amqpcap.load(OUT, columns="analysis"), the columns the analysis reads
@@ -29,8 +29,16 @@ and 4 GB (3.2 M packets a GB; each size's capture and tables built in ``--data``
 disk).  Per size, ``--runs`` rounds of ``dissect`` (into a fresh directory), ``stats --json`` and
 ``report``, one after the other (the machine's load drifts: the steps of a round see about the
 same), each step's median wall time, median CPU seconds (user + system: what a loaded machine
-does not inflate) and each run's peak RSS, and the ratio of the analysis' median to dissect's.
+does not inflate) and each round's peak memory, and the ratio of the analysis' median to dissect's.
 ``--write-doc`` puts that table in docs/performance.md (this script's block).
+
+Each step runs twice: once for its memory (:func:`peak_memory`: the process tree's PSS sampled
+every 50 ms), then timed, alone (bench_dissect's ``run_measured``: wall time from start to exit,
+CPU seconds and peak RSS from ``wait4``; dissect is bench_dissect's own command, so both scripts
+time it alike).  The sampler is not run beside the timed run: reading smaps_rollup of
+each process of the tree costs it 2.5-8 ms of CPU a sample (the more processes and mappings,
+the more), on the 0.1 GB capture 0.4 s over dissect, 0.5 s over stats and 1.3 s over report
+(9-23 % of the step's own CPU seconds), which a 2-core machine takes from the step it times.
 
 ``--python`` runs the steps with another interpreter (e.g. the main branch's
 venv) for a before/after comparison on the same tables.  It measures; it does
@@ -48,7 +56,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -112,7 +119,8 @@ def amqpcap(python: str, *args: str) -> list[str]:
 # ru_maxrss of one process, and the peak over time of the sum of the proportional set sizes (PSS:
 # a page shared by n processes counts 1/n in each) of every process of the tree (a step that forks
 # a second process counts both), sampled every 50 ms; the address space is capped so a step that
-# wants tens of GB fails (MemoryError) instead of taking the machine.
+# wants tens of GB fails (MemoryError) instead of taking the machine.  Not timed: the sampling
+# takes CPU from the step (peak_memory).
 _WRAP = """
 import os, resource, subprocess, sys, tempfile, time
 cap = int(sys.argv[1]) << 20
@@ -147,8 +155,7 @@ while p.poll() is None:
 errors.seek(0)
 stderr = errors.read()
 err = stderr.strip().splitlines()[-1][:100] if p.returncode and stderr.strip() else ""
-u = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(max(u.ru_maxrss, peak), u.ru_utime + u.ru_stime, p.returncode, err)
+print(max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak), p.returncode, err)
 """
 
 
@@ -158,22 +165,30 @@ print(max(u.ru_maxrss, peak), u.ru_utime + u.ru_stime, p.returncode, err)
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def measure(name: str, cmd: list[str], limit_mb: int) -> tuple[float, float, float]:
-    """Run ``cmd``; print its wall time, CPU time, peak RSS and exit status; return (wall
-    seconds, MB, CPU seconds)."""
-    t0 = time.monotonic()
+def peak_memory(cmd: list[str], limit_mb: int) -> tuple[float, str, str]:
+    """Run ``cmd`` under the sampler (``_WRAP``), capped at ``limit_mb``: (peak MB of its process
+    tree, exit status, the last line of its errors)."""
     r = subprocess.run(
         [sys.executable, "-c", _WRAP, str(limit_mb), *cmd], capture_output=True, text=True, env=CHILD_ENV
     )
-    el = time.monotonic() - t0
-    rss, cpu, code, err = (r.stdout.strip().split(" ", 3) + ["", "", ""])[:4]
-    mb = int(rss) / 1024 if rss.isdigit() else float("nan")
-    try:
-        cpu_s = float(cpu)
-    except ValueError:
-        cpu_s = float("nan")
-    print(f"{name:8s} {el:8.2f} s  {cpu_s:8.2f} s CPU  {mb:9.1f} MB peak RSS  exit {code}  {err}", flush=True)
-    return el, mb, cpu_s
+    rss, code, err = (r.stdout.strip().split(" ", 2) + ["", ""])[:3]
+    return (int(rss) / 1024 if rss.isdigit() else float("nan")), code, err
+
+
+def measure(name: str, cmd: list[str], limit_mb: int, out: str | None = None) -> tuple[float, float, float]:
+    """Run ``cmd`` for its memory (:func:`peak_memory`), then, unless it failed, timed alone
+    (bench_dissect.run_measured), the directory it writes (``out``, if any) removed in between.
+    Print its wall time, CPU time, peak memory and exit status; return (wall seconds, MB, CPU
+    seconds)."""
+    mb, code, err = peak_memory(cmd, limit_mb)
+    el = cpu = float("nan")
+    if code == "0":
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)
+        el, cpu, rss, status, _ = B.run_measured(cmd)
+        mb, code = max(mb, rss / 2**20), str(status)
+    print(f"{name:8s} {el:8.2f} s  {cpu:8.2f} s CPU  {mb:9.1f} MB peak  exit {code}  {err}", flush=True)
+    return el, mb, cpu
 
 
 PACKETS_PER_GB = 3_200_000  # small-packet traffic: 3.2 M packets make a 1,002 MB capture
@@ -205,14 +220,16 @@ def against_dissect(a, data: str) -> list[dict]:
                 # the first round's dissect writes the tables the analysis reads when there are none
                 # yet (a 4 GB capture is not dissected once more untimed)
                 fresh = out if i == 0 and not os.path.isdir(out) else os.path.join(tmp, f"d{i}")
+                reports = os.path.join(tmp, f"r{i}")
                 steps = {
-                    # (this venv's dissect: an older tree in --python may lack the compiled parts)
-                    "dissect": amqpcap(sys.executable, "dissect", cap, "-o", fresh, "-q"),
-                    "stats": amqpcap(a.python, "stats", out, "--json"),
-                    "report": amqpcap(a.python, "report", out, "-o", os.path.join(tmp, f"r{i}")),
+                    # (this venv's dissect, as bench_dissect runs it: an older tree in --python may
+                    # lack the compiled parts)
+                    "dissect": (B.amqpcap_command(cap, fresh), fresh),
+                    "stats": (amqpcap(a.python, "stats", out, "--json"), None),
+                    "report": (amqpcap(a.python, "report", out, "-o", reports), reports),
                 }
-                for name, cmd in steps.items():
-                    got[name].append(measure(f"{gb:g}GB {name}", cmd, a.limit_mb))
+                for name, (cmd, written) in steps.items():
+                    got[name].append(measure(f"{gb:g}GB {name}", cmd, a.limit_mb, written))
                 if fresh != out:
                     shutil.rmtree(fresh, ignore_errors=True)
                 load.append(os.getloadavg()[0])
@@ -262,7 +279,8 @@ def write_doc(rows: list[dict], a) -> None:
         f"messages); per step the median wall time of {a.runs} rounds (dissect, stats, report one after",
         "the other), the median CPU seconds (user + system), and each round's peak memory of the",
         "step's process tree (the larger of one process' peak RSS and the peak sum of the PSS of",
-        "every process of the tree: stats forks a second one); the ratio is",
+        "every process of the tree: stats forks a second one), taken in a run of its own (the PSS",
+        "sampler would take CPU from the timed run); dissect timed as bench_dissect times it; the ratio is",
         "the analysis' median wall time over dissect's.  On a loaded machine the wall times stretch",
         "(the CPU seconds and peak RSS much less): the load column is the 1-minute load average",
         "during that size's rounds.",
@@ -338,6 +356,7 @@ def one_size(a, data: str) -> int:
         epoch = os.path.join(tmp, "epoch")
         subprocess.run(amqpcap(sys.executable, "dissect", ep_cap, "-o", epoch, "-q"), check=True)
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
+        report_dir = os.path.join(tmp, "report")
         print(
             f"{a.packets:,} packets, {os.path.getsize(cap) / 1e6:,.0f} MB capture, "
             f"{size / 1e6:,.1f} MB of tables; python {a.python}"
@@ -347,14 +366,14 @@ def one_size(a, data: str) -> int:
             "load-an": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}, columns='analysis')"],
             "load-co": [a.python, "-c", f"import amqpcap; t = amqpcap.load({out!r}, columns='compact')"],
             "stats": amqpcap(a.python, "stats", out, "--json"),
-            "report": amqpcap(a.python, "report", out, "-o", os.path.join(tmp, "report")),
+            "report": amqpcap(a.python, "report", out, "-o", report_dir),
             "pair": amqpcap(a.python, "stats", pair, "--json"),
             "epoch": amqpcap(a.python, "stats", epoch, "--json"),
         }
         only = set(a.only.split(",")) if a.only else set(steps) - ({"report"} if not a.report else set())
         for name, cmd in steps.items():
             if name in only:
-                measure(name, cmd, a.limit_mb)
+                measure(name, cmd, a.limit_mb, report_dir if name == "report" else None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

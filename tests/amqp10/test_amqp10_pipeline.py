@@ -275,3 +275,37 @@ def test_a_map_with_binary_keys_is_written_with_each_key_as_its_text(tmp_path):
     assert json.loads(m["properties"])["message-annotations"] == {"b'ann'": 1, "x-opt": 2}
     assert m["body_size"] == 4
     assert t["anomalies"] == []
+
+
+@pytest.mark.parametrize("settling", [0, 1])
+def test_a_delivery_settled_before_its_last_transfer_keeps_its_transfers_arguments(tmp_path, settling):
+    """A delivery over three transfers, the first (``settling`` 0) or the second (1) of them
+    settled, the first two in one packet and the last in the next: the first transfer's methods
+    row is written before the delivery ends, with the fields the transfer carries and nothing of
+    the decoder's; the messages row is settled."""
+    msg = properties(message_id="m") + data(b"z" * 600)
+    first = transfer(0, 7, b"t7", settled=True if settling == 0 else None, more=True)
+    second = transfer(0, settled=True if settling == 1 else None, more=True)
+    segs = P.tcp_conversation(
+        [
+            ("c2s", AMQP_HEADER),
+            ("s2c", AMQP_HEADER),
+            ("c2s", frame(open_("c")) + frame(begin()) + frame(attach("l", 0, False, tgt="/queues/q"))),
+            ("s2c", frame(open_("s")) + frame(begin(0)) + frame(attach("l", 0, True, tgt="/queues/q"))),
+            ("c2s", frame(first + msg[:200]) + frame(second + msg[200:400])),
+            ("c2s", frame(transfer(0) + msg[400:])),
+            ("c2s", frame(close())),
+            ("s2c", frame(close())),
+        ],
+        server=("10.0.0.2", 5672),
+    )
+    t, _ = run(tmp_path, segs)
+    args = [json.loads(m["arguments"]) for m in t["methods"] if m["method"] == "transfer"]
+    assert args == [
+        {"handle": 0, "delivery-id": 7, "delivery-tag": {"$b64": "dDc="}, "message-format": 0, "more": True}
+        | ({"settled": True} if settling == 0 else {}),
+        {"handle": 0, "more": True} | ({"settled": True} if settling == 1 else {}),
+        {"handle": 0},
+    ]
+    (m,) = t["messages"]
+    assert m["settled"] is True

@@ -294,3 +294,17 @@ def test_a_link_name_attached_again_is_a_new_link_with_its_own_stall(tmp_path):
         ["attach", "resumed", 7],
     ]
     assert s["stalled"].tolist() == [False, True] and 300 < s["duration_ms"].iloc[1] < 310
+
+
+def test_exchange_keys_cache_holds_at_most_max_addresses_and_answers_past_it():
+    from amqpcap.records import rows_1_0
+
+    keys = rows_1_0.EXCHANGE_KEYS
+    try:
+        keys.clear()
+        for i in range(rows_1_0.MAX_ADDRESSES + 10):
+            assert rows_1_0.exchange_key(f"/queues/q{i}") == ("", f"q{i}")
+        assert len(keys) == rows_1_0.MAX_ADDRESSES
+        assert rows_1_0.exchange_key(["/queues/q"]) == (None, None)  # not text: not kept
+    finally:
+        keys.clear()

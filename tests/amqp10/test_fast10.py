@@ -796,3 +796,36 @@ def test_the_walkers_deliveries_are_settled_as_the_references_whatever_the_order
         assert outcome in want[1]
     assert want[1].count("'transfer'") == 15  # the stream's delivery and 14 here (8 twice)
     assert got == want
+
+
+@pytest.mark.compiled("fast10")
+def test_the_walkers_messages_rows_take_exchange_and_key_from_the_references_cache():
+    """The walker's messages rows find a text address's exchange and key in rows_1_0's
+    EXCHANGE_KEYS (the one cache of them, exchange_key's): an address first named there is kept
+    there, and what the cache holds is what the rows write."""
+    fast10 = built_or_skip("fast10")
+    from amqp10_wire import attach, data, frame, properties, transfer
+    from test_fuzz_codec_1_0 import stream
+
+    raw = stream() + frame(attach("k", 1, False, tgt="/queues/r"))
+    raw += b"".join(
+        frame(transfer(1, i, b"t", settled=True) + properties(message_id="m") + data(b"z")) for i in range(3)
+    )
+
+    def messages():
+        d = decoder.decoder_1_0()()
+        d.feed(0, raw, 8, 1, 1)
+        d.finish(2, 2)
+        methods, messages = [], []
+        fast10.append_rows(d.pop_events(), "c", 1, "1.0", methods, messages)
+        return messages
+
+    keys = rows_1_0.EXCHANGE_KEYS
+    try:
+        keys.clear()
+        assert len(messages()) >= 3
+        assert keys["/queues/r"] == ("", "r")
+        keys["/queues/r"] = ("x", "y")
+        assert [m for m in map(repr, messages()) if "'x', 'y'" in m]
+    finally:
+        keys.clear()

@@ -116,7 +116,18 @@ class Assembly:
     """A delivery whose transfers are arriving on one link (the compiled walker, fast10, makes
     and adds to the same ones)."""
 
-    __slots__ = ("first", "offset", "channel", "handle", "link", "buf", "size", "frames", "too_big")
+    __slots__ = (
+        "first",
+        "offset",
+        "channel",
+        "handle",
+        "link",
+        "buf",
+        "size",
+        "frames",
+        "too_big",
+        "settled",
+    )
 
     def __init__(self, first: Performative, link) -> None:
         self.first = first
@@ -128,6 +139,8 @@ class Assembly:
         self.size = 0  # payload bytes received
         self.frames = 0
         self.too_big = False
+        # a transfer of it said settled (the delivery's fields, not the first transfer's row)
+        self.settled = False
 
 
 class Decoder10(StreamDecoder):
@@ -386,7 +399,7 @@ class Decoder10(StreamDecoder):
                     asm.buf += piece
                 self.held_bytes[direction] += n
         if a.get("settled") is True:
-            asm.first.args.setdefault("$settled", True)
+            asm.settled = True
         if aborted:
             self._deliver(direction, asm_map.pop(key), False, None, aborted=True)
         elif not more:
@@ -403,7 +416,7 @@ class Decoder10(StreamDecoder):
             payload = asm.buf
         fa = asm.first.args
         link = asm.link
-        settled = fa.pop("$settled", False) or (last is not None and last.args.get("settled") is True)
+        settled = asm.settled or (last is not None and last.args.get("settled") is True)
         state = (last.args if last is not None else fa).get("state")
         outcome, condition = links_1_0.outcome_of(state)
         sections, kind, size, digest, head = {}, None, 0, None, b""

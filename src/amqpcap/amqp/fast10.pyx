@@ -743,14 +743,14 @@ cdef int transfer(
         w.held_bytes[direction] += size
     first = asm.first
     if a.get("settled") is True:
-        first.args.setdefault("$settled", True)
+        asm.settled = True
     if more:
         return 0
     # its last transfer: codec_1_0's _deliver of the assembly, its message held as its row
     del asm_map[key]
     held = asm.buf
     w.held_bytes[direction] -= len(held)
-    settled = first.args.pop("$settled", False) is True or a.get("settled") is True
+    settled = asm.settled is True or a.get("settled") is True
     dv = message_of(
         self, w, direction, perf, held, 0, len(held), asm.offset, first.packet, asm.frames, asm.link,
         first.args.get("delivery-id"), settled, asm.size,
@@ -938,7 +938,7 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
             if code == TRANSFER_CODE or code == DISPOSITION_CODE or code == FLOW_CODE:
                 if events is None:
                     events = self.events
-                event = walked(perf, args, b, body + 3, p, code)
+                event = walked(perf, b, body + 3, p, code)
                 if code == TRANSFER_CODE:
                     transfer(self, direction, d, w, events, perf, buf, p, end, event)
                 elif code == DISPOSITION_CODE:

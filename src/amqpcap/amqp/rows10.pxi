@@ -33,11 +33,7 @@ cdef append_sparse_fn append_sparse = NULL
 # records/rows_1_0's, bound at the first row (bind_rows: rows_1_0 selects this module at its end,
 # so it cannot be imported while this one is)
 cdef object exchange_key = None
-# exchange_key's pairs of the addresses (str) the messages rows have named, up to MAX_ADDRESSES
-# (then it is called): a dict looked up in C rather than a call of its lru_cache per row
-cdef dict exchange_keys = {}
-cdef enum:
-    MAX_ADDRESSES = 4096
+cdef dict exchange_keys = None  # rows_1_0.EXCHANGE_KEYS: exchange_key's cache, looked up in C
 cdef object as_text = None
 cdef object json_text = None
 
@@ -100,30 +96,23 @@ cdef class HeldRow:
 cdef class WalkedPerformative:
     """A transfer, disposition or flow the frame loop walked (its event), with its methods row's
     arguments text written from its bytes (json10.pxi ``args_text``: no dict's JSON made for
-    it).  The row reads every other column from the Performative, and the text holds while its
-    fields are the ones walked: a delivery's first transfer may carry codec_1_0's ``$settled``
-    mark of a later one (an assembly's) when its row is written, its fields then one more than
-    walked, and its text is then the reference's JSON of them (the mark is its only change)."""
+    it).  The row reads every other column from the Performative; its fields stay the ones
+    walked (nothing adds to a decoded performative's fields), so the text holds."""
 
     cdef readonly object perf
     cdef object text
-    cdef Py_ssize_t n_args
-
-    cdef inline object arguments(self):
-        """The arguments text, or None: written from the fields as they are."""
-        return self.text if len(<dict>perf_field(self.perf, args_at, "args")) == self.n_args else None
 
 
-cdef object walked(perf, dict args, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
+cdef object walked(perf, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
     """The event of the performative ``code`` the frame loop walked (its list at ``p``, after the
-    descriptor, to ``end``; ``args`` its fields): with its arguments text (a WalkedPerformative),
-    or the Performative where the text is not written here."""
+    descriptor, to ``end``): with its arguments text (a WalkedPerformative), or the Performative
+    where the text is not written here."""
     cdef WalkedPerformative w
     text = args_text(b, p, end, code)
     if text is None:
         return perf
     w = WalkedPerformative.__new__(WalkedPerformative)
-    w.perf, w.text, w.n_args = perf, text, len(args)
+    w.perf, w.text = perf, text
     return w
 
 
@@ -325,17 +314,14 @@ cdef object field_other(PyObject *section, field):
 
 
 cdef object exchange_pair(address):
-    """rows_1_0.exchange_key, its pairs of text addresses kept (``exchange_keys``)."""
+    """rows_1_0.exchange_key: a text address's pair found in its cache (``exchange_keys``) here,
+    a dict lookup rather than a call (~400 instructions a messages row)."""
     cdef PyObject *p
-    if type(address) is not str:
-        return exchange_key(address)
-    p = PyDict_GetItemWithError(exchange_keys, address)
-    if p != NULL:
-        return <object>p
-    pair = exchange_key(address)
-    if len(exchange_keys) < MAX_ADDRESSES:
-        exchange_keys[address] = pair
-    return pair
+    if type(address) is str:
+        p = PyDict_GetItemWithError(exchange_keys, address)
+        if p != NULL:
+            return <object>p
+    return exchange_key(address)
 
 
 cdef int values_row(
@@ -515,7 +501,8 @@ cdef int delivery_values(Row *row, int direction, dv, capture, stream, version) 
 
 
 cdef int bind_rows() except -1:
-    global exchange_key, as_text, json_text, append_array, append_sparse, message_plan, TS_MS_LIMIT
+    global exchange_key, exchange_keys, as_text, json_text, append_array, append_sparse, message_plan
+    global TS_MS_LIMIT
     global n_method, n_attrs, attr_names, dir_names, method_plans, every_plan, n_message, plan_sections
     global attr_const, content_name, role_names
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
@@ -565,6 +552,7 @@ cdef int bind_rows() except -1:
     # 1.0 values the json module's C encoder takes 4x its time (sections 16.0 / 4.4 ms,
     # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
+    exchange_keys = rows_1_0.EXCHANGE_KEYS
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
     if len(message_plan) + 1 > MAX_PLAN:
         raise ValueError("too many fields in the messages row's plan")
@@ -673,7 +661,7 @@ def append_rows(list events, capture, stream, version, methods, messages):
                 cut_row(&row, 0)
             elif t is WalkedPerformative:
                 w = <WalkedPerformative>e
-                methods_row(&row, capture, stream, d, w.perf, version, w.arguments())
+                methods_row(&row, capture, stream, d, w.perf, version, w.text)
                 write_row(methods, to_methods, &row, n_method)
                 cut_row(&row, 0)
             elif t is HeldRow:

@@ -9,8 +9,6 @@ leaves them, as it leaves frames and anomalies).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from amqpcap import compiled
 from amqpcap.amqp import links_1_0
 from amqpcap.amqp.events_1_0 import Delivery, Performative, creation_time
@@ -146,8 +144,26 @@ def _unquote(name: str) -> str:
     return unquote(name)
 
 
-@lru_cache(maxsize=4096)  # (a capture's messages name few addresses)
+# exchange_key's pairs of the text addresses it was asked for, the first MAX_ADDRESSES of them (a
+# capture's messages name few): the one cache of them, which the compiled rows (rows10.pxi) look
+# up in C before calling exchange_key
+EXCHANGE_KEYS: dict = {}
+MAX_ADDRESSES = 4096
+
+
 def exchange_key(address):
+    """``address_pair`` of ``address``, kept in ``EXCHANGE_KEYS`` if it is text."""
+    if type(address) is not str:
+        return address_pair(address)
+    pair = EXCHANGE_KEYS.get(address)
+    if pair is None:
+        pair = address_pair(address)
+        if len(EXCHANGE_KEYS) < MAX_ADDRESSES:
+            EXCHANGE_KEYS[address] = pair
+    return pair
+
+
+def address_pair(address):
     """(exchange, routing key) an address names on RabbitMQ: ``/exchanges/X[/K]`` (and the older
     ``/exchange/X[/K]``), ``/queues/Q`` (and ``/queue/Q``, ``/amq/queue/Q``: the default exchange,
     the queue's name as key), ``/topic/K`` (amq.topic); (None, None) for any other address.
