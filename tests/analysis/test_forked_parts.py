@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from amqpcap.analysis import batches
-from amqpcap.analysis.forked import Forked
+from amqpcap.analysis.forked import Forked, TakenInTurn
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.summary import STATS_PARTS, STREAMED, stats, stats_of_parts, stats_parts
 from amqpcap.analysis.tables import dissect_cached, table_files
@@ -133,7 +133,7 @@ def test_the_forked_process_sees_this_ones_state_and_leaves_no_process_behind():
 
 _ENDS_WHILE_THE_CHILD_RUNS = """
 import signal, sys, time
-from amqpcap.analysis.forked import Forked
+from amqpcap.analysis.forked import Forked, TakenInTurn
 
 def stopped(signum, frame):
     raise KeyboardInterrupt(signum)
@@ -273,6 +273,51 @@ def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables
     got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
     assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
     assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_items_taken_in_turn_are_each_taken_once_the_front_here_the_back_by_the_child():
+    either = TakenInTurn(7)
+    here = [either.first(), either.first()]
+
+    def back():
+        taken = []
+        while (i := either.last()) is not None:
+            taken.append(i)
+        return taken
+
+    theirs = Forked(back).result()
+    assert here == [0, 1] and theirs == [6, 5, 4, 3, 2]
+    assert either.first() is None and either.last() is None
+
+
+@pytest.mark.parametrize("side", ["first", "last"], ids=["figures process", "own process"])
+def test_the_pairings_taken_by_either_process_give_the_report_of_the_loaded_tables(
+    out, tmp_path, monkeypatch, side
+):
+    from amqpcap.analysis import load, report, write_report
+
+    want = open(write_report(load(out), tmp_path / "loaded"), encoding="utf-8").read()
+    taken = []
+
+    class OneSide(TakenInTurn):  # (the other side takes every pairing)
+        def first(self):
+            i = None if side == "first" else super().first()
+            taken.append(i)
+            return i
+
+        def last(self):
+            return None if side == "last" else super().last()
+
+    monkeypatch.setattr(report, "TakenInTurn", OneSide)
+    got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
+    assert taken == ([None] if side == "first" else [*range(len(report.EITHER)), None])
+    assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_the_pairings_taken_in_turn_are_the_reports_own_pairings():
+    from amqpcap.analysis.report import EITHER, OWN_ORDER
+
+    assert sorted(EITHER) == sorted(OWN_ORDER[1])
 
 
 def test_the_reports_own_order_of_stats_parts_has_each_part_once():
