@@ -244,6 +244,28 @@ def _small_groups(out: str, dst, rows: int) -> str:
     return str(dst)
 
 
+def test_the_figures_process_draws_with_matplotlibs_objects_frozen_and_this_ones_collector_untouched(
+    out, tmp_path
+):
+    code = (
+        "import gc, sys\n"
+        "from amqpcap.analysis import report\n"
+        "real = report.fig_errors\n"
+        "def fig_errors(*a, **kw):  # (in the figures' process, matplotlib imported)\n"
+        "    print('walked', sum(len(gc.get_objects(g)) for g in range(3)), flush=True)\n"
+        "    return real(*a, **kw)\n"
+        "report.fig_errors = fig_errors\n"
+        f"report.write_report({out!r}, {str(tmp_path / 'r')!r})\n"
+        "print('frozen here', gc.get_freeze_count())\n"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], check=True, timeout=300, capture_output=True, text=True
+    )
+    lines = dict(line.rsplit(" ", 1) for line in got.stdout.splitlines())
+    assert int(lines["walked"]) < 20_000  # (matplotlib's import: ~70k objects)
+    assert lines["frozen here"] == "0"
+
+
 def test_small_row_groups_are_read_together_in_file_order(out, tmp_path, monkeypatch):
     small = _small_groups(out, tmp_path / "small", 3)
     (path,) = table_files(small, "methods")

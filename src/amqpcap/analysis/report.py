@@ -1122,7 +1122,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     unacked_aside = fork and small_output(src)
     either = TakenInTurn(len(EITHER)) if fork and stats is None and not aside else None
     beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside, either)
-    forked = Forked(beside, inbox=True) if fork else None
+    forked = Forked(functools.partial(beside, forked=True), inbox=True) if fork else None
     here: dict = {}  # the figures drawn by this process: name -> path
 
     def draw_unacked(un):
@@ -1249,14 +1249,16 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, either, receive):
+def _beside(
+    src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, either, receive, *, forked=False
+):
     """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
     parts of ``aside``, the errors part and the pairings it takes of ``either`` (their dict, as
     :func:`stats_parts` gives it), and every figure (name -> path; ``small``: the unacked figure
     too).  ``receive()``, in turn: the throughput totals of the plot's bucket, (``small``) the
     unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of
-    the caller's pairings by kind."""
-    _import_matplotlib()
+    the caller's pairings by kind.  ``forked``: this is the report's forked process."""
+    _import_matplotlib(freeze=forked)
     got: dict = {}
     latencies: dict = {}
     found: dict = {}
@@ -1296,10 +1298,12 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: b
     return got, paths
 
 
-def _import_matplotlib() -> None:
+def _import_matplotlib(freeze: bool = False) -> None:
     """matplotlib's modules the figures draw with, imported without cyclic collections (its
     ~70k objects live as long as the process: as the CLI imports, ``cli.QUIET_START``; ~5% of the
-    import's CPU); the collector's state then as it was."""
+    import's CPU); the collector's state then as it was.  ``freeze`` (a process of the report's
+    own, which ends with it): the import's objects frozen, so the collections while the figures
+    are drawn do not walk them (two thirds of their CPU)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -1307,4 +1311,6 @@ def _import_matplotlib() -> None:
         import matplotlib.figure  # noqa: F401
     finally:
         if was:
+            if freeze:
+                gc.freeze()
             gc.enable()
