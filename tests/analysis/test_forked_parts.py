@@ -336,6 +336,24 @@ def test_the_pairings_taken_by_either_process_give_the_report_of_the_loaded_tabl
     assert got == want and got.count("data:image/png;base64,") == 5
 
 
+def test_a_small_outputs_report_computes_the_errors_part_in_its_own_process_first(out, tmp_path, monkeypatch):
+    from amqpcap.analysis import report
+
+    calls = tmp_path / "calls"
+    real = report.stats_parts
+
+    def recorded(src, parts, **kw):  # (both processes append to the file)
+        with open(calls, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()} {','.join(parts)}\n")
+        return real(src, parts, **kw)
+
+    monkeypatch.setattr(report, "stats_parts", recorded)
+    report.write_report(out, tmp_path / "r")
+    lines = [line.split() for line in calls.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == [str(os.getpid()), "errors"]
+    assert all(parts != "errors" for pid, parts in lines[1:])
+
+
 def test_the_pairings_taken_in_turn_are_the_reports_own_pairings():
     from amqpcap.analysis.report import EITHER, OWN_ORDER
 

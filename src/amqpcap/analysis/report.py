@@ -1156,7 +1156,9 @@ OWN_ORDER = (
 # The pairings either process computes (:class:`~amqpcap.analysis.forked.TakenInTurn`), of a small
 # output: this one takes them from the front, the costliest first, the figures' process from the
 # back once it waits for the latencies only; which one waits for the other then depends on the
-# machine's load, so neither waits long.
+# machine's load, so neither waits long.  This one then computes the errors part too, first (the
+# figures' process draws two figures of it, the first thing it sends): what would wait for it
+# there is balanced by the pairings the figures' process takes.
 EITHER = ("transit", "confirm", "method_rtt", "connection_setup", "rpc")
 
 
@@ -1175,6 +1177,16 @@ def _own_groups(either: TakenInTurn | None):
     yield rest, False
 
 
+def _errors_sent(src, post) -> dict:
+    """Stats' errors part (its dict, as :func:`stats_parts` gives it) computed here, and the errors
+    the figures' process draws sent to it (:func:`_write_report`, of a small output)."""
+
+    def sent(section, load):
+        post(errors_frame(error_tables(load(), src)))
+
+    return stats_parts(src, ("errors",), on_section=sent)
+
+
 def _computed(
     src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked, either=None
 ) -> tuple:
@@ -1184,6 +1196,7 @@ def _computed(
     here by it (None: sent to the figures' process); ``either``: the pairings taken in turn."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
+    errors = _errors_sent(src, post) if either is not None else {}
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
     tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
     post(tot[bucket])
@@ -1203,7 +1216,7 @@ def _computed(
             (draw_unacked or post)(unacked_frame(load(), acks=kept.pop("consumer_ack")) if un is None else un)
 
     if stats is None:
-        got: dict = {"latency": {}}
+        got: dict = {"latency": {}, **errors}
         for group, paired in _own_groups(either):
             if group:
                 part = stats_parts(
@@ -1253,13 +1266,14 @@ def _beside(
     src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, either, receive, *, forked=False
 ):
     """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
-    parts of ``aside``, the errors part and the pairings it takes of ``either`` (their dict, as
+    parts of ``aside`` and the errors part, or the pairings it takes of ``either`` (their dict, as
     :func:`stats_parts` gives it), and every figure (name -> path; ``small``: the unacked figure
-    too).  ``receive()``, in turn: the throughput totals of the plot's bucket, (``small``) the
-    unacked counts of the consumer-ack pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of
-    the caller's pairings by kind.  ``forked``: this is the report's forked process."""
+    too).  ``receive()``, in turn: (``either``) the errors of the caller's errors part, the
+    throughput totals of the plot's bucket, (``small``) the unacked counts of the consumer-ack
+    pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of the caller's pairings by kind.
+    ``forked``: this is the report's forked process."""
     _import_matplotlib(freeze=forked)
-    got: dict = {}
+    got: dict = {"latency": {}}
     latencies: dict = {}
     found: dict = {}
 
@@ -1270,7 +1284,9 @@ def _beside(
         if section == "errors":
             found["err"] = errors_frame(error_tables(load(), src))
 
-    if parts:
+    if either is not None:  # (the caller's errors part: what the figures draw, the first it sends)
+        found["err"] = receive()
+    elif parts:
         got.update(
             stats_parts(
                 src,
