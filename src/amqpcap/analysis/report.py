@@ -1305,13 +1305,20 @@ def _beside(
     paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
     if small:
         paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
-    while either is not None and (i := either.last()) is not None:
-        part = stats_parts(src, (EITHER[i],), on_latency=drawn)
-        got["latency"].update(part.pop("latency"))
-        got.update(part)
+    if either is not None:
+        _pairings_taken(src, either, got, drawn)
     latencies.update(receive())
     paths["latency"] = fig_latency(latencies, out / "latency.png")
     return got, paths
+
+
+def _pairings_taken(src, either: TakenInTurn, got: dict, drawn) -> None:
+    """The pairings of :data:`EITHER` the figures' process takes (from the back, those the caller
+    has not begun): their parts put in ``got``, what the figure draws of each handed ``drawn``."""
+    while (i := either.last()) is not None:
+        part = stats_parts(src, (EITHER[i],), on_latency=drawn)
+        got["latency"].update(part.pop("latency"))
+        got.update(part)
 
 
 def _import_matplotlib(freeze: bool = False) -> None:
