@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from amqpcap.analysis import batches
-from amqpcap.analysis.forked import Forked
+from amqpcap.analysis.forked import Forked, TakenInTurn
 from amqpcap.analysis.pairing import NotStreamed
 from amqpcap.analysis.summary import STATS_PARTS, STREAMED, stats, stats_of_parts, stats_parts
 from amqpcap.analysis.tables import dissect_cached, table_files
@@ -133,7 +133,7 @@ def test_the_forked_process_sees_this_ones_state_and_leaves_no_process_behind():
 
 _ENDS_WHILE_THE_CHILD_RUNS = """
 import signal, sys, time
-from amqpcap.analysis.forked import Forked
+from amqpcap.analysis.forked import Forked, TakenInTurn
 
 def stopped(signum, frame):
     raise KeyboardInterrupt(signum)
@@ -244,6 +244,28 @@ def _small_groups(out: str, dst, rows: int) -> str:
     return str(dst)
 
 
+def test_the_figures_process_draws_with_matplotlibs_objects_frozen_and_this_ones_collector_untouched(
+    out, tmp_path
+):
+    code = (
+        "import gc, sys\n"
+        "from amqpcap.analysis import report\n"
+        "real = report.fig_errors\n"
+        "def fig_errors(*a, **kw):  # (in the figures' process, matplotlib imported)\n"
+        "    print('walked', sum(len(gc.get_objects(g)) for g in range(3)), flush=True)\n"
+        "    return real(*a, **kw)\n"
+        "report.fig_errors = fig_errors\n"
+        f"report.write_report({out!r}, {str(tmp_path / 'r')!r})\n"
+        "print('frozen here', gc.get_freeze_count())\n"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], check=True, timeout=300, capture_output=True, text=True
+    )
+    lines = dict(line.rsplit(" ", 1) for line in got.stdout.splitlines())
+    assert int(lines["walked"]) < 20_000  # (matplotlib's import: ~70k objects)
+    assert lines["frozen here"] == "0"
+
+
 def test_small_row_groups_are_read_together_in_file_order(out, tmp_path, monkeypatch):
     small = _small_groups(out, tmp_path / "small", 3)
     (path,) = table_files(small, "methods")
@@ -273,6 +295,69 @@ def test_the_report_forks_one_process_and_equals_the_report_of_the_loaded_tables
     got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
     assert forks == [os.getpid()]  # (stats' parts aside computed in the report's one child)
     assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_items_taken_in_turn_are_each_taken_once_the_front_here_the_back_by_the_child():
+    either = TakenInTurn(7)
+    here = [either.first(), either.first()]
+
+    def back():
+        taken = []
+        while (i := either.last()) is not None:
+            taken.append(i)
+        return taken
+
+    theirs = Forked(back).result()
+    assert here == [0, 1] and theirs == [6, 5, 4, 3, 2]
+    assert either.first() is None and either.last() is None
+
+
+@pytest.mark.parametrize("side", ["first", "last"], ids=["figures process", "own process"])
+def test_the_pairings_taken_by_either_process_give_the_report_of_the_loaded_tables(
+    out, tmp_path, monkeypatch, side
+):
+    from amqpcap.analysis import load, report, write_report
+
+    want = open(write_report(load(out), tmp_path / "loaded"), encoding="utf-8").read()
+    taken = []
+
+    class OneSide(TakenInTurn):  # (the other side takes every pairing)
+        def first(self):
+            i = None if side == "first" else super().first()
+            taken.append(i)
+            return i
+
+        def last(self):
+            return None if side == "last" else super().last()
+
+    monkeypatch.setattr(report, "TakenInTurn", OneSide)
+    got = open(write_report(out, tmp_path / "dir"), encoding="utf-8").read()
+    assert taken == ([None] if side == "first" else [*range(len(report.EITHER)), None])
+    assert got == want and got.count("data:image/png;base64,") == 5
+
+
+def test_a_small_outputs_report_computes_the_errors_part_in_its_own_process_first(out, tmp_path, monkeypatch):
+    from amqpcap.analysis import report
+
+    calls = tmp_path / "calls"
+    real = report.stats_parts
+
+    def recorded(src, parts, **kw):  # (both processes append to the file)
+        with open(calls, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()} {','.join(parts)}\n")
+        return real(src, parts, **kw)
+
+    monkeypatch.setattr(report, "stats_parts", recorded)
+    report.write_report(out, tmp_path / "r")
+    lines = [line.split() for line in calls.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == [str(os.getpid()), "errors"]
+    assert all(parts != "errors" for pid, parts in lines[1:])
+
+
+def test_the_pairings_taken_in_turn_are_the_reports_own_pairings():
+    from amqpcap.analysis.report import EITHER, OWN_ORDER
+
+    assert sorted(EITHER) == sorted(OWN_ORDER[1])
 
 
 def test_the_reports_own_order_of_stats_parts_has_each_part_once():

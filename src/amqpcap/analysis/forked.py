@@ -21,7 +21,7 @@ import signal
 import threading
 from multiprocessing.reduction import ForkingPickler
 
-__all__ = ["Forked", "can_fork"]
+__all__ = ["Forked", "TakenInTurn", "can_fork"]
 
 _FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
@@ -32,6 +32,35 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if _FORK is not None e
 def can_fork() -> bool:
     """Whether this platform forks (POSIX)."""
     return _FORK is not None
+
+
+class TakenInTurn:
+    """The indices of ``n`` items that this process and a child forked after it (:class:`Forked`)
+    both may compute, each taken once, one at a time: this one from the front (:meth:`first`),
+    the child from the back (:meth:`last`).  Whichever is free first takes the next: the two
+    end at about the same time, however busy each was before (e.g. on a loaded machine)."""
+
+    def __init__(self, n: int):
+        self._ends = _FORK.RawArray("i", [0, n])  # (shared memory: the front's next, the back's end)
+        self._lock = _FORK.Lock()
+
+    def first(self) -> int | None:
+        """The front's next item (None: every item taken)."""
+        with self._lock:
+            at, end = self._ends
+            if at >= end:
+                return None
+            self._ends[0] = at + 1
+            return at
+
+    def last(self) -> int | None:
+        """The back's next item (None: every item taken)."""
+        with self._lock:
+            at, end = self._ends
+            if at >= end:
+                return None
+            self._ends[1] = end - 1
+            return end - 1
 
 
 class Forked:

@@ -27,7 +27,7 @@ from amqpcap.analysis.connection_health import UNACKED_ACK_COLS
 from amqpcap.analysis.connection_health import blocked as blocked_frame
 from amqpcap.analysis.connection_health import unacked as unacked_frame
 from amqpcap.analysis.failures import errors as errors_frame
-from amqpcap.analysis.forked import Forked, can_fork
+from amqpcap.analysis.forked import Forked, TakenInTurn, can_fork
 from amqpcap.analysis.latency import LATENCY_FUNCTIONS
 from amqpcap.analysis.summary import (
     ASIDE,
@@ -1107,7 +1107,9 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     stats' other :data:`ASIDE` parts too) and from what this one sends it: the throughput totals
     of the plot's bucket, the unacked counts of its consumer-ack pass (of a larger output drawn
     here) and what the latency figure draws of its pairings, while it computes the rest of stats
-    (two processes: the report needs no third beside stats')."""
+    (two processes: the report needs no third beside stats').  Of a small output, the pairings
+    are taken in turn (:data:`EITHER`): the figures' process computes those this one has not
+    begun once it has drawn every figure but the latency one."""
     src = stats_source(t)  # a directory: each figure loads what it reads (section_tables)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1118,8 +1120,9 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     # the unacked counts of a larger output are drawn here: what the figures' process would be
     # sent of them grows with the deliveries (21 bytes a step: ~130 MB of a 4 GB capture's)
     unacked_aside = fork and small_output(src)
-    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside)
-    forked = Forked(beside, inbox=True) if fork else None
+    either = TakenInTurn(len(EITHER)) if fork and stats is None and not aside else None
+    beside = functools.partial(_beside, src, out, bucket, t0, stats is None, aside, unacked_aside, either)
+    forked = Forked(functools.partial(beside, forked=True), inbox=True) if fork else None
     here: dict = {}  # the figures drawn by this process: name -> path
 
     def draw_unacked(un):
@@ -1128,7 +1131,7 @@ def _write_report(t, out_dir, bucket: str | None, stats: dict | None) -> str:
     try:  # (this side's passes, of every group of OWN_ORDER, share their column reads)
         with shared_reads(small_output(src)):
             stats, paths, ct = _computed(
-                src, bucket, stats, aside, beside, forked, None if unacked_aside else draw_unacked
+                src, bucket, stats, aside, beside, forked, None if unacked_aside else draw_unacked, either
             )
     except BaseException:
         if forked is not None:  # (it would wait for what this process sends)
@@ -1150,14 +1153,50 @@ OWN_ORDER = (
     ("span", "counts", "errors", "throughput", "amqp10"),
 )
 
+# The pairings either process computes (:class:`~amqpcap.analysis.forked.TakenInTurn`), of a small
+# output: this one takes them from the front, the costliest first, the figures' process from the
+# back once it waits for the latencies only; which one waits for the other then depends on the
+# machine's load, so neither waits long.  This one then computes the errors part too, first (the
+# figures' process draws two figures of it, the first thing it sends): what would wait for it
+# there is balanced by the pairings the figures' process takes.
+EITHER = ("transit", "confirm", "method_rtt", "connection_setup", "rpc")
 
-def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked) -> tuple:
+
+def _own_groups(either: TakenInTurn | None):
+    """This side's groups of parts (:data:`OWN_ORDER`'s), in order, each with whether every
+    pairing of this side is done after it; with ``either``, the pairings one at a time, each
+    taken just before it is computed."""
+    acks, pairings, rest = OWN_ORDER
+    yield acks, False
+    if either is None:
+        yield pairings, True
+    else:
+        while (i := either.first()) is not None:
+            yield (EITHER[i],), False
+        yield (), True
+    yield rest, False
+
+
+def _errors_sent(src, post) -> dict:
+    """Stats' errors part (its dict, as :func:`stats_parts` gives it) computed here, and the errors
+    the figures' process draws sent to it (:func:`_write_report`, of a small output)."""
+
+    def sent(section, load):
+        post(errors_frame(error_tables(load(), src)))
+
+    return stats_parts(src, ("errors",), on_section=sent)
+
+
+def _computed(
+    src, bucket: str, stats: dict | None, aside: tuple, beside, forked, draw_unacked, either=None
+) -> tuple:
     """This process' side of :func:`_write_report`: stats (``stats`` or the summary of its parts
     and the figures' process' ones), the figures' paths and the page's Connections table (made
     here at the end, while the figures' process draws); ``draw_unacked``: the unacked counts drawn
-    here by it (None: sent to the figures' process)."""
+    here by it (None: sent to the figures' process); ``either``: the pairings taken in turn."""
     sent: list = []  # what is sent to the figures' process: totals, unacked counts, latencies
     post = forked.send if forked is not None else sent.append
+    errors = _errors_sent(src, post) if either is not None else {}
     buckets = list(dict.fromkeys(([STATS_BUCKET] if stats is None else []) + [bucket]))
     tot = dict(zip(buckets, totals_at(section_tables(src, "throughput"), buckets)))
     post(tot[bucket])
@@ -1177,19 +1216,20 @@ def _computed(src, bucket: str, stats: dict | None, aside: tuple, beside, forked
             (draw_unacked or post)(unacked_frame(load(), acks=kept.pop("consumer_ack")) if un is None else un)
 
     if stats is None:
-        got: dict = {"latency": {}}
-        for group in OWN_ORDER:
-            part = stats_parts(
-                src,
-                tuple(p for p in group if p not in BESIDE and p not in aside),
-                on_latency=keep,
-                on_section=unacked,
-                on_unacked=lambda un: kept.__setitem__("unacked", un),
-                aside=(),
-            )
-            got["latency"].update(part.pop("latency"))
-            got.update(part)
-            if "method_rtt" in group:  # every pairing of this side done
+        got: dict = {"latency": {}, **errors}
+        for group, paired in _own_groups(either):
+            if group:
+                part = stats_parts(
+                    src,
+                    tuple(p for p in group if p not in BESIDE and p not in aside),
+                    on_latency=keep,
+                    on_section=unacked,
+                    on_unacked=lambda un: kept.__setitem__("unacked", un),
+                    aside=(),
+                )
+                got["latency"].update(part.pop("latency"))
+                got.update(part)
+            if paired:  # every pairing of this side done
                 post(values)
     else:
         for kind, pairing in LATENCY_FUNCTIONS.items():
@@ -1222,29 +1262,36 @@ def _origin(src) -> tuple:
     return (None if first is None else pd.Timestamp(first, tz="UTC")), duration
 
 
-def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, receive):
+def _beside(
+    src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: bool, either, receive, *, forked=False
+):
     """The figures of the report's forked process (:func:`_write_report`): (``parts``) the stats
-    parts of ``aside`` and the errors part (their dict, as :func:`stats_parts` gives it), and
-    every figure (name -> path; ``small``: the unacked figure too).  ``receive()``, in turn: the
+    parts of ``aside`` and the errors part, or the pairings it takes of ``either`` (their dict, as
+    :func:`stats_parts` gives it), and every figure (name -> path; ``small``: the unacked figure
+    too).  ``receive()``, in turn: (``either``) the errors of the caller's errors part, the
     throughput totals of the plot's bucket, (``small``) the unacked counts of the consumer-ack
-    pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of the caller's pairings by kind."""
-    _import_matplotlib()
-    got: dict = {}
+    pass (:func:`fig_unacked`'s), the :class:`LatencyDrawn` of the caller's pairings by kind.
+    ``forked``: this is the report's forked process."""
+    _import_matplotlib(freeze=forked)
+    got: dict = {"latency": {}}
     latencies: dict = {}
     found: dict = {}
+
+    def drawn(kind, df):
+        latencies[kind] = latency_drawn(matched_latencies(kind, df), own=True)
 
     def errors(section, load):
         if section == "errors":
             found["err"] = errors_frame(error_tables(load(), src))
 
-    if parts:
+    if either is not None:  # (the caller's errors part: what the figures draw, the first it sends)
+        found["err"] = receive()
+    elif parts:
         got.update(
             stats_parts(
                 src,
                 aside + ("errors",),
-                on_latency=lambda kind, df: latencies.__setitem__(
-                    kind, latency_drawn(matched_latencies(kind, df), own=True)
-                ),
+                on_latency=drawn,
                 on_section=errors,
             )
         )
@@ -1258,15 +1305,28 @@ def _beside(src, out: Path, bucket: str, t0, parts: bool, aside: tuple, small: b
     paths["throughput"] = throughput_figure(receive(), out / "throughput.png", bucket, t0)
     if small:
         paths["unacked"] = fig_unacked(receive(), out / "unacked.png", t0)
+    if either is not None:
+        _pairings_taken(src, either, got, drawn)
     latencies.update(receive())
     paths["latency"] = fig_latency(latencies, out / "latency.png")
     return got, paths
 
 
-def _import_matplotlib() -> None:
+def _pairings_taken(src, either: TakenInTurn, got: dict, drawn) -> None:
+    """The pairings of :data:`EITHER` the figures' process takes (from the back, those the caller
+    has not begun): their parts put in ``got``, what the figure draws of each handed ``drawn``."""
+    while (i := either.last()) is not None:
+        part = stats_parts(src, (EITHER[i],), on_latency=drawn)
+        got["latency"].update(part.pop("latency"))
+        got.update(part)
+
+
+def _import_matplotlib(freeze: bool = False) -> None:
     """matplotlib's modules the figures draw with, imported without cyclic collections (its
     ~70k objects live as long as the process: as the CLI imports, ``cli.QUIET_START``; ~5% of the
-    import's CPU); the collector's state then as it was."""
+    import's CPU); the collector's state then as it was.  ``freeze`` (a process of the report's
+    own, which ends with it): the import's objects frozen, so the collections while the figures
+    are drawn do not walk them (two thirds of their CPU)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -1274,4 +1334,6 @@ def _import_matplotlib() -> None:
         import matplotlib.figure  # noqa: F401
     finally:
         if was:
+            if freeze:
+                gc.freeze()
             gc.enable()
