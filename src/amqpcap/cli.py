@@ -338,8 +338,8 @@ LAZY = {"dissect": ("pickle", "decimal", "copy", "socket", "selectors", "bz2", "
 # Commands whose process binds the functions of the shared libraries it loads at their first call
 # (RTLD_LAZY), not all at load (RTLD_NOW, Python's default): a dissect loads amqpcap's compiled
 # parts and pyarrow's extension modules with the Arrow C++ libraries they link, and calls few of
-# the functions they import (an empty capture's dissect: 51 -> 38 M instructions of the dynamic
-# loader's, of 253 M).  A library that asks to be bound at load (BIND_NOW: libcrypto) still is.
+# the functions they import: the dynamic loader's work at load is about a quarter less.  A library
+# that asks to be bound at load (BIND_NOW: libcrypto) still is.
 LAZY_BINDING = ("dissect",)
 
 
