@@ -41,7 +41,34 @@ export AMQPCAP_REQUIRE_TOOLS="${AMQPCAP_REQUIRE_TOOLS:-${CI:-}}"
 # the whole suite twice: with every compiled part, then with none (the pure-Python reference).
 # With CI set, a compiled pass in which a part is not built or stale fails at its start
 # (tests/conftest.py), and tests marked compiled(part) run in the compiled pass only.
-echo "== compiled parts in use"
-.venv/bin/python -m pytest -q "$@"
+# The two passes run side by side (most tests keep one core busy; CI has two), each with its own
+# pytest temporary directory and analysis cache; the pure pass prints when it has finished.
+# AMQPCAP_TEST_ONE_PASS_AT_A_TIME=1 runs them one after the other instead.
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+run_pass() {  # NAME [env assignments...] -- pytest args...
+  local name="$1"; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" XDG_CACHE_HOME="$work/$name-cache" \
+    .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp="$work/$name" --durations=15 "$@"
+}
+if [ -n "${AMQPCAP_TEST_ONE_PASS_AT_A_TIME:-}" ]; then
+  echo "== compiled parts in use"
+  run_pass compiled -- "$@"
+  echo "== pure Python (AMQPCAP_PURE=1)"
+  run_pass pure AMQPCAP_PURE=1 -- "$@"
+  exit 0
+fi
+run_pass pure AMQPCAP_PURE=1 -- "$@" > "$work/pure.log" 2>&1 &
+pure=$!
+echo "== compiled parts in use (the pure-Python pass runs beside it)"
+compiled_rc=0
+run_pass compiled -- "$@" || compiled_rc=$?
+pure_rc=0
+wait "$pure" || pure_rc=$?
 echo "== pure Python (AMQPCAP_PURE=1)"
-AMQPCAP_PURE=1 .venv/bin/python -m pytest -q "$@"
+cat "$work/pure.log"
+[ "$compiled_rc" -eq 0 ] || { echo "the compiled pass failed (exit $compiled_rc)"; exit "$compiled_rc"; }
+[ "$pure_rc" -eq 0 ] || { echo "the pure-Python pass failed (exit $pure_rc)"; exit "$pure_rc"; }

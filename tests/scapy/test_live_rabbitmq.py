@@ -12,6 +12,7 @@ Needs root and rabbitmq-server; skipped without them unless AMQPCAP_REQUIRE_TOOL
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -44,6 +45,15 @@ def recorder():
     m = importlib.util.module_from_spec(s)
     s.loader.exec_module(m)
     return m
+
+
+@pytest.fixture
+def broker_to_ourselves():
+    """The machine's one RabbitMQ, held for this test: scripts/test.sh runs its two passes side by
+    side, and each resets the broker's vhost and user."""
+    with open("/tmp/amqpcap-test-rabbitmq.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def method_name(method) -> str:
@@ -114,7 +124,9 @@ def per_direction(rows):
     return {d: [(c, m) for dd, c, m in rows if dd == d] for d in ("c2s", "s2c")}
 
 
-def test_live_prints_and_writes_the_methods_pika_sent_and_received(tmp_path, pika_log, monkeypatch):
+def test_live_prints_and_writes_the_methods_pika_sent_and_received(
+    tmp_path, pika_log, monkeypatch, broker_to_ourselves
+):
     import amqp.transport
     import pika
     import pika.adapters.utils.connection_workflow as workflow
