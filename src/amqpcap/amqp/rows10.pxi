@@ -79,6 +79,8 @@ cdef int write_row(object table, bint compiled, Row *r, Py_ssize_t width) except
     return 0
 
 
+@cython.final
+@cython.no_gc  # (plain values only: no cycle runs through one; one a delivery, made and freed)
 cdef class HeldRow:
     """A delivery the walker read (whole in one transfer, or assembled from several), held by
     links_1_0's state until it is settled (the attributes it reads and sets, as it does a
