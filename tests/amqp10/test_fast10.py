@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import random
+import subprocess
 import sys
 
 import pyarrow.parquet as pq
@@ -829,3 +830,31 @@ def test_the_walkers_messages_rows_take_exchange_and_key_from_the_references_cac
         assert [m for m in map(repr, messages()) if "'x', 'y'" in m]
     finally:
         keys.clear()
+
+
+# A row table that names a column twice in one row: the methods row of a transfer, the messages
+# row of a delivery (each row's columns as rows_1_0's tables place them, one repeated).
+DOUBLED = {
+    "methods": 'plans = dict(rows_1_0.METHOD_PLANS); plans["transfer"] += plans["transfer"][-1:]; '
+    "rows_1_0.METHOD_PLANS = plans",
+    "messages": "rows_1_0.MESSAGE_PLAN += rows_1_0.MESSAGE_PLAN[:1]",
+}
+
+
+@pytest.mark.compiled("fast10", "fastwriter")
+@pytest.mark.parametrize("table", sorted(DOUBLED))
+def test_row_tables_that_name_a_column_twice_in_a_row_are_refused_before_any_row(table):
+    # the table buffer takes a row as the columns it fills, each once (a Row has room for each
+    # column once): the compiled rows refuse the tables at binding, in a fresh process (they are
+    # bound once a process), before a row is written
+    code = (
+        "from amqpcap import compiled; from amqpcap.records import rows_1_0\n"
+        f"{DOUBLED[table]}\n"
+        "fast10 = compiled.current_build('fast10')[0]\n"
+        "try:\n"
+        "    fast10.append_rows([], 'c', 1, '1.0', [], [])\n"
+        "except ValueError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.startswith("refused: amqpcap: a row's columns named twice"), r.stdout + r.stderr

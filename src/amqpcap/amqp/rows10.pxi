@@ -79,6 +79,8 @@ cdef int write_row(object table, bint compiled, Row *r, Py_ssize_t width) except
     return 0
 
 
+@cython.final
+@cython.no_gc  # (plain values only: no cycle runs through one; one a delivery, made and freed)
 cdef class HeldRow:
     """A delivery the walker read (whole in one transfer, or assembled from several), held by
     links_1_0's state until it is settled (the attributes it reads and sets, as it does a
@@ -116,6 +118,60 @@ cdef object walked(perf, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, i
     return w
 
 
+# The fields a row reads of a dict (a performative's fields, a message's sections, a section's
+# fields), found in one pass over the dict's keys (``find_fields``) rather than a lookup each: the
+# dicts hold a few keys, most of the fields looked for are absent, and the lookup of an absent
+# key costs more than a step over every key.
+cdef enum:
+    MAX_FIELDS = 16
+
+cdef struct FieldSet:
+    Py_ssize_t n
+    PyObject *field[MAX_FIELDS]  # interned text, each once (held by the plans)
+
+
+cdef extern from "Python.h":
+    int PyUnicode_CHECK_INTERNED(object o)
+
+
+cdef Py_ssize_t field_slot(FieldSet *s, str field) except -1:
+    """The place of ``field`` (interned) in ``s``, added if it is not there yet."""
+    cdef Py_ssize_t e
+    for e in range(s.n):
+        if s.field[e] == <PyObject *>field:
+            return e
+    if s.n == MAX_FIELDS:
+        raise ValueError(f"amqpcap: more than {MAX_FIELDS} fields read of one map")
+    s.field[s.n] = <PyObject *>field
+    s.n += 1
+    return s.n - 1
+
+
+cdef int find_fields(dict d, const FieldSet *s, PyObject **got) except -1:
+    """``got[e]``: the value of ``s``'s field e in ``d`` (borrowed; NULL where absent), the value
+    ``d.get`` finds of a dict as such: an interned text key is a field only if it is the very
+    object (the fields are interned too), any other key is compared with each field."""
+    cdef Py_ssize_t pos = 0, e
+    cdef PyObject *k
+    cdef PyObject *v
+    for e in range(s.n):
+        got[e] = NULL
+    if s.n == 0:
+        return 0
+    while PyDict_Next(d, &pos, &k, &v):
+        if PyUnicode_CheckExact(<object>k) and PyUnicode_CHECK_INTERNED(<object>k):
+            for e in range(s.n):
+                if k == s.field[e]:
+                    got[e] = v
+                    break
+        else:
+            for e in range(s.n):
+                if <object>k == <object>s.field[e]:
+                    got[e] = v
+                    break
+    return 0
+
+
 # the methods row's sources and typed columns (rows_1_0's tables, read at bind_rows)
 cdef enum:
     MAX_ATTRS = 32
@@ -147,17 +203,27 @@ cdef str TRANSACTIONAL = sys.intern("transactional-state")
 cdef str TYPE_KEY = sys.intern("$type")
 cdef str ERROR_KEY = sys.intern("error")
 cdef tuple dir_names = ()
-cdef dict method_plans = None  # performative name -> (FieldPlan, ...)
-cdef tuple every_plan = ()
 
 
 cdef class FieldPlan:
     """One entry of rows_1_0.METHOD_PLANS: the column (and a second one for a pair), the field
-    (None: every field), the converter and its code, the absent field's value."""
+    (None: every field) and its place in its MethodPlan's fields, the converter and its code, the
+    absent field's value."""
 
-    cdef Py_ssize_t col, col2
+    cdef Py_ssize_t col, col2, slot
     cdef object field, conv, default
     cdef int code
+
+
+cdef class MethodPlan:
+    """rows_1_0.METHOD_PLANS' entries of one performative (FieldPlans) and the fields they read."""
+
+    cdef tuple entries
+    cdef FieldSet fields
+
+
+cdef dict method_plans = None  # performative name -> MethodPlan
+cdef MethodPlan every_plan = None
 
 
 cdef long long I64_MAX = 0x7FFFFFFFFFFFFFFF
@@ -193,7 +259,10 @@ cdef int methods_row(Row *row, capture, stream, int direction, e, version, argum
     None."""
     cdef Py_ssize_t i
     cdef FieldPlan f
+    cdef MethodPlan plan
+    cdef PyObject *got[MAX_FIELDS]  # the plan's fields of ``a`` (find_fields), borrowed
     cdef dict a = perf_field(e, args_at, "args")
+    cdef bint exact = PyDict_CheckExact(a)
     row_value(row, own_col[0], capture)
     row_value(row, own_col[1], stream)
     row_value(row, own_col[2], dir_names[direction])
@@ -208,17 +277,21 @@ cdef int methods_row(Row *row, capture, stream, int direction, e, version, argum
             row_value(row, attr_col[i], attr_const[i])
         else:
             row_value(row, attr_col[i], getattr(e, <str>attr_names[i]))
-    plan = method_plans.get(name)
-    if plan is None:
-        plan = every_plan
-    for f in <tuple>plan:
+    found = method_plans.get(name)
+    plan = every_plan if found is None else <MethodPlan>found
+    if exact:
+        find_fields(a, &plan.fields, got)
+    for f in plan.entries:
         if f.field is None:
             if f.code == CONV_JSON and arguments is not None:
                 v = arguments
             else:
                 v = id_range(a) if f.code == CONV_RANGE else f.conv(a)
         else:
-            v = a.get(f.field)
+            if exact:
+                v = <object>got[f.slot] if got[f.slot] != NULL else None
+            else:
+                v = a.get(f.field)
             v = f.default if v is None else converted(f, v)  # (the decoder leaves null fields out)
         if f.col2 < 0:
             row_value(row, f.col, v)
@@ -229,17 +302,20 @@ cdef int methods_row(Row *row, capture, stream, int direction, e, version, argum
     return 0
 
 
-cdef tuple field_plans(tuple entries, dict codes):
+cdef MethodPlan method_plan(tuple entries, dict codes):
     cdef FieldPlan f
+    cdef MethodPlan plan = MethodPlan.__new__(MethodPlan)
     out = []
     for at, field, conv, default in entries:
         f = FieldPlan.__new__(FieldPlan)
         f.col, f.col2 = (at, -1) if type(at) is int else at
         f.field = None if field is None else sys.intern(field)
+        f.slot = -1 if field is None else field_slot(&plan.fields, f.field)
         f.conv, f.default = conv, default
         f.code = codes.get(conv, CONV_CALL)
         out.append(f)
-    return tuple(out)
+    plan.entries = tuple(out)
+    return plan
 
 
 # the messages row: its width, the columns message_values fills from its arguments, the
@@ -251,11 +327,15 @@ cdef Py_ssize_t mc_body_hash, mc_body, mc_complete, mc_first, mc_last, mc_link, 
 cdef Py_ssize_t mc_aborted
 cdef Py_ssize_t settle_col[7]
 cdef tuple message_plan = ()
-# the sections MESSAGE_PLAN reads (each once a row: values_row), the properties section first
+# the sections MESSAGE_PLAN reads (each once a row: values_row), the properties section first,
+# as a FieldSet (``section_set``: in the same order), and the fields it reads of each (with the
+# properties section's ``to``, at TO_SLOT)
 cdef enum:
     MAX_SECTIONS = 16
-    MAX_PLAN = 32
 cdef tuple plan_sections = ()
+cdef FieldSet section_set
+cdef FieldSet section_fields[MAX_SECTIONS]
+cdef Py_ssize_t TO_SLOT = 0
 cdef object TS_MS_LIMIT = None
 cdef str APP_SECTION = sys.intern("application-properties")
 cdef str BODY_SECTION = sys.intern("body-section")
@@ -266,44 +346,14 @@ cdef str TRANSFER = sys.intern("transfer")
 
 cdef class SectionPlan:
     """One entry of rows_1_0.MESSAGE_PLAN: the column, the section (and its place in
-    ``plan_sections``), the field (None: the whole section), the converter and its code;
-    ``from_text``: the whole application-properties' JSON, a text values_row may be given."""
+    ``plan_sections``), the field (None: the whole section) and its place in the section's
+    ``section_fields``, the converter and its code; ``from_text``: the whole
+    application-properties' JSON, a text values_row may be given."""
 
-    cdef Py_ssize_t col, at
+    cdef Py_ssize_t col, at, slot
     cdef object section, field, conv
     cdef int code
     cdef bint from_text
-
-
-# The fields values_row reads of the sections, found in one pass over each section's dict
-# (``fields_found``) rather than a lookup each: MESSAGE_PLAN's entries (``plan_field``: its
-# field, NULL for a whole section; ``plan_at``: its section in ``plan_sections``), then the
-# properties section's ``to`` (TO_SLOT).
-cdef Py_ssize_t n_plan = 0, TO_SLOT = 0
-cdef PyObject *plan_field[MAX_PLAN]
-cdef Py_ssize_t plan_at[MAX_PLAN]
-
-
-cdef extern from "Python.h":
-    int PyUnicode_CHECK_INTERNED(object o)
-
-
-cdef int fields_found(dict section, Py_ssize_t at, PyObject **got) except -1:
-    """The value of each field of section ``at`` values_row reads, set in ``got`` (borrowed; NULL
-    where absent): the section's keys compared with the fields as a lookup would (an interned
-    text key is the field only if it is the very object: the fields are interned too)."""
-    cdef Py_ssize_t pos = 0, e
-    cdef PyObject *k
-    cdef PyObject *v
-    cdef bint interned
-    while PyDict_Next(section, &pos, &k, &v):
-        interned = PyUnicode_CheckExact(<object>k) and PyUnicode_CHECK_INTERNED(<object>k)
-        for e in range(n_plan):
-            if plan_at[e] != at or plan_field[e] == NULL:
-                continue
-            if k == plan_field[e] or (not interned and <object>k == <object>plan_field[e]):
-                got[e] = v
-    return 0
 
 
 cdef object field_other(PyObject *section, field):
@@ -335,17 +385,19 @@ cdef int values_row(
     cdef SectionPlan f
     cdef dict others
     cdef PyObject *found[MAX_SECTIONS]  # plan_sections' sections (NULL: absent), borrowed
-    cdef PyObject *got[MAX_PLAN]  # the fields read of them (fields_found), borrowed
+    cdef PyObject *got[MAX_SECTIONS][MAX_FIELDS]  # the fields read of them (find_fields), borrowed
     cdef PyObject *sec
-    cdef Py_ssize_t i, e = 0
-    for i in range(n_plan):
-        got[i] = NULL
-    for i in range(len(plan_sections)):
-        found[i] = sec = PyDict_GetItemWithError(sections, plan_sections[i])
+    cdef Py_ssize_t i
+    if PyDict_CheckExact(sections):
+        find_fields(sections, &section_set, found)
+    else:
+        for i in range(section_set.n):
+            found[i] = PyDict_GetItemWithError(sections, <object>section_set.field[i])
+    for i in range(section_set.n):
+        sec = found[i]
         if sec != NULL and PyDict_CheckExact(<object>sec):
-            fields_found(<dict>sec, i, got)
+            find_fields(<dict>sec, &section_fields[i], got[i])
     for f in message_plan:
-        e += 1
         if f.from_text and texts is not None:
             row_value(row, f.col, texts[1])
             continue
@@ -355,7 +407,7 @@ cdef int values_row(
         if f.field is None:
             v = <object>sec
         elif PyDict_CheckExact(<object>sec):
-            v = <object>got[e - 1] if got[e - 1] != NULL else None
+            v = <object>got[f.at][f.slot] if got[f.at][f.slot] != NULL else None
         else:
             v = field_other(sec, f.field)
         if v is not None:
@@ -371,7 +423,7 @@ cdef int values_row(
     if sec == NULL:
         to = None
     elif PyDict_CheckExact(<object>sec):
-        to = <object>got[TO_SLOT] if got[TO_SLOT] != NULL else None
+        to = <object>got[0][TO_SLOT] if got[0][TO_SLOT] != NULL else None
     else:
         to = field_other(sec, TO_FIELD)
     if to is not None and type(to) is not str:
@@ -508,7 +560,7 @@ cdef int bind_rows() except -1:
     global mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key
     global mc_msg_ts, mc_properties, mc_body_size, mc_body_received, mc_body_frames, mc_body_hash
     global mc_body, mc_complete, mc_first, mc_last, mc_link, mc_delivery_id, mc_aborted
-    global n_plan, TO_SLOT
+    global TO_SLOT
     from amqpcap.amqp import events_1_0
     from amqpcap.records import rows, rows_1_0
 
@@ -543,25 +595,22 @@ cdef int bind_rows() except -1:
     codes = {rows_1_0.unsigned_or_null: CONV_INT, rows_1_0.bool_or_null: CONV_BOOL, rows.as_int: CONV_ANY_INT, rows.as_text: CONV_TEXT}
     codes.update({rows_1_0.delivery_mode_of: CONV_MODE, rows_1_0.disposition_range: CONV_RANGE})
     codes.update({L.role_name: CONV_ROLE, L.outcome_of: CONV_OUTCOME, rows.connection_json: CONV_JSON})
-    method_plans = {name: field_plans(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
-    every_plan = field_plans(rows_1_0.EVERY_PLAN, codes)
+    plans = {name: method_plan(p, codes) for name, p in rows_1_0.METHOD_PLANS.items()}
+    every_plan = method_plan(rows_1_0.EVERY_PLAN, codes)
     plan_sections = tuple(dict.fromkeys([PROPERTIES_SECTION] + [sys.intern(e[1]) for e in rows_1_0.MESSAGE_PLAN]))
     if len(plan_sections) > MAX_SECTIONS:
         raise ValueError("too many sections in the messages row's plan")
+    section_set.n = 0
+    for i, name in enumerate(plan_sections):
+        field_slot(&section_set, name)
+        section_fields[i].n = 0
     # the JSON columns by the row builders' compiled encoder (rows.to_json's text): on the bench's
     # 1.0 values the json module's C encoder takes 4x its time (sections 16.0 / 4.4 ms,
     # application-properties 6.3 / 1.2 ms, performative arguments 26.3 / 6.3 ms)
     exchange_key, as_text, json_text = rows_1_0.exchange_key, rows.as_text, rows.connection_json
     exchange_keys = rows_1_0.EXCHANGE_KEYS
     message_plan = section_plans(rows_1_0.MESSAGE_PLAN, codes)
-    if len(message_plan) + 1 > MAX_PLAN:
-        raise ValueError("too many fields in the messages row's plan")
-    n_plan = len(message_plan) + 1
-    for i, entry in enumerate(message_plan):
-        plan_field[i] = NULL if (<SectionPlan>entry).field is None else <PyObject *>(<SectionPlan>entry).field
-        plan_at[i] = (<SectionPlan>entry).at
-    TO_SLOT = n_plan - 1
-    plan_field[TO_SLOT], plan_at[TO_SLOT] = <PyObject *>TO_FIELD, 0
+    TO_SLOT = field_slot(&section_fields[0], TO_FIELD)
     # what values_row (and message_of's creation time) read of the sections, given their texts
     read = {PROPERTIES_SECTION}
     for entry in message_plan:
@@ -588,8 +637,8 @@ cdef int bind_rows() except -1:
         settle_col[i] = mcols[col]
     # a Row names a column at most once: the columns each row fills
     own_attrs = [own_col[i] for i in range(4)] + [attr_col[i] for i in range(n_attrs)]
-    for plan in [every_plan, *method_plans.values()]:
-        distinct(own_attrs + [c for f in plan for c in ((<FieldPlan>f).col, (<FieldPlan>f).col2) if c >= 0])
+    for plan in [every_plan, *plans.values()]:
+        distinct(own_attrs + [c for f in (<MethodPlan>plan).entries for c in ((<FieldPlan>f).col, (<FieldPlan>f).col2) if c >= 0])
     distinct(
         [(<SectionPlan>f).col for f in message_plan] + [settle_col[i] for i in range(7)] + [
             mc_frame, mc_ts, mc_direction, mc_channel, mc_offset, mc_method, mc_exchange, mc_key,
@@ -598,6 +647,7 @@ cdef int bind_rows() except -1:
         ]
     )
     TS_MS_LIMIT = TS_LIMIT
+    method_plans = plans  # bound (not before: tables refused leave the rows unbound)
     return 0
 
 
@@ -630,6 +680,7 @@ cdef tuple section_plans(tuple entries, dict codes):
         f.section = sys.intern(section)
         f.at = plan_sections.index(f.section)
         f.field = None if field is None else sys.intern(field)
+        f.slot = -1 if field is None else field_slot(&section_fields[f.at], f.field)
         f.conv = conv
         f.code = codes.get(conv, CONV_CALL)
         f.from_text = f.section == APP_SECTION and f.field is None and conv is json_text
