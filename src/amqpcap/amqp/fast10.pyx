@@ -428,6 +428,11 @@ def read_sections(buf, dict sections, list spans):
     return read_sections_reference(buf, sections, spans)
 
 
+cdef extern from "Python.h":
+    # (CPython's: a dict with room for ``n`` items; an empty one for five or fewer)
+    dict dict_presized "_PyDict_NewPresized" (Py_ssize_t n)
+
+
 cdef object walk_performative(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, object buf):
     """codec_1_0.read_performative_reference of a performative with a small descriptor code: its
     list's items read straight into the dict of its fields."""
@@ -449,7 +454,8 @@ cdef object walk_performative(const unsigned char *b, Py_ssize_t p, Py_ssize_t e
     if k != K_LIST:
         raise FALLBACK
     pos = sized(b, p + 1, end, WIDTH[b[p]], &count, &e)
-    cdef dict args = {}
+    # sized for its fields at once: a transfer's six would grow an empty dict's table at the sixth
+    cdef dict args = dict_presized(min(count, len(fields)))
     for i in range(count):
         v = value(b, &pos, e, 2, buf)
         if i < len(fields):
@@ -789,7 +795,7 @@ cdef int transfer(
     handle = a.get("handle")
     asm_map = w.assembling
     key = (ch, handle)
-    asm = asm_map.get(key)
+    asm = asm_map.get(key) if asm_map else None  # (no delivery being assembled: no lookup)
     more = a.get("more") is True
     did = a.get("delivery-id")
     if (
