@@ -297,6 +297,33 @@ def test_messages_read_in_place_with_values_left_to_the_reference_make_the_refer
     assert got == want
 
 
+@pytest.mark.compiled("fast10")
+def test_a_messages_sections_and_body_read_in_place_are_the_references():
+    """A composite section of no, some, every and more values than its fields (the rest kept as
+    ``$extra``), before a body of one to three sections: the compiled walk's sections, body
+    size, digest and first bytes are codec_1_0.body_sections' by the reference's reader."""
+    built_or_skip("fast10")
+    from amqp10_wire import amqp_value, data, described, header, list_, properties
+
+    sections = [
+        header(True, 4, 9),
+        described(0x70, list_([])),
+        described(0x70, list_([True, 4, None, False, 1, "beyond", 2])),
+        properties(message_id="m", to="/queues/q"),
+        described(0x73, list_(["m"] + [None] * 12 + ["beyond", 7])),
+    ]
+    bodies = [b"", data(b""), data(b"a"), data(b"a") + data(b"bc") + data(b"d" * 100), amqp_value([1, "two"])]
+    walker = decoder.decoder_1_0()()
+    extras = 0
+    for section in sections:
+        for body in bodies:
+            message = section + body
+            want = codec_1_0.body_sections(message, 64, codec_1_0.read_sections_reference)
+            assert walker._message(message) == want, message
+            extras += "$extra" in repr(want[0])
+    assert extras == 2 * len(bodies)
+
+
 def test_a_performatives_typed_columns_follow_their_fields_types():
     """rows_1_0's methods row (the reference): a column takes a field of its type only."""
     row = rows_1_0.method_row("c", 1, 0, performative("transfer", {"delivery-id": 2**63, "more": 1}), "1.0")

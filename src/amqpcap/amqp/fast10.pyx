@@ -308,12 +308,41 @@ def decode(buf, Py_ssize_t off, Py_ssize_t end, int depth=0):
 include "json10.pxi"
 
 
+# a section's name and the field names of a composite section (header, properties) by its
+# descriptor code, read by index rather than looked up in a dict (three sections a message)
+cdef list SECTION_NAME = [SECTIONS.get(code) for code in range(256)]
+cdef list SECTION_FIELDS = [FIELDS.get(code) if code in SECTIONS else None for code in range(256)]
+
+
+cdef struct Spans:
+    # the body's spans walk_sections found: how many, and the first (the common body, one
+    # section, held here with no tuple made; the spans list gets them all from the second on)
+    Py_ssize_t n, s, e
+
+
+cdef int add_span(list spans, Spans *one, Py_ssize_t s, Py_ssize_t e) except -1:
+    """A body span: into ``one`` if given and it is the first, else appended to ``spans``."""
+    if one == NULL:
+        spans.append((s, e))
+        return 0
+    one.n += 1
+    if one.n == 1:
+        one.s, one.e = s, e
+        return 0
+    if one.n == 2:
+        spans.append((one.s, one.e))
+    spans.append((s, e))
+    return 0
+
+
 cdef object walk_sections(
-    const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf, SectionJson *js=NULL
+    const unsigned char *b, Py_ssize_t n, dict sections, list spans, object buf, SectionJson *js=NULL,
+    Spans *one=NULL,
 ):
-    """The sections into ``sections``, the body's spans into ``spans``; the body's kind.  With
-    ``js``, each section but the body's also written as JSON (json10.pxi), and only those the
-    messages row reads besides (SECTION_READ) decoded."""
+    """The sections into ``sections``, the body's spans into ``spans`` (with ``one``, as
+    ``add_span`` keeps them); the body's kind.  With ``js``, each section but the body's also
+    written as JSON (json10.pxi), and only those the messages row reads besides (SECTION_READ)
+    decoded."""
     cdef Py_ssize_t p = 0, s, e, pos
     cdef int code, w
     cdef unsigned char body
@@ -323,7 +352,7 @@ cdef object walk_sections(
             raise FALLBACK  # (a descriptor other than a small code: the reference reads it)
         code = b[p + 2]
         p += 3
-        name = SECTIONS.get(code)
+        name = SECTION_NAME[code]
         if name is None:
             raise FALLBACK
         body = BODY_KIND[code]
@@ -348,18 +377,39 @@ cdef object walk_sections(
                     p = e
                     continue
             pos = p
-            v = value(b, &pos, n, 1, buf)
+            sections[name] = section_value(b, &pos, n, SECTION_FIELDS[code], buf)
             p = pos
-            fields = FIELDS.get(code) if type(v) is list else None
-            if fields is not None:  # header, properties: by field name
-                v = fields_dict(<tuple>fields, <list>v, {})
-            sections[name] = v
             continue
         if kind is None:
             kind = name
-        spans.append((s, e))
+        add_span(spans, one, s, e)
         p = e
     return kind
+
+
+cdef object section_value(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t n, fields, object buf):
+    """A section's value at ``pos`` (read_sections_reference's): a composite's (``fields``: its
+    field names) list as the dict of its fields (header, properties: types_1_0.fields_of),
+    its items read straight into the dict unless there are more than its fields."""
+    cdef Py_ssize_t p = pos[0], count, e, i
+    if fields is None or p >= n or KIND[b[p]] != K_LIST or 1 >= MAX_DEPTH:
+        v = value(b, pos, n, 1, buf)
+        if fields is not None and type(v) is list:
+            return fields_dict(<tuple>fields, <list>v, {})
+        return v
+    p = sized(b, p + 1, n, WIDTH[b[p]], &count, &e)
+    if count > len(<tuple>fields):  # (its extra values kept as a list: fields_dict's "$extra")
+        return fields_dict(<tuple>fields, <list>value(b, pos, n, 1, buf), {})
+    # compound's walk of the list (depth 1), each item into its field
+    cdef dict out = {}
+    for i in range(count):
+        v = value(b, &p, e, 2, buf)
+        if v is not None:
+            out[(<tuple>fields)[i]] = v
+    if p != e:
+        raise FALLBACK
+    pos[0] = e
+    return out
 
 
 def read_sections(buf, dict sections, list spans):
@@ -376,6 +426,11 @@ def read_sections(buf, dict sections, list spans):
     sections.clear()
     del spans[:]
     return read_sections_reference(buf, sections, spans)
+
+
+cdef extern from "Python.h":
+    # (CPython's: a dict with room for ``n`` items; an empty one for five or fewer)
+    dict dict_presized "_PyDict_NewPresized" (Py_ssize_t n)
 
 
 cdef object walk_performative(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, object buf):
@@ -399,7 +454,8 @@ cdef object walk_performative(const unsigned char *b, Py_ssize_t p, Py_ssize_t e
     if k != K_LIST:
         raise FALLBACK
     pos = sized(b, p + 1, end, WIDTH[b[p]], &count, &e)
-    cdef dict args = {}
+    # sized for its fields at once: a transfer's six would grow an empty dict's table at the sixth
+    cdef dict args = dict_presized(min(count, len(fields)))
     for i in range(count):
         v = value(b, &pos, e, 2, buf)
         if i < len(fields):
@@ -524,11 +580,39 @@ cdef inline void replace_field(object perf, Py_ssize_t offset, object v) noexcep
     Py_XDECREF(old)
 
 
+# links_1_0.Link is slotted too: a transfer's link's name, source and target read at their
+# slots' offsets (a Python attribute read costs ~130 instructions; three a transfer)
+cdef Py_ssize_t link_name_at = -1, link_source_at = -1, link_target_at = -1
+
+
+def _link_layout():
+    """The offsets of Link's name, source and target slots (its member descriptors')."""
+    global link_name_at, link_source_at, link_target_at
+    member_descriptor = type(Performative.__dict__["args"])
+    at = {}
+    for name in ("name", "source", "target"):
+        descr = L.Link.__dict__.get(name)
+        if type(descr) is not member_descriptor:
+            raise TypeError(f"links_1_0.Link.{name} is not the slot fast10 reads")
+        at[name] = (<PyMemberDescrObject *>descr).d_member.offset
+    link_name_at, link_source_at, link_target_at = at["name"], at["source"], at["target"]
+
+
+_link_layout()
+
+
+cdef inline object link_field(object link, Py_ssize_t offset, str name):
+    """The field at ``offset`` of a links_1_0.Link (any other object, or a slot not set: the
+    attribute ``name``)."""
+    cdef PyObject *v = slot_at(link, offset)[0] if type(link) is Link else NULL
+    return <object>v if v != NULL else getattr(link, name)
+
+
 cdef inline void name_link(object perf, link):
     """A Performative's link_name, source and target: the attached link's (links_1_0.Link)."""
-    replace_field(perf, link_at, link.name)
-    replace_field(perf, source_at, link.source)
-    replace_field(perf, target_at, link.target)
+    replace_field(perf, link_at, link_field(link, link_name_at, "name"))
+    replace_field(perf, source_at, link_field(link, link_source_at, "source"))
+    replace_field(perf, target_at, link_field(link, link_target_at, "target"))
 
 
 cdef object new_performative(packet, ts, offset, channel, code, name, args, ftype, size):
@@ -570,6 +654,8 @@ cdef tuple sections_in_place(
     cdef list spans = []
     cdef Py_ssize_t s, e, take
     cdef SectionJson js
+    cdef Spans one
+    one.n = 0
     texts = None
     if json and method_plans is None:
         bind_rows()  # (SECTION_READ)
@@ -577,21 +663,22 @@ cdef tuple sections_in_place(
     try:
         if json:
             try:
-                kind = walk_sections(b, n, sections, spans, payload, &js)
+                kind = walk_sections(b, n, sections, spans, payload, &js, &one)
                 texts = json_end(&js, kind)
             except Fallback:  # (not written here, or not decoded here: walked again to know)
                 sections.clear()
                 del spans[:]
+                one.n = 0
         if texts is None:
-            kind = walk_sections(b, n, sections, spans, payload)
+            kind = walk_sections(b, n, sections, spans, payload, NULL, &one)
     except (Fallback, DecodeError):
         return *in_view(b, n, payload, C.body_sections, (keep, C.read_sections_reference)), None
     finally:
         json_free(&js)
-    if len(spans) != 1:
+    if one.n != 1:
         return (sections, kind, *in_view(b, n, payload, C.body_digest, (spans, keep)), None, texts)
     # body_digest's one-section body, its first bytes cut from the frame without a slice
-    s, e = spans[0]
+    s, e = one.s, one.e
     take = min(e - s, keep)
     return (
         sections, kind, e - s, digest_at(b + s, e - s, deferred),
@@ -708,7 +795,7 @@ cdef int transfer(
     handle = a.get("handle")
     asm_map = w.assembling
     key = (ch, handle)
-    asm = asm_map.get(key)
+    asm = asm_map.get(key) if asm_map else None  # (no delivery being assembled: no lookup)
     more = a.get("more") is True
     did = a.get("delivery-id")
     if (

@@ -80,7 +80,7 @@ cdef class LinkState:
             PyList_Append(out, (direction, delivery))
             return 0
         key = (direction, channel, did)
-        stated = self.outcomes.pop(key, None)
+        stated = self.outcomes.pop(key, None) if self.outcomes else None  # (none stated: no lookup)
         if stated is not None:
             mark_outcome(delivery, stated[0], stated[1])
             if stated[2]:  # settled before its last transfer was seen
