@@ -144,3 +144,21 @@ def test_the_decoders_sha256_is_checked_against_hashlibs_answers():
         for part in parts:
             h.update(part)
         assert h.hexdigest() == want
+
+
+@pytest.mark.compiled("fastflows", "fastreassembly")
+@pytest.mark.parametrize("capture", ["rabbitmq091_pika_full.pcap", "rabbitmq10_proton_outcomes.pcap"])
+def test_the_compiled_packet_loop_drives_the_reference_reassembler_as_its_own(capture, tmp_path):
+    """The compiled packet loop calls a compiled stream's methods in C and any other stream's
+    through Python: with the reference reassembler it writes the tables it writes with its own."""
+    from fixtures import hostile as H
+
+    path = os.path.join(os.path.dirname(__file__), "..", "captures", capture)
+    got = []
+    for pure in ("", "fastreassembly"):
+        out = tmp_path / f"out-{pure}"
+        r = H.run_cli("dissect", path, "-o", out, env={"AMQPCAP_PURE": pure})
+        H.no_internal_error(r)
+        assert "warning" not in r.stderr
+        got.append(H.tables(out))
+    assert got[0]["methods"] and got[0] == got[1]

@@ -81,7 +81,12 @@ PARTS = {
         Part("fastframing", "frame cutter", ("amqp/framing_0_9.py", "amqp/fastframing.pxd", "stamp.pxd")),
         Part("fastlink", "link parser", ("capture/link.py", "capture/fastlink.pxd", "stamp.pxd")),
         Part("fastread", "pcap reader", ("capture/reader.py", "capture/fastread.pxd", "stamp.pxd")),
-        Part("fastflows", "packet loop", ("flows.py", "fastflows.pxd", "stamp.pxd")),
+        Part(
+            "fastflows",
+            "packet loop",
+            ("flows.py", "fastflows.pxd", "stamp.pxd")
+            + ("tcp/reassembly.py", "tcp/fastreassembly.pxd"),  # the reassembler's Stream it calls in C
+        ),
         Part(
             "fastreassembly", "TCP reassembler", ("tcp/reassembly.py", "tcp/fastreassembly.pxd", "stamp.pxd")
         ),

@@ -1,6 +1,7 @@
 # flows.py compiled (compiled.py's part "fastflows"): Conversation a C class, the packet loop typed.
 cimport cython
 from amqpcap.stamp cimport AMQPCAP_SOURCE_STAMP
+from amqpcap.tcp.fastreassembly cimport Stream
 
 cdef bint COMPILED
 cdef int SYN, FIN, RST, ACK, PROGRESS_EVERY
@@ -9,6 +10,25 @@ cdef int SYN, FIN, RST, ACK, PROGRESS_EVERY
 cdef inline tuple as_tuple(object packet):
     """A link.Packet as the tuple it is (unpacked by index, not through an iterator)."""
     return <tuple>packet
+
+
+# A stream's per-packet methods called in C when it is the compiled reassembler's (a method call
+# through Python costs a lookup, a call and its arguments converted), else through Python (the
+# reference's Stream, with AMQPCAP_PURE=fastreassembly).
+cdef inline int stream_ack(object s, unsigned long long ack, packet, ts) except -1:
+    if type(s) is Stream:
+        (<Stream>s).ack(ack, packet, ts)
+    else:
+        s.ack(ack, packet, ts)
+    return 0
+
+
+cdef inline int stream_segment(object s, unsigned long long seq, payload, Py_ssize_t missing, packet, ts) except -1:
+    if type(s) is Stream:
+        (<Stream>s).segment(seq, payload, missing, packet, ts)
+    else:
+        s.segment(seq, payload, missing, packet, ts)
+    return 0
 
 
 @cython.final

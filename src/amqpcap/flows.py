@@ -216,9 +216,15 @@ class Flows:
             if not flags & ACK and conv.syn_ts is None:
                 conv.syn_ts = ts
         if flags & ACK:
-            streams[d ^ 1].ack(ack, number, ts)
+            if COMPILED:  # (fastflows.pxd: the compiled reassembler's methods called in C)
+                stream_ack(streams[d ^ 1], ack, number, ts)  # noqa: F821
+            else:
+                streams[d ^ 1].ack(ack, number, ts)
         if payload or missing:
-            streams[d].segment(seq, payload, missing, number, ts)
+            if COMPILED:
+                stream_segment(streams[d], seq, payload, missing, number, ts)  # noqa: F821
+            else:
+                streams[d].segment(seq, payload, missing, number, ts)
             if missing:
                 detail = f"{missing} bytes of TCP payload cut by the snapshot length"
                 self.output.stream_anomaly(conv, d, number, ts, "truncated-packet", detail, missing)

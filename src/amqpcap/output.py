@@ -5,8 +5,9 @@ Rows reach the tables by one of two routes, chosen here per conversation (``deco
 through events (decoder -> events -> ``events`` -> rows.append_rows, a 1.0 conversation's
 rows_1_0.append_rows / ``emit_rest`` -> table),
 or, for the common 0-9 method and its content, written by the decoder itself through a
-``RowSink`` of the compiled row builder, with no event made.  docs/design.md ("Events or direct
-rows") says when each is taken.
+``RowSink`` of the compiled row builder, with no event made (a 1.0 conversation's rows: written
+into the same sink's tables by the compiled walker after each packet it walks).  docs/design.md
+("Events or direct rows") says when each is taken.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from fixtures.compiled import ROOT, built_or_skip
 from amqpcap.amqp import codec_1_0, decoder, types_1_0
 from amqpcap.amqp.stream import DecodeError
 from amqpcap.pipeline import dissect
-from amqpcap.records import rows_1_0
+from amqpcap.records import rows, rows_1_0
 
 CAPTURES_10 = sorted(glob.glob(os.path.join(ROOT, "captures", "rabbitmq10_*.pcap")))
 
@@ -136,6 +136,9 @@ def test_the_compiled_1_0_rows_are_the_reference_rows(capture, tmp_path, monkeyp
         return fast10.append_rows(events, cap, stream, version, methods, messages)
 
     monkeypatch.setattr(rows_1_0, "append_rows", both)
+    # every row through the events, to be compared here (the walker's own rows, written with a
+    # row sink, are the events' rows: test_the_1_0_walker_writes_its_rows_itself_...)
+    monkeypatch.setattr(rows, "row_sink", lambda *a: None)
     dissect([capture], str(tmp_path / "out"))
     assert written["methods"]
     # (the compiled frame loop walks the transfers, dispositions and flows: some, at least)
@@ -885,3 +888,66 @@ def test_row_tables_that_name_a_column_twice_in_a_row_are_refused_before_any_row
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.startswith("refused: amqpcap: a row's columns named twice"), r.stdout + r.stderr
+
+
+def conversation_1_0(fastwriter, packets, direct: bool) -> tuple:
+    """``packets`` ((direction, bytes), ...) of a 1.0 conversation through a ConnectionDecoder as
+    the pipeline runs it, each packet's events drained into compiled table buffers after it, the
+    walker given a row sink if ``direct``: (methods table, messages table, the events drained
+    after each packet)."""
+    import pyarrow as pa
+
+    from amqpcap.records.schema import SCHEMAS
+
+    methods = fastwriter.Columns(SCHEMAS["methods"], 10_000)
+    messages = fastwriter.Columns(SCHEMAS["messages"], 10_000)
+    sink = rows.row_sink("c", 1, methods, messages) if direct else None
+    assert (sink is not None) == direct
+    dec = decoder.ConnectionDecoder(frame_events=False, row_sink=sink)
+    offsets, drained = [0, 0], []
+    for number, (d, raw) in enumerate(packets, start=1):
+        dec.data(d, offsets[d], raw, number, 1000 * number)
+        offsets[d] += len(raw)
+        events = dec.pop_events()
+        drained.append(events)
+        rows_1_0.append_rows(events, "c", 1, dec.version, methods, messages)
+    dec.finish(len(packets) + 1, 1000 * (len(packets) + 1))
+    events = dec.pop_events()
+    drained.append(events)
+    rows_1_0.append_rows(events, "c", 1, dec.version, methods, messages)
+    return pa.Table.from_batches([methods.take()]), pa.Table.from_batches([messages.take()]), drained
+
+
+@pytest.mark.compiled("fast10", "fastrows", "fastwriter")
+def test_the_1_0_walker_writes_its_rows_itself_and_hands_on_only_events_without_a_row():
+    """With a row sink (a dissect into compiled table buffers, no frames table) the 1.0 walker
+    writes the rows of the packets it walks: what reaches the packet loop is only what has no
+    row (a heartbeat, an anomaly), and the tables are the ones the events give."""
+    fast10, _, fastwriter = built_or_skip("fast10"), built_or_skip("fastrows"), built_or_skip("fastwriter")
+    from amqp10_wire import attach, begin, data, disposition, flow, frame, open_, properties, transfer
+
+    def message(i):
+        body = properties(message_id=f"m{i}") + data(b"q" * i)
+        return frame(transfer(0, i, b"t%d" % i, settled=i % 3 == 0) + body)
+
+    header = b"AMQP\x00\x01\x00\x00"
+    packets = [
+        (0, header + frame(open_("c")) + frame(begin()) + frame(attach("l", 0, False, tgt="/queues/q"))),
+        (1, header + frame(open_("s")) + frame(begin(0)) + frame(attach("l", 0, True, tgt="/queues/q"))),
+        (1, frame(flow(0, 0, 100))),
+        (0, message(1) + message(2) + message(3)[:30]),
+        (0, message(3)[30:] + frame(b"") + message(4)),
+        (1, frame(disposition(True, 1, 4, True)) + frame(b"")),
+        (0, frame(transfer(0, 5, b"t5", more=True) + properties(message_id="m5")) + message(6)),
+    ]
+    m_direct, g_direct, drained = conversation_1_0(fastwriter, packets, direct=True)
+    m_events, g_events, _ = conversation_1_0(fastwriter, packets, direct=False)
+    assert m_direct.num_rows == 14 and g_direct.num_rows == 6
+    assert m_direct.equals(m_events) and g_direct.equals(g_events)
+    # each direction's first packet is fed the reference's way (its events go on), and so is the
+    # end (the unfinished delivery); in between only the heartbeats and the anomaly of the
+    # delivery the next one cut reach the packet loop
+    later = [type(e).__name__ for events in drained[2:-1] for _d, e in events]
+    assert later == ["Heartbeat", "Heartbeat", "Anomaly"]
+    rowed = (fast10.HeldRow, fast10.WalkedPerformative, fast10.Performative, fast10.Delivery)
+    assert not [e for events in drained[2:-1] for _d, e in events if isinstance(e, rowed)]

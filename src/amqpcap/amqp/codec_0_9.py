@@ -489,12 +489,14 @@ class Decoder09Py(StreamDecoder):
 
 
 def direct_output(codec, row_sink, deferred_digests: bool) -> None:
-    """Let ``codec`` write rows and digests without events, if it is the compiled walker (the
+    """Let ``codec`` write rows and digests without events, if it is a compiled walker (the
     reference makes every event; the dissect pipeline chooses, pipeline.Dissector): the rows of
     the methods and contents it decodes on its common path go to ``row_sink`` (a
     fastrows.RowSink; None: events), and a finished content's ``body_hash`` may be a digest
     still being computed (fast09.Sha256, ``deferred_digests``) for a table buffer that takes one.
-    The compiled class declares both (``row_sink``, ``deferred_digests``); the reference neither."""
+    The compiled classes declare both (``row_sink``, ``deferred_digests``; fast09's and fast10's
+    ``Decoder10``, whose walker writes the rows of the 1.0 events it made as it walks a packet);
+    the references not ``row_sink``."""
     if hasattr(type(codec), "row_sink"):
         codec.deferred_digests = deferred_digests
         codec.row_sink = row_sink

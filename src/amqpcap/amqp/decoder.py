@@ -315,11 +315,8 @@ class ConnectionDecoder:
         self.codec.events = self.events  # one list: the pipeline drains both with pop_events
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events
-        if version != "0-10" and (self.row_sink is not None or self.deferred_digests):
-            sink = None if self.row_sink is None or evidence == "inferred" else self.row_sink
-            if sink is not None:
-                sink.version = version
-            codec_0_9.direct_output(self.codec, sink, self.deferred_digests)
+        if version != "0-10":
+            self._direct_output(version, evidence)
 
     def _use_1_0(self, evidence: str) -> None:
         self.version = "1.0"
@@ -329,3 +326,13 @@ class ConnectionDecoder:
         self.codec.tally = self.tally
         self.codec.frame_events = self.frame_events
         self.codec.deferred_digests = self.deferred_digests
+        self._direct_output("1.0", evidence)
+
+    def _direct_output(self, version: str, evidence: str) -> None:
+        """The row sink and deferred digests handed to a compiled codec (codec_0_9.direct_output):
+        rows only to a codec whose version the header settled (held events wait for a version)."""
+        if self.row_sink is not None or self.deferred_digests:
+            sink = None if self.row_sink is None or evidence == "inferred" else self.row_sink
+            if sink is not None:
+                sink.version = version
+            codec_0_9.direct_output(self.codec, sink, self.deferred_digests)

@@ -763,6 +763,10 @@ cdef class Walk:
     cdef object tally
     cdef Py_ssize_t body_bytes
     cdef bint frame_events, deferred_digests
+    # the conversation's fastrows.RowSink (``row_sink``; None: rows go through the events) and
+    # what append_rows is given of it: its conversation and tables
+    cdef object sink, capture, stream, version, methods, messages
+    cdef bint to_methods, to_messages  # that table is a compiled table buffer
 
 
 cdef Walk walk_of(dec, int direction, Direction d):
@@ -779,6 +783,14 @@ cdef Walk walk_of(dec, int direction, Direction d):
         w.body_bytes = dec.body_bytes
         w.frame_events = dec.frame_events
         w.deferred_digests = dec.deferred_digests
+        w.sink = dec.row_sink
+        if w.sink is not None:
+            if method_plans is None:
+                bind_rows()
+            w.capture, w.stream, w.version = w.sink.capture, w.sink.stream, w.sink.version
+            w.methods, w.messages = w.sink.methods, w.sink.messages
+            w.to_methods = append_array != NULL and append_array(w.methods, NULL, NULL)
+            w.to_messages = append_array != NULL and append_array(w.messages, NULL, NULL)
         d.walk = w
     return w
 
@@ -1095,13 +1107,28 @@ cdef inline Py_ssize_t frame_lacks(const unsigned char *b, Py_ssize_t held) noex
 
 cdef int parse(self, int direction, Direction d) except -1:
     """StreamDecoder._parse (final=False, in sync, no skip): the frame loop here, the reference's
-    walk from the frame it stopped at."""
+    walk from the frame it stopped at; with a row sink, the rows of the events written."""
     cdef bint stop = False
     d.pos = frames_loop(self, direction, d, d.pos, &stop)
     if stop:
         self._parse(direction, d)
     else:
         keep_tail(d)
+    if type(d.walk) is Walk and (<Walk>d.walk).sink is not None:
+        rows_to_sink(<Walk>d.walk, self.events)
+    return 0
+
+
+cdef int rows_to_sink(Walk w, list events) except -1:
+    """The rows of ``events`` (the decoder's list) written into the sink's tables, as
+    CaptureOutput.events would write them (append_rows), and the other events left in the list
+    in order: a packet's rows are written without its events' trip through the packet loop's
+    Python (pop_events, CaptureOutput.events).  The list keeps its identity: the decoders share it."""
+    if not events:
+        return 0
+    rest = rows_of(events, w.capture, w.stream, w.version, w.methods, w.messages, w.to_methods, w.to_messages)
+    if len(rest) < len(events):
+        events[:] = rest
     return 0
 
 
@@ -1144,6 +1171,7 @@ class Decoder10(codec_1_0.Decoder10):
 
     State = LinkState
     Direction = _Direction
+    row_sink = None  # decoder.py's (codec_0_9.direct_output): rows written as they are walked
     feed = walk_feed
     data = walk_data
     _frames = walk_frames

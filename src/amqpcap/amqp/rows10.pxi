@@ -691,16 +691,23 @@ cdef tuple section_plans(tuple entries, dict codes):
 def append_rows(list events, capture, stream, version, methods, messages):
     """records/rows_1_0.append_rows_reference, compiled: the rows of the 1.0 events among
     ``events`` written in order, the other events returned in order."""
+    if method_plans is None:
+        bind_rows()
+    cdef bint to_methods = append_array != NULL and append_array(methods, NULL, NULL)
+    cdef bint to_messages = append_array != NULL and append_array(messages, NULL, NULL)
+    return rows_of(events, capture, stream, version, methods, messages, to_methods, to_messages)
+
+
+cdef list rows_of(
+    list events, capture, stream, version, methods, messages, bint to_methods, bint to_messages
+):
+    """append_rows' loop (``to_methods``, ``to_messages``: the table is a compiled table buffer)."""
     cdef list rest = []
     cdef tuple pair
     cdef HeldRow h
     cdef WalkedPerformative w
     cdef Row row
     cdef Py_ssize_t base
-    if method_plans is None:
-        bind_rows()
-    cdef bint to_methods = append_array != NULL and append_array(methods, NULL, NULL)
-    cdef bint to_messages = append_array != NULL and append_array(messages, NULL, NULL)
     row.n = 0
     try:
         for pair in events:

@@ -695,7 +695,7 @@ cdef class RowSink:
     conversation's, set once it is known (the decoder does so as it settles it).  Both tables
     must be compiled table buffers (a ValueError otherwise)."""
 
-    cdef object capture, stream, methods, messages
+    cdef readonly object capture, stream, methods, messages  # (the 1.0 walker's, fast10.Walk)
     cdef public object version
     cdef Direct direct
     cdef amqpcap_jbuf json
