@@ -951,3 +951,32 @@ def test_the_1_0_walker_writes_its_rows_itself_and_hands_on_only_events_without_
     assert later == ["Heartbeat", "Heartbeat", "Anomaly"]
     rowed = (fast10.HeldRow, fast10.WalkedPerformative, fast10.Performative, fast10.Delivery)
     assert not [e for events in drained[2:-1] for _d, e in events if isinstance(e, rowed)]
+
+
+@pytest.mark.compiled("fast10", "fastrows", "fastwriter")
+def test_a_walked_performatives_methods_row_goes_to_the_sink_after_the_rows_of_the_events_before_it():
+    """With a row sink, a transfer, disposition or flow the frame loop walks has its methods row
+    written as it is walked (no event made of it), after the rows of the packet's events before
+    it (an attach the reference decodes, in the same packet): the tables are the events' own."""
+    fast10, _, fastwriter = built_or_skip("fast10"), built_or_skip("fastrows"), built_or_skip("fastwriter")
+    from amqp10_wire import attach, begin, data, detach, disposition, flow, frame, open_, properties, transfer
+
+    def message(handle, i, **kw):
+        return frame(transfer(handle, i, b"t%d" % i, **kw) + properties(message_id=f"m{i}") + data(b"q" * i))
+
+    header = b"AMQP\x00\x01\x00\x00"
+    packets = [
+        (0, header + frame(open_("c")) + frame(begin()) + frame(attach("l", 0, False, tgt="/queues/q"))),
+        (1, header + frame(open_("s")) + frame(begin(0)) + frame(attach("l", 0, True, tgt="/queues/q"))),
+        (0, message(0, 1, settled=True) + frame(attach("m", 1, False, tgt="/queues/r")) + message(1, 2)),
+        (1, frame(flow(1, 0, 10)) + frame(attach("m", 1, True, tgt="/queues/r")) + frame(flow(1, 0, 20))),
+        (1, frame(disposition(True, 2, None, True)) + frame(detach(1, True)) + frame(flow(0, 1, 5))),
+    ]
+    m_direct, g_direct, drained = conversation_1_0(fastwriter, packets, direct=True)
+    m_events, g_events, events = conversation_1_0(fastwriter, packets, direct=False)
+    assert m_direct.num_rows == 15 and g_direct.num_rows == 2
+    assert m_direct.equals(m_events) and g_direct.equals(g_events)
+    later = [e for packet in drained[2:] for _d, e in packet]
+    assert not [e for e in later if type(e) is fast10.WalkedPerformative]
+    # (without a sink the same performatives are walked: their events hold their arguments' text)
+    assert [e for packet in events[2:] for _d, e in packet if type(e) is fast10.WalkedPerformative]

@@ -742,7 +742,7 @@ def walk_transfer(self, int direction, d, perf, buf, Py_ssize_t p, Py_ssize_t en
         C.Decoder10._transfer(self, direction, d, perf, buf, p, end)
         return
     cdef Walk w = walk_of(self, direction, <Direction>d)
-    transfer(self, direction, <Direction>d, w, self.events, perf, buf, p, end, perf)
+    transfer(self, direction, <Direction>d, w, self.events, perf, buf, p, end, None, False)
 
 
 @cython.final
@@ -795,24 +795,32 @@ cdef Walk walk_of(dec, int direction, Direction d):
     return w
 
 
+# the fields a transfer's walk reads of its fields' dict, found in one pass (rows10.pxi
+# ``find_fields``: a lookup each costs more on these few keys)
+cdef enum:
+    T_HANDLE, T_MORE, T_DELIVERY_ID, T_ABORTED, T_SETTLED, T_STATE, T_FIELDS
 cdef int transfer(
-    self, int direction, Direction d, Walk w, list events, perf, buf, Py_ssize_t p, Py_ssize_t end, event
+    self, int direction, Direction d, Walk w, list events, perf, buf, Py_ssize_t p, Py_ssize_t end, text,
+    bint walked,
 ) except -1:
     """A transfer (a Performative: its fields read and set at their slots); ``w``: ``d``'s Walk,
-    ``events``: the decoder's; ``event``, what the events hold of it if the walker reads it (the
-    Performative, or the frame loop's WalkedPerformative)."""
+    ``events``: the decoder's; ``text``: its arguments' text if the frame loop wrote it, ``walked``:
+    the frame loop walked it (its row may go straight to the sink: ``performative_out``)."""
     cdef dict a = perf_field(perf, args_at, "args")
     cdef Py_ssize_t size = end - p
+    cdef PyObject *got[T_FIELDS]
+    transfer_fields(a, got)
     ch = perf_field(perf, channel_at, "channel")
-    handle = a.get("handle")
+    handle = field_of(got, T_HANDLE)
     asm_map = w.assembling
     key = (ch, handle)
     asm = asm_map.get(key) if asm_map else None  # (no delivery being assembled: no lookup)
-    more = a.get("more") is True
-    did = a.get("delivery-id")
+    more = field_of(got, T_MORE) is True
+    did = field_of(got, T_DELIVERY_ID)
+    settled = field_of(got, T_SETTLED) is True
     if (
         d.mid is not None
-        or a.get("aborted") is True
+        or field_of(got, T_ABORTED) is True
         or not (did is None or is_delivery_id(did))
         or w.held_bytes[direction] + size > MAX_HELD_BYTES
         or (not ordinary_start(asm_map, size) if asm is None else not ordinary_next(asm, did, size))
@@ -823,12 +831,15 @@ cdef int transfer(
     link = st.link_of(direction, ch, handle)
     if link is not None:
         name_link(perf, link)
-    events.append((direction, event))
+    if walked:
+        performative_out(w, events, direction, perf, text)
+    else:
+        events.append((direction, perf))
     if asm is None and not more:
         # a whole delivery in one frame (the common case): read where it lies, not assembled
         dv = message_of(
             self, w, direction, perf, buf, p, size, perf_field(perf, offset_at, "offset"),
-            perf_field(perf, packet_at, "packet"), 1, link, did, a.get("settled") is True,
+            perf_field(perf, packet_at, "packet"), 1, link, did, settled, field_of(got, T_STATE),
         )
         st.deliver(events, direction, dv, d.ts)
         return 0
@@ -841,7 +852,7 @@ cdef int transfer(
         append_piece(asm.buf, buf, p, size)
         w.held_bytes[direction] += size
     first = asm.first
-    if a.get("settled") is True:
+    if settled:
         asm.settled = True
     if more:
         return 0
@@ -849,10 +860,10 @@ cdef int transfer(
     del asm_map[key]
     held = asm.buf
     w.held_bytes[direction] -= len(held)
-    settled = asm.settled is True or a.get("settled") is True
+    settled = asm.settled is True or settled
     dv = message_of(
         self, w, direction, perf, held, 0, len(held), asm.offset, first.packet, asm.frames, asm.link,
-        first.args.get("delivery-id"), settled, asm.size,
+        first.args.get("delivery-id"), settled, field_of(got, T_STATE), asm.size,
     )
     st.deliver(events, direction, dv, d.ts)
     return 0
@@ -906,15 +917,14 @@ cdef inline Py_ssize_t allocated(bytearray b) noexcept:
 
 cdef HeldRow message_of(
     self, Walk w, int direction, perf, buf, Py_ssize_t p, Py_ssize_t size, offset, first_packet, frames,
-    link, did, bint settled, Py_ssize_t received=-1,
+    link, did, bint settled, state, Py_ssize_t received=-1,
 ):
     """codec_1_0.Decoder10._deliver of a complete delivery whose message is the ``size`` bytes at
-    ``p`` in ``buf`` (``received``: its transfers' payload bytes, if not ``size``): its anomalies
-    reported, its messages row held (rows_1_0.message_values; no Delivery)."""
+    ``p`` in ``buf`` (``received``: its transfers' payload bytes, if not ``size``; ``state``: its
+    last transfer's): its anomalies reported, its messages row held (rows_1_0.message_values; no
+    Delivery)."""
     cdef Py_buffer view
-    cdef dict a = perf_field(perf, args_at, "args")
     ch = perf_field(perf, channel_at, "channel")
-    state = a.get("state")
     outcome = condition = None
     if state is not None:
         outcome, condition = outcome_of(state)
@@ -1037,13 +1047,13 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
             if code == TRANSFER_CODE or code == DISPOSITION_CODE or code == FLOW_CODE:
                 if events is None:
                     events = self.events
-                event = walked(perf, b, body + 3, p, code)
+                text = args_text(b, body + 3, p, code)
                 if code == TRANSFER_CODE:
-                    transfer(self, direction, d, w, events, perf, buf, p, end, event)
+                    transfer(self, direction, d, w, events, perf, buf, p, end, text, True)
                 elif code == DISPOSITION_CODE:
-                    disposition(w, events, direction, event, args, channel, d.ts)
+                    disposition(w, events, direction, perf, text, args, channel, d.ts)
                 else:
-                    flow(w, events, direction, perf, args, channel, event)
+                    flow(w, events, direction, perf, text, args, channel)
             else:
                 self._performative(direction, perf)
             pos = end
@@ -1054,23 +1064,23 @@ cdef Py_ssize_t frames_loop(self, int direction, Direction d, Py_ssize_t pos, bi
     return pos
 
 
-cdef int disposition(Walk w, list events, int direction, event, dict a, channel, ts) except -1:
-    """codec_1_0.Decoder10._performative of a disposition: its event (``walked``'s), then the
-    deliveries it settles (the state's, in C)."""
-    events.append((direction, event))
+cdef int disposition(Walk w, list events, int direction, perf, text, dict a, channel, ts) except -1:
+    """codec_1_0.Decoder10._performative of a disposition: its event or row (``performative_out``),
+    then the deliveries it settles (the state's, in C)."""
+    performative_out(w, events, direction, perf, text)
     (<LinkState?>w.state).settle(events, direction, channel, a, ts)
     return 0
 
 
-cdef int flow(Walk w, list events, int direction, perf, dict a, channel, event) except -1:
-    """codec_1_0.Decoder10._performative of a flow: its event (``walked``'s), with its link's
-    name and terminus addresses if it names an attached link."""
+cdef int flow(Walk w, list events, int direction, perf, text, dict a, channel) except -1:
+    """codec_1_0.Decoder10._performative of a flow: its event or row (``performative_out``), with
+    its link's name and terminus addresses if it names an attached link."""
     handle = a.get("handle")
     if handle is not None:
         link = (<LinkState?>w.state).link_of(direction, channel, handle)
         if link is not None:
             name_link(perf, link)
-    events.append((direction, event))
+    performative_out(w, events, direction, perf, text)
     return 0
 
 
@@ -1132,6 +1142,18 @@ cdef int rows_to_sink(Walk w, list events) except -1:
     return 0
 
 
+cdef int performative_out(Walk w, list events, int direction, perf, text) except -1:
+    """A transfer, disposition or flow the frame loop walked (``text``: its arguments' JSON, or
+    None): with a row sink, its methods row written there, the rows of the events before it
+    first (the table's order is theirs); else its event (``walked``) appended to ``events``."""
+    if w.sink is None:
+        events.append((direction, walked(perf, text)))
+        return 0
+    if events:
+        rows_to_sink(w, events)
+    return write_methods_row(w.methods, w.to_methods, w.capture, w.stream, direction, perf, w.version, text)
+
+
 cdef int tally_frames(self, Walk w, int direction, Direction d, Py_ssize_t n) except -1:
     """StreamDecoder._counted of ``n`` frames with no Frame events, at once."""
     tally = w.tally
@@ -1143,6 +1165,32 @@ cdef int tally_frames(self, Walk w, int direction, Direction d, Py_ssize_t n) ex
 include "direction.pxi"
 include "rows10.pxi"
 include "links10.pxi"
+
+
+cdef tuple TRANSFER_READ = tuple(sys.intern(f) for f in ("handle", "more", "delivery-id", "aborted", "settled", "state"))
+cdef FieldSet transfer_set
+
+
+def _transfer_set():
+    for field in TRANSFER_READ:
+        field_slot(&transfer_set, field)
+
+
+_transfer_set()
+
+
+cdef int transfer_fields(dict a, PyObject **got) except -1:
+    """``got``: a transfer's TRANSFER_READ fields of ``a`` (borrowed; NULL where absent)."""
+    cdef Py_ssize_t e
+    if PyDict_CheckExact(a):
+        return find_fields(a, &transfer_set, got)
+    for e in range(T_FIELDS):
+        got[e] = PyDict_GetItemWithError(a, TRANSFER_READ[e])
+    return 0
+
+
+cdef inline object field_of(PyObject **got, int e):
+    return <object>got[e] if got[e] != NULL else None
 
 
 # --- what decoder.py binds as ``Decoder10`` when this part is built --------------------------

@@ -15,8 +15,10 @@
 # settlement columns (rows_1_0.settled_row's) and writes them (a delivery over several transfers
 # the walker assembles is held the same way); a Delivery (one the reference made) is written the
 # same way (``delivery_values``: rows_1_0.message_row in C).
-# A transfer, disposition or flow the frame loop walked is a ``WalkedPerformative``: its
-# arguments column written from its bytes (json10.pxi ``args_text``), not its fields' JSON.
+# A transfer, disposition or flow the frame loop walked has its arguments column written from its
+# bytes (json10.pxi ``args_text``), not its fields' JSON: with a row sink its methods row is
+# written as it is walked (``write_methods_row``: no event made), else its event is a
+# ``WalkedPerformative`` holding that text.
 
 from cpython.bool cimport PyBool_Check
 from cpython.dict cimport PyDict_CheckExact, PyDict_Copy, PyDict_DelItem, PyDict_GetItem, PyDict_GetItemWithError
@@ -81,6 +83,7 @@ cdef int write_row(object table, bint compiled, Row *r, Py_ssize_t width) except
 
 @cython.final
 @cython.no_gc  # (plain values only: no cycle runs through one; one a delivery, made and freed)
+@cython.freelist(16)  # (one a delivery: its memory reused rather than allocated and freed)
 cdef class HeldRow:
     """A delivery the walker read (whole in one transfer, or assembled from several), held by
     links_1_0's state until it is settled (the attributes it reads and sets, as it does a
@@ -105,12 +108,11 @@ cdef class WalkedPerformative:
     cdef object text
 
 
-cdef object walked(perf, const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int code):
-    """The event of the performative ``code`` the frame loop walked (its list at ``p``, after the
-    descriptor, to ``end``): with its arguments text (a WalkedPerformative), or the Performative
-    where the text is not written here."""
+cdef object walked(perf, text):
+    """The event of a performative the frame loop walked: with its arguments text (json10.pxi
+    ``args_text``) a WalkedPerformative, or the Performative where the text is not written
+    (None)."""
     cdef WalkedPerformative w
-    text = args_text(b, p, end, code)
     if text is None:
         return perf
     w = WalkedPerformative.__new__(WalkedPerformative)
@@ -299,6 +301,19 @@ cdef int methods_row(Row *row, capture, stream, int direction, e, version, argum
             v, v2 = v
             row_value(row, f.col, v)
             row_value(row, f.col2, v2)
+    return 0
+
+
+cdef int write_methods_row(object table, bint compiled, capture, stream, int direction, e, version, text) except -1:
+    """The methods row of the Performative ``e`` (``text``: its arguments' JSON, or None) appended
+    to ``table`` (``compiled``: a compiled table buffer), as append_rows writes it."""
+    cdef Row row
+    row.n = 0
+    try:
+        methods_row(&row, capture, stream, direction, e, version, text)
+        write_row(table, compiled, &row, n_method)
+    finally:
+        cut_row(&row, 0)
     return 0
 
 
@@ -514,7 +529,9 @@ cdef HeldRow held_row(
     name = address = None
     if link is not None:
         # sent to its target; received from its source (the queue a consumer reads)
-        name, address = link.name, link.target if direction == 0 else (link.source or link.target)
+        name = link_field(link, link_name_at, "name")
+        target = link_field(link, link_target_at, "target")
+        address = target if direction == 0 else (link_field(link, link_source_at, "source") or target)
     packet = perf_field(perf, packet_at, "packet")
     channel = perf_field(perf, channel_at, "channel")
     values_row(
